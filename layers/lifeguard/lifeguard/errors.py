@@ -1,0 +1,50 @@
+"""Lifeguard's exceptions: one root, a shallow tree.
+
+    LifeguardError
+     ├── InvalidLifecycleConfigError (ValueError)   a nodeLifecycleActions config breaks PCS's rules
+     └── ServiceModelError (RuntimeError)           the vendored PCS service model is missing or unreadable
+
+Parsers of records that arrive in batches (scaling-log records, node reports) do not raise: they return
+a typed parse error, so one bad record never stops the rest of its batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["InvalidLifecycleConfigError", "LifeguardError", "Problem", "ServiceModelError"]
+
+
+class LifeguardError(Exception):
+    """Root of every error Lifeguard raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document, and where: `path` is a JSON path such as
+    `stages.nodeBootstrapped[2].onError` (empty for the document itself)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '(document)'}: {self.message}"
+
+    def to_dict(self) -> dict[str, str]:
+        """The problem as JSON for programs."""
+        return {"path": self.path, "message": self.message}
+
+
+class InvalidLifecycleConfigError(LifeguardError, ValueError):
+    """A `nodeLifecycleActions` config that PCS would reject; carries every problem at once."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        count = len(self.problems)
+        lines = "\n".join(f"  {problem}" for problem in self.problems)
+        super().__init__(f"invalid nodeLifecycleActions ({count} problem{'s' if count != 1 else ''}):\n{lines}")
+
+
+class ServiceModelError(LifeguardError, RuntimeError):
+    """The PCS service model shipped with the layer cannot be read."""

@@ -1,0 +1,286 @@
+"""`nodeLifecycleActions` exactly as the PCS API shapes it: models, fingerprint and diff.
+
+Parsing checks every rule of `lifeguard.lifecycle_rules` and reports all problems at once. Omitted fields
+stay omitted: `to_api()` gives back exactly what was given, while `effective_*` properties say what PCS
+does by default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.lifecycle_rules import (
+    DEFAULT_EXECUTION_POLICY,
+    DEFAULT_ON_ERROR,
+    DEFAULT_SCRIPT_CACHING_POLICY,
+    find_problems,
+)
+
+__all__ = [
+    "ConfigChange",
+    "ExecutionPolicy",
+    "LifecycleScript",
+    "LifecycleStages",
+    "NodeLifecycleActions",
+    "OnError",
+    "ScriptCachingPolicy",
+    "ScriptSource",
+    "StageName",
+    "diff_configs",
+    "render_diff",
+]
+
+# Static types for PCS's enums; tests pin them to the service model's enums.
+OnError = Literal["TERMINATE", "STOP_SEQUENCE", "CONTINUE"]
+ExecutionPolicy = Literal["FIRST_BOOT_ONLY", "EVERY_BOOT"]
+ScriptCachingPolicy = Literal["CACHE_ONCE", "REFRESH_ON_REBOOT"]
+StageName = Literal["nodeBootstrapped", "nodeReady"]
+STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
+
+_CHECKED = "lifeguard_checked"
+
+
+class _ApiModel(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class ScriptSource(_ApiModel):
+    """Where a script is fetched from, and how its content is pinned."""
+
+    script_location: str = Field(alias="scriptLocation")
+    s3_version_id: str | None = Field(default=None, alias="s3VersionId")
+    checksum: str | None = None
+
+    @property
+    def is_s3(self) -> bool:
+        """True for an `s3://` location."""
+        return self.script_location.startswith("s3://")
+
+    @property
+    def is_pinned(self) -> bool:
+        """True when the content cannot change under the same config (a checksum or an S3 version)."""
+        return self.checksum is not None or bool(self.s3_version_id)
+
+
+class LifecycleScript(_ApiModel):
+    """One script of a stage."""
+
+    name: str
+    script_source: ScriptSource = Field(alias="scriptSource")
+    arguments: tuple[str, ...] | None = None
+    on_error: OnError | None = Field(default=None, alias="onError")
+    execution_policy: ExecutionPolicy | None = Field(default=None, alias="executionPolicy")
+
+    @property
+    def effective_on_error(self) -> OnError:
+        """`onError` as PCS applies it: TERMINATE when omitted."""
+        return self.on_error or DEFAULT_ON_ERROR  # type: ignore[return-value]
+
+    @property
+    def effective_execution_policy(self) -> ExecutionPolicy:
+        """`executionPolicy` as PCS applies it: FIRST_BOOT_ONLY when omitted."""
+        return self.execution_policy or DEFAULT_EXECUTION_POLICY  # type: ignore[return-value]
+
+    @property
+    def effective_arguments(self) -> tuple[str, ...]:
+        """The positional parameters the script receives."""
+        return self.arguments or ()
+
+    def to_api(self) -> dict[str, Any]:
+        """The script exactly as the PCS API takes it."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class LifecycleStages(_ApiModel):
+    """The scripts of each stage, in the order PCS runs them."""
+
+    node_bootstrapped: tuple[LifecycleScript, ...] | None = Field(default=None, alias="nodeBootstrapped")
+    node_ready: tuple[LifecycleScript, ...] | None = Field(default=None, alias="nodeReady")
+
+    def scripts_of(self, stage: StageName) -> tuple[LifecycleScript, ...]:
+        """The scripts of one stage (empty when the stage is omitted)."""
+        scripts = self.node_bootstrapped if stage == "nodeBootstrapped" else self.node_ready
+        return scripts or ()
+
+
+class NodeLifecycleActions(_ApiModel):
+    """A compute node group's `nodeLifecycleActions`."""
+
+    stages: LifecycleStages
+    script_caching_policy: ScriptCachingPolicy | None = Field(default=None, alias="scriptCachingPolicy")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _check_rules(cls, data: Any, info: ValidationInfo) -> Any:
+        if not (info.context or {}).get(_CHECKED):
+            problems = find_problems(data)
+            if problems:
+                raise InvalidLifecycleConfigError(problems)
+        return data
+
+    @classmethod
+    def from_api(cls, data: object, *, path: str = "") -> NodeLifecycleActions:
+        """Parse a config as the PCS API takes it.
+
+        Raises `InvalidLifecycleConfigError` with every problem, paths prefixed by `path`.
+        """
+        problems = find_problems(data, path)
+        if problems:
+            raise InvalidLifecycleConfigError(problems)
+        return cls.model_validate(data, context={_CHECKED: True})
+
+    def to_api(self) -> dict[str, Any]:
+        """The config exactly as the PCS API takes it: what was omitted stays omitted."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    def canonical_json(self) -> str:
+        """The API shape as canonical JSON: sorted keys, no whitespace, UTF-8."""
+        return json.dumps(self.to_api(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    def fingerprint(self) -> str:
+        """sha256 of the canonical JSON; equal configs have equal fingerprints."""
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    @property
+    def effective_script_caching_policy(self) -> ScriptCachingPolicy:
+        """`scriptCachingPolicy` as PCS applies it: CACHE_ONCE when omitted."""
+        return self.script_caching_policy or DEFAULT_SCRIPT_CACHING_POLICY  # type: ignore[return-value]
+
+    def scripts(self) -> Iterator[tuple[StageName, int, LifecycleScript]]:
+        """Every script with its stage and index, in the order PCS runs them."""
+        for stage in STAGE_NAMES:
+            for index, script in enumerate(self.stages.scripts_of(stage)):
+                yield stage, index, script
+
+    def find_script(self, stage: StageName, name: str) -> tuple[int, LifecycleScript] | None:
+        """The index and script named `name` in `stage`, or None."""
+        for index, script in enumerate(self.stages.scripts_of(stage)):
+            if script.name == name:
+                return index, script
+        return None
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    """One difference between two configs.
+
+    `path` is the JSON path in the new config (in the old one for a removed script); `old`/`new` are API
+    values, None where absent. `stage`, `script` and `field` say the same in domain words.
+    """
+
+    path: str
+    old: Any
+    new: Any
+    stage: StageName | None = None
+    script: str | None = None
+    field: str | None = None
+
+    def to_detail(self) -> dict[str, Any]:
+        """The change as the `diff` entries of controller events take it."""
+        return {"path": self.path, "old": self.old, "new": self.new}
+
+    def describe(self) -> str:
+        """One line for a person, e.g. `nodeBootstrapped › fail-terminate: onError TERMINATE (default) →
+        STOP_SEQUENCE`."""
+        where = f"{self.stage} › {self.script}" if self.script else (self.stage or "config")
+        if self.field is None and self.script is not None:
+            if self.old is None:
+                return f"{where}: added ({_script_summary(self.new)})"
+            if self.new is None:
+                return f"{where}: removed ({_script_summary(self.old)})"
+        if self.field == "order":
+            return f"{where}: order {' → '.join(self.old)} became {' → '.join(self.new)}"
+        field = self.field or self.path
+        return f"{where}: {field} {_show(field, self.old)} → {_show(field, self.new)}"
+
+
+_DEFAULTS = {
+    "onError": DEFAULT_ON_ERROR,
+    "executionPolicy": DEFAULT_EXECUTION_POLICY,
+    "scriptCachingPolicy": DEFAULT_SCRIPT_CACHING_POLICY,
+}
+_SCRIPT_FIELDS = (
+    "scriptSource.scriptLocation",
+    "scriptSource.s3VersionId",
+    "scriptSource.checksum",
+    "arguments",
+    "onError",
+    "executionPolicy",
+)
+
+
+def _show(field: str, value: Any) -> str:
+    if value is None:
+        default = _DEFAULTS.get(field)
+        return f"{default} (default)" if default else "(unset)"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _script_summary(script: Mapping[str, Any]) -> str:
+    on_error = script.get("onError") or f"{DEFAULT_ON_ERROR} (default)"
+    return f"{script['scriptSource']['scriptLocation']}, onError {on_error}"
+
+
+def _field_value(script: Mapping[str, Any], field: str) -> Any:
+    value: Any = script
+    for part in field.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def diff_configs(old: NodeLifecycleActions | None, new: NodeLifecycleActions | None) -> list[ConfigChange]:
+    """What changed from `old` to `new`, script by script (scripts are matched by name within a stage)."""
+    old_api = old.to_api() if old else {"stages": {}}
+    new_api = new.to_api() if new else {"stages": {}}
+    changes: list[ConfigChange] = []
+    old_policy, new_policy = old_api.get("scriptCachingPolicy"), new_api.get("scriptCachingPolicy")
+    if old_policy != new_policy:
+        changes.append(
+            ConfigChange("scriptCachingPolicy", old_policy, new_policy, field="scriptCachingPolicy")
+        )
+    for stage in STAGE_NAMES:
+        changes.extend(
+            _diff_stage(stage, old_api["stages"].get(stage) or [], new_api["stages"].get(stage) or [])
+        )
+    return changes
+
+
+def _diff_stage(
+    stage: StageName, old_scripts: Sequence[Mapping[str, Any]], new_scripts: Sequence[Mapping[str, Any]]
+) -> list[ConfigChange]:
+    base = f"stages.{stage}"
+    old_by_name = {script["name"]: (index, script) for index, script in enumerate(old_scripts)}
+    new_by_name = {script["name"]: (index, script) for index, script in enumerate(new_scripts)}
+    changes = [
+        ConfigChange(f"{base}[{index}]", script, None, stage, name)
+        for name, (index, script) in old_by_name.items()
+        if name not in new_by_name
+    ]
+    for name, (index, script) in new_by_name.items():
+        if name not in old_by_name:
+            changes.append(ConfigChange(f"{base}[{index}]", None, script, stage, name))
+            continue
+        previous = old_by_name[name][1]
+        for field in _SCRIPT_FIELDS:
+            before, after = _field_value(previous, field), _field_value(script, field)
+            if before != after:
+                changes.append(ConfigChange(f"{base}[{index}].{field}", before, after, stage, name, field))
+    kept_old = [name for name in old_by_name if name in new_by_name]
+    kept_new = [name for name in new_by_name if name in old_by_name]
+    if kept_old != kept_new:
+        changes.append(ConfigChange(base, kept_old, kept_new, stage, None, "order"))
+    return changes
+
+
+def render_diff(changes: Sequence[ConfigChange]) -> str:
+    """The changes as lines for a notification; `no change` when there is none."""
+    if not changes:
+        return "no change"
+    return "\n".join(change.describe() for change in changes)

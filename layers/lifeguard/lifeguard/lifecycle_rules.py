@@ -1,0 +1,86 @@
+"""The rules a `nodeLifecycleActions` config must follow, from one source.
+
+PCS's service model (through `lifeguard.pcs_model`) gives the shapes and their constraints; the few rules
+PCS documents beyond the model are here. The Lambdas' pydantic models (`lifeguard.lifecycle`), the node's
+executor and the local PCS endpoint all check configs with `find_problems`.
+
+Standard library only, and Python 3.9 compatible: the node bundle runs it on the node's own Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lifeguard.errors import Problem
+from lifeguard.pcs_model import join_path, shape, validate_shape
+
+__all__ = [
+    "DEFAULT_EXECUTION_POLICY",
+    "DEFAULT_ON_ERROR",
+    "DEFAULT_SCRIPT_CACHING_POLICY",
+    "EXECUTION_POLICIES",
+    "ON_ERRORS",
+    "SCRIPT_CACHING_POLICIES",
+    "STAGES",
+    "find_problems",
+]
+
+REQUEST_SHAPE = "NodeLifecycleActionsRequest"
+
+STAGES: tuple[str, ...] = tuple(shape("NodeLifecycleStages")["members"])
+ON_ERRORS: tuple[str, ...] = tuple(shape("OnError")["enum"])
+EXECUTION_POLICIES: tuple[str, ...] = tuple(shape("ExecutionPolicy")["enum"])
+SCRIPT_CACHING_POLICIES: tuple[str, ...] = tuple(shape("ScriptCachingPolicy")["enum"])
+
+# What PCS does when a field is omitted (PCS user guide, "node lifecycle actions").
+DEFAULT_ON_ERROR = "TERMINATE"
+DEFAULT_EXECUTION_POLICY = "FIRST_BOOT_ONLY"
+DEFAULT_SCRIPT_CACHING_POLICY = "CACHE_ONCE"
+
+
+def find_problems(config: object, path: str = "") -> list[Problem]:
+    """Every problem of a `nodeLifecycleActions` value, each with its JSON path (prefixed by `path`).
+
+    An empty list means PCS accepts the config.
+    """
+    problems = validate_shape(REQUEST_SHAPE, config, path)
+    stages = config.get("stages") if isinstance(config, Mapping) else None
+    if isinstance(stages, Mapping):
+        for stage in STAGES:
+            scripts = stages.get(stage)
+            if isinstance(scripts, list):
+                problems.extend(_stage_problems(scripts, join_path(join_path(path, "stages"), stage)))
+    return problems
+
+
+def _stage_problems(scripts: list[Any], path: str) -> list[Problem]:
+    problems: list[Problem] = []
+    first_use: dict[str, int] = {}
+    for index, script in enumerate(scripts):
+        if not isinstance(script, Mapping):
+            continue
+        here = f"{path}[{index}]"
+        name = script.get("name")
+        if isinstance(name, str):
+            if name in first_use:
+                problems.append(
+                    Problem(
+                        f"{here}.name",
+                        f"{name!r} is already the name of {path}[{first_use[name]}]; "
+                        "script names must be unique within a stage",
+                    )
+                )
+            else:
+                first_use[name] = index
+        source = script.get("scriptSource")
+        if isinstance(source, Mapping) and "s3VersionId" in source:
+            location = source.get("scriptLocation")
+            if isinstance(location, str) and not location.startswith("s3://"):
+                problems.append(
+                    Problem(
+                        f"{here}.scriptSource.s3VersionId",
+                        "is only allowed with an s3:// scriptLocation",
+                    )
+                )
+    return problems

@@ -1,0 +1,89 @@
+"""The node report: what the sidecar ships off a node for each finished script run.
+
+One JSON object per run, put into a CloudWatch Logs group under stream `<cluster-id>/<instance-id>`.
+Like scaling-log records, a bad report comes back as a `NodeReportParseError` value, never an exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lifeguard._records import describe_validation_error, load_json_object
+from lifeguard.lifecycle import OnError, StageName
+
+__all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "Outcome", "parse_node_report"]
+
+LOG_TAIL_BYTES = 4096
+Outcome = Literal["succeeded", "failed", "skipped"]
+
+
+class NodeReport(BaseModel):
+    """One script run on one node."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    kind: Literal["script_run"] = "script_run"
+    cluster_id: str = Field(min_length=1)
+    compute_node_group_id: str = Field(min_length=1)
+    instance_id: str = Field(min_length=1)
+    node_id: str | None = None
+    boot: int = Field(ge=1, description="1 for the first boot of the instance, 2 for its first reboot, …")
+    first_boot: bool
+    stage: StageName
+    script: str = Field(min_length=1)
+    on_error: OnError
+    exit_code: int | None = Field(default=None, description="None when the script never ran (fetch failed)")
+    outcome: Outcome
+    started_at: int = Field(ge=0, description="epoch seconds")
+    ended_at: int | None = Field(default=None, ge=0, description="epoch seconds")
+    log_tail: str = Field(default="", description=f"the last {LOG_TAIL_BYTES} bytes of the run's output")
+    script_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("log_tail")
+    @classmethod
+    def _keep_tail(cls, value: str) -> str:
+        # An over-long tail is trimmed, not refused: the report's verdict matters more than its log.
+        encoded = value.encode()
+        if len(encoded) <= LOG_TAIL_BYTES:
+            return value
+        return encoded[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+
+    @property
+    def failed(self) -> bool:
+        """True when the run failed (its onError then decided what happened to the node)."""
+        return self.outcome == "failed"
+
+    def to_json(self) -> str:
+        """The report as one compact JSON line."""
+        return self.model_dump_json()
+
+
+@dataclass(frozen=True)
+class NodeReportParseError:
+    """A log event that is not a node report: what is wrong and where."""
+
+    message: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        return f"{prefix}{self.message}"
+
+
+def parse_node_report(
+    raw: str | bytes | Mapping[str, Any], *, where: str | None = None
+) -> NodeReport | NodeReportParseError:
+    """Parse one shipped node report."""
+    data = load_json_object(raw)
+    if isinstance(data, str):
+        return NodeReportParseError(data, where)
+    if data.get("kind") != "script_run":
+        return NodeReportParseError(f"not a node report (kind={data.get('kind')!r})", where)
+    try:
+        return NodeReport.model_validate(data)
+    except ValidationError as exc:
+        return NodeReportParseError(f"not a node report: {describe_validation_error(exc)}", where)

@@ -1,0 +1,150 @@
+"""Records of the PCS scaling log (vended log type `PCS_SCALING_LOGS`), one JSON object per log event.
+
+Parsing is tolerant: unknown status or reason codes are kept as they are and flagged, optional fields may
+be missing, and anything that is not a scaling-log record comes back as a `ScalingLogParseError` value,
+never as an exception, so one bad record cannot stop a batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lifeguard._records import describe_validation_error, load_json_object
+
+__all__ = [
+    "KNOWN_REASONS",
+    "ScalingLogDetails",
+    "ScalingLogParseError",
+    "ScalingLogRecord",
+    "parse_scaling_log_record",
+]
+
+# The status/reason pairs PCS documents for its scaling log.
+KNOWN_REASONS: Mapping[str, frozenset[str]] = {
+    "LAUNCHED": frozenset({"SCHEDULER_REQUESTED", "MAINTAIN_MIN_CAPACITY"}),
+    "REGISTERED": frozenset({"REGISTER_SUCCESS"}),
+    "ACTIVE": frozenset({"BOOTSTRAP_SUCCESS"}),
+    "PENDING_REPLACEMENT": frozenset({"NODE_GROUP_UPDATE", "EC2_HEALTH_CHECK_FAILED", "EC2_SCHEDULED_EVENT"}),
+    "LAUNCH_FAILED": frozenset({"INSUFFICIENT_CAPACITY", "LIMIT_EXCEEDED", "LAUNCH_ERROR"}),
+    "TERMINATED": frozenset(
+        {
+            "SCHEDULER_REQUESTED",
+            "UNHEALTHY_NODE",
+            "BOOTSTRAP_FAILED",
+            "EXTERNALLY_TERMINATED",
+            "REPLACEMENT_REQUESTED",
+            "NODE_GROUP_DELETION",
+        }
+    ),
+    "TERMINATE_FAILED": frozenset({"EC2_OPERATION_NOT_PERMITTED", "EC2_ERROR"}),
+}
+
+_RAW_EXCERPT_CHARS = 200
+
+
+class ScalingLogDetails(BaseModel):
+    """The instance a record is about; every key is optional."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    instance_id: str | None = None
+    instance_type: str | None = None
+    subnet_id: str | None = None
+
+
+class ScalingLogRecord(BaseModel):
+    """One node state transition of a PCS cluster."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    event_timestamp: int = Field(ge=0, description="epoch milliseconds")
+    status_code: str = Field(min_length=1)
+    reason_code: str | None = None
+    resource_id: str | None = None
+    resource_type: str | None = None
+    compute_node_group_id: str | None = None
+    scheduler_node_id: str | None = None
+    description: str | None = None
+    details: ScalingLogDetails = Field(default_factory=ScalingLogDetails)
+
+    @property
+    def cluster_id(self) -> str | None:
+        """The cluster the record belongs to (`resource_id` of a PCS_CLUSTER record)."""
+        return self.resource_id
+
+    @property
+    def instance_id(self) -> str | None:
+        """The EC2 instance of the record, when it names one."""
+        return self.details.instance_id
+
+    @property
+    def unknown_codes(self) -> tuple[str, ...]:
+        """Codes PCS does not document (empty for a known pair), e.g. `status_code=HIBERNATED`."""
+        reasons = KNOWN_REASONS.get(self.status_code)
+        if reasons is None:
+            return (f"status_code={self.status_code}",)
+        if self.reason_code is not None and self.reason_code not in reasons:
+            return (f"reason_code={self.reason_code}",)
+        return ()
+
+    @property
+    def is_known(self) -> bool:
+        """True when both codes are ones PCS documents."""
+        return not self.unknown_codes
+
+    @property
+    def is_bootstrap_failure(self) -> bool:
+        """TERMINATED/BOOTSTRAP_FAILED: a lifecycle script (or PCS's own setup) failed the boot."""
+        return self.status_code == "TERMINATED" and self.reason_code == "BOOTSTRAP_FAILED"
+
+    @property
+    def is_bootstrap_success(self) -> bool:
+        """ACTIVE/BOOTSTRAP_SUCCESS: the node finished bootstrapping and joined Slurm."""
+        return self.status_code == "ACTIVE" and self.reason_code == "BOOTSTRAP_SUCCESS"
+
+    @property
+    def is_launch_failure(self) -> bool:
+        """LAUNCH_FAILED/*: capacity, quota or launch errors, never a script's fault."""
+        return self.status_code == "LAUNCH_FAILED"
+
+
+@dataclass(frozen=True)
+class ScalingLogParseError:
+    """A log event that is not a scaling-log record: what is wrong, where, and an excerpt of it."""
+
+    message: str
+    excerpt: str
+    where: str | None = None
+
+    def __str__(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        return f"{prefix}{self.message}"
+
+
+def parse_scaling_log_record(
+    raw: str | bytes | Mapping[str, Any], *, where: str | None = None
+) -> ScalingLogRecord | ScalingLogParseError:
+    """Parse one log event's message; `where` (e.g. `stream:event-id`) is kept for the error."""
+    data = load_json_object(raw)
+    if isinstance(data, str):
+        return ScalingLogParseError(data, _excerpt(raw), where)
+    try:
+        return ScalingLogRecord.model_validate(data)
+    except ValidationError as exc:
+        reason = f"not a scaling-log record: {describe_validation_error(exc)}"
+        return ScalingLogParseError(reason, _excerpt(raw), where)
+
+
+def _excerpt(raw: str | bytes | Mapping[str, Any]) -> str:
+    if isinstance(raw, bytes):
+        text = raw.decode("utf-8", "replace")
+    elif isinstance(raw, str):
+        text = raw
+    else:
+        text = json.dumps(raw, default=str)
+    return text if len(text) <= _RAW_EXCERPT_CHARS else text[: _RAW_EXCERPT_CHARS - 1] + "…"

@@ -1,0 +1,27 @@
+"""Shared fixtures: recorded events by name, and the local AWS (moto server + local PCS) over loopback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EVENTS = REPO / "events"
+
+
+def load_event(name: str) -> Any:
+    """A JSON file under events/ by its relative name, e.g. `configs/article-terminate.json`."""
+    return json.loads((EVENTS / name).read_text())
+
+
+@pytest.fixture(scope="session")
+def local() -> Iterator[Any]:
+    """One local AWS for the session; tests make their own resources (ids are unique)."""
+    from lifeguard_cli.local import local_aws
+
+    with local_aws() as aws:
+        yield aws
