@@ -8,6 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Regex strategies are slow to warm up on a 2-core machine; correctness, not speed, is under test here.
+settings.register_profile("lifeguard", suppress_health_check=[HealthCheck.too_slow], deadline=None)
+settings.load_profile("lifeguard")
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"

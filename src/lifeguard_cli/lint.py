@@ -104,7 +104,9 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
         console.print(_table(config))
         level = ("error", "red") if strict else ("warning", "yellow")
         for risk in result.risks:
-            console.print(Text.assemble("  ", level, f" {risk.path}: {risk.message} ", (f"({risk.code})", "dim")))
+            console.print(
+                Text.assemble("  ", level, f" {risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
+            )
         console.print()
 
 

@@ -152,7 +152,9 @@ def test_invalid_script_fields_are_rejected_with_their_path(
 
 def test_twenty_scripts_a_stage_pass_and_twenty_one_fail() -> None:
     def stage(count: int) -> dict[str, Any]:
-        scripts = [{"name": f"s{i}", "scriptSource": {"scriptLocation": "s3://bkt/x.sh"}} for i in range(count)]
+        scripts = [
+            {"name": f"s{i}", "scriptSource": {"scriptLocation": "s3://bkt/x.sh"}} for i in range(count)
+        ]
         return {"stages": {"nodeBootstrapped": scripts}}
 
     NodeLifecycleActions.from_api(stage(20))
@@ -192,13 +194,15 @@ def test_diff_shows_defaults_for_omitted_fields() -> None:
 
 def test_diff_of_the_articles_revert_lists_the_removed_script() -> None:
     changes = diff_configs(
-        NodeLifecycleActions.from_api(article("terminate")), NodeLifecycleActions.from_api(article("reverted"))
+        NodeLifecycleActions.from_api(article("terminate")),
+        NodeLifecycleActions.from_api(article("reverted")),
     )
     assert [c.path for c in changes] == ["stages.nodeBootstrapped[0]"]
     assert changes[0].new is None
     assert changes[0].old["name"] == "fail-terminate"
     assert render_diff(changes) == (
-        "nodeBootstrapped › fail-terminate: removed (s3://lca-scripts-example/scripts/fail.sh, onError TERMINATE)"
+        "nodeBootstrapped › fail-terminate: removed "
+        "(s3://lca-scripts-example/scripts/fail.sh, onError TERMINATE)"
     )
 
 

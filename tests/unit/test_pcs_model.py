@@ -35,10 +35,18 @@ def test_every_pattern_of_the_model_compiles_in_python() -> None:
 @pytest.mark.parametrize(
     ("shape", "value", "expected"),
     [
-        ("OnError", "TERMINATED", Problem("", "'TERMINATED' is not one of TERMINATE, STOP_SEQUENCE, CONTINUE")),
+        (
+            "OnError",
+            "TERMINATED",
+            Problem("", "'TERMINATED' is not one of TERMINATE, STOP_SEQUENCE, CONTINUE"),
+        ),
         ("OnError", 3, Problem("", "expected a string, got number")),
         ("NodeLifecycleScriptArguments", ["x"] * 21, Problem("", "has 21 items; at most 20 allowed")),
-        ("NodeLifecycleScriptArgument", "x" * 257, Problem("", "is 257 characters long; at most 256 allowed")),
+        (
+            "NodeLifecycleScriptArgument",
+            "x" * 257,
+            Problem("", "is 257 characters long; at most 256 allowed"),
+        ),
         ("NodeLifecycleScriptList", [], Problem("", "has 0 items; at least 1 required")),
         ("ScriptSource", {}, Problem("scriptLocation", "is required")),
         ("ScriptSource", [], Problem("", "expected an object, got array")),
@@ -65,6 +73,7 @@ def test_unknown_member_is_reported_with_the_known_ones() -> None:
 
 def test_paths_nest_through_structures_lists_and_maps() -> None:
     problems = validate_shape(
-        "TagResourceRequest", {"resourceArn": "arn:aws:pcs:us-east-1:123456789012:cluster/pcs_a", "tags": {"k": 5}}
+        "TagResourceRequest",
+        {"resourceArn": "arn:aws:pcs:us-east-1:123456789012:cluster/pcs_a", "tags": {"k": 5}},
     )
     assert problems == [Problem('tags["k"]', "expected a string, got number")]

@@ -43,7 +43,9 @@ class InvalidLifecycleConfigError(LifeguardError, ValueError):
         self.problems: tuple[Problem, ...] = tuple(problems)
         count = len(self.problems)
         lines = "\n".join(f"  {problem}" for problem in self.problems)
-        super().__init__(f"invalid nodeLifecycleActions ({count} problem{'s' if count != 1 else ''}):\n{lines}")
+        super().__init__(
+            f"invalid nodeLifecycleActions ({count} problem{'s' if count != 1 else ''}):\n{lines}"
+        )
 
 
 class ServiceModelError(LifeguardError, RuntimeError):

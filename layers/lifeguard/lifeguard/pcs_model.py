@@ -28,7 +28,10 @@ __all__ = [
     "PATTERN_HINTS",
     "join_path",
     "json_type_name",
-    "service_model", "shape", "validate_shape"]
+    "service_model",
+    "shape",
+    "validate_shape",
+]
 
 API_VERSION = "2023-02-10"
 _MODEL_RESOURCE = f"data/pcs/{API_VERSION}/service-2.json.gz"
@@ -119,9 +122,8 @@ def _walk(shape_name: str, value: object, path: str, out: list[Problem]) -> None
     elif kind == "timestamp":
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             out.append(Problem(path, f"expected a timestamp, got {json_type_name(value)}"))
-    elif kind == "blob":
-        if not isinstance(value, (str, bytes)):
-            out.append(Problem(path, f"expected base64 data, got {json_type_name(value)}"))
+    elif kind == "blob" and not isinstance(value, (str, bytes)):
+        out.append(Problem(path, f"expected base64 data, got {json_type_name(value)}"))
 
 
 def _walk_structure(
@@ -163,7 +165,9 @@ def _walk_map(spec: Mapping[str, Any], value: object, path: str, out: list[Probl
         return
     count = len(value)
     if "min" in spec and count < spec["min"]:
-        out.append(Problem(path, f"has {_plural(count, 'entry', 'entries')}; at least {spec['min']} required"))
+        out.append(
+            Problem(path, f"has {_plural(count, 'entry', 'entries')}; at least {spec['min']} required")
+        )
     if "max" in spec and count > spec["max"]:
         out.append(Problem(path, f"has {_plural(count, 'entry', 'entries')}; at most {spec['max']} allowed"))
     for key, item in value.items():

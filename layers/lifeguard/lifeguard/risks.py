@@ -22,13 +22,49 @@ RISK_CODES = (
 
 # Word stems in a script's name or file name that say "nice to have": a failure should not cost the node.
 _OPTIONAL_STEMS = (
-    "optional", "check", "verify", "validat", "test", "debug", "diag", "report", "record", "notify",
-    "metric", "monitor", "telemetry", "banner", "motd", "warm", "prefetch", "log", "inventory",
+    "optional",
+    "check",
+    "verify",
+    "validat",
+    "test",
+    "debug",
+    "diag",
+    "report",
+    "record",
+    "notify",
+    "metric",
+    "monitor",
+    "telemetry",
+    "banner",
+    "motd",
+    "warm",
+    "prefetch",
+    "log",
+    "inventory",
 )
 # Word stems that say "this sets the node up": work that jobs landing during nodeReady would race.
 _SETUP_STEMS = (
-    "install", "mount", "setup", "configur", "download", "pull", "sync", "fsx", "efs", "lustre", "nfs",
-    "driver", "module", "package", "dnf", "yum", "pip", "conda", "spack", "container", "dataset",
+    "install",
+    "mount",
+    "setup",
+    "configur",
+    "download",
+    "pull",
+    "sync",
+    "fsx",
+    "efs",
+    "lustre",
+    "nfs",
+    "driver",
+    "module",
+    "package",
+    "dnf",
+    "yum",
+    "pip",
+    "conda",
+    "spack",
+    "container",
+    "dataset",
 )
 
 
@@ -82,8 +118,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 "unpinned-mutable-source",
                 f"{path}.scriptSource",
                 f"{script.name!r} runs {what} with no checksum: whatever is there when a node boots runs "
-                "as root; pin it with checksum (sha256)"
-                + (" or s3VersionId" if source.is_s3 else ""),
+                "as root; pin it with checksum (sha256)" + (" or s3VersionId" if source.is_s3 else ""),
             )
         )
         if cache_once and script.effective_execution_policy == "EVERY_BOOT":

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 from lifeguard.errors import Problem
 from lifeguard.lifecycle_rules import find_problems
@@ -64,7 +64,7 @@ def _system_clock() -> datetime:
 class PcsApiError(Exception):
     """An error response of the PCS API: its code, HTTP status, message and modeled fields."""
 
-    STATUS = {
+    STATUS: ClassVar[Mapping[str, int]] = {
         "ValidationException": 400,
         "AccessDeniedException": 403,
         "ResourceNotFoundException": 404,
@@ -278,7 +278,9 @@ class LocalPcs:
         try:
             params = json.loads(body or b"{}")
         except ValueError as exc:
-            raise PcsApiError("ValidationException", f"body is not JSON: {exc}", reason="cannotParse") from None
+            raise PcsApiError(
+                "ValidationException", f"body is not JSON: {exc}", reason="cannotParse"
+            ) from None
         if not isinstance(params, dict):
             raise PcsApiError("ValidationException", "body is not a JSON object", reason="cannotParse")
         input_shape = self._operations[operation]["input"]["shape"]
@@ -321,7 +323,10 @@ class LocalPcs:
         resource_id = resource_id or self._new_id()
         if resource_id in self._resources:
             raise PcsApiError(
-                "ConflictException", f"{resource_id} already exists", resourceId=resource_id, resourceType=kind
+                "ConflictException",
+                f"{resource_id} already exists",
+                resourceId=resource_id,
+                resourceType=kind,
             )
         for other in self._resources.values():
             if other.kind == kind and other.cluster_id == cluster_id and other.name == name:
@@ -516,7 +521,9 @@ class LocalPcs:
     def _list_queues(self, params: dict[str, Any]) -> dict[str, Any]:
         cluster = self._cluster(params)
         items = [
-            self._summary(r) for r in self._resources.values() if r.kind == "queue" and r.cluster_id == cluster.id
+            self._summary(r)
+            for r in self._resources.values()
+            if r.kind == "queue" and r.cluster_id == cluster.id
         ]
         page, token = _paginate(items, params)
         return {"queues": page, **({"nextToken": token} if token else {})}
@@ -541,7 +548,9 @@ class LocalPcs:
         return {"tags": dict(self._by_arn(params["resourceArn"]).tags)}
 
 
-def _paginate(items: list[dict[str, Any]], params: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+def _paginate(
+    items: list[dict[str, Any]], params: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], str | None]:
     start = int(params.get("nextToken") or 0)
     size = int(params.get("maxResults") or 100)
     end = start + size

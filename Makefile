@@ -1,0 +1,42 @@
+# Plain entry points. `make demo` and `make test` each set up .venv by themselves.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+# sam build looks for python3.12 on PATH: the venv's interpreter is exactly that.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: setup demo test lint types unit-and-integration sam bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+## The main job: lint the article's configurations (all valid), then show how invalid ones are rejected.
+demo: setup
+	$(BIN)/lifeguard lint events/configs/article-*.json events/configs/update-request-*.json
+	@echo "--- the invalid examples, each rejected with every problem and its path (exit 1 expected):"
+	@$(BIN)/lifeguard lint events/configs/invalid-*.json; test $$? -eq 1
+
+## Everything CI checks, in order of speed.
+test: setup lint types unit-and-integration sam
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+types:
+	$(BIN)/mypy
+
+unit-and-integration:
+	$(BIN)/pytest -q
+
+sam:
+	$(BIN)/sam validate --lint
+	$(BIN)/sam build
+
+bench: setup
+	$(BIN)/python bench/bench_parsing.py
+
+clean:
+	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,67 @@
+"""moto in server mode, reached by plain boto3 clients through the environment LocalAWS gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import boto3
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_environment_points_plain_clients_at_the_local_aws(
+    local: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in local.environ().items():
+        monkeypatch.setenv(key, value)
+    assert os.environ["AWS_ENDPOINT_URL_PCS"] == local.pcs_server.endpoint_url
+    local.pcs.add_cluster("env-check")
+    assert "env-check" in [c["name"] for c in boto3.client("pcs").list_clusters()["clusters"]]
+    sqs = boto3.client("sqs")
+    url = sqs.create_queue(QueueName="env-check")["QueueUrl"]
+    assert url.startswith(local.moto.endpoint_url) or "env-check" in url
+
+
+def test_sns_delivers_to_an_sqs_subscription_over_http(local: Any) -> None:
+    sns, sqs = local.client("sns"), local.client("sqs")
+    topic = sns.create_topic(Name="lifeguard-it")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName="lifeguard-it")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
+    sns.publish(TopicArn=topic, Subject="loop detected", Message="lca-static is looping")
+    [message] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
+    assert json.loads(message["Body"])["Message"] == "lca-static is looping"
+
+
+def test_dynamodb_conditional_writes_work_over_http(local: Any) -> None:
+    ddb = local.client("dynamodb")
+    ddb.create_table(
+        TableName="lifeguard-it",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+    )
+    item = {"pk": {"S": "episode#1"}}
+    ddb.put_item(TableName="lifeguard-it", Item=item, ConditionExpression="attribute_not_exists(pk)")
+    with pytest.raises(ddb.exceptions.ConditionalCheckFailedException):
+        ddb.put_item(TableName="lifeguard-it", Item=item, ConditionExpression="attribute_not_exists(pk)")
+
+
+def test_cloudwatch_logs_keeps_events_in_order(local: Any) -> None:
+    logs = local.client("logs")
+    logs.create_log_group(logGroupName="/lifeguard/it")
+    logs.create_log_stream(logGroupName="/lifeguard/it", logStreamName="pcs_a/i-1")
+    now_ms = int(time.time() * 1000)
+    logs.put_log_events(
+        logGroupName="/lifeguard/it",
+        logStreamName="pcs_a/i-1",
+        logEvents=[{"timestamp": now_ms + i, "message": f"m{i}"} for i in range(3)],
+    )
+    events = logs.get_log_events(logGroupName="/lifeguard/it", logStreamName="pcs_a/i-1")["events"]
+    assert [event["message"] for event in events] == ["m0", "m1", "m2"]

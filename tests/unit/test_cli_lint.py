@@ -1,0 +1,173 @@
+"""`lifeguard lint` as a user runs it: the shipped examples are accepted or rejected as their names say."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lifeguard_cli.cli import app
+from tests.conftest import EVENTS
+
+CONFIGS = EVENTS / "configs"
+runner = CliRunner()
+
+# Each invalid example and every (path, message fragment) it must be rejected with.
+INVALID: dict[str, list[tuple[str, str]]] = {
+    "invalid-onerror-typo.json": [
+        (
+            "stages.nodeBootstrapped[0].onError",
+            "'TERMINATED' is not one of TERMINATE, STOP_SEQUENCE, CONTINUE",
+        )
+    ],
+    "invalid-duplicate-names.json": [
+        ("stages.nodeBootstrapped[1].name", "'setup' is already the name of stages.nodeBootstrapped[0]")
+    ],
+    "invalid-version-on-https.json": [
+        ("stages.nodeReady[0].scriptSource.s3VersionId", "only allowed with an s3:// scriptLocation")
+    ],
+    "invalid-not-json.json": [("", "not valid JSON at line 5 column 5")],
+    "invalid-many-problems.json": [
+        ("scriptCachingPolicy", "'ALWAYS' is not one of CACHE_ONCE, REFRESH_ON_REBOOT"),
+        ("stages.nodeBootstrapped[0].name", "'bad/name' must start with a letter or digit"),
+        (
+            "stages.nodeBootstrapped[0].scriptSource.scriptLocation",
+            "must be an s3://bucket/key or an https://",
+        ),
+        ("stages.nodeBootstrapped[0].scriptSource.checksum", "is 6 characters long; at least 64 required"),
+        ("stages.nodeBootstrapped[0].arguments", "has 21 items; at most 20 allowed"),
+        ("stages.nodeBootstrapped[0].executionPolicy", "'EVERY_REBOOT' is not one of"),
+        ("stages.nodeBootstrapped[0].timeout", "is not a field of NodeLifecycleScript"),
+        ("stages.nodeBootstrapped[1].scriptSource", "is required"),
+        ("stages.nodeReady", "has 0 items; at least 1 required"),
+    ],
+}
+
+
+def lint_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["lint", "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def test_every_example_is_named_for_its_verdict() -> None:
+    names = sorted(path.name for path in CONFIGS.glob("*.json"))
+    assert sorted(name for name in names if name.startswith("invalid-")) == sorted(INVALID)
+    assert len(names) > len(INVALID)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p for p in CONFIGS.glob("*.json") if not p.name.startswith("invalid-"))
+)
+def test_valid_examples_are_accepted(path: Path) -> None:
+    code, report = lint_json(str(path))
+    assert code == 0
+    assert report["valid"] is True
+    [verdict] = report["files"]
+    assert verdict["problems"] == []
+    assert len(verdict["fingerprint"]) == 64
+    assert verdict["scripts"]
+
+
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_invalid_examples_are_rejected_with_every_problem(name: str) -> None:
+    code, report = lint_json(str(CONFIGS / name))
+    assert code == 1
+    [verdict] = report["files"]
+    assert verdict["valid"] is False
+    got = [(p["path"], p["message"]) for p in verdict["problems"]]
+    assert len(got) == len(INVALID[name])
+    for (path, fragment), (got_path, message) in zip(INVALID[name], got, strict=True):
+        assert got_path == path
+        assert fragment in message
+
+
+def test_request_document_paths_point_into_the_request(tmp_path: Path) -> None:
+    request = json.loads((CONFIGS / "update-request-stop-sequence.json").read_text())
+    request["nodeLifecycleActions"]["stages"]["nodeBootstrapped"][0]["onError"] = "STOP"
+    bad = tmp_path / "request.json"
+    bad.write_text(json.dumps(request))
+    code, report = lint_json(str(bad))
+    assert code == 1
+    [problem] = report["files"][0]["problems"]
+    assert problem["path"] == "nodeLifecycleActions.stages.nodeBootstrapped[0].onError"
+    assert report["files"][0]["kind"] == "request"
+
+
+def test_get_response_documents_are_read_too(tmp_path: Path) -> None:
+    config = json.loads((CONFIGS / "article-terminate.json").read_text())
+    response = tmp_path / "get.json"
+    response.write_text(json.dumps({"computeNodeGroup": {"id": "pcs_x", "nodeLifecycleActions": config}}))
+    code, report = lint_json(str(response))
+    assert code == 0
+    assert report["files"][0]["kind"] == "response"
+
+
+def test_strict_turns_risks_into_failure() -> None:
+    article = str(CONFIGS / "article-terminate.json")
+    assert lint_json(article)[0] == 0
+    code, report = lint_json("--strict", article)
+    assert code == 1
+    assert "optional-script-terminates" in {risk["code"] for risk in report["files"][0]["risks"]}
+
+
+def test_one_invalid_file_fails_the_run_but_all_are_reported() -> None:
+    code, report = lint_json(
+        str(CONFIGS / "article-terminate.json"), str(CONFIGS / "invalid-onerror-typo.json")
+    )
+    assert code == 1
+    assert [verdict["valid"] for verdict in report["files"]] == [True, False]
+
+
+def test_human_output_shows_the_table_and_problems() -> None:
+    result = runner.invoke(
+        app, ["lint", str(CONFIGS / "article-stop-sequence.json"), str(CONFIGS / "invalid-onerror-typo.json")]
+    )
+    assert result.exit_code == 1
+    out = result.stdout
+    assert "fail-stop-sequence" in out
+    assert "STOP_SEQUENCE" in out
+    assert "TERMINATE (default)" in out
+    assert "invalid: 1 problem" in out
+    assert "stages.nodeBootstrapped[0].onError: 'TERMINATED' is not one of" in out
+
+
+def test_previous_flags_in_place_updates(tmp_path: Path) -> None:
+    def write(name: str, checksum: str) -> Path:
+        path = tmp_path / name
+        source = {"scriptLocation": "s3://bkt/tune.sh", "checksum": checksum}
+        script = {
+            "name": "tune",
+            "scriptSource": source,
+            "executionPolicy": "EVERY_BOOT",
+            "onError": "CONTINUE",
+        }
+        path.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+        return path
+
+    code, report = lint_json("--previous", str(write("old.json", "a" * 64)), str(write("new.json", "b" * 64)))
+    assert code == 0
+    assert [risk["code"] for risk in report["files"][0]["risks"]] == ["updated-in-place"]
+
+
+def test_missing_file_is_one_clean_line(tmp_path: Path) -> None:
+    code, report = lint_json(str(tmp_path / "nope.json"))
+    assert code == 1
+    assert report["files"][0]["problems"][0]["message"].startswith("cannot read the file")
+
+
+def test_console_script_runs_without_a_traceback() -> None:
+    lifeguard = Path(sys.executable).parent / "lifeguard"
+    result = subprocess.run(
+        [str(lifeguard), "lint", str(CONFIGS / "invalid-many-problems.json")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "invalid: 9 problems" in result.stdout

@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from lifeguard.lifecycle import NodeLifecycleActions
+from lifeguard.risks import RISK_CODES, find_risks
+from tests.conftest import load_event
+
+PINNED = {"checksum": "0" * 64}
+
+
+def config(*scripts: tuple[str, dict[str, Any]], caching: str | None = None) -> NodeLifecycleActions:
+    stages: dict[str, list[dict[str, Any]]] = {}
+    for stage, script in scripts:
+        stages.setdefault(stage, []).append(script)
+    data: dict[str, Any] = {"stages": stages}
+    if caching:
+        data["scriptCachingPolicy"] = caching
+    return NodeLifecycleActions.from_api(data)
+
+
+def script(name: str, location: str = "s3://bkt/x.sh", **fields: Any) -> dict[str, Any]:
+    source = {"scriptLocation": location, **fields.pop("source", PINNED)}
+    return {"name": name, "scriptSource": source, **fields}
+
+
+def codes(
+    actions: NodeLifecycleActions, previous: NodeLifecycleActions | None = None
+) -> list[tuple[str, str]]:
+    return [(risk.code, risk.path) for risk in find_risks(actions, previous)]
+
+
+def test_optional_looking_script_on_default_terminate_is_flagged() -> None:
+    actions = config(("nodeBootstrapped", script("verify-gpus")), ("nodeBootstrapped", script("mount-fsx")))
+    assert codes(actions) == [("optional-script-terminates", "stages.nodeBootstrapped[0].onError")]
+
+
+def test_an_explicit_terminate_is_a_decision_not_a_risk() -> None:
+    assert codes(config(("nodeBootstrapped", script("verify-gpus", onError="TERMINATE")))) == []
+
+
+def test_unpinned_sources_are_flagged_and_pinned_ones_not() -> None:
+    actions = config(
+        ("nodeBootstrapped", script("a", source={}, onError="CONTINUE")),
+        ("nodeBootstrapped", script("b", "https://example.com/b.sh", source={}, onError="CONTINUE")),
+        ("nodeBootstrapped", script("c", source={"s3VersionId": "v1"}, onError="CONTINUE")),
+        ("nodeBootstrapped", script("d", onError="CONTINUE")),
+    )
+    risks = find_risks(actions)
+    assert [(r.code, r.path) for r in risks] == [
+        ("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource"),
+        ("unpinned-mutable-source", "stages.nodeBootstrapped[1].scriptSource"),
+    ]
+    assert "s3VersionId" in risks[0].message
+    assert "s3VersionId" not in risks[1].message
+
+
+def test_every_boot_under_cache_once_from_a_mutable_location() -> None:
+    every_boot = script("tune", source={}, executionPolicy="EVERY_BOOT", onError="CONTINUE")
+    assert ("stale-cache-every-boot", "stages.nodeBootstrapped[0].executionPolicy") in codes(
+        config(("nodeBootstrapped", every_boot))
+    )
+    refreshed = config(("nodeBootstrapped", every_boot), caching="REFRESH_ON_REBOOT")
+    assert "stale-cache-every-boot" not in [code for code, _ in codes(refreshed)]
+
+
+def test_every_boot_script_updated_in_place_against_the_previous_config() -> None:
+    before = config(("nodeBootstrapped", script("tune", executionPolicy="EVERY_BOOT", onError="CONTINUE")))
+    after_script = script(
+        "tune", executionPolicy="EVERY_BOOT", onError="CONTINUE", source={"checksum": "1" * 64}
+    )
+    after = config(("nodeBootstrapped", after_script))
+    assert codes(after, before) == [("updated-in-place", "stages.nodeBootstrapped[0].scriptSource")]
+    assert codes(after, after) == []
+    moved = config(
+        (
+            "nodeBootstrapped",
+            {
+                **copy.deepcopy(after_script),
+                "scriptSource": {"scriptLocation": "s3://bkt/v2/x.sh", "checksum": "1" * 64},
+            },
+        )
+    )
+    assert codes(moved, before) == []
+
+
+def test_setup_work_in_node_ready_races_jobs() -> None:
+    actions = config(
+        ("nodeReady", script("install-cuda", onError="CONTINUE")),
+        ("nodeReady", script("hello", onError="CONTINUE")),
+    )
+    assert codes(actions) == [("node-ready-races-jobs", "stages.nodeReady[0]")]
+
+
+def test_article_configs_raise_only_known_codes() -> None:
+    for name in ("first-boot-every-boot", "stop-sequence", "terminate", "reverted"):
+        actions = NodeLifecycleActions.from_api(load_event(f"configs/article-{name}.json"))
+        assert {risk.code for risk in find_risks(actions)} <= set(RISK_CODES)

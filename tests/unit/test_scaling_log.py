@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lifeguard.scaling_log import ScalingLogParseError, ScalingLogRecord, parse_scaling_log_record
+
+ARTICLE_FAILURE = {
+    "resource_id": "pcs_abc123de45",
+    "resource_type": "PCS_CLUSTER",
+    "event_timestamp": 1792544802000,
+    "compute_node_group_id": "pcs_abcdef01",
+    "scheduler_node_id": "lca-static-1",
+    "status_code": "TERMINATED",
+    "reason_code": "BOOTSTRAP_FAILED",
+    "description": "Backing Instance Failed To Bootstrap",
+    "details": {"instance_id": "i-059b4b99b4f2e9739", "instance_type": "c7i.large", "subnet_id": "subnet-1"},
+}
+
+
+def parse(value: Any) -> ScalingLogRecord:
+    record = parse_scaling_log_record(json.dumps(value))
+    assert isinstance(record, ScalingLogRecord), record
+    return record
+
+
+def test_bootstrap_failure_record_is_recognised() -> None:
+    record = parse(ARTICLE_FAILURE)
+    assert record.is_bootstrap_failure
+    assert not record.is_bootstrap_success
+    assert record.is_known
+    assert record.instance_id == "i-059b4b99b4f2e9739"
+    assert record.cluster_id == "pcs_abc123de45"
+    assert record.event_timestamp == 1792544802000
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "failure", "success", "launch_failure"),
+    [
+        ("TERMINATED", "BOOTSTRAP_FAILED", True, False, False),
+        ("ACTIVE", "BOOTSTRAP_SUCCESS", False, True, False),
+        ("TERMINATED", "REPLACEMENT_REQUESTED", False, False, False),
+        ("TERMINATED", "EXTERNALLY_TERMINATED", False, False, False),
+        ("TERMINATED", "SCHEDULER_REQUESTED", False, False, False),
+        ("LAUNCH_FAILED", "INSUFFICIENT_CAPACITY", False, False, True),
+        ("LAUNCH_FAILED", "LIMIT_EXCEEDED", False, False, True),
+        ("REGISTERED", "REGISTER_SUCCESS", False, False, False),
+    ],
+)
+def test_only_terminated_bootstrap_failed_is_a_bootstrap_failure(
+    status: str, reason: str, failure: bool, success: bool, launch_failure: bool
+) -> None:
+    record = parse({**ARTICLE_FAILURE, "status_code": status, "reason_code": reason})
+    assert (record.is_bootstrap_failure, record.is_bootstrap_success, record.is_launch_failure) == (
+        failure,
+        success,
+        launch_failure,
+    )
+    assert record.is_known
+
+
+def test_unknown_codes_are_kept_and_flagged() -> None:
+    record = parse({**ARTICLE_FAILURE, "status_code": "HIBERNATED", "reason_code": "USER_ASKED"})
+    assert record.status_code == "HIBERNATED"
+    assert record.unknown_codes == ("status_code=HIBERNATED",)
+    other = parse({**ARTICLE_FAILURE, "reason_code": "COSMIC_RAY"})
+    assert other.unknown_codes == ("reason_code=COSMIC_RAY",)
+    assert not other.is_bootstrap_failure
+
+
+def test_missing_optional_fields_are_fine() -> None:
+    record = parse({"event_timestamp": 1, "status_code": "TERMINATED", "reason_code": "BOOTSTRAP_FAILED"})
+    assert record.instance_id is None
+    assert record.compute_node_group_id is None
+    assert record.is_bootstrap_failure
+
+
+def test_extra_fields_from_newer_pcs_are_tolerated() -> None:
+    record = parse({**ARTICLE_FAILURE, "details": {"instance_id": "i-1", "az": "use1-az1"}, "new_field": 1})
+    assert record.instance_id == "i-1"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("not json at all", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"status_code": "TERMINATED"}', "event_timestamp"),
+        ('{"event_timestamp": "yesterday", "status_code": "X"}', "event_timestamp"),
+        ('{"event_timestamp": -5, "status_code": "X"}', "event_timestamp"),
+        ('{"event_timestamp": 5, "status_code": 7}', "status_code"),
+        ('{"event_timestamp": 5, "status_code": "X", "details": "i-1"}', "details"),
+    ],
+)
+def test_non_records_become_typed_errors(raw: str, reason: str) -> None:
+    result = parse_scaling_log_record(raw, where="AWSLogs/PCS/pcs_a/node_lifecycle.log:42")
+    assert isinstance(result, ScalingLogParseError)
+    assert reason in result.message
+    assert str(result).startswith("AWSLogs/PCS/pcs_a/node_lifecycle.log:42: ")
+    assert result.excerpt == raw
+
+
+def test_long_garbage_is_excerpted() -> None:
+    result = parse_scaling_log_record("x" * 10_000)
+    assert isinstance(result, ScalingLogParseError)
+    assert len(result.excerpt) == 200
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children) | st.dictionaries(st.text(), children),
+    max_leaves=20,
+)
+
+
+@given(st.one_of(st.text(), st.binary(), json_values.map(json.dumps)))
+def test_no_input_makes_the_parser_raise(raw: str | bytes) -> None:
+    result = parse_scaling_log_record(raw)
+    assert isinstance(result, ScalingLogRecord | ScalingLogParseError)
