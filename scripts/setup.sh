@@ -5,15 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 RUNTIME=3.12
+NODE_PYTHON=3.9  # the node's system Python on Amazon Linux 2023
 VENV=.venv
+NODE_VENV=.venv/node39
 
-find_python() {
-    local candidate
-    for candidate in "python${RUNTIME}" \
-        "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/${RUNTIME}"*/bin/"python${RUNTIME}" \
-        "/usr/local/bin/python${RUNTIME}" "/usr/bin/python${RUNTIME}"; do
+find_python() {  # find_python 3.12 -> path of an interpreter of exactly that version
+    local version=$1 candidate
+    for candidate in "python${version}" \
+        "$(command -v pyenv >/dev/null 2>&1 && pyenv root)/versions/${version}"*/bin/"python${version}" \
+        "/usr/local/bin/python${version}" "/usr/bin/python${version}"; do
         # pyenv shims exist for versions that are installed but not selected, so run it to be sure.
-        if [ -n "$candidate" ] && "$candidate" -c 'import sys, venv; assert sys.version_info[:2] == (3, 12)' \
+        if [ -n "$candidate" ] && "$candidate" -c "import sys, venv; assert sys.version_info[:2] == (${version/./, })" \
             >/dev/null 2>&1; then
             "$candidate" -c 'import sys; print(sys.executable)'
             return 0
@@ -23,7 +25,7 @@ find_python() {
 }
 
 if [ ! -x "$VENV/bin/python${RUNTIME}" ]; then
-    if ! python=$(find_python); then
+    if ! python=$(find_python "$RUNTIME"); then
         echo "setup: python${RUNTIME} not found (needed for the Lambda runtime and 'sam build');" \
             "install it, e.g. 'pyenv install ${RUNTIME}'" >&2
         exit 1
@@ -40,4 +42,19 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements-lock.txt \
         -e '.[cli,dev]' 2> >(grep -v '^WARNING: Location' >&2)
     echo "$want" > "$stamp"
+fi
+
+# The node code runs on the node's Python 3.9; tests run the node bundle with it when it is there.
+node_want=$(sha256sum requirements-node39.txt | cut -d' ' -f1)
+if [ ! -f "$NODE_VENV/.installed" ] || [ "$(cat "$NODE_VENV/.installed")" != "$node_want" ]; then
+    if node_python=$(find_python "$NODE_PYTHON"); then
+        echo "setup: creating $NODE_VENV with $node_python (the node's Python)"
+        rm -rf "$NODE_VENV"
+        "$node_python" -m venv "$NODE_VENV"
+        "$NODE_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-node39.txt \
+            2> >(grep -v '^WARNING: Location' >&2)
+        echo "$node_want" > "$NODE_VENV/.installed"
+    else
+        echo "setup: python${NODE_PYTHON} not found; the node bundle's Python ${NODE_PYTHON} tests will be skipped" >&2
+    fi
 fi

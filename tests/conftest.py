@@ -16,6 +16,7 @@ settings.load_profile("lifeguard")
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"
+ARTICLE_SCRIPTS = EVENTS / "node" / "scripts"
 
 
 def load_event(name: str) -> Any:

@@ -1,0 +1,83 @@
+#!/bin/bash
+# PCS lifecycle script: install Lifeguard's node bundle and run its report shipper as a systemd service,
+# so every later script's outcome leaves the node even when a TERMINATE failure takes the node away.
+#
+# Put it FIRST in nodeBootstrapped, with executionPolicy EVERY_BOOT and onError CONTINUE:
+#   {"name": "lifeguard-shipper",
+#    "scriptSource": {"scriptLocation": "s3://BUCKET/lifeguard/install-shipper.sh"},
+#    "arguments": ["s3://BUCKET/lifeguard/lifeguard-node.pyz", "<sha256 of the bundle>", "<log group>"],
+#    "executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
+# The instance role needs s3:GetObject on the bundle and logs:CreateLogStream, logs:PutLogEvents,
+# logs:GetLogEvents on the log group.
+set -euo pipefail
+
+usage="usage: install-shipper.sh BUNDLE_LOCATION BUNDLE_SHA256 LOG_GROUP"
+bundle_location=${1:?$usage}
+bundle_sha256=${2:?$usage}
+log_group=${3:?$usage}
+root=${LIFEGUARD_INSTALL_ROOT:-}
+python=${LIFEGUARD_PYTHON:-/usr/bin/python3}
+install_dir="$root/opt/lifeguard"
+unit="$root/etc/systemd/system/lifeguard-shipper.service"
+bundle="$install_dir/lifeguard-node.pyz"
+shown_location=${bundle_location%%\?*}  # never print a query string (presigned URLs carry credentials)
+
+say() { echo "install-shipper: $*"; }
+
+if ! "$python" -c 'import boto3' 2>/dev/null; then
+    say "boto3 is missing for $python; installing python3-boto3"
+    dnf install -y -q python3-boto3
+fi
+
+mkdir -p "$install_dir" "$(dirname "$unit")"
+download=$(mktemp "$install_dir/.bundle.XXXXXX")
+trap 'rm -f "$download"' EXIT
+case "$bundle_location" in
+    s3://*)
+        "$python" - "$bundle_location" "$download" <<'PY'
+import os, sys, boto3
+bucket, _, key = sys.argv[1][len("s3://"):].partition("/")
+endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+boto3.client("s3", endpoint_url=endpoint or None).download_file(bucket, key, sys.argv[2])
+PY
+        ;;
+    https://*)
+        curl --fail --silent --show-error --location --proto '=https' --retry 3 -o "$download" "$bundle_location"
+        ;;
+    *)
+        say "cannot fetch $shown_location: only s3:// and https:// locations"
+        exit 2
+        ;;
+esac
+
+actual=$(sha256sum "$download" | cut -d' ' -f1)
+if [ "$actual" != "${bundle_sha256,,}" ]; then
+    say "checksum mismatch for $shown_location: expected $bundle_sha256, got $actual; nothing installed"
+    exit 3
+fi
+chmod 0755 "$download"
+mv -f "$download" "$bundle"
+
+quote() { printf '"%s"' "${1//\"/\\\"}"; }
+cat > "$unit.tmp" <<UNIT
+[Unit]
+Description=PCS Lifeguard node report shipper
+After=network-online.target
+Wants=network-online.target
+
+[Service]
+Type=simple
+ExecStart=$python /opt/lifeguard/lifeguard-node.pyz ship --root / --log-group $(quote "$log_group") --cluster-id $(quote "${PCS_CLUSTER_ID:?PCS_CLUSTER_ID is not set}") --compute-node-group-id $(quote "${PCS_COMPUTE_NODE_GROUP_ID:?PCS_COMPUTE_NODE_GROUP_ID is not set}") --node-id $(quote "${PCS_NODE_ID:-$(hostname -s)}")
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+mv -f "$unit.tmp" "$unit"
+
+systemctl daemon-reload
+systemctl enable lifeguard-shipper.service
+# restart, not start: on a reboot a new bundle replaces the running one.
+systemctl restart lifeguard-shipper.service
+say "shipping node reports to $log_group (bundle sha256 $actual)"

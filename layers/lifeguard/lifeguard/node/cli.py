@@ -1,0 +1,201 @@
+"""`lifeguard-node`: the node side's command line (also the node bundle's entry point).
+
+Exit status of `boot`: 0 completed (CONTINUE failures included), 3 a STOP_SEQUENCE failure stopped a stage,
+4 a TERMINATE failure (the node must be terminated), 64 bad usage or an invalid config, 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.node.executor import (
+    EXIT_INTERNAL_ERROR,
+    EXIT_USAGE,
+    SCRIPT_TIMEOUT_SECONDS,
+    BootResult,
+    Executor,
+    NodeIdentity,
+)
+from lifeguard.node.layout import NodeLayout
+from lifeguard.node.shipper import (
+    POLL_INTERVAL_SECONDS,
+    CloudWatchSink,
+    Shipper,
+    ShipperError,
+    ShipperIdentity,
+    identity_from_executor_log,
+    instance_id_from_imds,
+)
+from lifeguard.settings import setting
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lifeguard-node", description="PCS Lifeguard on the node.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    boot = commands.add_parser(
+        "boot",
+        help="run one boot of this node's lifecycle actions",
+        description="Run one boot: nodeBootstrapped, then nodeReady, with PCS's semantics. "
+        "Example: lifeguard-node boot --config actions.json --root /",
+    )
+    boot.add_argument(
+        "--config", required=True, type=Path, help="nodeLifecycleActions JSON, as the PCS API takes it"
+    )
+    boot.add_argument("--root", required=True, type=Path, help="the node's root directory (/ on a node)")
+    boot.add_argument("--node-id", help="Slurm node name (PCS_NODE_ID); default: short host name")
+    boot.add_argument("--cluster-id", help="PCS_CLUSTER_ID")
+    boot.add_argument("--cluster-name", help="PCS_CLUSTER_NAME; default: the cluster id")
+    boot.add_argument("--compute-node-group-id", help="PCS_COMPUTE_NODE_GROUP_ID")
+    boot.add_argument("--compute-node-group-name", help="PCS_COMPUTE_NODE_GROUP_NAME; default: the group id")
+    boot.add_argument(
+        "--script-timeout",
+        type=float,
+        help=f"seconds a script may run (default {SCRIPT_TIMEOUT_SECONDS}; "
+        "env LIFEGUARD_SCRIPT_TIMEOUT_SECONDS)",
+    )
+    boot.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    ship = commands.add_parser(
+        "ship",
+        help="ship node reports of finished script runs to CloudWatch Logs",
+        description="Tail executor.log and the script logs under ROOT and put one node report per finished "
+        "script run into LOG_GROUP, stream <cluster-id>/<instance-id>. "
+        "Example: lifeguard-node ship --root / --log-group /pcs-lifeguard/node-reports",
+    )
+    ship.add_argument("--root", required=True, type=Path, help="the node's root directory (/ on a node)")
+    ship.add_argument("--log-group", required=True, help="CloudWatch Logs group of node reports")
+    ship.add_argument("--once", action="store_true", help="ship what is there now, then exit")
+    ship.add_argument("--cluster-id", help="default: PCS_CLUSTER_ID, else what the executor logged")
+    ship.add_argument(
+        "--compute-node-group-id", help="default: PCS_COMPUTE_NODE_GROUP_ID, else the executor's"
+    )
+    ship.add_argument("--node-id", help="Slurm node name; default: PCS_NODE_ID, else the executor's")
+    ship.add_argument("--instance-id", help="default: LIFEGUARD_INSTANCE_ID, else IMDSv2")
+    ship.add_argument(
+        "--poll-interval", type=float, help=f"seconds between looks (default {POLL_INTERVAL_SECONDS})"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "boot":
+            return _boot(args)
+        if args.command == "ship":
+            return _ship(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one clean line, never a traceback, for an unforeseen failure
+        print(f"lifeguard-node: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    return EXIT_USAGE
+
+
+def _boot(args: argparse.Namespace) -> int:
+    try:
+        config: Any = json.loads(args.config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"lifeguard-node: cannot read {args.config}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        print(f"lifeguard-node: {args.config} is not valid JSON: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        timeout = setting("script_timeout_seconds", args.script_timeout, float(SCRIPT_TIMEOUT_SECONDS), float)
+        backoff = setting("fetch_backoff_seconds", None, 1.0, float)
+        identity = NodeIdentity.resolve(
+            args.cluster_id,
+            args.cluster_name,
+            args.compute_node_group_id,
+            args.compute_node_group_name,
+            args.node_id,
+        )
+        executor = Executor(
+            config,
+            NodeLayout(args.root),
+            identity,
+            script_timeout_seconds=timeout,
+            fetch_backoff_seconds=backoff,
+        )
+    except InvalidLifecycleConfigError as exc:
+        print(f"lifeguard-node: {args.config}: nothing was run; {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as exc:
+        print(f"lifeguard-node: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    result = executor.boot()
+    _report(result, as_json=args.json)
+    return result.exit_code
+
+
+def _ship(args: argparse.Namespace) -> int:
+    layout = NodeLayout(args.root)
+    logged = identity_from_executor_log(layout)
+    env = os.environ
+    try:
+        cluster_id = args.cluster_id or env.get("PCS_CLUSTER_ID") or logged.get("cluster_id")
+        group_id = (
+            args.compute_node_group_id
+            or env.get("PCS_COMPUTE_NODE_GROUP_ID")
+            or logged.get("compute_node_group_id")
+        )
+        if not cluster_id or not group_id:
+            missing = "--cluster-id" if not cluster_id else "--compute-node-group-id"
+            raise ShipperError(f"cannot tell this node's ids: pass {missing}")
+        instance_id = setting("instance_id", args.instance_id, "", str) or instance_id_from_imds()
+        identity = ShipperIdentity(
+            cluster_id, group_id, instance_id, args.node_id or env.get("PCS_NODE_ID") or logged.get("node_id")
+        )
+        interval = setting("poll_interval_seconds", args.poll_interval, POLL_INTERVAL_SECONDS, float)
+        shipper = Shipper(layout, identity, CloudWatchSink(args.log_group, identity.stream))
+        shipper.run(once=args.once, poll_interval=interval)
+    except (ShipperError, ValueError) as exc:
+        print(f"lifeguard-node ship: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if shipper.skipped_lines:
+        print(
+            f"lifeguard-node ship: skipped {shipper.skipped_lines} unreadable executor.log lines",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _report(result: BootResult, *, as_json: bool) -> None:
+    if as_json:
+        runs = [run.__dict__ for run in result.runs]
+        document = {
+            "boot": result.boot,
+            "first_boot": result.first_boot,
+            "exit_code": result.exit_code,
+            "runs": runs,
+        }
+        print(json.dumps(document, indent=2))
+        return
+    kind = "first boot" if result.first_boot else f"reboot (boot {result.boot})"
+    print(f"{kind}: exit {result.exit_code}")
+    for run in result.runs:
+        code = "" if run.exit_code is None else f" exit={run.exit_code}"
+        note = f"  {run.error}" if run.error else ""
+        print(f"  {run.stage:<17} {run.script:<30} {run.outcome:<9}{code}  onError {run.on_error}{note}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

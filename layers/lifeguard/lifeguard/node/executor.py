@@ -1,0 +1,476 @@
+"""`lifeguard-node boot`: one boot of one node, running `nodeLifecycleActions` with PCS's semantics.
+
+nodeBootstrapped runs in order, then nodeReady. First boot or reboot is decided from state under the
+root, written only once a boot finished. FIRST_BOOT_ONLY scripts run on the first boot, EVERY_BOOT ones on
+every boot. onError TERMINATE stops everything (exit 4), STOP_SEQUENCE skips the rest of its stage (exit 3
+at the end), CONTINUE records and goes on. Logs follow the node layout of DESIGN.md, so the shipper reads
+this executor's files and the PCS agent's alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.lifecycle_rules import (
+    DEFAULT_EXECUTION_POLICY,
+    DEFAULT_ON_ERROR,
+    DEFAULT_SCRIPT_CACHING_POLICY,
+    STAGES,
+    find_problems,
+)
+from lifeguard.node.fetch import FetchError, ScriptFetcher, fetch_script, redact
+from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
+
+__all__ = [
+    "EXIT_COMPLETED",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_STOP_SEQUENCE",
+    "EXIT_TERMINATE",
+    "EXIT_USAGE",
+    "PCS_ON_ERROR_NAMES",
+    "SCRIPT_TIMEOUT_SECONDS",
+    "BootResult",
+    "Executor",
+    "NodeIdentity",
+    "ScriptRun",
+    "ScriptSpec",
+]
+
+EXIT_COMPLETED = 0
+EXIT_INTERNAL_ERROR = 1
+EXIT_STOP_SEQUENCE = 3
+EXIT_TERMINATE = 4
+EXIT_USAGE = 64
+
+SCRIPT_TIMEOUT_SECONDS = 30 * 60  # the node's whole registration window
+KILL_GRACE_SECONDS = 5.0
+TIMEOUT_EXIT_CODE = 124  # as timeout(1) reports it
+
+_NULL = object()  # a field written as JSON null rather than left out
+
+# How the PCS agent spells onError in executor.log (`"on_error":"StopSequence"`).
+PCS_ON_ERROR_NAMES = {"TERMINATE": "Terminate", "STOP_SEQUENCE": "StopSequence", "CONTINUE": "Continue"}
+FAILURE_MESSAGES = {
+    "TERMINATE": "lifecycle script failed; terminating node",
+    "STOP_SEQUENCE": "lifecycle script failed; stopping remaining scripts",
+    "CONTINUE": "lifecycle script failed; continuing",
+}
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """Who this node is, as PCS tells its scripts."""
+
+    cluster_id: str
+    cluster_name: str
+    compute_node_group_id: str
+    compute_node_group_name: str
+    node_id: str
+
+    @classmethod
+    def resolve(
+        cls,
+        cluster_id: str | None = None,
+        cluster_name: str | None = None,
+        compute_node_group_id: str | None = None,
+        compute_node_group_name: str | None = None,
+        node_id: str | None = None,
+    ) -> NodeIdentity:
+        """Flags first, then the PCS_* variables already in the environment, then local defaults."""
+        env = os.environ
+        cluster = cluster_id or env.get("PCS_CLUSTER_ID") or "pcs_local"
+        group = compute_node_group_id or env.get("PCS_COMPUTE_NODE_GROUP_ID") or "pcs_localgroup"
+        return cls(
+            cluster_id=cluster,
+            cluster_name=cluster_name or env.get("PCS_CLUSTER_NAME") or cluster,
+            compute_node_group_id=group,
+            compute_node_group_name=compute_node_group_name
+            or env.get("PCS_COMPUTE_NODE_GROUP_NAME")
+            or group,
+            node_id=node_id or env.get("PCS_NODE_ID") or socket.gethostname().split(".")[0],
+        )
+
+    def environ(self, first_boot: bool) -> dict[str, str]:
+        """The PCS_* variables every script gets."""
+        return {
+            "PCS_CLUSTER_ID": self.cluster_id,
+            "PCS_CLUSTER_NAME": self.cluster_name,
+            "PCS_COMPUTE_NODE_GROUP_ID": self.compute_node_group_id,
+            "PCS_COMPUTE_NODE_GROUP_NAME": self.compute_node_group_name,
+            "PCS_NODE_ID": self.node_id,
+            "PCS_IS_FIRST_BOOT": "1" if first_boot else "0",
+        }
+
+
+@dataclass(frozen=True)
+class ScriptSpec:
+    """One script of a validated config, with PCS's defaults applied."""
+
+    stage: str
+    index: int
+    name: str
+    location: str
+    version_id: str | None
+    checksum: str | None
+    arguments: tuple[str, ...]
+    on_error: str
+    execution_policy: str
+
+    @classmethod
+    def all_of(cls, config: Mapping[str, Any]) -> list[ScriptSpec]:
+        """Every script of a config that `find_problems` accepted, in run order."""
+        specs = []
+        for stage in STAGES:
+            for index, script in enumerate(config["stages"].get(stage) or []):
+                source = script["scriptSource"]
+                specs.append(
+                    cls(
+                        stage=stage,
+                        index=index,
+                        name=script["name"],
+                        location=source["scriptLocation"],
+                        version_id=source.get("s3VersionId") or None,
+                        checksum=source.get("checksum"),
+                        arguments=tuple(script.get("arguments") or ()),
+                        on_error=script.get("onError", DEFAULT_ON_ERROR),
+                        execution_policy=script.get("executionPolicy", DEFAULT_EXECUTION_POLICY),
+                    )
+                )
+        return specs
+
+    @property
+    def source(self) -> dict[str, str | None]:
+        """What identifies the content: a cached copy of another source is never reused."""
+        return {"scriptLocation": self.location, "s3VersionId": self.version_id, "checksum": self.checksum}
+
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """What became of one script in one boot."""
+
+    stage: str
+    script: str
+    on_error: str
+    outcome: str  # succeeded | failed | skipped
+    exit_code: int | None = None
+    error: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    script_sha256: str | None = None
+
+
+@dataclass
+class BootResult:
+    """The outcome of a boot: its exit status and every script's run."""
+
+    boot: int
+    first_boot: bool
+    exit_code: int = EXIT_COMPLETED
+    runs: list[ScriptRun] = field(default_factory=list)
+
+    def run_of(self, stage: str, script: str) -> ScriptRun:
+        """The run of one script (KeyError when it is not in the config)."""
+        for run in self.runs:
+            if (run.stage, run.script) == (stage, script):
+                return run
+        raise KeyError(f"{stage}/{script}")
+
+
+def _utc_timestamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class ExecutorLog:
+    """executor.log: one JSON object per line, as the PCS agent writes it."""
+
+    def __init__(self, path: Path) -> None:
+        ensure_dir(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
+        os.fchmod(fd, EXECUTOR_LOG_MODE)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
+
+    def write(self, level: str, message: str, **fields: Any) -> None:
+        """Append one record and flush it, so the shipper sees it at once."""
+        record: dict[str, Any] = {"timestamp": _utc_timestamp(), "level": level, "message": message}
+        for key, value in fields.items():
+            if value is _NULL:
+                record[key] = None
+            elif value is not None:
+                record[key] = value
+        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+class Executor:
+    """Runs the boots of one node under a root directory."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        layout: NodeLayout,
+        identity: NodeIdentity,
+        *,
+        script_timeout_seconds: float = SCRIPT_TIMEOUT_SECONDS,
+        fetch_backoff_seconds: float = 1.0,
+        fetchers: dict[str, ScriptFetcher] | None = None,
+        kill_grace_seconds: float = KILL_GRACE_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        problems = find_problems(config)
+        if problems:
+            raise InvalidLifecycleConfigError(problems)
+        self.config = config
+        self.layout = layout
+        self.identity = identity
+        self.script_timeout_seconds = script_timeout_seconds
+        self.fetch_backoff_seconds = fetch_backoff_seconds
+        self.fetchers = fetchers or {}
+        self.kill_grace_seconds = kill_grace_seconds
+        self.clock = clock
+        self.caching_policy = config.get("scriptCachingPolicy", DEFAULT_SCRIPT_CACHING_POLICY)
+
+    # -- boot state --
+
+    def _completed_boots(self) -> int:
+        try:
+            state = json.loads(self.layout.boot_state.read_text())
+            return int(state["completed_boots"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def _mark_boot_done(self, boot: int) -> None:
+        atomic_write(self.layout.boot_state, json.dumps({"completed_boots": boot}).encode(), FILE_MODE)
+
+    # -- the boot --
+
+    def boot(self) -> BootResult:
+        """Run one boot: every stage, every script, with PCS's onError and executionPolicy semantics."""
+        completed = self._completed_boots()
+        result = BootResult(boot=completed + 1, first_boot=completed == 0)
+        log = ExecutorLog(self.layout.executor_log)
+        try:
+            log.write(
+                "INFO",
+                "boot started",
+                boot=result.boot,
+                first_boot=result.first_boot,
+                cluster_id=self.identity.cluster_id,
+                compute_node_group_id=self.identity.compute_node_group_id,
+                node_id=self.identity.node_id,
+            )
+            self._run_stages(result, log)
+            log.write("INFO", "boot completed", boot=result.boot, exit_code=result.exit_code)
+        finally:
+            log.close()
+        # A boot that ended in TERMINATE takes the node with it; only a finished boot makes the next a reboot.
+        if result.exit_code in (EXIT_COMPLETED, EXIT_STOP_SEQUENCE):
+            self._mark_boot_done(result.boot)
+        return result
+
+    def _run_stages(self, result: BootResult, log: ExecutorLog) -> None:
+        env = dict(os.environ)
+        env.update(self.identity.environ(result.first_boot))
+        terminated_by: str | None = None
+        for stage in STAGES:
+            stopped_by: str | None = None
+            specs = [spec for spec in ScriptSpec.all_of(self.config) if spec.stage == stage]
+            if specs and terminated_by is None:
+                ensure_dir(self.layout.stage_dir(stage))
+            for spec in specs:
+                skip = self._skip_reason(spec, result.first_boot, terminated_by, stopped_by)
+                if skip is not None:
+                    log.write("INFO", "script skipped", stage=stage, script=spec.name, reason=skip)
+                    result.runs.append(ScriptRun(stage, spec.name, spec.on_error, "skipped", error=skip))
+                    continue
+                run = self._run_script(spec, result, env, log)
+                result.runs.append(run)
+                if run.outcome != "failed":
+                    continue
+                if spec.on_error == "TERMINATE":
+                    terminated_by = spec.name
+                    result.exit_code = EXIT_TERMINATE
+                elif spec.on_error == "STOP_SEQUENCE":
+                    stopped_by = spec.name
+                    result.exit_code = max(result.exit_code, EXIT_STOP_SEQUENCE)
+
+    def _skip_reason(
+        self, spec: ScriptSpec, first_boot: bool, terminated_by: str | None, stopped_by: str | None
+    ) -> str | None:
+        if terminated_by is not None:
+            return f"the node is terminated: {terminated_by!r} failed with onError TERMINATE"
+        if stopped_by is not None:
+            return f"stage stopped: {stopped_by!r} failed with onError STOP_SEQUENCE"
+        if not first_boot and spec.execution_policy == "FIRST_BOOT_ONLY":
+            return "FIRST_BOOT_ONLY script on a reboot"
+        return None
+
+    def _run_script(
+        self, spec: ScriptSpec, result: BootResult, env: dict[str, str], log: ExecutorLog
+    ) -> ScriptRun:
+        try:
+            content = self._script_content(spec, result.first_boot, log)
+        except FetchError as exc:
+            run = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
+        else:
+            digest = hashlib.sha256(content).hexdigest()
+            path = self.layout.cached_script(spec.stage, spec.name)
+            started = int(self.clock())
+            exit_code, error = self._execute(spec, path, content, env, started)
+            outcome = "succeeded" if exit_code == 0 else "failed"
+            run = ScriptRun(
+                spec.stage,
+                spec.name,
+                spec.on_error,
+                outcome,
+                exit_code,
+                error,
+                started,
+                int(self.clock()),
+                digest,
+            )
+        self._log_outcome(log, result, run)
+        return run
+
+    def _log_outcome(self, log: ExecutorLog, result: BootResult, run: ScriptRun) -> None:
+        if run.outcome == "succeeded":
+            level, message = "INFO", "script completed"
+        else:
+            level = "WARN" if run.on_error == "CONTINUE" else "ERROR"
+            message = FAILURE_MESSAGES[run.on_error]
+        log.write(
+            level,
+            message,
+            stage=run.stage,
+            script=run.script,
+            boot=result.boot,
+            first_boot=result.first_boot,
+            on_error=PCS_ON_ERROR_NAMES[run.on_error],
+            error=run.error,
+            # A run that never started (the fetch failed) says so with an explicit null exit code.
+            exit_code=run.exit_code if run.exit_code is not None else _NULL,
+            started_at=run.started_at,
+            ended_at=run.ended_at,
+            script_sha256=run.script_sha256,
+        )
+
+    # -- fetching and caching --
+
+    def _script_content(self, spec: ScriptSpec, first_boot: bool, log: ExecutorLog) -> bytes:
+        cached = self.layout.cached_script(spec.stage, spec.name)
+        meta = cached.with_name(cached.name + ".source.json")
+        if self.caching_policy == "CACHE_ONCE" and not first_boot:
+            try:
+                if json.loads(meta.read_text()) == spec.source:
+                    content = cached.read_bytes()
+                    log.write(
+                        "INFO", "Reusing cached script (CACHE_ONCE)", script=spec.name, stage=spec.stage
+                    )
+                    return content
+            except (OSError, ValueError):
+                pass  # no usable cached copy: fetch it as on a first boot
+        log.write(
+            "INFO", "fetching script", stage=spec.stage, script=spec.name, location=redact(spec.location)
+        )
+
+        def on_retry(attempt: int, reason: str) -> None:
+            log.write(
+                "WARN",
+                "script download failed; retrying",
+                stage=spec.stage,
+                script=spec.name,
+                attempt=attempt,
+                error=reason,
+            )
+
+        content = fetch_script(
+            spec.location,
+            version_id=spec.version_id,
+            checksum=spec.checksum,
+            backoff_seconds=self.fetch_backoff_seconds,
+            fetchers=self.fetchers,
+            on_retry=on_retry,
+        )
+        atomic_write(cached, content, 0o750)
+        atomic_write(meta, json.dumps(spec.source).encode(), FILE_MODE)
+        return content
+
+    # -- running --
+
+    def _execute(
+        self, spec: ScriptSpec, path: Path, content: bytes, env: dict[str, str], started: int
+    ) -> tuple[int, str | None]:
+        script_log = self.layout.script_log(spec.stage, spec.name)
+        fd = os.open(script_log, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+        os.fchmod(fd, FILE_MODE)
+        try:
+            args = json.dumps(list(spec.arguments), separators=(",", ":"), ensure_ascii=False)
+            os.write(fd, f"[start {spec.name} args={args} @ {started}]\n".encode())
+            # Like a shell, run a file without "#!" as a bash script.
+            command = [str(path), *spec.arguments]
+            if not content.startswith(b"#!"):
+                command = ["/bin/bash", str(path), *spec.arguments]
+            exit_code, error = self._wait(spec, command, fd, env)
+            size = os.lseek(fd, 0, os.SEEK_END)
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                os.write(fd, b"\n")  # the end marker starts its own line even after output without one
+            os.write(fd, f"[end {spec.name} exit={exit_code} @ {int(self.clock())}]\n".encode())
+        finally:
+            os.close(fd)
+        return exit_code, error
+
+    def _wait(
+        self, spec: ScriptSpec, command: list[str], fd: int, env: dict[str, str]
+    ) -> tuple[int, str | None]:
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=fd,
+                stderr=fd,
+                env=env,
+                cwd=str(self.layout.root),
+                start_new_session=True,  # its own process group, so a timeout kills its children too
+            )
+        except OSError as exc:
+            return 126, f"script '{spec.name}' could not be started: {exc.strerror}"
+        try:
+            returncode = process.wait(timeout=self.script_timeout_seconds)
+        except subprocess.TimeoutExpired:
+            self._kill(process)
+            return (
+                TIMEOUT_EXIT_CODE,
+                f"script '{spec.name}' timed out after {self.script_timeout_seconds:g} s",
+            )
+        if returncode == 0:
+            return 0, None
+        if returncode < 0:
+            name = signal.Signals(-returncode).name
+            return 128 - returncode, f"script '{spec.name}' was killed by signal {-returncode} ({name})"
+        return returncode, f"script '{spec.name}' failed with exit status {returncode}"
+
+    def _kill(self, process: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the script's process group, then SIGKILL whatever is left of it after the grace."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=self.kill_grace_seconds)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

@@ -1,0 +1,185 @@
+"""Fetching lifecycle scripts: a registry of fetchers by URL scheme, with PCS's retry, size and checksum
+rules around them.
+
+A fetch is tried three times with exponential backoff; a script over 2 MiB, or whose sha256 is not its
+`checksum`, is a failed fetch. Locations are logged without query string or fragment, ever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from lifeguard.errors import LifeguardError
+
+__all__ = [
+    "DOWNLOAD_TIMEOUT_SECONDS",
+    "FETCHERS",
+    "FETCH_ATTEMPTS",
+    "MAX_SCRIPT_BYTES",
+    "FetchError",
+    "HttpsFetcher",
+    "S3Fetcher",
+    "ScriptFetcher",
+    "fetch_script",
+    "redact",
+]
+
+MAX_SCRIPT_BYTES = 2 * 1024 * 1024
+FETCH_ATTEMPTS = 3
+DOWNLOAD_TIMEOUT_SECONDS = 60.0
+
+
+class FetchError(LifeguardError):
+    """A script could not be fetched; the message names the location without its query string."""
+
+
+def redact(location: str) -> str:
+    """The location without query string or fragment (presigned URLs carry credentials there)."""
+    parts = urllib.parse.urlsplit(location)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+
+
+class ScriptFetcher(ABC):
+    """Fetches one kind of location; `permissions` is what the node's instance role needs for it."""
+
+    scheme: ClassVar[str]
+    permissions: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        """One attempt: the content (at most MAX_SCRIPT_BYTES + 1 bytes read), or an exception."""
+
+
+FETCHERS: dict[str, type[ScriptFetcher]] = {}
+
+
+def register_fetcher(cls: type[ScriptFetcher]) -> type[ScriptFetcher]:
+    """Class decorator: make `cls` the fetcher of its scheme."""
+    FETCHERS[cls.scheme] = cls
+    return cls
+
+
+@register_fetcher
+class S3Fetcher(ScriptFetcher):
+    """`s3://bucket/key` through boto3, honouring `s3VersionId` and boto3's standard configuration."""
+
+    scheme = "s3"
+    permissions = ("s3:GetObject", "s3:GetObjectVersion")
+
+    def __init__(self) -> None:
+        self._client: Any = None
+
+    def _s3(self) -> Any:
+        if self._client is None:
+            try:
+                import boto3
+            except ImportError:
+                raise FetchError(
+                    "s3:// scripts need boto3, which this Python does not have "
+                    "(on Amazon Linux 2023: dnf install -y python3-boto3)"
+                ) from None
+            # Older boto3 releases do not read AWS_ENDPOINT_URL_S3 themselves.
+            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            self._client = boto3.client("s3", endpoint_url=endpoint or None)
+        return self._client
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        """GetObject, of the given version when there is one."""
+        bucket, _, key = location[len("s3://") :].partition("/")
+        request: dict[str, str] = {"Bucket": bucket, "Key": key}
+        if version_id:
+            request["VersionId"] = version_id
+        body = self._s3().get_object(**request)["Body"]
+        try:
+            data: bytes = body.read(MAX_SCRIPT_BYTES + 1)
+        finally:
+            body.close()
+        return data
+
+
+@register_fetcher
+class HttpsFetcher(ScriptFetcher):
+    """`https://` with certificate verification (the system's trust store, or `cafile`)."""
+
+    scheme = "https"
+    permissions = ()
+
+    def __init__(self, cafile: str | None = None) -> None:
+        self._context = ssl.create_default_context(cafile=cafile)
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        """GET the URL; any status but 200 is a failure."""
+        request = urllib.request.Request(location, headers={"User-Agent": "pcs-lifeguard-node"})
+        try:
+            with urllib.request.urlopen(
+                request, timeout=DOWNLOAD_TIMEOUT_SECONDS, context=self._context
+            ) as response:
+                data: bytes = response.read(MAX_SCRIPT_BYTES + 1)
+        except urllib.error.HTTPError as exc:
+            raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            raise FetchError(str(exc.reason)) from None
+        return data
+
+
+def fetch_script(
+    location: str,
+    *,
+    version_id: str | None = None,
+    checksum: str | None = None,
+    attempts: int = FETCH_ATTEMPTS,
+    backoff_seconds: float = 1.0,
+    fetchers: dict[str, ScriptFetcher] | None = None,
+    on_retry: Callable[[int, str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> bytes:
+    """The script's content, verified; raises FetchError after `attempts` failed tries.
+
+    Waits `backoff_seconds`, then twice that, … between tries; `on_retry(attempt, reason)` hears of each
+    failed try that will be retried.
+    """
+    scheme = urllib.parse.urlsplit(location).scheme
+    fetcher = (fetchers or {}).get(scheme)
+    if fetcher is None:
+        if scheme not in FETCHERS:
+            raise FetchError(f"no fetcher for {scheme}:// locations ({redact(location)})")
+        fetcher = FETCHERS[scheme]()
+    safe = redact(location)
+    reason = "no attempt made"
+    for attempt in range(1, attempts + 1):
+        try:
+            return _verified(fetcher.fetch_once(location, version_id), checksum)
+        except Exception as exc:  # noqa: BLE001 - any failure of a try is retried, then reported
+            reason = _describe(exc).replace(location, safe)
+        if attempt < attempts:
+            if on_retry is not None:
+                on_retry(attempt, reason)
+            sleep(backoff_seconds * 2 ** (attempt - 1))
+    raise FetchError(f"cannot fetch {safe} after {attempts} attempts: {reason}")
+
+
+def _verified(data: bytes, checksum: str | None) -> bytes:
+    if len(data) > MAX_SCRIPT_BYTES:
+        raise FetchError(f"script is larger than {MAX_SCRIPT_BYTES // (1024 * 1024)} MiB")
+    if checksum is not None:
+        actual = hashlib.sha256(data).hexdigest()
+        if actual != checksum.lower():
+            raise FetchError(f"checksum mismatch: expected sha256 {checksum.lower()}, got {actual}")
+    return data
+
+
+def _describe(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict) and "Error" in response:
+        error = response["Error"]
+        return f"{error.get('Code', 'error')}: {error.get('Message', '')}".rstrip(": ")
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,83 @@
+"""Where PCS keeps lifecycle-action files on a node, under a root directory (`/` on a real node)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "DIR_MODE",
+    "EXECUTOR_LOG_MODE",
+    "FILE_MODE",
+    "NodeLayout",
+    "UnsafeNameError",
+    "atomic_write",
+    "ensure_dir",
+]
+
+# As PCS lays them out: stage folders drwxr-x---, script logs -rw-r-----, executor.log -rw-r--r--.
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+EXECUTOR_LOG_MODE = 0o644
+
+
+class UnsafeNameError(ValueError):
+    """A script name that would leave its folder (the config check refuses these first)."""
+
+
+class NodeLayout:
+    """Paths of the node layout of DESIGN.md under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.actions = self.root / "var/log/amazon/pcs/lifecycle/actions"
+        self.executor_log = self.actions / "executor.log"
+        self.config = self.root / "etc/amazon/pcs/lifecycle/actions/config"
+        self.cache = self.config / "scripts"
+        self.state = self.root / "var/lib/lifeguard"
+        self.boot_state = self.state / "boot-state.json"
+        self.shipper_state = self.state / "shipper-state.json"
+
+    def stage_dir(self, stage: str) -> Path:
+        """The log folder of a stage."""
+        return _child(self.actions, stage)
+
+    def script_log(self, stage: str, name: str) -> Path:
+        """`<stage>/<name>.log`; names keep their spaces but can never leave the stage folder."""
+        return _child(self.stage_dir(stage), name + ".log")
+
+    def cached_script(self, stage: str, name: str) -> Path:
+        """The cached copy of a script."""
+        return _child(_child(self.cache, stage), name)
+
+
+def _child(parent: Path, name: str) -> Path:
+    if not name or name in (".", "..") or "/" in name or "\0" in name or name != os.path.basename(name):
+        raise UnsafeNameError(f"unsafe file name {name!r}")
+    return parent / name
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` (and parents) with PCS's folder mode."""
+    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    os.chmod(path, DIR_MODE)
+    return path
+
+
+def atomic_write(path: Path, data: bytes, mode: int) -> None:
+    """Write via a temporary file and a rename, so a crash leaves the old file or the new, never half."""
+    ensure_dir(path.parent)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fchmod(file.fileno(), mode)
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise

@@ -1,0 +1,126 @@
+"""Fixtures of the node-side tests: the article's scripts in moto's S3, and `lifeguard-node` run as a
+real process against them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ARTICLE_SCRIPTS, load_event
+
+LIFEGUARD_NODE = Path(sys.executable).parent / "lifeguard-node"
+
+
+@dataclass
+class NodeRun:
+    """One `lifeguard-node` process: its exit status and output."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Node:
+    """A node's root directory and the means to boot it against the local AWS."""
+
+    root: Path
+    bucket: str
+    env: dict[str, str]
+    s3: Any
+
+    @property
+    def actions(self) -> Path:
+        return self.root / "var/log/amazon/pcs/lifecycle/actions"
+
+    @property
+    def record_file(self) -> Path:
+        return self.root / "var/lib/lca-boot-record.log"
+
+    def config(self, name: str) -> dict[str, Any]:
+        """An example config with its bucket pointed at this node's bucket."""
+        text = json.dumps(load_event(f"configs/{name}.json")).replace("lca-scripts-example", self.bucket)
+        data: dict[str, Any] = json.loads(text)
+        return data
+
+    def script_config(self, scripts: dict[str, list[dict[str, Any]]], **top: Any) -> dict[str, Any]:
+        """A config of scripts given as {stage: [script, …]}, locations relative to the bucket."""
+        for stage_scripts in scripts.values():
+            for script in stage_scripts:
+                source = script["scriptSource"]
+                source["scriptLocation"] = f"s3://{self.bucket}/{source['scriptLocation']}"
+        return {"stages": scripts, **top}
+
+    def put_script(self, key: str, body: str | bytes) -> None:
+        data = body.encode() if isinstance(body, str) else body
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
+
+    def boot(self, config: dict[str, Any], *args: str, command: list[str] | None = None) -> NodeRun:
+        """Run `lifeguard-node boot` on this root, as the article's node lca-static-1 of group lca-static."""
+        path = self.root.parent / f"config-{uuid.uuid4().hex[:8]}.json"
+        path.write_text(json.dumps(config))
+        base = command or [str(LIFEGUARD_NODE)]
+        result = subprocess.run(
+            [
+                *base,
+                "boot",
+                "--config",
+                str(path),
+                "--root",
+                str(self.root),
+                "--node-id",
+                "lca-static-1",
+                "--cluster-id",
+                "pcs_abc123de45",
+                "--compute-node-group-id",
+                "pcs_abcdef01",
+                "--compute-node-group-name",
+                "lca-static",
+                *args,
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return NodeRun(result.returncode, result.stdout, result.stderr)
+
+    def executor_records(self) -> list[dict[str, Any]]:
+        lines = (self.actions / "executor.log").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    def script_log(self, stage: str, name: str) -> str:
+        return (self.actions / stage / f"{name}.log").read_text()
+
+
+def new_node(local: Any, directory: Path) -> Node:
+    """A fresh node root under `directory` and a fresh bucket holding the article's three scripts."""
+    s3 = local.client("s3")
+    bucket = f"lca-scripts-{uuid.uuid4().hex[:10]}"
+    s3.create_bucket(Bucket=bucket)
+    for script in ("record-boot.sh", "ready-check.sh", "fail.sh"):
+        s3.put_object(Bucket=bucket, Key=f"scripts/{script}", Body=(ARTICLE_SCRIPTS / script).read_bytes())
+    root = directory / "root"
+    (root / "var/lib").mkdir(parents=True)
+    env = {**os.environ, **local.environ()}
+    env.update(
+        AWS_ENDPOINT_URL_S3=local.moto.endpoint_url,
+        LCA_BOOT_RECORD=str(root / "var/lib/lca-boot-record.log"),
+        LIFEGUARD_FETCH_BACKOFF_SECONDS="0.05",
+    )
+    return Node(root, bucket, env, s3)
+
+
+@pytest.fixture
+def node(local: Any, tmp_path: Path) -> Node:
+    """A fresh node root and a fresh bucket holding the article's three scripts under scripts/."""
+    return new_node(local, tmp_path)

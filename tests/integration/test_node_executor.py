@@ -1,0 +1,365 @@
+"""`lifeguard-node boot` reproduces every observation of the article, against moto's S3 over HTTP."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import time
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import Node
+
+pytestmark = pytest.mark.integration
+
+RECORD_LINE = (
+    r"\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ label={label} first_boot={first} node=lca-static-1 cng=lca-static"
+)
+
+
+def messages(node: Node, message: str) -> list[dict[str, Any]]:
+    return [record for record in node.executor_records() if record["message"] == message]
+
+
+def blocks(log: str, name: str) -> list[tuple[str, str, str]]:
+    """(args, output, exit) of each start…end block of a script log, checking the markers' exact form."""
+    found = re.findall(
+        rf"^\[start {re.escape(name)} args=(\[[^\n]*\]) @ \d+\]\n"
+        rf"(.*?)\[end {re.escape(name)} exit=(-?\d+) @ \d+\]\n",
+        log,
+        re.MULTILINE | re.DOTALL,
+    )
+    assert "".join(f"{a}{o}{e}" for a, o, e in found), f"no complete block in {log!r}"
+    return found
+
+
+def test_first_boot_then_reboot_runs_every_boot_scripts_again_from_the_cache(node: Node) -> None:
+    config = node.config("article-first-boot-every-boot")
+    first = node.boot(config)
+    assert first.returncode == 0, first.stderr
+    ready_log = node.actions / "nodeReady" / "ready-check.log"
+    ready_mtime = ready_log.stat().st_mtime_ns
+    time.sleep(0.05)
+    second = node.boot(config)
+    assert second.returncode == 0, second.stderr
+
+    lines = node.record_file.read_text().splitlines()
+    assert len(lines) == 3
+    assert re.fullmatch(RECORD_LINE.format(label="bootstrapped-first-boot-only", first=1), lines[0])
+    assert re.fullmatch(RECORD_LINE.format(label="bootstrapped-every-boot", first=1), lines[1])
+    assert re.fullmatch(RECORD_LINE.format(label="bootstrapped-every-boot", first=0), lines[2])
+
+    every = blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")
+    assert every == [('["bootstrapped-every-boot"]', "recorded bootstrapped-every-boot\n", "0")] * 2
+    first_only = blocks(node.script_log("nodeBootstrapped", "record-first-boot"), "record-first-boot")
+    assert first_only == [
+        ('["bootstrapped-first-boot-only"]', "recorded bootstrapped-first-boot-only\n", "0")
+    ]
+    assert len(blocks(ready_log.read_text(), "ready-check")) == 1
+    assert ready_log.stat().st_mtime_ns == ready_mtime  # FIRST_BOOT_ONLY (omitted) was not re-run
+
+    reuse = messages(node, "Reusing cached script (CACHE_ONCE)")
+    assert [(r["script"], r["stage"], r["level"]) for r in reuse] == [
+        ("record-every-boot", "nodeBootstrapped", "INFO")
+    ]
+    fetched = [r["script"] for r in messages(node, "fetching script")]
+    assert fetched == ["record-first-boot", "record-every-boot", "ready-check"]  # none on the reboot
+    completed = [(r["script"], r["boot"]) for r in messages(node, "script completed")]
+    assert completed == [
+        ("record-first-boot", 1),
+        ("record-every-boot", 1),
+        ("ready-check", 1),
+        ("record-every-boot", 2),
+    ]
+    assert (
+        node.root / "etc/amazon/pcs/lifecycle/actions/config/scripts/nodeBootstrapped/record-every-boot"
+    ).exists()
+
+
+def test_logs_are_laid_out_with_pcs_permissions(node: Node) -> None:
+    assert node.boot(node.config("article-first-boot-every-boot")).returncode == 0
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    assert mode(node.actions / "executor.log") == 0o644
+    assert mode(node.actions / "nodeBootstrapped") == 0o750
+    assert mode(node.actions / "nodeReady") == 0o750
+    assert mode(node.actions / "nodeBootstrapped" / "record-first-boot.log") == 0o640
+    assert sorted(p.name for p in (node.actions / "nodeBootstrapped").iterdir()) == [
+        "record-every-boot.log",
+        "record-first-boot.log",
+    ]
+    record = node.executor_records()[2]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", record["timestamp"])
+
+
+def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> None:
+    result = node.boot(node.config("article-stop-sequence"))
+    assert result.returncode == 3, result.stderr
+    log = node.script_log("nodeBootstrapped", "fail-stop-sequence")
+    assert blocks(log, "fail-stop-sequence") == [("[]", "intentional failure for verification\n", "1")]
+    assert re.search(r"\[end fail-stop-sequence exit=1 @ \d+\]\n\Z", log)
+    assert not node.record_file.exists()  # record-after-fail did not run
+    assert not (node.actions / "nodeBootstrapped" / "record-after-fail.log").exists()
+    assert len(blocks(node.script_log("nodeReady", "ready-check"), "ready-check")) == 1
+    [failure] = messages(node, "lifecycle script failed; stopping remaining scripts")
+    assert (failure["level"], failure["stage"], failure["script"], failure["on_error"]) == (
+        "ERROR",
+        "nodeBootstrapped",
+        "fail-stop-sequence",
+        "StopSequence",
+    )
+    assert "exit status 1" in failure["error"]
+    [skipped] = messages(node, "script skipped")
+    assert skipped["script"] == "record-after-fail"
+    # The node joined: its next boot is a reboot.
+    assert node.boot(node.config("article-stop-sequence")).returncode == 0
+    assert "first_boot=0" not in node.script_log("nodeBootstrapped", "fail-stop-sequence")
+
+
+def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> None:
+    result = node.boot(node.config("article-terminate"))
+    assert result.returncode == 4, result.stderr
+    assert blocks(node.script_log("nodeBootstrapped", "fail-terminate"), "fail-terminate")[0][2] == "1"
+    assert not node.record_file.exists()
+    assert not (node.actions / "nodeReady").exists()
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert (failure["on_error"], failure["exit_code"]) == ("Terminate", 1)
+    assert [r["script"] for r in messages(node, "script skipped")] == ["record-after-fail", "ready-check"]
+    # A TERMINATE boot never finished: the same root boots as a first boot again.
+    again = node.boot(node.config("article-terminate"))
+    assert again.returncode == 4
+    assert [r["first_boot"] for r in messages(node, "boot started")] == [True, True]
+
+
+def test_continue_records_the_failure_and_goes_on(node: Node) -> None:
+    config = node.config("article-terminate")
+    config["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    result = node.boot(config)
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(RECORD_LINE.format(label="after-fail", first=1), node.record_file.read_text().strip())
+    [failure] = messages(node, "lifecycle script failed; continuing")
+    assert (failure["level"], failure["on_error"]) == ("WARN", "Continue")
+    assert (node.actions / "nodeReady" / "ready-check.log").exists()
+
+
+def test_checksum_mismatch_is_a_failed_download_handled_by_on_error(node: Node) -> None:
+    config = node.config("article-first-boot-every-boot")
+    config["stages"]["nodeBootstrapped"][0]["scriptSource"]["checksum"] = "0" * 64
+    result = node.boot(config)
+    assert result.returncode == 4
+    assert not (node.actions / "nodeBootstrapped" / "record-first-boot.log").exists()  # never ran
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert "checksum mismatch" in failure["error"]
+    assert "after 3 attempts" in failure["error"]
+    assert failure["exit_code"] is None
+    assert len(messages(node, "script download failed; retrying")) == 2
+
+
+def test_a_correct_checksum_passes(node: Node) -> None:
+    import hashlib
+
+    from tests.conftest import ARTICLE_SCRIPTS
+
+    config = node.config("article-first-boot-every-boot")
+    digest = hashlib.sha256((ARTICLE_SCRIPTS / "record-boot.sh").read_bytes()).hexdigest()
+    config["stages"]["nodeBootstrapped"][0]["scriptSource"]["checksum"] = digest.upper()
+    assert node.boot(config).returncode == 0
+
+
+def test_refresh_on_reboot_with_the_object_deleted_fails_without_cache_fallback(node: Node) -> None:
+    config = node.config("article-first-boot-every-boot")
+    config["scriptCachingPolicy"] = "REFRESH_ON_REBOOT"
+    assert node.boot(config).returncode == 0
+    node.s3.delete_object(Bucket=node.bucket, Key="scripts/record-boot.sh")
+    result = node.boot(config)
+    assert result.returncode == 4  # record-every-boot is on the default TERMINATE
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert failure["script"] == "record-every-boot"
+    assert "NoSuchKey" in failure["error"]
+    assert len(node.record_file.read_text().splitlines()) == 2  # nothing ran on the reboot
+    assert messages(node, "Reusing cached script (CACHE_ONCE)") == []
+
+
+def test_cache_once_keeps_running_the_first_boot_copy_after_the_object_changed(node: Node) -> None:
+    config = node.config("article-first-boot-every-boot")
+    assert node.boot(config).returncode == 0
+    node.put_script("scripts/record-boot.sh", "#!/bin/bash\necho changed-in-place\n")
+    assert node.boot(config).returncode == 0
+    last = blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")[-1]
+    assert last[1] == "recorded bootstrapped-every-boot\n"
+    # REFRESH_ON_REBOOT on the same change runs the new content.
+    config["scriptCachingPolicy"] = "REFRESH_ON_REBOOT"
+    assert node.boot(config).returncode == 0
+    last = blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")[-1]
+    assert last[1] == "changed-in-place\n"
+
+
+def test_a_script_over_its_timeout_fails_and_its_children_are_killed(node: Node) -> None:
+    marker = node.root / "child-survived"
+    node.put_script("scripts/slow.sh", f"#!/bin/bash\n(sleep 3; touch {marker}) &\nsleep 30\n")
+    config = node.script_config(
+        {"nodeBootstrapped": [{"name": "slow", "scriptSource": {"scriptLocation": "scripts/slow.sh"}}]}
+    )
+    started = time.monotonic()
+    result = node.boot(config, "--script-timeout", "1")
+    assert result.returncode == 4
+    assert time.monotonic() - started < 15
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert "timed out after 1 s" in failure["error"]
+    assert blocks(node.script_log("nodeBootstrapped", "slow"), "slow")[0][2] == "124"
+    time.sleep(3.5)
+    assert not marker.exists()
+
+
+def test_a_script_killed_by_a_signal_fails(node: Node) -> None:
+    node.put_script("scripts/killed.sh", "#!/bin/bash\necho before\nkill -9 $$\necho after\n")
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "killed",
+                    "scriptSource": {"scriptLocation": "scripts/killed.sh"},
+                    "onError": "STOP_SEQUENCE",
+                }
+            ]
+        }
+    )
+    assert node.boot(config).returncode == 3
+    [failure] = messages(node, "lifecycle script failed; stopping remaining scripts")
+    assert "killed by signal 9 (SIGKILL)" in failure["error"]
+    assert blocks(node.script_log("nodeBootstrapped", "killed"), "killed") == [("[]", "before\n", "137")]
+
+
+def test_names_with_spaces_keep_them(node: Node) -> None:
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "record every boot",
+                    "arguments": ["spaced name"],
+                    "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
+                }
+            ]
+        }
+    )
+    assert node.boot(config).returncode == 0
+    log = (node.actions / "nodeBootstrapped" / "record every boot.log").read_text()
+    assert blocks(log, "record every boot") == [('["spaced name"]', "recorded spaced name\n", "0")]
+
+
+@pytest.mark.parametrize("name", ["../../../etc/escaped", "a/b", "..", "nul\u0000byte", "-leading-dash"])
+def test_hostile_names_are_refused_before_anything_runs(node: Node, name: str) -> None:
+    config = node.config("article-first-boot-every-boot")
+    config["stages"]["nodeBootstrapped"][0]["name"] = name
+    result = node.boot(config)
+    assert result.returncode == 64
+    assert "stages.nodeBootstrapped[0].name" in result.stderr
+    assert "nothing was run" in result.stderr
+    assert not (node.root / "var/log").exists()
+    assert not (node.root.parent / "etc").exists()
+
+
+def test_an_invalid_config_lists_every_problem_and_runs_nothing(node: Node) -> None:
+    config = node.config("article-terminate")
+    config["stages"]["nodeBootstrapped"][0]["onError"] = "TERMINATED"
+    config["stages"]["nodeReady"][0]["executionPolicy"] = "ALWAYS"
+    result = node.boot(config)
+    assert result.returncode == 64
+    assert "stages.nodeBootstrapped[0].onError: 'TERMINATED' is not one of" in result.stderr
+    assert "stages.nodeReady[0].executionPolicy: 'ALWAYS' is not one of" in result.stderr
+    assert not node.actions.exists()
+
+
+def test_bad_usage_exits_64(node: Node) -> None:
+    from tests.integration.conftest import LIFEGUARD_NODE
+
+    result = subprocess.run(
+        [str(LIFEGUARD_NODE), "boot", "--root", str(node.root)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 64
+    assert "--config" in result.stderr
+
+
+def test_scripts_get_the_pcs_environment_and_their_arguments_exactly(node: Node) -> None:
+    node.put_script(
+        "scripts/show.sh",
+        "#!/bin/bash\nprintf '<%s>\\n' \"$@\"\nenv | grep '^PCS_' | sort\n"
+        'echo "EXTRA=$LIFEGUARD_TEST_EXTRA"\n',
+    )
+    arguments = ["a b", "", "$HOME", "--x='1'", "\u00e9t\u00e9", "*"]
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "show",
+                    "arguments": arguments,
+                    "scriptSource": {"scriptLocation": "scripts/show.sh"},
+                }
+            ]
+        }
+    )
+    node.env["LIFEGUARD_TEST_EXTRA"] = "inherited"
+    assert node.boot(config, "--cluster-name", "lca").returncode == 0
+    [(args, output, code)] = blocks(node.script_log("nodeBootstrapped", "show"), "show")
+    assert args == '["a b","","$HOME","--x=\'1\'","\u00e9t\u00e9","*"]'
+    assert output == "".join(f"<{a}>\n" for a in arguments) + (
+        "PCS_CLUSTER_ID=pcs_abc123de45\nPCS_CLUSTER_NAME=lca\nPCS_COMPUTE_NODE_GROUP_ID=pcs_abcdef01\n"
+        "PCS_COMPUTE_NODE_GROUP_NAME=lca-static\nPCS_IS_FIRST_BOOT=1\nPCS_NODE_ID=lca-static-1\n"
+        "EXTRA=inherited\n"
+    )
+    assert code == "0"
+
+
+def test_a_crash_mid_boot_leaves_the_next_boot_a_first_boot(node: Node) -> None:
+    # The second script kills the executor itself: the boot never finishes.
+    node.put_script("scripts/crash.sh", "#!/bin/bash\nkill -9 $PPID\nsleep 1\n")
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "record",
+                    "arguments": ["x"],
+                    "executionPolicy": "EVERY_BOOT",
+                    "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
+                },
+                {"name": "crash", "scriptSource": {"scriptLocation": "scripts/crash.sh"}},
+            ]
+        }
+    )
+    assert node.boot(config).returncode == -9
+    config["stages"]["nodeBootstrapped"].pop()
+    assert node.boot(config).returncode == 0
+    assert node.boot(config).returncode == 0
+    firsts = [line.split("first_boot=")[1][0] for line in node.record_file.read_text().splitlines()]
+    assert firsts == ["1", "1", "0"]
+
+
+def test_output_without_a_final_newline_still_ends_with_the_marker_on_its_own_line(node: Node) -> None:
+    node.put_script("scripts/partial.sh", "#!/bin/bash\nprintf 'no newline'\n")
+    config = node.script_config(
+        {"nodeReady": [{"name": "partial", "scriptSource": {"scriptLocation": "scripts/partial.sh"}}]}
+    )
+    assert node.boot(config).returncode == 0
+    assert blocks(node.script_log("nodeReady", "partial"), "partial") == [("[]", "no newline\n", "0")]
+
+
+def test_a_script_without_shebang_runs_under_bash(node: Node) -> None:
+    node.put_script("scripts/plain.sh", "echo plain ${BASH_VERSION:+bash}\n")
+    config = node.script_config(
+        {"nodeReady": [{"name": "plain", "scriptSource": {"scriptLocation": "scripts/plain.sh"}}]}
+    )
+    assert node.boot(config).returncode == 0
+    assert blocks(node.script_log("nodeReady", "plain"), "plain")[0][1] == "plain bash\n"
+
+
+def test_runs_are_appended_and_never_leave_temp_files(node: Node) -> None:
+    config = node.config("article-first-boot-every-boot")
+    for _ in range(3):
+        assert node.boot(config).returncode == 0
+    cache = node.root / "etc/amazon/pcs/lifecycle/actions/config/scripts"
+    leftovers = [p for p in cache.rglob("*") if p.name.startswith(".tmp-")]
+    assert leftovers == []
+    assert len(blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")) == 3
+    assert os.path.getsize(node.actions / "nodeReady" / "ready-check.log") > 0
