@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo test lint types unit-and-integration sam bench clean
+.PHONY: setup demo test lint types unit-and-integration sam bench node-bundle clean
 
 setup:
 	@bash scripts/setup.sh
@@ -37,6 +37,11 @@ sam:
 
 bench: setup
 	$(BIN)/python bench/bench_parsing.py
+	$(BIN)/python bench/executor.py
+
+## The node bundle: dist/lifeguard-node.pyz (+ .sha256), for S3 and events/node/install-shipper.sh.
+node-bundle: setup
+	$(BIN)/python -m lifeguard_cli.node_bundle dist/lifeguard-node.pyz
 
 clean:
-	rm -rf .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf .aws-sam dist .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -17,6 +17,7 @@ settings.load_profile("lifeguard")
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"
 ARTICLE_SCRIPTS = EVENTS / "node" / "scripts"
+NODE_PYTHON = REPO / ".venv" / "node39" / "bin" / "python"  # Python 3.9 + boto3, as on the node (setup.sh)
 
 
 def load_event(name: str) -> Any:

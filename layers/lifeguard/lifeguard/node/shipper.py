@@ -211,6 +211,7 @@ class Shipper:
         self.end_marker_grace_seconds = end_marker_grace_seconds
         self.state = _State.load(layout.shipper_state)
         self.skipped_lines = 0
+        self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
 
     def poll(self) -> int:
@@ -305,6 +306,8 @@ class Shipper:
         if message == "boot started":
             self.state.boot = int(record.get("boot", self.state.boot + 1))
             self.state.first_boot = bool(record.get("first_boot", self.state.boot == 1))
+            if self.node_id is None and isinstance(record.get("node_id"), str):
+                self.node_id = record["node_id"]
             return "done"
         if message == "script completed":
             outcome = "succeeded"
@@ -375,7 +378,7 @@ class Shipper:
             "cluster_id": self.identity.cluster_id,
             "compute_node_group_id": self.identity.compute_node_group_id,
             "instance_id": self.identity.instance_id,
-            "node_id": self.identity.node_id,
+            "node_id": self.node_id,
             "boot": self.state.boot,
             "first_boot": self.state.first_boot,
             "stage": stage,

@@ -1,0 +1,325 @@
+"""The node bundle: one reproducible file that runs on the node's Python 3.9, and the lifecycle script
+that installs it and starts the shipper as a service."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import shlex
+import signal
+import stat
+import subprocess
+import sys
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeguard.lifecycle_rules import find_problems
+from lifeguard.node_report import NodeReport, parse_node_report
+from lifeguard_cli.node_bundle import BUNDLE_FILES, LAYER, build_node_bundle
+from tests.conftest import EVENTS, NODE_PYTHON, load_event
+from tests.integration.conftest import Node
+
+pytestmark = pytest.mark.integration
+INSTALL_SHIPPER = EVENTS / "node" / "install-shipper.sh"
+PYTHON39 = Path(os.environ.get("LIFEGUARD_PYTHON39", "/root/.pyenv/versions/3.9.18/bin/python3.9"))
+
+needs_node_python = pytest.mark.skipif(
+    not NODE_PYTHON.exists(), reason="no Python 3.9 venv (.venv/node39): setup.sh found no python3.9"
+)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dist") / "lifeguard-node.pyz"
+    build_node_bundle(path)
+    return path
+
+
+def test_the_bundle_is_reproducible_and_carries_its_checksum(bundle: Path, tmp_path: Path) -> None:
+    again = tmp_path / "lifeguard-node.pyz"
+    digest = build_node_bundle(again)
+    assert again.read_bytes() == bundle.read_bytes()
+    assert digest == hashlib.sha256(bundle.read_bytes()).hexdigest()
+    assert (tmp_path / "lifeguard-node.pyz.sha256").read_text() == f"{digest}  lifeguard-node.pyz\n"
+    assert bundle.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    assert stat.S_IMODE(bundle.stat().st_mode) == 0o755
+
+
+def test_the_bundle_checks_configs_with_the_layers_own_rules(bundle: Path) -> None:
+    with zipfile.ZipFile(bundle) as archive:
+        names = set(archive.namelist())
+        for name in ("lifeguard/lifecycle_rules.py", "lifeguard/pcs_model.py"):
+            assert archive.read(name) == (LAYER / name).read_bytes()
+        model = archive.read("lifeguard/data/pcs/2023-02-10/service-2.json.gz")
+    assert gzip.decompress(model) == gzip.decompress(
+        (LAYER / "lifeguard/data/pcs/2023-02-10/service-2.json.gz").read_bytes()
+    )
+    assert names == {"__main__.py", *BUNDLE_FILES}
+    assert "lifeguard/lifecycle.py" not in names  # the pydantic models stay in the Lambdas
+
+
+def run_bundle(python: Path, bundle: Path, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), str(bundle), *args],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@needs_node_python
+def test_the_bundle_boots_and_ships_on_python_3_9(bundle: Path, node: Node, local: Any) -> None:
+    version = subprocess.run(
+        [str(NODE_PYTHON), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert version.stdout.strip() == "(3, 9)"
+    config = node.root.parent / "config.json"
+    config.write_text(json.dumps(node.config("article-stop-sequence")))
+    booted = run_bundle(
+        NODE_PYTHON,
+        bundle,
+        node,
+        "boot",
+        "--config",
+        str(config),
+        "--root",
+        str(node.root),
+        "--cluster-id",
+        "pcs_abc123de45",
+        "--compute-node-group-id",
+        "pcs_abcdef01",
+    )
+    assert booted.returncode == 3, booted.stderr
+    assert "fail-stop-sequence" in booted.stdout
+    group = f"/lifeguard/bundle-{uuid.uuid4().hex[:6]}"
+    local.client("logs").create_log_group(logGroupName=group)
+    shipped = run_bundle(
+        NODE_PYTHON,
+        bundle,
+        node,
+        "ship",
+        "--root",
+        str(node.root),
+        "--log-group",
+        group,
+        "--instance-id",
+        "i-0123456789abcdef0",
+        "--once",
+    )
+    assert shipped.returncode == 0, shipped.stderr
+    events = local.client("logs").get_log_events(
+        logGroupName=group, logStreamName="pcs_abc123de45/i-0123456789abcdef0", startFromHead=True
+    )["events"]
+    reports = [parse_node_report(event["message"]) for event in events]
+    assert [(r.script, r.outcome) for r in reports if isinstance(r, NodeReport)] == [
+        ("fail-stop-sequence", "failed"),
+        ("record-after-fail", "skipped"),
+        ("ready-check", "succeeded"),
+    ]
+
+
+@needs_node_python
+def test_the_bundle_rejects_an_invalid_config_as_the_layer_does(bundle: Path, node: Node) -> None:
+    data = load_event("configs/invalid-many-problems.json")
+    config = node.root.parent / "bad.json"
+    config.write_text(json.dumps(data))
+    result = run_bundle(NODE_PYTHON, bundle, node, "boot", "--config", str(config), "--root", str(node.root))
+    assert result.returncode == 64
+    for problem in find_problems(data):
+        assert str(problem) in result.stderr
+
+
+@pytest.mark.skipif(not PYTHON39.exists(), reason="no bare python3.9 on this machine")
+def test_without_boto3_the_node_says_so_clearly(bundle: Path, node: Node) -> None:
+    assert (
+        subprocess.run([str(PYTHON39), "-c", "import boto3"], capture_output=True, check=False).returncode
+        != 0
+    )
+    config = node.root.parent / "config.json"
+    config.write_text(json.dumps(node.config("article-terminate")))
+    booted = run_bundle(PYTHON39, bundle, node, "boot", "--config", str(config), "--root", str(node.root))
+    assert booted.returncode == 4
+    failure = [json.loads(line) for line in (node.actions / "executor.log").read_text().splitlines()][2]
+    assert "s3:// scripts need boto3" in failure["error"]
+    shipped = run_bundle(
+        PYTHON39,
+        bundle,
+        node,
+        "ship",
+        "--root",
+        str(node.root),
+        "--log-group",
+        "g",
+        "--instance-id",
+        "i-1",
+        "--once",
+    )
+    assert shipped.returncode == 64
+    assert "shipping needs boto3" in shipped.stderr
+
+
+FAKE_SYSTEMCTL = """#!/bin/bash
+# Records each call; "restart" starts the unit's ExecStart in the background, as systemd would, with the
+# node paths moved under LIFEGUARD_INSTALL_ROOT.
+echo "$*" >> "$LIFEGUARD_INSTALL_ROOT/systemctl.calls"
+if [ "$1" = restart ]; then
+    unit="$LIFEGUARD_INSTALL_ROOT/etc/systemd/system/$2"
+    command=$(sed -n 's/^ExecStart=//p' "$unit")
+    command=${command//\\/opt\\/lifeguard\\//$LIFEGUARD_INSTALL_ROOT\\/opt\\/lifeguard\\/}
+    command=${command//--root \\/ /--root $LIFEGUARD_INSTALL_ROOT }
+    setsid bash -c "exec $command" > "$LIFEGUARD_INSTALL_ROOT/shipper.out" 2>&1 < /dev/null &
+    echo $! > "$LIFEGUARD_INSTALL_ROOT/shipper.pid"
+fi
+"""
+
+
+@pytest.fixture
+def installable(bundle: Path, node: Node, local: Any, tmp_path: Path) -> dict[str, str]:
+    """The bundle in the node's bucket, a fake systemctl first on PATH, and a log group."""
+    node.s3.put_object(Bucket=node.bucket, Key="lifeguard/lifeguard-node.pyz", Body=bundle.read_bytes())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    systemctl = bin_dir / "systemctl"
+    systemctl.write_text(FAKE_SYSTEMCTL)
+    systemctl.chmod(0o755)
+    group = f"/lifeguard/install-{uuid.uuid4().hex[:6]}"
+    local.client("logs").create_log_group(logGroupName=group)
+    node.env.update(
+        PATH=f"{bin_dir}:{node.env['PATH']}",
+        LIFEGUARD_INSTALL_ROOT=str(node.root),
+        LIFEGUARD_PYTHON=sys.executable,
+        LIFEGUARD_INSTANCE_ID="i-0aaaabbbbccccdddd",
+        LIFEGUARD_POLL_INTERVAL_SECONDS="0.2",
+        PCS_CLUSTER_ID="pcs_abc123de45",
+        PCS_COMPUTE_NODE_GROUP_ID="pcs_abcdef01",
+        PCS_NODE_ID="lca-static-1",
+    )
+    return {
+        "location": f"s3://{node.bucket}/lifeguard/lifeguard-node.pyz",
+        "sha256": hashlib.sha256(bundle.read_bytes()).hexdigest(),
+        "log_group": group,
+    }
+
+
+def stop_shipper(node: Node) -> None:
+    pid_file = node.root / "shipper.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+
+
+def test_install_shipper_verifies_installs_and_starts_the_service(
+    node: Node, installable: dict[str, str]
+) -> None:
+    try:
+        result = subprocess.run(
+            [
+                "bash",
+                str(INSTALL_SHIPPER),
+                installable["location"],
+                installable["sha256"],
+                installable["log_group"],
+            ],
+            env=node.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        installed = node.root / "opt/lifeguard/lifeguard-node.pyz"
+        assert hashlib.sha256(installed.read_bytes()).hexdigest() == installable["sha256"]
+        unit = (node.root / "etc/systemd/system/lifeguard-shipper.service").read_text()
+        [exec_start] = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+        assert shlex.split(exec_start.removeprefix("ExecStart="))[1:] == [
+            "/opt/lifeguard/lifeguard-node.pyz",
+            "ship",
+            "--root",
+            "/",
+            "--log-group",
+            installable["log_group"],
+            "--cluster-id",
+            "pcs_abc123de45",
+            "--compute-node-group-id",
+            "pcs_abcdef01",
+            "--node-id",
+            "lca-static-1",
+        ]
+        assert "Restart=always" in unit
+        calls = (node.root / "systemctl.calls").read_text().splitlines()
+        assert calls == [
+            "daemon-reload",
+            "enable lifeguard-shipper.service",
+            "restart lifeguard-shipper.service",
+        ]
+    finally:
+        stop_shipper(node)
+
+
+def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
+    node: Node, installable: dict[str, str]
+) -> None:
+    result = subprocess.run(
+        ["bash", str(INSTALL_SHIPPER), installable["location"], "0" * 64, installable["log_group"]],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3
+    assert "checksum mismatch" in result.stdout
+    assert not (node.root / "opt/lifeguard/lifeguard-node.pyz").exists()
+    assert list((node.root / "opt/lifeguard").iterdir()) == []
+    assert not (node.root / "systemctl.calls").exists()
+
+
+def test_install_shipper_as_the_first_lifecycle_script_gets_a_terminate_failure_off_the_node(
+    node: Node, installable: dict[str, str], local: Any
+) -> None:
+    node.put_script("lifeguard/install-shipper.sh", INSTALL_SHIPPER.read_bytes())
+    config = node.config("article-terminate")
+    config["stages"]["nodeBootstrapped"].insert(
+        0,
+        {
+            "name": "lifeguard-shipper",
+            "scriptSource": {"scriptLocation": f"s3://{node.bucket}/lifeguard/install-shipper.sh"},
+            "arguments": [installable["location"], installable["sha256"], installable["log_group"]],
+            "executionPolicy": "EVERY_BOOT",
+            "onError": "CONTINUE",
+        },
+    )
+    try:
+        assert node.boot(config).returncode == 4
+        logs = local.client("logs")
+        deadline = time.monotonic() + 10
+        scripts: list[str] = []
+        while time.monotonic() < deadline and "fail-terminate" not in scripts:
+            try:
+                events = logs.get_log_events(
+                    logGroupName=installable["log_group"],
+                    logStreamName="pcs_abc123de45/i-0aaaabbbbccccdddd",
+                    startFromHead=True,
+                )["events"]
+            except logs.exceptions.ResourceNotFoundException:
+                events = []
+            scripts = [json.loads(e["message"])["script"] for e in events]
+            time.sleep(0.1)
+        assert scripts[:2] == ["lifeguard-shipper", "fail-terminate"], (node.root / "shipper.out").read_text()
+        # The service outlived the script that started it.
+        os.kill(int((node.root / "shipper.pid").read_text()), 0)
+    finally:
+        stop_shipper(node)

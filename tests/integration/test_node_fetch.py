@@ -1,0 +1,152 @@
+"""Script fetching: https with certificate verification on loopback TLS, retries, limits, redaction."""
+
+from __future__ import annotations
+
+import hashlib
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from lifeguard.node.fetch import MAX_SCRIPT_BYTES, FetchError, HttpsFetcher, ScriptFetcher, fetch_script
+
+pytestmark = pytest.mark.integration
+SCRIPT = b"#!/bin/bash\necho from https\n"
+
+
+class Scripts(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        body = {"/ok.sh": SCRIPT, "/big.sh": b"#" * (MAX_SCRIPT_BYTES + 1)}.get(path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def https_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """TLS on 127.0.0.1 with a self-signed certificate for `localhost`; yields (base URL, CA file)."""
+    directory = tmp_path_factory.mktemp("tls")
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Scripts)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://localhost:{server.server_address[1]}", str(cert)
+    server.shutdown()
+    server.server_close()
+
+
+def no_sleep(seconds: float) -> None:
+    pass
+
+
+def test_https_fetch_verifies_the_certificate_and_the_checksum(https_server: tuple[str, str]) -> None:
+    base, ca = https_server
+    fetchers: dict[str, ScriptFetcher] = {"https": HttpsFetcher(cafile=ca)}
+    digest = hashlib.sha256(SCRIPT).hexdigest()
+    assert fetch_script(f"{base}/ok.sh", checksum=digest, fetchers=fetchers, sleep=no_sleep) == SCRIPT
+
+
+def test_an_untrusted_certificate_is_a_failed_fetch(https_server: tuple[str, str]) -> None:
+    base, _ = https_server
+    with pytest.raises(FetchError, match=r"after 3 attempts: .*CERTIFICATE_VERIFY_FAILED"):
+        fetch_script(f"{base}/ok.sh", fetchers={"https": HttpsFetcher()}, sleep=no_sleep)
+
+
+def test_a_query_string_is_never_in_an_error(https_server: tuple[str, str]) -> None:
+    base, ca = https_server
+    with pytest.raises(FetchError) as caught:
+        fetch_script(
+            f"{base}/missing.sh?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIA",
+            fetchers={"https": HttpsFetcher(cafile=ca)},
+            sleep=no_sleep,
+        )
+    assert "HTTP 404" in str(caught.value)
+    assert f"{base}/missing.sh" in str(caught.value)
+    assert "s3cr3t" not in str(caught.value)
+    assert "AKIA" not in str(caught.value)
+
+
+def test_a_script_over_2_mib_is_refused(https_server: tuple[str, str]) -> None:
+    base, ca = https_server
+    with pytest.raises(FetchError, match="larger than 2 MiB"):
+        fetch_script(f"{base}/big.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, sleep=no_sleep)
+
+
+class Flaky(ScriptFetcher):
+    """Fails a given number of times, then serves the content."""
+
+    scheme = "s3"
+    permissions = ()
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionError(f"attempt {self.calls} failed")
+        return b"echo ok\n"
+
+
+def test_three_attempts_with_exponential_backoff() -> None:
+    waits: list[float] = []
+    retries: list[tuple[int, str]] = []
+    flaky = Flaky(failures=2)
+    content = fetch_script(
+        "s3://bucket/x.sh",
+        fetchers={"s3": flaky},
+        backoff_seconds=0.5,
+        sleep=waits.append,
+        on_retry=lambda attempt, reason: retries.append((attempt, reason)),
+    )
+    assert content == b"echo ok\n"
+    assert waits == [0.5, 1.0]
+    assert retries == [(1, "attempt 1 failed"), (2, "attempt 2 failed")]
+    with pytest.raises(FetchError, match="after 3 attempts: attempt 3 failed"):
+        fetch_script("s3://bucket/x.sh", fetchers={"s3": Flaky(failures=3)}, sleep=no_sleep)
+
+
+def test_the_s3_version_id_is_honoured(node: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3 = node.s3
+    s3.put_bucket_versioning(Bucket=node.bucket, VersioningConfiguration={"Status": "Enabled"})
+    first = s3.put_object(Bucket=node.bucket, Key="v.sh", Body=b"echo v1\n")["VersionId"]
+    s3.put_object(Bucket=node.bucket, Key="v.sh", Body=b"echo v2\n")
+    for key, value in node.env.items():
+        monkeypatch.setenv(key, value)
+    assert fetch_script(f"s3://{node.bucket}/v.sh", version_id=first, sleep=no_sleep) == b"echo v1\n"
+    assert fetch_script(f"s3://{node.bucket}/v.sh", sleep=no_sleep) == b"echo v2\n"
