@@ -245,6 +245,7 @@ class Executor:
         self.kill_grace_seconds = kill_grace_seconds
         self.clock = clock
         self.caching_policy = config.get("scriptCachingPolicy", DEFAULT_SCRIPT_CACHING_POLICY)
+        self.specs = ScriptSpec.all_of(config)
 
     # -- boot state --
 
@@ -290,7 +291,7 @@ class Executor:
         terminated_by: str | None = None
         for stage in STAGES:
             stopped_by: str | None = None
-            specs = [spec for spec in ScriptSpec.all_of(self.config) if spec.stage == stage]
+            specs = [spec for spec in self.specs if spec.stage == stage]
             if specs and terminated_by is None:
                 ensure_dir(self.layout.stage_dir(stage))
             for spec in specs:
