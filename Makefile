@@ -27,6 +27,8 @@ lint:
 
 types:
 	$(BIN)/mypy
+	@# Each function is its own top-level module `app`: one mypy run per function.
+	for app in functions/*/app.py; do $(BIN)/mypy --strict "$$app" || exit 1; done
 
 unit-and-integration:
 	$(BIN)/pytest -q

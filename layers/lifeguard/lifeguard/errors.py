@@ -2,7 +2,9 @@
 
     LifeguardError
      ├── InvalidLifecycleConfigError (ValueError)   a nodeLifecycleActions config breaks PCS's rules
-     └── ServiceModelError (RuntimeError)           the vendored PCS service model is missing or unreadable
+     ├── ServiceModelError (RuntimeError)           the vendored PCS service model is missing or unreadable
+     └── AwsCallError (RuntimeError)                an AWS call failed after its retries
+          └── GroupNotFoundError                    the compute node group does not exist (any more)
 
 Parsers of records that arrive in batches (scaling-log records, node reports) do not raise: they return
 a typed parse error, so one bad record never stops the rest of its batch.
@@ -13,7 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["InvalidLifecycleConfigError", "LifeguardError", "Problem", "ServiceModelError"]
+__all__ = [
+    "AwsCallError",
+    "GroupNotFoundError",
+    "InvalidLifecycleConfigError",
+    "LifeguardError",
+    "Problem",
+    "ServiceModelError",
+]
 
 
 class LifeguardError(Exception):
@@ -50,3 +59,19 @@ class InvalidLifecycleConfigError(LifeguardError, ValueError):
 
 class ServiceModelError(LifeguardError, RuntimeError):
     """The PCS service model shipped with the layer cannot be read."""
+
+
+class AwsCallError(LifeguardError, RuntimeError):
+    """An AWS call failed after botocore's retries; `code` is the service's error code."""
+
+    def __init__(
+        self, operation: str, code: str, message: str, *, retry_after_seconds: int | None = None
+    ) -> None:
+        super().__init__(f"{operation} failed: {code}: {message}")
+        self.operation = operation
+        self.code = code
+        self.retry_after_seconds = retry_after_seconds
+
+
+class GroupNotFoundError(AwsCallError):
+    """The compute node group named by a record does not exist (any more)."""

@@ -33,7 +33,9 @@ __all__ = [
     "ScriptCachingPolicy",
     "ScriptSource",
     "StageName",
+    "canonical_json",
     "diff_configs",
+    "fingerprint_of",
     "render_diff",
 ]
 
@@ -142,11 +144,11 @@ class NodeLifecycleActions(_ApiModel):
 
     def canonical_json(self) -> str:
         """The API shape as canonical JSON: sorted keys, no whitespace, UTF-8."""
-        return json.dumps(self.to_api(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return canonical_json(self.to_api())
 
     def fingerprint(self) -> str:
         """sha256 of the canonical JSON; equal configs have equal fingerprints."""
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+        return fingerprint_of(self.to_api())
 
     @property
     def effective_script_caching_policy(self) -> ScriptCachingPolicy:
@@ -165,6 +167,16 @@ class NodeLifecycleActions(_ApiModel):
             if script.name == name:
                 return index, script
         return None
+
+
+def canonical_json(api_value: object) -> str:
+    """Canonical JSON of an API value: sorted keys, no whitespace, UTF-8."""
+    return json.dumps(api_value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def fingerprint_of(api_value: object) -> str:
+    """sha256 of an API value's canonical JSON (a group without lifecycle actions has the one of `null`)."""
+    return hashlib.sha256(canonical_json(api_value).encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,53 @@
+"""Which script made the failing instances fail, from the node reports shipped off them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from lifeguard.node_report import NodeReport
+from lifeguard.state import Failure, Suspect
+
+__all__ = ["find_suspect"]
+
+
+def _fatal_run(runs: Sequence[NodeReport]) -> NodeReport:
+    """The run that ended an instance's boot: its last failed TERMINATE run, else its last failed run."""
+    ordered = sorted(runs, key=lambda r: (r.boot, r.ended_at or r.started_at, r.started_at))
+    terminating = [r for r in ordered if r.on_error == "TERMINATE"]
+    return (terminating or ordered)[-1]
+
+
+def find_suspect(failures: Sequence[Failure], reports: Iterable[NodeReport]) -> Suspect | None:
+    """The script that failed on all (or most) of the failing instances, or None when no report names one.
+
+    Ties go to the script of the most recent failure.
+    """
+    failing = {f.instance_id for f in failures}
+    by_instance: dict[str, list[NodeReport]] = {}
+    for report in reports:
+        if report.failed and report.instance_id in failing:
+            by_instance.setdefault(report.instance_id, []).append(report)
+    if not by_instance:
+        return None
+    fatal = {instance: _fatal_run(runs) for instance, runs in by_instance.items()}
+    votes = Counter((run.stage, run.script) for run in fatal.values())
+    failed_at = {f.instance_id: f.event_timestamp for f in failures}
+    recency: dict[tuple[str, str], int] = {}
+    for instance, run in fatal.items():
+        key = (run.stage, run.script)
+        recency[key] = max(recency.get(key, 0), failed_at[instance])
+    stage, script = max(votes, key=lambda key: (votes[key], recency[key]))
+    matching = [
+        (instance, run) for instance, run in fatal.items() if (run.stage, run.script) == (stage, script)
+    ]
+    latest = max(matching, key=lambda pair: pair[1].ended_at or pair[1].started_at)[1]
+    ordered_instances = [f.instance_id for f in failures if f.instance_id in dict(matching)]
+    return Suspect(
+        stage=stage,
+        script=script,
+        on_error=latest.on_error,
+        exit_code=latest.exit_code,
+        log_tail=latest.log_tail,
+        instances=ordered_instances,
+    )

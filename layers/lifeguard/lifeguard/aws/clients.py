@@ -1,0 +1,34 @@
+"""boto3 clients, built once per process, that know PCS's current API even on an older runtime botocore."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from lifeguard.pcs_model import DATA_PATH
+
+__all__ = ["RETRIES", "aws_client"]
+
+# botocore's standard mode: exponential backoff with jitter on throttling and 5xx, 5 attempts in all.
+RETRIES: Any = {"mode": "standard", "total_max_attempts": 5}
+
+
+@cache
+def _session() -> Any:
+    import boto3
+    import botocore.session
+
+    core = botocore.session.get_session()
+    # The layer's copy of botocore's PCS model comes first, so `nodeLifecycleActions` is always known.
+    core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+    return boto3.session.Session(botocore_session=core)
+
+
+@cache
+def aws_client(service: str, endpoint_url: str | None = None) -> Any:
+    """The process-wide client of `service`; endpoints and credentials come from boto3's standard
+    configuration (including `AWS_ENDPOINT_URL_<SERVICE>`) unless `endpoint_url` is given."""
+    from botocore.config import Config
+
+    config = Config(retries=RETRIES, connect_timeout=5, read_timeout=20)
+    return _session().client(service, endpoint_url=endpoint_url, config=config)

@@ -1,0 +1,71 @@
+"""PCS, as the controller needs it: a compute node group's configuration, status, timing and tags."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from lifeguard.errors import AwsCallError, GroupNotFoundError
+
+__all__ = ["GroupSnapshot", "PcsGateway"]
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """A compute node group as GetComputeNodeGroup returned it, with its tags."""
+
+    cluster_id: str
+    group_id: str
+    name: str
+    arn: str
+    status: str
+    modified_at_ms: int
+    node_lifecycle_actions: Mapping[str, Any] | None
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _translate(operation: str, exc: Exception) -> AwsCallError:
+    response = getattr(exc, "response", None) or {}
+    error = response.get("Error", {})
+    code = str(error.get("Code", type(exc).__name__))
+    message = str(error.get("Message", exc))
+    retry_after = response.get("retryAfterSeconds")
+    cls = GroupNotFoundError if code == "ResourceNotFoundException" else AwsCallError
+    return cls(operation, code, message, retry_after_seconds=retry_after)
+
+
+class PcsGateway:
+    """The PCS calls of the controller (botocore retries throttling and 5xx before an error reaches here)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls = 0
+
+    def get_group(self, cluster_id: str, group_id: str, *, with_tags: bool = True) -> GroupSnapshot:
+        """GetComputeNodeGroup (and ListTagsForResource); raises GroupNotFoundError or AwsCallError."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.calls += 1
+            group = self._client.get_compute_node_group(
+                clusterIdentifier=cluster_id, computeNodeGroupIdentifier=group_id
+            )["computeNodeGroup"]
+            tags: Mapping[str, str] = {}
+            if with_tags:
+                self.calls += 1
+                tags = self._client.list_tags_for_resource(resourceArn=group["arn"]).get("tags", {})
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("GetComputeNodeGroup", exc) from exc
+        modified: datetime = group["modifiedAt"]
+        return GroupSnapshot(
+            cluster_id=group["clusterId"],
+            group_id=group["id"],
+            name=group["name"],
+            arn=group["arn"],
+            status=group["status"],
+            modified_at_ms=int(modified.timestamp() * 1000),
+            node_lifecycle_actions=group.get("nodeLifecycleActions"),
+            tags=dict(tags),
+        )

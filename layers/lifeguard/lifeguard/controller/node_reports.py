@@ -1,0 +1,124 @@
+"""The node_reports Lambda's logic: store each failed script run, and name the suspect of open episodes.
+
+A detection made before the reports arrived is enriched when they arrive: the episode's suspect is set
+and BootstrapLoopDetected is published again with the same episode id and the next revision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifeguard.attribution import find_suspect
+from lifeguard.controller.scaling_events import episode_event
+from lifeguard.controller.updater import Change, GroupUpdater
+from lifeguard.detection import DetectionSettings
+from lifeguard.events import ControllerEvent
+from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
+from lifeguard.state import GroupState, StateStore
+from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription
+
+__all__ = ["NodeReportsController", "ReportsSummary"]
+
+logger = logging.getLogger("lifeguard")
+
+
+@dataclass
+class ReportsSummary:
+    """What one batch of node reports did."""
+
+    reports: int = 0
+    skipped: int = 0
+    failed_runs: int = 0
+    events: list[ControllerEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as the handler returns it."""
+        return {
+            "reports": self.reports,
+            "skipped": self.skipped,
+            "failed_runs": self.failed_runs,
+            "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
+        }
+
+
+class NodeReportsController:
+    """Keeps failed script runs and attributes open episodes to a script."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        updater: GroupUpdater,
+        defaults: DetectionSettings,
+        *,
+        metric: Callable[[str, float], None] | None = None,
+    ) -> None:
+        self.store = store
+        self.updater = updater
+        self.defaults = defaults
+        self.metric = metric or (lambda name, value: None)
+
+    def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:
+        """One CloudWatch Logs subscription event of the node-report log group."""
+        try:
+            batch = decode_subscription(event)
+        except InvalidSubscriptionEventError as exc:
+            logger.error("event ignored: %s", exc)
+            self.metric("InvalidEvents", 1)
+            return ReportsSummary(skipped=1)
+        if batch.is_control_message:
+            return ReportsSummary()
+        return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
+
+    def handle_messages(self, messages: Iterable[tuple[str, str]]) -> ReportsSummary:
+        """Reports as shipped; a bad one is logged, counted and skipped."""
+        summary = ReportsSummary()
+        failed: list[NodeReport] = []
+        for message, where in messages:
+            summary.reports += 1
+            report = parse_node_report(message, where=where)
+            if isinstance(report, NodeReportParseError):
+                summary.skipped += 1
+                logger.warning("skipped a message that is not a node report: %s", report)
+                continue
+            if report.failed:
+                failed.append(report)
+        summary.failed_runs = self.store.put_reports(failed) if failed else 0
+        groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
+        for cluster_id, group_id in groups:
+            summary.events.extend(self._attribute(cluster_id, group_id))
+        self.metric("NodeReports", summary.reports)
+        if summary.skipped:
+            self.metric("NodeReportsSkipped", summary.skipped)
+        return summary
+
+    def _attribute(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
+        reports: list[NodeReport] | None = None
+
+        def mutate(state: GroupState) -> Change:
+            nonlocal reports
+            episode = state.episode
+            if episode is None:
+                return Change()
+            if reports is None:
+                reports = self.store.reports(cluster_id, group_id)
+            suspect = find_suspect(episode.failures, reports)
+            if suspect is None or suspect == episode.suspect:
+                return Change()
+            episode.suspect = suspect
+            episode.revision += 1
+            settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+            logger.warning(
+                "group %s: episode %s attributed to %s/%s (%d of %d instances)",
+                group_id,
+                episode.episode_id,
+                suspect.stage,
+                suspect.script,
+                len(suspect.instances),
+                len(episode.failures),
+            )
+            return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings)])
+
+        return self.updater.update(cluster_id, group_id, mutate)

@@ -1,0 +1,331 @@
+"""The scaling_events Lambda's logic: PCS scaling-log records in, episodes and proven-good configs out.
+
+Per batch, records are grouped by compute node group; each group costs one state read and, when
+something changed, one conditional write. PCS is called only when a decision needs it: to confirm a
+detection with the group's current `modifiedAt` and tags, and, from success records, at most once per
+group per `proven_good_refresh_seconds` of event time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from lifeguard._records import describe_validation_error
+from lifeguard.attribution import find_suspect
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
+from lifeguard.controller.updater import Change, GroupUpdater
+from lifeguard.detection import (
+    DetectionSettings,
+    apply_record,
+    detect,
+    episode_id_for,
+    is_relevant,
+    resolves,
+)
+from lifeguard.errors import GroupNotFoundError
+from lifeguard.events import ControllerEvent, make_detail
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.scaling_log import ScalingLogRecord
+from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
+from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription
+
+__all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
+
+logger = logging.getLogger("lifeguard")
+Metric = Callable[[str, float], None]
+
+
+@dataclass
+class BatchSummary:
+    """What one batch did, for logs, metrics, tests and `lifeguard replay`."""
+
+    records: int = 0
+    skipped: int = 0
+    unknown_codes: int = 0
+    launch_failures: int = 0
+    groups: int = 0
+    events: list[ControllerEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as the handler returns it."""
+        return {
+            "records": self.records,
+            "skipped": self.skipped,
+            "unknown_codes": self.unknown_codes,
+            "launch_failures": self.launch_failures,
+            "groups": self.groups,
+            "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
+        }
+
+
+def _utc(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def episode_event(
+    detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
+) -> ControllerEvent:
+    """A BootstrapLoopDetected or LoopResolved event of an episode, at its current revision."""
+    detail = make_detail(
+        episode_id=episode.episode_id,
+        cluster_id=state.cluster_id,
+        compute_node_group_id=state.group_id,
+        kind=episode.kind,
+        failures=[failure.model_dump() for failure in episode.failures],
+        suspect=episode.suspect.model_dump() if episode.suspect else None,
+        mode=settings.mode,
+        config_before=state.config.node_lifecycle_actions if state.config else None,
+        revision=episode.revision,
+        config_fingerprint=episode.config_fingerprint,
+        config_modified_at=episode.config_modified_at,
+        **extra,
+    )
+    key = f"{episode.episode_id}:{detail_type}:{episode.revision}"
+    return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]
+
+
+class ScalingEventsController:
+    """Detects bootstrap-failure loops per compute node group."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        pcs: PcsGateway,
+        updater: GroupUpdater,
+        defaults: DetectionSettings,
+        *,
+        metric: Metric | None = None,
+        proven_good_refresh_seconds: float = 60.0,
+    ) -> None:
+        self.store = store
+        self.pcs = pcs
+        self.updater = updater
+        self.defaults = defaults
+        self.metric = metric or (lambda name, value: None)
+        self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
+
+    # -- entry points --
+
+    def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
+        """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored)."""
+        try:
+            batch = decode_subscription(event)
+        except InvalidSubscriptionEventError as exc:
+            logger.error("event ignored: %s", exc)  # retrying it would not make it readable
+            self.metric("InvalidEvents", 1)
+            return BatchSummary(skipped=1)
+        if batch.is_control_message:
+            return BatchSummary()
+        return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
+
+    def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
+        """Log-event messages with where they came from; a bad one is logged, counted and skipped."""
+        summary = BatchSummary()
+        records: list[ScalingLogRecord] = []
+        for message, where in messages:
+            summary.records += 1
+            try:
+                records.append(ScalingLogRecord.model_validate_json(message))
+            except ValidationError as exc:
+                summary.skipped += 1
+                logger.warning(
+                    "skipped a record that is not a scaling-log record at %s: %s",
+                    where,
+                    describe_validation_error(exc),
+                )
+        self._handle(records, summary)
+        return summary
+
+    def handle_records(self, records: Iterable[ScalingLogRecord]) -> BatchSummary:
+        """Parsed records (tests, benchmarks)."""
+        summary = BatchSummary()
+        batch = list(records)
+        summary.records = len(batch)
+        self._handle(batch, summary)
+        return summary
+
+    # -- the batch --
+
+    def _handle(self, records: list[ScalingLogRecord], summary: BatchSummary) -> None:
+        by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
+        for record in records:
+            if not record.is_known:
+                summary.unknown_codes += 1
+                logger.info(
+                    "unknown scaling-log codes %s (kept, not acted on)", ", ".join(record.unknown_codes)
+                )
+            if record.is_launch_failure:
+                summary.launch_failures += 1
+                logger.warning(
+                    "launch failure %s/%s in group %s: capacity or quota, not a script; no action",
+                    record.status_code,
+                    record.reason_code,
+                    record.compute_node_group_id,
+                )
+            if record.cluster_id and record.compute_node_group_id and _matters(record):
+                by_group.setdefault((record.cluster_id, record.compute_node_group_id), []).append(record)
+        for (cluster_id, group_id), group_records in by_group.items():
+            group_records.sort(key=lambda r: r.event_timestamp)
+            summary.events.extend(self._process_group(cluster_id, group_id, group_records))
+        summary.groups = len(by_group)
+        self.metric("RecordsProcessed", summary.records)
+        if summary.skipped:
+            self.metric("RecordsSkipped", summary.skipped)
+        if summary.unknown_codes:
+            self.metric("UnknownCodes", summary.unknown_codes)
+        if summary.launch_failures:
+            self.metric("LaunchFailures", summary.launch_failures)
+        for event in summary.events:
+            self.metric(event.detail_type, 1)
+
+    def _process_group(
+        self, cluster_id: str, group_id: str, records: list[ScalingLogRecord]
+    ) -> list[ControllerEvent]:
+        snapshots: dict[str, GroupSnapshot | None] = {}  # one PCS read per group per batch, across retries
+        batch_time = records[-1].event_timestamp
+
+        def refresh(state: GroupState) -> bool:
+            if "snapshot" not in snapshots:
+                try:
+                    snapshots["snapshot"] = self.pcs.get_group(cluster_id, group_id)
+                except GroupNotFoundError:
+                    logger.warning(
+                        "group %s of cluster %s no longer exists; records ignored", group_id, cluster_id
+                    )
+                    snapshots["snapshot"] = None
+            snapshot = snapshots["snapshot"]
+            if snapshot is None:
+                return False
+            actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
+            state.config = KnownConfig(
+                modified_at=snapshot.modified_at_ms,
+                fingerprint=fingerprint_of(actions),
+                node_lifecycle_actions=actions,
+                arn=snapshot.arn,
+                status=snapshot.status,
+                tags=dict(snapshot.tags),
+                checked_at=batch_time,
+            )
+            return True
+
+        def mutate(state: GroupState) -> Change:
+            change = Change()
+            for record in records:
+                change.changed |= apply_record(state, record)
+            settings = self._settings(state)
+            if settings.mode == "off":
+                return Change()
+            change.changed |= self._prove_good(state, records, refresh)
+            settings = self._settings(state)
+            if state.episode is not None:
+                success = resolves(state, settings)
+                if success is not None:
+                    self._resolve(state, settings, success, change)
+            if state.episode is None and any(r.is_bootstrap_failure for r in records):
+                self._detect(state, refresh, change)
+            return change
+
+        return self.updater.update(cluster_id, group_id, mutate)
+
+    def _settings(self, state: GroupState) -> DetectionSettings:
+        if state.config is None:
+            return self.defaults
+        settings, problems = self.defaults.with_tags(state.config.tags)
+        for problem in problems:
+            logger.warning("group %s: %s; using %s", state.group_id, problem, settings)
+        return settings
+
+    def _prove_good(
+        self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[[GroupState], bool]
+    ) -> bool:
+        successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
+        if not successes:
+            return False
+        changed = False
+        latest = successes[-1].event_timestamp
+        if state.config is None or latest - state.config.checked_at >= self.proven_good_refresh_ms:
+            changed = refresh(state)
+        config = state.config
+        if config is None:
+            return changed
+        for record in reversed(successes):
+            outcome = state.outcomes.get(record.instance_id or "")
+            if (
+                outcome is None
+                or not outcome.succeeded
+                or not is_relevant(state, outcome, config.modified_at)
+            ):
+                continue
+            known = state.proven_good
+            if (
+                known is None
+                or known.fingerprint != config.fingerprint
+                or known.modified_at != config.modified_at
+            ):
+                state.proven_good = ProvenGood(
+                    fingerprint=config.fingerprint,
+                    node_lifecycle_actions=config.node_lifecycle_actions,
+                    modified_at=config.modified_at,
+                    proven_at=outcome.event_timestamp,
+                    instance_id=outcome.instance_id,
+                )
+                logger.info(
+                    "group %s: configuration %s proven good by %s",
+                    state.group_id,
+                    config.fingerprint[:12],
+                    outcome.instance_id,
+                )
+                return True
+            break
+        return changed
+
+    def _detect(self, state: GroupState, refresh: Callable[[GroupState], bool], change: Change) -> None:
+        cached = state.config.modified_at if state.config else None
+        if detect(state, self._settings(state), cached) is None:
+            return  # not even with what is known: no PCS call
+        if not refresh(state):
+            return
+        change.changed = True
+        settings = self._settings(state)
+        config = state.config
+        if settings.mode == "off" or config is None:
+            return
+        detection = detect(state, settings, config.modified_at)
+        if detection is None:
+            return
+        episode = Episode(
+            episode_id=episode_id_for(state.cluster_id, state.group_id, detection),
+            kind=detection.kind,
+            opened_at=detection.latest,
+            config_modified_at=config.modified_at,
+            config_fingerprint=config.fingerprint,
+            failures=list(detection.failures),
+        )
+        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        state.episode = episode
+        names = ", ".join(f"{f.instance_id} at {_utc(f.event_timestamp)}" for f in episode.failures)
+        logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
+
+    def _resolve(
+        self, state: GroupState, settings: DetectionSettings, success: Outcome, change: Change
+    ) -> None:
+        episode = state.episode
+        assert episode is not None
+        episode.resolved_at = success.event_timestamp
+        node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
+        reason = f"{success.instance_id}{node} bootstrapped successfully at {_utc(success.event_timestamp)}"
+        change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
+        state.last_episode, state.episode = episode, None
+        change.changed = True
+
+
+def _matters(record: ScalingLogRecord) -> bool:
+    """Records the state keeps: launches and bootstrap outcomes. Everything else costs no AWS call."""
+    return record.status_code == "LAUNCHED" or record.is_bootstrap_failure or record.is_bootstrap_success

@@ -1,0 +1,222 @@
+"""The detection rules, as pure functions of a group's state: no AWS here.
+
+- **Loop**: `threshold` bootstrap failures of distinct instances in a row (by `event_timestamp`, no
+  BOOTSTRAP_SUCCESS of the group between them), within `window` of the latest.
+- **Intermittent**: within the window, at least 5 bootstrap outcomes of which at least half failed.
+
+Only instances launched after the group's current configuration took effect (`modifiedAt`) count, so
+nodes of a configuration that has since been changed never trigger a second remediation. An instance whose
+launch was not seen counts when its outcome came after `modifiedAt`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from lifeguard.scaling_log import ScalingLogRecord
+from lifeguard.settings import setting
+from lifeguard.state import Failure, GroupState, Outcome
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "DEFAULT_WINDOW_MINUTES",
+    "INTERMITTENT_MIN_OUTCOMES",
+    "MODES",
+    "Detection",
+    "DetectionSettings",
+    "apply_record",
+    "detect",
+    "episode_id_for",
+    "is_relevant",
+    "resolves",
+]
+
+DEFAULT_THRESHOLD = 2
+DEFAULT_WINDOW_MINUTES = 60
+INTERMITTENT_MIN_OUTCOMES = 5
+MODES = ("quarantine", "revert", "notify", "off")
+TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
+
+Kind = Literal["loop", "intermittent"]
+
+
+@dataclass(frozen=True)
+class DetectionSettings:
+    """A group's mode and tuning: its `lifeguard:*` tags, else the stack's defaults."""
+
+    mode: str
+    threshold: int
+    window_minutes: int
+
+    @property
+    def window_ms(self) -> int:
+        """The window in milliseconds."""
+        return self.window_minutes * 60_000
+
+    @classmethod
+    def stack_defaults(
+        cls, mode: str | None = None, threshold: int | None = None, window_minutes: int | None = None
+    ) -> DetectionSettings:
+        """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins."""
+        return cls(
+            mode=_mode(setting("default_mode", mode, "notify", str)),
+            threshold=_positive(setting("threshold", threshold, DEFAULT_THRESHOLD, int)),
+            window_minutes=_positive(setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int)),
+        )
+
+    def with_tags(self, tags: Mapping[str, str]) -> tuple[DetectionSettings, list[str]]:
+        """These settings overridden by a group's tags; also the problems of tags that were ignored."""
+        problems: list[str] = []
+        mode, threshold, window = self.mode, self.threshold, self.window_minutes
+        if TAG_MODE in tags:
+            try:
+                mode = _mode(tags[TAG_MODE])
+            except ValueError as exc:
+                problems.append(f"tag {TAG_MODE}: {exc}")
+        for tag, current in ((TAG_THRESHOLD, threshold), (TAG_WINDOW, window)):
+            if tag in tags:
+                try:
+                    value = _positive(int(tags[tag]))
+                except ValueError:
+                    problems.append(f"tag {tag}: {tags[tag]!r} is not a positive whole number")
+                    value = current
+                threshold, window = (value, window) if tag == TAG_THRESHOLD else (threshold, value)
+        return DetectionSettings(mode, threshold, window), problems
+
+
+def _mode(value: str) -> str:
+    if value not in MODES:
+        raise ValueError(f"{value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
+def _positive(value: int) -> int:
+    if value < 1:
+        raise ValueError(f"{value} is not positive")
+    return value
+
+
+def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
+    """Fold one record into the state; True when the state changed. Applying a record twice, or records
+    in any order, gives the same state."""
+    instance = record.instance_id
+    if instance is None:
+        return False
+    if record.status_code == "LAUNCHED":
+        known = state.launches.get(instance)
+        if known is None or record.event_timestamp < known:
+            state.launches[instance] = record.event_timestamp
+            return True
+        return False
+    if not (record.is_bootstrap_failure or record.is_bootstrap_success):
+        return False
+    outcome = Outcome(
+        instance_id=instance,
+        scheduler_node_id=record.scheduler_node_id,
+        event_timestamp=record.event_timestamp,
+        succeeded=record.is_bootstrap_success,
+    )
+    known_outcome = state.outcomes.get(instance)
+    # An instance bootstraps once: its first outcome is the one that counts.
+    if known_outcome is None or outcome.event_timestamp < known_outcome.event_timestamp:
+        state.outcomes[instance] = outcome
+        return True
+    return False
+
+
+def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:
+    """True when the instance ran the group's current configuration."""
+    if modified_at is None:
+        return True
+    launched = state.launches.get(outcome.instance_id)
+    return (launched if launched is not None else outcome.event_timestamp) >= modified_at
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A rule that fired, with its evidence (oldest first)."""
+
+    kind: Kind
+    failures: tuple[Failure, ...]
+
+    @property
+    def latest(self) -> int:
+        """Event time of the newest failure of the evidence."""
+        return max(f.event_timestamp for f in self.failures)
+
+
+def _failure(outcome: Outcome) -> Failure:
+    return Failure(
+        instance_id=outcome.instance_id,
+        scheduler_node_id=outcome.scheduler_node_id,
+        event_timestamp=outcome.event_timestamp,
+    )
+
+
+def detect(state: GroupState, settings: DetectionSettings, modified_at: int | None) -> Detection | None:
+    """The loop rule if it fires, else the intermittent rule if it fires, else None."""
+    ordered = sorted(state.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
+    if not ordered:
+        return None
+    tail: list[Outcome] = []
+    for outcome in reversed(ordered):
+        if outcome.succeeded:
+            break
+        tail.append(outcome)
+    if tail:
+        newest = tail[0].event_timestamp
+        counted = [
+            o
+            for o in reversed(tail)
+            if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
+        ]
+        if len(counted) >= settings.threshold:
+            return Detection("loop", tuple(_failure(o) for o in counted))
+    newest = ordered[-1].event_timestamp
+    recent = [
+        o
+        for o in ordered
+        if o.event_timestamp > newest - settings.window_ms and is_relevant(state, o, modified_at)
+    ]
+    failed = [o for o in recent if not o.succeeded]
+    if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
+        return Detection("intermittent", tuple(_failure(o) for o in failed))
+    return None
+
+
+def resolves(state: GroupState, settings: DetectionSettings) -> Outcome | None:
+    """The success that ends the open episode, if there is one.
+
+    A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with a success
+    after which its rule no longer holds.
+    """
+    episode = state.episode
+    if episode is None:
+        return None
+    last_failure = max(
+        [f.event_timestamp for f in episode.failures]
+        + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
+    )
+    later = sorted(
+        (o for o in state.outcomes.values() if o.succeeded and o.event_timestamp > last_failure),
+        key=lambda o: o.event_timestamp,
+    )
+    if episode.kind == "loop":
+        return later[0] if later else None
+    successes = sorted(
+        (o for o in state.outcomes.values() if o.succeeded and o.event_timestamp > episode.opened_at),
+        key=lambda o: o.event_timestamp,
+    )
+    if successes and detect(state, settings, episode.config_modified_at) is None:
+        return successes[-1]
+    return None
+
+
+def episode_id_for(cluster_id: str, group_id: str, detection: Detection) -> str:
+    """A stable id: the same evidence gives the same episode id, in any invocation."""
+    first = detection.failures[0]
+    seed = f"{cluster_id}|{group_id}|{first.instance_id}|{first.event_timestamp}"
+    return "ep-" + hashlib.sha256(seed.encode()).hexdigest()[:16]

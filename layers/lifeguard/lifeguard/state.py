@@ -1,0 +1,260 @@
+"""What the controller remembers per compute node group, and where: one DynamoDB table.
+
+Each group has one state item (`pk = GROUP#<cluster>#<group>`, `sk = STATE`) holding recent launches and
+bootstrap outcomes, the configuration last read from PCS, the last proven-good configuration, the open
+episode and an outbox of events to publish. It is written only with a condition on its version, so
+concurrent invocations never lose each other's updates: the loser reloads and re-applies its records,
+which are idempotent. Failed script runs from node reports are items of their own (`sk = REPORT#…`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.node_report import NodeReport
+
+__all__ = [
+    "REPORT_TTL_SECONDS",
+    "Episode",
+    "Failure",
+    "GroupState",
+    "KnownConfig",
+    "Outcome",
+    "ProvenGood",
+    "StateStore",
+    "Suspect",
+    "VersionConflictError",
+    "group_key",
+]
+
+REPORT_TTL_SECONDS = 14 * 24 * 3600
+HISTORY_MS = 24 * 3600 * 1000  # launches and outcomes older than this (before the newest) are forgotten
+HISTORY_LIMIT = 4000  # and never more than this many of each, to stay far below DynamoDB's 400 KB
+
+
+class VersionConflictError(LifeguardError):
+    """Another invocation wrote the group's state first."""
+
+
+def group_key(cluster_id: str, group_id: str) -> str:
+    """The partition key of a group's items."""
+    return f"GROUP#{cluster_id}#{group_id}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Outcome(_Model):
+    """How an instance's bootstrap ended: ACTIVE/BOOTSTRAP_SUCCESS or TERMINATED/BOOTSTRAP_FAILED."""
+
+    instance_id: str
+    scheduler_node_id: str | None = None
+    event_timestamp: int
+    succeeded: bool
+
+
+class Failure(_Model):
+    """One failure of an episode's evidence, as events carry it."""
+
+    instance_id: str
+    scheduler_node_id: str | None = None
+    event_timestamp: int
+
+
+class Suspect(_Model):
+    """The script that failed on the failing instances."""
+
+    stage: str
+    script: str
+    on_error: str
+    exit_code: int | None = None
+    log_tail: str = ""
+    instances: list[str] = Field(default_factory=list)
+
+
+class Episode(_Model):
+    """One loop of a group, from detection to the next successful bootstrap."""
+
+    episode_id: str
+    kind: str  # loop | intermittent
+    opened_at: int  # event time (ms) of the failure that made the detection
+    config_modified_at: int | None = None
+    config_fingerprint: str | None = None
+    failures: list[Failure] = Field(default_factory=list)
+    suspect: Suspect | None = None
+    revision: int = 1
+    resolved_at: int | None = None
+
+
+class KnownConfig(_Model):
+    """The group as PCS last described it."""
+
+    modified_at: int
+    fingerprint: str
+    node_lifecycle_actions: dict[str, Any] | None = None
+    arn: str | None = None
+    status: str | None = None
+    tags: dict[str, str] = Field(default_factory=dict)
+    checked_at: int  # event time (ms) of the record that made Lifeguard read it
+
+
+class ProvenGood(_Model):
+    """The last configuration a node bootstrapped with successfully."""
+
+    fingerprint: str
+    node_lifecycle_actions: dict[str, Any] | None = None
+    modified_at: int
+    proven_at: int
+    instance_id: str
+
+
+class GroupState(_Model):
+    """Everything the controller keeps about one compute node group."""
+
+    cluster_id: str
+    group_id: str
+    version: int = 0
+    launches: dict[str, int] = Field(default_factory=dict)
+    outcomes: dict[str, Outcome] = Field(default_factory=dict)
+    config: KnownConfig | None = None
+    proven_good: ProvenGood | None = None
+    episode: Episode | None = None
+    last_episode: Episode | None = None
+    outbox: list[dict[str, Any]] = Field(default_factory=list)
+
+    def prune(self) -> None:
+        """Forget launches and outcomes too old to matter, keeping the item small."""
+        newest = max([*self.launches.values(), *(o.event_timestamp for o in self.outcomes.values()), 0])
+        cutoff = newest - HISTORY_MS
+        launches = sorted(((t, i) for i, t in self.launches.items() if t >= cutoff), reverse=True)
+        self.launches = {i: t for t, i in launches[:HISTORY_LIMIT]}
+        outcomes = sorted(
+            (o for o in self.outcomes.values() if o.event_timestamp >= cutoff),
+            key=lambda o: o.event_timestamp,
+            reverse=True,
+        )
+        self.outcomes = {o.instance_id: o for o in outcomes[:HISTORY_LIMIT]}
+
+
+def _translate(operation: str, exc: Exception) -> AwsCallError:
+    error = (getattr(exc, "response", None) or {}).get("Error", {})
+    return AwsCallError(operation, str(error.get("Code", type(exc).__name__)), str(error.get("Message", exc)))
+
+
+class StateStore:
+    """The group state items and node-report items of the Lifeguard table."""
+
+    def __init__(self, client: Any, table: str) -> None:
+        self._client = client
+        self.table = table
+        self.calls = 0
+
+    def load(self, cluster_id: str, group_id: str) -> GroupState:
+        """The group's state (a fresh one when there is none), read consistently."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.calls += 1
+        try:
+            item = self._client.get_item(
+                TableName=self.table,
+                Key={"pk": {"S": group_key(cluster_id, group_id)}, "sk": {"S": "STATE"}},
+                ConsistentRead=True,
+            ).get("Item")
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("GetItem", exc) from exc
+        if item is None:
+            return GroupState(cluster_id=cluster_id, group_id=group_id)
+        state = GroupState.model_validate_json(item["state"]["S"])
+        state.version = int(item["version"]["N"])
+        return state
+
+    def save(self, state: GroupState) -> None:
+        """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        state.prune()
+        expected = state.version
+        body = state.model_dump_json(exclude={"version"})
+        self.calls += 1
+        try:
+            self._client.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": {"S": group_key(state.cluster_id, state.group_id)},
+                    "sk": {"S": "STATE"},
+                    "version": {"N": str(expected + 1)},
+                    "state": {"S": body},
+                },
+                ConditionExpression="attribute_not_exists(pk) OR version = :expected",
+                ExpressionAttributeValues={":expected": {"N": str(expected)}},
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                raise VersionConflictError(
+                    f"{state.group_id}: state changed since version {expected}"
+                ) from None
+            raise _translate("PutItem", exc) from exc
+        except BotoCoreError as exc:
+            raise _translate("PutItem", exc) from exc
+        state.version = expected + 1
+
+    def put_reports(self, reports: Iterable[NodeReport]) -> int:
+        """Store failed script runs (idempotent: the same run is the same item); returns how many."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        requests = {}
+        for report in reports:
+            run = f"{report.instance_id}#{report.boot:06d}#{report.stage}#{report.script}#{report.started_at}"
+            key = f"REPORT#{run}"
+            item = {
+                "pk": {"S": group_key(report.cluster_id, report.compute_node_group_id)},
+                "sk": {"S": key},
+                "report": {"S": report.to_json()},
+                "expires_at": {"N": str((report.ended_at or report.started_at) + REPORT_TTL_SECONDS)},
+            }
+            requests[(item["pk"]["S"], key)] = {"PutRequest": {"Item": item}}
+        pending = list(requests.values())
+        rounds = 0
+        while pending:
+            rounds += 1
+            if rounds > 10:
+                raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{len(pending)} reports not stored")
+            chunk, pending = pending[:25], pending[25:]
+            self.calls += 1
+            try:
+                response = self._client.batch_write_item(RequestItems={self.table: chunk})
+            except (ClientError, BotoCoreError) as exc:
+                raise _translate("BatchWriteItem", exc) from exc
+            pending.extend(response.get("UnprocessedItems", {}).get(self.table, []))
+        return len(requests)
+
+    def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
+        """Every stored failed script run of a group."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: list[NodeReport] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": group_key(cluster_id, group_id)},
+                ":prefix": {"S": "REPORT#"},
+            },
+        }
+        while True:
+            self.calls += 1
+            try:
+                page = self._client.query(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise _translate("Query", exc) from exc
+            found.extend(
+                NodeReport.model_validate_json(item["report"]["S"]) for item in page.get("Items", [])
+            )
+            if "LastEvaluatedKey" not in page:
+                return found
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

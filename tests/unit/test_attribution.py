@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from typing import Any
+
+from lifeguard.attribution import find_suspect
+from lifeguard.node_report import NodeReport
+from lifeguard.state import Failure
+
+FAILURES = [
+    Failure(instance_id="i-1", scheduler_node_id="lca-static-1", event_timestamp=1000),
+    Failure(instance_id="i-2", scheduler_node_id="lca-static-1", event_timestamp=2000),
+    Failure(instance_id="i-3", scheduler_node_id="lca-static-1", event_timestamp=3000),
+]
+
+
+def run(instance: str, script: str, **fields: Any) -> NodeReport:
+    data = {
+        "cluster_id": "pcs_abc123de45",
+        "compute_node_group_id": "pcs_abcdef01",
+        "instance_id": instance,
+        "boot": 1,
+        "first_boot": True,
+        "stage": "nodeBootstrapped",
+        "script": script,
+        "on_error": "TERMINATE",
+        "exit_code": 1,
+        "outcome": "failed",
+        "started_at": 10,
+        "ended_at": 11,
+        "log_tail": f"{script} failed on {instance}\n",
+        **fields,
+    }
+    return NodeReport.model_validate(data)
+
+
+def test_the_script_that_failed_on_every_instance_is_the_suspect() -> None:
+    suspect = find_suspect(FAILURES, [run(i, "fail-terminate") for i in ("i-1", "i-2", "i-3")])
+    assert suspect is not None
+    assert (suspect.stage, suspect.script, suspect.on_error, suspect.exit_code) == (
+        "nodeBootstrapped",
+        "fail-terminate",
+        "TERMINATE",
+        1,
+    )
+    assert suspect.instances == ["i-1", "i-2", "i-3"]
+
+
+def test_most_instances_win_and_the_count_shows() -> None:
+    reports = [
+        run("i-1", "mount-fsx"),
+        run("i-2", "mount-fsx"),
+        run("i-3", "install-cuda", stage="nodeReady"),
+    ]
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert (suspect.script, suspect.instances) == ("mount-fsx", ["i-1", "i-2"])
+
+
+def test_the_terminate_failure_ended_the_boot_not_an_earlier_continue() -> None:
+    reports = [
+        run("i-1", "optional-tuning", on_error="CONTINUE", started_at=5, ended_at=6),
+        run("i-1", "mount-fsx", started_at=7, ended_at=8),
+    ]
+    suspect = find_suspect(FAILURES[:1], reports)
+    assert suspect is not None
+    assert suspect.script == "mount-fsx"
+
+
+def test_reports_of_other_instances_and_successes_are_ignored() -> None:
+    reports = [run("i-9", "fail-terminate"), run("i-1", "ok", outcome="succeeded", exit_code=0)]
+    assert find_suspect(FAILURES, reports) is None
+
+
+def test_a_tie_goes_to_the_most_recent_failure() -> None:
+    suspect = find_suspect(FAILURES[:2], [run("i-1", "a"), run("i-2", "b")])
+    assert suspect is not None
+    assert suspect.script == "b"
+
+
+def test_the_log_tail_and_exit_code_are_the_latest_runs() -> None:
+    reports = [
+        run("i-1", "s", exit_code=2, ended_at=20, log_tail="first\n"),
+        run("i-2", "s", exit_code=3, ended_at=40, log_tail="second\n"),
+    ]
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert (suspect.exit_code, suspect.log_tail) == (3, "second\n")

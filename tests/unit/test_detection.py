@@ -1,0 +1,182 @@
+"""The detection rules, table-driven, on states built from scaling-log records."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from lifeguard.detection import DetectionSettings, apply_record, detect, episode_id_for, resolves
+from lifeguard.scaling_log import ScalingLogRecord
+from lifeguard.state import Episode, GroupState
+
+MIN = 60_000
+T0 = 1_792_545_885_000  # 2026-10-21 01:04:45 UTC, the article's first launch
+SETTINGS = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+
+
+def rec(kind: str, instance: str, minute: float) -> ScalingLogRecord:
+    status, reason = {
+        "L": ("LAUNCHED", "MAINTAIN_MIN_CAPACITY"),
+        "F": ("TERMINATED", "BOOTSTRAP_FAILED"),
+        "S": ("ACTIVE", "BOOTSTRAP_SUCCESS"),
+        "R": ("TERMINATED", "REPLACEMENT_REQUESTED"),
+        "X": ("TERMINATED", "EXTERNALLY_TERMINATED"),
+        "C": ("LAUNCH_FAILED", "INSUFFICIENT_CAPACITY"),
+        "Q": ("LAUNCH_FAILED", "LIMIT_EXCEEDED"),
+        "U": ("TERMINATED", "UNHEALTHY_NODE"),
+    }[kind]
+    return ScalingLogRecord.model_validate(
+        {
+            "event_timestamp": T0 + int(minute * MIN),
+            "status_code": status,
+            "reason_code": reason,
+            "resource_id": "pcs_abc123de45",
+            "compute_node_group_id": "pcs_abcdef01",
+            "scheduler_node_id": "lca-static-1",
+            "details": {"instance_id": instance},
+        }
+    )
+
+
+def state_of(spec: str) -> GroupState:
+    """`L1@0 F1@2 …`: kind, instance number, minute."""
+    state = GroupState(cluster_id="pcs_abc123de45", group_id="pcs_abcdef01")
+    for token in spec.split():
+        head, minute = token.split("@")
+        apply_record(state, rec(head[0], f"i-{head[1:]}", float(minute)))
+    return state
+
+
+@pytest.mark.parametrize(
+    ("spec", "settings", "modified_minute", "expected"),
+    [
+        ("L1@0 F1@2 L2@5 F2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("L1@0 F1@2", SETTINGS, None, None),
+        ("F1@2 S2@4 F3@8", SETTINGS, None, None),
+        ("F1@2 F1@3", SETTINGS, None, None),  # one instance counts once
+        ("F1@0 F2@61", SETTINGS, None, None),  # outside the window
+        ("F1@0 F2@59", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("F1@0 F2@5 F3@9", DetectionSettings("notify", 3, 60), None, ("loop", ["i-1", "i-2", "i-3"])),
+        ("F1@0 F2@5", DetectionSettings("notify", 3, 60), None, None),
+        ("F1@0 F2@5", DetectionSettings("notify", 2, 4), None, None),
+        ("C1@0 C2@1 Q3@2 C4@3", SETTINGS, None, None),  # capacity and quota are not bootstrap failures
+        ("R1@0 X2@1 U3@2 R4@3", SETTINGS, None, None),
+        # Launched before the configuration changed at minute 10: the old config's nodes do not count.
+        ("L1@0 L2@1 F1@12 F2@13", SETTINGS, 10, None),
+        ("L1@0 L2@11 F1@12 F2@13 L3@14 F3@16", SETTINGS, 10, ("loop", ["i-2", "i-3"])),
+        # A failure whose launch was not seen counts when it came after the change.
+        ("F1@12 F2@13", SETTINGS, 10, ("loop", ["i-1", "i-2"])),
+        ("F1@8 F2@9", SETTINGS, 10, None),
+        # Intermittent: >= 5 outcomes in the window, at least half failed, never two failures in a row.
+        ("S1@0 F2@5 S3@10 F4@15 S5@20 F6@25", SETTINGS, None, ("intermittent", ["i-2", "i-4", "i-6"])),
+        ("S1@0 F2@5 S3@10 F4@15", SETTINGS, None, None),
+        ("S1@0 F2@5 S3@10 F4@15 S5@20 S6@25", SETTINGS, None, None),
+        ("S1@0 F2@5 S3@10 F4@15 S5@70 F6@75 S7@80", SETTINGS, None, None),  # the window slides
+    ],
+)
+def test_detection_rules(
+    spec: str,
+    settings: DetectionSettings,
+    modified_minute: int | None,
+    expected: tuple[str, list[str]] | None,
+) -> None:
+    modified = None if modified_minute is None else T0 + modified_minute * MIN
+    detection = detect(state_of(spec), settings, modified)
+    if expected is None:
+        assert detection is None
+        return
+    assert detection is not None
+    assert (detection.kind, [f.instance_id for f in detection.failures]) == expected
+
+
+@given(st.permutations(["L1@0", "F1@2", "L2@5", "F2@8", "L3@9", "S3@12", "L4@13", "F4@15", "L5@16", "F5@18"]))
+def test_records_in_any_order_or_twice_give_the_same_detection(tokens: list[str]) -> None:
+    in_order = detect(
+        state_of(" ".join(sorted(tokens, key=lambda t: float(t.split("@")[1])))), SETTINGS, None
+    )
+    shuffled = state_of(" ".join(tokens + tokens))
+    assert detect(shuffled, SETTINGS, None) == in_order
+    assert in_order is not None
+    assert [f.instance_id for f in in_order.failures] == ["i-4", "i-5"]
+
+
+def test_applying_a_record_twice_changes_nothing() -> None:
+    state = state_of("L1@0 F1@2")
+    assert not apply_record(state, rec("F", "i-1", 2))
+    assert not apply_record(state, rec("L", "i-1", 0))
+    assert not apply_record(state, rec("C", "i-9", 3))
+    assert apply_record(state, rec("L", "i-1", -1))  # an earlier launch of the same instance wins
+
+
+def with_episode(spec: str, kind: str = "loop") -> GroupState:
+    """The state of `spec`, with an episode opened on what its records before the first success show."""
+    state = state_of(spec)
+    before = " ".join(t for t in spec.split() if not t.startswith("S") or float(t.split("@")[1]) < 2)
+    detection = detect(state_of(before), SETTINGS, None) if kind == "loop" else detect(state, SETTINGS, None)
+    assert detection is not None
+    state.episode = Episode(
+        episode_id="ep-1", kind=kind, opened_at=detection.latest, failures=list(detection.failures)
+    )
+    return state
+
+
+@pytest.mark.parametrize(
+    ("spec", "resolved_by"),
+    [
+        ("F1@2 F2@8", None),
+        ("F1@2 F2@8 S3@12", "i-3"),
+        ("F1@2 F2@8 S0@1", None),  # a success from before the failures arrived late
+        ("F1@2 F2@8 F3@14 S4@20", "i-4"),
+    ],
+)
+def test_a_loop_ends_with_a_success_after_its_last_failure(spec: str, resolved_by: str | None) -> None:
+    success = resolves(with_episode(spec), SETTINGS)
+    assert (success.instance_id if success else None) == resolved_by
+
+
+def test_an_intermittent_episode_ends_when_its_rule_no_longer_holds() -> None:
+    state = with_episode("S1@0 F2@5 S3@10 F4@15 S5@20 F6@25", kind="intermittent")
+    assert resolves(state, SETTINGS) is None
+    apply_record(state, rec("S", "i-7", 30))  # 3 of 7 failed: the rule no longer holds
+    success = resolves(state, SETTINGS)
+    assert success is not None
+    assert success.instance_id == "i-7"
+
+
+def test_episode_ids_are_stable_for_the_same_evidence() -> None:
+    detection = detect(state_of("F1@2 F2@8"), SETTINGS, None)
+    assert detection is not None
+    first = episode_id_for("pcs_abc123de45", "pcs_abcdef01", detection)
+    assert first == episode_id_for("pcs_abc123de45", "pcs_abcdef01", detection)
+    assert first != episode_id_for("pcs_abc123de45", "pcs_other001", detection)
+    assert first.startswith("ep-")
+
+
+@pytest.mark.parametrize(
+    ("tags", "expected", "problems"),
+    [
+        ({}, ("notify", 2, 60), 0),
+        ({"lifeguard:mode": "revert", "lifeguard:threshold": "3"}, ("revert", 3, 60), 0),
+        ({"lifeguard:window-minutes": "15"}, ("notify", 2, 15), 0),
+        ({"lifeguard:mode": "panic"}, ("notify", 2, 60), 1),
+        ({"lifeguard:threshold": "0", "lifeguard:window-minutes": "x"}, ("notify", 2, 60), 2),
+        ({"lifeguard:mode": "off"}, ("off", 2, 60), 0),
+    ],
+)
+def test_tags_tune_a_group_and_bad_tags_are_reported(
+    tags: dict[str, str], expected: tuple[str, int, int], problems: int
+) -> None:
+    settings, found = DetectionSettings("notify", 2, 60).with_tags(tags)
+    assert (settings.mode, settings.threshold, settings.window_minutes) == expected
+    assert len(found) == problems
+
+
+def test_stack_defaults_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "quarantine")
+    monkeypatch.setenv("LIFEGUARD_THRESHOLD", "4")
+    assert DetectionSettings.stack_defaults() == DetectionSettings("quarantine", 4, 60)
+    assert DetectionSettings.stack_defaults(threshold=3).threshold == 3
+    monkeypatch.setenv("LIFEGUARD_WINDOW_MINUTES", "soon")
+    with pytest.raises(ValueError, match="LIFEGUARD_WINDOW_MINUTES='soon'"):
+        DetectionSettings.stack_defaults()
