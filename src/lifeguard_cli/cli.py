@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from lifeguard_cli.documents import read_config_document
 from lifeguard_cli.lint import lint_files, render_lint
 
 __all__ = ["app", "main"]
@@ -59,6 +60,60 @@ def lint(
     else:
         render_lint(results, _console(), strict=strict)
     raise typer.Exit(0 if passed else 1)
+
+
+@app.command()
+def replay(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="JSON lines of scaling-log records / node reports, or subscription events; in order."
+        ),
+    ],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config", help="Lifecycle actions of the groups (default: the article's TERMINATE config)."
+        ),
+    ] = None,
+    threshold: Annotated[
+        int | None, typer.Option("--threshold", min=1, help="Failures that make a loop.")
+    ] = None,
+    window_minutes: Annotated[
+        int | None, typer.Option("--window-minutes", min=1, help="The window those failures must fall in.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON document: events and skipped records.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
+) -> None:
+    """Replay recorded events through the real handlers against a local AWS (no Docker, no account).
+
+    Example: lifeguard replay events/streams/article-terminate-loop.jsonl
+    events/streams/article-terminate-node-reports.jsonl
+    """
+    from lifeguard_cli.replay import ReplayError, render_timeline
+    from lifeguard_cli.replay import replay as run_replay
+
+    actions = None
+    if config is not None:
+        document = read_config_document(config)
+        if document.config is None:
+            problems = "; ".join(str(problem) for problem in document.problems)
+            typer.echo(f"lifeguard replay: --config {config}: {problems}", err=True)
+            raise typer.Exit(2)
+        actions = document.config.to_api()
+    try:
+        result = run_replay(
+            files, config=actions, threshold=threshold, window_minutes=window_minutes, verbose=verbose
+        )
+    except ReplayError as exc:
+        typer.echo(f"lifeguard replay: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        render_timeline(result, _console())
 
 
 def _console() -> Console:

@@ -135,13 +135,25 @@ def test_a_loop_ends_with_a_success_after_its_last_failure(spec: str, resolved_b
     assert (success.instance_id if success else None) == resolved_by
 
 
-def test_an_intermittent_episode_ends_when_its_rule_no_longer_holds() -> None:
+def test_an_intermittent_episode_ends_after_three_successes_in_a_row() -> None:
     state = with_episode("S1@0 F2@5 S3@10 F4@15 S5@20 F6@25", kind="intermittent")
     assert resolves(state, SETTINGS) is None
-    apply_record(state, rec("S", "i-7", 30))  # 3 of 7 failed: the rule no longer holds
+    for instance, minute in (("i-7", 30), ("i-8", 35)):
+        apply_record(state, rec("S", instance, minute))
+        assert resolves(state, SETTINGS) is None  # S F S F alternating must not flap open and shut
+    apply_record(state, rec("S", "i-9", 40))
     success = resolves(state, SETTINGS)
     assert success is not None
-    assert success.instance_id == "i-7"
+    assert success.instance_id == "i-9"
+
+
+def test_evidence_from_before_the_last_episode_ended_does_not_count() -> None:
+    state = state_of("F1@0 F2@5 S3@10 F4@12")
+    assert detect(state, SETTINGS, None, since=T0 + 10 * MIN) is None
+    apply_record(state, rec("F", "i-5", 14))
+    detection = detect(state, SETTINGS, None, since=T0 + 10 * MIN)
+    assert detection is not None
+    assert [f.instance_id for f in detection.failures] == ["i-4", "i-5"]
 
 
 def test_episode_ids_are_stable_for_the_same_evidence() -> None:

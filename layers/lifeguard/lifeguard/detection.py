@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "DEFAULT_WINDOW_MINUTES",
     "INTERMITTENT_MIN_OUTCOMES",
+    "INTERMITTENT_RESOLVE_STREAK",
     "MODES",
     "Detection",
     "DetectionSettings",
@@ -37,6 +38,7 @@ __all__ = [
 DEFAULT_THRESHOLD = 2
 DEFAULT_WINDOW_MINUTES = 60
 INTERMITTENT_MIN_OUTCOMES = 5
+INTERMITTENT_RESOLVE_STREAK = 3  # successes in a row that end an intermittent episode
 MODES = ("quarantine", "revert", "notify", "off")
 TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
 
@@ -156,9 +158,17 @@ def _failure(outcome: Outcome) -> Failure:
     )
 
 
-def detect(state: GroupState, settings: DetectionSettings, modified_at: int | None) -> Detection | None:
-    """The loop rule if it fires, else the intermittent rule if it fires, else None."""
-    ordered = sorted(state.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
+def detect(
+    state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
+) -> Detection | None:
+    """The loop rule if it fires, else the intermittent rule if it fires, else None.
+
+    Only outcomes after `since` (the end of the group's previous episode) are evidence.
+    """
+    ordered = sorted(
+        (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
+        key=lambda o: (o.event_timestamp, o.instance_id),
+    )
     if not ordered:
         return None
     tail: list[Outcome] = []
@@ -190,8 +200,8 @@ def detect(state: GroupState, settings: DetectionSettings, modified_at: int | No
 def resolves(state: GroupState, settings: DetectionSettings) -> Outcome | None:
     """The success that ends the open episode, if there is one.
 
-    A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with a success
-    after which its rule no longer holds.
+    A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with
+    `INTERMITTENT_RESOLVE_STREAK` successes in a row after its last failure (so it does not flap).
     """
     episode = state.episode
     if episode is None:
@@ -206,13 +216,7 @@ def resolves(state: GroupState, settings: DetectionSettings) -> Outcome | None:
     )
     if episode.kind == "loop":
         return later[0] if later else None
-    successes = sorted(
-        (o for o in state.outcomes.values() if o.succeeded and o.event_timestamp > episode.opened_at),
-        key=lambda o: o.event_timestamp,
-    )
-    if successes and detect(state, settings, episode.config_modified_at) is None:
-        return successes[-1]
-    return None
+    return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
 
 
 def episode_id_for(cluster_id: str, group_id: str, detection: Detection) -> str:

@@ -1,7 +1,8 @@
 """The node_reports Lambda's logic: store each failed script run, and name the suspect of open episodes.
 
 A detection made before the reports arrived is enriched when they arrive: the episode's suspect is set
-and BootstrapLoopDetected is published again with the same episode id and the next revision.
+and BootstrapLoopDetected is published again with the same episode id and the next revision. More reports
+for the same script update the evidence quietly: a new event only when the suspect changes.
 """
 
 from __future__ import annotations
@@ -107,7 +108,10 @@ class NodeReportsController:
             suspect = find_suspect(episode.failures, reports)
             if suspect is None or suspect == episode.suspect:
                 return Change()
+            before = episode.suspect
             episode.suspect = suspect
+            if before is not None and (before.stage, before.script) == (suspect.stage, suspect.script):
+                return Change(changed=True)  # more evidence for the same script: kept, not announced again
             episode.revision += 1
             settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
             logger.warning(

@@ -287,7 +287,8 @@ class ScalingEventsController:
 
     def _detect(self, state: GroupState, refresh: Callable[[GroupState], bool], change: Change) -> None:
         cached = state.config.modified_at if state.config else None
-        if detect(state, self._settings(state), cached) is None:
+        since = state.last_episode.resolved_at if state.last_episode else None
+        if detect(state, self._settings(state), cached, since) is None:
             return  # not even with what is known: no PCS call
         if not refresh(state):
             return
@@ -296,7 +297,7 @@ class ScalingEventsController:
         config = state.config
         if settings.mode == "off" or config is None:
             return
-        detection = detect(state, settings, config.modified_at)
+        detection = detect(state, settings, config.modified_at, since)
         if detection is None:
             return
         episode = Episode(

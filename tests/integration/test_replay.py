@@ -1,0 +1,171 @@
+"""`lifeguard replay` as a user runs it: the real handlers, a fresh local AWS, the recorded streams."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lifeguard.events import DETAIL_KEYS
+from lifeguard_cli.cli import app
+from tests.conftest import EVENTS
+
+pytestmark = pytest.mark.integration
+STREAMS = EVENTS / "streams"
+runner = CliRunner()
+
+
+def replay_json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["replay", "--json", *args])
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    return document
+
+
+def kinds(document: dict[str, Any]) -> list[str]:
+    return [event["detail-type"] for event in document["events"]]
+
+
+def test_the_articles_terminate_loop_yields_exactly_one_detection_naming_the_group() -> None:
+    document = replay_json(str(STREAMS / "article-terminate-loop.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected"]
+    detail = document["events"][0]["detail"]
+    assert set(DETAIL_KEYS) <= set(detail)
+    assert (detail["cluster_id"], detail["compute_node_group_id"]) == ("pcs_abc123de45", "pcs_abcdef01")
+    assert document["skipped_records"] == 0
+
+
+def test_with_node_reports_fed_the_one_detection_names_fail_terminate() -> None:
+    document = replay_json(str(STREAMS / "article-terminate-loop-with-reports.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected"]
+    suspect = document["events"][0]["detail"]["suspect"]
+    assert (suspect["stage"], suspect["script"], suspect["exit_code"]) == (
+        "nodeBootstrapped",
+        "fail-terminate",
+        1,
+    )
+    assert suspect["instances"] == ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"]
+
+
+def test_reports_after_the_detection_update_the_same_episode() -> None:
+    document = replay_json(
+        str(STREAMS / "article-terminate-loop.jsonl"), str(STREAMS / "article-terminate-node-reports.jsonl")
+    )
+    details = [event["detail"] for event in document["events"]]
+    assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    assert details[0]["episode_id"] == details[1]["episode_id"]
+    assert (details[0]["suspect"], details[1]["suspect"]["script"]) == (None, "fail-terminate")
+    assert [d["revision"] for d in details] == [1, 2]
+
+
+def test_the_same_stream_three_times_yields_the_same_single_event() -> None:
+    loop = str(STREAMS / "article-terminate-loop.jsonl")
+    assert kinds(replay_json(loop, loop, loop)) == ["BootstrapLoopDetected"]
+
+
+def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
+    document = replay_json(
+        str(EVENTS / "subscriptions" / "article-terminate-loop.json"),
+        str(EVENTS / "subscriptions" / "article-node-reports.json"),
+    )
+    assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    assert document["events"][1]["detail"]["suspect"]["instances"] == ["i-059b4b99b4f2e9739"]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("article-terminate-revert", ["BootstrapLoopDetected", "LoopResolved"]),
+        ("article-stop-sequence", []),
+        ("healthy-scale-up", []),
+        ("capacity-shortage", []),
+        ("intermittent", ["BootstrapLoopDetected"]),
+    ],
+)
+def test_each_recorded_stream(name: str, expected: list[str]) -> None:
+    assert kinds(replay_json(str(STREAMS / f"{name}.jsonl"))) == expected
+
+
+def test_threshold_and_window_tune_the_detection() -> None:
+    loop = str(STREAMS / "article-terminate-loop.jsonl")
+    assert kinds(replay_json("--threshold", "3", loop)) == []
+    assert kinds(replay_json("--window-minutes", "5", loop)) == []  # the failures are 6 minutes apart
+    assert kinds(replay_json("--window-minutes", "7", loop)) == ["BootstrapLoopDetected"]
+
+
+def test_the_config_given_is_the_groups_config(tmp_path: Path) -> None:
+    document = replay_json(
+        "--config",
+        str(EVENTS / "configs" / "article-stop-sequence.json"),
+        str(STREAMS / "article-terminate-loop.jsonl"),
+    )
+    config = json.loads((EVENTS / "configs" / "article-stop-sequence.json").read_text())
+    assert document["events"][0]["detail"]["config_before"] == config
+
+
+def test_malformed_lines_are_counted_never_fatal(tmp_path: Path) -> None:
+    lines = (STREAMS / "article-terminate-loop.jsonl").read_text().splitlines()
+    lines.insert(2, "{not json")
+    lines.insert(4, "[1, 2, 3]")
+    lines.insert(6, json.dumps({"status_code": "TERMINATED"}))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(lines) + "\n")
+    document = replay_json(str(broken))
+    assert document["skipped_records"] == 3
+    assert kinds(document) == ["BootstrapLoopDetected"]
+
+
+def test_a_missing_file_is_one_clean_line_and_exit_2(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["replay", str(tmp_path / "nope.jsonl")])
+    assert result.exit_code == 2
+    assert "cannot read" in result.output
+
+
+def test_an_invalid_config_is_refused_before_anything_runs() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "replay",
+            "--config",
+            str(EVENTS / "configs" / "invalid-onerror-typo.json"),
+            str(STREAMS / "article-terminate-loop.jsonl"),
+        ],
+    )
+    assert result.exit_code == 2
+    assert "'TERMINATED' is not one of" in result.output
+
+
+def test_the_timeline_reads_as_a_timeline() -> None:
+    lifeguard = Path(sys.executable).parent / "lifeguard"
+    result = subprocess.run(
+        [str(lifeguard), "replay", str(STREAMS / "article-terminate-revert.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["time", "(UTC)", "group", "what", "detail"]
+    rows = [line for line in lines if line.startswith("2026-")]
+    order = [
+        word
+        for line in rows
+        for word in line.split()
+        if word in ("TERMINATED/BOOTSTRAP_FAILED", "BootstrapLoopDetected", "config", "LoopResolved")
+    ]
+    assert order == [
+        "TERMINATED/BOOTSTRAP_FAILED",
+        "TERMINATED/BOOTSTRAP_FAILED",
+        "BootstrapLoopDetected",
+        "config",
+        "LoopResolved",
+    ]
+    assert "2026-10-21 01:12:42" in result.stdout
+    assert "1 BootstrapLoopDetected, 1 LoopResolved" in result.stdout
+    assert "Traceback" not in result.stderr
