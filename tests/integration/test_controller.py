@@ -270,6 +270,7 @@ def test_success_records_read_pcs_at_most_once_per_group_per_minute(env: Env) ->
     for start in range(0, 40, 10):
         env.feed(rows[start : start + 10])
     assert env.get_calls() == 2  # at 02:00:00 and at 02:01:00
+    assert [c.operation for c in env.pcs.calls] == ["GetComputeNodeGroup"] * 2  # and nothing else
     assert env.wiring.store.load(CLUSTER, GROUP).proven_good is not None
 
 
@@ -382,3 +383,15 @@ def test_the_table_schema_matches_the_template() -> None:
     for key in ("BillingMode", "AttributeDefinitions", "KeySchema"):
         assert table[key] == STATE_TABLE_SCHEMA[key]
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+
+
+def test_a_batch_delivered_twice_changes_nothing_and_writes_nothing(env: Env) -> None:
+    rows = stream("healthy-scale-up")
+    for row in rows:
+        row["compute_node_group_id"] = GROUP
+    env.feed(rows)
+    state = env.wiring.store.load(CLUSTER, GROUP)
+    calls = env.wiring.store.calls
+    assert env.feed(rows) == []
+    assert env.wiring.store.calls == calls + 1  # the read that shows there is nothing to write
+    assert env.wiring.store.load(CLUSTER, GROUP).version == state.version

@@ -192,3 +192,13 @@ def test_stack_defaults_come_from_the_environment(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("LIFEGUARD_WINDOW_MINUTES", "soon")
     with pytest.raises(ValueError, match="LIFEGUARD_WINDOW_MINUTES='soon'"):
         DetectionSettings.stack_defaults()
+
+
+def test_history_the_state_already_let_go_of_is_not_taken_back() -> None:
+    from lifeguard.state import OUTCOME_LIMIT
+
+    state = state_of(" ".join(f"S{n}@{10 + n}" for n in range(OUTCOME_LIMIT)))
+    assert len(state.outcomes) == OUTCOME_LIMIT
+    assert not apply_record(state, rec("F", "i-old", 1))  # older than all it keeps: already forgotten
+    assert not apply_record(state, rec("L", "i-old", 1))
+    assert apply_record(state, rec("F", "i-new", 10 + OUTCOME_LIMIT))

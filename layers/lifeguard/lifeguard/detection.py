@@ -18,7 +18,7 @@ from typing import Literal
 
 from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import setting
-from lifeguard.state import Failure, GroupState, Outcome
+from lifeguard.state import OUTCOME_LIMIT, Failure, GroupState, Outcome
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -107,7 +107,15 @@ def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
     instance = record.instance_id
     if instance is None:
         return False
+    if instance not in state.outcomes and instance not in state.launches and _forgotten(state, record):
+        return False
     if record.status_code == "LAUNCHED":
+        seen = state.outcomes.get(instance)
+        if seen is not None:
+            if seen.launched_at is None or record.event_timestamp < seen.launched_at:
+                seen.launched_at = record.event_timestamp
+                return True
+            return False
         known = state.launches.get(instance)
         if known is None or record.event_timestamp < known:
             state.launches[instance] = record.event_timestamp
@@ -120,20 +128,31 @@ def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
         scheduler_node_id=record.scheduler_node_id,
         event_timestamp=record.event_timestamp,
         succeeded=record.is_bootstrap_success,
+        launched_at=state.launches.get(instance),
     )
     known_outcome = state.outcomes.get(instance)
     # An instance bootstraps once: its first outcome is the one that counts.
     if known_outcome is None or outcome.event_timestamp < known_outcome.event_timestamp:
+        if known_outcome is not None and outcome.launched_at is None:
+            outcome.launched_at = known_outcome.launched_at
         state.outcomes[instance] = outcome
         return True
     return False
+
+
+def _forgotten(state: GroupState, record: ScalingLogRecord) -> bool:
+    """True for a record older than everything the state still keeps: history it has already let go of,
+    re-delivered (keeping it would only be pruned again)."""
+    if len(state.outcomes) < OUTCOME_LIMIT:
+        return False
+    return record.event_timestamp < min(o.event_timestamp for o in state.outcomes.values())
 
 
 def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:
     """True when the instance ran the group's current configuration."""
     if modified_at is None:
         return True
-    launched = state.launches.get(outcome.instance_id)
+    launched = state.launched_at(outcome)
     return (launched if launched is not None else outcome.event_timestamp) >= modified_at
 
 

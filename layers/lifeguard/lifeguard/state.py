@@ -18,6 +18,7 @@ from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.node_report import NodeReport
 
 __all__ = [
+    "OUTCOME_LIMIT",
     "REPORT_TTL_SECONDS",
     "Episode",
     "Failure",
@@ -32,8 +33,12 @@ __all__ = [
 ]
 
 REPORT_TTL_SECONDS = 14 * 24 * 3600
-HISTORY_MS = 24 * 3600 * 1000  # launches and outcomes older than this (before the newest) are forgotten
-HISTORY_LIMIT = 4000  # and never more than this many of each, to stay far below DynamoDB's 400 KB
+# Bounds that keep a busy group's state item small (tens of KB, far below DynamoDB's 400 KB): the most
+# recent outcomes (enough for any loop tail and for the intermittent rule's window on a busy group), and
+# the launches still waiting for their outcome, for as long as a node may take to bootstrap.
+OUTCOME_LIMIT = 100
+PENDING_LAUNCH_MS = 60 * 60 * 1000
+PENDING_LAUNCH_LIMIT = 1000
 
 
 class VersionConflictError(LifeguardError):
@@ -56,6 +61,7 @@ class Outcome(_Model):
     scheduler_node_id: str | None = None
     event_timestamp: int
     succeeded: bool
+    launched_at: int | None = None
 
 
 class Failure(_Model):
@@ -100,7 +106,8 @@ class KnownConfig(_Model):
     arn: str | None = None
     status: str | None = None
     tags: dict[str, str] = Field(default_factory=dict)
-    checked_at: int  # event time (ms) of the record that made Lifeguard read it
+    checked_at: int  # event time (ms) of the batch in which Lifeguard last confirmed it
+    tags_checked_at: int = 0
 
 
 class ProvenGood(_Model):
@@ -119,7 +126,7 @@ class GroupState(_Model):
     cluster_id: str
     group_id: str
     version: int = 0
-    launches: dict[str, int] = Field(default_factory=dict)
+    launches: dict[str, int] = Field(default_factory=dict)  # instances launched, outcome not seen yet
     outcomes: dict[str, Outcome] = Field(default_factory=dict)
     config: KnownConfig | None = None
     proven_good: ProvenGood | None = None
@@ -128,17 +135,23 @@ class GroupState(_Model):
     outbox: list[dict[str, Any]] = Field(default_factory=list)
 
     def prune(self) -> None:
-        """Forget launches and outcomes too old to matter, keeping the item small."""
+        """Keep the most recent outcomes and the launches still waiting for theirs."""
+        if len(self.outcomes) > OUTCOME_LIMIT:
+            recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
+            self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}
         newest = max([*self.launches.values(), *(o.event_timestamp for o in self.outcomes.values()), 0])
-        cutoff = newest - HISTORY_MS
-        launches = sorted(((t, i) for i, t in self.launches.items() if t >= cutoff), reverse=True)
-        self.launches = {i: t for t, i in launches[:HISTORY_LIMIT]}
-        outcomes = sorted(
-            (o for o in self.outcomes.values() if o.event_timestamp >= cutoff),
-            key=lambda o: o.event_timestamp,
-            reverse=True,
+        pending = sorted(
+            (t, i)
+            for i, t in self.launches.items()
+            if i not in self.outcomes and t >= newest - PENDING_LAUNCH_MS
         )
-        self.outcomes = {o.instance_id: o for o in outcomes[:HISTORY_LIMIT]}
+        self.launches = {i: t for t, i in pending[-PENDING_LAUNCH_LIMIT:]}
+
+    def launched_at(self, outcome: Outcome) -> int | None:
+        """When the instance of an outcome was launched, if its LAUNCHED record was seen."""
+        return (
+            outcome.launched_at if outcome.launched_at is not None else self.launches.get(outcome.instance_id)
+        )
 
 
 def _translate(operation: str, exc: Exception) -> AwsCallError:
@@ -173,26 +186,88 @@ class StateStore:
         state.version = int(item["version"]["N"])
         return state
 
+    def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
+        """The states of many groups in one BatchGetItem per 100 (consistent reads)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: dict[tuple[str, str], GroupState] = {
+            key: GroupState(cluster_id=key[0], group_id=key[1]) for key in keys
+        }
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {
+                self.table: {
+                    "Keys": [
+                        {"pk": {"S": group_key(c, g)}, "sk": {"S": "STATE"}}
+                        for c, g in keys[start : start + 100]
+                    ],
+                    "ConsistentRead": True,
+                }
+            }
+            for _ in range(10):
+                self.calls += 1
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except (ClientError, BotoCoreError) as exc:
+                    raise _translate("BatchGetItem", exc) from exc
+                for item in response.get("Responses", {}).get(self.table, []):
+                    state = GroupState.model_validate_json(item["state"]["S"])
+                    state.version = int(item["version"]["N"])
+                    found[(state.cluster_id, state.group_id)] = state
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise AwsCallError("BatchGetItem", "UnprocessedKeys", "group states not read after 10 rounds")
+        return found
+
+    def save_many(self, states: list[GroupState]) -> list[GroupState]:
+        """Write many states in one transaction per 100, each on its version. Returns the states not
+        written: those of a transaction in which some version had moved (the caller retries them)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        unwritten: list[GroupState] = []
+        for start in range(0, len(states), 100):
+            chunk = states[start : start + 100]
+            for state in chunk:
+                state.prune()
+            writes = [{"Put": {"TableName": self.table, **self._put_request(state)}} for state in chunk]
+            self.calls += 1
+            try:
+                self._client.transact_write_items(TransactItems=writes)
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code")
+                if code in ("TransactionCanceledException", "TransactionConflictException"):
+                    unwritten.extend(chunk)
+                    continue
+                raise _translate("TransactWriteItems", exc) from exc
+            except BotoCoreError as exc:
+                raise _translate("TransactWriteItems", exc) from exc
+            for state in chunk:
+                state.version += 1
+        return unwritten
+
+    def _put_request(self, state: GroupState) -> dict[str, Any]:
+        expected = state.version
+        return {
+            "Item": {
+                "pk": {"S": group_key(state.cluster_id, state.group_id)},
+                "sk": {"S": "STATE"},
+                "version": {"N": str(expected + 1)},
+                "state": {"S": state.model_dump_json(exclude={"version"})},
+            },
+            "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
+            "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
+        }
+
     def save(self, state: GroupState) -> None:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         state.prune()
         expected = state.version
-        body = state.model_dump_json(exclude={"version"})
         self.calls += 1
         try:
-            self._client.put_item(
-                TableName=self.table,
-                Item={
-                    "pk": {"S": group_key(state.cluster_id, state.group_id)},
-                    "sk": {"S": "STATE"},
-                    "version": {"N": str(expected + 1)},
-                    "state": {"S": body},
-                },
-                ConditionExpression="attribute_not_exists(pk) OR version = :expected",
-                ExpressionAttributeValues={":expected": {"N": str(expected)}},
-            )
+            self._client.put_item(TableName=self.table, **self._put_request(state))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise VersionConflictError(

@@ -8,6 +8,7 @@ import gzip
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,9 +33,14 @@ class LogEvent:
     """One log event of a batch; `where` names it for error messages."""
 
     id: str
-    timestamp_ms: int
+    timestamp: datetime
     message: str
     where: str
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The event's time in epoch milliseconds (computed on demand: the handlers rarely need it)."""
+        return int(self.timestamp.timestamp() * 1000)
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
     events = tuple(
         LogEvent(
             id=log_event.id,
-            timestamp_ms=int(log_event.timestamp.timestamp() * 1000),
+            timestamp=log_event.timestamp,
             message=str(log_event.message),
             where=f"{data.logStream}:{log_event.id}",
         )

@@ -66,9 +66,9 @@ class LocalAWS:
 
 
 @contextmanager
-def local_aws(pcs: LocalPcs | None = None) -> Iterator[LocalAWS]:
+def local_aws(pcs: LocalPcs | None = None, *, separate_process: bool = False) -> Iterator[LocalAWS]:
     """Start moto and a local PCS on loopback; stop both when the block ends."""
     with ExitStack() as stack:
-        moto = stack.enter_context(serve_moto())
+        moto = stack.enter_context(serve_moto(separate_process=separate_process))
         pcs_server = stack.enter_context(serve_local_pcs(pcs))
         yield LocalAWS(moto, pcs_server)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import socket
+import subprocess
+import sys
+import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,8 +29,16 @@ class MotoServer:
 
 
 @contextmanager
-def serve_moto() -> Iterator[MotoServer]:
-    """Run moto's threaded server on 127.0.0.1 with a free port for the duration of the block."""
+def serve_moto(*, separate_process: bool = False) -> Iterator[MotoServer]:
+    """Run moto's server on 127.0.0.1 with a free port for the duration of the block.
+
+    In a thread of this process by default (fast to start); with `separate_process`, as its own process,
+    so that measuring a client is not measuring moto sharing its interpreter.
+    """
+    if separate_process:
+        with _moto_process() as running:
+            yield running
+        return
     from moto.server import ThreadedMotoServer  # heavy: only when a local AWS is wanted
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -37,3 +49,35 @@ def serve_moto() -> Iterator[MotoServer]:
         yield MotoServer(f"http://{host}:{port}")
     finally:
         server.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def _moto_process(start_timeout_seconds: float = 30.0) -> Iterator[MotoServer]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    server = MotoServer(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + start_timeout_seconds
+        while True:
+            try:
+                with urllib.request.urlopen(f"{server.endpoint_url}/moto-api/", timeout=1) as response:
+                    response.read()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start on port {port}") from None
+                time.sleep(0.1)
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -9,7 +9,7 @@ from typing import Any
 
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 
-__all__ = ["GroupSnapshot", "PcsGateway"]
+__all__ = ["GroupSnapshot", "GroupSummary", "PcsGateway"]
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,16 @@ class GroupSnapshot:
     modified_at_ms: int
     node_lifecycle_actions: Mapping[str, Any] | None
     tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """A compute node group as ListComputeNodeGroups lists it: enough to tell whether it changed."""
+
+    group_id: str
+    name: str
+    status: str
+    modified_at_ms: int
 
 
 def _translate(operation: str, exc: Exception) -> AwsCallError:
@@ -69,3 +79,34 @@ class PcsGateway:
             node_lifecycle_actions=group.get("nodeLifecycleActions"),
             tags=dict(tags),
         )
+
+    def list_tags(self, arn: str) -> dict[str, str]:
+        """ListTagsForResource."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.calls += 1
+        try:
+            return dict(self._client.list_tags_for_resource(resourceArn=arn).get("tags", {}))
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("ListTagsForResource", exc) from exc
+
+    def list_groups(self, cluster_id: str) -> dict[str, GroupSummary]:
+        """Every compute node group of a cluster by id (ListComputeNodeGroups, all pages)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: dict[str, GroupSummary] = {}
+        request: dict[str, Any] = {"clusterIdentifier": cluster_id}
+        try:
+            while True:
+                self.calls += 1
+                page = self._client.list_compute_node_groups(**request)
+                for group in page.get("computeNodeGroups", []):
+                    modified: datetime = group["modifiedAt"]
+                    found[group["id"]] = GroupSummary(
+                        group["id"], group["name"], group["status"], int(modified.timestamp() * 1000)
+                    )
+                if not page.get("nextToken"):
+                    return found
+                request["nextToken"] = page["nextToken"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("ListComputeNodeGroups", exc) from exc

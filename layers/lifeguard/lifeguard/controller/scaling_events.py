@@ -9,6 +9,7 @@ group per `proven_good_refresh_seconds` of event time.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from lifeguard._records import describe_validation_error
 from lifeguard.attribution import find_suspect
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
+from lifeguard.aws.pcs import GroupSummary, PcsGateway
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import (
     DetectionSettings,
@@ -102,6 +103,7 @@ class ScalingEventsController:
         *,
         metric: Metric | None = None,
         proven_good_refresh_seconds: float = 60.0,
+        tag_refresh_seconds: float = 300.0,
     ) -> None:
         self.store = store
         self.pcs = pcs
@@ -109,6 +111,7 @@ class ScalingEventsController:
         self.defaults = defaults
         self.metric = metric or (lambda name, value: None)
         self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
+        self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
 
     # -- entry points --
 
@@ -170,9 +173,14 @@ class ScalingEventsController:
                 )
             if record.cluster_id and record.compute_node_group_id and _matters(record):
                 by_group.setdefault((record.cluster_id, record.compute_node_group_id), []).append(record)
+        mutations = {}
+        per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
+        reads = _PcsReads(self.pcs, self.tag_refresh_ms, per_cluster)
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
-            summary.events.extend(self._process_group(cluster_id, group_id, group_records))
+            mutations[(cluster_id, group_id)] = self._mutation(cluster_id, group_id, group_records, reads)
+        if mutations:
+            summary.events.extend(self.updater.update_many(mutations))
         summary.groups = len(by_group)
         self.metric("RecordsProcessed", summary.records)
         if summary.skipped:
@@ -184,34 +192,17 @@ class ScalingEventsController:
         for event in summary.events:
             self.metric(event.detail_type, 1)
 
-    def _process_group(
-        self, cluster_id: str, group_id: str, records: list[ScalingLogRecord]
-    ) -> list[ControllerEvent]:
-        snapshots: dict[str, GroupSnapshot | None] = {}  # one PCS read per group per batch, across retries
+    def _mutation(
+        self, cluster_id: str, group_id: str, records: list[ScalingLogRecord], reads: _PcsReads
+    ) -> Callable[[GroupState], Change]:
+        """What a batch's records do to one group's state (re-runnable: PCS is read once per batch)."""
         batch_time = records[-1].event_timestamp
 
-        def refresh(state: GroupState) -> bool:
-            if "snapshot" not in snapshots:
-                try:
-                    snapshots["snapshot"] = self.pcs.get_group(cluster_id, group_id)
-                except GroupNotFoundError:
-                    logger.warning(
-                        "group %s of cluster %s no longer exists; records ignored", group_id, cluster_id
-                    )
-                    snapshots["snapshot"] = None
-            snapshot = snapshots["snapshot"]
-            if snapshot is None:
+        def refresh(state: GroupState, *, tags: bool = False) -> bool:
+            current = reads.current(state, batch_time, tags=tags)
+            if current is None:
                 return False
-            actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
-            state.config = KnownConfig(
-                modified_at=snapshot.modified_at_ms,
-                fingerprint=fingerprint_of(actions),
-                node_lifecycle_actions=actions,
-                arn=snapshot.arn,
-                status=snapshot.status,
-                tags=dict(snapshot.tags),
-                checked_at=batch_time,
-            )
+            state.config = current
             return True
 
         def mutate(state: GroupState) -> Change:
@@ -231,7 +222,7 @@ class ScalingEventsController:
                 self._detect(state, refresh, change)
             return change
 
-        return self.updater.update(cluster_id, group_id, mutate)
+        return mutate
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         if state.config is None:
@@ -242,16 +233,27 @@ class ScalingEventsController:
         return settings
 
     def _prove_good(
-        self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[[GroupState], bool]
+        self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[..., bool]
     ) -> bool:
+        """Store the configuration a successful node was launched with as the group's proven-good one.
+
+        The configuration read at `checked_at` with `modifiedAt` M was the group's configuration all the
+        time from M to `checked_at`: a node launched in between proves it without another PCS call. Only
+        a node launched after `checked_at` needs a fresh read, at most once per refresh interval.
+        """
         successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
         if not successes:
             return False
         changed = False
-        latest = successes[-1].event_timestamp
-        if state.config is None or latest - state.config.checked_at >= self.proven_good_refresh_ms:
-            changed = refresh(state)
         config = state.config
+        newest_launch = max(self._launch_of(state, r) for r in successes)
+        stale = config is None or (
+            newest_launch > config.checked_at
+            and successes[-1].event_timestamp - config.checked_at >= self.proven_good_refresh_ms
+        )
+        if stale:
+            changed = refresh(state)
+            config = state.config
         if config is None:
             return changed
         for record in reversed(successes):
@@ -262,35 +264,43 @@ class ScalingEventsController:
                 or not is_relevant(state, outcome, config.modified_at)
             ):
                 continue
+            if self._launch_of(state, record) > config.checked_at:
+                continue  # launched after the last read: it may have run a newer configuration
             known = state.proven_good
             if (
-                known is None
-                or known.fingerprint != config.fingerprint
-                or known.modified_at != config.modified_at
+                known is not None
+                and known.fingerprint == config.fingerprint
+                and known.modified_at == config.modified_at
             ):
-                state.proven_good = ProvenGood(
-                    fingerprint=config.fingerprint,
-                    node_lifecycle_actions=config.node_lifecycle_actions,
-                    modified_at=config.modified_at,
-                    proven_at=outcome.event_timestamp,
-                    instance_id=outcome.instance_id,
-                )
-                logger.info(
-                    "group %s: configuration %s proven good by %s",
-                    state.group_id,
-                    config.fingerprint[:12],
-                    outcome.instance_id,
-                )
-                return True
-            break
+                return changed
+            state.proven_good = ProvenGood(
+                fingerprint=config.fingerprint,
+                node_lifecycle_actions=config.node_lifecycle_actions,
+                modified_at=config.modified_at,
+                proven_at=outcome.event_timestamp,
+                instance_id=outcome.instance_id,
+            )
+            logger.info(
+                "group %s: configuration %s proven good by %s",
+                state.group_id,
+                config.fingerprint[:12],
+                outcome.instance_id,
+            )
+            return True
         return changed
 
-    def _detect(self, state: GroupState, refresh: Callable[[GroupState], bool], change: Change) -> None:
+    @staticmethod
+    def _launch_of(state: GroupState, record: ScalingLogRecord) -> int:
+        outcome = state.outcomes.get(record.instance_id or "")
+        launched = state.launched_at(outcome) if outcome else None
+        return launched if launched is not None else record.event_timestamp
+
+    def _detect(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
         cached = state.config.modified_at if state.config else None
         since = state.last_episode.resolved_at if state.last_episode else None
         if detect(state, self._settings(state), cached, since) is None:
             return  # not even with what is known: no PCS call
-        if not refresh(state):
+        if not refresh(state, tags=True):
             return
         change.changed = True
         settings = self._settings(state)
@@ -325,6 +335,68 @@ class ScalingEventsController:
         change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
         state.last_episode, state.episode = episode, None
         change.changed = True
+
+
+class _PcsReads:
+    """PCS as one batch sees it, read as little as possible.
+
+    A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
+    of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
+    only those are read again. Tags are read only when a decision needs them, at most every
+    `tag_refresh_ms` of event time.
+    """
+
+    LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
+
+    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
+        self.pcs = pcs
+        self.tag_refresh_ms = tag_refresh_ms
+        self.groups_per_cluster = groups_per_cluster
+        self._listings: dict[str, dict[str, GroupSummary]] = {}
+        self._current: dict[tuple[str, str], KnownConfig | None] = {}
+
+    def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
+        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
+        key = (state.cluster_id, state.group_id)
+        if key not in self._current:
+            self._current[key] = self._read(state, batch_time)
+        found = self._current[key]
+        if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
+            found.tags = self.pcs.list_tags(found.arn or "")
+            found.tags_checked_at = batch_time
+        return found.model_copy(deep=True) if found else None
+
+    def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:
+        known = state.config
+        if known is not None and self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
+            if state.cluster_id not in self._listings:
+                self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
+            summary = self._listings[state.cluster_id].get(state.group_id)
+            if summary is None:
+                return self._gone(state)
+            if summary.modified_at_ms == known.modified_at:
+                return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
+        try:
+            snapshot = self.pcs.get_group(state.cluster_id, state.group_id, with_tags=False)
+        except GroupNotFoundError:
+            return self._gone(state)
+        actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
+        return KnownConfig(
+            modified_at=snapshot.modified_at_ms,
+            fingerprint=fingerprint_of(actions),
+            node_lifecycle_actions=actions,
+            arn=snapshot.arn,
+            status=snapshot.status,
+            tags=dict(known.tags) if known else {},
+            checked_at=batch_time,
+            tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
+        )
+
+    @staticmethod
+    def _gone(state: GroupState) -> None:
+        logger.warning(
+            "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
+        )
 
 
 def _matters(record: ScalingLogRecord) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from lifeguard.aws.events import EventPublisher
@@ -59,16 +59,9 @@ class GroupUpdater:
         """
         for _ in range(self.max_attempts):
             state = self.store.load(cluster_id, group_id)
-            now = self.clock()
-            stale = [
-                ControllerEvent.from_dict(entry)
-                for entry in state.outbox
-                if now - float(entry.get("queued_at", 0)) >= STALE_OUTBOX_SECONDS
-            ]
-            change = mutate(state)
+            change, stale = self._apply(state, mutate)
             if not change.changed and not change.events:
                 break
-            state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
             try:
                 self.store.save(state)
             except VersionConflictError:
@@ -79,11 +72,54 @@ class GroupUpdater:
             raise AwsCallError(
                 "PutItem", "VersionConflict", f"{group_id}: {self.max_attempts} conflicting writes"
             )
-        to_publish = stale + change.events
-        if to_publish:
-            self.publisher.publish(to_publish)
-            self._clear(cluster_id, group_id, {event.key for event in to_publish})
-        return to_publish
+        return self._publish(cluster_id, group_id, stale + change.events)
+
+    def update_many(
+        self, mutations: Mapping[tuple[str, str], Callable[[GroupState], Change]]
+    ) -> list[ControllerEvent]:
+        """`update` for many groups with one read and one transactional write per 100 groups; groups whose
+        write lost a race are redone one by one."""
+        keys = list(mutations)
+        states = self.store.load_many(keys)
+        applied = {key: self._apply(states[key], mutations[key]) for key in keys}
+        to_write = [states[key] for key in keys if applied[key][0].changed or applied[key][0].events]
+        unwritten = self.store.save_many(to_write) if to_write else []
+        lost = {(state.cluster_id, state.group_id) for state in unwritten}
+        published: list[ControllerEvent] = []
+        for key in keys:
+            if key in lost:
+                self.conflicts += 1
+                published.extend(self.update(key[0], key[1], mutations[key]))
+                continue
+            change, stale = applied[key]
+            published.extend(self._publish(key[0], key[1], stale + change.events))
+        return published
+
+    def _apply(
+        self, state: GroupState, mutate: Callable[[GroupState], Change]
+    ) -> tuple[Change, list[ControllerEvent]]:
+        now = self.clock()
+        stale = [
+            ControllerEvent.from_dict(entry)
+            for entry in state.outbox
+            if now - float(entry.get("queued_at", 0)) >= STALE_OUTBOX_SECONDS
+        ]
+        before = state.model_dump_json()
+        change = mutate(state)
+        if change.changed and not change.events:
+            state.prune()
+            # Records already reflected (duplicates, history past the bounds) change nothing: no write.
+            change.changed = state.model_dump_json() != before
+        state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
+        return change, stale
+
+    def _publish(
+        self, cluster_id: str, group_id: str, events: list[ControllerEvent]
+    ) -> list[ControllerEvent]:
+        if events:
+            self.publisher.publish(events)
+            self._clear(cluster_id, group_id, {event.key for event in events})
+        return events
 
     def _clear(self, cluster_id: str, group_id: str, keys: set[str]) -> None:
         for _ in range(self.max_attempts):
