@@ -40,6 +40,7 @@ sam:
 bench: setup
 	$(BIN)/python bench/bench_parsing.py
 	$(BIN)/python bench/executor.py
+	$(BIN)/python bench/ingest.py
 
 ## The node bundle: dist/lifeguard-node.pyz (+ .sha256), for S3 and events/node/install-shipper.sh.
 node-bundle: setup
