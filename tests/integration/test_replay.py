@@ -169,3 +169,19 @@ def test_the_timeline_reads_as_a_timeline() -> None:
     assert "2026-10-21 01:12:42" in result.stdout
     assert "1 BootstrapLoopDetected, 1 LoopResolved" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("article-terminate-loop", ["BootstrapLoopDetected"]),
+        ("article-terminate-revert", ["BootstrapLoopDetected", "LoopResolved"]),
+        ("article-stop-sequence", []),
+        ("healthy-scale-up", []),
+        ("capacity-shortage", []),
+        ("intermittent", ["BootstrapLoopDetected"]),
+        ("control-message", []),
+    ],
+)
+def test_each_recorded_subscription_event(name: str, expected: list[str]) -> None:
+    assert kinds(replay_json(str(EVENTS / "subscriptions" / f"{name}.json"))) == expected
