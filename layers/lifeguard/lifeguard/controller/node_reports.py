@@ -70,6 +70,7 @@ class NodeReportsController:
             self.metric("InvalidEvents", 1)
             return ReportsSummary(skipped=1)
         if batch.is_control_message:
+            self.metric("ControlMessages", 1)
             return ReportsSummary()
         return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
 

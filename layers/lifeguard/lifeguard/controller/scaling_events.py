@@ -124,6 +124,7 @@ class ScalingEventsController:
             self.metric("InvalidEvents", 1)
             return BatchSummary(skipped=1)
         if batch.is_control_message:
+            self.metric("ControlMessages", 1)
             return BatchSummary()
         return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
 
@@ -206,20 +207,23 @@ class ScalingEventsController:
             return True
 
         def mutate(state: GroupState) -> Change:
-            change = Change()
-            for record in records:
-                change.changed |= apply_record(state, record)
-            settings = self._settings(state)
-            if settings.mode == "off":
+            if self._settings(state).mode == "off":
                 return Change()
+            change = Change()
+            # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
+            # the same records delivered one by one would.
+            for record in records:
+                if not apply_record(state, record):
+                    continue
+                change.changed = True
+                if record.is_bootstrap_failure and state.episode is None:
+                    self._detect(state, refresh, change)
+                elif record.is_bootstrap_success and state.episode is not None:
+                    settings = self._settings(state)
+                    success = resolves(state, settings)
+                    if success is not None:
+                        self._resolve(state, settings, success, change)
             change.changed |= self._prove_good(state, records, refresh)
-            settings = self._settings(state)
-            if state.episode is not None:
-                success = resolves(state, settings)
-                if success is not None:
-                    self._resolve(state, settings, success, change)
-            if state.episode is None and any(r.is_bootstrap_failure for r in records):
-                self._detect(state, refresh, change)
             return change
 
         return mutate
