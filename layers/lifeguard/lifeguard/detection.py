@@ -136,6 +136,7 @@ def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
         if known_outcome is not None and outcome.launched_at is None:
             outcome.launched_at = known_outcome.launched_at
         state.outcomes[instance] = outcome
+        state.outcome_changed()
         return True
     return False
 
@@ -145,7 +146,8 @@ def _forgotten(state: GroupState, record: ScalingLogRecord) -> bool:
     re-delivered (keeping it would only be pruned again)."""
     if len(state.outcomes) < OUTCOME_LIMIT:
         return False
-    return record.event_timestamp < min(o.event_timestamp for o in state.outcomes.values())
+    oldest = state.oldest_outcome_at()
+    return oldest is not None and record.event_timestamp < oldest
 
 
 def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.node_report import NodeReport
@@ -133,12 +133,24 @@ class GroupState(_Model):
     episode: Episode | None = None
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = Field(default_factory=list)
+    _oldest_outcome: int | None = PrivateAttr(default=None)
+
+    def oldest_outcome_at(self) -> int | None:
+        """Event time of the oldest outcome kept (cached until `outcome_changed`)."""
+        if self._oldest_outcome is None and self.outcomes:
+            self._oldest_outcome = min(o.event_timestamp for o in self.outcomes.values())
+        return self._oldest_outcome
+
+    def outcome_changed(self) -> None:
+        """Forget cached facts about the outcomes."""
+        self._oldest_outcome = None
 
     def prune(self) -> None:
         """Keep the most recent outcomes and the launches still waiting for theirs."""
         if len(self.outcomes) > OUTCOME_LIMIT:
             recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
             self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}
+            self.outcome_changed()
         newest = max([*self.launches.values(), *(o.event_timestamp for o in self.outcomes.values()), 0])
         pending = sorted(
             (t, i)
