@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.node_report import NodeReport
@@ -134,6 +134,30 @@ class GroupState(_Model):
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = Field(default_factory=list)
     _oldest_outcome: int | None = PrivateAttr(default=None)
+
+    # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
+    @field_serializer("outcomes")
+    def _outcomes_as_rows(self, outcomes: dict[str, Outcome]) -> list[list[Any]]:
+        return [
+            [o.instance_id, o.scheduler_node_id, o.event_timestamp, int(o.succeeded), o.launched_at]
+            for o in outcomes.values()
+        ]
+
+    @field_validator("outcomes", mode="before")
+    @classmethod
+    def _outcomes_from_rows(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        return {
+            row[0]: Outcome(
+                instance_id=row[0],
+                scheduler_node_id=row[1],
+                event_timestamp=row[2],
+                succeeded=bool(row[3]),
+                launched_at=row[4],
+            )
+            for row in value
+        }
 
     def oldest_outcome_at(self) -> int | None:
         """Event time of the oldest outcome kept (cached until `outcome_changed`)."""

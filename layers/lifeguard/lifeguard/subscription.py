@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -50,7 +50,19 @@ class LogBatch:
     log_group: str
     log_stream: str
     message_type: str
-    events: tuple[LogEvent, ...]
+    raw_events: Sequence[Any]  # Powertools' CloudWatchLogsLogEvent models
+
+    @property
+    def events(self) -> tuple[LogEvent, ...]:
+        """The log events, each with where it came from."""
+        return tuple(
+            LogEvent(e.id, e.timestamp, str(e.message), f"{self.log_stream}:{e.id}") for e in self.raw_events
+        )
+
+    def messages(self) -> Iterator[tuple[str, str]]:
+        """`(message, where)` of each log event: the handlers' fast path (no object per event)."""
+        stream = self.log_stream
+        return ((str(e.message), f"{stream}:{e.id}") for e in self.raw_events)
 
     @property
     def is_control_message(self) -> bool:
@@ -68,16 +80,7 @@ def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
         raise InvalidSubscriptionEventError(
             f"not a CloudWatch Logs subscription event: {exc.errors()[0]['msg']}"
         ) from None
-    events = tuple(
-        LogEvent(
-            id=log_event.id,
-            timestamp=log_event.timestamp,
-            message=str(log_event.message),
-            where=f"{data.logStream}:{log_event.id}",
-        )
-        for log_event in data.logEvents
-    )
-    return LogBatch(data.logGroup, data.logStream, data.messageType, events)
+    return LogBatch(data.logGroup, data.logStream, data.messageType, data.logEvents)
 
 
 def encode_subscription(

@@ -72,7 +72,7 @@ class NodeReportsController:
         if batch.is_control_message:
             self.metric("ControlMessages", 1)
             return ReportsSummary()
-        return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
+        return self.handle_messages(batch.messages())
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> ReportsSummary:
         """Reports as shipped; a bad one is logged, counted and skipped."""

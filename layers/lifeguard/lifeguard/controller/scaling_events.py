@@ -126,7 +126,7 @@ class ScalingEventsController:
         if batch.is_control_message:
             self.metric("ControlMessages", 1)
             return BatchSummary()
-        return self.handle_messages((log_event.message, log_event.where) for log_event in batch.events)
+        return self.handle_messages(batch.messages())
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
         """Log-event messages with where they came from; a bad one is logged, counted and skipped."""

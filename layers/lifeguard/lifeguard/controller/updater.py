@@ -104,12 +104,7 @@ class GroupUpdater:
             for entry in state.outbox
             if now - float(entry.get("queued_at", 0)) >= STALE_OUTBOX_SECONDS
         ]
-        before = state.model_dump_json()
         change = mutate(state)
-        if change.changed and not change.events:
-            state.prune()
-            # Records already reflected (duplicates, history past the bounds) change nothing: no write.
-            change.changed = state.model_dump_json() != before
         state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
         return change, stale
 
