@@ -13,8 +13,8 @@ BENCH_RECORDS=N changes the size; BENCH_PROFILE=1 profiles the first pass.
 from __future__ import annotations
 
 import base64
-import gc
 import cProfile
+import gc
 import gzip
 import json
 import os
