@@ -28,6 +28,7 @@ BUNDLE_FILES = (
     "lifeguard/data/pcs/2023-02-10/service-2.json.gz",
     "lifeguard/node/__init__.py",
     "lifeguard/node/__main__.py",
+    "lifeguard/node/boto.py",
     "lifeguard/node/cli.py",
     "lifeguard/node/executor.py",
     "lifeguard/node/fetch.py",

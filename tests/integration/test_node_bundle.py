@@ -168,7 +168,7 @@ def test_without_boto3_the_node_says_so_clearly(bundle: Path, node: Node) -> Non
         "--once",
     )
     assert shipped.returncode == 64
-    assert "shipping needs boto3" in shipped.stderr
+    assert "shipping reports need boto3" in shipped.stderr
 
 
 FAKE_SYSTEMCTL = """#!/bin/bash

@@ -8,7 +8,6 @@ A fetch is tried three times with exponential backoff; a script over 2 MiB, or w
 from __future__ import annotations
 
 import hashlib
-import os
 import ssl
 import time
 import urllib.error
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from lifeguard.errors import LifeguardError
+from lifeguard.node.boto import MissingBoto3Error, node_client
 
 __all__ = [
     "DOWNLOAD_TIMEOUT_SECONDS",
@@ -81,15 +81,9 @@ class S3Fetcher(ScriptFetcher):
     def _s3(self) -> Any:
         if self._client is None:
             try:
-                import boto3
-            except ImportError:
-                raise FetchError(
-                    "s3:// scripts need boto3, which this Python does not have "
-                    "(on Amazon Linux 2023: dnf install -y python3-boto3)"
-                ) from None
-            # Older boto3 releases do not read AWS_ENDPOINT_URL_S3 themselves.
-            endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-            self._client = boto3.client("s3", endpoint_url=endpoint or None)
+                self._client = node_client("s3", "s3:// scripts")
+            except MissingBoto3Error as exc:
+                raise FetchError(str(exc)) from None
         return self._client
 
     def fetch_once(self, location: str, version_id: str | None) -> bytes:

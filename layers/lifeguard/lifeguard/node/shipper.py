@@ -22,6 +22,7 @@ from typing import Any
 
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
+from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
 
@@ -118,16 +119,12 @@ class CloudWatchSink(ReportSink):
     def _logs(self) -> Any:
         if self._client is None:
             try:
-                import boto3
-            except ImportError:
-                raise ShipperError(
-                    "shipping needs boto3, which this Python does not have "
-                    "(on Amazon Linux 2023: dnf install -y python3-boto3)"
-                ) from None
-            endpoint = os.environ.get("AWS_ENDPOINT_URL_LOGS") or os.environ.get("AWS_ENDPOINT_URL")
-            # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
-            region = boto3.session.Session().region_name or _imds("placement/region")
-            self._client = boto3.client("logs", endpoint_url=endpoint or None, region_name=region)
+                # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
+                self._client = node_client(
+                    "logs", "shipping reports", region=lambda: _imds("placement/region")
+                )
+            except MissingBoto3Error as exc:
+                raise ShipperError(str(exc)) from None
         return self._client
 
     def put(self, messages: list[str]) -> None:
