@@ -28,6 +28,7 @@ from lifeguard.controller import (
 )
 from lifeguard.detection import DetectionSettings
 from lifeguard.events import DETAIL_KEYS
+from lifeguard.state import StateStore
 from lifeguard.subscription import encode_subscription
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack, create_stack
@@ -101,8 +102,6 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         monkeypatch.setenv("LIFEGUARD_EVENT_BUS", stack.event_bus)
         monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "quarantine")
         dynamodb = aws_client("dynamodb", local.moto.endpoint_url)
-        from lifeguard.state import StateStore
-
         store = StateStore(dynamodb, stack.table)
         publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
         wiring = Wiring(
@@ -176,6 +175,13 @@ def test_the_same_stream_three_times_or_shuffled_gives_one_event(env: Env) -> No
     assert len(env.bus_events()) == 1
 
 
+def container(env: Env) -> ScalingEventsController:
+    """A controller of its own, as a separate Lambda container has (its own clients and remembered states)."""
+    store = StateStore(aws_client("dynamodb", env.local.moto.endpoint_url), env.stack.table)
+    publisher = EventPublisher(aws_client("events", env.local.moto.endpoint_url), env.stack.event_bus)
+    return ScalingEventsController(store, env.wiring.pcs, GroupUpdater(store, publisher), env.wiring.defaults)
+
+
 def test_eight_concurrent_invocations_of_one_stream_make_one_event(env: Env) -> None:
     rows = stream("article-terminate-loop") * 2
     random.Random(7).shuffle(rows)
@@ -183,11 +189,14 @@ def test_eight_concurrent_invocations_of_one_stream_make_one_event(env: Env) -> 
     results: list[list[dict[str, Any]]] = [[] for _ in slices]
     errors: list[BaseException] = []
     barrier = threading.Barrier(len(slices))
+    containers = [container(env) for _ in slices]
 
     def invoke(index: int) -> None:
         barrier.wait()
+        messages = [(row["event_timestamp"], json.dumps(row)) for row in slices[index]]
+        event = encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages)
         try:
-            results[index] = env.feed(slices[index])
+            results[index] = containers[index].handle_event(event).to_dict()["events"]
         except BaseException as exc:  # noqa: BLE001 - surfaced by the assertion below
             errors.append(exc)
 
@@ -393,5 +402,23 @@ def test_a_batch_delivered_twice_changes_nothing_and_writes_nothing(env: Env) ->
     state = env.wiring.store.load(CLUSTER, GROUP)
     calls = env.wiring.store.calls
     assert env.feed(rows) == []
-    assert env.wiring.store.calls == calls + 1  # the read that shows there is nothing to write
+    assert env.wiring.store.calls == calls  # it remembers what it wrote: not even a read
     assert env.wiring.store.load(CLUSTER, GROUP).version == state.version
+
+
+def test_a_container_that_remembers_a_stale_state_redoes_the_group_from_a_fresh_read(env: Env) -> None:
+    rows = stream("article-terminate-loop")
+    first, second = container(env), container(env)
+    assert first.handle_records([]).events == []
+    from lifeguard.scaling_log import ScalingLogRecord
+
+    records = [ScalingLogRecord.model_validate(row) for row in rows]
+    assert first.handle_records(records[:3]).events == []  # first remembers version 1
+    assert second.handle_records(records[3:6]).events != []  # second writes on top: the loop, detected
+    # first's remembered state is stale: its write fails, it rereads, and nothing is detected twice.
+    assert first.handle_records(records[6:]).events == []
+    assert first.updater.conflicts == 1
+    state = env.wiring.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    assert sorted(state.outcomes) == ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"]
+    assert len(env.bus_events()) == 1

@@ -9,6 +9,7 @@ which are idempotent. Failed script runs from node reports are items of their ow
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -196,12 +197,32 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
 
 
 class StateStore:
-    """The group state items and node-report items of the Lifeguard table."""
+    """The group state items and node-report items of the Lifeguard table.
+
+    The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
+    read): every write is conditional on the version, so a state another container changed meanwhile
+    makes the write fail, and the caller redoes that group from a fresh read.
+    """
+
+    CACHE_LIMIT = 256
 
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self.table = table
         self.calls = 0
+        self._written: OrderedDict[tuple[str, str], GroupState] = OrderedDict()
+
+    def _remember(self, state: GroupState) -> None:
+        key = (state.cluster_id, state.group_id)
+        self._written[key] = state
+        self._written.move_to_end(key)
+        while len(self._written) > self.CACHE_LIMIT:
+            self._written.popitem(last=False)
+
+    def forget(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop remembered states (after a failed write: they may hold changes that were not written)."""
+        for key in keys:
+            self._written.pop(key, None)
 
     def load(self, cluster_id: str, group_id: str) -> GroupState:
         """The group's state (a fresh one when there is none), read consistently."""
@@ -223,12 +244,19 @@ class StateStore:
         return state
 
     def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
-        """The states of many groups in one BatchGetItem per 100 (consistent reads)."""
+        """The states of many groups: the ones this store last wrote from memory, the others in one
+        BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        found: dict[tuple[str, str], GroupState] = {
-            key: GroupState(cluster_id=key[0], group_id=key[1]) for key in keys
-        }
+        found: dict[tuple[str, str], GroupState] = {}
+        missing = []
+        for key in keys:
+            if key in self._written:
+                found[key] = self._written[key]
+            else:
+                missing.append(key)
+                found[key] = GroupState(cluster_id=key[0], group_id=key[1])
+        keys = missing
         for start in range(0, len(keys), 100):
             request: dict[str, Any] = {
                 self.table: {
@@ -271,15 +299,18 @@ class StateStore:
             try:
                 self._client.transact_write_items(TransactItems=writes)
             except ClientError as exc:
+                self.forget((state.cluster_id, state.group_id) for state in chunk)
                 code = exc.response.get("Error", {}).get("Code")
                 if code in ("TransactionCanceledException", "TransactionConflictException"):
                     unwritten.extend(chunk)
                     continue
                 raise _translate("TransactWriteItems", exc) from exc
             except BotoCoreError as exc:
+                self.forget((state.cluster_id, state.group_id) for state in chunk)
                 raise _translate("TransactWriteItems", exc) from exc
             for state in chunk:
                 state.version += 1
+                self._remember(state)
         return unwritten
 
     def _put_request(self, state: GroupState) -> dict[str, Any]:
@@ -305,14 +336,17 @@ class StateStore:
         try:
             self._client.put_item(TableName=self.table, **self._put_request(state))
         except ClientError as exc:
+            self.forget([(state.cluster_id, state.group_id)])
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise VersionConflictError(
                     f"{state.group_id}: state changed since version {expected}"
                 ) from None
             raise _translate("PutItem", exc) from exc
         except BotoCoreError as exc:
+            self.forget([(state.cluster_id, state.group_id)])
             raise _translate("PutItem", exc) from exc
         state.version = expected + 1
+        self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
         """Store failed script runs (idempotent: the same run is the same item); returns how many."""

@@ -81,9 +81,13 @@ class GroupUpdater:
         write lost a race are redone one by one."""
         keys = list(mutations)
         states = self.store.load_many(keys)
-        applied = {key: self._apply(states[key], mutations[key]) for key in keys}
-        to_write = [states[key] for key in keys if applied[key][0].changed or applied[key][0].events]
-        unwritten = self.store.save_many(to_write) if to_write else []
+        try:
+            applied = {key: self._apply(states[key], mutations[key]) for key in keys}
+            to_write = [states[key] for key in keys if applied[key][0].changed or applied[key][0].events]
+            unwritten = self.store.save_many(to_write) if to_write else []
+        except BaseException:
+            self.store.forget(keys)  # remembered states may hold changes that were never written
+            raise
         lost = {(state.cluster_id, state.group_id) for state in unwritten}
         published: list[ControllerEvent] = []
         for key in keys:
