@@ -28,9 +28,11 @@ __all__ = [
     "MODES",
     "Detection",
     "DetectionSettings",
+    "RecordFolder",
     "apply_record",
     "detect",
     "episode_id_for",
+    "forgotten_before",
     "is_relevant",
     "resolves",
 ]
@@ -101,13 +103,36 @@ def _positive(value: int) -> int:
     return value
 
 
+def forgotten_before(state: GroupState) -> int | None:
+    """The time before which the state has let history go: a record older than that, of an instance it
+    does not know, was forgotten (keeping it again would only see it pruned again)."""
+    return state.oldest_outcome_at() if len(state.outcomes) >= OUTCOME_LIMIT else None
+
+
 def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
     """Fold one record into the state; True when the state changed. Applying a record twice, or records
     in any order, gives the same state."""
+    return RecordFolder(state)(record)
+
+
+class RecordFolder:
+    """`apply_record` for a whole batch: what the state has already let go of is worked out once."""
+
+    def __init__(self, state: GroupState) -> None:
+        self.state = state
+        self.cutoff = forgotten_before(state)
+
+    def __call__(self, record: ScalingLogRecord) -> bool:
+        """Fold one record; True when the state changed."""
+        return _fold(self.state, record, self.cutoff)
+
+
+def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bool:
     instance = record.instance_id
     if instance is None:
         return False
-    if instance not in state.outcomes and instance not in state.launches and _forgotten(state, record):
+    unknown = instance not in state.outcomes and instance not in state.launches
+    if unknown and cutoff is not None and record.event_timestamp < cutoff:
         return False
     if record.status_code == "LAUNCHED":
         seen = state.outcomes.get(instance)
@@ -139,15 +164,6 @@ def apply_record(state: GroupState, record: ScalingLogRecord) -> bool:
         state.outcome_changed()
         return True
     return False
-
-
-def _forgotten(state: GroupState, record: ScalingLogRecord) -> bool:
-    """True for a record older than everything the state still keeps: history it has already let go of,
-    re-delivered (keeping it would only be pruned again)."""
-    if len(state.outcomes) < OUTCOME_LIMIT:
-        return False
-    oldest = state.oldest_outcome_at()
-    return oldest is not None and record.event_timestamp < oldest
 
 
 def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:

@@ -23,7 +23,7 @@ from lifeguard.aws.pcs import GroupSummary, PcsGateway
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import (
     DetectionSettings,
-    apply_record,
+    RecordFolder,
     detect,
     episode_id_for,
     is_relevant,
@@ -210,10 +210,11 @@ class ScalingEventsController:
             if self._settings(state).mode == "off":
                 return Change()
             change = Change()
+            fold = RecordFolder(state)
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
-                if not apply_record(state, record):
+                if not fold(record):
                     continue
                 change.changed = True
                 if record.is_bootstrap_failure and state.episode is None:
