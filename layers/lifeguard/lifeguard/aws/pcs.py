@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,7 +14,7 @@ __all__ = ["GroupSnapshot", "GroupSummary", "PcsGateway"]
 
 @dataclass(frozen=True)
 class GroupSnapshot:
-    """A compute node group as GetComputeNodeGroup returned it, with its tags."""
+    """A compute node group as GetComputeNodeGroup returned it."""
 
     cluster_id: str
     group_id: str
@@ -23,7 +23,6 @@ class GroupSnapshot:
     status: str
     modified_at_ms: int
     node_lifecycle_actions: Mapping[str, Any] | None
-    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -53,8 +52,8 @@ class PcsGateway:
         self._client = client
         self.calls = 0
 
-    def get_group(self, cluster_id: str, group_id: str, *, with_tags: bool = True) -> GroupSnapshot:
-        """GetComputeNodeGroup (and ListTagsForResource); raises GroupNotFoundError or AwsCallError."""
+    def get_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
+        """GetComputeNodeGroup; raises GroupNotFoundError or AwsCallError."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
@@ -62,10 +61,6 @@ class PcsGateway:
             group = self._client.get_compute_node_group(
                 clusterIdentifier=cluster_id, computeNodeGroupIdentifier=group_id
             )["computeNodeGroup"]
-            tags: Mapping[str, str] = {}
-            if with_tags:
-                self.calls += 1
-                tags = self._client.list_tags_for_resource(resourceArn=group["arn"]).get("tags", {})
         except (ClientError, BotoCoreError) as exc:
             raise _translate("GetComputeNodeGroup", exc) from exc
         modified: datetime = group["modifiedAt"]
@@ -77,7 +72,6 @@ class PcsGateway:
             status=group["status"],
             modified_at_ms=int(modified.timestamp() * 1000),
             node_lifecycle_actions=group.get("nodeLifecycleActions"),
-            tags=dict(tags),
         )
 
     def list_tags(self, arn: str) -> dict[str, str]:

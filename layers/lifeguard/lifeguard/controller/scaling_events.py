@@ -382,7 +382,7 @@ class _PcsReads:
             if summary.modified_at_ms == known.modified_at:
                 return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
         try:
-            snapshot = self.pcs.get_group(state.cluster_id, state.group_id, with_tags=False)
+            snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
         except GroupNotFoundError:
             return self._gone(state)
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
