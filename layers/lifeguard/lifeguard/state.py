@@ -9,6 +9,7 @@ which are idempotent. Failed script runs from node reports are items of their ow
 
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
@@ -191,6 +192,15 @@ class GroupState(_Model):
         )
 
 
+def _from_item(item: dict[str, Any]) -> GroupState:
+    # Stored compressed: the item is rewritten with every batch, and its size is what DynamoDB charges.
+    body = item["state"]
+    raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
+    state = GroupState.model_validate_json(raw)
+    state.version = int(item["version"]["N"])
+    return state
+
+
 def _translate(operation: str, exc: Exception) -> AwsCallError:
     error = (getattr(exc, "response", None) or {}).get("Error", {})
     return AwsCallError(operation, str(error.get("Code", type(exc).__name__)), str(error.get("Message", exc)))
@@ -239,9 +249,7 @@ class StateStore:
             raise _translate("GetItem", exc) from exc
         if item is None:
             return GroupState(cluster_id=cluster_id, group_id=group_id)
-        state = GroupState.model_validate_json(item["state"]["S"])
-        state.version = int(item["version"]["N"])
-        return state
+        return _from_item(item)
 
     def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
         """The states of many groups: the ones this store last wrote from memory, the others in one
@@ -274,8 +282,7 @@ class StateStore:
                 except (ClientError, BotoCoreError) as exc:
                     raise _translate("BatchGetItem", exc) from exc
                 for item in response.get("Responses", {}).get(self.table, []):
-                    state = GroupState.model_validate_json(item["state"]["S"])
-                    state.version = int(item["version"]["N"])
+                    state = _from_item(item)
                     found[(state.cluster_id, state.group_id)] = state
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
@@ -320,7 +327,7 @@ class StateStore:
                 "pk": {"S": group_key(state.cluster_id, state.group_id)},
                 "sk": {"S": "STATE"},
                 "version": {"N": str(expected + 1)},
-                "state": {"S": state.model_dump_json(exclude={"version"})},
+                "state": {"B": zlib.compress(state.model_dump_json(exclude={"version"}).encode(), 1)},
             },
             "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
             "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
