@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard.attribution import find_suspect
+from lifeguard.controller._subscriptions import data_batch
 from lifeguard.controller.scaling_events import episode_event
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
 from lifeguard.events import ControllerEvent
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.state import GroupState, StateStore
-from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription
 
 __all__ = ["NodeReportsController", "ReportsSummary"]
 
@@ -63,15 +63,9 @@ class NodeReportsController:
 
     def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:
         """One CloudWatch Logs subscription event of the node-report log group."""
-        try:
-            batch = decode_subscription(event)
-        except InvalidSubscriptionEventError as exc:
-            logger.error("event ignored: %s", exc)
-            self.metric("InvalidEvents", 1)
-            return ReportsSummary(skipped=1)
-        if batch.is_control_message:
-            self.metric("ControlMessages", 1)
-            return ReportsSummary()
+        batch = data_batch(event, self.metric)
+        if isinstance(batch, str):
+            return ReportsSummary(skipped=int(batch == "invalid"))
         return self.handle_messages(batch.messages())
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> ReportsSummary:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from lifeguard._records import describe_validation_error
 from lifeguard.attribution import find_suspect
 from lifeguard.aws.pcs import GroupSummary, PcsGateway
+from lifeguard.controller._subscriptions import data_batch
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import (
     DetectionSettings,
@@ -34,7 +35,6 @@ from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
-from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription
 
 __all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
 
@@ -117,15 +117,9 @@ class ScalingEventsController:
 
     def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
         """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored)."""
-        try:
-            batch = decode_subscription(event)
-        except InvalidSubscriptionEventError as exc:
-            logger.error("event ignored: %s", exc)  # retrying it would not make it readable
-            self.metric("InvalidEvents", 1)
-            return BatchSummary(skipped=1)
-        if batch.is_control_message:
-            self.metric("ControlMessages", 1)
-            return BatchSummary()
+        batch = data_batch(event, self.metric)
+        if isinstance(batch, str):
+            return BatchSummary(skipped=int(batch == "invalid"))
         return self.handle_messages(batch.messages())
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
