@@ -378,17 +378,35 @@ def test_events_that_could_not_be_published_are_published_later(env: Env) -> Non
     assert env.wiring.store.load(CLUSTER, GROUP).outbox == []
 
 
-def test_the_table_schema_matches_the_template() -> None:
+def template() -> dict[str, Any]:
     import yaml
-
-    from lifeguard_cli.local.stack import STATE_TABLE_SCHEMA
 
     class Loader(yaml.SafeLoader):
         pass
 
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    template = yaml.load((Path(__file__).parents[2] / "template.yaml").read_text(), Loader=Loader)
-    table = template["Resources"]["StateTable"]["Properties"]
+    loaded: dict[str, Any] = yaml.load(
+        (Path(__file__).parents[2] / "template.yaml").read_text(), Loader=Loader
+    )
+    return loaded
+
+
+def test_the_scaling_events_role_allows_every_pcs_call_it_makes() -> None:
+    policies = template()["Resources"]["ScalingEventsFunction"]["Properties"]["Policies"]
+    allowed = {
+        action
+        for policy in policies
+        if isinstance(policy, dict) and "Statement" in policy
+        for statement in policy["Statement"]
+        for action in statement["Action"]
+    }
+    assert set(PcsGateway.PERMISSIONS) <= allowed
+
+
+def test_the_table_schema_matches_the_template() -> None:
+    from lifeguard_cli.local.stack import STATE_TABLE_SCHEMA
+
+    table = template()["Resources"]["StateTable"]["Properties"]
     for key in ("BillingMode", "AttributeDefinitions", "KeySchema"):
         assert table[key] == STATE_TABLE_SCHEMA[key]
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}

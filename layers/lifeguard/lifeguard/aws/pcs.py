@@ -48,6 +48,9 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
 class PcsGateway:
     """The PCS calls of the controller (botocore retries throttling and 5xx before an error reaches here)."""
 
+    # What the scaling_events function's role must allow (a test holds template.yaml to it).
+    PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:ListComputeNodeGroups", "pcs:ListTagsForResource")
+
     def __init__(self, client: Any) -> None:
         self._client = client
         self.calls = 0
