@@ -43,19 +43,13 @@ def shipped(local: Any, log_group: str, stream: str = STREAM) -> list[NodeReport
     return reports  # type: ignore[return-value]
 
 
+def ship_command(node: Node, log_group: str, *args: str) -> list[str]:
+    return [str(LIFEGUARD_NODE), "ship", "--root", str(node.root), "--log-group", log_group, *args]
+
+
 def ship(node: Node, log_group: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [
-            str(LIFEGUARD_NODE),
-            "ship",
-            "--root",
-            str(node.root),
-            "--log-group",
-            log_group,
-            "--instance-id",
-            INSTANCE,
-            *args,
-        ],
+        ship_command(node, log_group, "--instance-id", INSTANCE, *args),
         env=node.env,
         capture_output=True,
         text=True,
@@ -68,12 +62,8 @@ def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_secon
     node: Node, local: Any, log_group: str
 ) -> None:
     shipper = subprocess.Popen(
-        [
-            str(LIFEGUARD_NODE),
-            "ship",
-            "--root",
-            str(node.root),
-            "--log-group",
+        ship_command(
+            node,
             log_group,
             "--instance-id",
             INSTANCE,
@@ -81,7 +71,7 @@ def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_secon
             "pcs_abc123de45",
             "--compute-node-group-id",
             "pcs_abcdef01",
-        ],
+        ),
         env=node.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -308,7 +298,7 @@ def test_the_instance_id_comes_from_imdsv2(node: Node, local: Any, log_group: st
     assert node.boot(node.config("article-terminate")).returncode == 4
     node.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds
     result = subprocess.run(
-        [str(LIFEGUARD_NODE), "ship", "--root", str(node.root), "--log-group", log_group, "--once"],
+        ship_command(node, log_group, "--once"),
         env=node.env,
         capture_output=True,
         text=True,
@@ -325,19 +315,7 @@ def test_without_an_instance_id_the_error_is_one_clear_line(
 ) -> None:
     node.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there
     result = subprocess.run(
-        [
-            str(LIFEGUARD_NODE),
-            "ship",
-            "--root",
-            str(node.root),
-            "--log-group",
-            log_group,
-            "--once",
-            "--cluster-id",
-            "pcs_a",
-            "--compute-node-group-id",
-            "pcs_b",
-        ],
+        ship_command(node, log_group, "--once", "--cluster-id", "pcs_a", "--compute-node-group-id", "pcs_b"),
         env=node.env,
         capture_output=True,
         text=True,

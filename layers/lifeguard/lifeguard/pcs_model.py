@@ -146,15 +146,18 @@ def _walk_structure(
         _walk(members[key]["shape"], item, join_path(path, key), out)
 
 
+def _check_count(spec: Mapping[str, Any], count: int, noun: str, path: str, out: list[Problem]) -> None:
+    if "min" in spec and count < spec["min"]:
+        out.append(Problem(path, f"has {noun}; at least {spec['min']} required"))
+    if "max" in spec and count > spec["max"]:
+        out.append(Problem(path, f"has {noun}; at most {spec['max']} allowed"))
+
+
 def _walk_list(spec: Mapping[str, Any], value: object, path: str, out: list[Problem]) -> None:
     if not isinstance(value, (list, tuple)):
         out.append(Problem(path, f"expected an array, got {json_type_name(value)}"))
         return
-    count = len(value)
-    if "min" in spec and count < spec["min"]:
-        out.append(Problem(path, f"has {_plural(count, 'item')}; at least {spec['min']} required"))
-    if "max" in spec and count > spec["max"]:
-        out.append(Problem(path, f"has {_plural(count, 'item')}; at most {spec['max']} allowed"))
+    _check_count(spec, len(value), _plural(len(value), "item"), path, out)
     for index, item in enumerate(value):
         _walk(spec["member"]["shape"], item, f"{path}[{index}]", out)
 
@@ -163,13 +166,7 @@ def _walk_map(spec: Mapping[str, Any], value: object, path: str, out: list[Probl
     if not isinstance(value, Mapping):
         out.append(Problem(path, f"expected an object, got {json_type_name(value)}"))
         return
-    count = len(value)
-    if "min" in spec and count < spec["min"]:
-        out.append(
-            Problem(path, f"has {_plural(count, 'entry', 'entries')}; at least {spec['min']} required")
-        )
-    if "max" in spec and count > spec["max"]:
-        out.append(Problem(path, f"has {_plural(count, 'entry', 'entries')}; at most {spec['max']} allowed"))
+    _check_count(spec, len(value), _plural(len(value), "entry", "entries"), path, out)
     for key, item in value.items():
         entry = f"{path}[{json.dumps(key)}]"
         _walk(spec["key"]["shape"], key, entry, out)

@@ -16,19 +16,17 @@ _ATTEMPTS = 3
 
 
 class EventPublisher:
-    """Puts controller events on a bus; `on_published` hears of each event once it is on the bus."""
+    """Puts controller events on a bus."""
 
     def __init__(
         self,
         client: Any,
         bus_name: str = "default",
         *,
-        on_published: Callable[[ControllerEvent], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._client = client
         self.bus_name = bus_name
-        self._on_published = on_published
         self._sleep = sleep
 
     def publish(self, events: Sequence[ControllerEvent]) -> None:
@@ -45,12 +43,10 @@ class EventPublisher:
                         raise AwsCallError("PutEvents", type(exc).__name__, str(exc)) from exc
                     self._sleep(0.2 * 2**attempt)
                     continue
-                failed = []
-                for event, entry in zip(pending, response.get("Entries", []), strict=False):
-                    if entry.get("ErrorCode"):
-                        failed.append((event, entry))
-                    elif self._on_published is not None:
-                        self._on_published(event)
+                entries = response.get("Entries", [])
+                failed = [
+                    (e, entry) for e, entry in zip(pending, entries, strict=False) if entry.get("ErrorCode")
+                ]
                 if not failed:
                     break
                 pending = [event for event, _ in failed]

@@ -182,13 +182,6 @@ class BootResult:
     exit_code: int = EXIT_COMPLETED
     runs: list[ScriptRun] = field(default_factory=list)
 
-    def run_of(self, stage: str, script: str) -> ScriptRun:
-        """The run of one script (KeyError when it is not in the config)."""
-        for run in self.runs:
-            if (run.stage, run.script) == (stage, script):
-                return run
-        raise KeyError(f"{stage}/{script}")
-
 
 def _utc_timestamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
