@@ -148,22 +148,23 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
         return False
     if not (record.is_bootstrap_failure or record.is_bootstrap_success):
         return False
-    outcome = Outcome(
+    known_outcome = state.outcomes.get(instance)
+    # An instance bootstraps once: its first outcome is the one that counts.
+    if known_outcome is not None and known_outcome.event_timestamp <= record.event_timestamp:
+        return False
+    launched_at = state.launches.get(instance)
+    if launched_at is None and known_outcome is not None:
+        launched_at = known_outcome.launched_at
+    # Every field comes from a validated record: no second validation (this runs for every outcome).
+    state.outcomes[instance] = Outcome.model_construct(
         instance_id=instance,
         scheduler_node_id=record.scheduler_node_id,
         event_timestamp=record.event_timestamp,
         succeeded=record.is_bootstrap_success,
-        launched_at=state.launches.get(instance),
+        launched_at=launched_at,
     )
-    known_outcome = state.outcomes.get(instance)
-    # An instance bootstraps once: its first outcome is the one that counts.
-    if known_outcome is None or outcome.event_timestamp < known_outcome.event_timestamp:
-        if known_outcome is not None and outcome.launched_at is None:
-            outcome.launched_at = known_outcome.launched_at
-        state.outcomes[instance] = outcome
-        state.outcome_changed()
-        return True
-    return False
+    state.outcome_changed()
+    return True
 
 
 def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:

@@ -177,13 +177,17 @@ class GroupState(_Model):
             recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
             self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}
             self.outcome_changed()
-        newest = max([*self.launches.values(), *(o.event_timestamp for o in self.outcomes.values()), 0])
-        pending = sorted(
-            (t, i)
-            for i, t in self.launches.items()
-            if i not in self.outcomes and t >= newest - PENDING_LAUNCH_MS
-        )
-        self.launches = {i: t for t, i in pending[-PENDING_LAUNCH_LIMIT:]}
+        if not self.launches:
+            return
+        outcomes = self.outcomes
+        newest_outcome = max((o.event_timestamp for o in outcomes.values()), default=0)
+        newest = max(newest_outcome, *self.launches.values())
+        oldest_kept = newest - PENDING_LAUNCH_MS
+        pending = {i: t for i, t in self.launches.items() if t >= oldest_kept and i not in outcomes}
+        if len(pending) > PENDING_LAUNCH_LIMIT:
+            newest_first = sorted(((t, i) for i, t in pending.items()), reverse=True)[:PENDING_LAUNCH_LIMIT]
+            pending = {i: t for t, i in sorted(newest_first)}
+        self.launches = pending
 
     def launched_at(self, outcome: Outcome) -> int | None:
         """When the instance of an outcome was launched, if its LAUNCHED record was seen."""
