@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -22,6 +23,14 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+class ReplayMode(StrEnum):
+    """Remediation modes a replay can run with."""
+
+    quarantine = "quarantine"
+    revert = "revert"
+    notify = "notify"
 
 
 @app.callback()
@@ -82,14 +91,30 @@ def replay(
     window_minutes: Annotated[
         int | None, typer.Option("--window-minutes", min=1, help="The window those failures must fall in.")
     ] = None,
+    mode: Annotated[
+        ReplayMode, typer.Option("--mode", help="The groups' remediation mode (the stack default in replay).")
+    ] = ReplayMode.quarantine,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="As the stack's DryRun: every mode only says what it would do.")
+    ] = False,
+    node_bundle: Annotated[
+        str | None,
+        typer.Option(
+            "--node-bundle", help="s3:// or https:// location of the node bundle (adds the drain step)."
+        ),
+    ] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON document: events and skipped records.")
+        bool,
+        typer.Option(
+            "--json", help="One JSON document: events, skipped records, notifications, final configs."
+        ),
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
 ) -> None:
-    """Replay recorded events through the real handlers against a local AWS (no Docker, no account).
+    """Replay recorded events through the real handlers against a local AWS (no Docker, no account):
+    detection, remediation (--mode) and notifications (SNS read back, Slack on a loopback sink).
 
-    Example: lifeguard replay events/streams/article-terminate-loop.jsonl
+    Example: lifeguard replay --mode quarantine events/streams/article-terminate-loop.jsonl
     events/streams/article-terminate-node-reports.jsonl
     """
     from lifeguard_cli.replay import ReplayError, render_timeline
@@ -105,7 +130,14 @@ def replay(
         actions = document.config.to_api()
     try:
         result = run_replay(
-            files, config=actions, threshold=threshold, window_minutes=window_minutes, verbose=verbose
+            files,
+            config=actions,
+            threshold=threshold,
+            window_minutes=window_minutes,
+            mode=mode.value,
+            dry_run=dry_run,
+            node_bundle=node_bundle,
+            verbose=verbose,
         )
     except ReplayError as exc:
         typer.echo(f"lifeguard replay: {exc}", err=True)

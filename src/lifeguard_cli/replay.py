@@ -80,16 +80,24 @@ class TimelineEntry:
 
 @dataclass
 class ReplayResult:
-    """Every controller event in the order emitted, the timeline, and what was skipped."""
+    """Every controller event in the order emitted, the timeline, what was skipped, what the notification
+    channels received, and each group's lifecycle actions at the end."""
 
     events: list[dict[str, Any]] = field(default_factory=list)
     timeline: list[TimelineEntry] = field(default_factory=list)
     skipped_records: int = 0
     records: int = 0
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    groups: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` document."""
-        return {"events": self.events, "skipped_records": self.skipped_records}
+        return {
+            "events": self.events,
+            "skipped_records": self.skipped_records,
+            "notifications": self.notifications,
+            "groups": self.groups,
+        }
 
 
 def _read(paths: list[Path], result: ReplayResult) -> list[Item]:
@@ -245,12 +253,17 @@ def replay(
     threshold: int | None = None,
     window_minutes: int | None = None,
     mode: str = "quarantine",
+    dry_run: bool = False,
+    node_bundle: str | None = None,
     verbose: bool = False,
 ) -> ReplayResult:
-    """Feed the inputs, in order, to the real handlers against a fresh local AWS."""
+    """Feed the inputs, in order, to the real handlers against a fresh local AWS; the remediate and notify
+    handlers run on the events the others emit (SNS is read back through an SQS subscription, Slack is a
+    loopback sink)."""
     from lifeguard.aws import clients
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
-    from lifeguard_cli.local.stack import create_stack
+    from lifeguard_cli.local.slack import serve_slack
+    from lifeguard_cli.local.stack import create_notification_channels, create_stack
 
     result = ReplayResult()
     items = _read(paths, result)
@@ -258,14 +271,21 @@ def replay(
     actions = dict(config) if config is not None else json.loads(DEFAULT_CONFIG.read_text())
     start = min((earliest for earliest, _ in groups.values()), default=0)
     clock = ManualClock(datetime.fromtimestamp(start / 1000, UTC) - timedelta(seconds=2))
-    with local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws:
+    with local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws, serve_slack() as slack:
         prefix = f"replay-{uuid.uuid4().hex[:8]}"
         stack = create_stack(aws.client("dynamodb"), aws.client("events"), aws.client("sqs"), prefix)
+        channels = create_notification_channels(
+            aws.client("sns"), aws.client("sqs"), aws.client("secretsmanager"), prefix, slack.url
+        )
         environment = {
             **aws.environ(),
             "LIFEGUARD_TABLE": stack.table,
             "LIFEGUARD_EVENT_BUS": stack.event_bus,
             "LIFEGUARD_DEFAULT_MODE": mode,
+            "LIFEGUARD_DRY_RUN": "true" if dry_run else "false",
+            "LIFEGUARD_NODE_BUNDLE": node_bundle or "",
+            "LIFEGUARD_TOPIC_ARN": channels.topic_arn,
+            "LIFEGUARD_SLACK_SECRET": channels.slack_secret,
             "POWERTOOLS_METRICS_NAMESPACE": "PCSLifeguard",
             "POWERTOOLS_LOG_LEVEL": "WARNING" if verbose else "CRITICAL",
             "POWERTOOLS_SERVICE_NAME": "lifeguard",
@@ -279,6 +299,13 @@ def replay(
             clients._session.cache_clear()
             scaling = _load_handler("scaling_events")
             reports = _load_handler("node_reports")
+            remediate = _load_handler("remediate")
+            notify = _load_handler("notify")
+            # Remediation's rails (cooldown, cap, backoff) run on the stream's clock, not the wall's.
+            remediate.controller.clock = lambda: clock().timestamp()
+            remediate.controller.sleep = clock.advance
+            for channel in notify.controller.channels:
+                channel.min_interval_seconds = 0.0  # the sink is local: no pacing needed
             _logs_to_stderr()
             pcs = aws.client("pcs")
             taken: set[str] = set()
@@ -291,11 +318,27 @@ def replay(
                 aws.pcs.add_compute_node_group(
                     cluster, _group_name(name, group, taken), group_id=group, node_lifecycle_actions=actions
                 )
-            feeder = _Feeder(result, clock, pcs, scaling, reports, groups)
+            feeder = _Feeder(result, clock, pcs, scaling, reports, groups, remediate, notify)
             for item in items:
                 # The handlers print EMF metrics (and, with --verbose, logs) to stdout: not into the timeline.
                 with contextlib.redirect_stdout(sys.stderr if verbose else io.StringIO()):
                     feeder.feed(item)
+            result.notifications.extend(channels.received_sns(aws.client("sqs")))
+            result.notifications.extend(
+                {"channel": "slack", "text": message.get("text", "").splitlines()[0], "message": message}
+                for message in slack.messages
+            )
+            for cluster, group in groups:
+                found = pcs.get_compute_node_group(
+                    clusterIdentifier=cluster, computeNodeGroupIdentifier=group
+                )
+                result.groups.append(
+                    {
+                        "cluster_id": cluster,
+                        "compute_node_group_id": group,
+                        "node_lifecycle_actions": found["computeNodeGroup"].get("nodeLifecycleActions"),
+                    }
+                )
         clients.aws_client.cache_clear()
         clients._session.cache_clear()
     return result
@@ -329,6 +372,8 @@ class _Feeder:
     scaling: ModuleType
     reports: ModuleType
     groups: Mapping[tuple[str, str], tuple[int, str]]
+    remediate: ModuleType
+    notify: ModuleType
 
     def feed(self, item: Item) -> None:
         if isinstance(item, _Control):
@@ -352,11 +397,54 @@ class _Feeder:
         self.result.skipped_records += summary.get("skipped", 0)
         self.result.timeline.extend(_row_entry(row) for row in item.rows)
         for published in summary.get("events", []):
-            self.result.events.append(published)
-            detail = published["detail"]
-            group = detail.get("compute_node_group_id") or ""
-            line = _event_line(detail)
-            self.result.timeline.append(TimelineEntry(at, group, published["detail-type"], line, published))
+            self._emitted(published, at)
+
+    def _emitted(self, published: Mapping[str, Any], at: int | None) -> None:
+        """A controller event: into the result, then to remediate (detections) and notify, as the
+        EventBridge rules of template.yaml route it."""
+        from lifeguard.errors import LifeguardError
+
+        self.result.events.append(dict(published))
+        detail = published["detail"]
+        group = detail.get("compute_node_group_id") or ""
+        what = published["detail-type"]
+        self.result.timeline.append(TimelineEntry(at, group, what, _event_line(detail, what), published))
+        event = {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": what,
+            "source": "lifeguard",
+            "time": datetime.fromtimestamp(at / 1000 if at else 0, UTC).isoformat(),
+            "detail": detail,
+        }
+        try:
+            self.notify.lambda_handler(event, _Context(function_name="notify"))
+        except LifeguardError as exc:
+            self.result.timeline.append(TimelineEntry(at, group, "notification failed", str(exc)))
+        if what != "BootstrapLoopDetected":
+            return
+        try:
+            answer = self.remediate.lambda_handler(event, _Context(function_name="remediate"))
+        except LifeguardError as exc:
+            self.result.timeline.append(TimelineEntry(at, group, "remediation parked", str(exc)))
+            for entry in self._failed_events(detail):
+                self._emitted(entry, at)
+            return
+        for decided in answer.get("events", []):
+            self._emitted(decided, at)
+
+    def _failed_events(self, detail: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The RemediationFailed event a parked remediation published (from its decision record)."""
+        controller = self.remediate.controller
+        decision = controller.store.decision(
+            detail["cluster_id"],
+            detail["compute_node_group_id"],
+            detail["episode_id"],
+            detail.get("revision", 1),
+        )
+        if decision is None:
+            return []
+        return [{"detail-type": e["detail-type"], "detail": e["detail"]} for e in decision.events]
 
     def _update(self, item: _Control) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -397,7 +485,14 @@ def _row_entry(row: Mapping[str, Any]) -> TimelineEntry:
     return TimelineEntry(_timestamp(row), group, what, f"{details.get('instance_id') or '-'} {node}".strip())
 
 
-def _event_line(detail: Mapping[str, Any]) -> str:
+def _event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
+    if detail_type.startswith("Remediation"):
+        changes = "; ".join(
+            f"{c['path']}: {_shown(c['old'])} → {_shown(c['new'])}" for c in detail.get("diff") or []
+        )
+        dry = " (dry run)" if detail.get("dry_run") else ""
+        text = f"{detail.get('action') or detail.get('mode')}{dry}: {detail.get('reason') or ''}".strip()
+        return f"{text} [{changes}]" if changes else text
     parts = [f"{detail.get('kind') or ''} {detail.get('episode_id') or ''}".strip()]
     failures = detail.get("failures") or []
     if failures:
@@ -412,6 +507,14 @@ def _event_line(detail: Mapping[str, Any]) -> str:
     else:
         parts.append("suspect unknown (no node report yet)")
     return "; ".join(parts)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, Mapping):
+        return str(value.get("name", "{…}"))
+    return str(value)
 
 
 def _config_line(config: Mapping[str, Any]) -> str:
@@ -435,13 +538,15 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
     for column in ("time (UTC)", "group", "what", "detail"):
         table.add_column(column, overflow="fold")
     for entry in result.timeline:
-        style = (
-            "bold red"
-            if entry.what == "BootstrapLoopDetected"
-            else "bold green"
-            if entry.what == "LoopResolved"
-            else ""
-        )
+        style = {
+            "BootstrapLoopDetected": "bold red",
+            "RemediationFailed": "bold red",
+            "remediation parked": "bold red",
+            "notification failed": "red",
+            "RemediationApplied": "bold yellow",
+            "RemediationSkipped": "yellow",
+            "LoopResolved": "bold green",
+        }.get(entry.what, "")
         table.add_row(_when(entry.at), entry.group, Text(entry.what, style=style), entry.detail)
     console.print(table)
     kinds: dict[str, int] = {}
@@ -449,3 +554,8 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
         kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "no controller event"
     console.print(f"\n{result.records} records replayed, {result.skipped_records} skipped; {summary}")
+    channels: dict[str, int] = {}
+    for notification in result.notifications:
+        channels[notification["channel"]] = channels.get(notification["channel"], 0) + 1
+    sent = ", ".join(f"{count} via {name}" for name, count in channels.items()) or "none"
+    console.print(f"notifications: {sent}")

@@ -226,6 +226,11 @@ class StateStore:
         self.calls = 0
         self._written: OrderedDict[tuple[str, str], GroupState] = OrderedDict()
 
+    @property
+    def client(self) -> Any:
+        """The DynamoDB client (other stores of the same table share it)."""
+        return self._client
+
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
         self._written[key] = state

@@ -6,7 +6,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LocalStack", "create_stack", "create_state_table"]
+__all__ = [
+    "LocalChannels",
+    "LocalStack",
+    "create_notification_channels",
+    "create_stack",
+    "create_state_table",
+]
 
 # As template.yaml's StateTable (a test holds the two together).
 STATE_TABLE_SCHEMA: dict[str, Any] = {
@@ -65,3 +71,51 @@ def create_stack(dynamodb: Any, events: Any, sqs: Any, prefix: str) -> LocalStac
     )
     events.put_targets(Rule=rule, EventBusName=bus, Targets=[{"Id": "queue", "Arn": queue_arn}])
     return LocalStack(table=table, event_bus=bus, events_queue_url=queue_url)
+
+
+@dataclass(frozen=True)
+class LocalChannels:
+    """The notification side of a local deployment: an SNS topic (with an SQS queue subscribed, to read
+    what it published) and a Secrets Manager secret holding the Slack webhook URL."""
+
+    topic_arn: str
+    topic_queue_url: str
+    slack_secret: str
+
+    def received_sns(self, sqs: Any) -> list[dict[str, Any]]:
+        """What the topic published so far (consumed), as `{"channel": "sns", "subject", "message",
+        "attributes"}`."""
+        found: list[dict[str, Any]] = []
+        while True:
+            messages = sqs.receive_message(QueueUrl=self.topic_queue_url, MaxNumberOfMessages=10).get(
+                "Messages", []
+            )
+            if not messages:
+                return found
+            for message in messages:
+                envelope = json.loads(message["Body"])
+                attributes = {k: v.get("Value") for k, v in envelope.get("MessageAttributes", {}).items()}
+                found.append(
+                    {
+                        "channel": "sns",
+                        "subject": envelope.get("Subject"),
+                        "message": envelope.get("Message"),
+                        "attributes": attributes,
+                    }
+                )
+                sqs.delete_message(QueueUrl=self.topic_queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def create_notification_channels(
+    sns: Any, sqs: Any, secrets: Any, prefix: str, webhook_url: str
+) -> LocalChannels:
+    """The topic and its reading queue, and the webhook secret, as template.yaml's NotificationTopic and
+    the operator's Slack secret are in an account."""
+    topic_arn = sns.create_topic(Name=f"{prefix}-notifications")["TopicArn"]
+    queue_url = sqs.create_queue(QueueName=f"{prefix}-notifications")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
+    secret = secrets.create_secret(Name=f"{prefix}/slack-webhook", SecretString=webhook_url)["ARN"]
+    return LocalChannels(topic_arn=topic_arn, topic_queue_url=queue_url, slack_secret=secret)

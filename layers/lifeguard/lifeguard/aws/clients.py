@@ -25,10 +25,12 @@ def _session() -> Any:
 
 
 @cache
-def aws_client(service: str, endpoint_url: str | None = None) -> Any:
+def aws_client(service: str, endpoint_url: str | None = None, *, attempts: int = 5) -> Any:
     """The process-wide client of `service`; endpoints and credentials come from boto3's standard
-    configuration (including `AWS_ENDPOINT_URL_<SERVICE>`) unless `endpoint_url` is given."""
+    configuration (including `AWS_ENDPOINT_URL_<SERVICE>`) unless `endpoint_url` is given. `attempts=1`
+    leaves retrying to the caller (remediation honours PCS's `retryAfterSeconds`, botocore does not)."""
     from botocore.config import Config
 
-    config = Config(retries=RETRIES, connect_timeout=5, read_timeout=20)
+    retries: Any = {**RETRIES, "total_max_attempts": attempts}
+    config = Config(retries=retries, connect_timeout=5, read_timeout=20)
     return _session().client(service, endpoint_url=endpoint_url, config=config)

@@ -45,10 +45,24 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
     return cls(operation, code, message, retry_after_seconds=retry_after)
 
 
+def _snapshot(group: Mapping[str, Any]) -> GroupSnapshot:
+    modified: datetime = group["modifiedAt"]
+    return GroupSnapshot(
+        cluster_id=group["clusterId"],
+        group_id=group["id"],
+        name=group["name"],
+        arn=group["arn"],
+        status=group["status"],
+        modified_at_ms=int(modified.timestamp() * 1000),
+        node_lifecycle_actions=group.get("nodeLifecycleActions"),
+    )
+
+
 class PcsGateway:
     """The PCS calls of the controller (botocore retries throttling and 5xx before an error reaches here)."""
 
-    # What the scaling_events function's role must allow (a test holds template.yaml to it).
+    # What the scaling_events function's role must allow (a test holds template.yaml to it); the
+    # remediation actions declare their own.
     PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:ListComputeNodeGroups", "pcs:ListTagsForResource")
 
     def __init__(self, client: Any) -> None:
@@ -66,16 +80,25 @@ class PcsGateway:
             )["computeNodeGroup"]
         except (ClientError, BotoCoreError) as exc:
             raise _translate("GetComputeNodeGroup", exc) from exc
-        modified: datetime = group["modifiedAt"]
-        return GroupSnapshot(
-            cluster_id=group["clusterId"],
-            group_id=group["id"],
-            name=group["name"],
-            arn=group["arn"],
-            status=group["status"],
-            modified_at_ms=int(modified.timestamp() * 1000),
-            node_lifecycle_actions=group.get("nodeLifecycleActions"),
-        )
+        return _snapshot(group)
+
+    def update_lifecycle_actions(
+        self, cluster_id: str, group_id: str, actions: Mapping[str, Any], client_token: str
+    ) -> GroupSnapshot:
+        """UpdateComputeNodeGroup with only `nodeLifecycleActions`; the same token never applies twice."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.calls += 1
+            group = self._client.update_compute_node_group(
+                clusterIdentifier=cluster_id,
+                computeNodeGroupIdentifier=group_id,
+                nodeLifecycleActions=dict(actions),
+                clientToken=client_token,
+            )["computeNodeGroup"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("UpdateComputeNodeGroup", exc) from exc
+        return _snapshot(group)
 
     def list_tags(self, arn: str) -> dict[str, str]:
         """ListTagsForResource."""

@@ -2,7 +2,10 @@
 
 Environment (explicit argument > variable > default, as everywhere):
 `LIFEGUARD_TABLE` (required), `LIFEGUARD_EVENT_BUS` (default `default`), `LIFEGUARD_DEFAULT_MODE`
-(`notify`), `LIFEGUARD_THRESHOLD` (2), `LIFEGUARD_WINDOW_MINUTES` (60).
+(`notify`), `LIFEGUARD_THRESHOLD` (2), `LIFEGUARD_WINDOW_MINUTES` (60); remediation:
+`LIFEGUARD_DRY_RUN` (false), `LIFEGUARD_COOLDOWN_MINUTES` (30), `LIFEGUARD_DAILY_CAP` (3),
+`LIFEGUARD_NODE_BUNDLE` (the node bundle's s3:// or https:// location, for the drain step); notify:
+`LIFEGUARD_TOPIC_ARN` and `LIFEGUARD_SLACK_SECRET` (each optional: an unset channel is not used).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from lifeguard.controller.scaling_events import BatchSummary, ScalingEventsContr
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import LifeguardError
+from lifeguard.notify import NoticeStore, NotifyController, SecretWebhook, SlackChannel, SnsChannel
+from lifeguard.notify.controller import Channel
+from lifeguard.remediation import RemediationController, RemediationSettings, RemediationStore
 from lifeguard.settings import setting
 from lifeguard.state import StateStore
 
@@ -30,6 +36,8 @@ __all__ = [
     "ScalingEventsController",
     "Wiring",
     "build_node_reports",
+    "build_notify",
+    "build_remediate",
     "build_scaling_events",
     "wire",
 ]
@@ -45,6 +53,11 @@ class Wiring:
     pcs: PcsGateway
     updater: GroupUpdater
     defaults: DetectionSettings
+
+    @property
+    def publisher(self) -> EventPublisher:
+        """The controller events' publisher."""
+        return self.updater.publisher
 
 
 def wire(table: str | None = None, event_bus: str | None = None) -> Wiring:
@@ -76,3 +89,55 @@ def build_node_reports(
     """The node_reports Lambda's controller."""
     w = wiring or wire()
     return NodeReportsController(w.store, w.updater, w.defaults, metric=metric)
+
+
+def build_remediate(
+    wiring: Wiring | None = None,
+    *,
+    settings: RemediationSettings | None = None,
+    pcs: PcsGateway | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    metric: Metric | None = None,
+) -> RemediationController:
+    """The remediate Lambda's controller; its PCS client leaves retries to it (for retryAfterSeconds)."""
+    w = wiring or wire()
+    return RemediationController(
+        RemediationStore(w.store.client, w.store.table),
+        w.store,
+        pcs or PcsGateway(aws_client("pcs", attempts=1)),
+        w.publisher,
+        settings or RemediationSettings.from_environment(),
+        clock=clock,
+        sleep=sleep,
+        metric=metric,
+    )
+
+
+def build_notify(
+    table: str | None = None,
+    *,
+    topic_arn: str | None = None,
+    slack_secret: str | None = None,
+    clock: Callable[[], float] | None = None,
+    metric: Metric | None = None,
+) -> NotifyController:
+    """The notify Lambda's controller: SNS when a topic is set, Slack when a webhook secret is set."""
+    import time
+
+    channels: list[Channel] = []
+    topic = setting("topic_arn", topic_arn, "", str)
+    if topic:
+        channels.append(SnsChannel(aws_client("sns"), topic))
+    secret = setting("slack_secret", slack_secret, "", str)
+    if secret:
+        channels.append(SlackChannel(SecretWebhook(aws_client("secretsmanager"), secret)))
+    if not channels:
+        raise LifeguardError(
+            "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
+        )
+    table_name = setting("table", table, "", str)
+    notices = (
+        NoticeStore(aws_client("dynamodb"), table_name, clock=clock or time.time) if table_name else None
+    )
+    return NotifyController(channels, notices, metric=metric)

@@ -213,6 +213,8 @@ class ScalingEventsController:
                 change.changed = True
                 if record.is_bootstrap_failure and state.episode is None:
                     self._detect(state, refresh, change)
+                elif record.is_bootstrap_failure:
+                    self._detect_again(state, refresh, change)
                 elif record.is_bootstrap_success and state.episode is not None:
                     settings = self._settings(state)
                     success = resolves(state, settings)
@@ -322,6 +324,36 @@ class ScalingEventsController:
         names = ", ".join(f"{f.instance_id} at {_utc(f.event_timestamp)}" for f in episode.failures)
         logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
+
+    def _detect_again(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+        """An open episode whose loop goes on under a newer configuration (a remediation that did not
+        work, or another broken change): the episode is detected again, as a new revision, so remediation
+        can escalate. Failures of nodes launched before the change never count."""
+        episode = state.episode
+        assert episode is not None
+        if not refresh(state, tags=True):
+            return
+        config = state.config
+        if config is None or config.modified_at == episode.config_modified_at:
+            return
+        settings = self._settings(state)
+        detection = detect(state, settings, config.modified_at, None)
+        if settings.mode == "off" or detection is None:
+            return
+        change.changed = True
+        episode.config_modified_at = config.modified_at
+        episode.config_fingerprint = config.fingerprint
+        episode.failures = list(detection.failures)
+        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        episode.revision += 1
+        logger.warning(
+            "group %s: the %s goes on after the configuration changed at %s",
+            state.group_id,
+            episode.kind,
+            _utc(config.modified_at),
+        )
+        reason = f"the {episode.kind} went on after the configuration changed at {_utc(config.modified_at)}"
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
     def _resolve(
         self, state: GroupState, settings: DetectionSettings, success: Outcome, change: Change

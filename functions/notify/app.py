@@ -1,0 +1,26 @@
+"""Lambda: every `lifeguard` event in; SNS and Slack messages out, each channel on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lifeguard.controller import build_notify
+
+logger = Logger()
+metrics = Metrics()
+copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
+controller = build_notify(
+    metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Notify one event; raises when a channel failed after its retries, so the event is retried."""
+    return controller.handle_event(event).to_dict()

@@ -1,0 +1,31 @@
+"""Notifications: every controller event to SNS and Slack, each channel on its own."""
+
+from __future__ import annotations
+
+from lifeguard.notify.controller import (
+    Channel,
+    NoticeStore,
+    NotificationError,
+    NotifyController,
+    NotifyResult,
+)
+from lifeguard.notify.slack import SecretWebhook, SlackChannel, SlackError, slack_message
+from lifeguard.notify.sns import SnsChannel, sns_message
+from lifeguard.notify.summary import SEVERITY, Summary, summarize
+
+__all__ = [
+    "SEVERITY",
+    "Channel",
+    "NoticeStore",
+    "NotificationError",
+    "NotifyController",
+    "NotifyResult",
+    "SecretWebhook",
+    "SlackChannel",
+    "SlackError",
+    "SnsChannel",
+    "Summary",
+    "slack_message",
+    "sns_message",
+    "summarize",
+]

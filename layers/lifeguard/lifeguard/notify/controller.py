@@ -1,0 +1,153 @@
+"""The notify Lambda's logic: every `lifeguard` event to every channel, each channel on its own.
+
+A channel that fails never blocks another: its failure is counted and, once the other channels are done,
+raised (`NotificationError`) so the Lambda retries the event. Each (event, channel) is claimed in the
+table before sending, so a retried or re-delivered event reaches a channel that already has it no more.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.events import DETAIL_TYPES
+from lifeguard.notify.summary import Summary, summarize
+from lifeguard.state import group_key
+
+__all__ = ["Channel", "NoticeStore", "NotificationError", "NotifyController", "NotifyResult"]
+
+logger = logging.getLogger("lifeguard")
+Metric = Callable[[str, float], None]
+NOTICE_TTL_SECONDS = 30 * 24 * 3600
+
+
+class NotificationError(LifeguardError):
+    """Some channel did not get the event after its retries; the others did."""
+
+
+class Channel(Protocol):
+    """A place notifications go."""
+
+    name: str
+
+    def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
+        """Deliver one event (the `sequence`-th message of its episode) or raise."""
+
+
+class NoticeStore:
+    """Which (event, channel) pairs went out, in Lifeguard's table; and how many messages each episode had."""
+
+    def __init__(self, client: Any, table: str, *, clock: Callable[[], float]) -> None:
+        self._client = client
+        self.table = table
+        self._clock = clock
+
+    def claim(self, pk: str, key: str, channel: str) -> bool:
+        """Claim sending `key` to `channel`; False when it was sent (or is being sent) already."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self._client.put_item(
+                TableName=self.table,
+                Item={
+                    "pk": {"S": pk},
+                    "sk": {"S": f"NOTICE#{key}#{channel}"},
+                    "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+                },
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise AwsCallError("PutItem", str(exc.response.get("Error", {}).get("Code")), str(exc)) from exc
+        return True
+
+    def unclaim(self, pk: str, key: str, channel: str) -> None:
+        """Give a claim back after the send failed, so a retry sends it."""
+        self._client.delete_item(
+            TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": f"NOTICE#{key}#{channel}"}}
+        )
+
+    def next_sequence(self, pk: str, episode_id: str) -> int:
+        """The number of this episode's next message (1, 2, …), so readers see the messages as one story."""
+        response = self._client.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": pk}, "sk": {"S": f"EPISODE#{episode_id}#NOTICES"}},
+            UpdateExpression="ADD messages :one SET expires_at = :ttl",
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":ttl": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+            },
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(response["Attributes"]["messages"]["N"])
+
+
+@dataclass
+class NotifyResult:
+    """What happened to one event, per channel."""
+
+    detail_type: str | None = None
+    sent: list[str] = field(default_factory=list)
+    already_sent: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the handler returns it."""
+        return {
+            "detail_type": self.detail_type,
+            "sent": self.sent,
+            "already_sent": self.already_sent,
+            "failed": self.failed,
+        }
+
+
+class NotifyController:
+    """Fans one controller event out to the channels."""
+
+    def __init__(
+        self, channels: Sequence[Channel], notices: NoticeStore | None = None, *, metric: Metric | None = None
+    ) -> None:
+        self.channels = list(channels)
+        self.notices = notices
+        self.metric = metric or (lambda name, value: None)
+
+    def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
+        """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""
+        detail_type = event.get("detail-type")
+        detail = event.get("detail")
+        result = NotifyResult(detail_type=detail_type if isinstance(detail_type, str) else None)
+        if detail_type not in DETAIL_TYPES or not isinstance(detail, Mapping):
+            logger.error("event ignored: not a Lifeguard controller event (detail-type %r)", detail_type)
+            self.metric("InvalidEvents", 1)
+            return result
+        summary = summarize(detail_type, detail)
+        pk = group_key(str(detail.get("cluster_id") or "-"), str(detail.get("compute_node_group_id") or "-"))
+        key = f"{detail.get('episode_id') or '-'}:{detail_type}:{detail.get('revision') or 1}"
+        sequence: int | None = None
+        for channel in self.channels:
+            try:
+                if self.notices is not None and not self.notices.claim(pk, key, channel.name):
+                    result.already_sent.append(channel.name)
+                    continue
+                if sequence is None and self.notices is not None and detail.get("episode_id"):
+                    sequence = self.notices.next_sequence(pk, str(detail["episode_id"]))
+                channel.send(summary, detail, sequence=sequence)
+                result.sent.append(channel.name)
+                self.metric("NotificationsSent", 1)
+            except Exception as exc:  # noqa: BLE001 (one channel's failure must never stop another)
+                result.failed[channel.name] = str(exc)
+                self.metric("NotificationFailures", 1)
+                logger.error("%s notification of %s failed: %s", channel.name, key, exc)
+                if self.notices is not None:
+                    try:
+                        self.notices.unclaim(pk, key, channel.name)
+                    except Exception:
+                        logger.exception("could not release the %s claim of %s", channel.name, key)
+        if result.failed:
+            failed = ", ".join(f"{name} ({why})" for name, why in result.failed.items())
+            raise NotificationError(f"{key}: not delivered to {failed}; the event will be retried")
+        return result

@@ -1,0 +1,212 @@
+"""Slack: Block Kit messages through an incoming webhook whose URL lives in Secrets Manager.
+
+The URL is a credential: it is read once per `ttl` and never logged or put in an error message. Posting
+honours 429 `Retry-After`, retries 5xx and timeouts with backoff, and keeps to one message a second per
+webhook. Messages stay within Block Kit's limits (header 150 characters, section 3,000, 50 blocks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.notify.summary import Summary
+
+__all__ = ["SecretWebhook", "SlackChannel", "SlackError", "slack_message"]
+
+HEADER_MAX_CHARS = 150
+SECTION_MAX_CHARS = 3000
+MAX_BLOCKS = 50
+_EMOJI = {
+    "critical": ":rotating_light:",
+    "high": ":warning:",
+    "medium": ":wrench:",
+    "info": ":white_check_mark:",
+}
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# When each webhook (by hash) may take its next message: shared by every channel of the process.
+_NEXT_POST: dict[str, float] = {}
+
+
+class SlackError(LifeguardError):
+    """A Slack message could not be delivered; the message never contains the webhook URL."""
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _code(text: str, limit: int = SECTION_MAX_CHARS) -> str:
+    body = text.replace("```", "'''")
+    room = limit - 8
+    if len(body) > room:
+        body = "…" + body[-(room - 1) :]  # the end of a log is what explains the failure
+    return f"```{body}```"
+
+
+def slack_message(
+    summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None
+) -> dict[str, Any]:
+    """The Block Kit payload of one event, with a plain `text` fallback."""
+    emoji = _EMOJI.get(summary.severity, ":information_source:")
+    header = _clip(f"{summary.subject.removeprefix('[Lifeguard] ')}", HEADER_MAX_CHARS)
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
+        {
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": _clip(f"{emoji} {summary.headline}", SECTION_MAX_CHARS)},
+        },
+    ]
+    if summary.evidence:
+        lines = "\n".join(f"• {line}" for line in summary.evidence)
+        blocks.append(
+            {
+                "type": "section",
+                "text": {"type": "mrkdwn", "text": _clip(f"*Evidence*\n{lines}", SECTION_MAX_CHARS)},
+            }
+        )
+    if summary.suspect:
+        text = f"*Failing script*: {summary.suspect}"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, SECTION_MAX_CHARS)}})
+        if summary.log_tail:
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code(summary.log_tail)}})
+    if summary.action:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Action*: {summary.action}"}})
+    if summary.diff:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code("\n".join(summary.diff))}})
+    if summary.undo:
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Undo*: `{summary.undo}`"}})
+    episode = detail.get("episode_id") or "-"
+    context = (
+        f"Episode `{episode}`" + (f" · message {sequence}" if sequence else "") + f" · {summary.detail_type}"
+    )
+    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
+    return {"text": _clip(summary.text(), 3900), "blocks": blocks[:MAX_BLOCKS]}
+
+
+class SecretWebhook:
+    """The webhook URL from a Secrets Manager secret (the URL itself, or JSON with `url`/`webhook_url`)."""
+
+    PERMISSIONS = ("secretsmanager:GetSecretValue",)
+
+    def __init__(
+        self,
+        client: Any,
+        secret_id: str,
+        *,
+        ttl_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self.secret_id = secret_id
+        self.ttl_seconds = ttl_seconds
+        self._clock = clock
+        self._cached: tuple[float, str] | None = None
+        self.reads = 0
+
+    def __call__(self) -> str:
+        """The URL (cached for `ttl_seconds`)."""
+        now = self._clock()
+        if self._cached is not None and now - self._cached[0] < self.ttl_seconds:
+            return self._cached[1]
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.reads += 1
+        try:
+            raw = str(self._client.get_secret_value(SecretId=self.secret_id)["SecretString"])
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise AwsCallError("GetSecretValue", str(error.get("Code")), str(error.get("Message"))) from exc
+        except BotoCoreError as exc:
+            raise AwsCallError("GetSecretValue", type(exc).__name__, str(exc)) from exc
+        url = raw.strip()
+        if url.startswith("{"):
+            try:
+                data = json.loads(url)
+                url = str(data.get("url") or data.get("webhook_url") or "")
+            except (ValueError, AttributeError):
+                url = ""
+        parts = urlsplit(url)
+        if not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)):
+            raise SlackError(f"secret {self.secret_id} does not hold an https webhook URL")
+        self._cached = (now, url)
+        return url
+
+
+class SlackChannel:
+    """Posts to one incoming webhook."""
+
+    name = "slack"
+    _guard = threading.Lock()
+
+    def __init__(
+        self,
+        webhook: Callable[[], str],
+        *,
+        attempts: int = 4,
+        timeout_seconds: float = 5.0,
+        min_interval_seconds: float = 1.0,
+        max_retry_after_seconds: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._webhook = webhook
+        self.attempts = attempts
+        self.timeout_seconds = timeout_seconds
+        self.min_interval_seconds = min_interval_seconds
+        self.max_retry_after_seconds = max_retry_after_seconds
+        self._sleep = sleep
+        self._clock = clock
+        self.retries = 0
+
+    def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
+        """Post the event; raises SlackError when every attempt failed."""
+        url = self._webhook()
+        body = json.dumps(slack_message(summary, detail, sequence=sequence)).encode()
+        problem = "no attempt made"
+        for attempt in range(1, self.attempts + 1):
+            self._pace(url)
+            delay = min(8.0, 0.5 * 2 ** (attempt - 1))
+            try:
+                request = urllib.request.Request(
+                    url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+                )
+                with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
+                    response.read()
+                return
+            except urllib.error.HTTPError as exc:
+                problem = f"HTTP {exc.code}"
+                if exc.code == 429:
+                    delay = self._retry_after(exc.headers.get("Retry-After"), delay)
+                elif exc.code < 500:
+                    raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
+            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                problem = "timed out" if isinstance(reason, TimeoutError) else type(reason).__name__
+            if attempt < self.attempts:
+                self.retries += 1
+                self._sleep(delay)
+        raise SlackError(f"Slack message not delivered after {self.attempts} attempts: {problem}")
+
+    def _retry_after(self, header: str | None, default: float) -> float:
+        try:
+            return min(self.max_retry_after_seconds, max(0.0, float(header or default)))
+        except ValueError:
+            return default
+
+    def _pace(self, url: str) -> None:
+        key = hashlib.sha256(url.encode()).hexdigest()
+        with self._guard:
+            now = self._clock()
+            wait = _NEXT_POST.get(key, -1e9) - now
+            _NEXT_POST[key] = now + max(0.0, wait) + self.min_interval_seconds
+        if wait > 0:
+            self._sleep(wait)

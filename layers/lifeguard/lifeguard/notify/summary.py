@@ -1,0 +1,141 @@
+"""A controller event as people read it: subject, severity and a short plain-text summary.
+
+The same words go to every channel; each channel shapes them (SNS: subject + text + JSON; Slack: blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "summarize"]
+
+SUBJECT_MAX_CHARS = 99  # SNS: under 100
+SEVERITY = {
+    "BootstrapLoopDetected": "high",
+    "RemediationApplied": "medium",
+    "RemediationSkipped": "high",
+    "RemediationFailed": "critical",
+    "LoopResolved": "info",
+}
+_TITLES = {
+    "BootstrapLoopDetected": "Bootstrap loop",
+    "RemediationApplied": "Remediated",
+    "RemediationSkipped": "Not remediated",
+    "RemediationFailed": "Remediation FAILED",
+    "LoopResolved": "Resolved",
+}
+
+
+def _utc(ms: Any) -> str:
+    if not isinstance(ms, int | float):
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ascii_line(text: str) -> str:
+    # SNS subjects: ASCII, no line breaks or control characters.
+    cleaned = "".join(c if 32 <= ord(c) < 127 else " " for c in text)
+    return " ".join(cleaned.split())
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a person is told about one event."""
+
+    detail_type: str
+    severity: str
+    subject: str
+    headline: str
+    evidence: tuple[str, ...]
+    suspect: str | None
+    log_tail: str | None
+    action: str | None
+    diff: tuple[str, ...]
+    undo: str | None
+
+    def text(self) -> str:
+        """The summary as plain text (SNS body, Slack fallback)."""
+        lines = [self.headline, ""]
+        if self.evidence:
+            lines += ["Evidence:", *(f"  {line}" for line in self.evidence)]
+        if self.suspect:
+            lines.append(f"Failing script: {self.suspect}")
+        if self.log_tail:
+            lines += ["Log tail:", *(f"  {line}" for line in self.log_tail.splitlines()[-20:])]
+        if self.action:
+            lines.append(f"Action: {self.action}")
+        if self.diff:
+            lines += ["Change:", *(f"  {line}" for line in self.diff)]
+        if self.undo:
+            lines.append(f"Undo: {self.undo}")
+        return "\n".join(lines).rstrip() + "\n"
+
+
+def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
+    """The summary of one controller event."""
+    group = detail.get("compute_node_group_id") or "?"
+    cluster = detail.get("cluster_id") or "?"
+    failures = detail.get("failures") or []
+    suspect = detail.get("suspect") or None
+    title = _TITLES.get(detail_type, detail_type)
+    script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
+    what = f" ({suspect.get('script')})" if suspect else ""
+    subject = _ascii_line(f"[Lifeguard] {title}: {group}{what} in {cluster}")
+    if len(subject) > SUBJECT_MAX_CHARS:
+        subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
+    kind = detail.get("kind") or "loop"
+    headline = {
+        "BootstrapLoopDetected": f"Compute node group {group} of cluster {cluster} is in a bootstrap-failure "
+        f"{kind}: {len(failures)} node(s) failed to bootstrap and were terminated.",
+        "RemediationApplied": f"Lifeguard changed the lifecycle actions of {group} ({cluster}) to break the "
+        f"{kind}.",
+        "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
+        "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
+        "LoopResolved": f"{group} ({cluster}) bootstraps nodes again.",
+    }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
+    reason = detail.get("reason")
+    if reason:
+        headline = f"{headline} {reason}"
+    evidence = tuple(
+        f"{f.get('instance_id')} ({f.get('scheduler_node_id') or '-'}) "
+        f"failed at {_utc(f.get('event_timestamp'))}"
+        for f in failures[-10:]
+    )
+    if suspect:
+        exit_code = suspect.get("exit_code")
+        count = len(suspect.get("instances") or [])
+        script = (
+            f"{script} (onError {suspect.get('on_error')}, exit {exit_code if exit_code is not None else '?'}"
+            f", on {count} of {len(failures)} failed node(s))"
+        )
+    action = None
+    if detail_type.startswith("Remediation"):
+        dry = " (dry run: nothing changed)" if detail.get("dry_run") else ""
+        action = f"{detail.get('action') or detail.get('mode') or '-'} in mode {detail.get('mode')}{dry}"
+    diff = tuple(_diff_line(change) for change in detail.get("diff") or [])
+    return Summary(
+        detail_type=detail_type,
+        severity=SEVERITY.get(detail_type, "info"),
+        subject=subject,
+        headline=headline,
+        evidence=evidence,
+        suspect=script,
+        log_tail=(suspect.get("log_tail") or None) if suspect else None,
+        action=action,
+        diff=diff,
+        undo=detail.get("undo") or None,
+    )
+
+
+def _diff_line(change: Mapping[str, Any]) -> str:
+    def show(value: Any) -> str:
+        if value is None:
+            return "(unset)"
+        if isinstance(value, Mapping):
+            return str(value.get("name", "{…}"))
+        return str(value)
+
+    return f"{change.get('path')}: {show(change.get('old'))} → {show(change.get('new'))}"

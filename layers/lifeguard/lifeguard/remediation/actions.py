@@ -1,0 +1,234 @@
+"""Remediation actions: a registry of small classes, each planning one kind of change and declaring the
+PCS permissions that applying it needs (a test holds template.yaml to them).
+
+An action only plans: it turns the group's current `nodeLifecycleActions` and what the detection knows into
+the configuration to put in place, with the sentences a person needs to trust it. Applying, rails and
+audit belong to `lifeguard.remediation.controller`.
+"""
+
+from __future__ import annotations
+
+import copy
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs
+from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR
+
+__all__ = [
+    "ACTIONS",
+    "DRAIN_SCRIPT_NAME",
+    "ActionContext",
+    "Notify",
+    "Plan",
+    "Quarantine",
+    "RemediationAction",
+    "Revert",
+    "action_for",
+]
+
+DRAIN_SCRIPT_NAME = "lifeguard-drain"
+_STAGES = ("nodeBootstrapped", "nodeReady")
+_MAX_SCRIPTS_A_STAGE = 20
+_MAX_ARGUMENT_CHARS = 256
+
+
+@dataclass(frozen=True)
+class ActionContext:
+    """What an action plans from: the group's configuration now, the suspect script (stage, script) if
+    known, the last proven-good configuration, and where the node bundle is (for the drain step)."""
+
+    config: Mapping[str, Any] | None
+    suspect: tuple[str, str] | None = None
+    proven_good: Mapping[str, Any] | None = None
+    node_bundle: str | None = None
+    proven_good_by: str | None = None  # e.g. "i-0a1b… at 2026-10-20 23:48:37 UTC"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The configuration an action would put in place (None: no change) and why, in sentences."""
+
+    action: str
+    config_after: dict[str, Any] | None
+    notes: tuple[str, ...] = ()
+    changes: tuple[ConfigChange, ...] = field(default=())
+
+    @property
+    def changes_something(self) -> bool:
+        """True when applying the plan changes the group's configuration."""
+        return self.config_after is not None and bool(self.changes)
+
+
+class RemediationAction(ABC):
+    """One way to break a loop."""
+
+    name: ClassVar[str]
+    PERMISSIONS: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def plan(self, context: ActionContext) -> Plan:
+        """The change this action would make to the group in `context`."""
+
+
+ACTIONS: dict[str, type[RemediationAction]] = {}
+
+
+def _register(cls: type[RemediationAction]) -> type[RemediationAction]:
+    ACTIONS[cls.name] = cls
+    return cls
+
+
+def action_for(name: str) -> RemediationAction:
+    """The registered action called `name`; raises KeyError naming the known ones."""
+    try:
+        return ACTIONS[name]()
+    except KeyError:
+        raise KeyError(f"no remediation action {name!r}; known: {', '.join(sorted(ACTIONS))}") from None
+
+
+def _planned(action: str, before: Mapping[str, Any] | None, after: dict[str, Any], notes: list[str]) -> Plan:
+    """A plan whose target configuration has been checked against PCS's rules."""
+    try:
+        new = NodeLifecycleActions.from_api(after)
+    except InvalidLifecycleConfigError as exc:
+        first = exc.problems[0]
+        return Plan(action, None, (*notes, f"the planned configuration would be invalid ({first})"))
+    old = NodeLifecycleActions.from_api(before) if before else None
+    return Plan(action, new.to_api(), tuple(notes), tuple(diff_configs(old, new)))
+
+
+@_register
+class Quarantine(RemediationAction):
+    """Switch the failing script(s) to `onError: STOP_SEQUENCE`, so the next node is kept (and drained,
+    when the node bundle is available) instead of terminated."""
+
+    name = "quarantine"
+    PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup", "pcs:ListTagsForResource")
+
+    def plan(self, context: ActionContext) -> Plan:
+        if not context.config:
+            return Plan(self.name, None, ("the group has no lifecycle actions to quarantine",))
+        after = copy.deepcopy(dict(context.config))
+        stages: dict[str, list[dict[str, Any]]] = after.setdefault("stages", {})
+        notes: list[str] = []
+        targets = self._targets(stages, context.suspect, notes)
+        if not targets:
+            notes.append("no script has an effective onError TERMINATE: nothing to switch")
+            return Plan(self.name, None, tuple(notes))
+        for stage, index in targets:
+            stages[stage][index]["onError"] = "STOP_SEQUENCE"
+        names = ", ".join(stages[stage][index]["name"] for stage, index in targets)
+        notes.insert(0, f"{names} now stop the sequence on failure instead of terminating the node")
+        if context.node_bundle:
+            self._add_drain(stages, context.node_bundle, targets, notes)
+        return _planned(self.name, context.config, after, notes)
+
+    @staticmethod
+    def _targets(
+        stages: Mapping[str, list[dict[str, Any]]], suspect: tuple[str, str] | None, notes: list[str]
+    ) -> list[tuple[str, int]]:
+        if suspect is not None:
+            stage, name = suspect
+            for index, script in enumerate(stages.get(stage) or []):
+                if script.get("name") == name:
+                    if script.get("onError", DEFAULT_ON_ERROR) == "TERMINATE":
+                        return [(stage, index)]
+                    notes.append(
+                        f"the suspect {stage} › {name} already has onError {script['onError']}; "
+                        "switching the scripts that can still terminate the node instead"
+                    )
+                    break
+            else:
+                notes.append(
+                    f"the suspect {stage} › {name} is not in the current configuration; "
+                    "switching the scripts that can terminate the node instead"
+                )
+        targets = [
+            (stage, index)
+            for stage in _STAGES
+            for index, script in enumerate(stages.get(stage) or [])
+            if script.get("onError", DEFAULT_ON_ERROR) == "TERMINATE"
+            and script.get("name") != DRAIN_SCRIPT_NAME
+        ]
+        if suspect is None and targets:
+            names = ", ".join(f"{stage} › {stages[stage][index]['name']}" for stage, index in targets)
+            notes.append(
+                f"suspect unknown (no node report): switched every script that can terminate a node: {names}"
+            )
+        return targets
+
+    @staticmethod
+    def _add_drain(
+        stages: dict[str, list[dict[str, Any]]], bundle: str, targets: list[tuple[str, int]], notes: list[str]
+    ) -> None:
+        ready = stages.setdefault("nodeReady", [])
+        if any(script.get("name") == DRAIN_SCRIPT_NAME for script in ready):
+            return
+        if len(ready) >= _MAX_SCRIPTS_A_STAGE:
+            notes.append("nodeReady already has 20 scripts: no drain step added; drain the kept node by hand")
+            return
+        names = ", ".join(stages[stage][index]["name"] for stage, index in targets)
+        reason = f"lifeguard: kept for debugging, {names} failed"[:_MAX_ARGUMENT_CHARS]
+        # First in nodeReady: a STOP_SEQUENCE failure skips the rest of its own stage, so a drain step
+        # placed after a failing nodeReady script would never run.
+        ready.insert(
+            0,
+            {
+                "name": DRAIN_SCRIPT_NAME,
+                "scriptSource": {"scriptLocation": bundle},
+                "arguments": ["drain", "--reason", reason],
+                "onError": "CONTINUE",
+            },
+        )
+        notes.append("added a nodeReady step that drains a node on which a quarantined script failed")
+
+
+@_register
+class Revert(RemediationAction):
+    """Put back the group's last proven-good lifecycle configuration (quarantine when none is known)."""
+
+    name = "revert"
+    PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup", "pcs:ListTagsForResource")
+
+    def plan(self, context: ActionContext) -> Plan:
+        good = context.proven_good
+        if good is None:
+            fallback = Quarantine().plan(context)
+            return Plan(
+                fallback.action,
+                fallback.config_after,
+                ("no proven-good configuration is known: quarantined instead", *fallback.notes),
+                fallback.changes,
+            )
+        by = f" by {context.proven_good_by}" if context.proven_good_by else ""
+        plan = _planned(
+            self.name,
+            context.config,
+            copy.deepcopy(dict(good)),
+            [f"back to the configuration proven good{by}"],
+        )
+        if not plan.changes_something:
+            fallback = Quarantine().plan(context)
+            return Plan(
+                fallback.action,
+                fallback.config_after,
+                ("the proven-good configuration is the current one: quarantined instead", *fallback.notes),
+                fallback.changes,
+            )
+        return plan
+
+
+@_register
+class Notify(RemediationAction):
+    """Change nothing; the plan is what quarantine would do, published as a dry run."""
+
+    name = "notify"
+    PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:ListTagsForResource")
+
+    def plan(self, context: ActionContext) -> Plan:
+        would = Quarantine().plan(context)
+        return Plan(self.name, would.config_after, would.notes, would.changes)
