@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -146,6 +148,145 @@ def replay(
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
         render_timeline(result, _console())
+
+
+_TABLE = typer.Option("--table", help="Lifeguard's DynamoDB table (default: $LIFEGUARD_TABLE).")
+_LOCAL = typer.Option("--local", help="Use the local AWS named by AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS.")
+_CLUSTER = typer.Option("--cluster", help="The cluster of GROUP (needed when the id is ambiguous).")
+
+
+def _operator(table: str | None, local: bool) -> Any:
+    from lifeguard_cli.operate import Operator, OperatorError
+
+    try:
+        return Operator(table, local=local)
+    except OperatorError as exc:
+        typer.echo(f"lifeguard: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+@contextlib.contextmanager
+def _one_line_errors(command: str) -> Iterator[None]:
+    from lifeguard.errors import LifeguardError
+
+    try:
+        yield
+    except LifeguardError as exc:
+        typer.echo(f"lifeguard {command}: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def status(
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only the groups of this cluster.")] = None,
+    table: Annotated[str | None, _TABLE] = None,
+    local: Annotated[bool, _LOCAL] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """The compute node groups Lifeguard watches: mode, open episode, last action.
+
+    Example: lifeguard status --cluster pcs_abc123de45
+    """
+    from rich.table import Table
+
+    from lifeguard_cli.operate import format_time
+
+    operator = _operator(table, local)
+    with _one_line_errors("status"):
+        rows = operator.status(cluster)
+    if as_json:
+        typer.echo(json.dumps({"groups": [row.to_dict() for row in rows]}, indent=2))
+        return
+    view = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("cluster", "group", "mode", "open episode", "last action"):
+        view.add_column(column, overflow="fold")
+    for row in rows:
+        episode = row.episode
+        open_text = (
+            f"{episode['kind']} {episode['episode_id']} ({episode['failures']} failed"
+            + (f", {episode['suspect']})" if episode["suspect"] else ")")
+            if episode
+            else "-"
+        )
+        last = row.last_action
+        last_text = (
+            f"{format_time(last['at'])} {last['decision']} {last['action'] or ''}"
+            + (" (dry run)" if last["dry_run"] else "")
+            if last
+            else "-"
+        )
+        view.add_row(row.cluster_id, row.group_id, row.mode, open_text, last_text)
+    console = _console()
+    console.print(view if rows else "Lifeguard has seen no compute node group yet.")
+
+
+@app.command()
+def history(
+    group: Annotated[str, typer.Argument(help="Compute node group id (or CLUSTER/GROUP).")],
+    cluster: Annotated[str | None, _CLUSTER] = None,
+    table: Annotated[str | None, _TABLE] = None,
+    local: Annotated[bool, _LOCAL] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """The audit trail of a group: every decision, with the configuration before and after.
+
+    Example: lifeguard history pcs_abcdef01
+    """
+    from rich.table import Table
+
+    from lifeguard_cli.operate import format_time
+
+    operator = _operator(table, local)
+    with _one_line_errors("history"):
+        cluster_id, group_id, entries = operator.history(group, cluster)
+    if as_json:
+        document = {
+            "cluster_id": cluster_id,
+            "compute_node_group_id": group_id,
+            "entries": [entry.model_dump() for entry in entries],
+        }
+        typer.echo(json.dumps(document, indent=2))
+        return
+    view = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("time (UTC)", "decision", "episode", "action", "changes", "reason"):
+        view.add_column(column, overflow="fold")
+    for entry in entries:
+        action = f"{entry.action or '-'}{' (dry run)' if entry.dry_run else ''}"
+        episode = f"{entry.episode_id or '-'} r{entry.revision or 0}"
+        changes = "\n".join(f"{c['path']}: {c['old']} → {c['new']}" for c in entry.diff) or "-"
+        view.add_row(format_time(entry.at), entry.decision, episode, action, changes, entry.reason or "")
+    console = _console()
+    console.print(f"{cluster_id}/{group_id}: {len(entries)} entries")
+    if entries:
+        console.print(view)
+
+
+@app.command()
+def undo(
+    group: Annotated[str, typer.Argument(help="Compute node group id (or CLUSTER/GROUP).")],
+    cluster: Annotated[str | None, _CLUSTER] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be put back; change nothing.")
+    ] = False,
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Put it back even if someone changed the group since Lifeguard did."),
+    ] = False,
+    table: Annotated[str | None, _TABLE] = None,
+    local: Annotated[bool, _LOCAL] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """Put back the configuration from before Lifeguard's last change of GROUP.
+
+    Example: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --dry-run
+    """
+    operator = _operator(table, local)
+    with _one_line_errors("undo"):
+        result = operator.undo(group, cluster, dry_run=dry_run, force=force)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    typer.echo(f"{result.cluster_id}/{result.group_id}: " + "\n".join(result.lines))
 
 
 def _console() -> Console:

@@ -21,14 +21,22 @@ runner = CliRunner()
 
 
 def replay_json(*args: str) -> dict[str, Any]:
-    result = runner.invoke(app, ["replay", "--json", *args])
+    """A replay in mode notify: detection is under test here, remediation changes nothing (tests/e2e)."""
+    result = runner.invoke(app, ["replay", "--json", "--mode", "notify", *args])
     assert result.exit_code == 0, result.output
     document: dict[str, Any] = json.loads(result.stdout)
     return document
 
 
 def kinds(document: dict[str, Any]) -> list[str]:
-    return [event["detail-type"] for event in document["events"]]
+    """The detection events of a replay (remediation's dry runs follow each BootstrapLoopDetected)."""
+    found = [event["detail-type"] for event in document["events"]]
+    assert found.count("RemediationSkipped") == found.count("BootstrapLoopDetected")
+    return [kind for kind in found if not kind.startswith("Remediation")]
+
+
+def detections(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e["detail"] for e in document["events"] if e["detail-type"] == "BootstrapLoopDetected"]
 
 
 def test_the_articles_terminate_loop_yields_exactly_one_detection_naming_the_group() -> None:
@@ -56,7 +64,7 @@ def test_reports_after_the_detection_update_the_same_episode() -> None:
     document = replay_json(
         str(STREAMS / "article-terminate-loop.jsonl"), str(STREAMS / "article-terminate-node-reports.jsonl")
     )
-    details = [event["detail"] for event in document["events"]]
+    details = detections(document)
     assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
     assert details[0]["episode_id"] == details[1]["episode_id"]
     assert (details[0]["suspect"], details[1]["suspect"]["script"]) == (None, "fail-terminate")
@@ -74,7 +82,7 @@ def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
         str(EVENTS / "subscriptions" / "article-node-reports.json"),
     )
     assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
-    assert document["events"][1]["detail"]["suspect"]["instances"] == ["i-059b4b99b4f2e9739"]
+    assert detections(document)[1]["suspect"]["instances"] == ["i-059b4b99b4f2e9739"]
 
 
 @pytest.mark.parametrize(
@@ -143,7 +151,7 @@ def test_an_invalid_config_is_refused_before_anything_runs() -> None:
 def test_the_timeline_reads_as_a_timeline() -> None:
     lifeguard = Path(sys.executable).parent / "lifeguard"
     result = subprocess.run(
-        [str(lifeguard), "replay", str(STREAMS / "article-terminate-revert.jsonl")],
+        [str(lifeguard), "replay", "--mode", "notify", str(STREAMS / "article-terminate-revert.jsonl")],
         capture_output=True,
         text=True,
         timeout=120,
@@ -167,7 +175,8 @@ def test_the_timeline_reads_as_a_timeline() -> None:
         "LoopResolved",
     ]
     assert "2026-10-21 01:12:42" in result.stdout
-    assert "1 BootstrapLoopDetected, 1 LoopResolved" in result.stdout
+    assert "1 BootstrapLoopDetected, 1 RemediationSkipped, 1 LoopResolved" in result.stdout
+    assert "notifications: 3 via sns, 3 via slack" in result.stdout
     assert "Traceback" not in result.stderr
 
 

@@ -260,6 +260,27 @@ class StateStore:
             return GroupState(cluster_id=cluster_id, group_id=group_id)
         return _from_item(item)
 
+    def all_states(self) -> list[GroupState]:
+        """Every group's state (a Scan: for the operator CLI, not for the handlers)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: list[GroupState] = []
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "sk = :state",
+            "ExpressionAttributeValues": {":state": {"S": "STATE"}},
+        }
+        while True:
+            self.calls += 1
+            try:
+                page = self._client.scan(**request)
+            except (ClientError, BotoCoreError) as exc:
+                raise _translate("Scan", exc) from exc
+            found.extend(_from_item(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
         """The states of many groups: the ones this store last wrote from memory, the others in one
         BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell."""

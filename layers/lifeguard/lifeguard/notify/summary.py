@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "summarize"]
+__all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "summarize"]
 
 SUBJECT_MAX_CHARS = 99  # SNS: under 100
+LOG_TAIL_MAX_CHARS = 4096  # what a node report keeps of a run's output
 SEVERITY = {
     "BootstrapLoopDetected": "high",
     "RemediationApplied": "medium",
@@ -123,7 +124,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
         headline=headline,
         evidence=evidence,
         suspect=script,
-        log_tail=(suspect.get("log_tail") or None) if suspect else None,
+        log_tail=(str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] or None) if suspect else None,
         action=action,
         diff=diff,
         undo=detail.get("undo") or None,

@@ -96,6 +96,8 @@ class RemediationSettings:
     lock_wait_seconds: float = 30.0
     lease_seconds: float = 120.0
     retry_attempts: int = 6
+    update_wait_seconds: float = 240.0
+    update_poll_seconds: float = 10.0
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 20.0
 
@@ -280,15 +282,22 @@ class RemediationController:
             return _Outcome("skipped", mode, None, "the group's tag lifeguard:mode is off", True, before)
         if group.status != "ACTIVE":
             return _Outcome("skipped", mode, None, f"the group is {group.status}, not ACTIVE", True, before)
+        ledger = self.store.ledger(cluster_id, group_id)
+        earlier = ledger.of_episode(detection.episode_id)
+        if earlier and detection.config_fingerprint != earlier[-1].fingerprint_after:
+            last = earlier[-1]
+            reason = (
+                f"Already remediated: {last.action} was applied at {_utc(int(last.at * 1000))}; "
+                "this detection is of the configuration before it."
+            )
+            return _Outcome("skipped", mode, None, reason, True, before)
         if not self._same_config(detection, group, before):
             changed = (
                 "the group's configuration changed since the detection; the failures were of another "
                 "configuration and new ones will be judged against the current one"
             )
             return _Outcome("skipped", mode, None, changed, True, before)
-        ledger = self.store.ledger(cluster_id, group_id)
-        earlier = ledger.of_episode(detection.episode_id)
-        action, ladder_reason = self._ladder(mode, earlier, detection)
+        action, ladder_reason = self._ladder(mode, earlier)
         if action is None:
             return _Outcome("skipped", mode, None, ladder_reason or "", True, before)
         state = self.states.load(cluster_id, group_id)
@@ -364,23 +373,14 @@ class RemediationController:
         logger.warning("group %s: %s applied (%s)", group.group_id, plan.action, detection.episode_id)
         return _Outcome("applied", mode, plan.action, text, False, before, plan, applied)
 
-    def _ladder(
-        self, mode: str, earlier: list[AppliedChange], detection: LoopDetection
-    ) -> tuple[str | None, str | None]:
-        """The action for this detection: the mode, or the next rung when the loop went on under
-        Lifeguard's own change of the same episode."""
+    @staticmethod
+    def _ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
+        """The action for a detection: the mode, or the next rung when the loop went on under Lifeguard's
+        own change of the same episode (quarantine, then revert, then a person)."""
         if mode == "notify" or not earlier:
             return mode, None
-        last = earlier[-1]
-        if detection.config_fingerprint != last.fingerprint_after:
-            when = time.strftime("%H:%M:%S UTC", time.gmtime(last.at))
-            return (
-                None,
-                f"Already remediated: {last.action} was applied at {when}; "
-                "this detection is of the configuration before it.",
-            )
         done = ", ".join(change.action for change in earlier)
-        if last.action == "quarantine":
+        if earlier[-1].action == "quarantine":
             return "revert", f"The loop went on after {done}: escalating to revert."
         return (
             None,
@@ -388,20 +388,21 @@ class RemediationController:
         )
 
     def _settled_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
-        """The group read fresh; an UPDATING group is read again with backoff until it settles."""
-
-        def read() -> GroupSnapshot:
-            group = self.pcs.get_group(cluster_id, group_id)
-            if group.status == "UPDATING":
-                raise AwsCallError("GetComputeNodeGroup", "ConflictException", f"{group_id} is UPDATING")
-            return group
-
-        try:
-            return self._retrying(read)
-        except AwsCallError as exc:
-            if exc.code != "ConflictException":
-                raise
-            return self.pcs.get_group(cluster_id, group_id)
+        """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
+        every `update_poll_seconds` for up to `update_wait_seconds`."""
+        waited = 0.0
+        while True:
+            group = self._retrying(lambda: self.pcs.get_group(cluster_id, group_id))
+            if group.status != "UPDATING":
+                return group
+            if waited >= self.settings.update_wait_seconds:
+                raise AwsCallError(
+                    "GetComputeNodeGroup",
+                    "StillUpdating",
+                    f"{group_id} was still UPDATING after {int(waited)} s; parked for a retry",
+                )
+            self.sleep(self.settings.update_poll_seconds)
+            waited += self.settings.update_poll_seconds
 
     def _mode(self, group: GroupSnapshot) -> str:
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn))

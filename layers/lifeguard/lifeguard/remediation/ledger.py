@@ -3,7 +3,7 @@
     sk = LOCK                        one remediation of the group at a time (a lease with an expiry)
     sk = LEDGER                      changes applied (for cooldown, the daily cap, escalation and undo)
     sk = DECISION#<episode>#<rev>    the decision taken on one detection (duplicates are answered from it)
-    sk = AUDIT#<time ms>#<episode>#<rev>   the audit trail: every decision with the config before and after
+    sk = AUDIT#<time ms>#<episode>#<rev>#…  the audit trail: every decision with the config before and after
 
 The ledger and decisions are written only by the holder of the lock; the lock itself is conditional.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -186,12 +187,13 @@ class RemediationStore:
 
     def audit(self, cluster_id: str, group_id: str, entry: AuditEntry) -> None:
         """Append to the group's audit trail."""
-        where = f"{entry.episode_id or '-'}#{entry.revision or 0}#{entry.decision}"
+        # Entries of the same millisecond (duplicates arriving together) must not overwrite each other.
+        where = f"{entry.episode_id or '-'}#{entry.revision or 0}#{entry.decision}#{uuid.uuid4().hex[:8]}"
         sk = f"AUDIT#{int(entry.at * 1000):013d}#{where}"
         self._put(cluster_id, group_id, sk, entry, int(entry.at + AUDIT_TTL_SECONDS))
 
-    def history(self, cluster_id: str, group_id: str) -> list[AuditEntry]:
-        """The group's audit trail, oldest first."""
+    def history(self, cluster_id: str, group_id: str, *, last: int | None = None) -> list[AuditEntry]:
+        """The group's audit trail, oldest first (only the `last` entries when given)."""
         request: dict[str, Any] = {
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {
@@ -199,10 +201,14 @@ class RemediationStore:
                 ":prefix": {"S": "AUDIT#"},
             },
         }
+        if last is not None:
+            request.update(ScanIndexForward=False, Limit=last)
         found: list[AuditEntry] = []
         while True:
             page = self._call("Query", **request)
             found.extend(AuditEntry.model_validate_json(item["doc"]["S"]) for item in page.get("Items", []))
+            if last is not None:
+                return found[::-1]
             if "LastEvaluatedKey" not in page:
                 return found
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -1,0 +1,290 @@
+"""`lifeguard status`, `history` and `undo`: the operator's view of what Lifeguard saw and did, and the way
+back. They read Lifeguard's table and PCS with the default credentials, or the local AWS (`--local`)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from lifeguard.aws.clients import aws_client
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
+from lifeguard.settings import setting
+from lifeguard.state import GroupState, StateStore
+
+__all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult"]
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+class OperatorError(LifeguardError):
+    """A command cannot do what was asked; the message says why in one line."""
+
+
+def _utc(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@dataclass(frozen=True)
+class GroupStatus:
+    """One row of `lifeguard status`."""
+
+    cluster_id: str
+    group_id: str
+    mode: str
+    episode: dict[str, Any] | None
+    last_action: dict[str, Any] | None
+    proven_good: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `--json` prints it."""
+        return {
+            "cluster_id": self.cluster_id,
+            "compute_node_group_id": self.group_id,
+            "mode": self.mode,
+            "open_episode": self.episode,
+            "last_action": self.last_action,
+            "proven_good_fingerprint": self.proven_good,
+        }
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """What `lifeguard undo` did (or would do)."""
+
+    cluster_id: str
+    group_id: str
+    applied: bool
+    change: AppliedChange
+    diff: list[dict[str, Any]]
+    lines: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `--json` prints it."""
+        return {
+            "cluster_id": self.cluster_id,
+            "compute_node_group_id": self.group_id,
+            "applied": self.applied,
+            "undoes": {
+                "episode_id": self.change.episode_id,
+                "action": self.change.action,
+                "at": self.change.at,
+            },
+            "config_after": self.change.config_before,
+            "diff": self.diff,
+        }
+
+
+class Operator:
+    """The operator commands over one table and one PCS endpoint."""
+
+    def __init__(
+        self, table: str | None = None, *, local: bool = False, default_mode: str | None = None
+    ) -> None:
+        if local:
+            endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+            if urlsplit(endpoint).hostname not in _LOOPBACK:
+                raise OperatorError(
+                    "--local needs AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_PCS) pointing at a loopback AWS"
+                )
+            for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+                os.environ.setdefault(key, value)
+            os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        name = setting("table", table, "", str)
+        if not name:
+            raise OperatorError(
+                "no table: pass --table or set LIFEGUARD_TABLE (the stack's StateTable output)"
+            )
+        dynamodb = aws_client("dynamodb")
+        self.states = StateStore(dynamodb, name)
+        self.remediation = RemediationStore(dynamodb, name)
+        self._pcs_client: PcsGateway | None = None
+        self.default_mode = setting("default_mode", default_mode, "notify", str)
+
+    @property
+    def pcs(self) -> PcsGateway:
+        """PCS, reached only by the commands that need it."""
+        if self._pcs_client is None:
+            self._pcs_client = PcsGateway(aws_client("pcs"))
+        return self._pcs_client
+
+    # -- status and history --
+
+    def status(self, cluster_id: str | None = None) -> list[GroupStatus]:
+        """Every group Lifeguard knows (of one cluster when given)."""
+        rows = []
+        for state in self.states.all_states():
+            if cluster_id and state.cluster_id != cluster_id:
+                continue
+            last = self.remediation.history(state.cluster_id, state.group_id, last=1)
+            rows.append(
+                GroupStatus(
+                    cluster_id=state.cluster_id,
+                    group_id=state.group_id,
+                    mode=self._mode(state),
+                    episode=_episode(state),
+                    last_action=_last_action(last[0]) if last else None,
+                    proven_good=state.proven_good.fingerprint if state.proven_good else None,
+                )
+            )
+        return rows
+
+    def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:
+        """The audit trail of a group, oldest first."""
+        cluster, group_id = self.resolve(group, cluster_id)
+        return cluster, group_id, self.remediation.history(cluster, group_id)
+
+    def resolve(self, group: str, cluster_id: str | None = None) -> tuple[str, str]:
+        """(cluster, group) of `GROUP`, which is a group id (with --cluster, or known to the table) or
+        `cluster/group`."""
+        if "/" in group:
+            cluster, _, group_id = group.partition("/")
+            return cluster, group_id
+        if cluster_id:
+            return cluster_id, group
+        matches = [(s.cluster_id, s.group_id) for s in self.states.all_states() if s.group_id == group]
+        if not matches:
+            raise OperatorError(
+                f"no compute node group {group} in Lifeguard's table; check the id or pass --cluster"
+            )
+        if len(matches) > 1:
+            raise OperatorError(f"{group} is in several clusters; pass --cluster")
+        return matches[0]
+
+    def _mode(self, state: GroupState) -> str:
+        tags = state.config.tags if state.config else {}
+        return tags.get("lifeguard:mode") or f"{self.default_mode} (default)"
+
+    # -- undo --
+
+    def undo(
+        self, group: str, cluster_id: str | None = None, *, dry_run: bool = False, force: bool = False
+    ) -> UndoResult:
+        """Put back the configuration from before Lifeguard's last change, after checking nobody changed
+        the group since (unless `force`)."""
+        cluster, group_id = self.resolve(group, cluster_id)
+        holder = f"undo-{uuid.uuid4().hex}"
+        if not dry_run and not self.remediation.acquire(cluster, group_id, holder, time.time(), 120.0):
+            raise OperatorError(f"a remediation of {group_id} is running; try again in a minute")
+        try:
+            return self._undo(cluster, group_id, holder, dry_run=dry_run, force=force)
+        finally:
+            if not dry_run:
+                self.remediation.release(cluster, group_id, holder)
+
+    def _undo(self, cluster: str, group_id: str, holder: str, *, dry_run: bool, force: bool) -> UndoResult:
+        ledger = self.remediation.ledger(cluster, group_id)
+        change = next(
+            (c for c in reversed(ledger.changes) if c.action != "undo" and c.undone_at is None), None
+        )
+        if change is None:
+            raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
+        try:
+            group = self.pcs.get_group(cluster, group_id)
+        except AwsCallError as exc:
+            raise OperatorError(str(exc)) from None
+        current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        lines = [f"undoes {change.action} of {_utc(change.at)} (episode {change.episode_id})"]
+        if fingerprint_of(current) != change.fingerprint_after:
+            if not force:
+                raise OperatorError(
+                    f"{group_id} changed since Lifeguard's {change.action} of {_utc(change.at)}: "
+                    "someone else changed it; use --force to put back the configuration from before anyway"
+                )
+            lines.append(
+                "the group changed since Lifeguard's change: --force puts the old configuration back anyway"
+            )
+        old = NodeLifecycleActions.from_api(current) if current else None
+        new = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
+        changes = diff_configs(old, new)
+        lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
+        diff = [c.to_detail() for c in changes]
+        if dry_run:
+            return UndoResult(cluster, group_id, False, change, diff, [*lines, "dry run: nothing changed"])
+        if group.status != "ACTIVE":
+            raise OperatorError(f"{group_id} is {group.status}; try again when it is ACTIVE")
+        if change.config_before is None:
+            raise OperatorError(
+                "the configuration from before had no lifecycle actions; PCS cannot remove them all"
+            )
+        token = (
+            "lifeguard-undo-"
+            + hashlib.sha256(f"{holder}:{change.fingerprint_after}".encode()).hexdigest()[:40]
+        )
+        try:
+            updated = self.pcs.update_lifecycle_actions(cluster, group_id, change.config_before, token)
+        except AwsCallError as exc:
+            raise OperatorError(str(exc)) from None
+        now = time.time()
+        change.undone_at = now
+        ledger.changes.append(
+            AppliedChange(
+                at=now,
+                episode_id=change.episode_id,
+                revision=change.revision,
+                action="undo",
+                config_before=current,
+                config_after=change.config_before,
+                fingerprint_before=fingerprint_of(current),
+                fingerprint_after=fingerprint_of(change.config_before),
+                modified_at_after=updated.modified_at_ms,
+            )
+        )
+        self.remediation.save_ledger(cluster, group_id, ledger)
+        self.remediation.audit(
+            cluster,
+            group_id,
+            AuditEntry(
+                at=now,
+                decision="undo",
+                episode_id=change.episode_id,
+                revision=change.revision,
+                action="undo",
+                reason=f"operator undid {change.action} of {_utc(change.at)}"
+                + (" (--force)" if force else ""),
+                config_before=current,
+                config_after=change.config_before,
+                diff=diff,
+                actor="operator",
+            ),
+        )
+        return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"])
+
+
+def _episode(state: GroupState) -> dict[str, Any] | None:
+    episode = state.episode
+    if episode is None:
+        return None
+    suspect = episode.suspect
+    return {
+        "episode_id": episode.episode_id,
+        "kind": episode.kind,
+        "opened_at": episode.opened_at,
+        "failures": len(episode.failures),
+        "suspect": f"{suspect.stage}/{suspect.script}" if suspect else None,
+    }
+
+
+def _last_action(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "at": entry.at,
+        "decision": entry.decision,
+        "action": entry.action,
+        "dry_run": entry.dry_run,
+        "reason": entry.reason,
+    }
+
+
+def format_time(seconds: float | None) -> str:
+    """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC)."""
+    return _utc(seconds)

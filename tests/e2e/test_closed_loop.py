@@ -1,0 +1,136 @@
+"""The closed loop as a user runs it: `lifeguard replay --mode …` feeds a recorded stream to the real
+scaling_events and node_reports handlers, their events to the real remediate and notify handlers, against
+a fresh local AWS; the group's configuration at the end, SNS (read back through SQS) and a loopback Slack
+webhook show what happened."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import EVENTS, load_event
+
+pytestmark = pytest.mark.e2e
+LIFEGUARD = Path(sys.executable).parent / "lifeguard"
+STREAMS = EVENTS / "streams"
+TERMINATE = load_event("configs/article-terminate.json")
+GOOD = load_event("configs/article-reverted.json")
+
+
+def replay(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(LIFEGUARD), "replay", "--json", *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def kinds(document: dict[str, Any]) -> list[str]:
+    return [event["detail-type"] for event in document["events"]]
+
+
+def final_config(document: dict[str, Any]) -> Any:
+    (group,) = document["groups"]
+    return group["node_lifecycle_actions"]
+
+
+def channels(document: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {"sns": [], "slack": []}
+    for notification in document["notifications"]:
+        found[notification["channel"]].append(notification)
+    return found
+
+
+def test_quarantine_ends_with_fail_terminate_on_stop_sequence_and_nothing_else_changed() -> None:
+    document = replay("--mode", "quarantine", str(STREAMS / "article-terminate-loop-with-reports.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied"]
+    expected = copy.deepcopy(TERMINATE)
+    expected["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    assert final_config(document) == expected
+    applied = document["events"][1]["detail"]
+    assert applied["diff"] == [
+        {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
+    ]
+    assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"
+    sent = channels(document)
+    assert [n["attributes"]["event"] for n in sent["sns"]] == ["BootstrapLoopDetected", "RemediationApplied"]
+    assert all(len(n["subject"]) < 100 for n in sent["sns"])
+    assert len(sent["slack"]) == 2
+    assert "fail-terminate" in json.dumps(sent["slack"][1]["message"]["blocks"])
+
+
+def test_revert_puts_back_the_configuration_proven_good_before_the_bad_change() -> None:
+    document = replay(
+        "--mode",
+        "revert",
+        "--config",
+        str(EVENTS / "configs" / "article-reverted.json"),
+        str(STREAMS / "bad-change-then-loop.jsonl"),
+    )
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied", "LoopResolved"]
+    applied = document["events"][1]["detail"]
+    assert applied["action"] == "revert"
+    assert applied["config_before"] == TERMINATE
+    assert applied["config_after"] == GOOD
+    assert final_config(document) == GOOD
+    sent = channels(document)
+    assert [n["attributes"]["event"] for n in sent["sns"]] == [
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "LoopResolved",
+    ]
+    assert len(sent["slack"]) == 3
+
+
+def test_notify_changes_nothing_and_says_what_quarantine_would_do() -> None:
+    document = replay("--mode", "notify", str(STREAMS / "article-terminate-loop-with-reports.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationSkipped"]
+    skipped = document["events"][1]["detail"]
+    assert skipped["dry_run"] is True
+    assert skipped["diff"] == [
+        {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
+    ]
+    assert final_config(document) == TERMINATE
+    sent = channels(document)
+    assert (len(sent["sns"]), len(sent["slack"])) == (2, 2)
+
+
+def test_dry_run_makes_quarantine_a_notification() -> None:
+    document = replay("--dry-run", str(STREAMS / "article-terminate-loop-with-reports.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationSkipped"]
+    assert "DryRun" in document["events"][1]["detail"]["reason"]
+    assert final_config(document) == TERMINATE
+
+
+def test_the_third_node_of_the_article_never_triggers_a_second_remediation() -> None:
+    # Without node reports the suspect is unknown: every script that can terminate is quarantined, and
+    # the instance launched before that change fails later without opening anything new.
+    document = replay(str(STREAMS / "article-terminate-loop.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied"]
+    reason = document["events"][1]["detail"]["reason"]
+    assert "Suspect unknown" in reason
+    stages = final_config(document)["stages"]
+    assert [s.get("onError") for s in stages["nodeBootstrapped"]] == ["STOP_SEQUENCE", "STOP_SEQUENCE"]
+    assert stages["nodeReady"] == TERMINATE["stages"]["nodeReady"]
+
+
+def test_the_timeline_shows_remediation_and_notifications() -> None:
+    done = subprocess.run(
+        [str(LIFEGUARD), "replay", str(STREAMS / "article-terminate-loop-with-reports.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "RemediationApplied" in done.stdout
+    assert "onError: TERMINATE → STOP_SEQUENCE" in done.stdout
+    assert "notifications: 2 via sns, 2 via slack" in done.stdout

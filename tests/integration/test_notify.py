@@ -1,0 +1,201 @@
+"""The notify handler's logic against the local AWS: SNS read back through SQS, Slack on a loopback
+webhook, the webhook URL from Secrets Manager; faults on each channel."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.clients import aws_client
+from lifeguard.events import make_detail
+from lifeguard.notify import (
+    NoticeStore,
+    NotificationError,
+    NotifyController,
+    SecretWebhook,
+    SlackChannel,
+    SnsChannel,
+)
+from lifeguard_cli.local.slack import SlackSink, serve_slack
+from lifeguard_cli.local.stack import LocalChannels, create_notification_channels, create_state_table
+
+pytestmark = pytest.mark.integration
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+
+
+def event(
+    detail_type: str = "RemediationApplied", revision: int = 1, episode: str = "ep-1"
+) -> dict[str, Any]:
+    detail = make_detail(
+        episode_id=episode,
+        cluster_id=CLUSTER,
+        compute_node_group_id=GROUP,
+        kind="loop",
+        failures=[
+            {
+                "instance_id": "i-059b4b99b4f2e9739",
+                "scheduler_node_id": "lca-static-1",
+                "event_timestamp": 1792545162000,
+            }
+        ],
+        suspect={
+            "stage": "nodeBootstrapped",
+            "script": "fail-terminate",
+            "on_error": "TERMINATE",
+            "exit_code": 1,
+            "log_tail": "intentional failure for verification\n",
+            "instances": ["i-059b4b99b4f2e9739"],
+        },
+        mode="quarantine",
+        action="quarantine",
+        diff=[{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
+        reason="Applied quarantine.",
+        undo=f"lifeguard undo {GROUP} --cluster {CLUSTER}",
+        revision=revision,
+    )
+    return {"detail-type": detail_type, "source": "lifeguard", "detail": detail}
+
+
+@dataclass
+class Env:
+    local: Any
+    slack: SlackSink
+    channels: LocalChannels
+    table: str
+    sleeps: list[float] = field(default_factory=list)
+    metrics: list[str] = field(default_factory=list)
+
+    def controller(self, *, topic_arn: str | None = None, timeout_seconds: float = 5.0) -> NotifyController:
+        webhook = SecretWebhook(
+            aws_client("secretsmanager", self.local.moto.endpoint_url), self.channels.slack_secret
+        )
+        slack = SlackChannel(webhook, sleep=self.sleeps.append, timeout_seconds=timeout_seconds)
+        sns = SnsChannel(
+            aws_client("sns", self.local.moto.endpoint_url), topic_arn or self.channels.topic_arn
+        )
+        notices = NoticeStore(
+            aws_client("dynamodb", self.local.moto.endpoint_url), self.table, clock=lambda: 1.8e9
+        )
+        return NotifyController([sns, slack], notices, metric=lambda name, value: self.metrics.append(name))
+
+    def sns(self) -> list[dict[str, Any]]:
+        return self.channels.received_sns(self.local.client("sqs"))
+
+
+@pytest.fixture
+def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
+    for key, value in local.environ().items():
+        monkeypatch.setenv(key, value)
+    prefix = f"nt-{uuid.uuid4().hex[:8]}"
+    create_state_table(local.client("dynamodb"), f"{prefix}-state")
+    with serve_slack() as slack:
+        channels = create_notification_channels(
+            local.client("sns"), local.client("sqs"), local.client("secretsmanager"), prefix, slack.url
+        )
+        yield Env(local, slack, channels, f"{prefix}-state")
+
+
+def test_an_event_reaches_sns_with_filterable_attributes_and_slack_as_block_kit(env: Env) -> None:
+    result = env.controller().handle_event(event())
+    assert result.sent == ["sns", "slack"]
+    (published,) = env.sns()
+    assert published["subject"] == f"[Lifeguard] Remediated: {GROUP} (fail-terminate) in {CLUSTER}"
+    assert published["attributes"] == {
+        "cluster_id": CLUSTER,
+        "compute_node_group_id": GROUP,
+        "event": "RemediationApplied",
+        "severity": "medium",
+    }
+    assert "Applied quarantine." in published["message"]
+    assert '"episode_id": "ep-1"' in published["message"]
+    (message,) = env.slack.messages
+    assert message["blocks"][0]["type"] == "header"
+    texts = " ".join(str(block) for block in message["blocks"])
+    assert "intentional failure for verification" in texts
+    assert f"lifeguard undo {GROUP} --cluster {CLUSTER}" in texts
+    assert "message 1" in message["blocks"][-1]["elements"][0]["text"]
+
+
+def test_a_duplicate_event_sends_nothing_twice_and_the_episode_messages_are_numbered(env: Env) -> None:
+    controller = env.controller()
+    controller.handle_event(event("BootstrapLoopDetected"))
+    again = controller.handle_event(event("BootstrapLoopDetected"))
+    assert (again.sent, again.already_sent) == ([], ["sns", "slack"])
+    controller.handle_event(event("RemediationApplied"))
+    assert len(env.sns()) == 2
+    assert ["message 1" in m["blocks"][-1]["elements"][0]["text"] for m in env.slack.messages] == [
+        True,
+        False,
+    ]
+    assert "message 2" in env.slack.messages[1]["blocks"][-1]["elements"][0]["text"]
+
+
+def test_slack_429_is_retried_after_its_retry_after_and_messages_are_paced(env: Env) -> None:
+    env.slack.fail_next(429, retry_after="3")
+    controller = env.controller()
+    controller.handle_event(event())
+    assert len(env.slack.messages) == 1
+    assert env.slack.attempts == 2
+    assert 3.0 in env.sleeps
+    controller.handle_event(event(revision=2))
+    assert len(env.slack.messages) == 2
+    assert any(0.5 < pause <= 1.0 for pause in env.sleeps)  # one message a second per webhook
+
+
+def test_slack_500s_and_a_timeout_are_retried(env: Env) -> None:
+    env.slack.fail_next(500, times=2)
+    env.slack.stall_next(1.5)
+    result = env.controller(timeout_seconds=0.5).handle_event(event())
+    assert result.sent == ["sns", "slack"]
+    assert env.slack.attempts == 4
+    assert len(env.slack.messages) == 1
+
+
+def test_a_failing_slack_never_blocks_sns_and_the_retry_sends_only_what_was_missing(
+    env: Env, caplog: pytest.LogCaptureFixture
+) -> None:
+    env.slack.fail_next(500, times=4)
+    controller = env.controller()
+    with caplog.at_level(logging.INFO), pytest.raises(NotificationError, match="slack") as raised:
+        controller.handle_event(event())
+    assert len(env.sns()) == 1
+    assert env.slack.messages == []
+    assert "NotificationFailures" in env.metrics
+    assert env.slack.url not in str(raised.value)  # the URL is a credential: never said
+    assert env.slack.url not in caplog.text
+    retried = controller.handle_event(event())
+    assert (retried.sent, retried.already_sent) == (["slack"], ["sns"])
+    assert env.sns() == []
+    assert len(env.slack.messages) == 1
+
+
+def test_an_sns_error_never_blocks_slack(env: Env) -> None:
+    missing = env.channels.topic_arn.rsplit(":", 1)[0] + ":no-such-topic"
+    with pytest.raises(NotificationError, match="sns"):
+        env.controller(topic_arn=missing).handle_event(event())
+    assert len(env.slack.messages) == 1
+
+
+def test_a_slack_400_is_not_retried_and_the_webhook_secret_is_read_once(env: Env) -> None:
+    env.slack.fail_next(400)
+    controller = env.controller()
+    with pytest.raises(NotificationError):
+        controller.handle_event(event())
+    assert env.slack.attempts == 1
+    controller.handle_event(event(revision=2))
+    slack = controller.channels[1]
+    assert isinstance(slack, SlackChannel)
+    webhook = slack._webhook
+    assert isinstance(webhook, SecretWebhook)
+    assert webhook.reads == 1
+
+
+def test_something_that_is_not_a_controller_event_is_counted_and_ignored(env: Env) -> None:
+    result = env.controller().handle_event({"detail-type": "Scheduled Event", "detail": {}})
+    assert result.sent == []
+    assert env.metrics == ["InvalidEvents"]

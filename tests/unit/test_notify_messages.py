@@ -1,0 +1,103 @@
+"""What people are told: subjects, SNS bodies within 256 KB, Slack Block Kit within its limits."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lifeguard.events import make_detail
+from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
+from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
+from lifeguard.notify.sns import SNS_MAX_BYTES
+
+SUSPECT = {
+    "stage": "nodeBootstrapped",
+    "script": "fail-terminate",
+    "on_error": "TERMINATE",
+    "exit_code": 1,
+    "log_tail": "intentional failure for verification\n",
+    "instances": ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"],
+}
+FAILURES = [
+    {
+        "instance_id": "i-059b4b99b4f2e9739",
+        "scheduler_node_id": "lca-static-1",
+        "event_timestamp": 1792545162000,
+    },
+    {
+        "instance_id": "i-06644f6e5a2b001c9",
+        "scheduler_node_id": "lca-static-1",
+        "event_timestamp": 1792545522000,
+    },
+]
+
+
+def applied(**changed: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "episode_id": "ep-1",
+        "cluster_id": "pcs_abc123de45",
+        "compute_node_group_id": "pcs_abcdef01",
+        "kind": "loop",
+        "failures": FAILURES,
+        "suspect": SUSPECT,
+        "mode": "quarantine",
+        "action": "quarantine",
+        "diff": [{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
+        "reason": "Applied quarantine.",
+        "undo": "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45",
+    }
+    return make_detail(**{**fields, **changed})
+
+
+@pytest.mark.parametrize("detail_type", list(SEVERITY))
+def test_every_event_has_a_short_ascii_subject_and_a_severity(detail_type: str) -> None:
+    summary = summarize(detail_type, applied(compute_node_group_id="pcs_" + "x" * 200))
+    assert len(summary.subject) < 100
+    assert summary.subject.isascii()
+    assert "\n" not in summary.subject
+    assert summary.severity == SEVERITY[detail_type]
+
+
+def test_the_summary_names_the_evidence_the_script_its_exit_code_the_change_and_the_undo() -> None:
+    text = summarize("RemediationApplied", applied()).text()
+    assert "i-059b4b99b4f2e9739 (lca-static-1) failed at 2026-10-21" in text
+    assert "nodeBootstrapped › fail-terminate (onError TERMINATE, exit 1, on 2 of 2" in text
+    assert "intentional failure for verification" in text
+    assert "stages.nodeBootstrapped[0].onError: TERMINATE → STOP_SEQUENCE" in text
+    assert "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45" in text
+
+
+def test_the_sns_body_is_the_summary_then_the_detail_as_json() -> None:
+    detail = applied()
+    body = sns_message(summarize("RemediationApplied", detail), detail)
+    text, _, document = body.partition("\n{")
+    assert "Applied quarantine." in text
+    assert json.loads("{" + document)["episode_id"] == "ep-1"
+
+
+def test_a_huge_log_tail_and_config_are_trimmed_to_fit_sns() -> None:
+    huge = {"stages": {"nodeBootstrapped": [{"name": "x" * 300_000}]}}
+    detail = applied(suspect={**SUSPECT, "log_tail": "y" * 300_000}, config_before=huge, config_after=huge)
+    body = sns_message(summarize("RemediationApplied", detail), detail)
+    assert len(body.encode()) <= SNS_MAX_BYTES
+    assert "(trimmed to fit SNS)" in body
+    assert "pcs_abcdef01" in body
+
+
+def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> None:
+    detail = applied(suspect={**SUSPECT, "log_tail": "start\n" + "z" * 10_000 + "\nthe real error"})
+    message = slack_message(summarize("RemediationApplied", detail), detail, sequence=2)
+    assert message["text"]
+    assert len(message["blocks"]) <= MAX_BLOCKS
+    header = message["blocks"][0]
+    assert header["type"] == "header"
+    assert len(header["text"]["text"]) <= HEADER_MAX_CHARS
+    sections = [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
+    assert all(len(text) <= SECTION_MAX_CHARS for text in sections)
+    code = next(text for text in sections if text.startswith("```…"))
+    assert code.endswith("the real error```")
+    assert any("*Undo*: `lifeguard undo pcs_abcdef01" in text for text in sections)
+    context = message["blocks"][-1]["elements"][0]["text"]
+    assert context == "Episode `ep-1` · message 2 · RemediationApplied"

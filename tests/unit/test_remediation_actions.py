@@ -1,0 +1,138 @@
+"""The remediation actions' plans: what each would put in place, and what it says about it."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from lifeguard.lifecycle import NodeLifecycleActions
+from lifeguard.remediation import ACTIONS, DRAIN_SCRIPT_NAME, ActionContext, action_for
+from tests.conftest import load_event
+
+TERMINATE = load_event("configs/article-terminate.json")
+GOOD = load_event("configs/article-reverted.json")
+BUNDLE = "s3://lifeguard-artifacts/lifeguard-node.pyz"
+
+
+def script(config: dict[str, Any], stage: str, name: str) -> dict[str, Any]:
+    return next(s for s in config["stages"][stage] if s["name"] == name)
+
+
+def test_quarantine_switches_only_the_suspect_and_changes_nothing_else() -> None:
+    plan = action_for("quarantine").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate")))
+    assert plan.changes_something
+    after = plan.config_after
+    assert after is not None
+    assert script(after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"
+    expected = copy.deepcopy(TERMINATE)
+    expected["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    assert after == expected
+    assert [c.to_detail() for c in plan.changes] == [
+        {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
+    ]
+
+
+def test_quarantine_without_a_suspect_switches_every_script_that_can_terminate_and_says_so() -> None:
+    plan = action_for("quarantine").plan(ActionContext(TERMINATE, None))
+    after = plan.config_after
+    assert after is not None
+    # record-after-fail has no onError: TERMINATE by default, so it can have failed the boot too.
+    assert script(after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"
+    assert script(after, "nodeBootstrapped", "record-after-fail")["onError"] == "STOP_SEQUENCE"
+    assert script(after, "nodeReady", "ready-check")["onError"] == "CONTINUE"
+    assert any("suspect unknown" in note for note in plan.notes)
+
+
+def test_quarantine_of_a_suspect_that_is_no_longer_in_the_config_falls_back_and_says_so() -> None:
+    plan = action_for("quarantine").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "renamed-away")))
+    assert plan.changes_something
+    assert any("not in the current configuration" in note for note in plan.notes)
+
+
+def test_quarantine_with_the_node_bundle_adds_a_drain_step_first_in_node_ready() -> None:
+    plan = action_for("quarantine").plan(
+        ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    after = plan.config_after
+    assert after is not None
+    drain = after["stages"]["nodeReady"][0]
+    assert drain["name"] == DRAIN_SCRIPT_NAME
+    assert drain["onError"] == "CONTINUE"
+    assert drain["scriptSource"] == {"scriptLocation": BUNDLE}
+    assert drain["arguments"][:2] == ["drain", "--reason"]
+    assert "fail-terminate" in drain["arguments"][2]
+    NodeLifecycleActions.from_api(after)  # PCS would take it
+    again = action_for("quarantine").plan(ActionContext(after, None, node_bundle=BUNDLE))
+    assert [s["name"] for s in (again.config_after or after)["stages"]["nodeReady"]].count(
+        DRAIN_SCRIPT_NAME
+    ) == 1
+
+
+def test_quarantine_does_not_add_a_21st_node_ready_script() -> None:
+    config = copy.deepcopy(TERMINATE)
+    config["stages"]["nodeReady"] = [
+        {
+            "name": f"step-{i}",
+            "scriptSource": {"scriptLocation": "s3://lca-scripts-example/s.sh"},
+            "onError": "CONTINUE",
+        }
+        for i in range(20)
+    ]
+    plan = action_for("quarantine").plan(
+        ActionContext(config, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    assert plan.config_after is not None
+    assert len(plan.config_after["stages"]["nodeReady"]) == 20
+    assert any("drain the kept node by hand" in note for note in plan.notes)
+
+
+def test_quarantine_has_nothing_to_do_when_no_script_can_terminate() -> None:
+    config = copy.deepcopy(TERMINATE)
+    for stage in config["stages"].values():
+        for each in stage:
+            each["onError"] = "CONTINUE"
+    plan = action_for("quarantine").plan(ActionContext(config, None))
+    assert not plan.changes_something
+    assert plan.notes == ("no script has an effective onError TERMINATE: nothing to switch",)
+
+
+def test_revert_puts_back_the_proven_good_config() -> None:
+    plan = action_for("revert").plan(
+        ActionContext(TERMINATE, None, proven_good=GOOD, proven_good_by="i-1 at t")
+    )
+    assert plan.action == "revert"
+    assert plan.config_after == GOOD
+    assert any("proven good by i-1 at t" in note for note in plan.notes)
+
+
+@pytest.mark.parametrize(
+    ("proven_good", "says"),
+    [
+        (None, "no proven-good configuration is known"),
+        (TERMINATE, "proven-good configuration is the current one"),
+    ],
+)
+def test_revert_without_a_better_config_falls_back_to_quarantine(proven_good: Any, says: str) -> None:
+    plan = action_for("revert").plan(
+        ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), proven_good)
+    )
+    assert plan.action == "quarantine"
+    assert plan.changes_something
+    assert says in plan.notes[0]
+
+
+def test_notify_plans_what_quarantine_would_do() -> None:
+    context = ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"))
+    assert (
+        action_for("notify").plan(context).config_after == action_for("quarantine").plan(context).config_after
+    )
+
+
+def test_every_action_declares_its_permissions_and_an_unknown_one_is_named() -> None:
+    assert set(ACTIONS) == {"quarantine", "revert", "notify"}
+    for cls in ACTIONS.values():
+        assert all(p.startswith("pcs:") for p in cls.PERMISSIONS)
+    with pytest.raises(KeyError, match="known: notify, quarantine, revert"):
+        action_for("reboot")
