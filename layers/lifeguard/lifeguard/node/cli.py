@@ -1,5 +1,6 @@
 """`lifeguard-node`: the node side's command line (also the node bundle's entry point).
 
+`drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained, 1 when scontrol failed.
 Exit status of `boot`: 0 completed (CONTINUE failures included), 3 a STOP_SEQUENCE failure stopped a stage,
 4 a TERMINATE failure (the node must be terminated), 64 bad usage or an invalid config, 1 internal error.
 """
@@ -90,6 +91,20 @@ def _parser() -> argparse.ArgumentParser:
     ship.add_argument(
         "--poll-interval", type=float, help=f"seconds between looks (default {POLL_INTERVAL_SECONDS})"
     )
+    drain = commands.add_parser(
+        "drain",
+        help="drain this node in Slurm if a lifecycle script stopped its sequence this boot",
+        description="The nodeReady step a Lifeguard quarantine adds: when executor.log shows a STOP_SEQUENCE "
+        "failure since this boot began, run scontrol to drain the node with REASON (the failed scripts are "
+        "appended); otherwise leave it in service. "
+        'Example: lifeguard-node drain --reason "lifeguard: kept for debugging"',
+    )
+    drain.add_argument("--reason", required=True, help="Slurm's drain reason (the scripts are appended)")
+    drain.add_argument(
+        "--root", type=Path, help="the node's root directory (default: LIFEGUARD_NODE_ROOT, else /)"
+    )
+    drain.add_argument("--node-id", help="Slurm node name; default: PCS_NODE_ID, else the short host name")
+    drain.add_argument("--since", type=float, help="epoch seconds this boot began (default: the kernel's)")
     return parser
 
 
@@ -101,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _boot(args)
         if args.command == "ship":
             return _ship(args)
+        if args.command == "drain":
+            return _drain(args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - one clean line, never a traceback, for an unforeseen failure
@@ -175,6 +192,22 @@ def _ship(args: argparse.Namespace) -> int:
             f"lifeguard-node ship: skipped {shipper.skipped_lines} unreadable executor.log lines",
             file=sys.stderr,
         )
+    return 0
+
+
+def _drain(args: argparse.Namespace) -> int:
+    from lifeguard.node.drain import drain
+
+    scontrol = setting("scontrol", None, "scontrol", str)
+    root = args.root or Path(setting("node_root", None, "/", str))
+    decision = drain(NodeLayout(root), args.reason, node_id=args.node_id, since=args.since, scontrol=scontrol)
+    if decision.error:
+        print(f"lifeguard-node drain: {decision.error}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    if decision.drained:
+        print(f"drained: {decision.reason}")
+    else:
+        print(f"not drained: {decision.reason}")
     return 0
 
 
