@@ -116,7 +116,7 @@ def test_the_third_node_of_the_article_never_triggers_a_second_remediation() -> 
     document = replay(str(STREAMS / "article-terminate-loop.jsonl"))
     assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied"]
     reason = document["events"][1]["detail"]["reason"]
-    assert "Suspect unknown" in reason
+    assert "suspect unknown" in reason
     stages = final_config(document)["stages"]
     assert [s.get("onError") for s in stages["nodeBootstrapped"]] == ["STOP_SEQUENCE", "STOP_SEQUENCE"]
     assert stages["nodeReady"] == TERMINATE["stages"]["nodeReady"]

@@ -122,7 +122,9 @@ class Quarantine(RemediationAction):
         for stage, index in targets:
             stages[stage][index]["onError"] = "STOP_SEQUENCE"
         names = ", ".join(stages[stage][index]["name"] for stage, index in targets)
-        notes.insert(0, f"{names} now stop the sequence on failure instead of terminating the node")
+        notes.insert(
+            0, f"onError STOP_SEQUENCE for {names}: a failure now keeps the node instead of terminating it"
+        )
         if context.node_bundle:
             self._add_drain(stages, context.node_bundle, targets, notes)
         return _planned(self.name, context.config, after, notes)
@@ -224,11 +226,10 @@ class Revert(RemediationAction):
 
 @_register
 class Notify(RemediationAction):
-    """Change nothing; the plan is what quarantine would do, published as a dry run."""
+    """Change nothing; the plan is what quarantine would do (its `action` says so), published as a dry run."""
 
     name = "notify"
     PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:ListTagsForResource")
 
     def plan(self, context: ActionContext) -> Plan:
-        would = Quarantine().plan(context)
-        return Plan(self.name, would.config_after, would.notes, would.changes)
+        return Quarantine().plan(context)

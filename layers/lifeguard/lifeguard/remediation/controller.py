@@ -94,7 +94,7 @@ class RemediationSettings:
     daily_cap: int = 3
     node_bundle: str | None = None
     lock_wait_seconds: float = 30.0
-    lease_seconds: float = 120.0
+    lease_seconds: float = 660.0  # longer than the function may run (template.yaml: Timeout 600)
     retry_attempts: int = 6
     update_wait_seconds: float = 240.0
     update_poll_seconds: float = 10.0
@@ -311,14 +311,14 @@ class RemediationController:
                 f"{good.instance_id} at {_utc(good.proven_at)}" if good else None,
             )
         )
-        notes = " ".join(f"{note[0].upper()}{note[1:]}." for note in plan.notes)
+        notes = "; ".join(plan.notes)
+        would = f"{plan.action} would change: {notes}." if notes else ""
         if not plan.changes_something:
-            return _Outcome(
-                "skipped", mode, plan.action, f"Nothing to change. {notes}".strip(), True, before, plan
-            )
+            nothing = f"Nothing to change: {notes}." if notes else "Nothing to change."
+            return _Outcome("skipped", mode, plan.action, nothing, True, before, plan)
         if mode == "notify" or self.settings.dry_run:
             why = "mode notify" if mode == "notify" else "the stack's DryRun is on"
-            text = f"Dry run ({why}): {plan.action} would make the change below; nothing was changed. {notes}"
+            text = f"Dry run ({why}), nothing was changed; {would}"
             return _Outcome("skipped", mode, plan.action, text.strip(), True, before, plan)
         now = self.clock()
         if not earlier:
@@ -326,7 +326,7 @@ class RemediationController:
             if recent:
                 text = (
                     f"Cooldown: Lifeguard changed this group {int((now - recent[-1].at) / 60)} min ago; "
-                    f"no new change within {int(self.settings.cooldown_seconds / 60)} min. {notes}"
+                    f"no new change within {int(self.settings.cooldown_seconds / 60)} min; {would}"
                 )
                 return _Outcome("skipped", mode, plan.action, text.strip(), True, before, plan)
         if len(ledger.applied_since(now - _DAY_SECONDS)) >= self.settings.daily_cap:
@@ -369,7 +369,8 @@ class RemediationController:
             fingerprint_after=fingerprint_after,
             modified_at_after=updated.modified_at_ms,
         )
-        text = " ".join(part for part in (ladder_reason, f"Applied {plan.action}.", notes) if part)
+        said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
+        text = f"{ladder_reason} {said}" if ladder_reason else said
         logger.warning("group %s: %s applied (%s)", group.group_id, plan.action, detection.episode_id)
         return _Outcome("applied", mode, plan.action, text, False, before, plan, applied)
 
