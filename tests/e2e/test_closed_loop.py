@@ -134,3 +134,29 @@ def test_the_timeline_shows_remediation_and_notifications() -> None:
     assert "RemediationApplied" in done.stdout
     assert "onError: TERMINATE → STOP_SEQUENCE" in done.stdout
     assert "notifications: 2 via sns, 2 via slack" in done.stdout
+
+
+def test_a_loop_that_goes_on_after_quarantine_is_detected_again_and_escalated_to_revert() -> None:
+    document = replay(
+        "--mode",
+        "quarantine",
+        "--config",
+        str(EVENTS / "configs" / "article-reverted.json"),
+        str(STREAMS / "quarantine-then-escalation.jsonl"),
+    )
+    assert kinds(document) == [
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "LoopResolved",
+    ]
+    first, quarantine, again, revert, _ = (event["detail"] for event in document["events"])
+    assert quarantine["action"] == "quarantine"
+    assert again["episode_id"] == first["episode_id"]
+    assert again["revision"] == first["revision"] + 1
+    assert again["config_fingerprint"] != first["config_fingerprint"]  # the quarantined configuration
+    assert again["suspect"]["script"] == "record-after-fail"
+    assert revert["action"] == "revert"
+    assert "escalating to revert" in revert["reason"]
+    assert final_config(document) == GOOD

@@ -155,13 +155,8 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     launched_at = state.launches.get(instance)
     if launched_at is None and known_outcome is not None:
         launched_at = known_outcome.launched_at
-    # Every field comes from a validated record: no second validation (this runs for every outcome).
-    state.outcomes[instance] = Outcome.model_construct(
-        instance_id=instance,
-        scheduler_node_id=record.scheduler_node_id,
-        event_timestamp=record.event_timestamp,
-        succeeded=record.is_bootstrap_success,
-        launched_at=launched_at,
+    state.outcomes[instance] = Outcome(
+        instance, record.scheduler_node_id, record.event_timestamp, record.is_bootstrap_success, launched_at
     )
     state.outcome_changed()
     return True

@@ -12,6 +12,7 @@ from __future__ import annotations
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
@@ -56,11 +57,15 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Outcome(_Model):
-    """How an instance's bootstrap ended: ACTIVE/BOOTSTRAP_SUCCESS or TERMINATED/BOOTSTRAP_FAILED."""
+@dataclass(slots=True)
+class Outcome:
+    """How an instance's bootstrap ended: ACTIVE/BOOTSTRAP_SUCCESS or TERMINATED/BOOTSTRAP_FAILED.
+
+    A plain dataclass, not a model: one is made for every outcome record, and they are stored as rows.
+    """
 
     instance_id: str
-    scheduler_node_id: str | None = None
+    scheduler_node_id: str | None
     event_timestamp: int
     succeeded: bool
     launched_at: int | None = None
@@ -150,16 +155,7 @@ class GroupState(_Model):
     def _outcomes_from_rows(cls, value: Any) -> Any:
         if not isinstance(value, list):
             return value
-        return {
-            row[0]: Outcome(
-                instance_id=row[0],
-                scheduler_node_id=row[1],
-                event_timestamp=row[2],
-                succeeded=bool(row[3]),
-                launched_at=row[4],
-            )
-            for row in value
-        }
+        return {str(row[0]): Outcome(str(row[0]), row[1], int(row[2]), bool(row[3]), row[4]) for row in value}
 
     def oldest_outcome_at(self) -> int | None:
         """Event time of the oldest outcome kept (cached until `outcome_changed`)."""

@@ -71,16 +71,36 @@ class LogBatch:
 
 
 def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
-    """Decode base64 + gzip + JSON through Powertools' CloudWatchLogsModel, keeping logGroup/logStream."""
-    from aws_lambda_powertools.utilities.parser.models import CloudWatchLogsModel
+    """Decode base64 + gzip, then parse the JSON straight into Powertools' decoded CloudWatch Logs model
+    (`CloudWatchLogsDecode`, keeping logGroup/logStream). Going from bytes to the model in one step, rather
+    than through `CloudWatchLogsModel`'s validator (json.loads, then validation of Python objects), halves
+    the cost of a batch: it is most of what the handlers spend on an event beyond their own records."""
+    import binascii
+    import zlib
 
-    try:
-        data = CloudWatchLogsModel.model_validate(event).awslogs.decoded_data
-    except ValidationError as exc:
+    from aws_lambda_powertools.utilities.parser.models.cloudwatch import CloudWatchLogsDecode
+
+    awslogs = event.get("awslogs") if isinstance(event, Mapping) else None
+    data = awslogs.get("data") if isinstance(awslogs, Mapping) else None
+    if not isinstance(data, str):
         raise InvalidSubscriptionEventError(
-            f"not a CloudWatch Logs subscription event: {exc.errors()[0]['msg']}"
+            "not a CloudWatch Logs subscription event: no awslogs.data string"
+        )
+    try:
+        raw = gzip.decompress(base64.b64decode(data, validate=True))
+    except (binascii.Error, OSError, EOFError, zlib.error) as exc:
+        raise InvalidSubscriptionEventError(
+            f"not a CloudWatch Logs subscription event: awslogs.data is not base64 gzip ({exc})"
         ) from None
-    return LogBatch(data.logGroup, data.logStream, data.messageType, data.logEvents)
+    try:
+        decoded = CloudWatchLogsDecode.model_validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(document)"
+        raise InvalidSubscriptionEventError(
+            f"not a CloudWatch Logs subscription event: {where}: {first['msg']}"
+        ) from None
+    return LogBatch(decoded.logGroup, decoded.logStream, decoded.messageType, decoded.logEvents)
 
 
 def encode_subscription(

@@ -33,7 +33,7 @@ from lifeguard.detection import (
 from lifeguard.errors import GroupNotFoundError
 from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.scaling_log import ScalingLogRecord
+from lifeguard.scaling_log import KNOWN_REASONS, ScalingLogRecord
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
 
 __all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
@@ -126,10 +126,12 @@ class ScalingEventsController:
         """Log-event messages with where they came from; a bad one is logged, counted and skipped."""
         summary = BatchSummary()
         records: list[ScalingLogRecord] = []
+        # The model's validator itself: model_validate_json's wrapper costs a third as much again per record.
+        validate = ScalingLogRecord.__pydantic_validator__.validate_json
         for message, where in messages:
             summary.records += 1
             try:
-                records.append(ScalingLogRecord.model_validate_json(message))
+                records.append(validate(message))
             except ValidationError as exc:
                 summary.skipped += 1
                 logger.warning(
@@ -153,12 +155,14 @@ class ScalingEventsController:
     def _handle(self, records: list[ScalingLogRecord], summary: BatchSummary) -> None:
         by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
         for record in records:
-            if not record.is_known:
+            status, reason = record.status_code, record.reason_code
+            known = KNOWN_REASONS.get(status)
+            if known is None or (reason is not None and reason not in known):
                 summary.unknown_codes += 1
                 logger.info(
                     "unknown scaling-log codes %s (kept, not acted on)", ", ".join(record.unknown_codes)
                 )
-            if record.is_launch_failure:
+            if status == "LAUNCH_FAILED":
                 summary.launch_failures += 1
                 logger.warning(
                     "launch failure %s/%s in group %s: capacity or quota, not a script; no action",
@@ -166,8 +170,10 @@ class ScalingEventsController:
                     record.reason_code,
                     record.compute_node_group_id,
                 )
-            if record.cluster_id and record.compute_node_group_id and _matters(record):
-                by_group.setdefault((record.cluster_id, record.compute_node_group_id), []).append(record)
+            if status == "LAUNCHED" or _KEPT.get(status) == reason:
+                cluster_id, group_id = record.resource_id, record.compute_node_group_id
+                if cluster_id and group_id:
+                    by_group.setdefault((cluster_id, group_id), []).append(record)
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
         reads = _PcsReads(self.pcs, self.tag_refresh_ms, per_cluster)
@@ -213,7 +219,7 @@ class ScalingEventsController:
                 change.changed = True
                 if record.is_bootstrap_failure and state.episode is None:
                     self._detect(state, refresh, change)
-                elif record.is_bootstrap_failure:
+                elif record.is_bootstrap_failure and self._may_have_changed(state, record):
                     self._detect_again(state, refresh, change)
                 elif record.is_bootstrap_success and state.episode is not None:
                     settings = self._settings(state)
@@ -325,6 +331,12 @@ class ScalingEventsController:
         logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
 
+    def _may_have_changed(self, state: GroupState, record: ScalingLogRecord) -> bool:
+        """Whether the configuration is worth reading again for an open episode: at most once per
+        refresh interval of event time, so a group that keeps failing costs one PCS read a minute."""
+        config = state.config
+        return config is None or record.event_timestamp - config.checked_at >= self.proven_good_refresh_ms
+
     def _detect_again(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
         """An open episode whose loop goes on under a newer configuration (a remediation that did not
         work, or another broken change): the episode is detected again, as a new revision, so remediation
@@ -430,6 +442,5 @@ class _PcsReads:
         )
 
 
-def _matters(record: ScalingLogRecord) -> bool:
-    """Records the state keeps: launches and bootstrap outcomes. Everything else costs no AWS call."""
-    return record.status_code == "LAUNCHED" or record.is_bootstrap_failure or record.is_bootstrap_success
+# Records the state keeps, besides LAUNCHED: bootstrap outcomes. Everything else costs no AWS call.
+_KEPT = {"TERMINATED": "BOOTSTRAP_FAILED", "ACTIVE": "BOOTSTRAP_SUCCESS"}
