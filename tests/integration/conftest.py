@@ -124,3 +124,41 @@ def new_node(local: Any, directory: Path) -> Node:
 def node(local: Any, tmp_path: Path) -> Node:
     """A fresh node root and a fresh bucket holding the article's three scripts under scripts/."""
     return new_node(local, tmp_path)
+
+
+@dataclass
+class Deployment:
+    """One local deployment of the stack (table, bus, a queue on the bus) and the controller's wiring to
+    it, with PCS at `pcs_endpoint`."""
+
+    stack: Any
+    wiring: Any
+
+
+def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefix: str) -> Deployment:
+    """Point boto3 at the local AWS, make the stack's resources, and wire the controller to them."""
+    from lifeguard.aws.clients import aws_client
+    from lifeguard.aws.events import EventPublisher
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.controller import GroupUpdater, Wiring
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.state import StateStore
+    from lifeguard_cli.local.stack import create_stack
+
+    for key, value in local.environ().items():
+        monkeypatch.setenv(key, value)
+    stack = create_stack(
+        local.client("dynamodb"),
+        local.client("events"),
+        local.client("sqs"),
+        f"{prefix}-{uuid.uuid4().hex[:8]}",
+    )
+    store = StateStore(aws_client("dynamodb", local.moto.endpoint_url), stack.table)
+    publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
+    wiring = Wiring(
+        store,
+        PcsGateway(aws_client("pcs", pcs_endpoint)),
+        GroupUpdater(store, publisher),
+        DetectionSettings.stack_defaults(),
+    )
+    return Deployment(stack, wiring)

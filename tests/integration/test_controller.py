@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import random
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,13 +25,13 @@ from lifeguard.controller import (
     build_node_reports,
     build_scaling_events,
 )
-from lifeguard.detection import DetectionSettings
 from lifeguard.events import DETAIL_KEYS
 from lifeguard.state import StateStore
 from lifeguard.subscription import encode_subscription
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
-from lifeguard_cli.local.stack import LocalStack, create_stack
+from lifeguard_cli.local.stack import LocalStack
 from tests.conftest import EVENTS, load_event
+from tests.integration.conftest import deploy
 
 pytestmark = pytest.mark.integration
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -84,10 +83,6 @@ class Env:
 
 @pytest.fixture
 def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    for key, value in local.environ().items():
-        monkeypatch.setenv(key, value)
-    prefix = f"lg-{uuid.uuid4().hex[:8]}"
-    stack = create_stack(local.client("dynamodb"), local.client("events"), local.client("sqs"), prefix)
     clock = ManualClock(CONFIG_TIME)
     pcs = LocalPcs(clock=clock, update_seconds=60)
     with serve_local_pcs(pcs) as server:
@@ -98,18 +93,11 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             group_id=GROUP,
             node_lifecycle_actions=load_event("configs/article-terminate.json"),
         )
+        monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "quarantine")
+        deployed = deploy(local, monkeypatch, server.endpoint_url, "lg")
+        stack, wiring = deployed.stack, deployed.wiring
         monkeypatch.setenv("LIFEGUARD_TABLE", stack.table)
         monkeypatch.setenv("LIFEGUARD_EVENT_BUS", stack.event_bus)
-        monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "quarantine")
-        dynamodb = aws_client("dynamodb", local.moto.endpoint_url)
-        store = StateStore(dynamodb, stack.table)
-        publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
-        wiring = Wiring(
-            store,
-            PcsGateway(aws_client("pcs", server.endpoint_url)),
-            GroupUpdater(store, publisher),
-            DetectionSettings.stack_defaults(),
-        )
         yield Env(
             build_scaling_events(wiring),
             build_node_reports(wiring),

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,17 +14,15 @@ from typing import Any
 import pytest
 
 from lifeguard.aws.clients import aws_client
-from lifeguard.aws.events import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import GroupUpdater, Wiring, build_remediate
-from lifeguard.detection import DetectionSettings
+from lifeguard.controller import build_remediate
 from lifeguard.events import make_detail
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
-from lifeguard.state import Episode, GroupState, KnownConfig, StateStore
+from lifeguard.state import Episode, GroupState, KnownConfig
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
-from lifeguard_cli.local.stack import create_stack
 from tests.conftest import load_event
+from tests.integration.conftest import deploy
 
 pytestmark = pytest.mark.integration
 LIFEGUARD = Path(sys.executable).parent / "lifeguard"
@@ -56,17 +53,14 @@ class Env:
 
 @pytest.fixture
 def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    for key, value in local.environ().items():
-        monkeypatch.setenv(key, value)
-    prefix = f"op-{uuid.uuid4().hex[:8]}"
-    stack = create_stack(local.client("dynamodb"), local.client("events"), local.client("sqs"), prefix)
     pcs = LocalPcs(update_seconds=0)
     with serve_local_pcs(pcs) as server:
         pcs.add_cluster("lca", cluster_id=CLUSTER)
         group = pcs.add_compute_node_group(
             CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE
         )
-        store = StateStore(aws_client("dynamodb", local.moto.endpoint_url), stack.table)
+        deployed = deploy(local, monkeypatch, server.endpoint_url, "op")
+        stack, wiring = deployed.stack, deployed.wiring
         modified = int(group["modifiedAt"].timestamp() * 1000)
         state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
         state.config = KnownConfig(
@@ -76,14 +70,7 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             checked_at=0,
         )
         state.episode = Episode(episode_id="ep-7", kind="loop", opened_at=modified, failures=[])
-        store.save(state)
-        publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
-        wiring = Wiring(
-            store,
-            PcsGateway(aws_client("pcs", server.endpoint_url)),
-            GroupUpdater(store, publisher),
-            DetectionSettings.stack_defaults(),
-        )
+        wiring.store.save(state)
         controller = build_remediate(
             wiring,
             settings=RemediationSettings(default_mode="quarantine"),

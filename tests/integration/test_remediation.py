@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -12,10 +11,8 @@ from typing import Any
 import pytest
 
 from lifeguard.aws.clients import aws_client
-from lifeguard.aws.events import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import GroupUpdater, Wiring, build_remediate
-from lifeguard.detection import DetectionSettings
+from lifeguard.controller import Wiring, build_remediate
 from lifeguard.events import DETAIL_KEYS, make_detail
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import (
@@ -24,10 +21,11 @@ from lifeguard.remediation import (
     RemediationSettings,
     RemediationStore,
 )
-from lifeguard.state import GroupState, ProvenGood, StateStore
+from lifeguard.state import GroupState, ProvenGood
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
-from lifeguard_cli.local.stack import LocalStack, create_stack
+from lifeguard_cli.local.stack import LocalStack
 from tests.conftest import load_event
+from tests.integration.conftest import deploy
 
 pytestmark = pytest.mark.integration
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -124,24 +122,13 @@ class Env:
 
 @pytest.fixture
 def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
-    for key, value in local.environ().items():
-        monkeypatch.setenv(key, value)
-    prefix = f"rm-{uuid.uuid4().hex[:8]}"
-    stack = create_stack(local.client("dynamodb"), local.client("events"), local.client("sqs"), prefix)
     clock = ManualClock(START)
     pcs = LocalPcs(clock=clock, update_seconds=60)
     with serve_local_pcs(pcs) as server:
         pcs.add_cluster("lca", cluster_id=CLUSTER)
         pcs.add_compute_node_group(CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE)
-        store = StateStore(aws_client("dynamodb", local.moto.endpoint_url), stack.table)
-        publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
-        wiring = Wiring(
-            store,
-            PcsGateway(aws_client("pcs", server.endpoint_url)),
-            GroupUpdater(store, publisher),
-            DetectionSettings.stack_defaults(),
-        )
-        yield Env(pcs, clock, stack, local, wiring, server.endpoint_url)
+        deployed = deploy(local, monkeypatch, server.endpoint_url, "rm")
+        yield Env(pcs, clock, deployed.stack, local, deployed.wiring, server.endpoint_url)
 
 
 def test_quarantine_switches_the_suspect_to_stop_sequence_once_and_audits_it(env: Env) -> None:

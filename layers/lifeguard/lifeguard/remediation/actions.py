@@ -199,29 +199,19 @@ class Revert(RemediationAction):
     def plan(self, context: ActionContext) -> Plan:
         good = context.proven_good
         if good is None:
-            fallback = Quarantine().plan(context)
-            return Plan(
-                fallback.action,
-                fallback.config_after,
-                ("no proven-good configuration is known: quarantined instead", *fallback.notes),
-                fallback.changes,
-            )
+            return self._quarantine_instead(context, "no proven-good configuration is known")
         by = f" by {context.proven_good_by}" if context.proven_good_by else ""
-        plan = _planned(
-            self.name,
-            context.config,
-            copy.deepcopy(dict(good)),
-            [f"back to the configuration proven good{by}"],
-        )
+        notes = [f"back to the configuration proven good{by}"]
+        plan = _planned(self.name, context.config, copy.deepcopy(dict(good)), notes)
         if not plan.changes_something:
-            fallback = Quarantine().plan(context)
-            return Plan(
-                fallback.action,
-                fallback.config_after,
-                ("the proven-good configuration is the current one: quarantined instead", *fallback.notes),
-                fallback.changes,
-            )
+            return self._quarantine_instead(context, "the proven-good configuration is the current one")
         return plan
+
+    @staticmethod
+    def _quarantine_instead(context: ActionContext, why: str) -> Plan:
+        fallback = Quarantine().plan(context)
+        notes = (f"{why}: quarantined instead", *fallback.notes)
+        return Plan(fallback.action, fallback.config_after, notes, fallback.changes)
 
 
 @_register
