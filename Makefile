@@ -12,13 +12,9 @@ export AWS_DEFAULT_REGION ?= us-east-1
 setup:
 	@bash scripts/setup.sh
 
-## The main job: the closed loop on the article's recorded events, then the config lint.
+## The main job: the closed loop on the article's recorded events (lifeguard demo), then the config lint.
 demo: setup
-	@echo "=== The article's TERMINATE loop, mode quarantine: detected, fail-terminate switched to STOP_SEQUENCE"
-	$(BIN)/lifeguard replay --mode quarantine events/streams/article-terminate-loop-with-reports.jsonl
-	@echo
-	@echo "=== A bad change after a good boot, mode revert: the proven-good configuration is put back"
-	$(BIN)/lifeguard replay --mode revert --config events/configs/article-reverted.json events/streams/bad-change-then-loop.jsonl
+	$(BIN)/lifeguard demo
 	@echo
 	@echo "=== The article's configurations, linted; then the invalid examples (exit 1 expected)"
 	$(BIN)/lifeguard lint events/configs/article-*.json events/configs/update-request-*.json

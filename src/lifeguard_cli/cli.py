@@ -150,6 +150,58 @@ def replay(
         render_timeline(result, _console())
 
 
+@app.command()
+def demo(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON document: each scenario's outcome.")
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="Only the summary table, not each timeline.")
+    ] = False,
+) -> None:
+    """The closed loop on recorded events: four scenarios, each replayed through all four handlers against a
+    fresh local AWS (no Docker, no account), then a table of what each ended with.
+
+    Example: lifeguard demo --quiet
+    """
+    from rich.rule import Rule
+    from rich.table import Table
+
+    from lifeguard_cli.demo import SCENARIOS, Scenario, ScenarioResult, run_demo
+    from lifeguard_cli.replay import render_timeline
+
+    console = _console()
+    err = Console(stderr=True, highlight=False)
+
+    def show(scenario: Scenario, done: ScenarioResult) -> None:
+        number = SCENARIOS.index(scenario) + 1
+        if as_json or quiet:
+            err.print(f"[{number}/{len(SCENARIOS)}] {scenario.name}: done")
+            return
+        console.print(Rule(f"{number}/{len(SCENARIOS)} {scenario.name} (mode {scenario.mode})"))
+        console.print(scenario.story)
+        render_timeline(done.result, console)
+        console.print()
+
+    results = run_demo(show)
+    if as_json:
+        typer.echo(json.dumps({"scenarios": [r.to_dict() for r in results]}, indent=2))
+        return
+    table = Table(title="What each scenario ended with", box=None, header_style="bold", pad_edge=False)
+    for column in ("scenario", "events", "notifications", "Lifeguard's changes"):
+        table.add_column(column, overflow="fold")
+    for done in results:
+        summary = done.to_dict()
+        sent = summary["notifications"]
+        table.add_row(
+            done.scenario.name,
+            ", ".join(summary["events"]),
+            f"{sent['sns']} SNS, {sent['slack']} Slack",
+            "\n".join(done.changes) or "none",
+        )
+    console.print(table)
+
+
 _TABLE = typer.Option("--table", help="Lifeguard's DynamoDB table (default: $LIFEGUARD_TABLE).")
 _LOCAL = typer.Option("--local", help="Use the local AWS named by AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS.")
 _CLUSTER = typer.Option("--cluster", help="The cluster of GROUP (needed when the id is ambiguous).")

@@ -160,3 +160,25 @@ def test_a_loop_that_goes_on_after_quarantine_is_detected_again_and_escalated_to
     assert revert["action"] == "revert"
     assert "escalating to revert" in revert["reason"]
     assert final_config(document) == GOOD
+
+
+def test_the_demo_replays_every_scenario_and_sums_them_up() -> None:
+    done = subprocess.run(
+        [str(LIFEGUARD), "demo", "--json"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "[4/4] article loop, notify: done" in done.stderr  # progress, apart from the document
+    scenarios = {s["scenario"]: s for s in json.loads(done.stdout)["scenarios"]}
+    assert scenarios["article loop, quarantine"]["changes"] == [
+        "quarantine: nodeBootstrapped › fail-terminate: onError TERMINATE → STOP_SEQUENCE"
+    ]
+    assert scenarios["bad change, revert"]["events"][-1] == "LoopResolved"
+    assert [c.split(":")[0] for c in scenarios["quarantine fails, escalation"]["changes"]] == [
+        "quarantine",
+        "revert",
+    ]
+    assert scenarios["article loop, notify"]["changes"][0].startswith("quarantine (dry run, not applied)")
+    assert all(
+        s["notifications"]["sns"] == s["notifications"]["slack"] == len(s["events"])
+        for s in scenarios.values()
+    )
