@@ -101,3 +101,21 @@ def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> No
     assert any("*Undo*: `lifeguard undo pcs_abcdef01" in text for text in sections)
     context = message["blocks"][-1]["elements"][0]["text"]
     assert context == "Episode `ep-1` · message 2 · RemediationApplied"
+
+
+@pytest.mark.parametrize("name", ["bootstrap-loop-detected", "remediation-applied"])
+def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(name: str) -> None:
+    from lifeguard.events import DETAIL_KEYS
+    from lifeguard.remediation import LoopDetection
+    from tests.conftest import load_event
+
+    event = load_event(f"eventbridge/{name}.json")
+    assert event["source"] == "lifeguard"
+    assert set(DETAIL_KEYS) <= set(event["detail"])
+    assert LoopDetection.model_validate(event["detail"]).suspect_script == (
+        "nodeBootstrapped",
+        "fail-terminate",
+    )
+    summary = summarize(event["detail-type"], event["detail"])
+    assert "fail-terminate" in summary.subject
+    assert summary.evidence
