@@ -119,3 +119,12 @@ def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(na
     summary = summarize(event["detail-type"], event["detail"])
     assert "fail-terminate" in summary.subject
     assert summary.evidence
+
+
+def test_a_later_revision_of_a_detection_reads_as_an_update_of_its_episode() -> None:
+    summary = summarize(
+        "BootstrapLoopDetected", applied(revision=2, reason="the loop went on after the change")
+    )
+    assert summary.subject.startswith("[Lifeguard] Bootstrap loop (update 2): pcs_abcdef01")
+    assert summary.headline.startswith("Update 2 of episode ep-1: ")
+    assert summarize("BootstrapLoopDetected", applied()).subject.startswith("[Lifeguard] Bootstrap loop: ")

@@ -82,6 +82,9 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
     failures = detail.get("failures") or []
     suspect = detail.get("suspect") or None
     title = _TITLES.get(detail_type, detail_type)
+    revision = detail.get("revision") or 1
+    if detail_type == "BootstrapLoopDetected" and revision > 1:
+        title = f"{title} (update {revision})"  # the same episode, better known or going on
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
     what = f" ({suspect.get('script')})" if suspect else ""
     subject = _ascii_line(f"[Lifeguard] {title}: {group}{what} in {cluster}")
@@ -100,6 +103,8 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
     reason = detail.get("reason")
     if reason:
         headline = f"{headline} {reason}"
+    if detail_type == "BootstrapLoopDetected" and revision > 1:
+        headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
     evidence = tuple(
         f"{f.get('instance_id')} ({f.get('scheduler_node_id') or '-'}) "
         f"failed at {_utc(f.get('event_timestamp'))}"
