@@ -357,3 +357,24 @@ def test_events_that_are_not_detections_are_left_alone(env: Env) -> None:
         controller.handle_event({"detail-type": "BootstrapLoopDetected", "detail": {"episode_id": ""}}) == []
     )
     assert env.updates() == []
+
+
+def test_a_group_that_cannot_be_read_parks_the_event_with_a_reason(env: Env) -> None:
+    event = env.detection()
+    env.pcs.inject_fault("InternalServerException", operation="GetComputeNodeGroup", times=6)
+    with pytest.raises(RemediationParkedError, match="GetComputeNodeGroup failed: InternalServerException"):
+        env.controller().handle_event(event)
+    (failed,) = env.bus()
+    assert failed["detail-type"] == "RemediationFailed"
+    assert failed["detail"]["reason"].endswith("the event is parked for a retry")
+    assert env.updates() == []
+
+
+def test_a_group_still_updating_after_the_wait_parks_the_event(env: Env) -> None:
+    env.pcs.update_seconds = 3600
+    env.person_sets(TERMINATE)
+    event = env.detection()
+    with pytest.raises(RemediationParkedError, match="still UPDATING after 240 s"):
+        env.controller().handle_event(event)
+    assert [e["detail-type"] for e in env.bus()] == ["RemediationFailed"]
+    assert sum(env.sleeps) == 240

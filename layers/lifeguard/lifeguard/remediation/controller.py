@@ -274,9 +274,7 @@ class RemediationController:
         except GroupNotFoundError:
             return _Outcome("skipped", mode, None, "the compute node group no longer exists", True)
         except AwsCallError as exc:
-            return _Outcome(
-                "failed", mode, None, f"{exc} (after {self.settings.retry_attempts} attempts)", True
-            )
+            return _Outcome("failed", mode, None, f"{exc}; the event is parked for a retry", True)
         before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
         if mode == "off":
             return _Outcome("skipped", mode, None, "the group's tag lifeguard:mode is off", True, before)
@@ -400,7 +398,7 @@ class RemediationController:
                 raise AwsCallError(
                     "GetComputeNodeGroup",
                     "StillUpdating",
-                    f"{group_id} was still UPDATING after {int(waited)} s; parked for a retry",
+                    f"{group_id} was still UPDATING after {int(waited)} s",
                 )
             self.sleep(self.settings.update_poll_seconds)
             waited += self.settings.update_poll_seconds
