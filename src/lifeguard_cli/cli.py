@@ -113,8 +113,9 @@ def replay(
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
 ) -> None:
-    """Replay recorded events through the real handlers against a local AWS (no Docker, no account):
-    detection, remediation (--mode) and notifications (SNS read back, Slack on a loopback sink).
+    """Replay recorded events through the real handlers against a local AWS (no Docker, no account).
+
+    Detection, then remediation (--mode) and notifications (SNS read back, Slack on a loopback sink).
 
     Example: lifeguard replay --mode quarantine events/streams/article-terminate-loop.jsonl
     events/streams/article-terminate-node-reports.jsonl
@@ -159,8 +160,9 @@ def demo(
         bool, typer.Option("--quiet", help="Only the summary table, not each timeline.")
     ] = False,
 ) -> None:
-    """The closed loop on recorded events: four scenarios, each replayed through all four handlers against a
-    fresh local AWS (no Docker, no account), then a table of what each ended with.
+    """The closed loop on recorded events, in four scenarios, then a table of what each ended with.
+
+    Each scenario is replayed through all four handlers against a fresh local AWS (no Docker, no account).
 
     Example: lifeguard demo --quiet
     """
