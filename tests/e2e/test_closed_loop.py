@@ -182,3 +182,13 @@ def test_the_demo_replays_every_scenario_and_sums_them_up() -> None:
         s["notifications"]["sns"] == s["notifications"]["slack"] == len(s["events"])
         for s in scenarios.values()
     )
+
+
+def test_with_the_node_bundle_the_quarantine_adds_the_drain_step() -> None:
+    bundle = "s3://lifeguard-artifacts-example/lifeguard/lifeguard-node.pyz"
+    document = replay("--node-bundle", bundle, str(STREAMS / "article-terminate-loop-with-reports.jsonl"))
+    ready = final_config(document)["stages"]["nodeReady"]
+    assert ready[0]["name"] == "lifeguard-drain"
+    assert ready[0]["scriptSource"] == {"scriptLocation": bundle}
+    assert ready[0]["onError"] == "CONTINUE"
+    assert ready[1:] == TERMINATE["stages"]["nodeReady"]
