@@ -3,9 +3,17 @@
     LifeguardError
      ├── InvalidLifecycleConfigError (ValueError)   a nodeLifecycleActions config breaks PCS's rules
      ├── ServiceModelError (RuntimeError)           the vendored PCS service model is missing or unreadable
-     └── AwsCallError (RuntimeError)                an AWS call failed after its retries
-          └── GroupNotFoundError                    the compute node group does not exist (any more)
+     ├── AwsCallError (RuntimeError)                an AWS call failed after its retries
+     │    └── GroupNotFoundError                    the compute node group does not exist (any more)
+     ├── InvalidSubscriptionEventError (ValueError) subscription.py: not a CloudWatch Logs subscription event
+     ├── VersionConflictError                       state.py: another invocation wrote the group's state first
+     ├── RemediationBusyError                       remediation/: another remediation holds the group's lock
+     ├── RemediationParkedError                     remediation/: failed after its retries; left to the DLQ
+     ├── NotificationError                          notify/: a channel did not get an event after its retries
+     ├── SlackError                                 notify/slack.py: a message not delivered (never the URL)
+     └── FetchError, ShipperError, MissingBoto3Error  node/: a script download, the shipper, boto3 on the node
 
+The errors of one module live in it (their names say where); the shared ones are here.
 Parsers of records that arrive in batches (scaling-log records, node reports) do not raise: they return
 a typed parse error, so one bad record never stops the rest of its batch.
 """
