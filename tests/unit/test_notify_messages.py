@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lifeguard.events import make_detail
 from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
@@ -128,3 +130,31 @@ def test_a_later_revision_of_a_detection_reads_as_an_update_of_its_episode() -> 
     assert summary.subject.startswith("[Lifeguard] Bootstrap loop (update 2): pcs_abcdef01")
     assert summary.headline.startswith("Update 2 of episode ep-1: ")
     assert summarize("BootstrapLoopDetected", applied()).subject.startswith("[Lifeguard] Bootstrap loop: ")
+
+
+@given(
+    group=st.text(),
+    script=st.text(),
+    tail=st.text(max_size=20_000),
+    reason=st.text(),
+    detail_type=st.sampled_from(list(SEVERITY)),
+)
+def test_any_event_makes_messages_within_every_channels_limits(
+    group: str, script: str, tail: str, reason: str, detail_type: str
+) -> None:
+    detail = applied(
+        compute_node_group_id=group,
+        suspect={**SUSPECT, "script": script, "log_tail": tail},
+        reason=reason,
+    )
+    summary = summarize(detail_type, detail)
+    assert len(summary.subject) < 100
+    assert summary.subject.isascii()
+    assert "\n" not in summary.subject
+    assert len(sns_message(summary, detail).encode()) <= SNS_MAX_BYTES
+    message = slack_message(summary, detail)
+    assert len(message["blocks"]) <= MAX_BLOCKS
+    assert len(message["blocks"][0]["text"]["text"]) <= HEADER_MAX_CHARS
+    for block in message["blocks"]:
+        if block["type"] == "section":
+            assert len(block["text"]["text"]) <= SECTION_MAX_CHARS
