@@ -347,7 +347,9 @@ class RemediationController:
     ) -> _Outcome:
         after = plan.config_after or {}
         fingerprint_after = fingerprint_of(after)
-        seed = f"{detection.episode_id}:{detection.revision}:{fingerprint_after}"
+        # PCS scopes clientTokens to the caller, not the group: the group is part of the seed.
+        where = f"{group.cluster_id}:{group.group_id}"
+        seed = f"{where}:{detection.episode_id}:{detection.revision}:{fingerprint_after}"
         token = "lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40]
         try:
             updated = self._retrying(

@@ -1,0 +1,132 @@
+"""The rails as a state machine: any sequence of detections, re-deliveries, loops that go on, people's
+changes and passing time, against the local AWS, keeps every promise of the rails."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lifeguard.aws.clients import aws_client
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.controller import build_remediate
+from lifeguard.events import make_detail
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.remediation import RemediationSettings, RemediationStore
+from lifeguard.state import GroupState, ProvenGood
+from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
+from tests.conftest import load_event
+from tests.integration.conftest import Deployment, deploy
+
+pytestmark = pytest.mark.integration
+CLUSTER = "pcs_abc123de45"
+TERMINATE = load_event("configs/article-terminate.json")
+GOOD = load_event("configs/article-reverted.json")
+COOLDOWN_S, CAP = 1800, 3
+
+Step = tuple[str, int]
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("detect"), st.just(0)),  # a new episode, on the group's current configuration
+        st.tuples(st.just("again"), st.just(0)),  # the last detection delivered again
+        st.tuples(st.just("goes-on"), st.just(0)),  # the last episode's loop goes on under today's config
+        st.tuples(st.just("person"), st.just(0)),  # someone pushes the broken configuration again
+        st.tuples(st.just("wait"), st.integers(min_value=1, max_value=240)),  # minutes pass
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+@pytest.fixture(scope="module")
+def world(local: Any) -> Iterator[tuple[LocalPcs, ManualClock, Deployment, str]]:
+    monkeypatch = pytest.MonkeyPatch()
+    clock = ManualClock(datetime(2026, 10, 21, 1, 0, tzinfo=UTC))
+    pcs = LocalPcs(clock=clock, update_seconds=0)
+    with serve_local_pcs(pcs) as server:
+        pcs.add_cluster("lca", cluster_id=CLUSTER)
+        yield pcs, clock, deploy(local, monkeypatch, server.endpoint_url, "rails"), server.endpoint_url
+    monkeypatch.undo()
+
+
+@settings(max_examples=25)
+@given(steps=STEPS)
+def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_delivery(
+    world: tuple[LocalPcs, ManualClock, Deployment, str], steps: list[Step]
+) -> None:
+    pcs, clock, deployed, endpoint = world
+    group = f"pcs_{uuid.uuid4().hex[:10]}"
+    pcs.add_compute_node_group(CLUSTER, f"lca-{group[4:]}", group_id=group, node_lifecycle_actions=TERMINATE)
+    api = aws_client("pcs", endpoint)
+    state = GroupState(cluster_id=CLUSTER, group_id=group)
+    state.proven_good = ProvenGood(
+        fingerprint=fingerprint_of(GOOD),
+        node_lifecycle_actions=GOOD,
+        modified_at=0,
+        proven_at=0,
+        instance_id="i-1",
+    )
+    deployed.wiring.store.save(state)
+    controller = build_remediate(
+        deployed.wiring,
+        settings=RemediationSettings(default_mode="quarantine", cooldown_seconds=COOLDOWN_S, daily_cap=CAP),
+        pcs=PcsGateway(aws_client("pcs", endpoint, attempts=1)),
+        clock=lambda: clock().timestamp(),
+        sleep=clock.advance,
+    )
+    delivered = 0
+    last: dict[str, Any] | None = None
+    episodes = 0
+
+    def detection(episode: str, revision: int) -> dict[str, Any]:
+        found = api.get_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=group)
+        actions = found["computeNodeGroup"].get("nodeLifecycleActions")
+        detail = make_detail(
+            episode_id=episode,
+            cluster_id=CLUSTER,
+            compute_node_group_id=group,
+            kind="loop",
+            suspect={"stage": "nodeBootstrapped", "script": "fail-terminate", "on_error": "TERMINATE"},
+            revision=revision,
+            config_fingerprint=fingerprint_of(actions),
+            config_modified_at=int(found["computeNodeGroup"]["modifiedAt"].timestamp() * 1000),
+        )
+        return {"detail-type": "BootstrapLoopDetected", "detail": detail}
+
+    for kind, minutes in steps:
+        if kind == "wait":
+            clock.advance(minutes * 60)
+            continue
+        if kind == "person":
+            api.update_compute_node_group(
+                clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=group, nodeLifecycleActions=TERMINATE
+            )
+            continue
+        if kind == "detect" or last is None:
+            episodes += 1
+            last = detection(f"ep-{episodes}", 1)
+        elif kind == "goes-on":
+            last = detection(last["detail"]["episode_id"], last["detail"]["revision"] + 1)
+        controller.handle_event(last)
+        delivered += 1
+        clock.advance(1)
+
+    store = RemediationStore(deployed.wiring.store.client, deployed.stack.table)
+    history = store.history(CLUSTER, group)
+    assert len(history) == delivered  # every delivery is audited: applied, skipped, failed or duplicate
+    applied = [entry for entry in history if entry.decision == "applied"]
+    for entry in applied:
+        in_a_day = [other for other in applied if 0 <= entry.at - other.at < 24 * 3600]
+        assert len(in_a_day) <= CAP
+    for first, second in itertools.pairwise(applied):
+        if first.episode_id != second.episode_id:
+            assert second.at - first.at >= COOLDOWN_S
+    for episode in {entry.episode_id for entry in applied}:
+        ladder = [entry.action for entry in applied if entry.episode_id == episode]
+        assert ladder in (["quarantine"], ["quarantine", "revert"]), ladder
