@@ -80,6 +80,19 @@ class AwsCallError(LifeguardError, RuntimeError):
         self.code = code
         self.retry_after_seconds = retry_after_seconds
 
+    @classmethod
+    def from_exception(cls, operation: str, exc: BaseException) -> AwsCallError:
+        """The one translation of a failed AWS call: botocore's ClientError gives its service error code,
+        message and (PCS) `retryAfterSeconds`; anything else (a connection error, a timeout) its type."""
+        response = getattr(exc, "response", None) or {}
+        error = response.get("Error", {})
+        return cls(
+            operation,
+            str(error.get("Code") or type(exc).__name__),
+            str(error.get("Message") or exc),
+            retry_after_seconds=response.get("retryAfterSeconds"),
+        )
+
 
 class GroupNotFoundError(AwsCallError):
     """The compute node group named by a record does not exist (any more)."""

@@ -201,11 +201,6 @@ def _from_item(item: dict[str, Any]) -> GroupState:
     return state
 
 
-def _translate(operation: str, exc: Exception) -> AwsCallError:
-    error = (getattr(exc, "response", None) or {}).get("Error", {})
-    return AwsCallError(operation, str(error.get("Code", type(exc).__name__)), str(error.get("Message", exc)))
-
-
 class StateStore:
     """The group state items and node-report items of the Lifeguard table.
 
@@ -251,7 +246,7 @@ class StateStore:
                 ConsistentRead=True,
             ).get("Item")
         except (ClientError, BotoCoreError) as exc:
-            raise _translate("GetItem", exc) from exc
+            raise AwsCallError.from_exception("GetItem", exc) from exc
         if item is None:
             return GroupState(cluster_id=cluster_id, group_id=group_id)
         return _from_item(item)
@@ -271,7 +266,7 @@ class StateStore:
             try:
                 page = self._client.scan(**request)
             except (ClientError, BotoCoreError) as exc:
-                raise _translate("Scan", exc) from exc
+                raise AwsCallError.from_exception("Scan", exc) from exc
             found.extend(_from_item(item) for item in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
@@ -306,7 +301,7 @@ class StateStore:
                 try:
                     response = self._client.batch_get_item(RequestItems=request)
                 except (ClientError, BotoCoreError) as exc:
-                    raise _translate("BatchGetItem", exc) from exc
+                    raise AwsCallError.from_exception("BatchGetItem", exc) from exc
                 for item in response.get("Responses", {}).get(self.table, []):
                     state = _from_item(item)
                     found[(state.cluster_id, state.group_id)] = state
@@ -337,10 +332,10 @@ class StateStore:
                 if code in ("TransactionCanceledException", "TransactionConflictException"):
                     unwritten.extend(chunk)
                     continue
-                raise _translate("TransactWriteItems", exc) from exc
+                raise AwsCallError.from_exception("TransactWriteItems", exc) from exc
             except BotoCoreError as exc:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
-                raise _translate("TransactWriteItems", exc) from exc
+                raise AwsCallError.from_exception("TransactWriteItems", exc) from exc
             for state in chunk:
                 state.version += 1
                 self._remember(state)
@@ -374,10 +369,10 @@ class StateStore:
                 raise VersionConflictError(
                     f"{state.group_id}: state changed since version {expected}"
                 ) from None
-            raise _translate("PutItem", exc) from exc
+            raise AwsCallError.from_exception("PutItem", exc) from exc
         except BotoCoreError as exc:
             self.forget([(state.cluster_id, state.group_id)])
-            raise _translate("PutItem", exc) from exc
+            raise AwsCallError.from_exception("PutItem", exc) from exc
         state.version = expected + 1
         self._remember(state)
 
@@ -407,7 +402,7 @@ class StateStore:
             try:
                 response = self._client.batch_write_item(RequestItems={self.table: chunk})
             except (ClientError, BotoCoreError) as exc:
-                raise _translate("BatchWriteItem", exc) from exc
+                raise AwsCallError.from_exception("BatchWriteItem", exc) from exc
             pending.extend(response.get("UnprocessedItems", {}).get(self.table, []))
         return len(requests)
 
@@ -429,7 +424,7 @@ class StateStore:
             try:
                 page = self._client.query(**request)
             except (ClientError, BotoCoreError) as exc:
-                raise _translate("Query", exc) from exc
+                raise AwsCallError.from_exception("Query", exc) from exc
             found.extend(
                 NodeReport.model_validate_json(item["report"]["S"]) for item in page.get("Items", [])
             )

@@ -40,7 +40,7 @@ class EventPublisher:
                     response = self._client.put_events(Entries=[e.to_entry(self.bus_name) for e in pending])
                 except (ClientError, BotoCoreError) as exc:
                     if attempt == _ATTEMPTS:
-                        raise AwsCallError("PutEvents", type(exc).__name__, str(exc)) from exc
+                        raise AwsCallError.from_exception("PutEvents", exc) from exc
                     self._sleep(0.2 * 2**attempt)
                     continue
                 entries = response.get("Entries", [])

@@ -36,13 +36,10 @@ class GroupSummary:
 
 
 def _translate(operation: str, exc: Exception) -> AwsCallError:
-    response = getattr(exc, "response", None) or {}
-    error = response.get("Error", {})
-    code = str(error.get("Code", type(exc).__name__))
-    message = str(error.get("Message", exc))
-    retry_after = response.get("retryAfterSeconds")
-    cls = GroupNotFoundError if code == "ResourceNotFoundException" else AwsCallError
-    return cls(operation, code, message, retry_after_seconds=retry_after)
+    error = AwsCallError.from_exception(operation, exc)
+    if error.code == "ResourceNotFoundException":
+        return GroupNotFoundError.from_exception(operation, exc)
+    return error
 
 
 def _snapshot(group: Mapping[str, Any]) -> GroupSnapshot:

@@ -62,7 +62,7 @@ class NoticeStore:
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False
-            raise AwsCallError("PutItem", str(exc.response.get("Error", {}).get("Code")), str(exc)) from exc
+            raise AwsCallError.from_exception("PutItem", exc) from exc
         return True
 
     def unclaim(self, pk: str, key: str, channel: str) -> None:

@@ -122,11 +122,8 @@ class SecretWebhook:
         self.reads += 1
         try:
             raw = str(self._client.get_secret_value(SecretId=self.secret_id)["SecretString"])
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise AwsCallError("GetSecretValue", str(error.get("Code")), str(error.get("Message"))) from exc
-        except BotoCoreError as exc:
-            raise AwsCallError("GetSecretValue", type(exc).__name__, str(exc)) from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise AwsCallError.from_exception("GetSecretValue", exc) from exc
         url = raw.strip()
         if url.startswith("{"):
             try:

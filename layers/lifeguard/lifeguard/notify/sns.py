@@ -63,8 +63,5 @@ class SnsChannel:
                     for key, value in attributes.items()
                 },
             )
-        except ClientError as exc:
-            error = exc.response.get("Error", {})
-            raise AwsCallError("Publish", str(error.get("Code")), str(error.get("Message"))) from exc
-        except BotoCoreError as exc:
-            raise AwsCallError("Publish", type(exc).__name__, str(exc)) from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise AwsCallError.from_exception("Publish", exc) from exc

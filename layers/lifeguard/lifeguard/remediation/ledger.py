@@ -110,12 +110,11 @@ class RemediationStore:
         try:
             return method(TableName=self.table, **request)
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            if error.get("Code") == "ConditionalCheckFailedException":
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise
-            raise AwsCallError(operation, str(error.get("Code")), str(error.get("Message"))) from exc
+            raise AwsCallError.from_exception(operation, exc) from exc
         except BotoCoreError as exc:
-            raise AwsCallError(operation, type(exc).__name__, str(exc)) from exc
+            raise AwsCallError.from_exception(operation, exc) from exc
 
     # -- the lock --
 
