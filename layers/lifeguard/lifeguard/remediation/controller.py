@@ -34,7 +34,7 @@ from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation.actions import ActionContext, Plan, action_for
-from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, RemediationStore
+from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 from lifeguard.settings import setting
 from lifeguard.state import StateStore
 
@@ -154,7 +154,6 @@ class _Outcome:
     dry_run: bool
     config_before: dict[str, Any] | None = None
     plan: Plan | None = None
-    applied: AppliedChange | None = None
 
 
 class RemediationController:
@@ -211,10 +210,6 @@ class RemediationController:
             outcome = self._decide(detection)
             event = self._event(detection, outcome)
             now = self.clock()
-            if outcome.applied is not None:
-                ledger = self.store.ledger(cluster_id, group_id)
-                ledger.changes.append(outcome.applied)
-                self.store.save_ledger(cluster_id, group_id, ledger)
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
             decided = (detection.episode_id, detection.revision)
             decision = Decision(status=outcome.status, events=[event.to_dict()])
@@ -331,7 +326,13 @@ class RemediationController:
             text = f"Daily cap: Lifeguard already changed this group {self.settings.daily_cap} times in 24 h."
             return _Outcome("skipped", mode, plan.action, text, True, before, plan)
         return self._apply(
-            detection, mode, group=group, before=before, plan=plan, ladder_reason=ladder_reason, notes=notes
+            detection,
+            mode,
+            group=group,
+            before=before,
+            plan=plan,
+            ladder=(ledger, ladder_reason),
+            notes=notes,
         )
 
     def _apply(
@@ -342,7 +343,7 @@ class RemediationController:
         group: GroupSnapshot,
         before: dict[str, Any] | None,
         plan: Plan,
-        ladder_reason: str | None,
+        ladder: tuple[Ledger, str | None],
         notes: str,
     ) -> _Outcome:
         after = plan.config_after or {}
@@ -358,6 +359,7 @@ class RemediationController:
         except AwsCallError as exc:
             reason = f"{exc} (after {self.settings.retry_attempts} attempts); the event is parked for a retry"
             return _Outcome("failed", mode, plan.action, reason, False, before, plan)
+        ledger, ladder_reason = ladder
         applied = AppliedChange(
             at=self.clock(),
             episode_id=detection.episode_id,
@@ -369,10 +371,12 @@ class RemediationController:
             fingerprint_after=fingerprint_after,
             modified_at_after=updated.modified_at_ms,
         )
+        ledger.changes.append(applied)  # the ledger read for this decision, under the same lock
+        self.store.save_ledger(group.cluster_id, group.group_id, ledger)
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         text = f"{ladder_reason} {said}" if ladder_reason else said
         logger.warning("group %s: %s applied (%s)", group.group_id, plan.action, detection.episode_id)
-        return _Outcome("applied", mode, plan.action, text, False, before, plan, applied)
+        return _Outcome("applied", mode, plan.action, text, False, before, plan)
 
     @staticmethod
     def _ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
