@@ -288,6 +288,7 @@ def history(
     """
     from rich.table import Table
 
+    from lifeguard.notify.summary import diff_line
     from lifeguard_cli.operate import format_time
 
     operator = _operator(table, local)
@@ -307,7 +308,7 @@ def history(
     for entry in entries:
         action = f"{entry.action or '-'}{' (dry run)' if entry.dry_run else ''}"
         episode = f"{entry.episode_id or '-'} r{entry.revision or 0}"
-        changes = "\n".join(f"{c['path']}: {c['old']} → {c['new']}" for c in entry.diff) or "-"
+        changes = "\n".join(diff_line(change) for change in entry.diff) or "-"
         view.add_row(format_time(entry.at), entry.decision, episode, action, changes, entry.reason or "")
     console = _console()
     console.print(f"{cluster_id}/{group_id}: {len(entries)} entries")

@@ -20,7 +20,7 @@ from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
 from lifeguard.settings import setting
 from lifeguard.state import GroupState, StateStore
 
-__all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult"]
+__all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult", "format_time"]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -29,7 +29,8 @@ class OperatorError(LifeguardError):
     """A command cannot do what was asked; the message says why in one line."""
 
 
-def _utc(seconds: float | None) -> str:
+def format_time(seconds: float | None) -> str:
+    """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC), `-` for none."""
     if seconds is None:
         return "-"
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -194,11 +195,11 @@ class Operator:
         except AwsCallError as exc:
             raise OperatorError(str(exc)) from None
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
-        lines = [f"undoes {change.action} of {_utc(change.at)} (episode {change.episode_id})"]
+        lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
         if fingerprint_of(current) != change.fingerprint_after:
             if not force:
                 raise OperatorError(
-                    f"{group_id} changed since Lifeguard's {change.action} of {_utc(change.at)}: "
+                    f"{group_id} changed since Lifeguard's {change.action} of {format_time(change.at)}: "
                     "someone else changed it; use --force to put back the configuration from before anyway"
                 )
             lines.append(
@@ -250,7 +251,7 @@ class Operator:
                 episode_id=change.episode_id,
                 revision=change.revision,
                 action="undo",
-                reason=f"operator undid {change.action} of {_utc(change.at)}"
+                reason=f"operator undid {change.action} of {format_time(change.at)}"
                 + (" (--force)" if force else ""),
                 config_before=current,
                 config_after=change.config_before,
@@ -283,8 +284,3 @@ def _last_action(entry: AuditEntry) -> dict[str, Any]:
         "dry_run": entry.dry_run,
         "reason": entry.reason,
     }
-
-
-def format_time(seconds: float | None) -> str:
-    """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC)."""
-    return _utc(seconds)

@@ -24,6 +24,8 @@ from types import ModuleType
 from typing import Any
 
 from lifeguard.errors import LifeguardError
+from lifeguard.notify.slack import SlackChannel
+from lifeguard.notify.summary import diff_line
 from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 
 __all__ = ["ReplayError", "ReplayResult", "TimelineEntry", "replay"]
@@ -305,7 +307,8 @@ def replay(
             remediate.controller.clock = lambda: clock().timestamp()
             remediate.controller.sleep = clock.advance
             for channel in notify.controller.channels:
-                channel.min_interval_seconds = 0.0  # the sink is local: no pacing needed
+                if isinstance(channel, SlackChannel):
+                    channel.min_interval_seconds = 0.0  # the sink is local: no pacing needed
             _logs_to_stderr()
             pcs = aws.client("pcs")
             taken: set[str] = set()
@@ -487,9 +490,7 @@ def _row_entry(row: Mapping[str, Any]) -> TimelineEntry:
 
 def _event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
     if detail_type.startswith("Remediation"):
-        changes = "; ".join(
-            f"{c['path']}: {_shown(c['old'])} → {_shown(c['new'])}" for c in detail.get("diff") or []
-        )
+        changes = "; ".join(diff_line(change) for change in detail.get("diff") or [])
         dry = " (dry run)" if detail.get("dry_run") else ""
         text = f"{detail.get('action') or detail.get('mode')}{dry}: {detail.get('reason') or ''}".strip()
         return f"{text} [{changes}]" if changes else text
@@ -507,14 +508,6 @@ def _event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
     else:
         parts.append("suspect unknown (no node report yet)")
     return "; ".join(parts)
-
-
-def _shown(value: Any) -> str:
-    if value is None:
-        return "(unset)"
-    if isinstance(value, Mapping):
-        return str(value.get("name", "{…}"))
-    return str(value)
 
 
 def _config_line(config: Mapping[str, Any]) -> str:

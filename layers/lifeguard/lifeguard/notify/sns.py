@@ -37,7 +37,6 @@ class SnsChannel:
 
     name = "sns"
     PERMISSIONS = ("sns:Publish",)
-    min_interval_seconds = 0.0
 
     def __init__(self, client: Any, topic_arn: str) -> None:
         self._client = client

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "summarize"]
+__all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "diff_line", "summarize"]
 
 SUBJECT_MAX_CHARS = 99  # SNS: under 100
 LOG_TAIL_MAX_CHARS = 4096  # what a node report keeps of a run's output
@@ -121,7 +121,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
     if detail_type.startswith("Remediation"):
         dry = " (dry run: nothing changed)" if detail.get("dry_run") else ""
         action = f"{detail.get('action') or detail.get('mode') or '-'} in mode {detail.get('mode')}{dry}"
-    diff = tuple(_diff_line(change) for change in detail.get("diff") or [])
+    diff = tuple(diff_line(change) for change in detail.get("diff") or [])
     return Summary(
         detail_type=detail_type,
         severity=SEVERITY.get(detail_type, "info"),
@@ -136,7 +136,9 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
     )
 
 
-def _diff_line(change: Mapping[str, Any]) -> str:
+def diff_line(change: Mapping[str, Any]) -> str:
+    """One `diff` entry of an event as a line: `path: old → new` (a script shown by its name)."""
+
     def show(value: Any) -> str:
         if value is None:
             return "(unset)"
