@@ -17,6 +17,15 @@ settings.load_profile("lifeguard")
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"
 ARTICLE_SCRIPTS = EVENTS / "node" / "scripts"
+# The suspect the article's TERMINATE loop is attributed to, as controller events carry it.
+ARTICLE_SUSPECT = {
+    "stage": "nodeBootstrapped",
+    "script": "fail-terminate",
+    "on_error": "TERMINATE",
+    "exit_code": 1,
+    "log_tail": "intentional failure for verification\n",
+    "instances": ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"],
+}
 NODE_PYTHON = REPO / ".venv" / "node39" / "bin" / "python"  # Python 3.9 + boto3, as on the node (setup.sh)
 
 

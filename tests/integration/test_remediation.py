@@ -24,7 +24,7 @@ from lifeguard.remediation import (
 from lifeguard.state import GroupState, ProvenGood
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
-from tests.conftest import load_event
+from tests.conftest import ARTICLE_SUSPECT, load_event
 from tests.integration.conftest import deploy
 
 pytestmark = pytest.mark.integration
@@ -32,14 +32,7 @@ CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 START = datetime(2026, 10, 21, 1, 0, tzinfo=UTC)
 TERMINATE = load_event("configs/article-terminate.json")
 GOOD = load_event("configs/article-reverted.json")
-SUSPECT = {
-    "stage": "nodeBootstrapped",
-    "script": "fail-terminate",
-    "on_error": "TERMINATE",
-    "exit_code": 1,
-    "log_tail": "intentional failure for verification\n",
-    "instances": ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"],
-}
+SUSPECT = ARTICLE_SUSPECT
 
 
 @dataclass

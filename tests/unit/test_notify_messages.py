@@ -13,15 +13,9 @@ from lifeguard.events import make_detail
 from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
+from tests.conftest import ARTICLE_SUSPECT, load_event
 
-SUSPECT = {
-    "stage": "nodeBootstrapped",
-    "script": "fail-terminate",
-    "on_error": "TERMINATE",
-    "exit_code": 1,
-    "log_tail": "intentional failure for verification\n",
-    "instances": ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"],
-}
+SUSPECT = ARTICLE_SUSPECT
 FAILURES = [
     {
         "instance_id": "i-059b4b99b4f2e9739",
@@ -109,7 +103,6 @@ def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> No
 def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(name: str) -> None:
     from lifeguard.events import DETAIL_KEYS
     from lifeguard.remediation import LoopDetection
-    from tests.conftest import load_event
 
     event = load_event(f"eventbridge/{name}.json")
     assert event["source"] == "lifeguard"
