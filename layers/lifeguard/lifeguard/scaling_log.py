@@ -21,6 +21,7 @@ __all__ = [
     "ScalingLogDetails",
     "ScalingLogParseError",
     "ScalingLogRecord",
+    "is_known_pair",
     "parse_scaling_log_record",
 ]
 
@@ -45,6 +46,12 @@ KNOWN_REASONS: Mapping[str, frozenset[str]] = {
 }
 
 _RAW_EXCERPT_CHARS = 200
+
+
+def is_known_pair(status_code: str, reason_code: str | None) -> bool:
+    """True when PCS documents the status code and, if given, the reason code with it."""
+    reasons = KNOWN_REASONS.get(status_code)
+    return reasons is not None and (reason_code is None or reason_code in reasons)
 
 
 class ScalingLogDetails(BaseModel):
@@ -95,7 +102,7 @@ class ScalingLogRecord(BaseModel):
     @property
     def is_known(self) -> bool:
         """True when both codes are ones PCS documents."""
-        return not self.unknown_codes
+        return is_known_pair(self.status_code, self.reason_code)
 
     @property
     def is_bootstrap_failure(self) -> bool:

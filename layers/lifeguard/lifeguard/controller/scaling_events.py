@@ -33,7 +33,7 @@ from lifeguard.detection import (
 from lifeguard.errors import GroupNotFoundError
 from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.scaling_log import KNOWN_REASONS, ScalingLogRecord
+from lifeguard.scaling_log import ScalingLogRecord, is_known_pair
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
 
 __all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
@@ -156,8 +156,7 @@ class ScalingEventsController:
         by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
         for record in records:
             status, reason = record.status_code, record.reason_code
-            known = KNOWN_REASONS.get(status)
-            if known is None or (reason is not None and reason not in known):
+            if not is_known_pair(status, reason):
                 summary.unknown_codes += 1
                 logger.info(
                     "unknown scaling-log codes %s (kept, not acted on)", ", ".join(record.unknown_codes)
