@@ -57,11 +57,6 @@ class Ledger(_Model):
         """The changes applied for one episode, oldest first."""
         return [c for c in self.changes if c.episode_id == episode_id and c.action != "undo"]
 
-    @property
-    def last(self) -> AppliedChange | None:
-        """The most recent change."""
-        return self.changes[-1] if self.changes else None
-
     def keep_recent(self, limit: int = 50) -> None:
         """Bound the item: the last `limit` changes are plenty for a day's cap and an undo."""
         self.changes = self.changes[-limit:]
