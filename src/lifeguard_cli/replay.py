@@ -303,8 +303,10 @@ def replay(
             reports = _load_handler("node_reports")
             remediate = _load_handler("remediate")
             notify = _load_handler("notify")
-            # Remediation's rails (cooldown, cap, backoff) run on the stream's clock, not the wall's.
-            remediate.controller.clock = lambda: clock().timestamp()
+            # The handlers run on the stream's clock, not the wall's: record times are plausible against
+            # it, and remediation's rails (cooldown, cap, backoff) count on it.
+            for handler in (scaling, reports, remediate):
+                handler.controller.clock = lambda: clock().timestamp()
             remediate.controller.sleep = clock.advance
             for channel in notify.controller.channels:
                 if isinstance(channel, SlackChannel):

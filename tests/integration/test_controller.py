@@ -59,9 +59,18 @@ class Env:
     wiring: Wiring
     pcs_client: Any
 
+    def now(self) -> float:
+        """The invocations' clock: the stream's, as the local PCS has it."""
+        return self.clock().timestamp()
+
+    def catch_up(self, epoch_ms: int) -> None:
+        """Records are delivered as they happen: the clock moves on to the newest (never backwards)."""
+        self.clock.set(datetime.fromtimestamp(epoch_ms / 1000, UTC))
+
     def feed(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Deliver records as one subscription batch; returns the events the invocation published."""
         messages = [(row["event_timestamp"], json.dumps(row)) for row in rows]
+        self.catch_up(max(row["event_timestamp"] for row in rows))
         summary = self.scaling.handle_event(
             encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages)
         )
@@ -69,6 +78,7 @@ class Env:
 
     def feed_reports(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         messages = [(row["ended_at"] * 1000, json.dumps(row)) for row in rows]
+        self.catch_up(max(row["ended_at"] * 1000 for row in rows))
         event = encode_subscription(
             "/pcs-lifeguard/node-reports", f"{CLUSTER}/{rows[0]['instance_id']}", messages
         )
@@ -98,9 +108,10 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
         stack, wiring = deployed.stack, deployed.wiring
         monkeypatch.setenv("LIFEGUARD_TABLE", stack.table)
         monkeypatch.setenv("LIFEGUARD_EVENT_BUS", stack.event_bus)
+        now = lambda: clock().timestamp()  # noqa: E731 - the invocations run on the stream's clock
         yield Env(
-            build_scaling_events(wiring),
-            build_node_reports(wiring),
+            build_scaling_events(wiring, clock=now),
+            build_node_reports(wiring, clock=now),
             stack,
             pcs,
             clock,
@@ -160,12 +171,15 @@ def container(env: Env) -> ScalingEventsController:
     """A controller of its own, as a separate Lambda container has (its own clients and remembered states)."""
     store = StateStore(aws_client("dynamodb", env.local.moto.endpoint_url), env.stack.table)
     publisher = EventPublisher(aws_client("events", env.local.moto.endpoint_url), env.stack.event_bus)
-    return ScalingEventsController(store, env.wiring.pcs, GroupUpdater(store, publisher), env.wiring.defaults)
+    return ScalingEventsController(
+        store, env.wiring.pcs, GroupUpdater(store, publisher), env.wiring.defaults, clock=env.now
+    )
 
 
 def test_eight_concurrent_invocations_of_one_stream_make_one_event(env: Env) -> None:
     rows = stream("article-terminate-loop") * 2
     random.Random(7).shuffle(rows)
+    env.catch_up(max(row["event_timestamp"] for row in rows))
     slices = [rows[i::8] for i in range(8)]
     results: list[list[dict[str, Any]]] = [[] for _ in slices]
     errors: list[BaseException] = []
@@ -271,6 +285,7 @@ def test_capacity_shortage_and_malformed_records_are_counted_not_acted_on(env: E
     messages = [(r["event_timestamp"], json.dumps(r)) for r in rows]
     messages.insert(1, (rows[0]["event_timestamp"], "{not json"))
     messages.insert(2, (rows[0]["event_timestamp"], json.dumps({"status_code": "TERMINATED"})))
+    env.catch_up(rows[-1]["event_timestamp"])
     summary = env.scaling.handle_event(encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages))
     assert (summary.records, summary.skipped, summary.launch_failures, summary.events) == (6, 2, 4, [])
     assert env.get_calls() == 0
@@ -281,6 +296,7 @@ def test_a_bad_record_does_not_stop_the_rest_of_its_batch(env: Env) -> None:
     messages = [(r["event_timestamp"], json.dumps(r)) for r in rows]
     messages.insert(3, (0, "\x00garbage"))
     messages.append((0, json.dumps({**rows[0], "status_code": "HIBERNATED"})))
+    env.catch_up(rows[-1]["event_timestamp"])
     summary = env.scaling.handle_event(encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages))
     assert (summary.skipped, summary.unknown_codes) == (1, 1)
     assert [e.detail_type for e in summary.events] == ["BootstrapLoopDetected"]
@@ -341,8 +357,11 @@ def test_events_that_could_not_be_published_are_published_later(env: Env) -> Non
     broken = GroupUpdater(
         env.wiring.store, EventPublisher(BrokenEvents(), env.stack.event_bus, sleep=lambda s: None)
     )
-    failing = ScalingEventsController(env.wiring.store, env.wiring.pcs, broken, env.wiring.defaults)
+    failing = ScalingEventsController(
+        env.wiring.store, env.wiring.pcs, broken, env.wiring.defaults, clock=env.now
+    )
     rows = stream("article-terminate-loop")
+    env.catch_up(rows[-1]["event_timestamp"])
     messages = [(r["event_timestamp"], json.dumps(r)) for r in rows]
     with pytest.raises(AwsCallError):
         failing.handle_event(encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages))
@@ -350,7 +369,9 @@ def test_events_that_could_not_be_published_are_published_later(env: Env) -> Non
     assert len(env.wiring.store.load(CLUSTER, GROUP).outbox) == 1
     # The next invocation for the group, once the event is stale, publishes it.
     later = GroupUpdater(env.wiring.store, env.wiring.updater.publisher, clock=lambda: 4_000_000_000.0)
-    recovering = ScalingEventsController(env.wiring.store, env.wiring.pcs, later, env.wiring.defaults)
+    recovering = ScalingEventsController(
+        env.wiring.store, env.wiring.pcs, later, env.wiring.defaults, clock=env.now
+    )
     recovering_events = recovering.handle_event(
         encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages[:1])
     ).to_dict()["events"]
@@ -412,6 +433,7 @@ def test_a_container_that_remembers_a_stale_state_redoes_the_group_from_a_fresh_
     from lifeguard.scaling_log import ScalingLogRecord
 
     records = [ScalingLogRecord.model_validate(row) for row in rows]
+    env.catch_up(rows[-1]["event_timestamp"])
     assert first.handle_records(records[:3]).events == []  # first remembers version 1
     assert second.handle_records(records[3:6]).events != []  # second writes on top: the loop, detected
     # first's remembered state is stale: its write fails, it rereads, and nothing is detected twice.

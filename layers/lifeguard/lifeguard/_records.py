@@ -15,11 +15,25 @@ def load_json_object(raw: str | bytes | Mapping[str, Any]) -> Mapping[str, Any] 
     if isinstance(raw, str | bytes):
         try:
             data = json.loads(raw)
-        except ValueError as exc:
-            return f"not JSON ({exc})"
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
+            return f"not JSON ({str(exc)[:100]})"
     if not isinstance(data, Mapping):
         return "not a JSON object"
     return data
+
+
+def reason_of(problem: str | ValidationError) -> str:
+    """The short reason a record is skipped, for counting: `not JSON`, `not a JSON object`,
+    `missing status_code`, `invalid details.instance_id`, … (the first problem of a validation)."""
+    if isinstance(problem, str):
+        return problem.split(" (", 1)[0]
+    first = problem.errors()[0]
+    location = ".".join(str(part) for part in first["loc"])
+    if first["type"] == "json_invalid":
+        return "not JSON"
+    if first["type"] == "model_type" or not location:
+        return "not a JSON object"
+    return f"{'missing' if first['type'] == 'missing' else 'invalid'} {location}"
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -78,6 +78,7 @@ class AwsCallError(LifeguardError, RuntimeError):
         super().__init__(f"{operation} failed: {code}: {message}")
         self.operation = operation
         self.code = code
+        self.message = message
         self.retry_after_seconds = retry_after_seconds
 
     @classmethod
@@ -86,11 +87,15 @@ class AwsCallError(LifeguardError, RuntimeError):
         message and (PCS) `retryAfterSeconds`; anything else (a connection error, a timeout) its type."""
         response = getattr(exc, "response", None) or {}
         error = response.get("Error", {})
+        retry_after = response.get("retryAfterSeconds")
         return cls(
             operation,
-            str(error.get("Code") or type(exc).__name__),
-            str(error.get("Message") or exc),
-            retry_after_seconds=response.get("retryAfterSeconds"),
+            str(error.get("Code") or type(exc).__name__)[:100],
+            str(error.get("Message") or exc)[:1000],
+            # The service's own hint, bounded: a wait is capped again by whoever sleeps on it.
+            retry_after_seconds=min(retry_after, 3600)
+            if isinstance(retry_after, int) and not isinstance(retry_after, bool) and retry_after >= 0
+            else None,
         )
 
 

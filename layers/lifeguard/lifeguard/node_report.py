@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lifeguard._records import describe_validation_error, load_json_object
+from lifeguard._records import describe_validation_error, load_json_object, reason_of
+from lifeguard.bounds import EPOCH_S_MAX, ClusterId, GroupId, InstanceId, NodeName, ScriptName, clip
 from lifeguard.lifecycle import OnError, StageName
 
 __all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "Outcome", "parse_node_report"]
@@ -22,24 +23,29 @@ Outcome = Literal["succeeded", "failed", "skipped"]
 
 
 class NodeReport(BaseModel):
-    """One script run on one node."""
+    """One script run on one node; every field is bounded (`lifeguard.bounds`), so a stored report keeps
+    within DynamoDB's key and item limits whatever a broken or hostile node sends."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     kind: Literal["script_run"] = "script_run"
-    cluster_id: str = Field(min_length=1)
-    compute_node_group_id: str = Field(min_length=1)
-    instance_id: str = Field(min_length=1)
-    node_id: str | None = None
-    boot: int = Field(ge=1, description="1 for the first boot of the instance, 2 for its first reboot, …")
+    cluster_id: ClusterId
+    compute_node_group_id: GroupId
+    instance_id: InstanceId
+    node_id: NodeName | None = None
+    boot: int = Field(
+        ge=1, le=1_000_000, description="1 for the first boot of the instance, 2 for its first reboot, …"
+    )
     first_boot: bool
     stage: StageName
-    script: str = Field(min_length=1)
+    script: ScriptName
     on_error: OnError
-    exit_code: int | None = Field(default=None, description="None when the script never ran (fetch failed)")
+    exit_code: int | None = Field(
+        default=None, ge=-(2**31), lt=2**31, description="None when the script never ran (fetch failed)"
+    )
     outcome: Outcome
-    started_at: int = Field(ge=0, description="epoch seconds")
-    ended_at: int | None = Field(default=None, ge=0, description="epoch seconds")
+    started_at: int = Field(ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
+    ended_at: int | None = Field(default=None, ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
     log_tail: str = Field(default="", description=f"the last {LOG_TAIL_BYTES} bytes of the run's output")
     script_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
@@ -53,6 +59,11 @@ class NodeReport(BaseModel):
         return encoded[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
 
     @property
+    def ended_or_started_at(self) -> int:
+        """When the run ended (or started, when its end is unknown), in epoch seconds."""
+        return self.ended_at if self.ended_at is not None else self.started_at
+
+    @property
     def failed(self) -> bool:
         """True when the run failed (its onError then decided what happened to the node)."""
         return self.outcome == "failed"
@@ -64,10 +75,12 @@ class NodeReport(BaseModel):
 
 @dataclass(frozen=True)
 class NodeReportParseError:
-    """A log event that is not a node report: what is wrong and where."""
+    """A log event that is not a node report: what is wrong (`reason`, short, for counting; `message`, in
+    full) and where."""
 
     message: str
     where: str | None = None
+    reason: str = "not a node report"
 
     def __str__(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
@@ -80,10 +93,11 @@ def parse_node_report(
     """Parse one shipped node report."""
     data = load_json_object(raw)
     if isinstance(data, str):
-        return NodeReportParseError(data, where)
+        return NodeReportParseError(data, where, reason_of(data))
     if data.get("kind") != "script_run":
-        return NodeReportParseError(f"not a node report (kind={data.get('kind')!r})", where)
+        return NodeReportParseError(f"not a node report (kind={clip(data.get('kind'), 40)!r})", where)
     try:
         return NodeReport.model_validate(data)
     except ValidationError as exc:
-        return NodeReportParseError(f"not a node report: {describe_validation_error(exc)}", where)
+        reason = reason_of(exc)
+        return NodeReportParseError(f"not a node report: {describe_validation_error(exc)}", where, reason)

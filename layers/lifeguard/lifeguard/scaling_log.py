@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from lifeguard._records import describe_validation_error, load_json_object
+from lifeguard.bounds import EPOCH_MS_MAX, ClusterId, GroupId, InstanceId, NodeName
 
 __all__ = [
     "KNOWN_REASONS",
@@ -46,6 +47,9 @@ KNOWN_REASONS: Mapping[str, frozenset[str]] = {
 }
 
 _RAW_EXCERPT_CHARS = 200
+# Codes are PCS's upper-case words; an unknown one is kept (and counted), a 600 KB one is not a code.
+Code = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
+Word = Annotated[str, StringConstraints(max_length=64)]
 
 
 def is_known_pair(status_code: str, reason_code: str | None) -> bool:
@@ -55,28 +59,28 @@ def is_known_pair(status_code: str, reason_code: str | None) -> bool:
 
 
 class ScalingLogDetails(BaseModel):
-    """The instance a record is about; every key is optional."""
+    """The instance a record is about; every key is optional (and bounded: `lifeguard.bounds`)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
-    instance_id: str | None = None
-    instance_type: str | None = None
-    subnet_id: str | None = None
+    instance_id: InstanceId | None = None
+    instance_type: Word | None = None
+    subnet_id: Word | None = None
 
 
 class ScalingLogRecord(BaseModel):
-    """One node state transition of a PCS cluster."""
+    """One node state transition of a PCS cluster. Every field Lifeguard reads is bounded
+    (`lifeguard.bounds`); fields it does not read, such as `description`, are not kept."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
-    event_timestamp: int = Field(ge=0, description="epoch milliseconds")
-    status_code: str = Field(min_length=1)
-    reason_code: str | None = None
-    resource_id: str | None = None
-    resource_type: str | None = None
-    compute_node_group_id: str | None = None
-    scheduler_node_id: str | None = None
-    description: str | None = None
+    event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX, description="epoch milliseconds")
+    status_code: Code
+    reason_code: Code | None = None
+    resource_id: ClusterId | None = None
+    resource_type: Word | None = None
+    compute_node_group_id: GroupId | None = None
+    scheduler_node_id: NodeName | None = None
     details: ScalingLogDetails = Field(default_factory=ScalingLogDetails)
 
     @property

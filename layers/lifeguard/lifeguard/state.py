@@ -185,6 +185,18 @@ class GroupState(_Model):
             pending = {i: t for t, i in sorted(newest_first)}
         self.launches = pending
 
+    def forget_after(self, latest_ms: int) -> bool:
+        """Let go of launches and outcomes dated after `latest_ms`; True when there were any."""
+        future = [i for i, o in self.outcomes.items() if o.event_timestamp > latest_ms]
+        for instance in future:
+            del self.outcomes[instance]
+        if future:
+            self.outcome_changed()
+        late = [i for i, t in self.launches.items() if t > latest_ms]
+        for instance in late:
+            del self.launches[instance]
+        return bool(future or late)
+
     def launched_at(self, outcome: Outcome) -> int | None:
         """When the instance of an outcome was launched, if its LAUNCHED record was seen."""
         return (
@@ -388,7 +400,7 @@ class StateStore:
                 "pk": {"S": group_key(report.cluster_id, report.compute_node_group_id)},
                 "sk": {"S": key},
                 "report": {"S": report.to_json()},
-                "expires_at": {"N": str((report.ended_at or report.started_at) + REPORT_TTL_SECONDS)},
+                "expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)},
             }
             requests[(item["pk"]["S"], key)] = {"PutRequest": {"Item": item}}
         pending = list(requests.values())

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lifeguard.bounds import SUBSCRIPTION_MAX_BYTES
 from lifeguard.errors import LifeguardError
 
 __all__ = [
@@ -70,14 +71,12 @@ class LogBatch:
         return self.message_type == "CONTROL_MESSAGE"
 
 
-def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
-    """Decode base64 + gzip, then parse the JSON straight into Powertools' decoded CloudWatch Logs model
-    (`CloudWatchLogsDecode`, keeping logGroup/logStream). Going from bytes to the model in one step, rather
-    than through `CloudWatchLogsModel`'s validator (json.loads, then validation of Python objects), halves
-    the cost of a batch: it is most of what the handlers spend on an event beyond their own records."""
-    import binascii
-    import zlib
-
+def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTION_MAX_BYTES) -> LogBatch:
+    """Decode base64 + gzip (at most `max_bytes` decompressed), then parse the JSON straight into
+    Powertools' decoded CloudWatch Logs model (`CloudWatchLogsDecode`, keeping logGroup/logStream). Going
+    from bytes to the model in one step, rather than through `CloudWatchLogsModel`'s validator (json.loads,
+    then validation of Python objects), halves the cost of a batch: it is most of what the handlers spend
+    on an event beyond their own records."""
     from aws_lambda_powertools.utilities.parser.models.cloudwatch import CloudWatchLogsDecode
 
     awslogs = event.get("awslogs") if isinstance(event, Mapping) else None
@@ -87,11 +86,12 @@ def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
             "not a CloudWatch Logs subscription event: no awslogs.data string"
         )
     try:
-        raw = gzip.decompress(base64.b64decode(data, validate=True))
-    except (binascii.Error, OSError, EOFError, zlib.error) as exc:
+        compressed = base64.b64decode(data, validate=True)
+    except ValueError as exc:  # binascii.Error, and non-ASCII text
         raise InvalidSubscriptionEventError(
             f"not a CloudWatch Logs subscription event: awslogs.data is not base64 gzip ({exc})"
         ) from None
+    raw = _gunzip(compressed, max_bytes)
     try:
         decoded = CloudWatchLogsDecode.model_validate_json(raw)
     except ValidationError as exc:
@@ -101,6 +101,31 @@ def decode_subscription(event: Mapping[str, Any]) -> LogBatch:
             f"not a CloudWatch Logs subscription event: {where}: {first['msg']}"
         ) from None
     return LogBatch(decoded.logGroup, decoded.logStream, decoded.messageType, decoded.logEvents)
+
+
+def _gunzip(data: bytes, max_bytes: int) -> bytes:
+    """gzip's members decompressed, refused as soon as they hold more than `max_bytes`."""
+    import zlib
+
+    out = bytearray()
+    while data:
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            out += inflater.decompress(data, max_bytes + 1 - len(out))
+        except zlib.error as exc:
+            raise InvalidSubscriptionEventError(
+                f"not a CloudWatch Logs subscription event: awslogs.data is not base64 gzip ({exc})"
+            ) from None
+        if len(out) > max_bytes:
+            raise InvalidSubscriptionEventError(
+                f"subscription payload refused: it decompresses to more than {max_bytes} bytes"
+            )
+        if not inflater.eof:
+            raise InvalidSubscriptionEventError(
+                "not a CloudWatch Logs subscription event: awslogs.data is truncated gzip"
+            )
+        data = inflater.unused_data
+    return bytes(out)
 
 
 def encode_subscription(

@@ -9,7 +9,27 @@ from typing import Any
 
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 
-__all__ = ["GroupSnapshot", "GroupSummary", "PcsGateway"]
+__all__ = ["RETRYABLE_CODES", "GroupSnapshot", "GroupSummary", "PcsGateway", "is_transient"]
+
+# Failures that a later attempt can cure: PCS's throttling, conflicts while a group updates, its 5xx, and
+# the connection errors botocore names after their class.
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "ConflictException",
+        "InternalServerException",
+        "ServiceUnavailableException",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ReadTimeoutError",
+        "ConnectionClosedError",
+    }
+)
+
+
+def is_transient(error: AwsCallError) -> bool:
+    """True when retrying the call may succeed."""
+    return error.code in RETRYABLE_CODES
 
 
 @dataclass(frozen=True)

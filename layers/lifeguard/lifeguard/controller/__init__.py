@@ -76,19 +76,26 @@ def wire(table: str | None = None, event_bus: str | None = None) -> Wiring:
 
 
 def build_scaling_events(
-    wiring: Wiring | None = None, *, metric: Metric | None = None
+    wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
 ) -> ScalingEventsController:
-    """The scaling_events Lambda's controller."""
+    """The scaling_events Lambda's controller; `clock` (default: the wall's) is what record times must be
+    plausible against (a replay passes its stream's)."""
+    import time
+
     w = wiring or wire()
-    return ScalingEventsController(w.store, w.pcs, w.updater, w.defaults, metric=metric)
+    return ScalingEventsController(
+        w.store, w.pcs, w.updater, w.defaults, metric=metric, clock=clock or time.time
+    )
 
 
 def build_node_reports(
-    wiring: Wiring | None = None, *, metric: Metric | None = None
+    wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
 ) -> NodeReportsController:
-    """The node_reports Lambda's controller."""
+    """The node_reports Lambda's controller (`clock` as for `build_scaling_events`)."""
+    import time
+
     w = wiring or wire()
-    return NodeReportsController(w.store, w.updater, w.defaults, metric=metric)
+    return NodeReportsController(w.store, w.updater, w.defaults, metric=metric, clock=clock or time.time)
 
 
 def build_remediate(

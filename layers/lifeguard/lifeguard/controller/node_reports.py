@@ -8,12 +8,14 @@ for the same script update the evidence quietly: a new event only when the suspe
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard.attribution import find_suspect
-from lifeguard.controller._subscriptions import data_batch
+from lifeguard.bounds import implausible_time, utc
+from lifeguard.controller._subscriptions import Skips, data_batch
 from lifeguard.controller.scaling_events import episode_event
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
@@ -27,11 +29,12 @@ logger = logging.getLogger("lifeguard")
 
 
 @dataclass
-class ReportsSummary:
-    """What one batch of node reports did."""
+class ReportsSummary(Skips):
+    """What one batch of node reports did: every report is `skipped` (by reason), `ignored` (a run that did
+    not fail: nothing to keep) or stored as one of the `failed_runs`."""
 
     reports: int = 0
-    skipped: int = 0
+    ignored: int = 0
     failed_runs: int = 0
     events: list[ControllerEvent] = field(default_factory=list)
 
@@ -40,6 +43,8 @@ class ReportsSummary:
         return {
             "reports": self.reports,
             "skipped": self.skipped,
+            "skipped_reasons": dict(self.skipped_reasons),
+            "ignored": self.ignored,
             "failed_runs": self.failed_runs,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
@@ -55,11 +60,13 @@ class NodeReportsController:
         defaults: DetectionSettings,
         *,
         metric: Callable[[str, float], None] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
         self.updater = updater
         self.defaults = defaults
         self.metric = metric or (lambda name, value: None)
+        self.clock = clock  # the invocation's clock, against which report times must be plausible
 
     def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:
         """One CloudWatch Logs subscription event of the node-report log group."""
@@ -72,15 +79,23 @@ class NodeReportsController:
         """Reports as shipped; a bad one is logged, counted and skipped."""
         summary = ReportsSummary()
         failed: list[NodeReport] = []
+        now_ms = int(self.clock() * 1000)
         for message, where in messages:
             summary.reports += 1
             report = parse_node_report(message, where=where)
             if isinstance(report, NodeReportParseError):
-                summary.skipped += 1
-                logger.warning("skipped a message that is not a node report: %s", report)
+                summary.skip(report.reason, where, report.message)
+                continue
+            implausible = implausible_time(report.started_at * 1000, now_ms) or implausible_time(
+                report.ended_or_started_at * 1000, now_ms
+            )
+            if implausible is not None:
+                summary.skip(f"run time {implausible}", where, utc(report.started_at * 1000))
                 continue
             if report.failed:
                 failed.append(report)
+            else:
+                summary.ignored += 1
         summary.failed_runs = self.store.put_reports(failed) if failed else 0
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
         for cluster_id, group_id in groups:

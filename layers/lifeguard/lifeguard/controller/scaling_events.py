@@ -9,18 +9,19 @@ group per `proven_good_refresh_seconds` of event time.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
-from lifeguard._records import describe_validation_error
+from lifeguard._records import describe_validation_error, reason_of
 from lifeguard.attribution import find_suspect
-from lifeguard.aws.pcs import GroupSummary, PcsGateway
-from lifeguard.controller._subscriptions import data_batch
+from lifeguard.aws.pcs import GroupSummary, PcsGateway, is_transient
+from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, utc
+from lifeguard.controller._subscriptions import Skips, data_batch
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import (
     DetectionSettings,
@@ -30,7 +31,7 @@ from lifeguard.detection import (
     is_relevant,
     resolves,
 )
-from lifeguard.errors import GroupNotFoundError
+from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.scaling_log import ScalingLogRecord, is_known_pair
@@ -43,14 +44,19 @@ Metric = Callable[[str, float], None]
 
 
 @dataclass
-class BatchSummary:
-    """What one batch did, for logs, metrics, tests and `lifeguard replay`."""
+class BatchSummary(Skips):
+    """What one batch did, for logs, metrics, tests and `lifeguard replay`.
+
+    Every record is accounted for: `skipped` (not a valid record, or implausible; `skipped_reasons` says
+    why, by reason), `ignored` (valid, but of a status or without the ids the detection reads), or used.
+    """
 
     records: int = 0
-    skipped: int = 0
+    ignored: int = 0
     unknown_codes: int = 0
     launch_failures: int = 0
     groups: int = 0
+    unreadable_groups: int = 0
     events: list[ControllerEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,15 +64,14 @@ class BatchSummary:
         return {
             "records": self.records,
             "skipped": self.skipped,
+            "skipped_reasons": dict(self.skipped_reasons),
+            "ignored": self.ignored,
             "unknown_codes": self.unknown_codes,
             "launch_failures": self.launch_failures,
             "groups": self.groups,
+            "unreadable_groups": self.unreadable_groups,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
-
-
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def episode_event(
@@ -102,6 +107,7 @@ class ScalingEventsController:
         defaults: DetectionSettings,
         *,
         metric: Metric | None = None,
+        clock: Callable[[], float] = time.time,
         proven_good_refresh_seconds: float = 60.0,
         tag_refresh_seconds: float = 300.0,
     ) -> None:
@@ -110,6 +116,7 @@ class ScalingEventsController:
         self.updater = updater
         self.defaults = defaults
         self.metric = metric or (lambda name, value: None)
+        self.clock = clock  # the invocation's clock, against which record times must be plausible
         self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
         self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
 
@@ -123,30 +130,43 @@ class ScalingEventsController:
         return self.handle_messages(batch.messages())
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
-        """Log-event messages with where they came from; a bad one is logged, counted and skipped."""
+        """Log-event messages with where they came from; a bad or implausible one is logged, counted with
+        its reason and skipped, and the rest of the batch goes on."""
         summary = BatchSummary()
         records: list[ScalingLogRecord] = []
         # The model's validator itself: model_validate_json's wrapper costs a third as much again per record.
         validate = ScalingLogRecord.__pydantic_validator__.validate_json
+        now_ms = int(self.clock() * 1000)
         for message, where in messages:
             summary.records += 1
             try:
-                records.append(validate(message))
+                record = validate(message)
             except ValidationError as exc:
-                summary.skipped += 1
-                logger.warning(
-                    "skipped a record that is not a scaling-log record at %s: %s",
-                    where,
-                    describe_validation_error(exc),
-                )
+                summary.skip(reason_of(exc), where, describe_validation_error(exc))
+                continue
+            except (ValueError, RecursionError) as exc:
+                summary.skip("not JSON", where, clip(exc))
+                continue
+            implausible = implausible_time(record.event_timestamp, now_ms)
+            if implausible is not None:
+                summary.skip(f"event_timestamp {implausible}", where, utc(record.event_timestamp))
+                continue
+            records.append(record)
         self._handle(records, summary)
         return summary
 
     def handle_records(self, records: Iterable[ScalingLogRecord]) -> BatchSummary:
-        """Parsed records (tests, benchmarks)."""
+        """Parsed records (tests, benchmarks), held to the same clock."""
         summary = BatchSummary()
-        batch = list(records)
-        summary.records = len(batch)
+        now_ms = int(self.clock() * 1000)
+        batch = []
+        for record in records:
+            summary.records += 1
+            implausible = implausible_time(record.event_timestamp, now_ms)
+            if implausible is not None:
+                summary.skip(f"event_timestamp {implausible}", "(record)", utc(record.event_timestamp))
+                continue
+            batch.append(record)
         self._handle(batch, summary)
         return summary
 
@@ -169,22 +189,29 @@ class ScalingEventsController:
                     record.reason_code,
                     record.compute_node_group_id,
                 )
-            if status == "LAUNCHED" or _KEPT.get(status) == reason:
-                cluster_id, group_id = record.resource_id, record.compute_node_group_id
-                if cluster_id and group_id:
-                    by_group.setdefault((cluster_id, group_id), []).append(record)
+            cluster_id, group_id = record.resource_id, record.compute_node_group_id
+            if (status == "LAUNCHED" or _KEPT.get(status) == reason) and cluster_id and group_id:
+                by_group.setdefault((cluster_id, group_id), []).append(record)
+            else:
+                summary.ignored += 1
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
         reads = _PcsReads(self.pcs, self.tag_refresh_ms, per_cluster)
+        latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
-            mutations[(cluster_id, group_id)] = self._mutation(cluster_id, group_id, group_records, reads)
+            mutations[(cluster_id, group_id)] = self._mutation(
+                cluster_id, group_id, group_records, reads, latest_ms
+            )
         if mutations:
             summary.events.extend(self.updater.update_many(mutations))
         summary.groups = len(by_group)
+        summary.unreadable_groups = len(reads.unreadable)
         self.metric("RecordsProcessed", summary.records)
         if summary.skipped:
             self.metric("RecordsSkipped", summary.skipped)
+        if reads.unreadable:
+            self.metric("GroupsUnreadable", len(reads.unreadable))
         if summary.unknown_codes:
             self.metric("UnknownCodes", summary.unknown_codes)
         if summary.launch_failures:
@@ -193,9 +220,16 @@ class ScalingEventsController:
             self.metric(event.detail_type, 1)
 
     def _mutation(
-        self, cluster_id: str, group_id: str, records: list[ScalingLogRecord], reads: _PcsReads
+        self,
+        cluster_id: str,
+        group_id: str,
+        records: list[ScalingLogRecord],
+        reads: _PcsReads,
+        latest_ms: int,
     ) -> Callable[[GroupState], Change]:
-        """What a batch's records do to one group's state (re-runnable: PCS is read once per batch)."""
+        """What a batch's records do to one group's state (re-runnable: PCS is read once per batch).
+        Outcomes dated after `latest_ms` (kept before times were bounded) are let go first: they would
+        otherwise stay the group's newest and blind the detection."""
         batch_time = records[-1].event_timestamp
 
         def refresh(state: GroupState, *, tags: bool = False) -> bool:
@@ -208,7 +242,7 @@ class ScalingEventsController:
         def mutate(state: GroupState) -> Change:
             if self._settings(state).mode == "off":
                 return Change()
-            change = Change()
+            change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
@@ -326,7 +360,7 @@ class ScalingEventsController:
         )
         episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
         state.episode = episode
-        names = ", ".join(f"{f.instance_id} at {_utc(f.event_timestamp)}" for f in episode.failures)
+        names = ", ".join(f"{f.instance_id} at {utc(f.event_timestamp)}" for f in episode.failures)
         logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
 
@@ -361,9 +395,9 @@ class ScalingEventsController:
             "group %s: the %s goes on after the configuration changed at %s",
             state.group_id,
             episode.kind,
-            _utc(config.modified_at),
+            utc(config.modified_at),
         )
-        reason = f"the {episode.kind} went on after the configuration changed at {_utc(config.modified_at)}"
+        reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
     def _resolve(
@@ -373,7 +407,7 @@ class ScalingEventsController:
         assert episode is not None
         episode.resolved_at = success.event_timestamp
         node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
-        reason = f"{success.instance_id}{node} bootstrapped successfully at {_utc(success.event_timestamp)}"
+        reason = f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)}"
         change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
         state.last_episode, state.episode = episode, None
         change.changed = True
@@ -396,16 +430,27 @@ class _PcsReads:
         self.groups_per_cluster = groups_per_cluster
         self._listings: dict[str, dict[str, GroupSummary]] = {}
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
+        self.unreadable: dict[tuple[str, str], str] = {}
 
     def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
         """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
         key = (state.cluster_id, state.group_id)
-        if key not in self._current:
-            self._current[key] = self._read(state, batch_time)
-        found = self._current[key]
-        if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
-            found.tags = self.pcs.list_tags(found.arn or "")
-            found.tags_checked_at = batch_time
+        try:
+            if key not in self._current:
+                self._current[key] = self._read(state, batch_time)
+            found = self._current[key]
+            if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
+                found.tags = self.pcs.list_tags(found.arn or "")
+                found.tags_checked_at = batch_time
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise  # the batch is retried whole; what it already wrote is idempotent
+            # PCS refuses this group (permissions, a value it will not take): the other groups go on, and
+            # this one's records stay in its state for the next batch to judge.
+            self._current[key] = None
+            self.unreadable[key] = exc.code
+            logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
+            return None
         return found.model_copy(deep=True) if found else None
 
     def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:

@@ -1,0 +1,128 @@
+"""The bounds every value from outside is held to before Lifeguard uses or stores it.
+
+A scaling-log record, a node report, a controller event, a tag or a PCS answer is checked against these
+before it reaches a decision, a DynamoDB key or an item; what fails is skipped and counted with a reason.
+
+- **Ids** match PCS's own patterns, read from the vendored service model (`ClusterIdentifier`,
+  `ComputeNodeGroupIdentifier`), and are at most `ID_MAX_CHARS` long: the model bounds names (40 and 25
+  characters) but not ids (`pcs_` and ten characters in practice), and a group's partition key
+  (`GROUP#<cluster>#<group>`) must stay far below DynamoDB's 2,048 bytes.
+- **Instance ids** are `i-` and up to 32 letters or digits (EC2's are 8 or 17 hex digits); Slurm node
+  names at most 128 characters of letters, digits, `.`, `_` and `-`; script names PCS's own pattern.
+  None of them can hold the `#` that separates the parts of a sort key (at most 1,024 bytes).
+- **Times** are plausible against the invocation's clock: no more than `FUTURE_SKEW_MS` (5 minutes)
+  ahead, which is the clock skew AWS itself tolerates when it checks a request's signature, and no more
+  than `PAST_MS` (14 days) behind, the oldest event CloudWatch Logs accepts at all, which leaves room for
+  hours of late delivery, Lambda's retries for up to 6 hours and a redrive from a dead-letter queue. A
+  future-dated outcome would otherwise stay the group's newest for as long as it is kept and blind the
+  detection to every genuine loop after it. `lifeguard replay` and the simulation run the handlers on
+  their stream's clock, so recorded streams and exported logs stay valid.
+- **Subscription payloads** decompress to at most `SUBSCRIPTION_MAX_BYTES`: a CloudWatch Logs delivery
+  is at most 1 MB compressed (Lambda's payload limit) and carries at most one PutLogEvents batch (1 MiB of
+  messages), so 16 MiB leaves room for JSON escaping while a gzip bomb never fills a 512 MB function.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from functools import cache
+from typing import Annotated
+
+from pydantic import StringConstraints
+
+from lifeguard.pcs_model import shape
+
+__all__ = [
+    "EPISODE_ID_PATTERN",
+    "EPOCH_MS_MAX",
+    "EPOCH_S_MAX",
+    "FINGERPRINT_PATTERN",
+    "FUTURE_SKEW_MS",
+    "ID_MAX_CHARS",
+    "INSTANCE_ID_PATTERN",
+    "NODE_NAME_PATTERN",
+    "PAST_MS",
+    "REASON_MAX_CHARS",
+    "REVISION_MAX",
+    "SUBSCRIPTION_MAX_BYTES",
+    "ClusterId",
+    "EpisodeId",
+    "Fingerprint",
+    "GroupId",
+    "InstanceId",
+    "NodeName",
+    "ScriptName",
+    "ShortText",
+    "anchored",
+    "clip",
+    "implausible_time",
+    "pcs_pattern",
+    "utc",
+]
+
+ID_MAX_CHARS = 64
+INSTANCE_ID_PATTERN = r"^i-[A-Za-z0-9]{1,32}$"
+NODE_NAME_PATTERN = r"^[A-Za-z0-9._-]{1,128}$"
+EPISODE_ID_PATTERN = r"^ep-[A-Za-z0-9]{1,32}$"
+FINGERPRINT_PATTERN = r"^[0-9a-f]{64}$"
+REVISION_MAX = 10_000
+REASON_MAX_CHARS = 8_000
+FUTURE_SKEW_MS = 5 * 60 * 1000
+PAST_MS = 14 * 24 * 3600 * 1000
+EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01: any time beyond is a broken value, not a date
+EPOCH_S_MAX = EPOCH_MS_MAX // 1000
+SUBSCRIPTION_MAX_BYTES = 16 * 1024 * 1024
+
+
+def anchored(pattern: str) -> str:
+    """`pattern` matched against the whole string (pydantic's patterns, like botocore's, search)."""
+    return f"^(?:{pattern})$"
+
+
+@cache
+def pcs_pattern(shape_name: str) -> str:
+    """The anchored pattern of a string shape of the vendored PCS model."""
+    return anchored(str(shape(shape_name)["pattern"]))
+
+
+ClusterId = Annotated[
+    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
+]
+GroupId = Annotated[
+    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
+]
+InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
+NodeName = Annotated[str, StringConstraints(pattern=NODE_NAME_PATTERN)]
+ScriptName = Annotated[
+    str, StringConstraints(max_length=64, pattern=pcs_pattern("NodeLifecycleScriptNameString"))
+]
+EpisodeId = Annotated[str, StringConstraints(pattern=EPISODE_ID_PATTERN)]
+Fingerprint = Annotated[str, StringConstraints(pattern=FINGERPRINT_PATTERN)]
+ShortText = Annotated[str, StringConstraints(max_length=REASON_MAX_CHARS)]
+
+
+def implausible_time(at_ms: int, now_ms: int) -> str | None:
+    """Why a time (epoch ms) cannot be genuine at `now_ms`, or None when it can."""
+    if at_ms > now_ms + FUTURE_SKEW_MS:
+        return "ahead of the clock"
+    if at_ms < now_ms - PAST_MS:
+        return "older than 14 days"
+    return None
+
+
+def utc(ms: object) -> str:
+    """Epoch milliseconds as `YYYY-MM-DD HH:MM:SS UTC`; `?` for anything that is not such a time."""
+    if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0 <= ms < EPOCH_MS_MAX:
+        return "?"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clip(text: object, limit: int = 200) -> str:
+    """A value as one short printable line for a log or an error: control characters replaced, cut at
+    `limit` characters."""
+    shown = _CONTROL.sub("?", str(text))
+    return shown if len(shown) <= limit else shown[: limit - 1] + "…"
