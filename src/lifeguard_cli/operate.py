@@ -185,9 +185,7 @@ class Operator:
 
     def _undo(self, cluster: str, group_id: str, holder: str, *, dry_run: bool, force: bool) -> UndoResult:
         ledger = self.remediation.ledger(cluster, group_id)
-        change = next(
-            (c for c in reversed(ledger.changes) if c.action != "undo" and c.undone_at is None), None
-        )
+        change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
         if change is None:
             raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
         try:
@@ -195,6 +193,11 @@ class Operator:
         except AwsCallError as exc:
             raise OperatorError(str(exc)) from None
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        if change.status == "pending" and fingerprint_of(current) == change.fingerprint_before:
+            raise OperatorError(
+                f"Lifeguard's {change.action} of {format_time(change.at)} was set out but PCS has not "
+                "taken it: nothing to undo (the remediation's retry settles it)"
+            )
         lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
         if fingerprint_of(current) != change.fingerprint_after:
             if not force:
@@ -228,6 +231,8 @@ class Operator:
             raise OperatorError(str(exc)) from None
         now = time.time()
         change.undone_at = now
+        if change.status == "pending":
+            change.status = "applied"  # PCS had taken it (its fingerprint was the group's): now undone
         ledger.changes.append(
             AppliedChange(
                 at=now,

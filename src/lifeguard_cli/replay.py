@@ -223,6 +223,10 @@ class _Context:
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:replay"
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
+    def get_remaining_time_in_millis(self) -> int:
+        """A whole invocation ahead (template.yaml's longest timeout): the stream's clock measures it."""
+        return 600_000
+
 
 def _load_handler(name: str) -> ModuleType:
     path = FUNCTIONS / name / "app.py"

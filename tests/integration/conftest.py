@@ -162,3 +162,20 @@ def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefi
         DetectionSettings.stack_defaults(),
     )
     return Deployment(stack, wiring)
+
+
+def open_episode(store: Any, detail: dict[str, Any]) -> None:
+    """Make the group's state hold the open episode a BootstrapLoopDetected detail is about, as the
+    scaling_events handler does before it publishes one (remediation acts only on such an episode)."""
+    from lifeguard.state import Episode, Failure
+
+    state = store.load(detail["cluster_id"], detail["compute_node_group_id"])
+    episode = state.episode
+    if episode is None or episode.episode_id != detail["episode_id"]:
+        episode = Episode(episode_id=detail["episode_id"], kind=detail.get("kind") or "loop", opened_at=0)
+    episode.revision = max(episode.revision, detail.get("revision") or 1)
+    episode.config_fingerprint = detail["config_fingerprint"]
+    episode.config_modified_at = detail["config_modified_at"]
+    episode.failures = [Failure.model_validate(f) for f in detail.get("failures") or []]
+    state.episode = episode
+    store.save(state)

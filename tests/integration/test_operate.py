@@ -69,7 +69,14 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             tags={"lifeguard:mode": "quarantine"},
             checked_at=0,
         )
-        state.episode = Episode(episode_id="ep-7", kind="loop", opened_at=modified, failures=[])
+        state.episode = Episode(
+            episode_id="ep-7",
+            kind="loop",
+            opened_at=modified,
+            failures=[],
+            config_fingerprint=fingerprint_of(TERMINATE),
+            config_modified_at=modified,
+        )
         wiring.store.save(state)
         controller = build_remediate(
             wiring,

@@ -25,7 +25,7 @@ from lifeguard.state import GroupState, ProvenGood
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
 from tests.conftest import ARTICLE_SUSPECT, load_event
-from tests.integration.conftest import deploy
+from tests.integration.conftest import deploy, open_episode
 
 pytestmark = pytest.mark.integration
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -79,7 +79,7 @@ class Env:
         self.api.tag_resource(resourceArn=self.group()["arn"], tags=tags)
 
     def detection(self, episode: str = "ep-1", revision: int = 1, suspect: Any = SUSPECT) -> dict[str, Any]:
-        """A BootstrapLoopDetected event of the group as it is now."""
+        """A BootstrapLoopDetected event of the group as it is now, its episode open in Lifeguard's state."""
         group = self.group()
         actions = group.get("nodeLifecycleActions")
         detail = make_detail(
@@ -98,6 +98,7 @@ class Env:
             config_fingerprint=fingerprint_of(actions),
             config_modified_at=int(group["modifiedAt"].timestamp() * 1000),
         )
+        open_episode(self.wiring.store, detail)
         return {"detail-type": "BootstrapLoopDetected", "source": "lifeguard", "detail": detail}
 
     def bus(self) -> list[dict[str, Any]]:
@@ -329,6 +330,7 @@ def test_an_attribution_update_after_the_change_is_not_acted_on_again(env: Env) 
     controller.handle_event(first)
     env.settle()
     later = {**first, "detail": {**first["detail"], "revision": 2, "suspect": SUSPECT}}
+    open_episode(env.wiring.store, later["detail"])  # node_reports named the suspect: revision 2
     (skipped,) = controller.handle_event(later)
     assert skipped.detail_type == "RemediationSkipped"
     assert "Already remediated" in skipped.detail["reason"]

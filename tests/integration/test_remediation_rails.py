@@ -22,7 +22,7 @@ from lifeguard.remediation import RemediationSettings, RemediationStore
 from lifeguard.state import GroupState, ProvenGood
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from tests.conftest import load_event
-from tests.integration.conftest import Deployment, deploy
+from tests.integration.conftest import Deployment, deploy, open_episode
 
 pytestmark = pytest.mark.integration
 CLUSTER = "pcs_abc123de45"
@@ -97,6 +97,7 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
             config_fingerprint=fingerprint_of(actions),
             config_modified_at=int(found["computeNodeGroup"]["modifiedAt"].timestamp() * 1000),
         )
+        open_episode(deployed.wiring.store, detail)
         return {"detail-type": "BootstrapLoopDetected", "detail": detail}
 
     for kind, minutes in steps:

@@ -101,12 +101,13 @@ def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> No
 
 @pytest.mark.parametrize("name", ["bootstrap-loop-detected", "remediation-applied"])
 def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(name: str) -> None:
-    from lifeguard.events import DETAIL_KEYS
+    from lifeguard.events import DETAIL_KEYS, clean_detail
     from lifeguard.remediation import LoopDetection
 
     event = load_event(f"eventbridge/{name}.json")
     assert event["source"] == "lifeguard"
     assert set(DETAIL_KEYS) <= set(event["detail"])
+    assert clean_detail(event["detail"])[1] == []  # within DESIGN's contract and its bounds
     assert LoopDetection.model_validate(event["detail"]).suspect_script == (
         "nodeBootstrapped",
         "fail-terminate",

@@ -8,9 +8,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import cache
+from typing import Annotated, Any, Literal
 
-__all__ = ["DETAIL_KEYS", "DETAIL_TYPES", "SOURCE", "ControllerEvent", "DetailType", "make_detail"]
+__all__ = [
+    "DETAIL_KEYS",
+    "DETAIL_TYPES",
+    "SOURCE",
+    "ControllerEvent",
+    "DetailType",
+    "clean_detail",
+    "make_detail",
+]
 
 SOURCE = "lifeguard"
 DetailType = Literal[
@@ -75,3 +84,101 @@ class ControllerEvent:
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerEvent:
         """Back from `to_dict`."""
         return cls(data["detail-type"], data["detail"], data["key"])
+
+
+@cache
+def _detail_fields() -> Mapping[str, Any]:
+    """A validator per detail key: DESIGN's contract, bounded (built on first use, not at import)."""
+    from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, field_validator
+
+    from lifeguard.bounds import (
+        EPOCH_MS_MAX,
+        REVISION_MAX,
+        ClusterId,
+        EpisodeId,
+        Fingerprint,
+        GroupId,
+        InstanceId,
+        NodeName,
+        ScriptName,
+        ShortText,
+    )
+    from lifeguard.lifecycle import OnError, StageName
+    from lifeguard.node_report import LOG_TAIL_BYTES
+
+    class _Strict(BaseModel):
+        model_config = ConfigDict(extra="ignore", strict=True)
+
+    class FailureDetail(_Strict):
+        instance_id: InstanceId
+        scheduler_node_id: NodeName | None = None
+        event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX)
+
+    class SuspectDetail(_Strict):
+        stage: StageName
+        script: ScriptName
+        on_error: OnError
+        exit_code: int | None = Field(default=None, ge=-(2**31), lt=2**31)
+        log_tail: str = ""
+        instances: list[InstanceId] = Field(default_factory=list, max_length=100)
+
+        @field_validator("log_tail")
+        @classmethod
+        def _tail(cls, value: str) -> str:
+            return value.encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+
+    class DiffDetail(_Strict):
+        path: Annotated[str, StringConstraints(max_length=200)]
+        old: Any = None
+        new: Any = None
+
+    word = Annotated[str, StringConstraints(max_length=64)]
+    strict = ConfigDict(strict=True)
+    fields: dict[str, Any] = {
+        "episode_id": EpisodeId | None,
+        "cluster_id": ClusterId | None,
+        "compute_node_group_id": GroupId | None,
+        "kind": Literal["loop", "intermittent", "replacement"] | None,
+        "failures": Annotated[list[FailureDetail], Field(max_length=100)],
+        "suspect": SuspectDetail | None,
+        "mode": Literal["quarantine", "revert", "notify", "off"] | None,
+        "dry_run": bool,
+        "config_before": dict[str, Any] | None,
+        "config_after": dict[str, Any] | None,
+        "diff": Annotated[list[DiffDetail], Field(max_length=1000)],
+        "reason": ShortText | None,
+        "undo": ShortText | None,
+        "revision": Annotated[int, Field(ge=1, le=REVISION_MAX)] | None,
+        "action": word | None,
+        "config_fingerprint": Fingerprint | None,
+        "config_modified_at": Annotated[int, Field(ge=0, lt=EPOCH_MS_MAX)] | None,
+    }
+    return {
+        key: TypeAdapter(kind, config=None if key in ("failures", "suspect", "diff") else strict)
+        for key, kind in fields.items()
+    }
+
+
+def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
+    """A controller event's detail held to DESIGN's contract, key by key: the valid values (every DESIGN key
+    present, null or empty where missing or invalid; extra known keys such as `revision` when valid;
+    unknown keys dropped), and one line per value that was not valid (`revision: Input should be a valid
+    integer`)."""
+    from pydantic import ValidationError
+
+    from lifeguard._records import describe_validation_error
+
+    cleaned = make_detail()
+    if not isinstance(detail, Mapping):
+        return cleaned, [f"detail: expected a JSON object, got {type(detail).__name__}"]
+    problems: list[str] = []
+    for key, adapter in _detail_fields().items():
+        if key not in detail:
+            continue
+        try:
+            value = adapter.validate_python(detail[key])
+        except ValidationError as exc:
+            problems.append(f"{key}: {describe_validation_error(exc)}".replace(": (record)", ""))
+            continue
+        cleaned[key] = adapter.dump_python(value, mode="json")
+    return cleaned, problems

@@ -1,17 +1,28 @@
 """The remediate Lambda's logic: a BootstrapLoopDetected event in, one decision out, with rails.
 
-Per detection (episode, revision), under the group's lock:
+Nothing that arrives can make Lifeguard change a group that did not loop: a detection is acted on only
+when it is valid (DESIGN's contract, bounded: `lifeguard.events.clean_detail`) and matches the open
+episode Lifeguard keeps for the group, with the same episode id, configuration fingerprint and
+`config_modified_at`. Anything else is refused, audited and published as RemediationSkipped with the reason.
+
+Per detection (episode, revision), under the group's lock (a lease that ends with the invocation, and is
+released on the way out):
 1. a detection already decided is a duplicate: counted in the audit trail, its events re-published only
    if they never were;
-2. the group is read fresh (status, configuration, tags); it is acted on only when ACTIVE and still on
+2. a change already set out for it is reconciled: PCS took it (it is recorded as applied), did not (it is
+   made now, with the same clientToken), or someone changed the group meanwhile (it is abandoned);
+3. the detection must match the group's open episode;
+4. the group is read fresh (status, configuration, tags); it is acted on only when ACTIVE and still on
    the configuration the detection saw;
-3. the action is the group's mode, moved up the escalation ladder when the loop went on under
+5. the action is the group's mode, moved up the escalation ladder when the loop went on under
    Lifeguard's own change of the same episode (quarantine → revert → a person);
-4. cooldown and daily cap are checked, the plan is applied with a clientToken derived from the episode,
-   PCS errors that pass are retried with backoff (honouring `retryAfterSeconds`);
-5. the decision is audited and published as RemediationApplied / RemediationSkipped / RemediationFailed.
+6. cooldown and daily cap are checked; the change is written to the ledger as pending, then applied with
+   a clientToken derived from the episode, PCS errors that pass are retried with backoff (honouring
+   `retryAfterSeconds` up to a minute), and no wait outlasts the time the invocation has left;
+7. the decision is audited and published as RemediationApplied / RemediationSkipped / RemediationFailed.
 A failure that outlasts the retries is published, then raised (`RemediationParkedError`), so the Lambda's
-retries and dead-letter queue keep the event: nothing is dropped.
+retries and dead-letter queue keep the event: nothing is dropped, and a change PCS took is never reported
+as skipped.
 """
 
 from __future__ import annotations
@@ -24,22 +35,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from lifeguard._records import describe_validation_error
 from lifeguard.aws.events import EventPublisher
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
+from lifeguard.bounds import clip, utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
-from lifeguard.events import ControllerEvent, make_detail
-from lifeguard.lifecycle import fingerprint_of
+from lifeguard.events import ControllerEvent, clean_detail, make_detail
+from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.remediation.actions import ActionContext, Plan, action_for
 from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 from lifeguard.settings import setting
-from lifeguard.state import StateStore
+from lifeguard.state import GroupState, StateStore
 
 __all__ = [
-    "RETRYABLE_CODES",
     "LoopDetection",
     "RemediationBusyError",
     "RemediationController",
@@ -52,17 +62,6 @@ logger = logging.getLogger("lifeguard")
 T = TypeVar("T")
 Metric = Callable[[str, float], None]
 
-RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ConflictException",
-        "InternalServerException",
-        "ServiceUnavailableException",
-        "EndpointConnectionError",
-        "ConnectTimeoutError",
-        "ReadTimeoutError",
-    }
-)
 _DAY_SECONDS = 24 * 3600
 
 
@@ -73,10 +72,6 @@ class RemediationBusyError(LifeguardError):
 class RemediationParkedError(LifeguardError):
     """The remediation failed after its retries; RemediationFailed was published and the event is left to
     the Lambda's retries and dead-letter queue."""
-
-
-def _utc(ms: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
 
 
 def undo_command(cluster_id: str, group_id: str) -> str:
@@ -94,12 +89,18 @@ class RemediationSettings:
     daily_cap: int = 3
     node_bundle: str | None = None
     lock_wait_seconds: float = 30.0
-    lease_seconds: float = 660.0  # longer than the function may run (template.yaml: Timeout 600)
+    # When the invocation's remaining time is not known: the function's timeout (template.yaml).
+    invocation_seconds: float = 600.0
+    # Kept back from every wait: what recording, auditing and publishing a decision takes.
+    reserve_seconds: float = 30.0
+    # The lease ends this long after the invocation must have: before Lambda's first retry (a minute).
+    lease_margin_seconds: float = 5.0
     retry_attempts: int = 6
     update_wait_seconds: float = 240.0
     update_poll_seconds: float = 10.0
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 20.0
+    max_retry_after_seconds: float = 60.0
 
     @classmethod
     def from_environment(cls, **explicit: Any) -> RemediationSettings:
@@ -122,20 +123,36 @@ def _flag(raw: str) -> bool:
     raise ValueError("expected true or false")
 
 
+# What a detection must carry to be matched with an open episode (Lifeguard's own always do).
+_REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_fingerprint", "config_modified_at")
+
+
 class LoopDetection(BaseModel):
-    """The part of a BootstrapLoopDetected detail that remediation reads."""
+    """The part of a BootstrapLoopDetected detail that remediation reads, as `clean_detail` validated it."""
 
     model_config = ConfigDict(extra="ignore")
 
-    episode_id: str = Field(min_length=1)
-    cluster_id: str = Field(min_length=1)
-    compute_node_group_id: str = Field(min_length=1)
+    episode_id: str
+    cluster_id: str
+    compute_node_group_id: str
     kind: str | None = None
     failures: list[dict[str, Any]] = Field(default_factory=list)
     suspect: dict[str, Any] | None = None
     revision: int = 1
-    config_fingerprint: str | None = None
-    config_modified_at: int | None = None
+    config_fingerprint: str
+    config_modified_at: int
+
+    @classmethod
+    def from_detail(cls, detail: object) -> LoopDetection | tuple[dict[str, Any], list[str]]:
+        """The detection in `detail`, or (what of it is valid, every problem) when it is not one."""
+        cleaned, problems = clean_detail(detail)
+        invalid = {problem.split(":", 1)[0] for problem in problems}
+        problems += [
+            f"{key}: required" for key in _REQUIRED if cleaned.get(key) is None and key not in invalid
+        ]
+        if problems:
+            return cleaned, problems
+        return cls.model_validate({key: value for key, value in cleaned.items() if value is not None})
 
     @property
     def suspect_script(self) -> tuple[str, str] | None:
@@ -180,34 +197,38 @@ class RemediationController:
         self.sleep = sleep or time.sleep
         self.metric = metric or (lambda name, value: None)
         self.retries = 0
+        self.attempts = 0  # of the last call made through `_retrying`
 
     # -- entry points --
 
-    def handle_event(self, event: Mapping[str, Any]) -> list[ControllerEvent]:
-        """One EventBridge event; anything but a valid BootstrapLoopDetected is logged and left alone."""
+    def handle_event(
+        self, event: Mapping[str, Any], *, remaining_ms: int | None = None
+    ) -> list[ControllerEvent]:
+        """One EventBridge event; `remaining_ms` is the time the invocation has left (Lambda's context).
+        Anything but a BootstrapLoopDetected is left alone; an invalid one is refused."""
         if event.get("detail-type") != "BootstrapLoopDetected":
             logger.info(
-                "not a BootstrapLoopDetected event (%s): nothing to remediate", event.get("detail-type")
+                "not a BootstrapLoopDetected event (%s): nothing to remediate", clip(event.get("detail-type"))
             )
             return []
-        try:
-            detection = LoopDetection.model_validate(event.get("detail"))
-        except ValidationError as exc:
-            logger.error("BootstrapLoopDetected event ignored: %s", describe_validation_error(exc))
-            self.metric("InvalidEvents", 1)
-            return []
-        return self.handle(detection)
+        seconds = remaining_ms / 1000 if remaining_ms is not None else self.settings.invocation_seconds
+        detection = LoopDetection.from_detail(event.get("detail"))
+        if not isinstance(detection, LoopDetection):
+            return self._refuse(*detection)
+        return self.handle(detection, deadline=self.clock() + seconds)
 
-    def handle(self, detection: LoopDetection) -> list[ControllerEvent]:
-        """Decide on one detection under the group's lock; returns the events published."""
+    def handle(self, detection: LoopDetection, *, deadline: float | None = None) -> list[ControllerEvent]:
+        """Decide on one detection under the group's lock, every wait ending before `deadline` (clock
+        time); returns the events published."""
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        deadline = deadline if deadline is not None else self.clock() + self.settings.invocation_seconds
         holder = uuid.uuid4().hex
-        self._lock(cluster_id, group_id, holder)
+        self._lock(cluster_id, group_id, holder, deadline)
         try:
             known = self.store.decision(cluster_id, group_id, detection.episode_id, detection.revision)
             if known is not None and known.status != "failed":
                 return self._duplicate(detection, known)
-            outcome = self._decide(detection)
+            outcome = self._decide(detection, deadline)
             event = self._event(detection, outcome)
             now = self.clock()
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
@@ -226,10 +247,47 @@ class RemediationController:
 
     # -- steps --
 
-    def _lock(self, cluster_id: str, group_id: str, holder: str) -> None:
+    def _refuse(self, detail: dict[str, Any], problems: list[str]) -> list[ControllerEvent]:
+        """An invalid detection: audited and published as RemediationSkipped when it names a valid group,
+        logged and counted when it does not even do that."""
+        self.metric("RefusedDetections", 1)
+        said = clip("; ".join(problems), 600)
+        reason = f"Refused: the detection is not valid ({said}); nothing was changed."
+        cluster_id, group_id = detail["cluster_id"], detail["compute_node_group_id"]
+        if not cluster_id or not group_id:
+            logger.error("BootstrapLoopDetected event ignored: %s", reason)
+            self.metric("InvalidEvents", 1)
+            return []
+        logger.error("group %s: %s", group_id, reason)
+        episode_id, revision = detail["episode_id"], detail.get("revision") or 1
+        event = ControllerEvent(
+            "RemediationSkipped",
+            make_detail(
+                **{**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None},
+                config_after=None,
+                diff=[],
+                action=None,
+            ),
+            f"{episode_id or 'refused-' + uuid.uuid4().hex[:12]}:RemediationSkipped:{revision}",
+        )
+        self.store.audit(
+            cluster_id,
+            group_id,
+            AuditEntry(
+                at=self.clock(), decision="skipped", episode_id=episode_id, revision=revision, reason=reason
+            ),
+        )
+        self.publisher.publish([event])
+        return [event]
+
+    def _lock(self, cluster_id: str, group_id: str, holder: str, deadline: float) -> None:
         waited = 0.0
-        while not self.store.acquire(cluster_id, group_id, holder, self.clock(), self.settings.lease_seconds):
-            if waited >= self.settings.lock_wait_seconds:
+        while True:
+            now = self.clock()
+            lease = max(deadline - now, 1.0) + self.settings.lease_margin_seconds
+            if self.store.acquire(cluster_id, group_id, holder, now, lease):
+                return
+            if waited >= min(self.settings.lock_wait_seconds, deadline - now - self.settings.reserve_seconds):
                 self.metric("LockBusy", 1)
                 raise RemediationBusyError(f"{group_id}: another remediation holds the lock; retry later")
             self.sleep(0.5)
@@ -260,12 +318,21 @@ class RemediationController:
         logger.info("%s revision %d already %s", detection.episode_id, detection.revision, known.status)
         return []
 
-    def _decide(self, detection: LoopDetection) -> _Outcome:
+    def _decide(self, detection: LoopDetection, deadline: float) -> _Outcome:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
-        mode = self.settings.default_mode
+        ledger = self.store.ledger(cluster_id, group_id)
+        intent = ledger.intent(detection.episode_id, detection.revision)
+        if intent is not None:
+            return self._reconcile(detection, ledger, intent, deadline)
+        state = self.states.load(cluster_id, group_id)
+        mode = self._known_mode(state)
+        unmatched = _unmatched(detection, state, ledger)
+        if unmatched is not None:
+            self.metric("RefusedDetections", 1)
+            return _Outcome("skipped", mode, None, unmatched, True)
         try:
-            group = self._settled_group(cluster_id, group_id)
-            mode = self._mode(group)
+            group = self._settled_group(cluster_id, group_id, deadline)
+            mode = self._mode(group, deadline)
         except GroupNotFoundError:
             return _Outcome("skipped", mode, None, "the compute node group no longer exists", True)
         except AwsCallError as exc:
@@ -275,16 +342,10 @@ class RemediationController:
             return _Outcome("skipped", mode, None, "the group's tag lifeguard:mode is off", True, before)
         if group.status != "ACTIVE":
             return _Outcome("skipped", mode, None, f"the group is {group.status}, not ACTIVE", True, before)
-        ledger = self.store.ledger(cluster_id, group_id)
         earlier = ledger.of_episode(detection.episode_id)
         if earlier and detection.config_fingerprint != earlier[-1].fingerprint_after:
-            last = earlier[-1]
-            reason = (
-                f"Already remediated: {last.action} was applied at {_utc(int(last.at * 1000))}; "
-                "this detection is of the configuration before it."
-            )
-            return _Outcome("skipped", mode, None, reason, True, before)
-        if not self._same_config(detection, group, before):
+            return _Outcome("skipped", mode, None, _already(earlier[-1]), True, before)
+        if not _same_config(detection, group, before):
             changed = (
                 "the group's configuration changed since the detection; the failures were of another "
                 "configuration and new ones will be judged against the current one"
@@ -293,7 +354,6 @@ class RemediationController:
         action, ladder_reason = self._ladder(mode, earlier)
         if action is None:
             return _Outcome("skipped", mode, None, ladder_reason or "", True, before)
-        state = self.states.load(cluster_id, group_id)
         good = state.proven_good
         plan = action_for(action).plan(
             ActionContext(
@@ -301,7 +361,7 @@ class RemediationController:
                 detection.suspect_script,
                 good.node_lifecycle_actions if good else None,
                 self.settings.node_bundle,
-                f"{good.instance_id} at {_utc(good.proven_at)}" if good else None,
+                f"{good.instance_id} at {utc(good.proven_at)}" if good else None,
             )
         )
         notes = "; ".join(plan.notes)
@@ -325,43 +385,13 @@ class RemediationController:
         if len(ledger.applied_since(now - _DAY_SECONDS)) >= self.settings.daily_cap:
             text = f"Daily cap: Lifeguard already changed this group {self.settings.daily_cap} times in 24 h."
             return _Outcome("skipped", mode, plan.action, text, True, before, plan)
-        return self._apply(
-            detection,
-            mode,
-            group=group,
-            before=before,
-            plan=plan,
-            ladder=(ledger, ladder_reason),
-            notes=notes,
-        )
-
-    def _apply(
-        self,
-        detection: LoopDetection,
-        mode: str,
-        *,
-        group: GroupSnapshot,
-        before: dict[str, Any] | None,
-        plan: Plan,
-        ladder: tuple[Ledger, str | None],
-        notes: str,
-    ) -> _Outcome:
+        said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         after = plan.config_after or {}
         fingerprint_after = fingerprint_of(after)
         # PCS scopes clientTokens to the caller, not the group: the group is part of the seed.
-        where = f"{group.cluster_id}:{group.group_id}"
-        seed = f"{where}:{detection.episode_id}:{detection.revision}:{fingerprint_after}"
-        token = "lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40]
-        try:
-            updated = self._retrying(
-                lambda: self.pcs.update_lifecycle_actions(group.cluster_id, group.group_id, after, token)
-            )
-        except AwsCallError as exc:
-            reason = f"{exc} (after {self.settings.retry_attempts} attempts); the event is parked for a retry"
-            return _Outcome("failed", mode, plan.action, reason, False, before, plan)
-        ledger, ladder_reason = ladder
-        applied = AppliedChange(
-            at=self.clock(),
+        seed = f"{cluster_id}:{group_id}:{detection.episode_id}:{detection.revision}:{fingerprint_after}"
+        intent = AppliedChange(
+            at=now,
             episode_id=detection.episode_id,
             revision=detection.revision,
             action=plan.action,
@@ -369,14 +399,87 @@ class RemediationController:
             config_after=after,
             fingerprint_before=fingerprint_of(before),
             fingerprint_after=fingerprint_after,
-            modified_at_after=updated.modified_at_ms,
+            status="pending",
+            client_token="lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40],
+            mode=mode,
+            reason=f"{ladder_reason} {said}" if ladder_reason else said,
         )
-        ledger.changes.append(applied)  # the ledger read for this decision, under the same lock
-        self.store.save_ledger(group.cluster_id, group.group_id, ledger)
-        said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
-        text = f"{ladder_reason} {said}" if ladder_reason else said
-        logger.warning("group %s: %s applied (%s)", group.group_id, plan.action, detection.episode_id)
-        return _Outcome("applied", mode, plan.action, text, False, before, plan)
+        # The intent is recorded before the change: if what follows is lost, a retry recognises the change.
+        ledger.changes.append(intent)
+        self.store.save_ledger(cluster_id, group_id, ledger)
+        return self._make_change(detection, ledger, intent, plan, deadline)
+
+    def _reconcile(
+        self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, deadline: float
+    ) -> _Outcome:
+        """A detection whose change was set out before (a retry, a redrive): find out what became of it."""
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        plan = _plan_of(intent)
+        mode = intent.mode or self.settings.default_mode
+        said = intent.reason or f"Applied {intent.action}."
+        if intent.status == "applied":
+            return _Outcome("applied", mode, intent.action, said, False, intent.config_before, plan)
+        try:
+            group = self._settled_group(cluster_id, group_id, deadline)
+        except GroupNotFoundError:
+            return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except AwsCallError as exc:
+            reason = f"{exc}; the event is parked for a retry"
+            return _Outcome("failed", mode, intent.action, reason, False, intent.config_before, plan)
+        current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
+        if current == intent.fingerprint_after:
+            intent.status = "applied"
+            intent.modified_at_after = group.modified_at_ms
+            self.store.save_ledger(cluster_id, group_id, ledger)
+            logger.warning(
+                "group %s: %s found applied on a retry (%s)", group_id, intent.action, intent.client_token
+            )
+            self.metric("ChangesReconciled", 1)
+            text = f"{said} (PCS had taken the change before it was confirmed; recorded on a retry)"
+            return _Outcome("applied", mode, intent.action, text, False, intent.config_before, plan)
+        if current == intent.fingerprint_before:
+            return self._make_change(detection, ledger, intent, plan, deadline)
+        return self._abandon(
+            detection,
+            ledger,
+            intent,
+            f"someone changed the group before Lifeguard's {intent.action} could be confirmed "
+            f"(clientToken {intent.client_token}); nothing more was done",
+        )
+
+    def _abandon(self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, why: str) -> _Outcome:
+        intent.status = "abandoned"
+        self.store.save_ledger(detection.cluster_id, detection.compute_node_group_id, ledger)
+        mode = intent.mode or self.settings.default_mode
+        return _Outcome(
+            "skipped", mode, intent.action, why[0].upper() + why[1:] + ".", True, intent.config_before
+        )
+
+    def _make_change(
+        self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, plan: Plan, deadline: float
+    ) -> _Outcome:
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        mode = intent.mode or self.settings.default_mode
+        token = intent.client_token or ""
+        after = intent.config_after or {}
+        try:
+            updated = self._retrying(
+                lambda: self.pcs.update_lifecycle_actions(cluster_id, group_id, after, token), deadline
+            )
+        except GroupNotFoundError:
+            return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except AwsCallError as exc:
+            # The intent stays pending: the retry of this event finds out whether PCS took it after all.
+            attempts = self.attempts
+            plural = "s" if attempts != 1 else ""
+            reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
+            return _Outcome("failed", mode, intent.action, reason, False, intent.config_before, plan)
+        intent.status = "applied"
+        intent.modified_at_after = updated.modified_at_ms
+        self.store.save_ledger(cluster_id, group_id, ledger)
+        logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
+        said = intent.reason or f"Applied {intent.action}."
+        return _Outcome("applied", mode, intent.action, said, False, intent.config_before, plan)
 
     @staticmethod
     def _ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
@@ -392,50 +495,61 @@ class RemediationController:
             f"The loop went on after {done}: Lifeguard stops changing this group; a person must look.",
         )
 
-    def _settled_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
+    def _settled_group(self, cluster_id: str, group_id: str, deadline: float) -> GroupSnapshot:
         """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
-        every `update_poll_seconds` for up to `update_wait_seconds`."""
+        every `update_poll_seconds` for up to `update_wait_seconds`, and never past the deadline."""
         waited = 0.0
         while True:
-            group = self._retrying(lambda: self.pcs.get_group(cluster_id, group_id))
+            group = self._retrying(lambda: self.pcs.get_group(cluster_id, group_id), deadline)
             if group.status != "UPDATING":
                 return group
-            if waited >= self.settings.update_wait_seconds:
+            poll = self.settings.update_poll_seconds
+            left = deadline - self.clock() - self.settings.reserve_seconds
+            if waited >= self.settings.update_wait_seconds or poll > left:
                 raise AwsCallError(
                     "GetComputeNodeGroup",
                     "StillUpdating",
                     f"{group_id} was still UPDATING after {int(waited)} s",
                 )
-            self.sleep(self.settings.update_poll_seconds)
-            waited += self.settings.update_poll_seconds
+            self.sleep(poll)
+            waited += poll
 
-    def _mode(self, group: GroupSnapshot) -> str:
-        tags = self._retrying(lambda: self.pcs.list_tags(group.arn))
+    def _mode(self, group: GroupSnapshot, deadline: float) -> str:
+        tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
         settings, problems = DetectionSettings(self.settings.default_mode, 1, 1).with_tags(tags)
         for problem in problems:
             logger.warning("group %s: %s; using mode %s", group.group_id, problem, settings.mode)
         return settings.mode
 
-    @staticmethod
-    def _same_config(detection: LoopDetection, group: GroupSnapshot, before: dict[str, Any] | None) -> bool:
-        if detection.config_fingerprint and detection.config_fingerprint != fingerprint_of(before):
-            return False
-        return detection.config_modified_at is None or detection.config_modified_at == group.modified_at_ms
+    def _known_mode(self, state: GroupState) -> str:
+        """The group's mode as Lifeguard last read its tags (no PCS call)."""
+        tags = state.config.tags if state.config else {}
+        return DetectionSettings(self.settings.default_mode, 1, 1).with_tags(tags)[0].mode
 
-    def _retrying(self, call: Callable[[], T]) -> T:
+    def _retrying(self, call: Callable[[], T], deadline: float) -> T:
         for attempt in range(1, self.settings.retry_attempts + 1):
+            self.attempts = attempt
             try:
                 return call()
             except GroupNotFoundError:
                 raise
             except AwsCallError as exc:
-                if exc.code not in RETRYABLE_CODES or attempt == self.settings.retry_attempts:
+                if not is_transient(exc) or attempt == self.settings.retry_attempts:
                     raise
                 delay = min(
                     self.settings.retry_max_seconds, self.settings.retry_base_seconds * 2 ** (attempt - 1)
                 )
                 if exc.retry_after_seconds:
-                    delay = max(delay, float(exc.retry_after_seconds))
+                    delay = max(
+                        delay, min(float(exc.retry_after_seconds), self.settings.max_retry_after_seconds)
+                    )
+                left = deadline - self.clock() - self.settings.reserve_seconds
+                if delay > left:
+                    raise AwsCallError(
+                        exc.operation,
+                        exc.code,
+                        f"{exc.message}; not retried: {max(0, int(left))} s left in this invocation",
+                    ) from exc
                 logger.info("%s; retrying in %.1f s (attempt %d)", exc, delay, attempt)
                 self.retries += 1
                 self.metric("PcsRetries", 1)
@@ -470,6 +584,7 @@ class RemediationController:
             revision=detection.revision,
             action=outcome.action,
             config_fingerprint=detection.config_fingerprint,
+            config_modified_at=detection.config_modified_at,
         )
         key = f"{detection.episode_id}:{detail_type}:{detection.revision}"
         return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]
@@ -491,3 +606,55 @@ class RemediationController:
             config_after=event.detail.get("config_after"),
             diff=list(event.detail.get("diff") or []),
         )
+
+
+def _same_config(detection: LoopDetection, group: GroupSnapshot, before: dict[str, Any] | None) -> bool:
+    return (detection.config_fingerprint, detection.config_modified_at) == (
+        fingerprint_of(before),
+        group.modified_at_ms,
+    )
+
+
+def _already(last: AppliedChange) -> str:
+    done = "was applied" if last.status == "applied" else "was set out (not yet confirmed)"
+    return (
+        f"Already remediated: {last.action} {done} at {utc(int(last.at * 1000))}; "
+        "this detection is of the configuration before it."
+    )
+
+
+def _unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> str | None:
+    """Why a detection does not match the group's open episode (None when it does)."""
+    episode_id = detection.episode_id
+    episode = state.episode
+    if episode is None or episode.episode_id != episode_id:
+        last = state.last_episode
+        if last is not None and last.episode_id == episode_id and last.resolved_at is not None:
+            return (
+                f"Refused: episode {episode_id} ended at {utc(last.resolved_at)} (a node bootstrapped); "
+                "nothing was changed."
+            )
+        return f"Refused: Lifeguard has no open episode {episode_id} for this group; nothing was changed."
+    if detection.revision > episode.revision:
+        return (
+            f"Refused: revision {detection.revision} is newer than the open episode's ({episode.revision}); "
+            "nothing was changed."
+        )
+    seen = (detection.config_fingerprint, detection.config_modified_at)
+    if seen != (episode.config_fingerprint, episode.config_modified_at):
+        earlier = ledger.of_episode(episode_id)
+        if earlier:
+            return _already(earlier[-1])
+        return (
+            f"Refused: the detection is of configuration {detection.config_fingerprint[:12]} modified at "
+            f"{utc(detection.config_modified_at)}, not the one episode {episode_id} is about; "
+            "nothing was changed."
+        )
+    return None
+
+
+def _plan_of(change: AppliedChange) -> Plan:
+    """The plan a recorded change carried out (its diff, for the event)."""
+    old = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
+    new = NodeLifecycleActions.from_api(change.config_after) if change.config_after else None
+    return Plan(change.action, change.config_after, (), tuple(diff_configs(old, new)))

@@ -1,11 +1,15 @@
 """What remediation remembers per compute node group, in Lifeguard's table next to the group's state.
 
     sk = LOCK                        one remediation of the group at a time (a lease with an expiry)
-    sk = LEDGER                      changes applied (for cooldown, the daily cap, escalation and undo)
+    sk = LEDGER                      changes intended and applied (cooldown, daily cap, escalation, undo)
     sk = DECISION#<episode>#<rev>    the decision taken on one detection (duplicates are answered from it)
     sk = AUDIT#<time ms>#<episode>#<rev>#…  the audit trail: every decision with the config before and after
 
 The ledger and decisions are written only by the holder of the lock; the lock itself is conditional.
+A change is written to the ledger as `pending` (with its clientToken) before PCS is asked to make it, and
+marked `applied` once PCS took it, so a change whose confirmation was lost is recognised on the retry.
+Documents are JSON (`doc`), or zlib-compressed JSON (`docz`) when large, so an item with two full
+lifecycle configurations stays far below DynamoDB's 400 KB.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from typing import Any
+import zlib
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +28,9 @@ from lifeguard.state import group_key
 __all__ = ["AUDIT_TTL_SECONDS", "AppliedChange", "AuditEntry", "Decision", "Ledger", "RemediationStore"]
 
 AUDIT_TTL_SECONDS = 90 * 24 * 3600
+_COMPRESS_FROM_BYTES = 32 * 1024
+_LEDGER_MAX_BYTES = 300 * 1024  # compressed: the ledger item never nears DynamoDB's 400 KB
+ChangeStatus = Literal["pending", "applied", "abandoned"]
 
 
 class _Model(BaseModel):
@@ -30,7 +38,9 @@ class _Model(BaseModel):
 
 
 class AppliedChange(_Model):
-    """A configuration change Lifeguard made (or an undo of one)."""
+    """A configuration change Lifeguard made (or an undo of one). `pending` from just before PCS is asked
+    until PCS took it (`applied`); `abandoned` when someone else changed the group before a pending change
+    could be confirmed."""
 
     at: float
     episode_id: str
@@ -42,20 +52,41 @@ class AppliedChange(_Model):
     fingerprint_after: str
     modified_at_after: int | None = None
     undone_at: float | None = None
+    status: ChangeStatus = "applied"
+    client_token: str | None = None
+    mode: str | None = None
+    reason: str | None = None
+
+    @property
+    def counts(self) -> bool:
+        """True for a change that was, or may have been, made by remediation (undos and abandoned intents
+        are not)."""
+        return self.action != "undo" and self.status != "abandoned"
 
 
 class Ledger(_Model):
-    """The changes Lifeguard applied to one group."""
+    """The changes Lifeguard made, or set out to make, to one group."""
 
     changes: list[AppliedChange] = Field(default_factory=list)
 
     def applied_since(self, since: float) -> list[AppliedChange]:
-        """Changes applied at or after `since` (undos excluded)."""
-        return [c for c in self.changes if c.at >= since and c.action != "undo"]
+        """Changes made (or pending) at or after `since` (undos excluded)."""
+        return [c for c in self.changes if c.at >= since and c.counts]
 
     def of_episode(self, episode_id: str) -> list[AppliedChange]:
-        """The changes applied for one episode, oldest first."""
-        return [c for c in self.changes if c.episode_id == episode_id and c.action != "undo"]
+        """The changes made (or pending) for one episode, oldest first."""
+        return [c for c in self.changes if c.episode_id == episode_id and c.counts]
+
+    def intent(self, episode_id: str, revision: int) -> AppliedChange | None:
+        """The change set out for one detection (episode, revision), pending or applied, if any."""
+        return next(
+            (
+                c
+                for c in reversed(self.changes)
+                if (c.episode_id, c.revision) == (episode_id, revision) and c.counts
+            ),
+            None,
+        )
 
     def keep_recent(self, limit: int = 50) -> None:
         """Bound the item: the last `limit` changes are plenty for a day's cap and an undo."""
@@ -149,10 +180,10 @@ class RemediationStore:
 
     def _get(self, cluster_id: str, group_id: str, sk: str) -> dict[str, Any] | None:
         item = self._call("GetItem", Key=self._key(cluster_id, group_id, sk), ConsistentRead=True).get("Item")
-        return json.loads(item["doc"]["S"]) if item else None
+        return _doc_of(item) if item else None
 
     def _put(self, cluster_id: str, group_id: str, sk: str, doc: BaseModel, ttl: int | None = None) -> None:
-        item = {**self._key(cluster_id, group_id, sk), "doc": {"S": doc.model_dump_json()}}
+        item = {**self._key(cluster_id, group_id, sk), **_doc_attribute(doc.model_dump_json())}
         if ttl is not None:
             item["expires_at"] = {"N": str(ttl)}
         self._call("PutItem", Item=item)
@@ -163,8 +194,10 @@ class RemediationStore:
         return Ledger.model_validate(doc) if doc else Ledger()
 
     def save_ledger(self, cluster_id: str, group_id: str, ledger: Ledger) -> None:
-        """Write the ledger (by the lock holder only)."""
+        """Write the ledger (by the lock holder only), its oldest changes let go while it is too big."""
         ledger.keep_recent()
+        while len(ledger.changes) > 1 and _stored_bytes(ledger.model_dump_json()) > _LEDGER_MAX_BYTES:
+            ledger.changes = ledger.changes[1:]
         self._put(cluster_id, group_id, "LEDGER", ledger)
 
     def decision(self, cluster_id: str, group_id: str, episode_id: str, revision: int) -> Decision | None:
@@ -200,12 +233,30 @@ class RemediationStore:
         found: list[AuditEntry] = []
         while True:
             page = self._call("Query", **request)
-            found.extend(AuditEntry.model_validate_json(item["doc"]["S"]) for item in page.get("Items", []))
+            found.extend(AuditEntry.model_validate(_doc_of(item)) for item in page.get("Items", []))
             if last is not None:
                 return found[::-1]
             if "LastEvaluatedKey" not in page:
                 return found
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _doc_attribute(text: str) -> dict[str, Any]:
+    """A document as the item stores it: JSON text, or compressed once it is large."""
+    if len(text) < _COMPRESS_FROM_BYTES:
+        return {"doc": {"S": text}}
+    return {"docz": {"B": zlib.compress(text.encode(), 6)}}
+
+
+def _stored_bytes(text: str) -> int:
+    (value,) = _doc_attribute(text).values()
+    return len(value.get("S") or value["B"])
+
+
+def _doc_of(item: dict[str, Any]) -> Any:
+    if "docz" in item:
+        return json.loads(zlib.decompress(item["docz"]["B"]))
+    return json.loads(item["doc"]["S"])
 
 
 def _decision_key(episode_id: str, revision: int) -> str:
