@@ -7,13 +7,16 @@ table before sending, so a retried or re-delivered event reaches a channel that 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from lifeguard.bounds import clip
 from lifeguard.errors import AwsCallError, LifeguardError
-from lifeguard.events import DETAIL_TYPES
+from lifeguard.events import DETAIL_TYPES, clean_detail
 from lifeguard.notify.summary import Summary, summarize
 from lifeguard.state import group_key
 
@@ -118,22 +121,29 @@ class NotifyController:
     def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
         """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""
         detail_type = event.get("detail-type")
-        detail = event.get("detail")
-        result = NotifyResult(detail_type=detail_type if isinstance(detail_type, str) else None)
-        if detail_type not in DETAIL_TYPES or not isinstance(detail, Mapping):
-            logger.error("event ignored: not a Lifeguard controller event (detail-type %r)", detail_type)
+        raw = event.get("detail")
+        result = NotifyResult(detail_type=detail_type if detail_type in DETAIL_TYPES else None)
+        if detail_type not in DETAIL_TYPES or not isinstance(raw, Mapping):
+            logger.error(
+                "event ignored: not a Lifeguard controller event (detail-type %r)", clip(detail_type)
+            )
             self.metric("InvalidEvents", 1)
             return result
-        summary = summarize(detail_type, detail)
-        pk = group_key(str(detail.get("cluster_id") or "-"), str(detail.get("compute_node_group_id") or "-"))
-        key = f"{detail.get('episode_id') or '-'}:{detail_type}:{detail.get('revision') or 1}"
+        # What is valid is sent; what is not is named in the message instead of failing every channel.
+        detail, problems = clean_detail(raw)
+        if problems:
+            self.metric("InvalidDetailFields", len(problems))
+            logger.warning("%s with invalid fields: %s", detail_type, clip("; ".join(problems), 500))
+        summary = summarize(detail_type, detail, problems=problems)
+        pk = group_key(str(detail["cluster_id"] or "-"), str(detail["compute_node_group_id"] or "-"))
+        key = _notice_key(detail_type, detail, raw)
         sequence: int | None = None
         for channel in self.channels:
             try:
                 if self.notices is not None and not self.notices.claim(pk, key, channel.name):
                     result.already_sent.append(channel.name)
                     continue
-                if sequence is None and self.notices is not None and detail.get("episode_id"):
+                if sequence is None and self.notices is not None and detail["episode_id"]:
                     sequence = self.notices.next_sequence(pk, str(detail["episode_id"]))
                 channel.send(summary, detail, sequence=sequence)
                 result.sent.append(channel.name)
@@ -151,3 +161,12 @@ class NotifyController:
             failed = ", ".join(f"{name} ({why})" for name, why in result.failed.items())
             raise NotificationError(f"{key}: not delivered to {failed}; the event will be retried")
         return result
+
+
+def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """What makes an event the same event again: its episode, type and revision; for an event without a
+    valid episode id (a refused detection), its content."""
+    if detail["episode_id"]:
+        return f"{detail['episode_id']}:{detail_type}:{detail.get('revision') or 1}"
+    digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return f"-:{detail_type}:{digest}"

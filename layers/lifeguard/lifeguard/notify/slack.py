@@ -84,6 +84,10 @@ def slack_message(
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code("\n".join(summary.diff))}})
     if summary.undo:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Undo*: `{summary.undo}`"}})
+    if summary.problems:
+        lines = "\n".join(f"• {line}" for line in summary.problems)
+        text = _clip(f"*Not shown* (not valid in the event):\n{lines}", SECTION_MAX_CHARS)
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
     episode = detail.get("episode_id") or "-"
     context = (
         f"Episode `{episode}`" + (f" · message {sequence}" if sequence else "") + f" · {summary.detail_type}"

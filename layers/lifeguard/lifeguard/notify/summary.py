@@ -5,10 +5,11 @@ The same words go to every channel; each channel shapes them (SNS: subject + tex
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
+
+from lifeguard.bounds import clip, utc
 
 __all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "diff_line", "summarize"]
 
@@ -28,12 +29,6 @@ _TITLES = {
     "RemediationFailed": "Remediation FAILED",
     "LoopResolved": "Resolved",
 }
-
-
-def _utc(ms: Any) -> str:
-    if not isinstance(ms, int | float):
-        return "?"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _ascii_line(text: str) -> str:
@@ -56,6 +51,7 @@ class Summary:
     action: str | None
     diff: tuple[str, ...]
     undo: str | None
+    problems: tuple[str, ...] = ()
 
     def text(self) -> str:
         """The summary as plain text (SNS body, Slack fallback)."""
@@ -72,11 +68,14 @@ class Summary:
             lines += ["Change:", *(f"  {line}" for line in self.diff)]
         if self.undo:
             lines.append(f"Undo: {self.undo}")
+        if self.problems:
+            lines += ["Not shown (not valid in the event):", *(f"  {line}" for line in self.problems)]
         return "\n".join(lines).rstrip() + "\n"
 
 
-def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
-    """The summary of one controller event."""
+def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence[str] = ()) -> Summary:
+    """The summary of one controller event (a detail `clean_detail` checked; `problems` are the fields it
+    found invalid, named at the end)."""
     group = detail.get("compute_node_group_id") or "?"
     cluster = detail.get("cluster_id") or "?"
     failures = detail.get("failures") or []
@@ -107,7 +106,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
         headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
     evidence = tuple(
         f"{f.get('instance_id')} ({f.get('scheduler_node_id') or '-'}) "
-        f"failed at {_utc(f.get('event_timestamp'))}"
+        f"failed at {utc(f.get('event_timestamp'))}"
         for f in failures[-10:]
     )
     if suspect:
@@ -133,6 +132,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any]) -> Summary:
         action=action,
         diff=diff,
         undo=detail.get("undo") or None,
+        problems=tuple(clip(problem, 300) for problem in problems[:10]),
     )
 
 
