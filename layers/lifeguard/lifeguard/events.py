@@ -14,10 +14,12 @@ from typing import Annotated, Any, Literal
 __all__ = [
     "DETAIL_KEYS",
     "DETAIL_TYPES",
+    "ENTRY_MAX_BYTES",
     "SOURCE",
     "ControllerEvent",
     "DetailType",
     "clean_detail",
+    "entry_size",
     "make_detail",
 ]
 
@@ -50,6 +52,17 @@ DETAIL_KEYS: tuple[str, ...] = (
 )
 
 
+# PutEvents: an entry, and a whole request, under 256 KB (Source, DetailType, Detail and resources).
+ENTRY_MAX_BYTES = 256 * 1024 - 1024
+_TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
+_TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff")
+
+
+def entry_size(entry: Mapping[str, Any]) -> int:
+    """A PutEvents entry's size as EventBridge counts it."""
+    return sum(len(str(entry.get(key, "")).encode()) for key in ("Source", "DetailType", "Detail"))
+
+
 def make_detail(**fields: Any) -> dict[str, Any]:
     """A detail with every DESIGN.md key (null, [] for lists, false for dry_run where not given), plus any
     extra fields (such as `revision`)."""
@@ -68,13 +81,27 @@ class ControllerEvent:
     key: str
 
     def to_entry(self, bus_name: str) -> dict[str, Any]:
-        """The PutEvents entry."""
-        return {
+        """The PutEvents entry, within EventBridge's 256 KB an entry (`entry_size`): an event too big
+        for it loses its log tail, then its configurations, then most of its evidence, each replaced by a
+        note (the audit trail in the table keeps the configurations)."""
+        entry = {
             "Source": SOURCE,
             "DetailType": self.detail_type,
             "Detail": json.dumps(self.detail, separators=(",", ":")),
             "EventBusName": bus_name,
         }
+        detail = dict(self.detail)
+        for step in _TRIM_ORDER:
+            if entry_size(entry) <= ENTRY_MAX_BYTES:
+                break
+            if step == "log_tail" and isinstance(detail.get("suspect"), Mapping):
+                detail["suspect"] = {**detail["suspect"], "log_tail": _TRIMMED}
+            elif step == "failures":
+                detail["failures"] = list(detail.get("failures") or [])[-10:]
+            elif detail.get(step) not in (None, []):
+                detail[step] = _TRIMMED if step.startswith("config") else []
+            entry["Detail"] = json.dumps(detail, separators=(",", ":"))
+        return entry
 
     def to_dict(self) -> dict[str, Any]:
         """As `lifeguard replay --json` and the outbox keep it."""

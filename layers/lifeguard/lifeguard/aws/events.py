@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lifeguard.errors import AwsCallError
-from lifeguard.events import ControllerEvent
+from lifeguard.events import ENTRY_MAX_BYTES, ControllerEvent, entry_size
 
 __all__ = ["EventPublisher"]
 
@@ -33,24 +33,40 @@ class EventPublisher:
         """Put every event, in order; raises AwsCallError when some could not be put after retries."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        for start in range(0, len(events), _BATCH):
-            pending = list(events[start : start + _BATCH])
+        for batch in _batches([event.to_entry(self.bus_name) for event in events]):
+            pending = batch
             for attempt in range(1, _ATTEMPTS + 1):
                 try:
-                    response = self._client.put_events(Entries=[e.to_entry(self.bus_name) for e in pending])
+                    response = self._client.put_events(Entries=pending)
                 except (ClientError, BotoCoreError) as exc:
                     if attempt == _ATTEMPTS:
                         raise AwsCallError.from_exception("PutEvents", exc) from exc
                     self._sleep(0.2 * 2**attempt)
                     continue
-                entries = response.get("Entries", [])
+                answers = response.get("Entries", [])
                 failed = [
-                    (e, entry) for e, entry in zip(pending, entries, strict=False) if entry.get("ErrorCode")
+                    (entry, answer)
+                    for entry, answer in zip(pending, answers, strict=False)
+                    if answer.get("ErrorCode")
                 ]
                 if not failed:
                     break
-                pending = [event for event, _ in failed]
+                pending = [entry for entry, _ in failed]
                 if attempt == _ATTEMPTS:
                     code, message = failed[0][1]["ErrorCode"], failed[0][1].get("ErrorMessage", "")
                     raise AwsCallError("PutEvents", code, f"{len(failed)} entries not put: {message}")
                 self._sleep(0.2 * 2**attempt)
+
+
+def _batches(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Entries in order, at most 10 a request and a request under 256 KB."""
+    batches: list[list[dict[str, Any]]] = []
+    size = 0
+    for entry in entries:
+        size_of = entry_size(entry)
+        if not batches or len(batches[-1]) == _BATCH or size + size_of > ENTRY_MAX_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(entry)
+        size += size_of
+    return batches
