@@ -171,6 +171,7 @@ class ScriptRun:
     started_at: int | None = None
     ended_at: int | None = None
     script_sha256: str | None = None
+    log_span: tuple[int, int] | None = None  # the run's bytes in its script log, start marker to end marker
 
 
 @dataclass
@@ -327,7 +328,7 @@ class Executor:
             digest = hashlib.sha256(content).hexdigest()
             path = self.layout.cached_script(spec.stage, spec.name)
             started = int(self.clock())
-            exit_code, error = self._execute(spec, path, content, env, started)
+            exit_code, error, span = self._execute(spec, path, content, env, started)
             outcome = "succeeded" if exit_code == 0 else "failed"
             run = ScriptRun(
                 spec.stage,
@@ -339,6 +340,7 @@ class Executor:
                 started,
                 int(self.clock()),
                 digest,
+                span,
             )
         self._log_outcome(log, result, run)
         return run
@@ -363,6 +365,9 @@ class Executor:
             started_at=run.started_at,
             ended_at=run.ended_at,
             script_sha256=run.script_sha256,
+            # Where the run is in its script log: the shipper reads its tail there, whatever it printed.
+            log_start=run.log_span[0] if run.log_span else None,
+            log_end=run.log_span[1] if run.log_span else None,
         )
 
     # -- fetching and caching --
@@ -410,11 +415,12 @@ class Executor:
 
     def _execute(
         self, spec: ScriptSpec, path: Path, content: bytes, env: dict[str, str], started: int
-    ) -> tuple[int, str | None]:
+    ) -> tuple[int, str | None, tuple[int, int]]:
         script_log = self.layout.script_log(spec.stage, spec.name)
         fd = os.open(script_log, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
         os.fchmod(fd, FILE_MODE)
         try:
+            log_start = os.lseek(fd, 0, os.SEEK_END)
             args = json.dumps(list(spec.arguments), separators=(",", ":"), ensure_ascii=False)
             os.write(fd, f"[start {spec.name} args={args} @ {started}]\n".encode())
             # Like a shell, run a file without "#!" as a bash script.
@@ -426,9 +432,10 @@ class Executor:
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 os.write(fd, b"\n")  # the end marker starts its own line even after output without one
             os.write(fd, f"[end {spec.name} exit={exit_code} @ {int(self.clock())}]\n".encode())
+            log_end = os.lseek(fd, 0, os.SEEK_END)
         finally:
             os.close(fd)
-        return exit_code, error
+        return exit_code, error, (log_start, log_end)
 
     def _wait(
         self, spec: ScriptSpec, command: list[str], fd: int, env: dict[str, str]

@@ -14,7 +14,7 @@ import os
 import re
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,9 +45,19 @@ MAX_BATCH_EVENTS = 1000
 IMDS_ENDPOINT = "http://169.254.169.254"
 
 _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_ON_ERROR_NAMES.items()}}
-_START = re.compile(rb"^\[start (?P<name>.+) args=.* @ (?P<ts>\d+)\]$", re.MULTILINE)
-_END = re.compile(rb"^\[end (?P<name>.+) exit=(?P<code>-?\d+) @ (?P<ts>\d+)\]$", re.MULTILINE)
+_START_TIME = re.compile(rb" @ (\d{1,12})\]")
+_END_REST = re.compile(rb"(-?\d{1,10}) @ (\d{1,12})\]")
 _WAIT_STATUS = re.compile(r"unix_wait_status\((\d+)\)|exit status (-?\d+)")
+_CHUNK_BYTES = 64 * 1024
+_MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 256 characters
+_END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
+_END_SKEW_SECONDS = 2  # the end marker is written just before the executor.log record, in whole seconds
+_EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for the next
+_CHUNK_BYTES = 64 * 1024
+_MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 256 characters
+_END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
+_END_SKEW_SECONDS = 2  # the end marker is written just before the executor.log record, in whole seconds
+_EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for the next
 
 
 class ShipperError(LifeguardError):
@@ -277,12 +287,16 @@ class Shipper:
             self.state.executor_offset = 0
         with path.open("rb") as file:
             file.seek(self.state.executor_offset)
-            data = file.read()
+            data = file.read(_EXECUTOR_READ_BYTES)
         reports: list[str] = []
         offset = self.state.executor_offset
+        if len(data) == _EXECUTOR_READ_BYTES and b"\n" not in data:
+            self.skipped_lines += 1  # no record is a megabyte long: pass over it
+            self.state.executor_offset = offset + len(data)
+            return reports
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
-                break  # a record still being written
+                break  # a record still being written (or the rest of this read)
             outcome = self._handle(line, reports)
             if outcome == "wait":
                 break
@@ -293,7 +307,7 @@ class Shipper:
     def _handle(self, line: bytes, reports: list[str]) -> str:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             self.skipped_lines += 1
             return "done"
         if not isinstance(record, dict):
@@ -301,7 +315,7 @@ class Shipper:
             return "done"
         message = str(record.get("message", ""))
         if message == "boot started":
-            self.state.boot = int(record.get("boot", self.state.boot + 1))
+            self.state.boot = _int_or(record.get("boot"), self.state.boot + 1)
             self.state.first_boot = bool(record.get("first_boot", self.state.boot == 1))
             if self.node_id is None and isinstance(record.get("node_id"), str):
                 self.node_id = record["node_id"]
@@ -320,7 +334,10 @@ class Shipper:
             return "done"
         run: dict[str, Any] | None = None
         if outcome != "skipped" and not ("exit_code" in record and record["exit_code"] is None):
-            run = self._script_run(stage, script)
+            span = (record.get("log_start"), record.get("log_end"))
+            run = self._run_at(stage, script, span) or self._script_run(
+                stage, script, _exit_of(record, outcome), _ended_at(record)
+            )
             if run is None:
                 if self.state.waiting_since is None:
                     self.state.waiting_since = self.clock()
@@ -330,37 +347,93 @@ class Shipper:
         reports.append(json.dumps(self._report(record, outcome, stage, script, run), separators=(",", ":")))
         return "done"
 
-    def _script_run(self, stage: str, script: str) -> dict[str, Any] | None:
-        """The next complete start…end block of a script's log, consumed; None when not all there yet."""
+    def _run_at(self, stage: str, script: str, span: tuple[object, object]) -> dict[str, Any] | None:
+        """The run where Lifeguard's executor says it is in the script's log (`log_start`, `log_end`):
+        its start marker, and the last 4 KiB before its end marker, read and nothing else. None when the
+        record gives no place, or the log does not hold the run there (rotated, truncated)."""
+        start, end = span
+        if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end):
+            return None
+        try:
+            path = self.layout.script_log(stage, script)
+            with path.open("rb") as file:
+                file.seek(start)
+                first = file.readline(_MARKER_MAX_BYTES)
+                window_from = max(start + len(first), end - LOG_TAIL_BYTES - _END_MARKER_MAX_BYTES)
+                file.seek(window_from)
+                window = file.read(end - window_from)
+        except (OSError, ValueError):
+            return None
+        started_at = _marker_time(first.removesuffix(b"\n"), f"[start {script} args=".encode())
+        output, _, marker = window.removesuffix(b"\n").rpartition(b"\n")
+        end_prefix = f"[end {script} exit=".encode()
+        found = _END_REST.fullmatch(marker, len(end_prefix)) if marker.startswith(end_prefix) else None
+        if started_at is None or found is None or len(window) != end - window_from:
+            return None
+        self.state.script_offsets[f"{stage}/{script}.log"] = end
+        return {
+            "started_at": started_at,
+            "ended_at": int(found.group(2)),
+            "exit_code": int(found.group(1)),
+            "log_tail": (output + b"\n" if output else b"")[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+        }
+
+    def _script_run(
+        self, stage: str, script: str, exit_code: int | None, ended_at: int
+    ) -> dict[str, Any] | None:
+        """The run the executor.log record is about, in the script's log: its start marker, then the last
+        end marker with its exit code (when the record tells it) dated no later than the record. A line
+        the script printed that looks like an end marker is output, not the end: the real end marker comes
+        after all of the script's output. The log is read in chunks, keeping only the last 4 KiB of output,
+        so a script that wrote 100 MB costs no more memory than one that wrote a line. None when the run is
+        not all there yet."""
         try:
             path = self.layout.script_log(stage, script)
         except ValueError:
             return None
         key = f"{stage}/{script}.log"
         offset = self.state.script_offsets.get(key, 0)
+        start_prefix, end_prefix = f"[start {script} args=".encode(), f"[end {script} exit=".encode()
+        latest = ended_at + _END_SKEW_SECONDS
+        started_at: int | None = None
+        found: dict[str, Any] | None = None
+        tail = bytearray()
         try:
             with path.open("rb") as file:
                 file.seek(offset)
-                data = file.read()
+                for raw, end_offset in _lines(file, offset):
+                    line = raw.removesuffix(b"\n")
+                    # Markers are matched by their known prefix, never by a backtracking pattern: a
+                    # script's output is not trusted to be cheap to search.
+                    start = _marker_time(line, start_prefix)
+                    if started_at is None:
+                        started_at = start
+                        continue
+                    if start is not None and start > latest:
+                        break  # a later run of the script
+                    end = _END_REST.fullmatch(line, len(end_prefix)) if line.startswith(end_prefix) else None
+                    if end is not None:
+                        code, at = int(end.group(1)), int(end.group(2))
+                        if at <= latest and exit_code in (None, code):
+                            found = {
+                                "exit_code": code,
+                                "ended_at": at,
+                                "offset": end_offset,
+                                "tail": bytes(tail[-LOG_TAIL_BYTES:]),
+                            }
+                    tail += raw
+                    if len(tail) > _CHUNK_BYTES:
+                        del tail[:-LOG_TAIL_BYTES]
         except FileNotFoundError:
             return None
-        start = _START.search(data)
-        if start is None:
+        if started_at is None or found is None:
             return None
-        end = None
-        for candidate in _END.finditer(data, start.end()):
-            if candidate.group("name") == start.group("name"):
-                end = candidate
-                break
-        if end is None:
-            return None
-        self.state.script_offsets[key] = offset + end.end() + 1
-        output = data[start.end() + 1 : end.start()]
+        self.state.script_offsets[key] = found["offset"]
         return {
-            "started_at": int(start.group("ts")),
-            "ended_at": int(end.group("ts")),
-            "exit_code": int(end.group("code")),
-            "log_tail": output[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+            "started_at": started_at,
+            "ended_at": found["ended_at"],
+            "exit_code": found["exit_code"],
+            "log_tail": found["tail"].decode("utf-8", "replace"),
         }
 
     def _report(
@@ -368,7 +441,9 @@ class Shipper:
     ) -> dict[str, Any]:
         on_error = _API_ON_ERROR.get(str(record.get("on_error")), DEFAULT_ON_ERROR)
         when = _epoch_seconds(record.get("timestamp"))
-        exit_code = run["exit_code"] if run else record.get("exit_code", _exit_code_of(record.get("error")))
+        # executor.log says how the script ended; its own log only says what it printed.
+        told = _exit_of(record, outcome)
+        exit_code = told if told is not None else (run["exit_code"] if run else None)
         note = str(record.get("error") or record.get("reason") or "")
         return {
             "kind": "script_run",
@@ -383,10 +458,12 @@ class Shipper:
             "on_error": on_error,
             "exit_code": exit_code,
             "outcome": outcome,
-            "started_at": run["started_at"] if run else record.get("started_at", when),
-            "ended_at": run["ended_at"] if run else record.get("ended_at", when),
+            "started_at": run["started_at"] if run else _int_or(record.get("started_at"), when),
+            "ended_at": run["ended_at"] if run else _int_or(record.get("ended_at"), when),
             "log_tail": (run["log_tail"] if run and run["log_tail"] else note)[-LOG_TAIL_BYTES:],
-            "script_sha256": record.get("script_sha256"),
+            "script_sha256": record.get("script_sha256")
+            if isinstance(record.get("script_sha256"), str)
+            else None,
         }
 
 
@@ -408,6 +485,57 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
     except OSError:
         pass
     return found
+
+
+def _lines(file: Any, offset: int) -> Iterator[tuple[bytes, int]]:
+    """The complete lines of `file` from `offset` (each with its newline, and the offset after it), read
+    in chunks. A line longer than `_MARKER_MAX_BYTES` cannot be a marker: it comes in pieces."""
+    carry = b""
+    while True:
+        chunk = file.read(_CHUNK_BYTES)
+        if not chunk:
+            return
+        data = carry + chunk
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            offset += newline + 1 - start
+            yield data[start : newline + 1], offset
+            start = newline + 1
+        carry = data[start:]
+        if len(carry) > _MARKER_MAX_BYTES:
+            offset += len(carry)
+            yield carry, offset
+            carry = b""
+
+
+def _marker_time(line: bytes, prefix: bytes) -> int | None:
+    """The time of a start marker of the script whose marker begins with `prefix`; None for other lines."""
+    if not line.startswith(prefix) or len(line) > _MARKER_MAX_BYTES:
+        return None
+    found = _START_TIME.fullmatch(line, line.rfind(b" @ "))
+    return int(found.group(1)) if found else None
+
+
+def _exit_of(record: Mapping[str, Any], outcome: str) -> int | None:
+    """The exit status executor.log gives: Lifeguard's `exit_code`, PCS's error text, 0 for success."""
+    code = record.get("exit_code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code
+    if outcome == "succeeded":
+        return 0
+    return _exit_code_of(record.get("error"))
+
+
+def _ended_at(record: Mapping[str, Any]) -> int:
+    """When the run ended, as executor.log says (its `ended_at`, else the record's time)."""
+    return _int_or(record.get("ended_at"), _epoch_seconds(record.get("timestamp")))
+
+
+def _int_or(value: object, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def _epoch_seconds(timestamp: object) -> int:
