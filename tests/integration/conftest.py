@@ -167,7 +167,7 @@ def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefi
 def open_episode(store: Any, detail: dict[str, Any]) -> None:
     """Make the group's state hold the open episode a BootstrapLoopDetected detail is about, as the
     scaling_events handler does before it publishes one (remediation acts only on such an episode)."""
-    from lifeguard.state import Episode, Failure
+    from lifeguard.state import Episode, Failure, Suspect
 
     state = store.load(detail["cluster_id"], detail["compute_node_group_id"])
     episode = state.episode
@@ -177,5 +177,7 @@ def open_episode(store: Any, detail: dict[str, Any]) -> None:
     episode.config_fingerprint = detail["config_fingerprint"]
     episode.config_modified_at = detail["config_modified_at"]
     episode.failures = [Failure.model_validate(f) for f in detail.get("failures") or []]
+    suspect = detail.get("suspect")
+    episode.suspect = Suspect.model_validate(suspect) if suspect else None
     state.episode = episode
     store.save(state)

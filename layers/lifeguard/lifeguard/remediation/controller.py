@@ -171,6 +171,7 @@ class _Outcome:
     dry_run: bool
     config_before: dict[str, Any] | None = None
     plan: Plan | None = None
+    refused: bool = False  # the detection matched no open episode: no decision is recorded for it
 
 
 class RemediationController:
@@ -228,16 +229,20 @@ class RemediationController:
             known = self.store.decision(cluster_id, group_id, detection.episode_id, detection.revision)
             if known is not None and known.status != "failed":
                 return self._duplicate(detection, known)
-            outcome = self._decide(detection, deadline)
+            outcome, detection = self._decide(detection, deadline)
             event = self._event(detection, outcome)
             now = self.clock()
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
-            decided = (detection.episode_id, detection.revision)
-            decision = Decision(status=outcome.status, events=[event.to_dict()])
-            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
-            self.publisher.publish([event])
-            decision.published = True
-            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+            if outcome.refused:
+                # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
+                self.publisher.publish([event])
+            else:
+                decided = (detection.episode_id, detection.revision)
+                decision = Decision(status=outcome.status, events=[event.to_dict()])
+                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+                self.publisher.publish([event])
+                decision.published = True
+                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
             self.metric(event.detail_type, 1)
         finally:
             self.store.release(cluster_id, group_id, holder)
@@ -260,14 +265,11 @@ class RemediationController:
             return []
         logger.error("group %s: %s", group_id, reason)
         episode_id, revision = detail["episode_id"], detail.get("revision") or 1
+        said_back = {**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None}
+        said_back.update(config_after=None, diff=[], action=None)
         event = ControllerEvent(
             "RemediationSkipped",
-            make_detail(
-                **{**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None},
-                config_after=None,
-                diff=[],
-                action=None,
-            ),
+            make_detail(**said_back),
             f"{episode_id or 'refused-' + uuid.uuid4().hex[:12]}:RemediationSkipped:{revision}",
         )
         self.store.audit(
@@ -318,18 +320,36 @@ class RemediationController:
         logger.info("%s revision %d already %s", detection.episode_id, detection.revision, known.status)
         return []
 
-    def _decide(self, detection: LoopDetection, deadline: float) -> _Outcome:
+    def _decide(self, detection: LoopDetection, deadline: float) -> tuple[_Outcome, LoopDetection]:
+        """The outcome, and the detection as Lifeguard's own state tells it (its evidence and suspect are
+        the open episode's, not what the event says)."""
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         ledger = self.store.ledger(cluster_id, group_id)
         intent = ledger.intent(detection.episode_id, detection.revision)
         if intent is not None:
-            return self._reconcile(detection, ledger, intent, deadline)
+            return self._reconcile(detection, ledger, intent, deadline), detection
         state = self.states.load(cluster_id, group_id)
-        mode = self._known_mode(state)
         unmatched = _unmatched(detection, state, ledger)
         if unmatched is not None:
             self.metric("RefusedDetections", 1)
-            return _Outcome("skipped", mode, None, unmatched, True)
+            refused = _Outcome("skipped", self._known_mode(state), None, unmatched, True, refused=True)
+            return refused, detection
+        episode = state.episode
+        assert episode is not None  # matched
+        detection = detection.model_copy(
+            update={
+                "kind": episode.kind,
+                "failures": [failure.model_dump() for failure in episode.failures],
+                "suspect": episode.suspect.model_dump() if episode.suspect else None,
+            }
+        )
+        return self._decide_matched(detection, state, ledger, deadline), detection
+
+    def _decide_matched(
+        self, detection: LoopDetection, state: GroupState, ledger: Ledger, deadline: float
+    ) -> _Outcome:
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        mode = self._known_mode(state)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
             mode = self._mode(group, deadline)
