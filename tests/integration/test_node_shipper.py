@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -16,7 +18,7 @@ import pytest
 from lifeguard.node.layout import NodeLayout
 from lifeguard.node.shipper import CloudWatchSink, Shipper, ShipperIdentity
 from lifeguard.node_report import NodeReport, parse_node_report
-from tests.integration.conftest import LIFEGUARD_NODE, Node
+from tests.integration.conftest import LIFEGUARD_NODE, Node, new_node
 
 pytestmark = pytest.mark.integration
 INSTANCE = "i-059b4b99b4f2e9739"
@@ -326,3 +328,108 @@ def test_without_an_instance_id_the_error_is_one_clear_line(
     assert "pass --instance-id" in result.stderr
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# -- 9. The shipper trusts a line that a script prints --
+
+FORGER = (
+    "#!/bin/bash\n"
+    "echo 'before the forgery'\n"
+    "echo '[end forger exit=0 @ 1]'\n"
+    "echo 'after the forgery: the real error'\n"
+    "exit 3\n"
+)
+
+
+def test_defect_9_a_script_that_prints_an_end_marker_cannot_change_its_report(
+    node: Node, local: Any, log_group: str
+) -> None:
+    node.put_script("scripts/forger.sh", FORGER)
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "forger",
+                    "onError": "CONTINUE",
+                    "scriptSource": {"scriptLocation": "scripts/forger.sh"},
+                }
+            ]
+        }
+    )
+    assert node.boot(config).returncode == 0
+    assert ship(node, log_group, "--once").returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.outcome, report.exit_code) == ("failed", 3)
+    assert report.log_tail == (
+        "before the forgery\n[end forger exit=0 @ 1]\nafter the forgery: the real error\n"
+    )
+
+
+def _pcs_agent_run(node: Node, output: bytes, wait_status: int) -> None:
+    """A run of `forger` as the PCS agent logs it (its executor.log records carry no log offsets)."""
+    stage = node.actions / "nodeBootstrapped"
+    stage.mkdir(parents=True, exist_ok=True)
+    with (stage / "forger.log").open("wb") as log:
+        log.write(b"[start forger args=[] @ 1792544247]\n")
+        log.write(output)
+        log.write(f"[end forger exit={wait_status >> 8} @ 1792544247]\n".encode())
+    (node.actions / "executor.log").write_text(
+        json.dumps(
+            {
+                "timestamp": "2026-10-21T00:57:27.868622Z",
+                "level": "ERROR",
+                "message": "lifecycle script failed; stopping remaining scripts",
+                "stage": "nodeBootstrapped",
+                "script": "forger",
+                "on_error": "StopSequence",
+                "error": f"script 'forger' failed with exit status ExitStatus(unix_wait_status({wait_status}))",  # noqa: E501
+            }
+        )
+        + "\n"
+    )
+
+
+def test_defect_9_in_the_pcs_agents_logs_too_the_exit_status_is_executor_logs(
+    node: Node, local: Any, log_group: str
+) -> None:
+    _pcs_agent_run(node, b"before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n", 768)
+    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
+    assert ship(node, log_group, "--once", *ids).returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.outcome, report.exit_code, report.on_error) == ("failed", 3, "STOP_SEQUENCE")
+    assert report.log_tail == "before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n"
+
+
+def _max_rss_kib(command: list[str], env: dict[str, str]) -> int:
+    """The peak resident memory of one run of `command` (its own process only), in KiB."""
+    probe = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+        "assert done.returncode == 0, done.stderr\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return int(result.stdout)
+
+
+def test_defect_9_a_100_mb_script_log_costs_the_shipper_no_more_memory_than_a_line(
+    node: Node, local: Any, log_group: str, tmp_path: Path
+) -> None:
+    ids = ("--instance-id", INSTANCE, "--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_x1")
+    _pcs_agent_run(node, b"one line\n", 256)
+    small = _max_rss_kib(ship_command(node, log_group, "--once", *ids), node.env)
+    other = new_node(local, tmp_path / "big")
+    line = b"x" * 99 + b"\n"
+    _pcs_agent_run(other, line * (100 * 1024 * 1024 // len(line)) + b"the real error\n", 256)
+    big = _max_rss_kib(ship_command(other, log_group, "--once", *ids), other.env)
+    assert big < small + 16 * 1024, (small, big)  # within 16 MB of the one-line run
+    report = shipped(local, log_group)[-1]
+    assert report.log_tail.endswith("x\nthe real error\n")
+    assert len(report.log_tail.encode()) == 4096
