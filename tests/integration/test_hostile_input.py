@@ -436,3 +436,46 @@ def test_remediation_publishes_what_it_refuses_and_notify_tells_it(hostile: Worl
     (refused,) = hostile.remediator().handle_event(junk, remaining_ms=600_000)
     event = {"detail-type": refused.detail_type, "detail": dict(refused.detail)}
     assert sorted(hostile.notifier().handle_event(event).to_dict()["sent"]) == ["slack", "sns"]
+
+
+def test_a_ledger_of_large_configurations_stays_within_dynamodbs_item_limit(hostile: World) -> None:
+    from lifeguard.remediation import AppliedChange, Ledger
+
+    group = hostile.new_group()
+    rng = random.Random(9)
+    stages = [
+        {
+            "name": f"s{i}",
+            "scriptSource": {"scriptLocation": "s3://bucket-name/key"},
+            # Arguments nobody could compress: what a PCS answer may hold at most.
+            "arguments": ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(256))]
+            * 20,
+        }
+        for i in range(20)
+    ]
+    config = {"stages": {"nodeBootstrapped": stages, "nodeReady": stages}}
+    ledger = Ledger(
+        changes=[
+            AppliedChange(
+                at=float(n),
+                episode_id=f"ep-{n}",
+                revision=1,
+                action="quarantine",
+                config_before=config,
+                config_after=config,
+                fingerprint_before="0" * 64,
+                fingerprint_after="1" * 64,
+            )
+            for n in range(50)
+        ]
+    )
+    assert len(ledger.model_dump_json()) > 10 * 400 * 1024
+    store = RemediationStore(hostile.deployed.wiring.store.client, hostile.deployed.stack.table)
+    store.save_ledger(CLUSTER, group, ledger)
+    kept = store.ledger(CLUSTER, group).changes
+    assert kept[-1].episode_id == "ep-49"  # the newest are kept, the oldest let go
+    audit = {"at": 1.0, "decision": "applied", "config_before": config, "config_after": config}
+    from lifeguard.remediation import AuditEntry
+
+    store.audit(CLUSTER, group, AuditEntry.model_validate(audit))
+    assert store.history(CLUSTER, group)[-1].config_after == config

@@ -1,0 +1,157 @@
+"""The bounds every value from outside is held to (`lifeguard.bounds`), and what keeps events within
+EventBridge's size."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from lifeguard.aws.events import EventPublisher
+from lifeguard.bounds import (
+    FUTURE_SKEW_MS,
+    PAST_MS,
+    ClusterId,
+    GroupId,
+    InstanceId,
+    ScriptName,
+    implausible_time,
+    pcs_pattern,
+    utc,
+)
+from lifeguard.events import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
+from lifeguard.pcs_model import shape
+
+NOW = 1_792_544_802_000
+
+
+@pytest.mark.parametrize(
+    ("at", "says"),
+    [
+        (NOW, None),
+        (NOW + FUTURE_SKEW_MS, None),
+        (NOW + FUTURE_SKEW_MS + 1, "ahead of the clock"),
+        (NOW + 365 * 24 * 3600 * 1000, "ahead of the clock"),
+        (NOW - PAST_MS, None),
+        (NOW - PAST_MS - 1, "older than 14 days"),
+    ],
+)
+def test_a_time_is_plausible_from_14_days_behind_to_5_minutes_ahead_of_the_clock(
+    at: int, says: str | None
+) -> None:
+    assert implausible_time(at, NOW) == says
+
+
+def test_ids_follow_pcss_own_patterns_matched_whole() -> None:
+    assert pcs_pattern("ClusterIdentifier") == f"^(?:{shape('ClusterIdentifier')['pattern']})$"
+    cluster = TypeAdapter(ClusterId)
+    for good in ("pcs_abc123de45", "lca-cluster"):
+        assert cluster.validate_python(good) == good
+    # botocore's patterns are searched; held whole, a valid id inside junk is junk.
+    for bad in ("xx pcs_abc123de45", "pcs_abc_def", "pcs_" + "a" * 61, "ab", "pcs_abc\n"):
+        with pytest.raises(ValidationError):
+            cluster.validate_python(bad)
+    with pytest.raises(ValidationError):
+        TypeAdapter(GroupId).validate_python("pcs_a#b")
+
+
+@pytest.mark.parametrize("bad", ["i-", "i-" + "0" * 33, "i-0#1", "x-0123", "i-0123 "])
+def test_instance_ids_hold_no_separator_and_stay_short(bad: str) -> None:
+    with pytest.raises(ValidationError):
+        TypeAdapter(InstanceId).validate_python(bad)
+
+
+def test_script_names_are_pcss() -> None:
+    assert TypeAdapter(ScriptName).validate_python("fail terminate_1-x") == "fail terminate_1-x"
+    for bad in ("", "-x", "a/b", "a" * 65):
+        with pytest.raises(ValidationError):
+            TypeAdapter(ScriptName).validate_python(bad)
+
+
+@pytest.mark.parametrize("value", [10**17, -1, "now", None, True, 1.5e300])
+def test_a_time_that_is_no_date_reads_as_a_question_mark(value: Any) -> None:
+    assert utc(value) == "?"
+
+
+def test_utc_reads_a_time() -> None:
+    assert utc(NOW) == "2026-10-21 01:06:42 UTC"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("revision", "2", "revision: Input should be a valid integer"),
+        ("failures", 3, "failures: Input should be a valid list"),
+        ("suspect", "fail-terminate", "suspect: Input should be a valid dictionary"),
+        ("episode_id", "ep-" + "a" * 2000, "episode_id: String should match pattern"),
+        ("config_fingerprint", "abc", "config_fingerprint: String should match pattern"),
+        ("dry_run", "true", "dry_run: Input should be a valid boolean"),
+    ],
+)
+def test_a_detail_is_held_to_designs_contract_key_by_key(field: str, value: Any, says: str) -> None:
+    detail = make_detail(episode_id="ep-1", cluster_id="pcs_abc123de45", compute_node_group_id="pcs_abcdef01")
+    cleaned, problems = clean_detail({**detail, field: value, "unknown": "dropped"})
+    (problem,) = problems
+    assert problem.startswith(says)
+    assert cleaned.get(field) in (None, [], False)
+    assert cleaned["cluster_id"] == "pcs_abc123de45"
+    assert "unknown" not in cleaned
+
+
+def _big_config(scripts: int = 20) -> dict[str, Any]:
+    script = {
+        "name": "s",
+        "scriptSource": {"scriptLocation": "s3://bucket-name/key"},
+        "arguments": ["a" * 256] * 20,
+    }
+    stage = [{**script, "name": f"s{i}"} for i in range(scripts)]
+    return {"stages": {"nodeBootstrapped": stage, "nodeReady": stage}}
+
+
+def test_an_event_too_big_for_eventbridge_loses_its_log_tail_then_its_configurations() -> None:
+    detail = make_detail(
+        episode_id="ep-1",
+        config_before=_big_config(),
+        config_after=_big_config(),
+        suspect={"stage": "nodeReady", "script": "s1", "log_tail": "t" * 4096},
+        failures=[{"instance_id": f"i-{n}", "event_timestamp": n} for n in range(100)],
+    )
+    event = ControllerEvent("RemediationApplied", detail, "ep-1:RemediationApplied:1")
+    assert len(json.dumps(detail)) > ENTRY_MAX_BYTES
+    entry = event.to_entry("bus")
+    assert entry_size(entry) <= ENTRY_MAX_BYTES
+    sent = json.loads(entry["Detail"])
+    assert sent["suspect"]["log_tail"].startswith("(trimmed")
+    assert sent["config_before"].startswith("(trimmed")
+    assert len(sent["failures"]) == 100  # trimmed no further than needed
+
+
+class _RecordingEvents:
+    """EventBridge that takes every entry and remembers each request."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict[str, Any]]] = []
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.requests.append(Entries)
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": str(i)} for i in range(len(Entries))]}
+
+
+def test_putevents_requests_stay_under_256_kb_and_10_entries() -> None:
+    events = [
+        ControllerEvent(
+            "RemediationApplied", make_detail(episode_id=f"ep-{i}", config_before=_big_config(4)), f"k{i}"
+        )
+        for i in range(8)
+    ]
+    client = _RecordingEvents()
+    EventPublisher(client, "bus").publish(events)
+    assert [json.loads(e["Detail"])["episode_id"] for r in client.requests for e in r] == [
+        f"ep-{i}" for i in range(8)
+    ]
+    for request in client.requests:
+        assert len(request) <= 10
+        assert sum(entry_size(entry) for entry in request) <= ENTRY_MAX_BYTES
+    assert len(client.requests) == 2  # 8 entries of 40 KB: cut by size, not by count
