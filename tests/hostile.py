@@ -723,5 +723,6 @@ def world(local: Any) -> Iterator[World]:
                 channels,
                 Counter(),
             )
+            local.client("dynamodb").delete_table(TableName=deployed.stack.table)
     finally:
         monkeypatch.undo()

@@ -26,7 +26,8 @@ class NodeReport(BaseModel):
     """One script run on one node; every field is bounded (`lifeguard.bounds`), so a stored report keeps
     within DynamoDB's key and item limits whatever a broken or hostile node sends."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Strict: a number sent as text is a broken report, not one to guess at.
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     kind: Literal["script_run"] = "script_run"
     cluster_id: ClusterId

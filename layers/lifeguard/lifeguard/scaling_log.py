@@ -61,7 +61,7 @@ def is_known_pair(status_code: str, reason_code: str | None) -> bool:
 class ScalingLogDetails(BaseModel):
     """The instance a record is about; every key is optional (and bounded: `lifeguard.bounds`)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     instance_id: InstanceId | None = None
     instance_type: Word | None = None
@@ -72,7 +72,8 @@ class ScalingLogRecord(BaseModel):
     """One node state transition of a PCS cluster. Every field Lifeguard reads is bounded
     (`lifeguard.bounds`); fields it does not read, such as `description`, are not kept."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    # Strict: a time sent as text, or a float, is a broken record, not one to guess at.
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX, description="epoch milliseconds")
     status_code: Code
