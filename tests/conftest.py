@@ -29,6 +29,35 @@ ARTICLE_SUSPECT = {
 NODE_PYTHON = REPO / ".venv" / "node39" / "bin" / "python"  # Python 3.9 + boto3, as on the node (setup.sh)
 
 
+def applied_event(
+    detail_type: str = "RemediationApplied", *, revision: int = 1, episode: str = "ep-1"
+) -> dict[str, Any]:
+    """A controller event of the article's loop quarantined (RemediationApplied, unless told otherwise)."""
+    from lifeguard.events import make_detail
+
+    cluster, group = "pcs_abc123de45", "pcs_abcdef01"
+    failure = {
+        "instance_id": "i-059b4b99b4f2e9739",
+        "scheduler_node_id": "lca-static-1",
+        "event_timestamp": 1792545162000,
+    }
+    detail = make_detail(
+        episode_id=episode,
+        cluster_id=cluster,
+        compute_node_group_id=group,
+        kind="loop",
+        failures=[failure],
+        suspect={**ARTICLE_SUSPECT, "instances": [failure["instance_id"]]},
+        mode="quarantine",
+        action="quarantine",
+        diff=[{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
+        reason="Applied quarantine.",
+        undo=f"lifeguard undo {group} --cluster {cluster}",
+        revision=revision,
+    )
+    return {"detail-type": detail_type, "source": "lifeguard", "detail": detail}
+
+
 def load_event(name: str) -> Any:
     """A JSON file under events/ by its relative name, e.g. `configs/article-terminate.json`."""
     return json.loads((EVENTS / name).read_text())

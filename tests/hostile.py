@@ -39,7 +39,7 @@ from lifeguard.controller import (
     build_remediate,
     build_scaling_events,
 )
-from lifeguard.events import clean_detail, make_detail
+from lifeguard.events import clean_detail
 from lifeguard.notify import NoticeStore, NotifyController, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
@@ -49,7 +49,7 @@ from lifeguard.subscription import encode_subscription
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, create_notification_channels
-from tests.conftest import load_event
+from tests.conftest import applied_event, load_event
 from tests.integration.conftest import Deployment, deploy
 
 SKIP, IGNORE, USE = "skip", "ignore", "use"
@@ -661,35 +661,9 @@ class World:
 
 def notice_event() -> dict[str, Any]:
     """A genuine RemediationApplied of a fresh episode."""
-    detail = make_detail(
-        episode_id=f"ep-{uuid.uuid4().hex[:16]}",
-        cluster_id=CLUSTER,
-        compute_node_group_id="pcs_abcdef01",
-        kind="loop",
-        failures=[
-            {
-                "instance_id": "i-059b4b99b4f2e9739",
-                "scheduler_node_id": "lca-static-1",
-                "event_timestamp": 1792544802000,
-            }
-        ],
-        suspect={
-            "stage": "nodeBootstrapped",
-            "script": "fail-terminate",
-            "on_error": "TERMINATE",
-            "exit_code": 1,
-            "log_tail": "intentional failure\n",
-            "instances": ["i-059b4b99b4f2e9739"],
-        },
-        mode="quarantine",
-        action="quarantine",
-        diff=[{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
-        reason="Applied quarantine.",
-        undo="lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45",
-        revision=1,
-    )
-    assert clean_detail(detail)[1] == []
-    return {"detail-type": "RemediationApplied", "source": "lifeguard", "detail": detail}
+    event = applied_event(episode=f"ep-{uuid.uuid4().hex[:16]}")
+    assert clean_detail(event["detail"])[1] == []
+    return event
 
 
 @contextmanager

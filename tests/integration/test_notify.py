@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from lifeguard.aws.clients import aws_client
-from lifeguard.events import make_detail
 from lifeguard.notify import (
     NoticeStore,
     NotificationError,
@@ -23,6 +22,7 @@ from lifeguard.notify import (
 )
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, create_notification_channels, create_state_table
+from tests.conftest import applied_event
 
 pytestmark = pytest.mark.integration
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -31,34 +31,7 @@ CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 def event(
     detail_type: str = "RemediationApplied", revision: int = 1, episode: str = "ep-1"
 ) -> dict[str, Any]:
-    detail = make_detail(
-        episode_id=episode,
-        cluster_id=CLUSTER,
-        compute_node_group_id=GROUP,
-        kind="loop",
-        failures=[
-            {
-                "instance_id": "i-059b4b99b4f2e9739",
-                "scheduler_node_id": "lca-static-1",
-                "event_timestamp": 1792545162000,
-            }
-        ],
-        suspect={
-            "stage": "nodeBootstrapped",
-            "script": "fail-terminate",
-            "on_error": "TERMINATE",
-            "exit_code": 1,
-            "log_tail": "intentional failure for verification\n",
-            "instances": ["i-059b4b99b4f2e9739"],
-        },
-        mode="quarantine",
-        action="quarantine",
-        diff=[{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
-        reason="Applied quarantine.",
-        undo=f"lifeguard undo {GROUP} --cluster {CLUSTER}",
-        revision=revision,
-    )
-    return {"detail-type": detail_type, "source": "lifeguard", "detail": detail}
+    return applied_event(detail_type, revision=revision, episode=episode)
 
 
 @dataclass
