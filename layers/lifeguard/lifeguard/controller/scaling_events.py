@@ -133,42 +133,41 @@ class ScalingEventsController:
         """Log-event messages with where they came from; a bad or implausible one is logged, counted with
         its reason and skipped, and the rest of the batch goes on."""
         summary = BatchSummary()
-        records: list[ScalingLogRecord] = []
+        parsed: list[tuple[ScalingLogRecord, str]] = []
         # The model's validator itself: model_validate_json's wrapper costs a third as much again per record.
         validate = ScalingLogRecord.__pydantic_validator__.validate_json
-        now_ms = int(self.clock() * 1000)
         for message, where in messages:
             summary.records += 1
             try:
-                record = validate(message)
+                parsed.append((validate(message), where))
             except ValidationError as exc:
                 summary.skip(reason_of(exc), where, describe_validation_error(exc))
-                continue
             except (ValueError, RecursionError) as exc:
                 summary.skip("not JSON", where, clip(exc))
-                continue
-            implausible = implausible_time(record.event_timestamp, now_ms)
-            if implausible is not None:
-                summary.skip(f"event_timestamp {implausible}", where, utc(record.event_timestamp))
-                continue
-            records.append(record)
-        self._handle(records, summary)
+        self._handle(self._plausible(parsed, summary), summary)
         return summary
 
     def handle_records(self, records: Iterable[ScalingLogRecord]) -> BatchSummary:
         """Parsed records (tests, benchmarks), held to the same clock."""
         summary = BatchSummary()
-        now_ms = int(self.clock() * 1000)
-        batch = []
-        for record in records:
-            summary.records += 1
-            implausible = implausible_time(record.event_timestamp, now_ms)
-            if implausible is not None:
-                summary.skip(f"event_timestamp {implausible}", "(record)", utc(record.event_timestamp))
-                continue
-            batch.append(record)
-        self._handle(batch, summary)
+        parsed = [(record, "(record)") for record in records]
+        summary.records = len(parsed)
+        self._handle(self._plausible(parsed, summary), summary)
         return summary
+
+    def _plausible(
+        self, parsed: list[tuple[ScalingLogRecord, str]], summary: BatchSummary
+    ) -> list[ScalingLogRecord]:
+        """The records whose time can be genuine at the invocation's clock; the others are skipped."""
+        now_ms = int(self.clock() * 1000)
+        kept = []
+        for record, where in parsed:
+            implausible = implausible_time(record.event_timestamp, now_ms)
+            if implausible is None:
+                kept.append(record)
+            else:
+                summary.skip(f"event_timestamp {implausible}", where, utc(record.event_timestamp))
+        return kept
 
     # -- the batch --
 
