@@ -63,6 +63,7 @@ DAY_MS = 24 * 60 * MINUTE_MS
 # -- values that break a field, whatever the field --
 
 HUGE = st.sampled_from([65, 2_100, 70_000, 600_000]).map(lambda n: "x" * n)
+HUGE_NAME = st.sampled_from([129, 2_100, 600_000]).map(lambda n: "x" * n)  # Slurm node names: 128 at most
 WRONG_TYPES = st.sampled_from([7, -1, 1.5, True, [], ["pcs_abc"], {"a": 1}])
 BAD_TEXT = st.sampled_from(
     ["", " ", "pcs_a#b", "../../etc", "pcs_ä", "i-059b 4b99", "i-#1", "\u202eoverride", "\x00", "ab"]
@@ -100,7 +101,7 @@ SCALING_FIELDS = {
     "resource_id": BAD_ID,
     "compute_node_group_id": BAD_ID,
     "details.instance_id": BAD_ID,
-    "scheduler_node_id": st.one_of(HUGE, st.sampled_from(["lca static", "n#1", "ä"]), WRONG_TYPES),
+    "scheduler_node_id": st.one_of(HUGE_NAME, st.sampled_from(["lca static", "n#1", "ä"]), WRONG_TYPES),
     "event_timestamp": BAD_TIME,
     "status_code": st.one_of(HUGE, st.sampled_from(["", "terminated!", "A B"]), WRONG_TYPES),
     "reason_code": st.one_of(HUGE, st.sampled_from(["", "x y"]), WRONG_TYPES),
@@ -231,7 +232,7 @@ REPORT_FIELDS = {
     "cluster_id": BAD_ID,
     "compute_node_group_id": BAD_ID,
     "instance_id": BAD_ID,
-    "node_id": st.one_of(HUGE, st.sampled_from(["n 1", "n#1"]), WRONG_TYPES),
+    "node_id": st.one_of(HUGE_NAME, st.sampled_from(["n 1", "n#1"]), WRONG_TYPES),
     "boot": st.sampled_from([0, -1, 10**9, "1", 1.5, None]),
     "first_boot": st.sampled_from(["yes", 2, None]),
     "stage": st.one_of(HUGE, st.sampled_from(["nodeready", "", "other"]), WRONG_TYPES),
