@@ -37,9 +37,10 @@ def reason_of(problem: str | ValidationError) -> str:
 
 
 def describe_validation_error(exc: ValidationError) -> str:
-    """The first error of a pydantic validation as `field.path: message (and N more)`."""
+    """The first error of a pydantic validation as `field.path: message (and N more)` (just the message
+    when it is about the whole value)."""
     errors = exc.errors()
     first = errors[0]
-    location = ".".join(str(part) for part in first["loc"]) or "(record)"
+    location = ".".join(str(part) for part in first["loc"])
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{location}: {first['msg']}{more}"
+    return f"{location}: {first['msg']}{more}" if location else f"{first['msg']}{more}"

@@ -205,7 +205,7 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
         try:
             value = adapter.validate_python(detail[key])
         except ValidationError as exc:
-            problems.append(f"{key}: {describe_validation_error(exc)}".replace(": (record)", ""))
+            problems.append(f"{key}: {describe_validation_error(exc)}")
             continue
         cleaned[key] = adapter.dump_python(value, mode="json")
     return cleaned, problems
