@@ -202,3 +202,22 @@ def test_history_the_state_already_let_go_of_is_not_taken_back() -> None:
     assert not apply_record(state, rec("F", "i-old", 1))  # older than all it keeps: already forgotten
     assert not apply_record(state, rec("L", "i-old", 1))
     assert apply_record(state, rec("F", "i-new", 10 + OUTCOME_LIMIT))
+
+
+@pytest.mark.parametrize("value", ["0", "101", "-3", "two", "9" * 256, ""])
+def test_a_threshold_tag_out_of_its_bounds_is_ignored_and_said(value: str) -> None:
+    settings, problems = SETTINGS.with_tags(
+        {"lifeguard:threshold": value, "lifeguard:window-minutes": "10081"}
+    )
+    assert (settings.threshold, settings.window_minutes) == (SETTINGS.threshold, SETTINGS.window_minutes)
+    assert problems[0].startswith("tag lifeguard:threshold: ")
+    assert problems[0].endswith("is not a whole number from 1 to 100")
+    assert problems[1].endswith("is not a whole number from 1 to 10080")
+    assert all(len(problem) < 120 for problem in problems)
+
+
+def test_tags_within_their_bounds_tune_the_group() -> None:
+    settings, problems = SETTINGS.with_tags(
+        {"lifeguard:threshold": "100", "lifeguard:window-minutes": "10080"}
+    )
+    assert (settings.threshold, settings.window_minutes, problems) == (100, 10080, [])

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from lifeguard.bounds import clip
 from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import setting
 from lifeguard.state import OUTCOME_LIMIT, Failure, GroupState, Outcome
@@ -41,6 +42,10 @@ DEFAULT_THRESHOLD = 2
 DEFAULT_WINDOW_MINUTES = 60
 INTERMITTENT_MIN_OUTCOMES = 5
 INTERMITTENT_RESOLVE_STREAK = 3  # successes in a row that end an intermittent episode
+# Bounds of the tunables (tags are set by whoever may tag a group): a loop cannot be longer than the
+# outcomes a group keeps, and a week is the longest window that still tells a loop from bad luck.
+MAX_THRESHOLD = OUTCOME_LIMIT
+MAX_WINDOW_MINUTES = 7 * 24 * 60
 MODES = ("quarantine", "revert", "notify", "off")
 TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
 
@@ -67,8 +72,10 @@ class DetectionSettings:
         """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins."""
         return cls(
             mode=_mode(setting("default_mode", mode, "notify", str)),
-            threshold=_positive(setting("threshold", threshold, DEFAULT_THRESHOLD, int)),
-            window_minutes=_positive(setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int)),
+            threshold=_within(setting("threshold", threshold, DEFAULT_THRESHOLD, int), MAX_THRESHOLD),
+            window_minutes=_within(
+                setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int), MAX_WINDOW_MINUTES
+            ),
         )
 
     def with_tags(self, tags: Mapping[str, str]) -> tuple[DetectionSettings, list[str]]:
@@ -80,12 +87,17 @@ class DetectionSettings:
                 mode = _mode(tags[TAG_MODE])
             except ValueError as exc:
                 problems.append(f"tag {TAG_MODE}: {exc}")
-        for tag, current in ((TAG_THRESHOLD, threshold), (TAG_WINDOW, window)):
+        for tag, current, most in (
+            (TAG_THRESHOLD, threshold, MAX_THRESHOLD),
+            (TAG_WINDOW, window, MAX_WINDOW_MINUTES),
+        ):
             if tag in tags:
                 try:
-                    value = _positive(int(tags[tag]))
+                    value = _within(int(tags[tag]), most)
                 except ValueError:
-                    problems.append(f"tag {tag}: {tags[tag]!r} is not a positive whole number")
+                    problems.append(
+                        f"tag {tag}: {clip(tags[tag], 40)!r} is not a whole number from 1 to {most}"
+                    )
                     value = current
                 threshold, window = (value, window) if tag == TAG_THRESHOLD else (threshold, value)
         return DetectionSettings(mode, threshold, window), problems
@@ -93,13 +105,13 @@ class DetectionSettings:
 
 def _mode(value: str) -> str:
     if value not in MODES:
-        raise ValueError(f"{value!r} is not one of {', '.join(MODES)}")
+        raise ValueError(f"{clip(value, 40)!r} is not one of {', '.join(MODES)}")
     return value
 
 
-def _positive(value: int) -> int:
-    if value < 1:
-        raise ValueError(f"{value} is not positive")
+def _within(value: int, most: int) -> int:
+    if not 1 <= value <= most:
+        raise ValueError(f"{value} is not from 1 to {most}")
     return value
 
 
