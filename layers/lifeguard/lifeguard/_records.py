@@ -31,7 +31,7 @@ def reason_of(problem: str | ValidationError) -> str:
     location = ".".join(str(part) for part in first["loc"])
     if first["type"] == "json_invalid":
         return "not JSON"
-    if first["type"] == "model_type" or not location:
+    if not location:
         return "not a JSON object"
     return f"{'missing' if first['type'] == 'missing' else 'invalid'} {location}"
 
