@@ -507,24 +507,26 @@ class World:
         assert summary["records"] == len(messages)
         assert summary["skipped"] == labels[SKIP], summary
         assert summary["ignored"] == labels[IGNORE] + genuine_ignored, summary
-        assert sum(summary["skipped_reasons"].values()) == summary["skipped"]
         detected = [
             e
             for e in summary["events"]
             if e["detail-type"] == "BootstrapLoopDetected" and e["detail"]["compute_node_group_id"] == group
         ]
         assert len(detected) == 1, summary["events"]
+        self._tally("scaling", "records", summary, "loops detected")
+
+    def _tally(self, handler: str, unit: str, summary: dict[str, Any], done: str) -> None:
+        """Count one payload a handler accounted for: its messages, skipped (by reason) and ignored."""
+        assert sum(summary["skipped_reasons"].values()) == summary["skipped"]
         self.counts.update(
             {
-                "scaling:payloads": 1,
-                "scaling:records": len(messages),
-                "scaling:skipped": summary["skipped"],
-                "scaling:ignored": summary["ignored"],
-                "scaling:loops detected": 1,
+                f"{handler}:payloads": 1,
+                f"{handler}:{unit}": summary[unit],
+                f"{handler}:skipped": summary["skipped"],
+                f"{handler}:ignored": summary["ignored"],
+                f"{handler}:{done}": 1,
+                **{f"{handler}:skipped {reason}": n for reason, n in summary["skipped_reasons"].items()},
             }
-        )
-        self.counts.update(
-            {f"scaling:skipped {reason}": n for reason, n in summary["skipped_reasons"].items()}
         )
 
     def reports_round(self, junk: list[Junk], rng: random.Random) -> None:
@@ -556,24 +558,12 @@ class World:
             labels[IGNORE],
             labels[USE],
         ), answer
-        assert sum(answer["skipped_reasons"].values()) == answer["skipped"]
         (updated,) = [e for e in answer["events"] if e["detail"]["compute_node_group_id"] == group]
         assert (updated["detail"]["suspect"]["script"], updated["detail"]["revision"]) == (
             "fail-terminate",
             2,
         )
-        self.counts.update(
-            {
-                "reports:payloads": 1,
-                "reports:reports": len(messages),
-                "reports:skipped": answer["skipped"],
-                "reports:ignored": answer["ignored"],
-                "reports:loops attributed": 1,
-            }
-        )
-        self.counts.update(
-            {f"reports:skipped {reason}": n for reason, n in answer["skipped_reasons"].items()}
-        )
+        self._tally("reports", "reports", answer, "loops attributed")
 
     def remediate_round(self, junk: list[Junk], rng: random.Random) -> None:
         """Mutated detections around the genuine one: only the group that looped is changed, once; the

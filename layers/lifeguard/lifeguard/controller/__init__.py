@@ -10,6 +10,7 @@ Environment (explicit argument > variable > default, as everywhere):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -80,8 +81,6 @@ def build_scaling_events(
 ) -> ScalingEventsController:
     """The scaling_events Lambda's controller; `clock` (default: the wall's) is what record times must be
     plausible against (a replay passes its stream's)."""
-    import time
-
     w = wiring or wire()
     return ScalingEventsController(
         w.store, w.pcs, w.updater, w.defaults, metric=metric, clock=clock or time.time
@@ -92,8 +91,6 @@ def build_node_reports(
     wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
 ) -> NodeReportsController:
     """The node_reports Lambda's controller (`clock` as for `build_scaling_events`)."""
-    import time
-
     w = wiring or wire()
     return NodeReportsController(w.store, w.updater, w.defaults, metric=metric, clock=clock or time.time)
 
@@ -130,8 +127,6 @@ def build_notify(
     metric: Metric | None = None,
 ) -> NotifyController:
     """The notify Lambda's controller: SNS when a topic is set, Slack when a webhook secret is set."""
-    import time
-
     channels: list[Channel] = []
     topic = setting("topic_arn", topic_arn, "", str)
     if topic:
