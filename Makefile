@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo test lint types unit-and-integration sam bench node-bundle clean
+.PHONY: setup demo test lint types unit-and-integration sam bench soak node-bundle clean
 
 setup:
 	@bash scripts/setup.sh
@@ -43,6 +43,10 @@ bench: setup
 	$(BIN)/python bench/bench_parsing.py
 	$(BIN)/python bench/executor.py
 	$(BIN)/python bench/ingest.py
+
+## Hostile input through the four handlers, about 13,000 payloads (20-30 minutes); SCALE=0.1 for a tenth.
+soak: setup
+	$(BIN)/python bench/soak.py --scale $(or $(SCALE),1)
 
 ## The node bundle: dist/lifeguard-node.pyz (+ .sha256), for S3 and events/node/install-shipper.sh.
 node-bundle: setup
