@@ -290,6 +290,8 @@ def replay(
             "LIFEGUARD_DEFAULT_MODE": mode,
             "LIFEGUARD_DRY_RUN": "true" if dry_run else "false",
             "LIFEGUARD_NODE_BUNDLE": node_bundle or "",
+            # A replay given a node bundle shows the drain step (DrainKeptNodes=true in the stack).
+            "LIFEGUARD_DRAIN_KEPT_NODES": "true" if node_bundle else "false",
             "LIFEGUARD_TOPIC_ARN": channels.topic_arn,
             "LIFEGUARD_SLACK_SECRET": channels.slack_secret,
             "POWERTOOLS_METRICS_NAMESPACE": "PCSLifeguard",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.remediation import DRAIN_SCRIPT_NAME, ActionContext, action_for
+from lifeguard.remediation import DRAIN_SCRIPT_NAME, ActionContext, NodeBundle, action_for
 from lifeguard_cli.node_bundle import build_node_bundle
 from tests.integration.conftest import Node
 
@@ -20,7 +20,8 @@ def drained(node: Node, tmp_path: Path) -> Path:
     """A bundle in the node's bucket and an scontrol that records its arguments; returns that record."""
     bundle = tmp_path / "dist" / "lifeguard-node.pyz"
     bundle.parent.mkdir()
-    build_node_bundle(bundle)
+    digest = build_node_bundle(bundle)
+    (tmp_path / "dist" / "sha256").write_text(digest)
     node.put_script("lifeguard/lifeguard-node.pyz", bundle.read_bytes())
     record = tmp_path / "scontrol.args"
     scontrol = tmp_path / "bin" / "scontrol"
@@ -32,20 +33,29 @@ def drained(node: Node, tmp_path: Path) -> Path:
     return record
 
 
-def quarantined(node: Node, failing: bool) -> dict[str, object]:
+def quarantined(node: Node, failing: bool, sha256: str) -> dict[str, object]:
     config = node.config("article-terminate")
     if not failing:
         config["stages"]["nodeBootstrapped"] = config["stages"]["nodeBootstrapped"][1:]
     plan = action_for("quarantine").plan(
-        ActionContext(config, None, node_bundle=f"s3://{node.bucket}/lifeguard/lifeguard-node.pyz")
+        ActionContext(
+            config,
+            None,
+            # Pinned by its checksum, as the stack's outputs pin it: the executor checks it on the node.
+            node_bundle=NodeBundle(f"s3://{node.bucket}/lifeguard/lifeguard-node.pyz", sha256=sha256),
+        )
     )
     assert plan.config_after is not None
     assert plan.config_after["stages"]["nodeReady"][0]["name"] == DRAIN_SCRIPT_NAME
     return plan.config_after
 
 
+def bundle_sha256(drained: Path) -> str:
+    return (drained.parent / "dist" / "sha256").read_text()
+
+
 def test_a_node_whose_script_stopped_the_sequence_is_kept_and_drained(node: Node, drained: Path) -> None:
-    run = node.boot(quarantined(node, failing=True))
+    run = node.boot(quarantined(node, failing=True, sha256=bundle_sha256(drained)))
     assert run.returncode == 3, run.stderr  # STOP_SEQUENCE: the node is kept, nodeReady still runs
     args = drained.read_text()
     assert args.startswith("update NodeName=lca-static-1 State=DRAIN Reason=lifeguard: kept for debugging")
@@ -55,7 +65,7 @@ def test_a_node_whose_script_stopped_the_sequence_is_kept_and_drained(node: Node
 
 
 def test_a_node_whose_scripts_all_ran_stays_in_service(node: Node, drained: Path) -> None:
-    run = node.boot(quarantined(node, failing=False))
+    run = node.boot(quarantined(node, failing=False, sha256=bundle_sha256(drained)))
     assert run.returncode == 0, run.stderr
     assert not drained.exists()
     assert "not drained: no lifecycle script stopped its sequence this boot" in node.script_log(

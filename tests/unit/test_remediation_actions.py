@@ -8,12 +8,16 @@ from typing import Any
 import pytest
 
 from lifeguard.lifecycle import NodeLifecycleActions
-from lifeguard.remediation import ACTIONS, DRAIN_SCRIPT_NAME, ActionContext, action_for
+from lifeguard.remediation import ACTIONS, DRAIN_SCRIPT_NAME, ActionContext, NodeBundle, action_for
+from lifeguard.risks import find_risks
 from tests.conftest import load_event
 
 TERMINATE = load_event("configs/article-terminate.json")
 GOOD = load_event("configs/article-reverted.json")
-BUNDLE = "s3://lifeguard-artifacts/lifeguard-node.pyz"
+# As the stack publishes it: a versioned bucket, the version and the sha256 (outputs of the template).
+BUNDLE = NodeBundle(
+    "s3://lifeguard-artifacts/lifeguard-node.pyz", "3HL4kqtJlcpXroDTDmJ-rmSpXd3dIbrHY", "ab" * 32
+)
 
 
 def script(config: dict[str, Any], stage: str, name: str) -> dict[str, Any]:
@@ -60,14 +64,25 @@ def test_quarantine_with_the_node_bundle_adds_a_drain_step_first_in_node_ready()
     drain = after["stages"]["nodeReady"][0]
     assert drain["name"] == DRAIN_SCRIPT_NAME
     assert drain["onError"] == "CONTINUE"
-    assert drain["scriptSource"] == {"scriptLocation": BUNDLE}
+    assert drain["scriptSource"] == {
+        "scriptLocation": BUNDLE.location,
+        "s3VersionId": BUNDLE.version_id,
+        "checksum": BUNDLE.sha256,
+    }
     assert drain["arguments"][:2] == ["drain", "--reason"]
     assert "fail-terminate" in drain["arguments"][2]
-    NodeLifecycleActions.from_api(after)  # PCS would take it
+    # PCS would take it, and Lifeguard's own lint finds nothing it wrote unpinned.
+    risks = find_risks(NodeLifecycleActions.from_api(after))
+    assert not [r for r in risks if r.path.startswith("stages.nodeReady[0]")], risks
     again = action_for("quarantine").plan(ActionContext(after, None, node_bundle=BUNDLE))
     assert [s["name"] for s in (again.config_after or after)["stages"]["nodeReady"]].count(
         DRAIN_SCRIPT_NAME
     ) == 1
+
+
+def test_a_bundle_known_only_by_location_is_written_as_it_is() -> None:
+    bare = NodeBundle("https://example.com/lifeguard-node.pyz", "ignored-off-s3")
+    assert bare.script_source() == {"scriptLocation": "https://example.com/lifeguard-node.pyz"}
 
 
 def test_quarantine_does_not_add_a_21st_node_ready_script() -> None:

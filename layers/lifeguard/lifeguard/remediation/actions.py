@@ -22,6 +22,7 @@ __all__ = [
     "ACTIONS",
     "DRAIN_SCRIPT_NAME",
     "ActionContext",
+    "NodeBundle",
     "Notify",
     "Plan",
     "Quarantine",
@@ -37,14 +38,33 @@ _MAX_ARGUMENT_CHARS = 256
 
 
 @dataclass(frozen=True)
+class NodeBundle:
+    """Where the node bundle is, pinned: the stack publishes it to a versioned bucket and says its version
+    and sha256, so a drain step Lifeguard writes keeps running the bytes it was written with."""
+
+    location: str
+    version_id: str | None = None
+    sha256: str | None = None
+
+    def script_source(self) -> dict[str, str]:
+        """The `scriptSource` of a lifecycle script that runs the bundle."""
+        source = {"scriptLocation": self.location}
+        if self.version_id and self.location.startswith("s3://"):
+            source["s3VersionId"] = self.version_id
+        if self.sha256:
+            source["checksum"] = self.sha256
+        return source
+
+
+@dataclass(frozen=True)
 class ActionContext:
     """What an action plans from: the group's configuration now, the suspect script (stage, script) if
-    known, the last proven-good configuration, and where the node bundle is (for the drain step)."""
+    known, the last proven-good configuration, and the node bundle when kept nodes are drained."""
 
     config: Mapping[str, Any] | None
     suspect: tuple[str, str] | None = None
     proven_good: Mapping[str, Any] | None = None
-    node_bundle: str | None = None
+    node_bundle: NodeBundle | None = None
     proven_good_by: str | None = None  # e.g. "i-0a1b… at 2026-10-20 23:48:37 UTC"
 
 
@@ -165,7 +185,10 @@ class Quarantine(RemediationAction):
 
     @staticmethod
     def _add_drain(
-        stages: dict[str, list[dict[str, Any]]], bundle: str, targets: list[tuple[str, int]], notes: list[str]
+        stages: dict[str, list[dict[str, Any]]],
+        bundle: NodeBundle,
+        targets: list[tuple[str, int]],
+        notes: list[str],
     ) -> None:
         ready = stages.setdefault("nodeReady", [])
         if any(script.get("name") == DRAIN_SCRIPT_NAME for script in ready):
@@ -181,7 +204,7 @@ class Quarantine(RemediationAction):
             0,
             {
                 "name": DRAIN_SCRIPT_NAME,
-                "scriptSource": {"scriptLocation": bundle},
+                "scriptSource": bundle.script_source(),
                 "arguments": ["drain", "--reason", reason],
                 "onError": "CONTINUE",
             },

@@ -44,7 +44,7 @@ from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.events import ControllerEvent, clean_detail, make_detail
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
-from lifeguard.remediation.actions import ActionContext, Plan, action_for
+from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
 from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 from lifeguard.settings import setting
 from lifeguard.state import GroupState, StateStore
@@ -87,7 +87,9 @@ class RemediationSettings:
     dry_run: bool = False
     cooldown_seconds: float = 30 * 60
     daily_cap: int = 3
-    node_bundle: str | None = None
+    # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
+    drain_kept_nodes: bool = False
+    node_bundle: NodeBundle | None = None
     lock_wait_seconds: float = 30.0
     # When the invocation's remaining time is not known: the function's timeout (template.yaml).
     invocation_seconds: float = 600.0
@@ -104,14 +106,38 @@ class RemediationSettings:
 
     @classmethod
     def from_environment(cls, **explicit: Any) -> RemediationSettings:
-        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _NODE_BUNDLE."""
+        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _DRAIN_KEPT_NODES, and the node
+        bundle: _NODE_BUNDLE (its location), _NODE_BUNDLE_VERSION, _NODE_BUNDLE_SHA256."""
+        location = setting("node_bundle", None, "", str)
+        bundle = explicit.get("node_bundle") or (
+            NodeBundle(
+                location,
+                setting("node_bundle_version", None, "", str) or None,
+                setting("node_bundle_sha256", None, "", _sha256) or None,
+            )
+            if location
+            else None
+        )
         return cls(
             default_mode=DetectionSettings.stack_defaults(mode=explicit.get("default_mode")).mode,
             dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
             cooldown_seconds=60 * setting("cooldown_minutes", explicit.get("cooldown_minutes"), 30.0, float),
             daily_cap=setting("daily_cap", explicit.get("daily_cap"), 3, int),
-            node_bundle=setting("node_bundle", explicit.get("node_bundle"), "", str) or None,
+            drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
+            node_bundle=bundle,
         )
+
+    @property
+    def drain_bundle(self) -> NodeBundle | None:
+        """The bundle a quarantine's drain step runs, or None when kept nodes are not drained."""
+        return self.node_bundle if self.drain_kept_nodes else None
+
+
+def _sha256(raw: str) -> str:
+    value = raw.strip().lower()
+    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise ValueError("expected a sha256: 64 hexadecimal digits")
+    return value
 
 
 def _flag(raw: str) -> bool:
@@ -380,7 +406,7 @@ class RemediationController:
                 before,
                 detection.suspect_script,
                 good.node_lifecycle_actions if good else None,
-                self.settings.node_bundle,
+                self.settings.drain_bundle,
                 f"{good.instance_id} at {utc(good.proven_at)}" if good else None,
             )
         )
