@@ -3,9 +3,11 @@ webhook, the webhook URL from Secrets Manager; faults on each channel."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +21,7 @@ from lifeguard.notify import (
     SecretWebhook,
     SlackChannel,
     SnsChannel,
+    summarize,
 )
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, create_notification_channels, create_state_table
@@ -118,6 +121,27 @@ def test_slack_429_is_retried_after_its_retry_after_and_messages_are_paced(env: 
     controller.handle_event(event(revision=2))
     assert len(env.slack.messages) == 2
     assert any(0.5 < pause <= 1.0 for pause in env.sleeps)  # one message a second per webhook
+
+
+def test_slack_pace_holds_across_concurrent_senders_through_the_table(env: Env) -> None:
+    def store() -> NoticeStore:
+        # One client each, as concurrent Lambda invocations have; one (frozen) clock for exact slots.
+        client = aws_client("dynamodb", env.local.moto.endpoint_url)
+        return NoticeStore(client, env.table, clock=lambda: 1.8e9)
+
+    senders = [store() for _ in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        waits = list(pool.map(lambda i: senders[i % 4].reserve_post("hook", 1.0), range(8)))
+    assert sorted(waits) == [float(n) for n in range(8)]  # eight distinct slots, a second apart
+    assert senders[0].reserve_post("another-hook", 1.0) == 0.0  # each webhook has its own pace
+
+    # A Slack sender keyed by its webhook: another invocation just posted, so this one waits its turn.
+    senders[0].reserve_post(hashlib.sha256(env.slack.url.encode()).hexdigest(), 1.0)
+    second = SlackChannel(lambda: env.slack.url, sleep=env.sleeps.append, pacer=senders[1].reserve_post)
+    applied = event()
+    second.send(summarize(applied["detail-type"], applied["detail"]), applied["detail"])
+    assert env.sleeps == [1.0]
+    assert len(env.slack.messages) == 1
 
 
 def test_slack_500s_and_a_timeout_are_retried(env: Env) -> None:

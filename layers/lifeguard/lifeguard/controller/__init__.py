@@ -127,19 +127,21 @@ def build_notify(
     metric: Metric | None = None,
 ) -> NotifyController:
     """The notify Lambda's controller: SNS when a topic is set, Slack when a webhook secret is set."""
+    table_name = setting("table", table, "", str)
+    notices = (
+        NoticeStore(aws_client("dynamodb"), table_name, clock=clock or time.time) if table_name else None
+    )
     channels: list[Channel] = []
     topic = setting("topic_arn", topic_arn, "", str)
     if topic:
         channels.append(SnsChannel(aws_client("sns"), topic))
     secret = setting("slack_secret", slack_secret, "", str)
     if secret:
-        channels.append(SlackChannel(SecretWebhook(aws_client("secretsmanager"), secret)))
+        # Paced through the table: concurrent invocations keep one message a second per webhook.
+        pacer = notices.reserve_post if notices else None
+        channels.append(SlackChannel(SecretWebhook(aws_client("secretsmanager"), secret), pacer=pacer))
     if not channels:
         raise LifeguardError(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
         )
-    table_name = setting("table", table, "", str)
-    notices = (
-        NoticeStore(aws_client("dynamodb"), table_name, clock=clock or time.time) if table_name else None
-    )
     return NotifyController(channels, notices, metric=metric)

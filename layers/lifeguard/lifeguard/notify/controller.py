@@ -41,7 +41,10 @@ class Channel(Protocol):
 
 
 class NoticeStore:
-    """Which (event, channel) pairs went out, in Lifeguard's table; and how many messages each episode had."""
+    """Which (event, channel) pairs went out, in Lifeguard's table; how many messages each episode had; and
+    each webhook's pace."""
+
+    PERMISSIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
 
     def __init__(self, client: Any, table: str, *, clock: Callable[[], float]) -> None:
         self._client = client
@@ -73,6 +76,43 @@ class NoticeStore:
         self._client.delete_item(
             TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": f"NOTICE#{key}#{channel}"}}
         )
+
+    def reserve_post(self, webhook_key: str, interval_seconds: float, attempts: int = 32) -> float:
+        """Take the webhook's next free slot, at least `interval_seconds` after the one taken before it by any
+        invocation; returns the seconds to wait for it. The slot is claimed with a conditional write, so
+        two concurrent senders never get the same one."""
+        from botocore.exceptions import ClientError
+
+        key = {"pk": {"S": f"WEBHOOK#{webhook_key}"}, "sk": {"S": "PACE"}}
+        for _ in range(attempts):
+            now = self._clock()
+            item = self._client.get_item(TableName=self.table, Key=key, ConsistentRead=True).get("Item")
+            taken = item["next_at"]["N"] if item else None
+            slot = max(now, float(taken) if taken is not None else now)
+            condition = (
+                {
+                    "ConditionExpression": "next_at = :taken",
+                    "ExpressionAttributeValues": {":taken": {"N": taken}},
+                }
+                if taken is not None
+                else {"ConditionExpression": "attribute_not_exists(pk)"}
+            )
+            try:
+                self._client.put_item(
+                    TableName=self.table,
+                    Item={
+                        **key,
+                        "next_at": {"N": f"{slot + interval_seconds:.3f}"},
+                        "expires_at": {"N": str(int(now) + 3600)},
+                    },
+                    **condition,
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    continue  # another sender took that slot: take the next one
+                raise AwsCallError.from_exception("PutItem", exc) from exc
+            return slot - now
+        return interval_seconds  # contended beyond reason: keep at least the interval
 
     def next_sequence(self, pk: str, episode_id: str) -> int:
         """The number of this episode's next message (1, 2, …), so readers see the messages as one story."""

@@ -34,6 +34,8 @@ _EMOJI = {
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # When each webhook (by hash) may take its next message: shared by every channel of the process.
 _NEXT_POST: dict[str, float] = {}
+# (webhook key, interval) -> seconds to wait before posting: a pace shared beyond this process.
+Pacer = Callable[[str, float], float]
 
 
 class SlackError(LifeguardError):
@@ -158,6 +160,7 @@ class SlackChannel:
         max_retry_after_seconds: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        pacer: Pacer | None = None,
     ) -> None:
         self._webhook = webhook
         self.attempts = attempts
@@ -166,6 +169,7 @@ class SlackChannel:
         self.max_retry_after_seconds = max_retry_after_seconds
         self._sleep = sleep
         self._clock = clock
+        self._pacer = pacer
         self.retries = 0
 
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
@@ -205,6 +209,12 @@ class SlackChannel:
 
     def _pace(self, url: str) -> None:
         key = hashlib.sha256(url.encode()).hexdigest()
+        if self._pacer is not None:
+            # Shared by every concurrent invocation: each takes the webhook's next free slot.
+            wait = self._pacer(key, self.min_interval_seconds)
+            if wait > 0:
+                self._sleep(wait)
+            return
         with self._guard:
             now = self._clock()
             wait = _NEXT_POST.get(key, -1e9) - now
