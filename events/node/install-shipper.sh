@@ -2,19 +2,27 @@
 # PCS lifecycle script: install Lifeguard's node bundle and run its report shipper as a systemd service,
 # so every later script's outcome leaves the node even when a TERMINATE failure takes the node away.
 #
-# Put it FIRST in nodeBootstrapped, with executionPolicy EVERY_BOOT and onError CONTINUE:
+# It runs FIRST in nodeBootstrapped, with executionPolicy EVERY_BOOT and onError CONTINUE. The stack
+# publishes this script and the bundle to its versioned bucket; the entry to add, pinned to both versions
+# and checksums, is its output ShipperLifecycleEntry, and `lifeguard enroll GROUP --cluster CLUSTER` adds
+# it to a compute node group:
 #   {"name": "lifeguard-shipper",
-#    "scriptSource": {"scriptLocation": "s3://BUCKET/lifeguard/install-shipper.sh"},
-#    "arguments": ["s3://BUCKET/lifeguard/lifeguard-node.pyz", "<sha256 of the bundle>", "<log group>"],
+#    "scriptSource": {"scriptLocation": "s3://BUCKET/lifeguard/install-shipper.sh",
+#                     "s3VersionId": "<installer version>", "checksum": "<installer sha256>"},
+#    "arguments": ["s3://BUCKET/lifeguard/lifeguard-node.pyz", "<bundle sha256>", "<log group>",
+#                  "<bundle version>"],
 #    "executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
-# The instance role needs s3:GetObject on the bundle and logs:CreateLogStream, logs:PutLogEvents,
-# logs:GetLogEvents on the log group.
+# With BUNDLE_VERSION_ID, exactly that version of an s3:// bundle is fetched, so a redeploy that publishes
+# a new bundle at the same key leaves every enrolled group on the one it pinned. The instance role needs
+# the stack's managed policy NodePolicyArn (s3:GetObject and s3:GetObjectVersion on the bundle and this
+# script; logs:CreateLogStream, logs:PutLogEvents, logs:GetLogEvents on the log group).
 set -euo pipefail
 
-usage="usage: install-shipper.sh BUNDLE_LOCATION BUNDLE_SHA256 LOG_GROUP"
+usage="usage: install-shipper.sh BUNDLE_LOCATION BUNDLE_SHA256 LOG_GROUP [BUNDLE_VERSION_ID]"
 bundle_location=${1:?$usage}
 bundle_sha256=${2:?$usage}
 log_group=${3:?$usage}
+bundle_version=${4:-}
 root=${LIFEGUARD_INSTALL_ROOT:-}
 python=${LIFEGUARD_PYTHON:-/usr/bin/python3}
 install_dir="$root/opt/lifeguard"
@@ -34,14 +42,19 @@ download=$(mktemp "$install_dir/.bundle.XXXXXX")
 trap 'rm -f "$download"' EXIT
 case "$bundle_location" in
     s3://*)
-        "$python" - "$bundle_location" "$download" <<'PY'
+        "$python" - "$bundle_location" "$download" "$bundle_version" <<'PY'
 import os, sys, boto3
 bucket, _, key = sys.argv[1][len("s3://"):].partition("/")
 endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-boto3.client("s3", endpoint_url=endpoint or None).download_file(bucket, key, sys.argv[2])
+extra = {"VersionId": sys.argv[3]} if sys.argv[3] else None
+boto3.client("s3", endpoint_url=endpoint or None).download_file(bucket, key, sys.argv[2], ExtraArgs=extra)
 PY
         ;;
     https://*)
+        if [ -n "$bundle_version" ]; then
+            say "a version id applies to s3:// bundles only, not $shown_location; nothing installed"
+            exit 2
+        fi
         curl --fail --silent --show-error --location --proto '=https' --retry 3 -o "$download" "$bundle_location"
         ;;
     *)
@@ -80,4 +93,4 @@ systemctl daemon-reload
 systemctl enable lifeguard-shipper.service
 # restart, not start: on a reboot a new bundle replaces the running one.
 systemctl restart lifeguard-shipper.service
-say "shipping node reports to $log_group (bundle sha256 $actual)"
+say "shipping node reports to $log_group (bundle sha256 $actual${bundle_version:+, version $bundle_version})"

@@ -323,3 +323,53 @@ def test_install_shipper_as_the_first_lifecycle_script_gets_a_terminate_failure_
         os.kill(int((node.root / "shipper.pid").read_text()), 0)
     finally:
         stop_shipper(node)
+
+
+def run_install_shipper(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(INSTALL_SHIPPER), *args],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_install_shipper_given_a_version_id_installs_that_version_not_the_latest(
+    bundle: Path, node: Node, installable: dict[str, str]
+) -> None:
+    key = "lifeguard/lifeguard-node.pyz"
+    node.s3.put_bucket_versioning(Bucket=node.bucket, VersioningConfiguration={"Status": "Enabled"})
+    pinned = node.s3.put_object(Bucket=node.bucket, Key=key, Body=bundle.read_bytes())["VersionId"]
+    later = b"#!/usr/bin/env python3\n# a later build published at the same key\n"
+    node.s3.put_object(Bucket=node.bucket, Key=key, Body=later)
+    try:
+        latest = run_install_shipper(
+            node, installable["location"], installable["sha256"], installable["log_group"]
+        )
+        assert latest.returncode == 3  # without the version, the later build is fetched and refused
+        assert "checksum mismatch" in latest.stdout
+        result = run_install_shipper(
+            node, installable["location"], installable["sha256"], installable["log_group"], pinned
+        )
+        assert result.returncode == 0, result.stderr
+        installed = node.root / "opt/lifeguard/lifeguard-node.pyz"
+        assert installed.read_bytes() == bundle.read_bytes()
+        assert f"version {pinned}" in result.stdout
+        assert (node.root / "systemctl.calls").read_text().splitlines()[-1] == (
+            "restart lifeguard-shipper.service"
+        )
+    finally:
+        stop_shipper(node)
+
+
+def test_install_shipper_refuses_a_version_id_for_an_https_bundle(
+    node: Node, installable: dict[str, str]
+) -> None:
+    result = run_install_shipper(
+        node, "https://example.com/lifeguard-node.pyz", installable["sha256"], installable["log_group"], "v1"
+    )
+    assert result.returncode == 2
+    assert "a version id applies to s3:// bundles only" in result.stdout
+    assert not (node.root / "opt/lifeguard/lifeguard-node.pyz").exists()

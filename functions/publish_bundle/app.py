@@ -1,0 +1,270 @@
+"""Lambda (CloudFormation custom resource): publish the node bundle and the shipper installer.
+
+On Create and Update, `lifeguard-node.pyz` and `install-shipper.sh` (packaged next to this file) are put
+under `lifeguard/` in the stack's versioned bucket, and the answer carries each object's location,
+version id and sha256, plus `LifecycleEntry`: the `nodeBootstrapped` script that installs the shipper,
+pinned to those versions, as the PCS API takes it. A file whose bytes are already the current version
+keeps that version, so an update that does not change the bundle does not move the pins. On Delete
+nothing changes: enrolled groups keep fetching the versions they pin, and the bucket is retained.
+
+Deployed without the Lifeguard layer (it publishes the layer's code), so it is standard library and
+boto3 only. Every outcome is answered, a failure with a one-line reason, so CloudFormation never waits
+for a timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import threading
+import time
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BUNDLE_KEY",
+    "INSTALLER_KEY",
+    "SHIPPER_SCRIPT_NAME",
+    "PublishError",
+    "PublishedObject",
+    "lambda_handler",
+    "lifecycle_entry",
+    "publish_node_bundle",
+]
+
+BUNDLE_FILE = "lifeguard-node.pyz"
+INSTALLER_FILE = "install-shipper.sh"
+BUNDLE_KEY = f"lifeguard/{BUNDLE_FILE}"
+INSTALLER_KEY = f"lifeguard/{INSTALLER_FILE}"
+SHIPPER_SCRIPT_NAME = "lifeguard-shipper"
+HERE = Path(__file__).resolve().parent
+# PCS's bound on a lifecycle script's argument (NodeLifecycleScriptArgument in the service model).
+ARGUMENT_MAX_CHARS = 256
+# CloudFormation refuses a response body over 4 KiB; a reason is one line well within it.
+REASON_MAX_CHARS = 1000
+# Answer FAILED this long before Lambda's own timeout would leave CloudFormation waiting for an hour.
+TIMEOUT_MARGIN_SECONDS = 5.0
+# What the function's role must allow under lifeguard/ (a test holds template.yaml to it): HeadObject,
+# to keep an unchanged file's version, is authorised as s3:GetObject.
+PERMISSIONS = ("s3:PutObject", "s3:GetObject")
+RESPONSE_ATTEMPTS = 3
+RESPONSE_TIMEOUT_SECONDS = 10.0
+_SHA256_METADATA = "sha256"
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+logger = logging.getLogger("lifeguard.publish_bundle")
+logger.setLevel(logging.INFO)
+
+
+class PublishError(Exception):
+    """The bundle cannot be published; the message is the one-line reason CloudFormation shows."""
+
+
+@dataclass(frozen=True)
+class PublishedObject:
+    """One object as published: where it is, which version, and the sha256 of its bytes."""
+
+    location: str
+    version_id: str
+    sha256: str
+
+
+def lifecycle_entry(installer: PublishedObject, bundle: PublishedObject, log_group: str) -> dict[str, Any]:
+    """The `nodeBootstrapped` script that installs the shipper, pinned to both versions and checksums.
+
+    First in the stage, on every boot, and never costing the node its boot (onError CONTINUE).
+    """
+    return {
+        "name": SHIPPER_SCRIPT_NAME,
+        "scriptSource": {
+            "scriptLocation": installer.location,
+            "s3VersionId": installer.version_id,
+            "checksum": installer.sha256,
+        },
+        "arguments": [bundle.location, bundle.sha256, log_group, bundle.version_id],
+        "executionPolicy": "EVERY_BOOT",
+        "onError": "CONTINUE",
+    }
+
+
+def publish_node_bundle(s3: Any, bucket: str, log_group: str, directory: Path = HERE) -> dict[str, str]:
+    """Put the bundle and the installer from `directory` into `bucket`; returns the custom resource's Data.
+
+    Raises PublishError with a one-line reason.
+    """
+    if not _BUCKET_NAME.fullmatch(bucket):
+        raise PublishError(f"BucketName {bucket!r} is not an S3 bucket name PCS can fetch scripts from")
+    if not log_group or len(log_group) > ARGUMENT_MAX_CHARS:
+        raise PublishError(
+            f"LogGroupName must be 1 to {ARGUMENT_MAX_CHARS} characters (a PCS script argument), "
+            f"not {len(log_group)}"
+        )
+    bundle = _publish_file(s3, bucket, BUNDLE_KEY, directory / BUNDLE_FILE)
+    installer = _publish_file(s3, bucket, INSTALLER_KEY, directory / INSTALLER_FILE)
+    entry = lifecycle_entry(installer, bundle, log_group)
+    too_long = [value for value in entry["arguments"] if len(value) > ARGUMENT_MAX_CHARS]
+    if too_long:
+        raise PublishError(f"a shipper argument is over {ARGUMENT_MAX_CHARS} characters: {too_long[0][:60]}…")
+    return {
+        "BundleLocation": bundle.location,
+        "BundleVersionId": bundle.version_id,
+        "BundleSha256": bundle.sha256,
+        "InstallerLocation": installer.location,
+        "InstallerVersionId": installer.version_id,
+        "InstallerSha256": installer.sha256,
+        "LifecycleEntry": json.dumps(entry, separators=(",", ":")),
+    }
+
+
+def _publish_file(s3: Any, bucket: str, key: str, path: Path) -> PublishedObject:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    location = f"s3://{bucket}/{key}"
+    try:
+        body = path.read_bytes()
+    except OSError as exc:
+        raise PublishError(f"{path.name} is not in the function's package: {exc.strerror}") from None
+    digest = hashlib.sha256(body).hexdigest()
+    current = _current_version(s3, bucket, key, digest)
+    if current is not None:
+        logger.info("%s is unchanged (sha256 %s): keeping version %s", location, digest, current)
+        return PublishedObject(location, current, digest)
+    try:
+        answer = s3.put_object(Bucket=bucket, Key=key, Body=body, Metadata={_SHA256_METADATA: digest})
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "Error"), error.get("Message", str(exc))
+        raise PublishError(f"cannot put {location}: {code}: {message}") from None
+    except BotoCoreError as exc:
+        raise PublishError(f"cannot put {location}: {exc}") from None
+    version = answer.get("VersionId")
+    if not version or version == "null":
+        raise PublishError(
+            f"bucket {bucket} gave {key} no version id: enable versioning on it, so that nodes can pin "
+            "what they fetch"
+        )
+    logger.info("published %s version %s (sha256 %s)", location, version, digest)
+    return PublishedObject(location, str(version), digest)
+
+
+def _current_version(s3: Any, bucket: str, key: str, digest: str) -> str | None:
+    """The version id of the object at `key` when it already holds these bytes (by the sha256 recorded
+    when it was published), else None."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        head = s3.head_object(Bucket=bucket, Key=key)
+    except (ClientError, BotoCoreError):
+        return None  # absent or unreadable: PutObject says what is wrong, if anything
+    version = head.get("VersionId")
+    if head.get("Metadata", {}).get(_SHA256_METADATA) == digest and version and version != "null":
+        return str(version)
+    return None
+
+
+def _s3_client() -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=5, read_timeout=30, retries={"mode": "standard", "total_max_attempts": 3})
+    return boto3.client("s3", config=config)
+
+
+class _Responder:
+    """Sends the one answer of an invocation to CloudFormation's response URL, as cfn-response does."""
+
+    def __init__(self, event: Mapping[str, Any]) -> None:
+        self._event = event
+        self._lock = threading.Lock()
+        self.sent = False
+
+    def send(self, status: str, physical_id: str, data: Mapping[str, str] | None, reason: str = "") -> None:
+        """PUT the response; only the first call of an invocation sends anything."""
+        with self._lock:
+            if self.sent:
+                return
+            self.sent = True
+        body = json.dumps(
+            {
+                "Status": status,
+                "Reason": " ".join(reason.split())[:REASON_MAX_CHARS] or status,
+                "PhysicalResourceId": physical_id,
+                "StackId": self._event.get("StackId"),
+                "RequestId": self._event.get("RequestId"),
+                "LogicalResourceId": self._event.get("LogicalResourceId"),
+                "NoEcho": False,
+                "Data": dict(data or {}),
+            }
+        ).encode()
+        # The URL is presigned for an empty content type; it is never logged (it carries a signature).
+        request = urllib.request.Request(
+            str(self._event["ResponseURL"]),
+            data=body,
+            method="PUT",
+            headers={"content-type": "", "content-length": str(len(body))},
+        )
+        for attempt in range(1, RESPONSE_ATTEMPTS + 1):
+            try:
+                with urllib.request.urlopen(request, timeout=RESPONSE_TIMEOUT_SECONDS) as response:
+                    logger.info("answered %s (HTTP %s)", status, response.status)
+                    return
+            except OSError as exc:
+                logger.warning("answering %s failed (attempt %d): %s", status, attempt, type(exc).__name__)
+                time.sleep(attempt)
+
+
+def _physical_id(event: Mapping[str, Any]) -> str:
+    existing = event.get("PhysicalResourceId")
+    if isinstance(existing, str) and existing:
+        return existing
+    return f"{event.get('LogicalResourceId', 'NodeBundle')}-{event.get('RequestId', 'unknown')}"
+
+
+def _handle(event: Mapping[str, Any], responder: _Responder) -> None:
+    request_type = event.get("RequestType")
+    if request_type == "Delete":
+        responder.send(
+            "SUCCESS", _physical_id(event), {}, "nothing deleted: enrolled groups pin these versions"
+        )
+        return
+    if request_type not in ("Create", "Update"):
+        raise PublishError(f"unknown RequestType {request_type!r}")
+    properties = event.get("ResourceProperties") or {}
+    bucket, log_group = properties.get("BucketName"), properties.get("LogGroupName")
+    if not isinstance(bucket, str) or not isinstance(log_group, str):
+        raise PublishError("ResourceProperties needs BucketName and LogGroupName (strings)")
+    data = publish_node_bundle(_s3_client(), bucket, log_group)
+    physical_id = f"{data['BundleLocation']}#{data['BundleVersionId']}"
+    responder.send("SUCCESS", physical_id, data)
+
+
+def lambda_handler(event: dict[str, Any], context: Any) -> None:
+    """Publish on Create and Update, keep everything on Delete; always answer CloudFormation."""
+    responder = _Responder(event)
+    remaining_ms = getattr(context, "get_remaining_time_in_millis", lambda: 0)()
+    watchdog = None
+    if remaining_ms > 0:
+        seconds = max(remaining_ms / 1000 - TIMEOUT_MARGIN_SECONDS, 0.5)
+        watchdog = threading.Timer(
+            seconds,
+            responder.send,
+            ("FAILED", _physical_id(event), None, "timed out publishing the node bundle"),
+        )
+        watchdog.daemon = True
+        watchdog.start()
+    try:
+        _handle(event, responder)
+    except PublishError as exc:
+        logger.error("%s", exc)
+        responder.send("FAILED", _physical_id(event), None, str(exc))
+    except Exception as exc:  # any failure must still be answered
+        logger.exception("publishing the node bundle failed")
+        responder.send("FAILED", _physical_id(event), None, f"{type(exc).__name__}: {exc}")
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
