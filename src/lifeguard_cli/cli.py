@@ -344,6 +344,51 @@ def undo(
     typer.echo(f"{result.cluster_id}/{result.group_id}: " + "\n".join(result.lines))
 
 
+@app.command()
+def enroll(
+    group: Annotated[str, typer.Argument(help="Compute node group id or name.")],
+    cluster: Annotated[str, typer.Option("--cluster", help="The group's cluster (id or name).")],
+    stack_name: Annotated[
+        str | None,
+        typer.Option(
+            "--stack-name",
+            help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, "
+            "pcs-lifeguard).",
+        ),
+    ] = None,
+    region: Annotated[str | None, typer.Option("--region", help="The stack's region.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="AWS CLI profile to use.")] = None,
+    remove: Annotated[bool, typer.Option("--remove", help="Take the shipper out instead.")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the change; change nothing.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
+) -> None:
+    """Put the stack's shipper first in GROUP's nodeBootstrapped stage, pinned to the published bundle.
+
+    The entry is the stack's ShipperLifecycleEntry output (onError CONTINUE, EVERY_BOOT). Nodes launched
+    afterwards ship their script outcomes to Lifeguard; their instance role needs the NodePolicyArn output.
+
+    Example: lifeguard enroll lca-static --cluster lca --dry-run
+    """
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard_cli.deployment import read_deployment
+    from lifeguard_cli.enroll import ShipperEntry, unenroll
+    from lifeguard_cli.enroll import enroll as enroll_group
+
+    with _one_line_errors("enroll"):
+        deployment = read_deployment(stack_name, region=region, profile=profile)
+        entry = ShipperEntry.from_deployment(deployment)
+        change = unenroll if remove else enroll_group
+        result = change(PcsGateway(deployment.client("pcs")), entry, group, cluster, dry_run=dry_run)
+    if as_json:
+        typer.echo(json.dumps({"stack_name": deployment.stack_name, **result.to_dict()}, indent=2))
+        return
+    lines = result.lines()
+    policy = deployment.outputs.get("NodePolicyArn")
+    if policy and result.action == "enroll":
+        lines.insert(-1, f"  instances need the managed policy {policy}")
+    typer.echo("\n".join(lines))
+
+
 def _console() -> Console:
     # Piped output is read in logs and CI, where 80 columns fold every table row in three.
     return Console(highlight=False, width=None if sys.stdout.isatty() else 140)

@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 __all__ = [
+    "STACK_PARAMETERS",
     "LocalChannels",
+    "LocalDeployment",
     "LocalStack",
+    "create_deployed_stack",
     "create_notification_channels",
     "create_stack",
     "create_state_table",
+    "publish_bundle",
 ]
+
+REPO = Path(__file__).resolve().parents[3]
+PUBLISH_FUNCTION = REPO / "functions" / "publish_bundle" / "app.py"
+INSTALL_SHIPPER = REPO / "events" / "node" / "install-shipper.sh"
+# The template's parameters that operator commands read, with template.yaml's defaults.
+STACK_PARAMETERS = {"DefaultMode": "notify", "DryRun": "false", "ClusterIds": "", "DrainKeptNodes": "false"}
 
 # As template.yaml's StateTable (a test holds the two together).
 STATE_TABLE_SCHEMA: dict[str, Any] = {
@@ -119,3 +137,147 @@ def create_notification_channels(
     sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queue_arn)
     secret = secrets.create_secret(Name=f"{prefix}/slack-webhook", SecretString=webhook_url)["ARN"]
     return LocalChannels(topic_arn=topic_arn, topic_queue_url=queue_url, slack_secret=secret)
+
+
+@cache
+def _publish_function() -> ModuleType:
+    name = "lifeguard_publish_bundle_app"
+    spec = importlib.util.spec_from_file_location(name, PUBLISH_FUNCTION)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot load the publish_bundle function from {PUBLISH_FUNCTION}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclasses resolve their module through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def publish_bundle(s3: Any, bucket: str, log_group: str, *, bundle: Path | None = None) -> dict[str, str]:
+    """Publish the node bundle and the shipper installer to `bucket` (versioned) with the
+    publish_bundle function's own code, as the stack's custom resource does; returns its Data.
+
+    The bundle is built from the layer with `lifeguard_cli.node_bundle` unless `bundle` is given.
+    """
+    from lifeguard_cli.node_bundle import build_node_bundle
+
+    function = _publish_function()
+    with tempfile.TemporaryDirectory(prefix="lifeguard-publish-") as scratch:
+        package = Path(scratch)
+        if bundle is None:
+            build_node_bundle(package / function.BUNDLE_FILE)
+        else:
+            shutil.copyfile(bundle, package / function.BUNDLE_FILE)
+        shutil.copyfile(INSTALL_SHIPPER, package / function.INSTALLER_FILE)
+        data: dict[str, str] = function.publish_node_bundle(s3, bucket, log_group, package)
+    return data
+
+
+@dataclass(frozen=True)
+class LocalDeployment:
+    """A local twin of the deployed stack as operator commands read it: a CloudFormation stack whose
+    outputs and parameters carry the template's names, over resources made in the local AWS."""
+
+    stack_name: str
+    bucket: str
+    log_group: str
+    outputs: Mapping[str, str]
+    parameters: Mapping[str, str]
+    stack: LocalStack
+
+
+def _node_policy(bucket: str, log_group: str) -> dict[str, Any]:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "FetchTheShipper",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+                "Resource": [f"arn:aws:s3:::{bucket}/lifeguard/*"],
+            },
+            {
+                "Sid": "ShipNodeReports",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents"],
+                "Resource": [f"arn:aws:logs:*:*:log-group:{log_group}:*"],
+            },
+        ],
+    }
+
+
+def create_deployed_stack(
+    client: Callable[[str], Any],
+    prefix: str,
+    *,
+    stack_name: str | None = None,
+    parameters: Mapping[str, str] | None = None,
+) -> LocalDeployment:
+    """What a deployed stack holds, in the local AWS (`client(service)` makes a boto3 client of it).
+
+    The versioned node-bundle bucket with the bundle and installer published by the publish_bundle
+    function's code, the table, the bus, the topics and the queues; then a CloudFormation stack
+    `stack_name` (default `{prefix}-stack`) that makes the node-report log group and the node policy and
+    whose outputs and parameters have the template's names. moto runs no Lambda, so the custom resource's
+    answers are literal outputs. `prefix` is lowercase letters, digits and hyphens.
+    """
+    s3, sns, sqs = client("s3"), client("sns"), client("sqs")
+    bucket = f"{prefix}-node-bundle"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    log_group = f"/lifeguard/{prefix}/node-reports"
+    published = publish_bundle(s3, bucket, log_group)
+    stack = create_stack(client("dynamodb"), client("events"), sqs, prefix)
+    literal = {
+        "NodeBundleBucketName": bucket,
+        "NodeBundleLocation": published["BundleLocation"],
+        "NodeBundleVersionId": published["BundleVersionId"],
+        "NodeBundleSha256": published["BundleSha256"],
+        "ShipperInstallerLocation": published["InstallerLocation"],
+        "ShipperInstallerVersionId": published["InstallerVersionId"],
+        "ShipperInstallerSha256": published["InstallerSha256"],
+        "ShipperLifecycleEntry": published["LifecycleEntry"],
+        "StateTableName": stack.table,
+        "EventBusName": stack.event_bus,
+        "NotificationTopicArn": sns.create_topic(Name=f"{prefix}-notifications")["TopicArn"],
+        "AlarmTopicArn": sns.create_topic(Name=f"{prefix}-alarms")["TopicArn"],
+        "ParkedEventsQueueUrl": sqs.create_queue(QueueName=f"{prefix}-parked")["QueueUrl"],
+        "FailedBatchesQueueUrl": sqs.create_queue(QueueName=f"{prefix}-failed-batches")["QueueUrl"],
+    }
+    values = {**STACK_PARAMETERS, **(parameters or {})}
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Parameters": {key: {"Type": "String", "Default": value} for key, value in STACK_PARAMETERS.items()},
+        "Resources": {
+            "NodeReportLogGroup": {
+                "Type": "AWS::Logs::LogGroup",
+                "Properties": {"LogGroupName": log_group, "RetentionInDays": 14},
+            },
+            "NodePolicy": {
+                "Type": "AWS::IAM::ManagedPolicy",
+                "Properties": {
+                    "ManagedPolicyName": f"{prefix}-node",
+                    "PolicyDocument": _node_policy(bucket, log_group),
+                },
+            },
+        },
+        "Outputs": {
+            "NodeReportLogGroupName": {"Value": {"Ref": "NodeReportLogGroup"}},
+            "NodePolicyArn": {"Value": {"Ref": "NodePolicy"}},
+            **{key: {"Value": value} for key, value in literal.items()},
+        },
+    }
+    name = stack_name or f"{prefix}-stack"
+    cloudformation = client("cloudformation")
+    cloudformation.create_stack(
+        StackName=name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()],
+    )
+    described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    return LocalDeployment(
+        stack_name=name,
+        bucket=bucket,
+        log_group=log_group,
+        outputs={o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])},
+        parameters=values,
+        stack=stack,
+    )

@@ -1,0 +1,172 @@
+"""The deployed stack as operator commands see it: its outputs and parameters (CloudFormation
+DescribeStacks), and clients for the same account and region.
+
+The stack is `--stack-name`, else `LIFEGUARD_STACK_NAME`, else `stack_name` in the `samconfig.toml` of the
+current directory (what `sam deploy` used), else `pcs-lifeguard`. The region is `--region`, else boto3's
+own (environment, profile), else the `region` `sam deploy --guided` saved in that `samconfig.toml`.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifeguard.errors import LifeguardError
+from lifeguard.settings import setting
+
+__all__ = [
+    "DEFAULT_STACK_NAME",
+    "Deployment",
+    "DeploymentError",
+    "SamConfig",
+    "read_deployment",
+    "read_samconfig",
+]
+
+DEFAULT_STACK_NAME = "pcs-lifeguard"
+SAMCONFIG = "samconfig.toml"
+
+
+class DeploymentError(LifeguardError):
+    """The stack cannot be read, or lacks what a command needs; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class SamConfig:
+    """What `samconfig.toml` says about the default deployment."""
+
+    stack_name: str | None = None
+    region: str | None = None
+
+
+def read_samconfig(directory: Path | None = None) -> SamConfig:
+    """The default environment's `stack_name` and `region` from `samconfig.toml` in `directory` (the
+    current one by default), global parameters first, then the deploy command's. Empty when there is no
+    such file; a file that is not TOML is an error."""
+    path = (directory or Path.cwd()) / SAMCONFIG
+    if not path.is_file():
+        return SamConfig()
+    try:
+        document = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DeploymentError(f"cannot read {path}: {exc}") from None
+    default = document.get("default")
+    sections = [default.get(command, {}) for command in ("global", "deploy")] if default else []
+    values: dict[str, str] = {}
+    for section in sections:
+        parameters = section.get("parameters", {}) if isinstance(section, Mapping) else {}
+        for key in ("stack_name", "region"):
+            value = parameters.get(key) if isinstance(parameters, Mapping) else None
+            if isinstance(value, str) and value and key not in values:
+                values[key] = value
+    return SamConfig(stack_name=values.get("stack_name"), region=values.get("region"))
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One deployed stack: its outputs and parameters by name, and the session that read them."""
+
+    stack_name: str
+    region: str
+    status: str
+    outputs: Mapping[str, str]
+    parameters: Mapping[str, str]
+    session: Any = field(repr=False, compare=False)
+
+    def output(self, name: str) -> str:
+        """The value of output `name`; raises DeploymentError naming the stack when it has none."""
+        value = self.outputs.get(name)
+        if value is None:
+            raise DeploymentError(
+                f"stack {self.stack_name} ({self.status}, {self.region}) has no output {name}: "
+                "deploy this version of Lifeguard (sam build && sam deploy)"
+            )
+        return value
+
+    def parameter(self, name: str) -> str:
+        """The value of parameter `name`; raises DeploymentError naming the stack when it has none."""
+        value = self.parameters.get(name)
+        if value is None:
+            raise DeploymentError(f"stack {self.stack_name} ({self.region}) has no parameter {name}")
+        return value
+
+    def client(self, service: str) -> Any:
+        """A boto3 client in the stack's account and region (endpoints from boto3's configuration,
+        `AWS_ENDPOINT_URL_<SERVICE>` included), with the layer's retries and PCS model."""
+        from botocore.config import Config
+
+        from lifeguard.aws.clients import RETRIES
+
+        retries: Any = {**RETRIES}
+        config = Config(retries=retries, connect_timeout=5, read_timeout=20)
+        return self.session.client(service, config=config)
+
+
+def _session(region: str | None, profile: str | None, fallback_region: str | None) -> Any:
+    """A boto3 session of `profile` in `region`, else boto3's own region, else `fallback_region`."""
+    import boto3
+    import botocore.session
+    from botocore.exceptions import ProfileNotFound
+
+    from lifeguard.pcs_model import DATA_PATH
+
+    core = botocore.session.Session(profile=profile)
+    try:
+        # As lifeguard.aws.clients: the layer's PCS model first, so `nodeLifecycleActions` is always known.
+        core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+        if region is None and core.get_config_variable("region") is None:
+            region = fallback_region
+        return boto3.session.Session(botocore_session=core, region_name=region)
+    except ProfileNotFound:
+        raise DeploymentError(f"no AWS profile {profile!r} in the AWS configuration") from None
+
+
+def read_deployment(
+    stack_name: str | None = None,
+    *,
+    region: str | None = None,
+    profile: str | None = None,
+    directory: Path | None = None,
+) -> Deployment:
+    """DescribeStacks of the stack (see the module docstring for the defaults); raises DeploymentError
+    with one line for a missing stack, missing credentials or region, or a failed call."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
+
+    samconfig = read_samconfig(directory)
+    name = setting("stack_name", stack_name, samconfig.stack_name or DEFAULT_STACK_NAME, str)
+    session = _session(region, profile, samconfig.region)
+    if session.region_name is None:
+        raise DeploymentError("no AWS region: pass --region, set AWS_REGION, or give the profile a region")
+    where = f"stack {name} in {session.region_name}"
+    try:
+        stacks = session.client("cloudformation").describe_stacks(StackName=name)["Stacks"]
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "Error"), error.get("Message", str(exc))
+        if code == "ValidationError" and "does not exist" in message:
+            raise DeploymentError(
+                f"no {where}: pass --stack-name (or LIFEGUARD_STACK_NAME), or --region"
+            ) from None
+        raise DeploymentError(f"cannot read {where}: {code}: {message}") from None
+    except NoCredentialsError:
+        raise DeploymentError(
+            f"cannot read {where}: no AWS credentials (pass --profile, or configure the AWS CLI)"
+        ) from None
+    except ProfileNotFound:
+        raise DeploymentError(f"no AWS profile {profile!r} in the AWS configuration") from None
+    except BotoCoreError as exc:
+        raise DeploymentError(f"cannot read {where}: {exc}") from None
+    if not stacks:
+        raise DeploymentError(f"no {where}")
+    stack = stacks[0]
+    return Deployment(
+        stack_name=str(stack.get("StackName", name)),
+        region=str(session.region_name),
+        status=str(stack.get("StackStatus", "UNKNOWN")),
+        outputs={o["OutputKey"]: str(o.get("OutputValue", "")) for o in stack.get("Outputs", [])},
+        parameters={p["ParameterKey"]: str(p.get("ParameterValue", "")) for p in stack.get("Parameters", [])},
+        session=session,
+    )
