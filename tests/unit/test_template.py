@@ -1,15 +1,54 @@
-"""template.yaml against what the code declares: each function's role allows what its code calls, and the
-EventBridge rules route the controller events as DESIGN.md says."""
+"""template.yaml against what the code declares: each function's role allows exactly what its code calls
+(nothing missing, nothing extra), the controller's events travel on the stack's own bus, nothing that fails
+is dropped, and the stack wires the scaling logs of the clusters it is given."""
 
 from __future__ import annotations
 
+import re
+import sys
 from pathlib import Path
 from typing import Any
 
-from lifeguard.notify import SecretWebhook, SnsChannel
-from lifeguard.remediation import ACTIONS
+import pytest
+
+from lifeguard.aws.events import EventPublisher
+from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
+from lifeguard.notify import NoticeStore, SecretWebhook, SnsChannel
+from lifeguard.remediation import ACTIONS, RemediationStore
+from lifeguard.state import StateStore
 
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
+
+# What the Lambda runtime does for every function: write its own log group.
+RUNTIME = {"logs:CreateLogStream", "logs:PutLogEvents"}
+# The StateStore methods each function's code reaches (the controllers in lifeguard.controller).
+STATE_METHODS = {
+    "ScalingEvents": ("load", "load_many", "save", "save_many", "reports"),
+    "NodeReports": ("load", "load_many", "save", "save_many", "reports", "put_reports"),
+    "Remediate": ("load",),
+}
+
+
+def state_permissions(function: str) -> set[str]:
+    return {p for method in STATE_METHODS.get(function, ()) for p in StateStore.PERMISSIONS[method]}
+
+
+def expected(function: str) -> set[str]:
+    """Every action the function's code and its failure destination need."""
+    needed = RUNTIME | state_permissions(function) | {"sqs:SendMessage"}
+    if function == "ScalingEvents":
+        needed |= set(EventPublisher.PERMISSIONS) | set(PcsGateway.PERMISSIONS)
+    if function == "NodeReports":
+        needed |= set(EventPublisher.PERMISSIONS)
+    if function == "Remediate":
+        declared = {p for action in ACTIONS.values() for p in action.PERMISSIONS}
+        needed |= declared | set(RemediationStore.PERMISSIONS) | set(EventPublisher.PERMISSIONS)
+        if "pcs:UpdateComputeNodeGroup" in declared:
+            needed |= set(UPDATE_REQUIRES)
+    if function == "Notify":
+        needed |= set(NoticeStore.PERMISSIONS) | set(SnsChannel.PERMISSIONS) | set(SecretWebhook.PERMISSIONS)
+        needed |= {"kms:Decrypt"}  # a webhook secret under a customer-managed key, via Secrets Manager only
+    return needed
 
 
 def template() -> dict[str, Any]:
@@ -30,48 +69,264 @@ def template() -> dict[str, Any]:
     return loaded
 
 
-def statements(function: str) -> list[dict[str, Any]]:
-    found = []
-    for listed in template()["Resources"][function]["Properties"]["Policies"]:
-        policy = listed["!If"][1] if isinstance(listed, dict) and "!If" in listed else listed
-        if isinstance(policy, dict) and "Statement" in policy:
-            found.extend(policy["Statement"])
+def _substitute(value: Any, name: str, item: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(f"${{{name}}}", item).replace(f"&{{{name}}}", re.sub(r"[^A-Za-z0-9]", "", item))
+    if isinstance(value, list):
+        return [_substitute(v, name, item) for v in value]
+    if isinstance(value, dict):
+        return {_substitute(k, name, item): _substitute(v, name, item) for k, v in value.items()}
+    return value
+
+
+def resources(cluster_ids: tuple[str, ...] = ("pcs_abc123de45", "pcs_0fedcba987")) -> dict[str, Any]:
+    """The Resources with every Fn::ForEach expanded as AWS::LanguageExtensions would, for `cluster_ids`."""
+    expanded: dict[str, Any] = {}
+    for key, value in template()["Resources"].items():
+        if not key.startswith("Fn::ForEach::"):
+            expanded[key] = value
+            continue
+        name, collection, fragment = value
+        items = list(cluster_ids) if collection == {"!Ref": "ClusterIds"} else collection
+        for item in items:
+            expanded.update(_substitute(fragment, name, item))
+    return expanded
+
+
+def role_statements(role: str, cluster_ids: tuple[str, ...] = ("pcs_abc123de45",)) -> list[dict[str, Any]]:
+    """Every statement that applies to `role`: its inline policies (both sides of a condition) and the
+    AWS::IAM::Policy resources attached to it."""
+    found: list[dict[str, Any]] = []
+    everything = resources(cluster_ids)
+    for listed in everything[role]["Properties"]["Policies"]:
+        policy = listed["!If"][1] if "!If" in listed else listed
+        found.extend(policy["PolicyDocument"]["Statement"])
+    for resource in everything.values():
+        if resource["Type"] == "AWS::IAM::Policy" and {"!Ref": role} in resource["Properties"]["Roles"]:
+            found.extend(resource["Properties"]["PolicyDocument"]["Statement"])
     return found
 
 
-def allowed(function: str) -> set[str]:
+def actions_of(statements: list[dict[str, Any]]) -> set[str]:
     actions: set[str] = set()
-    for statement in statements(function):
+    for statement in statements:
         listed = statement["Action"]
         actions.update([listed] if isinstance(listed, str) else listed)
     return actions
 
 
-def test_the_remediate_role_allows_what_every_registered_action_declares() -> None:
-    needed = {permission for action in ACTIONS.values() for permission in action.PERMISSIONS}
-    assert needed <= allowed("RemediateFunction")
+def allowed(function: str) -> set[str]:
+    return actions_of(role_statements(f"{function}Role"))
 
 
-def test_the_notify_role_may_publish_to_the_topic_and_read_the_webhook_secret() -> None:
-    policies = template()["Resources"]["NotifyFunction"]["Properties"]["Policies"]
-    assert any("SNSPublishMessagePolicy" in p for p in policies if isinstance(p, dict))
-    assert SnsChannel.PERMISSIONS == ("sns:Publish",)  # what SNSPublishMessagePolicy grants
-    assert set(SecretWebhook.PERMISSIONS) <= allowed("NotifyFunction")
+FUNCTIONS = ("ScalingEvents", "NodeReports", "Remediate", "Notify")
+
+
+@pytest.mark.parametrize("function", FUNCTIONS)
+def test_each_role_allows_exactly_what_its_function_calls(function: str) -> None:
+    assert allowed(function) == expected(function)
+
+
+@pytest.mark.parametrize("cluster_ids", [(), ("pcs_abc123de45", "pcs_0fedcba987")])
+def test_the_pcs_actions_reach_the_clusters_named_and_without_names_only_this_account(
+    cluster_ids: tuple[str, ...],
+) -> None:
+    everything = resources(cluster_ids or ("",))
+    policies = {
+        key: resource
+        for key, resource in everything.items()
+        if resource["Type"] == "AWS::IAM::Policy" and "pcs:" in str(resource["Properties"]["PolicyDocument"])
+    }
+    wanted = "HasClusters" if cluster_ids else "AnyCluster"
+    active = {key: p for key, p in policies.items() if p.get("Condition") == wanted}
+    arns = [
+        arn
+        for policy in active.values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for arn in (
+            statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        )
+    ]
+    prefix = "arn:${AWS::Partition}:pcs:${AWS::Region}:${AWS::AccountId}:cluster/"
+    assert arns
+    assert all(a["!Sub"].startswith(prefix) for a in arns)
+    if cluster_ids:
+        assert {a["!Sub"][len(prefix) :].split("/")[0] for a in arns} == set(cluster_ids)
+    else:
+        assert {a["!Sub"][len(prefix) :].split("/")[0] for a in arns} == {"*"}
+    # Only remediate may change a group; scaling_events only reads.
+    for policy in active.values():
+        acts = actions_of(policy["Properties"]["PolicyDocument"]["Statement"])
+        if "pcs:UpdateComputeNodeGroup" in acts:
+            assert policy["Properties"]["Roles"] == [{"!Ref": "RemediateRole"}]
+
+
+def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
+    import importlib.util
+
+    path = TEMPLATE.parent / "functions" / "publish_bundle" / "app.py"
+    spec = importlib.util.spec_from_file_location("publish_bundle_app", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    statements = role_statements("NodeBundleRole")
+    assert actions_of(statements) == RUNTIME | set(module.PERMISSIONS)
+    (publish,) = [s for s in statements if "s3:PutObject" in actions_of([s])]
+    assert publish["Resource"] == {"!Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
+
+
+def test_nothing_but_ec2_describes_is_granted_on_every_resource() -> None:
+    for function in FUNCTIONS:
+        for statement in role_statements(f"{function}Role"):
+            if statement["Resource"] == "*":
+                assert all(a.startswith("ec2:Describe") for a in actions_of([statement])), statement
+
+
+def test_pass_role_reaches_only_pcs_instance_roles_for_ec2() -> None:
+    (passing,) = [s for s in role_statements("RemediateRole") if "iam:PassRole" in actions_of([s])]
+    assert [r["!Sub"].rsplit(":", 1)[1] for r in passing["Resource"]] == ["role/AWSPCS*", "role/aws-pcs/*"]
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
+
+
+def test_each_function_writes_only_its_own_log_group_which_expires() -> None:
+    everything = resources()
+    for function in (*FUNCTIONS, "NodeBundle"):
+        properties = everything[f"{function}Function"]["Properties"]
+        assert properties["LoggingConfig"] == {"LogGroup": {"!Ref": f"{function}LogGroup"}}
+        assert everything[f"{function}LogGroup"]["Properties"]["RetentionInDays"] == {
+            "!Ref": "LogRetentionDays"
+        }
+        (logs,) = [s for s in role_statements(f"{function}Role") if "logs:PutLogEvents" in actions_of([s])]
+        assert logs["Resource"] == {"!GetAtt": f"{function}LogGroup.Arn"}
 
 
 def test_detections_go_to_remediate_and_every_lifeguard_event_to_notify() -> None:
-    resources = template()["Resources"]
-    remediate = resources["RemediateFunction"]["Properties"]["Events"]["LoopDetected"]["Properties"][
-        "Pattern"
-    ]
-    notify = resources["NotifyFunction"]["Properties"]["Events"]["AllEvents"]["Properties"]["Pattern"]
-    assert remediate == {"source": ["lifeguard"], "detail-type": ["BootstrapLoopDetected"]}
-    assert notify == {"source": ["lifeguard"]}
+    everything = resources()
+    remediate = everything["RemediateFunction"]["Properties"]["Events"]["LoopDetected"]["Properties"]
+    notify = everything["NotifyFunction"]["Properties"]["Events"]["AllEvents"]["Properties"]
+    assert remediate["Pattern"] == {"source": ["lifeguard"], "detail-type": ["BootstrapLoopDetected"]}
+    assert notify["Pattern"] == {"source": ["lifeguard"]}
+
+
+def test_every_rule_is_on_the_stack_bus_and_only_its_functions_may_put_events_there() -> None:
+    everything = resources()
+    for name, resource in everything.items():
+        for event in resource.get("Properties", {}).get("Events", {}).values():
+            if event["Type"] == "EventBridgeRule":
+                bus = event["Properties"].get("EventBusName")
+                # AWS's own events (CloudTrail) arrive on the default bus: a rule there sees only PCS.
+                assert bus == {"!Ref": "EventBus"} or event["Properties"]["Pattern"]["source"] == [
+                    "aws.pcs"
+                ], name
+    policy = everything["EventBusPolicy"]["Properties"]
+    assert policy["Statement"]["Effect"] == "Deny"
+    assert policy["Statement"]["Principal"] == "*"
+    exempt = policy["Statement"]["Condition"]["StringNotEquals"]["aws:PrincipalArn"]
+    publishers = [f"{f}Role" for f in FUNCTIONS if "events:PutEvents" in allowed(f)]
+    assert exempt == [{"!GetAtt": f"{role}.Arn"} for role in publishers]
+    assert everything["ScalingEventsFunction"]["Properties"].get("Environment") is None  # from Globals
+    assert template()["Globals"]["Function"]["Environment"]["Variables"]["LIFEGUARD_EVENT_BUS"] == {
+        "!Ref": "EventBus"
+    }
 
 
 def test_failed_invocations_are_parked_not_dropped() -> None:
-    resources = template()["Resources"]
+    everything = resources()
     for name in ("RemediateFunction", "NotifyFunction"):
-        properties = resources[name]["Properties"]
+        properties = everything[name]["Properties"]
         assert properties["DeadLetterQueue"]["Type"] == "SQS"
         assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 2
+    for name in ("ScalingEventsFunction", "NodeReportsFunction"):
+        on_failure = everything[name]["Properties"]["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
+        assert on_failure == {"Type": "SQS", "Destination": {"!GetAtt": "FailedBatchesQueue.Arn"}}
+    for queue in ("ParkedEventsQueue", "FailedBatchesQueue"):
+        assert everything[queue]["Properties"]["SqsManagedSseEnabled"] is True
+        assert {f"{queue[: -len('Queue')]}DepthAlarm", f"{queue[: -len('Queue')]}AgeAlarm"} <= set(everything)
+    for function in FUNCTIONS:
+        assert {f"{function}ErrorsAlarm", f"{function}ThrottlesAlarm"} <= set(everything)
+    alarms = [r for r in everything.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    assert all(a["Properties"]["AlarmActions"] == [{"!Ref": "AlarmTopic"}] for a in alarms)
+    assert everything["AlarmTopic"]["Properties"]["KmsMasterKeyId"] == {"!Ref": "AlarmKey"}
+
+
+def test_what_holds_state_is_retained() -> None:
+    everything = resources()
+    for name in ("StateTable", "NodeBundleBucket", "ParkedEventsQueue", "FailedBatchesQueue"):
+        assert everything[name]["DeletionPolicy"] == everything[name]["UpdateReplacePolicy"] == "Retain"
+
+
+def test_scaling_log_deliveries_one_per_cluster_guarded_for_an_empty_list() -> None:
+    everything = resources(("pcs_abc123de45", "pcs_0fedcba987"))
+    for suffix in ("pcsabc123de45", "pcs0fedcba987"):
+        source = everything[f"ScalingLogSource{suffix}"]
+        assert source["Condition"] == everything[f"ScalingLogDelivery{suffix}"]["Condition"] == "HasClusters"
+        assert source["Properties"]["LogType"] == "PCS_SCALING_LOGS"
+        assert source["Properties"]["ResourceArn"]["!Sub"].endswith(f"cluster/pcs_{suffix[3:]}")
+    # ClusterIds empty: the loop runs once over "", and everything it makes is conditional.
+    for key, resource in resources(("",)).items():
+        if key.startswith(("ScalingLogSource", "ScalingLogDelivery", "ClusterAccess", "ClusterChanges")):
+            assert resource["Condition"] == "HasClusters", key
+
+
+def test_no_concurrency_is_reserved_unless_asked_and_every_function_follows_the_architecture() -> None:
+    everything = resources()
+    reserved = everything["NotifyFunction"]["Properties"]["ReservedConcurrentExecutions"]
+    assert reserved == {
+        "!If": ["ReserveNotifyConcurrency", {"!Ref": "NotifyConcurrency"}, {"!Ref": "AWS::NoValue"}]
+    }
+    assert template()["Parameters"]["NotifyConcurrency"]["Default"] == 0
+    assert template()["Globals"]["Function"]["Architectures"] == [{"!Ref": "Architecture"}]
+    assert template()["Parameters"]["Architecture"]["Default"] == "arm64"
+    for function in FUNCTIONS:
+        layers = everything[f"{function}Function"]["Properties"]["Layers"]
+        assert layers == [
+            {"!If": ["IsArm64", {"!Ref": "LifeguardLayerArm64"}, {"!Ref": "LifeguardLayerX86"}]}
+        ]
+    for layer, arch in (("LifeguardLayerArm64", "arm64"), ("LifeguardLayerX86", "x86_64")):
+        assert everything[layer]["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": arch}
+
+
+@pytest.mark.parametrize(
+    ("parameter", "good", "bad"),
+    [
+        (
+            "SlackWebhookSecretArn",
+            [
+                "",
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:lifeguard/slack-AbCdEf",
+                "arn:aws:secretsmanager:us-east-1:123456789012:secret:lifeguard/slack",
+            ],
+            ["lifeguard/slack", "arn:aws:s3:::bucket", "https://hooks.slack.com/services/x"],
+        ),
+        ("ClusterIds", ["", "pcs_abc123de45"], ["my-cluster", "pcs_", "pcs_abc,"]),
+        ("ScalingLogGroupName", ["", "/aws/vendedlogs/pcs/scaling"], ["has space", "x" * 513]),
+    ],
+)
+def test_parameters_refuse_what_would_only_fail_later(
+    parameter: str, good: list[str], bad: list[str]
+) -> None:
+    pattern = re.compile(template()["Parameters"][parameter]["AllowedPattern"])
+    assert all(pattern.fullmatch(value) for value in good)
+    assert not any(pattern.fullmatch(value) for value in bad)
+
+
+def test_the_outputs_enroll_reads_are_there() -> None:
+    outputs = template()["Outputs"]
+    for name in (
+        "NodeBundleLocation",
+        "NodeBundleVersionId",
+        "NodeBundleSha256",
+        "ShipperLifecycleEntry",
+        "NodePolicyArn",
+        "NodeReportLogGroupName",
+        "StateTableName",
+        "EventBusName",
+        "AlarmTopicArn",
+        "FailedBatchesQueueUrl",
+    ):
+        assert name in outputs, name
+    remediate = resources()["RemediateFunction"]["Properties"]["Environment"]["Variables"]
+    assert remediate["LIFEGUARD_NODE_BUNDLE_SHA256"] == {"!GetAtt": "NodeBundle.BundleSha256"}
+    assert remediate["LIFEGUARD_DRAIN_KEPT_NODES"] == {"!Ref": "DrainKeptNodes"}

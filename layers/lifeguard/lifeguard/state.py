@@ -13,7 +13,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
@@ -222,6 +222,16 @@ class StateStore:
     """
 
     CACHE_LIMIT = 256
+    # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "load": ("dynamodb:GetItem",),
+        "load_many": ("dynamodb:BatchGetItem",),
+        "save": ("dynamodb:PutItem",),
+        "save_many": ("dynamodb:TransactWriteItems",),
+        "put_reports": ("dynamodb:BatchWriteItem",),
+        "reports": ("dynamodb:Query",),
+        "all_states": ("dynamodb:Scan",),
+    }
 
     def __init__(self, client: Any, table: str) -> None:
         self._client = client

@@ -18,6 +18,8 @@ _ATTEMPTS = 3
 class EventPublisher:
     """Puts controller events on a bus."""
 
+    PERMISSIONS = ("events:PutEvents",)
+
     def __init__(
         self,
         client: Any,

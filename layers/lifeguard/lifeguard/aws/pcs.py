@@ -9,7 +9,14 @@ from typing import Any
 
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 
-__all__ = ["RETRYABLE_CODES", "GroupSnapshot", "GroupSummary", "PcsGateway", "is_transient"]
+__all__ = [
+    "RETRYABLE_CODES",
+    "UPDATE_REQUIRES",
+    "GroupSnapshot",
+    "GroupSummary",
+    "PcsGateway",
+    "is_transient",
+]
 
 # Failures that a later attempt can cure: PCS's throttling, conflicts while a group updates, its 5xx, and
 # the connection errors botocore names after their class.
@@ -73,6 +80,25 @@ def _snapshot(group: Mapping[str, Any]) -> GroupSnapshot:
         modified_at_ms=int(modified.timestamp() * 1000),
         node_lifecycle_actions=group.get("nodeLifecycleActions"),
     )
+
+
+# What UpdateComputeNodeGroup checks with the caller's own permissions besides pcs:UpdateComputeNodeGroup
+# (PCS user guide, "Minimum permissions for AWS PCS"): the group's network, launch template and instance
+# types, the instances and fleets it launches (and tags), and the instance profile it passes to EC2.
+UPDATE_REQUIRES = (
+    "ec2:DescribeVpcs",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:RunInstances",
+    "ec2:CreateFleet",
+    "ec2:CreateTags",
+    "iam:PassRole",
+    "iam:GetInstanceProfile",
+)
 
 
 class PcsGateway:

@@ -122,6 +122,10 @@ class AuditEntry(_Model):
 class RemediationStore:
     """Lock, ledger, decisions and audit of the groups, over one DynamoDB client."""
 
+    # Every method together (a test holds the remediate role to it): the lock is a conditional put and
+    # delete, the documents are items, the audit is read back by a query.
+    PERMISSIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query")
+
     def __init__(self, client: Any, table: str) -> None:
         self._client = client
         self.table = table
