@@ -7,7 +7,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: setup demo test lint types unit-and-integration sam bench soak node-bundle clean
+.PHONY: setup demo test lint types unit-and-integration sam deploy bench soak node-bundle clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,16 +33,33 @@ types:
 	for app in functions/*/app.py; do $(BIN)/mypy --strict "$$app" || exit 1; done
 
 unit-and-integration:
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --ignore=tests/artifact
 
+## The stack: lint (cfn-lint's informational rules too), build both layers, checkov on the template as
+## written, as built, and with its loops expanded (checkov does not know Fn::ForEach), then test what was built.
+CHECKOV := .venv/checkov/bin/checkov --framework cloudformation --skip-download --compact --quiet -f
 sam:
 	$(BIN)/sam validate --lint
+	$(BIN)/cfn-lint --include-checks I -- template.yaml
 	$(BIN)/sam build
+	$(BIN)/cfn-lint --include-checks I -- .aws-sam/build/template.yaml
+	$(BIN)/python scripts/expand_template.py template.yaml .aws-sam/checkov/template.json
+	$(CHECKOV) template.yaml
+	$(CHECKOV) .aws-sam/build/template.yaml
+	$(CHECKOV) .aws-sam/checkov/template.json
+	$(BIN)/pytest -q tests/artifact
+
+## Deploy to the account of your AWS credentials; --guided shows the answers kept in samconfig.toml.
+deploy: setup
+	$(BIN)/sam build
+	$(BIN)/sam deploy --guided
 
 bench: setup
 	$(BIN)/python bench/bench_parsing.py
 	$(BIN)/python bench/executor.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/sam build
+	$(BIN)/python bench/package.py
 
 ## Hostile input through the four handlers, about 13,000 payloads (20-30 minutes); SCALE=0.1 for a tenth.
 soak: setup

@@ -44,6 +44,18 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
+# checkov checks the template; its pins clash with the project's, so it has a venv of its own.
+CHECKOV_VENV=.venv/checkov
+checkov_want=$(sha256sum requirements-checkov.txt | cut -d' ' -f1)
+if [ ! -f "$CHECKOV_VENV/.installed" ] || [ "$(cat "$CHECKOV_VENV/.installed")" != "$checkov_want" ]; then
+    echo "setup: creating $CHECKOV_VENV (checkov, pinned)"
+    rm -rf "$CHECKOV_VENV"
+    "$VENV/bin/python" -m venv "$CHECKOV_VENV"
+    "$CHECKOV_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
+        2> >(grep -v '^WARNING: Location' >&2)
+    echo "$checkov_want" > "$CHECKOV_VENV/.installed"
+fi
+
 # The node code runs on the node's Python 3.9; tests run the node bundle with it when it is there.
 node_want=$(sha256sum requirements-node39.txt | cut -d' ' -f1)
 if [ ! -f "$NODE_VENV/.installed" ] || [ "$(cat "$NODE_VENV/.installed")" != "$node_want" ]; then
