@@ -14,7 +14,6 @@ interleaved rounds, so machine noise hits every side alike; lower is better.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import io
 import json
 import os
@@ -29,10 +28,11 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml  # type: ignore[import-untyped]
+
+from lifeguard_cli.local.artifact_boto3 import boto3_dir, claimed_oldest_boto3
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / ".aws-sam" / "build"
@@ -65,16 +65,6 @@ start = time.perf_counter()
 import {module}
 print(time.perf_counter() - start)
 """
-
-
-def _artifact_boto3() -> ModuleType:
-    path = ROOT / "scripts" / "artifact_boto3.py"
-    spec = importlib.util.spec_from_file_location("artifact_boto3", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _layers(template: Mapping[str, Any]) -> dict[str, Path]:
@@ -183,10 +173,9 @@ def main() -> int:
     if architecture not in layers:
         print(f"bench/package.py: no built layer runs on {platform.machine()}", file=sys.stderr)
         return 1
-    helper = _artifact_boto3()
     try:
-        version = args.boto3 or helper.claimed_oldest_boto3()
-        boto3 = helper.boto3_dir(version)
+        version = args.boto3 or claimed_oldest_boto3()
+        boto3 = boto3_dir(version)
     except (ValueError, OSError, subprocess.CalledProcessError) as exc:
         print(f"bench/package.py: {exc} (or pass --boto3 X.Y.Z)", file=sys.stderr)
         return 1

@@ -44,29 +44,26 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# checkov checks the template; its pins clash with the project's, so it has a venv of its own.
-CHECKOV_VENV=.venv/checkov
-checkov_want=$(sha256sum requirements-checkov.txt | cut -d' ' -f1)
-if [ ! -f "$CHECKOV_VENV/.installed" ] || [ "$(cat "$CHECKOV_VENV/.installed")" != "$checkov_want" ]; then
-    echo "setup: creating $CHECKOV_VENV (checkov, pinned)"
-    rm -rf "$CHECKOV_VENV"
-    "$VENV/bin/python" -m venv "$CHECKOV_VENV"
-    "$CHECKOV_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt \
+side_venv() {  # side_venv DIR PYTHON REQUIREMENTS WHAT -> DIR holds exactly REQUIREMENTS (reinstalled when they change)
+    local dir=$1 python=$2 requirements=$3 what=$4 want
+    want=$(sha256sum "$requirements" | cut -d' ' -f1)
+    if [ -f "$dir/.installed" ] && [ "$(cat "$dir/.installed")" = "$want" ]; then
+        return 0
+    fi
+    echo "setup: creating $dir with $python ($what)"
+    rm -rf "$dir"
+    "$python" -m venv "$dir"
+    "$dir/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" \
         2> >(grep -v '^WARNING: Location' >&2)
-    echo "$checkov_want" > "$CHECKOV_VENV/.installed"
-fi
+    echo "$want" > "$dir/.installed"
+}
+
+# checkov checks the template; its pins clash with the project's, so it has a venv of its own.
+side_venv .venv/checkov "$VENV/bin/python" requirements-checkov.txt "checkov, pinned"
 
 # The node code runs on the node's Python 3.9; tests run the node bundle with it when it is there.
-node_want=$(sha256sum requirements-node39.txt | cut -d' ' -f1)
-if [ ! -f "$NODE_VENV/.installed" ] || [ "$(cat "$NODE_VENV/.installed")" != "$node_want" ]; then
-    if node_python=$(find_python "$NODE_PYTHON"); then
-        echo "setup: creating $NODE_VENV with $node_python (the node's Python)"
-        rm -rf "$NODE_VENV"
-        "$node_python" -m venv "$NODE_VENV"
-        "$NODE_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-node39.txt \
-            2> >(grep -v '^WARNING: Location' >&2)
-        echo "$node_want" > "$NODE_VENV/.installed"
-    else
-        echo "setup: python${NODE_PYTHON} not found; the node bundle's Python ${NODE_PYTHON} tests will be skipped" >&2
-    fi
+if node_python=$(find_python "$NODE_PYTHON"); then
+    side_venv "$NODE_VENV" "$node_python" requirements-node39.txt "the node's Python"
+else
+    echo "setup: python${NODE_PYTHON} not found; the node bundle's Python ${NODE_PYTHON} tests will be skipped" >&2
 fi

@@ -10,25 +10,22 @@ keeps the build as it was built: the layer's `.pyc` are used, none is written.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import os
 import platform
 import subprocess
 import sys
-import threading
 import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
+
+from lifeguard_cli.local.artifact_boto3 import boto3_dir, claimed_oldest_boto3
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / ".aws-sam" / "build"
@@ -42,16 +39,6 @@ INVOKE_TIMEOUT_SECONDS = 120
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "artifact: runs what `sam build` wrote (skipped before a build)")
-
-
-def _artifact_boto3() -> ModuleType:
-    path = ROOT / "scripts" / "artifact_boto3.py"
-    spec = importlib.util.spec_from_file_location("artifact_boto3", path)
-    if spec is None or spec.loader is None:
-        raise RuntimeError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class TemplateValueError(LookupError):
@@ -174,9 +161,8 @@ class Boto3:
 @pytest.fixture(scope="session")
 def oldest_boto3() -> Boto3:
     """The oldest boto3 the layer claims (or $LIFEGUARD_ARTIFACT_BOTO3), installed once from PyPI."""
-    helper = _artifact_boto3()
-    version = os.environ.get(BOTO3_OVERRIDE) or helper.claimed_oldest_boto3()
-    return Boto3(version, helper.boto3_dir(version))
+    version = os.environ.get(BOTO3_OVERRIDE) or claimed_oldest_boto3()
+    return Boto3(version, boto3_dir(version))
 
 
 @dataclass(frozen=True)
@@ -331,38 +317,3 @@ def assert_isolated(invocation: Invocation, path: list[Path]) -> None:
 
 def assert_under(file: Path, directory: Path) -> None:
     assert file.is_relative_to(directory), f"{file} is not under {directory}"
-
-
-@dataclass
-class ResponseSink:
-    """CloudFormation's side of a custom resource: the presigned URL it waits on, and what was PUT there."""
-
-    url: str = ""
-    responses: list[dict[str, Any]] = field(default_factory=list)
-
-
-@contextmanager
-def serve_cloudformation_responses() -> Iterator[ResponseSink]:
-    """A loopback endpoint that takes custom-resource responses as CloudFormation's response URL does."""
-    sink = ResponseSink()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            sink.responses.append(json.loads(body))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    sink.url = f"http://127.0.0.1:{server.server_address[1]}/cloudformation-response?X-Amz-Signature=local"
-    thread = threading.Thread(target=server.serve_forever, name="cfn-responses", daemon=True)
-    thread.start()
-    try:
-        yield sink
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
+from lifeguard_cli.local.cloudformation import serve_cloudformation_responses
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, LocalStack, create_notification_channels, create_stack
 from tests.artifact.conftest import (
@@ -30,7 +31,6 @@ from tests.artifact.conftest import (
     assert_isolated,
     assert_under,
     invoke,
-    serve_cloudformation_responses,
 )
 from tests.conftest import load_event
 

@@ -15,8 +15,7 @@ import threading
 import uuid
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import pytest
 
 from lifeguard_cli.lint import lint_files
+from lifeguard_cli.local.cloudformation import ResponseSink, serve_cloudformation_responses
 from lifeguard_cli.node_bundle import build_node_bundle
 from tests.conftest import EVENTS, REPO
 
@@ -48,42 +48,11 @@ def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return scratch / "artifacts"
 
 
-@dataclass
-class Answers:
-    """What CloudFormation's response URL received: one (path, headers, body) per PUT."""
-
-    url: str
-    received: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
-
-    def only(self) -> dict[str, Any]:
-        assert len(self.received) == 1, self.received
-        return self.received[0][2]
-
-
 @pytest.fixture
-def answers() -> Iterator[Answers]:
+def answers() -> Iterator[ResponseSink]:
     """A loopback stand-in for CloudFormation's presigned response URL."""
-    record = Answers(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            record.received.append((self.path, dict(self.headers), json.loads(body)))
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    record.url = f"http://127.0.0.1:{server.server_address[1]}/cfn-response?X-Amz-Signature=secret"
-    try:
-        yield record
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve_cloudformation_responses() as sink:
+        yield sink
 
 
 @pytest.fixture
@@ -168,14 +137,14 @@ def test_the_makefile_builds_the_package_from_any_directory(package: Path, tmp_p
 
 
 def test_create_publishes_both_files_pinned_and_answers_the_entry(
-    package: Path, answers: Answers, aws: Any
+    package: Path, answers: ResponseSink, aws: Any
 ) -> None:
     bucket = versioned_bucket(aws)
     function = load_function(package)
     function.lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
     path, headers, answer = answers.received[0]
     assert answer["Status"] == "SUCCESS", answer["Reason"]
-    assert path.startswith("/cfn-response?")
+    assert path.startswith("/cloudformation-response?")
     assert headers.get("Content-Type", headers.get("Content-type")) == ""
     assert answer["LogicalResourceId"] == "NodeBundle"
     data = answer["Data"]
@@ -207,7 +176,7 @@ def test_create_publishes_both_files_pinned_and_answers_the_entry(
 
 
 def test_the_entry_passes_the_lint_strictly(
-    package: Path, answers: Answers, aws: Any, tmp_path: Path
+    package: Path, answers: ResponseSink, aws: Any, tmp_path: Path
 ) -> None:
     function = load_function(package)
     function.lambda_handler(cfn_event("Create", answers.url, versioned_bucket(aws)), FakeContext())
@@ -231,7 +200,7 @@ def rebuilt(package: Path, directory: Path) -> Path:
 
 
 def test_an_update_with_a_new_bundle_publishes_a_new_version_and_keeps_the_old(
-    package: Path, answers: Answers, aws: Any, tmp_path: Path
+    package: Path, answers: ResponseSink, aws: Any, tmp_path: Path
 ) -> None:
     bucket = versioned_bucket(aws)
     load_function(package).lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
@@ -256,7 +225,9 @@ def test_an_update_with_a_new_bundle_publishes_a_new_version_and_keeps_the_old(
     assert json.loads(new["LifecycleEntry"])["arguments"][3] == new["BundleVersionId"]
 
 
-def test_an_update_with_the_same_files_keeps_every_version(package: Path, answers: Answers, aws: Any) -> None:
+def test_an_update_with_the_same_files_keeps_every_version(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
     bucket = versioned_bucket(aws)
     function = load_function(package)
     function.lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
@@ -273,7 +244,9 @@ def test_an_update_with_the_same_files_keeps_every_version(package: Path, answer
     assert len(versions) == 2
 
 
-def test_delete_answers_success_and_leaves_every_object(package: Path, answers: Answers, aws: Any) -> None:
+def test_delete_answers_success_and_leaves_every_object(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
     bucket = versioned_bucket(aws)
     function = load_function(package)
     function.lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
@@ -295,7 +268,9 @@ def test_delete_answers_success_and_leaves_every_object(package: Path, answers: 
     )
 
 
-def test_a_missing_bucket_answers_failed_naming_the_bucket(package: Path, answers: Answers, aws: Any) -> None:
+def test_a_missing_bucket_answers_failed_naming_the_bucket(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
     bucket = f"lifeguard-missing-{uuid.uuid4().hex[:10]}"
     load_function(package).lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
     answer = answers.only()
@@ -307,7 +282,7 @@ def test_a_missing_bucket_answers_failed_naming_the_bucket(package: Path, answer
     assert answer["PhysicalResourceId"]
 
 
-def test_an_unversioned_bucket_answers_failed(package: Path, answers: Answers, aws: Any) -> None:
+def test_an_unversioned_bucket_answers_failed(package: Path, answers: ResponseSink, aws: Any) -> None:
     bucket = f"lifeguard-plain-{uuid.uuid4().hex[:10]}"
     aws.client("s3").create_bucket(Bucket=bucket)
     load_function(package).lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
@@ -326,7 +301,7 @@ def test_an_unversioned_bucket_answers_failed(package: Path, answers: Answers, a
     ],
 )
 def test_bad_properties_answer_failed_with_the_reason(
-    package: Path, answers: Answers, aws: Any, properties: dict[str, str], reason: str
+    package: Path, answers: ResponseSink, aws: Any, properties: dict[str, str], reason: str
 ) -> None:
     event = cfn_event("Create", answers.url, "unused")
     event["ResourceProperties"] = {"ServiceToken": "arn:aws:lambda:…", **properties}
@@ -370,7 +345,7 @@ def stalled_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_an_invocation_about_to_time_out_answers_failed_once(
-    package: Path, answers: Answers, aws: Any, stalled_s3: None
+    package: Path, answers: ResponseSink, aws: Any, stalled_s3: None
 ) -> None:
     function = load_function(package)
     remaining_ms = int((function.TIMEOUT_MARGIN_SECONDS + 0.3) * 1000)

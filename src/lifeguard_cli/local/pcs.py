@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from lifeguard.errors import Problem
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.pcs_model import service_model, validate_shape
+from lifeguard_cli.local.loopback import serving
 
 __all__ = ["Clock", "LocalPcs", "LocalPcsServer", "ManualClock", "PcsApiError", "serve_local_pcs"]
 
@@ -616,13 +617,5 @@ class LocalPcsServer:
 def serve_local_pcs(pcs: LocalPcs | None = None) -> Iterator[LocalPcsServer]:
     """Serve a local PCS on a free loopback port for the duration of the block."""
     state = pcs or LocalPcs()
-    server = _PcsHttpServer(state)
-    thread = threading.Thread(target=server.serve_forever, name="local-pcs", daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield LocalPcsServer(state, f"http://{host!s}:{port}")
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(_PcsHttpServer(state), "local-pcs") as base:
+        yield LocalPcsServer(state, base)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from lifeguard_cli.local.loopback import serving
+
 __all__ = ["SlackSink", "serve_slack"]
 
 
@@ -87,12 +89,6 @@ class _SlackServer(ThreadingHTTPServer):
 def serve_slack() -> Iterator[SlackSink]:
     """A running sink; its `url` is the webhook URL."""
     sink = SlackSink()
-    server = _SlackServer(sink)
-    sink.url = f"http://127.0.0.1:{server.server_address[1]}/services/T000/B000/local"
-    thread = threading.Thread(target=server.serve_forever, name="slack-sink", daemon=True)
-    thread.start()
-    try:
+    with serving(_SlackServer(sink), "slack-sink") as base:
+        sink.url = f"{base}/services/T000/B000/local"
         yield sink
-    finally:
-        server.shutdown()
-        server.server_close()

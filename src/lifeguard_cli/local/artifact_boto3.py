@@ -5,8 +5,8 @@ The artifact test (`tests/artifact`) and `bench/package.py` put it on the path o
 place of the runtime's boto3. By default it is the oldest boto3 the layer claims to work with, from the
 line `# boto3 >= X.Y.Z comes with the runtime` of `layers/lifeguard/requirements.txt`.
 
-    python scripts/artifact_boto3.py           # prints the directory of the claimed oldest boto3
-    python scripts/artifact_boto3.py 1.34.0    # of another version
+    python -m lifeguard_cli.local.artifact_boto3           # prints the directory of the claimed oldest boto3
+    python -m lifeguard_cli.local.artifact_boto3 1.34.0    # of another version
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 __all__ = ["CACHE", "REQUIREMENTS", "boto3_dir", "claimed_oldest_boto3"]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 REQUIREMENTS = ROOT / "layers" / "lifeguard" / "requirements.txt"
 CACHE = ROOT / ".aws-sam" / "artifact-boto3"
 _CLAIM = re.compile(r"^#\s*boto3\s*>=\s*(\d+\.\d+\.\d+)\b", re.MULTILINE)
