@@ -43,7 +43,7 @@ sam:
 	$(BIN)/cfn-lint --include-checks I -- template.yaml
 	$(BIN)/sam build
 	$(BIN)/cfn-lint --include-checks I -- .aws-sam/build/template.yaml
-	$(BIN)/python scripts/expand_template.py template.yaml .aws-sam/checkov/template.json
+	$(BIN)/python -m lifeguard_cli.template template.yaml .aws-sam/checkov/template.json
 	$(CHECKOV) template.yaml
 	$(CHECKOV) .aws-sam/build/template.yaml
 	$(CHECKOV) .aws-sam/checkov/template.json

@@ -3,10 +3,10 @@ time as a ratio to `import boto3` measured side by side in one run, with the lay
 
 Run after `sam build`. Every import runs in a fresh `python3.12 -I -S -B` whose path is the built
 function's directory, the built layer of this machine's architecture and a boto3 alone (the oldest the
-layer claims, `scripts/artifact_boto3.py`), as Lambda's runtime has them; the baseline imports boto3 alone
-on the same path. "no .pyc" is a read-only copy of the layer without `__pycache__` (as /opt is read-only,
-Python compiles every module on every cold start and writes nothing). Each figure is the median of
-interleaved rounds, so machine noise hits every side alike; lower is better.
+layer claims, `lifeguard_cli/local/artifact_boto3.py`), as Lambda's runtime has them; the baseline
+imports boto3 alone on the same path. "no .pyc" is a read-only copy of the layer without `__pycache__`
+(as /opt is read-only, Python compiles every module on every cold start and writes nothing). Each
+figure is the median of interleaved rounds, so machine noise hits every side alike; lower is better.
 
     .venv/bin/python bench/package.py [--runs 7] [--boto3 1.34.0] [--json]
 """

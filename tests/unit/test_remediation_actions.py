@@ -151,3 +151,25 @@ def test_every_action_declares_its_permissions_and_an_unknown_one_is_named() -> 
         assert all(p.startswith("pcs:") for p in cls.PERMISSIONS)
     with pytest.raises(KeyError, match="known: notify, quarantine, revert"):
         action_for("reboot")
+
+
+def test_kept_nodes_are_drained_only_when_the_stack_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lifeguard.remediation import RemediationSettings
+
+    monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE", BUNDLE.location)
+    monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE_VERSION", str(BUNDLE.version_id))
+    monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE_SHA256", str(BUNDLE.sha256).upper())
+    default = RemediationSettings.from_environment()
+    assert default.node_bundle == BUNDLE  # the stack always says where the bundle is, pinned
+    assert default.drain_bundle is None  # DrainKeptNodes defaults to false: no drain step
+    plan = action_for("quarantine").plan(
+        ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=default.drain_bundle)
+    )
+    assert plan.config_after is not None
+    assert plan.config_after["stages"]["nodeReady"] == TERMINATE["stages"]["nodeReady"]
+
+    monkeypatch.setenv("LIFEGUARD_DRAIN_KEPT_NODES", "true")
+    assert RemediationSettings.from_environment().drain_bundle == BUNDLE
+    monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE_SHA256", "not-a-digest")
+    with pytest.raises(ValueError, match="LIFEGUARD_NODE_BUNDLE_SHA256"):
+        RemediationSettings.from_environment()

@@ -16,81 +16,69 @@ from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
 from lifeguard.notify import NoticeStore, SecretWebhook, SnsChannel
 from lifeguard.remediation import ACTIONS, RemediationStore
 from lifeguard.state import StateStore
+from lifeguard_cli.template import expanded_template, load_template
 
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
 
+LAYER = TEMPLATE.parent / "layers" / "lifeguard" / "lifeguard"
 # What the Lambda runtime does for every function: write its own log group.
 RUNTIME = {"logs:CreateLogStream", "logs:PutLogEvents"}
-# The StateStore methods each function's code reaches (the controllers in lifeguard.controller).
-STATE_METHODS = {
-    "ScalingEvents": ("load", "load_many", "save", "save_many", "reports"),
-    "NodeReports": ("load", "load_many", "save", "save_many", "reports", "put_reports"),
-    "Remediate": ("load",),
+# Where each function's code reaches its stores: (source files, the attribute the store is held in).
+STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
+    "ScalingEvents": {"state": (("controller/scaling_events.py", "controller/updater.py"), "self.store")},
+    "NodeReports": {"state": (("controller/node_reports.py", "controller/updater.py"), "self.store")},
+    "Remediate": {
+        "state": (("remediation/controller.py",), "self.states"),
+        "remediation": (("remediation/controller.py",), "self.store"),
+    },
+    "Notify": {"notices": (("notify/controller.py", "controller/__init__.py"), "notices")},
+}
+STORES: dict[str, dict[str, tuple[str, ...]]] = {
+    "state": StateStore.PERMISSIONS,
+    "remediation": RemediationStore.PERMISSIONS,
+    "notices": NoticeStore.PERMISSIONS,
 }
 
 
-def state_permissions(function: str) -> set[str]:
-    return {p for method in STATE_METHODS.get(function, ()) for p in StateStore.PERMISSIONS[method]}
+def store_permissions(function: str) -> set[str]:
+    """The DynamoDB actions of every store method the function's code calls (read from the source)."""
+    needed: set[str] = set()
+    for store, (files, holder) in STORE_USES[function].items():
+        source = "\n".join((LAYER / name).read_text() for name in files)
+        called = set(re.findall(rf"\b{re.escape(holder)}\.(\w+)", source))
+        declared = STORES[store]
+        assert called, f"{function}: no call through {holder} found"
+        needed |= {p for method in called & declared.keys() for p in declared[method]}
+        # A method that touches the table must say what it needs (forget/client touch no table).
+        assert called - declared.keys() <= {"forget", "client"}, (function, called - declared.keys())
+    return needed
 
 
 def expected(function: str) -> set[str]:
     """Every action the function's code and its failure destination need."""
-    needed = RUNTIME | state_permissions(function) | {"sqs:SendMessage"}
+    needed = RUNTIME | store_permissions(function) | {"sqs:SendMessage"}
     if function == "ScalingEvents":
         needed |= set(EventPublisher.PERMISSIONS) | set(PcsGateway.PERMISSIONS)
     if function == "NodeReports":
         needed |= set(EventPublisher.PERMISSIONS)
     if function == "Remediate":
         declared = {p for action in ACTIONS.values() for p in action.PERMISSIONS}
-        needed |= declared | set(RemediationStore.PERMISSIONS) | set(EventPublisher.PERMISSIONS)
+        needed |= declared | set(EventPublisher.PERMISSIONS)
         if "pcs:UpdateComputeNodeGroup" in declared:
             needed |= set(UPDATE_REQUIRES)
     if function == "Notify":
-        needed |= set(NoticeStore.PERMISSIONS) | set(SnsChannel.PERMISSIONS) | set(SecretWebhook.PERMISSIONS)
+        needed |= set(SnsChannel.PERMISSIONS) | set(SecretWebhook.PERMISSIONS)
         needed |= {"kms:Decrypt"}  # a webhook secret under a customer-managed key, via Secrets Manager only
     return needed
 
 
 def template() -> dict[str, Any]:
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            return {f"!{suffix}": loader.construct_mapping(node, deep=True)}
-        if isinstance(node, yaml.SequenceNode):
-            return {f"!{suffix}": loader.construct_sequence(node, deep=True)}
-        return {f"!{suffix}": loader.construct_scalar(node)}  # type: ignore[arg-type]
-
-    Loader.add_multi_constructor("!", tagged)
-    loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(), Loader=Loader)
-    return loaded
-
-
-def _substitute(value: Any, name: str, item: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(f"${{{name}}}", item).replace(f"&{{{name}}}", re.sub(r"[^A-Za-z0-9]", "", item))
-    if isinstance(value, list):
-        return [_substitute(v, name, item) for v in value]
-    if isinstance(value, dict):
-        return {_substitute(k, name, item): _substitute(v, name, item) for k, v in value.items()}
-    return value
+    return load_template(TEMPLATE)
 
 
 def resources(cluster_ids: tuple[str, ...] = ("pcs_abc123de45", "pcs_0fedcba987")) -> dict[str, Any]:
     """The Resources with every Fn::ForEach expanded as AWS::LanguageExtensions would, for `cluster_ids`."""
-    expanded: dict[str, Any] = {}
-    for key, value in template()["Resources"].items():
-        if not key.startswith("Fn::ForEach::"):
-            expanded[key] = value
-            continue
-        name, collection, fragment = value
-        items = list(cluster_ids) if collection == {"!Ref": "ClusterIds"} else collection
-        for item in items:
-            expanded.update(_substitute(fragment, name, item))
-    return expanded
+    return expanded_template(TEMPLATE, cluster_ids)["Resources"]
 
 
 def role_statements(role: str, cluster_ids: tuple[str, ...] = ("pcs_abc123de45",)) -> list[dict[str, Any]]:
@@ -99,10 +87,10 @@ def role_statements(role: str, cluster_ids: tuple[str, ...] = ("pcs_abc123de45",
     found: list[dict[str, Any]] = []
     everything = resources(cluster_ids)
     for listed in everything[role]["Properties"]["Policies"]:
-        policy = listed["!If"][1] if "!If" in listed else listed
+        policy = listed["Fn::If"][1] if "Fn::If" in listed else listed
         found.extend(policy["PolicyDocument"]["Statement"])
     for resource in everything.values():
-        if resource["Type"] == "AWS::IAM::Policy" and {"!Ref": role} in resource["Properties"]["Roles"]:
+        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role} in resource["Properties"]["Roles"]:
             found.extend(resource["Properties"]["PolicyDocument"]["Statement"])
     return found
 
@@ -122,9 +110,23 @@ def allowed(function: str) -> set[str]:
 FUNCTIONS = ("ScalingEvents", "NodeReports", "Remediate", "Notify")
 
 
+FAILURE_QUEUES = {
+    "ScalingEvents": "FailedBatchesQueue",
+    "NodeReports": "FailedBatchesQueue",
+    "Remediate": "ParkedEventsQueue",
+    "Notify": "ParkedEventsQueue",
+}
+
+
 @pytest.mark.parametrize("function", FUNCTIONS)
 def test_each_role_allows_exactly_what_its_function_calls(function: str) -> None:
     assert allowed(function) == expected(function)
+    statements = role_statements(f"{function}Role")
+    (send,) = [s for s in statements if "sqs:SendMessage" in actions_of([s])]
+    assert send["Resource"] == {"Fn::GetAtt": [FAILURE_QUEUES[function], "Arn"]}
+    for statement in statements:
+        if any(a.startswith("dynamodb:") for a in actions_of([statement])):
+            assert statement["Resource"] == {"Fn::GetAtt": ["StateTable", "Arn"]}
 
 
 @pytest.mark.parametrize("cluster_ids", [(), ("pcs_abc123de45", "pcs_0fedcba987")])
@@ -149,16 +151,16 @@ def test_the_pcs_actions_reach_the_clusters_named_and_without_names_only_this_ac
     ]
     prefix = "arn:${AWS::Partition}:pcs:${AWS::Region}:${AWS::AccountId}:cluster/"
     assert arns
-    assert all(a["!Sub"].startswith(prefix) for a in arns)
+    assert all(a["Fn::Sub"].startswith(prefix) for a in arns)
     if cluster_ids:
-        assert {a["!Sub"][len(prefix) :].split("/")[0] for a in arns} == set(cluster_ids)
+        assert {a["Fn::Sub"][len(prefix) :].split("/")[0] for a in arns} == set(cluster_ids)
     else:
-        assert {a["!Sub"][len(prefix) :].split("/")[0] for a in arns} == {"*"}
+        assert {a["Fn::Sub"][len(prefix) :].split("/")[0] for a in arns} == {"*"}
     # Only remediate may change a group; scaling_events only reads.
     for policy in active.values():
         acts = actions_of(policy["Properties"]["PolicyDocument"]["Statement"])
         if "pcs:UpdateComputeNodeGroup" in acts:
-            assert policy["Properties"]["Roles"] == [{"!Ref": "RemediateRole"}]
+            assert policy["Properties"]["Roles"] == [{"Ref": "RemediateRole"}]
 
 
 def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
@@ -174,7 +176,7 @@ def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
     statements = role_statements("NodeBundleRole")
     assert actions_of(statements) == RUNTIME | set(module.PERMISSIONS)
     (publish,) = [s for s in statements if "s3:PutObject" in actions_of([s])]
-    assert publish["Resource"] == {"!Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
+    assert publish["Resource"] == {"Fn::Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
 
 
 def test_nothing_but_ec2_describes_is_granted_on_every_resource() -> None:
@@ -186,7 +188,11 @@ def test_nothing_but_ec2_describes_is_granted_on_every_resource() -> None:
 
 def test_pass_role_reaches_only_pcs_instance_roles_for_ec2() -> None:
     (passing,) = [s for s in role_statements("RemediateRole") if "iam:PassRole" in actions_of([s])]
-    assert [r["!Sub"].rsplit(":", 1)[1] for r in passing["Resource"]] == ["role/AWSPCS*", "role/aws-pcs/*"]
+    assert [r["Fn::Sub"].rsplit(":", 1)[1] for r in passing["Resource"]] == [
+        "role/AWSPCS*",
+        "role/*/AWSPCS*",
+        "role/aws-pcs/*",
+    ]
     assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}
 
 
@@ -194,12 +200,12 @@ def test_each_function_writes_only_its_own_log_group_which_expires() -> None:
     everything = resources()
     for function in (*FUNCTIONS, "NodeBundle"):
         properties = everything[f"{function}Function"]["Properties"]
-        assert properties["LoggingConfig"] == {"LogGroup": {"!Ref": f"{function}LogGroup"}}
+        assert properties["LoggingConfig"] == {"LogGroup": {"Ref": f"{function}LogGroup"}}
         assert everything[f"{function}LogGroup"]["Properties"]["RetentionInDays"] == {
-            "!Ref": "LogRetentionDays"
+            "Ref": "LogRetentionDays"
         }
         (logs,) = [s for s in role_statements(f"{function}Role") if "logs:PutLogEvents" in actions_of([s])]
-        assert logs["Resource"] == {"!GetAtt": f"{function}LogGroup.Arn"}
+        assert logs["Resource"] == {"Fn::GetAtt": [f"{function}LogGroup", "Arn"]}
 
 
 def test_detections_go_to_remediate_and_every_lifeguard_event_to_notify() -> None:
@@ -217,7 +223,7 @@ def test_every_rule_is_on_the_stack_bus_and_only_its_functions_may_put_events_th
             if event["Type"] == "EventBridgeRule":
                 bus = event["Properties"].get("EventBusName")
                 # AWS's own events (CloudTrail) arrive on the default bus: a rule there sees only PCS.
-                assert bus == {"!Ref": "EventBus"} or event["Properties"]["Pattern"]["source"] == [
+                assert bus == {"Ref": "EventBus"} or event["Properties"]["Pattern"]["source"] == [
                     "aws.pcs"
                 ], name
     policy = everything["EventBusPolicy"]["Properties"]
@@ -225,10 +231,10 @@ def test_every_rule_is_on_the_stack_bus_and_only_its_functions_may_put_events_th
     assert policy["Statement"]["Principal"] == "*"
     exempt = policy["Statement"]["Condition"]["StringNotEquals"]["aws:PrincipalArn"]
     publishers = [f"{f}Role" for f in FUNCTIONS if "events:PutEvents" in allowed(f)]
-    assert exempt == [{"!GetAtt": f"{role}.Arn"} for role in publishers]
+    assert exempt == [{"Fn::GetAtt": [f"{role}", "Arn"]} for role in publishers]
     assert everything["ScalingEventsFunction"]["Properties"].get("Environment") is None  # from Globals
     assert template()["Globals"]["Function"]["Environment"]["Variables"]["LIFEGUARD_EVENT_BUS"] == {
-        "!Ref": "EventBus"
+        "Ref": "EventBus"
     }
 
 
@@ -240,15 +246,15 @@ def test_failed_invocations_are_parked_not_dropped() -> None:
         assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 2
     for name in ("ScalingEventsFunction", "NodeReportsFunction"):
         on_failure = everything[name]["Properties"]["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
-        assert on_failure == {"Type": "SQS", "Destination": {"!GetAtt": "FailedBatchesQueue.Arn"}}
+        assert on_failure == {"Type": "SQS", "Destination": {"Fn::GetAtt": ["FailedBatchesQueue", "Arn"]}}
     for queue in ("ParkedEventsQueue", "FailedBatchesQueue"):
         assert everything[queue]["Properties"]["SqsManagedSseEnabled"] is True
         assert {f"{queue[: -len('Queue')]}DepthAlarm", f"{queue[: -len('Queue')]}AgeAlarm"} <= set(everything)
     for function in FUNCTIONS:
         assert {f"{function}ErrorsAlarm", f"{function}ThrottlesAlarm"} <= set(everything)
     alarms = [r for r in everything.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
-    assert all(a["Properties"]["AlarmActions"] == [{"!Ref": "AlarmTopic"}] for a in alarms)
-    assert everything["AlarmTopic"]["Properties"]["KmsMasterKeyId"] == {"!Ref": "AlarmKey"}
+    assert all(a["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopic"}] for a in alarms)
+    assert everything["AlarmTopic"]["Properties"]["KmsMasterKeyId"] == {"Ref": "AlarmKey"}
 
 
 def test_what_holds_state_is_retained() -> None:
@@ -263,7 +269,7 @@ def test_scaling_log_deliveries_one_per_cluster_guarded_for_an_empty_list() -> N
         source = everything[f"ScalingLogSource{suffix}"]
         assert source["Condition"] == everything[f"ScalingLogDelivery{suffix}"]["Condition"] == "HasClusters"
         assert source["Properties"]["LogType"] == "PCS_SCALING_LOGS"
-        assert source["Properties"]["ResourceArn"]["!Sub"].endswith(f"cluster/pcs_{suffix[3:]}")
+        assert source["Properties"]["ResourceArn"]["Fn::Sub"].endswith(f"cluster/pcs_{suffix[3:]}")
     # ClusterIds empty: the loop runs once over "", and everything it makes is conditional.
     for key, resource in resources(("",)).items():
         if key.startswith(("ScalingLogSource", "ScalingLogDelivery", "ClusterAccess", "ClusterChanges")):
@@ -274,15 +280,15 @@ def test_no_concurrency_is_reserved_unless_asked_and_every_function_follows_the_
     everything = resources()
     reserved = everything["NotifyFunction"]["Properties"]["ReservedConcurrentExecutions"]
     assert reserved == {
-        "!If": ["ReserveNotifyConcurrency", {"!Ref": "NotifyConcurrency"}, {"!Ref": "AWS::NoValue"}]
+        "Fn::If": ["ReserveNotifyConcurrency", {"Ref": "NotifyConcurrency"}, {"Ref": "AWS::NoValue"}]
     }
     assert template()["Parameters"]["NotifyConcurrency"]["Default"] == 0
-    assert template()["Globals"]["Function"]["Architectures"] == [{"!Ref": "Architecture"}]
+    assert template()["Globals"]["Function"]["Architectures"] == [{"Ref": "Architecture"}]
     assert template()["Parameters"]["Architecture"]["Default"] == "arm64"
     for function in FUNCTIONS:
         layers = everything[f"{function}Function"]["Properties"]["Layers"]
         assert layers == [
-            {"!If": ["IsArm64", {"!Ref": "LifeguardLayerArm64"}, {"!Ref": "LifeguardLayerX86"}]}
+            {"Fn::If": ["IsArm64", {"Ref": "LifeguardLayerArm64"}, {"Ref": "LifeguardLayerX86"}]}
         ]
     for layer, arch in (("LifeguardLayerArm64", "arm64"), ("LifeguardLayerX86", "x86_64")):
         assert everything[layer]["Metadata"] == {"BuildMethod": "makefile", "BuildArchitecture": arch}
@@ -300,7 +306,8 @@ def test_no_concurrency_is_reserved_unless_asked_and_every_function_follows_the_
             ],
             ["lifeguard/slack", "arn:aws:s3:::bucket", "https://hooks.slack.com/services/x"],
         ),
-        ("ClusterIds", ["", "pcs_abc123de45"], ["my-cluster", "pcs_", "pcs_abc,"]),
+        # Checked per id (CloudFormation splits a CommaDelimitedList first); an empty id is the Rule's.
+        ("ClusterIds", ["", "pcs_abc123de45"], ["my-cluster", "pcs_", "pcs_abc def", "pcs_" + "a" * 41]),
         ("ScalingLogGroupName", ["", "/aws/vendedlogs/pcs/scaling"], ["has space", "x" * 513]),
     ],
 )
@@ -310,6 +317,12 @@ def test_parameters_refuse_what_would_only_fail_later(
     pattern = re.compile(template()["Parameters"][parameter]["AllowedPattern"])
     assert all(pattern.fullmatch(value) for value in good)
     assert not any(pattern.fullmatch(value) for value in bad)
+
+
+def test_an_empty_cluster_id_in_a_list_is_refused_before_anything_is_made() -> None:
+    rule = template()["Rules"]["NoEmptyClusterId"]
+    assert rule["RuleCondition"] == {"Fn::Not": [{"Fn::EachMemberEquals": [{"Ref": "ClusterIds"}, ""]}]}
+    assert rule["Assertions"][0]["Assert"] == {"Fn::Not": [{"Fn::Contains": [{"Ref": "ClusterIds"}, ""]}]}
 
 
 def test_the_outputs_enroll_reads_are_there() -> None:
@@ -328,5 +341,5 @@ def test_the_outputs_enroll_reads_are_there() -> None:
     ):
         assert name in outputs, name
     remediate = resources()["RemediateFunction"]["Properties"]["Environment"]["Variables"]
-    assert remediate["LIFEGUARD_NODE_BUNDLE_SHA256"] == {"!GetAtt": "NodeBundle.BundleSha256"}
-    assert remediate["LIFEGUARD_DRAIN_KEPT_NODES"] == {"!Ref": "DrainKeptNodes"}
+    assert remediate["LIFEGUARD_NODE_BUNDLE_SHA256"] == {"Fn::GetAtt": ["NodeBundle", "BundleSha256"]}
+    assert remediate["LIFEGUARD_DRAIN_KEPT_NODES"] == {"Ref": "DrainKeptNodes"}

@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from lifeguard.bounds import clip
 from lifeguard.errors import AwsCallError, LifeguardError
@@ -44,7 +44,12 @@ class NoticeStore:
     """Which (event, channel) pairs went out, in Lifeguard's table; how many messages each episode had; and
     each webhook's pace."""
 
-    PERMISSIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "claim": ("dynamodb:PutItem",),
+        "unclaim": ("dynamodb:DeleteItem",),
+        "next_sequence": ("dynamodb:UpdateItem",),
+        "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
+    }
 
     def __init__(self, client: Any, table: str, *, clock: Callable[[], float]) -> None:
         self._client = client

@@ -18,7 +18,7 @@ import contextlib
 import json
 import uuid
 import zlib
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -122,9 +122,19 @@ class AuditEntry(_Model):
 class RemediationStore:
     """Lock, ledger, decisions and audit of the groups, over one DynamoDB client."""
 
-    # Every method together (a test holds the remediate role to it): the lock is a conditional put and
-    # delete, the documents are items, the audit is read back by a query.
-    PERMISSIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query")
+    # What each method needs the table's policy to allow (a test holds the remediate role to the methods
+    # its code calls): the lock is a conditional put and delete, the documents are items, and the audit
+    # trail is read back by a query (only the operator's `history` does).
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "acquire": ("dynamodb:PutItem",),
+        "release": ("dynamodb:DeleteItem",),
+        "ledger": ("dynamodb:GetItem",),
+        "save_ledger": ("dynamodb:PutItem",),
+        "decision": ("dynamodb:GetItem",),
+        "save_decision": ("dynamodb:PutItem",),
+        "audit": ("dynamodb:PutItem",),
+        "history": ("dynamodb:Query",),
+    }
 
     def __init__(self, client: Any, table: str) -> None:
         self._client = client

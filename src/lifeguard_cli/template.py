@@ -1,0 +1,84 @@
+"""template.yaml as tools that do not know AWS::LanguageExtensions need it: parsed into CloudFormation's
+long form (`Ref`, `Fn::GetAtt`, …, as SAM reads it) with every `Fn::ForEach` expanded.
+
+Checkov reads the expanded copy (it would not see what the loops make), and the template tests read the
+same expansion, so both check what CloudFormation will create.
+
+    python -m lifeguard_cli.template template.yaml OUT.json [CLUSTER_ID ...]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template"]
+
+EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    """The template in long form, as SAM parses it (`!GetAtt X.Arn` is `{"Fn::GetAtt": ["X", "Arn"]}`)."""
+    from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]  # the SAM CLI (dev dependency)
+
+    loaded: dict[str, Any] = yaml_parse(path.read_text())
+    return loaded
+
+
+def _substitute(value: Any, name: str, item: str) -> Any:
+    if isinstance(value, str):
+        bare = re.sub(r"[^A-Za-z0-9]", "", item)
+        return value.replace(f"${{{name}}}", item).replace(f"&{{{name}}}", bare)
+    if isinstance(value, list):
+        return [_substitute(each, name, item) for each in value]
+    if isinstance(value, dict):
+        return {_substitute(k, name, item): _substitute(v, name, item) for k, v in value.items()}
+    return value
+
+
+def expand(section: dict[str, Any], clusters: tuple[str, ...] = EXAMPLE_CLUSTERS) -> dict[str, Any]:
+    """A section with each `Fn::ForEach::*` entry replaced by what it makes: `${Identifier}` becomes the
+    item, `&{Identifier}` the item without its non-alphanumeric characters, and a collection that is
+    `Ref: ClusterIds` iterates over `clusters`."""
+    expanded: dict[str, Any] = {}
+    for key, value in section.items():
+        if not key.startswith("Fn::ForEach::"):
+            expanded[key] = value
+            continue
+        name, collection, fragment = value
+        items = list(clusters) if collection == {"Ref": "ClusterIds"} else collection
+        for item in items:
+            expanded.update(expand(_substitute(fragment, name, item), clusters))
+    return expanded
+
+
+def expanded_template(path: Path, clusters: tuple[str, ...] = EXAMPLE_CLUSTERS) -> dict[str, Any]:
+    """The whole template with its loops expanded and the LanguageExtensions transform dropped."""
+    template = load_template(path)
+    for section in ("Conditions", "Resources", "Outputs"):
+        if section in template:
+            template[section] = expand(template[section], clusters)
+    transforms = template.get("Transform")
+    if isinstance(transforms, list):
+        template["Transform"] = [t for t in transforms if t != "AWS::LanguageExtensions"]
+    return template
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m lifeguard_cli.template TEMPLATE OUT.json [CLUSTER_ID ...]`."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2:
+        print("usage: python -m lifeguard_cli.template TEMPLATE OUT.json [CLUSTER_ID ...]", file=sys.stderr)
+        return 64
+    template = expanded_template(Path(args[0]), tuple(args[2:]) or EXAMPLE_CLUSTERS)
+    out = Path(args[1])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(template, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
