@@ -179,6 +179,23 @@ def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
     assert publish["Resource"] == {"Fn::Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
 
 
+def test_the_node_policy_allows_what_the_node_code_calls_on_the_bundle_and_the_report_group() -> None:
+    from lifeguard.node.fetch import S3Fetcher
+    from lifeguard.node.shipper import CloudWatchSink
+
+    statements = resources()["NodePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    by_sid = {s["Sid"]: s for s in statements}
+    assert set(by_sid) == {"NodeBundle", "NodeReports"}
+    # The bundle and the installer, pinned versions included (PCS and the installer fetch them).
+    assert set(by_sid["NodeBundle"]["Action"]) == set(S3Fetcher.permissions)
+    assert [r["Fn::Sub"] for r in by_sid["NodeBundle"]["Resource"]] == [
+        "${NodeBundleBucket.Arn}/lifeguard/lifeguard-node.pyz",
+        "${NodeBundleBucket.Arn}/lifeguard/install-shipper.sh",
+    ]
+    assert set(by_sid["NodeReports"]["Action"]) == set(CloudWatchSink.PERMISSIONS)
+    assert by_sid["NodeReports"]["Resource"] == {"Fn::GetAtt": ["NodeReportLogGroup", "Arn"]}
+
+
 def test_nothing_but_ec2_describes_is_granted_on_every_resource() -> None:
     for function in FUNCTIONS:
         for statement in role_statements(f"{function}Role"):

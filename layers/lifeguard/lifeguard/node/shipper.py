@@ -120,6 +120,10 @@ class ReportSink:
 class CloudWatchSink(ReportSink):
     """PutLogEvents into `<log group>` / `<cluster-id>/<instance-id>`, creating the stream when missing."""
 
+    # What the node's instance role needs on the group (the stack's NodePolicy; a test holds it to this):
+    # GetLogEvents is how a restarted shipper reads its stream's tail so it never sends a report twice.
+    PERMISSIONS = ("logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents")
+
     def __init__(self, log_group: str, stream: str, client: Any = None) -> None:
         self.log_group = log_group
         self.stream = stream
