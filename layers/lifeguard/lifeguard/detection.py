@@ -35,6 +35,7 @@ __all__ = [
     "episode_id_for",
     "forgotten_before",
     "is_relevant",
+    "mode_of",
     "resolves",
 ]
 
@@ -82,11 +83,9 @@ class DetectionSettings:
         """These settings overridden by a group's tags; also the problems of tags that were ignored."""
         problems: list[str] = []
         mode, threshold, window = self.mode, self.threshold, self.window_minutes
-        if TAG_MODE in tags:
-            try:
-                mode = _mode(tags[TAG_MODE])
-            except ValueError as exc:
-                problems.append(f"tag {TAG_MODE}: {exc}")
+        mode, problem = mode_of(tags, mode)
+        if problem:
+            problems.append(problem)
         for tag, current, most in (
             (TAG_THRESHOLD, threshold, MAX_THRESHOLD),
             (TAG_WINDOW, window, MAX_WINDOW_MINUTES),
@@ -101,6 +100,18 @@ class DetectionSettings:
                     value = current
                 threshold, window = (value, window) if tag == TAG_THRESHOLD else (threshold, value)
         return DetectionSettings(mode, threshold, window), problems
+
+
+def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None]:
+    """A group's mode: its `lifeguard:mode` tag, else `default_mode`; and the problem of a tag that was
+    ignored (None when there is none). The one place the mode tag is read."""
+    value = tags.get(TAG_MODE)
+    if value is None:
+        return default_mode, None
+    try:
+        return _mode(value), None
+    except ValueError as exc:
+        return default_mode, f"tag {TAG_MODE}: {exc}"
 
 
 def _mode(value: str) -> str:

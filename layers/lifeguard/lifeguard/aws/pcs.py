@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +15,8 @@ __all__ = [
     "GroupSnapshot",
     "GroupSummary",
     "PcsGateway",
+    "RetryPolicy",
+    "call_with_retries",
     "is_transient",
 ]
 
@@ -99,6 +101,56 @@ UPDATE_REQUIRES = (
     "iam:PassRole",
     "iam:GetInstanceProfile",
 )
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a PCS call is retried: exponential backoff from `base_seconds` up to `max_seconds`, or longer
+    when PCS says `retryAfterSeconds` (honoured up to `max_retry_after_seconds`), `attempts` in all."""
+
+    attempts: int = 6
+    base_seconds: float = 1.0
+    max_seconds: float = 20.0
+    max_retry_after_seconds: float = 60.0
+
+    def delay(self, attempt: int, error: AwsCallError) -> float:
+        """The pause before attempt `attempt + 1`, after `error`."""
+        delay = min(self.max_seconds, self.base_seconds * 2.0 ** (attempt - 1))
+        if error.retry_after_seconds:
+            delay = max(delay, min(float(error.retry_after_seconds), self.max_retry_after_seconds))
+        return delay
+
+
+def call_with_retries[T](
+    call: Callable[[], T],
+    policy: RetryPolicy,
+    *,
+    time_left: Callable[[], float],
+    sleep: Callable[[float], None],
+    on_retry: Callable[[AwsCallError, float, int], None] = lambda error, delay, attempt: None,
+) -> tuple[T, int]:
+    """`call()`, retried on transient PCS errors per `policy`; returns its answer and the attempts made.
+    A non-transient error (GroupNotFoundError included) is raised at once; a pause that would not fit in
+    `time_left()` is not taken, and the error is raised saying so."""
+    for attempt in range(1, policy.attempts + 1):
+        try:
+            return call(), attempt
+        except GroupNotFoundError:
+            raise
+        except AwsCallError as exc:
+            if not is_transient(exc) or attempt == policy.attempts:
+                raise
+            delay = policy.delay(attempt, exc)
+            left = time_left()
+            if delay > left:
+                raise AwsCallError(
+                    exc.operation,
+                    exc.code,
+                    f"{exc.message}; not retried: {max(0, int(left))} s left in this invocation",
+                ) from exc
+            on_retry(exc, delay, attempt)
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 class PcsGateway:

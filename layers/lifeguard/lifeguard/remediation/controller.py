@@ -38,12 +38,13 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from lifeguard.aws.events import EventPublisher
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
 from lifeguard.bounds import clip, utc
-from lifeguard.detection import DetectionSettings
+from lifeguard.detection import DetectionSettings, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.events import ControllerEvent, clean_detail, make_detail
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.remediation import rails
 from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
 from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 from lifeguard.settings import setting
@@ -61,8 +62,6 @@ __all__ = [
 logger = logging.getLogger("lifeguard")
 T = TypeVar("T")
 Metric = Callable[[str, float], None]
-
-_DAY_SECONDS = 24 * 3600
 
 
 class RemediationBusyError(LifeguardError):
@@ -355,7 +354,7 @@ class RemediationController:
         if intent is not None:
             return self._reconcile(detection, ledger, intent, deadline), detection
         state = self.states.load(cluster_id, group_id)
-        unmatched = _unmatched(detection, state, ledger)
+        unmatched = rails.unmatched(detection, state, ledger)
         if unmatched is not None:
             self.metric("RefusedDetections", 1)
             refused = _Outcome("skipped", self._known_mode(state), None, unmatched, True, refused=True)
@@ -389,15 +388,12 @@ class RemediationController:
         if group.status != "ACTIVE":
             return _Outcome("skipped", mode, None, f"the group is {group.status}, not ACTIVE", True, before)
         earlier = ledger.of_episode(detection.episode_id)
-        if earlier and detection.config_fingerprint != earlier[-1].fingerprint_after:
-            return _Outcome("skipped", mode, None, _already(earlier[-1]), True, before)
-        if not _same_config(detection, group, before):
-            changed = (
-                "the group's configuration changed since the detection; the failures were of another "
-                "configuration and new ones will be judged against the current one"
-            )
-            return _Outcome("skipped", mode, None, changed, True, before)
-        action, ladder_reason = self._ladder(mode, earlier)
+        held = rails.already_remediated(detection, earlier) or rails.configuration_moved(
+            detection, before, group.modified_at_ms
+        )
+        if held:
+            return _Outcome("skipped", mode, None, held, True, before)
+        action, ladder_reason = rails.ladder(mode, earlier)
         if action is None:
             return _Outcome("skipped", mode, None, ladder_reason or "", True, before)
         good = state.proven_good
@@ -415,22 +411,14 @@ class RemediationController:
         if not plan.changes_something:
             nothing = f"Nothing to change: {notes}." if notes else "Nothing to change."
             return _Outcome("skipped", mode, plan.action, nothing, True, before, plan)
-        if mode == "notify" or self.settings.dry_run:
-            why = "mode notify" if mode == "notify" else "the stack's DryRun is on"
-            text = f"Dry run ({why}), nothing was changed; {would}"
-            return _Outcome("skipped", mode, plan.action, text.strip(), True, before, plan)
         now = self.clock()
-        if not earlier:
-            recent = ledger.applied_since(now - self.settings.cooldown_seconds)
-            if recent:
-                text = (
-                    f"Cooldown: Lifeguard changed this group {int((now - recent[-1].at) / 60)} min ago; "
-                    f"no new change within {int(self.settings.cooldown_seconds / 60)} min; {would}"
-                )
-                return _Outcome("skipped", mode, plan.action, text.strip(), True, before, plan)
-        if len(ledger.applied_since(now - _DAY_SECONDS)) >= self.settings.daily_cap:
-            text = f"Daily cap: Lifeguard already changed this group {self.settings.daily_cap} times in 24 h."
-            return _Outcome("skipped", mode, plan.action, text, True, before, plan)
+        held = (
+            rails.dry_run(mode, self.settings, would)
+            or rails.cooldown(ledger, earlier, self.settings, now, would)
+            or rails.daily_cap(ledger, self.settings, now)
+        )
+        if held:
+            return _Outcome("skipped", mode, plan.action, held, True, before, plan)
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         after = plan.config_after or {}
         fingerprint_after = fingerprint_of(after)
@@ -527,20 +515,6 @@ class RemediationController:
         said = intent.reason or f"Applied {intent.action}."
         return _Outcome("applied", mode, intent.action, said, False, intent.config_before, plan)
 
-    @staticmethod
-    def _ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
-        """The action for a detection: the mode, or the next rung when the loop went on under Lifeguard's
-        own change of the same episode (quarantine, then revert, then a person)."""
-        if mode == "notify" or not earlier:
-            return mode, None
-        done = ", ".join(change.action for change in earlier)
-        if earlier[-1].action == "quarantine":
-            return "revert", f"The loop went on after {done}: escalating to revert."
-        return (
-            None,
-            f"The loop went on after {done}: Lifeguard stops changing this group; a person must look.",
-        )
-
     def _settled_group(self, cluster_id: str, group_id: str, deadline: float) -> GroupSnapshot:
         """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
         every `update_poll_seconds` for up to `update_wait_seconds`, and never past the deadline."""
@@ -562,45 +536,38 @@ class RemediationController:
 
     def _mode(self, group: GroupSnapshot, deadline: float) -> str:
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
-        settings, problems = DetectionSettings(self.settings.default_mode, 1, 1).with_tags(tags)
-        for problem in problems:
-            logger.warning("group %s: %s; using mode %s", group.group_id, problem, settings.mode)
-        return settings.mode
+        mode, problem = mode_of(tags, self.settings.default_mode)
+        if problem:
+            logger.warning("group %s: %s; using mode %s", group.group_id, problem, mode)
+        return mode
 
     def _known_mode(self, state: GroupState) -> str:
         """The group's mode as Lifeguard last read its tags (no PCS call)."""
-        tags = state.config.tags if state.config else {}
-        return DetectionSettings(self.settings.default_mode, 1, 1).with_tags(tags)[0].mode
+        return mode_of(state.config.tags if state.config else {}, self.settings.default_mode)[0]
 
     def _retrying(self, call: Callable[[], T], deadline: float) -> T:
-        for attempt in range(1, self.settings.retry_attempts + 1):
-            self.attempts = attempt
-            try:
-                return call()
-            except GroupNotFoundError:
-                raise
-            except AwsCallError as exc:
-                if not is_transient(exc) or attempt == self.settings.retry_attempts:
-                    raise
-                delay = min(
-                    self.settings.retry_max_seconds, self.settings.retry_base_seconds * 2 ** (attempt - 1)
-                )
-                if exc.retry_after_seconds:
-                    delay = max(
-                        delay, min(float(exc.retry_after_seconds), self.settings.max_retry_after_seconds)
-                    )
-                left = deadline - self.clock() - self.settings.reserve_seconds
-                if delay > left:
-                    raise AwsCallError(
-                        exc.operation,
-                        exc.code,
-                        f"{exc.message}; not retried: {max(0, int(left))} s left in this invocation",
-                    ) from exc
-                logger.info("%s; retrying in %.1f s (attempt %d)", exc, delay, attempt)
-                self.retries += 1
-                self.metric("PcsRetries", 1)
-                self.sleep(delay)
-        raise AssertionError("unreachable")
+        self.attempts = 1
+
+        def retried(error: AwsCallError, delay: float, attempt: int) -> None:
+            logger.info("%s; retrying in %.1f s (attempt %d)", error, delay, attempt)
+            self.attempts = attempt + 1
+            self.retries += 1
+            self.metric("PcsRetries", 1)
+
+        policy = RetryPolicy(
+            self.settings.retry_attempts,
+            self.settings.retry_base_seconds,
+            self.settings.retry_max_seconds,
+            self.settings.max_retry_after_seconds,
+        )
+        answer, self.attempts = call_with_retries(
+            call,
+            policy,
+            time_left=lambda: deadline - self.clock() - self.settings.reserve_seconds,
+            sleep=self.sleep,
+            on_retry=retried,
+        )
+        return answer
 
     # -- what is published and audited --
 
@@ -652,51 +619,6 @@ class RemediationController:
             config_after=event.detail.get("config_after"),
             diff=list(event.detail.get("diff") or []),
         )
-
-
-def _same_config(detection: LoopDetection, group: GroupSnapshot, before: dict[str, Any] | None) -> bool:
-    return (detection.config_fingerprint, detection.config_modified_at) == (
-        fingerprint_of(before),
-        group.modified_at_ms,
-    )
-
-
-def _already(last: AppliedChange) -> str:
-    done = "was applied" if last.status == "applied" else "was set out (not yet confirmed)"
-    return (
-        f"Already remediated: {last.action} {done} at {utc(int(last.at * 1000))}; "
-        "this detection is of the configuration before it."
-    )
-
-
-def _unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> str | None:
-    """Why a detection does not match the group's open episode (None when it does)."""
-    episode_id = detection.episode_id
-    episode = state.episode
-    if episode is None or episode.episode_id != episode_id:
-        last = state.last_episode
-        if last is not None and last.episode_id == episode_id and last.resolved_at is not None:
-            return (
-                f"Refused: episode {episode_id} ended at {utc(last.resolved_at)} (a node bootstrapped); "
-                "nothing was changed."
-            )
-        return f"Refused: Lifeguard has no open episode {episode_id} for this group; nothing was changed."
-    if detection.revision > episode.revision:
-        return (
-            f"Refused: revision {detection.revision} is newer than the open episode's ({episode.revision}); "
-            "nothing was changed."
-        )
-    seen = (detection.config_fingerprint, detection.config_modified_at)
-    if seen != (episode.config_fingerprint, episode.config_modified_at):
-        earlier = ledger.of_episode(episode_id)
-        if earlier:
-            return _already(earlier[-1])
-        return (
-            f"Refused: the detection is of configuration {detection.config_fingerprint[:12]} modified at "
-            f"{utc(detection.config_modified_at)}, not the one episode {episode_id} is about; "
-            "nothing was changed."
-        )
-    return None
 
 
 def _plan_of(change: AppliedChange) -> Plan:

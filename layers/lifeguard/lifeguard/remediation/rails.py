@@ -1,0 +1,143 @@
+"""The rails around a remediation, as pure functions of what Lifeguard knows: the group's ledger, the
+detection, the group's configuration as PCS holds it, the settings and the time.
+
+Each rail answers None when it lets the remediation through, or the sentence that says why not (that
+sentence is the `reason` of the RemediationSkipped event and of the audit entry). The controller reads the
+group, asks the rails in order, and applies what they let through:
+
+1. `unmatched`: the detection is not of the group's open episode (a forged, replayed or stale event);
+2. `already_remediated`: Lifeguard already changed this episode's configuration;
+3. `configuration_moved`: the group's configuration is no longer the one that failed;
+4. `ladder`: the action for the mode, escalated when the loop went on after Lifeguard's own change;
+5. `dry_run`: mode notify or the stack's DryRun;
+6. `cooldown` and `daily_cap`: how often one group may be changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from lifeguard.bounds import utc
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.remediation.ledger import AppliedChange, Ledger
+
+if TYPE_CHECKING:
+    from lifeguard.remediation.controller import LoopDetection, RemediationSettings
+    from lifeguard.state import GroupState
+
+__all__ = [
+    "DAY_SECONDS",
+    "already_remediated",
+    "configuration_moved",
+    "cooldown",
+    "daily_cap",
+    "dry_run",
+    "ladder",
+    "unmatched",
+]
+
+DAY_SECONDS = 24 * 3600
+
+
+def unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> str | None:
+    """Why a detection does not match the group's open episode (None when it does)."""
+    episode_id = detection.episode_id
+    episode = state.episode
+    if episode is None or episode.episode_id != episode_id:
+        last = state.last_episode
+        if last is not None and last.episode_id == episode_id and last.resolved_at is not None:
+            return (
+                f"Refused: episode {episode_id} ended at {utc(last.resolved_at)} (a node bootstrapped); "
+                "nothing was changed."
+            )
+        return f"Refused: Lifeguard has no open episode {episode_id} for this group; nothing was changed."
+    if detection.revision > episode.revision:
+        return (
+            f"Refused: revision {detection.revision} is newer than the open episode's ({episode.revision}); "
+            "nothing was changed."
+        )
+    seen = (detection.config_fingerprint, detection.config_modified_at)
+    if seen != (episode.config_fingerprint, episode.config_modified_at):
+        earlier = ledger.of_episode(episode_id)
+        if earlier:
+            return _already(earlier[-1])
+        return (
+            f"Refused: the detection is of configuration {detection.config_fingerprint[:12]} modified at "
+            f"{utc(detection.config_modified_at)}, not the one episode {episode_id} is about; "
+            "nothing was changed."
+        )
+    return None
+
+
+def already_remediated(detection: LoopDetection, earlier: list[AppliedChange]) -> str | None:
+    """Lifeguard already changed the configuration this detection is of (within its episode)."""
+    if earlier and detection.config_fingerprint != earlier[-1].fingerprint_after:
+        return _already(earlier[-1])
+    return None
+
+
+def configuration_moved(
+    detection: LoopDetection, config: Mapping[str, Any] | None, modified_at_ms: int
+) -> str | None:
+    """The group's configuration is no longer the one whose nodes failed."""
+    if (detection.config_fingerprint, detection.config_modified_at) == (
+        fingerprint_of(config),
+        modified_at_ms,
+    ):
+        return None
+    return (
+        "the group's configuration changed since the detection; the failures were of another "
+        "configuration and new ones will be judged against the current one"
+    )
+
+
+def ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
+    """The action for a detection and why, when it is not simply the mode's: the mode, or the next rung
+    when the loop went on under Lifeguard's own change of the same episode (quarantine, then revert, then
+    a person; None: no action)."""
+    if mode == "notify" or not earlier:
+        return mode, None
+    done = ", ".join(change.action for change in earlier)
+    if earlier[-1].action == "quarantine":
+        return "revert", f"The loop went on after {done}: escalating to revert."
+    return None, f"The loop went on after {done}: Lifeguard stops changing this group; a person must look."
+
+
+def dry_run(mode: str, settings: RemediationSettings, would: str) -> str | None:
+    """Nothing may change: mode notify, or the stack's DryRun (`would` says what would have changed)."""
+    if mode != "notify" and not settings.dry_run:
+        return None
+    why = "mode notify" if mode == "notify" else "the stack's DryRun is on"
+    return f"Dry run ({why}), nothing was changed; {would}".strip()
+
+
+def cooldown(
+    ledger: Ledger, earlier: list[AppliedChange], settings: RemediationSettings, now: float, would: str
+) -> str | None:
+    """No new change of a group within the cooldown of Lifeguard's last one (an escalation of the same
+    episode is not held back: the loop it answers is still going)."""
+    if earlier:
+        return None
+    recent = ledger.applied_since(now - settings.cooldown_seconds)
+    if not recent:
+        return None
+    return (
+        f"Cooldown: Lifeguard changed this group {int((now - recent[-1].at) / 60)} min ago; "
+        f"no new change within {int(settings.cooldown_seconds / 60)} min; {would}"
+    ).strip()
+
+
+def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> str | None:
+    """At most `daily_cap` changes of one group in 24 hours."""
+    if len(ledger.applied_since(now - DAY_SECONDS)) < settings.daily_cap:
+        return None
+    return f"Daily cap: Lifeguard already changed this group {settings.daily_cap} times in 24 h."
+
+
+def _already(last: AppliedChange) -> str:
+    done = "was applied" if last.status == "applied" else "was set out (not yet confirmed)"
+    return (
+        f"Already remediated: {last.action} {done} at {utc(int(last.at * 1000))}; "
+        "this detection is of the configuration before it."
+    )

@@ -1,0 +1,181 @@
+"""The rails of a remediation, each on its own: pure functions of the ledger, the detection, the settings
+and the time; and PCS's retry loop, on a fake call and a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from lifeguard.aws.pcs import RetryPolicy, call_with_retries
+from lifeguard.detection import mode_of
+from lifeguard.errors import AwsCallError, GroupNotFoundError
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.remediation import LoopDetection, RemediationSettings, rails
+from lifeguard.remediation.ledger import AppliedChange, Ledger
+
+NOW = 1_800_000_000.0
+CONFIG = {"stages": {"nodeBootstrapped": [{"name": "a", "scriptSource": {"scriptLocation": "s3://b/a.sh"}}]}}
+MODIFIED_AT = 1_799_999_000_000
+
+
+def detection(**changes: object) -> LoopDetection:
+    fields: dict[str, object] = {
+        "episode_id": "ep-1",
+        "cluster_id": "pcs_abc123de45",
+        "compute_node_group_id": "pcs_abcdef01",
+        "config_fingerprint": fingerprint_of(CONFIG),
+        "config_modified_at": MODIFIED_AT,
+        **changes,
+    }
+    return LoopDetection.model_validate(fields)
+
+
+def change(at: float, action: str = "quarantine", episode: str = "ep-1", **more: object) -> AppliedChange:
+    fields: dict[str, object] = {
+        "at": at,
+        "episode_id": episode,
+        "revision": 1,
+        "action": action,
+        "config_before": CONFIG,
+        "config_after": {"stages": {}},
+        "fingerprint_before": fingerprint_of(CONFIG),
+        "fingerprint_after": fingerprint_of({"stages": {}}),
+        **more,
+    }
+    return AppliedChange.model_validate(fields)
+
+
+def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_falls_back_to_the_default() -> None:
+    assert mode_of({}, "notify") == ("notify", None)
+    assert mode_of({"lifeguard:mode": "revert"}, "notify") == ("revert", None)
+    mode, problem = mode_of({"lifeguard:mode": "nuke"}, "quarantine")
+    assert mode == "quarantine"
+    assert problem is not None
+    assert "'nuke' is not one of quarantine, revert, notify, off" in problem
+
+
+def test_a_detection_of_the_configuration_before_lifeguard_s_own_change_is_already_remediated() -> None:
+    assert rails.already_remediated(detection(), []) is None
+    earlier = [change(NOW - 60)]
+    reason = rails.already_remediated(detection(), earlier)
+    assert reason is not None
+    assert reason.startswith("Already remediated: quarantine was applied at")
+    # The same episode, now failing on the configuration Lifeguard made: not "already" (the ladder's turn).
+    after = detection(config_fingerprint=earlier[0].fingerprint_after)
+    assert rails.already_remediated(after, earlier) is None
+    pending = [change(NOW - 60, status="pending")]
+    assert "was set out (not yet confirmed)" in str(rails.already_remediated(detection(), pending))
+
+
+def test_a_configuration_that_moved_since_the_detection_is_not_changed() -> None:
+    assert rails.configuration_moved(detection(), CONFIG, MODIFIED_AT) is None
+    assert rails.configuration_moved(detection(), CONFIG, MODIFIED_AT + 1) is not None
+    assert rails.configuration_moved(detection(), {"stages": {}}, MODIFIED_AT) is not None
+
+
+def test_the_ladder_goes_quarantine_then_revert_then_a_person() -> None:
+    assert rails.ladder("quarantine", []) == ("quarantine", None)
+    assert rails.ladder("notify", [change(NOW)]) == ("notify", None)
+    action, why = rails.ladder("quarantine", [change(NOW)])
+    assert action == "revert"
+    assert why == "The loop went on after quarantine: escalating to revert."
+    action, why = rails.ladder("quarantine", [change(NOW), change(NOW, "revert")])
+    assert action is None
+    assert why is not None
+    assert "quarantine, revert" in why
+    assert "a person must look" in why
+
+
+def test_dry_run_holds_mode_notify_and_the_stack_s_dry_run() -> None:
+    settings = RemediationSettings()
+    assert rails.dry_run("quarantine", settings, "x") is None
+    assert rails.dry_run("notify", settings, "quarantine would change: y.") == (
+        "Dry run (mode notify), nothing was changed; quarantine would change: y."
+    )
+    held = rails.dry_run("revert", RemediationSettings(dry_run=True), "")
+    assert held == "Dry run (the stack's DryRun is on), nothing was changed;"
+
+
+def test_the_cooldown_holds_a_new_episode_but_not_an_escalation() -> None:
+    settings = RemediationSettings(cooldown_seconds=30 * 60)
+    recent = Ledger(changes=[change(NOW - 10 * 60, episode="ep-0")])
+    held = rails.cooldown(recent, [], settings, NOW, "")
+    assert held == "Cooldown: Lifeguard changed this group 10 min ago; no new change within 30 min;"
+    assert rails.cooldown(recent, [change(NOW - 60)], settings, NOW, "") is None  # the same episode goes on
+    assert rails.cooldown(recent, [], settings, NOW + 21 * 60, "") is None  # 31 min later
+    undone = Ledger(changes=[change(NOW - 60, action="undo")])
+    assert rails.cooldown(undone, [], settings, NOW, "") is None  # an undo is not a remediation
+
+
+def test_the_daily_cap_counts_the_last_24_hours_only() -> None:
+    settings = RemediationSettings(daily_cap=2)
+    two = Ledger(changes=[change(NOW - 3600), change(NOW - 7200)])
+    assert (
+        rails.daily_cap(two, settings, NOW)
+        == "Daily cap: Lifeguard already changed this group 2 times in 24 h."
+    )
+    assert rails.daily_cap(two, settings, NOW + 24 * 3600) is None
+    abandoned = Ledger(changes=[change(NOW - 3600), change(NOW - 7200, status="abandoned")])
+    assert rails.daily_cap(abandoned, settings, NOW) is None
+
+
+class Flaky:
+    """A PCS call that fails with the given errors, then answers."""
+
+    def __init__(self, *errors: AwsCallError) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "answer"
+
+
+def throttled(retry_after: int | None = None) -> AwsCallError:
+    return AwsCallError(
+        "UpdateComputeNodeGroup", "ThrottlingException", "slow down", retry_after_seconds=retry_after
+    )
+
+
+def test_transient_errors_are_retried_with_backoff_and_retry_after_honoured_up_to_its_cap() -> None:
+    sleeps: list[float] = []
+    retried: list[int] = []
+    call = Flaky(throttled(), throttled(), throttled(retry_after=7), throttled(retry_after=600))
+    answer, attempts = call_with_retries(
+        call,
+        RetryPolicy(attempts=6, base_seconds=1.0, max_seconds=20.0, max_retry_after_seconds=60.0),
+        time_left=lambda: 1000.0,
+        sleep=sleeps.append,
+        on_retry=lambda error, delay, attempt: retried.append(attempt),
+    )
+    assert (answer, attempts) == ("answer", 5)
+    assert sleeps == [1.0, 2.0, 7.0, 60.0]
+    assert retried == [1, 2, 3, 4]
+
+
+def test_a_permanent_error_or_a_missing_group_is_raised_at_once() -> None:
+    refused = AwsCallError("UpdateComputeNodeGroup", "ValidationException", "bad config")
+    with pytest.raises(AwsCallError, match="bad config"):
+        call_with_retries(Flaky(refused), RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
+    gone = GroupNotFoundError("GetComputeNodeGroup", "ResourceNotFoundException", "no group")
+    call = Flaky(gone)
+    with pytest.raises(GroupNotFoundError):
+        call_with_retries(call, RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
+    assert call.calls == 1
+
+
+def test_a_pause_that_does_not_fit_the_invocation_is_not_taken() -> None:
+    sleeps: list[float] = []
+    with pytest.raises(AwsCallError, match="not retried: 5 s left in this invocation"):
+        call_with_retries(
+            Flaky(throttled(retry_after=30)), RetryPolicy(), time_left=lambda: 5.0, sleep=sleeps.append
+        )
+    assert sleeps == []
+
+
+def test_the_last_attempt_s_error_is_raised() -> None:
+    call = Flaky(*[throttled() for _ in range(3)])
+    with pytest.raises(AwsCallError, match="slow down"):
+        call_with_retries(call, RetryPolicy(attempts=3), time_left=lambda: 1000.0, sleep=lambda s: None)
+    assert call.calls == 3
