@@ -8,12 +8,13 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
+from lifeguard.bounds import clock_time
+from lifeguard.detection import DEFAULT_MODE
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
@@ -31,9 +32,7 @@ class OperatorError(LifeguardError):
 
 def format_time(seconds: float | None) -> str:
     """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC), `-` for none."""
-    if seconds is None:
-        return "-"
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return "-" if seconds is None else clock_time(int(seconds * 1000))
 
 
 @dataclass(frozen=True)
@@ -110,7 +109,7 @@ class Operator:
         self.states = StateStore(dynamodb, name)
         self.remediation = RemediationStore(dynamodb, name)
         self._pcs_client: PcsGateway | None = None
-        self.default_mode = setting("default_mode", default_mode, "notify", str)
+        self.default_mode = setting("default_mode", default_mode, DEFAULT_MODE, str)
 
     @property
     def pcs(self) -> PcsGateway:

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lifeguard.bounds import clock_time
 from lifeguard.errors import LifeguardError
 from lifeguard.notify.slack import SlackChannel
 from lifeguard.notify.summary import diff_line
@@ -527,7 +528,7 @@ def _config_line(config: Mapping[str, Any]) -> str:
 
 
 def _when(at: int | None) -> str:
-    return datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S") if at is not None else "-"
+    return clock_time(at) if at is not None else "-"
 
 
 def render_timeline(result: ReplayResult, console: Any) -> None:

@@ -360,3 +360,15 @@ def test_the_outputs_enroll_reads_are_there() -> None:
     remediate = resources()["RemediateFunction"]["Properties"]["Environment"]["Variables"]
     assert remediate["LIFEGUARD_NODE_BUNDLE_SHA256"] == {"Fn::GetAtt": ["NodeBundle", "BundleSha256"]}
     assert remediate["LIFEGUARD_DRAIN_KEPT_NODES"] == {"Ref": "DrainKeptNodes"}
+
+
+def test_the_template_s_defaults_are_the_code_s() -> None:
+    from lifeguard.detection import DEFAULT_MODE, DEFAULT_THRESHOLD, DEFAULT_WINDOW_MINUTES
+    from lifeguard.remediation.controller import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
+
+    parameters = template()["Parameters"]
+    assert parameters["DefaultMode"]["Default"] == DEFAULT_MODE
+    assert parameters["CooldownMinutes"]["Default"] == DEFAULT_COOLDOWN_MINUTES
+    assert parameters["DailyCap"]["Default"] == DEFAULT_DAILY_CAP
+    assert parameters["Threshold"]["Default"] == DEFAULT_THRESHOLD
+    assert parameters["WindowMinutes"]["Default"] == DEFAULT_WINDOW_MINUTES

@@ -56,6 +56,7 @@ __all__ = [
     "ShortText",
     "anchored",
     "clip",
+    "clock_time",
     "implausible_time",
     "pcs_pattern",
     "utc",
@@ -113,9 +114,16 @@ def implausible_time(at_ms: int, now_ms: int) -> str | None:
 
 def utc(ms: object) -> str:
     """Epoch milliseconds as `YYYY-MM-DD HH:MM:SS UTC`; `?` for anything that is not such a time."""
+    shown = clock_time(ms)
+    return "?" if shown == "?" else f"{shown} UTC"
+
+
+def clock_time(ms: object) -> str:
+    """Epoch milliseconds as `YYYY-MM-DD HH:MM:SS` (UTC, for a column that says so); `?` for anything that
+    is not such a time. The one place times are written for people."""
     if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0 <= ms < EPOCH_MS_MAX:
         return "?"
-    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -22,6 +22,7 @@ from lifeguard.settings import setting
 from lifeguard.state import OUTCOME_LIMIT, Failure, GroupState, Outcome
 
 __all__ = [
+    "DEFAULT_MODE",
     "DEFAULT_THRESHOLD",
     "DEFAULT_WINDOW_MINUTES",
     "INTERMITTENT_MIN_OUTCOMES",
@@ -48,6 +49,7 @@ INTERMITTENT_RESOLVE_STREAK = 3  # successes in a row that end an intermittent e
 MAX_THRESHOLD = OUTCOME_LIMIT
 MAX_WINDOW_MINUTES = 7 * 24 * 60
 MODES = ("quarantine", "revert", "notify", "off")
+DEFAULT_MODE = "notify"  # a group without a lifeguard:mode tag, when the stack says nothing else
 TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
 
 Kind = Literal["loop", "intermittent"]
@@ -72,7 +74,7 @@ class DetectionSettings:
     ) -> DetectionSettings:
         """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins."""
         return cls(
-            mode=_mode(setting("default_mode", mode, "notify", str)),
+            mode=_mode(setting("default_mode", mode, DEFAULT_MODE, str)),
             threshold=_within(setting("threshold", threshold, DEFAULT_THRESHOLD, int), MAX_THRESHOLD),
             window_minutes=_within(
                 setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int), MAX_WINDOW_MINUTES

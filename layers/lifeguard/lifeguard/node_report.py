@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from lifeguard._records import describe_validation_error, load_json_object, reason_of
 from lifeguard.bounds import EPOCH_S_MAX, ClusterId, GroupId, InstanceId, NodeName, ScriptName, clip
 from lifeguard.lifecycle import OnError, StageName
+from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "Outcome", "parse_node_report"]
 
-LOG_TAIL_BYTES = 4096
 Outcome = Literal["succeeded", "failed", "skipped"]
 
 

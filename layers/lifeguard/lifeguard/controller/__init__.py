@@ -22,6 +22,7 @@ from lifeguard.controller.scaling_events import BatchSummary, ScalingEventsContr
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import LifeguardError
+from lifeguard.metrics import Metric
 from lifeguard.notify import NoticeStore, NotifyController, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.controller import Channel
 from lifeguard.remediation import RemediationController, RemediationSettings, RemediationStore
@@ -42,8 +43,6 @@ __all__ = [
     "build_scaling_events",
     "wire",
 ]
-
-Metric = Callable[[str, float], None]
 
 
 @dataclass(frozen=True)

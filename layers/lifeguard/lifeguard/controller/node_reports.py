@@ -20,6 +20,7 @@ from lifeguard.controller.scaling_events import episode_event
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
 from lifeguard.events import ControllerEvent
+from lifeguard.metrics import uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.state import GroupState, StateStore
 
@@ -65,7 +66,7 @@ class NodeReportsController:
         self.store = store
         self.updater = updater
         self.defaults = defaults
-        self.metric = metric or (lambda name, value: None)
+        self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
 
     def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:

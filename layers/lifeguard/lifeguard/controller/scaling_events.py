@@ -34,13 +34,13 @@ from lifeguard.detection import (
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.events import ControllerEvent, make_detail
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import ScalingLogRecord, is_known_pair
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
 
 __all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
 
 logger = logging.getLogger("lifeguard")
-Metric = Callable[[str, float], None]
 
 
 @dataclass
@@ -115,7 +115,7 @@ class ScalingEventsController:
         self.pcs = pcs
         self.updater = updater
         self.defaults = defaults
-        self.metric = metric or (lambda name, value: None)
+        self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which record times must be plausible
         self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
         self.tag_refresh_ms = int(tag_refresh_seconds * 1000)

@@ -11,6 +11,7 @@ __all__ = [
     "DIR_MODE",
     "EXECUTOR_LOG_MODE",
     "FILE_MODE",
+    "LOG_TAIL_BYTES",
     "NodeLayout",
     "UnsafeNameError",
     "atomic_write",
@@ -21,6 +22,8 @@ __all__ = [
 DIR_MODE = 0o750
 FILE_MODE = 0o640
 EXECUTOR_LOG_MODE = 0o644
+# What a node report keeps of a run's output: its last 4 KiB (DESIGN's `log_tail`).
+LOG_TAIL_BYTES = 4096
 
 
 class UnsafeNameError(ValueError):

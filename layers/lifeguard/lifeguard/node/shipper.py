@@ -24,7 +24,7 @@ from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
-from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
+from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -38,7 +38,6 @@ __all__ = [
     "instance_id_from_imds",
 ]
 
-LOG_TAIL_BYTES = 4096
 POLL_INTERVAL_SECONDS = 0.5  # a finished script's report is out well within 2 s
 END_MARKER_GRACE_SECONDS = 5.0  # how long a run's record may wait for its script log's end marker
 MAX_BATCH_EVENTS = 1000
@@ -48,11 +47,6 @@ _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_O
 _START_TIME = re.compile(rb" @ (\d{1,12})\]")
 _END_REST = re.compile(rb"(-?\d{1,10}) @ (\d{1,12})\]")
 _WAIT_STATUS = re.compile(r"unix_wait_status\((\d+)\)|exit status (-?\d+)")
-_CHUNK_BYTES = 64 * 1024
-_MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 256 characters
-_END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
-_END_SKEW_SECONDS = 2  # the end marker is written just before the executor.log record, in whole seconds
-_EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for the next
 _CHUNK_BYTES = 64 * 1024
 _MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 256 characters
 _END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`

@@ -17,13 +17,13 @@ from typing import Any, ClassVar, Protocol
 from lifeguard.bounds import clip
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.events import DETAIL_TYPES, clean_detail
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify.summary import Summary, summarize
 from lifeguard.state import group_key
 
 __all__ = ["Channel", "NoticeStore", "NotificationError", "NotifyController", "NotifyResult"]
 
 logger = logging.getLogger("lifeguard")
-Metric = Callable[[str, float], None]
 NOTICE_TTL_SECONDS = 30 * 24 * 3600
 
 
@@ -161,7 +161,7 @@ class NotifyController:
     ) -> None:
         self.channels = list(channels)
         self.notices = notices
-        self.metric = metric or (lambda name, value: None)
+        self.metric = metric or uncounted
 
     def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
         """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""

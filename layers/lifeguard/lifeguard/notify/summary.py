@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, utc
+from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "diff_line", "summarize"]
 
 SUBJECT_MAX_CHARS = 99  # SNS: under 100
-LOG_TAIL_MAX_CHARS = 4096  # what a node report keeps of a run's output
+LOG_TAIL_MAX_CHARS = LOG_TAIL_BYTES  # what a node report keeps of a run's output
 SEVERITY = {
     "BootstrapLoopDetected": "high",
     "RemediationApplied": "medium",

@@ -40,10 +40,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from lifeguard.aws.events import EventPublisher
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
 from lifeguard.bounds import clip, utc
-from lifeguard.detection import DetectionSettings, mode_of
+from lifeguard.detection import DEFAULT_MODE, DetectionSettings, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.events import ControllerEvent, clean_detail, make_detail
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
 from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
 from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
@@ -61,7 +62,6 @@ __all__ = [
 
 logger = logging.getLogger("lifeguard")
 T = TypeVar("T")
-Metric = Callable[[str, float], None]
 
 
 class RemediationBusyError(LifeguardError):
@@ -78,14 +78,19 @@ def undo_command(cluster_id: str, group_id: str) -> str:
     return f"lifeguard undo {group_id} --cluster {cluster_id}"
 
 
+# The stack's defaults (template.yaml's CooldownMinutes and DailyCap say the same).
+DEFAULT_COOLDOWN_MINUTES = 30.0
+DEFAULT_DAILY_CAP = 3
+
+
 @dataclass(frozen=True)
 class RemediationSettings:
     """Stack-wide remediation settings (explicit > LIFEGUARD_* environment > default)."""
 
-    default_mode: str = "notify"
+    default_mode: str = DEFAULT_MODE
     dry_run: bool = False
-    cooldown_seconds: float = 30 * 60
-    daily_cap: int = 3
+    cooldown_seconds: float = DEFAULT_COOLDOWN_MINUTES * 60
+    daily_cap: int = DEFAULT_DAILY_CAP
     # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
     drain_kept_nodes: bool = False
     node_bundle: NodeBundle | None = None
@@ -120,8 +125,9 @@ class RemediationSettings:
         return cls(
             default_mode=DetectionSettings.stack_defaults(mode=explicit.get("default_mode")).mode,
             dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
-            cooldown_seconds=60 * setting("cooldown_minutes", explicit.get("cooldown_minutes"), 30.0, float),
-            daily_cap=setting("daily_cap", explicit.get("daily_cap"), 3, int),
+            cooldown_seconds=60
+            * setting("cooldown_minutes", explicit.get("cooldown_minutes"), DEFAULT_COOLDOWN_MINUTES, float),
+            daily_cap=setting("daily_cap", explicit.get("daily_cap"), DEFAULT_DAILY_CAP, int),
             drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
             node_bundle=bundle,
         )
@@ -221,7 +227,7 @@ class RemediationController:
         self.settings = settings
         self.clock = clock or time.time
         self.sleep = sleep or time.sleep
-        self.metric = metric or (lambda name, value: None)
+        self.metric = metric or uncounted
         self.retries = 0
         self.attempts = 0  # of the last call made through `_retrying`
 
