@@ -18,6 +18,7 @@ from lifeguard.detection import DEFAULT_MODE
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
+from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.settings import setting
 from lifeguard.state import GroupState, StateStore
 
@@ -224,27 +225,30 @@ class Operator:
             "lifeguard-undo-"
             + hashlib.sha256(f"{holder}:{change.fingerprint_after}".encode()).hexdigest()[:40]
         )
-        try:
-            updated = self.pcs.update_lifecycle_actions(cluster, group_id, change.config_before, token)
-        except AwsCallError as exc:
-            raise OperatorError(str(exc)) from None
         now = time.time()
+        undo = AppliedChange(
+            at=now,
+            episode_id=change.episode_id,
+            revision=change.revision,
+            action="undo",
+            config_before=current,
+            config_after=change.config_before,
+            fingerprint_before=fingerprint_of(current),
+            fingerprint_after=fingerprint_of(change.config_before),
+            client_token=token,
+        )
+        # The way remediation changes a group: the intent in the ledger first, then PCS, then applied.
+        maker = ChangeMaker(self.remediation, self.pcs)
+        maker.record(cluster, group_id, ledger=ledger, intent=undo)
+        try:
+            maker.carry_out(cluster, group_id, ledger=ledger, intent=undo)
+        except AwsCallError as exc:
+            undo.status = "abandoned"  # PCS refused it: nothing was undone
+            self.remediation.save_ledger(cluster, group_id, ledger)
+            raise OperatorError(str(exc)) from None
         change.undone_at = now
         if change.status == "pending":
             change.status = "applied"  # PCS had taken it (its fingerprint was the group's): now undone
-        ledger.changes.append(
-            AppliedChange(
-                at=now,
-                episode_id=change.episode_id,
-                revision=change.revision,
-                action="undo",
-                config_before=current,
-                config_after=change.config_before,
-                fingerprint_before=fingerprint_of(current),
-                fingerprint_after=fingerprint_of(change.config_before),
-                modified_at_after=updated.modified_at_ms,
-            )
-        )
         self.remediation.save_ledger(cluster, group_id, ledger)
         self.remediation.audit(
             cluster,

@@ -47,6 +47,7 @@ from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
 from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
+from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 from lifeguard.settings import setting
 from lifeguard.state import GroupState, StateStore
@@ -223,6 +224,7 @@ class RemediationController:
         self.store = store
         self.states = states
         self.pcs = pcs
+        self.changes = ChangeMaker(store, pcs)
         self.publisher = publisher
         self.settings = settings
         self.clock = clock or time.time
@@ -445,8 +447,7 @@ class RemediationController:
             reason=f"{ladder_reason} {said}" if ladder_reason else said,
         )
         # The intent is recorded before the change: if what follows is lost, a retry recognises the change.
-        ledger.changes.append(intent)
-        self.store.save_ledger(cluster_id, group_id, ledger)
+        self.changes.record(cluster_id, group_id, ledger=ledger, intent=intent)
         return self._make_change(detection, ledger, intent, plan, deadline)
 
     def _reconcile(
@@ -500,11 +501,13 @@ class RemediationController:
     ) -> _Outcome:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         mode = intent.mode or self.settings.default_mode
-        token = intent.client_token or ""
-        after = intent.config_after or {}
         try:
-            updated = self._retrying(
-                lambda: self.pcs.update_lifecycle_actions(cluster_id, group_id, after, token), deadline
+            self.changes.carry_out(
+                cluster_id,
+                group_id,
+                ledger=ledger,
+                intent=intent,
+                retrying=lambda call: self._retrying(call, deadline),
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
@@ -514,9 +517,6 @@ class RemediationController:
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
             return _Outcome("failed", mode, intent.action, reason, False, intent.config_before, plan)
-        intent.status = "applied"
-        intent.modified_at_after = updated.modified_at_ms
-        self.store.save_ledger(cluster_id, group_id, ledger)
         logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
         said = intent.reason or f"Applied {intent.action}."
         return _Outcome("applied", mode, intent.action, said, False, intent.config_before, plan)
