@@ -414,18 +414,21 @@ class StateStore:
             }
             requests[(item["pk"]["S"], key)] = {"PutRequest": {"Item": item}}
         pending = list(requests.values())
-        rounds = 0
+        retries = 0  # rounds that came back with unprocessed items (not chunks: a backlog has many)
         while pending:
-            rounds += 1
-            if rounds > 10:
-                raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{len(pending)} reports not stored")
             chunk, pending = pending[:25], pending[25:]
             self.calls += 1
             try:
                 response = self._client.batch_write_item(RequestItems={self.table: chunk})
             except (ClientError, BotoCoreError) as exc:
                 raise AwsCallError.from_exception("BatchWriteItem", exc) from exc
-            pending.extend(response.get("UnprocessedItems", {}).get(self.table, []))
+            unprocessed = response.get("UnprocessedItems", {}).get(self.table, [])
+            if unprocessed:
+                retries += 1
+                if retries >= 10:
+                    left = len(unprocessed) + len(pending)
+                    raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{left} reports not stored")
+                pending.extend(unprocessed)
         return len(requests)
 
     def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:

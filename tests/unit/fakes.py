@@ -1,0 +1,173 @@
+"""In-memory stand-ins for the AWS clients the layer's stores call: they keep items and record requests,
+and answer the conditions the stores write the way DynamoDB does, so what is under test stays Lifeguard's."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+Key = tuple[str, str]
+
+
+def client_error(code: str, operation: str, message: str = "refused") -> ClientError:
+    """A botocore ClientError as a service answers it."""
+    return ClientError({"Error": {"Code": code, "Message": message}}, operation)
+
+
+class FakeDynamoDB:
+    """One table's items by (pk, sk), and every request made, by operation name.
+
+    `fail` maps an operation to an error it raises on its next call(s); `unprocessed` makes BatchGetItem and
+    BatchWriteItem leave that many keys or items for the caller to send again.
+    """
+
+    def __init__(self) -> None:
+        self.items: dict[Key, dict[str, Any]] = {}
+        self.requests: dict[str, list[dict[str, Any]]] = {}
+        self.fail: dict[str, list[Exception]] = {}
+        self.unprocessed = 0
+        self.page_size = 1000
+
+    def _record(self, operation: str, request: dict[str, Any]) -> None:
+        self.requests.setdefault(operation, []).append(copy.deepcopy(request))
+        errors = self.fail.get(operation)
+        if errors:
+            raise errors.pop(0)
+
+    @staticmethod
+    def _key(item: dict[str, Any]) -> Key:
+        return item["pk"]["S"], item["sk"]["S"]
+
+    def _check(self, key: Key, condition: str | None, values: dict[str, Any]) -> bool:
+        current = self.items.get(key)
+        if condition is None:
+            return True
+        if condition == "attribute_not_exists(pk)":
+            return current is None
+        if condition == "attribute_not_exists(pk) OR version = :expected":
+            return current is None or current["version"] == values[":expected"]
+        if condition == "next_at = :taken":
+            return current is not None and current["next_at"] == values[":taken"]
+        raise AssertionError(f"the fake does not know the condition {condition!r}")
+
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        self._record("GetItem", request)
+        item = self.items.get(self._key(request["Key"]))
+        return {"Item": copy.deepcopy(item)} if item is not None else {}
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        self._record("PutItem", request)
+        key = self._key(request["Item"])
+        if not self._check(
+            key, request.get("ConditionExpression"), request.get("ExpressionAttributeValues", {})
+        ):
+            raise client_error("ConditionalCheckFailedException", "PutItem", "The conditional request failed")
+        self.items[key] = copy.deepcopy(request["Item"])
+        return {}
+
+    def delete_item(self, **request: Any) -> dict[str, Any]:
+        self._record("DeleteItem", request)
+        self.items.pop(self._key(request["Key"]), None)
+        return {}
+
+    def update_item(self, **request: Any) -> dict[str, Any]:
+        self._record("UpdateItem", request)
+        key = self._key(request["Key"])
+        assert request["UpdateExpression"] == "ADD messages :one SET expires_at = :ttl"
+        values = request["ExpressionAttributeValues"]
+        item = self.items.setdefault(key, {**request["Key"]})
+        count = int(item.get("messages", {"N": "0"})["N"]) + int(values[":one"]["N"])
+        item["messages"] = {"N": str(count)}
+        item["expires_at"] = values[":ttl"]
+        return {"Attributes": {"messages": {"N": str(count)}, "expires_at": values[":ttl"]}}
+
+    def batch_get_item(self, **request: Any) -> dict[str, Any]:
+        self._record("BatchGetItem", request)
+        ((table, wanted),) = request["RequestItems"].items()
+        keys = wanted["Keys"]
+        served, left = (
+            (keys[: -self.unprocessed], keys[-self.unprocessed :]) if self.unprocessed else (keys, [])
+        )
+        found = [copy.deepcopy(self.items[self._key(k)]) for k in served if self._key(k) in self.items]
+        answer: dict[str, Any] = {"Responses": {table: found}}
+        if left:
+            answer["UnprocessedKeys"] = {table: {**wanted, "Keys": left}}
+        return answer
+
+    def transact_write_items(self, **request: Any) -> dict[str, Any]:
+        self._record("TransactWriteItems", request)
+        puts = [write["Put"] for write in request["TransactItems"]]
+        for put in puts:
+            ok = self._check(
+                self._key(put["Item"]),
+                put.get("ConditionExpression"),
+                put.get("ExpressionAttributeValues", {}),
+            )
+            if not ok:
+                raise client_error(
+                    "TransactionCanceledException", "TransactWriteItems", "ConditionalCheckFailed"
+                )
+        for put in puts:
+            self.items[self._key(put["Item"])] = copy.deepcopy(put["Item"])
+        return {}
+
+    def batch_write_item(self, **request: Any) -> dict[str, Any]:
+        self._record("BatchWriteItem", request)
+        ((table, writes),) = request["RequestItems"].items()
+        assert len(writes) <= 25, "BatchWriteItem takes at most 25 requests"
+        done, left = (
+            (writes[: -self.unprocessed], writes[-self.unprocessed :]) if self.unprocessed else (writes, [])
+        )
+        for write in done:
+            item = write["PutRequest"]["Item"]
+            self.items[self._key(item)] = copy.deepcopy(item)
+        return {"UnprocessedItems": {table: left} if left else {}}
+
+    def _pages(self, operation: str, request: dict[str, Any], match: Callable[[Key], bool]) -> dict[str, Any]:
+        self._record(operation, request)
+        keys = sorted(key for key in self.items if match(key))
+        start = int(request.get("ExclusiveStartKey", {}).get("at", 0))
+        page = keys[start : start + self.page_size]
+        answer: dict[str, Any] = {"Items": [copy.deepcopy(self.items[key]) for key in page]}
+        if start + self.page_size < len(keys):
+            answer["LastEvaluatedKey"] = {"at": start + self.page_size}
+        return answer
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        assert request["KeyConditionExpression"] == "pk = :pk AND begins_with(sk, :prefix)"
+        values = request["ExpressionAttributeValues"]
+        pk, prefix = values[":pk"]["S"], values[":prefix"]["S"]
+        return self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
+
+    def scan(self, **request: Any) -> dict[str, Any]:
+        assert request["FilterExpression"] == "sk = :state"
+        wanted = request["ExpressionAttributeValues"][":state"]["S"]
+        return self._pages("Scan", request, lambda key: key[1] == wanted)
+
+    def calls(self, operation: str) -> int:
+        """How many requests of `operation` were made."""
+        return len(self.requests.get(operation, []))
+
+
+class FakeEventBridge:
+    """EventBridge that keeps every entry put, and refuses its next `refuse_calls` calls outright."""
+
+    def __init__(self) -> None:
+        self.entries: list[dict[str, Any]] = []
+        self.refuse_calls = 0
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.refuse_calls:
+            self.refuse_calls -= 1
+            raise client_error("InternalException", "PutEvents", "unavailable")
+        self.entries.extend(copy.deepcopy(Entries))
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": str(n)} for n in range(len(Entries))]}
+
+    def keys(self) -> list[str]:
+        """The `episode_id` of each detail put, in order."""
+        import json
+
+        return [json.loads(entry["Detail"])["episode_id"] for entry in self.entries]

@@ -1,0 +1,162 @@
+"""What a person reads about an event (`notify.summary`): one subject line, a headline per event type, the
+evidence and the change in plain text, and nothing shown that the event does not hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifeguard.events import make_detail
+from lifeguard.notify.summary import SUBJECT_MAX_CHARS, diff_line, summarize
+from tests.conftest import ARTICLE_SUSPECT, applied_event
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+
+
+def detail(**changed: Any) -> dict[str, Any]:
+    return {**applied_event()["detail"], **changed}
+
+
+@pytest.mark.parametrize(
+    ("detail_type", "severity", "subject", "headline"),
+    [
+        (
+            "BootstrapLoopDetected",
+            "high",
+            "[Lifeguard] Bootstrap loop: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "Compute node group pcs_abcdef01 of cluster pcs_abc123de45 is in a bootstrap-failure loop: "
+            "1 node(s) failed to bootstrap and were terminated. Applied quarantine.",
+        ),
+        (
+            "RemediationApplied",
+            "medium",
+            "[Lifeguard] Remediated: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "Lifeguard changed the lifecycle actions of pcs_abcdef01 (pcs_abc123de45) to break the loop. "
+            "Applied quarantine.",
+        ),
+        (
+            "RemediationSkipped",
+            "high",
+            "[Lifeguard] Not remediated: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "Lifeguard did not change pcs_abcdef01 (pcs_abc123de45). Applied quarantine.",
+        ),
+        (
+            "RemediationFailed",
+            "critical",
+            "[Lifeguard] Remediation FAILED: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "Lifeguard could not change pcs_abcdef01 (pcs_abc123de45); the loop may be going on. "
+            "Applied quarantine.",
+        ),
+        (
+            "LoopResolved",
+            "info",
+            "[Lifeguard] Resolved: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "pcs_abcdef01 (pcs_abc123de45) bootstraps nodes again. Applied quarantine.",
+        ),
+        (
+            "SomethingNew",
+            "info",
+            "[Lifeguard] SomethingNew: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "SomethingNew for pcs_abcdef01 (pcs_abc123de45). Applied quarantine.",
+        ),
+    ],
+)
+def test_each_event_type_has_its_severity_subject_and_headline(
+    detail_type: str, severity: str, subject: str, headline: str
+) -> None:
+    summary = summarize(detail_type, detail())
+    assert (summary.severity, summary.subject, summary.headline) == (severity, subject, headline)
+
+
+def test_only_remediation_events_state_an_action_and_a_dry_run_says_nothing_changed() -> None:
+    assert summarize("RemediationApplied", detail()).action == "quarantine in mode quarantine"
+    dry = summarize("RemediationSkipped", detail(dry_run=True, action=None, mode="revert")).action
+    assert dry == "revert in mode revert (dry run: nothing changed)"
+    assert summarize("BootstrapLoopDetected", detail()).action is None
+    assert summarize("LoopResolved", detail(dry_run=True)).action is None
+
+
+def test_an_event_without_group_or_suspect_reads_with_question_marks_and_no_script() -> None:
+    summary = summarize("BootstrapLoopDetected", make_detail())
+    assert summary.subject == "[Lifeguard] Bootstrap loop: ? in ?"
+    assert summary.headline.endswith("loop: 0 node(s) failed to bootstrap and were terminated.")
+    assert (summary.suspect, summary.log_tail, summary.undo, summary.evidence, summary.diff) == (
+        None,
+        None,
+        None,
+        (),
+        (),
+    )
+    assert summary.text() == summary.headline + "\n"
+
+
+def test_the_evidence_shows_the_last_ten_failures_with_unknown_parts_marked() -> None:
+    failures = [{"instance_id": f"i-{n}", "event_timestamp": 1792545162000 + n * 1000} for n in range(12)]
+    failures[-1] = {"instance_id": "i-last", "scheduler_node_id": None, "event_timestamp": None}
+    summary = summarize("BootstrapLoopDetected", detail(failures=failures))
+    assert len(summary.evidence) == 10
+    assert summary.evidence[0] == "i-2 (-) failed at 2026-10-21 01:12:44 UTC"
+    assert summary.evidence[-1] == "i-last (-) failed at ?"
+    assert "12 node(s) failed" in summary.headline
+    assert summary.suspect is not None
+    assert summary.suspect.endswith("on 1 of 12 failed node(s))")
+
+
+def test_a_suspect_without_exit_code_reads_exit_question_mark() -> None:
+    suspect = {**ARTICLE_SUSPECT, "exit_code": None, "log_tail": ""}
+    summary = summarize("BootstrapLoopDetected", detail(suspect=suspect))
+    assert (
+        summary.suspect
+        == "nodeBootstrapped › fail-terminate (onError TERMINATE, exit ?, on 2 of 1 failed node(s))"
+    )
+    assert summary.log_tail is None
+
+
+def test_the_subject_is_cut_to_99_ascii_characters_on_one_line() -> None:
+    summary = summarize("RemediationApplied", detail(compute_node_group_id="grüne\n\tgruppe " + "g" * 200))
+    assert len(summary.subject) == SUBJECT_MAX_CHARS
+    assert summary.subject.startswith("[Lifeguard] Remediated: gr ne gruppe ggg")
+    assert summary.subject.endswith("...")
+
+
+def test_the_text_shows_the_last_20_lines_of_the_log_tail_in_its_own_section() -> None:
+    tail = "".join(f"line {n}\n" for n in range(30))
+    text = summarize("RemediationApplied", detail(suspect={**ARTICLE_SUSPECT, "log_tail": tail})).text()
+    lines = text.splitlines()
+    start = lines.index("Log tail:")
+    assert lines[start + 1 : start + 21] == [f"  line {n}" for n in range(10, 30)]
+    assert lines[start + 21].startswith("Action: ")
+    assert text.endswith("Undo: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45\n")
+
+
+def test_problems_are_named_at_the_end_at_most_ten_each_clipped() -> None:
+    problems = [f"field{n}: bad" for n in range(12)] + ["x" * 1000]
+    summary = summarize("RemediationFailed", detail(), problems=problems)
+    assert summary.problems == tuple(f"field{n}: bad" for n in range(10))
+    long = summarize("RemediationFailed", detail(), problems=["x" * 1000])
+    assert len(long.problems[0]) == 300
+    text = long.text()
+    assert text.splitlines()[-2] == "Not shown (not valid in the event):"
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        (
+            {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"},
+            "stages.nodeBootstrapped[0].onError: TERMINATE → STOP_SEQUENCE",
+        ),
+        (
+            {"path": "stages.nodeReady[1]", "old": None, "new": {"name": "drain"}},
+            "stages.nodeReady[1]: (unset) → drain",
+        ),
+        (
+            {"path": "stages.nodeReady[0]", "old": {"scriptSource": {}}, "new": None},
+            "stages.nodeReady[0]: {…} → (unset)",
+        ),
+        ({}, "None: (unset) → (unset)"),
+    ],
+)
+def test_a_diff_entry_reads_as_one_line(change: dict[str, Any], line: str) -> None:
+    assert diff_line(change) == line

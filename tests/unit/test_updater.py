@@ -1,0 +1,165 @@
+"""The one way the controller changes a group (`controller.updater`): load, mutate, write on the version,
+publish, clear the outbox. A lost race is redone on a fresh read; events that could not be published stay
+in the outbox until a later invocation finds them stale."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from lifeguard.aws.events import EventPublisher
+from lifeguard.controller.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
+from lifeguard.errors import AwsCallError
+from lifeguard.events import ControllerEvent, make_detail
+from lifeguard.state import GroupState, StateStore
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+NOW = 1_792_544_802.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class World:
+    """One table and one bus, seen by as many invocations as a test needs."""
+
+    def __init__(self) -> None:
+        self.table = FakeDynamoDB()
+        self.bus = FakeEventBridge()
+        self.clock = Clock()
+
+    def updater(self, max_attempts: int = 10) -> GroupUpdater:
+        publisher = EventPublisher(self.bus, "bus", sleep=lambda _: None)
+        return GroupUpdater(
+            StateStore(self.table, "t"), publisher, clock=self.clock, max_attempts=max_attempts
+        )
+
+    def state(self, group: str = GROUP) -> GroupState:
+        return StateStore(self.table, "t").load(CLUSTER, group)
+
+
+def launch(instance: str, episode: str | None = None) -> Callable[[GroupState], Change]:
+    """Records a launch (idempotent); announces `episode` when given."""
+
+    def mutate(state: GroupState) -> Change:
+        if state.launches.get(instance) == 1:
+            return Change()
+        state.launches[instance] = 1
+        events = [
+            ControllerEvent("LoopResolved", make_detail(episode_id=episode), f"{episode}:LoopResolved:1")
+        ]
+        return Change(True, events if episode else [])
+
+    return mutate
+
+
+def test_an_update_writes_publishes_and_clears_its_outbox() -> None:
+    world = World()
+    published = world.updater().update(CLUSTER, GROUP, launch("i-1", "ep-1"))
+    assert [event.key for event in published] == ["ep-1:LoopResolved:1"]
+    assert world.bus.keys() == ["ep-1"]
+    stored = world.state()
+    assert stored.launches == {"i-1": 1}
+    assert stored.outbox == []
+
+
+def test_a_mutation_that_changes_nothing_writes_nothing() -> None:
+    world = World()
+    world.updater().update(CLUSTER, GROUP, launch("i-1"))
+    writes = world.table.calls("PutItem")
+    assert world.updater().update(CLUSTER, GROUP, launch("i-1")) == []
+    assert world.table.calls("PutItem") == writes
+    assert world.state().version == 1
+
+
+def test_a_lost_race_is_redone_on_a_fresh_read_and_both_changes_stand() -> None:
+    world = World()
+    updater = world.updater()
+    raced = False
+
+    def mutate(state: GroupState) -> Change:
+        nonlocal raced
+        if not raced:
+            raced = True
+            world.updater().update(CLUSTER, GROUP, launch("i-other"))  # another invocation wins the write
+        return launch("i-mine", "ep-1")(state)
+
+    updater.update(CLUSTER, GROUP, mutate)
+    assert updater.conflicts == 1
+    assert world.state().launches == {"i-other": 1, "i-mine": 1}
+    assert world.bus.keys() == ["ep-1"]  # published once, by the write that won
+
+
+def test_an_update_that_always_loses_gives_up_after_its_attempts() -> None:
+    world = World()
+    updater = world.updater(max_attempts=3)
+    count = 0
+
+    def always_raced(state: GroupState) -> Change:
+        nonlocal count
+        count += 1
+        world.updater().update(CLUSTER, GROUP, launch(f"i-other{count}"))
+        return launch("i-mine")(state)
+
+    with pytest.raises(AwsCallError) as raised:
+        updater.update(CLUSTER, GROUP, always_raced)
+    assert raised.value.code == "VersionConflict"
+    assert count == 3
+    assert "i-mine" not in world.state().launches
+
+
+def test_unpublished_events_stay_in_the_outbox_until_they_are_stale() -> None:
+    world = World()
+    world.bus.refuse_calls = 3
+    with pytest.raises(AwsCallError):
+        world.updater().update(CLUSTER, GROUP, launch("i-1", "ep-1"))
+    (queued,) = world.state().outbox
+    assert (queued["key"], queued["queued_at"]) == ("ep-1:LoopResolved:1", NOW)
+
+    world.clock.now = NOW + STALE_OUTBOX_SECONDS - 1  # the failed invocation may still be retrying
+    assert world.updater().update(CLUSTER, GROUP, launch("i-1")) == []
+    assert world.bus.entries == []
+
+    world.clock.now = NOW + STALE_OUTBOX_SECONDS
+    published = world.updater().update(CLUSTER, GROUP, launch("i-1"))
+    assert [event.key for event in published] == ["ep-1:LoopResolved:1"]
+    assert world.bus.keys() == ["ep-1"]
+    assert world.state().outbox == []
+
+
+def test_update_many_reads_and_writes_once_and_redoes_only_after_a_lost_race() -> None:
+    world = World()
+    updater = world.updater()
+    keys = [(CLUSTER, f"pcs_g{n}") for n in range(3)]
+    published = updater.update_many({key: launch("i-1", f"ep-{key[1][-1]}") for key in keys})
+    assert [event.key for event in published] == [
+        "ep-0:LoopResolved:1",
+        "ep-1:LoopResolved:1",
+        "ep-2:LoopResolved:1",
+    ]
+    assert (world.table.calls("BatchGetItem"), world.table.calls("TransactWriteItems")) == (1, 1)
+    assert world.table.calls("PutItem") == 3  # then each group's outbox cleared, once published
+    assert all(world.state(group).outbox == [] for _, group in keys)
+
+    raced = False
+
+    def racing(state: GroupState) -> Change:
+        nonlocal raced
+        if not raced:
+            raced = True
+            world.updater().update(CLUSTER, "pcs_g1", launch("i-other"))
+        return launch("i-2", f"ep-r{state.group_id[-1]}")(state)
+
+    published = updater.update_many(dict.fromkeys(keys, racing))
+    # A transaction is all or nothing: every group of it is redone, one by one, on a fresh read.
+    assert updater.conflicts == 3
+    assert sorted(event.key for event in published) == [f"ep-r{n}:LoopResolved:1" for n in range(3)]
+    assert world.state("pcs_g1").launches == {"i-1": 1, "i-other": 1, "i-2": 1}
+    assert all(world.state(group).outbox == [] for _, group in keys)
