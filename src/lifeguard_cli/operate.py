@@ -241,11 +241,12 @@ class Operator:
         maker = ChangeMaker(self.remediation, self.pcs)
         maker.record(cluster, group_id, ledger=ledger, intent=undo)
         try:
-            maker.carry_out(cluster, group_id, ledger=ledger, intent=undo)
+            updated = maker.ask(cluster, group_id, undo)
         except AwsCallError as exc:
             undo.status = "abandoned"  # PCS refused it: nothing was undone
             self.remediation.save_ledger(cluster, group_id, ledger)
             raise OperatorError(str(exc)) from None
+        maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=updated)
         change.undone_at = now
         if change.status == "pending":
             change.status = "applied"  # PCS had taken it (its fingerprint was the group's): now undone

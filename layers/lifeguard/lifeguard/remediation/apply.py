@@ -27,23 +27,21 @@ class ChangeMaker:
         ledger.changes.append(intent)
         self.store.save_ledger(cluster_id, group_id, ledger)
 
-    def carry_out(
-        self,
-        cluster_id: str,
-        group_id: str,
-        *,
-        ledger: Ledger,
-        intent: AppliedChange,
-        retrying: Retrying = lambda call: call(),
+    def ask(
+        self, cluster_id: str, group_id: str, intent: AppliedChange, retrying: Retrying = lambda call: call()
     ) -> GroupSnapshot:
         """Ask PCS for the intent's configuration (its clientToken makes a repeat a no-op), through
-        `retrying`; then record the intent applied. PCS's error is raised with the intent left pending."""
-        updated = retrying(
+        `retrying`. PCS's error is raised; the intent stays pending for whoever finds it next."""
+        return retrying(
             lambda: self.pcs.update_lifecycle_actions(
                 cluster_id, group_id, intent.config_after or {}, intent.client_token or ""
             )
         )
+
+    def applied(
+        self, cluster_id: str, group_id: str, *, ledger: Ledger, intent: AppliedChange, updated: GroupSnapshot
+    ) -> None:
+        """Record that PCS took the intent (a failure here leaves it pending: a retry recognises it)."""
         intent.status = "applied"
         intent.modified_at_after = updated.modified_at_ms
         self.store.save_ledger(cluster_id, group_id, ledger)
-        return updated

@@ -224,7 +224,6 @@ class RemediationController:
         self.store = store
         self.states = states
         self.pcs = pcs
-        self.changes = ChangeMaker(store, pcs)
         self.publisher = publisher
         self.settings = settings
         self.clock = clock or time.time
@@ -232,6 +231,11 @@ class RemediationController:
         self.metric = metric or uncounted
         self.retries = 0
         self.attempts = 0  # of the last call made through `_retrying`
+
+    @property
+    def changes(self) -> ChangeMaker:
+        """How this controller changes a group: through its store and its PCS, whichever they are now."""
+        return ChangeMaker(self.store, self.pcs)
 
     # -- entry points --
 
@@ -502,12 +506,8 @@ class RemediationController:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         mode = intent.mode or self.settings.default_mode
         try:
-            self.changes.carry_out(
-                cluster_id,
-                group_id,
-                ledger=ledger,
-                intent=intent,
-                retrying=lambda call: self._retrying(call, deadline),
+            updated = self.changes.ask(
+                cluster_id, group_id, intent, lambda call: self._retrying(call, deadline)
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
@@ -517,6 +517,7 @@ class RemediationController:
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
             return _Outcome("failed", mode, intent.action, reason, False, intent.config_before, plan)
+        self.changes.applied(cluster_id, group_id, ledger=ledger, intent=intent, updated=updated)
         logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
         said = intent.reason or f"Applied {intent.action}."
         return _Outcome("applied", mode, intent.action, said, False, intent.config_before, plan)
