@@ -9,7 +9,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+if TYPE_CHECKING:
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.state import Episode, GroupState
 
 __all__ = [
     "DETAIL_KEYS",
@@ -20,6 +24,7 @@ __all__ = [
     "DetailType",
     "clean_detail",
     "entry_size",
+    "episode_event",
     "make_detail",
 ]
 
@@ -209,3 +214,25 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
             continue
         cleaned[key] = adapter.dump_python(value, mode="json")
     return cleaned, problems
+
+
+def episode_event(
+    detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
+) -> ControllerEvent:
+    """A BootstrapLoopDetected or LoopResolved event of an episode, at its current revision."""
+    detail = make_detail(
+        episode_id=episode.episode_id,
+        cluster_id=state.cluster_id,
+        compute_node_group_id=state.group_id,
+        kind=episode.kind,
+        failures=[failure.model_dump() for failure in episode.failures],
+        suspect=episode.suspect.model_dump() if episode.suspect else None,
+        mode=settings.mode,
+        config_before=state.config.node_lifecycle_actions if state.config else None,
+        revision=episode.revision,
+        config_fingerprint=episode.config_fingerprint,
+        config_modified_at=episode.config_modified_at,
+        **extra,
+    )
+    key = f"{episode.episode_id}:{detail_type}:{episode.revision}"
+    return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]

@@ -16,10 +16,9 @@ from typing import Any
 from lifeguard.attribution import find_suspect
 from lifeguard.bounds import implausible_time, utc
 from lifeguard.controller._subscriptions import Skips, data_batch
-from lifeguard.controller.scaling_events import episode_event
 from lifeguard.controller.updater import Change, GroupUpdater
 from lifeguard.detection import DetectionSettings
-from lifeguard.events import ControllerEvent
+from lifeguard.events import ControllerEvent, episode_event
 from lifeguard.metrics import uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.state import GroupState, StateStore

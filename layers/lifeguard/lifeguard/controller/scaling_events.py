@@ -32,13 +32,13 @@ from lifeguard.detection import (
     resolves,
 )
 from lifeguard.errors import AwsCallError, GroupNotFoundError
-from lifeguard.events import ControllerEvent, make_detail
+from lifeguard.events import ControllerEvent, episode_event
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import ScalingLogRecord, is_known_pair
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
 
-__all__ = ["BatchSummary", "ScalingEventsController", "episode_event"]
+__all__ = ["BatchSummary", "ScalingEventsController"]
 
 logger = logging.getLogger("lifeguard")
 
@@ -72,28 +72,6 @@ class BatchSummary(Skips):
             "unreadable_groups": self.unreadable_groups,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
-
-
-def episode_event(
-    detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
-) -> ControllerEvent:
-    """A BootstrapLoopDetected or LoopResolved event of an episode, at its current revision."""
-    detail = make_detail(
-        episode_id=episode.episode_id,
-        cluster_id=state.cluster_id,
-        compute_node_group_id=state.group_id,
-        kind=episode.kind,
-        failures=[failure.model_dump() for failure in episode.failures],
-        suspect=episode.suspect.model_dump() if episode.suspect else None,
-        mode=settings.mode,
-        config_before=state.config.node_lifecycle_actions if state.config else None,
-        revision=episode.revision,
-        config_fingerprint=episode.config_fingerprint,
-        config_modified_at=episode.config_modified_at,
-        **extra,
-    )
-    key = f"{episode.episode_id}:{detail_type}:{episode.revision}"
-    return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]
 
 
 class ScalingEventsController:
