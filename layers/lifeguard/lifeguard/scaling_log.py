@@ -18,6 +18,9 @@ from lifeguard._records import describe_validation_error, load_json_object
 from lifeguard.bounds import EPOCH_MS_MAX, ClusterId, GroupId, InstanceId, NodeName
 
 __all__ = [
+    "BOOTSTRAP_FAILED",
+    "BOOTSTRAP_OUTCOMES",
+    "BOOTSTRAP_SUCCEEDED",
     "KNOWN_REASONS",
     "ScalingLogDetails",
     "ScalingLogParseError",
@@ -25,6 +28,11 @@ __all__ = [
     "is_known_pair",
     "parse_scaling_log_record",
 ]
+
+# The two outcomes of a boot, as (status, reason): the one rule for which records count as outcomes.
+BOOTSTRAP_FAILED = ("TERMINATED", "BOOTSTRAP_FAILED")
+BOOTSTRAP_SUCCEEDED = ("ACTIVE", "BOOTSTRAP_SUCCESS")
+BOOTSTRAP_OUTCOMES = frozenset({BOOTSTRAP_FAILED, BOOTSTRAP_SUCCEEDED})
 
 # The status/reason pairs PCS documents for its scaling log.
 KNOWN_REASONS: Mapping[str, frozenset[str]] = {
@@ -112,12 +120,12 @@ class ScalingLogRecord(BaseModel):
     @property
     def is_bootstrap_failure(self) -> bool:
         """TERMINATED/BOOTSTRAP_FAILED: a lifecycle script (or PCS's own setup) failed the boot."""
-        return self.status_code == "TERMINATED" and self.reason_code == "BOOTSTRAP_FAILED"
+        return (self.status_code, self.reason_code) == BOOTSTRAP_FAILED
 
     @property
     def is_bootstrap_success(self) -> bool:
         """ACTIVE/BOOTSTRAP_SUCCESS: the node finished bootstrapping and joined Slurm."""
-        return self.status_code == "ACTIVE" and self.reason_code == "BOOTSTRAP_SUCCESS"
+        return (self.status_code, self.reason_code) == BOOTSTRAP_SUCCEEDED
 
     @property
     def is_launch_failure(self) -> bool:

@@ -35,7 +35,7 @@ from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.events import ControllerEvent, episode_event
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.scaling_log import ScalingLogRecord, is_known_pair
+from lifeguard.scaling_log import BOOTSTRAP_OUTCOMES, ScalingLogRecord, is_known_pair
 from lifeguard.state import Episode, GroupState, KnownConfig, Outcome, ProvenGood, StateStore
 
 __all__ = ["BatchSummary", "ScalingEventsController"]
@@ -167,7 +167,7 @@ class ScalingEventsController:
                     record.compute_node_group_id,
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
-            if (status == "LAUNCHED" or _KEPT.get(status) == reason) and cluster_id and group_id:
+            if (status == "LAUNCHED" or (status, reason) in BOOTSTRAP_OUTCOMES) and cluster_id and group_id:
                 by_group.setdefault((cluster_id, group_id), []).append(record)
             else:
                 summary.ignored += 1
@@ -461,7 +461,3 @@ class _PcsReads:
         logger.warning(
             "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
         )
-
-
-# Records the state keeps, besides LAUNCHED: bootstrap outcomes. Everything else costs no AWS call.
-_KEPT = {"TERMINATED": "BOOTSTRAP_FAILED", "ACTIVE": "BOOTSTRAP_SUCCESS"}
