@@ -23,6 +23,7 @@ from lifeguard.state import (
     group_key,
 )
 from tests.unit.fakes import FakeDynamoDB, client_error
+from tests.unit.test_node_report import REPORT
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 T0 = 1792544247000
@@ -240,21 +241,10 @@ def test_save_many_returns_the_states_of_a_transaction_that_lost_a_race() -> Non
 
 
 def report(**changed: Any) -> NodeReport:
-    fields: dict[str, Any] = {
-        "cluster_id": CLUSTER,
-        "compute_node_group_id": GROUP,
-        "instance_id": "i-059b4b99b4f2e9739",
-        "boot": 1,
-        "first_boot": True,
-        "stage": "nodeBootstrapped",
-        "script": "fail-terminate",
-        "on_error": "TERMINATE",
-        "exit_code": 1,
-        "outcome": "failed",
-        "started_at": 1792544247,
-        "ended_at": 1792544250,
-    }
-    return NodeReport(**{**fields, **changed})
+    """The node-report tests' failed run (the article's), with `changed` fields."""
+    return NodeReport.model_validate(
+        {**REPORT, "cluster_id": CLUSTER, "compute_node_group_id": GROUP, **changed}
+    )
 
 
 def test_put_reports_stores_each_run_once_in_batches_of_25_and_expires_them() -> None:

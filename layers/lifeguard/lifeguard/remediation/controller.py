@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lifeguard.aws.events import EventPublisher
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
-from lifeguard.bounds import clip, utc
+from lifeguard.bounds import FINGERPRINT_PATTERN, clip, utc
 from lifeguard.detection import DEFAULT_MODE, DetectionSettings, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.events import ControllerEvent, clean_detail, make_detail
@@ -141,7 +142,7 @@ class RemediationSettings:
 
 def _sha256(raw: str) -> str:
     value = raw.strip().lower()
-    if len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+    if not re.fullmatch(FINGERPRINT_PATTERN, value):
         raise ValueError("expected a sha256: 64 hexadecimal digits")
     return value
 
