@@ -27,12 +27,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lifeguard.aws.clients import aws_client
-from lifeguard.aws.events import EventPublisher
+from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import GroupUpdater, ScalingEventsController
 from lifeguard.detection import DetectionSettings
-from lifeguard.state import StateStore
-from lifeguard.subscription import encode_subscription
+from lifeguard.group_state import StateStore
+from lifeguard.handlers.scaling_events import ScalingEventsHandler
+from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.log_subscription import encode_subscription
 from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
 from lifeguard_cli.local.stack import create_stack
 
@@ -152,7 +153,7 @@ def _own_cost(batches: list[dict[str, Any]]) -> tuple[float, float]:
     """Seconds for the handler against instant AWS, and for the bare loop, on the same batches."""
     instant = _Instant()
     store = StateStore(instant, "bench")
-    controller = ScalingEventsController(
+    controller = ScalingEventsHandler(
         store,
         PcsGateway(instant),
         GroupUpdater(store, EventPublisher(instant, "bench")),
@@ -212,7 +213,7 @@ def main() -> int:
             client.meta.events.register("before-call", count)
             client.meta.events.register("after-call", done)
         store = StateStore(dynamodb, stack.table)
-        controller = ScalingEventsController(
+        controller = ScalingEventsHandler(
             store,
             PcsGateway(pcs),
             GroupUpdater(store, EventPublisher(events, stack.event_bus)),

@@ -33,7 +33,7 @@ def applied_event(
     detail_type: str = "RemediationApplied", *, revision: int = 1, episode: str = "ep-1"
 ) -> dict[str, Any]:
     """A controller event of the article's loop quarantined (RemediationApplied, unless told otherwise)."""
-    from lifeguard.events import make_detail
+    from lifeguard.event_contract import make_detail
 
     cluster, group = "pcs_abc123de45", "pcs_abcdef01"
     failure = {

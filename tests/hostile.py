@@ -32,20 +32,16 @@ from hypothesis import strategies as st
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import (
-    NodeReportsController,
-    ScalingEventsController,
-    build_node_reports,
-    build_remediate,
-    build_scaling_events,
-)
-from lifeguard.events import clean_detail
-from lifeguard.notify import NoticeStore, NotifyController, SecretWebhook, SlackChannel, SnsChannel
+from lifeguard.event_contract import clean_detail
+from lifeguard.handlers.node_reports import NodeReportsHandler
+from lifeguard.handlers.scaling_events import ScalingEventsHandler
+from lifeguard.log_subscription import encode_subscription
+from lifeguard.notify import NoticeStore, Notifier, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
 from lifeguard.notify.summary import SUBJECT_MAX_CHARS
-from lifeguard.remediation import RemediationController, RemediationSettings, RemediationStore
-from lifeguard.subscription import encode_subscription
+from lifeguard.remediation import RemediationSettings, RemediationStore, Remediator
+from lifeguard.wiring import build_node_reports, build_remediate, build_scaling_events
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, create_notification_channels
@@ -425,8 +421,8 @@ class World:
     clock: ManualClock
     deployed: Deployment
     pcs_endpoint: str
-    scaling: ScalingEventsController
-    reports: NodeReportsController
+    scaling: ScalingEventsHandler
+    reports: NodeReportsHandler
     slack: SlackSink
     channels: LocalChannels
     counts: Counter[str]
@@ -454,7 +450,7 @@ class World:
         summary: dict[str, Any] = self.scaling.handle_event(event).to_dict()
         return summary
 
-    def remediator(self) -> RemediationController:
+    def remediator(self) -> Remediator:
         return build_remediate(
             self.deployed.wiring,
             settings=RemediationSettings(default_mode="quarantine", cooldown_seconds=0),
@@ -464,7 +460,7 @@ class World:
             metric=lambda name, value: self.counts.update({f"remediate:{name}": int(value)}),
         )
 
-    def notifier(self) -> NotifyController:
+    def notifier(self) -> Notifier:
         endpoint = self.local.moto.endpoint_url
         webhook = SecretWebhook(aws_client("secretsmanager", endpoint), self.channels.slack_secret)
         channels = [
@@ -476,7 +472,7 @@ class World:
             self.deployed.stack.table,
             clock=lambda: self.clock().timestamp(),
         )
-        return NotifyController(
+        return Notifier(
             channels, notices, metric=lambda name, value: self.counts.update({f"notify:{name}": int(value)})
         )
 

@@ -9,7 +9,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lifeguard.controller import build_node_reports
+from lifeguard.wiring import build_node_reports
 
 logger = Logger()
 metrics = Metrics()

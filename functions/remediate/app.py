@@ -9,7 +9,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lifeguard.controller import build_remediate
+from lifeguard.wiring import build_remediate
 
 logger = Logger()
 metrics = Metrics()

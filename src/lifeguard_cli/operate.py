@@ -16,11 +16,11 @@ from lifeguard.aws.pcs import PcsGateway
 from lifeguard.bounds import clock_time
 from lifeguard.detection import DEFAULT_MODE
 from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.group_state import GroupState, StateStore
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.settings import setting
-from lifeguard.state import GroupState, StateStore
 
 __all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult", "format_time"]
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from lifeguard.bounds import clock_time
 from lifeguard.errors import LifeguardError
+from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 from lifeguard.notify.slack import SlackChannel
 from lifeguard.notify.summary import diff_line
-from lifeguard.subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 
 __all__ = ["ReplayError", "ReplayResult", "TimelineEntry", "replay"]
 

@@ -264,8 +264,8 @@ def test_node_reports_name_the_failing_script_of_the_open_loop(deployment: Deplo
 
 
 def test_remediate_quarantines_the_failing_script(deployment: Deployment) -> None:
+    from lifeguard.group_state import StateStore
     from lifeguard.lifecycle import fingerprint_of
-    from lifeguard.state import StateStore
     from tests.integration.conftest import open_episode
 
     event = load_event("eventbridge/bootstrap-loop-detected.json")

@@ -138,11 +138,12 @@ class Deployment:
 def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefix: str) -> Deployment:
     """Point boto3 at the local AWS, make the stack's resources, and wire the controller to them."""
     from lifeguard.aws.clients import aws_client
-    from lifeguard.aws.events import EventPublisher
+    from lifeguard.aws.eventbridge import EventPublisher
     from lifeguard.aws.pcs import PcsGateway
-    from lifeguard.controller import GroupUpdater, Wiring
     from lifeguard.detection import DetectionSettings
-    from lifeguard.state import StateStore
+    from lifeguard.group_state import StateStore
+    from lifeguard.handlers.updater import GroupUpdater
+    from lifeguard.wiring import Wiring
     from lifeguard_cli.local.stack import create_stack
 
     for key, value in local.environ().items():
@@ -167,7 +168,7 @@ def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefi
 def open_episode(store: Any, detail: dict[str, Any]) -> None:
     """Make the group's state hold the open episode a BootstrapLoopDetected detail is about, as the
     scaling_events handler does before it publishes one (remediation acts only on such an episode)."""
-    from lifeguard.state import Episode, Failure, Suspect
+    from lifeguard.group_state import Episode, Failure, Suspect
 
     state = store.load(detail["cluster_id"], detail["compute_node_group_id"])
     episode = state.episode

@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lifeguard.errors import AwsCallError
-from lifeguard.events import make_detail
+from lifeguard.event_contract import make_detail
+from lifeguard.group_state import BootOutcome
+from lifeguard.log_subscription import encode_subscription
 from lifeguard.remediation import RemediationParkedError, RemediationStore
-from lifeguard.state import Outcome
-from lifeguard.subscription import encode_subscription
 from tests.hostile import (
     CLUSTER,
     MINUTE_MS,
@@ -260,7 +260,7 @@ def test_defect_4_an_outcome_kept_from_the_future_before_times_were_bounded_is_l
     store = hostile.deployed.wiring.store
     poisoned = store.load(CLUSTER, group)
     ahead = hostile.now_ms() + 365 * 24 * 60 * MINUTE_MS
-    poisoned.outcomes["i-0ffffffffffffffff"] = Outcome("i-0ffffffffffffffff", "lca-static-1", ahead, True)
+    poisoned.outcomes["i-0ffffffffffffffff"] = BootOutcome("i-0ffffffffffffffff", "lca-static-1", ahead, True)
     store.save(poisoned)
     rows = genuine_loop(group, hostile.now_ms() - 12 * MINUTE_MS, random.Random(7))
     assert [e["detail-type"] for e in hostile.deliver_records([json.dumps(r) for r in rows])["events"]] == [

@@ -17,7 +17,7 @@ from lifeguard.aws.clients import aws_client
 from lifeguard.notify import (
     NoticeStore,
     NotificationError,
-    NotifyController,
+    Notifier,
     SecretWebhook,
     SlackChannel,
     SnsChannel,
@@ -46,7 +46,7 @@ class Env:
     sleeps: list[float] = field(default_factory=list)
     metrics: list[str] = field(default_factory=list)
 
-    def controller(self, *, topic_arn: str | None = None, timeout_seconds: float = 5.0) -> NotifyController:
+    def controller(self, *, topic_arn: str | None = None, timeout_seconds: float = 5.0) -> Notifier:
         webhook = SecretWebhook(
             aws_client("secretsmanager", self.local.moto.endpoint_url), self.channels.slack_secret
         )
@@ -57,7 +57,7 @@ class Env:
         notices = NoticeStore(
             aws_client("dynamodb", self.local.moto.endpoint_url), self.table, clock=lambda: 1.8e9
         )
-        return NotifyController([sns, slack], notices, metric=lambda name, value: self.metrics.append(name))
+        return Notifier([sns, slack], notices, metric=lambda name, value: self.metrics.append(name))
 
     def sns(self) -> list[dict[str, Any]]:
         return self.channels.received_sns(self.local.client("sqs"))

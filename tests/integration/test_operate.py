@@ -15,11 +15,11 @@ import pytest
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import build_remediate
-from lifeguard.events import make_detail
+from lifeguard.event_contract import make_detail
+from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
-from lifeguard.state import Episode, GroupState, KnownConfig
+from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
 from tests.conftest import load_event
 from tests.integration.conftest import deploy

@@ -12,16 +12,16 @@ import pytest
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
-from lifeguard.controller import Wiring, build_remediate
-from lifeguard.events import DETAIL_KEYS, make_detail
+from lifeguard.event_contract import DETAIL_KEYS, make_detail
+from lifeguard.group_state import GroupState, ProvenGood
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import (
-    RemediationController,
     RemediationParkedError,
     RemediationSettings,
     RemediationStore,
+    Remediator,
 )
-from lifeguard.state import GroupState, ProvenGood
+from lifeguard.wiring import Wiring, build_remediate
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
 from tests.conftest import ARTICLE_SUSPECT, load_event
@@ -45,7 +45,7 @@ class Env:
     pcs_endpoint: str
     sleeps: list[float] = field(default_factory=list)
 
-    def controller(self, **settings: Any) -> RemediationController:
+    def controller(self, **settings: Any) -> Remediator:
         def sleep(seconds: float) -> None:
             self.sleeps.append(seconds)
             self.clock.advance(seconds)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from lifeguard.events import DETAIL_KEYS
+from lifeguard.event_contract import DETAIL_KEYS
 from lifeguard_cli.cli import app
 from tests.conftest import EVENTS
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from lifeguard.attribution import find_suspect
+from lifeguard.group_state import Failure
 from lifeguard.node_report import NodeReport
-from lifeguard.state import Failure
 
 FAILURES = [
     Failure(instance_id="i-1", scheduler_node_id="lca-static-1", event_timestamp=1000),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from lifeguard.aws.events import EventPublisher
+from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.bounds import (
     FUTURE_SKEW_MS,
     PAST_MS,
@@ -21,7 +21,7 @@ from lifeguard.bounds import (
     pcs_pattern,
     utc,
 )
-from lifeguard.events import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
+from lifeguard.event_contract import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
 from lifeguard.pcs_model import shape
 
 NOW = 1_792_544_802_000

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lifeguard.detection import DetectionSettings, apply_record, detect, episode_id_for, resolves
+from lifeguard.group_state import Episode, GroupState
 from lifeguard.scaling_log import ScalingLogRecord
-from lifeguard.state import Episode, GroupState
 
 MIN = 60_000
 T0 = 1_792_545_885_000  # 2026-10-21 01:04:45 UTC, the article's first launch
@@ -195,7 +195,7 @@ def test_stack_defaults_come_from_the_environment(monkeypatch: pytest.MonkeyPatc
 
 
 def test_history_the_state_already_let_go_of_is_not_taken_back() -> None:
-    from lifeguard.state import OUTCOME_LIMIT
+    from lifeguard.group_state import OUTCOME_LIMIT
 
     state = state_of(" ".join(f"S{n}@{10 + n}" for n in range(OUTCOME_LIMIT)))
     assert len(state.outcomes) == OUTCOME_LIMIT

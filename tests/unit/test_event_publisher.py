@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from lifeguard.aws.events import EventPublisher
+from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
-from lifeguard.events import ControllerEvent, make_detail
+from lifeguard.event_contract import ControllerEvent, make_detail
 from tests.unit.fakes import client_error
 
 

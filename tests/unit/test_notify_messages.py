@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifeguard.events import make_detail
+from lifeguard.event_contract import make_detail
 from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
@@ -101,7 +101,7 @@ def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> No
 
 @pytest.mark.parametrize("name", ["bootstrap-loop-detected", "remediation-applied"])
 def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(name: str) -> None:
-    from lifeguard.events import DETAIL_KEYS, clean_detail
+    from lifeguard.event_contract import DETAIL_KEYS, clean_detail
     from lifeguard.remediation import LoopDetection
 
     event = load_event(f"eventbridge/{name}.json")

@@ -10,7 +10,7 @@ from lifeguard.detection import mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import LoopDetection, RemediationSettings, rails
-from lifeguard.remediation.ledger import AppliedChange, Ledger
+from lifeguard.remediation.records import AppliedChange, Ledger
 
 NOW = 1_800_000_000.0
 CONFIG = {"stages": {"nodeBootstrapped": [{"name": "a", "scriptSource": {"scriptLocation": "s3://b/a.sh"}}]}}

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lifeguard.events import make_detail
+from lifeguard.event_contract import make_detail
 from lifeguard.notify.summary import SUBJECT_MAX_CHARS, diff_line, summarize
 from tests.conftest import ARTICLE_SUSPECT, applied_event
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from lifeguard.aws.events import EventPublisher
+from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
+from lifeguard.group_state import StateStore
 from lifeguard.notify import NoticeStore, SecretWebhook, SnsChannel
 from lifeguard.remediation import ACTIONS, RemediationStore
-from lifeguard.state import StateStore
 from lifeguard_cli.template import expanded_template, load_template
 
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
@@ -25,13 +25,13 @@ LAYER = TEMPLATE.parent / "layers" / "lifeguard" / "lifeguard"
 RUNTIME = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # Where each function's code reaches its stores: (source files, the attribute the store is held in).
 STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
-    "ScalingEvents": {"state": (("controller/scaling_events.py", "controller/updater.py"), "self.store")},
-    "NodeReports": {"state": (("controller/node_reports.py", "controller/updater.py"), "self.store")},
+    "ScalingEvents": {"state": (("handlers/scaling_events.py", "handlers/updater.py"), "self.store")},
+    "NodeReports": {"state": (("handlers/node_reports.py", "handlers/updater.py"), "self.store")},
     "Remediate": {
-        "state": (("remediation/controller.py",), "self.states"),
-        "remediation": (("remediation/controller.py",), "self.store"),
+        "state": (("remediation/remediator.py",), "self.states"),
+        "remediation": (("remediation/remediator.py",), "self.store"),
     },
-    "Notify": {"notices": (("notify/controller.py", "controller/__init__.py"), "notices")},
+    "Notify": {"notices": (("notify/notifier.py", "wiring.py"), "notices")},
 }
 STORES: dict[str, dict[str, tuple[str, ...]]] = {
     "state": StateStore.PERMISSIONS,
@@ -364,7 +364,7 @@ def test_the_outputs_enroll_reads_are_there() -> None:
 
 def test_the_template_s_defaults_are_the_code_s() -> None:
     from lifeguard.detection import DEFAULT_MODE, DEFAULT_THRESHOLD, DEFAULT_WINDOW_MINUTES
-    from lifeguard.remediation.controller import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
+    from lifeguard.remediation.remediator import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
 
     parameters = template()["Parameters"]
     assert parameters["DefaultMode"]["Default"] == DEFAULT_MODE

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from lifeguard.aws.events import EventPublisher
-from lifeguard.controller.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
+from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
-from lifeguard.events import ControllerEvent, make_detail
-from lifeguard.state import GroupState, StateStore
+from lifeguard.event_contract import ControllerEvent, make_detail
+from lifeguard.group_state import GroupState, StateStore
+from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
-from lifeguard.state import Failure, Suspect
 
 __all__ = ["find_suspect"]
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lifeguard.bounds import clip
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
 from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import setting
-from lifeguard.state import OUTCOME_LIMIT, Failure, GroupState, Outcome
 
 __all__ = [
     "DEFAULT_MODE",
@@ -180,14 +180,14 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     launched_at = state.launches.get(instance)
     if launched_at is None and known_outcome is not None:
         launched_at = known_outcome.launched_at
-    state.outcomes[instance] = Outcome(
+    state.outcomes[instance] = BootOutcome(
         instance, record.scheduler_node_id, record.event_timestamp, record.is_bootstrap_success, launched_at
     )
     state.outcome_changed()
     return True
 
 
-def is_relevant(state: GroupState, outcome: Outcome, modified_at: int | None) -> bool:
+def is_relevant(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:
     """True when the instance ran the group's current configuration."""
     if modified_at is None:
         return True
@@ -208,7 +208,7 @@ class Detection:
         return max(f.event_timestamp for f in self.failures)
 
 
-def _failure(outcome: Outcome) -> Failure:
+def _failure(outcome: BootOutcome) -> Failure:
     return Failure(
         instance_id=outcome.instance_id,
         scheduler_node_id=outcome.scheduler_node_id,
@@ -229,7 +229,7 @@ def detect(
     )
     if not ordered:
         return None
-    tail: list[Outcome] = []
+    tail: list[BootOutcome] = []
     for outcome in reversed(ordered):
         if outcome.succeeded:
             break
@@ -255,7 +255,7 @@ def detect(
     return None
 
 
-def resolves(state: GroupState, settings: DetectionSettings) -> Outcome | None:
+def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | None:
     """The success that ends the open episode, if there is one.
 
     A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with

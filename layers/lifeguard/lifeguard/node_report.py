@@ -17,9 +17,9 @@ from lifeguard.bounds import EPOCH_S_MAX, ClusterId, GroupId, InstanceId, NodeNa
 from lifeguard.lifecycle import OnError, StageName
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
-__all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "Outcome", "parse_node_report"]
+__all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "RunOutcome", "parse_node_report"]
 
-Outcome = Literal["succeeded", "failed", "skipped"]
+RunOutcome = Literal["succeeded", "failed", "skipped"]
 
 
 class NodeReport(BaseModel):
@@ -44,7 +44,7 @@ class NodeReport(BaseModel):
     exit_code: int | None = Field(
         default=None, ge=-(2**31), lt=2**31, description="None when the script never ran (fetch failed)"
     )
-    outcome: Outcome
+    outcome: RunOutcome
     started_at: int = Field(ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
     ended_at: int | None = Field(default=None, ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
     log_tail: str = Field(default="", description=f"the last {LOG_TAIL_BYTES} bytes of the run's output")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from lifeguard.notify.controller import (
+from lifeguard.notify.notifier import (
     Channel,
     NoticeStore,
     NotificationError,
-    NotifyController,
+    Notifier,
     NotifyResult,
 )
 from lifeguard.notify.slack import SecretWebhook, SlackChannel, SlackError, slack_message
@@ -18,7 +18,7 @@ __all__ = [
     "Channel",
     "NoticeStore",
     "NotificationError",
-    "NotifyController",
+    "Notifier",
     "NotifyResult",
     "SecretWebhook",
     "SlackChannel",

@@ -11,15 +11,15 @@ from lifeguard.remediation.actions import (
     RemediationAction,
     action_for,
 )
-from lifeguard.remediation.controller import (
+from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
+from lifeguard.remediation.remediator import (
     LoopDetection,
     RemediationBusyError,
-    RemediationController,
     RemediationParkedError,
     RemediationSettings,
+    Remediator,
     undo_command,
 )
-from lifeguard.remediation.ledger import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
 
 __all__ = [
     "ACTIONS",
@@ -34,10 +34,10 @@ __all__ = [
     "Plan",
     "RemediationAction",
     "RemediationBusyError",
-    "RemediationController",
     "RemediationParkedError",
     "RemediationSettings",
     "RemediationStore",
+    "Remediator",
     "action_for",
     "undo_command",
 ]

@@ -3,7 +3,7 @@ PCS permissions that applying it needs (a test holds template.yaml to them).
 
 An action only plans: it turns the group's current `nodeLifecycleActions` and what the detection knows into
 the configuration to put in place, with the sentences a person needs to trust it. Applying, rails and
-audit belong to `lifeguard.remediation.controller`.
+audit belong to `lifeguard.remediation.remediator`.
 """
 
 from __future__ import annotations

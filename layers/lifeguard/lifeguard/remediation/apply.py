@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
-from lifeguard.remediation.ledger import AppliedChange, Ledger, RemediationStore
+from lifeguard.remediation.records import AppliedChange, Ledger, RemediationStore
 
 __all__ = ["ChangeMaker"]
 

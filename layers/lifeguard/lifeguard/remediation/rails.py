@@ -2,7 +2,7 @@
 detection, the group's configuration as PCS holds it, the settings and the time.
 
 Each rail answers None when it lets the remediation through, or the sentence that says why not (that
-sentence is the `reason` of the RemediationSkipped event and of the audit entry). The controller reads the
+sentence is the `reason` of the RemediationSkipped event and of the audit entry). The remediator reads the
 group, asks the rails in order, and applies what they let through:
 
 1. `unmatched`: the detection is not of the group's open episode (a forged, replayed or stale event);
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import utc
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.remediation.ledger import AppliedChange, Ledger
+from lifeguard.remediation.records import AppliedChange, Ledger
 
 if TYPE_CHECKING:
-    from lifeguard.remediation.controller import LoopDetection, RemediationSettings
-    from lifeguard.state import GroupState
+    from lifeguard.group_state import GroupState
+    from lifeguard.remediation.remediator import LoopDetection, RemediationSettings
 
 __all__ = [
     "DAY_SECONDS",

@@ -1,0 +1,463 @@
+"""The scaling_events Lambda's logic: PCS scaling-log records in, episodes and proven-good configs out.
+
+Per batch, records are grouped by compute node group; each group costs one state read and, when
+something changed, one conditional write. PCS is called only when a decision needs it: to confirm a
+detection with the group's current `modifiedAt` and tags, and, from success records, at most once per
+group per `proven_good_refresh_seconds` of event time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from lifeguard._records import describe_validation_error, reason_of
+from lifeguard.attribution import find_suspect
+from lifeguard.aws.pcs import GroupSummary, PcsGateway, is_transient
+from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, utc
+from lifeguard.detection import (
+    DetectionSettings,
+    RecordFolder,
+    detect,
+    episode_id_for,
+    is_relevant,
+    resolves,
+)
+from lifeguard.errors import AwsCallError, GroupNotFoundError
+from lifeguard.event_contract import ControllerEvent, episode_event
+from lifeguard.group_state import BootOutcome, Episode, GroupState, KnownConfig, ProvenGood, StateStore
+from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.updater import Change, GroupUpdater
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.metrics import Metric, uncounted
+from lifeguard.scaling_log import BOOTSTRAP_OUTCOMES, ScalingLogRecord, is_known_pair
+
+__all__ = ["BatchSummary", "ScalingEventsHandler"]
+
+logger = logging.getLogger("lifeguard")
+
+
+@dataclass
+class BatchSummary(Skips):
+    """What one batch did, for logs, metrics, tests and `lifeguard replay`.
+
+    Every record is accounted for: `skipped` (not a valid record, or implausible; `skipped_reasons` says
+    why, by reason), `ignored` (valid, but of a status or without the ids the detection reads), or used.
+    """
+
+    records: int = 0
+    ignored: int = 0
+    unknown_codes: int = 0
+    launch_failures: int = 0
+    groups: int = 0
+    unreadable_groups: int = 0
+    events: list[ControllerEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as the handler returns it."""
+        return {
+            "records": self.records,
+            "skipped": self.skipped,
+            "skipped_reasons": dict(self.skipped_reasons),
+            "ignored": self.ignored,
+            "unknown_codes": self.unknown_codes,
+            "launch_failures": self.launch_failures,
+            "groups": self.groups,
+            "unreadable_groups": self.unreadable_groups,
+            "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
+        }
+
+
+class ScalingEventsHandler:
+    """Detects bootstrap-failure loops per compute node group."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        pcs: PcsGateway,
+        updater: GroupUpdater,
+        defaults: DetectionSettings,
+        *,
+        metric: Metric | None = None,
+        clock: Callable[[], float] = time.time,
+        proven_good_refresh_seconds: float = 60.0,
+        tag_refresh_seconds: float = 300.0,
+    ) -> None:
+        self.store = store
+        self.pcs = pcs
+        self.updater = updater
+        self.defaults = defaults
+        self.metric = metric or uncounted
+        self.clock = clock  # the invocation's clock, against which record times must be plausible
+        self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
+        self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
+
+    # -- entry points --
+
+    def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
+        """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored)."""
+        batch = data_batch(event, self.metric)
+        if isinstance(batch, str):
+            return BatchSummary(skipped=int(batch == "invalid"))
+        return self.handle_messages(batch.messages())
+
+    def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
+        """Log-event messages with where they came from; a bad or implausible one is logged, counted with
+        its reason and skipped, and the rest of the batch goes on."""
+        summary = BatchSummary()
+        parsed: list[tuple[ScalingLogRecord, str]] = []
+        # The model's validator itself: model_validate_json's wrapper costs a third as much again per record.
+        validate = ScalingLogRecord.__pydantic_validator__.validate_json
+        for message, where in messages:
+            summary.records += 1
+            try:
+                parsed.append((validate(message), where))
+            except ValidationError as exc:
+                summary.skip(reason_of(exc), where, describe_validation_error(exc))
+            except (ValueError, RecursionError) as exc:
+                summary.skip("not JSON", where, clip(exc))
+        self._handle(self._plausible(parsed, summary), summary)
+        return summary
+
+    def handle_records(self, records: Iterable[ScalingLogRecord]) -> BatchSummary:
+        """Parsed records (tests, benchmarks), held to the same clock."""
+        summary = BatchSummary()
+        parsed = [(record, "(record)") for record in records]
+        summary.records = len(parsed)
+        self._handle(self._plausible(parsed, summary), summary)
+        return summary
+
+    def _plausible(
+        self, parsed: list[tuple[ScalingLogRecord, str]], summary: BatchSummary
+    ) -> list[ScalingLogRecord]:
+        """The records whose time can be genuine at the invocation's clock; the others are skipped."""
+        now_ms = int(self.clock() * 1000)
+        kept = []
+        for record, where in parsed:
+            implausible = implausible_time(record.event_timestamp, now_ms)
+            if implausible is None:
+                kept.append(record)
+            else:
+                summary.skip(f"event_timestamp {implausible}", where, utc(record.event_timestamp))
+        return kept
+
+    # -- the batch --
+
+    def _handle(self, records: list[ScalingLogRecord], summary: BatchSummary) -> None:
+        by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
+        for record in records:
+            status, reason = record.status_code, record.reason_code
+            if not is_known_pair(status, reason):
+                summary.unknown_codes += 1
+                logger.info(
+                    "unknown scaling-log codes %s (kept, not acted on)", ", ".join(record.unknown_codes)
+                )
+            if status == "LAUNCH_FAILED":
+                summary.launch_failures += 1
+                logger.warning(
+                    "launch failure %s/%s in group %s: capacity or quota, not a script; no action",
+                    record.status_code,
+                    record.reason_code,
+                    record.compute_node_group_id,
+                )
+            cluster_id, group_id = record.resource_id, record.compute_node_group_id
+            if (status == "LAUNCHED" or (status, reason) in BOOTSTRAP_OUTCOMES) and cluster_id and group_id:
+                by_group.setdefault((cluster_id, group_id), []).append(record)
+            else:
+                summary.ignored += 1
+        mutations = {}
+        per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
+        reads = _PcsReads(self.pcs, self.tag_refresh_ms, per_cluster)
+        latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
+        for (cluster_id, group_id), group_records in by_group.items():
+            group_records.sort(key=lambda r: r.event_timestamp)
+            mutations[(cluster_id, group_id)] = self._mutation(
+                cluster_id, group_id, group_records, reads, latest_ms
+            )
+        if mutations:
+            summary.events.extend(self.updater.update_many(mutations))
+        summary.groups = len(by_group)
+        summary.unreadable_groups = len(reads.unreadable)
+        self.metric("RecordsProcessed", summary.records)
+        if summary.skipped:
+            self.metric("RecordsSkipped", summary.skipped)
+        if reads.unreadable:
+            self.metric("GroupsUnreadable", len(reads.unreadable))
+        if summary.unknown_codes:
+            self.metric("UnknownCodes", summary.unknown_codes)
+        if summary.launch_failures:
+            self.metric("LaunchFailures", summary.launch_failures)
+        for event in summary.events:
+            self.metric(event.detail_type, 1)
+
+    def _mutation(
+        self,
+        cluster_id: str,
+        group_id: str,
+        records: list[ScalingLogRecord],
+        reads: _PcsReads,
+        latest_ms: int,
+    ) -> Callable[[GroupState], Change]:
+        """What a batch's records do to one group's state (re-runnable: PCS is read once per batch).
+        Outcomes dated after `latest_ms` (kept before times were bounded) are let go first: they would
+        otherwise stay the group's newest and blind the detection."""
+        batch_time = records[-1].event_timestamp
+
+        def refresh(state: GroupState, *, tags: bool = False) -> bool:
+            current = reads.current(state, batch_time, tags=tags)
+            if current is None:
+                return False
+            state.config = current
+            return True
+
+        def mutate(state: GroupState) -> Change:
+            if self._settings(state).mode == "off":
+                return Change()
+            change = Change(changed=state.forget_after(latest_ms))
+            fold = RecordFolder(state)
+            # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
+            # the same records delivered one by one would.
+            for record in records:
+                if not fold(record):
+                    continue
+                change.changed = True
+                if record.is_bootstrap_failure and state.episode is None:
+                    self._detect(state, refresh, change)
+                elif record.is_bootstrap_failure and self._may_have_changed(state, record):
+                    self._detect_again(state, refresh, change)
+                elif record.is_bootstrap_success and state.episode is not None:
+                    settings = self._settings(state)
+                    success = resolves(state, settings)
+                    if success is not None:
+                        self._resolve(state, settings, success, change)
+            change.changed |= self._prove_good(state, records, refresh)
+            return change
+
+        return mutate
+
+    def _settings(self, state: GroupState) -> DetectionSettings:
+        if state.config is None:
+            return self.defaults
+        settings, problems = self.defaults.with_tags(state.config.tags)
+        for problem in problems:
+            logger.warning("group %s: %s; using %s", state.group_id, problem, settings)
+        return settings
+
+    def _prove_good(
+        self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[..., bool]
+    ) -> bool:
+        """Store the configuration a successful node was launched with as the group's proven-good one.
+
+        The configuration read at `checked_at` with `modifiedAt` M was the group's configuration all the
+        time from M to `checked_at`: a node launched in between proves it without another PCS call. Only
+        a node launched after `checked_at` needs a fresh read, at most once per refresh interval.
+        """
+        successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
+        if not successes:
+            return False
+        changed = False
+        config = state.config
+        newest_launch = max(self._launch_of(state, r) for r in successes)
+        stale = config is None or (
+            newest_launch > config.checked_at
+            and successes[-1].event_timestamp - config.checked_at >= self.proven_good_refresh_ms
+        )
+        if stale:
+            changed = refresh(state)
+            config = state.config
+        if config is None:
+            return changed
+        for record in reversed(successes):
+            outcome = state.outcomes.get(record.instance_id or "")
+            if (
+                outcome is None
+                or not outcome.succeeded
+                or not is_relevant(state, outcome, config.modified_at)
+            ):
+                continue
+            if self._launch_of(state, record) > config.checked_at:
+                continue  # launched after the last read: it may have run a newer configuration
+            known = state.proven_good
+            if (
+                known is not None
+                and known.fingerprint == config.fingerprint
+                and known.modified_at == config.modified_at
+            ):
+                return changed
+            state.proven_good = ProvenGood(
+                fingerprint=config.fingerprint,
+                node_lifecycle_actions=config.node_lifecycle_actions,
+                modified_at=config.modified_at,
+                proven_at=outcome.event_timestamp,
+                instance_id=outcome.instance_id,
+            )
+            logger.info(
+                "group %s: configuration %s proven good by %s",
+                state.group_id,
+                config.fingerprint[:12],
+                outcome.instance_id,
+            )
+            return True
+        return changed
+
+    @staticmethod
+    def _launch_of(state: GroupState, record: ScalingLogRecord) -> int:
+        outcome = state.outcomes.get(record.instance_id or "")
+        launched = state.launched_at(outcome) if outcome else None
+        return launched if launched is not None else record.event_timestamp
+
+    def _detect(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+        cached = state.config.modified_at if state.config else None
+        since = state.last_episode.resolved_at if state.last_episode else None
+        if detect(state, self._settings(state), cached, since) is None:
+            return  # not even with what is known: no PCS call
+        if not refresh(state, tags=True):
+            return
+        change.changed = True
+        settings = self._settings(state)
+        config = state.config
+        if settings.mode == "off" or config is None:
+            return
+        detection = detect(state, settings, config.modified_at, since)
+        if detection is None:
+            return
+        episode = Episode(
+            episode_id=episode_id_for(state.cluster_id, state.group_id, detection),
+            kind=detection.kind,
+            opened_at=detection.latest,
+            config_modified_at=config.modified_at,
+            config_fingerprint=config.fingerprint,
+            failures=list(detection.failures),
+        )
+        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        state.episode = episode
+        names = ", ".join(f"{f.instance_id} at {utc(f.event_timestamp)}" for f in episode.failures)
+        logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
+
+    def _may_have_changed(self, state: GroupState, record: ScalingLogRecord) -> bool:
+        """Whether the configuration is worth reading again for an open episode: at most once per
+        refresh interval of event time, so a group that keeps failing costs one PCS read a minute."""
+        config = state.config
+        return config is None or record.event_timestamp - config.checked_at >= self.proven_good_refresh_ms
+
+    def _detect_again(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+        """An open episode whose loop goes on under a newer configuration (a remediation that did not
+        work, or another broken change): the episode is detected again, as a new revision, so remediation
+        can escalate. Failures of nodes launched before the change never count."""
+        episode = state.episode
+        assert episode is not None
+        if not refresh(state, tags=True):
+            return
+        config = state.config
+        if config is None or config.modified_at == episode.config_modified_at:
+            return
+        settings = self._settings(state)
+        detection = detect(state, settings, config.modified_at, None)
+        if settings.mode == "off" or detection is None:
+            return
+        change.changed = True
+        episode.config_modified_at = config.modified_at
+        episode.config_fingerprint = config.fingerprint
+        episode.failures = list(detection.failures)
+        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        episode.revision += 1
+        logger.warning(
+            "group %s: the %s goes on after the configuration changed at %s",
+            state.group_id,
+            episode.kind,
+            utc(config.modified_at),
+        )
+        reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+    def _resolve(
+        self, state: GroupState, settings: DetectionSettings, success: BootOutcome, change: Change
+    ) -> None:
+        episode = state.episode
+        assert episode is not None
+        episode.resolved_at = success.event_timestamp
+        node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
+        reason = f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)}"
+        change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
+        state.last_episode, state.episode = episode, None
+        change.changed = True
+
+
+class _PcsReads:
+    """PCS as one batch sees it, read as little as possible.
+
+    A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
+    of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
+    only those are read again. Tags are read only when a decision needs them, at most every
+    `tag_refresh_ms` of event time.
+    """
+
+    LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
+
+    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
+        self.pcs = pcs
+        self.tag_refresh_ms = tag_refresh_ms
+        self.groups_per_cluster = groups_per_cluster
+        self._listings: dict[str, dict[str, GroupSummary]] = {}
+        self._current: dict[tuple[str, str], KnownConfig | None] = {}
+        self.unreadable: dict[tuple[str, str], str] = {}
+
+    def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
+        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
+        key = (state.cluster_id, state.group_id)
+        try:
+            if key not in self._current:
+                self._current[key] = self._read(state, batch_time)
+            found = self._current[key]
+            if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
+                found.tags = self.pcs.list_tags(found.arn or "")
+                found.tags_checked_at = batch_time
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise  # the batch is retried whole; what it already wrote is idempotent
+            # PCS refuses this group (permissions, a value it will not take): the other groups go on, and
+            # this one's records stay in its state for the next batch to judge.
+            self._current[key] = None
+            self.unreadable[key] = exc.code
+            logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
+            return None
+        return found.model_copy(deep=True) if found else None
+
+    def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:
+        known = state.config
+        if known is not None and self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
+            if state.cluster_id not in self._listings:
+                self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
+            summary = self._listings[state.cluster_id].get(state.group_id)
+            if summary is None:
+                return self._gone(state)
+            if summary.modified_at_ms == known.modified_at:
+                return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
+        try:
+            snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
+        except GroupNotFoundError:
+            return self._gone(state)
+        actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
+        return KnownConfig(
+            modified_at=snapshot.modified_at_ms,
+            fingerprint=fingerprint_of(actions),
+            node_lifecycle_actions=actions,
+            arn=snapshot.arn,
+            status=snapshot.status,
+            tags=dict(known.tags) if known else {},
+            checked_at=batch_time,
+            tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
+        )
+
+    @staticmethod
+    def _gone(state: GroupState) -> None:
+        logger.warning(
+            "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
+        )

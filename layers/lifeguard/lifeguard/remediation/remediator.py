@@ -1,0 +1,636 @@
+"""The remediate Lambda's logic: a BootstrapLoopDetected event in, one decision out, with rails.
+
+Nothing that arrives can make Lifeguard change a group that did not loop: a detection is acted on only
+when it is valid (DESIGN's contract, bounded: `lifeguard.event_contract.clean_detail`) and matches the open
+episode Lifeguard keeps for the group, with the same episode id, configuration fingerprint and
+`config_modified_at`. Anything else is refused, audited and published as RemediationSkipped with the reason.
+
+Per detection (episode, revision), under the group's lock (a lease that ends with the invocation, and is
+released on the way out):
+1. a detection already decided is a duplicate: counted in the audit trail, its events re-published only
+   if they never were;
+2. a change already set out for it is reconciled: PCS took it (it is recorded as applied), did not (it is
+   made now, with the same clientToken), or someone changed the group meanwhile (it is abandoned);
+3. the detection must match the group's open episode;
+4. the group is read fresh (status, configuration, tags); it is acted on only when ACTIVE and still on
+   the configuration the detection saw;
+5. the action is the group's mode, moved up the escalation ladder when the loop went on under
+   Lifeguard's own change of the same episode (quarantine → revert → a person);
+6. cooldown and daily cap are checked; the change is written to the ledger as pending, then applied with
+   a clientToken derived from the episode, PCS errors that pass are retried with backoff (honouring
+   `retryAfterSeconds` up to a minute), and no wait outlasts the time the invocation has left;
+7. the decision is audited and published as RemediationApplied / RemediationSkipped / RemediationFailed.
+A failure that outlasts the retries is published, then raised (`RemediationParkedError`), so the Lambda's
+retries and dead-letter queue keep the event: nothing is dropped, and a change PCS took is never reported
+as skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
+from lifeguard.bounds import FINGERPRINT_PATTERN, clip, utc
+from lifeguard.detection import DEFAULT_MODE, DetectionSettings, mode_of
+from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
+from lifeguard.event_contract import ControllerEvent, clean_detail, make_detail
+from lifeguard.group_state import GroupState, StateStore
+from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.metrics import Metric, uncounted
+from lifeguard.remediation import rails
+from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
+from lifeguard.remediation.apply import ChangeMaker
+from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
+from lifeguard.settings import setting
+
+__all__ = [
+    "LoopDetection",
+    "RemediationBusyError",
+    "RemediationParkedError",
+    "RemediationSettings",
+    "Remediator",
+    "undo_command",
+]
+
+logger = logging.getLogger("lifeguard")
+T = TypeVar("T")
+
+
+class RemediationBusyError(LifeguardError):
+    """Another remediation of the group holds its lock; the event is retried later."""
+
+
+class RemediationParkedError(LifeguardError):
+    """The remediation failed after its retries; RemediationFailed was published and the event is left to
+    the Lambda's retries and dead-letter queue."""
+
+
+def undo_command(cluster_id: str, group_id: str) -> str:
+    """The command that puts back the configuration from before Lifeguard's last change."""
+    return f"lifeguard undo {group_id} --cluster {cluster_id}"
+
+
+# The stack's defaults (template.yaml's CooldownMinutes and DailyCap say the same).
+DEFAULT_COOLDOWN_MINUTES = 30.0
+DEFAULT_DAILY_CAP = 3
+
+
+@dataclass(frozen=True)
+class RemediationSettings:
+    """Stack-wide remediation settings (explicit > LIFEGUARD_* environment > default)."""
+
+    default_mode: str = DEFAULT_MODE
+    dry_run: bool = False
+    cooldown_seconds: float = DEFAULT_COOLDOWN_MINUTES * 60
+    daily_cap: int = DEFAULT_DAILY_CAP
+    # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
+    drain_kept_nodes: bool = False
+    node_bundle: NodeBundle | None = None
+    lock_wait_seconds: float = 30.0
+    # When the invocation's remaining time is not known: the function's timeout (template.yaml).
+    invocation_seconds: float = 600.0
+    # Kept back from every wait: what recording, auditing and publishing a decision takes.
+    reserve_seconds: float = 30.0
+    # The lease ends this long after the invocation must have: before Lambda's first retry (a minute).
+    lease_margin_seconds: float = 5.0
+    retry_attempts: int = 6
+    update_wait_seconds: float = 240.0
+    update_poll_seconds: float = 10.0
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 20.0
+    max_retry_after_seconds: float = 60.0
+
+    @classmethod
+    def from_environment(cls, **explicit: Any) -> RemediationSettings:
+        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _DRAIN_KEPT_NODES, and the node
+        bundle: _NODE_BUNDLE (its location), _NODE_BUNDLE_VERSION, _NODE_BUNDLE_SHA256."""
+        location = setting("node_bundle", None, "", str)
+        bundle = explicit.get("node_bundle") or (
+            NodeBundle(
+                location,
+                setting("node_bundle_version", None, "", str) or None,
+                setting("node_bundle_sha256", None, "", _sha256) or None,
+            )
+            if location
+            else None
+        )
+        return cls(
+            default_mode=DetectionSettings.stack_defaults(mode=explicit.get("default_mode")).mode,
+            dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
+            cooldown_seconds=60
+            * setting("cooldown_minutes", explicit.get("cooldown_minutes"), DEFAULT_COOLDOWN_MINUTES, float),
+            daily_cap=setting("daily_cap", explicit.get("daily_cap"), DEFAULT_DAILY_CAP, int),
+            drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
+            node_bundle=bundle,
+        )
+
+    @property
+    def drain_bundle(self) -> NodeBundle | None:
+        """The bundle a quarantine's drain step runs, or None when kept nodes are not drained."""
+        return self.node_bundle if self.drain_kept_nodes else None
+
+
+def _sha256(raw: str) -> str:
+    value = raw.strip().lower()
+    if not re.fullmatch(FINGERPRINT_PATTERN, value):
+        raise ValueError("expected a sha256: 64 hexadecimal digits")
+    return value
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError("expected true or false")
+
+
+# What a detection must carry to be matched with an open episode (Lifeguard's own always do).
+_REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_fingerprint", "config_modified_at")
+
+
+class LoopDetection(BaseModel):
+    """The part of a BootstrapLoopDetected detail that remediation reads, as `clean_detail` validated it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    episode_id: str
+    cluster_id: str
+    compute_node_group_id: str
+    kind: str | None = None
+    failures: list[dict[str, Any]] = Field(default_factory=list)
+    suspect: dict[str, Any] | None = None
+    revision: int = 1
+    config_fingerprint: str
+    config_modified_at: int
+
+    @classmethod
+    def from_detail(cls, detail: object) -> LoopDetection | tuple[dict[str, Any], list[str]]:
+        """The detection in `detail`, or (what of it is valid, every problem) when it is not one."""
+        cleaned, problems = clean_detail(detail)
+        invalid = {problem.split(":", 1)[0] for problem in problems}
+        problems += [
+            f"{key}: required" for key in _REQUIRED if cleaned.get(key) is None and key not in invalid
+        ]
+        if problems:
+            return cleaned, problems
+        return cls.model_validate({key: value for key, value in cleaned.items() if value is not None})
+
+    @property
+    def suspect_script(self) -> tuple[str, str] | None:
+        """(stage, script) of the suspect, when known."""
+        if not self.suspect or not self.suspect.get("stage") or not self.suspect.get("script"):
+            return None
+        return str(self.suspect["stage"]), str(self.suspect["script"])
+
+
+@dataclass
+class _Verdict:
+    status: str  # applied | skipped | failed
+    mode: str
+    action: str | None
+    reason: str
+    dry_run: bool
+    config_before: dict[str, Any] | None = None
+    plan: Plan | None = None
+    refused: bool = False  # the detection matched no open episode: no decision is recorded for it
+
+
+class Remediator:
+    """Decides and applies one remediation per detection."""
+
+    def __init__(
+        self,
+        store: RemediationStore,
+        states: StateStore,
+        pcs: PcsGateway,
+        publisher: EventPublisher,
+        settings: RemediationSettings,
+        *,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+        metric: Metric | None = None,
+    ) -> None:
+        self.store = store
+        self.states = states
+        self.pcs = pcs
+        self.publisher = publisher
+        self.settings = settings
+        self.clock = clock or time.time
+        self.sleep = sleep or time.sleep
+        self.metric = metric or uncounted
+        self.retries = 0
+        self.attempts = 0  # of the last call made through `_retrying`
+
+    @property
+    def changes(self) -> ChangeMaker:
+        """How this remediator changes a group: through its store and its PCS, whichever they are now."""
+        return ChangeMaker(self.store, self.pcs)
+
+    # -- entry points --
+
+    def handle_event(
+        self, event: Mapping[str, Any], *, remaining_ms: int | None = None
+    ) -> list[ControllerEvent]:
+        """One EventBridge event; `remaining_ms` is the time the invocation has left (Lambda's context).
+        Anything but a BootstrapLoopDetected is left alone; an invalid one is refused."""
+        if event.get("detail-type") != "BootstrapLoopDetected":
+            logger.info(
+                "not a BootstrapLoopDetected event (%s): nothing to remediate", clip(event.get("detail-type"))
+            )
+            return []
+        seconds = remaining_ms / 1000 if remaining_ms is not None else self.settings.invocation_seconds
+        detection = LoopDetection.from_detail(event.get("detail"))
+        if not isinstance(detection, LoopDetection):
+            return self._refuse(*detection)
+        return self.handle(detection, deadline=self.clock() + seconds)
+
+    def handle(self, detection: LoopDetection, *, deadline: float | None = None) -> list[ControllerEvent]:
+        """Decide on one detection under the group's lock, every wait ending before `deadline` (clock
+        time); returns the events published."""
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        deadline = deadline if deadline is not None else self.clock() + self.settings.invocation_seconds
+        holder = uuid.uuid4().hex
+        self._lock(cluster_id, group_id, holder, deadline)
+        try:
+            known = self.store.decision(cluster_id, group_id, detection.episode_id, detection.revision)
+            if known is not None and known.status != "failed":
+                return self._duplicate(detection, known)
+            outcome, detection = self._decide(detection, deadline)
+            event = self._event(detection, outcome)
+            now = self.clock()
+            self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
+            if outcome.refused:
+                # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
+                self.publisher.publish([event])
+            else:
+                decided = (detection.episode_id, detection.revision)
+                decision = Decision(status=outcome.status, events=[event.to_dict()])
+                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+                self.publisher.publish([event])
+                decision.published = True
+                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+            self.metric(event.detail_type, 1)
+        finally:
+            self.store.release(cluster_id, group_id, holder)
+        if outcome.status == "failed":
+            raise RemediationParkedError(f"{group_id}: {outcome.reason}")
+        return [event]
+
+    # -- steps --
+
+    def _refuse(self, detail: dict[str, Any], problems: list[str]) -> list[ControllerEvent]:
+        """An invalid detection: audited and published as RemediationSkipped when it names a valid group,
+        logged and counted when it does not even do that."""
+        self.metric("RefusedDetections", 1)
+        said = clip("; ".join(problems), 600)
+        reason = f"Refused: the detection is not valid ({said}); nothing was changed."
+        cluster_id, group_id = detail["cluster_id"], detail["compute_node_group_id"]
+        if not cluster_id or not group_id:
+            logger.error("BootstrapLoopDetected event ignored: %s", reason)
+            self.metric("InvalidEvents", 1)
+            return []
+        logger.error("group %s: %s", group_id, reason)
+        episode_id, revision = detail["episode_id"], detail.get("revision") or 1
+        said_back = {**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None}
+        said_back.update(config_after=None, diff=[], action=None)
+        event = ControllerEvent(
+            "RemediationSkipped",
+            make_detail(**said_back),
+            f"{episode_id or 'refused-' + uuid.uuid4().hex[:12]}:RemediationSkipped:{revision}",
+        )
+        self.store.audit(
+            cluster_id,
+            group_id,
+            AuditEntry(
+                at=self.clock(), decision="skipped", episode_id=episode_id, revision=revision, reason=reason
+            ),
+        )
+        self.publisher.publish([event])
+        return [event]
+
+    def _lock(self, cluster_id: str, group_id: str, holder: str, deadline: float) -> None:
+        waited = 0.0
+        while True:
+            now = self.clock()
+            lease = max(deadline - now, 1.0) + self.settings.lease_margin_seconds
+            if self.store.acquire(cluster_id, group_id, holder, now, lease):
+                return
+            if waited >= min(self.settings.lock_wait_seconds, deadline - now - self.settings.reserve_seconds):
+                self.metric("LockBusy", 1)
+                raise RemediationBusyError(f"{group_id}: another remediation holds the lock; retry later")
+            self.sleep(0.5)
+            waited += 0.5
+
+    def _duplicate(self, detection: LoopDetection, known: Decision) -> list[ControllerEvent]:
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        now = self.clock()
+        known.deliveries += 1
+        events = [ControllerEvent.from_dict(entry) for entry in known.events]
+        if not known.published:
+            self.publisher.publish(events)
+            known.published = True
+        decided = (detection.episode_id, detection.revision)
+        self.store.save_decision(cluster_id, group_id, decided, decision=known, now=now)
+        self.store.audit(
+            cluster_id,
+            group_id,
+            AuditEntry(
+                at=now,
+                decision="duplicate",
+                episode_id=detection.episode_id,
+                revision=detection.revision,
+                reason=f"detection delivered again ({known.deliveries} deliveries); already {known.status}",
+            ),
+        )
+        self.metric("DuplicateDetections", 1)
+        logger.info("%s revision %d already %s", detection.episode_id, detection.revision, known.status)
+        return []
+
+    def _decide(self, detection: LoopDetection, deadline: float) -> tuple[_Verdict, LoopDetection]:
+        """The outcome, and the detection as Lifeguard's own state tells it (its evidence and suspect are
+        the open episode's, not what the event says)."""
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        ledger = self.store.ledger(cluster_id, group_id)
+        intent = ledger.intent(detection.episode_id, detection.revision)
+        if intent is not None:
+            return self._reconcile(detection, ledger, intent, deadline), detection
+        state = self.states.load(cluster_id, group_id)
+        unmatched = rails.unmatched(detection, state, ledger)
+        if unmatched is not None:
+            self.metric("RefusedDetections", 1)
+            refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)
+            return refused, detection
+        episode = state.episode
+        assert episode is not None  # matched
+        detection = detection.model_copy(
+            update={
+                "kind": episode.kind,
+                "failures": [failure.model_dump() for failure in episode.failures],
+                "suspect": episode.suspect.model_dump() if episode.suspect else None,
+            }
+        )
+        return self._decide_matched(detection, state, ledger, deadline), detection
+
+    def _decide_matched(
+        self, detection: LoopDetection, state: GroupState, ledger: Ledger, deadline: float
+    ) -> _Verdict:
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        mode = self._known_mode(state)
+        try:
+            group = self._settled_group(cluster_id, group_id, deadline)
+            mode = self._mode(group, deadline)
+        except GroupNotFoundError:
+            return _Verdict("skipped", mode, None, "the compute node group no longer exists", True)
+        except AwsCallError as exc:
+            return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True)
+        before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        if mode == "off":
+            return _Verdict("skipped", mode, None, "the group's tag lifeguard:mode is off", True, before)
+        if group.status != "ACTIVE":
+            return _Verdict("skipped", mode, None, f"the group is {group.status}, not ACTIVE", True, before)
+        earlier = ledger.of_episode(detection.episode_id)
+        held = rails.already_remediated(detection, earlier) or rails.configuration_moved(
+            detection, before, group.modified_at_ms
+        )
+        if held:
+            return _Verdict("skipped", mode, None, held, True, before)
+        action, ladder_reason = rails.ladder(mode, earlier)
+        if action is None:
+            return _Verdict("skipped", mode, None, ladder_reason or "", True, before)
+        good = state.proven_good
+        plan = action_for(action).plan(
+            ActionContext(
+                before,
+                detection.suspect_script,
+                good.node_lifecycle_actions if good else None,
+                self.settings.drain_bundle,
+                f"{good.instance_id} at {utc(good.proven_at)}" if good else None,
+            )
+        )
+        notes = "; ".join(plan.notes)
+        would = f"{plan.action} would change: {notes}." if notes else ""
+        if not plan.changes_something:
+            nothing = f"Nothing to change: {notes}." if notes else "Nothing to change."
+            return _Verdict("skipped", mode, plan.action, nothing, True, before, plan)
+        now = self.clock()
+        held = (
+            rails.dry_run(mode, self.settings, would)
+            or rails.cooldown(ledger, earlier, self.settings, now, would)
+            or rails.daily_cap(ledger, self.settings, now)
+        )
+        if held:
+            return _Verdict("skipped", mode, plan.action, held, True, before, plan)
+        said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
+        after = plan.config_after or {}
+        fingerprint_after = fingerprint_of(after)
+        # PCS scopes clientTokens to the caller, not the group: the group is part of the seed.
+        seed = f"{cluster_id}:{group_id}:{detection.episode_id}:{detection.revision}:{fingerprint_after}"
+        intent = AppliedChange(
+            at=now,
+            episode_id=detection.episode_id,
+            revision=detection.revision,
+            action=plan.action,
+            config_before=before,
+            config_after=after,
+            fingerprint_before=fingerprint_of(before),
+            fingerprint_after=fingerprint_after,
+            status="pending",
+            client_token="lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40],
+            mode=mode,
+            reason=f"{ladder_reason} {said}" if ladder_reason else said,
+        )
+        # The intent is recorded before the change: if what follows is lost, a retry recognises the change.
+        self.changes.record(cluster_id, group_id, ledger=ledger, intent=intent)
+        return self._make_change(detection, ledger, intent, plan, deadline)
+
+    def _reconcile(
+        self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, deadline: float
+    ) -> _Verdict:
+        """A detection whose change was set out before (a retry, a redrive): find out what became of it."""
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        plan = _plan_of(intent)
+        mode = intent.mode or self.settings.default_mode
+        said = intent.reason or f"Applied {intent.action}."
+        if intent.status == "applied":
+            return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
+        try:
+            group = self._settled_group(cluster_id, group_id, deadline)
+        except GroupNotFoundError:
+            return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except AwsCallError as exc:
+            reason = f"{exc}; the event is parked for a retry"
+            return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
+        current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
+        if current == intent.fingerprint_after:
+            intent.status = "applied"
+            intent.modified_at_after = group.modified_at_ms
+            self.store.save_ledger(cluster_id, group_id, ledger)
+            logger.warning(
+                "group %s: %s found applied on a retry (%s)", group_id, intent.action, intent.client_token
+            )
+            self.metric("ChangesReconciled", 1)
+            text = f"{said} (PCS had taken the change before it was confirmed; recorded on a retry)"
+            return _Verdict("applied", mode, intent.action, text, False, intent.config_before, plan)
+        if current == intent.fingerprint_before:
+            return self._make_change(detection, ledger, intent, plan, deadline)
+        return self._abandon(
+            detection,
+            ledger,
+            intent,
+            f"someone changed the group before Lifeguard's {intent.action} could be confirmed "
+            f"(clientToken {intent.client_token}); nothing more was done",
+        )
+
+    def _abandon(self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, why: str) -> _Verdict:
+        intent.status = "abandoned"
+        self.store.save_ledger(detection.cluster_id, detection.compute_node_group_id, ledger)
+        mode = intent.mode or self.settings.default_mode
+        return _Verdict(
+            "skipped", mode, intent.action, why[0].upper() + why[1:] + ".", True, intent.config_before
+        )
+
+    def _make_change(
+        self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, plan: Plan, deadline: float
+    ) -> _Verdict:
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        mode = intent.mode or self.settings.default_mode
+        try:
+            updated = self.changes.ask(
+                cluster_id, group_id, intent, lambda call: self._retrying(call, deadline)
+            )
+        except GroupNotFoundError:
+            return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except AwsCallError as exc:
+            # The intent stays pending: the retry of this event finds out whether PCS took it after all.
+            attempts = self.attempts
+            plural = "s" if attempts != 1 else ""
+            reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
+            return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
+        self.changes.applied(cluster_id, group_id, ledger=ledger, intent=intent, updated=updated)
+        logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
+        said = intent.reason or f"Applied {intent.action}."
+        return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
+
+    def _settled_group(self, cluster_id: str, group_id: str, deadline: float) -> GroupSnapshot:
+        """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
+        every `update_poll_seconds` for up to `update_wait_seconds`, and never past the deadline."""
+        waited = 0.0
+        while True:
+            group = self._retrying(lambda: self.pcs.get_group(cluster_id, group_id), deadline)
+            if group.status != "UPDATING":
+                return group
+            poll = self.settings.update_poll_seconds
+            left = deadline - self.clock() - self.settings.reserve_seconds
+            if waited >= self.settings.update_wait_seconds or poll > left:
+                raise AwsCallError(
+                    "GetComputeNodeGroup",
+                    "StillUpdating",
+                    f"{group_id} was still UPDATING after {int(waited)} s",
+                )
+            self.sleep(poll)
+            waited += poll
+
+    def _mode(self, group: GroupSnapshot, deadline: float) -> str:
+        tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
+        mode, problem = mode_of(tags, self.settings.default_mode)
+        if problem:
+            logger.warning("group %s: %s; using mode %s", group.group_id, problem, mode)
+        return mode
+
+    def _known_mode(self, state: GroupState) -> str:
+        """The group's mode as Lifeguard last read its tags (no PCS call)."""
+        return mode_of(state.config.tags if state.config else {}, self.settings.default_mode)[0]
+
+    def _retrying(self, call: Callable[[], T], deadline: float) -> T:
+        self.attempts = 1
+
+        def retried(error: AwsCallError, delay: float, attempt: int) -> None:
+            logger.info("%s; retrying in %.1f s (attempt %d)", error, delay, attempt)
+            self.attempts = attempt + 1
+            self.retries += 1
+            self.metric("PcsRetries", 1)
+
+        policy = RetryPolicy(
+            self.settings.retry_attempts,
+            self.settings.retry_base_seconds,
+            self.settings.retry_max_seconds,
+            self.settings.max_retry_after_seconds,
+        )
+        answer, self.attempts = call_with_retries(
+            call,
+            policy,
+            time_left=lambda: deadline - self.clock() - self.settings.reserve_seconds,
+            sleep=self.sleep,
+            on_retry=retried,
+        )
+        return answer
+
+    # -- what is published and audited --
+
+    def _event(self, detection: LoopDetection, outcome: _Verdict) -> ControllerEvent:
+        plan = outcome.plan
+        detail_type = {
+            "applied": "RemediationApplied",
+            "skipped": "RemediationSkipped",
+            "failed": "RemediationFailed",
+        }[outcome.status]
+        detail = make_detail(
+            episode_id=detection.episode_id,
+            cluster_id=detection.cluster_id,
+            compute_node_group_id=detection.compute_node_group_id,
+            kind=detection.kind,
+            failures=detection.failures,
+            suspect=detection.suspect,
+            mode=outcome.mode,
+            dry_run=outcome.dry_run,
+            config_before=outcome.config_before,
+            config_after=plan.config_after if plan else None,
+            diff=[change.to_detail() for change in plan.changes] if plan else [],
+            reason=outcome.reason,
+            undo=undo_command(detection.cluster_id, detection.compute_node_group_id)
+            if outcome.status == "applied"
+            else None,
+            revision=detection.revision,
+            action=outcome.action,
+            config_fingerprint=detection.config_fingerprint,
+            config_modified_at=detection.config_modified_at,
+        )
+        key = f"{detection.episode_id}:{detail_type}:{detection.revision}"
+        return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _audit_entry(
+        detection: LoopDetection, outcome: _Verdict, event: ControllerEvent, now: float
+    ) -> AuditEntry:
+        return AuditEntry(
+            at=now,
+            decision=outcome.status,
+            episode_id=detection.episode_id,
+            revision=detection.revision,
+            mode=outcome.mode,
+            action=outcome.action,
+            dry_run=outcome.dry_run,
+            reason=outcome.reason,
+            config_before=outcome.config_before,
+            config_after=event.detail.get("config_after"),
+            diff=list(event.detail.get("diff") or []),
+        )
+
+
+def _plan_of(change: AppliedChange) -> Plan:
+    """The plan a recorded change carried out (its diff, for the event)."""
+    old = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
+    new = NodeLifecycleActions.from_api(change.config_after) if change.config_after else None
+    return Plan(change.action, change.config_after, (), tuple(diff_configs(old, new)))

@@ -1,0 +1,140 @@
+"""The composition roots: each Lambda's handler logic built from the environment.
+
+Environment (explicit argument > variable > default, as everywhere):
+`LIFEGUARD_TABLE` (required), `LIFEGUARD_EVENT_BUS` (default `default`), `LIFEGUARD_DEFAULT_MODE`
+(`notify`), `LIFEGUARD_THRESHOLD` (2), `LIFEGUARD_WINDOW_MINUTES` (60); remediation:
+`LIFEGUARD_DRY_RUN` (false), `LIFEGUARD_COOLDOWN_MINUTES` (30), `LIFEGUARD_DAILY_CAP` (3),
+`LIFEGUARD_NODE_BUNDLE` (the node bundle's s3:// or https:// location, for the drain step); notify:
+`LIFEGUARD_TOPIC_ARN` and `LIFEGUARD_SLACK_SECRET` (each optional: an unset channel is not used).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lifeguard.aws.clients import aws_client
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.detection import DetectionSettings
+from lifeguard.errors import LifeguardError
+from lifeguard.group_state import StateStore
+from lifeguard.handlers.node_reports import NodeReportsHandler
+from lifeguard.handlers.scaling_events import ScalingEventsHandler
+from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.metrics import Metric
+from lifeguard.notify import NoticeStore, Notifier, SecretWebhook, SlackChannel, SnsChannel
+from lifeguard.notify.notifier import Channel
+from lifeguard.remediation import RemediationSettings, RemediationStore, Remediator
+from lifeguard.settings import setting
+
+__all__ = [
+    "Wiring",
+    "build_node_reports",
+    "build_notify",
+    "build_remediate",
+    "build_scaling_events",
+    "wire",
+]
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """The AWS side of the controller: state, PCS and events."""
+
+    store: StateStore
+    pcs: PcsGateway
+    updater: GroupUpdater
+    defaults: DetectionSettings
+
+    @property
+    def publisher(self) -> EventPublisher:
+        """The controller events' publisher."""
+        return self.updater.publisher
+
+
+def wire(table: str | None = None, event_bus: str | None = None) -> Wiring:
+    """Clients and settings from the environment (one client per service per process)."""
+    table_name = setting("table", table, "", str)
+    if not table_name:
+        raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
+    store = StateStore(aws_client("dynamodb"), table_name)
+    publisher = EventPublisher(aws_client("events"), setting("event_bus", event_bus, "default", str))
+    return Wiring(
+        store,
+        PcsGateway(aws_client("pcs")),
+        GroupUpdater(store, publisher),
+        DetectionSettings.stack_defaults(),
+    )
+
+
+def build_scaling_events(
+    wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
+) -> ScalingEventsHandler:
+    """The scaling_events Lambda's handler; `clock` (default: the wall's) is what record times must be
+    plausible against (a replay passes its stream's)."""
+    w = wiring or wire()
+    return ScalingEventsHandler(
+        w.store, w.pcs, w.updater, w.defaults, metric=metric, clock=clock or time.time
+    )
+
+
+def build_node_reports(
+    wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
+) -> NodeReportsHandler:
+    """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
+    w = wiring or wire()
+    return NodeReportsHandler(w.store, w.updater, w.defaults, metric=metric, clock=clock or time.time)
+
+
+def build_remediate(
+    wiring: Wiring | None = None,
+    *,
+    settings: RemediationSettings | None = None,
+    pcs: PcsGateway | None = None,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+    metric: Metric | None = None,
+) -> Remediator:
+    """The remediate Lambda's remediator; its PCS client leaves retries to it (for retryAfterSeconds)."""
+    w = wiring or wire()
+    return Remediator(
+        RemediationStore(w.store.client, w.store.table),
+        w.store,
+        pcs or PcsGateway(aws_client("pcs", attempts=1)),
+        w.publisher,
+        settings or RemediationSettings.from_environment(),
+        clock=clock,
+        sleep=sleep,
+        metric=metric,
+    )
+
+
+def build_notify(
+    table: str | None = None,
+    *,
+    topic_arn: str | None = None,
+    slack_secret: str | None = None,
+    clock: Callable[[], float] | None = None,
+    metric: Metric | None = None,
+) -> Notifier:
+    """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set."""
+    table_name = setting("table", table, "", str)
+    notices = (
+        NoticeStore(aws_client("dynamodb"), table_name, clock=clock or time.time) if table_name else None
+    )
+    channels: list[Channel] = []
+    topic = setting("topic_arn", topic_arn, "", str)
+    if topic:
+        channels.append(SnsChannel(aws_client("sns"), topic))
+    secret = setting("slack_secret", slack_secret, "", str)
+    if secret:
+        # Paced through the table: concurrent invocations keep one message a second per webhook.
+        pacer = notices.reserve_post if notices else None
+        channels.append(SlackChannel(SecretWebhook(aws_client("secretsmanager"), secret), pacer=pacer))
+    if not channels:
+        raise LifeguardError(
+            "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
+        )
+    return Notifier(channels, notices, metric=metric)

@@ -1,0 +1,151 @@
+"""Controller events: every detail carries DESIGN's keys, travels within EventBridge's entry size (trimmed in
+a fixed order, no further than needed) and is held to DESIGN's contract when read back."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from lifeguard.event_contract import (
+    DETAIL_KEYS,
+    ENTRY_MAX_BYTES,
+    SOURCE,
+    ControllerEvent,
+    clean_detail,
+    entry_size,
+    make_detail,
+)
+from lifeguard.node_report import LOG_TAIL_BYTES
+from tests.conftest import ARTICLE_SUSPECT, applied_event, load_event
+
+TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
+
+
+def test_a_bare_detail_has_every_design_key_empty() -> None:
+    detail = make_detail()
+    assert list(detail) == list(DETAIL_KEYS)
+    assert detail["failures"] == []
+    assert detail["diff"] == []
+    assert detail["dry_run"] is False
+    assert {key for key, value in detail.items() if value is not None} == {"failures", "diff", "dry_run"}
+
+
+def test_given_fields_win_and_extra_fields_are_kept_after_the_design_keys() -> None:
+    detail = make_detail(dry_run=True, failures=[{"instance_id": "i-1"}], revision=3)
+    assert detail["dry_run"] is True
+    assert detail["failures"] == [{"instance_id": "i-1"}]
+    assert list(detail)[-1] == "revision"
+    assert make_detail()["failures"] is not make_detail()["failures"]
+
+
+def test_entry_size_counts_utf8_bytes_of_source_type_and_detail_only() -> None:
+    entry = {"Source": "ab", "DetailType": "é", "Detail": "€", "EventBusName": "x" * 1000, "Other": "y"}
+    assert entry_size(entry) == 2 + 2 + 3
+    assert entry_size({}) == 0
+
+
+def test_a_small_event_is_sent_as_it_is_on_the_given_bus() -> None:
+    event = applied_event()
+    entry = ControllerEvent("RemediationApplied", event["detail"], "ep-1:RemediationApplied:1").to_entry("lg")
+    assert entry["Source"] == SOURCE
+    assert entry["DetailType"] == "RemediationApplied"
+    assert entry["EventBusName"] == "lg"
+    assert json.loads(entry["Detail"]) == event["detail"]
+    assert " " not in entry["Detail"].split('"log_tail"')[0]  # compact separators
+
+
+def test_an_event_still_too_big_keeps_only_its_last_ten_failures_then_loses_its_diff() -> None:
+    failures = [
+        {"instance_id": f"i-{n:017d}", "scheduler_node_id": "lca-static-1", "event_timestamp": n}
+        for n in range(100)
+    ]
+    diff = [
+        {"path": f"stages.nodeReady[{n}].arguments", "old": "o" * 3000, "new": "n" * 3000} for n in range(50)
+    ]
+    detail = make_detail(episode_id="ep-1", failures=failures, diff=diff, suspect=ARTICLE_SUSPECT)
+    original = copy.deepcopy(detail)
+    entry = ControllerEvent("RemediationApplied", detail, "k").to_entry("bus")
+    assert entry_size(entry) <= ENTRY_MAX_BYTES
+    sent = json.loads(entry["Detail"])
+    assert sent["suspect"]["log_tail"] == TRIMMED
+    assert sent["suspect"]["script"] == "fail-terminate"
+    assert sent["config_before"] is None  # nothing to trim is left as it was
+    assert [f["event_timestamp"] for f in sent["failures"]] == list(range(90, 100))
+    assert sent["diff"] == []
+    assert detail == original  # the event itself is not changed
+
+
+def test_a_big_diff_is_kept_when_trimming_the_failures_is_enough() -> None:
+    failures = [{"instance_id": f"i-{n}", "event_timestamp": n, "note": "x" * 3000} for n in range(100)]
+    diff = [{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}]
+    entry = ControllerEvent("RemediationApplied", make_detail(failures=failures, diff=diff), "k").to_entry(
+        "b"
+    )
+    sent = json.loads(entry["Detail"])
+    assert len(sent["failures"]) == 10
+    assert sent["diff"] == diff
+
+
+def test_to_dict_and_from_dict_round_trip() -> None:
+    event = ControllerEvent("LoopResolved", make_detail(episode_id="ep-1"), "ep-1:LoopResolved:1")
+    again = ControllerEvent.from_dict(json.loads(json.dumps(event.to_dict())))
+    assert again == event
+    assert event.to_dict()["detail-type"] == "LoopResolved"
+
+
+@pytest.mark.parametrize("detail", [None, [], "detail", 3])
+def test_a_detail_that_is_not_an_object_cleans_to_an_empty_detail_and_one_problem(detail: Any) -> None:
+    cleaned, problems = clean_detail(detail)
+    assert cleaned == make_detail()
+    assert problems == [f"detail: expected a JSON object, got {type(detail).__name__}"]
+
+
+def test_a_valid_detail_comes_through_clean_detail_unchanged_with_its_known_extras() -> None:
+    detail = applied_event(revision=4)["detail"]
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    assert cleaned == detail
+    assert (cleaned["revision"], cleaned["action"]) == (4, "quarantine")
+
+
+def test_the_recorded_events_are_clean() -> None:
+    for name in ("bootstrap-loop-detected", "remediation-applied"):
+        detail = load_event(f"eventbridge/{name}.json")["detail"]
+        assert clean_detail(detail) == (detail, [])
+
+
+def test_clean_detail_keeps_the_last_4_kib_of_a_log_tail_on_a_character_boundary() -> None:
+    tail = "start " + "é" * LOG_TAIL_BYTES + " the real error"
+    cleaned, problems = clean_detail(make_detail(suspect={**ARTICLE_SUSPECT, "log_tail": tail}))
+    assert problems == []
+    kept = cleaned["suspect"]["log_tail"]
+    assert kept.endswith("é the real error")
+    assert len(kept.encode()) <= LOG_TAIL_BYTES
+    assert not kept.startswith("start")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("failures", [{"instance_id": f"i-{n}", "event_timestamp": n} for n in range(101)], "failures: List"),
+        ("failures", [{"instance_id": "i-1", "event_timestamp": -1}], "failures: 0.event_timestamp"),
+        ("suspect", {**ARTICLE_SUSPECT, "on_error": "TERMINATED"}, "suspect: on_error"),
+        ("suspect", {**ARTICLE_SUSPECT, "exit_code": "1"}, "suspect: exit_code"),
+        ("kind", "storm", "kind: Input should be"),
+        ("mode", "fix", "mode: Input should be"),
+        ("revision", 0, "revision: Input should be greater than or equal to 1"),
+        ("revision", True, "revision: Input should be a valid integer"),
+        ("reason", "r" * 8001, "reason: String should have at most 8000 characters"),
+        ("diff", [{"path": "p" * 201}], "diff: 0.path"),
+    ],
+)
+def test_an_invalid_value_is_dropped_and_named(field: str, value: Any, says: str) -> None:
+    detail = applied_event()["detail"]
+    cleaned, problems = clean_detail({**detail, field: value})
+    assert len(problems) == 1
+    assert problems[0].startswith(says), problems[0]
+    assert cleaned.get(field) in (None, [])
+    assert cleaned["episode_id"] == "ep-1"

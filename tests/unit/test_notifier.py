@@ -1,0 +1,131 @@
+"""Every controller event to every channel (`notify.notifier`): each (event, channel) sent once, a failing
+channel never blocking another, the episode's messages numbered, and what is invalid named, not fatal."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from lifeguard.notify import NoticeStore, NotificationError, Notifier
+from lifeguard.notify.summary import Summary
+from tests.conftest import applied_event
+from tests.unit.fakes import FakeDynamoDB
+
+
+class Channel:
+    """A channel that keeps what it was sent, and fails its next `failures` sends."""
+
+    def __init__(self, name: str, failures: int = 0) -> None:
+        self.name = name
+        self.failures = failures
+        self.sent: list[tuple[Summary, int | None]] = []
+
+    def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError(f"{self.name} is down")
+        self.sent.append((summary, sequence))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_792_544_802.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def controller(*channels: Channel, table: FakeDynamoDB | None = None) -> tuple[Notifier, list[str]]:
+    metrics: list[str] = []
+    notices = NoticeStore(table or FakeDynamoDB(), "t", clock=Clock())
+    return Notifier(channels, notices, metric=lambda name, _: metrics.append(name)), metrics
+
+
+def test_an_event_goes_to_every_channel_once_and_the_episodes_messages_are_numbered() -> None:
+    sns, slack = Channel("sns"), Channel("slack")
+    notify, _ = controller(sns, slack)
+    first = notify.handle_event(applied_event("BootstrapLoopDetected"))
+    assert (first.sent, first.already_sent) == (["sns", "slack"], [])
+    again = notify.handle_event(applied_event("BootstrapLoopDetected"))
+    assert (again.sent, again.already_sent) == ([], ["sns", "slack"])
+    notify.handle_event(applied_event("RemediationApplied"))
+    assert [sequence for _, sequence in sns.sent] == [1, 2]
+    assert [sequence for _, sequence in slack.sent] == [1, 2]
+    assert sns.sent[1][0].subject.startswith("[Lifeguard] Remediated: pcs_abcdef01")
+
+
+def test_a_new_revision_of_the_same_event_is_a_new_message() -> None:
+    sns = Channel("sns")
+    notify, _ = controller(sns)
+    notify.handle_event(applied_event("BootstrapLoopDetected", revision=1))
+    result = notify.handle_event(applied_event("BootstrapLoopDetected", revision=2))
+    assert result.sent == ["sns"]
+    assert sns.sent[1][0].headline.startswith("Update 2 of episode ep-1")
+
+
+def test_a_failing_channel_never_blocks_another_and_the_retry_sends_only_what_was_missing() -> None:
+    sns, slack = Channel("sns"), Channel("slack", failures=1)
+    notify, metrics = controller(slack, sns)
+    with pytest.raises(NotificationError, match=r"not delivered to slack \(slack is down\)"):
+        notify.handle_event(applied_event())
+    assert len(sns.sent) == 1
+    assert metrics.count("NotificationFailures") == 1
+    retry = notify.handle_event(applied_event())
+    assert (retry.sent, retry.already_sent, retry.failed) == (["slack"], ["sns"], {})
+    assert len(sns.sent) == 1
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"detail-type": "Scheduled Event", "detail": {}},
+        {"detail-type": "RemediationApplied", "detail": "not an object"},
+        {},
+    ],
+)
+def test_what_is_not_a_controller_event_is_counted_and_sent_nowhere(event: dict[str, Any]) -> None:
+    sns = Channel("sns")
+    notify, metrics = controller(sns)
+    result = notify.handle_event(event)
+    assert result.sent == []
+    assert sns.sent == []
+    assert metrics == ["InvalidEvents"]
+
+
+def test_invalid_fields_are_left_out_and_named_in_the_message() -> None:
+    sns = Channel("sns")
+    notify, metrics = controller(sns)
+    event = applied_event()
+    event["detail"] = {**event["detail"], "kind": "storm", "dry_run": "yes"}
+    assert notify.handle_event(event).sent == ["sns"]
+    summary = sns.sent[0][0]
+    assert summary.problems == (
+        "kind: Input should be 'loop', 'intermittent' or 'replacement'",
+        "dry_run: Input should be a valid boolean",
+    )
+    assert "bootstrap-failure" not in summary.headline
+    assert "NotificationsSent" in metrics
+    assert "InvalidDetailFields" in metrics
+
+
+def test_events_without_an_episode_are_told_apart_by_their_content() -> None:
+    sns = Channel("sns")
+    notify, _ = controller(sns)
+    event = applied_event("RemediationSkipped", episode="not an episode id")
+    assert notify.handle_event(event).sent == ["sns"]
+    assert notify.handle_event(event).already_sent == ["sns"]
+    other = applied_event("RemediationSkipped", episode="also not one")
+    assert notify.handle_event(other).sent == ["sns"]
+    assert [sequence for _, sequence in sns.sent] == [None, None]
+
+
+def test_webhook_posts_are_paced_one_interval_apart_across_senders() -> None:
+    table, clock = FakeDynamoDB(), Clock()
+    first, second = NoticeStore(table, "t", clock=clock), NoticeStore(table, "t", clock=clock)
+    assert first.reserve_post("hook", 1.0) == 0.0
+    assert second.reserve_post("hook", 1.0) == pytest.approx(1.0)
+    assert first.reserve_post("hook", 1.0) == pytest.approx(2.0)
+    clock.now += 10
+    assert second.reserve_post("hook", 1.0) == 0.0
