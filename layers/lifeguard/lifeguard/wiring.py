@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
@@ -47,6 +48,7 @@ class Wiring:
     pcs: PcsGateway
     updater: GroupUpdater
     defaults: DetectionSettings
+    clients: Clients = aws_client
 
     @property
     def publisher(self) -> EventPublisher:
@@ -54,18 +56,26 @@ class Wiring:
         return self.updater.publisher
 
 
-def wire(table: str | None = None, event_bus: str | None = None) -> Wiring:
+class Clients(Protocol):
+    """Where the composition roots get their AWS clients: `aws_client` in a Lambda (one client per service
+    per process), a local AWS's factory in a replay or a test."""
+
+    def __call__(self, service: str, *, attempts: int = ...) -> Any: ...
+
+
+def wire(table: str | None = None, event_bus: str | None = None, *, clients: Clients = aws_client) -> Wiring:
     """Clients and settings from the environment (one client per service per process)."""
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
-    store = StateStore(aws_client("dynamodb"), table_name)
-    publisher = EventPublisher(aws_client("events"), setting("event_bus", event_bus, "default", str))
+    store = StateStore(clients("dynamodb"), table_name)
+    publisher = EventPublisher(clients("events"), setting("event_bus", event_bus, "default", str))
     return Wiring(
         store,
-        PcsGateway(aws_client("pcs")),
+        PcsGateway(clients("pcs")),
         GroupUpdater(store, publisher),
         DetectionSettings.stack_defaults(),
+        clients,
     )
 
 
@@ -97,12 +107,13 @@ def build_remediate(
     sleep: Callable[[float], None] | None = None,
     metric: Metric | None = None,
 ) -> Remediator:
-    """The remediate Lambda's remediator; its PCS client leaves retries to it (for retryAfterSeconds)."""
+    """The remediate Lambda's remediator; its PCS client leaves retries to it (for retryAfterSeconds).
+    `clock` and `sleep` (default: the wall's) are what its rails and backoff count on."""
     w = wiring or wire()
     return Remediator(
         RemediationStore(w.store.client, w.store.table),
         w.store,
-        pcs or PcsGateway(aws_client("pcs", attempts=1)),
+        pcs or PcsGateway(w.clients("pcs", attempts=1)),
         w.publisher,
         settings or RemediationSettings.from_environment(),
         clock=clock,
@@ -118,21 +129,23 @@ def build_notify(
     slack_secret: str | None = None,
     clock: Callable[[], float] | None = None,
     metric: Metric | None = None,
+    clients: Clients = aws_client,
+    slack_interval_seconds: float = 1.0,
 ) -> Notifier:
-    """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set."""
+    """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
+    webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none)."""
     table_name = setting("table", table, "", str)
-    notices = (
-        NoticeStore(aws_client("dynamodb"), table_name, clock=clock or time.time) if table_name else None
-    )
+    notices = NoticeStore(clients("dynamodb"), table_name, clock=clock or time.time) if table_name else None
     channels: list[Channel] = []
     topic = setting("topic_arn", topic_arn, "", str)
     if topic:
-        channels.append(SnsChannel(aws_client("sns"), topic))
+        channels.append(SnsChannel(clients("sns"), topic))
     secret = setting("slack_secret", slack_secret, "", str)
     if secret:
         # Paced through the table: concurrent invocations keep one message a second per webhook.
         pacer = notices.reserve_post if notices else None
-        channels.append(SlackChannel(SecretWebhook(aws_client("secretsmanager"), secret), pacer=pacer))
+        webhook = SecretWebhook(clients("secretsmanager"), secret)
+        channels.append(SlackChannel(webhook, pacer=pacer, min_interval_seconds=slack_interval_seconds))
     if not channels:
         raise LifeguardError(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
