@@ -1,10 +1,11 @@
-"""A local PCS endpoint: PCS's JSON 1.0 protocol on loopback, validated against botocore's PCS model.
+"""The state and operations of the local PCS, independent of HTTP.
 
-A plain `boto3.client("pcs", endpoint_url=server.endpoint_url)` works against it. Every request is
-checked against the operation's input shape (a request botocore would not send, or that AWS would reject
-by the model's constraints, gets a `ValidationException` with `fieldList`), and every response against the
-output shape. Compute node groups go CREATING/UPDATING → ACTIVE on an injectable clock; an update while
-UPDATING is a `ConflictException`; faults can be injected per operation.
+`LocalPcs.handle` answers one PCS request (operation name and JSON body) with an HTTP status and a JSON
+body. Every request is checked against the operation's input shape of botocore's PCS model (a request
+botocore would not send, or that AWS would reject by the model's constraints, gets a `ValidationException`
+with `fieldList`), and every response against the output shape. Compute node groups go CREATING/UPDATING →
+ACTIVE on an injectable clock; an update while UPDATING is a `ConflictException`; faults can be injected
+per operation.
 """
 
 from __future__ import annotations
@@ -15,51 +16,19 @@ import json
 import secrets
 import string
 import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from lifeguard.errors import Problem
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.pcs_model import service_model, validate_shape
-from lifeguard_cli.local.loopback import serving
+from lifeguard_cli.local.pcs.clock import Clock, system_clock
 
-__all__ = ["Clock", "LocalPcs", "LocalPcsServer", "ManualClock", "PcsApiError", "serve_local_pcs"]
+__all__ = ["Call", "LocalPcs", "PcsApiError"]
 
-Clock = Callable[[], datetime]
-TARGET_PREFIX = "AWSParallelComputingService."
-CONTENT_TYPE = "application/x-amz-json-1.0"
 _ID_ALPHABET = string.ascii_lowercase + string.digits
-
-
-class ManualClock:
-    """A clock that moves only when told to: for tests, replays and simulations."""
-
-    def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 10, 21, tzinfo=UTC)
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self._now
-
-    def advance(self, seconds: float) -> datetime:
-        """Move forward by `seconds` and return the new time."""
-        with self._lock:
-            self._now += timedelta(seconds=seconds)
-            return self._now
-
-    def set(self, moment: datetime) -> None:
-        """Jump to `moment` (never backwards: a stream's clock only moves on)."""
-        with self._lock:
-            self._now = max(self._now, moment)
-
-
-def _system_clock() -> datetime:
-    return datetime.now(UTC)
 
 
 class PcsApiError(Exception):
@@ -154,7 +123,7 @@ class LocalPcs:
         create_seconds: float = 0.0,
         update_seconds: float = 2.0,
     ) -> None:
-        self.clock: Clock = clock or _system_clock
+        self.clock: Clock = clock or system_clock
         self.region = region
         self.account_id = account_id
         self.create_seconds = create_seconds
@@ -567,55 +536,3 @@ def _wire(value: Any) -> Any:
     if isinstance(value, list):
         return [_wire(v) for v in value]
     return value
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-    server: _PcsHttpServer
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length)
-        target = self.headers.get("X-Amz-Target", "")
-        if not target.startswith(TARGET_PREFIX):
-            error = PcsApiError("UnknownOperationException", f"missing or foreign X-Amz-Target {target!r}")
-            status, payload = error.status, error.body()
-        else:
-            status, payload = self.server.pcs.handle(target.removeprefix(TARGET_PREFIX), body)
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("x-amzn-RequestId", secrets.token_hex(16))
-        if status >= 300:
-            self.send_header("x-amzn-ErrorType", str(payload.get("__type", "")))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Quiet: the endpoint's calls are in `LocalPcs.calls`."""
-
-
-class _PcsHttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, pcs: LocalPcs) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.pcs = pcs
-
-
-@dataclass
-class LocalPcsServer:
-    """A running local PCS endpoint: `endpoint_url` for boto3, `pcs` for state, faults and seeding."""
-
-    pcs: LocalPcs
-    endpoint_url: str
-
-
-@contextmanager
-def serve_local_pcs(pcs: LocalPcs | None = None) -> Iterator[LocalPcsServer]:
-    """Serve a local PCS on a free loopback port for the duration of the block."""
-    state = pcs or LocalPcs()
-    with serving(_PcsHttpServer(state), "local-pcs") as base:
-        yield LocalPcsServer(state, base)
