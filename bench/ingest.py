@@ -30,10 +30,10 @@ from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
-from lifeguard.group_state import StateStore
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
+from lifeguard.store.groups import GroupStore
 from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
 from lifeguard_cli.local.stack import create_stack
 
@@ -152,7 +152,7 @@ class _Instant:
 def _own_cost(batches: list[dict[str, Any]]) -> tuple[float, float]:
     """Seconds for the handler against instant AWS, and for the bare loop, on the same batches."""
     instant = _Instant()
-    store = StateStore(instant, "bench")
+    store = GroupStore(instant, "bench")
     controller = ScalingEventsHandler(
         store,
         PcsGateway(instant),
@@ -212,7 +212,7 @@ def main() -> int:
         for client in (dynamodb, events, pcs):
             client.meta.events.register("before-call", count)
             client.meta.events.register("after-call", done)
-        store = StateStore(dynamodb, stack.table)
+        store = GroupStore(dynamodb, stack.table)
         controller = ScalingEventsHandler(
             store,
             PcsGateway(pcs),
@@ -266,8 +266,8 @@ def main() -> int:
         # The floor the local AWS sets: the one conditional write of the ten groups' states that a batch
         # needs (moto copies the whole table for every item of a transaction).
         keys = [(CLUSTER, f"pcs_benchgrp{g:02d}") for g in range(GROUPS)]
-        states = list(StateStore(dynamodb, stack.table).load_many(keys).values())
-        writer = StateStore(dynamodb, stack.table)
+        states = list(GroupStore(dynamodb, stack.table).load_many(keys).values())
+        writer = GroupStore(dynamodb, stack.table)
         started = time.perf_counter()
         for _ in range(20):
             assert not writer.save_many(states)

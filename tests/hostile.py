@@ -36,11 +36,13 @@ from lifeguard.event_contract import clean_detail
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.log_subscription import encode_subscription
-from lifeguard.notify import NoticeStore, Notifier, SecretWebhook, SlackChannel, SnsChannel
+from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
 from lifeguard.notify.summary import SUBJECT_MAX_CHARS
-from lifeguard.remediation import RemediationSettings, RemediationStore, Remediator
+from lifeguard.remediation import RemediationSettings, Remediator
+from lifeguard.store.notices import NoticeStore
+from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import build_node_reports, build_remediate, build_scaling_events
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.slack import SlackSink, serve_slack

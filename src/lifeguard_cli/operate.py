@@ -16,11 +16,13 @@ from lifeguard.aws.pcs import PcsGateway
 from lifeguard.bounds import clock_time
 from lifeguard.detection import DEFAULT_MODE
 from lifeguard.errors import AwsCallError, LifeguardError
-from lifeguard.group_state import GroupState, StateStore
+from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
-from lifeguard.remediation import AppliedChange, AuditEntry, RemediationStore
+from lifeguard.remediation import AppliedChange, AuditEntry
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.settings import setting
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
 
 __all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult", "format_time"]
 
@@ -107,7 +109,7 @@ class Operator:
                 "no table: pass --table or set LIFEGUARD_TABLE (the stack's StateTable output)"
             )
         dynamodb = aws_client("dynamodb")
-        self.states = StateStore(dynamodb, name)
+        self.states = GroupStore(dynamodb, name)
         self.remediation = RemediationStore(dynamodb, name)
         self._pcs_client: PcsGateway | None = None
         self.default_mode = setting("default_mode", default_mode, DEFAULT_MODE, str)

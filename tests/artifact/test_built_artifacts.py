@@ -264,8 +264,8 @@ def test_node_reports_name_the_failing_script_of_the_open_loop(deployment: Deplo
 
 
 def test_remediate_quarantines_the_failing_script(deployment: Deployment) -> None:
-    from lifeguard.group_state import StateStore
     from lifeguard.lifecycle import fingerprint_of
+    from lifeguard.store.groups import GroupStore
     from tests.integration.conftest import open_episode
 
     event = load_event("eventbridge/bootstrap-loop-detected.json")
@@ -273,7 +273,7 @@ def test_remediate_quarantines_the_failing_script(deployment: Deployment) -> Non
     detail = event["detail"]
     assert detail["config_fingerprint"] == fingerprint_of(group["nodeLifecycleActions"])
     detail["config_modified_at"] = int(group["modifiedAt"].timestamp() * 1000)
-    open_episode(StateStore(deployment.local.client("dynamodb"), deployment.stack.table), detail)
+    open_episode(GroupStore(deployment.local.client("dynamodb"), deployment.stack.table), detail)
     answer = deployment.invoke("RemediateFunction", event).result
     assert [e["detail-type"] for e in answer["events"]] == ["RemediationApplied"], answer
     assert answer["events"][0]["detail"]["action"] == "quarantine"

@@ -141,8 +141,8 @@ def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefi
     from lifeguard.aws.eventbridge import EventPublisher
     from lifeguard.aws.pcs import PcsGateway
     from lifeguard.detection import DetectionSettings
-    from lifeguard.group_state import StateStore
     from lifeguard.handlers.updater import GroupUpdater
+    from lifeguard.store.groups import GroupStore
     from lifeguard.wiring import Wiring
     from lifeguard_cli.local.stack import create_stack
 
@@ -154,7 +154,7 @@ def deploy(local: Any, monkeypatch: pytest.MonkeyPatch, pcs_endpoint: str, prefi
         local.client("sqs"),
         f"{prefix}-{uuid.uuid4().hex[:8]}",
     )
-    store = StateStore(aws_client("dynamodb", local.moto.endpoint_url), stack.table)
+    store = GroupStore(aws_client("dynamodb", local.moto.endpoint_url), stack.table)
     publisher = EventPublisher(aws_client("events", local.moto.endpoint_url), stack.event_bus)
     wiring = Wiring(
         store,

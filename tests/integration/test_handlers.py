@@ -18,11 +18,11 @@ from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.event_contract import DETAIL_KEYS
-from lifeguard.group_state import StateStore
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
+from lifeguard.store.groups import GroupStore
 from lifeguard.wiring import Wiring, build_node_reports, build_scaling_events
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
@@ -165,7 +165,7 @@ def test_the_same_stream_three_times_or_shuffled_gives_one_event(env: Env) -> No
 
 def container(env: Env) -> ScalingEventsHandler:
     """A controller of its own, as a separate Lambda container has (its own clients and remembered states)."""
-    store = StateStore(aws_client("dynamodb", env.local.moto.endpoint_url), env.stack.table)
+    store = GroupStore(aws_client("dynamodb", env.local.moto.endpoint_url), env.stack.table)
     publisher = EventPublisher(aws_client("events", env.local.moto.endpoint_url), env.stack.event_bus)
     return ScalingEventsHandler(
         store, env.wiring.pcs, GroupUpdater(store, publisher), env.wiring.defaults, clock=env.now

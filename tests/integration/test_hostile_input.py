@@ -25,7 +25,8 @@ from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import make_detail
 from lifeguard.group_state import BootOutcome
 from lifeguard.log_subscription import encode_subscription
-from lifeguard.remediation import RemediationParkedError, RemediationStore
+from lifeguard.remediation import RemediationParkedError
+from lifeguard.store.remediations import RemediationStore
 from tests.hostile import (
     CLUSTER,
     MINUTE_MS,

@@ -14,15 +14,8 @@ from typing import Any
 import pytest
 
 from lifeguard.aws.clients import aws_client
-from lifeguard.notify import (
-    NoticeStore,
-    NotificationError,
-    Notifier,
-    SecretWebhook,
-    SlackChannel,
-    SnsChannel,
-    summarize,
-)
+from lifeguard.notify import NotificationError, Notifier, SecretWebhook, SlackChannel, SnsChannel, summarize
+from lifeguard.store.notices import NoticeStore
 from lifeguard_cli.local.slack import SlackSink, serve_slack
 from lifeguard_cli.local.stack import LocalChannels, create_notification_channels, create_state_table
 from tests.conftest import applied_event

@@ -15,12 +15,8 @@ from lifeguard.aws.pcs import PcsGateway
 from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import GroupState, ProvenGood
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.remediation import (
-    RemediationParkedError,
-    RemediationSettings,
-    RemediationStore,
-    Remediator,
-)
+from lifeguard.remediation import RemediationParkedError, RemediationSettings, Remediator
+from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack

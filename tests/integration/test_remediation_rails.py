@@ -18,7 +18,8 @@ from lifeguard.aws.pcs import PcsGateway
 from lifeguard.event_contract import make_detail
 from lifeguard.group_state import GroupState, ProvenGood
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.remediation import RemediationSettings, RemediationStore
+from lifeguard.remediation import RemediationSettings
+from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from tests.conftest import load_event

@@ -143,8 +143,8 @@ class FakeDynamoDB:
         return self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
 
     def scan(self, **request: Any) -> dict[str, Any]:
-        assert request["FilterExpression"] == "sk = :state"
-        wanted = request["ExpressionAttributeValues"][":state"]["S"]
+        assert request["FilterExpression"] == "sk = :sk"
+        wanted = request["ExpressionAttributeValues"][":sk"]["S"]
         return self._pages("Scan", request, lambda key: key[1] == wanted)
 
     def calls(self, operation: str) -> int:

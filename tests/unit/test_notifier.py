@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from lifeguard.notify import NoticeStore, NotificationError, Notifier
+from lifeguard.notify import NotificationError, Notifier
 from lifeguard.notify.summary import Summary
+from lifeguard.store.notices import NoticeStore
 from tests.conftest import applied_event
 from tests.unit.fakes import FakeDynamoDB
 

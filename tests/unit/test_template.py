@@ -13,9 +13,11 @@ import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
-from lifeguard.group_state import StateStore
-from lifeguard.notify import NoticeStore, SecretWebhook, SnsChannel
-from lifeguard.remediation import ACTIONS, RemediationStore
+from lifeguard.notify import SecretWebhook, SnsChannel
+from lifeguard.remediation import ACTIONS
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.notices import NoticeStore
+from lifeguard.store.remediations import RemediationStore
 from lifeguard_cli.template import expanded_template, load_template
 
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
@@ -34,7 +36,7 @@ STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "Notify": {"notices": (("notify/notifier.py", "wiring.py"), "notices")},
 }
 STORES: dict[str, dict[str, tuple[str, ...]]] = {
-    "state": StateStore.PERMISSIONS,
+    "state": GroupStore.PERMISSIONS,
     "remediation": RemediationStore.PERMISSIONS,
     "notices": NoticeStore.PERMISSIONS,
 }

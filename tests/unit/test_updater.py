@@ -11,8 +11,9 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, make_detail
-from lifeguard.group_state import GroupState, StateStore
+from lifeguard.group_state import GroupState
 from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
+from lifeguard.store.groups import GroupStore
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -38,11 +39,11 @@ class World:
     def updater(self, max_attempts: int = 10) -> GroupUpdater:
         publisher = EventPublisher(self.bus, "bus", sleep=lambda _: None)
         return GroupUpdater(
-            StateStore(self.table, "t"), publisher, clock=self.clock, max_attempts=max_attempts
+            GroupStore(self.table, "t"), publisher, clock=self.clock, max_attempts=max_attempts
         )
 
     def state(self, group: str = GROUP) -> GroupState:
-        return StateStore(self.table, "t").load(CLUSTER, group)
+        return GroupStore(self.table, "t").load(CLUSTER, group)
 
 
 def launch(instance: str, episode: str | None = None) -> Callable[[GroupState], Change]:

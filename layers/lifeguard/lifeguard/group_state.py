@@ -1,56 +1,31 @@
-"""What the controller remembers per compute node group, and where: one DynamoDB table.
-
-Each group has one state item (`pk = GROUP#<cluster>#<group>`, `sk = STATE`) holding recent launches and
-bootstrap outcomes, the configuration last read from PCS, the last proven-good configuration, the open
-episode and an outbox of events to publish. It is written only with a condition on its version, so
-concurrent invocations never lose each other's updates: the loser reloads and re-applies its records,
-which are idempotent. Failed script runs from node reports are items of their own (`sk = REPORT#…`).
-"""
+"""What Lifeguard knows about one compute node group: recent launches and bootstrap outcomes, the
+configuration last read from PCS, the last proven-good configuration, the open episode and an outbox of
+events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 
 from __future__ import annotations
 
-import zlib
-from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
-from lifeguard.errors import AwsCallError, LifeguardError
-from lifeguard.node_report import NodeReport
-
 __all__ = [
     "OUTCOME_LIMIT",
-    "REPORT_TTL_SECONDS",
     "BootOutcome",
     "Episode",
     "Failure",
     "GroupState",
     "KnownConfig",
     "ProvenGood",
-    "StateStore",
     "Suspect",
-    "VersionConflictError",
-    "group_key",
 ]
 
-REPORT_TTL_SECONDS = 14 * 24 * 3600
 # Bounds that keep a busy group's state item small (tens of KB, far below DynamoDB's 400 KB): the most
 # recent outcomes (enough for any loop tail and for the intermittent rule's window on a busy group), and
 # the launches still waiting for their outcome, for as long as a node may take to bootstrap.
 OUTCOME_LIMIT = 100
 PENDING_LAUNCH_MS = 60 * 60 * 1000
 PENDING_LAUNCH_LIMIT = 1000
-
-
-class VersionConflictError(LifeguardError):
-    """Another invocation wrote the group's state first."""
-
-
-def group_key(cluster_id: str, group_id: str) -> str:
-    """The partition key of a group's items."""
-    return f"GROUP#{cluster_id}#{group_id}"
 
 
 class _Model(BaseModel):
@@ -204,257 +179,3 @@ class GroupState(_Model):
         return (
             outcome.launched_at if outcome.launched_at is not None else self.launches.get(outcome.instance_id)
         )
-
-
-def _from_item(item: dict[str, Any]) -> GroupState:
-    # Stored compressed: the item is rewritten with every batch, and its size is what DynamoDB charges.
-    body = item["state"]
-    raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
-    state = GroupState.model_validate_json(raw)
-    state.version = int(item["version"]["N"])
-    return state
-
-
-class StateStore:
-    """The group state items and node-report items of the Lifeguard table.
-
-    The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
-    read): every write is conditional on the version, so a state another container changed meanwhile
-    makes the write fail, and the caller redoes that group from a fresh read.
-    """
-
-    CACHE_LIMIT = 256
-    # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
-    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "load": ("dynamodb:GetItem",),
-        "load_many": ("dynamodb:BatchGetItem",),
-        "save": ("dynamodb:PutItem",),
-        "save_many": ("dynamodb:TransactWriteItems",),
-        "put_reports": ("dynamodb:BatchWriteItem",),
-        "reports": ("dynamodb:Query",),
-        "all_states": ("dynamodb:Scan",),
-    }
-
-    def __init__(self, client: Any, table: str) -> None:
-        self._client = client
-        self.table = table
-        self.calls = 0
-        self._written: OrderedDict[tuple[str, str], GroupState] = OrderedDict()
-
-    @property
-    def client(self) -> Any:
-        """The DynamoDB client (other stores of the same table share it)."""
-        return self._client
-
-    def _remember(self, state: GroupState) -> None:
-        key = (state.cluster_id, state.group_id)
-        self._written[key] = state
-        self._written.move_to_end(key)
-        while len(self._written) > self.CACHE_LIMIT:
-            self._written.popitem(last=False)
-
-    def forget(self, keys: Iterable[tuple[str, str]]) -> None:
-        """Drop remembered states (after a failed write: they may hold changes that were not written)."""
-        for key in keys:
-            self._written.pop(key, None)
-
-    def load(self, cluster_id: str, group_id: str) -> GroupState:
-        """The group's state (a fresh one when there is none), read consistently."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        self.calls += 1
-        try:
-            item = self._client.get_item(
-                TableName=self.table,
-                Key={"pk": {"S": group_key(cluster_id, group_id)}, "sk": {"S": "STATE"}},
-                ConsistentRead=True,
-            ).get("Item")
-        except (ClientError, BotoCoreError) as exc:
-            raise AwsCallError.from_exception("GetItem", exc) from exc
-        if item is None:
-            return GroupState(cluster_id=cluster_id, group_id=group_id)
-        return _from_item(item)
-
-    def all_states(self) -> list[GroupState]:
-        """Every group's state (a Scan: for the operator CLI, not for the handlers)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        found: list[GroupState] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "FilterExpression": "sk = :state",
-            "ExpressionAttributeValues": {":state": {"S": "STATE"}},
-        }
-        while True:
-            self.calls += 1
-            try:
-                page = self._client.scan(**request)
-            except (ClientError, BotoCoreError) as exc:
-                raise AwsCallError.from_exception("Scan", exc) from exc
-            found.extend(_from_item(item) for item in page.get("Items", []))
-            if "LastEvaluatedKey" not in page:
-                return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-    def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
-        """The states of many groups: the ones this store last wrote from memory, the others in one
-        BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        found: dict[tuple[str, str], GroupState] = {}
-        missing = []
-        for key in keys:
-            if key in self._written:
-                found[key] = self._written[key]
-            else:
-                missing.append(key)
-                found[key] = GroupState(cluster_id=key[0], group_id=key[1])
-        keys = missing
-        for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {
-                self.table: {
-                    "Keys": [
-                        {"pk": {"S": group_key(c, g)}, "sk": {"S": "STATE"}}
-                        for c, g in keys[start : start + 100]
-                    ],
-                    "ConsistentRead": True,
-                }
-            }
-            for _ in range(10):
-                self.calls += 1
-                try:
-                    response = self._client.batch_get_item(RequestItems=request)
-                except (ClientError, BotoCoreError) as exc:
-                    raise AwsCallError.from_exception("BatchGetItem", exc) from exc
-                for item in response.get("Responses", {}).get(self.table, []):
-                    state = _from_item(item)
-                    found[(state.cluster_id, state.group_id)] = state
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-            else:
-                raise AwsCallError("BatchGetItem", "UnprocessedKeys", "group states not read after 10 rounds")
-        return found
-
-    def save_many(self, states: list[GroupState]) -> list[GroupState]:
-        """Write many states in one transaction per 100, each on its version. Returns the states not
-        written: those of a transaction in which some version had moved (the caller retries them)."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        unwritten: list[GroupState] = []
-        for start in range(0, len(states), 100):
-            chunk = states[start : start + 100]
-            for state in chunk:
-                state.prune()
-            writes = [{"Put": {"TableName": self.table, **self._put_request(state)}} for state in chunk]
-            self.calls += 1
-            try:
-                self._client.transact_write_items(TransactItems=writes)
-            except ClientError as exc:
-                self.forget((state.cluster_id, state.group_id) for state in chunk)
-                code = exc.response.get("Error", {}).get("Code")
-                if code in ("TransactionCanceledException", "TransactionConflictException"):
-                    unwritten.extend(chunk)
-                    continue
-                raise AwsCallError.from_exception("TransactWriteItems", exc) from exc
-            except BotoCoreError as exc:
-                self.forget((state.cluster_id, state.group_id) for state in chunk)
-                raise AwsCallError.from_exception("TransactWriteItems", exc) from exc
-            for state in chunk:
-                state.version += 1
-                self._remember(state)
-        return unwritten
-
-    def _put_request(self, state: GroupState) -> dict[str, Any]:
-        expected = state.version
-        return {
-            "Item": {
-                "pk": {"S": group_key(state.cluster_id, state.group_id)},
-                "sk": {"S": "STATE"},
-                "version": {"N": str(expected + 1)},
-                "state": {"B": zlib.compress(state.model_dump_json(exclude={"version"}).encode(), 1)},
-            },
-            "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
-            "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
-        }
-
-    def save(self, state: GroupState) -> None:
-        """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        state.prune()
-        expected = state.version
-        self.calls += 1
-        try:
-            self._client.put_item(TableName=self.table, **self._put_request(state))
-        except ClientError as exc:
-            self.forget([(state.cluster_id, state.group_id)])
-            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
-                raise VersionConflictError(
-                    f"{state.group_id}: state changed since version {expected}"
-                ) from None
-            raise AwsCallError.from_exception("PutItem", exc) from exc
-        except BotoCoreError as exc:
-            self.forget([(state.cluster_id, state.group_id)])
-            raise AwsCallError.from_exception("PutItem", exc) from exc
-        state.version = expected + 1
-        self._remember(state)
-
-    def put_reports(self, reports: Iterable[NodeReport]) -> int:
-        """Store failed script runs (idempotent: the same run is the same item); returns how many."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        requests = {}
-        for report in reports:
-            run = f"{report.instance_id}#{report.boot:06d}#{report.stage}#{report.script}#{report.started_at}"
-            key = f"REPORT#{run}"
-            item = {
-                "pk": {"S": group_key(report.cluster_id, report.compute_node_group_id)},
-                "sk": {"S": key},
-                "report": {"S": report.to_json()},
-                "expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)},
-            }
-            requests[(item["pk"]["S"], key)] = {"PutRequest": {"Item": item}}
-        pending = list(requests.values())
-        retries = 0  # rounds that came back with unprocessed items (not chunks: a backlog has many)
-        while pending:
-            chunk, pending = pending[:25], pending[25:]
-            self.calls += 1
-            try:
-                response = self._client.batch_write_item(RequestItems={self.table: chunk})
-            except (ClientError, BotoCoreError) as exc:
-                raise AwsCallError.from_exception("BatchWriteItem", exc) from exc
-            unprocessed = response.get("UnprocessedItems", {}).get(self.table, [])
-            if unprocessed:
-                retries += 1
-                if retries >= 10:
-                    left = len(unprocessed) + len(pending)
-                    raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{left} reports not stored")
-                pending.extend(unprocessed)
-        return len(requests)
-
-    def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
-        """Every stored failed script run of a group."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        found: list[NodeReport] = []
-        request: dict[str, Any] = {
-            "TableName": self.table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": group_key(cluster_id, group_id)},
-                ":prefix": {"S": "REPORT#"},
-            },
-        }
-        while True:
-            self.calls += 1
-            try:
-                page = self._client.query(**request)
-            except (ClientError, BotoCoreError) as exc:
-                raise AwsCallError.from_exception("Query", exc) from exc
-            found.extend(
-                NodeReport.model_validate_json(item["report"]["S"]) for item in page.get("Items", [])
-            )
-            if "LastEvaluatedKey" not in page:
-                return found
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

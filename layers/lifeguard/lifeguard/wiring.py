@@ -20,15 +20,17 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import StateStore
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.metrics import Metric
-from lifeguard.notify import NoticeStore, Notifier, SecretWebhook, SlackChannel, SnsChannel
+from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.notifier import Channel
-from lifeguard.remediation import RemediationSettings, RemediationStore, Remediator
+from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.settings import setting
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.notices import NoticeStore
+from lifeguard.store.remediations import RemediationStore
 
 __all__ = [
     "Wiring",
@@ -44,7 +46,7 @@ __all__ = [
 class Wiring:
     """The AWS side of the controller: state, PCS and events."""
 
-    store: StateStore
+    store: GroupStore
     pcs: PcsGateway
     updater: GroupUpdater
     defaults: DetectionSettings
@@ -68,7 +70,7 @@ def wire(table: str | None = None, event_bus: str | None = None, *, clients: Cli
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
-    store = StateStore(clients("dynamodb"), table_name)
+    store = GroupStore(clients("dynamodb"), table_name)
     publisher = EventPublisher(clients("events"), setting("event_bus", event_bus, "default", str))
     return Wiring(
         store,

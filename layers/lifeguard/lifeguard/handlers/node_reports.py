@@ -17,11 +17,12 @@ from lifeguard.attribution import find_suspect
 from lifeguard.bounds import implausible_time, utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import GroupState, StateStore
+from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.metrics import uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
+from lifeguard.store.groups import GroupStore
 
 __all__ = ["NodeReportsHandler", "ReportsSummary"]
 
@@ -55,7 +56,7 @@ class NodeReportsHandler:
 
     def __init__(
         self,
-        store: StateStore,
+        store: GroupStore,
         updater: GroupUpdater,
         defaults: DetectionSettings,
         *,

@@ -31,12 +31,13 @@ from lifeguard.detection import (
 )
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import BootOutcome, Episode, GroupState, KnownConfig, ProvenGood, StateStore
+from lifeguard.group_state import BootOutcome, Episode, GroupState, KnownConfig, ProvenGood
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import BOOTSTRAP_OUTCOMES, ScalingLogRecord, is_known_pair
+from lifeguard.store.groups import GroupStore
 
 __all__ = ["BatchSummary", "ScalingEventsHandler"]
 
@@ -79,7 +80,7 @@ class ScalingEventsHandler:
 
     def __init__(
         self,
-        store: StateStore,
+        store: GroupStore,
         pcs: PcsGateway,
         updater: GroupUpdater,
         defaults: DetectionSettings,

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent
-from lifeguard.group_state import GroupState, StateStore, VersionConflictError
+from lifeguard.group_state import GroupState
+from lifeguard.store.groups import GroupStore, VersionConflictError
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
 
@@ -37,7 +38,7 @@ class GroupUpdater:
 
     def __init__(
         self,
-        store: StateStore,
+        store: GroupStore,
         publisher: EventPublisher,
         *,
         clock: Callable[[], float] = time.time,

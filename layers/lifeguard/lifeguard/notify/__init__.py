@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-from lifeguard.notify.notifier import (
-    Channel,
-    NoticeStore,
-    NotificationError,
-    Notifier,
-    NotifyResult,
-)
+from lifeguard.notify.notifier import Channel, NotificationError, Notifier, NotifyResult
 from lifeguard.notify.slack import SecretWebhook, SlackChannel, SlackError, slack_message
 from lifeguard.notify.sns import SnsChannel, sns_message
 from lifeguard.notify.summary import SEVERITY, Summary, summarize
@@ -16,7 +10,6 @@ from lifeguard.notify.summary import SEVERITY, Summary, summarize
 __all__ = [
     "SEVERITY",
     "Channel",
-    "NoticeStore",
     "NotificationError",
     "Notifier",
     "NotifyResult",

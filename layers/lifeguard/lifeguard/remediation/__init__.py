@@ -11,7 +11,7 @@ from lifeguard.remediation.actions import (
     RemediationAction,
     action_for,
 )
-from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
+from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
 from lifeguard.remediation.remediator import (
     LoopDetection,
     RemediationBusyError,
@@ -36,7 +36,6 @@ __all__ = [
     "RemediationBusyError",
     "RemediationParkedError",
     "RemediationSettings",
-    "RemediationStore",
     "Remediator",
     "action_for",
     "undo_command",

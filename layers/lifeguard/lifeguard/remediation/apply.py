@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
-from lifeguard.remediation.records import AppliedChange, Ledger, RemediationStore
+from lifeguard.remediation.records import AppliedChange, Ledger
+from lifeguard.store.remediations import RemediationStore
 
 __all__ = ["ChangeMaker"]
 

@@ -44,14 +44,16 @@ from lifeguard.bounds import FINGERPRINT_PATTERN, clip, utc
 from lifeguard.detection import DEFAULT_MODE, DetectionSettings, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, clean_detail, make_detail
-from lifeguard.group_state import GroupState, StateStore
+from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
 from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
 from lifeguard.remediation.apply import ChangeMaker
-from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger, RemediationStore
+from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
 from lifeguard.settings import setting
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
 
 __all__ = [
     "LoopDetection",
@@ -213,7 +215,7 @@ class Remediator:
     def __init__(
         self,
         store: RemediationStore,
-        states: StateStore,
+        states: GroupStore,
         pcs: PcsGateway,
         publisher: EventPublisher,
         settings: RemediationSettings,

@@ -1,0 +1,204 @@
+"""The group state items and the node-report items (layout: `lifeguard.store.table`).
+
+A group's state is written only with a condition on its version, so concurrent invocations never lose each
+other's updates: the loser reloads and re-applies its records, which are idempotent.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from lifeguard.errors import LifeguardError
+from lifeguard.group_state import GroupState
+from lifeguard.node_report import NodeReport
+from lifeguard.store.table import (
+    TRANSACTION_MAX,
+    ConditionFailedError,
+    Item,
+    Table,
+    TransactionConflictError,
+    group_key,
+    item_key,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["REPORT_TTL_SECONDS", "GroupStore", "VersionConflictError"]
+
+REPORT_TTL_SECONDS = 14 * 24 * 3600
+STATE = "STATE"
+REPORT = "REPORT#"
+
+
+class VersionConflictError(LifeguardError):
+    """Another invocation wrote the group's state first."""
+
+
+def _state_of(item: Item) -> GroupState:
+    # Stored compressed: the item is rewritten with every batch, and its size is what DynamoDB charges.
+    body = item["state"]
+    raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
+    state = GroupState.model_validate_json(raw)
+    state.version = int(item["version"]["N"])
+    return state
+
+
+def _versioned_put(state: GroupState) -> dict[str, Any]:
+    """The state's item, written only over the version it was read at (or where there is none)."""
+    expected = state.version
+    return {
+        "Item": {
+            **item_key(group_key(state.cluster_id, state.group_id), STATE),
+            "version": {"N": str(expected + 1)},
+            "state": {"B": zlib.compress(state.model_dump_json(exclude={"version"}).encode(), 1)},
+        },
+        "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
+        "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
+    }
+
+
+def _report_item(report: NodeReport) -> Item:
+    run = f"{report.instance_id}#{report.boot:06d}#{report.stage}#{report.script}#{report.started_at}"
+    return {
+        **item_key(group_key(report.cluster_id, report.compute_node_group_id), f"{REPORT}{run}"),
+        "report": {"S": report.to_json()},
+        "expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)},
+    }
+
+
+class GroupStore:
+    """The group state items and node-report items of the Lifeguard table.
+
+    The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
+    read): every write is conditional on the version, so a state another container changed meanwhile
+    makes the write fail, and the caller redoes that group from a fresh read.
+    """
+
+    CACHE_LIMIT = 256
+    # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "load": ("dynamodb:GetItem",),
+        "load_many": ("dynamodb:BatchGetItem",),
+        "save": ("dynamodb:PutItem",),
+        "save_many": ("dynamodb:TransactWriteItems",),
+        "put_reports": ("dynamodb:BatchWriteItem",),
+        "reports": ("dynamodb:Query",),
+        "all_states": ("dynamodb:Scan",),
+    }
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._table = Table(client, table)
+        self._written: OrderedDict[tuple[str, str], GroupState] = OrderedDict()
+
+    @property
+    def client(self) -> DynamoDBClient:
+        """The DynamoDB client (other stores of the same table share it)."""
+        return self._table.client
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table.name
+
+    @property
+    def calls(self) -> int:
+        """DynamoDB requests made so far."""
+        return self._table.calls
+
+    def _remember(self, state: GroupState) -> None:
+        key = (state.cluster_id, state.group_id)
+        self._written[key] = state
+        self._written.move_to_end(key)
+        while len(self._written) > self.CACHE_LIMIT:
+            self._written.popitem(last=False)
+
+    def forget(self, keys: Iterable[tuple[str, str]]) -> None:
+        """Drop remembered states (after a failed write: they may hold changes that were not written)."""
+        for key in keys:
+            self._written.pop(key, None)
+
+    def load(self, cluster_id: str, group_id: str) -> GroupState:
+        """The group's state (a fresh one when there is none), read consistently."""
+        item = self._table.get(item_key(group_key(cluster_id, group_id), STATE))
+        return _state_of(item) if item is not None else GroupState(cluster_id=cluster_id, group_id=group_id)
+
+    def all_states(self) -> list[GroupState]:
+        """Every group's state (a Scan: for the operator CLI, not for the handlers)."""
+        found = [_state_of(item) for item in self._table.scan(STATE)]
+        return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
+
+    def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
+        """The states of many groups: the ones this store last wrote from memory, the others in one
+        BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell."""
+        found: dict[tuple[str, str], GroupState] = {}
+        missing = []
+        for key in keys:
+            if key in self._written:
+                found[key] = self._written[key]
+            else:
+                missing.append(item_key(group_key(*key), STATE))
+                found[key] = GroupState(cluster_id=key[0], group_id=key[1])
+        for item in self._table.get_many(missing):
+            state = _state_of(item)
+            found[(state.cluster_id, state.group_id)] = state
+        return found
+
+    def save_many(self, states: list[GroupState]) -> list[GroupState]:
+        """Write many states in one transaction per 100, each on its version. Returns the states not
+        written: those of a transaction in which some version had moved (the caller retries them)."""
+        unwritten: list[GroupState] = []
+        for start in range(0, len(states), TRANSACTION_MAX):
+            chunk = states[start : start + TRANSACTION_MAX]
+            for state in chunk:
+                state.prune()
+            try:
+                self._table.put_together([_versioned_put(state) for state in chunk])
+            except TransactionConflictError:
+                self.forget((state.cluster_id, state.group_id) for state in chunk)
+                unwritten.extend(chunk)
+                continue
+            except LifeguardError:
+                self.forget((state.cluster_id, state.group_id) for state in chunk)
+                raise
+            for state in chunk:
+                state.version += 1
+                self._remember(state)
+        return unwritten
+
+    def save(self, state: GroupState) -> None:
+        """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
+        state.prune()
+        expected = state.version
+        put = _versioned_put(state)
+        try:
+            self._table.put(
+                put["Item"], condition=put["ConditionExpression"], values=put["ExpressionAttributeValues"]
+            )
+        except ConditionFailedError:
+            self.forget([(state.cluster_id, state.group_id)])
+            raise VersionConflictError(f"{state.group_id}: state changed since version {expected}") from None
+        except LifeguardError:
+            self.forget([(state.cluster_id, state.group_id)])
+            raise
+        state.version = expected + 1
+        self._remember(state)
+
+    def put_reports(self, reports: Iterable[NodeReport]) -> int:
+        """Store failed script runs (idempotent: the same run is the same item); returns how many."""
+        items = {}
+        for report in reports:
+            item = _report_item(report)
+            items[(item["pk"]["S"], item["sk"]["S"])] = item
+        self._table.put_many(list(items.values()))
+        return len(items)
+
+    def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
+        """Every stored failed script run of a group."""
+        return [
+            NodeReport.model_validate_json(item["report"]["S"])
+            for item in self._table.query(group_key(cluster_id, group_id), REPORT)
+        ]

@@ -1,0 +1,86 @@
+"""Notify's items (layout: `lifeguard.store.table`): which (event, channel) pairs went out, how many
+messages each episode had, and each webhook's pace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+from lifeguard.store.table import ConditionFailedError, Table, group_key, item_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["NOTICE_TTL_SECONDS", "Group", "NoticeStore"]
+
+NOTICE_TTL_SECONDS = 30 * 24 * 3600
+Group = tuple[str, str]  # (cluster id, compute node group id) an event is about
+
+
+class NoticeStore:
+    """Which (event, channel) pairs went out, in Lifeguard's table; how many messages each episode had; and
+    each webhook's pace."""
+
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "claim": ("dynamodb:PutItem",),
+        "unclaim": ("dynamodb:DeleteItem",),
+        "next_sequence": ("dynamodb:UpdateItem",),
+        "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
+    }
+
+    def __init__(self, client: DynamoDBClient, table: str, *, clock: Callable[[], float]) -> None:
+        self._table = Table(client, table)
+        self._clock = clock
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table.name
+
+    def claim(self, group: Group, key: str, channel: str) -> bool:
+        """Claim sending `key` to `channel`; False when it was sent (or is being sent) already."""
+        try:
+            self._table.put(
+                {
+                    **item_key(group_key(*group), f"NOTICE#{key}#{channel}"),
+                    "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+                },
+                condition="attribute_not_exists(pk)",
+            )
+        except ConditionFailedError:
+            return False
+        return True
+
+    def unclaim(self, group: Group, key: str, channel: str) -> None:
+        """Give a claim back after the send failed, so a retry sends it."""
+        self._table.delete(item_key(group_key(*group), f"NOTICE#{key}#{channel}"))
+
+    def reserve_post(self, webhook_key: str, interval_seconds: float, attempts: int = 32) -> float:
+        """Take the webhook's next free slot, at least `interval_seconds` after the one taken before it by any
+        invocation; returns the seconds to wait for it. The slot is claimed with a conditional write, so
+        two concurrent senders never get the same one."""
+        key = item_key(f"WEBHOOK#{webhook_key}", "PACE")
+        for _ in range(attempts):
+            now = self._clock()
+            item = self._table.get(key)
+            taken = item["next_at"]["N"] if item else None
+            slot = max(now, float(taken) if taken is not None else now)
+            try:
+                self._table.put(
+                    {
+                        **key,
+                        "next_at": {"N": f"{slot + interval_seconds:.3f}"},
+                        "expires_at": {"N": str(int(now) + 3600)},
+                    },
+                    condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
+                    values={":taken": {"N": taken}} if taken is not None else None,
+                )
+            except ConditionFailedError:
+                continue  # another sender took that slot: take the next one
+            return slot - now
+        return interval_seconds  # contended beyond reason: keep at least the interval
+
+    def next_sequence(self, group: Group, episode_id: str) -> int:
+        """The number of this episode's next message (1, 2, …), so readers see the messages as one story."""
+        key = item_key(group_key(*group), f"EPISODE#{episode_id}#NOTICES")
+        return self._table.add(key, "messages", expires_at=int(self._clock()) + NOTICE_TTL_SECONDS)

@@ -1,0 +1,236 @@
+"""Lifeguard's one DynamoDB table: its item layout, and the one place botocore's errors are translated.
+
+Every item is keyed by `pk` (the partition) and `sk` (the item within it):
+
+    pk = GROUP#<cluster>#<group>
+        sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`)
+        sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>   a failed script run (`report`, JSON)
+        sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
+        sk = LEDGER                           the changes remediation made or set out to make (`doc`/`docz`)
+        sk = DECISION#<episode>#<revision>    the decision taken on one detection (`doc`/`docz`)
+        sk = AUDIT#<time ms>#<episode>#<revision>#<decision>#<nonce>   the audit trail (`doc`/`docz`)
+        sk = NOTICE#<event key>#<channel>     an (event, channel) claimed by notify
+        sk = EPISODE#<episode>#NOTICES        how many messages an episode had (`messages`)
+    pk = WEBHOOK#<sha256 of the URL>
+        sk = PACE                             the webhook's next free slot (`next_at`)
+
+Items that age out carry `expires_at` (epoch seconds, the table's TTL attribute). Documents are JSON text
+(`doc`), or zlib-compressed JSON (`docz`) once large, so an item holding two lifecycle configurations stays
+far below DynamoDB's 400 KB.
+
+Errors, one style for every store: a conditional write that found the item otherwise raises
+`ConditionFailedError`, a cancelled transaction `TransactionConflictError`, anything else `AwsCallError`
+naming the operation. The stores decide what each means (a lost race, a lease held, a version moved).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lifeguard.errors import AwsCallError, LifeguardError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = [
+    "ConditionFailedError",
+    "Item",
+    "Table",
+    "TransactionConflictError",
+    "decode_doc",
+    "encode_doc",
+    "group_key",
+    "item_key",
+]
+
+Item = dict[str, Any]  # an item in DynamoDB's attribute-value form: {"pk": {"S": "…"}, …}
+
+COMPRESS_FROM_BYTES = 32 * 1024
+BATCH_GET_MAX = 100  # keys a BatchGetItem takes
+BATCH_WRITE_MAX = 25  # requests a BatchWriteItem takes
+TRANSACTION_MAX = 100  # items a TransactWriteItems takes
+ROUNDS = 10  # rounds of unprocessed keys or items before giving up
+
+
+class ConditionFailedError(LifeguardError):
+    """A conditional write found the item not as its condition said."""
+
+
+class TransactionConflictError(LifeguardError):
+    """A transaction was cancelled: some item's condition failed, or another transaction held it."""
+
+
+def group_key(cluster_id: str, group_id: str) -> str:
+    """The partition key of a group's items."""
+    return f"GROUP#{cluster_id}#{group_id}"
+
+
+def item_key(pk: str, sk: str) -> Item:
+    """The key of one item."""
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def encode_doc(text: str) -> Item:
+    """A JSON document as an item stores it: text, or compressed once it is large."""
+    if len(text) < COMPRESS_FROM_BYTES:
+        return {"doc": {"S": text}}
+    return {"docz": {"B": zlib.compress(text.encode(), 6)}}
+
+
+def decode_doc(item: Mapping[str, Any]) -> Any:
+    """The JSON document an item holds."""
+    if "docz" in item:
+        return json.loads(zlib.decompress(item["docz"]["B"]))
+    return json.loads(item["doc"]["S"])
+
+
+def stored_bytes(text: str) -> int:
+    """How many bytes a document takes in its item."""
+    (value,) = encode_doc(text).values()
+    return len(value.get("S") or value["B"])
+
+
+@contextlib.contextmanager
+def _translated(operation: str) -> Iterator[None]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        yield
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code")
+        if code == "ConditionalCheckFailedException":
+            raise ConditionFailedError(f"{operation}: the condition failed") from None
+        if code in ("TransactionCanceledException", "TransactionConflictException"):
+            raise TransactionConflictError(f"{operation}: {code}") from None
+        raise AwsCallError.from_exception(operation, exc) from exc
+    except BotoCoreError as exc:
+        raise AwsCallError.from_exception(operation, exc) from exc
+
+
+class Table:
+    """The table's operations as the stores use them, over one DynamoDB client; `calls` counts requests."""
+
+    def __init__(self, client: DynamoDBClient, name: str) -> None:
+        self.client = client
+        self.name = name
+        self.calls = 0
+
+    def get(self, key: Item) -> Item | None:
+        """One item, read consistently (None when there is none)."""
+        self.calls += 1
+        with _translated("GetItem"):
+            response = self.client.get_item(TableName=self.name, Key=key, ConsistentRead=True)
+        return response.get("Item")
+
+    def put(self, item: Item, *, condition: str | None = None, values: Item | None = None) -> None:
+        """Write one item, on a condition when given."""
+        request: dict[str, Any] = {"TableName": self.name, "Item": item}
+        if condition is not None:
+            request["ConditionExpression"] = condition
+        if values:
+            request["ExpressionAttributeValues"] = values
+        self.calls += 1
+        with _translated("PutItem"):
+            self.client.put_item(**request)
+
+    def delete(self, key: Item, *, condition: str | None = None, values: Item | None = None) -> None:
+        """Delete one item, on a condition when given."""
+        request: dict[str, Any] = {"TableName": self.name, "Key": key}
+        if condition is not None:
+            request["ConditionExpression"] = condition
+        if values:
+            request["ExpressionAttributeValues"] = values
+        self.calls += 1
+        with _translated("DeleteItem"):
+            self.client.delete_item(**request)
+
+    def add(self, key: Item, attribute: str, *, expires_at: int) -> int:
+        """Add one to a counter attribute (created at 0) and set the item's expiry; returns the new count."""
+        self.calls += 1
+        with _translated("UpdateItem"):
+            response = self.client.update_item(
+                TableName=self.name,
+                Key=key,
+                UpdateExpression=f"ADD {attribute} :one SET expires_at = :ttl",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":ttl": {"N": str(expires_at)}},
+                ReturnValues="UPDATED_NEW",
+            )
+        return int(response["Attributes"][attribute]["N"])
+
+    def query(self, pk: str, prefix: str, *, last: int | None = None) -> Iterator[Item]:
+        """The partition's items whose sort key starts with `prefix`, in key order (only the `last` ones,
+        newest first, when given)."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":prefix": {"S": prefix}},
+        }
+        if last is not None:
+            request.update(ScanIndexForward=False, Limit=last)
+        yield from self._pages("Query", request, once=last is not None)
+
+    def scan(self, sk: str) -> Iterator[Item]:
+        """Every item whose sort key is `sk` (a Scan: for the operator, never for the handlers)."""
+        request: dict[str, Any] = {
+            "TableName": self.name,
+            "FilterExpression": "sk = :sk",
+            "ExpressionAttributeValues": {":sk": {"S": sk}},
+        }
+        yield from self._pages("Scan", request)
+
+    def _pages(self, operation: str, request: dict[str, Any], *, once: bool = False) -> Iterator[Item]:
+        call = self.client.query if operation == "Query" else self.client.scan
+        while True:
+            self.calls += 1
+            with _translated(operation):
+                page = call(**request)
+            yield from page.get("Items", [])
+            if once or "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def get_many(self, keys: Sequence[Item]) -> Iterator[Item]:
+        """Many items, read consistently: one BatchGetItem per 100 keys, unprocessed keys sent again."""
+        for start in range(0, len(keys), BATCH_GET_MAX):
+            request: Any = {
+                self.name: {"Keys": list(keys[start : start + BATCH_GET_MAX]), "ConsistentRead": True}
+            }
+            for _ in range(ROUNDS):
+                self.calls += 1
+                with _translated("BatchGetItem"):
+                    response = self.client.batch_get_item(RequestItems=request)
+                yield from response.get("Responses", {}).get(self.name, [])
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise AwsCallError("BatchGetItem", "UnprocessedKeys", f"keys not read after {ROUNDS} rounds")
+
+    def put_many(self, items: Sequence[Item]) -> None:
+        """Write many items (no conditions): BatchWriteItem 25 at a time, unprocessed items sent again."""
+        pending: list[Any] = [{"PutRequest": {"Item": item}} for item in items]
+        retries = 0  # rounds that came back with unprocessed items (not chunks: a backlog has many)
+        while pending:
+            chunk, pending = pending[:BATCH_WRITE_MAX], pending[BATCH_WRITE_MAX:]
+            self.calls += 1
+            with _translated("BatchWriteItem"):
+                response = self.client.batch_write_item(RequestItems={self.name: chunk})
+            unprocessed = response.get("UnprocessedItems", {}).get(self.name, [])
+            if unprocessed:
+                retries += 1
+                if retries >= ROUNDS:
+                    left = len(unprocessed) + len(pending)
+                    raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{left} items not written")
+                pending.extend(unprocessed)
+
+    def put_together(self, puts: Sequence[Mapping[str, Any]]) -> None:
+        """Write up to 100 conditional puts (each `Item` with its `ConditionExpression` and values) in one
+        transaction: all or none."""
+        writes: Any = [{"Put": {"TableName": self.name, **put}} for put in puts]
+        self.calls += 1
+        with _translated("TransactWriteItems"):
+            self.client.transact_write_items(TransactItems=writes)

@@ -1,0 +1,197 @@
+"""The group store over the table: a state as one compressed, versioned item (a second writer of a version
+loses), many states read 100 at a time and written in transactions, node reports stored once each, every
+page followed, and a failed call one AwsCallError."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import pytest
+
+from lifeguard.errors import AwsCallError
+from lifeguard.group_state import OUTCOME_LIMIT, Episode, Failure, GroupState, KnownConfig
+from lifeguard.node_report import NodeReport
+from lifeguard.store.groups import REPORT_TTL_SECONDS, GroupStore, VersionConflictError
+from lifeguard.store.table import group_key
+from tests.unit.fakes import FakeDynamoDB, client_error
+from tests.unit.test_group_state import CLUSTER, GROUP, T0, state_with
+from tests.unit.test_node_report import REPORT
+
+
+def full_state() -> GroupState:
+    state = state_with(3, launches={"i-pending": T0 + 5000})
+    state.config = KnownConfig(
+        modified_at=T0, fingerprint="f" * 16, node_lifecycle_actions={"stages": {}}, checked_at=T0
+    )
+    state.episode = Episode(
+        episode_id="ep-1",
+        kind="loop",
+        opened_at=T0,
+        failures=[Failure(instance_id="i-0001", event_timestamp=T0 + 1000)],
+    )
+    state.outbox.append({"detail-type": "LoopResolved", "detail": {}, "key": "k", "queued_at": 1.0})
+    return state
+
+
+def test_a_saved_state_is_one_compressed_item_that_loads_back_equal() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    assert state.version == 1
+    item = client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert item["version"] == {"N": "1"}
+    assert b"i-pending" in zlib.decompress(item["state"]["B"])
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.model_dump() == state.model_dump()
+
+
+def test_a_state_item_written_as_plain_json_is_read_too() -> None:
+    client = FakeDynamoDB()
+    body = full_state().model_dump_json(exclude={"version"})
+    client.items[(group_key(CLUSTER, GROUP), "STATE")] = {
+        "pk": {"S": group_key(CLUSTER, GROUP)},
+        "sk": {"S": "STATE"},
+        "version": {"N": "7"},
+        "state": {"S": body},
+    }
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.version == 7
+    assert loaded.episode is not None
+    assert loaded.episode.failures[0].instance_id == "i-0001"
+
+
+def test_a_group_never_seen_loads_as_a_fresh_state() -> None:
+    loaded = GroupStore(FakeDynamoDB(), "table").load(CLUSTER, GROUP)
+    assert (loaded.cluster_id, loaded.group_id, loaded.version, loaded.outcomes) == (CLUSTER, GROUP, 0, {})
+
+
+def test_the_second_writer_of_a_version_gets_a_conflict_and_the_first_write_stands() -> None:
+    client = FakeDynamoDB()
+    first, second = GroupStore(client, "table"), GroupStore(client, "table")
+    mine, theirs = first.load(CLUSTER, GROUP), second.load(CLUSTER, GROUP)
+    mine.launches["i-mine"] = T0
+    theirs.launches["i-theirs"] = T0
+    first.save(mine)
+    with pytest.raises(VersionConflictError):
+        second.save(theirs)
+    assert theirs.version == 0
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == {"i-mine": T0}
+
+
+def test_save_prunes_before_writing() -> None:
+    client = FakeDynamoDB()
+    state = state_with(OUTCOME_LIMIT + 10)
+    GroupStore(client, "table").save(state)
+    assert len(GroupStore(client, "table").load(CLUSTER, GROUP).outcomes) == OUTCOME_LIMIT
+
+
+def test_a_failed_read_is_one_aws_call_error_with_the_service_code() -> None:
+    client = FakeDynamoDB()
+    client.fail["GetItem"] = [client_error("ProvisionedThroughputExceededException", "GetItem", "slow down")]
+    with pytest.raises(AwsCallError) as raised:
+        GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert (raised.value.operation, raised.value.code) == (
+        "GetItem",
+        "ProvisionedThroughputExceededException",
+    )
+
+
+def test_load_many_reads_remembered_states_from_memory_and_the_rest_100_at_a_time() -> None:
+    client = FakeDynamoDB()
+    writer = GroupStore(client, "table")
+    for n in range(3):
+        writer.save(GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n}", launches={"i-x": n}))
+    reader = GroupStore(client, "table")
+    remembered = GroupState(cluster_id=CLUSTER, group_id="pcs_mem")
+    reader.save(remembered)
+    keys = [(CLUSTER, f"pcs_g{n}") for n in range(150)] + [(CLUSTER, "pcs_mem")]
+    found = reader.load_many(keys)
+    assert list(found) == keys
+    assert found[(CLUSTER, "pcs_mem")] is remembered
+    assert found[(CLUSTER, "pcs_g2")].launches == {"i-x": 2}
+    assert found[(CLUSTER, "pcs_g2")].version == 1
+    assert found[(CLUSTER, "pcs_g149")].version == 0
+    sizes = [len(r["RequestItems"]["table"]["Keys"]) for r in client.requests["BatchGetItem"]]
+    assert sizes == [100, 50]
+
+
+def test_load_many_asks_again_for_unprocessed_keys_and_gives_up_after_ten_rounds() -> None:
+    client = FakeDynamoDB()
+    GroupStore(client, "table").save(GroupState(cluster_id=CLUSTER, group_id="pcs_g1", launches={"i-x": 1}))
+    client.unprocessed = 1
+    keys = [(CLUSTER, "pcs_g0"), (CLUSTER, "pcs_g1")]
+    with pytest.raises(AwsCallError) as raised:
+        GroupStore(client, "table").load_many(keys)
+    assert raised.value.code == "UnprocessedKeys"
+    assert client.calls("BatchGetItem") == 10
+
+
+def test_save_many_returns_the_states_of_a_transaction_that_lost_a_race() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    states = [GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n}") for n in range(150)]
+    stale = GroupStore(client, "table").load(CLUSTER, "pcs_g120")
+    GroupStore(client, "table").save(stale)  # someone else wrote group 120 first
+    unwritten = store.save_many(states)
+    assert [s.group_id for s in unwritten] == [f"pcs_g{n}" for n in range(100, 150)]
+    assert {s.version for s in states[:100]} == {1}
+    assert {s.version for s in unwritten} == {0}
+    assert client.calls("TransactWriteItems") == 2
+    # The losers are not remembered: the next read of them goes to the table.
+    found = store.load_many([(CLUSTER, "pcs_g120"), (CLUSTER, "pcs_g5")])
+    assert found[(CLUSTER, "pcs_g120")] is not unwritten[20]
+    assert found[(CLUSTER, "pcs_g5")] is states[5]
+
+
+def report(**changed: Any) -> NodeReport:
+    """The node-report tests' failed run (the article's), with `changed` fields."""
+    return NodeReport.model_validate(
+        {**REPORT, "cluster_id": CLUSTER, "compute_node_group_id": GROUP, **changed}
+    )
+
+
+def test_put_reports_stores_each_run_once_in_batches_of_25_and_expires_them() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    runs = [report(started_at=1792544247 + n, ended_at=None) for n in range(30)]
+    assert store.put_reports([*runs, runs[0], runs[1]]) == 30
+    assert [len(r["RequestItems"]["table"]) for r in client.requests["BatchWriteItem"]] == [25, 5]
+    item = client.items[
+        (
+            group_key(CLUSTER, GROUP),
+            "REPORT#i-059b4b99b4f2e9739#000001#nodeBootstrapped#fail-terminate#1792544247",
+        )
+    ]
+    assert item["expires_at"] == {"N": str(1792544247 + REPORT_TTL_SECONDS)}
+    assert sorted(r.started_at for r in store.reports(CLUSTER, GROUP)) == [r.started_at for r in runs]
+
+
+def test_put_reports_sends_unprocessed_items_again_and_gives_up_after_ten_rounds() -> None:
+    client = FakeDynamoDB()
+    client.unprocessed = 2
+    with pytest.raises(AwsCallError) as raised:
+        GroupStore(client, "table").put_reports([report(started_at=1792544247 + n) for n in range(3)])
+    assert raised.value.code == "UnprocessedItems"
+    assert client.calls("BatchWriteItem") == 10
+
+
+def test_reports_and_all_states_follow_every_page() -> None:
+    client = FakeDynamoDB()
+    client.page_size = 2
+    store = GroupStore(client, "table")
+    store.put_reports([report(started_at=1792544247 + n) for n in range(5)])
+    for group in ("pcs_b", "pcs_a", "pcs_c"):
+        store.save(GroupState(cluster_id=CLUSTER, group_id=group))
+    assert len(store.reports(CLUSTER, GROUP)) == 5
+    assert client.calls("Query") == 3
+    assert [s.group_id for s in store.all_states()] == ["pcs_a", "pcs_b", "pcs_c"]
+    assert store.reports(CLUSTER, "pcs_other") == []
+
+
+def test_put_reports_stores_more_than_250_runs_when_none_is_left_unprocessed() -> None:
+    client = FakeDynamoDB()
+    runs = [report(started_at=1792544247 + n) for n in range(251)]
+    assert GroupStore(client, "table").put_reports(runs) == 251
+    assert client.calls("BatchWriteItem") == 11
