@@ -29,11 +29,14 @@ BUNDLE_FILES = (
     "lifeguard/node/__init__.py",
     "lifeguard/node/__main__.py",
     "lifeguard/node/boto.py",
+    "lifeguard/node/cache.py",
     "lifeguard/node/cli.py",
     "lifeguard/node/drain.py",
     "lifeguard/node/executor.py",
     "lifeguard/node/fetch.py",
     "lifeguard/node/layout.py",
+    "lifeguard/node/process.py",
+    "lifeguard/node/report.py",
     "lifeguard/node/shipper.py",
 )
 _MAIN = b"import sys\n\nfrom lifeguard.node.cli import main\n\nsys.exit(main())\n"

@@ -4,19 +4,16 @@ nodeBootstrapped runs in order, then nodeReady. First boot or reboot is decided 
 root, written only once a boot finished. FIRST_BOOT_ONLY scripts run on the first boot, EVERY_BOOT ones on
 every boot. onError TERMINATE stops everything (exit 4), STOP_SEQUENCE skips the rest of its stage (exit 3
 at the end), CONTINUE records and goes on. Logs follow the node layout of DESIGN.md, so the shipper reads
-this executor's files and the PCS agent's alike.
+this executor's files and the PCS agent's alike. Fetching and caching scripts is `lifeguard.node.cache`;
+running one as a process, `lifeguard.node.process`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import select
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,8 +29,10 @@ from lifeguard.lifecycle_rules import (
     STAGES,
     find_problems,
 )
-from lifeguard.node.fetch import FetchError, ScriptFetcher, fetch_script, redact
+from lifeguard.node.cache import ScriptCache, ScriptSource
+from lifeguard.node.fetch import FetchError, ScriptFetcher, redact
 from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
+from lifeguard.node.process import KILL_GRACE_SECONDS, run_script
 
 __all__ = [
     "EXIT_COMPLETED",
@@ -57,8 +56,6 @@ EXIT_TERMINATE = 4
 EXIT_USAGE = 64
 
 SCRIPT_TIMEOUT_SECONDS = 30 * 60  # the node's whole registration window
-KILL_GRACE_SECONDS = 5.0
-TIMEOUT_EXIT_CODE = 124  # as timeout(1) reports it
 
 _NULL = object()  # a field written as JSON null rather than left out
 
@@ -153,9 +150,9 @@ class ScriptSpec:
         return specs
 
     @property
-    def source(self) -> dict[str, str | None]:
+    def source(self) -> ScriptSource:
         """What identifies the content: a cached copy of another source is never reused."""
-        return {"scriptLocation": self.location, "s3VersionId": self.version_id, "checksum": self.checksum}
+        return ScriptSource(self.location, self.version_id, self.checksum)
 
 
 @dataclass(frozen=True)
@@ -235,8 +232,7 @@ class Executor:
         self.layout = layout
         self.identity = identity
         self.script_timeout_seconds = script_timeout_seconds
-        self.fetch_backoff_seconds = fetch_backoff_seconds
-        self.fetchers = fetchers or {}
+        self.cache = ScriptCache(layout, fetchers=fetchers, backoff_seconds=fetch_backoff_seconds)
         self.kill_grace_seconds = kill_grace_seconds
         self.clock = clock
         self.caching_policy = config.get("scriptCachingPolicy", DEFAULT_SCRIPT_CACHING_POLICY)
@@ -326,21 +322,32 @@ class Executor:
             run = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
         else:
             digest = hashlib.sha256(content).hexdigest()
-            path = self.layout.cached_script(spec.stage, spec.name)
+            path = self.cache.path(spec.stage, spec.name)
             started = int(self.clock())
-            exit_code, error, span = self._execute(spec, path, content, env, started)
-            outcome = "succeeded" if exit_code == 0 else "failed"
+            process = run_script(
+                spec.name,
+                path,
+                spec.arguments,
+                content=content,
+                log=self.layout.script_log(spec.stage, spec.name),
+                env=env,
+                cwd=self.layout.root,
+                started=started,
+                timeout_seconds=self.script_timeout_seconds,
+                kill_grace_seconds=self.kill_grace_seconds,
+                clock=self.clock,
+            )
             run = ScriptRun(
                 spec.stage,
                 spec.name,
                 spec.on_error,
-                outcome,
-                exit_code,
-                error,
+                "succeeded" if process.exit_code == 0 else "failed",
+                process.exit_code,
+                process.error,
                 started,
                 int(self.clock()),
                 digest,
-                span,
+                process.log_span,
             )
         self._log_outcome(log, result, run)
         return run
@@ -370,21 +377,15 @@ class Executor:
             log_end=run.log_span[1] if run.log_span else None,
         )
 
-    # -- fetching and caching --
+    # -- fetching (through the cache) --
 
     def _script_content(self, spec: ScriptSpec, first_boot: bool, log: ExecutorLog) -> bytes:
-        cached = self.layout.cached_script(spec.stage, spec.name)
-        meta = cached.with_name(cached.name + ".source.json")
         if self.caching_policy == "CACHE_ONCE" and not first_boot:
-            try:
-                if json.loads(meta.read_text()) == spec.source:
-                    content = cached.read_bytes()
-                    log.write(
-                        "INFO", "Reusing cached script (CACHE_ONCE)", script=spec.name, stage=spec.stage
-                    )
-                    return content
-            except (OSError, ValueError):
-                pass  # no usable cached copy: fetch it as on a first boot
+            # Without a cached copy of this same source, a reboot fetches as a first boot does.
+            content = self.cache.cached(spec.stage, spec.name, spec.source)
+            if content is not None:
+                log.write("INFO", "Reusing cached script (CACHE_ONCE)", script=spec.name, stage=spec.stage)
+                return content
         log.write(
             "INFO", "fetching script", stage=spec.stage, script=spec.name, location=redact(spec.location)
         )
@@ -399,96 +400,4 @@ class Executor:
                 error=reason,
             )
 
-        content = fetch_script(
-            spec.location,
-            version_id=spec.version_id,
-            checksum=spec.checksum,
-            backoff_seconds=self.fetch_backoff_seconds,
-            fetchers=self.fetchers,
-            on_retry=on_retry,
-        )
-        atomic_write(cached, content, 0o750)
-        atomic_write(meta, json.dumps(spec.source).encode(), FILE_MODE)
-        return content
-
-    # -- running --
-
-    def _execute(
-        self, spec: ScriptSpec, path: Path, content: bytes, env: dict[str, str], started: int
-    ) -> tuple[int, str | None, tuple[int, int]]:
-        script_log = self.layout.script_log(spec.stage, spec.name)
-        fd = os.open(script_log, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
-        os.fchmod(fd, FILE_MODE)
-        try:
-            log_start = os.lseek(fd, 0, os.SEEK_END)
-            args = json.dumps(list(spec.arguments), separators=(",", ":"), ensure_ascii=False)
-            os.write(fd, f"[start {spec.name} args={args} @ {started}]\n".encode())
-            # Like a shell, run a file without "#!" as a bash script.
-            command = [str(path), *spec.arguments]
-            if not content.startswith(b"#!"):
-                command = ["/bin/bash", str(path), *spec.arguments]
-            exit_code, error = self._wait(spec, command, fd, env)
-            size = os.lseek(fd, 0, os.SEEK_END)
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                os.write(fd, b"\n")  # the end marker starts its own line even after output without one
-            os.write(fd, f"[end {spec.name} exit={exit_code} @ {int(self.clock())}]\n".encode())
-            log_end = os.lseek(fd, 0, os.SEEK_END)
-        finally:
-            os.close(fd)
-        return exit_code, error, (log_start, log_end)
-
-    def _wait(
-        self, spec: ScriptSpec, command: list[str], fd: int, env: dict[str, str]
-    ) -> tuple[int, str | None]:
-        try:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=fd,
-                stderr=fd,
-                env=env,
-                cwd=str(self.layout.root),
-                start_new_session=True,  # its own process group, so a timeout kills its children too
-            )
-        except OSError as exc:
-            return 126, f"script '{spec.name}' could not be started: {exc.strerror}"
-        try:
-            returncode = _wait(process, self.script_timeout_seconds)
-        except subprocess.TimeoutExpired:
-            self._kill(process)
-            return (
-                TIMEOUT_EXIT_CODE,
-                f"script '{spec.name}' timed out after {self.script_timeout_seconds:g} s",
-            )
-        if returncode == 0:
-            return 0, None
-        if returncode < 0:
-            name = signal.Signals(-returncode).name
-            return 128 - returncode, f"script '{spec.name}' was killed by signal {-returncode} ({name})"
-        return returncode, f"script '{spec.name}' failed with exit status {returncode}"
-
-    def _kill(self, process: subprocess.Popen[bytes]) -> None:
-        """SIGTERM the script's process group, then SIGKILL whatever is left of it after the grace."""
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=self.kill_grace_seconds)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def _wait(process: subprocess.Popen[bytes], timeout_seconds: float) -> int:
-    """The exit status, as soon as the process ends (a pidfd, not Popen.wait's polling, which notices an
-    end only at its next poll: milliseconds per script)."""
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: Popen's own polling
-        return process.wait(timeout=timeout_seconds)
-    try:
-        ready, _, _ = select.select([pidfd], [], [], timeout_seconds)
-        if not ready:
-            raise subprocess.TimeoutExpired(process.args, timeout_seconds)
-        return process.wait()
-    finally:
-        os.close(pidfd)
+        return self.cache.fetch(spec.stage, spec.name, spec.source, on_retry=on_retry)

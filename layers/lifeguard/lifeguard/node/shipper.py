@@ -25,6 +25,7 @@ from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write
+from lifeguard.node.report import ScriptRunReport
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -342,7 +343,7 @@ class Shipper:
                 if self.clock() - self.state.waiting_since < self.end_marker_grace_seconds:
                     return "wait"
         self.state.waiting_since = None
-        reports.append(json.dumps(self._report(record, outcome, stage, script, run), separators=(",", ":")))
+        reports.append(self._report(record, outcome, stage, script, run).to_json())
         return "done"
 
     def _run_at(self, stage: str, script: str, span: tuple[object, object]) -> dict[str, Any] | None:
@@ -436,33 +437,31 @@ class Shipper:
 
     def _report(
         self, record: Mapping[str, Any], outcome: str, stage: str, script: str, run: dict[str, Any] | None
-    ) -> dict[str, Any]:
+    ) -> ScriptRunReport:
         on_error = _API_ON_ERROR.get(str(record.get("on_error")), DEFAULT_ON_ERROR)
         when = _epoch_seconds(record.get("timestamp"))
         # executor.log says how the script ended; its own log only says what it printed.
         told = _exit_of(record, outcome)
         exit_code = told if told is not None else (run["exit_code"] if run else None)
         note = str(record.get("error") or record.get("reason") or "")
-        return {
-            "kind": "script_run",
-            "cluster_id": self.identity.cluster_id,
-            "compute_node_group_id": self.identity.compute_node_group_id,
-            "instance_id": self.identity.instance_id,
-            "node_id": self.node_id,
-            "boot": self.state.boot,
-            "first_boot": self.state.first_boot,
-            "stage": stage,
-            "script": script,
-            "on_error": on_error,
-            "exit_code": exit_code,
-            "outcome": outcome,
-            "started_at": run["started_at"] if run else _int_or(record.get("started_at"), when),
-            "ended_at": run["ended_at"] if run else _int_or(record.get("ended_at"), when),
-            "log_tail": (run["log_tail"] if run and run["log_tail"] else note)[-LOG_TAIL_BYTES:],
-            "script_sha256": record.get("script_sha256")
-            if isinstance(record.get("script_sha256"), str)
-            else None,
-        }
+        sha256 = record.get("script_sha256")
+        return ScriptRunReport(
+            cluster_id=self.identity.cluster_id,
+            compute_node_group_id=self.identity.compute_node_group_id,
+            instance_id=self.identity.instance_id,
+            node_id=self.node_id,
+            boot=self.state.boot,
+            first_boot=self.state.first_boot,
+            stage=stage,
+            script=script,
+            on_error=on_error,
+            exit_code=exit_code,
+            outcome=outcome,
+            started_at=run["started_at"] if run else _int_or(record.get("started_at"), when),
+            ended_at=run["ended_at"] if run else _int_or(record.get("ended_at"), when),
+            log_tail=(run["log_tail"] if run and run["log_tail"] else note)[-LOG_TAIL_BYTES:],
+            script_sha256=sha256 if isinstance(sha256, str) else None,
+        )
 
 
 def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:

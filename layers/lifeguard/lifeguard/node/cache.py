@@ -1,0 +1,93 @@
+"""The script cache: each script's copy under etc/amazon/pcs/lifecycle/actions/config/scripts.
+
+A script is fetched by its location (retried, size- and checksum-checked: `lifeguard.node.fetch`), then
+kept as `<stage>/<name>`, next to `<name>.source.json`, the record of the source it came from. A cached
+copy is reused only for that same source (location, S3 version, checksum): a config that points a script
+elsewhere never runs the old copy. Whether to reuse at all (scriptCachingPolicy) is the executor's call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeguard.node.fetch import ScriptFetcher, fetch_script
+from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
+
+__all__ = ["CACHED_SCRIPT_MODE", "ScriptCache", "ScriptSource"]
+
+CACHED_SCRIPT_MODE = 0o750
+
+
+@dataclass(frozen=True)
+class ScriptSource:
+    """Where a script's content comes from: what a cached copy must match to be reused."""
+
+    location: str
+    version_id: str | None = None
+    checksum: str | None = None
+
+    def as_record(self) -> dict[str, str | None]:
+        """The source as the cache records it, in the PCS API's `scriptSource` words."""
+        return {"scriptLocation": self.location, "s3VersionId": self.version_id, "checksum": self.checksum}
+
+
+class ScriptCache:
+    """The cached copies of a node's scripts, under its layout."""
+
+    def __init__(
+        self,
+        layout: NodeLayout,
+        *,
+        fetchers: dict[str, ScriptFetcher] | None = None,
+        backoff_seconds: float = 1.0,
+    ) -> None:
+        self.layout = layout
+        self.fetchers = fetchers or {}
+        self.backoff_seconds = backoff_seconds
+
+    def path(self, stage: str, name: str) -> Path:
+        """Where the cached copy of a script is (and where it runs from)."""
+        return self.layout.cached_script(stage, name)
+
+    def cached(self, stage: str, name: str, source: ScriptSource) -> bytes | None:
+        """The cached copy, when it was fetched from `source`; None when there is no usable one."""
+        path = self.path(stage, name)
+        try:
+            if json.loads(_record_path(path).read_text()) == source.as_record():
+                return path.read_bytes()
+        except (OSError, ValueError):
+            pass
+        return None
+
+    def fetch(
+        self,
+        stage: str,
+        name: str,
+        source: ScriptSource,
+        *,
+        on_retry: Callable[[int, str], None] | None = None,
+    ) -> bytes:
+        """Fetch the script from `source` and keep it as the cached copy, with its source record.
+
+        Raises FetchError (the copy already cached stays as it was) when every try failed;
+        `on_retry(attempt, reason)` hears of each failed try that will be retried.
+        """
+        path = self.path(stage, name)
+        content = fetch_script(
+            source.location,
+            version_id=source.version_id,
+            checksum=source.checksum,
+            backoff_seconds=self.backoff_seconds,
+            fetchers=self.fetchers,
+            on_retry=on_retry,
+        )
+        atomic_write(path, content, CACHED_SCRIPT_MODE)
+        atomic_write(_record_path(path), json.dumps(source.as_record()).encode(), FILE_MODE)
+        return content
+
+
+def _record_path(path: Path) -> Path:
+    return path.with_name(path.name + ".source.json")

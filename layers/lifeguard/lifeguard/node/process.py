@@ -1,0 +1,158 @@
+"""Running one lifecycle script as a process, its output appended to the script's log.
+
+A run is one block of the script's log (the node layout of DESIGN.md):
+
+    [start <name> args=["a","b"] @ <epoch s>]
+    ...the script's stdout and stderr...
+    [end <name> exit=<code> @ <epoch s>]
+
+The script runs with no stdin, in its own process group; a file without "#!" runs under bash, as a shell
+would run it. Its exit code reads as a shell's: the script's own status, 128+N when signal N killed it,
+126 when it could not be started, 124 when it outlived its timeout (as timeout(1)). On a timeout its whole
+process group gets SIGTERM, then SIGKILL after a grace, so no child outlives it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeguard.node.layout import FILE_MODE
+
+__all__ = [
+    "CANNOT_START_EXIT_CODE",
+    "KILL_GRACE_SECONDS",
+    "TIMEOUT_EXIT_CODE",
+    "ProcessResult",
+    "run_script",
+]
+
+KILL_GRACE_SECONDS = 5.0
+TIMEOUT_EXIT_CODE = 124  # as timeout(1) reports it
+CANNOT_START_EXIT_CODE = 126  # as a shell reports a file it cannot run
+
+
+@dataclass(frozen=True)
+class ProcessResult:
+    """How a run ended: its exit code, why it failed (None when it exited 0), and where its block is in the
+    script's log (from the start marker's first byte to just after the end marker)."""
+
+    exit_code: int
+    error: str | None
+    log_span: tuple[int, int]
+
+
+def run_script(
+    name: str,
+    script: Path,
+    arguments: Sequence[str],
+    *,
+    content: bytes,
+    log: Path,
+    env: Mapping[str, str],
+    cwd: Path,
+    started: int,
+    timeout_seconds: float,
+    kill_grace_seconds: float = KILL_GRACE_SECONDS,
+    clock: Callable[[], float] = time.time,
+) -> ProcessResult:
+    """Run `script` (whose bytes are `content`) with `arguments`, appending its block to `log`.
+
+    `started` is the epoch second the start marker carries; the end marker is dated by `clock`.
+    """
+    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    try:
+        log_start = os.lseek(fd, 0, os.SEEK_END)
+        args = json.dumps(list(arguments), separators=(",", ":"), ensure_ascii=False)
+        os.write(fd, f"[start {name} args={args} @ {started}]\n".encode())
+        command = [str(script), *arguments]
+        if not content.startswith(b"#!"):
+            command = ["/bin/bash", str(script), *arguments]
+        exit_code, error = _run(
+            name,
+            command,
+            fd,
+            env=env,
+            cwd=cwd,
+            timeout_seconds=timeout_seconds,
+            kill_grace_seconds=kill_grace_seconds,
+        )
+        size = os.lseek(fd, 0, os.SEEK_END)
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")  # the end marker starts its own line even after output without one
+        os.write(fd, f"[end {name} exit={exit_code} @ {int(clock())}]\n".encode())
+        log_end = os.lseek(fd, 0, os.SEEK_END)
+    finally:
+        os.close(fd)
+    return ProcessResult(exit_code, error, (log_start, log_end))
+
+
+def _run(
+    name: str,
+    command: list[str],
+    fd: int,
+    *,
+    env: Mapping[str, str],
+    cwd: Path,
+    timeout_seconds: float,
+    kill_grace_seconds: float,
+) -> tuple[int, str | None]:
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=fd,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,  # its own process group, so a timeout kills its children too
+        )
+    except OSError as exc:
+        return CANNOT_START_EXIT_CODE, f"script '{name}' could not be started: {exc.strerror}"
+    try:
+        returncode = _wait(process, timeout_seconds)
+    except subprocess.TimeoutExpired:
+        _kill(process, kill_grace_seconds)
+        return TIMEOUT_EXIT_CODE, f"script '{name}' timed out after {timeout_seconds:g} s"
+    if returncode == 0:
+        return 0, None
+    if returncode < 0:
+        signal_name = signal.Signals(-returncode).name
+        return 128 - returncode, f"script '{name}' was killed by signal {-returncode} ({signal_name})"
+    return returncode, f"script '{name}' failed with exit status {returncode}"
+
+
+def _wait(process: subprocess.Popen[bytes], timeout_seconds: float) -> int:
+    """The exit status, as soon as the process ends (a pidfd, not Popen.wait's polling, which notices an
+    end only at its next poll: milliseconds per script)."""
+    try:
+        pidfd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # not Linux 5.3+: Popen's own polling
+        return process.wait(timeout=timeout_seconds)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout_seconds)
+        if not ready:
+            raise subprocess.TimeoutExpired(process.args, timeout_seconds)
+        return process.wait()
+    finally:
+        os.close(pidfd)
+
+
+def _kill(process: subprocess.Popen[bytes], grace_seconds: float) -> None:
+    """SIGTERM the script's process group, then SIGKILL whatever is left of it after the grace."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_seconds)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

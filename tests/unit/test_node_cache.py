@@ -1,0 +1,144 @@
+"""The script cache (`node.cache`): a fetched script is kept with the record of its source, and a cached
+copy comes back only for that same source."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from lifeguard.node.cache import ScriptCache, ScriptSource
+from lifeguard.node.fetch import FetchError, ScriptFetcher
+from lifeguard.node.layout import NodeLayout
+
+STAGE, NAME = "nodeBootstrapped", "mount-fsx"
+SCRIPT = b"#!/bin/bash\necho mounted\n"
+SOURCE = ScriptSource("s3://lca-scripts-example/scripts/mount.sh")
+
+
+class BucketFetcher(ScriptFetcher):
+    """Serves objects from a dict; a key listed in `failures` fails that many tries first."""
+
+    scheme: ClassVar[str] = "s3"
+    permissions: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, objects: dict[str, bytes], failures: dict[str, int] | None = None) -> None:
+        self.objects = objects
+        self.failures = dict(failures or {})
+        self.tries: list[tuple[str, str | None]] = []
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        self.tries.append((location, version_id))
+        if self.failures.get(location, 0) > 0:
+            self.failures[location] -= 1
+            raise OSError("connection reset")
+        if location not in self.objects:
+            raise FetchError("NoSuchKey: The specified key does not exist.")
+        return self.objects[location]
+
+
+def cache_of(tmp_path: Path, fetcher: BucketFetcher) -> ScriptCache:
+    return ScriptCache(NodeLayout(tmp_path), fetchers={"s3": fetcher}, backoff_seconds=0.0)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_fetched_script_is_kept_with_its_source_record_under_the_pcs_cache(tmp_path: Path) -> None:
+    cache = cache_of(tmp_path, BucketFetcher({SOURCE.location: SCRIPT}))
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    copy = tmp_path / "etc/amazon/pcs/lifecycle/actions/config/scripts" / STAGE / NAME
+    assert cache.path(STAGE, NAME) == copy
+    assert copy.read_bytes() == SCRIPT
+    assert mode(copy) == 0o750
+    record = copy.with_name(NAME + ".source.json")
+    assert json.loads(record.read_text()) == {
+        "scriptLocation": SOURCE.location,
+        "s3VersionId": None,
+        "checksum": None,
+    }
+    assert mode(record) == 0o640
+    assert sorted(p.name for p in copy.parent.iterdir()) == [NAME, NAME + ".source.json"]
+
+
+def test_the_cached_copy_comes_back_for_the_same_source_without_a_fetch(tmp_path: Path) -> None:
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    fetcher.objects[SOURCE.location] = b"#!/bin/bash\necho changed\n"
+    assert cache.cached(STAGE, NAME, ScriptSource(SOURCE.location)) == SCRIPT
+    assert len(fetcher.tries) == 1
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ScriptSource("s3://lca-scripts-example/scripts/other.sh"),
+        ScriptSource(SOURCE.location, version_id="3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY"),
+        ScriptSource(SOURCE.location, checksum=hashlib.sha256(SCRIPT).hexdigest()),
+    ],
+)
+def test_a_copy_of_another_source_is_never_reused(tmp_path: Path, other: ScriptSource) -> None:
+    cache = cache_of(tmp_path, BucketFetcher({SOURCE.location: SCRIPT}))
+    cache.fetch(STAGE, NAME, SOURCE)
+    assert cache.cached(STAGE, NAME, other) is None
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+
+
+@pytest.mark.parametrize("damage", ["no copy", "no record", "record not json", "record of a list"])
+def test_no_usable_copy_is_none(tmp_path: Path, damage: str) -> None:
+    cache = cache_of(tmp_path, BucketFetcher({SOURCE.location: SCRIPT}))
+    cache.fetch(STAGE, NAME, SOURCE)
+    copy = cache.path(STAGE, NAME)
+    record = copy.with_name(NAME + ".source.json")
+    if damage == "no copy":
+        copy.unlink()
+    elif damage == "no record":
+        record.unlink()
+    elif damage == "record not json":
+        record.write_text("{half")
+    else:
+        record.write_text(json.dumps([SOURCE.location]))
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+
+
+def test_nothing_is_cached_before_a_fetch(tmp_path: Path) -> None:
+    cache = cache_of(tmp_path, BucketFetcher({}))
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert not (tmp_path / "etc").exists()
+
+
+def test_a_failed_fetch_leaves_the_cached_copy_as_it_was(tmp_path: Path) -> None:
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    mismatched = ScriptSource(SOURCE.location, checksum="0" * 64)
+    with pytest.raises(FetchError, match="after 3 attempts: checksum mismatch"):
+        cache.fetch(STAGE, NAME, mismatched)
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+    assert cache.cached(STAGE, NAME, mismatched) is None
+
+
+def test_a_checksum_and_version_are_passed_on_and_a_good_checksum_is_kept(tmp_path: Path) -> None:
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    source = ScriptSource(
+        SOURCE.location, version_id="v1", checksum=hashlib.sha256(SCRIPT).hexdigest().upper()
+    )
+    assert cache.fetch(STAGE, NAME, source) == SCRIPT
+    assert fetcher.tries == [(SOURCE.location, "v1")]
+    assert cache.cached(STAGE, NAME, source) == SCRIPT
+
+
+def test_each_retried_try_is_told_and_the_script_is_kept_once_fetched(tmp_path: Path) -> None:
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT}, failures={SOURCE.location: 2})
+    cache = cache_of(tmp_path, fetcher)
+    retries: list[tuple[int, str]] = []
+    assert cache.fetch(STAGE, NAME, SOURCE, on_retry=lambda n, why: retries.append((n, why))) == SCRIPT
+    assert retries == [(1, "connection reset"), (2, "connection reset")]
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT

@@ -1,0 +1,128 @@
+"""Running one script (`node.process`): a real bash process, its block in the script's log, its exit code
+as a shell reports it, and a timeout that kills its whole process group."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from lifeguard.node.process import ProcessResult, run_script
+
+STARTED = 1_792_544_000
+ENDED = STARTED + 7
+
+
+def run(
+    tmp_path: Path,
+    body: str,
+    *arguments: str,
+    name: str = "script",
+    timeout_seconds: float = 10.0,
+    kill_grace_seconds: float = 1.0,
+    env: dict[str, str] | None = None,
+    clock_value: float = ENDED,
+) -> tuple[ProcessResult, str]:
+    script = tmp_path / name
+    content = body.encode()
+    script.write_bytes(content)
+    script.chmod(0o750)
+    log = tmp_path / f"{name}.log"
+    result = run_script(
+        name,
+        script,
+        arguments,
+        content=content,
+        log=log,
+        env=env if env is not None else {"PATH": os.environ["PATH"]},
+        cwd=tmp_path,
+        started=STARTED,
+        timeout_seconds=timeout_seconds,
+        kill_grace_seconds=kill_grace_seconds,
+        clock=lambda: clock_value,
+    )
+    return result, log.read_text()
+
+
+def test_output_is_captured_between_the_markers_and_the_span_covers_the_block(tmp_path: Path) -> None:
+    result, log = run(tmp_path, "#!/bin/bash\necho out\necho err >&2\n", "a b", "")
+    assert (result.exit_code, result.error) == (0, None)
+    assert log == (f'[start script args=["a b",""] @ {STARTED}]\nout\nerr\n[end script exit=0 @ {ENDED}]\n')
+    assert result.log_span == (0, len(log.encode()))
+
+
+def test_a_second_run_appends_its_block_after_the_first(tmp_path: Path) -> None:
+    first, _ = run(tmp_path, "#!/bin/bash\necho one\n")
+    second, log = run(tmp_path, "#!/bin/bash\necho two\n")
+    assert second.log_span[0] == first.log_span[1]
+    data = log.encode()
+    assert data[second.log_span[0] : second.log_span[1]] == (
+        f"[start script args=[] @ {STARTED}]\ntwo\n[end script exit=0 @ {ENDED}]\n".encode()
+    )
+
+
+def test_a_non_zero_exit_is_reported_with_its_status(tmp_path: Path) -> None:
+    result, log = run(tmp_path, "#!/bin/bash\necho failing\nexit 3\n")
+    assert result.exit_code == 3
+    assert result.error == "script 'script' failed with exit status 3"
+    assert log.endswith(f"failing\n[end script exit=3 @ {ENDED}]\n")
+
+
+def test_a_script_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -> None:
+    result, log = run(tmp_path, "#!/bin/bash\necho before\nkill -9 $$\necho after\n")
+    assert result.exit_code == 137
+    assert result.error == "script 'script' was killed by signal 9 (SIGKILL)"
+    assert "after" not in log
+
+
+def test_a_file_without_shebang_runs_under_bash(tmp_path: Path) -> None:
+    result, log = run(tmp_path, 'echo "bash=${BASH_VERSION:+yes}"\n')
+    assert result.exit_code == 0
+    assert "bash=yes\n" in log
+
+
+def test_a_script_that_cannot_start_exits_126(tmp_path: Path) -> None:
+    result, log = run(tmp_path, "#!/no/such/interpreter\n")
+    assert result.exit_code == 126
+    assert result.error is not None
+    assert result.error.startswith("script 'script' could not be started: ")
+    assert log.endswith(f"[end script exit=126 @ {ENDED}]\n")
+
+
+def test_the_script_gets_exactly_the_environment_and_directory_given(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "PCS_NODE_ID": "lca-static-1"}
+    result, log = run(tmp_path, '#!/bin/bash\necho "$PCS_NODE_ID ${HOME:-unset}"\npwd\n', env=env)
+    assert result.exit_code == 0
+    assert f"lca-static-1 unset\n{tmp_path}\n" in log
+
+
+def test_output_without_a_final_newline_leaves_the_end_marker_on_its_own_line(tmp_path: Path) -> None:
+    _, log = run(tmp_path, "#!/bin/bash\nprintf partial\n")
+    assert log.endswith(f"\npartial\n[end script exit=0 @ {ENDED}]\n")
+
+
+def test_a_timeout_kills_the_whole_process_group_and_exits_124(tmp_path: Path) -> None:
+    survived = tmp_path / "child-survived"
+    began = time.monotonic()
+    result, log = run(
+        tmp_path, f"#!/bin/bash\n(sleep 0.6; touch {survived}) &\nsleep 30\n", timeout_seconds=0.2
+    )
+    assert time.monotonic() - began < 5
+    assert result.exit_code == 124
+    assert result.error == "script 'script' timed out after 0.2 s"
+    assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
+    time.sleep(0.8)
+    assert not survived.exists()
+
+
+@pytest.mark.parametrize("grace", [0.2, 0.5])
+def test_a_script_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path, grace: float) -> None:
+    began = time.monotonic()
+    result, _ = run(
+        tmp_path, "#!/bin/bash\ntrap '' TERM\nsleep 30\n", timeout_seconds=0.1, kill_grace_seconds=grace
+    )
+    elapsed = time.monotonic() - began
+    assert result.exit_code == 124
+    assert grace <= elapsed < grace + 3
