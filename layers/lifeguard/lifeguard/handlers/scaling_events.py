@@ -15,12 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
-from lifeguard._records import describe_validation_error, reason_of
 from lifeguard.attribution import find_suspect
 from lifeguard.aws.pcs import GroupSummary, PcsGateway, is_transient
-from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, utc
+from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
     DetectionSettings,
     RecordFolder,
@@ -36,7 +33,13 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.scaling_log import BOOTSTRAP_OUTCOMES, ScalingLogRecord, is_known_pair
+from lifeguard.scaling_log import (
+    BOOTSTRAP_OUTCOMES,
+    ScalingLogParseError,
+    ScalingLogRecord,
+    is_known_pair,
+    parse_scaling_log_record,
+)
 from lifeguard.store.groups import GroupStore
 
 __all__ = ["BatchSummary", "ScalingEventsHandler"]
@@ -113,16 +116,13 @@ class ScalingEventsHandler:
         its reason and skipped, and the rest of the batch goes on."""
         summary = BatchSummary()
         parsed: list[tuple[ScalingLogRecord, str]] = []
-        # The model's validator itself: model_validate_json's wrapper costs a third as much again per record.
-        validate = ScalingLogRecord.__pydantic_validator__.validate_json
         for message, where in messages:
             summary.records += 1
-            try:
-                parsed.append((validate(message), where))
-            except ValidationError as exc:
-                summary.skip(reason_of(exc), where, describe_validation_error(exc))
-            except (ValueError, RecursionError) as exc:
-                summary.skip("not JSON", where, clip(exc))
+            record = parse_scaling_log_record(message, where=where)
+            if isinstance(record, ScalingLogParseError):
+                summary.skip(record.reason, where, record.message)
+            else:
+                parsed.append((record, where))
         self._handle(self._plausible(parsed, summary), summary)
         return summary
 
