@@ -6,8 +6,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifeguard.detection import DetectionSettings, apply_record, detect, episode_id_for, resolves
-from lifeguard.group_state import Episode, GroupState
+from lifeguard.detection import (
+    DetectionSettings,
+    apply_record,
+    detect,
+    episode_id_for,
+    needs_fresh_config,
+    proven_good,
+    resolves,
+)
+from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.scaling_log import ScalingLogRecord
 
 MIN = 60_000
@@ -221,3 +229,73 @@ def test_tags_within_their_bounds_tune_the_group() -> None:
         {"lifeguard:threshold": "100", "lifeguard:window-minutes": "10080"}
     )
     assert (settings.threshold, settings.window_minutes, problems) == (100, 10080, [])
+
+
+# -- the proven-good rule --
+
+
+def known(modified_minute: float, checked_minute: float, fingerprint: str = "f" * 64) -> KnownConfig:
+    return KnownConfig(
+        modified_at=T0 + int(modified_minute * MIN),
+        fingerprint=fingerprint,
+        node_lifecycle_actions={"nodeBootstrapped": []},
+        checked_at=T0 + int(checked_minute * MIN),
+    )
+
+
+def successes_of(spec: str) -> list[ScalingLogRecord]:
+    return [
+        rec(head[0], f"i-{head[1:]}", float(minute)) for head, minute in (t.split("@") for t in spec.split())
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "modified", "checked", "expected"),
+    [
+        ("L1@10 S1@12", 5, 11, "i-1"),  # launched between the change and the read: proves it
+        ("L1@10 S1@12", 11, 20, None),  # launched before the configuration took effect
+        ("L1@10 S1@12", 5, 9, None),  # launched after the last read: may have run a newer one
+        ("L1@10 S1@12 L2@11 S2@14", 5, 30, "i-2"),  # the newest success is the proof
+        ("L1@10 F1@12", 5, 30, None),  # a failure proves nothing
+    ],
+)
+def test_a_configuration_is_proven_by_a_success_of_a_node_launched_on_it(
+    spec: str, modified: float, checked: float, expected: str | None
+) -> None:
+    state = state_of(spec)
+    proof = proven_good(
+        state, [r for r in successes_of(spec) if r.is_bootstrap_success], known(modified, checked)
+    )
+    assert (proof.instance_id if proof else None) == expected
+    if proof is not None:
+        assert (proof.modified_at, proof.fingerprint) == (T0 + modified * MIN, "f" * 64)
+        assert proof.node_lifecycle_actions == {"nodeBootstrapped": []}
+
+
+def test_the_proven_good_configuration_is_not_proven_again() -> None:
+    state = state_of("L1@10 S1@12")
+    config = known(5, 30)
+    first = proven_good(state, successes_of("S1@12"), config)
+    assert first is not None
+    state.proven_good = first
+    assert proven_good(state, successes_of("S1@12"), config) is None
+    assert proven_good(state, successes_of("S1@12"), known(5, 30, fingerprint="e" * 64)) is not None
+
+
+@pytest.mark.parametrize(
+    ("spec", "checked", "expected"),
+    [
+        ("L1@10 S1@12", 11, False),  # launched before the read: what was read is what it ran
+        ("L1@10 S1@12", 9, True),  # launched after the read, a minute or more ago: read again
+        ("L1@10 S1@10.5", 9.8, False),  # launched after the read, but it is too soon to read again
+    ],
+)
+def test_a_fresh_read_is_needed_only_for_nodes_launched_after_the_last_one(
+    spec: str, checked: float, expected: bool
+) -> None:
+    state = state_of(spec)
+    state.config = known(5, checked)
+    successes = [r for r in successes_of(spec) if r.is_bootstrap_success]
+    assert needs_fresh_config(state, successes, refresh_ms=MIN) is expected
+    state.config = None
+    assert needs_fresh_config(state, successes, refresh_ms=MIN) is True

@@ -3,6 +3,7 @@
 - **Loop**: `threshold` bootstrap failures of distinct instances in a row (by `event_timestamp`, no
   BOOTSTRAP_SUCCESS of the group between them), within `window` of the latest.
 - **Intermittent**: within the window, at least 5 bootstrap outcomes of which at least half failed.
+- **Proven good**: a configuration is proven good by a successful node launched on it (`proven_good`).
 
 Only instances launched after the group's current configuration took effect (`modifiedAt`) count, so
 nodes of a configuration that has since been changed never trigger a second remediation. An instance whose
@@ -12,12 +13,12 @@ launch was not seen counts when its outcome came after `modifiedAt`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from lifeguard.bounds import clip
-from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState, KnownConfig, ProvenGood
 from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import setting
 
@@ -36,7 +37,10 @@ __all__ = [
     "episode_id_for",
     "forgotten_before",
     "is_relevant",
+    "launch_of",
     "mode_of",
+    "needs_fresh_config",
+    "proven_good",
     "resolves",
 ]
 
@@ -275,6 +279,60 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
     if episode.kind == "loop":
         return later[0] if later else None
     return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
+
+
+def launch_of(state: GroupState, record: ScalingLogRecord) -> int:
+    """When the record's instance was launched (the record's own time when its launch was not seen)."""
+    outcome = state.outcomes.get(record.instance_id or "")
+    launched = state.launched_at(outcome) if outcome else None
+    return launched if launched is not None else record.event_timestamp
+
+
+def needs_fresh_config(state: GroupState, successes: Sequence[ScalingLogRecord], refresh_ms: int) -> bool:
+    """Whether the group's configuration must be read again before successes can prove it.
+
+    The configuration read at `checked_at` with `modifiedAt` M was the group's configuration all the time
+    from M to `checked_at`: a node launched in between proves it without another read. Only a node
+    launched after `checked_at` needs a fresh one, at most once per `refresh_ms` of event time.
+    """
+    config = state.config
+    if config is None:
+        return True
+    newest_launch = max(launch_of(state, r) for r in successes)
+    return (
+        newest_launch > config.checked_at and successes[-1].event_timestamp - config.checked_at >= refresh_ms
+    )
+
+
+def proven_good(
+    state: GroupState, successes: Sequence[ScalingLogRecord], config: KnownConfig
+) -> ProvenGood | None:
+    """The proof that `config` is good, from the newest success of a node that ran it, or None (no such
+    node, or `config` is already the group's proven-good one).
+
+    A success proves the configuration when its node was launched on it: after its `modifiedAt` and no
+    later than when it was last read (`checked_at`).
+    """
+    for record in reversed(successes):
+        outcome = state.outcomes.get(record.instance_id or "")
+        if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
+            continue
+        if launch_of(state, record) > config.checked_at:
+            continue  # launched after the last read: it may have run a newer configuration
+        known = state.proven_good
+        if known is not None and (known.fingerprint, known.modified_at) == (
+            config.fingerprint,
+            config.modified_at,
+        ):
+            return None
+        return ProvenGood(
+            fingerprint=config.fingerprint,
+            node_lifecycle_actions=config.node_lifecycle_actions,
+            modified_at=config.modified_at,
+            proven_at=outcome.event_timestamp,
+            instance_id=outcome.instance_id,
+        )
+    return None
 
 
 def episode_id_for(cluster_id: str, group_id: str, detection: Detection) -> str:

@@ -1,17 +1,22 @@
-"""PCS, as the controller needs it: a compute node group's configuration, status, timing and tags."""
+"""PCS, as Lifeguard needs it: a compute node group's configuration, status, timing and tags; the retries
+that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchReads`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from lifeguard.errors import AwsCallError, GroupNotFoundError
+from lifeguard.group_state import GroupState, KnownConfig
+from lifeguard.lifecycle import fingerprint_of
 
 __all__ = [
     "RETRYABLE_CODES",
     "UPDATE_REQUIRES",
+    "BatchReads",
     "GroupSnapshot",
     "GroupSummary",
     "PcsGateway",
@@ -19,6 +24,8 @@ __all__ = [
     "call_with_retries",
     "is_transient",
 ]
+
+logger = logging.getLogger("lifeguard")
 
 # Failures that a later attempt can cure: PCS's throttling, conflicts while a group updates, its 5xx, and
 # the connection errors botocore names after their class.
@@ -225,3 +232,76 @@ class PcsGateway:
                 request["nextToken"] = page["nextToken"]
         except (ClientError, BotoCoreError) as exc:
             raise _translate("ListComputeNodeGroups", exc) from exc
+
+
+class BatchReads:
+    """PCS as one batch sees it, read as little as possible.
+
+    A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
+    of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
+    only those are read again. Tags are read only when a decision needs them, at most every
+    `tag_refresh_ms` of event time.
+    """
+
+    LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
+
+    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
+        self.pcs = pcs
+        self.tag_refresh_ms = tag_refresh_ms
+        self.groups_per_cluster = groups_per_cluster
+        self._listings: dict[str, dict[str, GroupSummary]] = {}
+        self._current: dict[tuple[str, str], KnownConfig | None] = {}
+        self.unreadable: dict[tuple[str, str], str] = {}
+
+    def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
+        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
+        key = (state.cluster_id, state.group_id)
+        try:
+            if key not in self._current:
+                self._current[key] = self._read(state, batch_time)
+            found = self._current[key]
+            if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
+                found.tags = self.pcs.list_tags(found.arn or "")
+                found.tags_checked_at = batch_time
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise  # the batch is retried whole; what it already wrote is idempotent
+            # PCS refuses this group (permissions, a value it will not take): the other groups go on, and
+            # this one's records stay in its state for the next batch to judge.
+            self._current[key] = None
+            self.unreadable[key] = exc.code
+            logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
+            return None
+        return found.model_copy(deep=True) if found else None
+
+    def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:
+        known = state.config
+        if known is not None and self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
+            if state.cluster_id not in self._listings:
+                self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
+            summary = self._listings[state.cluster_id].get(state.group_id)
+            if summary is None:
+                return self._gone(state)
+            if summary.modified_at_ms == known.modified_at:
+                return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
+        try:
+            snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
+        except GroupNotFoundError:
+            return self._gone(state)
+        actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
+        return KnownConfig(
+            modified_at=snapshot.modified_at_ms,
+            fingerprint=fingerprint_of(actions),
+            node_lifecycle_actions=actions,
+            arn=snapshot.arn,
+            status=snapshot.status,
+            tags=dict(known.tags) if known else {},
+            checked_at=batch_time,
+            tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
+        )
+
+    @staticmethod
+    def _gone(state: GroupState) -> None:
+        logger.warning(
+            "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
+        )

@@ -16,22 +16,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard.attribution import find_suspect
-from lifeguard.aws.pcs import GroupSummary, PcsGateway, is_transient
+from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
     DetectionSettings,
     RecordFolder,
     detect,
     episode_id_for,
-    is_relevant,
+    needs_fresh_config,
+    proven_good,
     resolves,
 )
-from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import BootOutcome, Episode, GroupState, KnownConfig, ProvenGood
+from lifeguard.group_state import BootOutcome, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle import fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -174,7 +173,7 @@ class ScalingEventsHandler:
                 summary.ignored += 1
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
-        reads = _PcsReads(self.pcs, self.tag_refresh_ms, per_cluster)
+        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster)
         latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
@@ -202,7 +201,7 @@ class ScalingEventsHandler:
         cluster_id: str,
         group_id: str,
         records: list[ScalingLogRecord],
-        reads: _PcsReads,
+        reads: BatchReads,
         latest_ms: int,
     ) -> Callable[[GroupState], Change]:
         """What a batch's records do to one group's state (re-runnable: PCS is read once per batch).
@@ -253,65 +252,26 @@ class ScalingEventsHandler:
     def _prove_good(
         self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[..., bool]
     ) -> bool:
-        """Store the configuration a successful node was launched with as the group's proven-good one.
-
-        The configuration read at `checked_at` with `modifiedAt` M was the group's configuration all the
-        time from M to `checked_at`: a node launched in between proves it without another PCS call. Only
-        a node launched after `checked_at` needs a fresh read, at most once per refresh interval.
-        """
+        """Store the configuration a successful node was launched with as the group's proven-good one (the
+        rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says."""
         successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
         if not successes:
             return False
         changed = False
-        config = state.config
-        newest_launch = max(self._launch_of(state, r) for r in successes)
-        stale = config is None or (
-            newest_launch > config.checked_at
-            and successes[-1].event_timestamp - config.checked_at >= self.proven_good_refresh_ms
-        )
-        if stale:
+        if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state)
-            config = state.config
-        if config is None:
+        config = state.config
+        proof = proven_good(state, successes, config) if config is not None else None
+        if proof is None:
             return changed
-        for record in reversed(successes):
-            outcome = state.outcomes.get(record.instance_id or "")
-            if (
-                outcome is None
-                or not outcome.succeeded
-                or not is_relevant(state, outcome, config.modified_at)
-            ):
-                continue
-            if self._launch_of(state, record) > config.checked_at:
-                continue  # launched after the last read: it may have run a newer configuration
-            known = state.proven_good
-            if (
-                known is not None
-                and known.fingerprint == config.fingerprint
-                and known.modified_at == config.modified_at
-            ):
-                return changed
-            state.proven_good = ProvenGood(
-                fingerprint=config.fingerprint,
-                node_lifecycle_actions=config.node_lifecycle_actions,
-                modified_at=config.modified_at,
-                proven_at=outcome.event_timestamp,
-                instance_id=outcome.instance_id,
-            )
-            logger.info(
-                "group %s: configuration %s proven good by %s",
-                state.group_id,
-                config.fingerprint[:12],
-                outcome.instance_id,
-            )
-            return True
-        return changed
-
-    @staticmethod
-    def _launch_of(state: GroupState, record: ScalingLogRecord) -> int:
-        outcome = state.outcomes.get(record.instance_id or "")
-        launched = state.launched_at(outcome) if outcome else None
-        return launched if launched is not None else record.event_timestamp
+        state.proven_good = proof
+        logger.info(
+            "group %s: configuration %s proven good by %s",
+            state.group_id,
+            proof.fingerprint[:12],
+            proof.instance_id,
+        )
+        return True
 
     def _detect(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
         cached = state.config.modified_at if state.config else None
@@ -389,76 +349,3 @@ class ScalingEventsHandler:
         change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
         state.last_episode, state.episode = episode, None
         change.changed = True
-
-
-class _PcsReads:
-    """PCS as one batch sees it, read as little as possible.
-
-    A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
-    of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
-    only those are read again. Tags are read only when a decision needs them, at most every
-    `tag_refresh_ms` of event time.
-    """
-
-    LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
-
-    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
-        self.pcs = pcs
-        self.tag_refresh_ms = tag_refresh_ms
-        self.groups_per_cluster = groups_per_cluster
-        self._listings: dict[str, dict[str, GroupSummary]] = {}
-        self._current: dict[tuple[str, str], KnownConfig | None] = {}
-        self.unreadable: dict[tuple[str, str], str] = {}
-
-    def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
-        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
-        key = (state.cluster_id, state.group_id)
-        try:
-            if key not in self._current:
-                self._current[key] = self._read(state, batch_time)
-            found = self._current[key]
-            if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
-                found.tags = self.pcs.list_tags(found.arn or "")
-                found.tags_checked_at = batch_time
-        except AwsCallError as exc:
-            if is_transient(exc):
-                raise  # the batch is retried whole; what it already wrote is idempotent
-            # PCS refuses this group (permissions, a value it will not take): the other groups go on, and
-            # this one's records stay in its state for the next batch to judge.
-            self._current[key] = None
-            self.unreadable[key] = exc.code
-            logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
-            return None
-        return found.model_copy(deep=True) if found else None
-
-    def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:
-        known = state.config
-        if known is not None and self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
-            if state.cluster_id not in self._listings:
-                self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
-            summary = self._listings[state.cluster_id].get(state.group_id)
-            if summary is None:
-                return self._gone(state)
-            if summary.modified_at_ms == known.modified_at:
-                return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
-        try:
-            snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
-        except GroupNotFoundError:
-            return self._gone(state)
-        actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
-        return KnownConfig(
-            modified_at=snapshot.modified_at_ms,
-            fingerprint=fingerprint_of(actions),
-            node_lifecycle_actions=actions,
-            arn=snapshot.arn,
-            status=snapshot.status,
-            tags=dict(known.tags) if known else {},
-            checked_at=batch_time,
-            tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
-        )
-
-    @staticmethod
-    def _gone(state: GroupState) -> None:
-        logger.warning(
-            "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
-        )
