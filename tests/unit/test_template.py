@@ -366,7 +366,7 @@ def test_the_outputs_enroll_reads_are_there() -> None:
 
 def test_the_template_s_defaults_are_the_code_s() -> None:
     from lifeguard.detection import DEFAULT_MODE, DEFAULT_THRESHOLD, DEFAULT_WINDOW_MINUTES
-    from lifeguard.remediation.remediator import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
+    from lifeguard.remediation.settings import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
 
     parameters = template()["Parameters"]
     assert parameters["DefaultMode"]["Default"] == DEFAULT_MODE

@@ -1,4 +1,6 @@
-"""Remediation: registered actions (quarantine, revert, notify), the rails around them, and their ledger."""
+"""Remediation: the detection it acts on (`loop_detection`), its settings, the registered actions
+(quarantine, revert, notify: `actions`), the rails around them (`rails`), how a change is made and recorded
+(`apply`), what it writes down (`records`), and the remediator that does it all per detection."""
 
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ from lifeguard.remediation.actions import (
     RemediationAction,
     action_for,
 )
+from lifeguard.remediation.loop_detection import LoopDetection
 from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
 from lifeguard.remediation.remediator import (
-    LoopDetection,
     RemediationBusyError,
     RemediationParkedError,
-    RemediationSettings,
     Remediator,
     undo_command,
 )
+from lifeguard.remediation.settings import RemediationSettings
 
 __all__ = [
     "ACTIONS",

@@ -24,7 +24,8 @@ from lifeguard.remediation.records import AppliedChange, Ledger
 
 if TYPE_CHECKING:
     from lifeguard.group_state import GroupState
-    from lifeguard.remediation.remediator import LoopDetection, RemediationSettings
+    from lifeguard.remediation.loop_detection import LoopDetection
+    from lifeguard.remediation.settings import RemediationSettings
 
 __all__ = [
     "DAY_SECONDS",

@@ -29,40 +29,31 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
-from lifeguard.bounds import FINGERPRINT_PATTERN, clip, utc
-from lifeguard.detection import DEFAULT_MODE, DetectionSettings, mode_of
+from lifeguard.bounds import clip, utc
+from lifeguard.detection import mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
-from lifeguard.event_contract import ControllerEvent, clean_detail, make_detail
+from lifeguard.event_contract import ControllerEvent, make_detail
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
-from lifeguard.remediation.actions import ActionContext, NodeBundle, Plan, action_for
+from lifeguard.remediation.actions import ActionContext, Plan, action_for
 from lifeguard.remediation.apply import ChangeMaker
+from lifeguard.remediation.loop_detection import LoopDetection
 from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
-from lifeguard.settings import setting
+from lifeguard.remediation.settings import RemediationSettings
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 
-__all__ = [
-    "LoopDetection",
-    "RemediationBusyError",
-    "RemediationParkedError",
-    "RemediationSettings",
-    "Remediator",
-    "undo_command",
-]
+__all__ = ["RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
 
 logger = logging.getLogger("lifeguard")
 T = TypeVar("T")
@@ -80,121 +71,6 @@ class RemediationParkedError(LifeguardError):
 def undo_command(cluster_id: str, group_id: str) -> str:
     """The command that puts back the configuration from before Lifeguard's last change."""
     return f"lifeguard undo {group_id} --cluster {cluster_id}"
-
-
-# The stack's defaults (template.yaml's CooldownMinutes and DailyCap say the same).
-DEFAULT_COOLDOWN_MINUTES = 30.0
-DEFAULT_DAILY_CAP = 3
-
-
-@dataclass(frozen=True)
-class RemediationSettings:
-    """Stack-wide remediation settings (explicit > LIFEGUARD_* environment > default)."""
-
-    default_mode: str = DEFAULT_MODE
-    dry_run: bool = False
-    cooldown_seconds: float = DEFAULT_COOLDOWN_MINUTES * 60
-    daily_cap: int = DEFAULT_DAILY_CAP
-    # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
-    drain_kept_nodes: bool = False
-    node_bundle: NodeBundle | None = None
-    lock_wait_seconds: float = 30.0
-    # When the invocation's remaining time is not known: the function's timeout (template.yaml).
-    invocation_seconds: float = 600.0
-    # Kept back from every wait: what recording, auditing and publishing a decision takes.
-    reserve_seconds: float = 30.0
-    # The lease ends this long after the invocation must have: before Lambda's first retry (a minute).
-    lease_margin_seconds: float = 5.0
-    retry_attempts: int = 6
-    update_wait_seconds: float = 240.0
-    update_poll_seconds: float = 10.0
-    retry_base_seconds: float = 1.0
-    retry_max_seconds: float = 20.0
-    max_retry_after_seconds: float = 60.0
-
-    @classmethod
-    def from_environment(cls, **explicit: Any) -> RemediationSettings:
-        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _DRAIN_KEPT_NODES, and the node
-        bundle: _NODE_BUNDLE (its location), _NODE_BUNDLE_VERSION, _NODE_BUNDLE_SHA256."""
-        location = setting("node_bundle", None, "", str)
-        bundle = explicit.get("node_bundle") or (
-            NodeBundle(
-                location,
-                setting("node_bundle_version", None, "", str) or None,
-                setting("node_bundle_sha256", None, "", _sha256) or None,
-            )
-            if location
-            else None
-        )
-        return cls(
-            default_mode=DetectionSettings.stack_defaults(mode=explicit.get("default_mode")).mode,
-            dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
-            cooldown_seconds=60
-            * setting("cooldown_minutes", explicit.get("cooldown_minutes"), DEFAULT_COOLDOWN_MINUTES, float),
-            daily_cap=setting("daily_cap", explicit.get("daily_cap"), DEFAULT_DAILY_CAP, int),
-            drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
-            node_bundle=bundle,
-        )
-
-    @property
-    def drain_bundle(self) -> NodeBundle | None:
-        """The bundle a quarantine's drain step runs, or None when kept nodes are not drained."""
-        return self.node_bundle if self.drain_kept_nodes else None
-
-
-def _sha256(raw: str) -> str:
-    value = raw.strip().lower()
-    if not re.fullmatch(FINGERPRINT_PATTERN, value):
-        raise ValueError("expected a sha256: 64 hexadecimal digits")
-    return value
-
-
-def _flag(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ValueError("expected true or false")
-
-
-# What a detection must carry to be matched with an open episode (Lifeguard's own always do).
-_REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_fingerprint", "config_modified_at")
-
-
-class LoopDetection(BaseModel):
-    """The part of a BootstrapLoopDetected detail that remediation reads, as `clean_detail` validated it."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    episode_id: str
-    cluster_id: str
-    compute_node_group_id: str
-    kind: str | None = None
-    failures: list[dict[str, Any]] = Field(default_factory=list)
-    suspect: dict[str, Any] | None = None
-    revision: int = 1
-    config_fingerprint: str
-    config_modified_at: int
-
-    @classmethod
-    def from_detail(cls, detail: object) -> LoopDetection | tuple[dict[str, Any], list[str]]:
-        """The detection in `detail`, or (what of it is valid, every problem) when it is not one."""
-        cleaned, problems = clean_detail(detail)
-        invalid = {problem.split(":", 1)[0] for problem in problems}
-        problems += [
-            f"{key}: required" for key in _REQUIRED if cleaned.get(key) is None and key not in invalid
-        ]
-        if problems:
-            return cleaned, problems
-        return cls.model_validate({key: value for key, value in cleaned.items() if value is not None})
-
-    @property
-    def suspect_script(self) -> tuple[str, str] | None:
-        """(stage, script) of the suspect, when known."""
-        if not self.suspect or not self.suspect.get("stage") or not self.suspect.get("script"):
-            return None
-        return str(self.suspect["stage"]), str(self.suspect["script"])
 
 
 @dataclass
