@@ -31,7 +31,7 @@ STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "NodeReports": {"state": (("handlers/node_reports.py", "handlers/updater.py"), "self.store")},
     "Remediate": {
         "state": (("remediation/remediator.py",), "self.states"),
-        "remediation": (("remediation/remediator.py",), "self.store"),
+        "remediation": (("remediation/remediator.py", "remediation/apply.py"), "self.store"),
     },
     "Notify": {"notices": (("notify/notifier.py", "wiring.py"), "notices")},
 }

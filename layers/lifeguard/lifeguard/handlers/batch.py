@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lifeguard.bounds import clip
 from lifeguard.log_subscription import InvalidSubscriptionEventError, LogBatch, decode_subscription
+from lifeguard.metrics import Metric
 
 logger = logging.getLogger("lifeguard")
 
@@ -32,7 +33,7 @@ class Skips:
 
 
 def data_batch(
-    event: Mapping[str, Any], metric: Callable[[str, float], None]
+    event: Mapping[str, Any], metric: Metric
 ) -> LogBatch | Literal["invalid", "control"]:
     """The event's batch of log events, or `invalid` / `control` when it carries none to handle."""
     try:

@@ -20,7 +20,7 @@ from lifeguard.event_contract import ControllerEvent, episode_event
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.metrics import uncounted
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore
 
@@ -60,7 +60,7 @@ class NodeReportsHandler:
         updater: GroupUpdater,
         defaults: DetectionSettings,
         *,
-        metric: Callable[[str, float], None] | None = None,
+        metric: Metric | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
