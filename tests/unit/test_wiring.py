@@ -1,0 +1,83 @@
+"""The composition roots: each Lambda's logic built from the environment and the clients it is given,
+with what is missing named in one line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lifeguard.errors import LifeguardError
+from lifeguard.notify import SlackChannel, SnsChannel
+from lifeguard.wiring import build_notify, build_remediate, build_scaling_events, wire
+
+
+class Clients:
+    """Hands out one placeholder client per service and records what was asked for (no call is made)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, int]] = []
+
+    def __call__(self, service: str, *, attempts: int = 5) -> Any:
+        self.asked.append((service, attempts))
+        return object()
+
+
+@pytest.fixture(autouse=True)
+def _no_lifeguard_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TABLE", "EVENT_BUS", "TOPIC_ARN", "SLACK_SECRET", "DEFAULT_MODE"):
+        monkeypatch.delenv(f"LIFEGUARD_{name}", raising=False)
+
+
+def test_without_a_table_wire_says_which_variable_to_set() -> None:
+    with pytest.raises(LifeguardError, match="LIFEGUARD_TABLE is not set"):
+        wire(clients=Clients())
+
+
+def test_wire_takes_its_clients_from_what_it_is_given() -> None:
+    clients = Clients()
+    wiring = wire("lifeguard-table", "lifeguard-bus", clients=clients)
+    assert sorted(service for service, _ in clients.asked) == ["dynamodb", "events", "pcs"]
+    assert wiring.store.table == "lifeguard-table"
+    assert wiring.publisher.bus_name == "lifeguard-bus"
+
+
+def test_the_remediator_asks_for_a_pcs_client_that_leaves_retries_to_it() -> None:
+    clients = Clients()
+    wiring = wire("t", clients=clients)
+    clock = lambda: 1234.5  # noqa: E731
+    slept: list[float] = []
+    remediator = build_remediate(wiring, clock=clock, sleep=slept.append)
+    assert ("pcs", 1) in clients.asked
+    assert remediator.clock() == 1234.5
+    remediator.sleep(2.0)
+    assert slept == [2.0]
+
+
+def test_the_scaling_events_handler_runs_on_the_clock_it_is_given() -> None:
+    handler = build_scaling_events(wire("t", clients=Clients()), clock=lambda: 42.0)
+    assert handler.clock() == 42.0
+
+
+def test_notify_without_a_channel_says_nowhere_to_notify() -> None:
+    with pytest.raises(LifeguardError, match="nowhere to notify"):
+        build_notify("t", clients=Clients())
+
+
+def test_notify_uses_the_channels_that_are_set_and_paces_slack_as_told() -> None:
+    clients = Clients()
+    notifier = build_notify(
+        "t",
+        topic_arn="arn:aws:sns:us-east-1:123456789012:t",
+        slack_secret="s",
+        clients=clients,
+        slack_interval_seconds=0,
+    )
+    assert [type(c) for c in notifier.channels] == [SnsChannel, SlackChannel]
+    slack = notifier.channels[1]
+    assert isinstance(slack, SlackChannel)
+    assert slack.min_interval_seconds == 0
+    assert sorted(service for service, _ in clients.asked) == ["dynamodb", "secretsmanager", "sns"]
+    only_sns = build_notify(topic_arn="arn:aws:sns:us-east-1:123456789012:t", clients=Clients())
+    assert [c.name for c in only_sns.channels] == ["sns"]
+    assert only_sns.notices is None  # no table: nothing claimed, every channel sent
