@@ -53,6 +53,22 @@ def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_falls_back_to_the_defau
     assert "'nuke' is not one of quarantine, revert, notify, off" in problem
 
 
+@pytest.mark.parametrize(
+    ("mode", "status", "reason"),
+    [
+        ("off", "ACTIVE", "the group's tag lifeguard:mode is off"),
+        ("quarantine", "UPDATING", "the group is UPDATING, not ACTIVE"),
+        ("off", "UPDATING", "the group's tag lifeguard:mode is off"),
+        ("quarantine", "ACTIVE", None),
+        ("notify", "ACTIVE", None),
+    ],
+)
+def test_a_group_whose_mode_is_off_or_that_is_not_active_is_not_changed(
+    mode: str, status: str, reason: str | None
+) -> None:
+    assert rails.group_unfit(mode, status) == reason
+
+
 def test_a_detection_of_the_configuration_before_lifeguard_s_own_change_is_already_remediated() -> None:
     assert rails.already_remediated(detection(), []) is None
     earlier = [change(NOW - 60)]

@@ -6,11 +6,12 @@ sentence is the `reason` of the RemediationSkipped event and of the audit entry)
 group, asks the rails in order, and applies what they let through:
 
 1. `unmatched`: the detection is not of the group's open episode (a forged, replayed or stale event);
-2. `already_remediated`: Lifeguard already changed this episode's configuration;
-3. `configuration_moved`: the group's configuration is no longer the one that failed;
-4. `ladder`: the action for the mode, escalated when the loop went on after Lifeguard's own change;
-5. `dry_run`: mode notify or the stack's DryRun;
-6. `cooldown` and `daily_cap`: how often one group may be changed.
+2. `group_unfit`: the group's mode is off, or PCS does not hold it ACTIVE;
+3. `already_remediated`: Lifeguard already changed this episode's configuration;
+4. `configuration_moved`: the group's configuration is no longer the one that failed;
+5. `ladder`: the action for the mode, escalated when the loop went on after Lifeguard's own change;
+6. `dry_run`: mode notify or the stack's DryRun;
+7. `cooldown` and `daily_cap`: how often one group may be changed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "cooldown",
     "daily_cap",
     "dry_run",
+    "group_unfit",
     "ladder",
     "unmatched",
 ]
@@ -68,6 +70,16 @@ def unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> st
             f"{utc(detection.config_modified_at)}, not the one episode {episode_id} is about; "
             "nothing was changed."
         )
+    return None
+
+
+def group_unfit(mode: str, status: str) -> str | None:
+    """Why the group is not to be changed whatever its configuration: its mode is off, or it is not ACTIVE
+    (PCS refuses an update while the group is creating, updating or deleting)."""
+    if mode == "off":
+        return "the group's tag lifeguard:mode is off"
+    if status != "ACTIVE":
+        return f"the group is {status}, not ACTIVE"
     return None
 
 

@@ -274,13 +274,11 @@ class Remediator:
         except AwsCallError as exc:
             return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True)
         before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
-        if mode == "off":
-            return _Verdict("skipped", mode, None, "the group's tag lifeguard:mode is off", True, before)
-        if group.status != "ACTIVE":
-            return _Verdict("skipped", mode, None, f"the group is {group.status}, not ACTIVE", True, before)
         earlier = ledger.of_episode(detection.episode_id)
-        held = rails.already_remediated(detection, earlier) or rails.configuration_moved(
-            detection, before, group.modified_at_ms
+        held = (
+            rails.group_unfit(mode, group.status)
+            or rails.already_remediated(detection, earlier)
+            or rails.configuration_moved(detection, before, group.modified_at_ms)
         )
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
