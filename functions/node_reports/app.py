@@ -14,7 +14,7 @@ from lifeguard.wiring import build_node_reports
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
-controller = build_node_reports(
+handler = build_node_reports(
     metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 )
 
@@ -23,4 +23,4 @@ controller = build_node_reports(
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Store one batch of node reports and name the suspect of open episodes."""
-    return controller.handle_event(event).to_dict()
+    return handler.handle_event(event).to_dict()

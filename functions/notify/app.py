@@ -14,7 +14,7 @@ from lifeguard.wiring import build_notify
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
-controller = build_notify(
+notifier = build_notify(
     metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 )
 
@@ -23,4 +23,4 @@ controller = build_notify(
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Notify one event; raises when a channel failed after its retries, so the event is retried."""
-    return controller.handle_event(event).to_dict()
+    return notifier.handle_event(event).to_dict()

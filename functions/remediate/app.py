@@ -14,7 +14,7 @@ from lifeguard.wiring import build_remediate
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
-controller = build_remediate(
+remediator = build_remediate(
     metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 )
 
@@ -23,5 +23,5 @@ controller = build_remediate(
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Remediate one detection; a failure that outlasts its retries raises, so the event is parked."""
-    events = controller.handle_event(event, remaining_ms=context.get_remaining_time_in_millis())
+    events = remediator.handle_event(event, remaining_ms=context.get_remaining_time_in_millis())
     return {"events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in events]}

@@ -14,7 +14,7 @@ from lifeguard.wiring import build_scaling_events
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
-controller = build_scaling_events(
+handler = build_scaling_events(
     metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 )
 
@@ -23,4 +23,4 @@ controller = build_scaling_events(
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Detect loops in one batch of scaling-log records."""
-    return controller.handle_event(event).to_dict()
+    return handler.handle_event(event).to_dict()
