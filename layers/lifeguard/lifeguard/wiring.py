@@ -65,8 +65,14 @@ class Clients(Protocol):
     def __call__(self, service: str, *, attempts: int = ...) -> Any: ...
 
 
-def wire(table: str | None = None, event_bus: str | None = None, *, clients: Clients = aws_client) -> Wiring:
-    """Clients and settings from the environment (one client per service per process)."""
+def wire(
+    table: str | None = None,
+    event_bus: str | None = None,
+    *,
+    clients: Clients = aws_client,
+    defaults: DetectionSettings | None = None,
+) -> Wiring:
+    """Clients and settings from the environment (one client per service per process), unless given."""
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
@@ -76,7 +82,7 @@ def wire(table: str | None = None, event_bus: str | None = None, *, clients: Cli
         store,
         PcsGateway(clients("pcs")),
         GroupUpdater(store, publisher),
-        DetectionSettings.stack_defaults(),
+        defaults or DetectionSettings.stack_defaults(),
         clients,
     )
 

@@ -32,9 +32,7 @@ class Skips:
         )
 
 
-def data_batch(
-    event: Mapping[str, Any], metric: Metric
-) -> LogBatch | Literal["invalid", "control"]:
+def data_batch(event: Mapping[str, Any], metric: Metric) -> LogBatch | Literal["invalid", "control"]:
     """The event's batch of log events, or `invalid` / `control` when it carries none to handle."""
     try:
         batch = decode_subscription(event)

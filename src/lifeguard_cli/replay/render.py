@@ -1,0 +1,99 @@
+"""How a replay reads: one timeline line per record, report, configuration change and controller event,
+then the totals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lifeguard.bounds import clock_time
+from lifeguard.notify.summary import diff_line
+from lifeguard_cli.replay.inputs import row_time
+from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
+
+__all__ = ["config_line", "event_line", "render_timeline", "row_entry"]
+
+_STYLES = {
+    "BootstrapLoopDetected": "bold red",
+    "RemediationFailed": "bold red",
+    "remediation parked": "bold red",
+    "notification failed": "red",
+    "RemediationApplied": "bold yellow",
+    "RemediationSkipped": "yellow",
+    "LoopResolved": "bold green",
+}
+
+
+def row_entry(row: Mapping[str, Any]) -> TimelineEntry:
+    """The line of a scaling-log record or a node report."""
+    group = str(row.get("compute_node_group_id") or "")
+    if row.get("kind") == "script_run":
+        code = "" if row.get("exit_code") is None else f" exit={row.get('exit_code')}"
+        detail = f"{row.get('stage')}/{row.get('script')} on {row.get('instance_id')}"
+        return TimelineEntry(row_time(row), group, f"report {row.get('outcome')}{code}", detail)
+    raw_details = row.get("details")
+    details: Mapping[str, Any] = raw_details if isinstance(raw_details, dict) else {}
+    node = row.get("scheduler_node_id") or ""
+    what = f"{row.get('status_code')}/{row.get('reason_code')}"
+    return TimelineEntry(row_time(row), group, what, f"{details.get('instance_id') or '-'} {node}".strip())
+
+
+def event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
+    """What a controller event says: a remediation's action and diff, or a detection's evidence and
+    suspect."""
+    if detail_type.startswith("Remediation"):
+        changes = "; ".join(diff_line(change) for change in detail.get("diff") or [])
+        dry = " (dry run)" if detail.get("dry_run") else ""
+        text = f"{detail.get('action') or detail.get('mode')}{dry}: {detail.get('reason') or ''}".strip()
+        return f"{text} [{changes}]" if changes else text
+    parts = [f"{detail.get('kind') or ''} {detail.get('episode_id') or ''}".strip()]
+    failures = detail.get("failures") or []
+    if failures:
+        parts.append(f"{len(failures)} failed: " + ", ".join(f["instance_id"] for f in failures))
+    suspect = detail.get("suspect")
+    if suspect:
+        where = f"{suspect['stage']}/{suspect['script']}"
+        how = f"exit {suspect['exit_code']}, onError {suspect['on_error']}"
+        parts.append(f"suspect {where} ({how}, {len(suspect['instances'])} of {len(failures)} instances)")
+    elif detail.get("reason"):
+        parts.append(str(detail["reason"]))
+    else:
+        parts.append("suspect unknown (no node report yet)")
+    return "; ".join(parts)
+
+
+def config_line(config: Mapping[str, Any]) -> str:
+    """A configuration by its fingerprint and scripts."""
+    from lifeguard.lifecycle import fingerprint_of
+
+    stages = config.get("stages") or {}
+    names = [f"{stage}:{s.get('name')}" for stage in stages for s in stages.get(stage) or []]
+    return f"fingerprint {fingerprint_of(config)[:12]} ({', '.join(names) or 'no scripts'})"
+
+
+def _when(at: int | None) -> str:
+    return clock_time(at) if at is not None else "-"
+
+
+def render_timeline(result: ReplayResult, console: Any) -> None:
+    """The timeline as a table, then the totals."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("time (UTC)", "group", "what", "detail"):
+        table.add_column(column, overflow="fold")
+    for entry in result.timeline:
+        style = _STYLES.get(entry.what, "")
+        table.add_row(_when(entry.at), entry.group, Text(entry.what, style=style), entry.detail)
+    console.print(table)
+    kinds: dict[str, int] = {}
+    for event in result.events:
+        kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1
+    summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "no controller event"
+    console.print(f"\n{result.records} records replayed, {result.skipped_records} skipped; {summary}")
+    channels: dict[str, int] = {}
+    for notification in result.notifications:
+        channels[notification["channel"]] = channels.get(notification["channel"], 0) + 1
+    sent = ", ".join(f"{count} via {name}" for name, count in channels.items()) or "none"
+    console.print(f"notifications: {sent}")

@@ -1,0 +1,326 @@
+"""The replay: the handlers, built by their composition roots against a fresh local AWS, fed the inputs.
+
+Every compute node group the inputs name is created in the local PCS endpoint just before its first
+record, and the handlers and the endpoint run on the stream's clock. The events the handlers publish go
+on the stack's bus, and from it to the functions template.yaml's rules target (`bus.LocalBus`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lifeguard.errors import LifeguardError
+from lifeguard_cli.replay.bus import LocalBus, template_rules
+from lifeguard_cli.replay.errors import ReplayError
+from lifeguard_cli.replay.inputs import ConfigUpdate, Item, SeenGroup, group_name, read_inputs, seen_groups
+from lifeguard_cli.replay.render import config_line, event_line, row_entry
+from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
+
+if TYPE_CHECKING:
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.handlers.node_reports import NodeReportsHandler
+    from lifeguard.handlers.scaling_events import ScalingEventsHandler
+    from lifeguard.notify import Notifier
+    from lifeguard.remediation import RemediationSettings, Remediator
+    from lifeguard_cli.local import LocalAWS, LocalPcs, ManualClock
+    from lifeguard_cli.local.stack import LocalChannels, LocalStack
+
+__all__ = ["DEFAULT_CONFIG", "replay"]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "events" / "configs" / "article-terminate.json"
+
+
+def replay(
+    paths: list[Path],
+    *,
+    config: Mapping[str, Any] | None = None,
+    threshold: int | None = None,
+    window_minutes: int | None = None,
+    mode: str = "quarantine",
+    dry_run: bool = False,
+    node_bundle: str | None = None,
+    verbose: bool = False,
+) -> ReplayResult:
+    """Feed the inputs, in order, to the real handlers against a fresh local AWS; the remediate and notify
+    handlers run on the events the others publish, as template.yaml routes them (SNS is read back through
+    an SQS subscription, Slack is a loopback sink)."""
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.remediation import NodeBundle, RemediationSettings
+    from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
+    from lifeguard_cli.local.slack import serve_slack
+    from lifeguard_cli.local.stack import create_notification_channels, create_stack
+
+    inputs = read_inputs(paths)
+    rules = template_rules()
+    groups = seen_groups(inputs.items)
+    actions = dict(config) if config is not None else json.loads(DEFAULT_CONFIG.read_text())
+    start = min((group.earliest for group in groups), default=0)
+    clock = ManualClock(datetime.fromtimestamp(start / 1000, UTC) - timedelta(seconds=2))
+    detection = DetectionSettings.stack_defaults(mode, threshold, window_minutes)
+    remediation = RemediationSettings.from_environment(
+        default_mode=mode,
+        dry_run=dry_run,
+        # A replay given a node bundle shows the drain step (DrainKeptNodes=true in the stack).
+        drain_kept_nodes=bool(node_bundle),
+        node_bundle=NodeBundle(node_bundle) if node_bundle else None,
+    )
+    result = ReplayResult(skipped_records=inputs.skipped)
+    with (
+        local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws,
+        serve_slack() as slack,
+        _handler_logs(verbose),
+    ):
+        clients = _LocalClients(aws)
+        sqs, pcs = clients("sqs"), clients("pcs")
+        prefix = f"replay-{uuid.uuid4().hex[:8]}"
+        stack = create_stack(clients("dynamodb"), clients("events"), sqs, prefix)
+        channels = create_notification_channels(
+            clients("sns"), sqs, clients("secretsmanager"), prefix, slack.url
+        )
+        handlers = _build_handlers(
+            clients, stack, channels, clock, detection=detection, remediation=remediation
+        )
+        _create_groups(aws.pcs, groups, clock, actions)
+
+        def published() -> list[dict[str, Any]]:
+            # EventBridge stamps an event with the time it was put: here, the stream's.
+            at = clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+            return [{**event, "time": at} for event in stack.received_events(sqs)]
+
+        feeder = _Feeder(result, clock, pcs, handlers, groups)
+        functions = {"RemediateFunction": feeder.remediate, "NotifyFunction": feeder.notify}
+        bus = LocalBus(rules, functions, published=published, seen=feeder.seen)
+        for item in inputs.items:
+            feeder.feed(item, bus)
+        result.notifications.extend(channels.received_sns(sqs))
+        result.notifications.extend(
+            {"channel": "slack", "text": message.get("text", "").splitlines()[0], "message": message}
+            for message in slack.messages
+        )
+        for group in groups:
+            found = pcs.get_compute_node_group(
+                clusterIdentifier=group.cluster_id, computeNodeGroupIdentifier=group.group_id
+            )
+            result.groups.append(
+                {
+                    "cluster_id": group.cluster_id,
+                    "compute_node_group_id": group.group_id,
+                    "node_lifecycle_actions": found["computeNodeGroup"].get("nodeLifecycleActions"),
+                }
+            )
+    return result
+
+
+def _build_handlers(
+    clients: _LocalClients,
+    stack: LocalStack,
+    channels: LocalChannels,
+    clock: ManualClock,
+    *,
+    detection: DetectionSettings,
+    remediation: RemediationSettings,
+) -> _Handlers:
+    """The four functions' logic, by their composition roots, on the local stack and the stream's clock:
+    record times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it."""
+    from lifeguard.wiring import build_node_reports, build_notify, build_remediate, build_scaling_events, wire
+
+    def stream_time() -> float:
+        return clock().timestamp()
+
+    def sleep(seconds: float) -> None:
+        clock.advance(seconds)
+
+    wiring = wire(stack.table, stack.event_bus, clients=clients, defaults=detection)
+    return _Handlers(
+        scaling=build_scaling_events(wiring, clock=stream_time),
+        reports=build_node_reports(wiring, clock=stream_time),
+        remediate=build_remediate(wiring, settings=remediation, clock=stream_time, sleep=sleep),
+        # Notify keeps the wall's clock: its Slack pacing sleeps for real, and the stream's clock may stand
+        # still or start over with the next input. The sink is local: no pacing needed.
+        notify=build_notify(
+            stack.table,
+            topic_arn=channels.topic_arn,
+            slack_secret=channels.slack_secret,
+            clients=clients,
+            slack_interval_seconds=0.0,
+        ),
+    )
+
+
+def _create_groups(
+    pcs: LocalPcs, groups: list[SeenGroup], clock: ManualClock, actions: Mapping[str, Any]
+) -> None:
+    """Each group (and its cluster) in the local PCS, with `actions`, a second before its first record."""
+    taken: set[str] = set()
+    clusters: set[str] = set()
+    for group in sorted(groups, key=lambda seen: seen.earliest):
+        clock.set(datetime.fromtimestamp(group.earliest / 1000, UTC) - timedelta(seconds=1))
+        if group.cluster_id not in clusters:
+            pcs.add_cluster(f"replay-{len(clusters) + 1}", cluster_id=group.cluster_id)
+            clusters.add(group.cluster_id)
+        pcs.add_compute_node_group(
+            group.cluster_id,
+            group_name(group.name, group.group_id, taken),
+            group_id=group.group_id,
+            node_lifecycle_actions=actions,
+        )
+
+
+class _LocalClients:
+    """The composition roots' `Clients` over the local AWS: one client per service and retry budget, with
+    the retries and timeouts a Lambda's `aws_client` has."""
+
+    def __init__(self, aws: LocalAWS) -> None:
+        self._aws = aws
+        self._made: dict[tuple[str, int], Any] = {}
+
+    def __call__(self, service: str, *, attempts: int = 5) -> Any:
+        made = self._made.get((service, attempts))
+        if made is None:
+            from botocore.config import Config
+
+            from lifeguard.aws.clients import RETRIES
+
+            retries: Any = {**RETRIES, "total_max_attempts": attempts}
+            config = Config(retries=retries, connect_timeout=5, read_timeout=20)
+            made = self._made[(service, attempts)] = self._aws.client(service, config=config)
+        return made
+
+
+@dataclass(frozen=True)
+class _Handlers:
+    """The four functions' logic, as their composition roots build it."""
+
+    scaling: ScalingEventsHandler
+    reports: NodeReportsHandler
+    remediate: Remediator
+    notify: Notifier
+
+
+class _Feeder:
+    """Feeds items to the handlers, moving the stream's clock along, and writes down what happens."""
+
+    def __init__(
+        self,
+        result: ReplayResult,
+        clock: ManualClock,
+        pcs: Any,
+        handlers: _Handlers,
+        groups: list[SeenGroup],
+    ) -> None:
+        self.result = result
+        self.clock = clock
+        self.pcs = pcs
+        self.handlers = handlers
+        self.groups = groups
+        self.at: int | None = None  # the time of the item being fed: its events' time in the timeline
+
+    def feed(self, item: Item, bus: LocalBus) -> None:
+        """One item: a configuration change, or an invocation of scaling_events or node_reports whose
+        events go on the bus."""
+        if isinstance(item, ConfigUpdate):
+            self._update(item)
+            return
+        self.at = item.at
+        if self.at is not None:
+            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+
+        def invoke() -> None:
+            event = item.subscription_event()
+            if item.reports:
+                reports = self.handlers.reports.handle_event(event)
+                self.result.records += reports.reports
+                self.result.skipped_records += reports.skipped
+            else:
+                batch = self.handlers.scaling.handle_event(event)
+                self.result.records += batch.records
+                self.result.skipped_records += batch.skipped
+            self.result.timeline.extend(row_entry(row) for row in item.rows)
+
+        bus.invoke(invoke)
+
+    def seen(self, event: Mapping[str, Any]) -> None:
+        """A controller event on the bus: into the result and the timeline."""
+        published = {"detail-type": event["detail-type"], "detail": event["detail"]}
+        self.result.events.append(published)
+        what, detail = published["detail-type"], published["detail"]
+        group = detail.get("compute_node_group_id") or ""
+        self.result.timeline.append(TimelineEntry(self.at, group, what, event_line(detail, what), published))
+
+    def notify(self, event: Mapping[str, Any]) -> None:
+        """The notify function; a channel that failed is a timeline line."""
+        try:
+            self.handlers.notify.handle_event(event)
+        except LifeguardError as exc:
+            self._failed(event, "notification failed", exc)
+
+    def remediate(self, event: Mapping[str, Any]) -> None:
+        """The remediate function; a remediation parked (its RemediationFailed published) is a timeline
+        line."""
+        try:
+            self.handlers.remediate.handle_event(event)
+        except LifeguardError as exc:
+            self._failed(event, "remediation parked", exc)
+
+    def _failed(self, event: Mapping[str, Any], what: str, exc: LifeguardError) -> None:
+        group = event["detail"].get("compute_node_group_id") or ""
+        self.result.timeline.append(TimelineEntry(self.at, group, what, str(exc)))
+
+    def _update(self, item: ConfigUpdate) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self.clock.set(datetime.fromtimestamp(item.at / 1000, UTC))
+        cluster = next((g.cluster_id for g in self.groups if g.group_id == item.group_id), None)
+        if cluster is None:
+            raise ReplayError(f"update_config names {item.group_id}, which no record of the inputs names")
+        try:
+            self.pcs.update_compute_node_group(
+                clusterIdentifier=cluster,
+                computeNodeGroupIdentifier=item.group_id,
+                nodeLifecycleActions=item.config,
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise ReplayError(f"update_config of {item.group_id} at {item.at} was refused: {exc}") from None
+        entry = TimelineEntry(item.at, item.group_id, "config updated", config_line(item.config))
+        self.result.timeline.append(entry)
+
+
+class _CurrentStderr:
+    """Whatever sys.stderr is at the time of writing (a test's capture swaps it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def _handler_logs(verbose: bool) -> Iterator[None]:
+    """The handlers' logs on stderr as a Lambda writes them (JSON), warnings and worse, with --verbose;
+    none otherwise (they would mix with the timeline or --json on stdout). Put back as found after."""
+    logger = logging.getLogger("lifeguard")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    handler: logging.Handler = logging.NullHandler()
+    if verbose:
+        from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+        handler = logging.StreamHandler(_CurrentStderr())
+        handler.setFormatter(LambdaPowertoolsFormatter(service="lifeguard"))
+    logger.handlers = [handler]
+    logger.setLevel(logging.WARNING if verbose else logging.CRITICAL)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = saved[0], saved[2]
+        logger.setLevel(saved[1])
