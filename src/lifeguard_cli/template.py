@@ -20,11 +20,46 @@ __all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template"]
 EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
 
 
+def _loader() -> type[Any]:
+    """A YAML loader that reads CloudFormation's short forms as SAM does (`!Ref X` is `{"Ref": "X"}`,
+    `!GetAtt X.Arn` is `{"Fn::GetAtt": ["X", "Arn"]}`, `!Sub …` is `{"Fn::Sub": …}`), and dates as text
+    (`Version: 2012-10-17` stays a string). PyYAML comes with moto's server: the operator CLI needs no SAM
+    CLI to read the template."""
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
+
+    class CloudFormationLoader(yaml.SafeLoader):  # type: ignore[misc]
+        pass
+
+    def intrinsic(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> dict[str, Any]:
+        tag = node.tag[1:]
+        name = tag if tag in ("Ref", "Condition") else f"Fn::{tag}"
+        value: Any
+        if tag == "GetAtt" and isinstance(node, yaml.ScalarNode):
+            value = str(node.value).split(".", 1)
+        elif isinstance(node, yaml.ScalarNode):
+            value = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            assert isinstance(node, yaml.MappingNode)
+            value = loader.construct_mapping(node, deep=True)
+        return {name: value}
+
+    text = CloudFormationLoader.yaml_constructors["tag:yaml.org,2002:str"]
+    CloudFormationLoader.add_constructor("tag:yaml.org,2002:timestamp", text)
+    CloudFormationLoader.add_multi_constructor("!", intrinsic)
+    return CloudFormationLoader
+
+
 def load_template(path: Path) -> dict[str, Any]:
     """The template in long form, as SAM parses it (`!GetAtt X.Arn` is `{"Fn::GetAtt": ["X", "Arn"]}`)."""
-    from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]  # the SAM CLI (dev dependency)
+    import yaml
 
-    loaded: dict[str, Any] = yaml_parse(path.read_text())
+    text = path.read_text()
+    try:
+        loaded: dict[str, Any] = json.loads(text)  # a JSON template is YAML too, but read faster as JSON
+    except ValueError:
+        loaded = yaml.load(text, Loader=_loader())  # a SafeLoader: no arbitrary objects
     return loaded
 
 

@@ -4,6 +4,7 @@ is dropped, and the stack wires the scaling logs of the clusters it is given."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -374,3 +375,27 @@ def test_the_template_s_defaults_are_the_code_s() -> None:
     assert parameters["DailyCap"]["Default"] == DEFAULT_DAILY_CAP
     assert parameters["Threshold"]["Default"] == DEFAULT_THRESHOLD
     assert parameters["WindowMinutes"]["Default"] == DEFAULT_WINDOW_MINUTES
+
+
+def test_the_template_is_read_exactly_as_the_sam_cli_reads_it() -> None:
+    # The operator CLI reads template.yaml with its own loader (PyYAML only); SAM's parser is the reference.
+    from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]
+
+    ours = load_template(TEMPLATE)
+    assert json.loads(json.dumps(ours)) == json.loads(json.dumps(yaml_parse(TEMPLATE.read_text())))
+
+
+def test_short_forms_become_long_forms_and_bare_dates_stay_text(tmp_path: Path) -> None:
+    written = tmp_path / "t.yaml"
+    written.write_text(
+        "A: !Ref Bucket\nB: !GetAtt Queue.Arn\nC: !Sub '${AWS::StackName}-x'\n"
+        "D: !If [HasClusters, !Ref X, !Ref AWS::NoValue]\nE: 2012-10-17\nF: !Condition IsArm64\n"
+    )
+    assert load_template(written) == {
+        "A": {"Ref": "Bucket"},
+        "B": {"Fn::GetAtt": ["Queue", "Arn"]},
+        "C": {"Fn::Sub": "${AWS::StackName}-x"},
+        "D": {"Fn::If": ["HasClusters", {"Ref": "X"}, {"Ref": "AWS::NoValue"}]},
+        "E": "2012-10-17",
+        "F": {"Condition": "IsArm64"},
+    }
