@@ -1,13 +1,23 @@
-"""In-memory stand-ins for the AWS clients the layer's stores call: they keep items and record requests,
-and answer the conditions the stores write the way DynamoDB does, so what is under test stays Lifeguard's."""
+"""In-memory stand-ins for the AWS clients the layer calls: they keep items and record requests, and answer
+the conditions the stores write the way DynamoDB does, so what is under test stays Lifeguard's. PCS is not
+faked: `LocalPcsClient` puts the project's own local PCS (`lifeguard_cli.local.pcs.LocalPcs`) behind a
+boto3-shaped client, in process."""
 
 from __future__ import annotations
 
 import copy
+import json
+import uuid
 from collections.abc import Callable
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
+
+if TYPE_CHECKING:
+    from botocore.model import OperationModel, ServiceModel
+
+    from lifeguard_cli.local.pcs import LocalPcs
 
 Key = tuple[str, str]
 
@@ -51,6 +61,14 @@ class FakeDynamoDB:
             return current is None or current["version"] == values[":expected"]
         if condition == "next_at = :taken":
             return current is not None and current["next_at"] == values[":taken"]
+        if condition == "attribute_not_exists(pk) OR lease_until < :now OR holder = :me":
+            return (
+                current is None
+                or float(current["lease_until"]["N"]) < float(values[":now"]["N"])
+                or current["holder"] == values[":me"]
+            )
+        if condition == "holder = :me":
+            return current is not None and current.get("holder") == values[":me"]
         raise AssertionError(f"the fake does not know the condition {condition!r}")
 
     def get_item(self, **request: Any) -> dict[str, Any]:
@@ -70,7 +88,14 @@ class FakeDynamoDB:
 
     def delete_item(self, **request: Any) -> dict[str, Any]:
         self._record("DeleteItem", request)
-        self.items.pop(self._key(request["Key"]), None)
+        key = self._key(request["Key"])
+        if not self._check(
+            key, request.get("ConditionExpression"), request.get("ExpressionAttributeValues", {})
+        ):
+            raise client_error(
+                "ConditionalCheckFailedException", "DeleteItem", "The conditional request failed"
+            )
+        self.items.pop(key, None)
         return {}
 
     def update_item(self, **request: Any) -> dict[str, Any]:
@@ -168,6 +193,72 @@ class FakeEventBridge:
 
     def keys(self) -> list[str]:
         """The `episode_id` of each detail put, in order."""
-        import json
-
         return [json.loads(entry["Detail"])["episode_id"] for entry in self.entries]
+
+    def events(self) -> list[tuple[str, dict[str, Any]]]:
+        """Each entry put as (detail-type, detail), in order."""
+        return [(entry["DetailType"], json.loads(entry["Detail"])) for entry in self.entries]
+
+
+@cache
+def _pcs_model() -> ServiceModel:
+    from botocore.model import ServiceModel
+
+    from lifeguard.pcs_model import service_model
+
+    return ServiceModel(dict(service_model()), service_name="pcs")
+
+
+class LocalPcsClient:
+    """A boto3 PCS client's calls (`get_compute_node_group(**params)`, …) answered by a `LocalPcs` in
+    process: what botocore and the local endpoint's HTTP transport would make of each call, without a
+    socket.
+
+    As botocore does, a call fills in a missing idempotency token, is validated against PCS's input shape
+    (a bad parameter raises botocore's ParamValidationError) and serialized as JSON 1.0; LocalPcs answers
+    as its transport would; the answer is parsed against PCS's output shape (timestamps become datetimes),
+    and an error is raised as a ClientError carrying PCS's modeled fields (`retryAfterSeconds`).
+    """
+
+    def __init__(self, pcs: LocalPcs) -> None:
+        # Imported here: the DynamoDB and EventBridge fakes' users need neither botocore's protocol code
+        # nor the CLI package.
+        from botocore import xform_name
+        from botocore.parsers import create_parser
+        from botocore.serialize import create_serializer
+
+        self.pcs = pcs
+        self._model = _pcs_model()
+        self._operations = {xform_name(name): name for name in self._model.operation_names}
+        self._serializer = create_serializer("json", include_validation=True)
+        self._parser = create_parser("json")
+
+    def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
+        operation = self.__dict__.get("_operations", {}).get(name)
+        if operation is None:
+            raise AttributeError(f"PCS has no operation {name!r}")
+        return lambda **params: self._call(self._model.operation_model(operation), params)
+
+    def _call(self, model: OperationModel, params: dict[str, Any]) -> dict[str, Any]:
+        from botocore.awsrequest import HeadersDict
+
+        from lifeguard_cli.local.pcs.transport import CONTENT_TYPE, TARGET_PREFIX
+
+        for member in model.idempotent_members:
+            params.setdefault(member, str(uuid.uuid4()))
+        request = self._serializer.serialize_to_request(params, model)
+        assert request["headers"]["X-Amz-Target"] == TARGET_PREFIX + model.name
+        status, payload = self.pcs.handle(model.name, request["body"])
+        headers = HeadersDict({"Content-Type": CONTENT_TYPE, "x-amzn-RequestId": uuid.uuid4().hex})
+        if status >= 300:
+            headers["x-amzn-ErrorType"] = str(payload.get("__type", ""))
+        response = {"status_code": status, "headers": headers, "body": json.dumps(payload).encode()}
+        # botocore parses an answer against the operation's output shape, None where it has none
+        parsed: dict[str, Any] = self._parser.parse(response, model.output_shape)  # type: ignore[arg-type]
+        if status < 300:
+            return parsed
+        code = parsed.get("Error", {}).get("Code")
+        error_shape = self._model.shape_for_error_code(code) if code else None
+        if error_shape is not None:
+            parsed.update(self._parser.parse(response, error_shape))
+        raise ClientError(parsed, model.name)  # type: ignore[arg-type]

@@ -1,0 +1,160 @@
+"""The node_reports handler (`handlers.node_reports`) without a local AWS: Lifeguard's table and bus are
+in-memory fakes, and the reports are the ones the sidecar shipped off the article's two failing nodes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.detection import DetectionSettings
+from lifeguard.group_state import Episode, Failure, GroupState
+from lifeguard.handlers.node_reports import NodeReportsHandler, ReportsSummary
+from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.log_subscription import encode_subscription
+from lifeguard.store.groups import GroupStore
+from tests.conftest import ARTICLE_SUSPECT, EVENTS
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+TABLE, BUS = "lifeguard", "lifeguard-bus"
+LOG_GROUP = "/pcs-lifeguard/node-reports"
+FIRST, SECOND = "i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"
+REPORTS = [
+    json.loads(line)
+    for line in (EVENTS / "streams" / "article-terminate-node-reports.jsonl").read_text().splitlines()
+]
+FAILED = [r for r in REPORTS if r["outcome"] == "failed"]  # fail-terminate on each of the two nodes
+NOW: float = max(r["ended_at"] for r in REPORTS) + 60.0
+
+
+class World:
+    """Lifeguard's table and bus, and the handler, on a clock a minute after the reports' runs."""
+
+    def __init__(self) -> None:
+        self.table = FakeDynamoDB()
+        self.bus = FakeEventBridge()
+        self.store = GroupStore(self.table, TABLE)
+        updater = GroupUpdater(
+            self.store, EventPublisher(self.bus, BUS, sleep=lambda _: None), clock=self.now
+        )
+        defaults = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+        self.handler = NodeReportsHandler(self.store, updater, defaults, clock=self.now)
+
+    @staticmethod
+    def now() -> float:
+        return NOW
+
+    def deliver(self, messages: list[str], instance: str = FIRST) -> ReportsSummary:
+        """One subscription batch of a node's report stream."""
+        stamped = [(int(NOW * 1000), message) for message in messages]
+        event = encode_subscription(LOG_GROUP, f"{CLUSTER}/{instance}", stamped)
+        return self.handler.handle_event(event)
+
+    def feed(self, reports: list[dict[str, Any]]) -> ReportsSummary:
+        return self.deliver([json.dumps(report) for report in reports])
+
+    def open_episode(self) -> str:
+        """The group's state holds the article's loop as detected from the scaling log: both failures,
+        no suspect yet (the reports had not arrived)."""
+        state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+        state.episode = Episode(
+            episode_id="ep-0123456789abcdef",
+            kind="loop",
+            opened_at=1792545162000,
+            config_modified_at=1792544400000,
+            config_fingerprint="a" * 64,
+            failures=[
+                Failure(instance_id=FIRST, scheduler_node_id="lca-static-1", event_timestamp=1792544802000),
+                Failure(instance_id=SECOND, scheduler_node_id="lca-static-1", event_timestamp=1792545162000),
+            ],
+        )
+        self.store.save(state)
+        return state.episode.episode_id
+
+    def state(self) -> GroupState:
+        return GroupStore(self.table, TABLE).load(CLUSTER, GROUP)
+
+    def stored_runs(self) -> list[tuple[str, str, str]]:
+        return [(r.instance_id, r.script, r.outcome) for r in self.store.reports(CLUSTER, GROUP)]
+
+
+def test_failed_runs_are_stored_and_runs_that_did_not_fail_are_not() -> None:
+    world = World()
+    succeeded = {**FAILED[0], "script": "record-boot", "exit_code": 0, "outcome": "succeeded"}
+    summary = world.feed([*REPORTS, succeeded])
+    assert (summary.reports, summary.failed_runs, summary.ignored, summary.skipped) == (7, 2, 5, 0)
+    assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]
+    assert sorted(sk for _, sk in world.table.items if sk.startswith("REPORT#")) == [
+        f"REPORT#{FIRST}#000001#nodeBootstrapped#fail-terminate#1792544790",
+        f"REPORT#{SECOND}#000001#nodeBootstrapped#fail-terminate#1792545150",
+    ]
+    assert summary.events == []  # no open episode: nothing to attribute
+    assert world.bus.entries == []
+
+
+def test_an_open_episode_is_attributed_from_the_reports_and_announced_at_the_next_revision() -> None:
+    world = World()
+    episode_id = world.open_episode()
+    summary = world.feed(REPORTS)
+    [(detail_type, detail)] = world.bus.events()
+    assert [e.detail_type for e in summary.events] == [detail_type] == ["BootstrapLoopDetected"]
+    assert (detail["episode_id"], detail["revision"]) == (episode_id, 2)
+    assert detail["suspect"] == ARTICLE_SUSPECT
+    assert detail["mode"] == "quarantine"
+    assert [f["instance_id"] for f in detail["failures"]] == [FIRST, SECOND]
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.revision == 2
+    assert episode.suspect is not None
+    assert episode.suspect.model_dump() == ARTICLE_SUSPECT
+
+
+def test_the_same_reports_again_change_nothing_and_announce_nothing() -> None:
+    world = World()
+    world.open_episode()
+    world.feed(REPORTS)
+    version = world.state().version
+    assert world.feed(REPORTS).events == []
+    assert len(world.bus.entries) == 1
+    assert world.state().version == version
+
+
+def test_more_evidence_for_the_same_script_is_kept_without_a_new_announcement() -> None:
+    world = World()
+    world.open_episode()
+    world.feed([FAILED[0]])
+    [(_, detail)] = world.bus.events()
+    assert (detail["revision"], detail["suspect"]["instances"]) == (2, [FIRST])
+    assert world.feed([FAILED[1]]).events == []
+    assert len(world.bus.entries) == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert (episode.revision, episode.suspect.instances) == (2, [FIRST, SECOND])
+
+
+@pytest.mark.parametrize(
+    ("message", "reason"),
+    [
+        ("{not json", "not JSON"),
+        ("[1, 2]", "not a JSON object"),
+        (json.dumps({**FAILED[0], "kind": "heartbeat"}), "not a node report"),
+        (json.dumps({**FAILED[0], "outcome": "exploded"}), "invalid outcome"),
+        (json.dumps({k: v for k, v in FAILED[0].items() if k != "instance_id"}), "missing instance_id"),
+        (json.dumps({**FAILED[0], "boot": 0}), "invalid boot"),
+        (json.dumps({**FAILED[0], "started_at": int(NOW) + 86_400}), "run time ahead of the clock"),
+    ],
+)
+def test_a_bad_report_is_skipped_and_counted_by_reason_and_the_rest_is_stored(
+    message: str, reason: str
+) -> None:
+    world = World()
+    episode_id = world.open_episode()
+    summary = world.deliver([json.dumps(FAILED[0]), message, json.dumps(FAILED[1])])
+    assert (summary.reports, summary.skipped, summary.failed_runs) == (3, 1, 2)
+    assert dict(summary.skipped_reasons) == {reason: 1}
+    assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]
+    assert world.bus.keys() == [episode_id]

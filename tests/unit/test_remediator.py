@@ -1,0 +1,386 @@
+"""The remediator (`lifeguard.remediation`) without a local AWS: Lifeguard's table and bus are in-memory
+fakes, PCS is the project's local PCS model in process (`fakes.LocalPcsClient`) on a manual clock, and every
+wait goes through the sleep the composition root is given, which moves that clock."""
+
+from __future__ import annotations
+
+import copy
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.detection import DetectionSettings
+from lifeguard.event_contract import DETAIL_KEYS, make_detail
+from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
+from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.remediation import AuditEntry, RemediationParkedError, RemediationSettings, Remediator
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
+from lifeguard.wiring import Wiring, build_remediate
+from lifeguard_cli.local.pcs import LocalPcs, ManualClock
+from lifeguard_cli.local.pcs.resources import Call
+from tests.conftest import ARTICLE_SUSPECT, load_event
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, LocalPcsClient
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+TABLE, BUS = "lifeguard", "lifeguard-bus"
+START = datetime(2026, 10, 21, 1, 20, tzinfo=UTC)
+TERMINATE = load_event("configs/article-terminate.json")
+GOOD = load_event("configs/article-reverted.json")
+QUARANTINED = copy.deepcopy(TERMINATE)
+QUARANTINED["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+QUARANTINE_DIFF = [{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}]
+FAILURES = [
+    {
+        "instance_id": "i-059b4b99b4f2e9739",
+        "scheduler_node_id": "lca-static-1",
+        "event_timestamp": 1792544802000,
+    },
+    {
+        "instance_id": "i-06644f6e5a2b001c9",
+        "scheduler_node_id": "lca-static-1",
+        "event_timestamp": 1792545162000,
+    },
+]
+
+
+class World:
+    """The article's looping group in a local PCS (an update keeps it UPDATING for a minute), Lifeguard's
+    table and bus, and remediators built by the composition root on one manual clock."""
+
+    def __init__(self, *, tags: dict[str, str] | None = None) -> None:
+        self.clock = ManualClock(START)
+        self.pcs = LocalPcs(clock=self.clock, update_seconds=60)
+        self.pcs.add_cluster("lca", cluster_id=CLUSTER)
+        self.pcs.add_compute_node_group(
+            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE, tags=tags
+        )
+        self.api = LocalPcsClient(self.pcs)
+        self.table = FakeDynamoDB()
+        self.bus = FakeEventBridge()
+        self.store = GroupStore(self.table, TABLE)
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.clock().timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.clock.advance(seconds)
+
+    def remediator(self, **settings: Any) -> Remediator:
+        publisher = EventPublisher(self.bus, BUS, sleep=lambda _: None)
+        wiring = Wiring(
+            self.store,
+            PcsGateway(self.api),
+            GroupUpdater(self.store, publisher, clock=self.now),
+            DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
+        )
+        return build_remediate(
+            wiring,
+            settings=RemediationSettings(**{"default_mode": "quarantine", **settings}),
+            pcs=PcsGateway(self.api),
+            clock=self.now,
+            sleep=self.sleep,
+        )
+
+    def group(self) -> dict[str, Any]:
+        found: dict[str, Any] = self.api.get_compute_node_group(
+            clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP
+        )["computeNodeGroup"]
+        return found
+
+    def person_sets(self, actions: dict[str, Any]) -> None:
+        """Someone runs update-compute-node-group, once the group is ACTIVE again."""
+        self.settle()
+        self.api.update_compute_node_group(
+            clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=actions
+        )
+        self.settle()
+
+    def settle(self) -> None:
+        self.clock.advance(120)
+
+    def prove_good(self, actions: dict[str, Any]) -> None:
+        state = self.store.load(CLUSTER, GROUP)
+        state.proven_good = ProvenGood(
+            fingerprint=fingerprint_of(actions),
+            node_lifecycle_actions=actions,
+            modified_at=1792540000000,
+            proven_at=1792540117000,
+            instance_id="i-0a1b2c3d4e5f60718",
+        )
+        self.store.save(state)
+
+    def detection(self, episode: str = "ep-1", revision: int = 1) -> dict[str, Any]:
+        """A BootstrapLoopDetected event of the group as PCS holds it now, its episode open in Lifeguard's
+        state, as the scaling_events handler leaves it before it publishes one."""
+        group = self.group()
+        actions = group.get("nodeLifecycleActions")
+        modified_at = int(group["modifiedAt"].timestamp() * 1000)
+        state = self.store.load(CLUSTER, GROUP)
+        state.episode = Episode(
+            episode_id=episode,
+            kind="loop",
+            opened_at=1792545162000,
+            config_modified_at=modified_at,
+            config_fingerprint=fingerprint_of(actions),
+            failures=[Failure.model_validate(f) for f in FAILURES],
+            suspect=Suspect.model_validate(ARTICLE_SUSPECT),
+            revision=revision,
+        )
+        self.store.save(state)
+        detail = make_detail(
+            episode_id=episode,
+            cluster_id=CLUSTER,
+            compute_node_group_id=GROUP,
+            kind="loop",
+            failures=FAILURES,
+            suspect=ARTICLE_SUSPECT,
+            mode="quarantine",
+            config_before=actions,
+            revision=revision,
+            config_fingerprint=fingerprint_of(actions),
+            config_modified_at=modified_at,
+        )
+        return {"detail-type": "BootstrapLoopDetected", "source": "lifeguard", "detail": detail}
+
+    def calls(self, operation: str) -> list[Call]:
+        return [call for call in self.pcs.calls if call.operation == operation]
+
+    def lifeguard_updates(self) -> list[Call]:
+        """UpdateComputeNodeGroup calls PCS took from Lifeguard (a person's carry botocore's own token)."""
+        return [
+            call
+            for call in self.calls("UpdateComputeNodeGroup")
+            if call.error is None and call.params["clientToken"].startswith("lifeguard-")
+        ]
+
+    def history(self) -> list[AuditEntry]:
+        return RemediationStore(self.table, TABLE).history(CLUSTER, GROUP)
+
+
+def test_quarantine_switches_the_failing_script_to_stop_sequence_on_the_group() -> None:
+    world = World()
+    events = world.remediator().handle_event(world.detection())
+    assert [e.detail_type for e in events] == ["RemediationApplied"]
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    [update] = world.lifeguard_updates()
+    assert update.params["nodeLifecycleActions"] == QUARANTINED
+    [(detail_type, detail)] = world.bus.events()
+    assert detail_type == "RemediationApplied"
+    assert set(DETAIL_KEYS) <= set(detail)
+    assert (detail["mode"], detail["action"], detail["dry_run"]) == ("quarantine", "quarantine", False)
+    assert (detail["config_before"], detail["config_after"]) == (TERMINATE, QUARANTINED)
+    assert detail["diff"] == QUARANTINE_DIFF
+    assert detail["undo"] == f"lifeguard undo {GROUP} --cluster {CLUSTER}"
+    [entry] = world.history()
+    assert (entry.decision, entry.action, entry.config_before, entry.config_after) == (
+        "applied",
+        "quarantine",
+        TERMINATE,
+        QUARANTINED,
+    )
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.status, change.client_token) == ("applied", update.params["clientToken"])
+
+
+def test_revert_puts_back_the_proven_good_configuration() -> None:
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    [event] = world.remediator().handle_event(world.detection())
+    assert (event.detail_type, event.detail["action"], event.detail["mode"]) == (
+        "RemediationApplied",
+        "revert",
+        "revert",
+    )
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    assert (event.detail["config_before"], event.detail["config_after"]) == (TERMINATE, GOOD)
+    assert "back to the configuration proven good by i-0a1b2c3d4e5f60718" in event.detail["reason"]
+    assert len(world.lifeguard_updates()) == 1
+
+
+@pytest.mark.parametrize(
+    ("tags", "settings", "says"),
+    [
+        ({"lifeguard:mode": "notify"}, {}, "Dry run (mode notify), nothing was changed"),
+        ({}, {"dry_run": True}, "Dry run (the stack's DryRun is on), nothing was changed"),
+    ],
+)
+def test_notify_and_dry_run_change_nothing_but_say_what_quarantine_would_do(
+    tags: dict[str, str], settings: dict[str, Any], says: str
+) -> None:
+    world = World(tags=tags)
+    [event] = world.remediator(**settings).handle_event(world.detection())
+    assert event.detail_type == "RemediationSkipped"
+    assert event.detail["dry_run"] is True
+    assert event.detail["reason"].startswith(says)
+    assert "quarantine would change: onError STOP_SEQUENCE for" in event.detail["reason"]
+    assert event.detail["diff"] == QUARANTINE_DIFF
+    assert event.detail["config_after"] == QUARANTINED  # what it would be
+    assert world.calls("UpdateComputeNodeGroup") == []
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert [(e.decision, e.dry_run) for e in world.history()] == [("skipped", True)]
+    assert [t for t, _ in world.bus.events()] == ["RemediationSkipped"]
+
+
+def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited() -> None:
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    remediator.handle_event(world.detection("ep-1"))
+    world.person_sets(TERMINATE)  # someone puts the broken script back: the loop starts again
+    [event] = remediator.handle_event(world.detection("ep-2"))
+    assert event.detail_type == "RemediationSkipped"
+    assert event.detail["reason"].startswith("Cooldown: Lifeguard changed this group 4 min ago")
+    assert "quarantine would change" in event.detail["reason"]
+    assert event.detail["diff"] == QUARANTINE_DIFF
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert len(world.lifeguard_updates()) == 1
+    assert [(e.episode_id, e.decision) for e in world.history()] == [("ep-1", "applied"), ("ep-2", "skipped")]
+    assert world.history()[-1].reason == event.detail["reason"]
+    assert [t for t, _ in world.bus.events()] == ["RemediationApplied", "RemediationSkipped"]
+
+
+def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
+    world = World()
+    remediator = world.remediator(cooldown_seconds=60, daily_cap=1)
+    remediator.handle_event(world.detection("ep-1"))
+    world.person_sets(TERMINATE)
+    [capped] = remediator.handle_event(world.detection("ep-2"))
+    assert capped.detail_type == "RemediationSkipped"
+    assert capped.detail["reason"] == "Daily cap: Lifeguard already changed this group 1 times in 24 h."
+    assert len(world.lifeguard_updates()) == 1
+    world.clock.advance(24 * 3600)
+    [applied] = remediator.handle_event(world.detection("ep-3"))
+    assert applied.detail_type == "RemediationApplied"
+    assert len(world.lifeguard_updates()) == 2
+    assert [e.decision for e in world.history()] == ["applied", "skipped", "applied"]
+
+
+def test_a_detection_delivered_again_is_answered_from_the_stored_decision() -> None:
+    world = World()
+    remediator = world.remediator()
+    event = world.detection()
+    remediator.handle_event(event)
+    world.settle()
+    calls = len(world.pcs.calls)
+    assert remediator.handle_event(event) == []
+    assert world.remediator().handle_event(event) == []  # another container: the decision is in the table
+    assert len(world.pcs.calls) == calls  # not even a read of the group
+    assert len(world.lifeguard_updates()) == 1
+    assert [t for t, _ in world.bus.events()] == ["RemediationApplied"]
+    assert [e.decision for e in world.history()] == ["applied", "duplicate", "duplicate"]
+    decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-1", 1)
+    assert decision is not None
+    assert (decision.status, decision.deliveries, decision.published) == ("applied", 3, True)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"episode_id": "episode one"}, "episode_id: String should match pattern"),
+        ({"config_fingerprint": None}, "config_fingerprint: required"),
+        ({"config_modified_at": "yesterday"}, "config_modified_at: Input should be a valid integer"),
+        ({"revision": 0}, "revision: Input should be greater than or equal to 1"),
+        (
+            {"suspect": {"stage": "nodeBooted", "script": "fail-terminate"}},
+            "suspect: stage: Input should be 'nodeBootstrapped' or 'nodeReady'",
+        ),
+    ],
+)
+def test_an_invalid_detection_is_refused_with_its_problem_named_and_nothing_read_or_changed(
+    change: dict[str, Any], problem: str
+) -> None:
+    world = World()
+    event = world.detection()
+    event["detail"] = {**event["detail"], **change}
+    calls = len(world.pcs.calls)
+    [refused] = world.remediator().handle_event(event)
+    assert refused.detail_type == "RemediationSkipped"
+    assert refused.detail["reason"].startswith("Refused: the detection is not valid (")
+    assert problem in refused.detail["reason"]
+    assert refused.detail["reason"].endswith("; nothing was changed.")
+    assert len(world.pcs.calls) == calls
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert [(e.decision, e.reason) for e in world.history()] == [("skipped", refused.detail["reason"])]
+    assert [t for t, _ in world.bus.events()] == ["RemediationSkipped"]
+
+
+def test_a_detection_that_names_no_valid_group_is_dropped_without_an_event() -> None:
+    world = World()
+    event = world.detection()
+    event["detail"] = {**event["detail"], "cluster_id": "not a cluster"}
+    assert world.remediator().handle_event(event) == []
+    assert world.bus.entries == []
+    assert world.history() == []
+
+
+def test_a_valid_detection_of_no_open_episode_is_refused_without_a_pcs_call() -> None:
+    world = World()
+    event = world.detection("ep-1")
+    event["detail"] = {**event["detail"], "episode_id": "ep-forged"}
+    calls = len(world.pcs.calls)
+    [refused] = world.remediator().handle_event(event)
+    assert refused.detail_type == "RemediationSkipped"
+    assert "Lifeguard has no open episode ep-forged for this group" in refused.detail["reason"]
+    assert len(world.pcs.calls) == calls
+    # Not a decision on the episode: the real detection is still acted on.
+    [applied] = world.remediator().handle_event(world.detection("ep-1"))
+    assert applied.detail_type == "RemediationApplied"
+
+
+def test_a_throttled_pcs_is_retried_after_its_retry_after_seconds_on_the_injected_sleep() -> None:
+    world = World()
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="UpdateComputeNodeGroup", times=2, retry_after_seconds=7
+    )
+    started = time.monotonic()
+    [event] = world.remediator().handle_event(world.detection())
+    assert time.monotonic() - started < 5  # the 14 s were the manual clock's, not the wall's
+    assert event.detail_type == "RemediationApplied"
+    assert world.sleeps == [7, 7]
+    assert world.clock() - START == timedelta(seconds=14)
+    assert [c.error for c in world.calls("UpdateComputeNodeGroup")] == [
+        "ThrottlingException",
+        "ThrottlingException",
+        None,
+    ]
+    tokens = {c.params["clientToken"] for c in world.calls("UpdateComputeNodeGroup")}
+    assert len(tokens) == 1  # every attempt is the same request
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+
+
+def test_throttling_that_outlasts_the_retries_parks_the_event_and_its_retry_applies_it() -> None:
+    world = World()
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="UpdateComputeNodeGroup", times=6, retry_after_seconds=2
+    )
+    remediator = world.remediator()
+    event = world.detection()
+    with pytest.raises(RemediationParkedError, match="ThrottlingException"):
+        remediator.handle_event(event)
+    assert world.sleeps == [2, 2, 4, 8, 16]  # retryAfterSeconds, or the backoff when it is longer
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    [(detail_type, detail)] = world.bus.events()
+    assert detail_type == "RemediationFailed"
+    assert "(after 6 attempts); the event is parked for a retry" in detail["reason"]
+    world.clock.advance(60)  # the Lambda retries the same event a minute later
+    [applied] = remediator.handle_event(event)
+    assert applied.detail_type == "RemediationApplied"
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    assert [e.decision for e in world.history()] == ["failed", "applied"]
+
+
+def test_a_group_deleted_since_the_detection_is_skipped_with_a_reason() -> None:
+    world = World()
+    event = world.detection()
+    world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)
+    [skipped] = world.remediator().handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == "the compute node group no longer exists"
+    assert world.calls("UpdateComputeNodeGroup") == []
