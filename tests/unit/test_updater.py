@@ -1,4 +1,4 @@
-"""The one way the controller changes a group (`controller.updater`): load, mutate, write on the version,
+"""The one way a group's state changes (`handlers.updater`): load, mutate, write on the version,
 publish, clear the outbox. A lost race is redone on a fresh read; events that could not be published stay
 in the outbox until a later invocation finds them stale."""
 

@@ -5,8 +5,10 @@
      ├── ServiceModelError (RuntimeError)           the vendored PCS service model is missing or unreadable
      ├── AwsCallError (RuntimeError)                an AWS call failed after its retries
      │    └── GroupNotFoundError                    the compute node group does not exist (any more)
-     ├── InvalidSubscriptionEventError (ValueError) subscription.py: not a CloudWatch Logs subscription event
-     ├── VersionConflictError                       state.py: another invocation wrote the group's state first
+     ├── InvalidSubscriptionEventError (ValueError) log_subscription.py: not a subscription event
+     ├── ConditionFailedError                       store/: a conditional write's condition failed
+     ├── TransactionConflictError                   store/: a transaction was cancelled
+     ├── VersionConflictError                       store/: another invocation wrote the state first
      ├── RemediationBusyError                       remediation/: another remediation holds the group's lock
      ├── RemediationParkedError                     remediation/: failed after its retries; left to the DLQ
      ├── NotificationError                          notify/: a channel did not get an event after its retries

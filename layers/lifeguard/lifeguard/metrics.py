@@ -1,5 +1,6 @@
-"""How the controllers count things: a `Metric` is called with a name and a value (the Lambdas pass
-Powertools' `add_metric`; tests pass a list's append; nothing is counted by default)."""
+"""How the handlers, the remediator and the notifier count things: a `Metric` is called with a name and a
+value (the Lambdas pass Powertools' `add_metric`; tests pass a list's append; nothing is counted by
+default)."""
 
 from __future__ import annotations
 

@@ -99,9 +99,7 @@ def template_rules(path: Path = TEMPLATE) -> tuple[Rule, ...]:
 
         template = expanded_template(path)
     except ImportError as exc:
-        raise ReplayError(
-            f"reading {path.name} needs the SAM CLI's template loader ({exc.name}): install the dev extras"
-        ) from None
+        raise ReplayError(f"reading {path.name} needs PyYAML ({exc.name}): install the cli extras") from None
     except OSError as exc:
         raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from None
     return stack_rules(template)

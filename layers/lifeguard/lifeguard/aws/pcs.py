@@ -161,7 +161,9 @@ def call_with_retries[T](
 
 
 class PcsGateway:
-    """The PCS calls of the controller (botocore retries throttling and 5xx before an error reaches here)."""
+    """The PCS calls Lifeguard makes. Over a client of the default `aws_client`, botocore retries throttling
+    and 5xx before an error reaches here; remediation's client (`attempts=1`) leaves that to
+    `call_with_retries`, which honours PCS's `retryAfterSeconds`."""
 
     # What the scaling_events function's role must allow (a test holds template.yaml to it); the
     # remediation actions declare their own.

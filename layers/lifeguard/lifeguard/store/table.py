@@ -45,6 +45,7 @@ __all__ = [
     "encode_doc",
     "group_key",
     "item_key",
+    "stored_bytes",
 ]
 
 Item = dict[str, Any]  # an item in DynamoDB's attribute-value form: {"pk": {"S": "…"}, …}
