@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.bounds import clock_time
-from lifeguard.detection import DEFAULT_MODE
+from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
@@ -112,7 +112,7 @@ class Operator:
         self.states = GroupStore(dynamodb, name)
         self.remediation = RemediationStore(dynamodb, name)
         self._pcs_client: PcsGateway | None = None
-        self.default_mode = setting("default_mode", default_mode, DEFAULT_MODE, str)
+        self.default_mode = stack_mode(default_mode)
 
     @property
     def pcs(self) -> PcsGateway:
@@ -166,7 +166,10 @@ class Operator:
 
     def _mode(self, state: GroupState) -> str:
         tags = state.config.tags if state.config else {}
-        return tags.get("lifeguard:mode") or f"{self.default_mode} (default)"
+        mode, problem = mode_of(tags, self.default_mode)
+        if problem is not None:
+            return f"{mode} (default; {problem})"
+        return mode if mode_tagged(tags) else f"{mode} (default)"
 
     # -- undo --
 
@@ -245,8 +248,7 @@ class Operator:
         try:
             updated = maker.ask(cluster, group_id, undo)
         except AwsCallError as exc:
-            undo.status = "abandoned"  # PCS refused it: nothing was undone
-            self.remediation.save_ledger(cluster, group_id, ledger)
+            maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused it: nothing undone
             raise OperatorError(str(exc)) from None
         maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=updated)
         change.undone_at = now

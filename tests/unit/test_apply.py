@@ -119,3 +119,14 @@ def test_a_lost_ledger_write_after_pcs_took_the_change_is_raised_so_the_retry_fi
     (change,) = world.store.ledger(CLUSTER, GROUP).changes
     assert change.status == "pending"
     assert change.fingerprint_after == fingerprint_of(world.actions())
+
+
+def test_an_intent_that_will_not_be_made_is_recorded_abandoned_and_no_longer_counts() -> None:
+    world, ledger = World(), Ledger()
+    intent = world.intent()
+    world.maker.record(CLUSTER, GROUP, ledger=ledger, intent=intent)
+    world.maker.abandoned(CLUSTER, GROUP, ledger=ledger, intent=intent)
+    stored = world.store.ledger(CLUSTER, GROUP)
+    assert [c.status for c in stored.changes] == ["abandoned"]
+    assert stored.intent("ep-1", 1) is None  # a retry of the detection does not find it pending
+    assert world.actions() == BEFORE

@@ -11,9 +11,11 @@ from lifeguard.detection import (
     apply_record,
     detect,
     episode_id_for,
+    mode_tagged,
     needs_fresh_config,
     proven_good,
     resolves,
+    stack_mode,
 )
 from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.scaling_log import ScalingLogRecord
@@ -299,3 +301,21 @@ def test_a_fresh_read_is_needed_only_for_nodes_launched_after_the_last_one(
     assert needs_fresh_config(state, successes, refresh_ms=MIN) is expected
     state.config = None
     assert needs_fresh_config(state, successes, refresh_ms=MIN) is True
+
+
+def test_the_stack_mode_is_explicit_else_the_environment_else_notify_and_a_bad_one_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LIFEGUARD_DEFAULT_MODE", raising=False)
+    assert stack_mode() == "notify"
+    monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "revert")
+    assert stack_mode() == "revert"
+    assert stack_mode("quarantine") == "quarantine"
+    monkeypatch.setenv("LIFEGUARD_DEFAULT_MODE", "fix-it")
+    with pytest.raises(ValueError, match="LIFEGUARD_DEFAULT_MODE='fix-it' is not valid"):
+        stack_mode()
+
+
+def test_a_group_says_its_own_mode_only_with_the_tag() -> None:
+    assert mode_tagged({"lifeguard:mode": "off"}) is True
+    assert mode_tagged({"lifeguard:threshold": "3"}) is False

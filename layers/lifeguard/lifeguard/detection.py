@@ -39,9 +39,11 @@ __all__ = [
     "is_relevant",
     "launch_of",
     "mode_of",
+    "mode_tagged",
     "needs_fresh_config",
     "proven_good",
     "resolves",
+    "stack_mode",
 ]
 
 DEFAULT_THRESHOLD = 2
@@ -78,7 +80,7 @@ class DetectionSettings:
     ) -> DetectionSettings:
         """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins."""
         return cls(
-            mode=_mode(setting("default_mode", mode, DEFAULT_MODE, str)),
+            mode=stack_mode(mode),
             threshold=_within(setting("threshold", threshold, DEFAULT_THRESHOLD, int), MAX_THRESHOLD),
             window_minutes=_within(
                 setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int), MAX_WINDOW_MINUTES
@@ -108,6 +110,12 @@ class DetectionSettings:
         return DetectionSettings(mode, threshold, window), problems
 
 
+def stack_mode(explicit: str | None = None) -> str:
+    """The stack's default mode: `explicit`, else LIFEGUARD_DEFAULT_MODE, else `notify` (a bad one raises,
+    naming the variable)."""
+    return setting("default_mode", explicit, DEFAULT_MODE, _mode)
+
+
 def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None]:
     """A group's mode: its `lifeguard:mode` tag, else `default_mode`; and the problem of a tag that was
     ignored (None when there is none). The one place the mode tag is read."""
@@ -118,6 +126,11 @@ def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None
         return _mode(value), None
     except ValueError as exc:
         return default_mode, f"tag {TAG_MODE}: {exc}"
+
+
+def mode_tagged(tags: Mapping[str, str]) -> bool:
+    """Whether the group says its own mode (a `lifeguard:mode` tag), rather than taking the stack's."""
+    return TAG_MODE in tags
 
 
 def _mode(value: str) -> str:

@@ -46,3 +46,8 @@ class ChangeMaker:
         intent.status = "applied"
         intent.modified_at_after = updated.modified_at_ms
         self.store.save_ledger(cluster_id, group_id, ledger)
+
+    def abandoned(self, cluster_id: str, group_id: str, *, ledger: Ledger, intent: AppliedChange) -> None:
+        """Record that the intent will not be made: PCS refused it, or the group moved on without it."""
+        intent.status = "abandoned"
+        self.store.save_ledger(cluster_id, group_id, ledger)

@@ -350,9 +350,7 @@ class Remediator:
             return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
         current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
         if current == intent.fingerprint_after:
-            intent.status = "applied"
-            intent.modified_at_after = group.modified_at_ms
-            self.store.save_ledger(cluster_id, group_id, ledger)
+            self.changes.applied(cluster_id, group_id, ledger=ledger, intent=intent, updated=group)
             logger.warning(
                 "group %s: %s found applied on a retry (%s)", group_id, intent.action, intent.client_token
             )
@@ -370,8 +368,9 @@ class Remediator:
         )
 
     def _abandon(self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, why: str) -> _Verdict:
-        intent.status = "abandoned"
-        self.store.save_ledger(detection.cluster_id, detection.compute_node_group_id, ledger)
+        self.changes.abandoned(
+            detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=intent
+        )
         mode = intent.mode or self.settings.default_mode
         return _Verdict(
             "skipped", mode, intent.action, why[0].upper() + why[1:] + ".", True, intent.config_before

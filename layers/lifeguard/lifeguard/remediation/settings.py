@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import FINGERPRINT_PATTERN
-from lifeguard.detection import DEFAULT_MODE, DetectionSettings
+from lifeguard.detection import DEFAULT_MODE, stack_mode
 from lifeguard.remediation.actions import NodeBundle
 from lifeguard.settings import setting
 
@@ -60,7 +60,7 @@ class RemediationSettings:
             else None
         )
         return cls(
-            default_mode=DetectionSettings.stack_defaults(mode=explicit.get("default_mode")).mode,
+            default_mode=stack_mode(explicit.get("default_mode")),
             dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
             cooldown_seconds=60
             * setting("cooldown_minutes", explicit.get("cooldown_minutes"), DEFAULT_COOLDOWN_MINUTES, float),
