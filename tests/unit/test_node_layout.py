@@ -8,7 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from lifeguard.node.layout import DIR_MODE, FILE_MODE, NodeLayout, UnsafeNameError, atomic_write, ensure_dir
+from lifeguard.node.layout import (
+    DIR_MODE,
+    FILE_MODE,
+    LOG_TAIL_BYTES,
+    NodeLayout,
+    UnsafeNameError,
+    atomic_write,
+    ensure_dir,
+    output_tail,
+)
 
 
 def test_paths_follow_pcss_layout_and_names_keep_their_spaces(tmp_path: Path) -> None:
@@ -59,3 +68,16 @@ def test_ensure_dir_sets_the_folder_mode_even_on_an_existing_folder(tmp_path: Pa
     folder.mkdir(mode=0o777)
     assert ensure_dir(folder) == folder
     assert stat.S_IMODE(folder.stat().st_mode) == DIR_MODE
+
+
+def test_a_run_s_output_is_cut_to_its_last_4_kib_of_utf8_once_for_node_and_lambdas() -> None:
+    assert output_tail(b"short\n") == "short\n"
+    assert output_tail("short") == "short"
+    long = ("x" * 5000 + "END").encode()
+    assert output_tail(long) == ("x" * 5000 + "END")[-LOG_TAIL_BYTES:]
+    # A character cut in two at the start is dropped, not half-kept; bytes that are not UTF-8 read as U+FFFD.
+    euro = ("€" * 2000).encode()  # 3 bytes each: 4096 is not a multiple of 3
+    tail = output_tail(euro)
+    assert set(tail) == {"€"}
+    assert len(tail.encode()) <= LOG_TAIL_BYTES
+    assert output_tail(b"ok \xff\n") == "ok \ufffd\n"

@@ -136,7 +136,7 @@ def _detail_fields() -> Mapping[str, Any]:
         ShortText,
     )
     from lifeguard.lifecycle import OnError, StageName
-    from lifeguard.node_report import LOG_TAIL_BYTES
+    from lifeguard.node.layout import output_tail
 
     class _Strict(BaseModel):
         model_config = ConfigDict(extra="ignore", strict=True)
@@ -157,7 +157,7 @@ def _detail_fields() -> Mapping[str, Any]:
         @field_validator("log_tail")
         @classmethod
         def _tail(cls, value: str) -> str:
-            return value.encode()[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+            return output_tail(value)
 
     class DiffDetail(_Strict):
         path: Annotated[str, StringConstraints(max_length=200)]

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from lifeguard._records import describe_validation_error, load_json_object, reason_of
 from lifeguard.bounds import EPOCH_S_MAX, ClusterId, GroupId, InstanceId, NodeName, ScriptName, clip
 from lifeguard.lifecycle import OnError, StageName
-from lifeguard.node.layout import LOG_TAIL_BYTES
+from lifeguard.node.layout import LOG_TAIL_BYTES, output_tail
 
 __all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "RunOutcome", "parse_node_report"]
 
@@ -54,10 +54,7 @@ class NodeReport(BaseModel):
     @classmethod
     def _keep_tail(cls, value: str) -> str:
         # An over-long tail is trimmed, not refused: the report's verdict matters more than its log.
-        encoded = value.encode()
-        if len(encoded) <= LOG_TAIL_BYTES:
-            return value
-        return encoded[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")
+        return output_tail(value)
 
     @property
     def ended_or_started_at(self) -> int:

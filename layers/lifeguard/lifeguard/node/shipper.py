@@ -24,7 +24,7 @@ from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
-from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write
+from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, output_tail
 from lifeguard.node.report import ScriptRunReport
 
 __all__ = [
@@ -374,7 +374,7 @@ class Shipper:
             "started_at": started_at,
             "ended_at": int(found.group(2)),
             "exit_code": int(found.group(1)),
-            "log_tail": (output + b"\n" if output else b"")[-LOG_TAIL_BYTES:].decode("utf-8", "replace"),
+            "log_tail": output_tail(output + b"\n" if output else b""),
         }
 
     def _script_run(
@@ -459,7 +459,7 @@ class Shipper:
             outcome=outcome,
             started_at=run["started_at"] if run else _int_or(record.get("started_at"), when),
             ended_at=run["ended_at"] if run else _int_or(record.get("ended_at"), when),
-            log_tail=(run["log_tail"] if run and run["log_tail"] else note)[-LOG_TAIL_BYTES:],
+            log_tail=output_tail(run["log_tail"] if run and run["log_tail"] else note),
             script_sha256=sha256 if isinstance(sha256, str) else None,
         )
 
