@@ -1,13 +1,12 @@
 """The rails of a remediation, each on its own: pure functions of the ledger, the detection, the settings
-and the time; and PCS's retry loop, on a fake call and a fake clock."""
+and the time."""
 
 from __future__ import annotations
 
 import pytest
 
-from lifeguard.aws.pcs import RetryPolicy, call_with_retries
 from lifeguard.detection import mode_of
-from lifeguard.errors import AwsCallError, GroupNotFoundError
+from lifeguard.group_state import Episode, GroupState
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import LoopDetection, RemediationSettings, rails
 from lifeguard.remediation.records import AppliedChange, Ledger
@@ -42,6 +41,101 @@ def change(at: float, action: str = "quarantine", episode: str = "ep-1", **more:
         **more,
     }
     return AppliedChange.model_validate(fields)
+
+
+def episode(**changes: object) -> Episode:
+    fields: dict[str, object] = {
+        "episode_id": "ep-1",
+        "kind": "loop",
+        "opened_at": MODIFIED_AT + 60_000,
+        "config_fingerprint": fingerprint_of(CONFIG),
+        "config_modified_at": MODIFIED_AT,
+        **changes,
+    }
+    return Episode.model_validate(fields)
+
+
+ENDED = "Refused: episode ep-1 ended at 2027-01-15 08:00:00 UTC (a node bootstrapped); nothing was changed."
+NO_OPEN_EP_1 = "Refused: Lifeguard has no open episode ep-1 for this group; nothing was changed."
+NOT_THIS_CONFIG = (
+    "Refused: the detection is of configuration {} modified at {}, not the one episode ep-1 is about; "
+)
+
+
+@pytest.mark.parametrize(
+    ("seen", "open_episode", "last_episode", "ledger", "reason"),
+    [
+        pytest.param({}, None, None, [], NO_OPEN_EP_1, id="no-episode"),
+        pytest.param(
+            {},
+            None,
+            episode(resolved_at=1_800_000_000_000),
+            [],
+            ENDED,
+            id="the-last-episode-ended",
+        ),
+        pytest.param({}, None, episode(), [], NO_OPEN_EP_1, id="the-last-episode-not-marked-ended"),
+        pytest.param(
+            {}, None, episode(episode_id="ep-0", resolved_at=1), [], NO_OPEN_EP_1, id="another-ended"
+        ),
+        pytest.param({}, episode(episode_id="ep-2"), None, [], NO_OPEN_EP_1, id="another-episode-open"),
+        pytest.param(
+            {},
+            episode(episode_id="ep-2"),
+            episode(resolved_at=1_800_000_000_000),
+            [],
+            ENDED,
+            id="ended-and-another-open",
+        ),
+        pytest.param(
+            {"revision": 3},
+            episode(revision=2),
+            None,
+            [],
+            "Refused: revision 3 is newer than the open episode's (2); nothing was changed.",
+            id="a-newer-revision",
+        ),
+        pytest.param(
+            {"config_fingerprint": fingerprint_of({"stages": {}})},
+            episode(),
+            None,
+            [],
+            NOT_THIS_CONFIG.format("c734f76ba6d0", "2027-01-15 07:43:20 UTC") + "nothing was changed.",
+            id="another-fingerprint",
+        ),
+        pytest.param(
+            {"config_modified_at": MODIFIED_AT + 60_000},
+            episode(),
+            None,
+            [],
+            NOT_THIS_CONFIG.format(fingerprint_of(CONFIG)[:12], "2027-01-15 07:44:20 UTC")
+            + "nothing was changed.",
+            id="another-modified-at",
+        ),
+        pytest.param(
+            {"config_fingerprint": fingerprint_of({"stages": {}})},
+            episode(),
+            None,
+            [change(NOW - 60, episode="ep-0"), change(NOW - 60, status="pending")],
+            "Already remediated: quarantine was set out (not yet confirmed) at 2027-01-15 07:59:00 UTC; "
+            "this detection is of the configuration before it.",
+            id="another-configuration-after-lifeguard-s-change",
+        ),
+        pytest.param({}, episode(), None, [], None, id="matching"),
+        pytest.param({"revision": 1}, episode(revision=2), None, [], None, id="an-older-revision-matching"),
+    ],
+)
+def test_a_detection_not_of_the_group_s_open_episode_is_refused(
+    seen: dict[str, object],
+    open_episode: Episode | None,
+    last_episode: Episode | None,
+    ledger: list[AppliedChange],
+    reason: str | None,
+) -> None:
+    state = GroupState(
+        cluster_id="pcs_abc123de45", group_id="pcs_abcdef01", episode=open_episode, last_episode=last_episode
+    )
+    assert rails.unmatched(detection(**seen), state, Ledger(changes=ledger)) == reason
 
 
 def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_falls_back_to_the_default() -> None:
@@ -132,66 +226,3 @@ def test_the_daily_cap_counts_the_last_24_hours_only() -> None:
     assert rails.daily_cap(two, settings, NOW + 24 * 3600) is None
     abandoned = Ledger(changes=[change(NOW - 3600), change(NOW - 7200, status="abandoned")])
     assert rails.daily_cap(abandoned, settings, NOW) is None
-
-
-class Flaky:
-    """A PCS call that fails with the given errors, then answers."""
-
-    def __init__(self, *errors: AwsCallError) -> None:
-        self.errors = list(errors)
-        self.calls = 0
-
-    def __call__(self) -> str:
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-        return "answer"
-
-
-def throttled(retry_after: int | None = None) -> AwsCallError:
-    return AwsCallError(
-        "UpdateComputeNodeGroup", "ThrottlingException", "slow down", retry_after_seconds=retry_after
-    )
-
-
-def test_transient_errors_are_retried_with_backoff_and_retry_after_honoured_up_to_its_cap() -> None:
-    sleeps: list[float] = []
-    retried: list[int] = []
-    call = Flaky(throttled(), throttled(), throttled(retry_after=7), throttled(retry_after=600))
-    answer, attempts = call_with_retries(
-        call,
-        RetryPolicy(attempts=6, base_seconds=1.0, max_seconds=20.0, max_retry_after_seconds=60.0),
-        time_left=lambda: 1000.0,
-        sleep=sleeps.append,
-        on_retry=lambda error, delay, attempt: retried.append(attempt),
-    )
-    assert (answer, attempts) == ("answer", 5)
-    assert sleeps == [1.0, 2.0, 7.0, 60.0]
-    assert retried == [1, 2, 3, 4]
-
-
-def test_a_permanent_error_or_a_missing_group_is_raised_at_once() -> None:
-    refused = AwsCallError("UpdateComputeNodeGroup", "ValidationException", "bad config")
-    with pytest.raises(AwsCallError, match="bad config"):
-        call_with_retries(Flaky(refused), RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
-    gone = GroupNotFoundError("GetComputeNodeGroup", "ResourceNotFoundException", "no group")
-    call = Flaky(gone)
-    with pytest.raises(GroupNotFoundError):
-        call_with_retries(call, RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
-    assert call.calls == 1
-
-
-def test_a_pause_that_does_not_fit_the_invocation_is_not_taken() -> None:
-    sleeps: list[float] = []
-    with pytest.raises(AwsCallError, match="not retried: 5 s left in this invocation"):
-        call_with_retries(
-            Flaky(throttled(retry_after=30)), RetryPolicy(), time_left=lambda: 5.0, sleep=sleeps.append
-        )
-    assert sleeps == []
-
-
-def test_the_last_attempt_s_error_is_raised() -> None:
-    call = Flaky(*[throttled() for _ in range(3)])
-    with pytest.raises(AwsCallError, match="slow down"):
-        call_with_retries(call, RetryPolicy(attempts=3), time_left=lambda: 1000.0, sleep=lambda s: None)
-    assert call.calls == 3

@@ -1,0 +1,443 @@
+"""PCS as Lifeguard calls it (`lifeguard.aws.pcs`): the gateway over the project's local PCS in process
+(`fakes.LocalPcsClient`, botocore's serializer and parser, no socket), what one batch reads
+(`BatchReads`), and the retry loop on a fake call and a fake clock."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.pcs import (
+    RETRYABLE_CODES,
+    BatchReads,
+    PcsGateway,
+    RetryPolicy,
+    call_with_retries,
+    is_transient,
+)
+from lifeguard.errors import AwsCallError, GroupNotFoundError
+from lifeguard.group_state import GroupState, KnownConfig
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard_cli.local.pcs import LocalPcs, ManualClock
+from tests.conftest import load_event
+from tests.unit.fakes import LocalPcsClient
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+START = datetime(2026, 10, 21, 1, 20, tzinfo=UTC)
+START_MS = int(START.timestamp() * 1000)
+TERMINATE = load_event("configs/article-terminate.json")
+QUARANTINED = copy.deepcopy(TERMINATE)
+QUARANTINED["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+ARN = f"arn:aws:pcs:us-east-1:123456789012:cluster/{CLUSTER}/computenodegroup/{GROUP}"
+REFRESH_MS = 10 * 60 * 1000
+
+
+class World:
+    """A local PCS on a manual clock with the article's group, and a gateway to it."""
+
+    def __init__(self, *, tags: dict[str, str] | None = None) -> None:
+        self.clock = ManualClock(START)
+        self.pcs = LocalPcs(clock=self.clock, update_seconds=60)
+        self.pcs.add_cluster("lca", cluster_id=CLUSTER)
+        self.pcs.add_compute_node_group(
+            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE, tags=tags
+        )
+        self.api = LocalPcsClient(self.pcs)
+        self.gateway = PcsGateway(self.api)
+
+    def add_groups(self, count: int) -> list[str]:
+        """`count` more groups of the cluster; their ids."""
+        return [
+            self.pcs.add_compute_node_group(
+                CLUSTER, f"g{n:03d}", group_id=f"pcs_g{n:07d}", node_lifecycle_actions=TERMINATE
+            )["id"]
+            for n in range(count)
+        ]
+
+    def update(self, group_id: str, actions: dict[str, Any]) -> None:
+        """Someone changes a group's lifecycle actions, a minute from now."""
+        self.clock.advance(60)
+        self.api.update_compute_node_group(
+            clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=group_id, nodeLifecycleActions=actions
+        )
+
+    def calls(self, operation: str) -> int:
+        return sum(1 for call in self.pcs.calls if call.operation == operation)
+
+    def reads(self, groups_per_cluster: int = 1) -> BatchReads:
+        return BatchReads(self.gateway, REFRESH_MS, {CLUSTER: groups_per_cluster})
+
+    def known(self, group_id: str, batch_time: int, **more: Any) -> GroupState:
+        """The group's state, with its configuration as PCS holds it now (read at `batch_time`)."""
+        snapshot = self.gateway.get_group(CLUSTER, group_id)
+        actions = dict(snapshot.node_lifecycle_actions or {})
+        config = KnownConfig(
+            modified_at=snapshot.modified_at_ms,
+            fingerprint=fingerprint_of(actions),
+            node_lifecycle_actions=actions,
+            arn=snapshot.arn,
+            status=snapshot.status,
+            checked_at=batch_time,
+            **more,
+        )
+        self.pcs.calls.clear()
+        return GroupState(cluster_id=CLUSTER, group_id=group_id, config=config)
+
+
+# -- PcsGateway --
+
+
+def test_a_group_s_snapshot_carries_what_pcs_says_of_it() -> None:
+    world = World()
+    snapshot = world.gateway.get_group(CLUSTER, GROUP)
+    assert (snapshot.cluster_id, snapshot.group_id, snapshot.name) == (CLUSTER, GROUP, "lca-static")
+    assert snapshot.arn == ARN
+    assert snapshot.status == "ACTIVE"
+    assert snapshot.modified_at_ms == START_MS
+    assert snapshot.node_lifecycle_actions == TERMINATE
+    world.update(GROUP, QUARANTINED)
+    moved = world.gateway.get_group(CLUSTER, GROUP)
+    assert moved.modified_at_ms == START_MS + 60_000
+    assert moved.status == "UPDATING"
+    assert moved.node_lifecycle_actions == QUARANTINED
+    assert world.gateway.calls == 2
+
+
+def test_a_group_without_lifecycle_actions_has_none() -> None:
+    world = World()
+    world.pcs.add_compute_node_group(CLUSTER, "bare", group_id="pcs_bare0001")
+    assert world.gateway.get_group(CLUSTER, "pcs_bare0001").node_lifecycle_actions is None
+
+
+def test_a_missing_group_raises_group_not_found() -> None:
+    world = World()
+    with pytest.raises(GroupNotFoundError) as raised:
+        world.gateway.get_group(CLUSTER, "pcs_missing01")
+    assert raised.value.operation == "GetComputeNodeGroup"
+    assert raised.value.code == "ResourceNotFoundException"
+    assert not is_transient(raised.value)
+
+
+def test_list_groups_pages_through_every_group_of_the_cluster() -> None:
+    world = World()
+    ids = world.add_groups(150)  # PCS answers 100 a page
+    world.pcs.add_cluster("other", cluster_id="pcs_other00001")
+    world.pcs.add_compute_node_group("pcs_other00001", "elsewhere", group_id="pcs_elsewhere")
+    found = world.gateway.list_groups(CLUSTER)
+    assert set(found) == {GROUP, *ids}
+    assert world.calls("ListComputeNodeGroups") == 2
+    assert world.gateway.calls == 2
+    summary = found[GROUP]
+    assert (summary.group_id, summary.name, summary.status, summary.modified_at_ms) == (
+        GROUP,
+        "lca-static",
+        "ACTIVE",
+        START_MS,
+    )
+    second = [c for c in world.pcs.calls if c.operation == "ListComputeNodeGroups"][1]
+    assert second.params["nextToken"] == "100"
+
+
+def test_list_tags_returns_the_group_s_tags() -> None:
+    world = World(tags={"lifeguard:mode": "revert", "team": "hpc"})
+    assert world.gateway.list_tags(ARN) == {"lifeguard:mode": "revert", "team": "hpc"}
+    assert world.calls("ListTagsForResource") == 1
+
+
+def test_an_update_sends_only_the_lifecycle_actions_and_its_client_token_applies_once() -> None:
+    world = World()
+    world.clock.advance(30)
+    first = world.gateway.update_lifecycle_actions(CLUSTER, GROUP, QUARANTINED, "token-0001")
+    assert first.node_lifecycle_actions == QUARANTINED
+    assert first.status == "UPDATING"
+    assert first.modified_at_ms == START_MS + 30_000
+    world.clock.advance(120)  # settled: a second update would be taken, and move modifiedAt
+    again = world.gateway.update_lifecycle_actions(CLUSTER, GROUP, QUARANTINED, "token-0001")
+    assert again.modified_at_ms == first.modified_at_ms
+    updates = [c for c in world.pcs.calls if c.operation == "UpdateComputeNodeGroup"]
+    assert [c.params for c in updates] == 2 * [
+        {
+            "clusterIdentifier": CLUSTER,
+            "computeNodeGroupIdentifier": GROUP,
+            "nodeLifecycleActions": QUARANTINED,
+            "clientToken": "token-0001",
+        }
+    ]
+    assert world.gateway.get_group(CLUSTER, GROUP).modified_at_ms == START_MS + 30_000
+
+
+@pytest.mark.parametrize(
+    ("operation", "call"),
+    [
+        (
+            "UpdateComputeNodeGroup",
+            lambda g: g.update_lifecycle_actions(CLUSTER, GROUP, QUARANTINED, "token-0003"),
+        ),
+        ("GetComputeNodeGroup", lambda g: g.get_group(CLUSTER, GROUP)),
+        ("ListComputeNodeGroups", lambda g: g.list_groups(CLUSTER)),
+        ("ListTagsForResource", lambda g: g.list_tags(ARN)),
+    ],
+)
+def test_pcs_errors_are_translated_with_pcs_s_retry_after(operation: str, call: Any) -> None:
+    world = World()
+    world.pcs.inject_fault("ThrottlingException", operation=operation, retry_after_seconds=5, message="slow")
+    with pytest.raises(AwsCallError) as raised:
+        call(world.gateway)
+    error = raised.value
+    assert type(error) is AwsCallError
+    assert (error.operation, error.code, error.message) == (operation, "ThrottlingException", "slow")
+    assert error.retry_after_seconds == 5
+    assert is_transient(error)
+    assert world.calls(operation) == 1
+
+
+def test_a_conflict_while_the_group_updates_is_transient() -> None:
+    world = World()
+    world.gateway.update_lifecycle_actions(CLUSTER, GROUP, QUARANTINED, "token-0001")
+    with pytest.raises(AwsCallError) as raised:
+        world.gateway.update_lifecycle_actions(CLUSTER, GROUP, TERMINATE, "token-0002")
+    assert raised.value.code == "ConflictException"
+    assert raised.value.retry_after_seconds is None
+    assert is_transient(raised.value)
+
+
+def test_a_request_botocore_refuses_is_translated_and_not_retried() -> None:
+    world = World()
+    with pytest.raises(AwsCallError) as raised:
+        world.gateway.update_lifecycle_actions(CLUSTER, GROUP, QUARANTINED, "short")  # tokens take 8+
+    assert (raised.value.operation, raised.value.code) == ("UpdateComputeNodeGroup", "ParamValidationError")
+    assert not is_transient(raised.value)
+    assert world.pcs.calls == []
+
+
+@pytest.mark.parametrize(
+    ("code", "transient"),
+    [
+        *((code, True) for code in sorted(RETRYABLE_CODES)),
+        ("ValidationException", False),
+        ("AccessDeniedException", False),
+        ("ResourceNotFoundException", False),
+        ("ServiceQuotaExceededException", False),
+    ],
+)
+def test_only_errors_a_later_attempt_can_cure_are_transient(code: str, transient: bool) -> None:
+    assert is_transient(AwsCallError("GetComputeNodeGroup", code, "x")) is transient
+
+
+# -- BatchReads --
+
+
+def test_a_group_is_read_once_per_batch() -> None:
+    world = World()
+    state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    reads = world.reads()
+    first = reads.current(state, START_MS, tags=False)
+    assert first is not None
+    assert first.fingerprint == fingerprint_of(TERMINATE)
+    assert first.node_lifecycle_actions == TERMINATE
+    assert (first.arn, first.status, first.modified_at, first.checked_at) == (
+        ARN,
+        "ACTIVE",
+        START_MS,
+        START_MS,
+    )
+    first.tags["mutated"] = "by the caller"
+    second = reads.current(state, START_MS, tags=False)
+    assert second is not None
+    assert "mutated" not in second.tags  # each caller gets its own copy
+    assert world.calls("GetComputeNodeGroup") == 1
+    assert world.calls("ListComputeNodeGroups") == 0
+    world.reads().current(state, START_MS + 1000, tags=False)  # the next batch reads again
+    assert world.calls("GetComputeNodeGroup") == 2
+
+
+def test_several_known_groups_of_a_cluster_are_listed_and_only_those_that_moved_read_again() -> None:
+    world = World()
+    others = world.add_groups(3)
+    states = [world.known(group_id, START_MS) for group_id in (GROUP, *others)]
+    world.update(others[0], QUARANTINED)
+    world.pcs.calls.clear()
+    batch_time = START_MS + 120_000
+    reads = world.reads(groups_per_cluster=4)
+    found = [reads.current(state, batch_time, tags=False) for state in states]
+    assert world.calls("ListComputeNodeGroups") == 1
+    gets = [
+        c.params["computeNodeGroupIdentifier"]
+        for c in world.pcs.calls
+        if c.operation == "GetComputeNodeGroup"
+    ]
+    assert gets == [others[0]]
+    moved = found[1]
+    assert moved is not None
+    assert moved.fingerprint == fingerprint_of(QUARANTINED)
+    assert moved.modified_at == START_MS + 60_000
+    assert moved.status == "UPDATING"
+    for state, same in zip([states[0], *states[2:]], [found[0], *found[2:]], strict=True):
+        assert state.config is not None
+        assert same == state.config.model_copy(update={"checked_at": batch_time, "status": "ACTIVE"})
+
+
+def test_fewer_groups_than_worth_a_listing_are_read_directly() -> None:
+    world = World()
+    other = world.add_groups(1)[0]
+    states = [world.known(group_id, START_MS) for group_id in (GROUP, other)]
+    reads = world.reads(groups_per_cluster=2)
+    for state in states:
+        assert reads.current(state, START_MS + 1000, tags=False) is not None
+    assert world.calls("ListComputeNodeGroups") == 0
+    assert world.calls("GetComputeNodeGroup") == 2
+
+
+def test_a_listed_cluster_without_the_group_means_it_is_gone() -> None:
+    world = World()
+    others = world.add_groups(2)
+    states = [world.known(group_id, START_MS) for group_id in (GROUP, *others)]
+    world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=others[1])
+    world.pcs.calls.clear()
+    reads = world.reads(groups_per_cluster=3)
+    assert reads.current(states[2], START_MS + 1000, tags=False) is None
+    assert reads.current(states[0], START_MS + 1000, tags=False) is not None
+    assert world.calls("ListComputeNodeGroups") == 1
+    assert world.calls("GetComputeNodeGroup") == 0
+    assert reads.unreadable == {}
+
+
+def test_tags_are_read_only_when_asked_and_at_most_every_refresh_interval() -> None:
+    world = World(tags={"lifeguard:mode": "revert"})
+    state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    assert world.reads().current(state, START_MS, tags=False) is not None
+    assert world.calls("ListTagsForResource") == 0
+
+    reads = world.reads()
+    config = reads.current(state, START_MS, tags=True)
+    assert config is not None
+    assert config.tags == {"lifeguard:mode": "revert"}
+    assert config.tags_checked_at == START_MS
+    assert reads.current(state, START_MS, tags=True) is not None  # the same batch: not again
+    assert world.calls("ListTagsForResource") == 1
+
+    world.api.tag_resource(resourceArn=ARN, tags={"lifeguard:mode": "off"})
+    state.config = config
+    within = world.reads().current(state, START_MS + REFRESH_MS - 1, tags=True)
+    assert within is not None
+    assert within.tags == {"lifeguard:mode": "revert"}  # the tags read less than a refresh ago
+    assert world.calls("ListTagsForResource") == 1
+    after = world.reads().current(state, START_MS + REFRESH_MS, tags=True)
+    assert after is not None
+    assert after.tags == {"lifeguard:mode": "off"}
+    assert after.tags_checked_at == START_MS + REFRESH_MS
+    assert world.calls("ListTagsForResource") == 2
+
+
+def test_a_group_pcs_refuses_to_show_is_unreadable_and_the_others_go_on() -> None:
+    world = World()
+    other = world.add_groups(1)[0]
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
+    reads = world.reads()
+    refused = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    assert reads.current(refused, START_MS, tags=False) is None
+    assert reads.unreadable == {(CLUSTER, GROUP): "AccessDeniedException"}
+    assert reads.current(refused, START_MS, tags=False) is None  # not asked again this batch
+    assert reads.current(GroupState(cluster_id=CLUSTER, group_id=other), START_MS, tags=False) is not None
+    assert world.calls("GetComputeNodeGroup") == 2
+
+
+def test_a_group_whose_tags_are_refused_is_unreadable() -> None:
+    world = World()
+    world.pcs.inject_fault("AccessDeniedException", operation="ListTagsForResource")
+    reads = world.reads()
+    assert reads.current(GroupState(cluster_id=CLUSTER, group_id=GROUP), START_MS, tags=True) is None
+    assert reads.unreadable == {(CLUSTER, GROUP): "AccessDeniedException"}
+
+
+def test_throttling_is_raised_for_the_batch_to_be_retried_whole() -> None:
+    world = World()
+    world.pcs.inject_fault("ThrottlingException", operation="GetComputeNodeGroup", retry_after_seconds=3)
+    reads = world.reads()
+    state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    with pytest.raises(AwsCallError) as raised:
+        reads.current(state, START_MS, tags=False)
+    assert raised.value.code == "ThrottlingException"
+    assert reads.unreadable == {}
+    assert reads.current(state, START_MS, tags=False) is not None  # not remembered as gone
+
+
+def test_a_deleted_group_is_none() -> None:
+    world = World()
+    state = world.known(GROUP, START_MS)
+    world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)
+    world.pcs.calls.clear()
+    reads = world.reads()
+    assert reads.current(state, START_MS + 1000, tags=True) is None
+    assert reads.unreadable == {}
+    assert world.calls("GetComputeNodeGroup") == 1
+    assert world.calls("ListTagsForResource") == 0
+
+
+# -- the retry loop --
+
+
+class Flaky:
+    """A PCS call that fails with the given errors, then answers."""
+
+    def __init__(self, *errors: AwsCallError) -> None:
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "answer"
+
+
+def throttled(retry_after: int | None = None) -> AwsCallError:
+    return AwsCallError(
+        "UpdateComputeNodeGroup", "ThrottlingException", "slow down", retry_after_seconds=retry_after
+    )
+
+
+def test_transient_errors_are_retried_with_backoff_and_retry_after_honoured_up_to_its_cap() -> None:
+    sleeps: list[float] = []
+    retried: list[int] = []
+    call = Flaky(throttled(), throttled(), throttled(retry_after=7), throttled(retry_after=600))
+    answer, attempts = call_with_retries(
+        call,
+        RetryPolicy(attempts=6, base_seconds=1.0, max_seconds=20.0, max_retry_after_seconds=60.0),
+        time_left=lambda: 1000.0,
+        sleep=sleeps.append,
+        on_retry=lambda error, delay, attempt: retried.append(attempt),
+    )
+    assert (answer, attempts) == ("answer", 5)
+    assert sleeps == [1.0, 2.0, 7.0, 60.0]
+    assert retried == [1, 2, 3, 4]
+
+
+def test_a_permanent_error_or_a_missing_group_is_raised_at_once() -> None:
+    refused = AwsCallError("UpdateComputeNodeGroup", "ValidationException", "bad config")
+    with pytest.raises(AwsCallError, match="bad config"):
+        call_with_retries(Flaky(refused), RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
+    gone = GroupNotFoundError("GetComputeNodeGroup", "ResourceNotFoundException", "no group")
+    call = Flaky(gone)
+    with pytest.raises(GroupNotFoundError):
+        call_with_retries(call, RetryPolicy(), time_left=lambda: 1000.0, sleep=lambda s: None)
+    assert call.calls == 1
+
+
+def test_a_pause_that_does_not_fit_the_invocation_is_not_taken() -> None:
+    sleeps: list[float] = []
+    with pytest.raises(AwsCallError, match="not retried: 5 s left in this invocation"):
+        call_with_retries(
+            Flaky(throttled(retry_after=30)), RetryPolicy(), time_left=lambda: 5.0, sleep=sleeps.append
+        )
+    assert sleeps == []
+
+
+def test_the_last_attempt_s_error_is_raised() -> None:
+    call = Flaky(*[throttled() for _ in range(3)])
+    with pytest.raises(AwsCallError, match="slow down"):
+        call_with_retries(call, RetryPolicy(attempts=3), time_left=lambda: 1000.0, sleep=lambda s: None)
+    assert call.calls == 3
