@@ -165,7 +165,10 @@ class FakeDynamoDB:
         assert request["KeyConditionExpression"] == "pk = :pk AND begins_with(sk, :prefix)"
         values = request["ExpressionAttributeValues"]
         pk, prefix = values[":pk"]["S"], values[":prefix"]["S"]
-        return self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
+        answer = self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
+        # As DynamoDB does: newest first when asked, and no more than the limit.
+        items = answer["Items"][::-1] if request.get("ScanIndexForward") is False else answer["Items"]
+        return {**answer, "Items": items[: request["Limit"]] if "Limit" in request else items}
 
     def scan(self, **request: Any) -> dict[str, Any]:
         assert request["FilterExpression"] == "sk = :sk"

@@ -23,22 +23,9 @@ LEASE = 300.0
 NINETY_DAYS = 90 * 24 * 3600
 
 
-class OrderedQueryDynamoDB(FakeDynamoDB):
-    """The fake table, with a Query that also honours `ScanIndexForward` and `Limit` as DynamoDB does."""
-
-    def query(self, **request: Any) -> dict[str, Any]:
-        answer = super().query(**request)
-        items = answer["Items"]
-        if request.get("ScanIndexForward") is False:
-            items = items[::-1]
-        if "Limit" in request:
-            items = items[: request["Limit"]]
-        return {**answer, "Items": items}
-
-
 @pytest.fixture
-def fake() -> OrderedQueryDynamoDB:
-    return OrderedQueryDynamoDB()
+def fake() -> FakeDynamoDB:
+    return FakeDynamoDB()
 
 
 @pytest.fixture
