@@ -8,7 +8,8 @@ from __future__ import annotations
 import copy
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ from botocore.exceptions import ClientError
 if TYPE_CHECKING:
     from botocore.model import OperationModel, ServiceModel
 
-    from lifeguard_cli.local.pcs import LocalPcs
+    from lifeguard_cli.local.pcs import LocalPcs, ManualClock
 
 Key = tuple[str, str]
 
@@ -265,3 +266,25 @@ class LocalPcsClient:
         if error_shape is not None:
             parsed.update(self._parser.parse(response, error_shape))
         raise ClientError(parsed, model.name)  # type: ignore[arg-type]
+
+
+def local_pcs_with_group(
+    start: datetime,
+    cluster_id: str,
+    group_id: str,
+    actions: Mapping[str, Any] | None,
+    *,
+    update_seconds: float = 60,
+    tags: dict[str, str] | None = None,
+) -> tuple[ManualClock, LocalPcs, LocalPcsClient]:
+    """The article's cluster and its group `lca-static` in a local PCS on a manual clock from `start`, and a
+    client of it."""
+    from lifeguard_cli.local.pcs import LocalPcs, ManualClock
+
+    clock = ManualClock(start)
+    pcs = LocalPcs(clock=clock, update_seconds=update_seconds)
+    pcs.add_cluster("lca", cluster_id=cluster_id)
+    pcs.add_compute_node_group(
+        cluster_id, "lca-static", group_id=group_id, node_lifecycle_actions=actions, tags=tags
+    )
+    return clock, pcs, LocalPcsClient(pcs)

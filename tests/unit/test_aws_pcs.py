@@ -21,9 +21,8 @@ from lifeguard.aws.pcs import (
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard_cli.local.pcs import LocalPcs, ManualClock
 from tests.conftest import load_event
-from tests.unit.fakes import LocalPcsClient
+from tests.unit.fakes import local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 START = datetime(2026, 10, 21, 1, 20, tzinfo=UTC)
@@ -39,13 +38,9 @@ class World:
     """A local PCS on a manual clock with the article's group, and a gateway to it."""
 
     def __init__(self, *, tags: dict[str, str] | None = None) -> None:
-        self.clock = ManualClock(START)
-        self.pcs = LocalPcs(clock=self.clock, update_seconds=60)
-        self.pcs.add_cluster("lca", cluster_id=CLUSTER)
-        self.pcs.add_compute_node_group(
-            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE, tags=tags
+        self.clock, self.pcs, self.api = local_pcs_with_group(
+            START, CLUSTER, GROUP, TERMINATE, update_seconds=60, tags=tags
         )
-        self.api = LocalPcsClient(self.pcs)
         self.gateway = PcsGateway(self.api)
 
     def add_groups(self, count: int) -> list[str]:

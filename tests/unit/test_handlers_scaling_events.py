@@ -21,9 +21,8 @@ from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import GroupStore
 from lifeguard.wiring import Wiring, build_scaling_events
-from lifeguard_cli.local.pcs import LocalPcs, ManualClock
 from tests.conftest import EVENTS, load_event
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, LocalPcsClient
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -77,13 +76,9 @@ class World:
     one manual clock that follows the records as they are delivered."""
 
     def __init__(self, *, tags: dict[str, str] | None = None) -> None:
-        self.clock = ManualClock(CONFIG_TIME)
-        self.pcs = LocalPcs(clock=self.clock, update_seconds=0)
-        self.pcs.add_cluster("lca", cluster_id=CLUSTER)
-        self.pcs.add_compute_node_group(
-            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE, tags=tags
+        self.clock, self.pcs, self.api = local_pcs_with_group(
+            CONFIG_TIME, CLUSTER, GROUP, TERMINATE, update_seconds=0, tags=tags
         )
-        self.api = LocalPcsClient(self.pcs)
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
         self.handler = self.container()

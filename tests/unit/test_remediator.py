@@ -22,10 +22,9 @@ from lifeguard.remediation import AuditEntry, RemediationParkedError, Remediatio
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
-from lifeguard_cli.local.pcs import LocalPcs, ManualClock
 from lifeguard_cli.local.pcs.resources import Call
 from tests.conftest import ARTICLE_SUSPECT, load_event
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, LocalPcsClient
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -54,13 +53,9 @@ class World:
     table and bus, and remediators built by the composition root on one manual clock."""
 
     def __init__(self, *, tags: dict[str, str] | None = None) -> None:
-        self.clock = ManualClock(START)
-        self.pcs = LocalPcs(clock=self.clock, update_seconds=60)
-        self.pcs.add_cluster("lca", cluster_id=CLUSTER)
-        self.pcs.add_compute_node_group(
-            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE, tags=tags
+        self.clock, self.pcs, self.api = local_pcs_with_group(
+            START, CLUSTER, GROUP, TERMINATE, update_seconds=60, tags=tags
         )
-        self.api = LocalPcsClient(self.pcs)
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
         self.store = GroupStore(self.table, TABLE)
