@@ -215,10 +215,19 @@ def installable(bundle: Path, node: Node, local: Any, tmp_path: Path) -> dict[st
 
 
 def stop_shipper(node: Node) -> None:
+    """Stop the shipper the fake systemctl started: its process group, and then any process still running
+    from the node's root (a restart may have started another one since the pid was written)."""
     pid_file = node.root / "shipper.pid"
     if pid_file.exists():
         with contextlib.suppress(ProcessLookupError):
             os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+    marker = str(node.root).encode()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker in (proc / "cmdline").read_bytes():
+                os.kill(int(proc.name), signal.SIGKILL)
 
 
 def test_install_shipper_verifies_installs_and_starts_the_service(
