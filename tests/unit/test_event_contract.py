@@ -30,7 +30,14 @@ def test_a_bare_detail_has_every_design_key_empty() -> None:
     assert detail["failures"] == []
     assert detail["diff"] == []
     assert detail["dry_run"] is False
-    assert {key for key, value in detail.items() if value is not None} == {"failures", "diff", "dry_run"}
+    assert {key for key, value in detail.items() if value is not None} == {
+        "failures",
+        "diff",
+        "dry_run",
+        "signals",
+        "kept",
+        "risks",
+    }
 
 
 def test_given_fields_win_and_extra_fields_are_kept_after_the_design_keys() -> None:
@@ -149,3 +156,36 @@ def test_an_invalid_value_is_dropped_and_named(field: str, value: Any, says: str
     assert problems[0].startswith(says), problems[0]
     assert cleaned.get(field) in (None, [])
     assert cleaned["episode_id"] == "ep-1"
+
+
+def test_the_signals_changed_by_kept_and_risks_of_design_are_held_to_their_shapes() -> None:
+    detail, problems = clean_detail(
+        make_detail(
+            signals=["scaling_log", "node_reports"],
+            changed_by={
+                "arn": "arn:aws:iam::123456789012:user/alice",
+                "at": 1792545162000,
+                "source": "cloudtrail",
+            },
+            kept=[{"instance_id": "i-0123456789abcdef0", "drained": True}],
+            risks=[{"code": "L101", "path": "stages.nodeBootstrapped[0]", "message": "fails the boot"}],
+        )
+    )
+    assert problems == []
+    assert detail["signals"] == ["scaling_log", "node_reports"]
+    assert detail["changed_by"]["source"] == "cloudtrail"
+    assert detail["kept"] == [{"instance_id": "i-0123456789abcdef0", "drained": True}]
+    assert detail["risks"][0]["severity"] == "warning"
+
+
+def test_bad_signals_changed_by_kept_and_risks_are_named_and_left_empty() -> None:
+    detail, problems = clean_detail(
+        make_detail(
+            signals=["gossip"],
+            changed_by={"source": "rumour"},
+            kept=[{"instance_id": "not-an-instance"}],
+            risks="everything",
+        )
+    )
+    assert sorted(p.split(":", 1)[0] for p in problems) == ["changed_by", "kept", "risks", "signals"]
+    assert (detail["signals"], detail["changed_by"], detail["kept"], detail["risks"]) == ([], None, [], [])

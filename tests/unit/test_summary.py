@@ -55,6 +55,21 @@ def detail(**changed: Any) -> dict[str, Any]:
             "pcs_abcdef01 (pcs_abc123de45) bootstraps nodes again. Applied quarantine.",
         ),
         (
+            "LoopContained",
+            "medium",
+            "[Lifeguard] Contained, not fixed: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "The loop of pcs_abcdef01 (pcs_abc123de45) stopped, but its script still fails: 0 node(s) kept "
+            "with the failure. Fix the script and push a configuration, or undo Lifeguard's change. "
+            "Applied quarantine.",
+        ),
+        (
+            "ConfigChangeReviewed",
+            "low",
+            "[Lifeguard] Risky change: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "The lifecycle actions of pcs_abcdef01 (pcs_abc123de45) changed, with 0 risk(s). "
+            "Applied quarantine.",
+        ),
+        (
             "SomethingNew",
             "info",
             "[Lifeguard] SomethingNew: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",

@@ -19,27 +19,39 @@ __all__ = [
     "DETAIL_KEYS",
     "DETAIL_TYPES",
     "ENTRY_MAX_BYTES",
+    "SIGNALS",
     "SOURCE",
     "ControllerEvent",
     "DetailType",
     "clean_detail",
     "entry_size",
     "episode_event",
+    "episode_signals",
     "make_detail",
 ]
 
 SOURCE = "lifeguard"
 DetailType = Literal[
-    "BootstrapLoopDetected", "RemediationApplied", "RemediationSkipped", "RemediationFailed", "LoopResolved"
+    "BootstrapLoopDetected",
+    "RemediationApplied",
+    "RemediationSkipped",
+    "RemediationFailed",
+    "LoopContained",
+    "LoopResolved",
+    "ConfigChangeReviewed",
 ]
 DETAIL_TYPES: tuple[DetailType, ...] = (
     "BootstrapLoopDetected",
     "RemediationApplied",
     "RemediationSkipped",
     "RemediationFailed",
+    "LoopContained",
     "LoopResolved",
+    "ConfigChangeReviewed",
 )
-_LIST_KEYS = frozenset({"failures", "diff"})
+# What a detection rests on (DESIGN's `signals`).
+SIGNALS = ("scaling_log", "node_reports")
+_LIST_KEYS = frozenset({"failures", "diff", "signals", "kept", "risks"})
 DETAIL_KEYS: tuple[str, ...] = (
     "episode_id",
     "cluster_id",
@@ -54,6 +66,10 @@ DETAIL_KEYS: tuple[str, ...] = (
     "diff",
     "reason",
     "undo",
+    "signals",
+    "changed_by",
+    "kept",
+    "risks",
 )
 
 
@@ -118,6 +134,9 @@ class ControllerEvent:
         return cls(data["detail-type"], data["detail"], data["key"])
 
 
+_MODEL_KEYS = frozenset({"failures", "suspect", "diff", "changed_by", "kept", "risks"})
+
+
 @cache
 def _detail_fields() -> Mapping[str, Any]:
     """A validator per detail key: DESIGN's contract, bounded (built on first use, not at import)."""
@@ -137,6 +156,8 @@ def _detail_fields() -> Mapping[str, Any]:
     )
     from lifeguard.lifecycle import OnError, StageName
     from lifeguard.node.layout import output_tail
+
+    word = Annotated[str, StringConstraints(max_length=64)]
 
     class _Strict(BaseModel):
         model_config = ConfigDict(extra="ignore", strict=True)
@@ -159,12 +180,26 @@ def _detail_fields() -> Mapping[str, Any]:
         def _tail(cls, value: str) -> str:
             return output_tail(value)
 
+    class ChangedBy(_Strict):
+        arn: ShortText | None = None
+        at: int | None = Field(default=None, ge=0, lt=EPOCH_MS_MAX)
+        source: Literal["cloudtrail", "lifeguard", "unknown"] = "unknown"
+
+    class KeptNode(_Strict):
+        instance_id: InstanceId
+        drained: bool = False
+
+    class RiskDetail(_Strict):
+        code: word
+        path: Annotated[str, StringConstraints(max_length=200)]
+        message: ShortText
+        severity: Literal["warning", "error", "info"] = "warning"
+
     class DiffDetail(_Strict):
         path: Annotated[str, StringConstraints(max_length=200)]
         old: Any = None
         new: Any = None
 
-    word = Annotated[str, StringConstraints(max_length=64)]
     strict = ConfigDict(strict=True)
     fields: dict[str, Any] = {
         "episode_id": EpisodeId | None,
@@ -180,14 +215,17 @@ def _detail_fields() -> Mapping[str, Any]:
         "diff": Annotated[list[DiffDetail], Field(max_length=1000)],
         "reason": ShortText | None,
         "undo": ShortText | None,
+        "signals": Annotated[list[Literal["scaling_log", "node_reports"]], Field(max_length=2)],
+        "changed_by": ChangedBy | None,
+        "kept": Annotated[list[KeptNode], Field(max_length=100)],
+        "risks": Annotated[list[RiskDetail], Field(max_length=100)],
         "revision": Annotated[int, Field(ge=1, le=REVISION_MAX)] | None,
         "action": word | None,
         "config_fingerprint": Fingerprint | None,
         "config_modified_at": Annotated[int, Field(ge=0, lt=EPOCH_MS_MAX)] | None,
     }
     return {
-        key: TypeAdapter(kind, config=None if key in ("failures", "suspect", "diff") else strict)
-        for key, kind in fields.items()
+        key: TypeAdapter(kind, config=None if key in _MODEL_KEYS else strict) for key, kind in fields.items()
     }
 
 
@@ -216,6 +254,12 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
     return cleaned, problems
 
 
+def episode_signals(episode: Episode) -> list[str]:
+    """What an episode's detection rests on: the scaling log's failures, and the node reports that named
+    the failing script, when they did."""
+    return ["scaling_log", "node_reports"] if episode.suspect is not None else ["scaling_log"]
+
+
 def episode_event(
     detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
 ) -> ControllerEvent:
@@ -232,6 +276,7 @@ def episode_event(
         revision=episode.revision,
         config_fingerprint=episode.config_fingerprint,
         config_modified_at=episode.config_modified_at,
+        signals=episode_signals(episode),
         **extra,
     )
     key = f"{episode.episode_id}:{detail_type}:{episode.revision}"

@@ -21,14 +21,18 @@ SEVERITY = {
     "RemediationApplied": "medium",
     "RemediationSkipped": "high",
     "RemediationFailed": "critical",
+    "LoopContained": "medium",  # not a success: the script still fails on the kept nodes
     "LoopResolved": "info",
+    "ConfigChangeReviewed": "low",  # a warning for whoever changed the group, not a page
 }
 _TITLES = {
     "BootstrapLoopDetected": "Bootstrap loop",
     "RemediationApplied": "Remediated",
     "RemediationSkipped": "Not remediated",
     "RemediationFailed": "Remediation FAILED",
+    "LoopContained": "Contained, not fixed",
     "LoopResolved": "Resolved",
+    "ConfigChangeReviewed": "Risky change",
 }
 
 
@@ -98,7 +102,12 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         f"{kind}.",
         "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
         "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
+        "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
+        f"{len(detail.get('kept') or [])} node(s) kept with the failure. Fix the script and push a "
+        f"configuration, or undo Lifeguard's change.",
         "LoopResolved": f"{group} ({cluster}) bootstraps nodes again.",
+        "ConfigChangeReviewed": f"The lifecycle actions of {group} ({cluster}) changed, with "
+        f"{len(detail.get('risks') or [])} risk(s).",
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
     reason = detail.get("reason")
     if reason:
