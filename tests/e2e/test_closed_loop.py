@@ -192,3 +192,20 @@ def test_with_the_node_bundle_the_quarantine_adds_the_drain_step() -> None:
     assert ready[0]["scriptSource"] == {"scriptLocation": bundle}
     assert ready[0]["onError"] == "CONTINUE"
     assert ready[1:] == TERMINATE["stages"]["nodeReady"]
+
+
+def test_a_kept_node_still_failing_its_script_contains_the_loop_and_resolves_nothing() -> None:
+    # The article's loop with no proven-good configuration: revert falls back to quarantine; the next node
+    # fails fail-terminate under STOP_SEQUENCE (its report says so) and PCS logs it BOOTSTRAP_SUCCESS.
+    document = replay("--mode", "revert", str(STREAMS / "article-quarantine-contained.jsonl"))
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied", "LoopContained"]
+    contained = document["events"][2]["detail"]
+    assert contained["kept"] == [{"instance_id": "i-0c4d5e6f7a8b9c0d1", "drained": False}]
+    assert (contained["suspect"]["script"], contained["suspect"]["on_error"]) == (
+        "fail-terminate",
+        "STOP_SEQUENCE",
+    )
+    assert contained["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"
+    sent = channels(document)
+    assert [n["attributes"]["event"] for n in sent["sns"]][-1] == "LoopContained"
+    assert "Contained, not fixed" in sent["sns"][-1]["subject"]

@@ -89,6 +89,7 @@ def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
     ("name", "expected"),
     [
         ("article-terminate-revert", ["BootstrapLoopDetected", "LoopResolved"]),
+        ("article-quarantine-contained", ["BootstrapLoopDetected", "LoopContained"]),
         ("article-stop-sequence", []),
         ("healthy-scale-up", []),
         ("capacity-shortage", []),

@@ -8,8 +8,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-import pytest
-
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
@@ -356,39 +354,66 @@ def quarantined_node_boots(world: World) -> None:
     quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
     world.person_sets(quarantined, at(1, 13))
     kept = "i-0kept00000000000"
-    report = NodeReport.model_validate(
-        {
-            **stream("article-terminate-node-reports")[0],
-            "instance_id": kept,
-            "on_error": "STOP_SEQUENCE",
-            "started_at": at(1, 17) // 1000,
-            "ended_at": at(1, 17) // 1000,
-        }
-    )
-    GroupStore(world.table, TABLE).put_reports([report])
+    kept_report(kept, at(1, 17), world)
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN: a configuration is proven good only by a node whose reports show no failed script for "
-    "that boot; scaling_events/_prove_good and detection.proven_good never read the node reports, so a "
-    "STOP_SEQUENCE node that still fails its script proves the quarantined configuration good",
-)
+def kept_report(instance: str, when: int, world: World) -> None:
+    """The instance's report of the article's script failing under STOP_SEQUENCE at `when`, stored."""
+    report = NodeReport.model_validate(
+        {
+            **stream("article-terminate-node-reports")[0],
+            "instance_id": instance,
+            "on_error": "STOP_SEQUENCE",
+            "started_at": when // 1000,
+            "ended_at": when // 1000,
+        }
+    )
+    GroupStore(world.table, TABLE).put_reports([report])
+
+
 def test_a_node_kept_by_stop_sequence_whose_script_failed_proves_nothing() -> None:
     world = World()
     quarantined_node_boots(world)
     assert world.state().proven_good is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="DESIGN: LoopResolved needs a node that booted with no failed script (a quarantine that keeps "
-    "failing nodes is LoopContained, not a success); scaling_events resolves on BOOTSTRAP_SUCCESS alone "
-    "and no LoopContained event exists in the layer",
-)
 def test_a_node_kept_by_stop_sequence_whose_script_failed_does_not_resolve_the_loop() -> None:
     world = World()
     quarantined_node_boots(world)
     assert "LoopResolved" not in world.published()
     assert world.state().episode is not None
+
+
+def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_how_to_go_on() -> None:
+    world = World()
+    quarantined_node_boots(world)
+    assert world.published().count("LoopContained") == 1
+    (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
+    assert detail["kept"] == [{"instance_id": "i-0kept00000000000", "drained": False}]
+    assert (detail["suspect"]["script"], detail["suspect"]["on_error"]) == ("fail-terminate", "STOP_SEQUENCE")
+    assert detail["undo"] == f"lifeguard undo {GROUP} --cluster {CLUSTER}"
+    assert "still failing" in detail["reason"]
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.kept, episode.contained_at) == (["i-0kept00000000000"], at(1, 19))
+    # A second kept node is listed, not announced again.
+    kept_report("i-0kept00000000001", at(1, 22), world)
+    world.feed([launched("i-0kept00000000001", at(1, 20)), succeeded("i-0kept00000000001", at(1, 25))])
+    assert world.published().count("LoopContained") == 1
+    again = world.state().episode
+    assert again is not None
+    assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
+
+
+def test_after_containment_a_node_that_boots_with_no_failed_script_resolves_the_loop_and_proves_good() -> (
+    None
+):
+    world = World()
+    quarantined_node_boots(world)
+    world.feed([launched("i-0clean0000000000", at(1, 30)), succeeded("i-0clean0000000000", at(1, 35))])
+    assert world.published()[-1] == "LoopResolved"
+    state = world.state()
+    assert state.episode is None
+    assert state.last_episode is not None
+    assert state.last_episode.resolved_by == "i-0clean0000000000"

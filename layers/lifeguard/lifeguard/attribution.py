@@ -8,7 +8,36 @@ from collections.abc import Iterable, Sequence
 from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
-__all__ = ["find_suspect"]
+__all__ = ["failed_runs", "find_suspect", "suspect_of_runs"]
+
+KEPT_LIMIT = 100  # nodes an episode lists as kept (DESIGN's `kept`, bounded as the event's list is)
+
+
+def failed_runs(reports: Iterable[NodeReport], instance_id: str, since_ms: int | None) -> list[NodeReport]:
+    """The failed script runs an instance reported for its boot (runs started at or after `since_ms`, its
+    launch, when known), oldest first."""
+    since_s = (since_ms // 1000) - 1 if since_ms is not None else None
+    return sorted(
+        (
+            r
+            for r in reports
+            if r.failed and r.instance_id == instance_id and (since_s is None or r.started_at >= since_s)
+        ),
+        key=lambda r: (r.boot, r.started_at),
+    )
+
+
+def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:
+    """The script a kept node still fails: its boot's deciding failed run."""
+    run = _fatal_run(runs)
+    return Suspect(
+        stage=run.stage,
+        script=run.script,
+        on_error=run.on_error,
+        exit_code=run.exit_code,
+        log_tail=run.log_tail,
+        instances=sorted({r.instance_id for r in runs}),
+    )
 
 
 def _fatal_run(runs: Sequence[NodeReport]) -> NodeReport:

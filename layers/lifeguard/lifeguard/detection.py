@@ -13,7 +13,7 @@ launch was not seen counts when its outcome came after `modifiedAt`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -276,7 +276,9 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
     """The success that ends the open episode, if there is one.
 
     A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with
-    `INTERMITTENT_RESOLVE_STREAK` successes in a row after its last failure (so it does not flap).
+    `INTERMITTENT_RESOLVE_STREAK` successes in a row after its last failure (so it does not flap). Nodes
+    kept with a failing script (a contained episode's `kept`) are not successes: PCS logs a STOP_SEQUENCE
+    failure as BOOTSTRAP_SUCCESS. Whether a success's node failed a script is the caller's to check.
     """
     episode = state.episode
     if episode is None:
@@ -286,7 +288,11 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
     )
     later = sorted(
-        (o for o in state.outcomes.values() if o.succeeded and o.event_timestamp > last_failure),
+        (
+            o
+            for o in state.outcomes.values()
+            if o.succeeded and o.event_timestamp > last_failure and o.instance_id not in episode.kept
+        ),
         key=lambda o: o.event_timestamp,
     )
     if episode.kind == "loop":
@@ -318,17 +324,23 @@ def needs_fresh_config(state: GroupState, successes: Sequence[ScalingLogRecord],
 
 
 def proven_good(
-    state: GroupState, successes: Sequence[ScalingLogRecord], config: KnownConfig
+    state: GroupState,
+    successes: Sequence[ScalingLogRecord],
+    config: KnownConfig,
+    failed: Callable[[BootOutcome], bool] = lambda _: False,
 ) -> ProvenGood | None:
     """The proof that `config` is good, from the newest success of a node that ran it, or None (no such
     node, or `config` is already the group's proven-good one).
 
-    A success proves the configuration when its node was launched on it: after its `modifiedAt` and no
-    later than when it was last read (`checked_at`).
+    A success proves the configuration when its node was launched on it (after its `modifiedAt`, no later
+    than when it was last read, `checked_at`) and did not fail a script on the way (`failed`: its node
+    reports say so; PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS, so that success proves nothing).
     """
     for record in reversed(successes):
         outcome = state.outcomes.get(record.instance_id or "")
         if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
+            continue
+        if outcome.instance_id in (state.episode.kept if state.episode else ()):
             continue
         if launch_of(state, record) > config.checked_at:
             continue  # launched after the last read: it may have run a newer configuration
@@ -338,6 +350,8 @@ def proven_good(
             config.modified_at,
         ):
             return None
+        if failed(outcome):
+            continue  # its node failed a script on the way: PCS's success proves nothing
         return ProvenGood(
             fingerprint=config.fingerprint,
             node_lifecycle_actions=config.node_lifecycle_actions,

@@ -28,6 +28,7 @@ __all__ = [
     "episode_event",
     "episode_signals",
     "make_detail",
+    "undo_command",
 ]
 
 SOURCE = "lifeguard"
@@ -252,6 +253,11 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
             continue
         cleaned[key] = adapter.dump_python(value, mode="json")
     return cleaned, problems
+
+
+def undo_command(cluster_id: str, group_id: str) -> str:
+    """The command that puts back the configuration from before Lifeguard's last change."""
+    return f"lifeguard undo {group_id} --cluster {cluster_id}"
 
 
 def episode_signals(episode: Episode) -> list[str]:

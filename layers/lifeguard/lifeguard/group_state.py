@@ -66,7 +66,8 @@ class Suspect(_Model):
 
 
 class Episode(_Model):
-    """One loop of a group, from detection to the next successful bootstrap."""
+    """One loop of a group, from detection to the next bootstrap with no failed script. A quarantine that
+    keeps failing nodes contains it (`contained_at`, the `kept` nodes) without ending it."""
 
     episode_id: str
     kind: str  # loop | intermittent
@@ -76,7 +77,10 @@ class Episode(_Model):
     failures: list[Failure] = Field(default_factory=list)
     suspect: Suspect | None = None
     revision: int = 1
+    contained_at: int | None = None  # event time of the first kept node's BOOTSTRAP_SUCCESS
+    kept: list[str] = Field(default_factory=list)  # instances kept with the script still failing
     resolved_at: int | None = None
+    resolved_by: str | None = None  # the instance whose boot ended the episode
 
 
 class KnownConfig(_Model):

@@ -19,10 +19,12 @@ __all__ = [
     "DEFAULT_EXECUTION_POLICY",
     "DEFAULT_ON_ERROR",
     "DEFAULT_SCRIPT_CACHING_POLICY",
+    "DRAIN_SCRIPT_NAME",
     "EXECUTION_POLICIES",
     "ON_ERRORS",
     "SCRIPT_CACHING_POLICIES",
     "STAGES",
+    "drains_kept_nodes",
     "find_problems",
 ]
 
@@ -35,6 +37,8 @@ SCRIPT_CACHING_POLICIES: tuple[str, ...] = tuple(shape("ScriptCachingPolicy")["e
 
 # What PCS does when a field is omitted (PCS user guide, "node lifecycle actions").
 DEFAULT_ON_ERROR = "TERMINATE"
+# The step a quarantine adds (with draining on) to drain the node it keeps: a script of Lifeguard's own.
+DRAIN_SCRIPT_NAME = "lifeguard-drain"
 DEFAULT_EXECUTION_POLICY = "FIRST_BOOT_ONLY"
 DEFAULT_SCRIPT_CACHING_POLICY = "CACHE_ONCE"
 
@@ -84,3 +88,14 @@ def _stage_problems(scripts: list[Any], path: str) -> list[Problem]:
                     )
                 )
     return problems
+
+
+def drains_kept_nodes(actions: Mapping[str, Any] | None) -> bool:
+    """Whether a configuration holds Lifeguard's drain step (so the nodes it keeps are drained)."""
+    stages = (actions or {}).get("stages") or {}
+    return any(
+        isinstance(script, Mapping) and script.get("name") == DRAIN_SCRIPT_NAME
+        for scripts in stages.values()
+        if isinstance(scripts, list)
+        for script in scripts
+    )

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import find_suspect
+from lifeguard.attribution import KEPT_LIMIT, failed_runs, find_suspect, suspect_of_runs
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
@@ -27,11 +27,13 @@ from lifeguard.detection import (
     proven_good,
     resolves,
 )
-from lifeguard.event_contract import ControllerEvent, episode_event
+from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
 from lifeguard.group_state import BootOutcome, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.updater import Change, GroupUpdater
+from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.metrics import Metric, uncounted
+from lifeguard.node_report import NodeReport
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
     ScalingLogParseError,
@@ -221,6 +223,7 @@ class ScalingEventsHandler:
                 return Change()
             change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
+            runs = _FailedRuns(self.store, state)
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
@@ -234,9 +237,12 @@ class ScalingEventsHandler:
                 elif record.is_bootstrap_success and state.episode is not None:
                     settings = self._settings(state)
                     success = resolves(state, settings)
-                    if success is not None:
+                    failed = runs.of(success) if success is not None else []
+                    if success is not None and failed:
+                        self._contain(state, settings, success, failed, change)
+                    elif success is not None:
                         self._resolve(state, settings, success, change)
-            change.changed |= self._prove_good(state, records, refresh)
+            change.changed |= self._prove_good(state, records, refresh, runs)
             return change
 
         return mutate
@@ -250,7 +256,11 @@ class ScalingEventsHandler:
         return settings
 
     def _prove_good(
-        self, state: GroupState, records: list[ScalingLogRecord], refresh: Callable[..., bool]
+        self,
+        state: GroupState,
+        records: list[ScalingLogRecord],
+        refresh: Callable[..., bool],
+        runs: _FailedRuns,
     ) -> bool:
         """Store the configuration a successful node was launched with as the group's proven-good one (the
         rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says."""
@@ -261,7 +271,7 @@ class ScalingEventsHandler:
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state)
         config = state.config
-        proof = proven_good(state, successes, config) if config is not None else None
+        proof = proven_good(state, successes, config, lambda o: bool(runs.of(o))) if config else None
         if proof is None:
             return changed
         state.proven_good = proof
@@ -338,14 +348,65 @@ class ScalingEventsHandler:
         reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
+    def _contain(
+        self,
+        state: GroupState,
+        settings: DetectionSettings,
+        success: BootOutcome,
+        failed: list[NodeReport],
+        change: Change,
+    ) -> None:
+        """A node kept with its script still failing (a quarantine's STOP_SEQUENCE, logged by PCS as a
+        success): the loop is contained, not resolved. Said once per episode; later kept nodes are listed."""
+        episode = state.episode
+        assert episode is not None
+        change.changed = True
+        if len(episode.kept) < KEPT_LIMIT:
+            episode.kept.append(success.instance_id)
+        if episode.contained_at is not None:
+            return
+        episode.contained_at = success.event_timestamp
+        episode.suspect = suspect_of_runs(failed)
+        suspect = episode.suspect
+        node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
+        reason = (
+            f"{success.instance_id}{node} came up at {utc(success.event_timestamp)} with {suspect.stage} › "
+            f"{suspect.script} still failing (onError {suspect.on_error}): the loop stopped, the script is "
+            "not fixed. Fix the script and push a configuration, or undo Lifeguard's change."
+        )
+        logger.warning("group %s: %s", state.group_id, reason)
+        drained = drains_kept_nodes(state.config.node_lifecycle_actions if state.config else None)
+        kept = [{"instance_id": instance, "drained": drained} for instance in episode.kept]
+        undo = undo_command(state.cluster_id, state.group_id)
+        change.events.append(
+            episode_event("LoopContained", state, episode, settings, reason=reason, kept=kept, undo=undo)
+        )
+
     def _resolve(
         self, state: GroupState, settings: DetectionSettings, success: BootOutcome, change: Change
     ) -> None:
         episode = state.episode
         assert episode is not None
         episode.resolved_at = success.event_timestamp
+        episode.resolved_by = success.instance_id
         node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
         reason = f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)}"
         change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
         state.last_episode, state.episode = episode, None
         change.changed = True
+
+
+class _FailedRuns:
+    """The failed script runs a group's nodes reported, read from the table once per batch and only when a
+    success needs them (a success in an open episode, or one that would prove a configuration)."""
+
+    def __init__(self, store: GroupStore, state: GroupState) -> None:
+        self._store = store
+        self._state = state
+        self._reports: list[NodeReport] | None = None
+
+    def of(self, outcome: BootOutcome) -> list[NodeReport]:
+        """The failed runs of the outcome's boot."""
+        if self._reports is None:
+            self._reports = self._store.reports(self._state.cluster_id, self._state.group_id)
+        return failed_runs(self._reports, outcome.instance_id, self._state.launched_at(outcome))

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs
-from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR
+from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, DRAIN_SCRIPT_NAME
 
 __all__ = [
     "ACTIONS",
@@ -31,7 +31,6 @@ __all__ = [
     "action_for",
 ]
 
-DRAIN_SCRIPT_NAME = "lifeguard-drain"
 _STAGES = ("nodeBootstrapped", "nodeReady")
 _MAX_SCRIPTS_A_STAGE = 20
 _MAX_ARGUMENT_CHARS = 256

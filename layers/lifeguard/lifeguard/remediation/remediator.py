@@ -40,7 +40,7 @@ from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_
 from lifeguard.bounds import clip, utc
 from lifeguard.detection import mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
-from lifeguard.event_contract import ControllerEvent, make_detail
+from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.metrics import Metric, uncounted
@@ -66,11 +66,6 @@ class RemediationBusyError(LifeguardError):
 class RemediationParkedError(LifeguardError):
     """The remediation failed after its retries; RemediationFailed was published and the event is left to
     the Lambda's retries and dead-letter queue."""
-
-
-def undo_command(cluster_id: str, group_id: str) -> str:
-    """The command that puts back the configuration from before Lifeguard's last change."""
-    return f"lifeguard undo {group_id} --cluster {cluster_id}"
 
 
 @dataclass
