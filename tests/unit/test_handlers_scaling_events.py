@@ -12,6 +12,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.group_state import GroupState
+from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
@@ -417,3 +418,39 @@ def test_after_containment_a_node_that_boots_with_no_failed_script_resolves_the_
     assert state.episode is None
     assert state.last_episode is not None
     assert state.last_episode.resolved_by == "i-0clean0000000000"
+
+
+def test_reports_that_come_after_the_success_turn_the_resolution_into_containment_and_unprove_it() -> None:
+    """The scaling log's success first: resolved (and, with the configuration read, proven good). Then the
+    kept node's report of the failed script: the episode is open again, contained, and nothing is proven."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    quarantined = json.loads(json.dumps(TERMINATE))
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    world.feed([succeeded(kept, at(1, 21))])  # a minute on: the configuration is read and proven
+    assert world.state().proven_good is not None
+    store = GroupStore(world.table, TABLE)
+    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
+    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
+    report = {
+        **stream("article-terminate-node-reports")[0],
+        "instance_id": kept,
+        "on_error": "STOP_SEQUENCE",
+        "started_at": at(1, 17) // 1000,
+        "ended_at": at(1, 17) // 1000,
+    }
+    reports.handle_messages([(json.dumps(report), "stream:1")])
+    assert world.published()[-1] == "LoopContained"
+    state = world.state()
+    assert state.episode is not None
+    assert state.episode.kept == [kept]
+    assert state.proven_good is None
+    (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
+    assert "came after the scaling log's success" in detail["reason"]
+    # The same report again changes nothing and says nothing more.
+    reports.handle_messages([(json.dumps(report), "stream:1")])
+    assert world.published().count("LoopContained") == 1

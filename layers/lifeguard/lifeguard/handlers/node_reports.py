@@ -19,6 +19,7 @@ from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
@@ -112,13 +113,20 @@ class NodeReportsHandler:
         def mutate(state: GroupState) -> Change:
             nonlocal reports
             episode = state.episode
-            if episode is None:
+            ended = state.last_episode is not None and state.last_episode.resolved_by is not None
+            if episode is None and not ended and state.proven_good is None:
                 return Change()
             if reports is None:
                 reports = self.store.reports(cluster_id, group_id)
+            if episode is None:
+                settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+                reopened = reopen_as_contained(state, settings, reports)
+                revoked = revoke_false_proof(state, reports)
+                return Change(bool(reopened) or revoked, reopened)
+            revoked = revoke_false_proof(state, reports)
             suspect = find_suspect(episode.failures, reports)
             if suspect is None or suspect == episode.suspect:
-                return Change()
+                return Change(changed=revoked)
             before = episode.suspect
             episode.suspect = suspect
             if before is not None and (before.stage, before.script) == (suspect.stage, suspect.script):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import KEPT_LIMIT, failed_runs, find_suspect, suspect_of_runs
+from lifeguard.attribution import failed_runs, find_suspect
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
@@ -27,11 +27,11 @@ from lifeguard.detection import (
     proven_good,
     resolves,
 )
-from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
+from lifeguard.event_contract import ControllerEvent, episode_event
 from lifeguard.group_state import BootOutcome, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.containment import contain
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport
 from lifeguard.scaling_log import (
@@ -239,7 +239,8 @@ class ScalingEventsHandler:
                     success = resolves(state, settings)
                     failed = runs.of(success) if success is not None else []
                     if success is not None and failed:
-                        self._contain(state, settings, success, failed, change)
+                        change.changed = True
+                        change.events.extend(contain(state, settings, success, failed))
                     elif success is not None:
                         self._resolve(state, settings, success, change)
             change.changed |= self._prove_good(state, records, refresh, runs)
@@ -347,40 +348,6 @@ class ScalingEventsHandler:
         )
         reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
-
-    def _contain(
-        self,
-        state: GroupState,
-        settings: DetectionSettings,
-        success: BootOutcome,
-        failed: list[NodeReport],
-        change: Change,
-    ) -> None:
-        """A node kept with its script still failing (a quarantine's STOP_SEQUENCE, logged by PCS as a
-        success): the loop is contained, not resolved. Said once per episode; later kept nodes are listed."""
-        episode = state.episode
-        assert episode is not None
-        change.changed = True
-        if len(episode.kept) < KEPT_LIMIT:
-            episode.kept.append(success.instance_id)
-        if episode.contained_at is not None:
-            return
-        episode.contained_at = success.event_timestamp
-        episode.suspect = suspect_of_runs(failed)
-        suspect = episode.suspect
-        node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
-        reason = (
-            f"{success.instance_id}{node} came up at {utc(success.event_timestamp)} with {suspect.stage} › "
-            f"{suspect.script} still failing (onError {suspect.on_error}): the loop stopped, the script is "
-            "not fixed. Fix the script and push a configuration, or undo Lifeguard's change."
-        )
-        logger.warning("group %s: %s", state.group_id, reason)
-        drained = drains_kept_nodes(state.config.node_lifecycle_actions if state.config else None)
-        kept = [{"instance_id": instance, "drained": drained} for instance in episode.kept]
-        undo = undo_command(state.cluster_id, state.group_id)
-        change.events.append(
-            episode_event("LoopContained", state, episode, settings, reason=reason, kept=kept, undo=undo)
-        )
 
     def _resolve(
         self, state: GroupState, settings: DetectionSettings, success: BootOutcome, change: Change

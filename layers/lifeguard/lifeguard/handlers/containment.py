@@ -1,0 +1,103 @@
+"""A loop contained, not resolved: a node kept with its script still failing (a quarantine's STOP_SEQUENCE,
+which PCS logs as BOOTSTRAP_SUCCESS). Both handlers come here: the scaling log's success when the node's
+reports are already in, the node's reports when they come after the success."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from lifeguard.attribution import KEPT_LIMIT, failed_runs, suspect_of_runs
+from lifeguard.bounds import utc
+from lifeguard.detection import DetectionSettings
+from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
+from lifeguard.group_state import BootOutcome, GroupState
+from lifeguard.lifecycle_rules import drains_kept_nodes
+from lifeguard.node_report import NodeReport
+
+__all__ = ["contain", "reopen_as_contained", "revoke_false_proof"]
+
+logger = logging.getLogger("lifeguard")
+
+
+def contain(
+    state: GroupState,
+    settings: DetectionSettings,
+    kept: BootOutcome,
+    failed: Sequence[NodeReport],
+    late: str = "",
+) -> list[ControllerEvent]:
+    """Keep `kept` in the open episode; the first kept node makes it contained (LoopContained, once per
+    episode, with the script still failing and how to go on); later ones are listed."""
+    episode = state.episode
+    assert episode is not None
+    if kept.instance_id not in episode.kept and len(episode.kept) < KEPT_LIMIT:
+        episode.kept.append(kept.instance_id)
+    if episode.contained_at is not None:
+        return []
+    episode.contained_at = kept.event_timestamp
+    episode.suspect = suspect_of_runs(failed)
+    suspect = episode.suspect
+    node = f" ({kept.scheduler_node_id})" if kept.scheduler_node_id else ""
+    reason = (
+        f"{kept.instance_id}{node} came up at {utc(kept.event_timestamp)} with {suspect.stage} › "
+        f"{suspect.script} still failing (onError {suspect.on_error}): the loop stopped, the script is "
+        f"not fixed.{late} Fix the script and push a configuration, or undo Lifeguard's change."
+    )
+    logger.warning("group %s: %s", state.group_id, reason)
+    drained = drains_kept_nodes(state.config.node_lifecycle_actions if state.config else None)
+    listed = [{"instance_id": instance, "drained": drained} for instance in episode.kept]
+    undo = undo_command(state.cluster_id, state.group_id)
+    return [episode_event("LoopContained", state, episode, settings, reason=reason, kept=listed, undo=undo)]
+
+
+def reopen_as_contained(
+    state: GroupState, settings: DetectionSettings, reports: Sequence[NodeReport]
+) -> list[ControllerEvent]:
+    """When a node's failed runs arrive after the scaling log's success ended the episode with it (the two
+    logs are delivered apart): that episode was contained, not resolved. It is open again, the node kept,
+    and the configuration it proved is proven by nothing."""
+    last = state.last_episode
+    if last is None or last.resolved_by is None or last.resolved_at is None:
+        return []
+    outcome = state.outcomes.get(last.resolved_by)
+    if outcome is None:
+        return []
+    # The runs of the boot that ended it: started after the launch, and before the success was logged.
+    runs = [
+        r
+        for r in failed_runs(reports, outcome.instance_id, state.launched_at(outcome))
+        if r.started_at * 1000 <= last.resolved_at
+    ]
+    if not runs:
+        return []
+    if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
+        state.proven_good = None
+    last.resolved_at = last.resolved_by = None
+    state.episode, state.last_episode = last, None
+    late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
+    return contain(state, settings, outcome, runs, late)
+
+
+def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:
+    """Forget the proven-good configuration when the node that proved it reported a failed script for that
+    boot after all (its reports came after the scaling log's success); True when it did."""
+    proof = state.proven_good
+    if proof is None:
+        return False
+    outcome = state.outcomes.get(proof.instance_id)
+    since = state.launched_at(outcome) if outcome is not None else None
+    runs = [
+        r for r in failed_runs(reports, proof.instance_id, since) if r.started_at * 1000 <= proof.proven_at
+    ]
+    if not runs:
+        return False
+    logger.warning(
+        "group %s: configuration %s is not proven good: %s failed %s on that boot",
+        state.group_id,
+        proof.fingerprint[:12],
+        proof.instance_id,
+        runs[-1].script,
+    )
+    state.proven_good = None
+    return True
