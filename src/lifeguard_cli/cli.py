@@ -259,6 +259,7 @@ def status(
         open_text = (
             f"{episode['kind']} {episode['episode_id']} ({episode['failures']} failed"
             + (f", {episode['suspect']})" if episode["suspect"] else ")")
+            + (f"; contained, not fixed: {len(episode['kept'])} kept" if episode["contained_at"] else "")
             if episode
             else "-"
         )

@@ -143,9 +143,13 @@ class Operator:
         return rows
 
     def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:
-        """The audit trail of a group, oldest first."""
+        """The audit trail of a group, oldest first, with how its episodes ended as the group's state tells
+        it (contained by a kept node, or resolved): a contained loop is not a resolved one."""
         cluster, group_id = self.resolve(group, cluster_id)
-        return cluster, group_id, self.remediation.history(cluster, group_id)
+        entries = self.remediation.history(cluster, group_id) + _episode_ends(
+            self.states.load(cluster, group_id)
+        )
+        return cluster, group_id, sorted(entries, key=lambda entry: entry.at)
 
     def resolve(self, group: str, cluster_id: str | None = None) -> tuple[str, str]:
         """(cluster, group) of `GROUP`, which is a group id (with --cluster, or known to the table) or
@@ -286,7 +290,31 @@ def _episode(state: GroupState) -> dict[str, Any] | None:
         "opened_at": episode.opened_at,
         "failures": len(episode.failures),
         "suspect": f"{suspect.stage}/{suspect.script}" if suspect else None,
+        "contained_at": episode.contained_at,
+        "kept": list(episode.kept),
     }
+
+
+def _episode_ends(state: GroupState) -> list[AuditEntry]:
+    """The group's open and last episodes' containment and resolution, as lines of its history."""
+    found = []
+    for episode in (state.last_episode, state.episode):
+        if episode is None:
+            continue
+        script = f"{episode.suspect.stage}/{episode.suspect.script}" if episode.suspect else "its script"
+        if episode.contained_at is not None:
+            kept = ", ".join(episode.kept) or "a node"
+            reason = f"contained, not fixed: {kept} kept with {script} still failing"
+            found.append(_milestone(episode.contained_at, "contained", episode.episode_id, reason))
+        if episode.resolved_at is not None:
+            by = f" by {episode.resolved_by}" if episode.resolved_by else ""
+            reason = f"resolved: a node bootstrapped with no failed script{by}"
+            found.append(_milestone(episode.resolved_at, "resolved", episode.episode_id, reason))
+    return found
+
+
+def _milestone(at_ms: int, decision: str, episode_id: str, reason: str) -> AuditEntry:
+    return AuditEntry(at=at_ms / 1000, decision=decision, episode_id=episode_id, reason=reason)
 
 
 def _last_action(entry: AuditEntry) -> dict[str, Any]:

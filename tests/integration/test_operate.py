@@ -19,6 +19,7 @@ from lifeguard.event_contract import make_detail
 from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
+from lifeguard.store.groups import GroupStore
 from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
 from tests.conftest import load_event
@@ -171,3 +172,26 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
         "lifeguard history: no compute node group pcs_nosuchgroup in Lifeguard's table; "
         "check the id or pass --cluster"
     )
+
+
+def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) -> None:
+    store = GroupStore(
+        aws_client("dynamodb", env.environ["AWS_ENDPOINT_URL"]), env.environ["LIFEGUARD_TABLE"]
+    )
+    state = store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.contained_at = state.episode.opened_at + 600_000
+    state.episode.kept = ["i-0c4d5e6f7a8b9c0d1"]
+    store.save(state)
+    done = env.run("status", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["groups"]
+    assert row["open_episode"]["kept"] == ["i-0c4d5e6f7a8b9c0d1"]
+    assert row["open_episode"]["contained_at"] == state.episode.contained_at
+    table = env.run("status")
+    assert "contained, not fixed: 1 kept" in " ".join(table.stdout.split())
+    history = env.run("history", GROUP, "--cluster", CLUSTER, "--json")
+    assert history.returncode == 0, history.stderr
+    decisions = [entry["decision"] for entry in json.loads(history.stdout)["entries"]]
+    assert decisions == ["applied", "contained"]
+    assert "resolved" not in decisions
