@@ -209,3 +209,31 @@ def test_a_kept_node_still_failing_its_script_contains_the_loop_and_resolves_not
     sent = channels(document)
     assert [n["attributes"]["event"] for n in sent["sns"]][-1] == "LoopContained"
     assert "Contained, not fixed" in sent["sns"][-1]["subject"]
+
+
+def test_revert_never_puts_back_a_configuration_whose_script_is_known_to_fail() -> None:
+    # The contained loop above; then someone puts a good configuration back with a new, failing
+    # mount-shared first. The contained loop is over (its script is gone); the new loop is a new episode,
+    # and revert, with no configuration proven good (the kept node proved nothing), quarantines mount-shared.
+    document = replay("--mode", "revert", str(STREAMS / "article-contained-then-bad-change.jsonl"))
+    assert kinds(document) == [
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "LoopContained",
+        "LoopResolved",
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+    ]
+    resolved, detected, applied = (event["detail"] for event in document["events"][3:])
+    assert "no longer holds nodeBootstrapped › fail-terminate" in resolved["reason"]
+    assert detected["episode_id"] != resolved["episode_id"]
+    assert detected["suspect"]["script"] == "mount-shared"
+    assert applied["reason"].startswith("Applied quarantine: no proven-good configuration is known")
+    final = final_config(document)
+    names = [script["name"] for script in final["stages"]["nodeBootstrapped"]]
+    assert "fail-terminate" not in names
+    assert final["stages"]["nodeBootstrapped"][0] == {
+        "name": "mount-shared",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/mount-shared.sh"},
+        "onError": "STOP_SEQUENCE",
+    }

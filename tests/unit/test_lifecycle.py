@@ -228,3 +228,20 @@ def test_no_change_reads_as_such() -> None:
     config = NodeLifecycleActions.from_api(article("terminate"))
     assert diff_configs(config, config) == []
     assert render_diff([]) == "no change"
+
+
+def test_which_scripts_a_configuration_holds_and_whether_it_drains_kept_nodes() -> None:
+    from lifeguard.lifecycle_rules import DRAIN_SCRIPT_NAME, drains_kept_nodes, holds_script
+
+    actions = {
+        "stages": {
+            "nodeBootstrapped": [{"name": "mount-shared", "scriptSource": {"scriptLocation": "s3://b/m.sh"}}],
+            "nodeReady": [{"name": DRAIN_SCRIPT_NAME, "scriptSource": {"scriptLocation": "s3://b/d.pyz"}}],
+        }
+    }
+    assert holds_script(actions, "nodeBootstrapped", "mount-shared") is True
+    assert holds_script(actions, "nodeReady", "mount-shared") is False
+    assert holds_script(None, "nodeBootstrapped", "mount-shared") is False
+    assert drains_kept_nodes(actions) is True
+    assert drains_kept_nodes({"stages": {"nodeReady": []}}) is False
+    assert drains_kept_nodes({"stages": "garbage"}) is False

@@ -26,6 +26,7 @@ __all__ = [
     "STAGES",
     "drains_kept_nodes",
     "find_problems",
+    "holds_script",
 ]
 
 REQUEST_SHAPE = "NodeLifecycleActionsRequest"
@@ -92,10 +93,21 @@ def _stage_problems(scripts: list[Any], path: str) -> list[Problem]:
 
 def drains_kept_nodes(actions: Mapping[str, Any] | None) -> bool:
     """Whether a configuration holds Lifeguard's drain step (so the nodes it keeps are drained)."""
-    stages = (actions or {}).get("stages") or {}
+    stages = (actions or {}).get("stages")
+    if not isinstance(stages, Mapping):
+        return False
     return any(
         isinstance(script, Mapping) and script.get("name") == DRAIN_SCRIPT_NAME
         for scripts in stages.values()
         if isinstance(scripts, list)
         for script in scripts
     )
+
+
+def holds_script(actions: Mapping[str, Any] | None, stage: str, name: str) -> bool:
+    """Whether a configuration runs the script `name` in `stage`."""
+    stages = (actions or {}).get("stages")
+    scripts = stages.get(stage) if isinstance(stages, Mapping) else None
+    if not isinstance(scripts, list):
+        return False
+    return any(isinstance(script, Mapping) and script.get("name") == name for script in scripts)

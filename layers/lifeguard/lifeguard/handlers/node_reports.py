@@ -124,6 +124,8 @@ class NodeReportsHandler:
                 revoked = revoke_false_proof(state, reports)
                 return Change(bool(reopened) or revoked, reopened)
             revoked = revoke_false_proof(state, reports)
+            if episode.contained_at is not None:
+                return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             suspect = find_suspect(episode.failures, reports)
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)

@@ -32,6 +32,7 @@ from lifeguard.group_state import BootOutcome, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import contain
 from lifeguard.handlers.updater import Change, GroupUpdater
+from lifeguard.lifecycle_rules import holds_script
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport
 from lifeguard.scaling_log import (
@@ -329,6 +330,25 @@ class ScalingEventsHandler:
             return
         config = state.config
         if config is None or config.modified_at == episode.config_modified_at:
+            return
+        suspect = episode.suspect
+        if (
+            episode.contained_at is not None
+            and suspect is not None
+            and not holds_script(config.node_lifecycle_actions, suspect.stage, suspect.script)
+        ):
+            # The contained loop's script is gone from the configuration: that loop is over. What fails
+            # now is a new loop of the new configuration, a new episode.
+            change.changed = True
+            episode.resolved_at = config.modified_at
+            settings = self._settings(state)
+            reason = (
+                f"the configuration of {utc(config.modified_at)} no longer holds {suspect.stage} › "
+                f"{suspect.script}"
+            )
+            change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
+            state.last_episode, state.episode = episode, None
+            self._detect(state, refresh, change)
             return
         settings = self._settings(state)
         detection = detect(state, settings, config.modified_at, None)
