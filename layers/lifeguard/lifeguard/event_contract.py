@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
@@ -41,15 +41,7 @@ DetailType = Literal[
     "LoopResolved",
     "ConfigChangeReviewed",
 ]
-DETAIL_TYPES: tuple[DetailType, ...] = (
-    "BootstrapLoopDetected",
-    "RemediationApplied",
-    "RemediationSkipped",
-    "RemediationFailed",
-    "LoopContained",
-    "LoopResolved",
-    "ConfigChangeReviewed",
-)
+DETAIL_TYPES: tuple[DetailType, ...] = get_args(DetailType)
 # What a detection rests on (DESIGN's `signals`).
 SIGNALS = ("scaling_log", "node_reports")
 _LIST_KEYS = frozenset({"failures", "diff", "signals", "kept", "risks"})
