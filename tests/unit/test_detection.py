@@ -10,6 +10,7 @@ from lifeguard.detection import (
     DetectionSettings,
     apply_record,
     detect,
+    drain_of,
     episode_id_for,
     mode_tagged,
     needs_fresh_config,
@@ -319,3 +320,23 @@ def test_the_stack_mode_is_explicit_else_the_environment_else_notify_and_a_bad_o
 def test_a_group_says_its_own_mode_only_with_the_tag() -> None:
     assert mode_tagged({"lifeguard:mode": "off"}) is True
     assert mode_tagged({"lifeguard:threshold": "3"}) is False
+
+
+@pytest.mark.parametrize(
+    ("tags", "default", "expected"),
+    [
+        ({}, False, (False, None)),
+        ({}, True, (True, None)),
+        ({"lifeguard:drain": "TRUE"}, False, (True, None)),
+        ({"lifeguard:drain": "false"}, True, (False, None)),
+        (
+            {"lifeguard:drain": "yes please"},
+            False,
+            (False, "tag lifeguard:drain: 'yes please' is not true or false"),
+        ),
+    ],
+)
+def test_whether_kept_nodes_are_drained_is_the_group_s_tag_else_the_stack_s(
+    tags: dict[str, str], default: bool, expected: tuple[bool, str | None]
+) -> None:
+    assert drain_of(tags, default) == expected

@@ -18,7 +18,13 @@ from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.remediation import AuditEntry, RemediationParkedError, RemediationSettings, Remediator
+from lifeguard.remediation import (
+    AuditEntry,
+    NodeBundle,
+    RemediationParkedError,
+    RemediationSettings,
+    Remediator,
+)
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
@@ -379,3 +385,28 @@ def test_a_group_deleted_since_the_detection_is_skipped_with_a_reason() -> None:
     assert skipped.detail_type == "RemediationSkipped"
     assert skipped.detail["reason"] == "the compute node group no longer exists"
     assert world.calls("UpdateComputeNodeGroup") == []
+
+
+@pytest.mark.parametrize(
+    ("tag", "stack_drains", "drained"),
+    [
+        (None, False, False),  # DrainKeptNodes off, nothing said by the group: no drain step
+        (None, True, True),
+        ("true", False, True),  # the group asks for it
+        ("false", True, False),  # the group opts out
+        ("maybe", True, True),  # a bad tag is ignored (and logged): the stack's default stands
+    ],
+)
+def test_the_drain_step_is_the_stack_s_choice_unless_the_group_s_tag_says_otherwise(
+    tag: str | None, stack_drains: bool, drained: bool
+) -> None:
+    world = World(tags={"lifeguard:drain": tag} if tag is not None else None)
+    bundle = NodeBundle("s3://bundles/lifeguard/lifeguard-node.pyz", "v1", "a" * 64)
+    [event] = world.remediator(node_bundle=bundle, drain_kept_nodes=stack_drains).handle_event(
+        world.detection()
+    )
+    assert event.detail_type == "RemediationApplied"
+    ready = [
+        script["name"] for script in world.group()["nodeLifecycleActions"]["stages"].get("nodeReady", [])
+    ]
+    assert ("lifeguard-drain" in ready) is drained

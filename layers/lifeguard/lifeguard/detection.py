@@ -34,6 +34,7 @@ __all__ = [
     "RecordFolder",
     "apply_record",
     "detect",
+    "drain_of",
     "episode_id_for",
     "forgotten_before",
     "is_relevant",
@@ -57,6 +58,7 @@ MAX_WINDOW_MINUTES = 7 * 24 * 60
 MODES = ("quarantine", "revert", "notify", "off")
 DEFAULT_MODE = "notify"  # a group without a lifeguard:mode tag, when the stack says nothing else
 TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
+TAG_DRAIN = "lifeguard:drain"
 
 Kind = Literal["loop", "intermittent"]
 
@@ -126,6 +128,17 @@ def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None
         return _mode(value), None
     except ValueError as exc:
         return default_mode, f"tag {TAG_MODE}: {exc}"
+
+
+def drain_of(tags: Mapping[str, str], default: bool) -> tuple[bool, str | None]:
+    """Whether a quarantine drains the nodes it keeps: the group's `lifeguard:drain` tag (`true`/`false`),
+    else the stack's DrainKeptNodes; and the problem of a tag that was ignored."""
+    value = tags.get(TAG_DRAIN)
+    if value is None:
+        return default, None
+    if value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true", None
+    return default, f"tag {TAG_DRAIN}: {clip(value, 40)!r} is not true or false"
 
 
 def mode_tagged(tags: Mapping[str, str]) -> bool:

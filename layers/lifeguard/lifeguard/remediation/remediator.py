@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
 from lifeguard.bounds import clip, utc
-from lifeguard.detection import mode_of
+from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
 from lifeguard.group_state import GroupState
@@ -263,7 +263,7 @@ class Remediator:
         mode = self._known_mode(state)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
-            mode = self._mode(group, deadline)
+            mode, drain = self._tagged(group, deadline)
         except GroupNotFoundError:
             return _Verdict("skipped", mode, None, "the compute node group no longer exists", True)
         except AwsCallError as exc:
@@ -286,7 +286,7 @@ class Remediator:
                 before,
                 detection.suspect_script,
                 good.node_lifecycle_actions if good else None,
-                self.settings.drain_bundle,
+                self.settings.node_bundle if drain else None,
                 f"{good.instance_id} at {utc(good.proven_at)}" if good else None,
             )
         )
@@ -412,12 +412,16 @@ class Remediator:
             self.sleep(poll)
             waited += poll
 
-    def _mode(self, group: GroupSnapshot, deadline: float) -> str:
+    def _tagged(self, group: GroupSnapshot, deadline: float) -> tuple[str, bool]:
+        """The group's mode and whether kept nodes are drained, from its tags as PCS holds them now."""
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
         mode, problem = mode_of(tags, self.settings.default_mode)
         if problem:
             logger.warning("group %s: %s; using mode %s", group.group_id, problem, mode)
-        return mode
+        drain, problem = drain_of(tags, self.settings.drain_kept_nodes)
+        if problem:
+            logger.warning("group %s: %s; using %s", group.group_id, problem, drain)
+        return mode, drain
 
     def _known_mode(self, state: GroupState) -> str:
         """The group's mode as Lifeguard last read its tags (no PCS call)."""
