@@ -43,7 +43,8 @@ DetailType = Literal[
 ]
 DETAIL_TYPES: tuple[DetailType, ...] = get_args(DetailType)
 # What a detection rests on (DESIGN's `signals`).
-SIGNALS = ("scaling_log", "node_reports")
+Signal = Literal["scaling_log", "node_reports"]
+SIGNALS: tuple[Signal, ...] = get_args(Signal)
 _LIST_KEYS = frozenset({"failures", "diff", "signals", "kept", "risks"})
 DETAIL_KEYS: tuple[str, ...] = (
     "episode_id",
@@ -208,7 +209,7 @@ def _detail_fields() -> Mapping[str, Any]:
         "diff": Annotated[list[DiffDetail], Field(max_length=1000)],
         "reason": ShortText | None,
         "undo": ShortText | None,
-        "signals": Annotated[list[Literal["scaling_log", "node_reports"]], Field(max_length=2)],
+        "signals": Annotated[list[Signal], Field(max_length=len(SIGNALS))],
         "changed_by": ChangedBy | None,
         "kept": Annotated[list[KeptNode], Field(max_length=100)],
         "risks": Annotated[list[RiskDetail], Field(max_length=100)],
@@ -255,7 +256,7 @@ def undo_command(cluster_id: str, group_id: str) -> str:
 def episode_signals(episode: Episode) -> list[str]:
     """What an episode's detection rests on: the scaling log's failures, and the node reports that named
     the failing script, when they did."""
-    return ["scaling_log", "node_reports"] if episode.suspect is not None else ["scaling_log"]
+    return list(SIGNALS) if episode.suspect is not None else ["scaling_log"]
 
 
 def episode_event(

@@ -186,12 +186,9 @@ class _LocalClients:
     def __call__(self, service: str, *, attempts: int = 5) -> Any:
         made = self._made.get((service, attempts))
         if made is None:
-            from botocore.config import Config
+            from lifeguard.aws.clients import client_config
 
-            from lifeguard.aws.clients import RETRIES
-
-            retries: Any = {**RETRIES, "total_max_attempts": attempts}
-            config = Config(retries=retries, connect_timeout=5, read_timeout=20)
+            config = client_config(attempts)
             made = self._made[(service, attempts)] = self._aws.client(service, config=config)
         return made
 

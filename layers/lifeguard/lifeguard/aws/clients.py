@@ -7,7 +7,7 @@ from typing import Any
 
 from lifeguard.pcs_model import DATA_PATH
 
-__all__ = ["RETRIES", "aws_client"]
+__all__ = ["RETRIES", "aws_client", "client_config"]
 
 # botocore's standard mode: exponential backoff with jitter on throttling and 5xx, 5 attempts in all.
 RETRIES: Any = {"mode": "standard", "total_max_attempts": 5}
@@ -29,8 +29,13 @@ def aws_client(service: str, endpoint_url: str | None = None, *, attempts: int =
     """The process-wide client of `service`; endpoints and credentials come from boto3's standard
     configuration (including `AWS_ENDPOINT_URL_<SERVICE>`) unless `endpoint_url` is given. `attempts=1`
     leaves retrying to the caller (remediation honours PCS's `retryAfterSeconds`, botocore does not)."""
+    return _session().client(service, endpoint_url=endpoint_url, config=client_config(attempts))
+
+
+def client_config(attempts: int = 5) -> Any:
+    """The botocore configuration every Lifeguard client has: standard retries (`attempts` in all) and
+    timeouts that end a stuck call well inside a Lambda's."""
     from botocore.config import Config
 
     retries: Any = {**RETRIES, "total_max_attempts": attempts}
-    config = Config(retries=retries, connect_timeout=5, read_timeout=20)
-    return _session().client(service, endpoint_url=endpoint_url, config=config)
+    return Config(retries=retries, connect_timeout=5, read_timeout=20)
