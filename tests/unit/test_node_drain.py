@@ -1,12 +1,17 @@
 """Which scripts stopped their sequence this boot (`node.drain`), read from executor.log: only this boot's,
-each once, whatever else the log holds."""
+each once, whatever else the log holds; and the watcher that follows the rest of the boot, to its end
+record or its bound, draining at most once."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
-from lifeguard.node.drain import booted_at, drain, stopped_scripts
+import pytest
+
+from lifeguard.node.cli import main
+from lifeguard.node.drain import booted_at, drain, stopped_scripts, watch
 from lifeguard.node.layout import NodeLayout
 
 STOPPED = "lifecycle script failed; stopping remaining scripts"
@@ -81,3 +86,239 @@ def test_the_boot_time_is_the_kernels_btime_or_zero(tmp_path: Path) -> None:
     stat.write_text("cpu 1\n")
     assert booted_at(stat) == 0.0
     assert booted_at(tmp_path / "missing") == 0.0
+
+
+# -- the rest of the boot: the watcher a drain step leaves when nothing had stopped yet --
+
+BOOT_STARTED = {"timestamp": "2026-10-21T00:54:00Z", "level": "INFO", "message": "boot started"}
+BOOT_COMPLETED = {"timestamp": "2026-10-21T00:58:00Z", "level": "INFO", "message": "boot completed"}
+
+
+def ready(script: str, message: str = STOPPED) -> dict[str, object]:
+    return {**record(script, "2026-10-21T00:57:00Z", message), "stage": "nodeReady"}
+
+
+def fake_scontrol(tmp_path: Path) -> tuple[str, Path]:
+    """An scontrol that records each call's arguments, one line a call."""
+    calls = tmp_path / "scontrol.calls"
+    script = tmp_path / "scontrol"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    script.chmod(0o755)
+    return str(script), calls
+
+
+def append(layout: NodeLayout, *lines: object) -> None:
+    with layout.executor_log.open("a") as log:
+        for line in lines:
+            log.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+
+
+class Boot:
+    """The executor going on while the watcher sleeps: each sleep appends the next batch of records."""
+
+    def __init__(self, layout: NodeLayout, *batches: tuple[object, ...]) -> None:
+        self.layout = layout
+        self.batches = list(batches)
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        if self.batches:
+            append(self.layout, *self.batches.pop(0))
+
+
+def test_a_nodeReady_failure_after_the_step_drains_the_node_once_naming_it(tmp_path: Path) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED, record("mount-fsx", message="script completed"))
+    scontrol, calls = fake_scontrol(tmp_path)
+    now = drain(layout, "lifeguard: kept", node_id="lca-static-1", since=BOOT, scontrol=scontrol)
+    assert (now.drained, now.reason) == (False, "no lifecycle script stopped its sequence this boot")
+    assert now.read_to == layout.executor_log.stat().st_size
+    boot = Boot(
+        layout,
+        (ready("lifeguard-drain", "script completed"),),
+        (),
+        (ready("configure-gpu"), ready("configure-gpu"), ready("after-gpu", "script skipped")),
+        (ready("later-failure"), BOOT_COMPLETED),
+    )
+    decision = watch(
+        layout,
+        "lifeguard: kept",
+        offset=now.read_to,
+        node_id="lca-static-1",
+        scontrol=scontrol,
+        clock=boot.clock,
+        sleep=boot.sleep,
+    )
+    assert (decision.stopped, decision.drained, decision.error) == (("nodeReady/configure-gpu",), True, None)
+    assert calls.read_text() == (
+        "update NodeName=lca-static-1 State=DRAIN Reason=lifeguard: kept (nodeReady/configure-gpu)\n"
+    )
+    assert len(boot.slept) == 3  # it stopped looking once it drained: one drain, whatever comes after
+    assert boot.batches == [(ready("later-failure"), BOOT_COMPLETED)]
+
+
+@pytest.mark.parametrize("end", [BOOT_COMPLETED, BOOT_STARTED], ids=["boot completed", "next boot started"])
+def test_the_watcher_ends_at_the_boots_end_and_a_node_whose_scripts_all_ran_stays_in_service(
+    tmp_path: Path, end: dict[str, object]
+) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    offset = layout.executor_log.stat().st_size
+    boot = Boot(
+        layout,
+        (ready("lifeguard-drain", "script completed"), ready("ready-check", "script completed")),
+        (ready("optional", "lifecycle script failed; continuing"), end, ready("next-boot-failure")),
+    )
+    decision = watch(
+        layout,
+        "lifeguard: kept",
+        offset=offset,
+        scontrol="/nonexistent/scontrol",
+        clock=boot.clock,
+        sleep=boot.sleep,
+    )
+    assert (decision.stopped, decision.drained, decision.error) == ((), False, None)
+    assert decision.reason == "no lifecycle script stopped its sequence this boot: the boot ended"
+    assert len(boot.slept) == 2
+    # The watcher read up to the end record, not into the next boot.
+    assert layout.executor_log.read_bytes()[: decision.read_to].endswith(json.dumps(end).encode() + b"\n")
+
+
+def test_the_watcher_gives_up_at_its_bound_without_draining(tmp_path: Path) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    offset = layout.executor_log.stat().st_size
+    append(layout, ready("lifeguard-drain", "script completed"))
+    boot = Boot(layout)
+    decision = watch(
+        layout,
+        "lifeguard: kept",
+        offset=offset,
+        watch_seconds=1.1,
+        poll_seconds=0.25,
+        scontrol="/nonexistent/scontrol",
+        clock=boot.clock,
+        sleep=boot.sleep,
+    )
+    assert (decision.drained, decision.error) == (False, None)
+    assert decision.reason == "no lifecycle script stopped its sequence this boot within 1.1 s"
+    assert boot.slept == pytest.approx([0.25, 0.25, 0.25, 0.25, 0.1])
+    assert boot.now == pytest.approx(1.1)
+
+
+def test_a_record_still_being_written_is_read_once_its_line_is_complete(tmp_path: Path) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    offset = layout.executor_log.stat().st_size
+    line = json.dumps(ready("configure-gpu"))
+    with layout.executor_log.open("a") as log:
+        log.write(line[:20])
+    scontrol, calls = fake_scontrol(tmp_path)
+    boot = Boot(layout, (line[20:],))
+    first = drain(layout, "kept", node_id="n1", since=BOOT, scontrol=scontrol)
+    assert (first.drained, first.read_to) == (False, offset)
+    decision = watch(
+        layout, "kept", offset=offset, node_id="n1", scontrol=scontrol, clock=boot.clock, sleep=boot.sleep
+    )
+    assert decision.stopped == ("nodeReady/configure-gpu",)
+    assert calls.read_text() == "update NodeName=n1 State=DRAIN Reason=kept (nodeReady/configure-gpu)\n"
+
+
+def test_a_log_shorter_than_the_offset_was_replaced_and_is_read_from_its_start(tmp_path: Path) -> None:
+    layout = write_log(tmp_path, ready("configure-gpu"))
+    scontrol, calls = fake_scontrol(tmp_path)
+    decision = watch(layout, "kept", offset=10_000, node_id="n1", scontrol=scontrol, sleep=pytest.fail)
+    assert decision.drained
+    assert calls.read_text().count("\n") == 1
+
+
+def test_a_failing_scontrol_is_reported_not_retried(tmp_path: Path) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    failing = tmp_path / "scontrol"
+    failing.write_text("#!/bin/sh\necho 'slurm_update error: Invalid node name specified' >&2\nexit 1\n")
+    failing.chmod(0o755)
+    boot = Boot(layout, (ready("configure-gpu"),), (BOOT_COMPLETED,))
+    offset = layout.executor_log.stat().st_size
+    decision = watch(
+        layout, "kept", offset=offset, node_id="n1", scontrol=str(failing), clock=boot.clock, sleep=boot.sleep
+    )
+    assert (decision.drained, decision.stopped) == (False, ("nodeReady/configure-gpu",))
+    assert decision.error == f"{failing} failed: slurm_update error: Invalid node name specified"
+    assert boot.batches == [(BOOT_COMPLETED,)]
+
+
+# -- the command --
+
+
+def run_drain(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[str], str]:
+    code = main(["drain", "--reason", "lifeguard: kept", "--root", str(tmp_path), "--node-id", "n1", *args])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_drain_at_once_says_so_and_leaves_no_watcher(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED, record("mount-fsx"))
+    scontrol, calls = fake_scontrol(tmp_path)
+    monkeypatch.setenv("LIFEGUARD_SCONTROL", scontrol)
+    code, out, err = run_drain(tmp_path, capsys, "--since", str(BOOT))
+    assert (code, out, err) == (0, ["drained: lifeguard: kept (nodeBootstrapped/mount-fsx)"], "")
+    assert calls.read_text().count("\n") == 1
+    assert not layout.drain_watch_log.exists()
+
+
+def test_watch_seconds_zero_checks_once_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    monkeypatch.setenv("LIFEGUARD_DRAIN_WATCH_SECONDS", "0")
+    code, out, err = run_drain(tmp_path, capsys, "--since", str(BOOT))
+    assert (code, out, err) == (0, ["not drained: no lifecycle script stopped its sequence this boot"], "")
+    assert not layout.drain_watch_log.exists()
+
+
+def test_foreground_follows_the_boot_in_this_process_up_to_its_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    layout = write_log(tmp_path, BOOT_STARTED)
+    started = time.monotonic()
+    code, out, err = run_drain(
+        tmp_path, capsys, "--since", str(BOOT), "--foreground", "--watch-seconds", "0.3"
+    )
+    assert time.monotonic() - started >= 0.3
+    assert (code, err) == (0, "")
+    assert out == [
+        "not drained: no lifecycle script stopped its sequence this boot so far",
+        "not drained: no lifecycle script stopped its sequence this boot within 0.3 s",
+    ]
+    assert not layout.drain_watch_log.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--watch-seconds", "-1"], None, "--watch-seconds and --follow-from must be 0 or more"),
+        (["--watch-seconds", "nan"], None, "--watch-seconds and --follow-from must be 0 or more"),
+        (["--follow-from", "-5"], None, "--watch-seconds and --follow-from must be 0 or more"),
+        ([], "soon", "LIFEGUARD_DRAIN_WATCH_SECONDS='soon' is not valid"),
+    ],
+)
+def test_a_bad_bound_is_bad_usage_and_drains_nothing(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    args: list[str],
+    env: str | None,
+    message: str,
+) -> None:
+    write_log(tmp_path, record("mount-fsx"))
+    monkeypatch.setenv("LIFEGUARD_SCONTROL", "/nonexistent/scontrol")
+    if env is not None:
+        monkeypatch.setenv("LIFEGUARD_DRAIN_WATCH_SECONDS", env)
+    code, out, err = run_drain(tmp_path, capsys, *args)
+    assert (code, out) == (64, [])
+    assert message in err

@@ -1,6 +1,7 @@
 """`lifeguard-node`: the node side's command line (also the node bundle's entry point).
 
-`drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained, 1 when scontrol failed.
+`drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained (and when it left a watcher
+to follow the rest of the boot), 1 when scontrol failed or the watcher could not start, 64 bad usage.
 Exit status of `boot`: 0 completed (CONTINUE failures included), 3 a STOP_SEQUENCE failure stopped a stage,
 4 a TERMINATE failure (the node must be terminated), 64 bad usage or an invalid config, 1 internal error.
 """
@@ -12,10 +13,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
 from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.node import drain as node_drain
 from lifeguard.node.executor import (
     EXIT_INTERNAL_ERROR,
     EXIT_USAGE,
@@ -93,10 +96,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     drain = commands.add_parser(
         "drain",
-        help="drain this node in Slurm if a lifecycle script stopped its sequence this boot",
+        help="drain this node in Slurm if a lifecycle script stops its sequence this boot",
         description="The nodeReady step a Lifeguard quarantine adds: when executor.log shows a STOP_SEQUENCE "
         "failure since this boot began, run scontrol to drain the node with REASON (the failed scripts are "
-        "appended); otherwise leave it in service. "
+        "appended). Otherwise a detached watcher follows executor.log until this boot ends (at most "
+        "--watch-seconds) and drains the node if a later script stops its sequence; the step itself returns "
+        "at once. A node with no such failure stays in service. "
         'Example: lifeguard-node drain --reason "lifeguard: kept for debugging"',
     )
     drain.add_argument("--reason", required=True, help="Slurm's drain reason (the scripts are appended)")
@@ -105,6 +110,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     drain.add_argument("--node-id", help="Slurm node name; default: PCS_NODE_ID, else the short host name")
     drain.add_argument("--since", type=float, help="epoch seconds this boot began (default: the kernel's)")
+    drain.add_argument(
+        "--watch-seconds",
+        type=float,
+        help=f"follow the rest of the boot this long at most (default {node_drain.DRAIN_WATCH_SECONDS}; "
+        "env LIFEGUARD_DRAIN_WATCH_SECONDS); 0: check once, start no watcher",
+    )
+    drain.add_argument(
+        "--foreground", action="store_true", help="follow the rest of the boot in this process, not detached"
+    )
+    # What the detached watcher runs: follow executor.log from this byte (the step read up to there).
+    drain.add_argument("--follow-from", type=int, help=argparse.SUPPRESS)
     return parser
 
 
@@ -196,18 +212,65 @@ def _ship(args: argparse.Namespace) -> int:
 
 
 def _drain(args: argparse.Namespace) -> int:
-    from lifeguard.node.drain import drain
-
-    scontrol = setting("scontrol", None, "scontrol", str)
-    root = args.root or Path(setting("node_root", None, "/", str))
-    decision = drain(NodeLayout(root), args.reason, node_id=args.node_id, since=args.since, scontrol=scontrol)
-    if decision.error:
-        print(f"lifeguard-node drain: {decision.error}", file=sys.stderr)
-        return EXIT_INTERNAL_ERROR
-    if decision.drained:
-        print(f"drained: {decision.reason}")
+    try:
+        scontrol = setting("scontrol", None, "scontrol", str)
+        root = args.root or Path(setting("node_root", None, "/", str))
+        default_seconds = float(node_drain.DRAIN_WATCH_SECONDS)
+        seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
+    except ValueError as exc:
+        print(f"lifeguard-node drain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not 0 <= seconds < float("inf") or (args.follow_from is not None and args.follow_from < 0):
+        print("lifeguard-node drain: --watch-seconds and --follow-from must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    layout = NodeLayout(root)
+    offset = args.follow_from
+    watcher = offset is not None  # the detached watcher: its output is appended to a log across boots
+    if offset is None:
+        decision = node_drain.drain(
+            layout, args.reason, node_id=args.node_id, since=args.since, scontrol=scontrol
+        )
+        if decision.drained or decision.error or seconds == 0:
+            return _outcome(decision)
+        print(f"not drained: {decision.reason} so far", flush=True)
+        offset = decision.read_to
+        if not args.foreground:
+            return _start_watcher(layout, args, offset, seconds)
     else:
-        print(f"not drained: {decision.reason}")
+        _said(f"watching executor.log until this boot ends, at most {seconds:g} s", stamped=True)
+    followed = node_drain.watch(
+        layout, args.reason, offset=offset, node_id=args.node_id, watch_seconds=seconds, scontrol=scontrol
+    )
+    return _outcome(followed, stamped=watcher)
+
+
+def _start_watcher(layout: NodeLayout, args: argparse.Namespace, offset: int, seconds: float) -> int:
+    try:
+        pid = node_drain.start_watcher(
+            layout, args.reason, offset=offset, node_id=args.node_id, watch_seconds=seconds
+        )
+    except OSError as exc:
+        print(f"lifeguard-node drain: cannot start the watcher: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    print(
+        f"watching: pid {pid} drains the node if a script stops its sequence before this boot ends "
+        f"(at most {seconds:g} s); its log: {layout.drain_watch_log}"
+    )
+    return 0
+
+
+def _said(text: str, *, stamped: bool = False, error: bool = False) -> None:
+    """One line of output; the watcher's carry the time and its pid."""
+    if stamped:
+        text = f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} [{os.getpid()}] {text}"
+    print(text, file=sys.stderr if error else sys.stdout, flush=True)
+
+
+def _outcome(decision: node_drain.DrainDecision, *, stamped: bool = False) -> int:
+    if decision.error:
+        _said(f"lifeguard-node drain: {decision.error}", stamped=stamped, error=True)
+        return EXIT_INTERNAL_ERROR
+    _said(f"{'drained' if decision.drained else 'not drained'}: {decision.reason}", stamped=stamped)
     return 0
 
 

@@ -1,7 +1,17 @@
-"""`lifeguard-node drain`: the nodeReady step a quarantine adds. When a lifecycle script failed with
+"""`lifeguard-node drain`: the nodeReady step a quarantine adds. When a lifecycle script fails with
 STOP_SEQUENCE during this boot, the node is half-configured: drain it in Slurm, with a reason naming the
 script, so it is kept for debugging but takes no jobs. A node whose scripts all ran is left in service.
 
+The step is first in nodeReady, since a STOP_SEQUENCE failure skips the rest of its own stage. When it runs,
+executor.log can hold a failure of nodeBootstrapped, but not yet one of the nodeReady scripts after it:
+
+- `drain`: a STOP_SEQUENCE failure recorded since this boot began drains the node at once.
+- `watch`, in a detached process `start_watcher` starts (so the step ends at once and the sequence goes
+  on): follows executor.log from where `drain` stopped reading and drains on the first STOP_SEQUENCE failure
+  there. It ends at the boot's end record (the executor's "boot completed", or a next "boot started"), and
+  after `DRAIN_WATCH_SECONDS` at the latest, since PCS's own agent may write no such record.
+
+Either drains at most once; a node with no STOP_SEQUENCE failure is never drained.
 Python 3.9 compatible (the node bundle runs it on the node's own Python).
 """
 
@@ -11,27 +21,54 @@ import json
 import os
 import socket
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from lifeguard.node.executor import FAILURE_MESSAGES
-from lifeguard.node.layout import NodeLayout
+from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES, SCRIPT_TIMEOUT_SECONDS
+from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir
 
-__all__ = ["DrainDecision", "booted_at", "drain", "stopped_scripts"]
+__all__ = [
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_WATCH_SECONDS",
+    "NOTHING_STOPPED",
+    "DrainDecision",
+    "booted_at",
+    "drain",
+    "start_watcher",
+    "stopped_scripts",
+    "watch",
+]
 
 SLURM_REASON_MAX_CHARS = 255
+SCONTROL_TIMEOUT_SECONDS = 60
+# The node's registration window: a nodeReady stage still running after it is past saving anyway.
+DRAIN_WATCH_SECONDS = SCRIPT_TIMEOUT_SECONDS
+DRAIN_POLL_SECONDS = 0.25
+NOTHING_STOPPED = "no lifecycle script stopped its sequence this boot"
 _STOPPED = FAILURE_MESSAGES["STOP_SEQUENCE"]
+_BOOT_ENDS = (BOOT_COMPLETED, BOOT_STARTED)
 
 
 @dataclass(frozen=True)
 class DrainDecision:
-    """What `drain` found and did."""
+    """What `drain` or `watch` found and did."""
 
     stopped: tuple[str, ...]  # "<stage>/<script>" of each STOP_SEQUENCE failure this boot
     drained: bool
     reason: str
     error: str | None = None
+    read_to: int = 0  # the bytes of executor.log read: a watcher follows from there
+
+
+@dataclass(frozen=True)
+class _Scan:
+    stopped: tuple[str, ...]
+    boot_over: bool
+    offset: int
 
 
 def booted_at(proc_stat: Path = Path("/proc/stat")) -> float:
@@ -54,27 +91,45 @@ def _epoch(timestamp: object) -> float | None:
         return None
 
 
-def stopped_scripts(layout: NodeLayout, since: float) -> list[str]:
-    """`<stage>/<script>` of every STOP_SEQUENCE failure that executor.log records at or after `since`."""
+def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: bool) -> _Scan:
+    """The STOP_SEQUENCE failures in executor.log's complete lines from byte `offset` (a line still being
+    written waits for the next look), dated `since` or later when given. With `to_boot_end`, reading stops
+    at the first record that ends the boot: what follows belongs to another boot."""
     try:
-        lines = layout.executor_log.read_text(encoding="utf-8", errors="replace").splitlines()
+        with layout.executor_log.open("rb") as file:
+            if os.fstat(file.fileno()).st_size < offset:
+                offset = 0  # truncated or replaced: read it anew
+            file.seek(offset)
+            data = file.read()
     except OSError:
-        return []
+        return _Scan((), False, offset)
+    complete = data[: data.rfind(b"\n") + 1]
     found: list[str] = []
-    for line in lines:
+    read = 0
+    for line in complete.split(b"\n")[:-1]:
+        read += len(line) + 1
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if not isinstance(record, dict) or record.get("message") != _STOPPED:
+        if not isinstance(record, dict):
             continue
         at = _epoch(record.get("timestamp"))
-        if at is not None and at < since:
+        if since is not None and at is not None and at < since:
             continue
-        where = f"{record.get('stage', '?')}/{record.get('script', '?')}"
-        if where not in found:
-            found.append(where)
-    return found
+        message = record.get("message")
+        if to_boot_end and message in _BOOT_ENDS:
+            return _Scan(tuple(found), True, offset + read)
+        if message == _STOPPED:
+            where = f"{record.get('stage', '?')}/{record.get('script', '?')}"
+            if where not in found:
+                found.append(where)
+    return _Scan(tuple(found), False, offset + len(complete))
+
+
+def stopped_scripts(layout: NodeLayout, since: float) -> list[str]:
+    """`<stage>/<script>` of every STOP_SEQUENCE failure that executor.log records at or after `since`."""
+    return list(_scan(layout, since, 0, to_boot_end=False).stopped)
 
 
 def drain(
@@ -85,18 +140,89 @@ def drain(
     since: float | None = None,
     scontrol: str = "scontrol",
 ) -> DrainDecision:
-    """Drain this node in Slurm if a script stopped its sequence this boot."""
-    stopped = tuple(stopped_scripts(layout, booted_at() if since is None else since))
-    if not stopped:
-        return DrainDecision((), False, "no lifecycle script stopped its sequence this boot")
+    """Drain this node in Slurm if executor.log records a script that stopped its sequence this boot."""
+    scan = _scan(layout, booted_at() if since is None else since, 0, to_boot_end=False)
+    if not scan.stopped:
+        return DrainDecision((), False, NOTHING_STOPPED, read_to=scan.offset)
+    return _drain_node(scan, reason, node_id, scontrol)
+
+
+def watch(
+    layout: NodeLayout,
+    reason: str,
+    *,
+    offset: int,
+    node_id: str | None = None,
+    watch_seconds: float = DRAIN_WATCH_SECONDS,
+    scontrol: str = "scontrol",
+    poll_seconds: float = DRAIN_POLL_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> DrainDecision:
+    """Follow executor.log from byte `offset` until the boot ends, `watch_seconds` at most, and drain this
+    node on the first STOP_SEQUENCE failure recorded there."""
+    deadline = clock() + watch_seconds
+    while True:
+        scan = _scan(layout, None, offset, to_boot_end=True)
+        offset = scan.offset
+        if scan.stopped:
+            return _drain_node(scan, reason, node_id, scontrol)
+        if scan.boot_over:
+            return DrainDecision((), False, f"{NOTHING_STOPPED}: the boot ended", read_to=offset)
+        left = deadline - clock()
+        if left <= 0:
+            return DrainDecision((), False, f"{NOTHING_STOPPED} within {watch_seconds:g} s", read_to=offset)
+        sleep(min(poll_seconds, left))
+
+
+def _drain_node(scan: _Scan, reason: str, node_id: str | None, scontrol: str) -> DrainDecision:
+    stopped = scan.stopped
     node = node_id or os.environ.get("PCS_NODE_ID") or socket.gethostname().split(".")[0]
     text = f"{reason} ({', '.join(stopped)})"[:SLURM_REASON_MAX_CHARS]
     command = [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={text}"]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_SECONDS, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return DrainDecision(stopped, False, text, f"{scontrol} could not run: {exc}")
+        return DrainDecision(stopped, False, text, f"{scontrol} could not run: {exc}", scan.offset)
     if done.returncode != 0:
         detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        return DrainDecision(stopped, False, text, f"{scontrol} failed: {detail[0]}")
-    return DrainDecision(stopped, True, text)
+        return DrainDecision(stopped, False, text, f"{scontrol} failed: {detail[0]}", scan.offset)
+    return DrainDecision(stopped, True, text, read_to=scan.offset)
+
+
+def start_watcher(
+    layout: NodeLayout,
+    reason: str,
+    *,
+    offset: int,
+    node_id: str | None = None,
+    watch_seconds: float = DRAIN_WATCH_SECONDS,
+) -> int:
+    """Start `lifeguard-node drain --follow-from OFFSET` detached (its own session, no stdin, its output
+    appended to `layout.drain_watch_log`) and return its pid without waiting for it."""
+    # The folder (or the bundle's zip) this package was imported from, so the watcher runs the same code.
+    home = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (home, env.get("PYTHONPATH"))))
+    command = [sys.executable or "python3", "-u", "-m", "lifeguard.node", "drain", "--reason", reason]
+    command += ["--root", os.path.abspath(layout.root), "--follow-from", str(offset)]
+    command += ["--watch-seconds", repr(float(watch_seconds))]
+    if node_id:
+        command += ["--node-id", node_id]
+    ensure_dir(layout.drain_watch_log.parent)
+    log = os.open(layout.drain_watch_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            cwd="/",
+            env=env,
+            start_new_session=True,  # out of the step's process group: PCS's end of the step leaves it be
+        )
+    finally:
+        os.close(log)
+    return process.pid

@@ -35,6 +35,8 @@ from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atom
 from lifeguard.node.process import KILL_GRACE_SECONDS, run_script
 
 __all__ = [
+    "BOOT_COMPLETED",
+    "BOOT_STARTED",
     "EXIT_COMPLETED",
     "EXIT_INTERNAL_ERROR",
     "EXIT_STOP_SEQUENCE",
@@ -61,6 +63,9 @@ _NULL = object()  # a field written as JSON null rather than left out
 
 # How the PCS agent spells onError in executor.log (`"on_error":"StopSequence"`).
 PCS_ON_ERROR_NAMES = {"TERMINATE": "Terminate", "STOP_SEQUENCE": "StopSequence", "CONTINUE": "Continue"}
+# The records that open and close a boot in executor.log (the drain watcher ends at either).
+BOOT_STARTED = "boot started"
+BOOT_COMPLETED = "boot completed"
 FAILURE_MESSAGES = {
     "TERMINATE": "lifecycle script failed; terminating node",
     "STOP_SEQUENCE": "lifecycle script failed; stopping remaining scripts",
@@ -260,7 +265,7 @@ class Executor:
         try:
             log.write(
                 "INFO",
-                "boot started",
+                BOOT_STARTED,
                 boot=result.boot,
                 first_boot=result.first_boot,
                 cluster_id=self.identity.cluster_id,
@@ -268,7 +273,7 @@ class Executor:
                 node_id=self.identity.node_id,
             )
             self._run_stages(result, log)
-            log.write("INFO", "boot completed", boot=result.boot, exit_code=result.exit_code)
+            log.write("INFO", BOOT_COMPLETED, boot=result.boot, exit_code=result.exit_code)
         finally:
             log.close()
         # A boot that ended in TERMINATE takes the node with it; only a finished boot makes the next a reboot.

@@ -52,6 +52,7 @@ class NodeLayout:
         self.state = self.root / "var/lib/lifeguard"
         self.boot_state = self.state / "boot-state.json"
         self.shipper_state = self.state / "shipper-state.json"
+        self.drain_watch_log = self.state / "drain-watch.log"  # what the drain step's watcher found and did
 
     def stage_dir(self, stage: str) -> Path:
         """The log folder of a stage."""
