@@ -44,25 +44,32 @@ def _root() -> None:
 def lint(
     files: Annotated[
         list[Path],
-        typer.Argument(help="nodeLifecycleActions JSON: bare, a create/update request, or a get response."),
+        typer.Argument(
+            help="nodeLifecycleActions JSON (bare, a create/update request, or a get response), or a "
+            "CloudFormation/SAM template (JSON or YAML): each AWS::PCS::ComputeNodeGroup is linted."
+        ),
     ],
     strict: Annotated[bool, typer.Option("--strict", help="Treat risks as errors (exit 1).")] = False,
     previous: Annotated[
         Path | None,
-        typer.Option("--previous", help="The config these replace: also flags scripts updated in place."),
+        typer.Option(
+            "--previous",
+            help="The config these replace: also flags scripts updated in place (not with templates).",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document for programs.")] = False,
 ) -> None:
-    """Validate nodeLifecycleActions files as PCS would, and warn about risky settings.
+    """Validate nodeLifecycleActions files and templates as PCS would, and warn about risky settings.
 
-    Exit 0 when every file is valid (risks are warnings), 1 when one is invalid or, with --strict, risky.
+    Exit 0 when every file and group is valid (risks are warnings), 1 when one is invalid or, with
+    --strict, risky. Intrinsic functions (!Ref, !Sub, ...) in a template are noted, not checked.
 
-    Example: lifeguard lint events/configs/article-terminate.json
+    Example: lifeguard lint events/configs/article-terminate.json events/templates/pcs-cluster.yaml
     """
     results, errors = lint_files(files, previous)
     if errors:
         for error in errors:
-            typer.echo(f"lifeguard lint: --previous {error}", err=True)
+            typer.echo(f"lifeguard lint: {error}", err=True)
         raise typer.Exit(1)
     passed = all(result.passes(strict=strict) for result in results)
     if as_json:

@@ -1,8 +1,13 @@
-"""`lifeguard lint`: validate configs, list every problem with its path, and warn about risks."""
+"""`lifeguard lint`: validate configs, list every problem with its path, and warn about risks.
+
+A plain file (bare config, request, response) is one result; a CloudFormation/SAM template is one result
+per `AWS::PCS::ComputeNodeGroup` with `NodeLifecycleActions`, checked by `lifeguard_cli.cloudformation`
+with the same rules.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,14 +18,22 @@ from rich.text import Text
 
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.risks import Risk, find_risks
-from lifeguard_cli.documents import ConfigDocument, read_config_document
+from lifeguard_cli.cloudformation import is_template, lint_template
+from lifeguard_cli.documents import (
+    ConfigDocument,
+    config_document,
+    group_document,
+    read_config_document,
+    read_data,
+    template_without_groups,
+)
 
 __all__ = ["LintResult", "lint_files", "render_lint"]
 
 
 @dataclass(frozen=True)
 class LintResult:
-    """The verdict on one file."""
+    """The verdict on one file, or on one node group of a template."""
 
     document: ConfigDocument
     risks: tuple[Risk, ...]
@@ -31,100 +44,167 @@ class LintResult:
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as JSON for programs."""
-        config = self.document.config
+        document = self.document
+        config = document.config
         return {
-            "file": str(self.document.path),
-            "kind": self.document.kind,
-            "valid": self.document.valid,
-            "fingerprint": config.fingerprint() if config else None,
-            "problems": [problem.to_dict() for problem in self.document.problems],
+            "file": str(document.path),
+            "kind": document.kind,
+            "resource": document.resource,
+            "valid": document.valid,
+            "fingerprint": _fingerprint(document),
+            "problems": [problem.to_dict() for problem in document.problems],
             "risks": [risk.to_dict() for risk in self.risks],
-            "scripts": _scripts(config) if config else [],
+            "notes": [note.to_dict() for note in document.notes],
+            "scripts": _scripts(config, document.intrinsics) if config else [],
         }
 
 
-def _scripts(config: NodeLifecycleActions) -> list[dict[str, Any]]:
-    return [
-        {
-            "stage": stage,
-            "index": index,
-            "name": script.name,
-            "scriptLocation": script.script_source.script_location,
-            "arguments": list(script.effective_arguments),
-            "onError": script.effective_on_error,
-            "onErrorDefaulted": script.on_error is None,
-            "executionPolicy": script.effective_execution_policy,
-            "executionPolicyDefaulted": script.execution_policy is None,
-            "pinned": script.script_source.is_pinned,
+def _fingerprint(document: ConfigDocument) -> str | None:
+    """The config's fingerprint; None when there is none, or intrinsic functions leave it unknown."""
+    if document.config is None or document.notes:
+        return None
+    return document.config.fingerprint()
+
+
+# The columns of a script row and the API field each shows.
+_CELLS = {
+    "name": "name",
+    "scriptLocation": "scriptSource.scriptLocation",
+    "arguments": "arguments",
+    "onError": "onError",
+    "executionPolicy": "executionPolicy",
+    "pinned": "scriptSource",
+}
+
+
+def _intrinsic_at(intrinsics: Mapping[str, str], path: str) -> str | None:
+    """The intrinsic function that `path` is, or lies under."""
+    for where, function in intrinsics.items():
+        if path == where or path.startswith((f"{where}.", f"{where}[")):
+            return function
+    return None
+
+
+def _scripts(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    for stage, index, script in config.scripts():
+        base = f"stages.{stage}[{index}]"
+        unresolved = {
+            cell: function
+            for cell, field in _CELLS.items()
+            if (function := _intrinsic_at(intrinsics, f"{base}.{field}")) is not None
         }
-        for stage, index, script in config.scripts()
-    ]
+        rows.append(
+            {
+                "stage": stage,
+                "index": index,
+                "name": script.name,
+                "scriptLocation": script.script_source.script_location,
+                "arguments": list(script.effective_arguments),
+                "onError": script.effective_on_error,
+                "onErrorDefaulted": script.on_error is None,
+                "executionPolicy": script.effective_execution_policy,
+                "executionPolicyDefaulted": script.execution_policy is None,
+                "pinned": script.script_source.is_pinned,
+                # Cells whose value is an intrinsic function: what they hold is a stand-in.
+                "intrinsic": unresolved,
+            }
+        )
+    return rows
 
 
 def lint_files(paths: Sequence[Path], previous: Path | None = None) -> tuple[list[LintResult], list[str]]:
     """Lint each file, against `previous` (the config they replace) when given.
 
-    Returns the results and any errors about `previous` itself.
+    Returns the results and the errors that stop the run (one line each): `previous` cannot be read or
+    is invalid, or a template is given with `previous`.
     """
     errors: list[str] = []
     before: NodeLifecycleActions | None = None
     if previous is not None:
         prior = read_config_document(previous)
         if prior.config is None:
-            errors.extend(f"{previous}: {problem}" for problem in prior.problems)
+            errors.extend(f"--previous {previous}: {problem}" for problem in prior.problems)
         before = prior.config
-    results = []
+    results: list[LintResult] = []
     for path in paths:
-        document = read_config_document(path)
-        risks = tuple(find_risks(document.config, before)) if document.config else ()
-        results.append(LintResult(document, risks))
+        data, unreadable = read_data(path)
+        if unreadable is not None:
+            results.append(LintResult(ConfigDocument(path, None, None, (unreadable,)), ()))
+        elif not is_template(data):
+            document = config_document(path, data)
+            risks = tuple(find_risks(document.config, before)) if document.config else ()
+            results.append(LintResult(document, risks))
+        elif previous is not None:
+            errors.append(f"{path}: --previous compares nodeLifecycleActions files, not templates")
+        else:
+            groups = lint_template(data)
+            results.extend(LintResult(group_document(path, group), group.risks) for group in groups)
+            if not groups:
+                results.append(LintResult(template_without_groups(path), ()))
     return results, errors
 
 
 def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool) -> None:
-    """Print a summary table per valid file, every problem of invalid ones, and the risks."""
+    """Print a summary table per valid file or group, every problem of invalid ones, the risks and notes."""
     for result in results:
         document = result.document
         header = Text(str(document.path), style="bold")
-        if document.config is None:
+        if document.resource is not None:
+            header.append(f" › {document.resource}", style="bold")
+        if not document.valid:
             count = len(document.problems)
             header.append(f"  invalid: {count} problem{'s' if count != 1 else ''}", style="bold red")
             console.print(header)
             for problem in document.problems:
                 console.print(Text.assemble("  ", ("error", "red"), f" {problem}"))
+        elif document.config is None and document.resource is None:
+            # A template without node groups: its one note is the verdict.
+            console.print(header.append(f"  {document.notes[0].message}" if document.notes else ""))
             console.print()
             continue
-        config = document.config
-        policy = config.effective_script_caching_policy
-        policy_note = "" if config.script_caching_policy else " (default)"
-        header.append("  valid", style="bold green")
-        header.append(f"  {document.kind} · scriptCachingPolicy {policy}{policy_note}")
-        header.append(f" · fingerprint {config.fingerprint()[:12]}")
-        console.print(header)
-        console.print(_table(config))
-        level = ("error", "red") if strict else ("warning", "yellow")
-        for risk in result.risks:
-            console.print(
-                Text.assemble("  ", level, f" {risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
-            )
+        elif document.config is None:
+            console.print(header.append("  not checked", style="bold yellow"))
+        else:
+            config = document.config
+            policy: str = config.effective_script_caching_policy
+            policy_note = "" if config.script_caching_policy else " (default)"
+            function = _intrinsic_at(document.intrinsics, "scriptCachingPolicy")
+            if function is not None:
+                policy, policy_note = f"<{function}>", ""
+            header.append("  valid", style="bold green")
+            header.append(f"  {document.kind} · scriptCachingPolicy {policy}{policy_note}")
+            fingerprint = _fingerprint(document)
+            if fingerprint:
+                header.append(f" · fingerprint {fingerprint[:12]}")
+            console.print(header)
+            console.print(_table(config, document.intrinsics))
+            level = ("error", "red") if strict else ("warning", "yellow")
+            for risk in result.risks:
+                console.print(
+                    Text.assemble("  ", level, f" {risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
+                )
+        for note in document.notes:
+            console.print(Text.assemble("  ", ("note", "cyan"), f" {note}"))
         console.print()
 
 
-def _table(config: NodeLifecycleActions) -> Table:
+def _table(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> Table:
     table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
     for column in ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned"):
         table.add_column(column, overflow="fold")
-    for row in _scripts(config):
-        table.add_row(
-            row["stage"] if row["index"] == 0 else "",
-            str(row["index"]),
-            row["name"],
-            row["scriptLocation"],
-            " ".join(row["arguments"]) or "-",
-            row["onError"] + (" (default)" if row["onErrorDefaulted"] else ""),
-            row["executionPolicy"] + (" (default)" if row["executionPolicyDefaulted"] else ""),
-            "yes" if row["pinned"] else "no",
-        )
+    for row in _scripts(config, intrinsics):
+        cells = {
+            "name": row["name"],
+            "scriptLocation": row["scriptLocation"],
+            "arguments": " ".join(row["arguments"]) or "-",
+            "onError": row["onError"] + (" (default)" if row["onErrorDefaulted"] else ""),
+            "executionPolicy": row["executionPolicy"]
+            + (" (default)" if row["executionPolicyDefaulted"] else ""),
+            "pinned": "yes" if row["pinned"] else "no",
+        }
+        cells.update({cell: f"<{function}>" for cell, function in row["intrinsic"].items()})
+        table.add_row(row["stage"] if row["index"] == 0 else "", str(row["index"]), *cells.values())
     if not table.rows:
         table.add_row("-", "-", "(no scripts)", "-", "-", "-", "-", "-")
     return table

@@ -1,0 +1,318 @@
+"""`lifeguard lint` on CloudFormation/SAM templates: each PCS compute node group is checked with the same
+rules as a plain config, and every finding points into the template."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from lifeguard_cli.cli import app
+from lifeguard_cli.cloudformation import lint_node_group
+from lifeguard_cli.lint import lint_files
+from tests.conftest import EVENTS, REPO
+
+CONFIGS = EVENTS / "configs"
+EXAMPLE = EVENTS / "templates" / "pcs-cluster.yaml"
+FIXTURES = REPO / "tests" / "fixtures" / "templates"
+ACTIONS = "Resources.ComputeNodes.Properties.NodeLifecycleActions"
+runner = CliRunner()
+
+
+def lint_json(*args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["lint", "--json", *args])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def pascal(value: Any) -> Any:
+    """A config as CloudFormation spells it: every key with its first letter upper-cased."""
+    if isinstance(value, dict):
+        return {key[:1].upper() + key[1:]: pascal(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [pascal(item) for item in value]
+    return value
+
+
+def template_of(actions: Any) -> dict[str, Any]:
+    properties = {"ClusterId": "pcs_abc123de45", "NodeLifecycleActions": actions}
+    return {"Resources": {"ComputeNodes": {"Type": "AWS::PCS::ComputeNodeGroup", "Properties": properties}}}
+
+
+def script(**fields: Any) -> dict[str, Any]:
+    return {
+        "Name": "setup",
+        "ScriptSource": {"ScriptLocation": "s3://bkt/setup.sh", "Checksum": "a" * 64},
+    } | fields
+
+
+def test_example_template_lints_each_group_as_one_result() -> None:
+    code, report = lint_json(str(EXAMPLE))
+    assert code == 0
+    assert [(v["file"], v["kind"], v["resource"]) for v in report["files"]] == [
+        (str(EXAMPLE), "template", "Batch"),
+        (str(EXAMPLE), "template", "Interactive"),
+    ]
+    batch, interactive = report["files"]
+    assert batch["problems"] == batch["risks"] == []
+    assert [note["path"] for note in batch["notes"]] == [
+        "Resources.Batch.Properties.NodeLifecycleActions.Stages.NodeBootstrapped[0].ScriptSource.ScriptLocation"
+    ]
+    assert batch["scripts"][0]["intrinsic"] == {"scriptLocation": "Fn::Sub"}
+    assert batch["fingerprint"] is None
+    base = "Resources.Interactive.Properties.NodeLifecycleActions.Stages.NodeBootstrapped[0]"
+    assert [(risk["code"], risk["path"]) for risk in interactive["risks"]] == [
+        ("optional-script-terminates", f"{base}.OnError"),
+        ("unpinned-mutable-source", f"{base}.ScriptSource"),
+    ]
+    assert len(interactive["fingerprint"]) == 64
+
+
+def test_strict_fails_the_risky_group_only() -> None:
+    code, report = lint_json("--strict", str(EXAMPLE))
+    assert code == 1
+    assert report["valid"] is False
+    assert [bool(verdict["risks"]) for verdict in report["files"]] == [False, True]
+
+
+def test_invalid_group_is_reported_with_its_template_path() -> None:
+    code, report = lint_json(str(FIXTURES / "invalid-onerror.yaml"))
+    assert code == 1
+    [verdict] = report["files"]
+    assert (verdict["resource"], verdict["valid"]) == ("ComputeNodes", False)
+    assert verdict["problems"] == [
+        {
+            "path": f"{ACTIONS}.Stages.NodeBootstrapped[0].OnError",
+            "message": "'TERMINATED' is not one of TERMINATE, STOP_SEQUENCE, CONTINUE",
+        }
+    ]
+
+
+def test_json_templates_are_read_too(tmp_path: Path) -> None:
+    bad = template_of({"Stages": {"NodeReady": [script(OnError="STOP")]}})
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(bad))
+    code, report = lint_json(str(path))
+    assert code == 1
+    assert [p["path"] for p in report["files"][0]["problems"]] == [f"{ACTIONS}.Stages.NodeReady[0].OnError"]
+
+
+# CloudFormation fragments PCS (or CloudFormation) would reject, and every (path, message fragment).
+INVALID: list[tuple[str, object, list[tuple[str, str]]]] = [
+    (
+        "camelCase-key",
+        {"Stages": {"NodeBootstrapped": [script(onError="CONTINUE")]}},
+        [("Stages.NodeBootstrapped[0].onError", "is not a property of NodeLifecycleScript (known: Name,")],
+    ),
+    (
+        "unknown-key",
+        {"Stages": {"NodeBootstrapped": [script(Timeout=30)]}},
+        [("Stages.NodeBootstrapped[0].Timeout", "is not a property of NodeLifecycleScript")],
+    ),
+    (
+        "missing-script-source",
+        {"Stages": {"NodeBootstrapped": [{"Name": "setup"}]}},
+        [("Stages.NodeBootstrapped[0].ScriptSource", "is required")],
+    ),
+    ("missing-stages", {"ScriptCachingPolicy": "CACHE_ONCE"}, [("Stages", "is required")]),
+    (
+        "short-checksum",
+        {
+            "Stages": {
+                "NodeReady": [script(ScriptSource={"ScriptLocation": "s3://bkt/a.sh", "Checksum": "abc"})]
+            }
+        },
+        [("Stages.NodeReady[0].ScriptSource.Checksum", "is 3 characters long; at least 64 required")],
+    ),
+    (
+        "version-on-https",
+        {
+            "Stages": {
+                "NodeReady": [
+                    script(ScriptSource={"ScriptLocation": "https://example.com/a.sh", "S3VersionId": "v1"})
+                ]
+            }
+        },
+        [("Stages.NodeReady[0].ScriptSource.S3VersionId", "only allowed with an s3:// scriptLocation")],
+    ),
+    (
+        "duplicate-names",
+        {"Stages": {"NodeBootstrapped": [script(), script()]}},
+        [("Stages.NodeBootstrapped[1].Name", "'setup' is already the name of")],
+    ),
+    (
+        "bad-caching-policy",
+        {"ScriptCachingPolicy": "ALWAYS", "Stages": {"NodeReady": [script()]}},
+        [("ScriptCachingPolicy", "'ALWAYS' is not one of CACHE_ONCE, REFRESH_ON_REBOOT")],
+    ),
+    ("not-a-mapping", "CACHE_ONCE", [("", "expected an object, got string")]),
+]
+
+
+@pytest.mark.parametrize(("actions", "expected"), [case[1:] for case in INVALID], ids=[c[0] for c in INVALID])
+def test_invalid_groups_list_every_problem_with_its_template_path(
+    actions: object, expected: list[tuple[str, str]]
+) -> None:
+    group = lint_node_group("ComputeNodes", actions)
+    assert not group.valid
+    assert group.config is None
+    got = [(problem.path, problem.message) for problem in group.problems]
+    assert len(got) == len(expected)
+    for (path, fragment), (got_path, message) in zip(expected, got, strict=True):
+        assert got_path == f"{ACTIONS}.{path}".rstrip(".")
+        assert fragment in message
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in CONFIGS.glob("*.json") if p.name.startswith(("article-", "invalid-d", "invalid-v"))),
+)
+def test_a_template_gets_exactly_the_verdict_of_the_same_config(path: Path) -> None:
+    config = json.loads(path.read_text())
+    [plain] = lint_files([path])[0]
+    group = lint_node_group("ComputeNodes", pascal(config))
+    assert group.valid == plain.document.valid
+    assert [p.message for p in group.problems] == [p.message for p in plain.document.problems]
+    assert [r.code for r in group.risks] == [r.code for r in plain.risks]
+    assert [r.path for r in group.risks] == [f"{ACTIONS}.{pascal_path(r.path)}" for r in plain.risks]
+    if plain.document.config is not None:
+        assert group.config is not None
+        assert group.config.fingerprint() == plain.document.config.fingerprint()
+
+
+def pascal_path(path: str) -> str:
+    return ".".join(part[:1].upper() + part[1:] for part in path.split("."))
+
+
+INTRINSICS: list[tuple[str, dict[str, Any], str]] = [
+    ("ref-on-error", script(Name="verify", OnError={"Ref": "OnError"}), "Stages.NodeBootstrapped[0].OnError"),
+    ("ref-name", script(Name={"Ref": "ScriptName"}), "Stages.NodeBootstrapped[0].Name"),
+    (
+        "sub-location",
+        script(ScriptSource={"ScriptLocation": {"Fn::Sub": "s3://${Bucket}/a.sh"}, "Checksum": "a" * 64}),
+        "Stages.NodeBootstrapped[0].ScriptSource.ScriptLocation",
+    ),
+    (
+        "getatt-checksum",
+        script(
+            ScriptSource={"ScriptLocation": "s3://bkt/a.sh", "Checksum": {"Fn::GetAtt": ["Sum", "Value"]}}
+        ),
+        "Stages.NodeBootstrapped[0].ScriptSource.Checksum",
+    ),
+    (
+        "if-arguments",
+        script(Arguments={"Fn::If": ["Debug", ["-v"], []]}),
+        "Stages.NodeBootstrapped[0].Arguments",
+    ),
+    (
+        "if-script-source",
+        script(ScriptSource={"Fn::If": ["A", {}, {}]}),
+        "Stages.NodeBootstrapped[0].ScriptSource",
+    ),
+    ("if-whole-script", {"Fn::If": ["A", {}, {"Ref": "AWS::NoValue"}]}, "Stages.NodeBootstrapped[0]"),
+]
+
+
+@pytest.mark.parametrize(("item", "where"), [c[1:] for c in INTRINSICS], ids=[c[0] for c in INTRINSICS])
+def test_intrinsic_values_are_noted_once_and_never_fail(item: dict[str, Any], where: str) -> None:
+    group = lint_node_group("ComputeNodes", {"Stages": {"NodeBootstrapped": [item]}})
+    assert group.valid
+    assert group.config is not None
+    assert [note.path for note in group.notes] == [f"{ACTIONS}.{where}"]
+    assert "resolved only when the stack deploys" in group.notes[0].message
+    assert not [risk for risk in group.risks if risk.path.startswith(f"{ACTIONS}.{where}")]
+
+
+def test_an_intrinsic_on_error_hides_the_default_terminate_risk_but_not_the_others() -> None:
+    unpinned = {"ScriptLocation": "s3://bkt/verify.sh"}
+    group = lint_node_group(
+        "ComputeNodes",
+        {
+            "Stages": {
+                "NodeBootstrapped": [script(Name="verify", ScriptSource=unpinned, OnError={"Ref": "P"})]
+            }
+        },
+    )
+    assert [risk.code for risk in group.risks] == ["unpinned-mutable-source"]
+
+
+def test_invalid_values_beside_an_intrinsic_are_still_reported() -> None:
+    group = lint_node_group(
+        "ComputeNodes", {"Stages": {"NodeBootstrapped": [script(Name={"Ref": "N"}, OnError="TERMINATED")]}}
+    )
+    assert [p.path for p in group.problems] == [f"{ACTIONS}.Stages.NodeBootstrapped[0].OnError"]
+    assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages.NodeBootstrapped[0].Name"]
+
+
+def test_a_whole_intrinsic_value_is_not_checked_and_does_not_fail(tmp_path: Path) -> None:
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps(template_of({"Fn::If": ["A", {}, {}]})))
+    code, report = lint_json(str(path))
+    assert code == 0
+    [verdict] = report["files"]
+    assert (verdict["valid"], verdict["scripts"], verdict["problems"]) == (True, [], [])
+    assert [note["path"] for note in verdict["notes"]] == [ACTIONS]
+
+
+def test_sam_template_with_short_tags_is_read_as_long_form() -> None:
+    code, report = lint_json(str(FIXTURES / "sam-intrinsics.yaml"))
+    assert code == 0
+    [verdict] = report["files"]
+    assert [(n["path"].removeprefix(ACTIONS), n["message"].split()[0]) for n in verdict["notes"]] == [
+        (".ScriptCachingPolicy", "Fn::If"),
+        (".Stages.NodeBootstrapped[0].ScriptSource.ScriptLocation", "Fn::Sub"),
+        (".Stages.NodeBootstrapped[0].ScriptSource.Checksum", "Ref"),
+        (".Stages.NodeBootstrapped[0].OnError", "Ref"),
+    ]
+    assert verdict["risks"] == []
+
+
+def test_template_without_node_groups_is_one_line_and_passes() -> None:
+    result = runner.invoke(app, ["lint", str(FIXTURES / "no-pcs.yaml")])
+    assert result.exit_code == 0
+    verdict = "no AWS::PCS::ComputeNodeGroup with NodeLifecycleActions: nothing to lint"
+    assert (
+        " ".join(result.stdout.split()) == f"{FIXTURES / 'no-pcs.yaml'} {verdict}"
+    )  # one line, however wide
+    code, report = lint_json(str(FIXTURES / "no-pcs.yaml"))
+    assert code == 0
+    assert report["files"][0]["resource"] is None
+    assert report["files"][0]["notes"][0]["path"] == "Resources"
+
+
+def test_previous_is_refused_for_templates_with_one_line() -> None:
+    result = runner.invoke(app, ["lint", "--previous", str(CONFIGS / "article-terminate.json"), str(EXAMPLE)])
+    assert result.exit_code == 1
+    assert (
+        result.stderr.strip()
+        == f"lifeguard lint: {EXAMPLE}: --previous compares nodeLifecycleActions files, not templates"
+    )
+
+
+def test_a_template_as_previous_is_refused() -> None:
+    result = runner.invoke(app, ["lint", "--previous", str(EXAMPLE), str(CONFIGS / "article-terminate.json")])
+    assert result.exit_code == 1
+    assert "lifeguard lint: --previous" in result.stderr
+    assert "is a CloudFormation template" in result.stderr
+
+
+def test_broken_yaml_is_one_problem_with_its_line(tmp_path: Path) -> None:
+    broken = tmp_path / "stack.yaml"
+    broken.write_text("Resources:\n  X: [unclosed\n")
+    code, report = lint_json(str(broken))
+    assert code == 1
+    [problem] = report["files"][0]["problems"]
+    assert problem["message"].startswith("neither JSON nor YAML at line 3")
+
+
+def test_human_output_names_the_group_and_marks_intrinsic_cells() -> None:
+    result = runner.invoke(app, ["lint", str(EXAMPLE), str(FIXTURES / "invalid-onerror.yaml")])
+    assert result.exit_code == 1
+    out = result.stdout
+    assert f"{EXAMPLE} › Batch  valid" in out
+    assert "<Fn::Sub>" in out
+    assert f"{EXAMPLE} › Interactive  valid" in out
+    assert "(optional-script-terminates)" in out
+    assert "ComputeNodes  invalid: 1 problem" in out
