@@ -146,10 +146,16 @@ def test_the_articles_terminate_loop_is_detected_once_and_attributed(env: Env) -
     assert env.feed_reports(stream("article-terminate-node-reports")) == []
 
 
-def test_reports_that_arrive_first_name_the_suspect_in_the_first_event(env: Env) -> None:
-    assert env.feed_reports(stream("article-terminate-node-reports")) == []
-    [event] = env.feed(stream("article-terminate-loop"))
+def test_reports_that_arrive_first_detect_the_loop_naming_the_suspect_and_the_scaling_log_adds_no_event(
+    env: Env,
+) -> None:
+    [event] = env.feed_reports(stream("article-terminate-node-reports"))
+    assert event["detail-type"] == "BootstrapLoopDetected"
     assert event["detail"]["suspect"]["script"] == "fail-terminate"
+    assert event["detail"]["signals"] == ["node_reports"]
+    assert env.feed(stream("article-terminate-loop")) == []  # the same loop: the episode is open
+    [published] = env.bus_events()
+    assert published["detail"]["episode_id"] == event["detail"]["episode_id"]
 
 
 def test_the_same_stream_three_times_or_shuffled_gives_one_event(env: Env) -> None:

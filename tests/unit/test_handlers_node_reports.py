@@ -81,7 +81,7 @@ class World:
         return [(r.instance_id, r.script, r.outcome) for r in self.store.reports(CLUSTER, GROUP)]
 
 
-def test_failed_runs_are_stored_and_runs_that_did_not_fail_are_not() -> None:
+def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks() -> None:
     world = World()
     succeeded = {**FAILED[0], "script": "record-boot", "exit_code": 0, "outcome": "succeeded"}
     summary = world.feed([*REPORTS, succeeded])
@@ -93,6 +93,13 @@ def test_failed_runs_are_stored_and_runs_that_did_not_fail_are_not() -> None:
     ]
     assert summary.events == []  # no open episode: nothing to attribute
     assert world.bus.entries == []
+    marks = world.store.marks(CLUSTER, GROUP)
+    assert sorted((m.instance_id, m.script, m.outcome) for m in marks) == sorted(
+        (r["instance_id"], r["script"], r["outcome"])
+        for r in [*REPORTS, succeeded]
+        if r["outcome"] != "failed"
+    )
+    assert all("report" not in item for (_, sk), item in world.table.items.items() if sk.startswith("RAN#"))
 
 
 def test_an_open_episode_is_attributed_from_the_reports_and_announced_at_the_next_revision() -> None:

@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
@@ -18,7 +20,9 @@ from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
+from lifeguard.remediation.records import AppliedChange, Ledger
 from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_scaling_events
 from tests.conftest import EVENTS, load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
@@ -454,3 +458,253 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     # The same report again changes nothing and says nothing more.
     reports.handle_messages([(json.dumps(report), "stream:1")])
     assert world.published().count("LoopContained") == 1
+
+
+def ran(instance: str, when: int, *, outcome: str = "succeeded", script: str = "record-boot") -> NodeReport:
+    """A run the instance reported at `when` (epoch ms), of the article's report stream's shape."""
+    failed = outcome == "failed"
+    return NodeReport.model_validate(
+        {
+            **stream("article-terminate-node-reports")[0],
+            "instance_id": instance,
+            "script": script,
+            "outcome": outcome,
+            "exit_code": 1 if failed else 0,
+            "log_tail": "",
+            "started_at": when // 1000,
+            "ended_at": when // 1000,
+        }
+    )
+
+
+def quarantine_in_ledger(world: World, quarantined: dict[str, Any]) -> None:
+    """Lifeguard's ledger holds the quarantine that produced `quarantined` from the article's config."""
+    store = RemediationStore(world.table, TABLE)
+    change = AppliedChange(
+        at=at(1, 10) / 1000,
+        episode_id="ep-0123456789abcdef",
+        revision=1,
+        action="quarantine",
+        config_before=TERMINATE,
+        config_after=quarantined,
+        fingerprint_before=fingerprint_of(TERMINATE),
+        fingerprint_after=fingerprint_of(quarantined),
+    )
+    store.save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
+
+
+def quarantined_config() -> dict[str, Any]:
+    quarantined: dict[str, Any] = json.loads(json.dumps(TERMINATE))
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    return quarantined
+
+
+def test_a_node_whose_reports_show_every_script_succeeded_proves_good_and_the_proof_says_so() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    GroupStore(world.table, TABLE).put_reports([ran("i-0new0000000000001", at(1, 15))])
+    world.feed([launched("i-0new0000000000001", at(1, 13)), succeeded("i-0new0000000000001", at(1, 18))])
+    proof = world.state().proven_good
+    assert proof is not None
+    assert proof.evidence == "BOOTSTRAP_SUCCESS, and its reports show 1 script run(s), none failed"
+
+
+@pytest.mark.parametrize("lifeguards", [True, False])
+def test_a_node_without_reports_proves_a_configuration_only_when_no_quarantine_of_lifeguards_is_in_it(
+    lifeguards: bool,
+) -> None:
+    world = World()
+    quarantined = quarantined_config()
+    if lifeguards:
+        quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 10))
+    world.feed([launched("i-0new0000000000001", at(1, 13)), succeeded("i-0new0000000000001", at(1, 18))])
+    proof = world.state().proven_good
+    if lifeguards:
+        assert proof is None  # PCS logs the quarantined script's failure as a success: proves nothing
+    else:
+        assert proof is not None
+        assert proof.evidence == (
+            "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
+        )
+
+
+def test_a_loop_whose_nodes_reported_only_succeeded_scripts_is_not_blamed_on_a_script() -> None:
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(FIRST, 1792544790000), ran(SECOND, 1792545150000, script="fail-terminate")]
+    )
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"] is None
+    assert detail["reason"].startswith("no script failed on these nodes")
+    assert detail["signals"] == ["scaling_log", "node_reports"]
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.no_script_failed
+
+
+def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:
+    world = World()
+    GroupStore(world.table, TABLE).put_reports([ran(FIRST, 1792544790000)])  # one node only: not enough
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"] is None
+    assert detail["reason"] == "no node report named a failing script (are the nodes shipping reports?)"
+    assert detail["signals"] == ["scaling_log"]
+    episode = world.state().episode
+    assert episode is not None
+    assert not episode.no_script_failed
+
+
+def reports_handler(world: World, *, clusters: frozenset[str] = frozenset()) -> NodeReportsHandler:
+    """The node_reports handler on the world's table, bus and PCS, as its composition root builds it."""
+    store = GroupStore(world.table, TABLE)
+    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
+    return NodeReportsHandler(
+        store,
+        updater,
+        DetectionSettings("quarantine", 2, 60),
+        pcs=PcsGateway(world.api),
+        clusters=clusters,
+        clock=world.now,
+    )
+
+
+def ship(world: World, handler: NodeReportsHandler, reports: list[dict[str, Any]]) -> None:
+    """The reports delivered as their subscription batch, with the clock a minute after the newest."""
+    newest = max(r["ended_at"] for r in reports) + 60
+    world.clock.set(datetime.fromtimestamp(newest, UTC))
+    handler.handle_messages((json.dumps(r), "(report)") for r in reports)
+
+
+REPORTED = stream("article-terminate-node-reports")
+
+
+def test_node_reports_alone_detect_the_loop_once_and_the_scaling_log_only_adds_itself() -> None:
+    world = World()
+    handler = reports_handler(world)
+    ship(world, handler, REPORTED)
+    [(detail_type, detail)] = world.bus.events()
+    assert detail_type == "BootstrapLoopDetected"
+    assert detail["signals"] == ["node_reports"]
+    assert (detail["suspect"]["stage"], detail["suspect"]["script"]) == ("nodeBootstrapped", "fail-terminate")
+    assert [f["instance_id"] for f in detail["failures"]] == [FIRST, SECOND]
+    assert detail["config_fingerprint"] == fingerprint_of(TERMINATE)  # read from PCS: reports carry none
+    assert detail["reason"].startswith("detected from node reports: 2 instances failed")
+    ship(world, handler, REPORTED)  # delivered again
+    world.feed(ARTICLE)  # then the scaling log, with the same loop
+    world.feed(ARTICLE)
+    assert world.published() == ["BootstrapLoopDetected"]
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["node_reports", "scaling_log"])
+
+
+def test_the_scaling_log_first_then_the_reports_is_still_one_episode() -> None:
+    world = World()
+    world.feed(ARTICLE)
+    ship(world, reports_handler(world), REPORTED)
+    world.feed(ARTICLE)
+    events = world.bus.events()
+    assert {d["episode_id"] for _, d in events} == {events[0][1]["episode_id"]}
+    assert [(t, d["revision"]) for t, d in events] == [
+        ("BootstrapLoopDetected", 1),
+        ("BootstrapLoopDetected", 2),
+    ]
+    assert events[-1][1]["signals"] == ["scaling_log", "node_reports"]  # revision 2 names the script
+
+
+@pytest.mark.parametrize(
+    ("why", "tags", "clusters", "changed_after"),
+    [
+        ("a cluster outside the stack's ClusterIds", None, frozenset({"pcs_0fedcba987"}), False),
+        ("a group tagged off", {"lifeguard:mode": "off"}, frozenset(), False),
+        ("runs of the configuration before the current one", None, frozenset(), True),
+    ],
+)
+def test_node_reports_detect_nothing_for(
+    why: str, tags: dict[str, str] | None, clusters: frozenset[str], changed_after: bool
+) -> None:
+    world = World(tags=tags)
+    if changed_after:
+        world.person_sets(REVERTED, at(1, 30))
+    ship(world, reports_handler(world, clusters=clusters), REPORTED)
+    assert world.bus.entries == [], why
+    assert world.state().episode is None, why
+
+
+def booted_then_replaced(instance: str, minute: int, reason: str = "UNHEALTHY_NODE") -> list[dict[str, Any]]:
+    """A node launched at `minute`, ACTIVE two minutes on, terminated (for `reason`) five minutes later."""
+    return [
+        launched(instance, at(1, minute)),
+        succeeded(instance, at(1, minute + 2)),
+        row(instance, "TERMINATED", reason, at(1, minute + 7)),
+    ]
+
+
+def test_nodes_of_the_configuration_replaced_as_unhealthy_again_and_again_are_a_replacement_loop() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    assert world.bus.entries == []  # one unhealthy node is bad luck
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))
+    [(detail_type, detail)] = world.bus.events()
+    assert (detail_type, detail["kind"]) == ("BootstrapLoopDetected", "replacement")
+    assert [f["instance_id"] for f in detail["failures"]] == ["i-0sick000000000001", "i-0sick000000000002"]
+    assert "terminated as unhealthy (TERMINATED/UNHEALTHY_NODE)" in detail["reason"]
+    assert "drain/replace" not in detail["reason"]  # no drain step of Lifeguard's in the configuration
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.kind, episode.replacement_revision) == ("replacement", 1)
+
+
+@pytest.mark.parametrize(
+    "reason", ["REPLACEMENT_REQUESTED", "SCHEDULER_REQUESTED", "NODE_GROUP_DELETION", "EXTERNALLY_TERMINATED"]
+)
+def test_other_terminations_are_never_a_replacement_loop(reason: str) -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    for n, minute in enumerate((12, 22, 32)):
+        world.feed(booted_then_replaced(f"i-0gone00000000000{n}", minute, reason))
+    assert world.bus.entries == []
+
+
+def test_unhealthy_nodes_launched_before_the_configuration_took_effect_are_not_a_replacement_loop() -> None:
+    world = World()
+    world.feed([launched("i-0old0000000000001", at(1, 2)), launched("i-0old0000000000002", at(1, 3))])
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(
+        [
+            row("i-0old0000000000001", "TERMINATED", "UNHEALTHY_NODE", at(1, 12)),
+            row("i-0old0000000000002", "TERMINATED", "UNHEALTHY_NODE", at(1, 14)),
+        ]
+    )
+    assert world.bus.entries == []
+
+
+def test_kept_and_drained_nodes_replaced_as_unhealthy_are_the_contained_episodes_drain_replace_loop() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    drained = quarantined_config()
+    drained["stages"]["nodeReady"] = [
+        {"name": "lifeguard-drain", "scriptSource": {"scriptLocation": "s3://bundles/lifeguard-node.pyz"}},
+        *drained["stages"].get("nodeReady", []),
+    ]
+    world.person_sets(drained, at(1, 13))
+    for n, minute in enumerate((14, 24)):
+        kept = f"i-0kept00000000000{n}"
+        kept_report(kept, at(1, minute + 1), world)
+        world.feed(booted_then_replaced(kept, minute))
+    types = world.published()
+    assert types == ["BootstrapLoopDetected", "LoopContained", "BootstrapLoopDetected"]
+    (_, first), _, (_, replaced) = world.bus.events()
+    assert replaced["episode_id"] == first["episode_id"]
+    assert (replaced["kind"], replaced["revision"]) == ("replacement", 2)
+    assert replaced["reason"].endswith(
+        "PCS replaces the nodes Lifeguard's drain step drains, a drain/replace loop"
+    )
+    assert replaced["config_fingerprint"] == fingerprint_of(drained)
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.kind, episode.contained_at is not None) == ("loop", True)  # still the contained loop

@@ -206,6 +206,47 @@ def test_revert_puts_back_the_proven_good_configuration() -> None:
     assert len(world.lifeguard_updates()) == 1
 
 
+def no_script_failed(world: World) -> dict[str, Any]:
+    """A detection whose failing nodes reported every script they ran as succeeded."""
+    event = world.detection()
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.suspect = None
+    state.episode.no_script_failed = True
+    world.store.save(state)
+    event["detail"]["suspect"] = None
+    return event
+
+
+def test_a_loop_no_script_caused_is_not_quarantined_and_the_event_says_why() -> None:
+    world = World()
+    [event] = world.remediator().handle_event(no_script_failed(world))
+    assert event.detail_type == "RemediationSkipped"
+    assert "no script failed on these nodes" in event.detail["reason"]
+    assert "no script is switched" in event.detail["reason"]
+    assert world.lifeguard_updates() == []
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_loop_no_script_caused_is_still_reverted_when_it_began_with_a_configuration_change() -> None:
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    [event] = world.remediator().handle_event(no_script_failed(world))
+    assert (event.detail_type, event.detail["action"]) == ("RemediationApplied", "revert")
+    assert world.group()["nodeLifecycleActions"] == GOOD
+
+
+def test_revert_says_on_what_evidence_the_configuration_was_proven_good() -> None:
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.proven_good is not None
+    state.proven_good.evidence = "BOOTSTRAP_SUCCESS, and its reports show 3 script run(s), none failed"
+    world.store.save(state)
+    [event] = world.remediator().handle_event(world.detection())
+    assert "(BOOTSTRAP_SUCCESS, and its reports show 3 script run(s), none failed)" in event.detail["reason"]
+
+
 @pytest.mark.parametrize(
     ("tags", "settings", "says"),
     [
@@ -410,3 +451,91 @@ def test_the_drain_step_is_the_stack_s_choice_unless_the_group_s_tag_says_otherw
         script["name"] for script in world.group()["nodeLifecycleActions"]["stages"].get("nodeReady", [])
     ]
     assert ("lifeguard-drain" in ready) is drained
+
+
+def replacement_after_drain(world: World, *, drained: bool) -> dict[str, Any]:
+    """Lifeguard quarantined the loop (with its drain step when `drained`), then PCS replaced the kept,
+    drained nodes as unhealthy: the scaling_events handler has opened the replacement revision."""
+    bundle = NodeBundle("s3://bundles/lifeguard/lifeguard-node.pyz", "v1", "a" * 64)
+    [applied] = world.remediator(node_bundle=bundle, drain_kept_nodes=drained).handle_event(world.detection())
+    assert applied.detail_type == "RemediationApplied"
+    world.settle()
+    event = world.detection(revision=2)
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.replacement_revision = 2
+    state.episode.unhealthy = [
+        Failure(instance_id="i-0kept00000000000", event_timestamp=1792547000000),
+        Failure(instance_id="i-0kept00000000001", event_timestamp=1792547400000),
+    ]
+    world.store.save(state)
+    event["detail"]["kind"] = "replacement"
+    return event
+
+
+def test_a_replacement_loop_after_lifeguards_drain_step_takes_the_step_out_at_once() -> None:
+    world = World()
+    event = replacement_after_drain(world, drained=True)
+    assert "lifeguard-drain" in [
+        s["name"] for s in world.group()["nodeLifecycleActions"]["stages"]["nodeReady"]
+    ]
+    [answer] = world.remediator(cooldown_seconds=3600, daily_cap=1).handle_event(event)  # cooldown, cap
+    assert (answer.detail_type, answer.detail["action"], answer.detail["kind"]) == (
+        "RemediationApplied",
+        "undrain",
+        "replacement",
+    )
+    assert "took out Lifeguard's lifeguard-drain step" in answer.detail["reason"]
+    assert "not held back by the cooldown" in answer.detail["reason"]
+    assert [f["instance_id"] for f in answer.detail["failures"]] == [
+        "i-0kept00000000000",
+        "i-0kept00000000001",
+    ]
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # the quarantine stays, the drain goes
+    assert [c.action for c in RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes] == [
+        "quarantine",
+        "undrain",
+    ]
+
+
+def test_a_replacement_loop_no_change_of_lifeguards_caused_changes_nothing() -> None:
+    world = World()
+    event = replacement_after_drain(world, drained=False)
+    [answer] = world.remediator().handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert "no change of Lifeguard's drains them" in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    assert len(world.lifeguard_updates()) == 1  # the quarantine only
+
+
+@pytest.mark.parametrize(
+    ("tags", "says"),
+    [
+        (
+            {"aws:cloudformation:stack-name": "hpc-cluster"},
+            "This group belongs to CloudFormation stack hpc-cluster: its next deploy puts the old "
+            "NodeLifecycleActions back. To keep this change, put it in the template: "
+            "NodeLifecycleActions.Stages.NodeBootstrapped[0].OnError: STOP_SEQUENCE.",
+        ),
+        (
+            {"managed-by": "terraform:hpc/prod"},
+            "This group is managed by Terraform (terraform:hpc/prod): the next terraform apply puts the old "
+            "lifecycle actions back. To keep this change, put it in the configuration: "
+            "node_lifecycle_actions.stages.node_bootstrapped[0].on_error = STOP_SEQUENCE.",
+        ),
+    ],
+)
+def test_a_remediation_of_a_group_owned_by_a_template_says_the_next_deploy_undoes_it_and_what_to_keep(
+    tags: dict[str, str], says: str
+) -> None:
+    world = World(tags=tags)
+    [event] = world.remediator().handle_event(world.detection())
+    assert event.detail_type == "RemediationApplied"
+    assert event.detail["reason"].endswith(says)
+
+
+def test_a_remediation_of_a_group_no_template_owns_says_nothing_of_deploys() -> None:
+    world = World(tags={"managed-by": "the HPC team"})
+    [event] = world.remediator().handle_event(world.detection())
+    assert "deploy" not in event.detail["reason"]
+    assert "terraform" not in event.detail["reason"].lower()

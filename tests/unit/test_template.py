@@ -28,8 +28,12 @@ LAYER = TEMPLATE.parent / "layers" / "lifeguard" / "lifeguard"
 RUNTIME = {"logs:CreateLogStream", "logs:PutLogEvents"}
 # Where each function's code reaches its stores: (source files, the attribute the store is held in).
 STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
-    "ScalingEvents": {"state": (("handlers/scaling_events.py", "handlers/updater.py"), "self.store")},
-    "NodeReports": {"state": (("handlers/node_reports.py", "handlers/updater.py"), "self.store")},
+    "ScalingEvents": {
+        "state": (("handlers/scaling_events.py", "handlers/updater.py", "handlers/evidence.py"), "self.store")
+    },
+    "NodeReports": {
+        "state": (("handlers/node_reports.py", "handlers/updater.py", "handlers/evidence.py"), "self.store")
+    },
     "Remediate": {
         "state": (("remediation/remediator.py",), "self.states"),
         "remediation": (("remediation/remediator.py", "remediation/apply.py"), "self.store"),

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
-__all__ = ["failed_runs", "find_suspect", "suspect_of_runs"]
+__all__ = [
+    "BootRuns",
+    "ReportedLoop",
+    "boot_runs",
+    "failed_runs",
+    "find_suspect",
+    "reported_loop",
+    "suspect_of_runs",
+]
 
 KEPT_LIMIT = 100  # nodes an episode lists as kept (DESIGN's `kept`, bounded as the event's list is)
 
@@ -25,6 +35,45 @@ def failed_runs(reports: Iterable[NodeReport], instance_id: str, since_ms: int |
         ),
         key=lambda r: (r.boot, r.started_at),
     )
+
+
+class _Mark(Protocol):
+    @property
+    def instance_id(self) -> str: ...
+    @property
+    def started_at(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class BootRuns:
+    """What an instance's reports say about one boot: its failed runs, and how many runs did not fail."""
+
+    failed: list[NodeReport]
+    others: int
+
+    @property
+    def reported(self) -> bool:
+        """Whether the node reported any run of this boot."""
+        return bool(self.failed) or self.others > 0
+
+    def evidence(self) -> str:
+        """The boot's reports in a few words."""
+        if not self.reported:
+            return "no node reports"
+        if self.failed:
+            return f"its reports show {len(self.failed)} failed run(s), last {self.failed[-1].script}"
+        return f"its reports show {self.others} script run(s), none failed"
+
+
+def boot_runs(
+    reports: Iterable[NodeReport], marks: Iterable[_Mark], instance_id: str, since_ms: int | None
+) -> BootRuns:
+    """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known)."""
+    since_s = (since_ms // 1000) - 1 if since_ms is not None else None
+    others = sum(
+        1 for m in marks if m.instance_id == instance_id and (since_s is None or m.started_at >= since_s)
+    )
+    return BootRuns(failed_runs(reports, instance_id, since_ms), others)
 
 
 def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:
@@ -80,3 +129,54 @@ def find_suspect(failures: Sequence[Failure], reports: Iterable[NodeReport]) -> 
         log_tail=latest.log_tail,
         instances=ordered_instances,
     )
+
+
+@dataclass(frozen=True)
+class ReportedLoop:
+    """A loop the node reports show on their own: the same script failed under TERMINATE on `failures`."""
+
+    stage: str
+    script: str
+    failures: tuple[Failure, ...]  # oldest first; the time is the failed run's end
+
+
+def reported_loop(
+    reports: Iterable[NodeReport], threshold: int, window_ms: int, since_ms: int | None = None
+) -> ReportedLoop | None:
+    """`threshold` instances whose boot ended on a failure of the same script under TERMINATE (the run that
+    got each node terminated), within `window_ms` of the newest and after `since_ms` (the configuration's
+    `modifiedAt`, or the end of the group's last episode), or None."""
+    fatal: dict[str, NodeReport] = {}
+    for report in reports:
+        if not report.failed or report.on_error != "TERMINATE":
+            continue
+        if since_ms is not None and report.started_at * 1000 < since_ms:
+            continue
+        known = fatal.get(report.instance_id)
+        if known is None or (known.boot, known.ended_or_started_at) < (
+            report.boot,
+            report.ended_or_started_at,
+        ):
+            fatal[report.instance_id] = report
+    if not fatal:
+        return None
+    newest = max(r.ended_or_started_at for r in fatal.values()) * 1000
+    recent = [r for r in fatal.values() if r.ended_or_started_at * 1000 > newest - window_ms]
+    by_script: dict[tuple[str, str], list[NodeReport]] = {}
+    for run in recent:
+        by_script.setdefault((run.stage, run.script), []).append(run)
+    (stage, script), runs = max(
+        by_script.items(), key=lambda item: (len(item[1]), max(r.ended_or_started_at for r in item[1]))
+    )
+    if len(runs) < threshold:
+        return None
+    ordered = sorted(runs, key=lambda r: (r.ended_or_started_at, r.instance_id))
+    failures = tuple(
+        Failure(
+            instance_id=r.instance_id,
+            scheduler_node_id=r.node_id,
+            event_timestamp=r.ended_or_started_at * 1000,
+        )
+        for r in ordered
+    )
+    return ReportedLoop(stage, script, failures)

@@ -34,6 +34,7 @@ __all__ = [
     "RecordFolder",
     "apply_record",
     "detect",
+    "detect_replacement",
     "drain_of",
     "episode_id_for",
     "forgotten_before",
@@ -60,7 +61,7 @@ DEFAULT_MODE = "notify"  # a group without a lifeguard:mode tag, when the stack 
 TAG_MODE, TAG_THRESHOLD, TAG_WINDOW = "lifeguard:mode", "lifeguard:threshold", "lifeguard:window-minutes"
 TAG_DRAIN = "lifeguard:drain"
 
-Kind = Literal["loop", "intermittent"]
+Kind = Literal["loop", "intermittent", "replacement"]
 
 
 @dataclass(frozen=True)
@@ -201,6 +202,12 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
             state.launches[instance] = record.event_timestamp
             return True
         return False
+    if record.is_unhealthy_termination:
+        known_at = state.unhealthy.get(instance)
+        if known_at is not None and known_at <= record.event_timestamp:
+            return False
+        state.unhealthy[instance] = record.event_timestamp
+        return True
     if not (record.is_bootstrap_failure or record.is_bootstrap_success):
         return False
     known_outcome = state.outcomes.get(instance)
@@ -285,6 +292,33 @@ def detect(
     return None
 
 
+def detect_replacement(
+    state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
+) -> Detection | None:
+    """`threshold` nodes terminated as unhealthy (TERMINATED/UNHEALTHY_NODE) within the window of the
+    newest, each a fresh instance (launched on the current configuration, after `modifiedAt`), after
+    `since`: a `replacement` loop. Other terminations (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...)
+    and launch failures never count."""
+    fresh = []
+    for instance, when in state.unhealthy.items():
+        if since is not None and when <= since:
+            continue
+        outcome = state.outcomes.get(instance)
+        launched = state.launched_at(outcome) if outcome else state.launches.get(instance)
+        if modified_at is not None and (launched is None or launched < modified_at):
+            continue  # not known to be a node of the current configuration
+        node = outcome.scheduler_node_id if outcome else None
+        fresh.append(Failure(instance_id=instance, scheduler_node_id=node, event_timestamp=when))
+    if not fresh:
+        return None
+    newest = max(f.event_timestamp for f in fresh)
+    counted = sorted(
+        (f for f in fresh if f.event_timestamp > newest - settings.window_ms),
+        key=lambda f: (f.event_timestamp, f.instance_id),
+    )
+    return Detection("replacement", tuple(counted)) if len(counted) >= settings.threshold else None
+
+
 def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | None:
     """The success that ends the open episode, if there is one.
 
@@ -308,6 +342,14 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         ),
         key=lambda o: o.event_timestamp,
     )
+    if episode.kind == "replacement":
+        # Nodes replaced as unhealthy had booted: a boot ends it only once a whole window has passed
+        # without another unhealthy replacement.
+        last_unhealthy = max(f.event_timestamp for f in episode.unhealthy or episode.failures)
+        quiet = [o for o in later if o.event_timestamp > last_unhealthy + settings.window_ms]
+        if any(t > last_unhealthy for t in state.unhealthy.values()):
+            return None
+        return quiet[0] if quiet else None
     if episode.kind == "loop":
         return later[0] if later else None
     return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
@@ -340,14 +382,15 @@ def proven_good(
     state: GroupState,
     successes: Sequence[ScalingLogRecord],
     config: KnownConfig,
-    failed: Callable[[BootOutcome], bool] = lambda _: False,
+    evidence: Callable[[BootOutcome], str | None] = lambda _: "BOOTSTRAP_SUCCESS",
 ) -> ProvenGood | None:
     """The proof that `config` is good, from the newest success of a node that ran it, or None (no such
     node, or `config` is already the group's proven-good one).
 
     A success proves the configuration when its node was launched on it (after its `modifiedAt`, no later
-    than when it was last read, `checked_at`) and did not fail a script on the way (`failed`: its node
-    reports say so; PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS, so that success proves nothing).
+    than when it was last read, `checked_at`) and `evidence` says what proves it: its node's reports show
+    no failed script for that boot, or, without reports, no quarantine of Lifeguard's is in the
+    configuration (None: it proves nothing; PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS).
     """
     for record in reversed(successes):
         outcome = state.outcomes.get(record.instance_id or "")
@@ -363,14 +406,16 @@ def proven_good(
             config.modified_at,
         ):
             return None
-        if failed(outcome):
-            continue  # its node failed a script on the way: PCS's success proves nothing
+        proof = evidence(outcome)
+        if proof is None:
+            continue
         return ProvenGood(
             fingerprint=config.fingerprint,
             node_lifecycle_actions=config.node_lifecycle_actions,
             modified_at=config.modified_at,
             proven_at=outcome.event_timestamp,
             instance_id=outcome.instance_id,
+            evidence=proof,
         )
     return None
 

@@ -254,29 +254,35 @@ def undo_command(cluster_id: str, group_id: str) -> str:
 
 
 def episode_signals(episode: Episode) -> list[str]:
-    """What an episode's detection rests on: the scaling log's failures, and the node reports that named
-    the failing script, when they did."""
-    return list(SIGNALS) if episode.suspect is not None else ["scaling_log"]
+    """What an episode's detection rests on: the scaling log's failures and the node reports (that named the
+    failing script, or showed that none failed), in DESIGN's order."""
+    signals = set(episode.signals) or {"scaling_log"}
+    if episode.suspect is not None or episode.no_script_failed:
+        signals.add("node_reports")
+    return [signal for signal in SIGNALS if signal in signals]
 
 
 def episode_event(
     detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
 ) -> ControllerEvent:
-    """A BootstrapLoopDetected or LoopResolved event of an episode, at its current revision."""
-    detail = make_detail(
-        episode_id=episode.episode_id,
-        cluster_id=state.cluster_id,
-        compute_node_group_id=state.group_id,
-        kind=episode.kind,
-        failures=[failure.model_dump() for failure in episode.failures],
-        suspect=episode.suspect.model_dump() if episode.suspect else None,
-        mode=settings.mode,
-        config_before=state.config.node_lifecycle_actions if state.config else None,
-        revision=episode.revision,
-        config_fingerprint=episode.config_fingerprint,
-        config_modified_at=episode.config_modified_at,
-        signals=episode_signals(episode),
-        **extra,
-    )
+    """An event of an episode, at its current revision (`extra` adds keys or overrides the episode's)."""
+    fields: dict[str, Any] = {
+        "episode_id": episode.episode_id,
+        "cluster_id": state.cluster_id,
+        "compute_node_group_id": state.group_id,
+        "kind": episode.kind,
+        "failures": [failure.model_dump() for failure in episode.failures],
+        "suspect": episode.suspect.model_dump() if episode.suspect else None,
+        "mode": settings.mode,
+        "config_before": state.config.node_lifecycle_actions if state.config else None,
+        "revision": episode.revision,
+        "config_fingerprint": episode.config_fingerprint,
+        "config_modified_at": episode.config_modified_at,
+        "signals": episode_signals(episode),
+        "changed_by": episode.changed_by,
+    }
+    if episode.replacement_revision == episode.revision:
+        fields.update(kind="replacement", failures=[failure.model_dump() for failure in episode.unhealthy])
+    detail = make_detail(**{**fields, **extra})
     key = f"{episode.episode_id}:{detail_type}:{episode.revision}"
     return ControllerEvent(detail_type, detail, key)  # type: ignore[arg-type]

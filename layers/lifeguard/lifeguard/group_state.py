@@ -70,7 +70,7 @@ class Episode(_Model):
     keeps failing nodes contains it (`contained_at`, the `kept` nodes) without ending it."""
 
     episode_id: str
-    kind: str  # loop | intermittent
+    kind: str  # loop | intermittent | replacement
     opened_at: int  # event time (ms) of the failure that made the detection
     config_modified_at: int | None = None
     config_fingerprint: str | None = None
@@ -81,6 +81,20 @@ class Episode(_Model):
     kept: list[str] = Field(default_factory=list)  # instances kept with the script still failing
     resolved_at: int | None = None
     resolved_by: str | None = None  # the instance whose boot ended the episode
+    signals: list[str] = Field(default_factory=list)  # what the detection rests on (DESIGN's `signals`)
+    no_script_failed: bool = False  # the failing nodes reported runs, and none failed: not a script
+    changed_by: dict[str, Any] | None = None  # the change the loop began after (DESIGN's `changed_by`)
+    # The revision at which nodes replaced as unhealthy made this a `replacement` loop (its own kind, or
+    # a drain/replace loop inside a contained episode), and the unhealthy terminations it rests on.
+    replacement_revision: int | None = None
+    unhealthy: list[Failure] = Field(default_factory=list)
+
+    def add_signal(self, signal: str) -> bool:
+        """Note that `signal` bears the episode out too; True when it is new."""
+        if signal in self.signals:
+            return False
+        self.signals.append(signal)
+        return True
 
 
 class KnownConfig(_Model):
@@ -104,6 +118,7 @@ class ProvenGood(_Model):
     modified_at: int
     proven_at: int
     instance_id: str
+    evidence: str = ""  # what proved it: the node's reports, or PCS's success alone (no quarantine in it)
 
 
 class GroupState(_Model):
@@ -114,6 +129,7 @@ class GroupState(_Model):
     version: int = 0
     launches: dict[str, int] = Field(default_factory=dict)  # instances launched, outcome not seen yet
     outcomes: dict[str, BootOutcome] = Field(default_factory=dict)
+    unhealthy: dict[str, int] = Field(default_factory=dict)  # instance -> TERMINATED/UNHEALTHY_NODE time
     config: KnownConfig | None = None
     proven_good: ProvenGood | None = None
     episode: Episode | None = None
@@ -149,7 +165,10 @@ class GroupState(_Model):
         self._oldest_outcome = None
 
     def prune(self) -> None:
-        """Keep the most recent outcomes and the launches still waiting for theirs."""
+        """Keep the most recent outcomes, unhealthy terminations, and the launches still waiting."""
+        if len(self.unhealthy) > OUTCOME_LIMIT:
+            kept = sorted(self.unhealthy.items(), key=lambda item: (item[1], item[0]))[-OUTCOME_LIMIT:]
+            self.unhealthy = dict(kept)
         if len(self.outcomes) > OUTCOME_LIMIT:
             recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
             self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}

@@ -26,7 +26,9 @@ __all__ = [
     "STAGES",
     "drains_kept_nodes",
     "find_problems",
+    "holds_quarantine",
     "holds_script",
+    "stopping_scripts",
 ]
 
 REQUEST_SHAPE = "NodeLifecycleActionsRequest"
@@ -111,3 +113,25 @@ def holds_script(actions: Mapping[str, Any] | None, stage: str, name: str) -> bo
     if not isinstance(scripts, list):
         return False
     return any(isinstance(script, Mapping) and script.get("name") == name for script in scripts)
+
+
+def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(stage, name) of every script of a configuration whose onError is STOP_SEQUENCE."""
+    stages = (actions or {}).get("stages")
+    if not isinstance(stages, Mapping):
+        return set()
+    return {
+        (stage, script["name"])
+        for stage, scripts in stages.items()
+        if isinstance(scripts, list)
+        for script in scripts
+        if isinstance(script, Mapping)
+        and isinstance(script.get("name"), str)
+        and script.get("onError", DEFAULT_ON_ERROR) == "STOP_SEQUENCE"
+    }
+
+
+def holds_quarantine(actions: Mapping[str, Any] | None, quarantined: set[tuple[str, str]]) -> bool:
+    """Whether a configuration still holds a quarantine of Lifeguard's: one of the `quarantined` scripts
+    (stage, name) under STOP_SEQUENCE, or Lifeguard's drain step."""
+    return bool(stopping_scripts(actions) & quarantined) or drains_kept_nodes(actions)

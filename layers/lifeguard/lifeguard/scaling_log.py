@@ -22,6 +22,7 @@ __all__ = [
     "BOOTSTRAP_OUTCOMES",
     "BOOTSTRAP_SUCCEEDED",
     "KNOWN_REASONS",
+    "UNHEALTHY_TERMINATION",
     "ScalingLogDetails",
     "ScalingLogParseError",
     "ScalingLogRecord",
@@ -33,6 +34,8 @@ __all__ = [
 BOOTSTRAP_FAILED = ("TERMINATED", "BOOTSTRAP_FAILED")
 BOOTSTRAP_SUCCEEDED = ("ACTIVE", "BOOTSTRAP_SUCCESS")
 BOOTSTRAP_OUTCOMES = frozenset({BOOTSTRAP_FAILED, BOOTSTRAP_SUCCEEDED})
+# A node PCS found unhealthy and replaced: a loop of these on fresh instances is a `replacement` loop.
+UNHEALTHY_TERMINATION = ("TERMINATED", "UNHEALTHY_NODE")
 
 # The status/reason pairs PCS documents for its scaling log.
 KNOWN_REASONS: Mapping[str, frozenset[str]] = {
@@ -126,6 +129,11 @@ class ScalingLogRecord(BaseModel):
     def is_bootstrap_success(self) -> bool:
         """ACTIVE/BOOTSTRAP_SUCCESS: the node finished bootstrapping and joined Slurm."""
         return (self.status_code, self.reason_code) == BOOTSTRAP_SUCCEEDED
+
+    @property
+    def is_unhealthy_termination(self) -> bool:
+        """TERMINATED/UNHEALTHY_NODE: PCS replaced a node it found unhealthy (maybe a drained static one)."""
+        return (self.status_code, self.reason_code) == UNHEALTHY_TERMINATION
 
     @property
     def is_launch_failure(self) -> bool:

@@ -93,9 +93,23 @@ def build_scaling_events(
     """The scaling_events Lambda's handler; `clock` (default: the wall's) is what record times must be
     plausible against (a replay passes its stream's)."""
     w = wiring or wire()
+    ledgers = RemediationStore(w.store.client, w.store.table)
     return ScalingEventsHandler(
-        w.store, w.pcs, w.updater, w.defaults, metric=metric, clock=clock or time.time
+        w.store,
+        w.pcs,
+        w.updater,
+        w.defaults,
+        metric=metric,
+        clock=clock or time.time,
+        quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
     )
+
+
+def cluster_ids(explicit: str | None = None) -> frozenset[str]:
+    """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose node reports may
+    detect a loop on their own; empty for every cluster of the account."""
+    listed = setting("cluster_ids", explicit, "", str)
+    return frozenset(part.strip() for part in listed.split(",") if part.strip())
 
 
 def build_node_reports(
@@ -103,7 +117,15 @@ def build_node_reports(
 ) -> NodeReportsHandler:
     """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
     w = wiring or wire()
-    return NodeReportsHandler(w.store, w.updater, w.defaults, metric=metric, clock=clock or time.time)
+    return NodeReportsHandler(
+        w.store,
+        w.updater,
+        w.defaults,
+        pcs=w.pcs,
+        clusters=cluster_ids(),
+        metric=metric,
+        clock=clock or time.time,
+    )
 
 
 def build_remediate(
@@ -159,3 +181,4 @@ def build_notify(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
         )
     return Notifier(channels, notices, metric=metric)
+

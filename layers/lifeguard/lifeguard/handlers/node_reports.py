@@ -1,23 +1,32 @@
-"""The node_reports Lambda's logic: store each failed script run, and name the suspect of open episodes.
+"""The node_reports Lambda's logic: store each script run, name the suspect of open episodes, and detect a
+loop from the reports alone.
 
 A detection made before the reports arrived is enriched when they arrive: the episode's suspect is set
 and BootstrapLoopDetected is published again with the same episode id and the next revision. More reports
 for the same script update the evidence quietly: a new event only when the suspect changes.
+
+Scaling-log delivery is opt-in and can lag: when `threshold` instances of a group report a failure of the
+same script under TERMINATE within the window, that is a loop on its own (kind `loop`, signals
+`node_reports`). The group's configuration is read from PCS first (reports carry no fingerprint), and only
+runs started after its `modifiedAt` count. Whichever signal comes first opens the episode; the other finds
+it open and only adds itself to its signals.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import find_suspect
+from lifeguard.attribution import find_suspect, reported_loop
+from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
-from lifeguard.detection import DetectionSettings
+from lifeguard.detection import Detection, DetectionSettings, episode_id_for
 from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import GroupState
+from lifeguard.group_state import Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof
 from lifeguard.handlers.updater import Change, GroupUpdater
@@ -33,7 +42,7 @@ logger = logging.getLogger("lifeguard")
 @dataclass
 class ReportsSummary(Skips):
     """What one batch of node reports did: every report is `skipped` (by reason), `ignored` (a run that did
-    not fail: nothing to keep) or stored as one of the `failed_runs`."""
+    not fail: kept only as a mark that its boot ran it) or stored whole as one of the `failed_runs`."""
 
     reports: int = 0
     ignored: int = 0
@@ -61,12 +70,18 @@ class NodeReportsHandler:
         updater: GroupUpdater,
         defaults: DetectionSettings,
         *,
+        pcs: PcsGateway | None = None,
+        clusters: frozenset[str] = frozenset(),
         metric: Metric | None = None,
         clock: Callable[[], float] = time.time,
+        tag_refresh_seconds: float = 300.0,
     ) -> None:
         self.store = store
         self.updater = updater
         self.defaults = defaults
+        self.pcs = pcs  # None: reports name suspects, but never detect a loop on their own
+        self.clusters = clusters  # the stack's ClusterIds; empty: every cluster of the account
+        self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
 
@@ -81,6 +96,7 @@ class NodeReportsHandler:
         """Reports as shipped; a bad one is logged, counted and skipped."""
         summary = ReportsSummary()
         failed: list[NodeReport] = []
+        others: list[NodeReport] = []
         now_ms = int(self.clock() * 1000)
         for message, where in messages:
             summary.reports += 1
@@ -97,24 +113,35 @@ class NodeReportsHandler:
             if report.failed:
                 failed.append(report)
             else:
+                others.append(report)
                 summary.ignored += 1
-        summary.failed_runs = self.store.put_reports(failed) if failed else 0
+        if failed or others:
+            self.store.put_reports([*failed, *others])
+        summary.failed_runs = len({(r.instance_id, r.boot, r.stage, r.script, r.started_at) for r in failed})
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
+        looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
+        reads = None
+        if self.pcs is not None:
+            reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
         for cluster_id, group_id in groups:
-            summary.events.extend(self._attribute(cluster_id, group_id))
+            detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
+            summary.events.extend(self._attribute(cluster_id, group_id, detect))
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
         return summary
 
-    def _attribute(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
+    def _watched(self, cluster_id: str) -> bool:
+        return not self.clusters or cluster_id in self.clusters
+
+    def _attribute(self, cluster_id: str, group_id: str, reads: BatchReads | None) -> list[ControllerEvent]:
         reports: list[NodeReport] | None = None
 
         def mutate(state: GroupState) -> Change:
             nonlocal reports
             episode = state.episode
             ended = state.last_episode is not None and state.last_episode.resolved_by is not None
-            if episode is None and not ended and state.proven_good is None:
+            if episode is None and not ended and state.proven_good is None and reads is None:
                 return Change()
             if reports is None:
                 reports = self.store.reports(cluster_id, group_id)
@@ -122,7 +149,10 @@ class NodeReportsHandler:
                 settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
                 reopened = reopen_as_contained(state, settings, reports)
                 revoked = revoke_false_proof(state, reports)
-                return Change(bool(reopened) or revoked, reopened)
+                if reopened or reads is None:
+                    return Change(bool(reopened) or revoked, reopened)
+                detected = self._detect(state, reports, reads)
+                return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports)
             if episode.contained_at is not None:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
@@ -147,3 +177,49 @@ class NodeReportsHandler:
             return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings)])
 
         return self.updater.update(cluster_id, group_id, mutate)
+
+    def _detect(
+        self, state: GroupState, reports: list[NodeReport], reads: BatchReads
+    ) -> list[ControllerEvent]:
+        """A loop from the reports alone (module docstring), or nothing."""
+        since = state.last_episode.resolved_at if state.last_episode else None
+        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        if reported_loop(reports, settings.threshold, settings.window_ms, since) is None:
+            return []  # not even with what is known: no PCS call
+        batch_time = max(r.ended_or_started_at for r in reports) * 1000
+        config = reads.current(state, batch_time, tags=True)
+        if config is None:
+            return []
+        state.config = config
+        settings, problems = self.defaults.with_tags(config.tags)
+        for problem in problems:
+            logger.warning("group %s: %s; using %s", state.group_id, problem, settings)
+        if settings.mode == "off":
+            return []
+        since = max(since or 0, config.modified_at)
+        loop = reported_loop(reports, settings.threshold, settings.window_ms, since)
+        if loop is None:
+            return []
+        detection = Detection("loop", loop.failures)
+        episode = Episode(
+            episode_id=episode_id_for(state.cluster_id, state.group_id, detection),
+            kind="loop",
+            opened_at=detection.latest,
+            config_modified_at=config.modified_at,
+            config_fingerprint=config.fingerprint,
+            failures=list(loop.failures),
+            suspect=find_suspect(loop.failures, reports),
+            signals=["node_reports"],
+        )
+        if any(
+            (outcome := state.outcomes.get(f.instance_id)) is not None and not outcome.succeeded
+            for f in loop.failures
+        ):
+            episode.add_signal("scaling_log")
+        state.episode = episode
+        reason = (
+            f"detected from node reports: {len(loop.failures)} instances failed {loop.stage} › {loop.script} "
+            f"(onError TERMINATE) within {settings.window_minutes} min"
+        )
+        logger.warning("group %s: %s", state.group_id, reason)
+        return [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)]

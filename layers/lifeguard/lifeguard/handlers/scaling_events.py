@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import failed_runs, find_suspect
+from lifeguard.attribution import find_suspect
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
     DetectionSettings,
     RecordFolder,
     detect,
+    detect_replacement,
     episode_id_for,
     needs_fresh_config,
     proven_good,
@@ -31,12 +32,13 @@ from lifeguard.event_contract import ControllerEvent, episode_event
 from lifeguard.group_state import BootOutcome, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import contain
+from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import holds_script
+from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.node_report import NodeReport
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
+    UNHEALTHY_TERMINATION,
     ScalingLogParseError,
     ScalingLogRecord,
     is_known_pair,
@@ -94,6 +96,7 @@ class ScalingEventsHandler:
         clock: Callable[[], float] = time.time,
         proven_good_refresh_seconds: float = 60.0,
         tag_refresh_seconds: float = 300.0,
+        quarantined: Callable[[str, str], set[tuple[str, str]]] = lambda _cluster, _group: set(),
     ) -> None:
         self.store = store
         self.pcs = pcs
@@ -103,6 +106,9 @@ class ScalingEventsHandler:
         self.clock = clock  # the invocation's clock, against which record times must be plausible
         self.proven_good_refresh_ms = int(proven_good_refresh_seconds * 1000)
         self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
+        # (stage, script) of the scripts Lifeguard's quarantines switched in a group (its ledger): a node
+        # without reports proves a configuration only when none of them is still quarantined in it.
+        self.quarantined = quarantined
 
     # -- entry points --
 
@@ -170,7 +176,8 @@ class ScalingEventsHandler:
                     record.compute_node_group_id,
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
-            if (status == "LAUNCHED" or (status, reason) in BOOTSTRAP_OUTCOMES) and cluster_id and group_id:
+            counted = (status, reason) in BOOTSTRAP_OUTCOMES or (status, reason) == UNHEALTHY_TERMINATION
+            if (status == "LAUNCHED" or counted) and cluster_id and group_id:
                 by_group.setdefault((cluster_id, group_id), []).append(record)
             else:
                 summary.ignored += 1
@@ -224,7 +231,7 @@ class ScalingEventsHandler:
                 return Change()
             change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
-            runs = _FailedRuns(self.store, state)
+            runs = GroupEvidence(self.store, state)
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
@@ -232,18 +239,26 @@ class ScalingEventsHandler:
                     continue
                 change.changed = True
                 if record.is_bootstrap_failure and state.episode is None:
-                    self._detect(state, refresh, change)
+                    self._detect(state, refresh, change, runs)
                 elif record.is_bootstrap_failure and self._may_have_changed(state, record):
-                    self._detect_again(state, refresh, change)
+                    self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
                     settings = self._settings(state)
                     success = resolves(state, settings)
-                    failed = runs.of(success) if success is not None else []
-                    if success is not None and failed:
+                    boot = runs.of(success) if success is not None else None
+                    if success is not None and boot is not None and boot.failed:
                         change.changed = True
-                        change.events.extend(contain(state, settings, success, failed))
-                    elif success is not None:
-                        self._resolve(state, settings, success, change)
+                        launched = state.launched_at(success) or success.event_timestamp
+                        if state.config is None or state.config.checked_at < launched:
+                            refresh(state)  # what the kept node booted (with Lifeguard's drain step?)
+                        change.events.extend(contain(state, settings, success, boot.failed))
+                    elif success is not None and boot is not None:
+                        self._resolve(state, settings, success, change, boot.evidence())
+                if record.is_bootstrap_failure and state.episode is not None:
+                    # An episode the node reports opened: the scaling log bears it out (no new event).
+                    state.episode.add_signal("scaling_log")
+                if record.is_unhealthy_termination:
+                    self._detect_replacement(state, refresh, change)
             change.changed |= self._prove_good(state, records, refresh, runs)
             return change
 
@@ -262,7 +277,7 @@ class ScalingEventsHandler:
         state: GroupState,
         records: list[ScalingLogRecord],
         refresh: Callable[..., bool],
-        runs: _FailedRuns,
+        runs: GroupEvidence,
     ) -> bool:
         """Store the configuration a successful node was launched with as the group's proven-good one (the
         rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says."""
@@ -273,19 +288,35 @@ class ScalingEventsHandler:
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state)
         config = state.config
-        proof = proven_good(state, successes, config, lambda o: bool(runs.of(o))) if config else None
+        quarantined: set[tuple[str, str]] | None = None
+
+        def evidence(outcome: BootOutcome) -> str | None:
+            nonlocal quarantined
+            boot = runs.of(outcome)
+            if boot.reported:
+                return None if boot.failed else f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
+            if quarantined is None:
+                quarantined = self.quarantined(state.cluster_id, state.group_id)
+            if config is not None and holds_quarantine(config.node_lifecycle_actions, quarantined):
+                return None  # PCS logs a quarantined script's failure as a success: that proves nothing
+            return "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
+
+        proof = proven_good(state, successes, config, evidence) if config else None
         if proof is None:
             return changed
         state.proven_good = proof
         logger.info(
-            "group %s: configuration %s proven good by %s",
+            "group %s: configuration %s proven good by %s (%s)",
             state.group_id,
             proof.fingerprint[:12],
             proof.instance_id,
+            proof.evidence,
         )
         return True
 
-    def _detect(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+    def _detect(
+        self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
+    ) -> None:
         cached = state.config.modified_at if state.config else None
         since = state.last_episode.resolved_at if state.last_episode else None
         if detect(state, self._settings(state), cached, since) is None:
@@ -307,12 +338,65 @@ class ScalingEventsHandler:
             config_modified_at=config.modified_at,
             config_fingerprint=config.fingerprint,
             failures=list(detection.failures),
+            signals=["scaling_log"],
         )
-        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        reason = _attribute(episode, runs)
         state.episode = episode
         names = ", ".join(f"{f.instance_id} at {utc(f.event_timestamp)}" for f in episode.failures)
         logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
-        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings))
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+    def _detect_replacement(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+        """Nodes of the current configuration replaced as unhealthy, again and again: a `replacement` loop,
+        a new episode, or a new revision of the open one (a drain/replace loop after a quarantine kept and
+        drained its nodes). Only unhealthy terminations after the last such detection count again."""
+        episode = state.episode
+        if episode is not None and episode.replacement_revision is not None and episode.unhealthy:
+            since: int | None = max(f.event_timestamp for f in episode.unhealthy)
+        elif episode is None and state.last_episode is not None:
+            since = state.last_episode.resolved_at
+        else:
+            since = None
+        cached = state.config.modified_at if state.config else None
+        if detect_replacement(state, self._settings(state), cached, since) is None:
+            return  # not even with what is known: no PCS call
+        if not refresh(state, tags=True):
+            return
+        change.changed = True
+        settings, config = self._settings(state), state.config
+        if settings.mode == "off" or config is None:
+            return
+        detection = detect_replacement(state, settings, config.modified_at, since)
+        if detection is None:
+            return
+        drained = drains_kept_nodes(config.node_lifecycle_actions)
+        reason = (
+            f"{len(detection.failures)} instances launched on the current configuration were terminated as "
+            f"unhealthy (TERMINATED/UNHEALTHY_NODE) within {settings.window_minutes} min"
+            + (
+                ": PCS replaces the nodes Lifeguard's drain step drains, a drain/replace loop"
+                if drained
+                else ""
+            )
+        )
+        if episode is None:
+            episode = Episode(
+                episode_id=episode_id_for(state.cluster_id, state.group_id, detection),
+                kind="replacement",
+                opened_at=detection.latest,
+                failures=list(detection.failures),
+                signals=["scaling_log"],
+                replacement_revision=1,
+            )
+            state.episode = episode
+        else:
+            episode.revision += 1
+            episode.replacement_revision = episode.revision
+        episode.unhealthy = list(detection.failures)
+        episode.config_modified_at = config.modified_at
+        episode.config_fingerprint = config.fingerprint
+        logger.warning("group %s: replacement loop: %s", state.group_id, reason)
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
     def _may_have_changed(self, state: GroupState, record: ScalingLogRecord) -> bool:
         """Whether the configuration is worth reading again for an open episode: at most once per
@@ -320,7 +404,9 @@ class ScalingEventsHandler:
         config = state.config
         return config is None or record.event_timestamp - config.checked_at >= self.proven_good_refresh_ms
 
-    def _detect_again(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+    def _detect_again(
+        self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
+    ) -> None:
         """An open episode whose loop goes on under a newer configuration (a remediation that did not
         work, or another broken change): the episode is detected again, as a new revision, so remediation
         can escalate. Failures of nodes launched before the change never count."""
@@ -348,7 +434,7 @@ class ScalingEventsHandler:
             )
             change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
             state.last_episode, state.episode = episode, None
-            self._detect(state, refresh, change)
+            self._detect(state, refresh, change, runs)
             return
         settings = self._settings(state)
         detection = detect(state, settings, config.modified_at, None)
@@ -358,7 +444,7 @@ class ScalingEventsHandler:
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
-        episode.suspect = find_suspect(episode.failures, self.store.reports(state.cluster_id, state.group_id))
+        _attribute(episode, runs)
         episode.revision += 1
         logger.warning(
             "group %s: the %s goes on after the configuration changed at %s",
@@ -370,30 +456,39 @@ class ScalingEventsHandler:
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
     def _resolve(
-        self, state: GroupState, settings: DetectionSettings, success: BootOutcome, change: Change
+        self,
+        state: GroupState,
+        settings: DetectionSettings,
+        success: BootOutcome,
+        change: Change,
+        evidence: str,
     ) -> None:
         episode = state.episode
         assert episode is not None
         episode.resolved_at = success.event_timestamp
         episode.resolved_by = success.instance_id
         node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
-        reason = f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)}"
+        reason = (
+            f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)} "
+            f"({evidence})"
+        )
         change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
         state.last_episode, state.episode = episode, None
         change.changed = True
 
 
-class _FailedRuns:
-    """The failed script runs a group's nodes reported, read from the table once per batch and only when a
-    success needs them (a success in an open episode, or one that would prove a configuration)."""
-
-    def __init__(self, store: GroupStore, state: GroupState) -> None:
-        self._store = store
-        self._state = state
-        self._reports: list[NodeReport] | None = None
-
-    def of(self, outcome: BootOutcome) -> list[NodeReport]:
-        """The failed runs of the outcome's boot."""
-        if self._reports is None:
-            self._reports = self._store.reports(self._state.cluster_id, self._state.group_id)
-        return failed_runs(self._reports, outcome.instance_id, self._state.launched_at(outcome))
+def _attribute(episode: Episode, runs: GroupEvidence) -> str | None:
+    """Name the episode's failing script from the node reports, or say that none failed or none reported;
+    the sentence for the detection's `reason` (None when a script is named)."""
+    episode.suspect = find_suspect(episode.failures, runs.reports())
+    episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
+    if episode.suspect is not None or episode.no_script_failed:
+        episode.add_signal("node_reports")
+    if episode.no_script_failed:
+        return (
+            "no script failed on these nodes: their reports show every lifecycle script they ran "
+            "succeeded, so the boot failed elsewhere (the PCS agent, slurmd or the AMI)"
+        )
+    if episode.suspect is None:
+        return "no node report named a failing script (are the nodes shipping reports?)"
+    return None

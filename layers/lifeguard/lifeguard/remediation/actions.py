@@ -65,6 +65,7 @@ class ActionContext:
     proven_good: Mapping[str, Any] | None = None
     node_bundle: NodeBundle | None = None
     proven_good_by: str | None = None  # e.g. "i-0a1b… at 2026-10-20 23:48:37 UTC"
+    no_script_failed: bool = False  # the failing nodes' reports show every script they ran succeeded
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,16 @@ class Quarantine(RemediationAction):
     def plan(self, context: ActionContext) -> Plan:
         if not context.config:
             return Plan(self.name, None, ("the group has no lifecycle actions to quarantine",))
+        if context.no_script_failed:
+            return Plan(
+                self.name,
+                None,
+                (
+                    "no script failed on these nodes (their reports show every script they ran succeeded), "
+                    "so no script is switched: the boot failed outside the lifecycle scripts (the PCS agent, "
+                    "slurmd or the AMI)",
+                ),
+            )
         after = copy.deepcopy(dict(context.config))
         stages: dict[str, list[dict[str, Any]]] = after.setdefault("stages", {})
         notes: list[str] = []
@@ -234,6 +245,32 @@ class Revert(RemediationAction):
         fallback = Quarantine().plan(context)
         notes = (f"{why}: quarantined instead", *fallback.notes)
         return Plan(fallback.action, fallback.config_after, notes, fallback.changes)
+
+
+@_register
+class TakeOutDrain(RemediationAction):
+    """Take Lifeguard's drain step out again: PCS replaces the drained nodes as unhealthy (a drain/replace
+    loop), so the kept nodes must stay in service undrained. Never a mode: the answer to a `replacement`
+    loop that follows Lifeguard's own drain step."""
+
+    name = "undrain"
+    PERMISSIONS = ("pcs:GetComputeNodeGroup", "pcs:UpdateComputeNodeGroup")
+
+    def plan(self, context: ActionContext) -> Plan:
+        after = copy.deepcopy(dict(context.config or {}))
+        stages: dict[str, list[dict[str, Any]]] = after.get("stages") or {}
+        kept = {
+            stage: [s for s in scripts if s.get("name") != DRAIN_SCRIPT_NAME]
+            for stage, scripts in stages.items()
+        }
+        if kept == stages:
+            return Plan(self.name, None, ("the configuration holds no drain step of Lifeguard's",))
+        after["stages"] = {stage: scripts for stage, scripts in kept.items() if scripts}
+        notes = [
+            f"took out Lifeguard's {DRAIN_SCRIPT_NAME} step: PCS replaced the drained nodes as unhealthy, so "
+            "kept nodes now stay in service undrained, with the quarantined script still failing"
+        ]
+        return _planned(self.name, context.config, after, notes)
 
 
 @_register

@@ -112,7 +112,8 @@ def ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | N
     if mode == "notify" or not earlier:
         return mode, None
     done = ", ".join(change.action for change in earlier)
-    if earlier[-1].action == "quarantine":
+    steps = [change for change in earlier if change.action != "undrain"]  # taking out a drain step is no rung
+    if steps and steps[-1].action == "quarantine":
         return "revert", f"The loop went on after {done}: escalating to revert."
     return None, f"The loop went on after {done}: Lifeguard stops changing this group; a person must look."
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from lifeguard.lifecycle_rules import stopping_scripts
+
 __all__ = ["AppliedChange", "AuditEntry", "Decision", "Ledger"]
 
 ChangeStatus = Literal["pending", "applied", "abandoned"]
@@ -72,6 +74,15 @@ class Ledger(_Model):
             ),
             None,
         )
+
+    def quarantined(self) -> set[tuple[str, str]]:
+        """(stage, name) of every script a quarantine of Lifeguard's switched to STOP_SEQUENCE (and that
+        was not undone): a configuration still holding one of them is Lifeguard's work, not the user's."""
+        switched: set[tuple[str, str]] = set()
+        for change in self.changes:
+            if change.action == "quarantine" and change.counts and change.undone_at is None:
+                switched |= stopping_scripts(change.config_after) - stopping_scripts(change.config_before)
+        return switched
 
     def keep_recent(self, limit: int = 50) -> None:
         """Bound the item: the last `limit` changes are plenty for a day's cap and an undo."""

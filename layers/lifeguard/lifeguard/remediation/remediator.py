@@ -41,12 +41,14 @@ from lifeguard.bounds import clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
-from lifeguard.group_state import GroupState
+from lifeguard.group_state import GroupState, ProvenGood
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
-from lifeguard.remediation.actions import ActionContext, Plan, action_for
+from lifeguard.remediation.actions import ActionContext, Plan, TakeOutDrain, action_for
 from lifeguard.remediation.apply import ChangeMaker
+from lifeguard.remediation.iac import ManagedBy, managed_by
 from lifeguard.remediation.loop_detection import LoopDetection
 from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
 from lifeguard.remediation.settings import RemediationSettings
@@ -247,10 +249,13 @@ class Remediator:
             return refused, detection
         episode = state.episode
         assert episode is not None  # matched
+        replacement = episode.replacement_revision == detection.revision
         detection = detection.model_copy(
             update={
-                "kind": episode.kind,
-                "failures": [failure.model_dump() for failure in episode.failures],
+                "kind": "replacement" if replacement else episode.kind,
+                "failures": [
+                    f.model_dump() for f in (episode.unhealthy if replacement else episode.failures)
+                ],
                 "suspect": episode.suspect.model_dump() if episode.suspect else None,
             }
         )
@@ -263,7 +268,7 @@ class Remediator:
         mode = self._known_mode(state)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
-            mode, drain = self._tagged(group, deadline)
+            mode, drain, owner = self._tagged(group, deadline)
         except GroupNotFoundError:
             return _Verdict("skipped", mode, None, "the compute node group no longer exists", True)
         except AwsCallError as exc:
@@ -277,6 +282,10 @@ class Remediator:
         )
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
+        if detection.kind == "replacement":
+            return self._answer_replacement(
+                detection, ledger, before=before, mode=mode, deadline=deadline, owner=owner
+            )
         action, ladder_reason = rails.ladder(mode, earlier)
         if action is None:
             return _Verdict("skipped", mode, None, ladder_reason or "", True, before)
@@ -287,7 +296,8 @@ class Remediator:
                 detection.suspect_script,
                 good.node_lifecycle_actions if good else None,
                 self.settings.node_bundle if drain else None,
-                f"{good.instance_id} at {utc(good.proven_at)}" if good else None,
+                _proof(good) if good else None,
+                state.episode.no_script_failed if state.episode else False,
             )
         )
         notes = "; ".join(plan.notes)
@@ -304,6 +314,57 @@ class Remediator:
         if held:
             return _Verdict("skipped", mode, plan.action, held, True, before, plan)
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
+        said = f"{ladder_reason} {said}" if ladder_reason else said
+        if owner is not None:
+            said = f"{said} {owner.note(plan.changes)}"
+        return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
+
+    def _answer_replacement(
+        self,
+        detection: LoopDetection,
+        ledger: Ledger,
+        *,
+        before: dict[str, Any] | None,
+        mode: str,
+        deadline: float,
+        owner: ManagedBy | None,
+    ) -> _Verdict:
+        """A loop of nodes replaced as unhealthy: when it follows Lifeguard's own drain step, that step is
+        taken out at once (like an escalation, the cooldown does not hold it back, nor the daily cap: it
+        undoes Lifeguard's own harm); otherwise there is nothing of Lifeguard's to change."""
+        if not drains_kept_nodes(before):
+            reason = (
+                "Nodes launched on the current configuration were replaced as unhealthy, and no change of "
+                "Lifeguard's drains them: no script to switch, nothing to take out. Look at the nodes' "
+                "health (EC2 status checks, slurmd, Slurm's drain reason)."
+            )
+            return _Verdict("skipped", mode, None, reason, True, before)
+        plan = TakeOutDrain().plan(ActionContext(before))
+        notes = "; ".join(plan.notes)
+        if not plan.changes_something:
+            return _Verdict("skipped", mode, plan.action, f"Nothing to change: {notes}.", True, before, plan)
+        held = rails.dry_run(mode, self.settings, f"{plan.action} would change: {notes}.")
+        if held:
+            return _Verdict("skipped", mode, plan.action, held, True, before, plan)
+        said = f"Applied {plan.action}: {notes} (not held back by the cooldown)."
+        if owner is not None:
+            said = f"{said} {owner.note(plan.changes)}"
+        return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
+
+    def _apply(
+        self,
+        detection: LoopDetection,
+        ledger: Ledger,
+        plan: Plan,
+        *,
+        before: dict[str, Any] | None,
+        mode: str,
+        said: str,
+        deadline: float,
+    ) -> _Verdict:
+        """Record the intent of `plan`, then make the change (the one path for every change)."""
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        now = self.clock()
         after = plan.config_after or {}
         fingerprint_after = fingerprint_of(after)
         # PCS scopes clientTokens to the caller, not the group: the group is part of the seed.
@@ -320,7 +381,7 @@ class Remediator:
             status="pending",
             client_token="lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40],
             mode=mode,
-            reason=f"{ladder_reason} {said}" if ladder_reason else said,
+            reason=said,
         )
         # The intent is recorded before the change: if what follows is lost, a retry recognises the change.
         self.changes.record(cluster_id, group_id, ledger=ledger, intent=intent)
@@ -412,8 +473,9 @@ class Remediator:
             self.sleep(poll)
             waited += poll
 
-    def _tagged(self, group: GroupSnapshot, deadline: float) -> tuple[str, bool]:
-        """The group's mode and whether kept nodes are drained, from its tags as PCS holds them now."""
+    def _tagged(self, group: GroupSnapshot, deadline: float) -> tuple[str, bool, ManagedBy | None]:
+        """The group's mode, whether kept nodes are drained, and the tool that owns it, from its tags as PCS
+        holds them now."""
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
         mode, problem = mode_of(tags, self.settings.default_mode)
         if problem:
@@ -421,7 +483,7 @@ class Remediator:
         drain, problem = drain_of(tags, self.settings.drain_kept_nodes)
         if problem:
             logger.warning("group %s: %s; using %s", group.group_id, problem, drain)
-        return mode, drain
+        return mode, drain, managed_by(tags)
 
     def _known_mode(self, state: GroupState) -> str:
         """The group's mode as Lifeguard last read its tags (no PCS call)."""
@@ -508,3 +570,9 @@ def _plan_of(change: AppliedChange) -> Plan:
     old = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
     new = NodeLifecycleActions.from_api(change.config_after) if change.config_after else None
     return Plan(change.action, change.config_after, (), tuple(diff_configs(old, new)))
+
+
+def _proof(good: ProvenGood) -> str:
+    """Which node proved a configuration, when, and on what evidence."""
+    evidence = f" ({good.evidence})" if good.evidence else ""
+    return f"{good.instance_id} at {utc(good.proven_at)}{evidence}"

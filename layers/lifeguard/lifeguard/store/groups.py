@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from lifeguard.errors import LifeguardError
@@ -27,11 +28,12 @@ from lifeguard.store.table import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["REPORT_TTL_SECONDS", "GroupStore", "VersionConflictError"]
+__all__ = ["REPORT_TTL_SECONDS", "GroupStore", "RunMark", "VersionConflictError"]
 
 REPORT_TTL_SECONDS = 14 * 24 * 3600
 STATE = "STATE"
 REPORT = "REPORT#"
+RAN = "RAN#"
 
 
 class VersionConflictError(LifeguardError):
@@ -62,12 +64,34 @@ def _versioned_put(state: GroupState) -> dict[str, Any]:
 
 
 def _report_item(report: NodeReport) -> Item:
+    """A failed run is kept whole (`report`); a run that did not fail only as a mark that the boot ran it
+    (its key and `outcome`): enough to tell a node whose scripts all succeeded from one that sent nothing."""
     run = f"{report.instance_id}#{report.boot:06d}#{report.stage}#{report.script}#{report.started_at}"
-    return {
-        **item_key(group_key(report.cluster_id, report.compute_node_group_id), f"{REPORT}{run}"),
-        "report": {"S": report.to_json()},
-        "expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)},
-    }
+    pk = group_key(report.cluster_id, report.compute_node_group_id)
+    expires = {"expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)}}
+    if not report.failed:
+        return {**item_key(pk, f"{RAN}{run}"), "outcome": {"S": report.outcome}, **expires}
+    return {**item_key(pk, f"{REPORT}{run}"), "report": {"S": report.to_json()}, **expires}
+
+
+@dataclass(frozen=True)
+class RunMark:
+    """A script run that did not fail, as its mark tells it."""
+
+    instance_id: str
+    boot: int
+    stage: str
+    script: str
+    started_at: int  # epoch seconds
+    outcome: str
+
+
+def _mark_of(item: Item) -> RunMark | None:
+    parts = item["sk"]["S"][len(RAN) :].split("#")
+    if len(parts) != 5 or not (parts[1].isdigit() and parts[4].isdigit()):
+        return None
+    instance, boot, stage, script, started = parts
+    return RunMark(instance, int(boot), stage, script, int(started), item.get("outcome", {}).get("S", "?"))
 
 
 class GroupStore:
@@ -87,6 +111,7 @@ class GroupStore:
         "save_many": ("dynamodb:TransactWriteItems",),
         "put_reports": ("dynamodb:BatchWriteItem",),
         "reports": ("dynamodb:Query",),
+        "marks": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
 
@@ -188,7 +213,8 @@ class GroupStore:
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
-        """Store failed script runs (idempotent: the same run is the same item); returns how many."""
+        """Store script runs: a failed run whole, another as its mark (idempotent: the same run is the same
+        item); returns how many items."""
         items = {}
         for report in reports:
             item = _report_item(report)
@@ -202,3 +228,8 @@ class GroupStore:
             NodeReport.model_validate_json(item["report"]["S"])
             for item in self._table.query(group_key(cluster_id, group_id), REPORT)
         ]
+
+    def marks(self, cluster_id: str, group_id: str) -> list[RunMark]:
+        """Every stored mark of a run that did not fail, of a group."""
+        found = (_mark_of(item) for item in self._table.query(group_key(cluster_id, group_id), RAN))
+        return [mark for mark in found if mark is not None]

@@ -1,0 +1,73 @@
+"""Groups that infrastructure as code owns: its next deploy puts back whatever Lifeguard changed, so a
+remediation of such a group says so, and what to put in the template to keep the change.
+
+CloudFormation tags what it creates with `aws:cloudformation:stack-name`; Terraform tags nothing by itself,
+so a group says it with a `managed-by` (or `ManagedBy`) tag whose value starts with `terraform`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lifeguard.bounds import clip
+from lifeguard.lifecycle import ConfigChange
+
+__all__ = ["TAGS_TERRAFORM", "TAG_CLOUDFORMATION", "ManagedBy", "managed_by"]
+
+TAG_CLOUDFORMATION = "aws:cloudformation:stack-name"
+TAGS_TERRAFORM = ("managed-by", "ManagedBy")
+_WORD = re.compile(r"(^|\.)([a-z])")
+_UPPER = re.compile(r"([A-Z])")
+
+
+@dataclass(frozen=True)
+class ManagedBy:
+    """The tool that owns a group, and its stack or workspace."""
+
+    tool: str  # CloudFormation | Terraform
+    name: str
+
+    def note(self, changes: Sequence[ConfigChange]) -> str:
+        """The sentences a remediation's reason ends with: the next deploy undoes the change; keep it so."""
+        if self.tool == "CloudFormation":
+            paths = [f"NodeLifecycleActions.{_WORD.sub(_upper, c.path)}: {_value(c.new)}" for c in changes]
+            return (
+                f"This group belongs to CloudFormation stack {self.name}: its next deploy puts the old "
+                "NodeLifecycleActions back. To keep this change, put it in the template: "
+                + "; ".join(paths)
+                + "."
+            )
+        paths = [f"node_lifecycle_actions.{_UPPER.sub(_snake, c.path)} = {_value(c.new)}" for c in changes]
+        return (
+            f"This group is managed by Terraform ({self.name}): the next terraform apply puts the old "
+            "lifecycle actions back. To keep this change, put it in the configuration: "
+            + "; ".join(paths)
+            + "."
+        )
+
+
+def managed_by(tags: Mapping[str, str]) -> ManagedBy | None:
+    """Who owns the group, from its tags (None: nobody Lifeguard knows of)."""
+    stack = tags.get(TAG_CLOUDFORMATION)
+    if stack:
+        return ManagedBy("CloudFormation", clip(stack, 128))
+    for tag in TAGS_TERRAFORM:
+        value = tags.get(tag, "")
+        if value.strip().lower().startswith("terraform"):
+            return ManagedBy("Terraform", clip(value, 128))
+    return None
+
+
+def _upper(match: re.Match[str]) -> str:
+    return match.group(1) + match.group(2).upper()
+
+
+def _snake(match: re.Match[str]) -> str:
+    return "_" + match.group(1).lower()
+
+
+def _value(value: object) -> str:
+    return clip(value if isinstance(value, str) else json.dumps(value, separators=(",", ":")), 300)
