@@ -373,3 +373,17 @@ def test_compiled_extensions_are_built_for_the_layer_architecture(build: Build, 
                 f"{extension.relative_to(layer)}: e_machine {machine}, not {ELF_MACHINES[architecture]}"
             )
     assert not problems, "\n".join(problems)
+
+
+def test_review_changes_reviews_the_recorded_cloudtrail_call(deployment: Deployment) -> None:
+    event = load_event("cloudtrail/update-compute-node-group.json")
+    event["detail"]["eventTime"] = datetime.fromtimestamp(time.time() - 60, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    answer = deployment.invoke("ReviewChangesFunction", event).result
+    assert (answer["reviewed"], answer["skipped"]) == (1, 0), answer
+    [published] = deployment.bus()
+    assert published["detail-type"] == "ConfigChangeReviewed"
+    detail = published["detail"]
+    assert detail["changed_by"]["arn"] == "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice"
+    assert "unpinned-mutable-source" in {risk["code"] for risk in detail["risks"]}

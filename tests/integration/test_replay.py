@@ -195,3 +195,55 @@ def test_the_timeline_reads_as_a_timeline() -> None:
 )
 def test_each_recorded_subscription_event(name: str, expected: list[str]) -> None:
     assert kinds(replay_json(str(EVENTS / "subscriptions" / f"{name}.json"))) == expected
+
+
+def test_a_risky_change_recorded_by_cloudtrail_is_reviewed_before_the_loop_it_causes() -> None:
+    document = replay_json(
+        "--config",
+        str(EVENTS / "configs" / "article-reverted.json"),
+        str(STREAMS / "cloudtrail-risky-change-then-loop.jsonl"),
+    )
+    assert kinds(document) == ["ConfigChangeReviewed", "BootstrapLoopDetected"]
+    review, detection = (
+        e["detail"] for e in document["events"] if not e["detail-type"].startswith("Remediation")
+    )
+    assert set(DETAIL_KEYS) <= set(review)
+    assert review["episode_id"] is None
+    assert review["changed_by"] == {
+        "arn": "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice",
+        "at": 1792544400000,
+        "source": "cloudtrail",
+    }
+    new_script = {
+        "name": "verify-mounts",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/fail.sh"},
+    }
+    assert review["diff"] == [{"path": "stages.nodeBootstrapped[0]", "old": None, "new": new_script}]
+    assert [(r["code"], r["path"]) for r in review["risks"][:2]] == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError"),
+        ("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource"),
+    ]
+    assert review["config_before"] == json.loads((EVENTS / "configs" / "article-reverted.json").read_text())
+    assert detection["suspect"]["script"] == "verify-mounts"
+    assert detection["config_fingerprint"] == review["config_fingerprint"]
+    # The detection names the change its loop began after.
+    assert detection["changed_by"] == review["changed_by"]
+    assert detection["reason"].endswith(
+        "the loop began after the change by arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice at "
+        "2026-10-21 01:00:00 UTC"
+    )
+    subjects = [n["subject"] for n in document["notifications"] if n["channel"] == "sns"]
+    assert subjects[0] == "[Lifeguard] Risky change: pcs_abcdef01 in pcs_abc123de45"
+    assert document["groups"][0]["node_lifecycle_actions"]["stages"]["nodeBootstrapped"][0] == new_script
+
+
+def test_the_recorded_cloudtrail_event_replays_alone_and_reads_in_the_timeline() -> None:
+    path = str(EVENTS / "cloudtrail" / "update-compute-node-group.json")
+    document = replay_json(path)
+    assert kinds(document) == ["ConfigChangeReviewed"]
+    assert document["events"][0]["detail"]["config_before"] is None  # a group Lifeguard never saw
+    result = runner.invoke(app, ["replay", "--mode", "notify", path])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("2026-")]
+    assert [row.split()[3:5] for row in rows] == [["config", "changed"], ["ConfigChangeReviewed", "by"]]
+    assert "1 ConfigChangeReviewed" in result.stdout

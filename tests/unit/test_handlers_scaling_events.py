@@ -550,7 +550,11 @@ def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:
     world.feed(ARTICLE)
     [(_, detail)] = world.bus.events()
     assert detail["suspect"] is None
-    assert detail["reason"] == "no node report named a failing script (are the nodes shipping reports?)"
+    assert detail["reason"] == (
+        "no node report named a failing script (are the nodes shipping reports?); the loop began after the "
+        "configuration changed at 2026-10-21 01:00:00 UTC (by whom is not known)"
+    )
+    assert detail["changed_by"] == {"arn": None, "at": at(1, 0), "source": "unknown"}
     assert detail["signals"] == ["scaling_log"]
     episode = world.state().episode
     assert episode is not None

@@ -146,10 +146,10 @@ def test_notify_plans_what_quarantine_would_do() -> None:
 
 
 def test_every_action_declares_its_permissions_and_an_unknown_one_is_named() -> None:
-    assert set(ACTIONS) == {"quarantine", "revert", "notify"}
+    assert set(ACTIONS) == {"quarantine", "revert", "notify", "undrain"}
     for cls in ACTIONS.values():
         assert all(p.startswith("pcs:") for p in cls.PERMISSIONS)
-    with pytest.raises(KeyError, match="known: notify, quarantine, revert"):
+    with pytest.raises(KeyError, match="known: notify, quarantine, revert, undrain"):
         action_for("reboot")
 
 
@@ -173,3 +173,19 @@ def test_kept_nodes_are_drained_only_when_the_stack_says_so(monkeypatch: pytest.
     monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE_SHA256", "not-a-digest")
     with pytest.raises(ValueError, match="LIFEGUARD_NODE_BUNDLE_SHA256"):
         RemediationSettings.from_environment()
+
+
+def test_undrain_takes_out_only_lifeguards_drain_step() -> None:
+    drained = action_for("quarantine").plan(
+        ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    assert drained.config_after is not None
+    plan = action_for("undrain").plan(ActionContext(drained.config_after))
+    assert (
+        plan.config_after
+        == action_for("quarantine")
+        .plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate")))
+        .config_after
+    )
+    assert [c.to_detail()["path"] for c in plan.changes] == ["stages.nodeReady[0]"]
+    assert action_for("undrain").plan(ActionContext(TERMINATE)).config_after is None  # nothing of Lifeguard's

@@ -11,7 +11,7 @@ import pytest
 
 from lifeguard.event_contract import DETAIL_TYPES, SOURCE
 from lifeguard_cli.replay import ReplayError
-from lifeguard_cli.replay.bus import TEMPLATE, LocalBus, route, stack_rules
+from lifeguard_cli.replay.bus import DEFAULT_BUS, STACK_BUS, TEMPLATE, LocalBus, route, stack_rules
 from lifeguard_cli.template import expanded_template
 
 
@@ -81,7 +81,11 @@ def test_an_events_rule_resource_routes_to_the_functions_it_targets(stack_templa
 @pytest.mark.parametrize(
     ("pattern", "problem"),
     [
-        ({"source": ["lifeguard"], "detail": {"kind": ["loop"]}}, "pattern key 'detail'"),
+        (
+            {"source": ["lifeguard"], "detail": {"kind": [{"prefix": "lo"}]}},
+            "detail.kind [{'prefix': 'lo'}] is not a list of exact values",
+        ),
+        ({"source": ["lifeguard"], "detail": ["loop"]}, "detail ['loop'] is not an object of fields"),
         (
             {"source": ["lifeguard"], "detail-type": [{"prefix": "Remediation"}]},
             "detail-type [{'prefix': 'Remediation'}] is not a list of exact values",
@@ -133,6 +137,7 @@ def test_the_bus_delivers_what_each_function_published_after_the_event_that_caus
         {
             "RemediateFunction": remediate,
             "NotifyFunction": lambda delivered: happened.append(f"notify {delivered['detail-type']}"),
+            "ReviewChangesFunction": lambda delivered: happened.append("review"),
         },
         published=published,
         seen=lambda delivered: happened.append(f"seen {delivered['detail-type']}"),
@@ -159,3 +164,66 @@ def test_a_rule_targeting_a_function_the_replay_does_not_run_is_refused(
             published=list,
             seen=lambda _: None,
         )
+
+
+def cloudtrail(name: str = "UpdateComputeNodeGroup") -> dict[str, Any]:
+    """PCS's call as EventBridge puts it on the account's default bus."""
+    return {
+        "source": "aws.pcs",
+        "detail-type": "AWS API Call via CloudTrail",
+        "detail": {"eventSource": "pcs.amazonaws.com", "eventName": name},
+    }
+
+
+def test_a_pcs_call_on_the_default_bus_goes_to_the_review_and_nowhere_else(
+    stack_template: dict[str, Any],
+) -> None:
+    rules = stack_rules(stack_template)
+    assert route(rules, cloudtrail(), bus=DEFAULT_BUS) == ["ReviewChangesFunction"]
+    assert route(rules, cloudtrail("CreateComputeNodeGroup"), bus=DEFAULT_BUS) == ["ReviewChangesFunction"]
+    assert route(rules, cloudtrail("DeleteComputeNodeGroup"), bus=DEFAULT_BUS) == []
+    assert route(rules, cloudtrail(), bus=STACK_BUS) == []  # only AWS puts these, and on its bus
+    assert route(rules, event("BootstrapLoopDetected"), bus=DEFAULT_BUS) == []
+
+
+def test_a_changed_detail_pattern_changes_the_routing(stack_template: dict[str, Any]) -> None:
+    changed = copy.deepcopy(stack_template)
+    rule_of(changed, "ReviewChangesFunction", "ConfigChange")["Pattern"]["detail"]["eventName"] = [
+        "CreateComputeNodeGroup"
+    ]
+    rules = stack_rules(changed)
+    assert route(rules, cloudtrail(), bus=DEFAULT_BUS) == []
+    assert route(rules, cloudtrail("CreateComputeNodeGroup"), bus=DEFAULT_BUS) == ["ReviewChangesFunction"]
+
+
+def test_an_event_put_on_the_default_bus_is_followed_by_what_its_function_published(
+    stack_template: dict[str, Any],
+) -> None:
+    happened: list[str] = []
+    outbox: list[dict[str, Any]] = []
+
+    def review(delivered: dict[str, Any]) -> None:
+        happened.append(f"review {delivered['detail']['eventName']}")
+        outbox.append(event("ConfigChangeReviewed"))
+
+    def published() -> list[dict[str, Any]]:
+        found = outbox[:]
+        outbox.clear()
+        return found
+
+    bus = LocalBus(
+        stack_rules(stack_template),
+        {
+            "RemediateFunction": lambda _: happened.append("remediate"),
+            "NotifyFunction": lambda delivered: happened.append(f"notify {delivered['detail-type']}"),
+            "ReviewChangesFunction": review,
+        },
+        published=published,
+        seen=lambda delivered: happened.append(f"seen {delivered['detail-type']}"),
+    )
+    bus.put(cloudtrail())
+    assert happened == [
+        "review UpdateComputeNodeGroup",
+        "seen ConfigChangeReviewed",
+        "notify ConfigChangeReviewed",
+    ]

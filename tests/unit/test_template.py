@@ -14,8 +14,10 @@ import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
+from lifeguard.handlers.config_review import ConfigReviewHandler
 from lifeguard.notify import SecretWebhook, SnsChannel
 from lifeguard.remediation import ACTIONS
+from lifeguard.store.changes import ChangeStore
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.notices import NoticeStore
 from lifeguard.store.remediations import RemediationStore
@@ -39,11 +41,16 @@ STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
         "remediation": (("remediation/remediator.py", "remediation/apply.py"), "self.store"),
     },
     "Notify": {"notices": (("notify/notifier.py", "wiring.py"), "notices")},
+    "ReviewChanges": {
+        "state": (("handlers/config_review.py",), "self.states"),
+        "changes": (("handlers/config_review.py",), "self.changes"),
+    },
 }
 STORES: dict[str, dict[str, tuple[str, ...]]] = {
     "state": GroupStore.PERMISSIONS,
     "remediation": RemediationStore.PERMISSIONS,
     "notices": NoticeStore.PERMISSIONS,
+    "changes": ChangeStore.PERMISSIONS,
 }
 
 
@@ -66,13 +73,15 @@ def expected(function: str) -> set[str]:
     needed = RUNTIME | store_permissions(function) | {"sqs:SendMessage"}
     if function == "ScalingEvents":
         needed |= set(EventPublisher.PERMISSIONS) | set(PcsGateway.PERMISSIONS)
-    if function == "NodeReports":
-        needed |= set(EventPublisher.PERMISSIONS)
+    if function == "NodeReports":  # it reads the group before a detection from reports alone
+        needed |= set(EventPublisher.PERMISSIONS) | set(PcsGateway.PERMISSIONS)
     if function == "Remediate":
         declared = {p for action in ACTIONS.values() for p in action.PERMISSIONS}
         needed |= declared | set(EventPublisher.PERMISSIONS)
         if "pcs:UpdateComputeNodeGroup" in declared:
             needed |= set(UPDATE_REQUIRES)
+    if function == "ReviewChanges":
+        needed |= set(EventPublisher.PERMISSIONS) | set(ConfigReviewHandler.PCS_PERMISSIONS)
     if function == "Notify":
         needed |= set(SnsChannel.PERMISSIONS) | set(SecretWebhook.PERMISSIONS)
         needed |= {"kms:Decrypt"}  # a webhook secret under a customer-managed key, via Secrets Manager only
@@ -114,7 +123,7 @@ def allowed(function: str) -> set[str]:
     return actions_of(role_statements(f"{function}Role"))
 
 
-FUNCTIONS = ("ScalingEvents", "NodeReports", "Remediate", "Notify")
+FUNCTIONS = ("ScalingEvents", "NodeReports", "Remediate", "Notify", "ReviewChanges")
 
 
 FAILURE_QUEUES = {
@@ -122,6 +131,7 @@ FAILURE_QUEUES = {
     "NodeReports": "FailedBatchesQueue",
     "Remediate": "ParkedEventsQueue",
     "Notify": "ParkedEventsQueue",
+    "ReviewChanges": "ParkedEventsQueue",
 }
 
 
@@ -403,3 +413,44 @@ def test_short_forms_become_long_forms_and_bare_dates_stay_text(tmp_path: Path) 
         "E": "2012-10-17",
         "F": {"Condition": "IsArm64"},
     }
+
+
+def test_the_review_hears_on_the_default_bus_only_pcs_calls_that_set_a_configuration() -> None:
+    from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
+
+    rule = resources()["ReviewChangesFunction"]["Properties"]["Events"]["ConfigChange"]["Properties"]
+    assert "EventBusName" not in rule  # AWS puts CloudTrail's events on the default bus
+    assert rule["Pattern"] == {
+        "source": [PCS_SOURCE],
+        "detail-type": [CLOUDTRAIL_DETAIL_TYPE],
+        "detail": {"eventSource": [PCS_EVENT_SOURCE], "eventName": list(CHANGE_CALLS)},
+    }
+    assert rule["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ParkedEventsQueue", "Arn"]}}
+
+
+@pytest.mark.parametrize("cluster_ids", [("",), ("pcs_abc123de45", "pcs_0fedcba987")])
+def test_the_review_may_only_read_groups_of_the_clusters_it_protects(cluster_ids: tuple[str, ...]) -> None:
+    statements = role_statements("ReviewChangesRole", cluster_ids)
+    pcs = [s for s in statements if any(a.startswith("pcs:") for a in actions_of([s]))]
+    assert actions_of(pcs) == {"pcs:GetComputeNodeGroup"}
+    policies = [
+        resource
+        for resource in resources(cluster_ids).values()
+        if resource["Type"] == "AWS::IAM::Policy"
+        and {"Ref": "ReviewChangesRole"} in resource["Properties"]["Roles"]
+    ]
+    assert {policy["Condition"] for policy in policies} == {"HasClusters", "AnyCluster"}
+
+
+def test_the_reviews_that_fail_are_parked_and_the_default_bus_rule_may_park_them() -> None:
+    everything = resources()
+    properties = everything["ReviewChangesFunction"]["Properties"]
+    assert properties["DeadLetterQueue"] == {
+        "Type": "SQS",
+        "TargetArn": {"Fn::GetAtt": ["ParkedEventsQueue", "Arn"]},
+    }
+    assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 2
+    (statement,) = everything["ParkedEventsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    sources = statement["Condition"]["ArnLike"]["aws:SourceArn"]
+    # SAM names the rule of a function's EventBridgeRule event after the function and the event.
+    assert {"Fn::GetAtt": ["ReviewChangesFunctionConfigChange", "Arn"]} in sources

@@ -23,6 +23,7 @@ __all__ = [
     "SOURCE",
     "ControllerEvent",
     "DetailType",
+    "change_sentence",
     "clean_detail",
     "entry_size",
     "episode_event",
@@ -251,6 +252,21 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
 def undo_command(cluster_id: str, group_id: str) -> str:
     """The command that puts back the configuration from before Lifeguard's last change."""
     return f"lifeguard undo {group_id} --cluster {cluster_id}"
+
+
+def change_sentence(changed_by: Mapping[str, Any] | None) -> str | None:
+    """The change a loop began after, in words (None when there is none known)."""
+    from lifeguard.bounds import clip, utc
+
+    if not changed_by:
+        return None
+    at = changed_by.get("at")
+    when = f" at {utc(at)}" if isinstance(at, int) else ""
+    if changed_by.get("source") == "lifeguard":
+        return f"the loop began after Lifeguard's own change{when}"
+    if changed_by.get("arn"):
+        return f"the loop began after the change by {clip(changed_by['arn'], 200)}{when}"
+    return f"the loop began after the configuration changed{when} (by whom is not known)"
 
 
 def episode_signals(episode: Episode) -> list[str]:

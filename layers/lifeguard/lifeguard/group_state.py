@@ -4,6 +4,7 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer
 __all__ = [
     "OUTCOME_LIMIT",
     "BootOutcome",
+    "ChangedBy",
     "Episode",
     "Failure",
     "GroupState",
@@ -202,3 +204,8 @@ class GroupState(_Model):
         return (
             outcome.launched_at if outcome.launched_at is not None else self.launches.get(outcome.instance_id)
         )
+
+
+# Who put a group's configuration in place: (cluster, group, the configuration) -> DESIGN's `changed_by`
+# (`{"arn", "at", "source"}`), or None. The handlers are given one (CloudTrail's reviews, Lifeguard's ledger).
+ChangedBy = Callable[[str, str, KnownConfig], "dict[str, Any] | None"]

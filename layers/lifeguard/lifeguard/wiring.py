@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import LifeguardError
+from lifeguard.group_state import ChangedBy, KnownConfig
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
@@ -102,7 +103,33 @@ def build_scaling_events(
         metric=metric,
         clock=clock or time.time,
         quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
+        changed_by=change_lookup(w),
     )
+
+
+# A CloudTrail record of the change is taken for the one that put a configuration in place when it is this
+# close to the configuration's modifiedAt (the same fingerprint may have been set before, by someone else).
+CHANGE_MATCH_MS = 10 * 60 * 1000
+
+
+def change_lookup(w: Wiring) -> ChangedBy:
+    """Who put a group's configuration in place: the review of its CloudTrail call, else Lifeguard's own
+    change (its ledger), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
+    from lifeguard.store.changes import ChangeStore
+
+    changes = ChangeStore(w.store.client, w.store.table)
+    ledgers = RemediationStore(w.store.client, w.store.table)
+
+    def changed_by(cluster_id: str, group_id: str, config: KnownConfig) -> dict[str, Any] | None:
+        found = changes.find(cluster_id, group_id, config.fingerprint)
+        if found is not None and abs(found.at - config.modified_at) <= CHANGE_MATCH_MS:
+            return found.to_changed_by()
+        for change in reversed(ledgers.ledger(cluster_id, group_id).changes):
+            if change.status == "applied" and change.modified_at_after == config.modified_at:
+                return {"arn": None, "at": int(change.at * 1000), "source": "lifeguard"}
+        return {"arn": None, "at": config.modified_at, "source": "unknown"}
+
+    return changed_by
 
 
 def cluster_ids(explicit: str | None = None) -> frozenset[str]:
@@ -123,6 +150,7 @@ def build_node_reports(
         w.defaults,
         pcs=w.pcs,
         clusters=cluster_ids(),
+        changed_by=change_lookup(w),
         metric=metric,
         clock=clock or time.time,
     )
@@ -182,3 +210,20 @@ def build_notify(
         )
     return Notifier(channels, notices, metric=metric)
 
+
+if TYPE_CHECKING:  # imported when built: the other functions' cold starts need none of it
+    from lifeguard.handlers.config_review import ConfigReviewHandler
+
+
+def build_config_review(
+    wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
+) -> ConfigReviewHandler:
+    """The review_changes Lambda's handler: PCS's configuration calls (CloudTrail) reviewed against the
+    group's last known configuration, who made each kept in the table (`clock` as for
+    `build_scaling_events`: what `eventTime` must be plausible against)."""
+    from lifeguard.handlers.config_review import ConfigReviewHandler
+    from lifeguard.store.changes import ChangeStore
+
+    w = wiring or wire()
+    changes = ChangeStore(w.store.client, w.store.table)
+    return ConfigReviewHandler(w.store, changes, w.pcs, w.publisher, metric=metric, clock=clock or time.time)

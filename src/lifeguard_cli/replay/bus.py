@@ -1,11 +1,14 @@
-"""The stack's event bus in a replay: the rules read from template.yaml, and each published event delivered
-to the functions they target.
+"""The stack's event buses in a replay: the rules read from template.yaml, and each event delivered to the
+functions they target.
 
-A rule is an `AWS::Events::Rule` on the stack's own bus (`AWS::Events::EventBus`), or an `EventBridgeRule`
-event of a function, which SAM makes into one. A replay matches events as EventBridge does on `source`
-and `detail-type`, each a list of exact values; a pattern that says anything else, or a target that
-rewrites the event, is refused with every problem named, so the replay never routes differently from the
-stack without saying so. Targets that are not functions (a queue, a topic) invoke nothing here.
+A rule is an `AWS::Events::Rule`, or an `EventBridgeRule` event of a function, which SAM makes into one,
+on the stack's own bus (`AWS::Events::EventBus`: the controller's events) or on the account's default
+bus (no `EventBusName`, or `default`: where AWS puts CloudTrail's records of PCS's calls); rules on any
+other bus are not the stack's to follow. A replay matches events as EventBridge does on `source`,
+`detail-type` and fields of `detail` (one level deep), each a list of exact values; a pattern that says
+anything else, or a target that rewrites the event, is refused with every problem named, so the replay
+never routes differently from the stack without saying so. Targets that are not functions (a queue, a
+topic) invoke nothing here.
 """
 
 from __future__ import annotations
@@ -19,10 +22,21 @@ from typing import Any
 
 from lifeguard_cli.replay.errors import ReplayError
 
-__all__ = ["TEMPLATE", "LocalBus", "Rule", "route", "stack_rules", "template_rules"]
+__all__ = [
+    "DEFAULT_BUS",
+    "STACK_BUS",
+    "TEMPLATE",
+    "LocalBus",
+    "Rule",
+    "route",
+    "stack_rules",
+    "template_rules",
+]
 
 TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
 MATCHED_KEYS = ("source", "detail-type")
+STACK_BUS = "stack"  # the stack's own bus: Lifeguard's events
+DEFAULT_BUS = "default"  # the account's default bus: AWS's events (CloudTrail)
 _FUNCTION_TYPES = ("AWS::Serverless::Function", "AWS::Lambda::Function")
 _REWRITES = ("Input", "InputPath", "InputTransformer")
 
@@ -32,30 +46,36 @@ Deliver = Callable[[Event], None]
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule of the stack's bus: the values of `source` and `detail-type` it matches (None: any) and
-    the functions it invokes, by logical id."""
+    """One rule of a bus (`STACK_BUS` or `DEFAULT_BUS`): the values of `source`, `detail-type` and of
+    fields of `detail` it matches (None: any) and the functions it invokes, by logical id."""
 
     name: str
     sources: tuple[str, ...] | None
     detail_types: tuple[str, ...] | None
     targets: tuple[str, ...]
+    bus: str = STACK_BUS
+    detail: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def matches(self, event: Mapping[str, Any]) -> bool:
         """Whether EventBridge would deliver `event` through this rule."""
+        detail = event.get("detail")
+        fields: Mapping[str, Any] = detail if isinstance(detail, Mapping) else {}
         return all(
             values is None or event.get(key) in values
             for key, values in (("source", self.sources), ("detail-type", self.detail_types))
-        )
+        ) and all(fields.get(key) in values for key, values in self.detail)
 
 
-def route(rules: Sequence[Rule], event: Mapping[str, Any]) -> list[str]:
-    """The functions `event` is delivered to, once per matching rule that targets them, in rule order."""
-    return [target for rule in rules if rule.matches(event) for target in rule.targets]
+def route(rules: Sequence[Rule], event: Mapping[str, Any], *, bus: str = STACK_BUS) -> list[str]:
+    """The functions `event`, put on `bus`, is delivered to, once per matching rule that targets them, in
+    rule order."""
+    return [target for rule in rules if rule.bus == bus and rule.matches(event) for target in rule.targets]
 
 
 def stack_rules(template: Mapping[str, Any]) -> tuple[Rule, ...]:
-    """The rules on the stack's own bus, from a template in long form with its loops expanded
-    (`lifeguard_cli.template.expanded_template`); raises ReplayError naming every rule it cannot follow."""
+    """The rules on the stack's own bus and on the account's default bus, from a template in long form with
+    its loops expanded (`lifeguard_cli.template.expanded_template`); raises ReplayError naming every rule
+    it cannot follow."""
     resources: Mapping[str, Any] = template.get("Resources") or {}
     buses = {name for name, resource in resources.items() if resource.get("Type") == "AWS::Events::EventBus"}
     if not buses:
@@ -65,7 +85,8 @@ def stack_rules(template: Mapping[str, Any]) -> tuple[Rule, ...]:
     for name, resource in resources.items():
         properties = resource.get("Properties") or {}
         if resource.get("Type") == "AWS::Events::Rule":
-            if not _on_bus(properties.get("EventBusName"), buses) or not _enabled(name, properties, problems):
+            bus = _bus_of(properties.get("EventBusName"), buses)
+            if bus is None or not _enabled(name, properties, problems):
                 continue
             targets = []
             for index, target in enumerate(properties.get("Targets") or []):
@@ -74,18 +95,17 @@ def stack_rules(template: Mapping[str, Any]) -> tuple[Rule, ...]:
                 if function is not None:
                     _refuse_rewrites(where, target, problems)
                     targets.append(function)
-            _add(rules, problems, name, properties.get("EventPattern"), targets)
+            _add(rules, problems, name, properties.get("EventPattern"), targets, bus=bus)
         elif resource.get("Type") in _FUNCTION_TYPES:
             for event_name, event in (properties.get("Events") or {}).items():
                 rule_properties = event.get("Properties") or {}
                 where = f"{name}.Events.{event_name}"
-                if event.get("Type") != "EventBridgeRule" or not _on_bus(
-                    rule_properties.get("EventBusName"), buses
-                ):
+                bus = _bus_of(rule_properties.get("EventBusName"), buses)
+                if event.get("Type") != "EventBridgeRule" or bus is None:
                     continue
                 if _enabled(where, rule_properties, problems):
                     _refuse_rewrites(where, rule_properties, problems)
-                    _add(rules, problems, where, rule_properties.get("Pattern"), [name])
+                    _add(rules, problems, where, rule_properties.get("Pattern"), [name], bus=bus)
     if problems:
         raise ReplayError("template.yaml: a replay cannot follow these event rules: " + "; ".join(problems))
     return tuple(rules)
@@ -105,12 +125,13 @@ def template_rules(path: Path = TEMPLATE) -> tuple[Rule, ...]:
     return stack_rules(template)
 
 
-def _on_bus(name: Any, buses: set[str]) -> bool:
+def _bus_of(name: Any, buses: set[str]) -> str | None:
+    """`STACK_BUS`, `DEFAULT_BUS`, or None for a bus that is neither."""
     if isinstance(name, Mapping) and "Ref" in name:
-        return name["Ref"] in buses
+        return STACK_BUS if name["Ref"] in buses else None
     if isinstance(name, Mapping) and "Fn::GetAtt" in name:
-        return _get_att(name)[0] in buses
-    return False  # absent (the account's default bus) or another bus by name
+        return STACK_BUS if _get_att(name)[0] in buses else None
+    return DEFAULT_BUS if name in (None, "default") else None  # another bus by name
 
 
 def _enabled(where: str, properties: Mapping[str, Any], problems: list[str]) -> bool:
@@ -146,7 +167,19 @@ def _refuse_rewrites(where: str, properties: Mapping[str, Any], problems: list[s
     )
 
 
-def _add(rules: list[Rule], problems: list[str], name: str, pattern: Any, targets: list[str]) -> None:
+def _exact(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(isinstance(v, str) for v in values)
+
+
+def _add(
+    rules: list[Rule],
+    problems: list[str],
+    name: str,
+    pattern: Any,
+    targets: list[str],
+    *,
+    bus: str = STACK_BUS,
+) -> None:
     if isinstance(pattern, str):
         try:
             pattern = json.loads(pattern)
@@ -156,19 +189,25 @@ def _add(rules: list[Rule], problems: list[str], name: str, pattern: Any, target
         problems.append(f"{name}: the pattern is not a JSON object")
         return
     problems.extend(
-        f"{name}: pattern key {key!r} (a replay matches on {' and '.join(MATCHED_KEYS)} only)"
+        f"{name}: pattern key {key!r} (a replay matches on {', '.join(MATCHED_KEYS)} and detail only)"
         for key in pattern
-        if key not in MATCHED_KEYS
+        if key not in (*MATCHED_KEYS, "detail")
     )
     matched: dict[str, tuple[str, ...] | None] = {}
     for key in MATCHED_KEYS:
         values = pattern.get(key)
-        if values is not None and (
-            not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values)
-        ):
+        if values is not None and not _exact(values):
             problems.append(f"{name}: {key} {values!r} is not a list of exact values")
         matched[key] = tuple(values) if isinstance(values, list) else None
-    rules.append(Rule(name, matched["source"], matched["detail-type"], tuple(targets)))
+    detail = pattern.get("detail", {})
+    if not isinstance(detail, Mapping):
+        problems.append(f"{name}: detail {detail!r} is not an object of fields")
+        detail = {}
+    for key, values in detail.items():
+        if not _exact(values):
+            problems.append(f"{name}: detail.{key} {values!r} is not a list of exact values")
+    fields = tuple((str(key), tuple(values)) for key, values in detail.items() if _exact(values))
+    rules.append(Rule(name, matched["source"], matched["detail-type"], tuple(targets), bus, fields))
 
 
 class LocalBus:
@@ -201,6 +240,15 @@ class LocalBus:
         """Run `call`, an invocation that publishes on the bus, then deliver what it published."""
         call()
         self._deliver(self._published())
+
+    def put(self, event: Event, *, bus: str = DEFAULT_BUS) -> None:
+        """An event AWS puts on `bus` (CloudTrail's record of a call, on the default bus): delivered to the
+        functions that bus's rules target, then what they published is delivered as `invoke` does."""
+        caused: list[Event] = []
+        for function in route(self.rules, event, bus=bus):
+            self._functions[function](event)
+            caused.extend(self._published())
+        self._deliver(caused)
 
     def _deliver(self, events: list[Event]) -> None:
         for event in events:

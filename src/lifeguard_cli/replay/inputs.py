@@ -1,9 +1,11 @@
 """What a replay is fed: its input files read into items, in order, and the compute node groups they name.
 
-A file is a CloudWatch Logs subscription event (as `sam local invoke -e` takes it) or JSON lines: each
-line a scaling-log record, a node report (`"kind": "script_run"`), or a `lifeguard_replay` control line
-that changes a group's configuration at a given time. Each record or report line is one invocation, so
-the events it causes follow it in the timeline.
+A file is a CloudWatch Logs subscription event (as `sam local invoke -e` takes it), a CloudTrail event of
+a PCS call, or JSON lines: each line a scaling-log record, a node report (`"kind": "script_run"`), a
+CloudTrail event of a PCS call (EventBridge's `AWS API Call via CloudTrail`, or a bare record with
+`eventSource: pcs.amazonaws.com`), or a `lifeguard_replay` control line that changes a group's
+configuration at a given time. Each record or report line is one invocation, so the events it causes
+follow it in the timeline.
 """
 
 from __future__ import annotations
@@ -14,21 +16,25 @@ import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lifeguard.cloudtrail import CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
 from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 from lifeguard_cli.replay.errors import ReplayError
 
 __all__ = [
     "NODE_REPORT_LOG_GROUP",
     "SCALING_LOG_GROUP",
+    "ApiCall",
     "ConfigUpdate",
     "Inputs",
     "Item",
     "LogLines",
     "SeenGroup",
     "SubscriptionFile",
+    "api_call",
     "group_name",
     "read_inputs",
     "row_time",
@@ -104,7 +110,85 @@ class ConfigUpdate:
     at: int
 
 
-Item = LogLines | SubscriptionFile | ConfigUpdate
+@dataclass(frozen=True)
+class ApiCall:
+    """A PCS call as CloudTrail recorded it, in the EventBridge event AWS puts on the default bus: in a
+    replay the call is made on the local PCS first, as it was on the real one, then the event is put."""
+
+    event: Mapping[str, Any]
+
+    @property
+    def record(self) -> Mapping[str, Any]:
+        """The CloudTrail record."""
+        detail = self.event.get("detail")
+        return detail if isinstance(detail, Mapping) else {}
+
+    def _part(self, key: str) -> Mapping[str, Any]:
+        value = self.record.get(key)
+        return value if isinstance(value, Mapping) else {}
+
+    @property
+    def request(self) -> Mapping[str, Any]:
+        """`requestParameters`."""
+        return self._part("requestParameters")
+
+    @property
+    def at(self) -> int | None:
+        """`eventTime` in epoch ms."""
+        value = self.record.get("eventTime")
+        try:
+            return int(datetime.fromisoformat(str(value)).timestamp() * 1000)
+        except ValueError:
+            return None
+
+    @property
+    def group(self) -> tuple[str, str] | None:
+        """(cluster id, group id): the response's, else the request's identifiers."""
+        response = self._part("responseElements").get("computeNodeGroup")
+        answered = response if isinstance(response, Mapping) else {}
+        cluster = answered.get("clusterId") or self.request.get("clusterIdentifier")
+        group = answered.get("id") or self.request.get("computeNodeGroupIdentifier")
+        return (cluster, group) if isinstance(cluster, str) and isinstance(group, str) else None
+
+    @property
+    def name(self) -> str:
+        """The group's name, when the record gives it."""
+        response = self._part("responseElements").get("computeNodeGroup")
+        name = (response if isinstance(response, Mapping) else {}).get("name")
+        name = name or self.request.get("computeNodeGroupName")
+        return name if isinstance(name, str) else ""
+
+    @property
+    def config(self) -> Mapping[str, Any] | None:
+        """The `nodeLifecycleActions` the call set, when it succeeded and carried them."""
+        config = self.request.get("nodeLifecycleActions")
+        failed = self.record.get("errorCode") is not None
+        return config if isinstance(config, Mapping) and not failed else None
+
+
+Item = LogLines | SubscriptionFile | ConfigUpdate | ApiCall
+
+
+def api_call(data: Mapping[str, Any]) -> ApiCall | None:
+    """The PCS call in `data` (an EventBridge CloudTrail event, or a bare record wrapped as EventBridge
+    delivers it), or None when it is neither."""
+    if data.get("detail-type") == CLOUDTRAIL_DETAIL_TYPE and data.get("source") == PCS_SOURCE:
+        return ApiCall(data)
+    if data.get("eventSource") != PCS_EVENT_SOURCE:
+        return None
+    return ApiCall(
+        {
+            "version": "0",
+            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, str(data.get("eventID")))),
+            "detail-type": CLOUDTRAIL_DETAIL_TYPE,
+            "source": PCS_SOURCE,
+            "account": data.get("recipientAccountId", ""),
+            "time": data.get("eventTime"),
+            "region": data.get("awsRegion", ""),
+            "resources": [],
+            "detail": dict(data),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -129,8 +213,23 @@ def read_inputs(paths: list[Path]) -> Inputs:
             with contextlib.suppress(ValueError):
                 items.append(_subscription(json.loads(text), path))
                 continue
+        call = _whole_file_call(text)
+        if call is not None:
+            items.append(call)
+            continue
         skipped += _json_lines(text, path, items)
     return Inputs(items, skipped)
+
+
+def _whole_file_call(text: str) -> ApiCall | None:
+    """The file as one CloudTrail event (pretty-printed, as `sam local invoke -e` takes it), if it is one."""
+    if "\n" not in text.strip():
+        return None  # one line: read as JSON lines
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return api_call(data) if isinstance(data, dict) else None
 
 
 def _subscription(event: Mapping[str, Any], path: Path) -> SubscriptionFile:
@@ -162,8 +261,11 @@ def _json_lines(text: str, path: Path, items: list[Item]) -> int:
             print(f"lifeguard replay: {path}:{number}: skipped: not a JSON object", file=sys.stderr)
             continue
         control = row.get("lifeguard_replay")
+        call = api_call(row)
         if isinstance(control, dict):
             items.append(_control(control, path, number))
+        elif call is not None:
+            items.append(call)
         else:
             items.append(LogLines([row], [line], reports=row.get("kind") == "script_run"))
     return skipped
@@ -192,6 +294,12 @@ def seen_groups(items: list[Item]) -> list[SeenGroup]:
     """Every (cluster, group) the inputs name, in the order they first appear."""
     found: dict[tuple[str, str], SeenGroup] = {}
     for item in items:
+        if isinstance(item, ApiCall):
+            group, at = item.group, item.at
+            if group is not None and at is not None:
+                seen = found.get(group, SeenGroup(*group, at, item.name))
+                found[group] = replace(seen, earliest=min(seen.earliest, at), name=seen.name or item.name)
+            continue
         rows = item.rows if not isinstance(item, ConfigUpdate) else []
         for row in rows:
             cluster = row.get("resource_id") or row.get("cluster_id")

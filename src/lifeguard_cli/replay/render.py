@@ -11,16 +11,19 @@ from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.inputs import row_time
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
-__all__ = ["config_line", "event_line", "render_timeline", "row_entry"]
+__all__ = ["config_line", "event_line", "render_timeline", "review_line", "row_entry"]
 
 _STYLES = {
     "BootstrapLoopDetected": "bold red",
     "RemediationFailed": "bold red",
     "remediation parked": "bold red",
+    "review failed": "red",
     "notification failed": "red",
     "RemediationApplied": "bold yellow",
     "RemediationSkipped": "yellow",
     "LoopResolved": "bold green",
+    "ConfigChangeReviewed": "yellow",
+    "config changed": "bold",
 }
 
 
@@ -41,6 +44,8 @@ def row_entry(row: Mapping[str, Any]) -> TimelineEntry:
 def event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
     """What a controller event says: a remediation's action and diff, or a detection's evidence and
     suspect."""
+    if detail_type == "ConfigChangeReviewed":
+        return review_line(detail)
     if detail_type.startswith("Remediation"):
         changes = "; ".join(diff_line(change) for change in detail.get("diff") or [])
         dry = " (dry run)" if detail.get("dry_run") else ""
@@ -60,6 +65,16 @@ def event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
     else:
         parts.append("suspect unknown (no node report yet)")
     return "; ".join(parts)
+
+
+def review_line(detail: Mapping[str, Any]) -> str:
+    """What a review says: who changed the group, the risks by code, how many changes."""
+    changed_by = detail.get("changed_by") or {}
+    who = changed_by.get("arn") or "an unnamed caller"
+    risks = detail.get("risks") or []
+    codes = ", ".join(sorted({str(risk.get("code")) for risk in risks}))
+    found = f"{len(risks)} risk(s): {codes}" if risks else "no risk"
+    return f"by {who}; {found}; {len(detail.get('diff') or [])} change(s)"
 
 
 def config_line(config: Mapping[str, Any]) -> str:

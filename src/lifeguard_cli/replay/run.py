@@ -2,7 +2,9 @@
 
 Every compute node group the inputs name is created in the local PCS endpoint just before its first
 record, and the handlers and the endpoint run on the stream's clock. The events the handlers publish go
-on the stack's bus, and from it to the functions template.yaml's rules target (`bus.LocalBus`).
+on the stack's bus, and from it to the functions template.yaml's rules target (`bus.LocalBus`). A
+CloudTrail record of a PCS call is made on the local PCS as it was on the real one, then put on the
+default bus, whose rules route it (to the configuration review).
 """
 
 from __future__ import annotations
@@ -21,12 +23,21 @@ from typing import TYPE_CHECKING, Any
 from lifeguard.errors import LifeguardError
 from lifeguard_cli.replay.bus import LocalBus, template_rules
 from lifeguard_cli.replay.errors import ReplayError
-from lifeguard_cli.replay.inputs import ConfigUpdate, Item, SeenGroup, group_name, read_inputs, seen_groups
+from lifeguard_cli.replay.inputs import (
+    ApiCall,
+    ConfigUpdate,
+    Item,
+    SeenGroup,
+    group_name,
+    read_inputs,
+    seen_groups,
+)
 from lifeguard_cli.replay.render import config_line, event_line, row_entry
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
+    from lifeguard.handlers.config_review import ConfigReviewHandler
     from lifeguard.handlers.node_reports import NodeReportsHandler
     from lifeguard.handlers.scaling_events import ScalingEventsHandler
     from lifeguard.notify import Notifier
@@ -97,7 +108,11 @@ def replay(
             return [{**event, "time": at} for event in stack.received_events(sqs)]
 
         feeder = _Feeder(result, clock, pcs, handlers, groups)
-        functions = {"RemediateFunction": feeder.remediate, "NotifyFunction": feeder.notify}
+        functions = {
+            "RemediateFunction": feeder.remediate,
+            "NotifyFunction": feeder.notify,
+            "ReviewChangesFunction": feeder.review,
+        }
         bus = LocalBus(rules, functions, published=published, seen=feeder.seen)
         for item in inputs.items:
             feeder.feed(item, bus)
@@ -129,9 +144,16 @@ def _build_handlers(
     detection: DetectionSettings,
     remediation: RemediationSettings,
 ) -> _Handlers:
-    """The four functions' logic, by their composition roots, on the local stack and the stream's clock:
-    record times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it."""
-    from lifeguard.wiring import build_node_reports, build_notify, build_remediate, build_scaling_events, wire
+    """The functions' logic, by their composition roots, on the local stack and the stream's clock: record
+    times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it."""
+    from lifeguard.wiring import (
+        build_config_review,
+        build_node_reports,
+        build_notify,
+        build_remediate,
+        build_scaling_events,
+        wire,
+    )
 
     def stream_time() -> float:
         return clock().timestamp()
@@ -144,6 +166,7 @@ def _build_handlers(
         scaling=build_scaling_events(wiring, clock=stream_time),
         reports=build_node_reports(wiring, clock=stream_time),
         remediate=build_remediate(wiring, settings=remediation, clock=stream_time, sleep=sleep),
+        review=build_config_review(wiring, clock=stream_time),
         # Notify keeps the wall's clock: its Slack pacing sleeps for real, and the stream's clock may stand
         # still or start over with the next input. The sink is local: no pacing needed.
         notify=build_notify(
@@ -195,12 +218,13 @@ class _LocalClients:
 
 @dataclass(frozen=True)
 class _Handlers:
-    """The four functions' logic, as their composition roots build it."""
+    """The functions' logic, as their composition roots build it."""
 
     scaling: ScalingEventsHandler
     reports: NodeReportsHandler
     remediate: Remediator
     notify: Notifier
+    review: ConfigReviewHandler
 
 
 class _Feeder:
@@ -222,10 +246,13 @@ class _Feeder:
         self.at: int | None = None  # the time of the item being fed: its events' time in the timeline
 
     def feed(self, item: Item, bus: LocalBus) -> None:
-        """One item: a configuration change, or an invocation of scaling_events or node_reports whose
-        events go on the bus."""
+        """One item: a configuration change, a PCS call (made, then its CloudTrail event put on the
+        default bus), or an invocation of scaling_events or node_reports whose events go on the bus."""
         if isinstance(item, ConfigUpdate):
             self._update(item)
+            return
+        if isinstance(item, ApiCall):
+            self._call(item, bus)
             return
         self.at = item.at
         if self.at is not None:
@@ -268,27 +295,62 @@ class _Feeder:
         except LifeguardError as exc:
             self._failed(event, "remediation parked", exc)
 
+    def review(self, event: Mapping[str, Any]) -> None:
+        """The review_changes function; a skipped call is counted as a skipped record, a failed review is
+        a timeline line."""
+        try:
+            summary = self.handlers.review.handle_event(event)
+        except LifeguardError as exc:
+            self._failed(event, "review failed", exc)
+            return
+        self.result.skipped_records += summary.skipped
+
+    def _call(self, item: ApiCall, bus: LocalBus) -> None:
+        """The call made on the local PCS (when it succeeded and set nodeLifecycleActions), then its
+        CloudTrail event put on the default bus."""
+        self.at = item.at
+        if self.at is not None:
+            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+        group = item.group
+        self.result.records += 1
+        if group is not None and item.config is not None:
+            self._apply(group[0], group[1], item.config, f"{item.record.get('eventName')} of {group[1]}")
+            identity = item.record.get("userIdentity")
+            who = (identity.get("arn") if isinstance(identity, Mapping) else None) or "an unnamed caller"
+            detail = f"{item.record.get('eventName')} by {who}: {config_line(item.config)}"
+            self.result.timeline.append(TimelineEntry(self.at, group[1], "config changed", detail))
+        bus.put(dict(item.event))
+
+    def _apply(self, cluster: str, group: str, config: Mapping[str, Any], what: str) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.pcs.update_compute_node_group(
+                clusterIdentifier=cluster, computeNodeGroupIdentifier=group, nodeLifecycleActions=config
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise ReplayError(f"{what} was refused: {exc}") from None
+
     def _failed(self, event: Mapping[str, Any], what: str, exc: LifeguardError) -> None:
-        group = event["detail"].get("compute_node_group_id") or ""
+        detail = event["detail"]
+        group = detail.get("compute_node_group_id") or _requested_group(detail)
         self.result.timeline.append(TimelineEntry(self.at, group, what, str(exc)))
 
     def _update(self, item: ConfigUpdate) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
         self.clock.set(datetime.fromtimestamp(item.at / 1000, UTC))
         cluster = next((g.cluster_id for g in self.groups if g.group_id == item.group_id), None)
         if cluster is None:
             raise ReplayError(f"update_config names {item.group_id}, which no record of the inputs names")
-        try:
-            self.pcs.update_compute_node_group(
-                clusterIdentifier=cluster,
-                computeNodeGroupIdentifier=item.group_id,
-                nodeLifecycleActions=item.config,
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise ReplayError(f"update_config of {item.group_id} at {item.at} was refused: {exc}") from None
+        self._apply(cluster, item.group_id, item.config, f"update_config of {item.group_id} at {item.at}")
         entry = TimelineEntry(item.at, item.group_id, "config updated", config_line(item.config))
         self.result.timeline.append(entry)
+
+
+def _requested_group(record: Mapping[str, Any]) -> str:
+    """The group a CloudTrail record's request names, as it names it."""
+    request = record.get("requestParameters")
+    named = request.get("computeNodeGroupIdentifier") if isinstance(request, Mapping) else None
+    return str(named or "")
 
 
 class _CurrentStderr:

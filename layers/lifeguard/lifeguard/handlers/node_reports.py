@@ -25,8 +25,8 @@ from lifeguard.attribution import find_suspect, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, episode_id_for
-from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import Episode, GroupState
+from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
+from lifeguard.group_state import ChangedBy, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof
 from lifeguard.handlers.updater import Change, GroupUpdater
@@ -75,6 +75,7 @@ class NodeReportsHandler:
         metric: Metric | None = None,
         clock: Callable[[], float] = time.time,
         tag_refresh_seconds: float = 300.0,
+        changed_by: ChangedBy = lambda _cluster, _group, _config: None,
     ) -> None:
         self.store = store
         self.updater = updater
@@ -82,6 +83,7 @@ class NodeReportsHandler:
         self.pcs = pcs  # None: reports name suspects, but never detect a loop on their own
         self.clusters = clusters  # the stack's ClusterIds; empty: every cluster of the account
         self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
+        self.changed_by = changed_by  # as the scaling_events handler's
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
 
@@ -210,6 +212,7 @@ class NodeReportsHandler:
             failures=list(loop.failures),
             suspect=find_suspect(loop.failures, reports),
             signals=["node_reports"],
+            changed_by=self.changed_by(state.cluster_id, state.group_id, config),
         )
         if any(
             (outcome := state.outcomes.get(f.instance_id)) is not None and not outcome.succeeded
@@ -221,5 +224,7 @@ class NodeReportsHandler:
             f"detected from node reports: {len(loop.failures)} instances failed {loop.stage} › {loop.script} "
             f"(onError TERMINATE) within {settings.window_minutes} min"
         )
+        began = change_sentence(episode.changed_by)
+        reason = f"{reason}; {began}" if began else reason
         logger.warning("group %s: %s", state.group_id, reason)
         return [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)]

@@ -28,8 +28,8 @@ from lifeguard.detection import (
     proven_good,
     resolves,
 )
-from lifeguard.event_contract import ControllerEvent, episode_event
-from lifeguard.group_state import BootOutcome, Episode, GroupState
+from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
+from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import contain
 from lifeguard.handlers.evidence import GroupEvidence
@@ -97,6 +97,7 @@ class ScalingEventsHandler:
         proven_good_refresh_seconds: float = 60.0,
         tag_refresh_seconds: float = 300.0,
         quarantined: Callable[[str, str], set[tuple[str, str]]] = lambda _cluster, _group: set(),
+        changed_by: ChangedBy = lambda _cluster, _group, _config: None,
     ) -> None:
         self.store = store
         self.pcs = pcs
@@ -109,6 +110,9 @@ class ScalingEventsHandler:
         # (stage, script) of the scripts Lifeguard's quarantines switched in a group (its ledger): a node
         # without reports proves a configuration only when none of them is still quarantined in it.
         self.quarantined = quarantined
+        # Who put the group's configuration in place (CloudTrail's review, Lifeguard's ledger): a detection
+        # names the change its loop began after.
+        self.changed_by = changed_by
 
     # -- entry points --
 
@@ -340,11 +344,16 @@ class ScalingEventsHandler:
             failures=list(detection.failures),
             signals=["scaling_log"],
         )
-        reason = _attribute(episode, runs)
+        episode.changed_by = self.changed_by(state.cluster_id, state.group_id, config)
+        reason = "; ".join(
+            part for part in (_attribute(episode, runs), change_sentence(episode.changed_by)) if part
+        )
         state.episode = episode
         names = ", ".join(f"{f.instance_id} at {utc(f.event_timestamp)}" for f in episode.failures)
         logger.warning("group %s: %s detected (%s)", state.group_id, detection.kind, names)
-        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+        change.events.append(
+            episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason or None)
+        )
 
     def _detect_replacement(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
         """Nodes of the current configuration replaced as unhealthy, again and again: a `replacement` loop,
@@ -396,7 +405,9 @@ class ScalingEventsHandler:
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         logger.warning("group %s: replacement loop: %s", state.group_id, reason)
-        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+        change.events.append(
+            episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason or None)
+        )
 
     def _may_have_changed(self, state: GroupState, record: ScalingLogRecord) -> bool:
         """Whether the configuration is worth reading again for an open episode: at most once per

@@ -1,4 +1,5 @@
-"""The notify Lambda's logic: every `lifeguard` event to every channel, each channel on its own.
+"""The notify Lambda's logic: every `lifeguard` event to every channel, each channel on its own (a
+configuration change only when its review found risks: `ConfigChangeReviewed` with `risks`, as a warning).
 
 A channel that fails never blocks another: its failure is counted and, once the other channels are done,
 raised (`NotificationError`) so the Lambda retries the event. Each (event, channel) is claimed in the
@@ -84,6 +85,14 @@ class Notifier:
         if problems:
             self.metric("InvalidDetailFields", len(problems))
             logger.warning("%s with invalid fields: %s", detail_type, clip("; ".join(problems), 500))
+        if not _worth_sending(detail_type, detail):
+            logger.info(
+                "%s of %s without risks: nothing to notify",
+                detail_type,
+                clip(detail["compute_node_group_id"]),
+            )
+            self.metric("NotificationsNotNeeded", 1)
+            return result
         summary = summarize(detail_type, detail, problems=problems)
         group = (str(detail["cluster_id"] or "-"), str(detail["compute_node_group_id"] or "-"))
         key = _notice_key(detail_type, detail, raw)
@@ -111,6 +120,11 @@ class Notifier:
             failed = ", ".join(f"{name} ({why})" for name, why in result.failed.items())
             raise NotificationError(f"{key}: not delivered to {failed}; the event will be retried")
         return result
+
+
+def _worth_sending(detail_type: str, detail: Mapping[str, Any]) -> bool:
+    """Every event is, but a review of a change that has no risk: a change without risk is news to nobody."""
+    return detail_type != "ConfigChangeReviewed" or bool(detail["risks"])
 
 
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:

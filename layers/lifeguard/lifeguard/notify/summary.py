@@ -12,9 +12,22 @@ from typing import Any
 from lifeguard.bounds import clip, utc
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
-__all__ = ["LOG_TAIL_MAX_CHARS", "SEVERITY", "SUBJECT_MAX_CHARS", "Summary", "diff_line", "summarize"]
+__all__ = [
+    "LOG_TAIL_MAX_CHARS",
+    "RISK_LINES_MAX",
+    "RISK_LINE_MAX_CHARS",
+    "SEVERITY",
+    "SUBJECT_MAX_CHARS",
+    "Summary",
+    "diff_line",
+    "risk_lines",
+    "summarize",
+]
 
 SUBJECT_MAX_CHARS = 99  # SNS: under 100
+# A review's risks in a message: enough to act on, and within a Slack section (3,000 characters).
+RISK_LINES_MAX = 10
+RISK_LINE_MAX_CHARS = 280
 LOG_TAIL_MAX_CHARS = LOG_TAIL_BYTES  # what a node report keeps of a run's output
 SEVERITY = {
     "BootstrapLoopDetected": "high",
@@ -57,12 +70,13 @@ class Summary:
     diff: tuple[str, ...]
     undo: str | None
     problems: tuple[str, ...] = ()
+    evidence_title: str = "Evidence"  # a review's evidence is its risks
 
     def text(self) -> str:
         """The summary as plain text (SNS body, Slack fallback)."""
         lines = [self.headline, ""]
         if self.evidence:
-            lines += ["Evidence:", *(f"  {line}" for line in self.evidence)]
+            lines += [f"{self.evidence_title}:", *(f"  {line}" for line in self.evidence)]
         if self.suspect:
             lines.append(f"Failing script: {self.suspect}")
         if self.log_tail:
@@ -106,8 +120,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         f"{len(detail.get('kept') or [])} node(s) kept with the failure. Fix the script and push a "
         f"configuration, or undo Lifeguard's change.",
         "LoopResolved": f"{group} ({cluster}) bootstraps nodes again.",
-        "ConfigChangeReviewed": f"The lifecycle actions of {group} ({cluster}) changed, with "
-        f"{len(detail.get('risks') or [])} risk(s).",
+        "ConfigChangeReviewed": _change_headline(group, cluster, detail),
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
     reason = detail.get("reason")
     if reason:
@@ -119,6 +132,8 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         f"failed at {utc(f.get('event_timestamp'))}"
         for f in failures[-10:]
     )
+    if detail_type == "ConfigChangeReviewed":
+        evidence = risk_lines(detail.get("risks") or [])
     if suspect:
         exit_code = suspect.get("exit_code")
         count = len(suspect.get("instances") or [])
@@ -143,7 +158,35 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         diff=diff,
         undo=detail.get("undo") or None,
         problems=tuple(clip(problem, 300) for problem in problems[:10]),
+        evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
+
+
+def _change_headline(group: str, cluster: str, detail: Mapping[str, Any]) -> str:
+    """Who changed which group when, and how many risks the review found."""
+    risks = f"with {len(detail.get('risks') or [])} risk(s)"
+    changed_by = detail.get("changed_by")
+    if not isinstance(changed_by, Mapping):
+        return f"The lifecycle actions of {group} ({cluster}) changed, {risks}."
+    arn, at = changed_by.get("arn"), changed_by.get("at")
+    who = clip(arn, 300) if arn else "Someone (CloudTrail named no caller)"
+    when = f" at {utc(at)}" if at is not None else ""
+    return f"{who} changed the lifecycle actions of {group} ({cluster}){when}, {risks}."
+
+
+def risk_lines(risks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """A review's risks as lines (`warning unpinned-mutable-source at stages.nodeBootstrapped[0]...: …`),
+    the first `RISK_LINES_MAX` of them, each at most `RISK_LINE_MAX_CHARS`."""
+    lines = [
+        clip(
+            f"{r.get('severity') or 'warning'} {r.get('code')} at {r.get('path')}: {r.get('message')}",
+            RISK_LINE_MAX_CHARS,
+        )
+        for r in risks[:RISK_LINES_MAX]
+    ]
+    if len(risks) > RISK_LINES_MAX:
+        lines.append(f"… and {len(risks) - RISK_LINES_MAX} more (the event's `risks` has them all)")
+    return tuple(lines)
 
 
 def diff_line(change: Mapping[str, Any]) -> str:

@@ -5,12 +5,14 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
     pk = GROUP#<cluster>#<group>
         sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`)
         sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>   a failed script run (`report`, JSON)
+        sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
         sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
         sk = LEDGER                           the changes remediation made or set out to make (`doc`/`docz`)
         sk = DECISION#<episode>#<revision>    the decision taken on one detection (`doc`/`docz`)
         sk = AUDIT#<time ms>#<episode>#<revision>#<decision>#<nonce>   the audit trail (`doc`/`docz`)
         sk = NOTICE#<event key>#<channel>     an (event, channel) claimed by notify
         sk = EPISODE#<episode>#NOTICES        how many messages an episode had (`messages`)
+        sk = CHANGE#<fingerprint>             who put that configuration in place, and when (`doc`)
     pk = WEBHOOK#<sha256 of the URL>
         sk = PACE                             the webhook's next free slot (`next_at`)
 

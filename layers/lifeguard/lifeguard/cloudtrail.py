@@ -1,0 +1,249 @@
+"""PCS's API calls as CloudTrail records them: the calls that set a compute node group's configuration,
+parsed and bounded.
+
+EventBridge delivers CloudTrail's management events on the account's default bus as `AWS API Call via
+CloudTrail` (source `aws.pcs`, the record in `detail`); a bare record (`eventSource: pcs.amazonaws.com`)
+is read the same way. Only `CreateComputeNodeGroup` and `UpdateComputeNodeGroup` are read:
+
+- a call with `errorCode` changed nothing: it is a `CallIgnored`, as is any other call;
+- anything else that is not such a record, or holds a value beyond its bounds, is a `CallParseError`
+  with a short `reason` for counting. Nothing here raises on what it is given.
+
+Bounds, besides those of `lifeguard.bounds` (ids, times against the invocation's clock): `eventID` is
+CloudTrail's (a UUID: letters, digits and `-`, at most 64); `userIdentity.arn` an ARN of at most 2,048
+characters (IAM's limit), absent for some callers (an AWS service); `eventTime` RFC 3339 in UTC; the
+`nodeLifecycleActions` of the request valid by PCS's rules and at most 256 KiB of JSON (an EventBridge
+event is at most 256 KB in all). The group is named by the ids of `responseElements.computeNodeGroup`
+when the record has them, else by the request's identifiers, which may be names (`needs_ids`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+
+from lifeguard._records import describe_validation_error, reason_of
+from lifeguard.bounds import ClusterId, GroupId, anchored, clip, implausible_time
+from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.lifecycle import NodeLifecycleActions
+
+__all__ = [
+    "CHANGE_CALLS",
+    "CLOUDTRAIL_DETAIL_TYPE",
+    "CONFIG_MAX_BYTES",
+    "PCS_EVENT_SOURCE",
+    "PCS_SOURCE",
+    "CallIgnored",
+    "CallParseError",
+    "ConfigCall",
+    "cloudtrail_record",
+    "parse_config_call",
+]
+
+CLOUDTRAIL_DETAIL_TYPE = "AWS API Call via CloudTrail"
+PCS_SOURCE = "aws.pcs"  # EventBridge's `source` of PCS's CloudTrail events
+PCS_EVENT_SOURCE = "pcs.amazonaws.com"  # CloudTrail's `eventSource`
+CHANGE_CALLS = ("CreateComputeNodeGroup", "UpdateComputeNodeGroup")
+CONFIG_MAX_BYTES = 256 * 1024
+ARN_MAX_CHARS = 2048
+_ARN_PATTERN = r"arn:aws[a-z-]*:[a-z0-9-]{1,64}:[a-z0-9-]*:[0-9]{0,12}:[^\x00-\x1f\x7f]+"
+_PCS_ID_PATTERN = r"pcs_[A-Za-z0-9]{1,60}"
+_GROUP_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]{2,25}"
+
+_PcsId = Annotated[str, StringConstraints(pattern=anchored(_PCS_ID_PATTERN))]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class _UserIdentity(_Strict):
+    arn: (
+        Annotated[str, StringConstraints(max_length=ARN_MAX_CHARS, pattern=anchored(_ARN_PATTERN))] | None
+    ) = None
+
+
+class _Request(_Strict):
+    clusterIdentifier: ClusterId
+    computeNodeGroupIdentifier: GroupId | None = None
+    computeNodeGroupName: Annotated[str, StringConstraints(pattern=anchored(_GROUP_NAME_PATTERN))] | None = (
+        None
+    )
+    nodeLifecycleActions: dict[str, Any] | None = None
+
+
+class _Group(_Strict):
+    id: _PcsId | None = None
+    clusterId: _PcsId | None = None
+
+
+class _Response(_Strict):
+    computeNodeGroup: _Group | None = None
+
+
+class _Record(_Strict):
+    eventID: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")]
+    eventTime: Annotated[str, StringConstraints(max_length=40)]
+    userIdentity: _UserIdentity | None = None
+    requestParameters: _Request
+    responseElements: _Response | None = None
+
+
+@dataclass(frozen=True)
+class CallIgnored:
+    """A PCS call that changed no configuration (a failed call, or another operation), and why."""
+
+    message: str
+    where: str | None = None
+
+
+@dataclass(frozen=True)
+class CallParseError:
+    """An event that is not a readable record of a PCS call: what is wrong (`reason`, short, for counting;
+    `message`, in full) and where (the record's `eventID` when it has one)."""
+
+    message: str
+    where: str | None = None
+    reason: str = "not a CloudTrail record"
+
+    def __str__(self) -> str:
+        prefix = f"{self.where}: " if self.where else ""
+        return f"{prefix}{self.message}"
+
+
+@dataclass(frozen=True)
+class ConfigCall:
+    """A successful CreateComputeNodeGroup or UpdateComputeNodeGroup, bounded.
+
+    `cluster_identifier` and `group_identifier` name the group as the call did (ids or names);
+    `cluster_id` and `group_id` are its ids when the record gives them. `config` is the request's
+    `nodeLifecycleActions` (None when the request did not carry any).
+    """
+
+    event_id: str
+    event_name: str
+    at: int
+    arn: str | None
+    cluster_identifier: str
+    group_identifier: str
+    cluster_id: str | None
+    group_id: str | None
+    config: NodeLifecycleActions | None
+
+    @property
+    def needs_ids(self) -> bool:
+        """True when the record does not give the group's ids (the call named it by names)."""
+        return self.cluster_id is None or self.group_id is None
+
+    def changed_by(self) -> dict[str, Any]:
+        """Who made the change, and when, as controller events carry it."""
+        return {"arn": self.arn, "at": self.at, "source": "cloudtrail"}
+
+
+def cloudtrail_record(event: object) -> Mapping[str, Any] | str:
+    """The CloudTrail record of PCS in `event` (an EventBridge event, or a bare record), or why there is
+    none."""
+    if not isinstance(event, Mapping):
+        return "not a JSON object"
+    if "detail" in event or "detail-type" in event:
+        if event.get("detail-type") != CLOUDTRAIL_DETAIL_TYPE or event.get("source") != PCS_SOURCE:
+            return f"not a CloudTrail event of PCS (detail-type {clip(event.get('detail-type'), 60)!r})"
+        event = event.get("detail")
+        if not isinstance(event, Mapping):
+            return "detail is not a JSON object"
+    if event.get("eventSource") != PCS_EVENT_SOURCE:
+        return f"not a PCS call (eventSource {clip(event.get('eventSource'), 60)!r})"
+    return event
+
+
+def _epoch_ms(text: str) -> int | None:
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if moment.tzinfo is None or moment.utcoffset() != UTC.utcoffset(None):
+        return None
+    return int(moment.timestamp() * 1000)
+
+
+def _pcs_id(value: str | None) -> str | None:
+    return value if value is not None and re.fullmatch(_PCS_ID_PATTERN, value) else None
+
+
+def parse_config_call(event: object, *, now_ms: int) -> ConfigCall | CallIgnored | CallParseError:
+    """The configuration call in `event` (see the module's docstring); `now_ms` is the invocation's clock,
+    against which `eventTime` must be plausible."""
+    record = cloudtrail_record(event)
+    if isinstance(record, str):
+        return CallParseError(record, None, reason_of(record))
+    raw_id = record.get("eventID")
+    where = clip(raw_id, 64) if isinstance(raw_id, str) else None
+    name = record.get("eventName")
+    if name not in CHANGE_CALLS:
+        return CallIgnored(f"{clip(name, 64)} sets no configuration", where)
+    error = record.get("errorCode")
+    if error is not None:
+        return CallIgnored(f"{name} failed ({clip(error, 100)}): nothing changed", where)
+    try:
+        parsed = _Record.model_validate(record)
+    except ValidationError as exc:
+        return CallParseError(f"not a {name} record: {describe_validation_error(exc)}", where, reason_of(exc))
+    at = _epoch_ms(parsed.eventTime)
+    if at is None:
+        return CallParseError(
+            f"eventTime {clip(parsed.eventTime, 40)!r} is not an RFC 3339 time in UTC",
+            where,
+            "invalid eventTime",
+        )
+    if (implausible := implausible_time(at, now_ms)) is not None:
+        return CallParseError(f"eventTime is {implausible}", where, f"eventTime {implausible}")
+    request = parsed.requestParameters
+    response = parsed.responseElements.computeNodeGroup if parsed.responseElements else None
+    group_identifier = (
+        request.computeNodeGroupIdentifier
+        if name == "UpdateComputeNodeGroup"
+        else request.computeNodeGroupName
+    )
+    group_id = (response.id if response else None) or _pcs_id(group_identifier)
+    if group_identifier is None:
+        group_identifier = group_id
+    if group_identifier is None:
+        field = "computeNodeGroupIdentifier" if name == "UpdateComputeNodeGroup" else "computeNodeGroupName"
+        return CallParseError(f"{name} names no group", where, f"missing requestParameters.{field}")
+    config: NodeLifecycleActions | None = None
+    if request.nodeLifecycleActions is not None:
+        try:
+            size = len(json.dumps(request.nodeLifecycleActions, separators=(",", ":")).encode())
+        except (RecursionError, ValueError, TypeError):  # RecursionError: JSON nested thousands deep
+            return CallParseError("nodeLifecycleActions is not JSON", where, "invalid nodeLifecycleActions")
+        if size > CONFIG_MAX_BYTES:
+            return CallParseError(
+                f"nodeLifecycleActions of {size} bytes (at most {CONFIG_MAX_BYTES})",
+                where,
+                "nodeLifecycleActions too large",
+            )
+        try:
+            config = NodeLifecycleActions.from_api(
+                request.nodeLifecycleActions, path="requestParameters.nodeLifecycleActions"
+            )
+        except InvalidLifecycleConfigError as exc:
+            first = exc.problems[0]
+            more = f" (and {len(exc.problems) - 1} more)" if len(exc.problems) > 1 else ""
+            return CallParseError(f"{first}{more}", where, "invalid nodeLifecycleActions")
+    return ConfigCall(
+        event_id=parsed.eventID,
+        event_name=name,
+        at=at,
+        arn=parsed.userIdentity.arn if parsed.userIdentity else None,
+        cluster_identifier=request.clusterIdentifier,
+        group_identifier=group_identifier,
+        cluster_id=(response.clusterId if response else None) or _pcs_id(request.clusterIdentifier),
+        group_id=group_id,
+        config=config,
+    )

@@ -1,0 +1,245 @@
+"""The review_changes Lambda's logic: every change of a group's `nodeLifecycleActions` made through PCS's
+API (CloudTrail, `lifeguard.cloudtrail`) is reviewed as it happens, and who made it is kept.
+
+Per call:
+1. the new configuration is the request's `nodeLifecycleActions`, or, when the request carries none, the
+   group's as GetComputeNodeGroup answers it (which also gives the ids of a group the call named by name);
+2. it is held against the configuration it replaced: the group's last known one (the state the detection
+   keeps), or, when the detection already read the new one, the last one proven good; none when the group
+   was never seen. A call that carried no configuration and left the known one as it was is ignored;
+3. the review is `lifeguard lint --previous`'s: the risks (`lifeguard.risks.find_risks`) and the diff;
+4. who made the change is kept under the new configuration's fingerprint (`ChangeStore`), so a loop that
+   follows can be laid at its door, and `ConfigChangeReviewed` is published.
+A malformed event is one log line and a counted skip; only a transient AWS failure (which Lambda's retries
+can cure) leaves the handler as an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import PcsGateway, is_transient
+from lifeguard.bounds import clip
+from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
+from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
+from lifeguard.event_contract import ControllerEvent, make_detail
+from lifeguard.group_state import GroupState
+from lifeguard.handlers.batch import Skips
+from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.metrics import Metric, uncounted
+from lifeguard.risks import find_risks
+from lifeguard.store.changes import ChangeRecord, ChangeStore
+from lifeguard.store.groups import GroupStore
+
+__all__ = ["RISK_SEVERITY", "ConfigReviewHandler", "ReviewSummary"]
+
+logger = logging.getLogger("lifeguard")
+
+# `lifeguard lint` warns about risks (only --strict makes them errors): a review warns the same way.
+RISK_SEVERITY = "warning"
+_RISKS_MAX = 100  # what the event contract takes
+_RISK_MESSAGE_MAX_CHARS = 1000
+_PATH_MAX_CHARS = 200
+
+
+@dataclass
+class ReviewSummary(Skips):
+    """What one event did: a call `reviewed`, `ignored` (it changed no configuration) or `skipped` (by
+    reason), and the events published."""
+
+    reviewed: int = 0
+    ignored: int = 0
+    events: list[ControllerEvent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The summary as the handler returns it."""
+        return {
+            "reviewed": self.reviewed,
+            "ignored": self.ignored,
+            "skipped": self.skipped,
+            "skipped_reasons": dict(self.skipped_reasons),
+            "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
+        }
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The group a call changed, by its ids, and the configuration it has now."""
+
+    cluster_id: str
+    group_id: str
+    config: NodeLifecycleActions | None
+    carried: bool  # the configuration is the request's, not read back from PCS
+
+
+class ConfigReviewHandler:
+    """Reviews each configuration change of a compute node group, and keeps who made it."""
+
+    # What its role must allow of PCS (a test holds template.yaml to it); the stores declare their own.
+    PCS_PERMISSIONS: ClassVar[tuple[str, ...]] = ("pcs:GetComputeNodeGroup",)
+
+    def __init__(
+        self,
+        states: GroupStore,
+        changes: ChangeStore,
+        pcs: PcsGateway,
+        publisher: EventPublisher,
+        *,
+        metric: Metric | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.states = states
+        self.changes = changes
+        self.pcs = pcs
+        self.publisher = publisher
+        self.metric = metric or uncounted
+        self.clock = clock  # the invocation's clock, against which eventTime must be plausible
+
+    def handle_event(self, event: Mapping[str, Any]) -> ReviewSummary:
+        """One EventBridge event of a PCS call (CloudTrail); raises only on a transient AWS failure."""
+        summary = ReviewSummary()
+        call = parse_config_call(event, now_ms=int(self.clock() * 1000))
+        if isinstance(call, CallIgnored):
+            return self._ignore(summary, call.message, call.where)
+        if isinstance(call, CallParseError):
+            return self._skip(summary, call.reason, call.where, call.message)
+        try:
+            target = self._target(call)
+        except GroupNotFoundError:
+            return self._skip(summary, "group not found", call.event_id, call.group_identifier)
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise  # Lambda's retries may cure it
+            return self._skip(summary, f"GetComputeNodeGroup refused ({exc.code})", call.event_id, str(exc))
+        except InvalidLifecycleConfigError as exc:
+            return self._skip(summary, "invalid nodeLifecycleActions from PCS", call.event_id, str(exc))
+        state = self.states.load(target.cluster_id, target.group_id)
+        review = _review(call, target, state)
+        if review is None:
+            return self._ignore(
+                summary, f"{call.event_name} left nodeLifecycleActions as they were", call.event_id
+            )
+        if target.config is not None:
+            self.changes.put(
+                ChangeRecord(
+                    cluster_id=target.cluster_id,
+                    group_id=target.group_id,
+                    fingerprint=target.config.fingerprint(),
+                    arn=call.arn,
+                    at=call.at,
+                    event_name=call.event_name,
+                    event_id=call.event_id,
+                )
+            )
+        self.publisher.publish([review])
+        summary.reviewed += 1
+        summary.events.append(review)
+        risks = len(review.detail["risks"])
+        self.metric("ConfigChangeReviewed", 1)
+        if risks:
+            self.metric("RisksFound", risks)
+        logger.info(
+            "%s of %s by %s reviewed: %d risk(s), %d change(s)",
+            call.event_name,
+            target.group_id,
+            clip(call.arn or "an unnamed caller"),
+            risks,
+            len(review.detail["diff"]),
+        )
+        return summary
+
+    def _target(self, call: ConfigCall) -> _Target:
+        """The group's ids and its new configuration: the request's, or PCS's when the request carries
+        none or names the group by name."""
+        if call.config is not None and call.cluster_id is not None and call.group_id is not None:
+            return _Target(call.cluster_id, call.group_id, call.config, carried=True)
+        snapshot = self.pcs.get_group(call.cluster_identifier, call.group_identifier)
+        if call.config is not None:
+            return _Target(snapshot.cluster_id, snapshot.group_id, call.config, carried=True)
+        actions = snapshot.node_lifecycle_actions
+        config = (
+            NodeLifecycleActions.from_api(dict(actions), path="nodeLifecycleActions") if actions else None
+        )
+        return _Target(snapshot.cluster_id, snapshot.group_id, config, carried=False)
+
+    def _ignore(self, summary: ReviewSummary, message: str, where: str | None) -> ReviewSummary:
+        summary.ignored += 1
+        self.metric("ChangesIgnored", 1)
+        logger.info("call %s ignored: %s", clip(where or "-"), clip(message))
+        return summary
+
+    def _skip(self, summary: ReviewSummary, reason: str, where: str | None, detail: str) -> ReviewSummary:
+        summary.skip(reason, where or "event", detail)
+        self.metric("InvalidEvents", 1)
+        return summary
+
+
+def _previous(
+    state: GroupState, new_fingerprint: str
+) -> tuple[NodeLifecycleActions | None, str | None, bool]:
+    """The configuration the change replaced, a sentence when it is not the last known one, and whether
+    the last known configuration already is the new one."""
+    known = state.config
+    if known is None:
+        return None, "Lifeguard had not seen this group before: every script is new to it.", False
+    if known.fingerprint != new_fingerprint:
+        return _parsed(known.node_lifecycle_actions), None, False
+    proven = state.proven_good
+    if proven is not None and proven.fingerprint != new_fingerprint:
+        return (
+            _parsed(proven.node_lifecycle_actions),
+            "Compared with the configuration last proven good: Lifeguard had read the new one from PCS "
+            "before the change was reported.",
+            True,
+        )
+    return (
+        None,
+        "What this change replaced is not known: Lifeguard had read the new one from PCS before.",
+        True,
+    )
+
+
+def _parsed(actions: Mapping[str, Any] | None) -> NodeLifecycleActions | None:
+    if not actions:
+        return None
+    try:
+        return NodeLifecycleActions.from_api(dict(actions))
+    except InvalidLifecycleConfigError:
+        return None  # kept before a rule existed: reviewed as if unknown
+
+
+def _review(call: ConfigCall, target: _Target, state: GroupState) -> ControllerEvent | None:
+    """The ConfigChangeReviewed of the call, or None when it changed nothing Lifeguard can tell."""
+    new = target.config
+    new_fingerprint = new.fingerprint() if new is not None else fingerprint_of(None)
+    previous, reason, already_known = _previous(state, new_fingerprint)
+    if already_known and not target.carried:
+        return None  # an update of something else: the configuration is the one already known
+    unknown_before = already_known and previous is None
+    risks = find_risks(new, previous) if new is not None else []
+    diff = [] if unknown_before else [change.to_detail() for change in diff_configs(previous, new)]
+    detail = make_detail(
+        cluster_id=target.cluster_id,
+        compute_node_group_id=target.group_id,
+        config_before=previous.to_api() if previous is not None else None,
+        config_after=new.to_api() if new is not None else None,
+        diff=diff,
+        reason=reason,
+        changed_by=call.changed_by(),
+        risks=[
+            {
+                "code": risk.code,
+                "path": clip(risk.path, _PATH_MAX_CHARS),
+                "message": clip(risk.message, _RISK_MESSAGE_MAX_CHARS),
+                "severity": RISK_SEVERITY,
+            }
+            for risk in risks[:_RISKS_MAX]
+        ],
+        config_fingerprint=new_fingerprint,
+    )
+    return ControllerEvent("ConfigChangeReviewed", detail, f"{call.event_id}:ConfigChangeReviewed")

@@ -1,0 +1,96 @@
+"""Who changed a group's configuration, and when (layout: `lifeguard.store.table`).
+
+A change is kept under the fingerprint of the configuration it put in place, so the detection, which
+knows the fingerprint of the configuration a loop runs on, finds who made it with one GetItem. A later
+change to the same configuration replaces the record: it is the one that put the configuration back.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from lifeguard.store.table import Item, Table, decode_doc, encode_doc, group_key, item_key
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["CHANGE_TTL_SECONDS", "ChangeRecord", "ChangeStore"]
+
+CHANGE_TTL_SECONDS = 30 * 24 * 3600
+CHANGE = "CHANGE#"
+
+ChangeSource = Literal["cloudtrail", "lifeguard", "unknown"]
+
+
+@dataclass(frozen=True)
+class ChangeRecord:
+    """One change of a group's `nodeLifecycleActions`: the configuration it put in place (`fingerprint`),
+    who made it (`arn`, CloudTrail's `userIdentity.arn`, None when the record named nobody), when (`at`,
+    epoch ms) and through which call (`event_name`, `event_id`)."""
+
+    cluster_id: str
+    group_id: str
+    fingerprint: str
+    arn: str | None
+    at: int
+    event_name: str
+    event_id: str
+    source: ChangeSource = "cloudtrail"
+
+    def to_changed_by(self) -> dict[str, Any]:
+        """The change as controller events carry it (`changed_by`: `{"arn", "at", "source"}`)."""
+        return {"arn": self.arn, "at": self.at, "source": self.source}
+
+
+def _record_of(item: Item) -> ChangeRecord | None:
+    data = decode_doc(item)
+    try:
+        return ChangeRecord(
+            cluster_id=str(data["cluster_id"]),
+            group_id=str(data["group_id"]),
+            fingerprint=str(data["fingerprint"]),
+            arn=None if data.get("arn") is None else str(data["arn"]),
+            at=int(data["at"]),
+            event_name=str(data.get("event_name") or ""),
+            event_id=str(data.get("event_id") or ""),
+            source=data.get("source") if data.get("source") in ("cloudtrail", "lifeguard") else "unknown",
+        )
+    except (KeyError, TypeError, ValueError):
+        return None  # an item this code did not write: as good as none
+
+
+class ChangeStore:
+    """The configuration changes of each group, by the fingerprint of the configuration they put in place;
+    each kept 30 days after it was made."""
+
+    # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
+    PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "put": ("dynamodb:PutItem",),
+        "find": ("dynamodb:GetItem",),
+    }
+
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
+        self._table = Table(client, table)
+
+    @property
+    def table(self) -> str:
+        """The table's name."""
+        return self._table.name
+
+    def put(self, change: ChangeRecord) -> None:
+        """Keep `change` (replacing an earlier change to the same configuration of the group)."""
+        self._table.put(
+            {
+                **item_key(group_key(change.cluster_id, change.group_id), f"{CHANGE}{change.fingerprint}"),
+                **encode_doc(json.dumps(asdict(change), separators=(",", ":"))),
+                "expires_at": {"N": str(change.at // 1000 + CHANGE_TTL_SECONDS)},
+            }
+        )
+
+    def find(self, cluster_id: str, group_id: str, fingerprint: str) -> ChangeRecord | None:
+        """The last change that put the configuration `fingerprint` in place on the group, or None when
+        none is known (made before Lifeguard watched, more than 30 days ago, or not through the API)."""
+        item = self._table.get(item_key(group_key(cluster_id, group_id), f"{CHANGE}{fingerprint}"))
+        return _record_of(item) if item is not None else None

@@ -1,0 +1,258 @@
+"""The review of configuration changes (`handlers.config_review`) without a local AWS: the table and the bus
+are in-memory fakes, PCS is the project's local PCS in process, and the change is the recorded CloudTrail
+event that puts an unpinned TERMINATE script at the front of nodeBootstrapped."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.errors import AwsCallError
+from lifeguard.group_state import GroupState, KnownConfig, ProvenGood
+from lifeguard.handlers.config_review import ConfigReviewHandler, ReviewSummary
+from lifeguard.lifecycle import fingerprint_of
+from lifeguard.store.changes import ChangeStore
+from lifeguard.store.groups import GroupStore
+from tests.conftest import load_event
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
+
+CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
+AT = 1792544400000
+ARN = "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice"
+BEFORE: dict[str, Any] = load_event("configs/article-reverted.json")
+
+
+def recorded() -> dict[str, Any]:
+    event: dict[str, Any] = load_event("cloudtrail/update-compute-node-group.json")
+    return event
+
+
+NEW: dict[str, Any] = recorded()["detail"]["requestParameters"]["nodeLifecycleActions"]
+
+
+class World:
+    """The table, the bus, a PCS holding the group with the configuration the call set, and the handler on
+    a clock a minute after the call."""
+
+    def __init__(self, pcs_config: dict[str, Any] | None = None) -> None:
+        self.table = FakeDynamoDB()
+        self.bus = FakeEventBridge()
+        self.states = GroupStore(self.table, "t")
+        self.changes = ChangeStore(self.table, "t")
+        start = datetime.fromtimestamp(AT / 1000, UTC)
+        self.clock, self.pcs, client = local_pcs_with_group(start, CLUSTER, GROUP, pcs_config or NEW)
+        self.metrics: list[str] = []
+        self.handler = ConfigReviewHandler(
+            self.states,
+            self.changes,
+            PcsGateway(client),
+            EventPublisher(self.bus, "bus", sleep=lambda _: None),
+            metric=lambda name, _: self.metrics.append(name),
+            clock=lambda: AT / 1000 + 60,
+        )
+
+    def knows(self, config: dict[str, Any] | None, *, proven: dict[str, Any] | None = None) -> None:
+        """The group's state holds `config` as the detection last read it (and `proven` as proven good)."""
+        state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+        state.config = KnownConfig(
+            modified_at=AT - 3_600_000,
+            fingerprint=fingerprint_of(config),
+            node_lifecycle_actions=config,
+            checked_at=AT - 60_000,
+        )
+        if proven is not None:
+            state.proven_good = ProvenGood(
+                fingerprint=fingerprint_of(proven),
+                node_lifecycle_actions=proven,
+                modified_at=AT - 7_200_000,
+                proven_at=AT - 7_000_000,
+                instance_id="i-0a1b2c3d4e5f60718",
+            )
+        self.states.save(state)
+
+    def review(self, event: dict[str, Any]) -> ReviewSummary:
+        return self.handler.handle_event(event)
+
+    def reviews(self) -> list[dict[str, Any]]:
+        return [detail for kind, detail in self.bus.events() if kind == "ConfigChangeReviewed"]
+
+    def pcs_reads(self) -> int:
+        return sum(1 for call in self.pcs.calls if call.operation == "GetComputeNodeGroup")
+
+
+def test_a_risky_change_is_reviewed_against_the_last_known_configuration() -> None:
+    world = World()
+    world.knows(BEFORE)
+    summary = world.review(recorded())
+    assert (summary.reviewed, summary.skipped, summary.ignored) == (1, 0, 0)
+    [detail] = world.reviews()
+    assert (detail["cluster_id"], detail["compute_node_group_id"], detail["episode_id"]) == (
+        CLUSTER,
+        GROUP,
+        None,
+    )
+    assert detail["changed_by"] == {"arn": ARN, "at": AT, "source": "cloudtrail"}
+    assert (detail["config_before"], detail["config_after"]) == (BEFORE, NEW)
+    assert detail["diff"] == [
+        {"path": "stages.nodeBootstrapped[0]", "old": None, "new": NEW["stages"]["nodeBootstrapped"][0]}
+    ]
+    new_script_risks = [
+        (r["code"], r["path"]) for r in detail["risks"] if "[0]" in r["path"] and "Bootstrapped" in r["path"]
+    ]
+    assert new_script_risks == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError"),
+        ("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource"),
+    ]
+    assert {r["severity"] for r in detail["risks"]} == {"warning"}
+    assert detail["reason"] is None
+    assert world.pcs_reads() == 0  # the request carried the configuration and the ids
+    assert world.metrics.count("ConfigChangeReviewed") == 1
+
+
+def test_who_made_the_change_is_found_by_the_fingerprint_the_detection_keeps() -> None:
+    world = World()
+    world.knows(BEFORE)
+    world.review(recorded())
+    # The detection fingerprints the group as PCS answers it (lifeguard.aws.pcs.BatchReads).
+    answered = PcsGateway(local_pcs_with_group(datetime.now(UTC), CLUSTER, GROUP, NEW)[2])
+    fingerprint = fingerprint_of(dict(answered.get_group(CLUSTER, GROUP).node_lifecycle_actions or {}))
+    found = world.changes.find(CLUSTER, GROUP, fingerprint)
+    assert found is not None
+    assert found.to_changed_by() == {"arn": ARN, "at": AT, "source": "cloudtrail"}
+    assert world.reviews()[0]["config_fingerprint"] == fingerprint
+
+
+def test_a_group_never_seen_is_reviewed_whole_and_says_so() -> None:
+    world = World()
+    world.review(recorded())
+    [detail] = world.reviews()
+    assert detail["config_before"] is None
+    assert [change["path"] for change in detail["diff"]] == [
+        "stages.nodeBootstrapped[0]",
+        "stages.nodeBootstrapped[1]",
+        "stages.nodeReady[0]",
+    ]
+    assert "not seen this group before" in detail["reason"]
+
+
+def test_when_the_detection_already_read_the_new_configuration_it_is_held_against_the_proven_good() -> None:
+    world = World()
+    world.knows(NEW, proven=BEFORE)
+    world.review(recorded())
+    [detail] = world.reviews()
+    assert detail["config_before"] == BEFORE
+    assert [change["path"] for change in detail["diff"]] == ["stages.nodeBootstrapped[0]"]
+    assert "proven good" in detail["reason"]
+
+
+def test_when_what_was_replaced_is_unknown_the_risks_are_still_told() -> None:
+    world = World()
+    world.knows(NEW)
+    world.review(recorded())
+    [detail] = world.reviews()
+    assert (detail["config_before"], detail["diff"]) == (None, [])
+    assert "optional-script-terminates" in {r["code"] for r in detail["risks"]}
+    assert "not known" in detail["reason"]
+
+
+def test_a_failed_call_is_ignored_and_nothing_is_read_kept_or_published() -> None:
+    world = World()
+    event = recorded()
+    event["detail"]["errorCode"] = "ConflictException"
+    summary = world.review(event)
+    assert (summary.reviewed, summary.ignored, summary.skipped) == (0, 1, 0)
+    assert world.bus.entries == []
+    assert world.table.items == {}
+    assert world.pcs_reads() == 0
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "reason"),
+    [
+        (("detail", "eventTime"), "not a time", "invalid eventTime"),
+        (("detail", "userIdentity"), {"arn": "x" * 5000}, "invalid userIdentity.arn"),
+        (("detail", "requestParameters"), None, "invalid requestParameters"),
+        (("detail",), [], "detail is not a JSON object"),
+    ],
+)
+def test_a_malformed_event_is_a_counted_skip_not_an_exception(
+    path: tuple[str, ...], value: Any, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = World()
+    event = recorded()
+    target: Any = event
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    summary = world.review(event)
+    assert (summary.reviewed, summary.skipped, dict(summary.skipped_reasons)) == (0, 1, {reason: 1})
+    assert world.bus.entries == []
+    assert world.metrics == ["InvalidEvents"]
+    [line] = [r for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(line.getMessage()) < 600
+
+
+def test_a_request_without_a_configuration_is_read_back_from_pcs_by_name() -> None:
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    detail = event["detail"]
+    del detail["requestParameters"]["nodeLifecycleActions"]
+    del detail["responseElements"]
+    detail["requestParameters"].update(clusterIdentifier="lca", computeNodeGroupIdentifier="lca-static")
+    summary = world.review(event)
+    assert summary.reviewed == 1
+    assert world.pcs_reads() == 1
+    [review] = world.reviews()
+    assert (review["cluster_id"], review["compute_node_group_id"]) == (CLUSTER, GROUP)
+    assert review["config_after"] == NEW
+    assert world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW)) is not None
+
+
+def test_an_update_of_something_else_leaves_the_known_configuration_and_is_ignored() -> None:
+    world = World(pcs_config=BEFORE)
+    world.knows(BEFORE)
+    event = recorded()
+    request = event["detail"]["requestParameters"]
+    del request["nodeLifecycleActions"]
+    request["scalingConfiguration"] = {"minInstanceCount": 0, "maxInstanceCount": 4}
+    summary = world.review(event)
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert world.bus.entries == []
+
+
+def test_a_group_pcs_no_longer_has_is_skipped() -> None:
+    world = World()
+    event = recorded()
+    del event["detail"]["requestParameters"]["nodeLifecycleActions"]
+    event["detail"]["requestParameters"]["computeNodeGroupIdentifier"] = "pcs_0fedcba987"
+    del event["detail"]["responseElements"]
+    summary = world.review(event)
+    assert dict(summary.skipped_reasons) == {"group not found": 1}
+    assert world.bus.entries == []
+
+
+def test_pcs_refusing_the_read_is_a_skip_but_a_transient_failure_is_raised_for_a_retry() -> None:
+    event = recorded()
+    del event["detail"]["requestParameters"]["nodeLifecycleActions"]
+    world = World()
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
+    summary = world.review(copy.deepcopy(event))
+    assert dict(summary.skipped_reasons) == {"GetComputeNodeGroup refused (AccessDeniedException)": 1}
+    world.pcs.inject_fault("ThrottlingException", operation="GetComputeNodeGroup", times=10)
+    with pytest.raises(AwsCallError):
+        world.review(copy.deepcopy(event))
+
+
+def test_the_same_event_delivered_twice_publishes_the_same_review() -> None:
+    world = World()
+    world.knows(BEFORE)
+    world.review(recorded())
+    world.review(recorded())
+    first, second = world.reviews()
+    assert first == second  # notify's claims (by content) send it once

@@ -1,0 +1,95 @@
+"""A configuration change's review in the notifications (`notify.notifier`, `notify.summary`): sent only when
+it found risks, as a warning, naming who changed which group when and the risks, within bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lifeguard.event_contract import make_detail
+from lifeguard.notify import Notifier
+from lifeguard.notify.slack import slack_message
+from lifeguard.notify.sns import sns_message
+from lifeguard.notify.summary import RISK_LINE_MAX_CHARS, RISK_LINES_MAX, Summary, summarize
+from lifeguard.store.notices import NoticeStore
+from tests.unit.fakes import FakeDynamoDB
+
+ARN = "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice"
+RISK = {
+    "code": "unpinned-mutable-source",
+    "path": "stages.nodeBootstrapped[0].scriptSource",
+    "message": "'verify-mounts' runs an S3 object without s3VersionId with no checksum",
+    "severity": "warning",
+}
+
+
+class Channel:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sent: list[tuple[Summary, Mapping[str, Any]]] = []
+
+    def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
+        self.sent.append((summary, detail))
+
+
+def review(risks: list[dict[str, Any]]) -> dict[str, Any]:
+    detail = make_detail(
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        changed_by={"arn": ARN, "at": 1792544400000, "source": "cloudtrail"},
+        diff=[{"path": "stages.nodeBootstrapped[0]", "old": None, "new": {"name": "verify-mounts"}}],
+        risks=risks,
+    )
+    return {"detail-type": "ConfigChangeReviewed", "source": "lifeguard", "detail": detail}
+
+
+def notifier(*channels: Channel) -> tuple[Notifier, list[str]]:
+    metrics: list[str] = []
+    notices = NoticeStore(FakeDynamoDB(), "t", clock=lambda: 1792544460.0)
+    return Notifier(channels, notices, metric=lambda name, _: metrics.append(name)), metrics
+
+
+def test_a_change_without_risks_is_news_to_nobody() -> None:
+    sns = Channel("sns")
+    notify, metrics = notifier(sns)
+    result = notify.handle_event(review([]))
+    assert (result.sent, sns.sent) == ([], [])
+    assert metrics == ["NotificationsNotNeeded"]
+
+
+def test_a_risky_change_is_sent_as_a_warning_naming_who_which_group_when_and_the_risks() -> None:
+    sns, slack = Channel("sns"), Channel("slack")
+    notify, _ = notifier(sns, slack)
+    assert notify.handle_event(review([RISK])).sent == ["sns", "slack"]
+    summary, detail = sns.sent[0]
+    assert summary.severity == "low"
+    assert summary.subject == "[Lifeguard] Risky change: pcs_abcdef01 in pcs_abc123de45"
+    text = summary.text()
+    assert (
+        f"{ARN} changed the lifecycle actions of pcs_abcdef01 (pcs_abc123de45) at 2026-10-21 01:00:00 UTC"
+        in text
+    )
+    assert (
+        "Risks:\n  warning unpinned-mutable-source at stages.nodeBootstrapped[0].scriptSource: "
+        "'verify-mounts'" in text
+    )
+    assert "stages.nodeBootstrapped[0]: (unset) → verify-mounts" in text
+    assert "Risks:" in sns_message(summary, detail)
+    blocks = slack_message(summary, detail)["blocks"]
+    assert any("unpinned-mutable-source" in block.get("text", {}).get("text", "") for block in blocks)
+
+
+def test_the_risks_told_are_bounded_in_number_and_length() -> None:
+    long = {**RISK, "message": "x" * 5000}
+    summary = summarize("ConfigChangeReviewed", review([long] * (RISK_LINES_MAX + 5))["detail"])
+    assert len(summary.evidence) == RISK_LINES_MAX + 1
+    assert all(len(line) <= RISK_LINE_MAX_CHARS for line in summary.evidence)
+    assert summary.evidence[-1].startswith("… and 5 more")
+    assert len(summary.text()) < 5000
+
+
+def test_a_change_whose_caller_is_unnamed_says_so() -> None:
+    event = review([RISK])
+    event["detail"]["changed_by"] = {"arn": None, "at": None, "source": "cloudtrail"}
+    summary = summarize("ConfigChangeReviewed", event["detail"])
+    assert summary.headline.startswith("Someone (CloudTrail named no caller) changed the lifecycle actions")
