@@ -119,6 +119,11 @@ class Build:
             parameter = self.template.get("Parameters", {}).get(name)
             if parameter is not None and "Default" in parameter:
                 return str(parameter["Default"])
+        if isinstance(value, Mapping) and set(value) == {"Fn::Join"}:
+            separator, parts = value["Fn::Join"]
+            listed = self.resolve(parts, values, where) if isinstance(parts, Mapping) else None
+            if listed is not None:  # a list parameter (CommaDelimitedList): its default, joined again
+                return str(separator).join(part for part in listed.split(",") if part)
         if isinstance(value, Mapping) and set(value) == {"Fn::GetAtt"}:
             attribute = value["Fn::GetAtt"]
             name = ".".join(attribute) if isinstance(attribute, list) else str(attribute)
