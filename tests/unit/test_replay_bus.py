@@ -117,20 +117,24 @@ def test_every_rule_it_cannot_follow_is_named_at_once(stack_template: dict[str, 
     assert "AllEvents: InputPath rewrites the event" in message
 
 
+class Outbox(list[dict[str, Any]]):
+    """What the functions published since the bus last took it."""
+
+    def take(self) -> list[dict[str, Any]]:
+        found = self[:]
+        self.clear()
+        return found
+
+
 def test_the_bus_delivers_what_each_function_published_after_the_event_that_caused_it(
     stack_template: dict[str, Any],
 ) -> None:
     happened: list[str] = []
-    outbox: list[dict[str, Any]] = []
+    outbox = Outbox()
 
     def remediate(delivered: dict[str, Any]) -> None:
         happened.append(f"remediate {delivered['detail-type']}")
         outbox.append(event("RemediationApplied"))
-
-    def published() -> list[dict[str, Any]]:
-        found = outbox[:]
-        outbox.clear()
-        return found
 
     bus = LocalBus(
         stack_rules(stack_template),
@@ -139,7 +143,7 @@ def test_the_bus_delivers_what_each_function_published_after_the_event_that_caus
             "NotifyFunction": lambda delivered: happened.append(f"notify {delivered['detail-type']}"),
             "ReviewChangesFunction": lambda delivered: happened.append("review"),
         },
-        published=published,
+        published=outbox.take,
         seen=lambda delivered: happened.append(f"seen {delivered['detail-type']}"),
     )
     bus.invoke(lambda: outbox.extend([event("BootstrapLoopDetected"), event("LoopResolved")]))
@@ -200,16 +204,11 @@ def test_an_event_put_on_the_default_bus_is_followed_by_what_its_function_publis
     stack_template: dict[str, Any],
 ) -> None:
     happened: list[str] = []
-    outbox: list[dict[str, Any]] = []
+    outbox = Outbox()
 
     def review(delivered: dict[str, Any]) -> None:
         happened.append(f"review {delivered['detail']['eventName']}")
         outbox.append(event("ConfigChangeReviewed"))
-
-    def published() -> list[dict[str, Any]]:
-        found = outbox[:]
-        outbox.clear()
-        return found
 
     bus = LocalBus(
         stack_rules(stack_template),
@@ -218,7 +217,7 @@ def test_an_event_put_on_the_default_bus_is_followed_by_what_its_function_publis
             "NotifyFunction": lambda delivered: happened.append(f"notify {delivered['detail-type']}"),
             "ReviewChangesFunction": review,
         },
-        published=published,
+        published=outbox.take,
         seen=lambda delivered: happened.append(f"seen {delivered['detail-type']}"),
     )
     bus.put(cloudtrail())

@@ -346,9 +346,9 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         # Nodes replaced as unhealthy had booted: a boot ends it only once a whole window has passed
         # without another unhealthy replacement.
         last_unhealthy = max(f.event_timestamp for f in episode.unhealthy or episode.failures)
-        quiet = [o for o in later if o.event_timestamp > last_unhealthy + settings.window_ms]
         if any(t > last_unhealthy for t in state.unhealthy.values()):
-            return None
+            return None  # the replacements go on
+        quiet = [o for o in later if o.event_timestamp > last_unhealthy + settings.window_ms]
         return quiet[0] if quiet else None
     if episode.kind == "loop":
         return later[0] if later else None

@@ -57,103 +57,88 @@ def _present(template: Any, where: TemplatePath) -> list[str | int]:
     return present
 
 
-class _RiskRule:
-    """What the risk rules share: each reports the risks of its `risk_code`. Not a cfn-lint rule itself,
-    so cfn-lint does not load it."""
+class _LifeguardRule:
+    """What every rule here shares: where it is documented, its tags, and what it reports (the findings of
+    one `kind`; for a risk rule, of one `risk_code`). Not a cfn-lint rule itself, so cfn-lint does not load
+    it."""
 
-    risk_code: str
+    source_url = _SOURCE_URL
+    tags = _TAGS
+    kind: FindingKind = "risk"
+    risk_code: str | None = None
+    id: str
 
     def match(self, cfn: Any) -> list[Any]:
-        """Lifeguard's risks of this rule's code."""
-        return _matches(cfn, "risk", self.risk_code)
+        """The template's findings this rule reports."""
+        return _matches(cfn, self.kind, self.risk_code)
 
 
-class InvalidNodeLifecycleActions(CloudFormationLintRule):  # type: ignore[misc]
+class InvalidNodeLifecycleActions(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """A config that PCS would reject, with every problem (Lifeguard's validation)."""
 
     id = "E9101"
     shortdesc = "PCS would reject these NodeLifecycleActions"
     description = "Validates AWS::PCS::ComputeNodeGroup NodeLifecycleActions with PCS's rules (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
-
-    def match(self, cfn: Any) -> list[Any]:
-        """Every validation problem."""
-        return _matches(cfn, "problem")
+    kind = "problem"
 
 
-class IntrinsicNotChecked(CloudFormationLintRule):  # type: ignore[misc]
+class IntrinsicNotChecked(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """A value that is an intrinsic function, which nothing can check before the stack deploys."""
 
     id = "I9101"
     shortdesc = "NodeLifecycleActions value resolved only at deployment"
     description = "An intrinsic function in NodeLifecycleActions: Lifeguard cannot check its value"
-    source_url = _SOURCE_URL
-    tags = _TAGS
-
-    def match(self, cfn: Any) -> list[Any]:
-        """Every value left unchecked."""
-        return _matches(cfn, "note")
+    kind = "note"
 
 
-class OptionalScriptTerminates(_RiskRule, CloudFormationLintRule):  # type: ignore[misc]
+class OptionalScriptTerminates(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """An optional-looking script left on the default onError TERMINATE."""
 
     id = "W9101"
     shortdesc = "Optional lifecycle script terminates the node on failure"
     description = "A check/report/log script on the default TERMINATE can start a boot loop (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
     risk_code = "optional-script-terminates"
 
 
-class UnpinnedMutableSource(_RiskRule, CloudFormationLintRule):  # type: ignore[misc]
+class UnpinnedMutableSource(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """A script fetched from a location that can change, with no checksum or S3 version."""
 
     id = "W9102"
     shortdesc = "Lifecycle script is not pinned"
     description = "A script without Checksum or S3VersionId runs whatever is there at boot (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
     risk_code = "unpinned-mutable-source"
 
 
-class StaleCacheEveryBoot(_RiskRule, CloudFormationLintRule):  # type: ignore[misc]
+class StaleCacheEveryBoot(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """An unpinned EVERY_BOOT script under CACHE_ONCE: rebooted and new nodes run different copies."""
 
     id = "W9103"
     shortdesc = "EVERY_BOOT script can run a stale cached copy"
     description = "An unpinned EVERY_BOOT script under CACHE_ONCE diverges between nodes (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
     risk_code = "stale-cache-every-boot"
 
 
-class UpdatedInPlace(_RiskRule, CloudFormationLintRule):  # type: ignore[misc]
+class UpdatedInPlace(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """A script updated in place (needs the previous config, so a template alone never shows it)."""
 
     id = "W9104"
     shortdesc = "Lifecycle script updated in place"
     description = "An EVERY_BOOT script changed at the same location under CACHE_ONCE (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
     risk_code = "updated-in-place"
 
 
-class NodeReadyRacesJobs(_RiskRule, CloudFormationLintRule):  # type: ignore[misc]
+class NodeReadyRacesJobs(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
     """A setup-looking script in nodeReady, after slurmd registered: jobs can land before it finishes."""
 
     id = "W9105"
     shortdesc = "Setup script runs in NodeReady"
     description = "Setup work in NodeReady races the jobs Slurm already sends to the node (Lifeguard)"
-    source_url = _SOURCE_URL
-    tags = _TAGS
     risk_code = "node-ready-races-jobs"
 
 
 # Each risk code of the layer (`lifeguard.risks.RISK_CODES`) and the rule that reports it.
-RISK_RULES: dict[str, type[_RiskRule]] = {
-    rule.risk_code: rule
+RISK_RULES: dict[str, type[_LifeguardRule]] = {
+    str(rule.risk_code): rule
     for rule in (
         OptionalScriptTerminates,
         UnpinnedMutableSource,

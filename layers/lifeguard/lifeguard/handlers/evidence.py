@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lifeguard.attribution import BootRuns, boot_runs
+from lifeguard.attribution import BootRuns, boot_runs, failed_runs
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import GroupStore, RunMark
@@ -35,11 +35,10 @@ class GroupEvidence:
         return self._marks
 
     def of(self, outcome: BootOutcome) -> BootRuns:
-        """What the outcome's node reported for that boot."""
-        failed_only = boot_runs(self.reports(), (), outcome.instance_id, self._state.launched_at(outcome))
-        if failed_only.failed:
-            return failed_only  # a failed run settles it: no need to read the marks
-        return boot_runs((), self.marks(), outcome.instance_id, self._state.launched_at(outcome))
+        """What the outcome's node reported for that boot (its marks are read only when no run failed)."""
+        since = self._state.launched_at(outcome)
+        failed = failed_runs(self.reports(), outcome.instance_id, since)
+        return BootRuns(failed, 0) if failed else boot_runs((), self.marks(), outcome.instance_id, since)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported runs for its boot and none of them failed: the boot

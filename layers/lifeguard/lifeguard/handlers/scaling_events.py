@@ -19,6 +19,7 @@ from lifeguard.attribution import find_suspect
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
+    Detection,
     DetectionSettings,
     RecordFolder,
     detect,
@@ -29,7 +30,7 @@ from lifeguard.detection import (
     resolves,
 )
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
-from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState
+from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import contain
 from lifeguard.handlers.evidence import GroupEvidence
@@ -318,23 +319,36 @@ class ScalingEventsHandler:
         )
         return True
 
+    def _confirmed(
+        self,
+        state: GroupState,
+        refresh: Callable[..., bool],
+        change: Change,
+        rule: Callable[[GroupState, DetectionSettings, int | None], Detection | None],
+    ) -> tuple[DetectionSettings, KnownConfig, Detection] | None:
+        """A detection `rule` (state, settings, the configuration's modifiedAt) that fires on what is known,
+        confirmed against the group read fresh from PCS (its modifiedAt and tags): the one PCS read a
+        detection costs, and none when the rule does not fire on what is known."""
+        cached = state.config.modified_at if state.config else None
+        if rule(state, self._settings(state), cached) is None:
+            return None
+        if not refresh(state, tags=True):
+            return None
+        change.changed = True
+        settings, config = self._settings(state), state.config
+        if settings.mode == "off" or config is None:
+            return None
+        detection = rule(state, settings, config.modified_at)
+        return (settings, config, detection) if detection is not None else None
+
     def _detect(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
-        cached = state.config.modified_at if state.config else None
         since = state.last_episode.resolved_at if state.last_episode else None
-        if detect(state, self._settings(state), cached, since) is None:
-            return  # not even with what is known: no PCS call
-        if not refresh(state, tags=True):
+        confirmed = self._confirmed(state, refresh, change, lambda s, t, m: detect(s, t, m, since))
+        if confirmed is None:
             return
-        change.changed = True
-        settings = self._settings(state)
-        config = state.config
-        if settings.mode == "off" or config is None:
-            return
-        detection = detect(state, settings, config.modified_at, since)
-        if detection is None:
-            return
+        settings, config, detection = confirmed
         episode = Episode(
             episode_id=episode_id_for(state.cluster_id, state.group_id, detection),
             kind=detection.kind,
@@ -366,18 +380,12 @@ class ScalingEventsHandler:
             since = state.last_episode.resolved_at
         else:
             since = None
-        cached = state.config.modified_at if state.config else None
-        if detect_replacement(state, self._settings(state), cached, since) is None:
-            return  # not even with what is known: no PCS call
-        if not refresh(state, tags=True):
+        confirmed = self._confirmed(
+            state, refresh, change, lambda s, t, m: detect_replacement(s, t, m, since)
+        )
+        if confirmed is None:
             return
-        change.changed = True
-        settings, config = self._settings(state), state.config
-        if settings.mode == "off" or config is None:
-            return
-        detection = detect_replacement(state, settings, config.modified_at, since)
-        if detection is None:
-            return
+        settings, config, detection = confirmed
         drained = drains_kept_nodes(config.node_lifecycle_actions)
         reason = (
             f"{len(detection.failures)} instances launched on the current configuration were terminated as "

@@ -57,6 +57,13 @@ from lifeguard.store.remediations import RemediationStore
 
 __all__ = ["RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
 
+# The answer to a replacement loop that no change of Lifeguard's caused.
+_REPLACED_NOT_BY_LIFEGUARD = (
+    "Nodes launched on the current configuration were replaced as unhealthy, and no change of Lifeguard's "
+    "drains them: no script to switch, nothing to take out. Look at the nodes' health (EC2 status checks, "
+    "slurmd, Slurm's drain reason)."
+)
+
 logger = logging.getLogger("lifeguard")
 T = TypeVar("T")
 
@@ -283,72 +290,45 @@ class Remediator:
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
         if detection.kind == "replacement":
-            return self._answer_replacement(
-                detection, ledger, before=before, mode=mode, deadline=deadline, owner=owner
+            if not drains_kept_nodes(before):
+                return _Verdict("skipped", mode, None, _REPLACED_NOT_BY_LIFEGUARD, True, before)
+            # A drain/replace loop of Lifeguard's own drain step: the step is taken out at once (like an
+            # escalation, neither the cooldown nor the daily cap holds back undoing Lifeguard's own harm).
+            plan, lead, paced = TakeOutDrain().plan(ActionContext(before)), None, False
+        else:
+            action, lead = rails.ladder(mode, earlier)
+            if action is None:
+                return _Verdict("skipped", mode, None, lead or "", True, before)
+            good = state.proven_good
+            plan = action_for(action).plan(
+                ActionContext(
+                    before,
+                    detection.suspect_script,
+                    good.node_lifecycle_actions if good else None,
+                    self.settings.node_bundle if drain else None,
+                    _proof(good) if good else None,
+                    state.episode.no_script_failed if state.episode else False,
+                )
             )
-        action, ladder_reason = rails.ladder(mode, earlier)
-        if action is None:
-            return _Verdict("skipped", mode, None, ladder_reason or "", True, before)
-        good = state.proven_good
-        plan = action_for(action).plan(
-            ActionContext(
-                before,
-                detection.suspect_script,
-                good.node_lifecycle_actions if good else None,
-                self.settings.node_bundle if drain else None,
-                _proof(good) if good else None,
-                state.episode.no_script_failed if state.episode else False,
-            )
-        )
+            paced = True
         notes = "; ".join(plan.notes)
         would = f"{plan.action} would change: {notes}." if notes else ""
         if not plan.changes_something:
             nothing = f"Nothing to change: {notes}." if notes else "Nothing to change."
             return _Verdict("skipped", mode, plan.action, nothing, True, before, plan)
         now = self.clock()
-        held = (
-            rails.dry_run(mode, self.settings, would)
-            or rails.cooldown(ledger, earlier, self.settings, now, would)
+        held = rails.dry_run(mode, self.settings, would) or (
+            rails.cooldown(ledger, earlier, self.settings, now, would)
             or rails.daily_cap(ledger, self.settings, now)
+            if paced
+            else None
         )
         if held:
             return _Verdict("skipped", mode, plan.action, held, True, before, plan)
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
-        said = f"{ladder_reason} {said}" if ladder_reason else said
-        if owner is not None:
-            said = f"{said} {owner.note(plan.changes)}"
-        return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
-
-    def _answer_replacement(
-        self,
-        detection: LoopDetection,
-        ledger: Ledger,
-        *,
-        before: dict[str, Any] | None,
-        mode: str,
-        deadline: float,
-        owner: ManagedBy | None,
-    ) -> _Verdict:
-        """A loop of nodes replaced as unhealthy: when it follows Lifeguard's own drain step, that step is
-        taken out at once (like an escalation, the cooldown does not hold it back, nor the daily cap: it
-        undoes Lifeguard's own harm); otherwise there is nothing of Lifeguard's to change."""
-        if not drains_kept_nodes(before):
-            reason = (
-                "Nodes launched on the current configuration were replaced as unhealthy, and no change of "
-                "Lifeguard's drains them: no script to switch, nothing to take out. Look at the nodes' "
-                "health (EC2 status checks, slurmd, Slurm's drain reason)."
-            )
-            return _Verdict("skipped", mode, None, reason, True, before)
-        plan = TakeOutDrain().plan(ActionContext(before))
-        notes = "; ".join(plan.notes)
-        if not plan.changes_something:
-            return _Verdict("skipped", mode, plan.action, f"Nothing to change: {notes}.", True, before, plan)
-        held = rails.dry_run(mode, self.settings, f"{plan.action} would change: {notes}.")
-        if held:
-            return _Verdict("skipped", mode, plan.action, held, True, before, plan)
-        said = f"Applied {plan.action}: {notes} (not held back by the cooldown)."
-        if owner is not None:
-            said = f"{said} {owner.note(plan.changes)}"
+        if not paced:
+            said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
+        said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
         return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
 
     def _apply(
