@@ -30,6 +30,7 @@ BUNDLE_FILES = (
     "lifeguard/node/__main__.py",
     "lifeguard/node/boto.py",
     "lifeguard/node/cache.py",
+    "lifeguard/node/clock.py",
     "lifeguard/node/cli.py",
     "lifeguard/node/drain.py",
     "lifeguard/node/executor.py",

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from lifeguard.node import clock as node_clock
 from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES, SCRIPT_TIMEOUT_SECONDS
 from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir
 
@@ -141,7 +142,8 @@ def drain(
     scontrol: str = "scontrol",
 ) -> DrainDecision:
     """Drain this node in Slurm if executor.log records a script that stopped its sequence this boot."""
-    scan = _scan(layout, booted_at() if since is None else since, 0, to_boot_end=False)
+    # The kernel's boot time on the node's clock (the executor dates its records by that clock).
+    scan = _scan(layout, booted_at() + node_clock.offset() if since is None else since, 0, to_boot_end=False)
     if not scan.stopped:
         return DrainDecision((), False, NOTHING_STOPPED, read_to=scan.offset)
     return _drain_node(scan, reason, node_id, scontrol)

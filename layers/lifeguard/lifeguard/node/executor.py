@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import socket
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -29,6 +28,7 @@ from lifeguard.lifecycle_rules import (
     STAGES,
     find_problems,
 )
+from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
 from lifeguard.node.fetch import FetchError, ScriptFetcher, redact
 from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
@@ -187,7 +187,7 @@ class BootResult:
 
 
 def _utc_timestamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(node_clock.now(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class ExecutorLog:
@@ -228,7 +228,7 @@ class Executor:
         fetch_backoff_seconds: float = 1.0,
         fetchers: dict[str, ScriptFetcher] | None = None,
         kill_grace_seconds: float = KILL_GRACE_SECONDS,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = node_clock.now,
     ) -> None:
         problems = find_problems(config)
         if problems:

@@ -20,11 +20,11 @@ import os
 import select
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeguard.node import clock as node_clock
 from lifeguard.node.layout import FILE_MODE
 
 __all__ = [
@@ -62,7 +62,7 @@ def run_script(
     started: int,
     timeout_seconds: float,
     kill_grace_seconds: float = KILL_GRACE_SECONDS,
-    clock: Callable[[], float] = time.time,
+    clock: Callable[[], float] = node_clock.now,
 ) -> ProcessResult:
     """Run `script` (whose bytes are `content`) with `arguments`, appending its block to `log`.
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
+from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, output_tail
@@ -119,10 +120,13 @@ class CloudWatchSink(ReportSink):
     # GetLogEvents is how a restarted shipper reads its stream's tail so it never sends a report twice.
     PERMISSIONS = ("logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents")
 
-    def __init__(self, log_group: str, stream: str, client: Any = None) -> None:
+    def __init__(
+        self, log_group: str, stream: str, client: Any = None, *, clock: Callable[[], float] = node_clock.now
+    ) -> None:
         self.log_group = log_group
         self.stream = stream
         self._client = client
+        self._clock = clock
         self._last_ms = 0
 
     def _logs(self) -> Any:
@@ -141,7 +145,7 @@ class CloudWatchSink(ReportSink):
         logs = self._logs()
         for start in range(0, len(messages), MAX_BATCH_EVENTS):
             chunk = messages[start : start + MAX_BATCH_EVENTS]
-            now_ms = max(int(time.time() * 1000), self._last_ms)
+            now_ms = max(int(self._clock() * 1000), self._last_ms)
             self._last_ms = now_ms
             events = [{"timestamp": now_ms, "message": message} for message in chunk]
             request = {"logGroupName": self.log_group, "logStreamName": self.stream, "logEvents": events}
@@ -541,7 +545,7 @@ def _epoch_seconds(timestamp: object) -> int:
             return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp())
         except ValueError:
             pass
-    return int(time.time())
+    return int(node_clock.now())
 
 
 def _exit_code_of(error: object) -> int | None:

@@ -1,0 +1,34 @@
+"""The node's wall clock: the machine's, shifted by `LIFEGUARD_CLOCK_OFFSET_SECONDS` when set.
+
+Only `lifeguard simulate` sets it: its nodes boot on the twin's virtual clock, so every time the node side
+writes (executor.log, the script logs' markers) or sends (node reports) is the twin's. A value that is not
+a finite number of seconds within a year is ignored: the node keeps the machine's clock.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset"]
+
+CLOCK_OFFSET_VARIABLE = "LIFEGUARD_CLOCK_OFFSET_SECONDS"
+_MAX_OFFSET_SECONDS = 366 * 24 * 3600.0
+
+
+def offset() -> float:
+    """Seconds added to the machine's clock (0 unless the twin set them)."""
+    raw = os.environ.get(CLOCK_OFFSET_VARIABLE)
+    if not raw:
+        return 0.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        return 0.0
+    return seconds if math.isfinite(seconds) and abs(seconds) <= _MAX_OFFSET_SECONDS else 0.0
+
+
+def now() -> float:
+    """Epoch seconds, on the node's clock."""
+    return time.time() + offset()

@@ -1,0 +1,24 @@
+"""The node's clock: the machine's, or the twin's virtual one when LIFEGUARD_CLOCK_OFFSET_SECONDS is set."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from lifeguard.node import clock
+
+
+@pytest.mark.parametrize("raw", ["", "soon", "nan", "inf", str(400 * 24 * 3600)])
+def test_without_a_usable_offset_the_node_keeps_the_machine_s_clock(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(clock.CLOCK_OFFSET_VARIABLE, raw)
+    assert clock.offset() == 0.0
+    assert abs(clock.now() - time.time()) < 1
+
+
+def test_an_offset_shifts_every_time_the_node_side_takes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(clock.CLOCK_OFFSET_VARIABLE, "-3600.5")
+    assert clock.offset() == -3600.5
+    assert abs(clock.now() - (time.time() - 3600.5)) < 1
