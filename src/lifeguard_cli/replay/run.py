@@ -14,7 +14,7 @@ import json
 import logging
 import sys
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from lifeguard_cli.local import LocalAWS, LocalPcs, ManualClock
     from lifeguard_cli.local.stack import LocalChannels, LocalStack
 
-__all__ = ["DEFAULT_CONFIG", "replay"]
+__all__ = ["DEFAULT_CONFIG", "Handlers", "LocalClients", "build_handlers", "handler_logs", "replay"]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "events" / "configs" / "article-terminate.json"
 
@@ -88,16 +88,16 @@ def replay(
     with (
         local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws,
         serve_slack() as slack,
-        _handler_logs(verbose),
+        handler_logs(verbose),
     ):
-        clients = _LocalClients(aws)
+        clients = LocalClients(aws)
         sqs, pcs = clients("sqs"), clients("pcs")
         prefix = f"replay-{uuid.uuid4().hex[:8]}"
         stack = create_stack(clients("dynamodb"), clients("events"), sqs, prefix)
         channels = create_notification_channels(
             clients("sns"), sqs, clients("secretsmanager"), prefix, slack.url
         )
-        handlers = _build_handlers(
+        handlers = build_handlers(
             clients, stack, channels, clock, detection=detection, remediation=remediation
         )
         _create_groups(aws.pcs, groups, clock, actions)
@@ -135,15 +135,15 @@ def replay(
     return result
 
 
-def _build_handlers(
-    clients: _LocalClients,
+def build_handlers(
+    clients: LocalClients,
     stack: LocalStack,
     channels: LocalChannels,
     clock: ManualClock,
     *,
     detection: DetectionSettings,
     remediation: RemediationSettings,
-) -> _Handlers:
+) -> Handlers:
     """The functions' logic, by their composition roots, on the local stack and the stream's clock: record
     times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it."""
     from lifeguard.wiring import (
@@ -162,7 +162,7 @@ def _build_handlers(
         clock.advance(seconds)
 
     wiring = wire(stack.table, stack.event_bus, clients=clients, defaults=detection)
-    return _Handlers(
+    return Handlers(
         scaling=build_scaling_events(wiring, clock=stream_time),
         reports=build_node_reports(wiring, clock=stream_time),
         remediate=build_remediate(wiring, settings=remediation, clock=stream_time, sleep=sleep),
@@ -198,13 +198,14 @@ def _create_groups(
         )
 
 
-class _LocalClients:
+class LocalClients:
     """The composition roots' `Clients` over the local AWS: one client per service and retry budget, with
     the retries and timeouts a Lambda's `aws_client` has."""
 
-    def __init__(self, aws: LocalAWS) -> None:
+    def __init__(self, aws: LocalAWS, *, configure: Callable[[str, Any], None] | None = None) -> None:
         self._aws = aws
         self._made: dict[tuple[str, int], Any] = {}
+        self._configure = configure  # sees each client as it is made (a simulation hooks its faults there)
 
     def __call__(self, service: str, *, attempts: int = 5) -> Any:
         made = self._made.get((service, attempts))
@@ -213,11 +214,13 @@ class _LocalClients:
 
             config = client_config(attempts)
             made = self._made[(service, attempts)] = self._aws.client(service, config=config)
+            if self._configure is not None:
+                self._configure(service, made)
         return made
 
 
 @dataclass(frozen=True)
-class _Handlers:
+class Handlers:
     """The functions' logic, as their composition roots build it."""
 
     scaling: ScalingEventsHandler
@@ -235,7 +238,7 @@ class _Feeder:
         result: ReplayResult,
         clock: ManualClock,
         pcs: Any,
-        handlers: _Handlers,
+        handlers: Handlers,
         groups: list[SeenGroup],
     ) -> None:
         self.result = result
@@ -364,7 +367,7 @@ class _CurrentStderr:
 
 
 @contextlib.contextmanager
-def _handler_logs(verbose: bool) -> Iterator[None]:
+def handler_logs(verbose: bool) -> Iterator[None]:
     """The handlers' logs on stderr as a Lambda writes them (JSON), warnings and worse, with --verbose;
     none otherwise (they would mix with the timeline or --json on stdout). Put back as found after."""
     logger = logging.getLogger("lifeguard")

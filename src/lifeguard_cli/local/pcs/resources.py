@@ -234,6 +234,15 @@ class LocalPcs:
         self._record(Call(operation, params, now))
         return 200, _wire(result)
 
+    def operate(self, operation: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One operation done by PCS's own side (a simulation's operator, its nodes' view of their group):
+        validated as a request is, answered as the wire would, but never hit by an injected fault and not
+        in `calls`. Raises PcsApiError as the endpoint would answer it."""
+        params = self._parse(operation, json.dumps(params).encode())
+        with self._lock:
+            self._settle()
+            return dict(_wire(self._handlers[operation](params)))
+
     def _record(self, call: Call) -> None:
         with self._lock:
             self.calls.append(call)

@@ -1,0 +1,131 @@
+"""`lifeguard simulate`: a twin of a PCS cluster on a virtual clock, where Lifeguard's own changes decide
+what the next node boots (`twin`), run from scenario files (`scenario`), with Lifeguard and, beside it on
+the same seed, a baseline: PCS alone, or ParallelCluster's protected mode."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from lifeguard_cli.simulate.scenario import (
+    BUILT_IN,
+    FAULT_KINDS,
+    Scenario,
+    ScenarioError,
+    built_in_scenarios,
+    load_scenario,
+)
+
+__all__ = [
+    "BASELINES",
+    "BUILT_IN",
+    "FAULT_KINDS",
+    "MODES",
+    "Scenario",
+    "ScenarioError",
+    "built_in_scenarios",
+    "load_scenario",
+    "simulate",
+]
+
+MODES = ("quarantine", "revert", "notify", "off")
+BASELINES = ("pcs", "parallelcluster")
+_GAP = timedelta(minutes=10)  # between two runs on the virtual clock
+
+Progress = Callable[[str, float], None]
+
+
+def simulate(
+    scenario: Scenario,
+    *,
+    mode: str = "quarantine",
+    seed: int = 1,
+    baseline: str | None = None,
+    progress: Progress | None = None,
+    verbose: bool = False,
+) -> dict[str, Any]:
+    """Run `scenario` with Lifeguard in `mode` (and the `baseline` beside it on the same seed); the
+    `--json` document. `progress(run, fraction)` is told how far each run has come."""
+    from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
+    from lifeguard_cli.local.slack import serve_slack
+    from lifeguard_cli.replay.run import handler_logs
+    from lifeguard_cli.simulate.nodehost import NodeHost
+    from lifeguard_cli.simulate.twin import RunOptions, TwinRun, run_twin, scripts_for
+
+    if mode not in MODES:
+        raise ScenarioError(f"--mode {mode}: one of {', '.join(MODES)}")
+    if baseline is not None and baseline not in BASELINES:
+        raise ScenarioError(f"--baseline {baseline}: one of {', '.join(BASELINES)}")
+    runs = [RunOptions("lifeguard", mode, seed)]
+    if baseline is not None:
+        runs.append(RunOptions(baseline, None, seed, protected_mode=baseline == "parallelcluster"))
+    # The runs end before now: CloudWatch Logs takes events from the last 14 days, up to 2 h ahead.
+    span = timedelta(minutes=scenario.horizon_minutes) + _GAP
+    start = datetime.now(UTC).replace(second=0, microsecond=0) - span * len(runs)
+    clock = ManualClock(start)
+    done: list[TwinRun] = []
+    with contextlib.ExitStack() as stack:
+        aws = stack.enter_context(local_aws(LocalPcs(clock=clock, update_seconds=60)))
+        slack = stack.enter_context(serve_slack())
+        stack.enter_context(handler_logs(verbose))
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lifeguard-simulate-")))
+        host = NodeHost({**os.environ, **aws.environ()})
+        stack.callback(host.close)
+        scripts_for(scenario, aws.client("s3"))
+        for index, options in enumerate(runs):
+            tell = None if progress is None else (lambda f, name=options.label: progress(name, f))
+            done.append(
+                run_twin(
+                    scenario,
+                    options,
+                    aws=aws,
+                    slack=slack,
+                    host=host,
+                    start=start + span * index,
+                    clock=clock,
+                    workdir=workdir,
+                    progress=tell,
+                )
+            )
+    return _document(scenario, mode, seed, done)
+
+
+def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict[str, Any]:
+    main, *others = runs
+    document: dict[str, Any] = {
+        "scenario": scenario.name,
+        "mode": mode,
+        "seed": seed,
+        "horizon_minutes": scenario.horizon_minutes,
+        "groups": {name: main.group_summary(name) for name in main.groups},
+        "instances": [instance.to_dict() for instance in main.instances],
+        "events": main.events,
+        "notifications": main.notifications,
+        "changes": main.changes,
+        "faults": main.faults,
+        "invocations": main.invocations,
+        "timeline": main.timeline,
+        "boots": main.boots,
+        "wall_seconds": round(main.wall_seconds, 2),
+    }
+    for other in others:
+        document["baseline"] = {
+            "name": other.options.label,
+            "groups": {name: other.group_summary(name) for name in other.groups},
+            "instances": [instance.to_dict() for instance in other.instances],
+            "changes": other.changes,
+            "timeline": other.timeline,
+            "boots": other.boots,
+            "wall_seconds": round(other.wall_seconds, 2),
+        }
+    return document
+
+
+def scenario_names() -> list[str]:
+    """The built-in scenarios' names."""
+    return [path.stem for path in built_in_scenarios()]

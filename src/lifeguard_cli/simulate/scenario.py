@@ -1,0 +1,445 @@
+"""Scenario files of `lifeguard simulate`: YAML or JSON, read and checked before anything runs.
+
+The keys are DESIGN.md's contract (`name`, `horizon_minutes`, `scripts` or `scripts_dir`, `groups`,
+`changes`, `faults`, `timings`, `replace_drained_nodes`) plus the project's own (`stack`, documented in
+events/scenarios/README.md). Every value is bounded; a problem is one `ScenarioError` line naming the file
+and the key (`article.yaml: groups[0].min: …`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from lifeguard.errors import LifeguardError
+
+__all__ = [
+    "BUILT_IN",
+    "FAULT_KINDS",
+    "SCRIPTS_BUCKET",
+    "Change",
+    "Fault",
+    "GroupSpec",
+    "Scenario",
+    "ScenarioError",
+    "StackSettings",
+    "Timings",
+    "built_in_scenarios",
+    "load_scenario",
+]
+
+BUILT_IN = Path(__file__).resolve().parents[3] / "events" / "scenarios"
+SCRIPTS_BUCKET = "sim-scripts"  # a config names a scenario's script as s3://sim-scripts/<file name>
+MAX_HORIZON_MINUTES = 24 * 60
+MAX_NODES = 100  # a group's static nodes
+MAX_GROUPS = 20
+MAX_SCRIPTS = 100
+MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # above PCS's 2 MiB, so a scenario can show the fetch refusing one
+MAX_CHANGES = 100
+MAX_FAULTS = 100
+_SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_GROUP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,24}")  # PCS's computeNodeGroupName
+_SCENARIO_KEYS = frozenset(
+    {
+        "name",
+        "horizon_minutes",
+        "scripts",
+        "scripts_dir",
+        "groups",
+        "changes",
+        "faults",
+        "timings",
+        "replace_drained_nodes",
+        "stack",
+        "description",
+    }
+)
+
+
+class ScenarioError(LifeguardError):
+    """A scenario that cannot be run: the file, the key and what is wrong, on one line."""
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Seconds between the transitions the twin writes, after the article's cluster (one TERMINATE cycle:
+    78 + 24 + 40 + 180 s, about 5.4 minutes)."""
+
+    register: float = 78.0  # launched -> REGISTERED
+    scripts_start: float = 24.0  # REGISTERED -> the lifecycle scripts start
+    active: float = 25.0  # the scripts done -> ACTIVE/BOOTSTRAP_SUCCESS
+    fail_to_terminated: float = 40.0  # a TERMINATE failure -> TERMINATED/BOOTSTRAP_FAILED
+    relaunch: float = 180.0  # a static node terminated -> its next instance LAUNCHED
+    update_to_pending: float = 30.0  # UpdateComputeNodeGroup -> PENDING_REPLACEMENT of older nodes
+    pending_to_terminated: float = 120.0  # PENDING_REPLACEMENT -> TERMINATED/REPLACEMENT_REQUESTED
+    replacement_launch: float = 20.0  # replaced -> its replacement LAUNCHED
+    drained_to_unhealthy: float = 300.0  # a drained static node -> TERMINATED/UNHEALTHY_NODE
+    capacity_retry: float = 65.0  # LAUNCH_FAILED -> the next attempt
+    delivery: float = 5.0  # a log event written -> delivered to its subscription
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    """The stack's parameters the scenario sets, as template.yaml names them (the rest keep the stack's
+    defaults; `--mode` sets DefaultMode)."""
+
+    threshold: int | None = None
+    window_minutes: int | None = None
+    cooldown_minutes: float | None = None
+    daily_cap: int | None = None
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A compute node group of static nodes: `min` instances are kept up (`max` is recorded as PCS's)."""
+
+    name: str
+    min: int
+    max: int
+    config: Mapping[str, Any]
+    tags: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What an operator does at a minute: the group's nodeLifecycleActions become `config`."""
+
+    at_minute: float
+    group: str
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault injected from `at_minute` (until `until_minute` for the kinds that last)."""
+
+    kind: str
+    at_minute: float
+    until_minute: float | None = None
+    times: int = 1
+    group: str | None = None
+    operation: str | None = None
+    status: int | None = None
+    retry_after_seconds: int | None = None
+    seconds: float = 0.0
+
+
+# kind -> (the keys it takes besides kind and at_minute, what it does: for the README and --help)
+FAULT_KINDS: dict[str, tuple[frozenset[str], str]] = {
+    "insufficient_capacity": (
+        frozenset({"until_minute", "group"}),
+        "launches fail with LAUNCH_FAILED/INSUFFICIENT_CAPACITY until until_minute",
+    ),
+    "pcs_throttle": (
+        frozenset({"times", "operation", "retry_after_seconds"}),
+        "PCS answers ThrottlingException (with retryAfterSeconds) to the next `times` calls",
+    ),
+    "pcs_error": (frozenset({"times", "operation"}), "PCS answers 500 InternalServerException"),
+    "pcs_conflict": (frozenset({"times", "operation"}), "PCS answers ConflictException"),
+    "dynamodb_error": (frozenset({"times"}), "DynamoDB answers 500 to the next `times` requests"),
+    "eventbridge_error": (frozenset({"times"}), "EventBridge answers 500 to the next `times` requests"),
+    "slack_error": (
+        frozenset({"times", "status", "retry_after_seconds"}),
+        "the Slack webhook answers `status` (429 or 500)",
+    ),
+    "slack_timeout": (frozenset({"times"}), "the Slack webhook does not answer in time"),
+    "log_delay": (
+        frozenset({"until_minute", "seconds"}),
+        "log deliveries due until until_minute arrive `seconds` late",
+    ),
+    "log_duplicate": (frozenset({"until_minute"}), "log deliveries until until_minute arrive twice"),
+    "log_reorder": (
+        frozenset({"until_minute"}),
+        "log deliveries due until until_minute are held, then arrive newest first",
+    ),
+    "remediate_dies": (
+        frozenset(),
+        "the first remediate invocation from at_minute that changes a group dies right after "
+        "UpdateComputeNodeGroup; Lambda retries it",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A scenario, checked: every group's config and every change is still PCS's to accept or refuse."""
+
+    name: str
+    path: Path | None
+    horizon_minutes: float
+    scripts: Mapping[str, bytes]
+    groups: tuple[GroupSpec, ...]
+    changes: tuple[Change, ...] = ()
+    faults: tuple[Fault, ...] = ()
+    timings: Timings = field(default_factory=Timings)
+    replace_drained_nodes: bool = True
+    stack: StackSettings = field(default_factory=StackSettings)
+    description: str = ""
+
+
+def built_in_scenarios() -> list[Path]:
+    """The scenarios that ship with Lifeguard (events/scenarios/*.yaml), by name."""
+    return sorted(BUILT_IN.glob("*.yaml"))
+
+
+def load_scenario(source: str | Path) -> Scenario:
+    """The scenario at `source`, a path or the name of a built-in one (`article-loop`)."""
+    path = Path(source)
+    if not path.exists() and (BUILT_IN / f"{source}.yaml").exists():
+        path = BUILT_IN / f"{source}.yaml"
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        names = ", ".join(p.stem for p in built_in_scenarios())
+        raise ScenarioError(f"{source}: no such file, nor a built-in scenario ({names})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read it: {exc}") from None
+    return parse_scenario(_parse_text(text, path), path)
+
+
+def _parse_text(text: str, path: Path) -> Any:
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ScenarioError(f"{path.name}: not valid JSON: {exc}") from None
+    import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise ScenarioError(f"{path.name}: not valid YAML{line}: {getattr(exc, 'problem', exc)}") from None
+
+
+def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
+    """A scenario from its parsed document; `path` locates `scripts_dir` and names the file in errors."""
+    check = _Checker(path.name if path else "scenario")
+    top = check.mapping(data, "")
+    unknown = sorted(set(top) - _SCENARIO_KEYS)
+    if unknown:
+        check.fail(unknown[0], f"unknown key (the keys: {', '.join(sorted(_SCENARIO_KEYS))})")
+    name = check.text(top.get("name"), "name", limit=200)
+    horizon = check.number(top.get("horizon_minutes", 60), "horizon_minutes", 1, MAX_HORIZON_MINUTES)
+    scripts = _scripts(check, top, path)
+    groups = _groups(check, top.get("groups"))
+    names = {group.name for group in groups}
+    changes = tuple(
+        _change(check, item, f"changes[{index}]", names, horizon)
+        for index, item in enumerate(check.items(top.get("changes", []), "changes", MAX_CHANGES))
+    )
+    faults = tuple(
+        _fault(check, item, f"faults[{index}]", names, horizon)
+        for index, item in enumerate(check.items(top.get("faults", []), "faults", MAX_FAULTS))
+    )
+    return Scenario(
+        name=name,
+        path=path,
+        horizon_minutes=horizon,
+        scripts=scripts,
+        groups=groups,
+        changes=tuple(sorted(changes, key=lambda change: change.at_minute)),
+        faults=faults,
+        timings=_timings(check, top.get("timings", {})),
+        replace_drained_nodes=check.flag(top.get("replace_drained_nodes", True), "replace_drained_nodes"),
+        stack=_stack(check, top.get("stack", {})),
+        description=check.text(top.get("description", ""), "description", limit=2000, empty=True),
+    )
+
+
+class _Checker:
+    """Checks values, raising ScenarioError `<file>: <key>: <problem>`."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+
+    def fail(self, where: str, problem: str) -> None:
+        raise ScenarioError(f"{self.file}: {where or '(the document)'}: {problem}")
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
+            self.fail(where, "must be a mapping of names to values")
+        return value  # type: ignore[no-any-return]
+
+    def items(self, value: Any, where: str, limit: int) -> list[Any]:
+        if not isinstance(value, list):
+            self.fail(where, "must be a list")
+        if len(value) > limit:
+            self.fail(where, f"{len(value)} entries; at most {limit}")
+        return list(value)
+
+    def text(self, value: Any, where: str, *, limit: int, empty: bool = False) -> str:
+        if not isinstance(value, str) or (not value.strip() and not empty):
+            self.fail(where, "must be a non-empty string" if not empty else "must be a string")
+        if len(value) > limit:
+            self.fail(where, f"{len(value)} characters; at most {limit}")
+        return str(value)
+
+    def number(self, value: Any, where: str, low: float, high: float) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            self.fail(where, f"must be a number from {low:g} to {high:g}")
+        if not low <= value <= high:
+            self.fail(where, f"{value:g} is out of range: from {low:g} to {high:g}")
+        return float(value)
+
+    def integer(self, value: Any, where: str, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(where, f"must be an integer from {low} to {high}")
+        if not low <= value <= high:
+            self.fail(where, f"{value} is out of range: from {low} to {high}")
+        return int(value)
+
+    def flag(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(where, "must be true or false")
+        return bool(value)
+
+
+def _scripts(check: _Checker, top: Mapping[str, Any], path: Path | None) -> dict[str, bytes]:
+    if "scripts" in top and "scripts_dir" in top:
+        check.fail("scripts_dir", "give either scripts or scripts_dir, not both")
+    found: dict[str, bytes] = {}
+    if "scripts_dir" in top:
+        relative = check.text(top["scripts_dir"], "scripts_dir", limit=1024)
+        directory = ((path.parent if path else Path.cwd()) / relative).resolve()
+        if not directory.is_dir():
+            check.fail("scripts_dir", f"{directory} is not a directory")
+        files = sorted(p for p in directory.iterdir() if p.is_file())
+        if len(files) > MAX_SCRIPTS:
+            check.fail("scripts_dir", f"{len(files)} files; at most {MAX_SCRIPTS}")
+        for file in files:
+            if file.stat().st_size > MAX_SCRIPT_BYTES:
+                check.fail(f"scripts_dir/{file.name}", f"over {MAX_SCRIPT_BYTES} bytes")
+            found[file.name] = file.read_bytes()
+    else:
+        scripts = check.mapping(top.get("scripts", {}), "scripts")
+        if len(scripts) > MAX_SCRIPTS:
+            check.fail("scripts", f"{len(scripts)} scripts; at most {MAX_SCRIPTS}")
+        for name, content in scripts.items():
+            text = check.text(content, f"scripts.{name}", limit=MAX_SCRIPT_BYTES, empty=True)
+            found[name] = text.encode()
+    for name in found:
+        if not _SCRIPT_NAME.fullmatch(name):
+            check.fail(f"scripts.{name}", "a script's file name is letters, digits, '.', '_' and '-'")
+    return found
+
+
+def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
+    items = check.items(value if value is not None else None, "groups", MAX_GROUPS)
+    if not items:
+        check.fail("groups", "at least one group")
+    groups: list[GroupSpec] = []
+    for index, item in enumerate(items):
+        where = f"groups[{index}]"
+        group = check.mapping(item, where)
+        unknown = sorted(set(group) - {"name", "min", "max", "tags", "config"})
+        if unknown:
+            check.fail(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
+        name = check.text(group.get("name"), f"{where}.name", limit=25)
+        if not _GROUP_NAME.fullmatch(name) or name.startswith("pcs_"):
+            check.fail(f"{where}.name", f"{name!r} is not a PCS compute node group name")
+        if any(other.name == name for other in groups):
+            check.fail(f"{where}.name", f"{name!r} is named twice")
+        low = check.integer(group.get("min", 1), f"{where}.min", 0, MAX_NODES)
+        high = check.integer(group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES)
+        tags = check.mapping(group.get("tags", {}), f"{where}.tags")
+        for key, tag in tags.items():
+            check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
+        config = check.mapping(group.get("config"), f"{where}.config")
+        groups.append(GroupSpec(name, low, high, dict(config), dict(tags)))
+    return tuple(groups)
+
+
+def _change(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Change:
+    change = check.mapping(item, where)
+    unknown = sorted(set(change) - {"at_minute", "group", "config"})
+    if unknown:
+        check.fail(f"{where}.{unknown[0]}", "unknown key (at_minute, group, config)")
+    group = check.text(change.get("group"), f"{where}.group", limit=25)
+    if group not in names:
+        check.fail(f"{where}.group", f"{group!r} is not a group of the scenario")
+    return Change(
+        at_minute=check.number(change.get("at_minute"), f"{where}.at_minute", 0, horizon),
+        group=group,
+        config=dict(check.mapping(change.get("config"), f"{where}.config")),
+    )
+
+
+def _fault(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Fault:
+    fault = check.mapping(item, where)
+    kind = check.text(fault.get("kind"), f"{where}.kind", limit=64)
+    if kind not in FAULT_KINDS:
+        check.fail(f"{where}.kind", f"{kind!r} is not one of {', '.join(FAULT_KINDS)}")
+    allowed = FAULT_KINDS[kind][0] | {"kind", "at_minute"}
+    unknown = sorted(set(fault) - allowed)
+    if unknown:
+        check.fail(f"{where}.{unknown[0]}", f"not a key of a {kind} fault ({', '.join(sorted(allowed))})")
+    at = check.number(fault.get("at_minute"), f"{where}.at_minute", 0, horizon)
+    until = fault.get("until_minute")
+    group = fault.get("group")
+    if group is not None and check.text(group, f"{where}.group", limit=25) not in names:
+        check.fail(f"{where}.group", f"{group!r} is not a group of the scenario")
+    status = fault.get("status")
+    if status is not None and status not in (429, 500, 503):
+        check.fail(f"{where}.status", "must be 429, 500 or 503")
+    operation = fault.get("operation")
+    if operation is not None:
+        check.text(operation, f"{where}.operation", limit=64)
+    retry_after = fault.get("retry_after_seconds")
+    return Fault(
+        kind=kind,
+        at_minute=at,
+        until_minute=None if until is None else check.number(until, f"{where}.until_minute", at, horizon),
+        times=check.integer(fault.get("times", 1), f"{where}.times", 1, 100),
+        group=group,
+        operation=operation,
+        status=status,
+        retry_after_seconds=None
+        if retry_after is None
+        else check.integer(retry_after, f"{where}.retry_after_seconds", 0, 600),
+        seconds=check.number(fault.get("seconds", 0), f"{where}.seconds", 0, 3600),
+    )
+
+
+def _timings(check: _Checker, value: Any) -> Timings:
+    given = check.mapping(value, "timings")
+    known = {f.name for f in fields(Timings)}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        check.fail(f"timings.{unknown[0]}", f"unknown timing (the timings: {', '.join(sorted(known))})")
+    return Timings(**{key: check.number(v, f"timings.{key}", 0, 3600) for key, v in given.items()})
+
+
+_STACK_KEYS = {
+    "Threshold": "threshold",
+    "WindowMinutes": "window_minutes",
+    "CooldownMinutes": "cooldown_minutes",
+    "DailyCap": "daily_cap",
+    "DryRun": "dry_run",
+}
+
+
+def _stack(check: _Checker, value: Any) -> StackSettings:
+    given = check.mapping(value, "stack")
+    unknown = sorted(set(given) - set(_STACK_KEYS))
+    if unknown:
+        check.fail(f"stack.{unknown[0]}", f"not a stack parameter a scenario sets ({', '.join(_STACK_KEYS)})")
+    settings: dict[str, Any] = {}
+    for key, raw in given.items():
+        where = f"stack.{key}"
+        if key == "DryRun":
+            settings["dry_run"] = check.flag(raw, where)
+        elif key in ("Threshold", "DailyCap"):
+            settings[_STACK_KEYS[key]] = check.integer(raw, where, 1, 100)
+        elif key == "WindowMinutes":
+            settings["window_minutes"] = check.integer(raw, where, 1, 24 * 60)
+        else:
+            settings["cooldown_minutes"] = check.number(raw, where, 0, 24 * 60)
+    return StackSettings(**settings)

@@ -1,0 +1,714 @@
+"""The twin of a PCS cluster: static nodes that boot the real `lifeguard-node boot`, on a virtual clock.
+
+One run is one scenario with Lifeguard (or, for a baseline, without it, or with ParallelCluster's protected
+mode), in a local AWS it shares with the other runs of the same `lifeguard simulate`:
+
+- PCS is the local endpoint. The twin creates the cluster and the groups through it (so PCS validates the
+  scenario's configurations), and reads a group's configuration at each launch: a node boots the
+  configuration PCS held when it launched.
+- A node is a temp root. At registration it runs `lifeguard-node boot` (`nodehost`) on its configuration,
+  scripts fetched from moto's S3, on the twin's clock (LIFEGUARD_CLOCK_OFFSET_SECONDS); then the real
+  shipper sends its reports to the node-report log group. The boot's exit decides the outcome: 0 or 3
+  ACTIVE/BOOTSTRAP_SUCCESS, else TERMINATED/BOOTSTRAP_FAILED. A drain step's `scontrol` is a script that
+  writes down the drain: the node is then active but not serving.
+- Every transition goes to the scaling-log group in PCS's format, with the scenario's timings. After a
+  configuration change PCS replaces the older nodes (PENDING_REPLACEMENT/NODE_GROUP_UPDATE, then
+  TERMINATED/REPLACEMENT_REQUESTED); a drained static node is replaced as unhealthy unless the scenario
+  says `replace_drained_nodes: false`.
+- CloudWatch Logs delivers what both groups received to scaling_events and node_reports as subscription
+  payloads, `timings.delivery` seconds after it was written (later, twice or out of order under a log
+  fault). The events the handlers publish go on the bus and, by template.yaml's rules, to remediate and
+  notify. A function that raises is retried as Lambda retries an asynchronous invocation (twice, one and
+  two minutes later), then its event is parked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import heapq
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from lifeguard_cli.simulate.scenario import SCRIPTS_BUCKET, Fault, GroupSpec, Scenario, ScenarioError
+
+__all__ = ["Instance", "RunOptions", "TwinRun", "run_twin"]
+
+ACCOUNT = "123456789012"
+INSTANCE_TYPE = "c7i.large"
+SUBNET = "subnet-0123456789abcdef0"
+# As Lambda retries an asynchronous invocation that failed: twice, about one and two minutes later.
+RETRY_DELAYS = (60.0, 120.0)
+MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
+_SCONTROL = (
+    "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm.\n"
+    'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one run goes: `mode` None runs PCS alone (no Lifeguard); `protected_mode` stops launching a
+    group's nodes after 10 consecutive bootstrap failures (ParallelCluster's protected mode)."""
+
+    label: str
+    mode: str | None
+    seed: int
+    protected_mode: bool = False
+    protected_after: int = 10
+
+
+@dataclass
+class Instance:
+    """One instance of a node slot, on virtual seconds from the scenario's start."""
+
+    group: str
+    node: str
+    instance_id: str | None  # None: a launch that failed
+    launched: float
+    config: Mapping[str, Any]
+    revision: int
+    registered: float | None = None
+    active: float | None = None
+    drained: float | None = None
+    ended: float | None = None
+    end: str | None = None
+    pending_replacement: bool = False
+    booted: bool = False
+
+    @property
+    def alive(self) -> bool:
+        """Not terminated (nor a failed launch)."""
+        return self.ended is None
+
+    def served(self) -> bool:
+        """Became ACTIVE and took jobs: not drained before it became active."""
+        return self.active is not None and (self.drained is None or self.drained > self.active)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the document lists it, in minutes."""
+        return {
+            "group": self.group,
+            "node": self.node,
+            "instance_id": self.instance_id,
+            "launched_minute": _minutes(self.launched),
+            "registered_minute": _minutes(self.registered),
+            "active_minute": _minutes(self.active),
+            "drained_minute": _minutes(self.drained),
+            "ended_minute": _minutes(self.ended),
+            "end": self.end,
+        }
+
+
+@dataclass
+class _Group:
+    spec: GroupSpec
+    group_id: str
+    config: dict[str, Any]
+    revision: int = 0
+    consecutive_failures: int = 0
+    protected_at: float | None = None
+
+
+@dataclass
+class TwinRun:
+    """What a run produced, on its virtual clock."""
+
+    options: RunOptions
+    horizon: float
+    groups: dict[str, _Group] = field(default_factory=dict)
+    instances: list[Instance] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    invocations: dict[str, int] = field(default_factory=lambda: {"failed": 0, "retried": 0, "parked": 0})
+    boots: int = 0
+    wall_seconds: float = 0.0
+
+    def group_summary(self, name: str) -> dict[str, Any]:
+        """The contract's numbers of one group at the horizon."""
+        group = self.groups[name]
+        mine = [i for i in self.instances if i.group == name]
+        up = [i for i in mine if i.alive and i.active is not None]
+        serving = [i for i in up if i.served()]
+        first_serving = [i.active for i in mine if i.served() and i.active is not None]
+        wasted = sum(
+            (i.ended if i.ended is not None else self.horizon) - i.launched
+            for i in mine
+            if i.instance_id is not None and not i.served() and (i.ended is not None or i.booted)
+        )
+        ends = [i.end for i in mine]
+        return {
+            "compute_node_group_id": group.group_id,
+            "nodes": group.spec.min,
+            "launched": sum(1 for i in mine if i.instance_id is not None),
+            "bootstrap_failed": ends.count("BOOTSTRAP_FAILED"),
+            "active_at_end": len(up),
+            "drained_at_end": len(up) - len(serving),
+            "serving_at_end": len(serving),
+            "first_active_minute": _minutes(
+                min((i.active for i in mine if i.active is not None), default=None)
+            ),
+            "first_serving_minute": _minutes(min(first_serving, default=None)),
+            "final_config": group.config,
+            "instance_minutes_wasted": round(wasted / 60, 1),
+            "launch_failed": ends.count("INSUFFICIENT_CAPACITY"),
+            "replaced": ends.count("REPLACEMENT_REQUESTED"),
+            "unhealthy": ends.count("UNHEALTHY_NODE"),
+            "protected_minute": _minutes(group.protected_at),
+        }
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds / 60, 1)
+
+
+def run_twin(
+    scenario: Scenario,
+    options: RunOptions,
+    *,
+    aws: Any,
+    slack: Any,
+    host: Any,
+    start: datetime,
+    clock: Any,
+    workdir: Path,
+    progress: Callable[[float], None] | None = None,
+) -> TwinRun:
+    """Run `scenario` from `start` (the virtual clock `clock` is moved to it) to its horizon."""
+    twin = _Twin(
+        scenario, options, aws=aws, slack=slack, host=host, start=start, clock=clock, workdir=workdir
+    )
+    began = time.perf_counter()
+    twin.run(progress)
+    twin.result.wall_seconds = time.perf_counter() - began
+    return twin.result
+
+
+class _Twin:
+    def __init__(
+        self,
+        scenario: Scenario,
+        options: RunOptions,
+        *,
+        aws: Any,
+        slack: Any,
+        host: Any,
+        start: datetime,
+        clock: Any,
+        workdir: Path,
+    ) -> None:
+        self.scenario = scenario
+        self.options = options
+        self.timings = scenario.timings
+        self.aws = aws
+        self.slack = slack
+        self.host = host
+        self.start = start
+        self.clock = clock
+        self.workdir = workdir
+        self.random = random.Random(options.seed)
+        self.horizon = scenario.horizon_minutes * 60
+        self.result = TwinRun(options, self.horizon)
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._sequence = 0
+        self._tokens: dict[tuple[str, str], str | None] = {}
+        self._due: set[tuple[str, str]] = set()
+        self._held: list[tuple[str, str]] = []
+        self._lifeguard: Any = None
+        self._logs = aws.client("logs")
+        prefix = f"sim-{options.label}-{self.random.getrandbits(32):08x}"
+        self.prefix = prefix
+        self.scaling_log = f"/aws/vendedlogs/pcs/{prefix}/scaling"
+        self.report_log = f"/lifeguard/{prefix}/node-reports"
+        for group in (self.scaling_log, self.report_log):
+            self._logs.create_log_group(logGroupName=group)
+        self.cluster_id = self._create_cluster()
+        self.scaling_stream = f"AWSLogs/PCS/{self.cluster_id}/node_lifecycle.log"
+        for spec in scenario.groups:
+            self.result.groups[spec.name] = self._create_group(spec)
+        if options.mode is not None:
+            from lifeguard_cli.simulate.lifeguard import LocalLifeguard
+
+            self._lifeguard = LocalLifeguard(self, options.mode)
+
+    # -- the clock and the queue --
+
+    def at(self, seconds: float, action: Callable[[], None]) -> None:
+        """Do `action` at `seconds` of virtual time (never before now)."""
+        self._sequence += 1
+        heapq.heappush(self._queue, (max(seconds, self.now), self._sequence, action))
+
+    def moment(self, seconds: float | None = None) -> datetime:
+        """The virtual time at `seconds` from the start (now when None)."""
+        return self.start + timedelta(seconds=self.now if seconds is None else seconds)
+
+    def sync(self) -> None:
+        """Take up the time the handlers' own waits moved the clock on."""
+        self.now = max(self.now, (self.clock() - self.start).total_seconds())
+
+    def run(self, progress: Callable[[float], None] | None) -> None:
+        self.clock.set(self.start)
+        for group in self.result.groups.values():
+            for number in range(1, group.spec.min + 1):
+                node = f"{group.spec.name}-{number}"
+                self.at(0.0, functools.partial(self._launch, group, node))
+        for change in self.scenario.changes:
+            self.at(change.at_minute * 60, functools.partial(self._operator_change, change))
+        for fault in self.scenario.faults:
+            self.at(fault.at_minute * 60, functools.partial(self._arm, fault))
+        shown = -1
+        while self._queue and self._queue[0][0] <= self.horizon:
+            seconds, _, action = heapq.heappop(self._queue)
+            self.now = max(self.now, seconds)
+            self.clock.set(self.moment())
+            action()
+            self.sync()
+            if self._lifeguard is not None:
+                self._lifeguard.collect()
+            self._watch_configs()
+            minute = int(self.now // 60)
+            if progress is not None and minute != shown:
+                shown = minute
+                progress(min(self.now, self.horizon) / self.horizon)
+        self.now = self.horizon
+        if self._lifeguard is not None:
+            self._lifeguard.finish()
+        if progress is not None:
+            progress(1.0)
+
+    # -- PCS --
+
+    def _create_cluster(self) -> str:
+        from lifeguard_cli.local import PcsApiError
+
+        pcs = self.aws.pcs
+        try:
+            created = pcs.operate(
+                "CreateCluster",
+                {
+                    "clusterName": f"sim-{self.options.label}",
+                    "scheduler": {"type": "SLURM", "version": "24.11"},
+                    "size": "SMALL",
+                    "networking": {"subnetIds": [SUBNET]},
+                },
+            )
+        except PcsApiError as exc:
+            raise ScenarioError(f"the local PCS refused the cluster: {exc}") from None
+        return str(created["cluster"]["id"])
+
+    def _create_group(self, spec: GroupSpec) -> _Group:
+        from lifeguard_cli.local import PcsApiError
+
+        request = {
+            "clusterIdentifier": self.cluster_id,
+            "computeNodeGroupName": spec.name,
+            "subnetIds": [SUBNET],
+            "customLaunchTemplate": {"id": "lt-0123456789abcdef0", "version": "1"},
+            "iamInstanceProfileArn": f"arn:aws:iam::{ACCOUNT}:instance-profile/pcs-compute",
+            "scalingConfiguration": {"minInstanceCount": spec.min, "maxInstanceCount": spec.max},
+            "instanceConfigs": [{"instanceType": INSTANCE_TYPE}],
+            "nodeLifecycleActions": dict(spec.config),
+            **({"tags": dict(spec.tags)} if spec.tags else {}),
+        }
+        try:
+            created = self.aws.pcs.operate("CreateComputeNodeGroup", request)
+        except PcsApiError as exc:
+            raise ScenarioError(f"group {spec.name}: PCS refuses its config: {exc}") from None
+        group = created["computeNodeGroup"]
+        return _Group(spec, str(group["id"]), dict(group.get("nodeLifecycleActions") or {}))
+
+    def pcs_config(self, group: _Group) -> dict[str, Any]:
+        """The group's nodeLifecycleActions as PCS holds them now."""
+        found = self.aws.pcs.operate(
+            "GetComputeNodeGroup",
+            {"clusterIdentifier": self.cluster_id, "computeNodeGroupIdentifier": group.group_id},
+        )
+        return dict(found["computeNodeGroup"].get("nodeLifecycleActions") or {})
+
+    def _operator_change(self, change: Any, attempt: int = 1) -> None:
+        """The scenario's operator updates a group (again 30 s later while PCS says it is busy), and
+        CloudTrail's record of the call goes on the default bus."""
+        from lifeguard_cli.local import PcsApiError
+
+        group = self.result.groups[change.group]
+        request = {
+            "clusterIdentifier": self.cluster_id,
+            "computeNodeGroupIdentifier": group.group_id,
+            "nodeLifecycleActions": dict(change.config),
+        }
+        try:
+            self.aws.pcs.operate("UpdateComputeNodeGroup", request)
+        except PcsApiError as exc:
+            if exc.code == "ConflictException" and attempt < 20:
+                self.at(self.now + 30, lambda: self._operator_change(change, attempt + 1))
+                return
+            raise ScenarioError(f"changes at minute {change.at_minute:g}: PCS refuses it: {exc}") from None
+        self._changed(group, by="scenario")
+        if self._lifeguard is not None:
+            self._lifeguard.cloudtrail(request)
+
+    def _watch_configs(self) -> None:
+        for group in self.result.groups.values():
+            if self.pcs_config(group) != group.config:
+                self._changed(group, by="lifeguard")
+
+    def _changed(self, group: _Group, *, by: str) -> None:
+        """A new configuration of `group`: written down, and PCS replaces the nodes launched before it."""
+        from lifeguard.lifecycle import NodeLifecycleActions, diff_configs
+
+        before, after = group.config, self.pcs_config(group)
+        group.config, group.revision = after, group.revision + 1
+        diff = diff_configs(NodeLifecycleActions.from_api(before), NodeLifecycleActions.from_api(after))
+        change: dict[str, Any] = {
+            "at_minute": _minutes(self.now),
+            "group": group.spec.name,
+            "by": by,
+            "diff": [entry.to_detail() for entry in diff],
+        }
+        if by == "lifeguard" and self._lifeguard is not None:
+            change["action"] = self._lifeguard.last_action(group.group_id)
+        self.result.changes.append(change)
+        self.note(group.spec.name, f"config changed by {by}", "; ".join(entry.describe() for entry in diff))
+        for instance in self.result.instances:
+            if instance.group == group.spec.name and instance.alive and instance.revision < group.revision:
+                self.at(self.now + self.timings.update_to_pending, functools.partial(self._pending, instance))
+
+    # -- a node's life --
+
+    def _launch(self, group: _Group, node: str) -> None:
+        if group.protected_at is not None:
+            return  # protected mode: the queue's nodes are no longer launched
+        if self._capacity_short(group.spec.name):
+            failed = Instance(group.spec.name, node, None, self.now, group.config, group.revision)
+            failed.ended, failed.end = self.now, "INSUFFICIENT_CAPACITY"
+            self.result.instances.append(failed)
+            self._scaling(
+                failed, "LAUNCH_FAILED", "INSUFFICIENT_CAPACITY", "launch failed insufficient capacity"
+            )
+            self.at(self.now + self.timings.capacity_retry, lambda: self._launch(group, node))
+            return
+        instance_id = f"i-{self.random.getrandbits(68):017x}"
+        instance = Instance(
+            group.spec.name, node, instance_id, self.now, self.pcs_config(group), group.revision
+        )
+        self.result.instances.append(instance)
+        self._scaling(instance, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", "launched maintain min capacity")
+        self.at(self.now + self.timings.register, lambda: self._register(group, instance))
+
+    def _register(self, group: _Group, instance: Instance) -> None:
+        if not instance.alive or instance.pending_replacement:
+            return
+        instance.registered = self.now
+        self._scaling(instance, "REGISTERED", "REGISTER_SUCCESS", "registered register success")
+        self.at(self.now + self.timings.scripts_start, lambda: self._boot(group, instance))
+
+    def _boot(self, group: _Group, instance: Instance) -> None:
+        if not instance.alive or instance.pending_replacement:
+            return
+        exit_code, drained = self._run_boot(group, instance)
+        instance.booted = True
+        if drained:
+            instance.drained = self.now
+        if exit_code in (0, 3):
+            self.at(self.now + self.timings.active, lambda: self._active(group, instance))
+        else:
+            self.at(self.now + self.timings.fail_to_terminated, lambda: self._failed(group, instance))
+
+    def _active(self, group: _Group, instance: Instance) -> None:
+        if not instance.alive:
+            return
+        instance.active = self.now
+        group.consecutive_failures = 0
+        self._scaling(instance, "ACTIVE", "BOOTSTRAP_SUCCESS", "active bootstrap success")
+        if instance.drained is not None and self.scenario.replace_drained_nodes:
+            self.at(self.now + self.timings.drained_to_unhealthy, lambda: self._unhealthy(group, instance))
+
+    def _failed(self, group: _Group, instance: Instance) -> None:
+        if not instance.alive:
+            return
+        self._end(instance, "BOOTSTRAP_FAILED", "Backing Instance Failed To Bootstrap")
+        group.consecutive_failures += 1
+        if self.options.protected_mode and group.consecutive_failures >= self.options.protected_after:
+            group.protected_at = self.now
+            self.note(
+                group.spec.name,
+                "protected mode",
+                f"{group.consecutive_failures} bootstrap failures in a row: no more launches",
+            )
+        self.at(self.now + self.timings.relaunch, lambda: self._launch(group, instance.node))
+
+    def _unhealthy(self, group: _Group, instance: Instance) -> None:
+        if not instance.alive:
+            return
+        self._end(instance, "UNHEALTHY_NODE", "terminated unhealthy node")
+        self.at(self.now + self.timings.relaunch, lambda: self._launch(group, instance.node))
+
+    def _pending(self, instance: Instance) -> None:
+        if not instance.alive or instance.pending_replacement:
+            return
+        instance.pending_replacement = True
+        self._scaling(
+            instance, "PENDING_REPLACEMENT", "NODE_GROUP_UPDATE", "pending replacement node group update"
+        )
+        self.at(self.now + self.timings.pending_to_terminated, lambda: self._replaced(instance))
+
+    def _replaced(self, instance: Instance) -> None:
+        if not instance.alive:
+            return
+        self._end(instance, "REPLACEMENT_REQUESTED", "terminated replacement requested")
+        group = self.result.groups[instance.group]
+        self.at(self.now + self.timings.replacement_launch, lambda: self._launch(group, instance.node))
+
+    def _end(self, instance: Instance, reason: str, description: str) -> None:
+        instance.ended, instance.end = self.now, reason
+        self._scaling(instance, "TERMINATED", reason, description)
+
+    def _capacity_short(self, group: str) -> bool:
+        minute = self.now / 60
+        return any(
+            fault.kind == "insufficient_capacity"
+            and fault.at_minute <= minute
+            and (fault.until_minute is None or minute < fault.until_minute)
+            and fault.group in (None, group)
+            for fault in self.scenario.faults
+        )
+
+    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool]:
+        """`lifeguard-node boot` on the node's configuration, then the shipper; the exit status, whether the
+        node was drained. The clock moves on by the boot's whole seconds."""
+        self.result.boots += 1
+        home = self.workdir / self.options.label / f"{instance.node}-{instance.instance_id}"
+        root = home / "root"
+        root.mkdir(parents=True)
+        (home / "actions.json").write_text(json.dumps(instance.config))
+        scontrol = home / "scontrol"
+        scontrol.write_text(_SCONTROL)
+        scontrol.chmod(0o755)
+        slurm_log = home / "slurm.log"
+        began = time.time()
+        env = {
+            **self.aws.environ(),
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "LANG": "C.UTF-8",
+            "LIFEGUARD_CLOCK_OFFSET_SECONDS": f"{self.moment().timestamp() - began:.3f}",
+            "LIFEGUARD_SIM_SEED": str(self.options.seed),
+            "LIFEGUARD_SIM_BOOT": str(self.result.boots),
+            "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
+            "LIFEGUARD_SCONTROL": str(scontrol),
+            "LIFEGUARD_NODE_ROOT": str(root),
+            "LIFEGUARD_INSTANCE_ID": instance.instance_id or "",
+            "LIFEGUARD_FETCH_BACKOFF_SECONDS": "0.05",
+            "LIFEGUARD_DRAIN_WATCH_SECONDS": "10",
+        }
+        argv = [
+            "boot",
+            "--config",
+            str(home / "actions.json"),
+            "--root",
+            str(root),
+            "--node-id",
+            instance.node,
+            "--cluster-id",
+            self.cluster_id,
+            "--cluster-name",
+            f"sim-{self.options.label}",
+            "--compute-node-group-id",
+            group.group_id,
+            "--compute-node-group-name",
+            group.spec.name,
+        ]
+        exit_code = self.host.boot(argv, env, home / "boot.out")
+        _wait_for_watcher(root)
+        self.now += math.ceil(time.time() - began)
+        self.clock.set(self.moment())
+        self._ship(group, instance, root)
+        drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
+        outcome = {0: "completed", 3: "a STOP_SEQUENCE failure", 4: "a TERMINATE failure"}.get(
+            exit_code, f"exit {exit_code}"
+        )
+        self.note(
+            group.spec.name,
+            "boot",
+            f"{instance.node} {instance.instance_id}: {outcome}" + (", drained" if drained else ""),
+        )
+        return exit_code, drained
+
+    def _ship(self, group: _Group, instance: Instance, root: Path) -> None:
+        """The node's reports to the node-report log group, by the real shipper, on the twin's clock."""
+        from lifeguard.node.layout import NodeLayout
+        from lifeguard.node.shipper import CloudWatchSink, Shipper, ShipperIdentity
+
+        identity = ShipperIdentity(self.cluster_id, group.group_id, instance.instance_id or "", instance.node)
+        sink = CloudWatchSink(
+            self.report_log, identity.stream, self._logs, clock=lambda: self.moment().timestamp()
+        )
+        shipper = Shipper(NodeLayout(root), identity, sink)
+        shipper.run(once=True)
+        self._written(self.report_log, identity.stream)
+
+    # -- the scaling log and its delivery --
+
+    def _scaling(self, instance: Instance, status: str, reason: str, description: str) -> None:
+        group = self.result.groups[instance.group]
+        details = {"instance_type": INSTANCE_TYPE, "subnet_id": SUBNET}
+        if instance.instance_id is not None:
+            details = {"instance_id": instance.instance_id, **details}
+        record = {
+            "resource_id": self.cluster_id,
+            "resource_type": "PCS_CLUSTER",
+            "event_timestamp": int(self.moment().timestamp() * 1000),
+            "compute_node_group_id": group.group_id,
+            "scheduler_node_id": instance.node,
+            "status_code": status,
+            "reason_code": reason,
+            "description": description,
+            "details": details,
+        }
+        self._put(self.scaling_log, self.scaling_stream, json.dumps(record))
+        self.note(
+            instance.group, f"{status}/{reason}", f"{instance.node} {instance.instance_id or ''}".strip()
+        )
+
+    def _put(self, log_group: str, stream: str, message: str) -> None:
+        if (log_group, stream) not in self._tokens:
+            self._logs.create_log_stream(logGroupName=log_group, logStreamName=stream)
+            self._tokens[(log_group, stream)] = None
+        event = {"timestamp": int(self.moment().timestamp() * 1000), "message": message}
+        self._logs.put_log_events(logGroupName=log_group, logStreamName=stream, logEvents=[event])
+        self._written(log_group, stream)
+
+    def _written(self, log_group: str, stream: str) -> None:
+        """A stream received events: its subscription delivers them `timings.delivery` seconds later."""
+        self._tokens.setdefault((log_group, stream), None)
+        key = (log_group, stream)
+        if key in self._due or self._lifeguard is None:
+            return
+        self._due.add(key)
+        delay = self.timings.delivery + sum(f.seconds for f in self._active_faults("log_delay"))
+        self.at(self.now + delay, lambda: self._deliver(key))
+
+    def _deliver(self, key: tuple[str, str]) -> None:
+        if self._active_faults("log_reorder"):
+            if not self._held:
+                until = min(
+                    f.until_minute or self.scenario.horizon_minutes
+                    for f in self._active_faults("log_reorder")
+                )
+                self.at(until * 60, self._release)
+            self._held.append(key)
+            return
+        self._due.discard(key)
+        for payload in self._read(key):
+            copies = 2 if self._active_faults("log_duplicate") else 1
+            for _ in range(copies):
+                self._lifeguard.deliver(key[0] == self.report_log, payload)
+
+    def _release(self) -> None:
+        """Deliveries held by a reorder fault: newest first."""
+        held, self._held = self._held[::-1], []
+        for key in held:
+            self._due.discard(key)
+            for payload in reversed(self._read(key)):
+                self._lifeguard.deliver(key[0] == self.report_log, payload)
+
+    def _read(self, key: tuple[str, str]) -> list[dict[str, Any]]:
+        """What the stream received since the last delivery, as subscription payloads."""
+        from lifeguard.log_subscription import encode_subscription
+
+        log_group, stream = key
+        events: list[tuple[int, str]] = []
+        token = self._tokens.get(key)
+        while True:
+            request: dict[str, Any] = {
+                "logGroupName": log_group,
+                "logStreamName": stream,
+                "startFromHead": True,
+            }
+            if token is not None:
+                request["nextToken"] = token
+            answer = self._logs.get_log_events(**request)
+            events.extend((event["timestamp"], event["message"]) for event in answer.get("events", []))
+            if answer.get("nextForwardToken") in (None, token):
+                break
+            token = answer["nextForwardToken"]
+            if not answer.get("events"):
+                break
+        self._tokens[key] = token
+        return [
+            encode_subscription(
+                log_group, stream, events[start : start + MAX_DELIVERY_EVENTS], first_id=start
+            )
+            for start in range(0, len(events), MAX_DELIVERY_EVENTS)
+        ]
+
+    # -- faults --
+
+    def _active_faults(self, kind: str) -> list[Fault]:
+        minute = self.now / 60
+        return [
+            fault
+            for fault in self.scenario.faults
+            if fault.kind == kind
+            and fault.at_minute <= minute
+            and (fault.until_minute is None or minute < fault.until_minute)
+        ]
+
+    def _arm(self, fault: Fault) -> None:
+        entry = {"kind": fault.kind, "at_minute": fault.at_minute}
+        self.result.faults.append(entry)
+        if self._lifeguard is not None:
+            self._lifeguard.arm(fault)
+        self.note(
+            "",
+            f"fault: {fault.kind}",
+            json.dumps({k: v for k, v in fault.__dict__.items() if v not in (None, 0, 0.0)}),
+        )
+
+    # -- the timeline --
+
+    def note(self, group: str, what: str, detail: str) -> None:
+        """A line of the run's timeline."""
+        self.result.timeline.append(
+            {"minute": _minutes(self.now), "group": group, "what": what, "detail": detail}
+        )
+
+
+def _wait_for_watcher(root: Path, seconds: float = 5.0) -> None:
+    """A drain step that found nothing left a watcher that ends at the boot's end record: wait for its
+    last word, so a drain it made is seen with this boot."""
+    from lifeguard.node.layout import NodeLayout
+
+    log = NodeLayout(root).drain_watch_log
+    deadline = time.monotonic() + seconds
+    while log.exists() and time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if "drained:" in text or "lifeguard-node drain:" in text:
+            return
+        time.sleep(0.01)
+
+
+def scripts_for(scenario: Scenario, s3: Any) -> None:
+    """The scenario's scripts in the twin's S3, as its configs name them."""
+    with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
+        s3.create_bucket(Bucket=SCRIPTS_BUCKET)
+    for name, content in scenario.scripts.items():
+        s3.put_object(Bucket=SCRIPTS_BUCKET, Key=name, Body=content)
+
+
+def iter_groups(run: TwinRun) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each group's summary, in the scenario's order."""
+    for name in run.groups:
+        yield name, run.group_summary(name)
