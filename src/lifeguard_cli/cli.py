@@ -211,6 +211,129 @@ def demo(
     console.print(table)
 
 
+class SimulateMode(StrEnum):
+    """The stack's DefaultMode in a simulation."""
+
+    quarantine = "quarantine"
+    revert = "revert"
+    notify = "notify"
+    off = "off"
+
+
+class Baseline(StrEnum):
+    """What Lifeguard is compared with, on the same seed."""
+
+    pcs = "pcs"
+    parallelcluster = "parallelcluster"
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[
+        str,
+        typer.Argument(
+            help="A scenario file (YAML or JSON; events/scenarios/README.md) or the name of a built-in one "
+            "(article-loop, bad-change-revert, wave-50, …: see --list)."
+        ),
+    ] = "",
+    mode: Annotated[
+        SimulateMode,
+        typer.Option("--mode", help="The stack's DefaultMode (a group's lifeguard:mode tag wins)."),
+    ] = SimulateMode.quarantine,
+    seed: Annotated[
+        int, typer.Option("--seed", min=0, max=2**31 - 1, help="Same seed, same run (LIFEGUARD_SIM_SEED).")
+    ] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON document (DESIGN.md's contract).")] = (
+        False
+    ),
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")
+    ] = None,
+    baseline: Annotated[
+        Baseline | None,
+        typer.Option(
+            "--baseline",
+            help="Run it again on the same seed with PCS alone or ParallelCluster's "
+            "protected mode, and compare.",
+        ),
+    ] = None,
+    list_scenarios: Annotated[bool, typer.Option("--list", help="List the built-in scenarios.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
+) -> None:
+    """Run a twin of a PCS cluster on a virtual clock, where Lifeguard's own changes decide what boots next.
+
+    Each node boots the real lifeguard-node boot on the configuration PCS held at its launch, the scaling
+    log and node reports reach the real handlers through CloudWatch Logs, and remediation changes the group
+    on the local PCS endpoint. An hour of cluster time takes seconds; no AWS account, no Docker.
+
+    Example: lifeguard simulate article-loop --baseline pcs
+    """
+    from lifeguard_cli.simulate import ScenarioError, built_in_scenarios, load_scenario
+    from lifeguard_cli.simulate import simulate as run_simulation
+    from lifeguard_cli.simulate.render import render_simulation
+
+    console = _console()
+    if list_scenarios:
+        from lifeguard_cli.simulate.scenario import load_scenario as read
+
+        for path in built_in_scenarios():
+            console.print(f"{path.stem:<28} {read(path).name}", markup=False)
+        return
+    if not scenario:
+        typer.echo("lifeguard simulate: give a SCENARIO (a file, or a built-in name: --list)", err=True)
+        raise typer.Exit(2)
+    try:
+        loaded = load_scenario(scenario)
+        with _progress(f"{loaded.name} (mode {mode.value})") as progress:
+            document = run_simulation(
+                loaded,
+                mode=mode.value,
+                seed=seed,
+                baseline=baseline.value if baseline else None,
+                progress=progress,
+                verbose=verbose,
+            )
+    except ScenarioError as exc:
+        typer.echo(f"lifeguard simulate: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if html is not None:
+        from lifeguard_cli.simulate.html import render_html
+
+        html.write_text(render_html(document), encoding="utf-8")
+        typer.echo(f"lifeguard simulate: wrote {html}", err=True)
+    if as_json:
+        typer.echo(json.dumps(document, indent=2))
+        return
+    render_simulation(document, console)
+
+
+@contextlib.contextmanager
+def _progress(what: str) -> Iterator[Any]:
+    """Progress on stderr: a bar per run on a terminal, a line per run otherwise."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    err = Console(stderr=True, highlight=False)
+    if not err.is_terminal:
+        said: set[str] = set()
+
+        def line(run: str, fraction: float) -> None:
+            if run not in said:
+                said.add(run)
+                err.print(f"simulating {what}: the {run} run…", markup=False)
+
+        yield line
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), console=err, transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(run: str, fraction: float) -> None:
+            if run not in tasks:
+                tasks[run] = bar.add_task(f"{what}: {run}", total=1.0)
+            bar.update(tasks[run], completed=fraction)
+
+        yield update
+
+
 _TABLE = typer.Option("--table", help="Lifeguard's DynamoDB table (default: $LIFEGUARD_TABLE).")
 _LOCAL = typer.Option("--local", help="Use the local AWS named by AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS.")
 _CLUSTER = typer.Option("--cluster", help="The cluster of GROUP (needed when the id is ambiguous).")

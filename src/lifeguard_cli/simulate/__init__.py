@@ -5,7 +5,9 @@ the same seed, a baseline: PCS alone, or ParallelCluster's protected mode."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -28,9 +30,11 @@ __all__ = [
     "MODES",
     "Scenario",
     "ScenarioError",
+    "Simulator",
     "built_in_scenarios",
     "load_scenario",
     "simulate",
+    "span_minutes",
 ]
 
 MODES = ("quarantine", "revert", "notify", "off")
@@ -49,50 +53,90 @@ def simulate(
     progress: Progress | None = None,
     verbose: bool = False,
 ) -> dict[str, Any]:
-    """Run `scenario` with Lifeguard in `mode` (and the `baseline` beside it on the same seed); the
-    `--json` document. `progress(run, fraction)` is told how far each run has come."""
-    from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
-    from lifeguard_cli.local.slack import serve_slack
-    from lifeguard_cli.replay.run import handler_logs
-    from lifeguard_cli.simulate.nodehost import NodeHost
-    from lifeguard_cli.simulate.twin import RunOptions, TwinRun, run_twin, scripts_for
+    """Run `scenario` with Lifeguard in `mode` (and the `baseline` beside it on the same seed) in a local
+    AWS of its own; the `--json` document. `progress(run, fraction)` is told how far each run has come."""
+    with Simulator(span_minutes(scenario, baseline), verbose=verbose) as simulator:
+        return simulator.run(scenario, mode=mode, seed=seed, baseline=baseline, progress=progress)
 
-    if mode not in MODES:
-        raise ScenarioError(f"--mode {mode}: one of {', '.join(MODES)}")
-    if baseline is not None and baseline not in BASELINES:
-        raise ScenarioError(f"--baseline {baseline}: one of {', '.join(BASELINES)}")
-    runs = [RunOptions("lifeguard", mode, seed)]
-    if baseline is not None:
-        runs.append(RunOptions(baseline, None, seed, protected_mode=baseline == "parallelcluster"))
-    # The runs end before now: CloudWatch Logs takes events from the last 14 days, up to 2 h ahead.
-    span = timedelta(minutes=scenario.horizon_minutes) + _GAP
-    start = datetime.now(UTC).replace(second=0, microsecond=0) - span * len(runs)
-    clock = ManualClock(start)
-    done: list[TwinRun] = []
-    with contextlib.ExitStack() as stack:
-        aws = stack.enter_context(local_aws(LocalPcs(clock=clock, update_seconds=60)))
-        slack = stack.enter_context(serve_slack())
-        stack.enter_context(handler_logs(verbose))
-        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lifeguard-simulate-")))
-        host = NodeHost({**os.environ, **aws.environ()})
-        stack.callback(host.close)
-        scripts_for(scenario, aws.client("s3"))
-        for index, options in enumerate(runs):
-            tell = None if progress is None else (lambda f, name=options.label: progress(name, f))
+
+def span_minutes(scenario: Scenario, baseline: str | None) -> float:
+    """The virtual minutes a scenario's runs take, gaps included."""
+    runs = 2 if baseline is not None else 1
+    return runs * (scenario.horizon_minutes + _GAP.total_seconds() / 60)
+
+
+class Simulator:
+    """One local AWS (moto, the local PCS, a Slack sink) and one node host, for runs that take at most
+    `minutes` of virtual time in all: they run one after another on one clock, which ends before now
+    (CloudWatch Logs takes events from the last 14 days, up to 2 hours ahead)."""
+
+    def __init__(self, minutes: float, *, verbose: bool = False) -> None:
+        self._next = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(minutes=minutes)
+        self._verbose = verbose
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Simulator:
+        from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
+        from lifeguard_cli.local.slack import serve_slack
+        from lifeguard_cli.replay.run import handler_logs
+        from lifeguard_cli.simulate.nodehost import NodeHost
+
+        stack = self._stack.__enter__()
+        try:
+            self.clock = ManualClock(self._next)
+            self.aws = stack.enter_context(local_aws(LocalPcs(clock=self.clock, update_seconds=60)))
+            self.slack = stack.enter_context(serve_slack())
+            stack.enter_context(handler_logs(self._verbose))
+            scratch = tempfile.TemporaryDirectory(prefix="lifeguard-simulate-")
+            self.workdir = Path(stack.enter_context(scratch))
+            self.host = NodeHost({**os.environ, **self.aws.environ()})
+            stack.callback(self.host.close)
+        except BaseException:
+            self._stack.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.__exit__(None, None, None)
+
+    def run(
+        self,
+        scenario: Scenario,
+        *,
+        mode: str = "quarantine",
+        seed: int = 1,
+        baseline: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """One scenario with Lifeguard in `mode`, then its `baseline`; the `--json` document."""
+        from lifeguard_cli.simulate.twin import RunOptions, TwinRun, run_twin, scripts_for
+
+        if mode not in MODES:
+            raise ScenarioError(f"--mode {mode}: one of {', '.join(MODES)}")
+        if baseline is not None and baseline not in BASELINES:
+            raise ScenarioError(f"--baseline {baseline}: one of {', '.join(BASELINES)}")
+        runs = [RunOptions("lifeguard", mode, seed)]
+        if baseline is not None:
+            runs.append(RunOptions(baseline, None, seed, protected_mode=baseline == "parallelcluster"))
+        scripts_for(scenario, self.aws.client("s3"))
+        done: list[TwinRun] = []
+        for options in runs:
+            tell = None if progress is None else functools.partial(progress, options.label)
+            start, self._next = self._next, self._next + timedelta(minutes=scenario.horizon_minutes) + _GAP
             done.append(
                 run_twin(
                     scenario,
                     options,
-                    aws=aws,
-                    slack=slack,
-                    host=host,
-                    start=start + span * index,
-                    clock=clock,
-                    workdir=workdir,
+                    aws=self.aws,
+                    slack=self.slack,
+                    host=self.host,
+                    start=start,
+                    clock=self.clock,
+                    workdir=self.workdir,
                     progress=tell,
                 )
             )
-    return _document(scenario, mode, seed, done)
+        return _document(scenario, mode, seed, done)
 
 
 def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from lifeguard_cli.replay.render import event_line
 from lifeguard_cli.simulate.scenario import Fault
 from lifeguard_cli.simulate.twin import RETRY_DELAYS
 
@@ -118,12 +119,15 @@ class LocalLifeguard:
                 lambda: self._function("scaling_events", self.handlers.scaling.handle_event)(payload)
             )
 
-    def cloudtrail(self, request: Mapping[str, Any]) -> None:
-        """CloudTrail's record of an operator's UpdateComputeNodeGroup, put on the default bus."""
+    def cloudtrail(self, request: Mapping[str, Any], group: Mapping[str, Any]) -> None:
+        """CloudTrail's record of an operator's UpdateComputeNodeGroup (`group`: PCS's answer), put on the
+        default bus."""
         at = self.twin.moment().strftime("%Y-%m-%dT%H:%M:%SZ")
+        digits = f"{self.twin.random.getrandbits(128):032x}"
+        event_id = "-".join(digits[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
         event = {
             "version": "0",
-            "id": f"sim-{self.twin.random.getrandbits(64):016x}",
+            "id": event_id,
             "detail-type": "AWS API Call via CloudTrail",
             "source": "aws.pcs",
             "account": "123456789012",
@@ -141,8 +145,11 @@ class LocalLifeguard:
                 "eventSource": "pcs.amazonaws.com",
                 "eventName": "UpdateComputeNodeGroup",
                 "awsRegion": "us-east-1",
+                "eventID": event_id,
                 "requestParameters": dict(request),
-                "responseElements": None,
+                "responseElements": {
+                    "computeNodeGroup": {"id": group["id"], "clusterId": group["clusterId"]}
+                },
             },
         }
         self.bus.put(event)
@@ -193,7 +200,8 @@ class LocalLifeguard:
         group = self._group_name(detail.get("compute_node_group_id"))
         if event.get("detail-type") == "RemediationApplied" and detail.get("action"):
             self._actions[str(detail.get("compute_node_group_id"))] = str(detail["action"])
-        self.twin.note(group, str(event.get("detail-type")), str(detail.get("reason") or "")[:300])
+        what = str(event.get("detail-type"))
+        self.twin.note(group, what, event_line(detail, what))
 
     def _group_name(self, group_id: Any) -> str:
         return next(

@@ -349,7 +349,7 @@ class _Twin:
             "nodeLifecycleActions": dict(change.config),
         }
         try:
-            self.aws.pcs.operate("UpdateComputeNodeGroup", request)
+            answer = self.aws.pcs.operate("UpdateComputeNodeGroup", request)
         except PcsApiError as exc:
             if exc.code == "ConflictException" and attempt < 20:
                 self.at(self.now + 30, lambda: self._operator_change(change, attempt + 1))
@@ -357,7 +357,7 @@ class _Twin:
             raise ScenarioError(f"changes at minute {change.at_minute:g}: PCS refuses it: {exc}") from None
         self._changed(group, by="scenario")
         if self._lifeguard is not None:
-            self._lifeguard.cloudtrail(request)
+            self._lifeguard.cloudtrail(request, answer["computeNodeGroup"])
 
     def _watch_configs(self) -> None:
         for group in self.result.groups.values():

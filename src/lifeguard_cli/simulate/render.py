@@ -1,0 +1,140 @@
+"""How a simulation reads in a terminal: the timeline (repeats folded), what Lifeguard changed, the Slack
+message as it would read, and a table of the outcome, Lifeguard against the baseline."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from lifeguard.notify.summary import diff_line
+
+__all__ = ["MEASURES", "fold_timeline", "render_simulation", "slack_text", "summary_table"]
+
+_STYLES = {
+    "BootstrapLoopDetected": "bold red",
+    "RemediationFailed": "bold red",
+    "RemediationApplied": "bold yellow",
+    "RemediationSkipped": "yellow",
+    "LoopContained": "green",
+    "LoopResolved": "bold green",
+    "ConfigChangeReviewed": "yellow",
+    "TERMINATED/BOOTSTRAP_FAILED": "red",
+    "TERMINATED/UNHEALTHY_NODE": "red",
+    "ACTIVE/BOOTSTRAP_SUCCESS": "green",
+}
+# (key of a group's summary, what the table calls it)
+MEASURES = (
+    ("launched", "instances launched"),
+    ("bootstrap_failed", "instances burned (BOOTSTRAP_FAILED)"),
+    ("first_active_minute", "minutes to an active node"),
+    ("first_serving_minute", "minutes to a serving node"),
+    ("instance_minutes_wasted", "instance minutes wasted"),
+    ("serving_at_end", "nodes serving at the end"),
+)
+
+
+def fold_timeline(timeline: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The timeline with runs of the same thing, in the same minute and group, folded into one line."""
+    folded: list[dict[str, Any]] = []
+    for entry in timeline:
+        last = folded[-1] if folded else None
+        if last is not None and all(last[key] == entry[key] for key in ("minute", "group", "what")):
+            last["count"] += 1
+            continue
+        folded.append({**entry, "count": 1})
+    return folded
+
+
+def slack_text(message: Mapping[str, Any]) -> str:
+    """A Slack message's blocks as the channel shows them, in plain lines."""
+    lines: list[str] = []
+    for block in message.get("blocks") or []:
+        if not isinstance(block, Mapping):
+            continue
+        text = block.get("text")
+        if isinstance(text, Mapping) and text.get("text"):
+            lines.append(str(text["text"]))
+        for element in block.get("elements") or []:
+            if isinstance(element, Mapping) and element.get("text"):
+                lines.append(str(element["text"]))
+    return "\n".join(lines) or str(message.get("text") or "")
+
+
+def _minute(value: Any) -> str:
+    return "never" if value is None else f"{value:g}"
+
+
+def summary_table(document: Mapping[str, Any]) -> Table:
+    """Per group: the outcome with Lifeguard, and with the baseline when there is one."""
+    baseline = document.get("baseline")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("group")
+    table.add_column("measure")
+    table.add_column(f"Lifeguard ({document['mode']})", justify="right")
+    if baseline:
+        table.add_column(_baseline_name(baseline["name"]), justify="right")
+    for name, group in document["groups"].items():
+        other = baseline["groups"].get(name, {}) if baseline else {}
+        for index, (key, label) in enumerate(MEASURES):
+            cells = [name if index == 0 else "", label, _cell(key, group.get(key))]
+            if baseline:
+                cells.append(_cell(key, other.get(key)))
+            table.add_row(*cells)
+    return table
+
+
+def _baseline_name(name: str) -> str:
+    return {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}.get(name, name)
+
+
+def _cell(key: str, value: Any) -> str:
+    if key.endswith("_minute"):
+        return _minute(value)
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def render_simulation(document: Mapping[str, Any], console: Console, *, timeline: bool = True) -> None:
+    """The whole simulation for a person."""
+    if timeline:
+        table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
+        table.add_column("min", justify="right")
+        table.add_column("group")
+        table.add_column("what")
+        table.add_column("detail", overflow="fold")
+        for entry in fold_timeline(document["timeline"]):
+            what = entry["what"]
+            shown = f"{what} ×{entry['count']}" if entry["count"] > 1 else what
+            more = f" (and {entry['count'] - 1} more)" if entry["count"] > 1 else ""
+            style = _STYLES.get(what, "")
+            detail = f"{entry['detail']}{more}"
+            table.add_row(_minute(entry["minute"]), entry["group"], shown, detail, style=style)
+        console.print(table)
+        console.print()
+    changes = document["changes"]
+    console.print("[bold]Configuration changes[/bold]" if changes else "[bold]No configuration change[/bold]")
+    for change in changes:
+        action = change.get("action") or "change"
+        who = f"Lifeguard ({action})" if change["by"] == "lifeguard" else "the scenario"
+        console.print(f"  minute {_minute(change['at_minute'])}, {change['group']}, by {who}:")
+        for entry in change["diff"]:
+            console.print(f"    {diff_line(entry)}", markup=False)
+    slack = [n for n in document["notifications"] if n["channel"] == "slack"]
+    if slack:
+        # The message of Lifeguard's last change, as the channel shows it; else the last one sent.
+        changed = [n for n in slack if "RemediationApplied" in (slack_text(n["message"]).splitlines() or [""])[-1]]
+        shown = (changed or slack)[-1]
+        console.print()
+        console.print(f"[bold]Slack ({len(slack)} messages), message {slack.index(shown) + 1}[/bold]")
+        for line in slack_text(shown["message"]).splitlines():
+            console.print(f"  │ {line}", markup=False)
+    invocations = document.get("invocations") or {}
+    if invocations.get("failed"):
+        console.print(
+            f"\nFunction invocations that failed: {invocations['failed']} "
+            f"({invocations['retried']} retried, {invocations['parked']} parked)"
+        )
+    console.print()
+    console.print(summary_table(document))
