@@ -124,7 +124,7 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
     slack = [n for n in document["notifications"] if n["channel"] == "slack"]
     if slack:
         # The message of Lifeguard's last change, as the channel shows it; else the last one sent.
-        changed = [n for n in slack if "RemediationApplied" in (slack_text(n["message"]).splitlines() or [""])[-1]]
+        changed = [n for n in slack if "RemediationApplied" in slack_text(n["message"]).rsplit("\n", 1)[-1]]
         shown = (changed or slack)[-1]
         console.print()
         console.print(f"[bold]Slack ({len(slack)} messages), message {slack.index(shown) + 1}[/bold]")
