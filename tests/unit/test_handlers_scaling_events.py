@@ -712,3 +712,52 @@ def test_kept_and_drained_nodes_replaced_as_unhealthy_are_the_contained_episodes
     episode = world.state().episode
     assert episode is not None
     assert (episode.kind, episode.contained_at is not None) == ("loop", True)  # still the contained loop
+
+
+@pytest.mark.parametrize("lifeguards", [True, False])
+def test_a_success_without_reports_ends_a_loop_only_when_no_quarantine_of_lifeguards_is_in_the_config(
+    lifeguards: bool,
+) -> None:
+    # The scaling log can arrive before the node's reports (two log groups, two deliveries): a success
+    # under Lifeguard's quarantine may be a STOP_SEQUENCE failure, and says nothing until they come.
+    world = World()
+    world.feed(ARTICLE[:6])
+    assert world.published() == ["BootstrapLoopDetected"]
+    quarantined = quarantined_config()
+    if lifeguards:
+        quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    if lifeguards:
+        assert world.published() == ["BootstrapLoopDetected"]
+        assert world.state().episode is not None
+    else:
+        assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+        assert world.state().episode is None
+
+
+@pytest.mark.parametrize(
+    ("outcome", "ends_with"), [("failed", "LoopContained"), ("succeeded", "LoopResolved")]
+)
+def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_or_resolve_the_loop(
+    outcome: str, ends_with: str
+) -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    quarantined = quarantined_config()
+    quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    assert world.published() == ["BootstrapLoopDetected"]  # the success alone says nothing yet
+    run = ran("i-0new0000000000001", at(1, 16), outcome=outcome, script="fail-terminate")
+    late = {**run.model_dump(mode="json"), "on_error": "STOP_SEQUENCE"}
+    ship(world, reports_handler(world), [late])
+    assert world.published() == ["BootstrapLoopDetected", ends_with]
+    (_, last) = world.bus.events()[-1]
+    assert last["reason"].startswith("i-0new0000000000001")
+    episode = world.state().episode
+    if ends_with == "LoopResolved":
+        assert episode is None
+    else:
+        assert episode is not None
+        assert episode.kept == ["i-0new0000000000001"]

@@ -1,6 +1,7 @@
 """A loop contained, not resolved: a node kept with its script still failing (a quarantine's STOP_SEQUENCE,
-which PCS logs as BOOTSTRAP_SUCCESS). Both handlers come here: the scaling log's success when the node's
-reports are already in, the node's reports when they come after the success."""
+which PCS logs as BOOTSTRAP_SUCCESS); or resolved: a node booted with no failed script. Both handlers come
+here: the scaling log's success when the node's reports are already in, the node's reports when they come
+after the success."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from lifeguard.group_state import BootOutcome, GroupState
 from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.node_report import NodeReport
 
-__all__ = ["contain", "reopen_as_contained", "revoke_false_proof"]
+__all__ = ["contain", "reopen_as_contained", "resolve", "revoke_false_proof"]
 
 logger = logging.getLogger("lifeguard")
 
@@ -77,6 +78,22 @@ def reopen_as_contained(
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
     return contain(state, settings, outcome, runs, late)
+
+
+def resolve(
+    state: GroupState, settings: DetectionSettings, success: BootOutcome, evidence: str
+) -> list[ControllerEvent]:
+    """End the open episode with `success`, a node that booted with no failed script (`evidence`: what
+    says so): LoopResolved."""
+    episode = state.episode
+    assert episode is not None
+    episode.resolved_at = success.event_timestamp
+    episode.resolved_by = success.instance_id
+    node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
+    when = utc(success.event_timestamp)
+    reason = f"{success.instance_id}{node} bootstrapped successfully at {when} ({evidence})"
+    state.last_episode, state.episode = episode, None
+    return [episode_event("LoopResolved", state, episode, settings, reason=reason)]
 
 
 def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:

@@ -24,11 +24,12 @@ from typing import Any
 from lifeguard.attribution import find_suspect, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
-from lifeguard.detection import Detection, DetectionSettings, episode_id_for
+from lifeguard.detection import Detection, DetectionSettings, episode_id_for, resolves
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof
+from lifeguard.handlers.containment import contain, reopen_as_contained, resolve, revoke_false_proof
+from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
@@ -128,6 +129,11 @@ class NodeReportsHandler:
         for cluster_id, group_id in groups:
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
             summary.events.extend(self._attribute(cluster_id, group_id, detect))
+        # Groups whose nodes reported only runs that did not fail: they may settle an open episode.
+        for cluster_id, group_id in sorted(
+            {(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups)
+        ):
+            summary.events.extend(self._settle_open(cluster_id, group_id))
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
@@ -158,6 +164,9 @@ class NodeReportsHandler:
             revoked = revoke_false_proof(state, reports)
             if episode.contained_at is not None:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
+            settled = self._settle(state)
+            if settled:
+                return Change(True, settled)
             suspect = find_suspect(episode.failures, reports)
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)
@@ -179,6 +188,30 @@ class NodeReportsHandler:
             return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings)])
 
         return self.updater.update(cluster_id, group_id, mutate)
+
+    def _settle_open(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
+        def mutate(state: GroupState) -> Change:
+            if state.episode is None or state.episode.contained_at is not None:
+                return Change()
+            settled = self._settle(state)
+            return Change(bool(settled), settled)
+
+        return self.updater.update(cluster_id, group_id, mutate)
+
+    def _settle(self, state: GroupState) -> list[ControllerEvent]:
+        """A success the scaling log logged before its node's reports came, which ended nothing then (a
+        quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
+        contained (a script still failed) or resolved (none did)."""
+        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        success = resolves(state, settings)
+        if success is None:
+            return []
+        boot = GroupEvidence(self.store, state).of(success)
+        if boot.failed:
+            return contain(state, settings, success, boot.failed)
+        if boot.reported:
+            return resolve(state, settings, success, boot.evidence())
+        return []
 
     def _detect(
         self, state: GroupState, reports: list[NodeReport], reads: BatchReads

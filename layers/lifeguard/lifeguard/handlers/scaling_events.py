@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import find_suspect
+from lifeguard.attribution import BootRuns, find_suspect
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
@@ -32,7 +32,7 @@ from lifeguard.detection import (
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import contain
+from lifeguard.handlers.containment import contain, resolve
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
@@ -251,14 +251,15 @@ class ScalingEventsHandler:
                     settings = self._settings(state)
                     success = resolves(state, settings)
                     boot = runs.of(success) if success is not None else None
-                    if success is not None and boot is not None and boot.failed:
-                        change.changed = True
-                        launched = state.launched_at(success) or success.event_timestamp
-                        if state.config is None or state.config.checked_at < launched:
-                            refresh(state)  # what the kept node booted (with Lifeguard's drain step?)
-                        change.events.extend(contain(state, settings, success, boot.failed))
-                    elif success is not None and boot is not None:
-                        self._resolve(state, settings, success, change, boot.evidence())
+                    if success is not None and boot is not None:
+                        if boot.failed or not boot.reported:
+                            change.changed |= self._read_launched_config(state, success, refresh)
+                        if boot.failed:
+                            change.changed = True
+                            change.events.extend(contain(state, settings, success, boot.failed))
+                        elif not self._proves_nothing(state, boot):
+                            change.changed = True
+                            change.events.extend(resolve(state, settings, success, boot.evidence()))
                 if record.is_bootstrap_failure and state.episode is not None:
                     # An episode the node reports opened: the scaling log bears it out (no new event).
                     state.episode.add_signal("scaling_log")
@@ -268,6 +269,25 @@ class ScalingEventsHandler:
             return change
 
         return mutate
+
+    @staticmethod
+    def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
+        """Read the group again when the success's node launched after the last read (what did it boot:
+        Lifeguard's quarantine, its drain step?)."""
+        launched = state.launched_at(success) or success.event_timestamp
+        if state.config is None or state.config.checked_at < launched:
+            refresh(state)
+            return True
+        return False
+
+    def _proves_nothing(self, state: GroupState, boot: BootRuns) -> bool:
+        """A success whose node has sent no report yet, while a quarantine of Lifeguard's is in the
+        configuration: PCS logs the quarantined script's failure as BOOTSTRAP_SUCCESS, so it ends nothing;
+        its reports, when they arrive, contain or resolve the episode (node_reports)."""
+        if boot.reported or state.config is None:
+            return False
+        quarantined = self.quarantined(state.cluster_id, state.group_id)
+        return holds_quarantine(state.config.node_lifecycle_actions, quarantined)
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         if state.config is None:
@@ -473,27 +493,6 @@ class ScalingEventsHandler:
         )
         reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
-
-    def _resolve(
-        self,
-        state: GroupState,
-        settings: DetectionSettings,
-        success: BootOutcome,
-        change: Change,
-        evidence: str,
-    ) -> None:
-        episode = state.episode
-        assert episode is not None
-        episode.resolved_at = success.event_timestamp
-        episode.resolved_by = success.instance_id
-        node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
-        reason = (
-            f"{success.instance_id}{node} bootstrapped successfully at {utc(success.event_timestamp)} "
-            f"({evidence})"
-        )
-        change.events.append(episode_event("LoopResolved", state, episode, settings, reason=reason))
-        state.last_episode, state.episode = episode, None
-        change.changed = True
 
 
 def _attribute(episode: Episode, runs: GroupEvidence) -> str | None:
