@@ -143,9 +143,11 @@ def build_handlers(
     *,
     detection: DetectionSettings,
     remediation: RemediationSettings,
+    metric: Callable[[str, float], None] | None = None,
 ) -> Handlers:
     """The functions' logic, by their composition roots, on the local stack and the stream's clock: record
-    times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it."""
+    times are plausible against it, and remediation's rails (cooldown, cap, backoff) count on it. `metric`
+    sees every metric they emit."""
     from lifeguard.wiring import (
         build_config_review,
         build_node_reports,
@@ -163,10 +165,12 @@ def build_handlers(
 
     wiring = wire(stack.table, stack.event_bus, clients=clients, defaults=detection)
     return Handlers(
-        scaling=build_scaling_events(wiring, clock=stream_time),
-        reports=build_node_reports(wiring, clock=stream_time),
-        remediate=build_remediate(wiring, settings=remediation, clock=stream_time, sleep=sleep),
-        review=build_config_review(wiring, clock=stream_time),
+        scaling=build_scaling_events(wiring, clock=stream_time, metric=metric),
+        reports=build_node_reports(wiring, clock=stream_time, metric=metric),
+        remediate=build_remediate(
+            wiring, settings=remediation, clock=stream_time, sleep=sleep, metric=metric
+        ),
+        review=build_config_review(wiring, clock=stream_time, metric=metric),
         # Notify keeps the wall's clock: its Slack pacing sleeps for real, and the stream's clock may stand
         # still or start over with the next input. The sink is local: no pacing needed.
         notify=build_notify(
@@ -175,6 +179,7 @@ def build_handlers(
             slack_secret=channels.slack_secret,
             clients=clients,
             slack_interval_seconds=0.0,
+            metric=metric,
         ),
     )
 

@@ -146,6 +146,7 @@ def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict
         "mode": mode,
         "seed": seed,
         "horizon_minutes": scenario.horizon_minutes,
+        "started_at": main.started_at,
         "groups": {name: main.group_summary(name) for name in main.groups},
         "instances": [instance.to_dict() for instance in main.instances],
         "events": main.events,
@@ -153,6 +154,7 @@ def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict
         "changes": main.changes,
         "faults": main.faults,
         "invocations": main.invocations,
+        "metrics": main.metrics,
         "timeline": main.timeline,
         "boots": main.boots,
         "wall_seconds": round(main.wall_seconds, 2),
@@ -160,6 +162,7 @@ def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict
     for other in others:
         document["baseline"] = {
             "name": other.options.label,
+            "started_at": other.started_at,
             "groups": {name: other.group_summary(name) for name in other.groups},
             "instances": [instance.to_dict() for instance in other.instances],
             "changes": other.changes,

@@ -56,7 +56,7 @@ class LocalLifeguard:
         self._http_faults: dict[str, int] = {}
         self._die_after_update = False
         self._remediating = False
-        self._slack_seen = 0
+        self._slack_seen = len(twin.slack.messages)  # the sink is shared by the runs of one simulation
         self._actions: dict[str, str] = {}
         clients = LocalClients(twin.aws, configure=self._configure)
         self._sqs = clients("sqs")
@@ -76,7 +76,13 @@ class LocalLifeguard:
             explicit["node_bundle"] = bundle
         remediation = RemediationSettings.from_environment(**explicit)
         self.handlers = build_handlers(
-            clients, self.stack, self.channels, twin.clock, detection=detection, remediation=remediation
+            clients,
+            self.stack,
+            self.channels,
+            twin.clock,
+            detection=detection,
+            remediation=remediation,
+            metric=self._metric,
         )
         self.bus = LocalBus(
             template_rules(),
@@ -200,8 +206,18 @@ class LocalLifeguard:
         group = self._group_name(detail.get("compute_node_group_id"))
         if event.get("detail-type") == "RemediationApplied" and detail.get("action"):
             self._actions[str(detail.get("compute_node_group_id"))] = str(detail["action"])
+            # A change PCS made before its event was published (a retried invocation) gets its action.
+            for change in reversed(self.twin.result.changes):
+                if change["group"] == group and change["by"] == "lifeguard":
+                    if change.get("action") is None:
+                        change["action"] = str(detail["action"])
+                    break
         what = str(event.get("detail-type"))
         self.twin.note(group, what, event_line(detail, what))
+
+    def _metric(self, name: str, value: float) -> None:
+        metrics = self.twin.result.metrics
+        metrics[name] = metrics.get(name, 0) + value
 
     def _group_name(self, group_id: Any) -> str:
         return next(

@@ -32,6 +32,7 @@ import math
 import os
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -132,8 +133,10 @@ class TwinRun:
     timeline: list[dict[str, Any]] = field(default_factory=list)
     faults: list[dict[str, Any]] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=lambda: {"failed": 0, "retried": 0, "parked": 0})
+    metrics: dict[str, float] = field(default_factory=dict)  # as the functions emit them, summed
     boots: int = 0
     wall_seconds: float = 0.0
+    started_at: str = ""  # the scenario's minute 0 on the virtual clock (ISO 8601, UTC)
 
     def group_summary(self, name: str) -> dict[str, Any]:
         """The contract's numbers of one group at the horizon."""
@@ -219,7 +222,7 @@ class _Twin:
         self.workdir = workdir
         self.random = random.Random(options.seed)
         self.horizon = scenario.horizon_minutes * 60
-        self.result = TwinRun(options, self.horizon)
+        self.result = TwinRun(options, self.horizon, started_at=start.strftime("%Y-%m-%dT%H:%M:%SZ"))
         self.now = 0.0
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = 0
@@ -228,7 +231,7 @@ class _Twin:
         self._held: list[tuple[str, str]] = []
         self._lifeguard: Any = None
         self._logs = aws.client("logs")
-        prefix = f"sim-{options.label}-{self.random.getrandbits(32):08x}"
+        prefix = f"sim-{options.label}-{uuid.uuid4().hex[:8]}"  # runs share the local AWS
         self.prefix = prefix
         self.scaling_log = f"/aws/vendedlogs/pcs/{prefix}/scaling"
         self.report_log = f"/lifeguard/{prefix}/node-reports"
@@ -298,7 +301,7 @@ class _Twin:
             created = pcs.operate(
                 "CreateCluster",
                 {
-                    "clusterName": f"sim-{self.options.label}",
+                    "clusterName": self.prefix,
                     "scheduler": {"type": "SLURM", "version": "24.11"},
                     "size": "SMALL",
                     "networking": {"subnetIds": [SUBNET]},
@@ -489,7 +492,7 @@ class _Twin:
         """`lifeguard-node boot` on the node's configuration, then the shipper; the exit status, whether the
         node was drained. The clock moves on by the boot's whole seconds."""
         self.result.boots += 1
-        home = self.workdir / self.options.label / f"{instance.node}-{instance.instance_id}"
+        home = self.workdir / self.prefix / f"{instance.node}-{instance.instance_id}"
         root = home / "root"
         root.mkdir(parents=True)
         (home / "actions.json").write_text(json.dumps(instance.config))
@@ -524,7 +527,7 @@ class _Twin:
             "--cluster-id",
             self.cluster_id,
             "--cluster-name",
-            f"sim-{self.options.label}",
+            self.prefix,
             "--compute-node-group-id",
             group.group_id,
             "--compute-node-group-name",

@@ -1,0 +1,393 @@
+"""`lifeguard simulate`: the twin of a PCS cluster, where Lifeguard's own changes decide what boots next.
+
+Each built-in scenario runs as a user would run it (one local AWS for the module, as `bench/loop.py` and
+the demo share one), and the tests check what a user would: instances burned before the loop broke, the
+group's final configuration, whether a node serves at the end, that nothing was done where nothing was
+due, and that the outcome is decided by the scripts, on the twin's virtual clock, the same for a seed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lifeguard_cli.simulate import Simulator, load_scenario
+from lifeguard_cli.simulate.scenario import BUILT_IN, parse_scenario
+
+pytestmark = pytest.mark.e2e
+LIFEGUARD = Path(sys.executable).parent / "lifeguard"
+THRESHOLD = 2  # the stack's default Threshold
+
+
+@pytest.fixture(scope="module")
+def simulator() -> Iterator[Simulator]:
+    with Simulator(7 * 24 * 60) as running:  # room for every run of the module on one clock
+        yield running
+
+
+def group(document: dict[str, Any], name: str | None = None) -> dict[str, Any]:
+    groups = document["groups"]
+    found: dict[str, Any] = groups[name] if name else next(iter(groups.values()))
+    return found
+
+
+def kinds(document: dict[str, Any]) -> list[str]:
+    return [event["detail-type"] for event in document["events"]]
+
+
+def lifeguards(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [change for change in document["changes"] if change["by"] == "lifeguard"]
+
+
+def scenario_config(name: str, group_index: int = 0) -> dict[str, Any]:
+    data = yaml.safe_load((BUILT_IN / f"{name}.yaml").read_text())
+    config: dict[str, Any] = data["groups"][group_index]["config"]
+    return config
+
+
+def test_the_article_loop_is_broken_by_a_quarantine_after_threshold_instances(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("article-loop"), mode="quarantine", seed=1)
+    lca = group(document, "lca-static")
+    assert lca["bootstrap_failed"] == THRESHOLD
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied", "LoopContained"]
+    [change] = document["changes"]
+    assert change["by"] == "lifeguard"
+    assert change["action"] == "quarantine"
+    assert change["diff"] == [
+        {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
+    ]
+    expected = copy.deepcopy(scenario_config("article-loop"))
+    expected["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    assert lca["final_config"] == expected
+    # A node active with its failing script stopped: it serves (no drain step), and its reports said so.
+    assert (lca["active_at_end"], lca["serving_at_end"], lca["drained_at_end"]) == (1, 1, 0)
+    contained = document["events"][-1]["detail"]
+    assert contained["suspect"]["script"] == "fail-terminate"
+    assert contained["suspect"]["on_error"] == "STOP_SEQUENCE"
+    assert lca["first_serving_minute"] == lca["first_active_minute"] < 20
+    # Only the instances that never served count as waste: the two that failed, about 2.4 minutes each.
+    assert 4 <= lca["instance_minutes_wasted"] <= 6
+    sent = {n["channel"] for n in document["notifications"]}
+    assert sent == {"sns", "slack"}
+
+
+def test_every_time_is_on_the_twins_virtual_clock(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("article-loop"), seed=1)
+    start = datetime.fromisoformat(document["started_at"])
+    assert (datetime.now(start.tzinfo) - start).total_seconds() > 3600  # the clock is not the wall's
+    for event in document["events"]:
+        at = (datetime.fromisoformat(event["time"]) - start).total_seconds() / 60
+        assert abs(at - event["minute"]) <= 1, event["detail-type"]
+    failures = document["events"][0]["detail"]["failures"]
+    launched = [i["launched_minute"] for i in document["instances"]]
+    for failure, minute in zip(failures, launched, strict=False):
+        failed_at = (failure["event_timestamp"] / 1000 - start.timestamp()) / 60
+        assert minute < failed_at < minute + 5  # the node's report times: the twin's, not the machine's
+
+
+@pytest.mark.parametrize(
+    ("mode", "events", "changed"),
+    [
+        ("notify", ["BootstrapLoopDetected", "RemediationSkipped"], False),
+        ("off", [], False),
+        # No configuration was ever proven good: revert falls back to quarantine.
+        ("revert", ["BootstrapLoopDetected", "RemediationApplied", "LoopContained"], True),
+    ],
+)
+def test_the_mode_decides_what_lifeguard_does_to_the_loop(
+    simulator: Simulator, mode: str, events: list[str], changed: bool
+) -> None:
+    document = simulator.run(load_scenario("article-loop"), mode=mode, seed=1)
+    lca = group(document)
+    assert kinds(document) == events
+    if changed:
+        assert [c["action"] for c in lifeguards(document)] == ["quarantine"]
+        assert lca["serving_at_end"] == 1
+    else:
+        assert document["changes"] == []
+        assert lca["final_config"] == scenario_config("article-loop")
+        assert lca["serving_at_end"] == 0
+        assert lca["bootstrap_failed"] >= 10  # the loop goes on: one instance every 5-6 minutes
+    if mode == "notify":
+        assert document["events"][1]["detail"]["dry_run"] is True
+
+
+def test_against_pcs_alone_and_parallelclusters_protected_mode(simulator: Simulator) -> None:
+    scenario = load_scenario("article-loop")
+    alone = simulator.run(scenario, seed=1, baseline="pcs")
+    protected = simulator.run(scenario, seed=1, baseline="parallelcluster")
+    assert group(alone)["bootstrap_failed"] == group(protected)["bootstrap_failed"] == THRESHOLD
+    pcs = alone["baseline"]
+    assert pcs["name"] == "pcs"
+    assert pcs["changes"] == []
+    assert group(pcs)["serving_at_end"] == 0
+    assert group(pcs)["first_serving_minute"] is None
+    assert group(pcs)["bootstrap_failed"] >= 10
+    assert group(pcs)["instance_minutes_wasted"] > 4 * group(alone)["instance_minutes_wasted"]
+    cluster = protected["baseline"]
+    assert cluster["name"] == "parallelcluster"
+    assert group(cluster)["bootstrap_failed"] == 10  # then it stops launching, and fixes nothing
+    assert group(cluster)["launched"] == 10
+    assert group(cluster)["protected_minute"] is not None
+    assert group(cluster)["serving_at_end"] == 0
+    assert set(group(cluster)) >= set(group(alone))  # the same keys per group
+
+
+@pytest.mark.parametrize(("name", "nodes"), [("article-stop-sequence", 1), ("healthy-scale-up", 4)])
+def test_no_action_where_none_is_due(simulator: Simulator, name: str, nodes: int) -> None:
+    document = simulator.run(load_scenario(name), seed=1)
+    found = group(document)
+    assert document["changes"] == []
+    assert kinds(document) == []
+    assert found["bootstrap_failed"] == 0
+    assert found["launched"] == found["serving_at_end"] == nodes
+    assert found["first_serving_minute"] is not None
+    assert found["first_serving_minute"] < 3
+    assert found["final_config"] == scenario_config(name)
+
+
+def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("capacity-shortage"), seed=1)
+    found = group(document)
+    assert "BootstrapLoopDetected" not in kinds(document)
+    assert document["changes"] == []
+    assert found["launch_failed"] > 10
+    assert found["serving_at_end"] == 2
+    assert found["first_serving_minute"] > 20  # once capacity came back
+
+
+def test_a_bad_change_is_reverted_to_the_configuration_a_node_proved_good(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("bad-change-revert"), seed=1)
+    found = group(document)
+    assert [(c["by"], c.get("action")) for c in document["changes"]] == [
+        ("scenario", None),
+        ("lifeguard", "revert"),
+    ]
+    assert found["final_config"] == scenario_config("bad-change-revert")
+    assert found["bootstrap_failed"] == THRESHOLD
+    assert found["serving_at_end"] == 1
+    assert kinds(document) == [
+        "ConfigChangeReviewed",
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "LoopResolved",
+    ]
+    detected = document["events"][1]["detail"]
+    assert detected["changed_by"]["arn"] == "arn:aws:iam::123456789012:user/operator"
+    assert "proven good by" in document["events"][2]["detail"]["reason"]
+    # The node that serves at the end booted after the revert.
+    revert_minute = document["changes"][1]["at_minute"]
+    last = document["instances"][-1]
+    assert last["launched_minute"] > revert_minute
+    assert last["end"] is None
+    assert last["active_minute"] is not None
+
+
+def test_a_quarantine_that_does_not_end_the_loop_is_escalated_to_revert(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("quarantine-escalation"), seed=1)
+    found = group(document)
+    assert [c.get("action") for c in lifeguards(document)] == ["quarantine", "revert"]
+    assert found["final_config"] == scenario_config("quarantine-escalation")
+    assert found["serving_at_end"] == 1
+    assert kinds(document)[-1] == "LoopResolved"
+
+
+def test_an_intermittent_script_is_quarantined_and_every_node_serves(simulator: Simulator) -> None:
+    document = simulator.run(load_scenario("intermittent"), seed=1)
+    found = group(document)
+    assert [c.get("action") for c in lifeguards(document)] == ["quarantine"]
+    assert found["serving_at_end"] == 4
+    assert found["final_config"]["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+
+
+def test_the_same_seed_gives_the_same_run_and_the_seed_reaches_the_scripts(simulator: Simulator) -> None:
+    scenario = load_scenario("intermittent")
+    runs = [simulator.run(scenario, seed=seed) for seed in (1, 1, 2)]
+
+    def outcome(document: dict[str, Any]) -> Any:
+        summary = {k: v for k, v in group(document).items() if k != "compute_node_group_id"}
+        ends = [(i["node"], i["end"], i["launched_minute"]) for i in document["instances"]]
+        return summary, ends, [(c["at_minute"], c["diff"]) for c in document["changes"]], kinds(document)
+
+    assert outcome(runs[0]) == outcome(runs[1])
+    # Another seed fails other boots: which instances failed differs.
+    assert [i["end"] for i in runs[0]["instances"]] != [i["end"] for i in runs[2]["instances"]]
+
+
+def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_out_once(
+    simulator: Simulator,
+) -> None:
+    document = simulator.run(load_scenario("quarantine-drain-replaced"), seed=1)
+    found = group(document)
+    first, second = lifeguards(document)
+    assert first["action"] == "quarantine"
+    assert any(
+        d["path"] == "stages.nodeReady[0]" and d["new"]["name"] == "lifeguard-drain" for d in first["diff"]
+    )
+    assert second["action"] == "undrain"
+    assert [d["path"] for d in second["diff"]] == ["stages.nodeReady[0]"]
+    assert found["unhealthy"] == THRESHOLD  # the replacement loop was broken at the threshold
+    ends = [i["end"] for i in document["instances"] if i["launched_minute"] > second["at_minute"]]
+    assert "UNHEALTHY_NODE" not in ends
+    assert found["serving_at_end"] == 1
+    # Drained nodes were active, never serving: active and serving differ until the drain step is gone.
+    drained = [i for i in document["instances"] if i["drained_minute"] is not None]
+    assert len(drained) == THRESHOLD
+    assert (
+        found["final_config"]["stages"]["nodeReady"]
+        == scenario_config("quarantine-drain-replaced")["stages"]["nodeReady"]
+    )
+
+
+def test_a_wave_of_50_nodes_hit_by_a_bad_change_all_come_up_after_lifeguards_change(
+    simulator: Simulator,
+) -> None:
+    document = simulator.run(load_scenario("wave-50"), seed=1)
+    found = group(document)
+    [change] = lifeguards(document)
+    assert change["action"] == "quarantine"
+    after = [i for i in document["instances"] if i["launched_minute"] > change["at_minute"]]
+    assert len(after) >= 50
+    assert all(i["end"] != "BOOTSTRAP_FAILED" for i in after)
+    assert found["serving_at_end"] == 50
+    assert found["bootstrap_failed"] <= 50  # only instances launched on the bad change, before the break
+    assert document["wall_seconds"] < 120
+
+
+# -- faults, end to end: the loop is broken with exactly one change, and the failure is visible --
+
+FAULTS: dict[str, tuple[dict[str, Any], str]] = {
+    "pcs throttling": (
+        {"kind": "pcs_throttle", "times": 2, "retry_after_seconds": 7, "operation": "UpdateComputeNodeGroup"},
+        "PcsRetries",
+    ),
+    "pcs 500s": ({"kind": "pcs_error", "times": 2, "operation": "UpdateComputeNodeGroup"}, "PcsRetries"),
+    "pcs conflict": ({"kind": "pcs_conflict", "operation": "UpdateComputeNodeGroup"}, "PcsRetries"),
+    "dynamodb errors": ({"kind": "dynamodb_error", "times": 12}, "invocations"),
+    "eventbridge errors": ({"kind": "eventbridge_error", "times": 12}, "invocations"),
+    "slack 500s": ({"kind": "slack_error", "times": 8, "status": 500}, "NotificationFailures"),
+    "slack 429": ({"kind": "slack_error", "times": 2, "status": 429, "retry_after_seconds": 1}, "slack"),
+    "slack timeout": ({"kind": "slack_timeout"}, "slack"),
+    "remediate dies": ({"kind": "remediate_dies"}, "ChangesReconciled"),
+    "late logs": ({"kind": "log_delay", "until_minute": 20, "seconds": 240}, "late"),
+    "duplicated logs": ({"kind": "log_duplicate", "until_minute": 60}, "duplicates"),
+    "reordered logs": ({"kind": "log_reorder", "at_minute": 1, "until_minute": 9}, "late"),
+}
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_under_a_fault_the_loop_is_broken_with_exactly_one_change_and_the_failure_shows(
+    simulator: Simulator, name: str
+) -> None:
+    fault, shows = FAULTS[name]
+    data = yaml.safe_load((BUILT_IN / "article-loop.yaml").read_text())
+    data["faults"] = [{"at_minute": 6, **fault}]
+    document = simulator.run(parse_scenario(data, BUILT_IN / "article-loop.yaml"), seed=1)
+    lca = group(document)
+    assert [c.get("action") for c in lifeguards(document)] == ["quarantine"], name
+    assert lca["serving_at_end"] == 1, name
+    assert lca["final_config"]["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+    assert kinds(document).count("RemediationApplied") == 1, name
+    assert [f["kind"] for f in document["faults"]] == [fault["kind"]]
+    metrics, invocations = document["metrics"], document["invocations"]
+    if shows == "invocations":
+        assert invocations["failed"] >= 1
+        assert invocations["retried"] == invocations["failed"]
+        assert invocations["parked"] == 0
+        assert any("failed, retried" in t["what"] for t in document["timeline"])
+    elif shows == "slack":
+        assert sum(1 for n in document["notifications"] if n["channel"] == "slack") == len(document["events"])
+    elif shows == "late":
+        assert lca["bootstrap_failed"] == THRESHOLD
+        assert "LoopResolved" not in kinds(document)  # a STOP_SEQUENCE node's success proves nothing
+        assert kinds(document)[-1] == "LoopContained"
+    elif shows == "duplicates":
+        assert metrics["RecordsProcessed"] >= 2 * lca["launched"]
+        assert kinds(document) == ["BootstrapLoopDetected", "RemediationApplied", "LoopContained"]
+    else:
+        assert metrics.get(shows, 0) >= 1, metrics
+    if shows == "ChangesReconciled":
+        assert invocations == {"failed": 1, "retried": 1, "parked": 0}
+
+
+# -- the command line --
+
+
+def simulate_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LIFEGUARD), "simulate", *args], capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def test_the_json_document_holds_the_contract_and_the_baseline() -> None:
+    done = simulate_cli("article-loop", "--json", "--baseline", "pcs", "--seed", "3")
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "simulating article TERMINATE loop" in done.stderr  # progress, apart from the document
+    document = json.loads(done.stdout)
+    assert (document["scenario"], document["mode"], document["seed"]) == (
+        "article TERMINATE loop",
+        "quarantine",
+        3,
+    )
+    contract = {
+        "launched",
+        "bootstrap_failed",
+        "active_at_end",
+        "drained_at_end",
+        "serving_at_end",
+        "first_active_minute",
+        "first_serving_minute",
+        "final_config",
+        "instance_minutes_wasted",
+    }
+    assert contract <= set(document["groups"]["lca-static"])
+    assert contract <= set(document["baseline"]["groups"]["lca-static"])
+    assert {"events", "notifications", "changes"} <= set(document)
+    assert {"detail-type", "source", "detail"} <= set(document["events"][0])
+    assert document["events"][0]["source"] == "lifeguard"
+    assert {"at_minute", "group", "by", "diff"} <= set(document["changes"][0])
+    assert {"channel", "subject", "message", "attributes"} <= set(document["notifications"][0])
+
+
+def test_for_people_the_timeline_the_diff_the_slack_message_and_the_table() -> None:
+    done = simulate_cli("article-loop", "--baseline", "pcs")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "TERMINATED/BOOTSTRAP_FAILED" in out
+    assert "stages.nodeBootstrapped[0].onError: TERMINATE → STOP_SEQUENCE" in out
+    assert "Slack (" in out
+    assert "instances burned (BOOTSTRAP_FAILED)" in out
+    assert "PCS alone" in out
+
+
+def test_a_bad_scenario_is_one_line_naming_the_key_and_exit_2(tmp_path: Path) -> None:
+    data = yaml.safe_load((BUILT_IN / "article-loop.yaml").read_text())
+    data["groups"][0]["min"] = 101
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    done = simulate_cli(str(bad))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "lifeguard simulate: bad.yaml: groups[0].min: 101 is out of range: from 0 to 100"
+    ]
+    missing = simulate_cli("no-such-scenario")
+    assert missing.returncode == 2
+    assert "no such file, nor a built-in scenario (article-loop" in missing.stderr
+    refused = tmp_path / "refused.json"
+    data["groups"][0]["min"] = 1
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["onError"] = "EXPLODE"
+    refused.write_text(json.dumps(data))
+    done = simulate_cli(str(refused))
+    assert done.returncode == 2
+    assert "group lca-static: PCS refuses its config" in done.stderr
+    assert "Traceback" not in done.stderr
