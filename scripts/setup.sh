@@ -67,3 +67,15 @@ if node_python=$(find_python "$NODE_PYTHON"); then
 else
     echo "setup: python${NODE_PYTHON} not found; the node bundle's Python ${NODE_PYTHON} tests will be skipped" >&2
 fi
+
+# The HTML report of `lifeguard simulate` is tested in a real headless browser: Debian's chromium.
+if [ ! -x /usr/bin/chromium ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "setup: installing chromium with apt-get (for the HTML report's browser tests)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+    else
+        echo "setup: /usr/bin/chromium not found (the HTML report's browser tests need it); run" \
+            "'sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium'" >&2
+    fi
+fi

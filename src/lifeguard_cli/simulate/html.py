@@ -153,7 +153,9 @@ def _measure_cell(key: str, value: Any) -> str:
 
 
 def _legend() -> str:
-    items = [f"<span><i style='background:{colour}'></i>{_e(text)}</span>" for colour, text in _PHASES.values()]
+    items = [
+        f"<span><i style='background:{colour}'></i>{_e(text)}</span>" for colour, text in _PHASES.values()
+    ]
     items += [
         f"<span><i style='background:{colour}'></i>{_e(text)}</span>"
         for end, (colour, text) in _ENDS.items()
@@ -164,15 +166,18 @@ def _legend() -> str:
         "<span><svg width='12' height='12' viewBox='0 0 12 12' style='width:12px;margin:0'>"
         f"<path d='M6 1L11 6L6 11L1 6Z' fill='{capacity}'/></svg>{_e(capacity_text)}</span>"
     )
-    items.append(f"<span><i class='mark' style='border-color:{_LIFEGUARD_MARK}'></i>Lifeguard's action</span>")
+    items.append(
+        f"<span><i class='mark' style='border-color:{_LIFEGUARD_MARK}'></i>Lifeguard's action</span>"
+    )
     items.append(
         f"<span><i class='mark dashed' style='border-color:{_SCENARIO_MARK}'></i>the scenario's change</span>"
     )
     return (
         "<div class='legend'>"
         + "".join(items)
-        + "</div><p class='sub'>A bar that became ACTIVE and then ended carries a cap in the colour of its end; "
-        "a bar that reaches the right edge was still up at the horizon. Hover a bar or a line for details.</p>"
+        + "</div><p class='sub'>A bar that became ACTIVE and then ended carries a cap in the colour of its "
+        "end; a bar that reaches the right edge was still up at the horizon. Hover a bar or a line for "
+        "details.</p>"
     )
 
 
@@ -189,7 +194,7 @@ def _group_section(
     slots = sorted({str(i.get("node")) for i in [*mine, *theirs]}, key=_natural)
     header = (
         f"<h2>{_e(name)} <span class='id'>{_e(group.get('compute_node_group_id', ''))}</span></h2>"
-        f"<p class='sub'>{_e(_number(group.get('nodes')))} node slots</p>"
+        f"<p class='sub'>{_e(_slots(group.get('nodes')))}</p>"
     )
     charts = [
         f"<h3>Lifeguard ({_e(document['mode'])})</h3>",
@@ -201,6 +206,10 @@ def _group_section(
             _lanes(slots, theirs, _for_group(baseline.get("changes"), name), horizon, f"{name}, baseline"),
         ]
     return f"<section>{header}{''.join(charts)}</section>"
+
+
+def _slots(nodes: Any) -> str:
+    return "1 node slot" if nodes == 1 else f"{_number(nodes)} node slots"
 
 
 def _for_group(changes: Iterable[Mapping[str, Any]] | None, name: str) -> list[Mapping[str, Any]]:
@@ -237,10 +246,12 @@ def _lanes(
     for index, slot in enumerate(slots):
         y = top + index * lane
         if lane >= 6 and index % 2:
-            out.append(f"<rect x='{left}' y='{y:.2f}' width='{right - left}' height='{lane:.2f}' fill='#eef1f5'/>")
+            out.append(
+                f"<rect x='{left}' y='{y:.2f}' width='{right - left}' height='{lane:.2f}' fill='#eef1f5'/>"
+            )
         if index % label_every == 0:
             out.append(
-                f"<text x='{left - 8}' y='{y + lane / 2:.2f}' font-size='{font:g}' text-anchor='end' "
+                f"<text x='{left - 12}' y='{y + lane / 2:.2f}' font-size='{font:g}' text-anchor='end' "
                 f"dominant-baseline='central' fill='#3a4356'>{_e(slot)}</text>"
             )
     bar = max(1.0, lane * 0.7)
@@ -289,8 +300,8 @@ def _bar(instance: Mapping[str, Any], x: _Scale, y: float, height: float, horizo
     if end == "INSUFFICIENT_CAPACITY" or (not instance.get("instance_id") and ended == launched):
         cx, cy, r = x(launched), y + height / 2, max(2.5, height / 2)
         return [
-            f"<path d='M{cx:.1f} {cy - r:.1f}L{cx + r:.1f} {cy:.1f}L{cx:.1f} {cy + r:.1f}L{cx - r:.1f} {cy:.1f}Z' "
-            f"fill='{end_colour}'>{tip}</path>"
+            f"<path d='M{cx:.1f} {cy - r:.1f}L{cx + r:.1f} {cy:.1f}L{cx:.1f} {cy + r:.1f}"
+            f"L{cx - r:.1f} {cy:.1f}Z' fill='{end_colour}'>{tip}</path>"
         ]
     stop = horizon if ended is None else ended
     if active is None:
@@ -308,7 +319,8 @@ def _bar(instance: Mapping[str, Any], x: _Scale, y: float, height: float, horizo
     for start, finish, colour in segments:
         width = max(1.5, x(finish) - x(start))
         out.append(
-            f"<rect x='{x(start):.2f}' y='{y:.2f}' width='{width:.2f}' height='{height:.2f}' fill='{colour}'/>"
+            f"<rect x='{x(start):.2f}' y='{y:.2f}' width='{width:.2f}' height='{height:.2f}' "
+            f"fill='{colour}'/>"
         )
     if active is not None and ended is not None:
         cap = min(4.0, max(2.0, x(stop) - x(launched)))
@@ -322,7 +334,10 @@ def _bar(instance: Mapping[str, Any], x: _Scale, y: float, height: float, horizo
 
 def _describe(instance: Mapping[str, Any]) -> str:
     who = instance.get("instance_id") or "no instance"
-    lines = [f"{who} on {instance.get('node')}", f"launched at minute {_number(instance.get('launched_minute'))}"]
+    lines = [
+        f"{who} on {instance.get('node')}",
+        f"launched at minute {_number(instance.get('launched_minute'))}",
+    ]
     for key, what in (
         ("registered_minute", "registered"),
         ("active_minute", "ACTIVE"),
@@ -371,10 +386,15 @@ def _markers(changes: Sequence[Mapping[str, Any]], x: _Scale, top: float, lanes_
 
 
 def _change_text(change: Mapping[str, Any]) -> str:
-    who = f"Lifeguard ({change.get('action') or 'change'})" if change.get("by") == "lifeguard" else "the scenario"
-    lines = [f"minute {_number(change.get('at_minute'))}, {change.get('group')}, by {who}"]
+    lines = [f"minute {_number(change.get('at_minute'))}, {change.get('group')}, by {_by(change)}"]
     lines += [_diff_line(entry) for entry in change.get("diff") or []]
     return "\n".join(lines)
+
+
+def _by(change: Mapping[str, Any]) -> str:
+    if change.get("by") == "lifeguard":
+        return f"Lifeguard ({change.get('action') or 'change'})"
+    return "the scenario"
 
 
 def _diff_line(entry: Mapping[str, Any]) -> str:
@@ -395,12 +415,10 @@ def _changes_table(changes: Sequence[Mapping[str, Any]]) -> str:
         return "<h2>Configuration changes</h2><p class='empty'>None.</p>"
     rows = []
     for change in changes:
-        lifeguard = change.get("by") == "lifeguard"
-        who = f"Lifeguard ({change.get('action') or 'change'})" if lifeguard else "the scenario"
         diff = "<br>".join(_e(_diff_line(entry)) for entry in change.get("diff") or [])
         rows.append(
-            f"<tr><td class='num'>{_e(_number(change.get('at_minute')))}</td><td>{_e(change.get('group'))}</td>"
-            f"<td>{_e(who)}</td><td class='id'>{diff}</td></tr>"
+            f"<tr><td class='num'>{_e(_number(change.get('at_minute')))}</td>"
+            f"<td>{_e(change.get('group'))}</td><td>{_e(_by(change))}</td><td class='id'>{diff}</td></tr>"
         )
     return (
         "<h2>Configuration changes</h2><table><thead><tr><th>minute</th><th>group</th><th>by</th>"
