@@ -58,6 +58,7 @@ bench: setup
 	$(BIN)/python bench/bench_parsing.py
 	$(BIN)/python bench/executor.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/loop.py
 	$(BIN)/sam build
 	$(BIN)/python bench/package.py
 
