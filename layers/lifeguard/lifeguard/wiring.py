@@ -72,8 +72,11 @@ def wire(
     *,
     clients: Clients = aws_client,
     defaults: DetectionSettings | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Wiring:
-    """Clients and settings from the environment (one client per service per process), unless given."""
+    """Clients and settings from the environment (one client per service per process), unless given;
+    `clock` (default: the wall's) dates the outbox's events, which the next invocation publishes once they
+    are stale (a replay or a simulation passes its own, as it does to the handlers)."""
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
@@ -82,7 +85,7 @@ def wire(
     return Wiring(
         store,
         PcsGateway(clients("pcs")),
-        GroupUpdater(store, publisher),
+        GroupUpdater(store, publisher, clock=clock or time.time),
         defaults or DetectionSettings.stack_defaults(),
         clients,
     )

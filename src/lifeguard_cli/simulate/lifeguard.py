@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from lifeguard_cli.replay.render import event_line
-from lifeguard_cli.simulate.scenario import Fault
+from lifeguard_cli.simulate.scenario import Fault, StackSettings
 from lifeguard_cli.simulate.twin import RETRY_DELAYS
 
 if TYPE_CHECKING:
@@ -46,8 +46,6 @@ class LocalLifeguard:
     """The stack in the twin."""
 
     def __init__(self, twin: _Twin, mode: str) -> None:
-        from lifeguard.detection import DetectionSettings
-        from lifeguard.remediation import RemediationSettings
         from lifeguard_cli.local.stack import create_notification_channels, create_stack
         from lifeguard_cli.replay.bus import LocalBus, template_rules
         from lifeguard_cli.replay.run import LocalClients, build_handlers
@@ -64,17 +62,7 @@ class LocalLifeguard:
         self.channels = create_notification_channels(
             clients("sns"), self._sqs, clients("secretsmanager"), twin.prefix, twin.slack.url
         )
-        settings = twin.scenario.stack
-        detection = DetectionSettings.stack_defaults(mode, settings.threshold, settings.window_minutes)
-        explicit: dict[str, Any] = {"default_mode": mode, "dry_run": settings.dry_run}
-        if settings.cooldown_minutes is not None:
-            explicit["cooldown_minutes"] = settings.cooldown_minutes
-        if settings.daily_cap is not None:
-            explicit["daily_cap"] = settings.daily_cap
-        bundle = self._node_bundle()
-        if bundle is not None:
-            explicit["node_bundle"] = bundle
-        remediation = RemediationSettings.from_environment(**explicit)
+        detection, remediation = _settings(twin.scenario.stack, mode, self._node_bundle())
         self.handlers = build_handlers(
             clients,
             self.stack,
@@ -101,9 +89,9 @@ class LocalLifeguard:
         from lifeguard.remediation import NodeBundle
         from lifeguard_cli.local.stack import publish_bundle
 
-        if not any(
-            g.spec.tags.get(TAG_DRAIN, "").lower() == "true" for g in self.twin.result.groups.values()
-        ):
+        groups = self.twin.result.groups.values()
+        tagged = any(g.spec.tags.get(TAG_DRAIN, "").lower() == "true" for g in groups)
+        if not (tagged or self.twin.scenario.stack.drain_kept_nodes):
             return None
         s3 = self.twin.aws.client("s3")
         bucket = f"{self.twin.prefix}-node-bundle"
@@ -297,6 +285,30 @@ class LocalLifeguard:
         if self._die_after_update and self._remediating and getattr(http_response, "status_code", 0) == 200:
             self._die_after_update = False
             raise _InvocationDied("the invocation died right after UpdateComputeNodeGroup (fault)")
+
+
+def _settings(stack: StackSettings, mode: str, bundle: Any) -> tuple[Any, Any]:
+    """The stack's settings: the scenario's, else template.yaml's defaults; never the caller's LIFEGUARD_*
+    environment (a simulation is the same run wherever it runs)."""
+    from lifeguard.detection import DEFAULT_THRESHOLD, DEFAULT_WINDOW_MINUTES, DetectionSettings
+    from lifeguard.remediation import RemediationSettings
+    from lifeguard.remediation.settings import DEFAULT_COOLDOWN_MINUTES, DEFAULT_DAILY_CAP
+
+    detection = DetectionSettings(
+        mode,
+        stack.threshold if stack.threshold is not None else DEFAULT_THRESHOLD,
+        stack.window_minutes if stack.window_minutes is not None else DEFAULT_WINDOW_MINUTES,
+    )
+    cooldown = stack.cooldown_minutes if stack.cooldown_minutes is not None else DEFAULT_COOLDOWN_MINUTES
+    remediation = RemediationSettings(
+        default_mode=mode,
+        dry_run=stack.dry_run,
+        cooldown_seconds=cooldown * 60,
+        daily_cap=stack.daily_cap if stack.daily_cap is not None else DEFAULT_DAILY_CAP,
+        drain_kept_nodes=stack.drain_kept_nodes,
+        node_bundle=bundle,
+    )
+    return detection, remediation
 
 
 class _Raw:

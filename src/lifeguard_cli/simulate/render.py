@@ -31,6 +31,7 @@ MEASURES = (
     ("bootstrap_failed", "instances burned (BOOTSTRAP_FAILED)"),
     ("first_active_minute", "minutes to an active node"),
     ("first_serving_minute", "minutes to a serving node"),
+    ("recovery_minutes", "minutes from the first failure to a serving node"),
     ("instance_minutes_wasted", "instance minutes wasted"),
     ("serving_at_end", "nodes serving at the end"),
 )
@@ -91,7 +92,7 @@ def _baseline_name(name: str) -> str:
 
 
 def _cell(key: str, value: Any) -> str:
-    if key.endswith("_minute"):
+    if key.endswith(("_minute", "_minutes")):
         return _minute(value)
     return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 

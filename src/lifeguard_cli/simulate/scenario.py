@@ -93,6 +93,7 @@ class StackSettings:
     cooldown_minutes: float | None = None
     daily_cap: int | None = None
     dry_run: bool = False
+    drain_kept_nodes: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ FAULT_KINDS: dict[str, tuple[frozenset[str], str]] = {
     "eventbridge_error": (frozenset({"times"}), "EventBridge answers 500 to the next `times` requests"),
     "slack_error": (
         frozenset({"times", "status", "retry_after_seconds"}),
-        "the Slack webhook answers `status` (429 or 500)",
+        "the Slack webhook answers `status` (429, 500 or 503)",
     ),
     "slack_timeout": (frozenset({"times"}), "the Slack webhook does not answer in time"),
     "log_delay": (
@@ -325,6 +326,8 @@ def _scripts(check: _Checker, top: Mapping[str, Any], path: Path | None) -> dict
         for name, content in scripts.items():
             text = check.text(content, f"scripts.{name}", limit=MAX_SCRIPT_BYTES, empty=True)
             found[name] = text.encode()
+            if len(found[name]) > MAX_SCRIPT_BYTES:
+                check.fail(f"scripts.{name}", f"over {MAX_SCRIPT_BYTES} bytes")
     for name in found:
         if not _SCRIPT_NAME.fullmatch(name):
             check.fail(f"scripts.{name}", "a script's file name is letters, digits, '.', '_' and '-'")
@@ -343,7 +346,7 @@ def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
         if unknown:
             check.fail(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
         name = check.text(group.get("name"), f"{where}.name", limit=25)
-        if not _GROUP_NAME.fullmatch(name) or name.startswith("pcs_"):
+        if not _GROUP_NAME.fullmatch(name):
             check.fail(f"{where}.name", f"{name!r} is not a PCS compute node group name")
         if any(other.name == name for other in groups):
             check.fail(f"{where}.name", f"{name!r} is named twice")
@@ -352,9 +355,22 @@ def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
         tags = check.mapping(group.get("tags", {}), f"{where}.tags")
         for key, tag in tags.items():
             check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
-        config = check.mapping(group.get("config"), f"{where}.config")
+        config = _config(check, group.get("config"), f"{where}.config")
         groups.append(GroupSpec(name, low, high, dict(config), dict(tags)))
     return tuple(groups)
+
+
+def _config(check: _Checker, value: Any, where: str) -> dict[str, Any]:
+    """nodeLifecycleActions checked as PCS checks them, before anything runs (PCS checks them again)."""
+    from lifeguard.lifecycle_rules import find_problems
+
+    config = dict(check.mapping(value, where))
+    problems = find_problems(config)
+    if problems:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        check.fail(f"{where}.{first.path}" if first.path else where, f"{first.message}{more}")
+    return config
 
 
 def _change(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Change:
@@ -368,7 +384,7 @@ def _change(check: _Checker, item: Any, where: str, names: set[str], horizon: fl
     return Change(
         at_minute=check.number(change.get("at_minute"), f"{where}.at_minute", 0, horizon),
         group=group,
-        config=dict(check.mapping(change.get("config"), f"{where}.config")),
+        config=_config(check, change.get("config"), f"{where}.config"),
     )
 
 
@@ -423,6 +439,7 @@ _STACK_KEYS = {
     "CooldownMinutes": "cooldown_minutes",
     "DailyCap": "daily_cap",
     "DryRun": "dry_run",
+    "DrainKeptNodes": "drain_kept_nodes",
 }
 
 
@@ -434,12 +451,12 @@ def _stack(check: _Checker, value: Any) -> StackSettings:
     settings: dict[str, Any] = {}
     for key, raw in given.items():
         where = f"stack.{key}"
-        if key == "DryRun":
-            settings["dry_run"] = check.flag(raw, where)
+        if key in ("DryRun", "DrainKeptNodes"):
+            settings[_STACK_KEYS[key]] = check.flag(raw, where)
         elif key in ("Threshold", "DailyCap"):
             settings[_STACK_KEYS[key]] = check.integer(raw, where, 1, 100)
         elif key == "WindowMinutes":
-            settings["window_minutes"] = check.integer(raw, where, 1, 24 * 60)
+            settings["window_minutes"] = check.integer(raw, where, 1, 7 * 24 * 60)  # as template.yaml
         else:
-            settings["cooldown_minutes"] = check.number(raw, where, 0, 24 * 60)
+            settings["cooldown_minutes"] = check.number(raw, where, 0, 7 * 24 * 60)
     return StackSettings(**settings)

@@ -48,6 +48,9 @@ INSTANCE_TYPE = "c7i.large"
 SUBNET = "subnet-0123456789abcdef0"
 # As Lambda retries an asynchronous invocation that failed: twice, about one and two minutes later.
 RETRY_DELAYS = (60.0, 120.0)
+# A boot takes its real time on the virtual clock, rounded up to this: a few hundred milliseconds more or
+# less (a loaded machine) do not move what follows, so a seed gives the same run.
+BOOT_QUANTUM_SECONDS = 5
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 _SCONTROL = (
     "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm.\n"
@@ -163,6 +166,7 @@ class TwinRun:
                 min((i.active for i in mine if i.active is not None), default=None)
             ),
             "first_serving_minute": _minutes(min(first_serving, default=None)),
+            "recovery_minutes": self._recovery(mine),
             "final_config": group.config,
             "instance_minutes_wasted": round(wasted / 60, 1),
             "launch_failed": ends.count("INSUFFICIENT_CAPACITY"),
@@ -170,6 +174,17 @@ class TwinRun:
             "unhealthy": ends.count("UNHEALTHY_NODE"),
             "protected_minute": _minutes(group.protected_at),
         }
+
+    @staticmethod
+    def _recovery(instances: list[Instance]) -> float | None:
+        """Minutes from the group's first bootstrap failure to the first node that served after it (None:
+        no failure, or no node served again)."""
+        failed = [i.ended for i in instances if i.end == "BOOTSTRAP_FAILED" and i.ended is not None]
+        if not failed:
+            return None
+        first = min(failed)
+        served = [i.active for i in instances if i.served() and i.active is not None and i.active > first]
+        return _minutes(min(served) - first) if served else None
 
 
 def _minutes(seconds: float | None) -> float | None:
@@ -535,7 +550,7 @@ class _Twin:
         ]
         exit_code = self.host.boot(argv, env, home / "boot.out")
         _wait_for_watcher(root)
-        self.now += math.ceil(time.time() - began)
+        self.now += BOOT_QUANTUM_SECONDS * math.ceil((time.time() - began) / BOOT_QUANTUM_SECONDS)
         self.clock.set(self.moment())
         self._ship(group, instance, root)
         drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
