@@ -164,15 +164,53 @@ def demo(
         bool, typer.Option("--json", help="One JSON document: each scenario's outcome.")
     ] = False,
     quiet: Annotated[
-        bool, typer.Option("--quiet", help="Only the summary table, not each timeline.")
+        bool, typer.Option("--quiet", help="Only the summary table, not each scenario's report.")
+    ] = False,
+    recorded: Annotated[
+        bool,
+        typer.Option("--recorded", help="Replay the four recorded streams instead (as lifeguard replay)."),
     ] = False,
 ) -> None:
-    """The closed loop on recorded events, in four scenarios, then a table of what each ended with.
+    """A twin of a PCS cluster runs each one-group built-in scenario with Lifeguard and with PCS alone.
 
-    Each scenario is replayed through all four handlers against a fresh local AWS (no Docker, no account).
+    Nodes boot the real lifeguard-node boot; what Lifeguard changes decides what the next node boots. For
+    each scenario: the timeline, Lifeguard's diff, the Slack message, and Lifeguard against PCS alone; then
+    one table of them all. A local AWS, no Docker, no account.
 
     Example: lifeguard demo --quiet
     """
+    if recorded:
+        _recorded_demo(as_json=as_json, quiet=quiet)
+        return
+    from rich.rule import Rule
+
+    from lifeguard_cli.demo import demo_scenarios, demo_table, run_simulated_demo
+    from lifeguard_cli.simulate.render import render_simulation
+
+    console = _console()
+    err = Console(stderr=True, highlight=False)
+    scenarios = demo_scenarios()
+
+    def show(number: int, document: dict[str, Any]) -> None:
+        name = document["scenario"]
+        err.print(f"[{number}/{len(scenarios)}] {name}: done ({document['wall_seconds']:g} s)")
+        if as_json or quiet:
+            return
+        console.print(Rule(f"{number}/{len(scenarios)} {name} (mode {document['mode']})"))
+        console.print(scenarios[number - 1].description.strip(), markup=False)
+        console.print()
+        render_simulation(document, console)
+        console.print()
+
+    documents = run_simulated_demo(scenarios, show)
+    if as_json:
+        typer.echo(json.dumps({"scenarios": documents}, indent=2))
+        return
+    console.print(demo_table(documents))
+
+
+def _recorded_demo(*, as_json: bool, quiet: bool) -> None:
+    """The recorded streams replayed through the four handlers, then a table of what each ended with."""
     from rich.rule import Rule
     from rich.table import Table
 

@@ -1,5 +1,6 @@
-"""`lifeguard demo`: the closed loop on the article's recorded events, scenario by scenario, each replayed
-through all four handlers against a fresh local AWS, then one table of what happened."""
+"""`lifeguard demo`: the twin of a PCS cluster (`lifeguard simulate`) on each one-group built-in scenario,
+with Lifeguard and with PCS alone, then one table of them all; with `--recorded`, the article's recorded
+events instead, scenario by scenario, each replayed through all four handlers against a fresh local AWS."""
 
 from __future__ import annotations
 
@@ -12,7 +13,16 @@ from typing import Any
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs
 from lifeguard_cli.replay import ReplayResult, replay
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_demo"]
+__all__ = [
+    "DEMO_MAX_NODES",
+    "SCENARIOS",
+    "Scenario",
+    "ScenarioResult",
+    "demo_scenarios",
+    "demo_table",
+    "run_demo",
+    "run_simulated_demo",
+]
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
@@ -115,3 +125,76 @@ def run_demo(on_scenario: Callable[[Scenario, ScenarioResult], None] | None = No
         if on_scenario is not None:
             on_scenario(scenario, done)
     return results
+
+
+# The demo's scenarios: the built-in ones of one group of at most this many nodes (the 50-node wave runs in
+# the tests and the bench).
+DEMO_MAX_NODES = 10
+
+
+def demo_scenarios() -> list[Any]:
+    """The one-group built-in scenarios, the article's first."""
+    from lifeguard_cli.simulate import built_in_scenarios, load_scenario
+
+    found = [load_scenario(path) for path in built_in_scenarios()]
+    small = [s for s in found if len(s.groups) == 1 and s.groups[0].min <= DEMO_MAX_NODES]
+    return sorted(small, key=lambda s: (not s.name.startswith("article"), s.path.name if s.path else ""))
+
+
+def run_simulated_demo(
+    scenarios: list[Any], on_scenario: Callable[[int, dict[str, Any]], None] | None = None
+) -> list[dict[str, Any]]:
+    """Each scenario with Lifeguard (mode quarantine; a group's tag may say otherwise) and with PCS alone,
+    in one local AWS; `on_scenario(number, document)` sees each as soon as it is done (progress)."""
+    from lifeguard_cli.simulate import Simulator, span_minutes
+
+    documents = []
+    with Simulator(sum(span_minutes(s, "pcs") for s in scenarios)) as simulator:
+        for number, scenario in enumerate(scenarios, start=1):
+            document = simulator.run(scenario, mode="quarantine", seed=1, baseline="pcs")
+            documents.append(document)
+            if on_scenario is not None:
+                on_scenario(number, document)
+    return documents
+
+
+def demo_table(documents: list[dict[str, Any]]) -> Any:
+    """One row per scenario: what Lifeguard changed, and each measure as Lifeguard / PCS alone."""
+    from rich.table import Table
+
+    table = Table(
+        title="Lifeguard / PCS alone, per scenario (minutes on the twin's clock)",
+        box=None,
+        header_style="bold",
+        pad_edge=False,
+    )
+    columns = ("scenario", "Lifeguard changed", "burned", "to active", "to serving", "failure→serving", "wasted min")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for document in documents:
+        (name, group), = document["groups"].items()
+        alone = document["baseline"]["groups"][name]
+        mine = [c for c in document["changes"] if c["by"] == "lifeguard"]
+        changed = ", ".join(f"{c.get('action') or 'change'} ({c['at_minute']:g})" for c in mine)
+        table.add_row(
+            document["scenario"],
+            changed or "nothing",
+            *(
+                f"{_shown(group[key])} / {_shown(alone[key])}"
+                for key in _DEMO_MEASURES
+            ),
+        )
+    return table
+
+
+_DEMO_MEASURES = (
+    "bootstrap_failed",
+    "first_active_minute",
+    "first_serving_minute",
+    "recovery_minutes",
+    "instance_minutes_wasted",
+)
+
+
+def _shown(value: Any) -> str:
+    return "never" if value is None else f"{value:g}"
