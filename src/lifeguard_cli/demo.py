@@ -168,21 +168,19 @@ def demo_table(documents: list[dict[str, Any]]) -> Any:
         header_style="bold",
         pad_edge=False,
     )
-    columns = ("scenario", "Lifeguard changed", "burned", "to active", "to serving", "failure→serving", "wasted min")
-    for column in columns:
+    for column in ("scenario", "Lifeguard changed", "burned", "to active", "to serving"):
+        table.add_column(column, overflow="fold")
+    for column in ("failure→serving", "wasted min"):
         table.add_column(column, overflow="fold")
     for document in documents:
-        (name, group), = document["groups"].items()
+        ((name, group),) = document["groups"].items()
         alone = document["baseline"]["groups"][name]
         mine = [c for c in document["changes"] if c["by"] == "lifeguard"]
         changed = ", ".join(f"{c.get('action') or 'change'} ({c['at_minute']:g})" for c in mine)
         table.add_row(
             document["scenario"],
             changed or "nothing",
-            *(
-                f"{_shown(group[key])} / {_shown(alone[key])}"
-                for key in _DEMO_MEASURES
-            ),
+            *(f"{_shown(group[key])} / {_shown(alone[key])}" for key in _DEMO_MEASURES),
         )
     return table
 
