@@ -164,7 +164,11 @@ def test_a_loop_that_goes_on_after_quarantine_is_detected_again_and_escalated_to
 
 def test_the_demo_replays_every_scenario_and_sums_them_up() -> None:
     done = subprocess.run(
-        [str(LIFEGUARD), "demo", "--recorded", "--json"], capture_output=True, text=True, timeout=600, check=False
+        [str(LIFEGUARD), "demo", "--recorded", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert "[4/4] article loop, notify: done" in done.stderr  # progress, apart from the document

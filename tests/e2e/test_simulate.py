@@ -391,3 +391,23 @@ def test_a_bad_scenario_is_one_line_naming_the_key_and_exit_2(tmp_path: Path) ->
     assert done.returncode == 2
     assert "group lca-static: PCS refuses its config" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_demo_runs_the_twin_on_every_one_group_scenario_against_pcs_alone() -> None:
+    done = subprocess.run(
+        [str(LIFEGUARD), "demo", "--json"], capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    names = sorted(p.stem for p in BUILT_IN.glob("*.yaml") if p.stem != "wave-50")
+    assert f"[{len(names)}/{len(names)}]" in done.stderr  # progress, apart from the document
+    documents = {d["scenario"]: d for d in json.loads(done.stdout)["scenarios"]}
+    assert len(documents) == len(names)
+    assert all(d["baseline"]["name"] == "pcs" for d in documents.values())
+    loop = documents["article TERMINATE loop"]
+    assert group(loop)["bootstrap_failed"] == THRESHOLD
+    assert group(loop["baseline"])["bootstrap_failed"] >= 10
+    assert [c["action"] for c in lifeguards(documents["quarantine escalated to revert"])] == [
+        "quarantine",
+        "revert",
+    ]
+    assert lifeguards(documents["healthy scale-up"]) == []

@@ -1,0 +1,158 @@
+"""Scenario files of `lifeguard simulate`: every value bounded, every problem one line naming the key."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lifeguard_cli.simulate.scenario import (
+    BUILT_IN,
+    FAULT_KINDS,
+    ScenarioError,
+    StackSettings,
+    Timings,
+    built_in_scenarios,
+    load_scenario,
+    parse_scenario,
+)
+
+ARTICLE = BUILT_IN / "article-loop.yaml"
+
+
+def article() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(ARTICLE.read_text())
+    return data
+
+
+def refused(data: Any) -> str:
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_every_built_in_scenario_loads_with_its_scripts_and_a_description() -> None:
+    names = [path.stem for path in built_in_scenarios()]
+    assert {"article-loop", "article-stop-sequence", "healthy-scale-up", "bad-change-revert"} <= set(names)
+    assert {"quarantine-escalation", "intermittent", "capacity-shortage"} <= set(names)
+    assert {"quarantine-drain-replaced", "wave-50"} <= set(names)
+    for path in built_in_scenarios():
+        scenario = load_scenario(path)
+        assert scenario.description, path.name
+        named = {
+            entry["scriptSource"]["scriptLocation"].removeprefix("s3://sim-scripts/")
+            for spec in [*scenario.groups, *scenario.changes]
+            for stage in spec.config["stages"].values()
+            for entry in stage
+        }
+        assert named <= set(scenario.scripts), path.name
+
+
+def test_a_built_in_scenario_is_found_by_name_and_a_json_file_by_path(tmp_path: Path) -> None:
+    assert load_scenario("article-loop").name == "article TERMINATE loop"
+    copy = tmp_path / "mine.json"
+    copy.write_text(json.dumps(article()))
+    scenario = load_scenario(copy)
+    assert scenario.groups[0].name == "lca-static"
+    assert scenario.timings == Timings()
+    assert scenario.stack == StackSettings()
+    assert scenario.replace_drained_nodes is True
+
+
+def test_scripts_dir_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "fail.sh").write_text("#!/bin/bash\nexit 1\n")
+    data = article()
+    del data["scripts"]
+    data["scripts_dir"] = "scripts"
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    assert load_scenario(tmp_path / "s.yaml").scripts == {"fail.sh": b"#!/bin/bash\nexit 1\n"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(colour="red"), "s.yaml: colour: unknown key"),
+        (lambda d: d.update(horizon_minutes=0), "s.yaml: horizon_minutes: 0 is out of range: from 1 to 1440"),
+        (lambda d: d.update(horizon_minutes=True), "s.yaml: horizon_minutes: must be a number"),
+        (
+            lambda d: d["groups"][0].update(min=101),
+            "s.yaml: groups[0].min: 101 is out of range: from 0 to 100",
+        ),
+        (lambda d: d["groups"][0].update(max=0), "s.yaml: groups[0].max: 0 is out of range: from 1 to 100"),
+        (lambda d: d["groups"][0].update(name="pcs_x"), "s.yaml: groups[0].name: 'pcs_x' is not a PCS"),
+        (
+            lambda d: d["groups"].append(dict(d["groups"][0])),
+            "s.yaml: groups[1].name: 'lca-static' is named twice",
+        ),
+        (lambda d: d.update(groups=[]), "s.yaml: groups: at least one group"),
+        (
+            lambda d: d["groups"][0]["config"]["stages"]["nodeBootstrapped"][0].update(onError="EXPLODE"),
+            "s.yaml: groups[0].config.stages.nodeBootstrapped[0].onError",
+        ),
+        (
+            lambda d: d.update(changes=[{"at_minute": 5, "group": "nobody", "config": {}}]),
+            "s.yaml: changes[0].group: 'nobody' is not a group of the scenario",
+        ),
+        (
+            lambda d: d.update(changes=[{"at_minute": 61, "group": "lca-static", "config": {}}]),
+            "s.yaml: changes[0].at_minute: 61 is out of range: from 0 to 60",
+        ),
+        (lambda d: d.update(faults=[{"at_minute": 1, "kind": "meteor"}]), "s.yaml: faults[0].kind: 'meteor'"),
+        (
+            lambda d: d.update(faults=[{"at_minute": 1, "kind": "slack_error", "status": 418}]),
+            "s.yaml: faults[0].status: must be 429, 500 or 503",
+        ),
+        (
+            lambda d: d.update(faults=[{"at_minute": 1, "kind": "pcs_error", "seconds": 5}]),
+            "s.yaml: faults[0].seconds: not a key of a pcs_error fault",
+        ),
+        (lambda d: d.update(timings={"boot": 5}), "s.yaml: timings.boot: unknown timing"),
+        (lambda d: d.update(timings={"register": -1}), "s.yaml: timings.register: -1 is out of range"),
+        (lambda d: d.update(stack={"Threshold": 0}), "s.yaml: stack.Threshold: 0 is out of range: from 1"),
+        (lambda d: d.update(stack={"Region": "x"}), "s.yaml: stack.Region: not a stack parameter"),
+        (lambda d: d.update(scripts={"../up.sh": "x"}), "s.yaml: scripts.../up.sh: a script's file name"),
+        (
+            lambda d: d.update(replace_drained_nodes="yes"),
+            "s.yaml: replace_drained_nodes: must be true or false",
+        ),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_the_file_and_the_key(change: Any, message: str) -> None:
+    data = article()
+    change(data)
+    assert refused(data).startswith(message)
+
+
+def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_path: Path) -> None:
+    assert refused([1, 2]) == "s.yaml: (the document): must be a mapping of names to values"
+    with pytest.raises(ScenarioError, match=r"nope: no such file, nor a built-in scenario \(article-loop"):
+        load_scenario("nope")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: [unclosed\n")
+    with pytest.raises(ScenarioError, match=r"broken.yaml: not valid YAML \(line 2\)"):
+        load_scenario(broken)
+
+
+def test_every_fault_kind_says_what_it_does_and_parses() -> None:
+    for kind, (keys, doing) in FAULT_KINDS.items():
+        assert doing, kind
+        data = article()
+        data["faults"] = [{"kind": kind, "at_minute": 1}]
+        [fault] = parse_scenario(data).faults
+        assert (fault.kind, fault.at_minute, fault.times) == (kind, 1.0, 1)
+        assert keys <= {
+            "until_minute",
+            "group",
+            "times",
+            "operation",
+            "status",
+            "retry_after_seconds",
+            "seconds",
+        }
