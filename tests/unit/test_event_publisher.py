@@ -95,3 +95,14 @@ def test_a_batch_that_fails_stops_the_batches_after_it() -> None:
     with pytest.raises(AwsCallError):
         publisher(client, []).publish(events(15))
     assert all(request[0] == "ep-0" for request in client.requests)
+
+
+def test_every_put_tried_again_is_counted_so_a_failure_the_retries_absorbed_still_shows() -> None:
+    throttled = client_error("ThrottlingException", "PutEvents", "Rate exceeded")
+    counted: list[tuple[str, float]] = []
+    client = FlakyEvents(throttled, {"ep-1"}, set())
+    EventPublisher(client, "bus", sleep=lambda _: None, metric=lambda n, v: counted.append((n, v))).publish(
+        events(2)
+    )
+    assert sorted(client.put) == ["ep-0", "ep-1"]
+    assert counted == [("PublishRetries", 1), ("PublishRetries", 1)]

@@ -24,7 +24,7 @@ from lifeguard.group_state import ChangedBy, KnownConfig
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
-from lifeguard.metrics import Metric
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
 from lifeguard.notify.notifier import Channel
 from lifeguard.remediation import RemediationSettings, Remediator
@@ -73,15 +73,19 @@ def wire(
     clients: Clients = aws_client,
     defaults: DetectionSettings | None = None,
     clock: Callable[[], float] | None = None,
+    metric: Metric | None = None,
 ) -> Wiring:
     """Clients and settings from the environment (one client per service per process), unless given;
     `clock` (default: the wall's) dates the outbox's events, which the next invocation publishes once they
-    are stale (a replay or a simulation passes its own, as it does to the handlers)."""
+    are stale (a replay or a simulation passes its own, as it does to the handlers); `metric` counts the
+    publisher's retries."""
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
     store = GroupStore(clients("dynamodb"), table_name)
-    publisher = EventPublisher(clients("events"), setting("event_bus", event_bus, "default", str))
+    publisher = EventPublisher(
+        clients("events"), setting("event_bus", event_bus, "default", str), metric=metric or uncounted
+    )
     return Wiring(
         store,
         PcsGateway(clients("pcs")),
@@ -96,7 +100,7 @@ def build_scaling_events(
 ) -> ScalingEventsHandler:
     """The scaling_events Lambda's handler; `clock` (default: the wall's) is what record times must be
     plausible against (a replay passes its stream's)."""
-    w = wiring or wire()
+    w = wiring or wire(metric=metric)
     ledgers = RemediationStore(w.store.client, w.store.table)
     return ScalingEventsHandler(
         w.store,
@@ -146,7 +150,7 @@ def build_node_reports(
     wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
 ) -> NodeReportsHandler:
     """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
-    w = wiring or wire()
+    w = wiring or wire(metric=metric)
     return NodeReportsHandler(
         w.store,
         w.updater,
@@ -170,7 +174,7 @@ def build_remediate(
 ) -> Remediator:
     """The remediate Lambda's remediator; its PCS client leaves retries to it (for retryAfterSeconds).
     `clock` and `sleep` (default: the wall's) are what its rails and backoff count on."""
-    w = wiring or wire()
+    w = wiring or wire(metric=metric)
     return Remediator(
         RemediationStore(w.store.client, w.store.table),
         w.store,
@@ -227,6 +231,6 @@ def build_config_review(
     from lifeguard.handlers.config_review import ConfigReviewHandler
     from lifeguard.store.changes import ChangeStore
 
-    w = wiring or wire()
+    w = wiring or wire(metric=metric)
     changes = ChangeStore(w.store.client, w.store.table)
     return ConfigReviewHandler(w.store, changes, w.pcs, w.publisher, metric=metric, clock=clock or time.time)

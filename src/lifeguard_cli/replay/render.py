@@ -11,9 +11,9 @@ from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.inputs import row_time
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
-__all__ = ["config_line", "event_line", "render_timeline", "review_line", "row_entry"]
+__all__ = ["STYLES", "config_line", "event_line", "render_timeline", "review_line", "row_entry"]
 
-_STYLES = {
+STYLES = {
     "BootstrapLoopDetected": "bold red",
     "RemediationFailed": "bold red",
     "remediation parked": "bold red",
@@ -99,7 +99,7 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
     for column in ("time (UTC)", "group", "what", "detail"):
         table.add_column(column, overflow="fold")
     for entry in result.timeline:
-        style = _STYLES.get(entry.what, "")
+        style = STYLES.get(entry.what, "")
         table.add_row(_when(entry.at), entry.group, Text(entry.what, style=style), entry.detail)
     console.print(table)
     kinds: dict[str, int] = {}

@@ -163,7 +163,9 @@ def build_handlers(
     def sleep(seconds: float) -> None:
         clock.advance(seconds)
 
-    wiring = wire(stack.table, stack.event_bus, clients=clients, defaults=detection, clock=stream_time)
+    wiring = wire(
+        stack.table, stack.event_bus, clients=clients, defaults=detection, clock=stream_time, metric=metric
+    )
     return Handlers(
         scaling=build_scaling_events(wiring, clock=stream_time, metric=metric),
         reports=build_node_reports(wiring, clock=stream_time, metric=metric),

@@ -109,7 +109,7 @@ class Simulator:
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """One scenario with Lifeguard in `mode`, then its `baseline`; the `--json` document."""
-        from lifeguard_cli.simulate.twin import RunOptions, TwinRun, run_twin, scripts_for
+        from lifeguard_cli.simulate.twin import RunOptions, Surroundings, TwinRun, run_twin, scripts_for
 
         if mode not in MODES:
             raise ScenarioError(f"--mode {mode}: one of {', '.join(MODES)}")
@@ -123,19 +123,8 @@ class Simulator:
         for options in runs:
             tell = None if progress is None else functools.partial(progress, options.label)
             start, self._next = self._next, self._next + timedelta(minutes=scenario.horizon_minutes) + _GAP
-            done.append(
-                run_twin(
-                    scenario,
-                    options,
-                    aws=self.aws,
-                    slack=self.slack,
-                    host=self.host,
-                    start=start,
-                    clock=self.clock,
-                    workdir=self.workdir,
-                    progress=tell,
-                )
-            )
+            around = Surroundings(self.aws, self.slack, self.host, self.clock, self.workdir)
+            done.append(run_twin(scenario, options, around, start=start, progress=tell))
         return _document(scenario, mode, seed, done)
 
 
@@ -146,33 +135,27 @@ def _document(scenario: Scenario, mode: str, seed: int, runs: list[Any]) -> dict
         "mode": mode,
         "seed": seed,
         "horizon_minutes": scenario.horizon_minutes,
-        "started_at": main.started_at,
-        "groups": {name: main.group_summary(name) for name in main.groups},
-        "instances": [instance.to_dict() for instance in main.instances],
+        **_run_part(main),
         "events": main.events,
         "notifications": main.notifications,
-        "changes": main.changes,
         "faults": main.faults,
         "invocations": main.invocations,
         "metrics": main.metrics,
-        "timeline": main.timeline,
-        "boots": main.boots,
-        "wall_seconds": round(main.wall_seconds, 2),
+        "audit": main.audit,
     }
     for other in others:
-        document["baseline"] = {
-            "name": other.options.label,
-            "started_at": other.started_at,
-            "groups": {name: other.group_summary(name) for name in other.groups},
-            "instances": [instance.to_dict() for instance in other.instances],
-            "changes": other.changes,
-            "timeline": other.timeline,
-            "boots": other.boots,
-            "wall_seconds": round(other.wall_seconds, 2),
-        }
+        document["baseline"] = {"name": other.options.label, **_run_part(other)}
     return document
 
 
-def scenario_names() -> list[str]:
-    """The built-in scenarios' names."""
-    return [path.stem for path in built_in_scenarios()]
+def _run_part(run: Any) -> dict[str, Any]:
+    """What the document says of any run, Lifeguard's or a baseline's."""
+    return {
+        "started_at": run.started_at,
+        "groups": {name: run.group_summary(name) for name in run.groups},
+        "instances": [instance.to_dict() for instance in run.instances],
+        "changes": run.changes,
+        "timeline": run.timeline,
+        "boots": run.boots,
+        "wall_seconds": round(run.wall_seconds, 2),
+    }

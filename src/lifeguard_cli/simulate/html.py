@@ -18,19 +18,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["render_html"]
+from lifeguard.notify.summary import diff_line
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
 
-# (key of a group's summary, what the table calls it): the numbers of the CLI's table.
-_MEASURES = (
-    ("launched", "instances launched"),
-    ("bootstrap_failed", "instances burned (BOOTSTRAP_FAILED)"),
-    ("first_active_minute", "minutes to an active node"),
-    ("first_serving_minute", "minutes to a serving node"),
-    ("instance_minutes_wasted", "instance minutes wasted"),
-    ("active_at_end", "nodes active at the end"),
-    ("serving_at_end", "nodes serving at the end"),
-)
-_BASELINE_NAMES = {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}
+__all__ = ["render_html"]
 
 # What an instance was doing: (colour, legend).
 _PHASES = {
@@ -135,7 +126,7 @@ def _summary_table(document: Mapping[str, Any], baseline: Mapping[str, Any] | No
         other: Mapping[str, Any] = {}
         if baseline is not None:
             other = (baseline.get("groups") or {}).get(name) or {}
-        for key, label in _MEASURES:
+        for key, label in MEASURES:
             cells = [f"<td>{_e(label)}</td>", _measure_cell(key, group.get(key))]
             if baseline is not None:
                 cells.append(_measure_cell(key, other.get(key)))
@@ -387,7 +378,7 @@ def _markers(changes: Sequence[Mapping[str, Any]], x: _Scale, top: float, lanes_
 
 def _change_text(change: Mapping[str, Any]) -> str:
     lines = [f"minute {_number(change.get('at_minute'))}, {change.get('group')}, by {_by(change)}"]
-    lines += [_diff_line(entry) for entry in change.get("diff") or []]
+    lines += [diff_line(entry) for entry in change.get("diff") or []]
     return "\n".join(lines)
 
 
@@ -397,25 +388,12 @@ def _by(change: Mapping[str, Any]) -> str:
     return "the scenario"
 
 
-def _diff_line(entry: Mapping[str, Any]) -> str:
-    """`path: old → new`, a script shown by its name (as the CLI and the notifications show a diff)."""
-
-    def show(value: Any) -> str:
-        if value is None:
-            return "(unset)"
-        if isinstance(value, Mapping):
-            return str(value.get("name", "{…}"))
-        return str(value)
-
-    return f"{entry.get('path')}: {show(entry.get('old'))} → {show(entry.get('new'))}"
-
-
 def _changes_table(changes: Sequence[Mapping[str, Any]]) -> str:
     if not changes:
         return "<h2>Configuration changes</h2><p class='empty'>None.</p>"
     rows = []
     for change in changes:
-        diff = "<br>".join(_e(_diff_line(entry)) for entry in change.get("diff") or [])
+        diff = "<br>".join(_e(diff_line(entry)) for entry in change.get("diff") or [])
         rows.append(
             f"<tr><td class='num'>{_e(_number(change.get('at_minute')))}</td>"
             f"<td>{_e(change.get('group'))}</td><td>{_e(_by(change))}</td><td class='id'>{diff}</td></tr>"
@@ -450,7 +428,7 @@ def _events_list(events: Sequence[Mapping[str, Any]], groups: Mapping[str, Mappi
 
 def _baseline_name(baseline: Mapping[str, Any]) -> str:
     name = str(baseline.get("name"))
-    return _BASELINE_NAMES.get(name, name)
+    return BASELINE_NAMES.get(name, name)
 
 
 def _natural(name: str) -> list[tuple[int, int, str]]:

@@ -230,8 +230,25 @@ class LocalLifeguard:
         self._slack_seen = len(messages)
 
     def finish(self) -> None:
-        """At the horizon: the last notifications."""
+        """At the horizon: the last notifications, and each group's audit trail as `lifeguard history`
+        reads it."""
+        from lifeguard.store.remediations import RemediationStore
+
         self.collect()
+        store = RemediationStore(self.twin.aws.client("dynamodb"), self.stack.table)
+        start = self.twin.start.timestamp()
+        for name, group in self.twin.result.groups.items():
+            self.twin.result.audit[name] = [
+                {
+                    "minute": round((entry.at - start) / 60, 1),
+                    "decision": entry.decision,
+                    "action": entry.action,
+                    "episode_id": entry.episode_id,
+                    "revision": entry.revision,
+                    "reason": entry.reason,
+                }
+                for entry in store.history(self.twin.cluster_id, group.group_id)
+            ]
 
     # -- faults --
 

@@ -10,31 +10,18 @@ from rich.console import Console
 from rich.table import Table
 
 from lifeguard.notify.summary import diff_line
+from lifeguard_cli.replay.render import STYLES
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
 
-__all__ = ["MEASURES", "fold_timeline", "render_simulation", "slack_text", "summary_table"]
+__all__ = ["fold_timeline", "render_simulation", "slack_text", "summary_table"]
 
 _STYLES = {
-    "BootstrapLoopDetected": "bold red",
-    "RemediationFailed": "bold red",
-    "RemediationApplied": "bold yellow",
-    "RemediationSkipped": "yellow",
+    **STYLES,
     "LoopContained": "green",
-    "LoopResolved": "bold green",
-    "ConfigChangeReviewed": "yellow",
     "TERMINATED/BOOTSTRAP_FAILED": "red",
     "TERMINATED/UNHEALTHY_NODE": "red",
     "ACTIVE/BOOTSTRAP_SUCCESS": "green",
 }
-# (key of a group's summary, what the table calls it)
-MEASURES = (
-    ("launched", "instances launched"),
-    ("bootstrap_failed", "instances burned (BOOTSTRAP_FAILED)"),
-    ("first_active_minute", "minutes to an active node"),
-    ("first_serving_minute", "minutes to a serving node"),
-    ("recovery_minutes", "minutes from the first failure to a serving node"),
-    ("instance_minutes_wasted", "instance minutes wasted"),
-    ("serving_at_end", "nodes serving at the end"),
-)
 
 
 def fold_timeline(timeline: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -88,7 +75,7 @@ def summary_table(document: Mapping[str, Any]) -> Table:
 
 
 def _baseline_name(name: str) -> str:
-    return {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}.get(name, name)
+    return BASELINE_NAMES.get(name, name)
 
 
 def _cell(key: str, value: Any) -> str:

@@ -41,11 +41,23 @@ from typing import Any
 
 from lifeguard_cli.simulate.scenario import SCRIPTS_BUCKET, Fault, GroupSpec, Scenario, ScenarioError
 
-__all__ = ["Instance", "RunOptions", "TwinRun", "run_twin"]
+__all__ = ["BASELINE_NAMES", "MEASURES", "Instance", "RunOptions", "Surroundings", "TwinRun", "run_twin"]
 
 ACCOUNT = "123456789012"
 INSTANCE_TYPE = "c7i.large"
 SUBNET = "subnet-0123456789abcdef0"
+# (key of a group's summary, what people call it): the rows of the terminal's and the HTML report's tables.
+MEASURES = (
+    ("launched", "instances launched"),
+    ("bootstrap_failed", "instances burned (BOOTSTRAP_FAILED)"),
+    ("first_active_minute", "minutes to an active node"),
+    ("first_serving_minute", "minutes to a serving node"),
+    ("recovery_minutes", "minutes from the first failure to a serving node"),
+    ("instance_minutes_wasted", "instance minutes wasted"),
+    ("active_at_end", "nodes active at the end"),
+    ("serving_at_end", "nodes serving at the end"),
+)
+BASELINE_NAMES = {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}
 # As Lambda retries an asynchronous invocation that failed: twice, about one and two minutes later.
 RETRY_DELAYS = (60.0, 120.0)
 # A boot takes its real time on the virtual clock, rounded up to this: a few hundred milliseconds more or
@@ -68,6 +80,18 @@ class RunOptions:
     seed: int
     protected_mode: bool = False
     protected_after: int = 10
+
+
+@dataclass(frozen=True)
+class Surroundings:
+    """What the runs of one simulation share: the local AWS, the Slack sink, the node host, the virtual
+    clock (the local PCS's) and a scratch directory for the nodes' roots."""
+
+    aws: Any
+    slack: Any
+    host: Any
+    clock: Any
+    workdir: Path
 
 
 @dataclass
@@ -137,6 +161,7 @@ class TwinRun:
     faults: list[dict[str, Any]] = field(default_factory=list)
     invocations: dict[str, int] = field(default_factory=lambda: {"failed": 0, "retried": 0, "parked": 0})
     metrics: dict[str, float] = field(default_factory=dict)  # as the functions emit them, summed
+    audit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # per group, at the horizon
     boots: int = 0
     wall_seconds: float = 0.0
     started_at: str = ""  # the scenario's minute 0 on the virtual clock (ISO 8601, UTC)
@@ -194,19 +219,13 @@ def _minutes(seconds: float | None) -> float | None:
 def run_twin(
     scenario: Scenario,
     options: RunOptions,
+    around: Surroundings,
     *,
-    aws: Any,
-    slack: Any,
-    host: Any,
     start: datetime,
-    clock: Any,
-    workdir: Path,
     progress: Callable[[float], None] | None = None,
 ) -> TwinRun:
-    """Run `scenario` from `start` (the virtual clock `clock` is moved to it) to its horizon."""
-    twin = _Twin(
-        scenario, options, aws=aws, slack=slack, host=host, start=start, clock=clock, workdir=workdir
-    )
+    """Run `scenario` from `start` (the virtual clock is moved to it) to its horizon."""
+    twin = _Twin(scenario, options, around, start)
     began = time.perf_counter()
     twin.run(progress)
     twin.result.wall_seconds = time.perf_counter() - began
@@ -215,26 +234,17 @@ def run_twin(
 
 class _Twin:
     def __init__(
-        self,
-        scenario: Scenario,
-        options: RunOptions,
-        *,
-        aws: Any,
-        slack: Any,
-        host: Any,
-        start: datetime,
-        clock: Any,
-        workdir: Path,
+        self, scenario: Scenario, options: RunOptions, around: Surroundings, start: datetime
     ) -> None:
         self.scenario = scenario
         self.options = options
         self.timings = scenario.timings
-        self.aws = aws
-        self.slack = slack
-        self.host = host
+        self.aws = around.aws
+        self.slack = around.slack
+        self.host = around.host
         self.start = start
-        self.clock = clock
-        self.workdir = workdir
+        self.clock = around.clock
+        self.workdir = around.workdir
         self.random = random.Random(options.seed)
         self.horizon = scenario.horizon_minutes * 60
         self.result = TwinRun(options, self.horizon, started_at=start.strftime("%Y-%m-%dT%H:%M:%SZ"))
@@ -245,7 +255,7 @@ class _Twin:
         self._due: set[tuple[str, str]] = set()
         self._held: list[tuple[str, str]] = []
         self._lifeguard: Any = None
-        self._logs = aws.client("logs")
+        self._logs = around.aws.client("logs")
         prefix = f"sim-{options.label}-{uuid.uuid4().hex[:8]}"  # runs share the local AWS
         self.prefix = prefix
         self.scaling_log = f"/aws/vendedlogs/pcs/{prefix}/scaling"
@@ -435,8 +445,19 @@ class _Twin:
     def _boot(self, group: _Group, instance: Instance) -> None:
         if not instance.alive or instance.pending_replacement:
             return
-        exit_code, drained = self._run_boot(group, instance)
+        exit_code, drained, seconds, root = self._run_boot(group, instance)
         instance.booted = True
+        # Nodes boot side by side: this boot's time delays this node only.
+        self.at(self.now + seconds, lambda: self._booted(group, instance, exit_code, drained, root))
+
+    def _booted(self, group: _Group, instance: Instance, exit_code: int, drained: bool, root: Path) -> None:
+        """The boot is over: its reports go out, and PCS acts on its outcome."""
+        self._ship(group, instance, root)
+        outcome = {0: "completed", 3: "a STOP_SEQUENCE failure", 4: "a TERMINATE failure"}.get(
+            exit_code, f"exit {exit_code}"
+        )
+        drain = ", drained" if drained else ""
+        self.note(group.spec.name, "boot", f"{instance.node} {instance.instance_id}: {outcome}{drain}")
         if drained:
             instance.drained = self.now
         if exit_code in (0, 3):
@@ -503,9 +524,9 @@ class _Twin:
             for fault in self.scenario.faults
         )
 
-    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool]:
-        """`lifeguard-node boot` on the node's configuration, then the shipper; the exit status, whether the
-        node was drained. The clock moves on by the boot's whole seconds."""
+    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, Path]:
+        """`lifeguard-node boot` on the node's configuration: the exit status, whether the node was drained,
+        the boot's virtual seconds and the node's root."""
         self.result.boots += 1
         home = self.workdir / self.prefix / f"{instance.node}-{instance.instance_id}"
         root = home / "root"
@@ -550,19 +571,9 @@ class _Twin:
         ]
         exit_code = self.host.boot(argv, env, home / "boot.out")
         _wait_for_watcher(root)
-        self.now += BOOT_QUANTUM_SECONDS * math.ceil((time.time() - began) / BOOT_QUANTUM_SECONDS)
-        self.clock.set(self.moment())
-        self._ship(group, instance, root)
+        seconds = BOOT_QUANTUM_SECONDS * math.ceil((time.time() - began) / BOOT_QUANTUM_SECONDS)
         drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
-        outcome = {0: "completed", 3: "a STOP_SEQUENCE failure", 4: "a TERMINATE failure"}.get(
-            exit_code, f"exit {exit_code}"
-        )
-        self.note(
-            group.spec.name,
-            "boot",
-            f"{instance.node} {instance.instance_id}: {outcome}" + (", drained" if drained else ""),
-        )
-        return exit_code, drained
+        return exit_code, drained, seconds, root
 
     def _ship(self, group: _Group, instance: Instance, root: Path) -> None:
         """The node's reports to the node-report log group, by the real shipper, on the twin's clock."""

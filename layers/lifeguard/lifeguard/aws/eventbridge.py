@@ -8,6 +8,7 @@ from typing import Any
 
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ENTRY_MAX_BYTES, ControllerEvent, entry_size
+from lifeguard.metrics import Metric, uncounted
 
 __all__ = ["EventPublisher"]
 
@@ -26,10 +27,12 @@ class EventPublisher:
         bus_name: str = "default",
         *,
         sleep: Callable[[float], None] = time.sleep,
+        metric: Metric = uncounted,
     ) -> None:
         self._client = client
         self.bus_name = bus_name
         self._sleep = sleep
+        self._metric = metric  # PublishRetries: a put tried again (EventBridge failed, or some entries)
 
     def publish(self, events: Sequence[ControllerEvent]) -> None:
         """Put every event, in order; raises AwsCallError when some could not be put after retries."""
@@ -43,6 +46,7 @@ class EventPublisher:
                 except (ClientError, BotoCoreError) as exc:
                     if attempt == _ATTEMPTS:
                         raise AwsCallError.from_exception("PutEvents", exc) from exc
+                    self._metric("PublishRetries", 1)
                     self._sleep(0.2 * 2**attempt)
                     continue
                 answers = response.get("Entries", [])
@@ -57,6 +61,7 @@ class EventPublisher:
                 if attempt == _ATTEMPTS:
                     code, message = failed[0][1]["ErrorCode"], failed[0][1].get("ErrorMessage", "")
                     raise AwsCallError("PutEvents", code, f"{len(failed)} entries not put: {message}")
+                self._metric("PublishRetries", 1)
                 self._sleep(0.2 * 2**attempt)
 
 
