@@ -40,10 +40,11 @@ FIGURES = (
     "launched",
     "bootstrap_failed",
     "first_serving_minute",
+    "recovery_minutes",
     "instance_minutes_wasted",
     "serving_at_end",
 )
-RATIOS = ("bootstrap_failed", "first_serving_minute", "instance_minutes_wasted")
+RATIOS = ("bootstrap_failed", "first_serving_minute", "recovery_minutes", "instance_minutes_wasted")
 # scenario (file name) -> the Lifeguard run's wall time it should stay under, and what it stands for
 WALL_GOALS_SECONDS = {"article-loop": (10.0, "one group"), "wave-50": (60.0, "50 nodes")}
 GOAL_HORIZON_MINUTES = 60
@@ -171,6 +172,7 @@ def render(report: dict[str, Any]) -> str:
     rows = (
         ("instances burned", "bootstrap_failed", _number),
         ("minutes to a serving node", "first_serving_minute", _minutes),
+        ("failure to serving minutes", "recovery_minutes", _minutes),
         ("wasted instance minutes", "instance_minutes_wasted", _number),
         ("serving at the end", "serving_at_end", _number),
     )
