@@ -156,3 +156,11 @@ def test_every_fault_kind_says_what_it_does_and_parses() -> None:
             "retry_after_seconds",
             "seconds",
         }
+
+
+def test_tags_are_bounded_as_pcs_bounds_them() -> None:
+    data = article()
+    data["groups"][0]["tags"] = {f"k{i}": "v" for i in range(51)}
+    assert refused(data) == "s.yaml: groups[0].tags: 51 tags; at most 50, as PCS allows"
+    data["groups"][0]["tags"] = {"k" * 129: "v"}
+    assert refused(data).startswith("s.yaml: groups[0].tags: 129 characters; at most 128")

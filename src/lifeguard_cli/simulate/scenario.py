@@ -42,6 +42,8 @@ MAX_SCRIPTS = 100
 MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # above PCS's 2 MiB, so a scenario can show the fetch refusing one
 MAX_CHANGES = 100
 MAX_FAULTS = 100
+MAX_TAGS = 50
+MAX_FILE_BYTES = 64 * 1024 * 1024
 _SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _GROUP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,24}")  # PCS's computeNodeGroupName
 _SCENARIO_KEYS = frozenset(
@@ -195,6 +197,8 @@ def load_scenario(source: str | Path) -> Scenario:
     if not path.exists() and (BUILT_IN / f"{source}.yaml").exists():
         path = BUILT_IN / f"{source}.yaml"
     try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ScenarioError(f"{path}: over {MAX_FILE_BYTES} bytes: not a scenario")
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         names = ", ".join(p.stem for p in built_in_scenarios())
@@ -353,7 +357,10 @@ def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
         low = check.integer(group.get("min", 1), f"{where}.min", 0, MAX_NODES)
         high = check.integer(group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES)
         tags = check.mapping(group.get("tags", {}), f"{where}.tags")
+        if len(tags) > MAX_TAGS:
+            check.fail(f"{where}.tags", f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
         for key, tag in tags.items():
+            check.text(key, f"{where}.tags", limit=128)
             check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
         config = _config(check, group.get("config"), f"{where}.config")
         groups.append(GroupSpec(name, low, high, dict(config), dict(tags)))

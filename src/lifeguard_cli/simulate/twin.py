@@ -63,6 +63,7 @@ RETRY_DELAYS = (60.0, 120.0)
 # A boot takes its real time on the virtual clock, rounded up to this: a few hundred milliseconds more or
 # less (a loaded machine) do not move what follows, so a seed gives the same run.
 BOOT_QUANTUM_SECONDS = 5
+SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 _SCONTROL = (
     "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm.\n"
@@ -551,6 +552,8 @@ class _Twin:
             "LIFEGUARD_INSTANCE_ID": instance.instance_id or "",
             "LIFEGUARD_FETCH_BACKOFF_SECONDS": "0.05",
             "LIFEGUARD_DRAIN_WATCH_SECONDS": "10",
+            # Scripts run in real time: one that hangs is stopped (exit 124) rather than the simulation.
+            "LIFEGUARD_SCRIPT_TIMEOUT_SECONDS": str(SCRIPT_TIMEOUT_SECONDS),
         }
         argv = [
             "boot",
