@@ -714,26 +714,55 @@ def test_kept_and_drained_nodes_replaced_as_unhealthy_are_the_contained_episodes
     assert (episode.kind, episode.contained_at is not None) == ("loop", True)  # still the contained loop
 
 
-@pytest.mark.parametrize("lifeguards", [True, False])
-def test_a_success_without_reports_ends_a_loop_only_when_no_quarantine_of_lifeguards_is_in_the_config(
-    lifeguards: bool,
-) -> None:
-    # The scaling log can arrive before the node's reports (two log groups, two deliveries): a success
-    # under Lifeguard's quarantine may be a STOP_SEQUENCE failure, and says nothing until they come.
-    world = World()
+def loop_seen_by_both_signals(world: World) -> None:
+    """The article's first two failures, from the node reports and then the scaling log."""
+    ship(world, reports_handler(world), REPORTED)
     world.feed(ARTICLE[:6])
     assert world.published() == ["BootstrapLoopDetected"]
+
+
+@pytest.mark.parametrize(
+    ("reports", "lifeguards", "ends"),
+    [
+        (True, True, False),  # the success may be the quarantined script failing: its reports will say
+        (True, False, True),  # no quarantine of Lifeguard's: BOOTSTRAP_SUCCESS means success
+        (False, True, True),  # the group's nodes send no reports: the success is all there will be
+    ],
+)
+def test_a_success_without_reports_ends_a_loop_unless_it_may_be_a_quarantined_failure_still_reporting(
+    reports: bool, lifeguards: bool, ends: bool
+) -> None:
+    # The scaling log can arrive before the node's reports (two log groups, two deliveries).
+    world = World()
+    if reports:
+        loop_seen_by_both_signals(world)
+    else:
+        world.feed(ARTICLE[:6])
     quarantined = quarantined_config()
     if lifeguards:
         quarantine_in_ledger(world, quarantined)
     world.person_sets(quarantined, at(1, 13))
     world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
-    if lifeguards:
-        assert world.published() == ["BootstrapLoopDetected"]
-        assert world.state().episode is not None
-    else:
+    if ends:
         assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
         assert world.state().episode is None
+    else:
+        assert world.published() == ["BootstrapLoopDetected"]
+        assert world.state().episode is not None
+
+
+def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_reports() -> None:
+    world = World()
+    loop_seen_by_both_signals(world)
+    quarantined = quarantined_config()
+    quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched("i-0other000000001", at(1, 28))])  # any later record of the group, past the grace
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+    (_, resolved) = world.bus.events()[-1]
+    assert "no node reports" in resolved["reason"]
 
 
 @pytest.mark.parametrize(
@@ -743,7 +772,7 @@ def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_o
     outcome: str, ends_with: str
 ) -> None:
     world = World()
-    world.feed(ARTICLE[:6])
+    loop_seen_by_both_signals(world)
     quarantined = quarantined_config()
     quarantine_in_ledger(world, quarantined)
     world.person_sets(quarantined, at(1, 13))

@@ -50,6 +50,9 @@ from lifeguard.store.groups import GroupStore
 __all__ = ["BatchSummary", "ScalingEventsHandler"]
 
 logger = logging.getLogger("lifeguard")
+# How long a success's node may take to send its reports before the success is judged without them: the
+# shipper sends each run as it ends, so they are normally in before PCS logs the node ACTIVE.
+REPORTS_GRACE_MS = 10 * 60 * 1000
 
 
 @dataclass
@@ -248,43 +251,58 @@ class ScalingEventsHandler:
                 elif record.is_bootstrap_failure and self._may_have_changed(state, record):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
-                    settings = self._settings(state)
-                    success = resolves(state, settings)
-                    boot = runs.of(success) if success is not None else None
-                    if success is not None and boot is not None:
-                        if boot.failed or not boot.reported:
-                            change.changed |= self._read_launched_config(state, success, refresh)
-                        if boot.failed:
-                            change.changed = True
-                            change.events.extend(contain(state, settings, success, boot.failed))
-                        elif not self._proves_nothing(state, boot):
-                            change.changed = True
-                            change.events.extend(resolve(state, settings, success, boot.evidence()))
+                    self._settle(state, refresh, change, runs)
                 if record.is_bootstrap_failure and state.episode is not None:
                     # An episode the node reports opened: the scaling log bears it out (no new event).
                     state.episode.add_signal("scaling_log")
                 if record.is_unhealthy_termination:
                     self._detect_replacement(state, refresh, change)
+            if state.episode is not None and state.episode.contained_at is None and change.changed:
+                self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= self._prove_good(state, records, refresh, runs)
             return change
 
         return mutate
 
+    def _settle(
+        self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
+    ) -> None:
+        """The success that ends the open episode, if any: contained when its node reported a failed script
+        for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
+        proves nothing yet (`_proves_nothing`)."""
+        settings = self._settings(state)
+        success = resolves(state, settings)
+        boot = runs.of(success) if success is not None else None
+        if success is None or boot is None:
+            return
+        if boot.failed or not boot.reported:
+            change.changed |= self._read_launched_config(state, success, refresh)
+        if boot.failed:
+            change.changed = True
+            change.events.extend(contain(state, settings, success, boot.failed))
+        elif not self._proves_nothing(state, success, boot):
+            change.changed = True
+            change.events.extend(resolve(state, settings, success, boot.evidence()))
+
     @staticmethod
     def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
         """Read the group again when the success's node launched after the last read (what did it boot:
-        Lifeguard's quarantine, its drain step?)."""
+        Lifeguard's quarantine, its drain step?); whether the state changed."""
         launched = state.launched_at(success) or success.event_timestamp
         if state.config is None or state.config.checked_at < launched:
-            refresh(state)
-            return True
+            return refresh(state)
         return False
 
-    def _proves_nothing(self, state: GroupState, boot: BootRuns) -> bool:
-        """A success whose node has sent no report yet, while a quarantine of Lifeguard's is in the
-        configuration: PCS logs the quarantined script's failure as BOOTSTRAP_SUCCESS, so it ends nothing;
-        its reports, when they arrive, contain or resolve the episode (node_reports)."""
-        if boot.reported or state.config is None:
+    def _proves_nothing(self, state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
+        """A success whose node has sent no report yet, in a group whose nodes ship reports, while a
+        quarantine of Lifeguard's is in the configuration: PCS logs the quarantined script's failure as
+        BOOTSTRAP_SUCCESS, so it ends nothing yet; its reports, when they come, contain or resolve the
+        episode (node_reports). A node silent for `REPORTS_GRACE_MS` after its success, or a group whose
+        nodes send no reports at all, is judged on the success alone, as before reports existed."""
+        episode = state.episode
+        if boot.reported or state.config is None or episode is None or "node_reports" not in episode.signals:
+            return False
+        if int(self.clock() * 1000) - success.event_timestamp > REPORTS_GRACE_MS:
             return False
         quarantined = self.quarantined(state.cluster_id, state.group_id)
         return holds_quarantine(state.config.node_lifecycle_actions, quarantined)
