@@ -129,11 +129,13 @@ class NodeReportsHandler:
         for cluster_id, group_id in groups:
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
             summary.events.extend(self._attribute(cluster_id, group_id, detect))
-        # Groups whose nodes reported only runs that did not fail: they may settle an open episode.
-        for cluster_id, group_id in sorted(
-            {(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups)
-        ):
-            summary.events.extend(self._settle_open(cluster_id, group_id))
+        # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
+        # BatchGetItem for them all; a write only where an episode is open.
+        quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
+        if quiet:
+            for (cluster_id, group_id), state in self.store.load_many(quiet).items():
+                if state.episode is not None and state.episode.contained_at is None:
+                    summary.events.extend(self._settle_open(cluster_id, group_id))
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
