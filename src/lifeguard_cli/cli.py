@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from enum import StrEnum
@@ -12,6 +13,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from lifeguard_cli.documents import read_config_document
 from lifeguard_cli.lint import lint_files, render_lint
@@ -196,7 +198,7 @@ def demo(
         err.print(f"[{number}/{len(scenarios)}] {name}: done ({document['wall_seconds']:g} s)")
         if as_json or quiet:
             return
-        console.print(Rule(f"{number}/{len(scenarios)} {name} (mode {document['mode']})"))
+        console.print(Rule(Text(f"{number}/{len(scenarios)} {name} (mode {document['mode']})")))
         console.print(scenarios[number - 1].description.strip(), markup=False)
         console.print()
         render_simulation(document, console)
@@ -320,6 +322,10 @@ def simulate(
     if not scenario:
         typer.echo("lifeguard simulate: give a SCENARIO (a file, or a built-in name: --list)", err=True)
         raise typer.Exit(2)
+    if html is not None and not (html.parent.is_dir() and os.access(html.parent, os.W_OK)):
+        problem = f"{html.parent} is not a directory one can write to"
+        typer.echo(f"lifeguard simulate: --html {html}: {problem}", err=True)
+        raise typer.Exit(2)
     try:
         loaded = load_scenario(scenario)
         with _progress(f"{loaded.name} (mode {mode.value})") as progress:
@@ -337,7 +343,11 @@ def simulate(
     if html is not None:
         from lifeguard_cli.simulate.html import render_html
 
-        html.write_text(render_html(document), encoding="utf-8")
+        try:
+            html.write_text(render_html(document), encoding="utf-8")
+        except OSError as exc:
+            typer.echo(f"lifeguard simulate: cannot write {html}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from None
         typer.echo(f"lifeguard simulate: wrote {html}", err=True)
     if as_json:
         typer.echo(json.dumps(document, indent=2))
@@ -348,6 +358,7 @@ def simulate(
 @contextlib.contextmanager
 def _progress(what: str) -> Iterator[Any]:
     """Progress on stderr: a bar per run on a terminal, a line per run otherwise."""
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn
 
     err = Console(stderr=True, highlight=False)
@@ -366,7 +377,7 @@ def _progress(what: str) -> Iterator[Any]:
 
         def update(run: str, fraction: float) -> None:
             if run not in tasks:
-                tasks[run] = bar.add_task(f"{what}: {run}", total=1.0)
+                tasks[run] = bar.add_task(escape(f"{what}: {run}"), total=1.0)
             bar.update(tasks[run], completed=fraction)
 
         yield update

@@ -139,7 +139,6 @@ def test_against_pcs_alone_and_parallelclusters_protected_mode(simulator: Simula
     assert group(cluster)["launched"] == 10
     assert group(cluster)["protected_minute"] is not None
     assert group(cluster)["serving_at_end"] == 0
-    assert set(group(cluster)) >= set(group(alone))  # the same keys per group
 
 
 @pytest.mark.parametrize(("name", "nodes"), [("article-stop-sequence", 1), ("healthy-scale-up", 4)])
@@ -259,8 +258,7 @@ def test_a_wave_of_50_nodes_hit_by_a_bad_change_all_come_up_after_lifeguards_cha
     assert len(after) >= 50
     assert all(i["end"] != "BOOTSTRAP_FAILED" for i in after)
     assert found["serving_at_end"] == 50
-    assert found["bootstrap_failed"] <= 50  # only instances launched on the bad change, before the break
-    assert document["wall_seconds"] < 120
+    assert found["bootstrap_failed"] == 50  # the fifty launched on the bad change, none after the break
 
 
 # -- faults, end to end: the loop is broken with exactly one change, and the failure is visible --
@@ -298,6 +296,7 @@ def test_under_a_fault_the_loop_is_broken_with_exactly_one_change_and_the_failur
     lca = group(document)
     assert [c.get("action") for c in lifeguards(document)] == ["quarantine"], name
     assert lca["serving_at_end"] == 1, name
+    assert lca["bootstrap_failed"] == THRESHOLD, name  # instances burned before the break
     assert lca["final_config"]["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
     assert kinds(document).count("RemediationApplied") == 1, name
     applied = [entry for entry in document["audit"]["lca-static"] if entry["decision"] == "applied"]
@@ -361,7 +360,10 @@ def test_the_json_document_holds_the_contract_and_the_baseline() -> None:
     assert {"detail-type", "source", "detail"} <= set(document["events"][0])
     assert document["events"][0]["source"] == "lifeguard"
     assert {"at_minute", "group", "by", "diff"} <= set(document["changes"][0])
-    assert {"channel", "subject", "message", "attributes"} <= set(document["notifications"][0])
+    sent = {n["channel"]: n for n in document["notifications"]}
+    assert {"channel", "subject", "message", "attributes"} <= set(sent["sns"])
+    assert {"channel", "text", "message"} <= set(sent["slack"])
+    assert sent["slack"]["message"]["blocks"]
 
 
 def test_for_people_the_timeline_the_diff_the_slack_message_and_the_table() -> None:
@@ -419,3 +421,18 @@ def test_the_demo_runs_the_twin_on_every_one_group_scenario_against_pcs_alone() 
         "revert",
     ]
     assert lifeguards(documents["healthy scale-up"]) == []
+
+
+def test_the_html_report_is_written_from_the_run(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    done = simulate_cli("article-loop", "--baseline", "parallelcluster", "--html", str(report), "--json")
+    assert done.returncode == 0, done.stderr
+    page = report.read_text()
+    document = json.loads(done.stdout)
+    assert "article TERMINATE loop" in page
+    assert "ParallelCluster protected mode" in page
+    assert f"{group(document)['instance_minutes_wasted']:g}" in page
+    assert page.count("<svg") >= 2  # the lanes of Lifeguard's run and of the baseline's
+    unwritable = simulate_cli("article-loop", "--html", str(tmp_path / "missing" / "r.html"))
+    assert unwritable.returncode == 2
+    assert "is not a directory one can write to" in unwritable.stderr

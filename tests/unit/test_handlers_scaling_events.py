@@ -790,3 +790,13 @@ def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_o
     else:
         assert episode is not None
         assert episode.kept == ["i-0new0000000000001"]
+
+
+def test_clean_reports_of_a_group_with_no_open_episode_write_no_state_and_publish_nothing() -> None:
+    world = World()
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    before = world.writes()
+    run = ran("i-0new0000000000001", at(1, 16))
+    ship(world, reports_handler(world), [run.model_dump(mode="json")])
+    assert world.bus.events() == []
+    assert world.writes() == before  # the group's state is read, not written (the mark is a batch write)

@@ -1,4 +1,5 @@
-"""The node's clock: the machine's, or the twin's virtual one when LIFEGUARD_CLOCK_OFFSET_SECONDS is set."""
+"""The node's clock: the machine's, or the twin's virtual one when LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS is
+set."""
 
 from __future__ import annotations
 

@@ -164,3 +164,29 @@ def test_tags_are_bounded_as_pcs_bounds_them() -> None:
     assert refused(data) == "s.yaml: groups[0].tags: 51 tags; at most 50, as PCS allows"
     data["groups"][0]["tags"] = {"k" * 129: "v"}
     assert refused(data).startswith("s.yaml: groups[0].tags: 129 characters; at most 128")
+
+
+def test_hostile_values_are_one_line_errors_not_tracebacks(tmp_path: Path) -> None:
+    data = article()
+    data["horizon_minutes"] = 10**400
+    assert refused(data).startswith("s.yaml: horizon_minutes: 100000000000… is out of range")
+    data = article()
+    data["scripts"]["fail.sh"] = "\ud800"
+    assert refused(data) == "s.yaml: scripts.fail.sh: not text that UTF-8 can hold (a lone surrogate?)"
+    data = article()
+    data["groups"][0]["min"] = data["groups"][0]["max"] = 100
+    data["groups"].append({**data["groups"][0], "name": "second"})
+    data["groups"].append({**data["groups"][0], "name": "third"})
+    assert refused(data) == "s.yaml: groups: 300 static nodes in all; at most 200"
+    data = article()
+    data["timings"] = {"capacity_retry": 0}  # a launch that fails would be tried again at the same instant
+    assert refused(data).startswith("s.yaml: timings.capacity_retry: 0 is out of range: from 1")
+    data = article()
+    data["faults"] = [{"kind": "pcs_error", "at_minute": 1, "operation": "UpdateComputeNodeGroups"}]
+    assert refused(data) == (
+        "s.yaml: faults[0].operation: 'UpdateComputeNodeGroups' is not an operation of the PCS API"
+    )
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ScenarioError, match=r"deep\.json: nested too deep to be a scenario"):
+        load_scenario(deep)

@@ -178,6 +178,7 @@ class LocalLifeguard:
             self._remediating = False
 
     def _published(self) -> list[dict[str, Any]]:
+        self.twin.sync()  # EventBridge stamps an event when it is put: after the handler's own waits
         at = self.twin.moment().strftime("%Y-%m-%dT%H:%M:%SZ")
         return [{**event, "time": at} for event in self.stack.received_events(self._sqs)]
 
@@ -193,13 +194,12 @@ class LocalLifeguard:
         self.twin.result.events.append(published)
         group = self._group_name(detail.get("compute_node_group_id"))
         if event.get("detail-type") == "RemediationApplied" and detail.get("action"):
-            self._actions[str(detail.get("compute_node_group_id"))] = str(detail["action"])
-            # A change PCS made before its event was published (a retried invocation) gets its action.
-            for change in reversed(self.twin.result.changes):
-                if change["group"] == group and change["by"] == "lifeguard":
-                    if change.get("action") is None:
-                        change["action"] = str(detail["action"])
-                    break
+            action = str(detail["action"])
+            mine = [c for c in self.twin.result.changes if c["group"] == group and c["by"] == "lifeguard"]
+            if mine and mine[-1].get("action") is None:
+                mine[-1]["action"] = action  # PCS changed before the event was published (a retry)
+            else:
+                self._actions[str(detail.get("compute_node_group_id"))] = action
         what = str(event.get("detail-type"))
         self.twin.note(group, what, event_line(detail, what))
 
@@ -213,8 +213,9 @@ class LocalLifeguard:
         )
 
     def last_action(self, group_id: str) -> str | None:
-        """The action of the last RemediationApplied for the group."""
-        return self._actions.get(group_id)
+        """The action of the RemediationApplied published for the group since its last change, if any
+        (taken: the next change has its own)."""
+        return self._actions.pop(group_id, None)
 
     def collect(self) -> None:
         """What SNS and Slack received since the last look, on the twin's clock."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.render import STYLES
@@ -70,7 +71,7 @@ def summary_table(document: Mapping[str, Any]) -> Table:
             cells = [name if index == 0 else "", label, _cell(key, group.get(key))]
             if baseline:
                 cells.append(_cell(key, other.get(key)))
-            table.add_row(*cells)
+            table.add_row(*(Text(cell) for cell in cells))
     return table
 
 
@@ -98,7 +99,9 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
             more = f" (and {entry['count'] - 1} more)" if entry["count"] > 1 else ""
             style = _STYLES.get(what, "")
             detail = f"{entry['detail']}{more}"
-            table.add_row(_minute(entry["minute"]), entry["group"], shown, detail, style=style)
+            # What a scenario or an event says is shown as written, never read as markup.
+            cells = (_minute(entry["minute"]), entry["group"], shown, detail)
+            table.add_row(*(Text(str(cell)) for cell in cells), style=style)
         console.print(table)
         console.print()
     changes = document["changes"]
@@ -106,7 +109,7 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
     for change in changes:
         action = change.get("action") or "change"
         who = f"Lifeguard ({action})" if change["by"] == "lifeguard" else "the scenario"
-        console.print(f"  minute {_minute(change['at_minute'])}, {change['group']}, by {who}:")
+        console.print(f"  minute {_minute(change['at_minute'])}, {change['group']}, by {who}:", markup=False)
         for entry in change["diff"]:
             console.print(f"    {diff_line(entry)}", markup=False)
     slack = [n for n in document["notifications"] if n["channel"] == "slack"]

@@ -43,7 +43,9 @@ MAX_SCRIPT_BYTES = 4 * 1024 * 1024  # above PCS's 2 MiB, so a scenario can show 
 MAX_CHANGES = 100
 MAX_FAULTS = 100
 MAX_TAGS = 50
-MAX_FILE_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_TOTAL_NODES = 200  # static nodes of all groups: each boot is a real process
+_MIN_CYCLE_SECONDS = {"relaunch": 1.0, "capacity_retry": 1.0, "replacement_launch": 1.0}
 _SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _GROUP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{2,24}")  # PCS's computeNodeGroupName
 _SCENARIO_KEYS = frozenset(
@@ -214,10 +216,14 @@ def _parse_text(text: str, path: Path) -> Any:
             return json.loads(text)
         except ValueError as exc:
             raise ScenarioError(f"{path.name}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
@@ -236,6 +242,9 @@ def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
     scripts = _scripts(check, top, path)
     groups = _groups(check, top.get("groups"))
     names = {group.name for group in groups}
+    nodes = sum(group.min for group in groups)
+    if nodes > MAX_TOTAL_NODES:
+        check.fail("groups", f"{nodes} static nodes in all; at most {MAX_TOTAL_NODES}")
     changes = tuple(
         _change(check, item, f"changes[{index}]", names, horizon)
         for index, item in enumerate(check.items(top.get("changes", []), "changes", MAX_CHANGES))
@@ -288,6 +297,8 @@ class _Checker:
         return str(value)
 
     def number(self, value: Any, where: str, low: float, high: float) -> float:
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**12:
+            self.fail(where, f"{str(value)[:12]}… is out of range: from {low:g} to {high:g}")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             self.fail(where, f"must be a number from {low:g} to {high:g}")
         if not low <= value <= high:
@@ -297,6 +308,8 @@ class _Checker:
     def integer(self, value: Any, where: str, low: int, high: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(where, f"must be an integer from {low} to {high}")
+        if abs(value) > 10**12:
+            self.fail(where, f"{str(value)[:12]}… is out of range: from {low} to {high}")
         if not low <= value <= high:
             self.fail(where, f"{value} is out of range: from {low} to {high}")
         return int(value)
@@ -316,20 +329,26 @@ def _scripts(check: _Checker, top: Mapping[str, Any], path: Path | None) -> dict
         directory = ((path.parent if path else Path.cwd()) / relative).resolve()
         if not directory.is_dir():
             check.fail("scripts_dir", f"{directory} is not a directory")
-        files = sorted(p for p in directory.iterdir() if p.is_file())
-        if len(files) > MAX_SCRIPTS:
-            check.fail("scripts_dir", f"{len(files)} files; at most {MAX_SCRIPTS}")
-        for file in files:
-            if file.stat().st_size > MAX_SCRIPT_BYTES:
-                check.fail(f"scripts_dir/{file.name}", f"over {MAX_SCRIPT_BYTES} bytes")
-            found[file.name] = file.read_bytes()
+        try:
+            files = sorted(p for p in directory.iterdir() if p.is_file())
+            if len(files) > MAX_SCRIPTS:
+                check.fail("scripts_dir", f"{len(files)} files; at most {MAX_SCRIPTS}")
+            for file in files:
+                if file.stat().st_size > MAX_SCRIPT_BYTES:
+                    check.fail(f"scripts_dir/{file.name}", f"over {MAX_SCRIPT_BYTES} bytes")
+                found[file.name] = file.read_bytes()
+        except OSError as exc:
+            check.fail("scripts_dir", f"cannot read {directory}: {exc.strerror or exc}")
     else:
         scripts = check.mapping(top.get("scripts", {}), "scripts")
         if len(scripts) > MAX_SCRIPTS:
             check.fail("scripts", f"{len(scripts)} scripts; at most {MAX_SCRIPTS}")
         for name, content in scripts.items():
             text = check.text(content, f"scripts.{name}", limit=MAX_SCRIPT_BYTES, empty=True)
-            found[name] = text.encode()
+            try:
+                found[name] = text.encode()
+            except UnicodeEncodeError:
+                check.fail(f"scripts.{name}", "not text that UTF-8 can hold (a lone surrogate?)")
             if len(found[name]) > MAX_SCRIPT_BYTES:
                 check.fail(f"scripts.{name}", f"over {MAX_SCRIPT_BYTES} bytes")
     for name in found:
@@ -414,7 +433,11 @@ def _fault(check: _Checker, item: Any, where: str, names: set[str], horizon: flo
         check.fail(f"{where}.status", "must be 429, 500 or 503")
     operation = fault.get("operation")
     if operation is not None:
-        check.text(operation, f"{where}.operation", limit=64)
+        from lifeguard.pcs_model import service_model
+
+        known = service_model()["operations"]
+        if check.text(operation, f"{where}.operation", limit=64) not in known:
+            check.fail(f"{where}.operation", f"{operation!r} is not an operation of the PCS API")
     retry_after = fault.get("retry_after_seconds")
     return Fault(
         kind=kind,
@@ -437,7 +460,12 @@ def _timings(check: _Checker, value: Any) -> Timings:
     unknown = sorted(set(given) - known)
     if unknown:
         check.fail(f"timings.{unknown[0]}", f"unknown timing (the timings: {', '.join(sorted(known))})")
-    return Timings(**{key: check.number(v, f"timings.{key}", 0, 3600) for key, v in given.items()})
+    return Timings(
+        **{
+            key: check.number(v, f"timings.{key}", _MIN_CYCLE_SECONDS.get(key, 0.0), 3600)
+            for key, v in given.items()
+        }
+    )
 
 
 _STACK_KEYS = {

@@ -7,7 +7,7 @@ mode), in a local AWS it shares with the other runs of the same `lifeguard simul
   scenario's configurations), and reads a group's configuration at each launch: a node boots the
   configuration PCS held when it launched.
 - A node is a temp root. At registration it runs `lifeguard-node boot` (`nodehost`) on its configuration,
-  scripts fetched from moto's S3, on the twin's clock (LIFEGUARD_CLOCK_OFFSET_SECONDS); then the real
+  scripts fetched from moto's S3, on the twin's clock (LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS); then the real
   shipper sends its reports to the node-report log group. The boot's exit decides the outcome: 0 or 3
   ACTIVE/BOOTSTRAP_SUCCESS, else TERMINATED/BOOTSTRAP_FAILED. A drain step's `scontrol` is a script that
   writes down the drain: the node is then active but not serving.
@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import shutil
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -63,6 +64,7 @@ RETRY_DELAYS = (60.0, 120.0)
 # A boot takes its real time on the virtual clock, rounded up to this: a few hundred milliseconds more or
 # less (a loaded machine) do not move what follows, so a seed gives the same run.
 BOOT_QUANTUM_SECONDS = 5
+MAX_ACTIONS = 1_000_000  # transitions in one run: far more than 100 nodes make in a day
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 _SCONTROL = (
@@ -172,7 +174,7 @@ class TwinRun:
         group = self.groups[name]
         mine = [i for i in self.instances if i.group == name]
         up = [i for i in mine if i.alive and i.active is not None]
-        serving = [i for i in up if i.served()]
+        serving = [i for i in up if i.drained is None]
         first_serving = [i.active for i in mine if i.served() and i.active is not None]
         wasted = sum(
             (i.ended if i.ended is not None else self.horizon) - i.launched
@@ -297,9 +299,16 @@ class _Twin:
             self.at(change.at_minute * 60, functools.partial(self._operator_change, change))
         for fault in self.scenario.faults:
             self.at(fault.at_minute * 60, functools.partial(self._arm, fault))
-        shown = -1
+        shown, done = -1, 0
         while self._queue and self._queue[0][0] <= self.horizon:
             seconds, _, action = heapq.heappop(self._queue)
+            done += 1
+            if done > MAX_ACTIONS:
+                minute = self.now / 60
+                raise ScenarioError(
+                    f"{self.scenario.name}: more than {MAX_ACTIONS} transitions by minute {minute:.1f}: "
+                    "are some timings 0?"
+                )
             self.now = max(self.now, seconds)
             self.clock.set(self.moment())
             action()
@@ -452,8 +461,12 @@ class _Twin:
         self.at(self.now + seconds, lambda: self._booted(group, instance, exit_code, drained, root))
 
     def _booted(self, group: _Group, instance: Instance, exit_code: int, drained: bool, root: Path) -> None:
-        """The boot is over: its reports go out, and PCS acts on its outcome."""
+        """The boot is over: its reports go out, and PCS acts on its outcome (if it has not replaced the node
+        meanwhile)."""
         self._ship(group, instance, root)
+        shutil.rmtree(root, ignore_errors=True)  # a node's disk goes with it
+        if not instance.alive:
+            return
         outcome = {0: "completed", 3: "a STOP_SEQUENCE failure", 4: "a TERMINATE failure"}.get(
             exit_code, f"exit {exit_code}"
         )
@@ -537,13 +550,13 @@ class _Twin:
         scontrol.write_text(_SCONTROL)
         scontrol.chmod(0o755)
         slurm_log = home / "slurm.log"
-        began = time.time()
+        began, started = time.time(), time.monotonic()
         env = {
             **self.aws.environ(),
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(home),
             "LANG": "C.UTF-8",
-            "LIFEGUARD_CLOCK_OFFSET_SECONDS": f"{self.moment().timestamp() - began:.3f}",
+            "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS": f"{self.moment().timestamp() - began:.3f}",
             "LIFEGUARD_SIM_SEED": str(self.options.seed),
             "LIFEGUARD_SIM_BOOT": str(self.result.boots),
             "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
@@ -573,8 +586,9 @@ class _Twin:
             group.spec.name,
         ]
         exit_code = self.host.boot(argv, env, home / "boot.out")
+        quanta = max(1, math.ceil((time.monotonic() - started) / BOOT_QUANTUM_SECONDS))
         _wait_for_watcher(root)
-        seconds = BOOT_QUANTUM_SECONDS * math.ceil((time.time() - began) / BOOT_QUANTUM_SECONDS)
+        seconds = BOOT_QUANTUM_SECONDS * quanta
         drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
         return exit_code, drained, seconds, root
 
@@ -649,17 +663,33 @@ class _Twin:
                 self._lifeguard.deliver(key[0] == self.report_log, payload)
 
     def _release(self) -> None:
-        """Deliveries held by a reorder fault: newest first."""
-        held, self._held = self._held[::-1], []
+        """Deliveries held by a reorder fault: every held log event in a payload of its own, newest first."""
+        from lifeguard.log_subscription import encode_subscription
+
+        held, self._held = self._held, []
+        events: list[tuple[int, int, str, str, str]] = []
         for key in held:
             self._due.discard(key)
-            for payload in reversed(self._read(key)):
-                self._lifeguard.deliver(key[0] == self.report_log, payload)
+            for number, (timestamp, message) in enumerate(self._new_events(key)):
+                events.append((timestamp, number, key[0], key[1], message))
+        for timestamp, number, log_group, stream, message in sorted(events, reverse=True):
+            payload = encode_subscription(log_group, stream, [(timestamp, message)], first_id=number)
+            copies = 2 if self._active_faults("log_duplicate") else 1
+            for _ in range(copies):
+                self._lifeguard.deliver(log_group == self.report_log, payload)
 
     def _read(self, key: tuple[str, str]) -> list[dict[str, Any]]:
         """What the stream received since the last delivery, as subscription payloads."""
         from lifeguard.log_subscription import encode_subscription
 
+        events = self._new_events(key)
+        return [
+            encode_subscription(key[0], key[1], events[start : start + MAX_DELIVERY_EVENTS], first_id=start)
+            for start in range(0, len(events), MAX_DELIVERY_EVENTS)
+        ]
+
+    def _new_events(self, key: tuple[str, str]) -> list[tuple[int, str]]:
+        """The stream's events since the last read (GetLogEvents, from the token kept)."""
         log_group, stream = key
         events: list[tuple[int, str]] = []
         token = self._tokens.get(key)
@@ -679,12 +709,7 @@ class _Twin:
             if not answer.get("events"):
                 break
         self._tokens[key] = token
-        return [
-            encode_subscription(
-                log_group, stream, events[start : start + MAX_DELIVERY_EVENTS], first_id=start
-            )
-            for start in range(0, len(events), MAX_DELIVERY_EVENTS)
-        ]
+        return events
 
     # -- faults --
 
@@ -736,6 +761,10 @@ def scripts_for(scenario: Scenario, s3: Any) -> None:
     """The scenario's scripts in the twin's S3, as its configs name them."""
     with contextlib.suppress(s3.exceptions.BucketAlreadyOwnedByYou):
         s3.create_bucket(Bucket=SCRIPTS_BUCKET)
+    # Runs of one simulation share the bucket: a script another scenario left is not this one's.
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=SCRIPTS_BUCKET):
+        for found in page.get("Contents", []):
+            s3.delete_object(Bucket=SCRIPTS_BUCKET, Key=found["Key"])
     for name, content in scenario.scripts.items():
         s3.put_object(Bucket=SCRIPTS_BUCKET, Key=name, Body=content)
 

@@ -1,4 +1,4 @@
-"""The node's wall clock: the machine's, shifted by `LIFEGUARD_CLOCK_OFFSET_SECONDS` when set.
+"""The node's wall clock: the machine's, shifted by `LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS` when set.
 
 Only `lifeguard simulate` sets it: its nodes boot on the twin's virtual clock, so every time the node side
 writes (executor.log, the script logs' markers) or sends (node reports) is the twin's. A value that is not
@@ -13,7 +13,7 @@ import time
 
 __all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset"]
 
-CLOCK_OFFSET_VARIABLE = "LIFEGUARD_CLOCK_OFFSET_SECONDS"
+CLOCK_OFFSET_VARIABLE = "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS"
 _MAX_OFFSET_SECONDS = 366 * 24 * 3600.0
 
 
