@@ -721,6 +721,18 @@ def loop_seen_by_both_signals(world: World) -> None:
     assert world.published() == ["BootstrapLoopDetected"]
 
 
+def quarantined_node_up_without_reports() -> World:
+    """The loop seen by both signals, Lifeguard's quarantine in place, and a node launched on it logged
+    BOOTSTRAP_SUCCESS before any report of its boot came."""
+    world = World()
+    loop_seen_by_both_signals(world)
+    quarantined = quarantined_config()
+    quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    return world
+
+
 @pytest.mark.parametrize(
     ("reports", "lifeguards", "ends"),
     [
@@ -752,12 +764,7 @@ def test_a_success_without_reports_ends_a_loop_unless_it_may_be_a_quarantined_fa
 
 
 def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_reports() -> None:
-    world = World()
-    loop_seen_by_both_signals(world)
-    quarantined = quarantined_config()
-    quarantine_in_ledger(world, quarantined)
-    world.person_sets(quarantined, at(1, 13))
-    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    world = quarantined_node_up_without_reports()
     assert world.published() == ["BootstrapLoopDetected"]
     world.feed([launched("i-0other000000001", at(1, 28))])  # any later record of the group, past the grace
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
@@ -771,12 +778,7 @@ def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_repo
 def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_or_resolve_the_loop(
     outcome: str, ends_with: str
 ) -> None:
-    world = World()
-    loop_seen_by_both_signals(world)
-    quarantined = quarantined_config()
-    quarantine_in_ledger(world, quarantined)
-    world.person_sets(quarantined, at(1, 13))
-    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    world = quarantined_node_up_without_reports()
     assert world.published() == ["BootstrapLoopDetected"]  # the success alone says nothing yet
     run = ran("i-0new0000000000001", at(1, 16), outcome=outcome, script="fail-terminate")
     late = {**run.model_dump(mode="json"), "on_error": "STOP_SEQUENCE"}
