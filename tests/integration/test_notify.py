@@ -43,7 +43,12 @@ class Env:
         webhook = SecretWebhook(
             aws_client("secretsmanager", self.local.moto.endpoint_url), self.channels.slack_secret
         )
-        slack = SlackChannel(webhook, sleep=self.sleeps.append, timeout_seconds=timeout_seconds)
+        slack = SlackChannel(
+            webhook,
+            sleep=self.sleeps.append,
+            timeout_seconds=timeout_seconds,
+            metric=lambda name, value: self.metrics.append(name),
+        )
         sns = SnsChannel(
             aws_client("sns", self.local.moto.endpoint_url), topic_arn or self.channels.topic_arn
         )
@@ -144,6 +149,7 @@ def test_slack_500s_and_a_timeout_are_retried(env: Env) -> None:
     assert result.sent == ["sns", "slack"]
     assert env.slack.attempts == 4
     assert len(env.slack.messages) == 1
+    assert env.metrics.count("SlackRetries") == 3  # the failures the retries absorbed still show
 
 
 def test_a_failing_slack_never_blocks_sns_and_the_retry_sends_only_what_was_missing(

@@ -210,7 +210,14 @@ def build_notify(
         # Paced through the table: concurrent invocations keep one message a second per webhook.
         pacer = notices.reserve_post if notices else None
         webhook = SecretWebhook(clients("secretsmanager"), secret)
-        channels.append(SlackChannel(webhook, pacer=pacer, min_interval_seconds=slack_interval_seconds))
+        channels.append(
+            SlackChannel(
+                webhook,
+                pacer=pacer,
+                min_interval_seconds=slack_interval_seconds,
+                metric=metric or uncounted,
+            )
+        )
     if not channels:
         raise LifeguardError(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify.summary import Summary
 
 __all__ = ["SecretWebhook", "SlackChannel", "SlackError", "slack_message"]
@@ -161,6 +162,7 @@ class SlackChannel:
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         pacer: Pacer | None = None,
+        metric: Metric = uncounted,
     ) -> None:
         self._webhook = webhook
         self.attempts = attempts
@@ -170,7 +172,7 @@ class SlackChannel:
         self._sleep = sleep
         self._clock = clock
         self._pacer = pacer
-        self.retries = 0
+        self._metric = metric  # SlackRetries: a post tried again (429, 5xx, no answer in time)
 
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
         """Post the event; raises SlackError when every attempt failed."""
@@ -197,7 +199,7 @@ class SlackChannel:
                 reason = getattr(exc, "reason", exc)
                 problem = "timed out" if isinstance(reason, TimeoutError) else type(reason).__name__
             if attempt < self.attempts:
-                self.retries += 1
+                self._metric("SlackRetries", 1)
                 self._sleep(delay)
         raise SlackError(f"Slack message not delivered after {self.attempts} attempts: {problem}")
 
