@@ -338,7 +338,8 @@ def simulate(
                 verbose=verbose,
             )
     except ScenarioError as exc:
-        typer.echo(f"lifeguard simulate: {exc}", err=True)
+        for problem in exc.problems:  # every problem at once, one line each
+            typer.echo(f"lifeguard simulate: {problem}", err=True)
         raise typer.Exit(2) from None
     if html is not None:
         from lifeguard_cli.simulate.html import render_html

@@ -190,3 +190,22 @@ def test_hostile_values_are_one_line_errors_not_tracebacks(tmp_path: Path) -> No
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ScenarioError, match=r"deep\.json: nested too deep to be a scenario"):
         load_scenario(deep)
+
+
+def test_every_problem_of_a_scenario_is_reported_at_once() -> None:
+    data = article()
+    data["horizon_minutes"] = 0
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["onError"] = "EXPLODE"
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"][1]["name"] = "bad/name"
+    data["faults"] = [{"kind": "meteor", "at_minute": 1}, {"kind": "pcs_error", "at_minute": -1}]
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    problems = caught.value.problems
+    assert [p.split(": ")[1] for p in problems] == [
+        "horizon_minutes",
+        "groups[0].config.stages.nodeBootstrapped[0].onError",
+        "groups[0].config.stages.nodeBootstrapped[1].name",
+        "faults[0].kind",
+        "faults[1].at_minute",
+    ]
+    assert str(caught.value).startswith("5 problems: s.yaml: horizon_minutes: 0 is out of range")

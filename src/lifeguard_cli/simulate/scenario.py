@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import LifeguardError
 
@@ -33,6 +34,7 @@ __all__ = [
     "load_scenario",
 ]
 
+T = TypeVar("T")
 BUILT_IN = Path(__file__).resolve().parents[3] / "events" / "scenarios"
 SCRIPTS_BUCKET = "sim-scripts"  # a config names a scenario's script as s3://sim-scripts/<file name>
 MAX_HORIZON_MINUTES = 24 * 60
@@ -66,7 +68,15 @@ _SCENARIO_KEYS = frozenset(
 
 
 class ScenarioError(LifeguardError):
-    """A scenario that cannot be run: the file, the key and what is wrong, on one line."""
+    """A scenario that cannot be run: each problem on a line of its own, `<file>: <key>: <problem>`."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+
+class _Stop(Exception):
+    """A part of the scenario cannot be read further: its problem is noted, the other parts go on."""
 
 
 @dataclass(frozen=True)
@@ -233,54 +243,97 @@ def _parse_text(text: str, path: Path) -> Any:
 def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
     """A scenario from its parsed document; `path` locates `scripts_dir` and names the file in errors."""
     check = _Checker(path.name if path else "scenario")
-    top = check.mapping(data, "")
+    try:
+        top = check.mapping(data, "")
+    except _Stop:
+        check.raise_problems()
     unknown = sorted(set(top) - _SCENARIO_KEYS)
-    if unknown:
-        check.fail(unknown[0], f"unknown key (the keys: {', '.join(sorted(_SCENARIO_KEYS))})")
-    name = check.text(top.get("name"), "name", limit=200)
-    horizon = check.number(top.get("horizon_minutes", 60), "horizon_minutes", 1, MAX_HORIZON_MINUTES)
-    scripts = _scripts(check, top, path)
+    for key in unknown:
+        check.note(key, f"unknown key (the keys: {', '.join(sorted(_SCENARIO_KEYS))})")
+    name = check.part(lambda: check.text(top.get("name"), "name", limit=200), "")
+    horizon = check.part(
+        lambda: check.number(top.get("horizon_minutes", 60), "horizon_minutes", 1, MAX_HORIZON_MINUTES),
+        float(MAX_HORIZON_MINUTES),
+    )
+    scripts: dict[str, bytes] = check.part(lambda: _scripts(check, top, path), {})
     groups = _groups(check, top.get("groups"))
     names = {group.name for group in groups}
     nodes = sum(group.min for group in groups)
     if nodes > MAX_TOTAL_NODES:
-        check.fail("groups", f"{nodes} static nodes in all; at most {MAX_TOTAL_NODES}")
-    changes = tuple(
-        _change(check, item, f"changes[{index}]", names, horizon)
-        for index, item in enumerate(check.items(top.get("changes", []), "changes", MAX_CHANGES))
+        check.note("groups", f"{nodes} static nodes in all; at most {MAX_TOTAL_NODES}")
+    listed_changes: list[Any] = check.part(
+        partial(check.items, top.get("changes", []), "changes", MAX_CHANGES), []
     )
-    faults = tuple(
-        _fault(check, item, f"faults[{index}]", names, horizon)
-        for index, item in enumerate(check.items(top.get("faults", []), "faults", MAX_FAULTS))
+    changes = [
+        check.part(partial(_change, check, item, f"changes[{index}]", names, horizon), None)
+        for index, item in enumerate(listed_changes)
+    ]
+    listed_faults: list[Any] = check.part(
+        partial(check.items, top.get("faults", []), "faults", MAX_FAULTS), []
     )
+    faults = [
+        check.part(partial(_fault, check, item, f"faults[{index}]", names, horizon), None)
+        for index, item in enumerate(listed_faults)
+    ]
+    timings = check.part(lambda: _timings(check, top.get("timings", {})), Timings())
+    drained = check.part(
+        lambda: check.flag(top.get("replace_drained_nodes", True), "replace_drained_nodes"), True
+    )
+    stack = check.part(lambda: _stack(check, top.get("stack", {})), StackSettings())
+    description = check.part(
+        lambda: check.text(top.get("description", ""), "description", limit=2000, empty=True), ""
+    )
+    check.raise_problems()
     return Scenario(
         name=name,
         path=path,
         horizon_minutes=horizon,
         scripts=scripts,
         groups=groups,
-        changes=tuple(sorted(changes, key=lambda change: change.at_minute)),
-        faults=faults,
-        timings=_timings(check, top.get("timings", {})),
-        replace_drained_nodes=check.flag(top.get("replace_drained_nodes", True), "replace_drained_nodes"),
-        stack=_stack(check, top.get("stack", {})),
-        description=check.text(top.get("description", ""), "description", limit=2000, empty=True),
+        changes=tuple(sorted((c for c in changes if c is not None), key=lambda change: change.at_minute)),
+        faults=tuple(f for f in faults if f is not None),
+        timings=timings,
+        replace_drained_nodes=drained,
+        stack=stack,
+        description=description,
     )
 
 
 class _Checker:
-    """Checks values, raising ScenarioError `<file>: <key>: <problem>`."""
+    """Checks values, noting every problem `<file>: <key>: <problem>`; a part that cannot be read further
+    stops (`_Stop`) and the others go on, then `raise_problems` raises them all at once."""
 
     def __init__(self, file: str) -> None:
         self.file = file
+        self.problems: list[str] = []
 
-    def fail(self, where: str, problem: str) -> None:
-        raise ScenarioError(f"{self.file}: {where or '(the document)'}: {problem}")
+    def note(self, where: str, problem: str) -> None:
+        """A problem; the check goes on."""
+        self.problems.append(f"{self.file}: {where or '(the document)'}: {problem}")
+
+    def fail(self, where: str, problem: str) -> NoReturn:
+        """A problem that stops the part being read."""
+        self.note(where, problem)
+        raise _Stop
+
+    def part(self, read: Callable[[], T], default: T) -> T:
+        """`read()`, or `default` when it stopped on a problem."""
+        try:
+            return read()
+        except _Stop:
+            return default
+
+    def raise_problems(self) -> None:
+        """ScenarioError with every problem noted, if there is any."""
+        if self.problems:
+            count = len(self.problems)
+            first = self.problems[0] if count == 1 else f"{count} problems: {self.problems[0]}"
+            raise ScenarioError(first, list(self.problems))
 
     def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
         if not isinstance(value, Mapping) or not all(isinstance(key, str) for key in value):
             self.fail(where, "must be a mapping of names to values")
-        return value  # type: ignore[no-any-return]
+        return dict(value)
 
     def items(self, value: Any, where: str, limit: int) -> list[Any]:
         if not isinstance(value, list):
@@ -358,32 +411,41 @@ def _scripts(check: _Checker, top: Mapping[str, Any], path: Path | None) -> dict
 
 
 def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
-    items = check.items(value if value is not None else None, "groups", MAX_GROUPS)
-    if not items:
-        check.fail("groups", "at least one group")
+    if value is None:
+        check.note("groups", "at least one group")
+        return ()
+    items: list[Any] = check.part(partial(check.items, value, "groups", MAX_GROUPS), [])
+    if isinstance(value, list) and not value:
+        check.note("groups", "at least one group")
     groups: list[GroupSpec] = []
     for index, item in enumerate(items):
-        where = f"groups[{index}]"
-        group = check.mapping(item, where)
-        unknown = sorted(set(group) - {"name", "min", "max", "tags", "config"})
-        if unknown:
-            check.fail(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
-        name = check.text(group.get("name"), f"{where}.name", limit=25)
-        if not _GROUP_NAME.fullmatch(name):
-            check.fail(f"{where}.name", f"{name!r} is not a PCS compute node group name")
-        if any(other.name == name for other in groups):
-            check.fail(f"{where}.name", f"{name!r} is named twice")
-        low = check.integer(group.get("min", 1), f"{where}.min", 0, MAX_NODES)
-        high = check.integer(group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES)
-        tags = check.mapping(group.get("tags", {}), f"{where}.tags")
-        if len(tags) > MAX_TAGS:
-            check.fail(f"{where}.tags", f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
-        for key, tag in tags.items():
-            check.text(key, f"{where}.tags", limit=128)
-            check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
-        config = _config(check, group.get("config"), f"{where}.config")
-        groups.append(GroupSpec(name, low, high, dict(config), dict(tags)))
+        found = check.part(partial(_group, check, item, f"groups[{index}]", groups), None)
+        if found is not None:
+            groups.append(found)
     return tuple(groups)
+
+
+def _group(check: _Checker, item: Any, where: str, groups: list[GroupSpec]) -> GroupSpec:
+    """One group; `groups` are the ones read before it (a name is used once)."""
+    group = check.mapping(item, where)
+    unknown = sorted(set(group) - {"name", "min", "max", "tags", "config"})
+    if unknown:
+        check.fail(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
+    name = check.text(group.get("name"), f"{where}.name", limit=25)
+    if not _GROUP_NAME.fullmatch(name):
+        check.fail(f"{where}.name", f"{name!r} is not a PCS compute node group name")
+    if any(other.name == name for other in groups):
+        check.fail(f"{where}.name", f"{name!r} is named twice")
+    low = check.integer(group.get("min", 1), f"{where}.min", 0, MAX_NODES)
+    high = check.integer(group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES)
+    tags = check.mapping(group.get("tags", {}), f"{where}.tags")
+    if len(tags) > MAX_TAGS:
+        check.fail(f"{where}.tags", f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
+    for key, tag in tags.items():
+        check.text(key, f"{where}.tags", limit=128)
+        check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
+    config = _config(check, group.get("config"), f"{where}.config")
+    return GroupSpec(name, low, high, dict(config), dict(tags))
 
 
 def _config(check: _Checker, value: Any, where: str) -> dict[str, Any]:
@@ -392,10 +454,10 @@ def _config(check: _Checker, value: Any, where: str) -> dict[str, Any]:
 
     config = dict(check.mapping(value, where))
     problems = find_problems(config)
+    for problem in problems:
+        check.note(f"{where}.{problem.path}" if problem.path else where, problem.message)
     if problems:
-        first = problems[0]
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        check.fail(f"{where}.{first.path}" if first.path else where, f"{first.message}{more}")
+        raise _Stop
     return config
 
 
