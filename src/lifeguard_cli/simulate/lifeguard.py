@@ -156,6 +156,7 @@ class LocalLifeguard:
             try:
                 handle(event)
             except (Exception, _InvocationDied) as exc:  # noqa: BLE001 - as Lambda: any failure is retried
+                self.twin.sync()  # it failed after its own waits
                 counts = self.twin.result.invocations
                 counts["failed"] += 1
                 what = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
