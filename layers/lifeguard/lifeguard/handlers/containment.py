@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from lifeguard.attribution import KEPT_LIMIT, failed_runs, suspect_of_runs
+from lifeguard.attribution import KEPT_LIMIT, BootRuns, failed_runs, suspect_of_runs
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
@@ -16,7 +16,7 @@ from lifeguard.group_state import BootOutcome, GroupState
 from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.node_report import NodeReport
 
-__all__ = ["contain", "reopen_as_contained", "resolve", "revoke_false_proof"]
+__all__ = ["contain", "reopen_as_contained", "resolve", "revoke_false_proof", "settle"]
 
 logger = logging.getLogger("lifeguard")
 
@@ -78,6 +78,20 @@ def reopen_as_contained(
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
     return contain(state, settings, outcome, runs, late)
+
+
+def settle(
+    state: GroupState, settings: DetectionSettings, success: BootOutcome, boot: BootRuns, *, unreported: bool
+) -> list[ControllerEvent]:
+    """What `success`, the first success after the open episode's last failure, says of it: contained when
+    its node reported a failed script for that boot, resolved when it reported only runs that did not fail,
+    or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and
+    nothing yet otherwise."""
+    if boot.failed:
+        return contain(state, settings, success, boot.failed)
+    if boot.reported or unreported:
+        return resolve(state, settings, success, boot.evidence())
+    return []
 
 
 def resolve(

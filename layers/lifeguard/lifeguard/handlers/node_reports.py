@@ -28,7 +28,7 @@ from lifeguard.detection import Detection, DetectionSettings, episode_id_for, re
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import contain, reopen_as_contained, resolve, revoke_false_proof
+from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.metrics import Metric, uncounted
@@ -209,11 +209,7 @@ class NodeReportsHandler:
         if success is None:
             return []
         boot = GroupEvidence(self.store, state).of(success)
-        if boot.failed:
-            return contain(state, settings, success, boot.failed)
-        if boot.reported:
-            return resolve(state, settings, success, boot.evidence())
-        return []
+        return settle(state, settings, success, boot, unreported=False)
 
     def _detect(
         self, state: GroupState, reports: list[NodeReport], reads: BatchReads

@@ -32,7 +32,7 @@ from lifeguard.detection import (
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import contain, resolve
+from lifeguard.handlers.containment import settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
@@ -277,12 +277,11 @@ class ScalingEventsHandler:
             return
         if boot.failed or not boot.reported:
             change.changed |= self._read_launched_config(state, success, refresh)
-        if boot.failed:
+        unreported = not boot.failed and not self._proves_nothing(state, success, boot)
+        settled = settle(state, settings, success, boot, unreported=unreported)
+        if settled:
             change.changed = True
-            change.events.extend(contain(state, settings, success, boot.failed))
-        elif not self._proves_nothing(state, success, boot):
-            change.changed = True
-            change.events.extend(resolve(state, settings, success, boot.evidence()))
+            change.events.extend(settled)
 
     @staticmethod
     def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
