@@ -15,23 +15,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lifeguard.aws.clients import aws_client
-from lifeguard.aws.eventbridge import EventPublisher
-from lifeguard.aws.pcs import PcsGateway
-from lifeguard.detection import DetectionSettings
+from lifeguard.aws.clients import lazy_client
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import ChangedBy, KnownConfig
-from lifeguard.handlers.node_reports import NodeReportsHandler
-from lifeguard.handlers.scaling_events import ScalingEventsHandler
-from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
-from lifeguard.notify.notifier import Channel
-from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.settings import setting
-from lifeguard.store.groups import GroupStore
-from lifeguard.store.notices import NoticeStore
-from lifeguard.store.remediations import RemediationStore
+
+# Each composition root imports what its own function uses, when it is built: a cold start loads no other
+# function's code (the notify function needs no detection, the scaling_events function no Slack).
+if TYPE_CHECKING:
+    from lifeguard.aws.eventbridge import EventPublisher
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.group_state import ChangedBy, KnownConfig
+    from lifeguard.handlers.config_review import ConfigReviewHandler
+    from lifeguard.handlers.node_reports import NodeReportsHandler
+    from lifeguard.handlers.scaling_events import ScalingEventsHandler
+    from lifeguard.handlers.updater import GroupUpdater
+    from lifeguard.notify import Notifier
+    from lifeguard.remediation import RemediationSettings, Remediator
+    from lifeguard.store.groups import GroupStore
 
 __all__ = [
     "Wiring",
@@ -51,7 +53,7 @@ class Wiring:
     pcs: PcsGateway
     updater: GroupUpdater
     defaults: DetectionSettings
-    clients: Clients = aws_client
+    clients: Clients = lazy_client
 
     @property
     def publisher(self) -> EventPublisher:
@@ -60,8 +62,8 @@ class Wiring:
 
 
 class Clients(Protocol):
-    """Where the composition roots get their AWS clients: `aws_client` in a Lambda (one client per service
-    per process), a local AWS's factory in a replay or a test."""
+    """Where the composition roots get their AWS clients: `lazy_client` in a Lambda (one client per service
+    per process, made on first use), a local AWS's factory in a replay or a test."""
 
     def __call__(self, service: str, *, attempts: int = ...) -> Any: ...
 
@@ -70,7 +72,7 @@ def wire(
     table: str | None = None,
     event_bus: str | None = None,
     *,
-    clients: Clients = aws_client,
+    clients: Clients = lazy_client,
     defaults: DetectionSettings | None = None,
     clock: Callable[[], float] | None = None,
     metric: Metric | None = None,
@@ -79,6 +81,12 @@ def wire(
     `clock` (default: the wall's) dates the outbox's events, which the next invocation publishes once they
     are stale (a replay or a simulation passes its own, as it does to the handlers); `metric` counts the
     publisher's retries."""
+    from lifeguard.aws.eventbridge import EventPublisher
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.handlers.updater import GroupUpdater
+    from lifeguard.store.groups import GroupStore
+
     table_name = setting("table", table, "", str)
     if not table_name:
         raise LifeguardError("LIFEGUARD_TABLE is not set: the name of Lifeguard's DynamoDB table")
@@ -100,6 +108,9 @@ def build_scaling_events(
 ) -> ScalingEventsHandler:
     """The scaling_events Lambda's handler; `clock` (default: the wall's) is what record times must be
     plausible against (a replay passes its stream's)."""
+    from lifeguard.handlers.scaling_events import ScalingEventsHandler
+    from lifeguard.store.remediations import RemediationStore
+
     w = wiring or wire(metric=metric)
     ledgers = RemediationStore(w.store.client, w.store.table)
     return ScalingEventsHandler(
@@ -123,6 +134,7 @@ def change_lookup(w: Wiring) -> ChangedBy:
     """Who put a group's configuration in place: the review of its CloudTrail call, else Lifeguard's own
     change (its ledger), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
     from lifeguard.store.changes import ChangeStore
+    from lifeguard.store.remediations import RemediationStore
 
     changes = ChangeStore(w.store.client, w.store.table)
     ledgers = RemediationStore(w.store.client, w.store.table)
@@ -150,6 +162,8 @@ def build_node_reports(
     wiring: Wiring | None = None, *, metric: Metric | None = None, clock: Callable[[], float] | None = None
 ) -> NodeReportsHandler:
     """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
+    from lifeguard.handlers.node_reports import NodeReportsHandler
+
     w = wiring or wire(metric=metric)
     return NodeReportsHandler(
         w.store,
@@ -174,6 +188,10 @@ def build_remediate(
 ) -> Remediator:
     """The remediate Lambda's remediator; its PCS client leaves retries to it (for retryAfterSeconds).
     `clock` and `sleep` (default: the wall's) are what its rails and backoff count on."""
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.remediation import RemediationSettings, Remediator
+    from lifeguard.store.remediations import RemediationStore
+
     w = wiring or wire(metric=metric)
     return Remediator(
         RemediationStore(w.store.client, w.store.table),
@@ -194,11 +212,15 @@ def build_notify(
     slack_secret: str | None = None,
     clock: Callable[[], float] | None = None,
     metric: Metric | None = None,
-    clients: Clients = aws_client,
+    clients: Clients = lazy_client,
     slack_interval_seconds: float = 1.0,
 ) -> Notifier:
     """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
     webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none)."""
+    from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
+    from lifeguard.notify.notifier import Channel
+    from lifeguard.store.notices import NoticeStore
+
     table_name = setting("table", table, "", str)
     notices = NoticeStore(clients("dynamodb"), table_name, clock=clock or time.time) if table_name else None
     channels: list[Channel] = []
@@ -223,10 +245,6 @@ def build_notify(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
         )
     return Notifier(channels, notices, metric=metric)
-
-
-if TYPE_CHECKING:  # imported when built: the other functions' cold starts need none of it
-    from lifeguard.handlers.config_review import ConfigReviewHandler
 
 
 def build_config_review(
