@@ -8,6 +8,7 @@ never as an exception, so one bad record cannot stop a batch.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -28,6 +29,7 @@ __all__ = [
     "ScalingLogRecord",
     "is_known_pair",
     "parse_scaling_log_record",
+    "passed_over",
 ]
 
 # The two outcomes of a boot, as (status, reason): the one rule for which records count as outcomes.
@@ -56,6 +58,20 @@ KNOWN_REASONS: Mapping[str, frozenset[str]] = {
     ),
     "TERMINATE_FAILED": frozenset({"EC2_OPERATION_NOT_PERMITTED", "EC2_ERROR"}),
 }
+
+# The documented pairs that the detection never reads: no launch, no outcome, no unhealthy termination, no
+# launch failure (which is counted and logged). Most of a healthy cluster's log is these.
+PASSED_OVER = frozenset(
+    (status, reason)
+    for status, reasons in KNOWN_REASONS.items()
+    if status not in ("LAUNCHED", "LAUNCH_FAILED")
+    for reason in reasons
+    if (status, reason) not in BOOTSTRAP_OUTCOMES and (status, reason) != UNHEALTHY_TERMINATION
+)
+# A key and its string value as JSON writes them; inside a JSON string a quote is escaped, so a match is a
+# real key (of the record, or of an object nested in it: then there are two, and the filter stands aside).
+_STATUS_KEY = re.compile(r'"status_code"\s*:\s*"([A-Z_]{1,64})"')
+_REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z_]{1,64})"')
 
 _RAW_EXCERPT_CHARS = 200
 # Codes are PCS's upper-case words; an unknown one is kept (and counted), a 600 KB one is not a code.
@@ -154,6 +170,17 @@ class ScalingLogParseError:
     def __str__(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
         return f"{prefix}{self.message}"
+
+
+def passed_over(raw: str) -> bool:
+    """True when the message is, beyond doubt, a record of a pair the detection never reads (`PASSED_OVER`):
+    it is ignored without being validated, since nothing of it is used or stored. A message holding either
+    key other than exactly once, or a pair that is not passed over, is left to the parser (False)."""
+    statuses = _STATUS_KEY.findall(raw)
+    if len(statuses) != 1:
+        return False
+    reasons = _REASON_KEY.findall(raw)
+    return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and raw.count('_code"') == 2
 
 
 def parse_scaling_log_record(

@@ -44,6 +44,7 @@ from lifeguard.scaling_log import (
     ScalingLogRecord,
     is_known_pair,
     parse_scaling_log_record,
+    passed_over,
 )
 from lifeguard.store.groups import GroupStore
 
@@ -129,11 +130,15 @@ class ScalingEventsHandler:
 
     def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
         """Log-event messages with where they came from; a bad or implausible one is logged, counted with
-        its reason and skipped, and the rest of the batch goes on."""
+        its reason and skipped, and the rest of the batch goes on. A record of a status the detection never
+        reads (REGISTERED, TERMINATED/SCHEDULER_REQUESTED, ...: `passed_over`) is ignored unvalidated."""
         summary = BatchSummary()
         parsed: list[tuple[ScalingLogRecord, str]] = []
         for message, where in messages:
             summary.records += 1
+            if passed_over(message):
+                summary.ignored += 1
+                continue
             record = parse_scaling_log_record(message, where=where)
             if isinstance(record, ScalingLogParseError):
                 summary.skip(record.reason, where, record.message)
