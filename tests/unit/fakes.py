@@ -60,6 +60,8 @@ class FakeDynamoDB:
             return current is None
         if condition == "attribute_not_exists(pk) OR version = :expected":
             return current is None or current["version"] == values[":expected"]
+        if condition == "#v = :expected":  # the version, named
+            return current is not None and current["version"] == values[":expected"]
         if condition == "next_at = :taken":
             return current is not None and current["next_at"] == values[":taken"]
         if condition == "attribute_not_exists(pk) OR lease_until < :now OR holder = :me":
@@ -99,9 +101,38 @@ class FakeDynamoDB:
         self.items.pop(key, None)
         return {}
 
+    def _update(self, request: dict[str, Any]) -> None:
+        """A state's update: `SET a = :x, a.b = :y REMOVE a.c`, names through `#` placeholders."""
+        names, values = request.get("ExpressionAttributeNames", {}), request["ExpressionAttributeValues"]
+        expressions = request["UpdateExpression"] + " " + request.get("ConditionExpression", "")
+        unused = [name for name in names if name not in expressions.replace(".", " ").replace(",", " ").split()]
+        assert not unused, f"ValidationException: ExpressionAttributeNames unused in expressions: {unused}"
+        item = self.items[self._key(request["Key"])]
+        sets, _, removes = request["UpdateExpression"].removeprefix("SET ").partition(" REMOVE ")
+        for assignment in sets.split(", "):
+            path, value = assignment.split(" = ")
+            *parents, leaf = [names.get(part, part) for part in path.split(".")]
+            target = item
+            for parent in parents:
+                target = target[parent]["M"]
+            target[leaf] = copy.deepcopy(values[value])
+        for path in filter(None, removes.split(", ")):
+            *parents, leaf = [names.get(part, part) for part in path.split(".")]
+            target = item
+            for parent in parents:
+                target = target[parent]["M"]
+            target.pop(leaf, None)
+
     def update_item(self, **request: Any) -> dict[str, Any]:
         self._record("UpdateItem", request)
         key = self._key(request["Key"])
+        if request["UpdateExpression"].startswith("SET #v = :next"):
+            if not self._check(key, request["ConditionExpression"], request["ExpressionAttributeValues"]):
+                raise client_error(
+                    "ConditionalCheckFailedException", "UpdateItem", "The conditional request failed"
+                )
+            self._update(request)
+            return {}
         assert request["UpdateExpression"] == "ADD messages :one SET expires_at = :ttl"
         values = request["ExpressionAttributeValues"]
         item = self.items.setdefault(key, {**request["Key"]})
@@ -125,19 +156,22 @@ class FakeDynamoDB:
 
     def transact_write_items(self, **request: Any) -> dict[str, Any]:
         self._record("TransactWriteItems", request)
-        puts = [write["Put"] for write in request["TransactItems"]]
-        for put in puts:
+        writes = [(kind, fields) for write in request["TransactItems"] for kind, fields in write.items()]
+        for kind, fields in writes:
             ok = self._check(
-                self._key(put["Item"]),
-                put.get("ConditionExpression"),
-                put.get("ExpressionAttributeValues", {}),
+                self._key(fields["Item"] if kind == "Put" else fields["Key"]),
+                fields.get("ConditionExpression"),
+                fields.get("ExpressionAttributeValues", {}),
             )
             if not ok:
                 raise client_error(
                     "TransactionCanceledException", "TransactWriteItems", "ConditionalCheckFailed"
                 )
-        for put in puts:
-            self.items[self._key(put["Item"])] = copy.deepcopy(put["Item"])
+        for kind, fields in writes:
+            if kind == "Put":
+                self.items[self._key(fields["Item"])] = copy.deepcopy(fields["Item"])
+            else:
+                self._update(fields)
         return {}
 
     def batch_write_item(self, **request: Any) -> dict[str, Any]:
@@ -175,6 +209,10 @@ class FakeDynamoDB:
         assert request["FilterExpression"] == "sk = :sk"
         wanted = request["ExpressionAttributeValues"][":sk"]["S"]
         return self._pages("Scan", request, lambda key: key[1] == wanted)
+
+    def single_writes(self) -> int:
+        """Items written one by one (puts and updates), not in a transaction."""
+        return self.calls("PutItem") + self.calls("UpdateItem")
 
     def calls(self, operation: str) -> int:
         """How many requests of `operation` were made."""

@@ -3,7 +3,7 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
-from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 T0 = 1792544247000
@@ -36,18 +36,33 @@ def test_prune_breaks_timestamp_ties_by_instance_id() -> None:
     assert sorted(state.outcomes) == [f"i-{n:04d}" for n in range(1, OUTCOME_LIMIT + 1)]
 
 
-def test_prune_keeps_only_launches_still_waiting_within_the_hour() -> None:
-    state = state_with(
-        1,
-        launches={
-            "i-0000": T0 - 60_000,  # its outcome arrived
-            "i-stale": T0 + 2 * HOUR_MS - HOUR_MS - 1,  # more than an hour before the newest
-            "i-edge": T0 + 2 * HOUR_MS - HOUR_MS,  # exactly an hour before the newest: kept
-            "i-new": T0 + 2 * HOUR_MS,
-        },
-    )
+def test_prune_keeps_only_launches_still_waiting_within_the_hour_once_over_their_bound() -> None:
+    waiting = {
+        "i-0000": T0 - 60_000,  # its outcome arrived
+        "i-stale": T0 + 2 * HOUR_MS - HOUR_MS - 1,  # more than an hour before the newest
+        "i-edge": T0 + 2 * HOUR_MS - HOUR_MS,  # exactly an hour before the newest: kept
+        "i-new": T0 + 2 * HOUR_MS,
+    }
+    state = state_with(1, launches=waiting)
     state.prune()
-    assert state.launches == {"i-edge": T0 + HOUR_MS, "i-new": T0 + 2 * HOUR_MS}
+    assert state.launches == waiting  # under the bound: a batch does not pay for a pass over them
+    filler = {f"i-f{n:04d}": T0 + HOUR_MS + 1 + n for n in range(PENDING_LAUNCH_LIMIT - 2)}
+    state = state_with(1, launches={**waiting, **filler})
+    state.prune()
+    assert state.launches == {"i-edge": T0 + HOUR_MS, **filler, "i-new": T0 + 2 * HOUR_MS}
+
+
+def test_launch_changes_count_from_what_the_table_holds() -> None:
+    state = state_with(launches={"i-a": T0, "i-b": T0 + 1})
+    assert state.launch_changes() is None  # the table holds none on their own yet
+    state.launches_stored()
+    assert state.launch_changes() == ({}, [])
+    state.launches["i-c"] = T0 + 2
+    state.launches["i-a"] = T0 - 5
+    del state.launches["i-b"]
+    assert state.launch_changes() == ({"i-a": T0 - 5, "i-c": T0 + 2}, ["i-b"])
+    state.launches_stored()
+    assert state.launch_changes() == ({}, [])
 
 
 def test_prune_caps_pending_launches_at_the_newest_thousand_in_time_order() -> None:
@@ -74,6 +89,13 @@ def test_forget_after_drops_what_is_dated_later_and_says_whether_it_did() -> Non
     assert state.forget_after(T0 - 1) is True
     assert state.outcomes == {}
     assert state.oldest_outcome_at() is None
+
+
+def test_forget_after_puts_a_forgotten_outcomes_launch_back_to_wait() -> None:
+    state = state_with()
+    state.outcomes["i-skewed"] = BootOutcome("i-skewed", None, T0 + HOUR_MS, False, launched_at=T0)
+    assert state.forget_after(T0 + 1000) is True
+    assert (state.outcomes, state.launches) == ({}, {"i-skewed": T0})
 
 
 def test_launched_at_prefers_the_outcomes_own_launch_time_then_the_pending_launch() -> None:

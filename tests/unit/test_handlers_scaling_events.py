@@ -125,7 +125,7 @@ class World:
         return sum(1 for call in self.pcs.calls if call.operation == operation)
 
     def writes(self) -> int:
-        return self.table.calls("PutItem") + self.table.calls("TransactWriteItems")
+        return self.table.single_writes() + self.table.calls("TransactWriteItems")
 
 
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:

@@ -42,9 +42,47 @@ def test_a_saved_state_is_one_compressed_item_that_loads_back_equal() -> None:
     assert state.version == 1
     item = client.items[(group_key(CLUSTER, GROUP), "STATE")]
     assert item["version"] == {"N": "1"}
-    assert b"i-pending" in zlib.decompress(item["state"]["B"])
+    assert b"i-pending" not in zlib.decompress(item["state"]["B"])  # the launches have their own map
+    assert item["launches"] == {"M": {"i-pending": {"N": str(T0 + 5000)}}}
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.model_dump() == state.model_dump()
+
+
+def test_a_state_written_again_sends_only_the_launches_that_changed() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    state.launches.update({f"i-wait{n:03d}": T0 + n for n in range(300)})
+    store.save(state)
+    state.launches["i-new"] = T0 + 9000
+    del state.launches["i-wait007"]
+    store.save(state)
+    update = client.requests["UpdateItem"][-1]
+    sent = {v["N"] for k, v in update["ExpressionAttributeValues"].items() if k.startswith(":a")}
+    assert sent == {str(T0 + 9000)}  # one launch added, one gone: not the 300 still waiting
+    assert "i-wait007" in update["ExpressionAttributeNames"].values()
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert (loaded.version, loaded.launches) == (2, state.launches)
+    assert loaded.model_dump() == state.model_dump()
+    # Too many changes for one update expression: the whole state is put again.
+    state.launches = {f"i-next{n:03d}": T0 + n for n in range(150)}
+    store.save(state)
+    assert client.calls("PutItem") == 2
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == state.launches
+
+
+def test_an_update_over_a_version_that_moved_is_a_conflict() -> None:
+    client = FakeDynamoDB()
+    first, second = GroupStore(client, "table"), GroupStore(client, "table")
+    first.save(full_state())
+    mine, theirs = first.load(CLUSTER, GROUP), second.load(CLUSTER, GROUP)
+    mine.launches["i-mine"] = T0
+    first.save(mine)
+    theirs.launches["i-theirs"] = T0
+    with pytest.raises(VersionConflictError):
+        second.save(theirs)
+    assert client.calls("UpdateItem") == 2
+    assert "i-theirs" not in GroupStore(client, "table").load(CLUSTER, GROUP).launches
 
 
 def test_a_state_item_written_as_plain_json_is_read_too() -> None:
@@ -58,6 +96,7 @@ def test_a_state_item_written_as_plain_json_is_read_too() -> None:
     }
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.version == 7
+    assert loaded.launches == {"i-pending": T0 + 5000}  # written before launches had their own map
     assert loaded.episode is not None
     assert loaded.episode.failures[0].instance_id == "i-0001"
 

@@ -49,7 +49,7 @@ def test_a_cancelled_transaction_is_a_conflict_not_a_failure() -> None:
     t, fake = table()
     fake.fail["TransactWriteItems"] = [client_error("TransactionCanceledException", "TransactWriteItems")]
     with pytest.raises(TransactionConflictError, match="TransactionCanceledException"):
-        t.put_together([{"Item": item_key("P", "S")}])
+        t.write_together([("Put", {"Item": item_key("P", "S")})])
 
 
 @pytest.mark.parametrize(

@@ -214,7 +214,7 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     # An instance bootstraps once: its first outcome is the one that counts.
     if known_outcome is not None and known_outcome.event_timestamp <= record.event_timestamp:
         return False
-    launched_at = state.launches.get(instance)
+    launched_at = state.launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
     if launched_at is None and known_outcome is not None:
         launched_at = known_outcome.launched_at
     state.outcomes[instance] = BootOutcome(

@@ -24,7 +24,8 @@ __all__ = [
 
 # Bounds that keep a busy group's state item small (tens of KB, far below DynamoDB's 400 KB): the most
 # recent outcomes (enough for any loop tail and for the intermittent rule's window on a busy group), and
-# the launches still waiting for their outcome, for as long as a node may take to bootstrap.
+# the launches still waiting for their outcome (an outcome takes its launch's time with it), trimmed when
+# there are more than PENDING_LAUNCH_LIMIT to those of the last PENDING_LAUNCH_MS, then to the newest.
 OUTCOME_LIMIT = 100
 PENDING_LAUNCH_MS = 60 * 60 * 1000
 PENDING_LAUNCH_LIMIT = 1000
@@ -138,6 +139,8 @@ class GroupState(_Model):
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = Field(default_factory=list)
     _oldest_outcome: int | None = PrivateAttr(default=None)
+    # The launches as the table holds them, when it holds them on their own (None: it does not, yet).
+    _stored_launches: dict[str, int] | None = PrivateAttr(default=None)
 
     # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
     @field_serializer("outcomes")
@@ -175,8 +178,8 @@ class GroupState(_Model):
             recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
             self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}
             self.outcome_changed()
-        if not self.launches:
-            return
+        if len(self.launches) <= PENDING_LAUNCH_LIMIT:
+            return  # a busy group's launches are most of its state: a batch touches only what it changed
         outcomes = self.outcomes
         newest_outcome = max((o.event_timestamp for o in outcomes.values()), default=0)
         newest = max(newest_outcome, *self.launches.values())
@@ -187,11 +190,27 @@ class GroupState(_Model):
             pending = {i: t for t, i in sorted(newest_first)}
         self.launches = pending
 
+    def launches_stored(self) -> None:
+        """Note that the table now holds these launches on their own (`launch_changes` counts from here)."""
+        self._stored_launches = dict(self.launches)
+
+    def launch_changes(self) -> tuple[dict[str, int], list[str]] | None:
+        """The launches added or moved, and the ones gone, since the table last held them; None when it
+        does not hold them on their own (the next write must write them all)."""
+        stored = self._stored_launches
+        if stored is None:
+            return None
+        changed = {i: t for i, t in self.launches.items() if stored.get(i) != t}
+        gone = [i for i in stored if i not in self.launches]
+        return changed, gone
+
     def forget_after(self, latest_ms: int) -> bool:
         """Let go of launches and outcomes dated after `latest_ms`; True when there were any."""
         future = [i for i, o in self.outcomes.items() if o.event_timestamp > latest_ms]
         for instance in future:
-            del self.outcomes[instance]
+            launched_at = self.outcomes.pop(instance).launched_at
+            if launched_at is not None:
+                self.launches[instance] = launched_at  # waiting again, for an outcome that can be genuine
         if future:
             self.outcome_changed()
         late = [i for i, t in self.launches.items() if t > latest_ms]

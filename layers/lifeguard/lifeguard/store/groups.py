@@ -10,7 +10,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from lifeguard.errors import LifeguardError
 from lifeguard.group_state import GroupState
@@ -21,6 +21,7 @@ from lifeguard.store.table import (
     Item,
     Table,
     TransactionConflictError,
+    Write,
     group_key,
     item_key,
 )
@@ -40,26 +41,64 @@ class VersionConflictError(LifeguardError):
     """Another invocation wrote the group's state first."""
 
 
+# A write sends the launches that changed, not all of them, unless there are more changes than this (an
+# update expression is at most 4 KB), or the table does not hold them on their own yet.
+LAUNCH_CHANGES_MAX = 100
+
+
 def _state_of(item: Item) -> GroupState:
     # Stored compressed: the item is rewritten with every batch, and its size is what DynamoDB charges.
     body = item["state"]
     raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
     state = GroupState.model_validate_json(raw)
     state.version = int(item["version"]["N"])
+    if "launches" in item:  # else an item written before launches had their own attribute: in the JSON
+        state.launches = {instance: int(at["N"]) for instance, at in item["launches"]["M"].items()}
+        state.launches_stored()
     return state
 
 
-def _versioned_put(state: GroupState) -> dict[str, Any]:
-    """The state's item, written only over the version it was read at (or where there is none)."""
-    expected = state.version
-    return {
-        "Item": {
+def _versioned_write(state: GroupState) -> Write:
+    """The state's write, made only over the version it was read at (or where there is none). A busy
+    group's pending launches are most of its state: when the table holds them, only those that changed are
+    sent (an update), so a batch pays for what it changed, not for every launch still waiting."""
+    expected = {"N": str(state.version)}
+    body = {"B": zlib.compress(state.model_dump_json(exclude={"version", "launches"}).encode(), 1)}
+    changes = state.launch_changes()
+    if changes is None or len(changes[0]) + len(changes[1]) > LAUNCH_CHANGES_MAX:
+        launches = {instance: {"N": str(at)} for instance, at in state.launches.items()}
+        item = {
             **item_key(group_key(state.cluster_id, state.group_id), STATE),
-            "version": {"N": str(expected + 1)},
-            "state": {"B": zlib.compress(state.model_dump_json(exclude={"version"}).encode(), 1)},
-        },
-        "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
-        "ExpressionAttributeValues": {":expected": {"N": str(expected)}},
+            "version": {"N": str(state.version + 1)},
+            "state": body,
+            "launches": {"M": launches},
+        }
+        condition = "attribute_not_exists(pk) OR version = :expected"
+        return "Put", {
+            "Item": item,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": {":expected": expected},
+        }
+    changed, gone = changes
+    names = {"#v": "version", "#s": "state"}
+    if changed or gone:
+        names["#l"] = "launches"  # DynamoDB refuses a name the expressions do not use
+    values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}, ":state": body}
+    sets = ["#v = :next", "#s = :state"]
+    for n, (instance, at) in enumerate(changed.items()):
+        names[f"#a{n}"], values[f":a{n}"] = instance, {"N": str(at)}
+        sets.append(f"#l.#a{n} = :a{n}")
+    removes = []
+    for n, instance in enumerate(gone):
+        names[f"#r{n}"] = instance
+        removes.append(f"#l.#r{n}")
+    expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+    return "Update", {
+        "Key": item_key(group_key(state.cluster_id, state.group_id), STATE),
+        "UpdateExpression": expression,
+        "ConditionExpression": "#v = :expected",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
     }
 
 
@@ -181,7 +220,7 @@ class GroupStore:
             for state in chunk:
                 state.prune()
             try:
-                self._table.put_together([_versioned_put(state) for state in chunk])
+                self._table.write_together([_versioned_write(state) for state in chunk])
             except TransactionConflictError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 unwritten.extend(chunk)
@@ -191,6 +230,7 @@ class GroupStore:
                 raise
             for state in chunk:
                 state.version += 1
+                state.launches_stored()
                 self._remember(state)
         return unwritten
 
@@ -198,11 +238,8 @@ class GroupStore:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         state.prune()
         expected = state.version
-        put = _versioned_put(state)
         try:
-            self._table.put(
-                put["Item"], condition=put["ConditionExpression"], values=put["ExpressionAttributeValues"]
-            )
+            self._table.write(_versioned_write(state))
         except ConditionFailedError:
             self.forget([(state.cluster_id, state.group_id)])
             raise VersionConflictError(f"{state.group_id}: state changed since version {expected}") from None
@@ -210,6 +247,7 @@ class GroupStore:
             self.forget([(state.cluster_id, state.group_id)])
             raise
         state.version = expected + 1
+        state.launches_stored()
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:

@@ -3,7 +3,8 @@
 Every item is keyed by `pk` (the partition) and `sk` (the item within it):
 
     pk = GROUP#<cluster>#<group>
-        sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`)
+        sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`,
+                                              and its pending launches as a map `launches`: instance -> ms)
         sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>   a failed script run (`report`, JSON)
         sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
         sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
@@ -43,6 +44,7 @@ __all__ = [
     "Item",
     "Table",
     "TransactionConflictError",
+    "Write",
     "decode_doc",
     "encode_doc",
     "group_key",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 Item = dict[str, Any]  # an item in DynamoDB's attribute-value form: {"pk": {"S": "…"}, …}
+# One write as a transaction holds it: ("Put" or "Update", the request's fields but TableName).
+Write = tuple[str, Mapping[str, Any]]
 
 COMPRESS_FROM_BYTES = 32 * 1024
 BATCH_GET_MAX = 100  # keys a BatchGetItem takes
@@ -230,10 +234,17 @@ class Table:
                     raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{left} items not written")
                 pending.extend(unprocessed)
 
-    def put_together(self, puts: Sequence[Mapping[str, Any]]) -> None:
-        """Write up to 100 conditional puts (each `Item` with its `ConditionExpression` and values) in one
-        transaction: all or none."""
-        writes: Any = [{"Put": {"TableName": self.name, **put}} for put in puts]
+    def write(self, write: Write) -> None:
+        """One write, a PutItem or an UpdateItem (conditional when its fields say so)."""
+        kind, fields = write
+        call = self.client.put_item if kind == "Put" else self.client.update_item
+        self.calls += 1
+        with _translated(f"{kind}Item"):
+            call(TableName=self.name, **fields)
+
+    def write_together(self, writes: Sequence[Write]) -> None:
+        """Up to 100 writes (puts and updates, each on its condition) in one transaction: all or none."""
+        items: Any = [{kind: {"TableName": self.name, **fields}} for kind, fields in writes]
         self.calls += 1
         with _translated("TransactWriteItems"):
-            self.client.transact_write_items(TransactItems=writes)
+            self.client.transact_write_items(TransactItems=items)
