@@ -105,7 +105,8 @@ class FakeDynamoDB:
         """A state's update: `SET a = :x, a.b = :y REMOVE a.c`, names through `#` placeholders."""
         names, values = request.get("ExpressionAttributeNames", {}), request["ExpressionAttributeValues"]
         expressions = request["UpdateExpression"] + " " + request.get("ConditionExpression", "")
-        unused = [name for name in names if name not in expressions.replace(".", " ").replace(",", " ").split()]
+        used = expressions.replace(".", " ").replace(",", " ").split()
+        unused = [name for name in names if name not in used]
         assert not unused, f"ValidationException: ExpressionAttributeNames unused in expressions: {unused}"
         item = self.items[self._key(request["Key"])]
         sets, _, removes = request["UpdateExpression"].removeprefix("SET ").partition(" REMOVE ")
