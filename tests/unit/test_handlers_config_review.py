@@ -140,6 +140,20 @@ def test_a_group_never_seen_is_reviewed_whole_and_says_so() -> None:
     assert "not seen this group before" in detail["reason"]
 
 
+def test_a_group_known_only_from_a_listing_is_reviewed_whole_and_says_so() -> None:
+    world = World()
+    state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    state.config = KnownConfig(
+        modified_at=AT - 3_600_000, fingerprint="", actions_read=False, checked_at=AT - 60_000
+    )
+    world.states.save(state)
+    world.review(recorded())
+    [detail] = world.reviews()
+    assert detail["config_before"] is None
+    assert len(detail["diff"]) == 3
+    assert "not its scripts" in detail["reason"]
+
+
 def test_when_the_detection_already_read_the_new_configuration_it_is_held_against_the_proven_good() -> None:
     world = World()
     world.knows(NEW, proven=BEFORE)

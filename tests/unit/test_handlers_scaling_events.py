@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
-from lifeguard.aws.pcs import PcsGateway
+from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.node_reports import NodeReportsHandler
@@ -258,9 +258,10 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
     ]
     assert reads == [
         ("pcs_denied001", "AccessDeniedException"),
-        ("pcs_deleted01", "ResourceNotFoundException"),
         (GROUP, None),
     ]
+    # Three groups of one cluster in a batch: one listing says which exist (the deleted one does not).
+    assert world.pcs_calls("ListComputeNodeGroups") == 1
     assert (summary.groups, summary.unreadable_groups) == (3, 1)
     assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
         ("BootstrapLoopDetected", GROUP)
@@ -273,6 +274,53 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
         "pcs_denied001",
     )
     assert world.state("pcs_deleted01").episode is None
+
+
+def test_a_group_deleted_under_a_batch_is_let_go_and_the_others_go_on() -> None:
+    world = World()
+    world.pcs.add_compute_node_group(CLUSTER, "deleted", group_id="pcs_deleted01")
+    world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier="pcs_deleted01")
+    loop = [r for r in ARTICLE if r["reason_code"] == "BOOTSTRAP_FAILED"]
+    summary = world.feed([{**r, "compute_node_group_id": "pcs_deleted01"} for r in loop] + ARTICLE)
+    reads = [
+        (c.params["computeNodeGroupIdentifier"], c.error)
+        for c in world.pcs.calls
+        if c.operation == "GetComputeNodeGroup"
+    ]
+    assert reads == [("pcs_deleted01", "ResourceNotFoundException"), (GROUP, None)]
+    assert (summary.groups, summary.unreadable_groups) == (2, 0)
+    assert [t for t, _ in world.bus.events()] == ["BootstrapLoopDetected"]
+    assert world.state("pcs_deleted01").episode is None
+
+
+def test_a_first_batch_of_many_groups_learns_them_from_one_listing_and_proves_a_few_a_batch() -> None:
+    world = World()
+    groups = [f"pcs_many{n:06d}" for n in range(30)]
+    for group in groups:
+        world.pcs.add_compute_node_group(CLUSTER, group.removeprefix("pcs_"), group_id=group)
+
+    def boots(first: int, when: int) -> list[dict[str, Any]]:
+        return [
+            record
+            for n, group in enumerate(groups)
+            for record in (
+                row(f"i-0{first + n:016x}", "LAUNCHED", "SCHEDULER_REQUESTED", when, group=group),
+                row(f"i-0{first + n:016x}", "ACTIVE", "BOOTSTRAP_SUCCESS", when + 150_000, group=group),
+            )
+        ]
+
+    world.feed(boots(0, at(1, 0)))
+    assert world.pcs_calls("ListComputeNodeGroups") == 1
+    assert world.pcs_calls("GetComputeNodeGroup") == BatchReads.PROOF_READS  # not one per group
+    proven = [g for g in groups if world.state(g).proven_good is not None]
+    assert len(proven) == BatchReads.PROOF_READS
+    learned = [world.state(g).config for g in groups if g not in proven]
+    assert learned
+    assert all(c is not None and not c.actions_read and c.node_lifecycle_actions is None for c in learned)
+    # The others' next successes prove theirs, in the next batch.
+    world.feed(boots(100, at(1, 10)))
+    assert all(world.state(g).proven_good is not None for g in groups)
+    assert world.pcs_calls("GetComputeNodeGroup") == len(groups)
 
 
 def test_a_batch_delivered_again_changes_nothing_and_publishes_nothing_twice() -> None:

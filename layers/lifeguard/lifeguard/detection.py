@@ -370,7 +370,7 @@ def needs_fresh_config(state: GroupState, successes: Sequence[ScalingLogRecord],
     launched after `checked_at` needs a fresh one, at most once per `refresh_ms` of event time.
     """
     config = state.config
-    if config is None:
+    if config is None or not config.actions_read:
         return True
     newest_launch = max(launch_of(state, r) for r in successes)
     return (

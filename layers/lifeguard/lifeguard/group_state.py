@@ -111,6 +111,8 @@ class KnownConfig(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     checked_at: int  # event time (ms) of the batch in which Lifeguard last confirmed it
     tags_checked_at: int = 0
+    # False for a group learned from a listing: its modifiedAt is known, its actions (and fingerprint) not.
+    actions_read: bool = True
 
 
 class ProvenGood(_Model):

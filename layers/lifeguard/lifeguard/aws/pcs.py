@@ -69,6 +69,7 @@ class GroupSummary:
     name: str
     status: str
     modified_at_ms: int
+    arn: str | None = None
 
 
 def _translate(operation: str, exc: Exception) -> AwsCallError:
@@ -220,6 +221,7 @@ class PcsGateway:
 
         found: dict[str, GroupSummary] = {}
         request: dict[str, Any] = {"clusterIdentifier": cluster_id}
+        pages = 1
         try:
             while True:
                 self.calls += 1
@@ -227,13 +229,22 @@ class PcsGateway:
                 for group in page.get("computeNodeGroups", []):
                     modified: datetime = group["modifiedAt"]
                     found[group["id"]] = GroupSummary(
-                        group["id"], group["name"], group["status"], int(modified.timestamp() * 1000)
+                        group["id"],
+                        group["name"],
+                        group["status"],
+                        int(modified.timestamp() * 1000),
+                        group.get("arn"),
                     )
-                if not page.get("nextToken"):
+                if not page.get("nextToken") or pages >= LIST_PAGES_MAX:
                     return found
+                pages += 1
                 request["nextToken"] = page["nextToken"]
         except (ClientError, BotoCoreError) as exc:
             raise _translate("ListComputeNodeGroups", exc) from exc
+
+
+# Pages of ListComputeNodeGroups followed at most (a nextToken that never ends cannot hold a batch).
+LIST_PAGES_MAX = 100
 
 
 class BatchReads:
@@ -241,11 +252,15 @@ class BatchReads:
 
     A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
     of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
-    only those are read again. Tags are read only when a decision needs them, at most every
-    `tag_refresh_ms` of event time.
+    only those are read again; a group seen for the first time is learned from that listing (when it last
+    changed, not its scripts). Its lifecycle actions are read when a decision needs them (a detection, a
+    success to settle) and, only to prove a configuration good, for at most `proof_reads` groups a batch:
+    the first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are read
+    only when a decision needs them, at most every `tag_refresh_ms` of event time.
     """
 
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
+    PROOF_READS = 20
 
     def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
         self.pcs = pcs
@@ -254,14 +269,19 @@ class BatchReads:
         self._listings: dict[str, dict[str, GroupSummary]] = {}
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
+        self.proof_reads = self.PROOF_READS
 
-    def current(self, state: GroupState, batch_time: int, *, tags: bool) -> KnownConfig | None:
-        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone."""
+    def current(
+        self, state: GroupState, batch_time: int, *, tags: bool, proof: bool = False
+    ) -> KnownConfig | None:
+        """The group's configuration now (with fresh tags when `tags`), or None when the group is gone. For
+        `proof` only (no decision waits on it), it may come from the listing, without its actions
+        (`KnownConfig.actions_read` False), once this batch's proof reads are spent."""
         key = (state.cluster_id, state.group_id)
         try:
-            if key not in self._current:
-                self._current[key] = self._read(state, batch_time)
-            found = self._current[key]
+            found = self._current.get(key)
+            if key not in self._current or (found is not None and not found.actions_read and not proof):
+                found = self._current[key] = self._read(state, batch_time, proof=proof)
             if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
                 found.tags = self.pcs.list_tags(found.arn or "")
                 found.tags_checked_at = batch_time
@@ -276,16 +296,24 @@ class BatchReads:
             return None
         return found.model_copy(deep=True) if found else None
 
-    def _read(self, state: GroupState, batch_time: int) -> KnownConfig | None:
+    def _read(self, state: GroupState, batch_time: int, *, proof: bool) -> KnownConfig | None:
         known = state.config
-        if known is not None and self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
+        # Only a proof may go without the actions, and only where no episode is open (its decisions read
+        # the configuration they act on: a quarantine in it, a drain step).
+        listing_will_do = proof and not self.proof_reads and state.episode is None
+        if self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
             if state.cluster_id not in self._listings:
                 self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
             summary = self._listings[state.cluster_id].get(state.group_id)
             if summary is None:
                 return self._gone(state)
-            if summary.modified_at_ms == known.modified_at:
+            unchanged = known is not None and summary.modified_at_ms == known.modified_at
+            if known is not None and unchanged and (known.actions_read or listing_will_do):
                 return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
+            if listing_will_do:
+                return _listed(summary, known, batch_time, self.tag_refresh_ms)
+        if proof:
+            self.proof_reads = max(0, self.proof_reads - 1)
         try:
             snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
         except GroupNotFoundError:
@@ -307,3 +335,20 @@ class BatchReads:
         logger.warning(
             "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
         )
+
+
+def _listed(
+    summary: GroupSummary, known: KnownConfig | None, batch_time: int, tag_refresh_ms: int
+) -> KnownConfig:
+    """A group as its listing tells it: when it last changed, not its lifecycle actions (read later)."""
+    return KnownConfig(
+        modified_at=summary.modified_at_ms,
+        fingerprint="",
+        node_lifecycle_actions=None,
+        actions_read=False,
+        arn=summary.arn or (known.arn if known else None),
+        status=summary.status,
+        tags=dict(known.tags) if known else {},
+        checked_at=batch_time,
+        tags_checked_at=known.tags_checked_at if known else -tag_refresh_ms,
+    )

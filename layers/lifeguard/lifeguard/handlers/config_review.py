@@ -187,6 +187,12 @@ def _previous(
     known = state.config
     if known is None:
         return None, "Lifeguard had not seen this group before: every script is new to it.", False
+    if not known.actions_read:
+        return (
+            None,
+            "Lifeguard knew when this group last changed, not its scripts: every script is new to it.",
+            False,
+        )
     if known.fingerprint != new_fingerprint:
         return _parsed(known.node_lifecycle_actions), None, False
     proven = state.proven_good

@@ -232,8 +232,8 @@ class ScalingEventsHandler:
         otherwise stay the group's newest and blind the detection."""
         batch_time = records[-1].event_timestamp
 
-        def refresh(state: GroupState, *, tags: bool = False) -> bool:
-            current = reads.current(state, batch_time, tags=tags)
+        def refresh(state: GroupState, *, tags: bool = False, proof: bool = False) -> bool:
+            current = reads.current(state, batch_time, tags=tags, proof=proof)
             if current is None:
                 return False
             state.config = current
@@ -333,7 +333,7 @@ class ScalingEventsHandler:
             return False
         changed = False
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
-            changed = refresh(state)
+            changed = refresh(state, proof=True)
         config = state.config
         quarantined: set[tuple[str, str]] | None = None
 
@@ -348,7 +348,8 @@ class ScalingEventsHandler:
                 return None  # PCS logs a quarantined script's failure as a success: that proves nothing
             return "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
 
-        proof = proven_good(state, successes, config, evidence) if config else None
+        # A configuration learned from a listing proves nothing yet: its actions are read in a later batch.
+        proof = proven_good(state, successes, config, evidence) if config and config.actions_read else None
         if proof is None:
             return changed
         state.proven_good = proof
