@@ -234,3 +234,24 @@ def test_put_reports_stores_more_than_250_runs_when_none_is_left_unprocessed() -
     runs = [report(started_at=1792544247 + n) for n in range(251)]
     assert GroupStore(client, "table").put_reports(runs) == 251
     assert client.calls("BatchWriteItem") == 11
+
+
+def test_the_cache_holds_a_thousand_groups_and_lets_the_least_recent_go_by_weight() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    keys = [(CLUSTER, f"pcs_g{n:08d}") for n in range(1000)]
+    store.save_many([GroupState(cluster_id=c, group_id=g) for c, g in keys])
+    assert store.cached == 1000
+    store.load_many(keys)
+    assert client.calls("BatchGetItem") == 0  # a warm container's next batch reads nothing
+    client = FakeDynamoDB()
+    small = GroupStore(client, "table")
+    small.CACHE_ENTRIES = 3 * 50 + 2  # three bare states, and two launches
+    heavy = GroupState(cluster_id=CLUSTER, group_id="pcs_heavy001", launches={"i-a": T0, "i-b": T0})
+    small.save_many([GroupState(cluster_id=c, group_id=g) for c, g in keys[:3]])
+    small.save(heavy)
+    assert small.cached == 3  # the heavy state pushed the least recently written out
+    small.load_many([*keys[1:3], (CLUSTER, "pcs_heavy001")])
+    assert client.calls("BatchGetItem") == 0
+    small.load_many(keys[:1])
+    assert client.calls("BatchGetItem") == 1

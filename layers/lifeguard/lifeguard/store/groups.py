@@ -138,10 +138,13 @@ class GroupStore:
 
     The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
     read): every write is conditional on the version, so a state another container changed meanwhile
-    makes the write fail, and the caller redoes that group from a fresh read.
+    makes the write fail, and the caller redoes that group from a fresh read. The cache holds every group
+    the account has, up to `CACHE_ENTRIES` (a state weighs 50, plus one a launch or outcome it holds;
+    an entry is about 150 bytes in memory: 75 MB at most, a state at its bounds 180 KB), least recently
+    written first out.
     """
 
-    CACHE_LIMIT = 256
+    CACHE_ENTRIES = 500_000
     # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "load": ("dynamodb:GetItem",),
@@ -156,7 +159,8 @@ class GroupStore:
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
         self._table = Table(client, table)
-        self._written: OrderedDict[tuple[str, str], GroupState] = OrderedDict()
+        self._written: OrderedDict[tuple[str, str], tuple[GroupState, int]] = OrderedDict()
+        self._weight = 0
 
     @property
     def client(self) -> DynamoDBClient:
@@ -173,17 +177,27 @@ class GroupStore:
         """DynamoDB requests made so far."""
         return self._table.calls
 
+    @property
+    def cached(self) -> int:
+        """How many groups' states are remembered."""
+        return len(self._written)
+
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
-        self._written[key] = state
-        self._written.move_to_end(key)
-        while len(self._written) > self.CACHE_LIMIT:
-            self._written.popitem(last=False)
+        self.forget([key])
+        weight = 50 + len(state.launches) + len(state.outcomes)
+        self._written[key] = (state, weight)
+        self._weight += weight
+        while self._weight > self.CACHE_ENTRIES and len(self._written) > 1:
+            _, (_, dropped) = self._written.popitem(last=False)
+            self._weight -= dropped
 
     def forget(self, keys: Iterable[tuple[str, str]]) -> None:
         """Drop remembered states (after a failed write: they may hold changes that were not written)."""
         for key in keys:
-            self._written.pop(key, None)
+            remembered = self._written.pop(key, None)
+            if remembered is not None:
+                self._weight -= remembered[1]
 
     def load(self, cluster_id: str, group_id: str) -> GroupState:
         """The group's state (a fresh one when there is none), read consistently."""
@@ -202,7 +216,7 @@ class GroupStore:
         missing = []
         for key in keys:
             if key in self._written:
-                found[key] = self._written[key]
+                found[key] = self._written[key][0]
             else:
                 missing.append(item_key(group_key(*key), STATE))
                 found[key] = GroupState(cluster_id=key[0], group_id=key[1])
