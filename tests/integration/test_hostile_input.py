@@ -26,6 +26,7 @@ from lifeguard.event_contract import make_detail
 from lifeguard.group_state import BootOutcome
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.remediation import RemediationParkedError
+from lifeguard.scaling_log import PASSED_OVER
 from lifeguard.store.remediations import RemediationStore
 from tests.hostile import (
     CLUSTER,
@@ -154,7 +155,12 @@ def test_defect_2_one_record_never_fails_a_scaling_events_batch(
     ]
     messages = [json.dumps(row) for pair in zip(genuine, broken, strict=True) for row in pair]
     summary = hostile.deliver_records(messages)
-    assert summary["skipped_reasons"] == {reason: len(broken)}
+    # A broken record of a status the detection never reads (REGISTERED) is ignored unvalidated: nothing
+    # of it is used or kept. Every other broken one is skipped, with its reason.
+    read = [row for row in broken if (row["status_code"], row["reason_code"]) not in PASSED_OVER]
+    assert 0 < len(read) < len(broken)
+    assert summary["skipped_reasons"] == {reason: len(read)}
+    assert summary["ignored"] == 2 * (len(broken) - len(read))
     assert [e["detail"]["compute_node_group_id"] for e in summary["events"]] == [group]
 
 
