@@ -32,6 +32,7 @@ BUNDLE_FILES = (
     "lifeguard/node/cache.py",
     "lifeguard/node/clock.py",
     "lifeguard/node/cli.py",
+    "lifeguard/node/defaults.py",
     "lifeguard/node/drain.py",
     "lifeguard/node/executor.py",
     "lifeguard/node/fetch.py",

@@ -108,6 +108,41 @@ def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_secon
     assert len(failure.script_sha256) == 64
 
 
+def test_the_logs_client_is_made_when_shipping_starts_not_when_the_first_failure_is_read(
+    node: Node, local: Any, log_group: str
+) -> None:
+    made: list[float] = []
+
+    def make_client() -> Any:
+        made.append(time.monotonic())
+        return local.client("logs")
+
+    identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", INSTANCE, None)
+    sink = CloudWatchSink(log_group, identity.stream, client_factory=make_client)
+    shipper = Shipper(NodeLayout(node.root), identity, sink)
+    stopped = threading.Event()
+    running = threading.Thread(target=shipper.run, kwargs={"poll_interval": 0.05, "stop": stopped.is_set})
+    running.start()
+    try:
+        waited = time.monotonic()
+        while not made and time.monotonic() - waited < 5.0:
+            time.sleep(0.01)
+        assert made, "no client 5 s after shipping started"
+        boot_started = time.monotonic()
+        assert node.boot(node.config("article-terminate")).returncode == 4
+        failure = None
+        while time.monotonic() - boot_started < 5.0 and failure is None:
+            failure = next((r for r in shipped(local, log_group) if r.outcome == "failed"), None)
+            time.sleep(0.02)
+    finally:
+        stopped.set()
+        running.join(timeout=10)
+    assert failure is not None, "no failure report within 5 s"
+    assert failure.script == "fail-terminate"
+    assert len(made) == 1
+    assert made[0] < boot_started  # before there was anything to report
+
+
 def test_once_ships_what_ran_before_the_shipper_started_and_restarts_send_no_duplicates(
     node: Node, local: Any, log_group: str
 ) -> None:

@@ -4,6 +4,7 @@ A script is fetched by its location (retried, size- and checksum-checked: `lifeg
 kept as `<stage>/<name>`, next to `<name>.source.json`, the record of the source it came from. A cached
 copy is reused only for that same source (location, S3 version, checksum): a config that points a script
 elsewhere never runs the old copy. Whether to reuse at all (scriptCachingPolicy) is the executor's call.
+The fetcher (urllib, ssl) is imported at the first fetch: a reboot that reuses every copy never loads it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lifeguard.node.fetch import ScriptFetcher, fetch_script
 from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
+
+if TYPE_CHECKING:
+    from lifeguard.node.fetch import ScriptFetcher
 
 __all__ = ["CACHED_SCRIPT_MODE", "ScriptCache", "ScriptSource"]
 
@@ -75,6 +79,8 @@ class ScriptCache:
         Raises FetchError (the copy already cached stays as it was) when every try failed;
         `on_retry(attempt, reason)` hears of each failed try that will be retried.
         """
+        from lifeguard.node.fetch import fetch_script
+
         path = self.path(stage, name)
         content = fetch_script(
             source.location,

@@ -4,6 +4,7 @@
 to follow the rest of the boot), 1 when scontrol failed or the watcher could not start, 64 bad usage.
 Exit status of `boot`: 0 completed (CONTINUE failures included), 3 a STOP_SEQUENCE failure stopped a stage,
 4 a TERMINATE failure (the node must be terminated), 64 bad usage or an invalid config, 1 internal error.
+The shipper is imported by `ship` alone, so a boot pays nothing for it.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lifeguard.errors import InvalidLifecycleConfigError
-from lifeguard.node import drain as node_drain
+from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import (
     EXIT_INTERNAL_ERROR,
     EXIT_USAGE,
@@ -28,16 +29,10 @@ from lifeguard.node.executor import (
     NodeIdentity,
 )
 from lifeguard.node.layout import NodeLayout
-from lifeguard.node.shipper import (
-    POLL_INTERVAL_SECONDS,
-    CloudWatchSink,
-    Shipper,
-    ShipperError,
-    ShipperIdentity,
-    identity_from_executor_log,
-    instance_id_from_imds,
-)
 from lifeguard.settings import setting
+
+if TYPE_CHECKING:
+    from lifeguard.node.drain import DrainDecision
 
 __all__ = ["main"]
 
@@ -113,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     drain.add_argument(
         "--watch-seconds",
         type=float,
-        help=f"follow the rest of the boot this long at most (default {node_drain.DRAIN_WATCH_SECONDS}; "
+        help=f"follow the rest of the boot this long at most (default {DRAIN_WATCH_SECONDS}; "
         "env LIFEGUARD_DRAIN_WATCH_SECONDS); 0: check once, start no watcher",
     )
     drain.add_argument(
@@ -180,6 +175,15 @@ def _boot(args: argparse.Namespace) -> int:
 
 
 def _ship(args: argparse.Namespace) -> int:
+    from lifeguard.node.shipper import (
+        CloudWatchSink,
+        Shipper,
+        ShipperError,
+        ShipperIdentity,
+        identity_from_executor_log,
+        instance_id_from_imds,
+    )
+
     layout = NodeLayout(args.root)
     logged = identity_from_executor_log(layout)
     env = os.environ
@@ -212,10 +216,12 @@ def _ship(args: argparse.Namespace) -> int:
 
 
 def _drain(args: argparse.Namespace) -> int:
+    from lifeguard.node import drain as node_drain  # here: a boot never loads the drain step
+
     try:
         scontrol = setting("scontrol", None, "scontrol", str)
         root = args.root or Path(setting("node_root", None, "/", str))
-        default_seconds = float(node_drain.DRAIN_WATCH_SECONDS)
+        default_seconds = float(DRAIN_WATCH_SECONDS)
         seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
     except ValueError as exc:
         print(f"lifeguard-node drain: {exc}", file=sys.stderr)
@@ -245,6 +251,8 @@ def _drain(args: argparse.Namespace) -> int:
 
 
 def _start_watcher(layout: NodeLayout, args: argparse.Namespace, offset: int, seconds: float) -> int:
+    from lifeguard.node import drain as node_drain
+
     try:
         pid = node_drain.start_watcher(
             layout, args.reason, offset=offset, node_id=args.node_id, watch_seconds=seconds
@@ -266,7 +274,7 @@ def _said(text: str, *, stamped: bool = False, error: bool = False) -> None:
     print(text, file=sys.stderr if error else sys.stdout, flush=True)
 
 
-def _outcome(decision: node_drain.DrainDecision, *, stamped: bool = False) -> int:
+def _outcome(decision: DrainDecision, *, stamped: bool = False) -> int:
     if decision.error:
         _said(f"lifeguard-node drain: {decision.error}", stamped=stamped, error=True)
         return EXIT_INTERNAL_ERROR

@@ -29,7 +29,8 @@ from datetime import datetime
 from pathlib import Path
 
 from lifeguard.node import clock as node_clock
-from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES, SCRIPT_TIMEOUT_SECONDS
+from lifeguard.node.defaults import DRAIN_WATCH_SECONDS
+from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES
 from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
 
 SLURM_REASON_MAX_CHARS = 255
 SCONTROL_TIMEOUT_SECONDS = 60
-# The node's registration window: a nodeReady stage still running after it is past saving anyway.
-DRAIN_WATCH_SECONDS = SCRIPT_TIMEOUT_SECONDS
 DRAIN_POLL_SECONDS = 0.25
 NOTHING_STOPPED = "no lifecycle script stopped its sequence this boot"
 _STOPPED = FAILURE_MESSAGES["STOP_SEQUENCE"]

@@ -5,7 +5,8 @@ root, written only once a boot finished. FIRST_BOOT_ONLY scripts run on the firs
 every boot. onError TERMINATE stops everything (exit 4), STOP_SEQUENCE skips the rest of its stage (exit 3
 at the end), CONTINUE records and goes on. Logs follow the node layout of DESIGN.md, so the shipper reads
 this executor's files and the PCS agent's alike. Fetching and caching scripts is `lifeguard.node.cache`;
-running one as a process, `lifeguard.node.process`.
+running one as a process, `lifeguard.node.process`. The fetcher is imported only when a script must be
+fetched: a reboot that reuses every cached script never loads urllib or ssl.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle_rules import (
@@ -30,9 +30,11 @@ from lifeguard.lifecycle_rules import (
 )
 from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
-from lifeguard.node.fetch import FetchError, ScriptFetcher, redact
 from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
 from lifeguard.node.process import KILL_GRACE_SECONDS, run_script
+
+if TYPE_CHECKING:
+    from lifeguard.node.fetch import ScriptFetcher
 
 __all__ = [
     "BOOT_COMPLETED",
@@ -103,7 +105,7 @@ class NodeIdentity:
             compute_node_group_name=compute_node_group_name
             or env.get("PCS_COMPUTE_NODE_GROUP_NAME")
             or group,
-            node_id=node_id or env.get("PCS_NODE_ID") or socket.gethostname().split(".")[0],
+            node_id=node_id or env.get("PCS_NODE_ID") or os.uname().nodename.split(".")[0],
         )
 
     def environ(self, first_boot: bool) -> dict[str, str]:
@@ -321,41 +323,48 @@ class Executor:
     def _run_script(
         self, spec: ScriptSpec, result: BootResult, env: dict[str, str], log: ExecutorLog
     ) -> ScriptRun:
-        try:
-            content = self._script_content(spec, result.first_boot, log)
-        except FetchError as exc:
-            run = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
-        else:
-            digest = hashlib.sha256(content).hexdigest()
-            path = self.cache.path(spec.stage, spec.name)
-            started = int(self.clock())
-            process = run_script(
-                spec.name,
-                path,
-                spec.arguments,
-                content=content,
-                log=self.layout.script_log(spec.stage, spec.name),
-                env=env,
-                cwd=self.layout.root,
-                started=started,
-                timeout_seconds=self.script_timeout_seconds,
-                kill_grace_seconds=self.kill_grace_seconds,
-                clock=self.clock,
-            )
-            run = ScriptRun(
-                spec.stage,
-                spec.name,
-                spec.on_error,
-                "succeeded" if process.exit_code == 0 else "failed",
-                process.exit_code,
-                process.error,
-                started,
-                int(self.clock()),
-                digest,
-                process.log_span,
-            )
+        content = self._reused_content(spec, result.first_boot, log)
+        if content is None:
+            from lifeguard.node.fetch import FetchError  # here: a cached reboot never loads the fetcher
+
+            try:
+                content = self._fetch(spec, log)
+            except FetchError as exc:
+                failed = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
+                self._log_outcome(log, result, failed)
+                return failed
+        run = self._execute(spec, content, env)
         self._log_outcome(log, result, run)
         return run
+
+    def _execute(self, spec: ScriptSpec, content: bytes, env: dict[str, str]) -> ScriptRun:
+        digest = hashlib.sha256(content).hexdigest()
+        started = int(self.clock())
+        process = run_script(
+            spec.name,
+            self.cache.path(spec.stage, spec.name),
+            spec.arguments,
+            content=content,
+            log=self.layout.script_log(spec.stage, spec.name),
+            env=env,
+            cwd=self.layout.root,
+            started=started,
+            timeout_seconds=self.script_timeout_seconds,
+            kill_grace_seconds=self.kill_grace_seconds,
+            clock=self.clock,
+        )
+        return ScriptRun(
+            spec.stage,
+            spec.name,
+            spec.on_error,
+            "succeeded" if process.exit_code == 0 else "failed",
+            process.exit_code,
+            process.error,
+            started,
+            int(self.clock()),
+            digest,
+            process.log_span,
+        )
 
     def _log_outcome(self, log: ExecutorLog, result: BootResult, run: ScriptRun) -> None:
         if run.outcome == "succeeded":
@@ -384,13 +393,20 @@ class Executor:
 
     # -- fetching (through the cache) --
 
-    def _script_content(self, spec: ScriptSpec, first_boot: bool, log: ExecutorLog) -> bytes:
-        if self.caching_policy == "CACHE_ONCE" and not first_boot:
-            # Without a cached copy of this same source, a reboot fetches as a first boot does.
-            content = self.cache.cached(spec.stage, spec.name, spec.source)
-            if content is not None:
-                log.write("INFO", "Reusing cached script (CACHE_ONCE)", script=spec.name, stage=spec.stage)
-                return content
+    def _reused_content(self, spec: ScriptSpec, first_boot: bool, log: ExecutorLog) -> bytes | None:
+        """The cached copy a CACHE_ONCE reboot runs; None when the script must be fetched."""
+        if self.caching_policy != "CACHE_ONCE" or first_boot:
+            return None
+        # Without a cached copy of this same source, a reboot fetches as a first boot does.
+        content = self.cache.cached(spec.stage, spec.name, spec.source)
+        if content is not None:
+            log.write("INFO", "Reusing cached script (CACHE_ONCE)", script=spec.name, stage=spec.stage)
+        return content
+
+    def _fetch(self, spec: ScriptSpec, log: ExecutorLog) -> bytes:
+        """Fetch the script into the cache (raises FetchError); each failed try that is retried is logged."""
+        from lifeguard.node.fetch import redact
+
         log.write(
             "INFO", "fetching script", stage=spec.stage, script=spec.name, location=redact(spec.location)
         )

@@ -24,6 +24,7 @@ from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
 from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import MissingBoto3Error, node_client
+from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, output_tail
 from lifeguard.node.report import ScriptRunReport
@@ -40,7 +41,6 @@ __all__ = [
     "instance_id_from_imds",
 ]
 
-POLL_INTERVAL_SECONDS = 0.5  # a finished script's report is out well within 2 s
 END_MARKER_GRACE_SECONDS = 5.0  # how long a run's record may wait for its script log's end marker
 MAX_BATCH_EVENTS = 1000
 IMDS_ENDPOINT = "http://169.254.169.254"
@@ -102,7 +102,11 @@ def instance_id_from_imds() -> str:
 
 
 class ReportSink:
-    """Where reports go. `put` delivers all or raises; `recent` lists the last messages delivered."""
+    """Where reports go. `connect` readies it when shipping starts; `put` delivers all or raises; `recent`
+    lists the last messages delivered."""
+
+    def connect(self) -> None:
+        """Make what delivery needs (a client), so the first report does not wait for it."""
 
     def put(self, messages: list[str]) -> None:
         """Deliver messages, in order."""
@@ -114,28 +118,40 @@ class ReportSink:
 
 
 class CloudWatchSink(ReportSink):
-    """PutLogEvents into `<log group>` / `<cluster-id>/<instance-id>`, creating the stream when missing."""
+    """PutLogEvents into `<log group>` / `<cluster-id>/<instance-id>`, creating the stream when missing.
+
+    Without a `client`, `client_factory` makes one (default: the node's boto3, in the instance's region).
+    """
 
     # What the node's instance role needs on the group (the stack's NodePolicy; a test holds it to this):
     # GetLogEvents is how a restarted shipper reads its stream's tail so it never sends a report twice.
     PERMISSIONS = ("logs:CreateLogStream", "logs:PutLogEvents", "logs:GetLogEvents")
 
     def __init__(
-        self, log_group: str, stream: str, client: Any = None, *, clock: Callable[[], float] = node_clock.now
+        self,
+        log_group: str,
+        stream: str,
+        client: Any = None,
+        *,
+        clock: Callable[[], float] = node_clock.now,
+        client_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.log_group = log_group
         self.stream = stream
         self._client = client
+        self._client_factory = client_factory or _logs_client
         self._clock = clock
         self._last_ms = 0
+
+    def connect(self) -> None:
+        """Create the CloudWatch Logs client now: importing boto3 and making a client takes longer than
+        a report may wait. Raises ShipperError when this Python has no boto3."""
+        self._logs()
 
     def _logs(self) -> Any:
         if self._client is None:
             try:
-                # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
-                self._client = node_client(
-                    "logs", "shipping reports", region=lambda: _imds("placement/region")
-                )
+                self._client = self._client_factory()
             except MissingBoto3Error as exc:
                 raise ShipperError(str(exc)) from None
         return self._client
@@ -166,6 +182,11 @@ class CloudWatchSink(ReportSink):
         except logs.exceptions.ResourceNotFoundException:
             return []
         return [event["message"] for event in response.get("events", [])]
+
+
+def _logs_client() -> Any:
+    # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
+    return node_client("logs", "shipping reports", region=lambda: _imds("placement/region"))
 
 
 @dataclass
@@ -261,9 +282,12 @@ class Shipper:
         poll_interval: float = POLL_INTERVAL_SECONDS,
         stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Poll until stopped; with `once`, until nothing more can be shipped now."""
+        """Poll until stopped; with `once`, until nothing more can be shipped now. The sink is readied
+        first (raising ShipperError when it cannot be), so the first report goes out as soon as it is
+        read."""
         if once:
             self.end_marker_grace_seconds = 0.0  # ship what is there now, even a run without its log
+        self.sink.connect()
         while not stop():
             try:
                 delivered = self.poll()

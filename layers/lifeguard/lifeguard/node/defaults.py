@@ -1,0 +1,12 @@
+"""Defaults the node's command line shows in its help, apart from the modules they tune: printing them costs
+`lifeguard-node boot` no import of the shipper or of the drain step."""
+
+from __future__ import annotations
+
+from lifeguard.node.executor import SCRIPT_TIMEOUT_SECONDS
+
+__all__ = ["DRAIN_WATCH_SECONDS", "POLL_INTERVAL_SECONDS"]
+
+POLL_INTERVAL_SECONDS = 0.5  # how often the shipper looks for finished script runs
+# The node's registration window: a nodeReady stage still running after it is past saving anyway.
+DRAIN_WATCH_SECONDS = SCRIPT_TIMEOUT_SECONDS

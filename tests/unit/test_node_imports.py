@@ -1,0 +1,125 @@
+"""`lifeguard-node boot` loads what a boot needs and no more: a reboot that reuses every cached script
+imports neither the fetcher (urllib, ssl), the shipper nor the drain step; a script that must be fetched
+brings the fetcher in. Each boot runs in a fresh, isolated interpreter, as on a node."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from lifeguard.node.executor import EXIT_COMPLETED, EXIT_TERMINATE, Executor, NodeIdentity
+from lifeguard.node.fetch import ScriptFetcher
+from lifeguard.node.layout import NodeLayout
+from tests.conftest import REPO
+
+LAYER = REPO / "layers" / "lifeguard"
+FETCHER = ("lifeguard.node.fetch", "urllib.request", "ssl")
+SHIPPER = ("lifeguard.node.shipper",)
+DRAIN = ("lifeguard.node.drain",)
+SCRIPTS = 3
+# S3 on a loopback port nothing listens on: a fetch fails at once, and never leaves the machine.
+NO_S3 = {
+    "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_MAX_ATTEMPTS": "1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+# The last line of its output says how the boot ended and which of the modules asked about it loaded.
+PROBE = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from lifeguard.node.cli import main
+exit_code = main(sys.argv[3:])
+loaded = [name for name in json.loads(sys.argv[2]) if name in sys.modules]
+print(json.dumps({"exit_code": exit_code, "loaded": loaded}))
+"""
+
+
+class RecordingScriptFetcher(ScriptFetcher):
+    """Serves a script that appends its name to `ran.txt`, for any s3:// location (the first boot)."""
+
+    scheme: ClassVar[str] = "s3"
+    permissions: ClassVar[tuple[str, ...]] = ()
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        return b'#!/bin/bash\necho "$0" >> ran.txt\n'
+
+
+def config(location: str = "s3://lifeguard-test-bucket/scripts/{index}.sh") -> dict[str, Any]:
+    """EVERY_BOOT scripts under CACHE_ONCE: a reboot runs the cached copies of the same sources."""
+    scripts = [
+        {
+            "name": f"every-boot-{index}",
+            "scriptSource": {"scriptLocation": location.format(index=index)},
+            "executionPolicy": "EVERY_BOOT",
+        }
+        for index in range(SCRIPTS)
+    ]
+    return {"scriptCachingPolicy": "CACHE_ONCE", "stages": {"nodeBootstrapped": scripts}}
+
+
+def boot_in_fresh_python(root: Path, actions: dict[str, Any]) -> dict[str, Any]:
+    config_file = root.parent / f"{root.name}-config.json"
+    config_file.write_text(json.dumps(actions))
+    asked = json.dumps([*FETCHER, *SHIPPER, *DRAIN])
+    argv = ["boot", "--config", str(config_file), "--root", str(root), "--node-id", "lca-static-1"]
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", PROBE, str(LAYER), asked, *argv],
+        env={**os.environ, **NO_S3, "LIFEGUARD_FETCH_BACKOFF_SECONDS": "0"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def records(root: Path, message: str) -> list[dict[str, Any]]:
+    log = NodeLayout(root).executor_log
+    return [r for r in map(json.loads, log.read_text().splitlines()) if r["message"] == message]
+
+
+@pytest.fixture
+def cached_node(tmp_path: Path) -> Path:
+    """A node after its first boot: every script fetched (in this process) and cached."""
+    root = tmp_path / "node"
+    executor = Executor(config(), NodeLayout(root), NodeIdentity.resolve(node_id="lca-static-1"))
+    executor.cache.fetchers["s3"] = RecordingScriptFetcher()
+    assert executor.boot().exit_code == EXIT_COMPLETED
+    return root
+
+
+def test_a_cached_reboot_loads_neither_the_fetcher_nor_the_shipper(cached_node: Path) -> None:
+    result = boot_in_fresh_python(cached_node, config())
+    assert result == {"exit_code": EXIT_COMPLETED, "loaded": []}
+    assert len(records(cached_node, "Reusing cached script (CACHE_ONCE)")) == SCRIPTS
+    assert len(records(cached_node, "script completed")) == 2 * SCRIPTS  # the first boot and this reboot
+    assert len((cached_node / "ran.txt").read_text().splitlines()) == 2 * SCRIPTS
+
+
+@pytest.mark.parametrize("first_boot", [True, False], ids=["first-boot", "reboot-with-a-moved-script"])
+def test_a_script_that_must_be_fetched_loads_the_fetcher_on_the_spot(
+    first_boot: bool, cached_node: Path, tmp_path: Path
+) -> None:
+    moved = config("s3://lifeguard-test-bucket/moved/{index}.sh")  # no cached copy is of this source
+    root = tmp_path / "new-node" if first_boot else cached_node
+    result = boot_in_fresh_python(root, moved)
+    assert result == {"exit_code": EXIT_TERMINATE, "loaded": list(FETCHER)}
+    # The fetch was made, failed its three tries, and the boot reported it as PCS does.
+    [failure] = records(root, "lifecycle script failed; terminating node")
+    assert failure["script"] == "every-boot-0"
+    assert failure["error"].startswith("cannot fetch s3://lifeguard-test-bucket/moved/0.sh after 3 attempts")
+    assert "127.0.0.1:9" in failure["error"]
+    assert failure["exit_code"] is None
