@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import pkgutil
 import re
 from collections.abc import Mapping
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from lifeguard.errors import Problem, ServiceModelError
@@ -35,14 +36,18 @@ __all__ = [
 
 API_VERSION = "2023-02-10"
 _MODEL_RESOURCE = f"data/pcs/{API_VERSION}/service-2.json.gz"
-DATA_PATH = resources.files("lifeguard") / "data"
+# A directory where the package is unpacked (the layer, the CLI); in the node bundle's zip, only the model's
+# bytes are read (pkgutil, which reads through any loader, and costs less to import than importlib.resources).
+DATA_PATH = Path(__file__).resolve().parent / "data"
 
 
 @cache
 def service_model() -> Mapping[str, Any]:
     """The PCS service model as botocore ships it (parsed once per process)."""
     try:
-        raw = (resources.files("lifeguard") / _MODEL_RESOURCE).read_bytes()
+        raw = pkgutil.get_data("lifeguard", _MODEL_RESOURCE)
+        if raw is None:
+            raise OSError("the package's loader cannot read data files")
         model: dict[str, Any] = json.loads(gzip.decompress(raw))
     except (OSError, ValueError) as exc:
         raise ServiceModelError(f"cannot read the PCS service model {_MODEL_RESOURCE}: {exc}") from exc
