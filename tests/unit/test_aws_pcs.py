@@ -62,8 +62,8 @@ class World:
     def calls(self, operation: str) -> int:
         return sum(1 for call in self.pcs.calls if call.operation == operation)
 
-    def reads(self, groups_per_cluster: int = 1) -> BatchReads:
-        return BatchReads(self.gateway, REFRESH_MS, {CLUSTER: groups_per_cluster})
+    def reads(self, groups_per_cluster: int = 1, pages: dict[str, int] | None = None) -> BatchReads:
+        return BatchReads(self.gateway, REFRESH_MS, {CLUSTER: groups_per_cluster}, pages)
 
     def known(self, group_id: str, batch_time: int, **more: Any) -> GroupState:
         """The group's state, with its configuration as PCS holds it now (read at `batch_time`)."""
@@ -132,7 +132,8 @@ def test_list_groups_pages_through_every_group_of_the_cluster() -> None:
         "ACTIVE",
         START_MS,
     )
-    second = [c for c in world.pcs.calls if c.operation == "ListComputeNodeGroups"][1]
+    first, second = [c for c in world.pcs.calls if c.operation == "ListComputeNodeGroups"]
+    assert first.params["maxResults"] == second.params["maxResults"] == 100  # PCS's default page is 10
     assert second.params["nextToken"] == "100"
 
 
@@ -273,6 +274,27 @@ def test_several_known_groups_of_a_cluster_are_listed_and_only_those_that_moved_
     for state, same in zip([states[0], *states[2:]], [found[0], *found[2:]], strict=True):
         assert state.config is not None
         assert same == state.config.model_copy(update={"checked_at": batch_time, "status": "ACTIVE"})
+
+
+def test_a_large_cluster_is_listed_only_once_the_reads_it_saves_cost_as_much_as_its_pages() -> None:
+    world = World()
+    others = world.add_groups(249)  # 250 groups: a listing of 3 pages
+    states = [world.known(group_id, START_MS) for group_id in (GROUP, *others[:5])]
+    pages: dict[str, int] = {}
+    first = world.reads(groups_per_cluster=6, pages=pages)
+    assert all(first.current(state, START_MS + 1000, tags=False) for state in states)
+    # Its size unknown, the cluster is listed at once, and the size kept for the next batches.
+    assert (world.calls("ListComputeNodeGroups"), world.calls("GetComputeNodeGroup")) == (3, 0)
+    assert pages == {CLUSTER: 3}
+    world.pcs.calls.clear()
+    second = world.reads(groups_per_cluster=6, pages=pages)
+    assert all(second.current(state, START_MS + 2000, tags=False) for state in states)
+    # Two groups read directly, then the third would make three reads: the listing pays from there.
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 3)
+    world.pcs.calls.clear()
+    third = world.reads(groups_per_cluster=2, pages=pages)
+    assert all(third.current(state, START_MS + 3000, tags=False) for state in states[:2])
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 0)
 
 
 def test_fewer_groups_than_worth_a_listing_are_read_directly() -> None:

@@ -4,6 +4,7 @@ that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchRe
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,8 +69,13 @@ class GroupSummary:
     group_id: str
     name: str
     status: str
-    modified_at_ms: int
+    modified_at: datetime
     arn: str | None = None
+
+    @property
+    def modified_at_ms(self) -> int:
+        """`modifiedAt` in epoch milliseconds (worked out for the groups asked about, not the whole list)."""
+        return int(self.modified_at.timestamp() * 1000)
 
 
 def _translate(operation: str, exc: Exception) -> AwsCallError:
@@ -216,24 +222,20 @@ class PcsGateway:
             raise _translate("ListTagsForResource", exc) from exc
 
     def list_groups(self, cluster_id: str) -> dict[str, GroupSummary]:
-        """Every compute node group of a cluster by id (ListComputeNodeGroups, all pages)."""
+        """Every compute node group of a cluster by id (ListComputeNodeGroups, all pages of 100, at most
+        `LIST_PAGES_MAX` of them)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         found: dict[str, GroupSummary] = {}
-        request: dict[str, Any] = {"clusterIdentifier": cluster_id}
+        request: dict[str, Any] = {"clusterIdentifier": cluster_id, "maxResults": LIST_PAGE_SIZE}
         pages = 1
         try:
             while True:
                 self.calls += 1
                 page = self._client.list_compute_node_groups(**request)
                 for group in page.get("computeNodeGroups", []):
-                    modified: datetime = group["modifiedAt"]
                     found[group["id"]] = GroupSummary(
-                        group["id"],
-                        group["name"],
-                        group["status"],
-                        int(modified.timestamp() * 1000),
-                        group.get("arn"),
+                        group["id"], group["name"], group["status"], group["modifiedAt"], group.get("arn")
                     )
                 if not page.get("nextToken") or pages >= LIST_PAGES_MAX:
                     return found
@@ -243,30 +245,44 @@ class PcsGateway:
             raise _translate("ListComputeNodeGroups", exc) from exc
 
 
-# Pages of ListComputeNodeGroups followed at most (a nextToken that never ends cannot hold a batch).
+# Pages of ListComputeNodeGroups followed at most (a nextToken that never ends cannot hold a batch), and
+# the groups asked for a page (PCS's most; its default is 10).
 LIST_PAGES_MAX = 100
+LIST_PAGE_SIZE = 100
 
 
 class BatchReads:
     """PCS as one batch sees it, read as little as possible.
 
-    A group is read with GetComputeNodeGroup once per batch at most. When a batch touches several groups
-    of a cluster, one ListComputeNodeGroups tells which of them changed since they were last read, and
-    only those are read again; a group seen for the first time is learned from that listing (when it last
-    changed, not its scripts). Its lifecycle actions are read when a decision needs them (a detection, a
-    success to settle) and, only to prove a configuration good, for at most `proof_reads` groups a batch:
-    the first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are read
-    only when a decision needs them, at most every `tag_refresh_ms` of event time.
+    A group is read with GetComputeNodeGroup once per batch at most. A cluster is listed with
+    ListComputeNodeGroups (pages of 100) once a batch at most, and only when that costs no more than the
+    reads it saves: once the batch would read as many of the cluster's groups directly as its listing
+    takes pages (the last listing's size, `listing_pages`, kept across batches; one when not known yet),
+    and only for clusters with at least `LISTING_FROM_GROUPS` groups in the batch. The listing tells which
+    known groups changed (only those are read again). A group seen for the first time is read only when a
+    decision needs it (a detection, a success to settle: never budgeted) or, to prove a configuration good,
+    for at most `PROOF_READS` groups a batch; past that it is learned from the listing (when it last
+    changed, not its scripts: `KnownConfig.actions_read` False), and proves its configuration with a later
+    success. The first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are
+    read only when a decision needs them, at most every `tag_refresh_ms` of event time.
     """
 
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
     PROOF_READS = 20
 
-    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        pcs: PcsGateway,
+        tag_refresh_ms: int,
+        groups_per_cluster: Mapping[str, int],
+        listing_pages: dict[str, int] | None = None,
+    ) -> None:
         self.pcs = pcs
         self.tag_refresh_ms = tag_refresh_ms
         self.groups_per_cluster = groups_per_cluster
+        self.listing_pages = listing_pages if listing_pages is not None else {}
         self._listings: dict[str, dict[str, GroupSummary]] = {}
+        self._direct: Counter[str] = Counter()
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
         self.proof_reads = self.PROOF_READS
@@ -294,17 +310,17 @@ class BatchReads:
             self.unreadable[key] = exc.code
             logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
             return None
-        return found.model_copy(deep=True) if found else None
+        # Each caller its own copy of what it may change (the tags); the actions are only ever read.
+        return found.model_copy(update={"tags": dict(found.tags)}) if found else None
 
     def _read(self, state: GroupState, batch_time: int, *, proof: bool) -> KnownConfig | None:
         known = state.config
         # Only a proof may go without the actions, and only where no episode is open (its decisions read
         # the configuration they act on: a quarantine in it, a drain step).
         listing_will_do = proof and not self.proof_reads and state.episode is None
-        if self.groups_per_cluster.get(state.cluster_id, 0) >= self.LISTING_FROM_GROUPS:
-            if state.cluster_id not in self._listings:
-                self._listings[state.cluster_id] = self.pcs.list_groups(state.cluster_id)
-            summary = self._listings[state.cluster_id].get(state.group_id)
+        listing = self._listing(state.cluster_id, needed=listing_will_do)
+        if listing is not None:
+            summary = listing.get(state.group_id)
             if summary is None:
                 return self._gone(state)
             unchanged = known is not None and summary.modified_at_ms == known.modified_at
@@ -314,6 +330,7 @@ class BatchReads:
                 return _listed(summary, known, batch_time, self.tag_refresh_ms)
         if proof:
             self.proof_reads = max(0, self.proof_reads - 1)
+        self._direct[state.cluster_id] += 1
         try:
             snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
         except GroupNotFoundError:
@@ -329,6 +346,17 @@ class BatchReads:
             checked_at=batch_time,
             tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
         )
+
+    def _listing(self, cluster_id: str, *, needed: bool) -> dict[str, GroupSummary] | None:
+        """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None."""
+        if cluster_id not in self._listings:
+            many = self.groups_per_cluster.get(cluster_id, 0) >= self.LISTING_FROM_GROUPS
+            paid = self._direct[cluster_id] + 1 >= self.listing_pages.get(cluster_id, 1)
+            if not (needed or (many and paid)):
+                return None
+            listing = self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
+            self.listing_pages[cluster_id] = max(1, -(-len(listing) // LIST_PAGE_SIZE))
+        return self._listings[cluster_id]
 
     @staticmethod
     def _gone(state: GroupState) -> None:

@@ -35,7 +35,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
+from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script, stopping_scripts
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -118,6 +118,7 @@ class ScalingEventsHandler:
         # Who put the group's configuration in place (CloudTrail's review, Lifeguard's ledger): a detection
         # names the change its loop began after.
         self.changed_by = changed_by
+        self.listing_pages: dict[str, int] = {}  # pages of each cluster's last listing (`BatchReads`)
 
     # -- entry points --
 
@@ -196,7 +197,7 @@ class ScalingEventsHandler:
                 summary.ignored += 1
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
-        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster)
+        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, self.listing_pages)
         latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
@@ -308,8 +309,18 @@ class ScalingEventsHandler:
             return False
         if int(self.clock() * 1000) - success.event_timestamp > REPORTS_GRACE_MS:
             return False
-        quarantined = self.quarantined(state.cluster_id, state.group_id)
-        return holds_quarantine(state.config.node_lifecycle_actions, quarantined)
+        return self._holds_quarantine(state, state.config)
+
+    def _holds_quarantine(self, state: GroupState, config: KnownConfig) -> bool:
+        """`holds_quarantine` of the configuration, reading Lifeguard's ledger only when the configuration
+        has a script that could be one (under STOP_SEQUENCE): most groups have none, and cost no read."""
+        actions = config.node_lifecycle_actions
+        if drains_kept_nodes(actions):
+            return True
+        stopping = stopping_scripts(actions)
+        return bool(stopping) and holds_quarantine(
+            actions, self.quarantined(state.cluster_id, state.group_id)
+        )
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         if state.config is None:
@@ -335,16 +346,16 @@ class ScalingEventsHandler:
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state, proof=True)
         config = state.config
-        quarantined: set[tuple[str, str]] | None = None
+        held: bool | None = None  # whether the configuration holds a quarantine, once asked
 
         def evidence(outcome: BootOutcome) -> str | None:
-            nonlocal quarantined
+            nonlocal held
             boot = runs.of(outcome)
             if boot.reported:
                 return None if boot.failed else f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
-            if quarantined is None:
-                quarantined = self.quarantined(state.cluster_id, state.group_id)
-            if config is not None and holds_quarantine(config.node_lifecycle_actions, quarantined):
+            if held is None:
+                held = config is not None and self._holds_quarantine(state, config)
+            if held:
                 return None  # PCS logs a quarantined script's failure as a success: that proves nothing
             return "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
 

@@ -531,7 +531,7 @@ def _paginate(
     items: list[dict[str, Any]], params: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], str | None]:
     start = int(params.get("nextToken") or 0)
-    size = int(params.get("maxResults") or 100)
+    size = int(params.get("maxResults") or 10)  # PCS's default page: 10 (at most 100 when asked)
     end = start + size
     return items[start:end], (str(end) if end < len(items) else None)
 
