@@ -50,7 +50,10 @@ _CHECKED = "lifeguard_checked"
 
 
 class _ApiModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    # Built when first used (a review, a remediation): the detection only fingerprints configurations.
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True, defer_build=True
+    )
 
 
 class ScriptSource(_ApiModel):

@@ -27,7 +27,8 @@ class NodeReport(BaseModel):
     within DynamoDB's key and item limits whatever a broken or hostile node sends."""
 
     # Strict: a number sent as text is a broken report, not one to guess at.
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
+    # Built when first used: the scaling_events function reads reports only to attribute a loop.
+    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
 
     kind: Literal["script_run"] = "script_run"
     cluster_id: ClusterId

@@ -21,7 +21,8 @@ ChangeStatus = Literal["pending", "applied", "abandoned"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Built when first used: the detection reads a ledger only where a quarantine could be in place.
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class AppliedChange(_Model):
