@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python bench/loop.py
 	$(BIN)/sam build
 	$(BIN)/python bench/package.py
+	$(BIN)/python bench/cold_start.py
 
 ## Hostile input through the four handlers, about 13,000 payloads (20-30 minutes); SCALE=0.1 for a tenth.
 soak: setup
