@@ -3,7 +3,7 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
-from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState, Launches
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 T0 = 1792544247000
@@ -114,3 +114,24 @@ def test_outcomes_are_stored_as_rows_and_read_back_the_same() -> None:
         ["i-0001", "lca-static-1", T0 + 1000, 0, T0 - 1],
     ]
     assert GroupState.model_validate_json(state.model_dump_json()).outcomes == state.outcomes
+
+
+def test_tracked_launches_name_only_what_a_batch_touched_and_lose_track_safely() -> None:
+    state = state_with(launches={f"i-{n:04d}": T0 + n for n in range(500)})
+    state.launches_stored()
+    assert isinstance(state.launches, Launches)
+    assert state.launches.touched == set()
+    state.launches["i-new"] = T0 + 9000
+    state.launches.pop("i-0007")
+    state.launches.pop("i-never", None)  # not there: nothing to send
+    assert state.launches.touched == {"i-new", "i-0007"}
+    assert state.launch_changes() == ({"i-new": T0 + 9000}, ["i-0007"])
+    state.launches_stored()
+    assert state.launch_changes() == ({}, [])
+    state.launches.update({"i-0001": T0 - 1})  # a change it cannot follow: every launch is compared
+    assert state.launches.touched is None
+    assert state.launch_changes() == ({"i-0001": T0 - 1}, [])
+    state.launches = {"i-only": T0}  # a plain dict put in its place: compared whole, too
+    changed, gone = state.launch_changes() or ({}, [])
+    assert changed == {"i-only": T0}
+    assert sorted(gone) == sorted([*(f"i-{n:04d}" for n in range(500) if n != 7), "i-new"])

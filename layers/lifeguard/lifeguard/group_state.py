@@ -35,6 +35,54 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class Launches(dict[str, int]):
+    """A group's pending launches (instance -> launch time) that note which instances a batch touched since
+    the table last held them (`touched`), so a write sends those alone. A change it cannot follow
+    (`update`, `clear`, ...) makes it lose track (`touched` None): the next write compares them all."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.touched: set[str] | None = None
+
+    def __setitem__(self, key: str, value: int) -> None:
+        super().__setitem__(key, value)
+        if self.touched is not None:
+            self.touched.add(key)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        if self.touched is not None:
+            self.touched.add(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if self.touched is not None and key in self:
+            self.touched.add(key)
+        return super().pop(key, *default)
+
+    def _lost(self) -> None:
+        self.touched = None
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._lost()
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self._lost()
+        super().clear()
+
+    def setdefault(self, key: str, default: int = 0) -> int:
+        self._lost()
+        return super().setdefault(key, default)
+
+    def popitem(self) -> tuple[str, int]:
+        self._lost()
+        return super().popitem()
+
+    def __ior__(self, other: Any) -> Launches:  # type: ignore[override,misc]
+        self._lost()
+        return super().__ior__(other)
+
+
 @dataclass(slots=True)
 class BootOutcome:
     """How an instance's bootstrap ended: ACTIVE/BOOTSTRAP_SUCCESS or TERMINATED/BOOTSTRAP_FAILED.
@@ -144,6 +192,11 @@ class GroupState(_Model):
     # The launches as the table holds them, when it holds them on their own (None: it does not, yet).
     _stored_launches: dict[str, int] | None = PrivateAttr(default=None)
 
+    @field_validator("launches", mode="after")
+    @classmethod
+    def _launches_followed(cls, value: dict[str, int]) -> dict[str, int]:
+        return Launches(value)
+
     # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
     @field_serializer("outcomes")
     def _outcomes_as_rows(self, outcomes: dict[str, BootOutcome]) -> list[list[Any]]:
@@ -194,16 +247,30 @@ class GroupState(_Model):
 
     def launches_stored(self) -> None:
         """Note that the table now holds these launches on their own (`launch_changes` counts from here)."""
-        self._stored_launches = dict(self.launches)
+        launches, stored = self.launches, self._stored_launches
+        if isinstance(launches, Launches) and launches.touched is not None and stored is not None:
+            for instance in launches.touched:
+                if instance in launches:
+                    stored[instance] = launches[instance]
+                else:
+                    stored.pop(instance, None)
+        else:
+            self._stored_launches = dict(launches)
+            if not isinstance(launches, Launches):
+                launches = self.launches = Launches(launches)
+        launches.touched = set()
 
     def launch_changes(self) -> tuple[dict[str, int], list[str]] | None:
         """The launches added or moved, and the ones gone, since the table last held them; None when it
-        does not hold them on their own (the next write must write them all)."""
-        stored = self._stored_launches
+        does not hold them on their own (the next write must write them all). Only the instances touched
+        since are looked at, unless the launches lost track of them."""
+        stored, launches = self._stored_launches, self.launches
         if stored is None:
             return None
-        changed = {i: t for i, t in self.launches.items() if stored.get(i) != t}
-        gone = [i for i in stored if i not in self.launches]
+        touched = launches.touched if isinstance(launches, Launches) else None
+        looked_at = launches if touched is None else touched
+        changed = {i: launches[i] for i in looked_at if i in launches and stored.get(i) != launches[i]}
+        gone = [i for i in (stored if touched is None else touched) if i not in launches and i in stored]
         return changed, gone
 
     def forget_after(self, latest_ms: int) -> bool:
