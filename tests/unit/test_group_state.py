@@ -3,7 +3,9 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
-from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState, Launches
+from dataclasses import replace
+
+from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState, Tracked
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 T0 = 1792544247000
@@ -52,17 +54,34 @@ def test_prune_keeps_only_launches_still_waiting_within_the_hour_once_over_their
     assert state.launches == {"i-edge": T0 + HOUR_MS, **filler, "i-new": T0 + 2 * HOUR_MS}
 
 
+def launch_changes(state: GroupState) -> tuple[dict[str, int], list[str]] | None:
+    changes = state.map_changes()
+    return changes["launches"] if changes is not None else None
+
+
 def test_launch_changes_count_from_what_the_table_holds() -> None:
     state = state_with(launches={"i-a": T0, "i-b": T0 + 1})
-    assert state.launch_changes() is None  # the table holds none on their own yet
-    state.launches_stored()
-    assert state.launch_changes() == ({}, [])
+    assert state.map_changes() is None  # the table holds none on their own yet
+    state.maps_stored()
+    assert launch_changes(state) == ({}, [])
     state.launches["i-c"] = T0 + 2
     state.launches["i-a"] = T0 - 5
     del state.launches["i-b"]
-    assert state.launch_changes() == ({"i-a": T0 - 5, "i-c": T0 + 2}, ["i-b"])
-    state.launches_stored()
-    assert state.launch_changes() == ({}, [])
+    assert launch_changes(state) == ({"i-a": T0 - 5, "i-c": T0 + 2}, ["i-b"])
+    state.maps_stored()
+    assert launch_changes(state) == ({}, [])
+
+
+def test_an_outcome_that_learns_its_launch_is_a_change_of_its_map() -> None:
+    state = state_with(2)
+    state.maps_stored()
+    state.outcomes["i-0001"] = replace(state.outcomes["i-0001"], launched_at=T0 - 1)
+    changes = state.map_changes()
+    assert changes is not None
+    assert changes["outcomes"] == (
+        {"i-0001": BootOutcome("i-0001", "lca-static-1", T0 + 1000, False, T0 - 1)},
+        [],
+    )
 
 
 def test_prune_caps_pending_launches_at_the_newest_thousand_in_time_order() -> None:
@@ -107,7 +126,7 @@ def test_launched_at_prefers_the_outcomes_own_launch_time_then_the_pending_launc
 
 def test_outcomes_are_stored_as_rows_and_read_back_the_same() -> None:
     state = state_with(2)
-    state.outcomes["i-0001"].launched_at = T0 - 1
+    state.outcomes["i-0001"] = replace(state.outcomes["i-0001"], launched_at=T0 - 1)
     dumped = state.model_dump(mode="json")
     assert dumped["outcomes"] == [
         ["i-0000", "lca-static-1", T0, 1, None],
@@ -118,20 +137,40 @@ def test_outcomes_are_stored_as_rows_and_read_back_the_same() -> None:
 
 def test_tracked_launches_name_only_what_a_batch_touched_and_lose_track_safely() -> None:
     state = state_with(launches={f"i-{n:04d}": T0 + n for n in range(500)})
-    state.launches_stored()
-    assert isinstance(state.launches, Launches)
+    state.maps_stored()
+    assert isinstance(state.launches, Tracked)
     assert state.launches.touched == set()
     state.launches["i-new"] = T0 + 9000
     state.launches.pop("i-0007")
     state.launches.pop("i-never", None)  # not there: nothing to send
     assert state.launches.touched == {"i-new", "i-0007"}
-    assert state.launch_changes() == ({"i-new": T0 + 9000}, ["i-0007"])
-    state.launches_stored()
-    assert state.launch_changes() == ({}, [])
+    assert launch_changes(state) == ({"i-new": T0 + 9000}, ["i-0007"])
+    state.maps_stored()
+    assert launch_changes(state) == ({}, [])
     state.launches.update({"i-0001": T0 - 1})  # a change it cannot follow: every launch is compared
     assert state.launches.touched is None
-    assert state.launch_changes() == ({"i-0001": T0 - 1}, [])
+    assert launch_changes(state) == ({"i-0001": T0 - 1}, [])
     state.launches = {"i-only": T0}  # a plain dict put in its place: compared whole, too
-    changed, gone = state.launch_changes() or ({}, [])
+    changed, gone = launch_changes(state) or ({}, [])
     assert changed == {"i-only": T0}
     assert sorted(gone) == sorted([*(f"i-{n:04d}" for n in range(500) if n != 7), "i-new"])
+
+
+def test_the_oldest_outcome_stays_known_as_outcomes_come_and_the_oldest_go() -> None:
+    state = state_with(OUTCOME_LIMIT)
+    assert state.oldest_outcome_at() == T0
+    earlier = BootOutcome("i-early", None, T0 - 500, True)
+    state.outcomes[earlier.instance_id] = earlier
+    state.outcome_added(earlier)
+    assert state.oldest_outcome_at() == T0 - 500
+    state.prune()  # one over the bound: the earliest goes, and the next is the oldest kept
+    assert "i-early" not in state.outcomes
+    assert state.oldest_outcome_at() == T0 == min(o.event_timestamp for o in state.outcomes.values())
+
+
+def test_a_state_held_to_a_bound_is_not_looked_through_again_until_the_bound_goes_back() -> None:
+    state = state_with(3, launches={"i-late": T0 + 10_000})
+    assert state.forget_after(T0 + 5000) is True
+    assert state.forget_after(T0 + 6000) is False  # nothing it holds can be later than the last bound
+    assert state.forget_after(T0 + 1000) is True  # an earlier bound: looked through again
+    assert sorted(state.outcomes) == ["i-0000", "i-0001"]

@@ -4,13 +4,14 @@ page followed, and a failed call one AwsCallError."""
 
 from __future__ import annotations
 
+import json
 import zlib
 from typing import Any
 
 import pytest
 
 from lifeguard.errors import AwsCallError
-from lifeguard.group_state import OUTCOME_LIMIT, Episode, Failure, GroupState, KnownConfig
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import REPORT_TTL_SECONDS, GroupStore, VersionConflictError
 from lifeguard.store.table import group_key
@@ -58,9 +59,11 @@ def test_a_state_written_again_sends_only_the_launches_that_changed() -> None:
     del state.launches["i-wait007"]
     store.save(state)
     update = client.requests["UpdateItem"][-1]
-    sent = {v["N"] for k, v in update["ExpressionAttributeValues"].items() if k.startswith(":a")}
-    assert sent == {str(T0 + 9000)}  # one launch added, one gone: not the 300 still waiting
+    values = update["ExpressionAttributeValues"]
+    sent = [value for name, value in values.items() if name not in (":expected", ":next")]
+    assert sent == [{"N": str(T0 + 9000)}]  # one launch added, one gone: not the 300 still waiting
     assert "i-wait007" in update["ExpressionAttributeNames"].values()
+    assert "state" not in update["ExpressionAttributeNames"].values()  # the rest did not change
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert (loaded.version, loaded.launches) == (2, state.launches)
     assert loaded.model_dump() == state.model_dump()
@@ -69,6 +72,25 @@ def test_a_state_written_again_sends_only_the_launches_that_changed() -> None:
     store.save(state)
     assert client.calls("PutItem") == 2
     assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == state.launches
+
+
+def test_outcomes_are_a_map_of_their_own_and_the_rest_is_sent_only_when_it_changed() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    item = client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert json.loads(item["outcomes"]["M"]["i-0001"]["S"]) == ["lca-static-1", T0 + 1000, 0, None]
+    assert b"i-0001" not in zlib.decompress(item["state"]["B"]).split(b'"episode"')[0]
+    state.outcomes["i-0009"] = BootOutcome("i-0009", None, T0 + 9000, True, T0 + 8000)
+    assert state.episode is not None
+    state.episode.revision = 2
+    store.save(state)
+    update = client.requests["UpdateItem"][-1]
+    assert set(update["ExpressionAttributeNames"].values()) >= {"state", "outcomes", "i-0009"}
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.model_dump() == state.model_dump()
+    assert loaded.outcomes["i-0009"] == BootOutcome("i-0009", None, T0 + 9000, True, T0 + 8000)
 
 
 def test_an_update_over_a_version_that_moved_is_a_conflict() -> None:

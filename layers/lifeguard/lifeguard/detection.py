@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from lifeguard.bounds import clip
@@ -194,7 +194,7 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
         seen = state.outcomes.get(instance)
         if seen is not None:
             if seen.launched_at is None or record.event_timestamp < seen.launched_at:
-                seen.launched_at = record.event_timestamp
+                state.outcomes[instance] = replace(seen, launched_at=record.event_timestamp)
                 return True
             return False
         known = state.launches.get(instance)
@@ -220,7 +220,7 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     state.outcomes[instance] = BootOutcome(
         instance, record.scheduler_node_id, record.event_timestamp, record.is_bootstrap_success, launched_at
     )
-    state.outcome_changed()
+    state.outcome_added(state.outcomes[instance])
     return True
 
 

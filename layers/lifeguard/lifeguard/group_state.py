@@ -4,14 +4,17 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
 
 __all__ = [
+    "MAPS",
     "OUTCOME_LIMIT",
+    "PENDING_LAUNCH_LIMIT",
     "BootOutcome",
     "ChangedBy",
     "Episode",
@@ -20,6 +23,7 @@ __all__ = [
     "KnownConfig",
     "ProvenGood",
     "Suspect",
+    "Tracked",
 ]
 
 # Bounds that keep a busy group's state item small (tens of KB, far below DynamoDB's 400 KB): the most
@@ -35,16 +39,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-class Launches(dict[str, int]):
-    """A group's pending launches (instance -> launch time) that note which instances a batch touched since
-    the table last held them (`touched`), so a write sends those alone. A change it cannot follow
-    (`update`, `clear`, ...) makes it lose track (`touched` None): the next write compares them all."""
+_V = TypeVar("_V")
+
+# The parts of a state kept as maps of their own in the table (instance -> entry), written as changes.
+MAPS = ("launches", "outcomes")
+
+
+class Tracked(dict[str, _V]):
+    """A map of a group's state (its pending launches, its outcomes) that notes which instances a batch
+    touched since the table last held it (`touched`), so a write sends those alone. A change it cannot
+    follow (`update`, `clear`, ...) makes it lose track (`touched` None): the next write compares it all."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.touched: set[str] | None = None
 
-    def __setitem__(self, key: str, value: int) -> None:
+    def __setitem__(self, key: str, value: _V) -> None:
         super().__setitem__(key, value)
         if self.touched is not None:
             self.touched.add(key)
@@ -70,24 +80,25 @@ class Launches(dict[str, int]):
         self._lost()
         super().clear()
 
-    def setdefault(self, key: str, default: int = 0) -> int:
+    def setdefault(self, key: str, default: Any = None) -> Any:
         self._lost()
         return super().setdefault(key, default)
 
-    def popitem(self) -> tuple[str, int]:
+    def popitem(self) -> tuple[str, _V]:
         self._lost()
         return super().popitem()
 
-    def __ior__(self, other: Any) -> Launches:  # type: ignore[override,misc]
+    def __ior__(self, other: Any) -> Tracked[_V]:  # type: ignore[override,misc]
         self._lost()
         return super().__ior__(other)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class BootOutcome:
     """How an instance's bootstrap ended: ACTIVE/BOOTSTRAP_SUCCESS or TERMINATED/BOOTSTRAP_FAILED.
 
     A plain dataclass, not a model: one is made for every outcome record, and they are stored as rows.
+    Frozen: an outcome that learns its launch time is replaced in the map, so the map notes the change.
     """
 
     instance_id: str
@@ -189,13 +200,16 @@ class GroupState(_Model):
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = Field(default_factory=list)
     _oldest_outcome: int | None = PrivateAttr(default=None)
-    # The launches as the table holds them, when it holds them on their own (None: it does not, yet).
-    _stored_launches: dict[str, int] | None = PrivateAttr(default=None)
+    # No launch or outcome is dated after this (set by `forget_after`, in memory only).
+    _bounded_at: int | None = PrivateAttr(default=None)
+    # The maps (`MAPS`) as the table holds them, when it holds them on their own (None: it does not, yet).
+    _stored: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
+    _stored_body: str | None = PrivateAttr(default=None)  # the rest, as JSON, as the table holds it
 
-    @field_validator("launches", mode="after")
+    @field_validator(*MAPS, mode="after")
     @classmethod
-    def _launches_followed(cls, value: dict[str, int]) -> dict[str, int]:
-        return Launches(value)
+    def _followed(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return Tracked(value)
 
     # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
     @field_serializer("outcomes")
@@ -224,15 +238,28 @@ class GroupState(_Model):
         """Forget cached facts about the outcomes."""
         self._oldest_outcome = None
 
+    def outcome_added(self, outcome: BootOutcome) -> None:
+        """Keep cached facts about the outcomes true after `outcome` was set (new, or earlier than the one
+        it replaced)."""
+        oldest = self._oldest_outcome
+        if oldest is not None and outcome.event_timestamp < oldest:
+            self._oldest_outcome = outcome.event_timestamp
+
     def prune(self) -> None:
         """Keep the most recent outcomes, unhealthy terminations, and the launches still waiting."""
         if len(self.unhealthy) > OUTCOME_LIMIT:
             kept = sorted(self.unhealthy.items(), key=lambda item: (item[1], item[0]))[-OUTCOME_LIMIT:]
             self.unhealthy = dict(kept)
-        if len(self.outcomes) > OUTCOME_LIMIT:
-            recent = sorted(self.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
-            self.outcomes = {o.instance_id: o for o in recent[-OUTCOME_LIMIT:]}
-            self.outcome_changed()
+        outcomes = self.outcomes
+        if len(outcomes) > OUTCOME_LIMIT:
+            # The oldest go, one by one: the map notes each, so the write sends only those.
+            excess = len(outcomes) - OUTCOME_LIMIT
+            by_age = heapq.nsmallest(
+                excess + 1, outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id)
+            )
+            for old in by_age[:excess]:
+                del outcomes[old.instance_id]
+            self._oldest_outcome = by_age[excess].event_timestamp  # the oldest of those kept
         if len(self.launches) <= PENDING_LAUNCH_LIMIT:
             return  # a busy group's launches are most of its state: a batch touches only what it changed
         outcomes = self.outcomes
@@ -243,38 +270,68 @@ class GroupState(_Model):
         if len(pending) > PENDING_LAUNCH_LIMIT:
             newest_first = sorted(((t, i) for i, t in pending.items()), reverse=True)[:PENDING_LAUNCH_LIMIT]
             pending = {i: t for t, i in sorted(newest_first)}
-        self.launches = pending
+        for instance in [i for i in self.launches if i not in pending]:
+            del self.launches[instance]  # one by one, as the outcomes: the map notes each
 
-    def launches_stored(self) -> None:
-        """Note that the table now holds these launches on their own (`launch_changes` counts from here)."""
-        launches, stored = self.launches, self._stored_launches
-        if isinstance(launches, Launches) and launches.touched is not None and stored is not None:
-            for instance in launches.touched:
-                if instance in launches:
-                    stored[instance] = launches[instance]
-                else:
-                    stored.pop(instance, None)
-        else:
-            self._stored_launches = dict(launches)
-            if not isinstance(launches, Launches):
-                launches = self.launches = Launches(launches)
-        launches.touched = set()
+    def stored(self, body: str) -> None:
+        """Note that the table now holds this state: its maps (`maps_stored`) and the rest as `body`."""
+        self.maps_stored()
+        self.body_stored(body)
 
-    def launch_changes(self) -> tuple[dict[str, int], list[str]] | None:
-        """The launches added or moved, and the ones gone, since the table last held them; None when it
-        does not hold them on their own (the next write must write them all). Only the instances touched
-        since are looked at, unless the launches lost track of them."""
-        stored, launches = self._stored_launches, self.launches
+    def body_stored(self, body: str) -> None:
+        """Note that the table holds the rest of the state (all but the maps) as this JSON."""
+        self._stored_body = body
+
+    def body_changed(self, body: str) -> bool:
+        """Whether the rest of the state, as JSON, differs from what the table holds."""
+        return body != self._stored_body
+
+    def maps_stored(self) -> None:
+        """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here)."""
+        fresh = self._stored is None
+        stored = self._stored = self._stored or {name: {} for name in MAPS}
+        for name in MAPS:
+            entries: dict[str, Any] = getattr(self, name)
+            if not isinstance(entries, Tracked):
+                entries = Tracked(entries)
+                setattr(self, name, entries)
+            if fresh or entries.touched is None:
+                stored[name] = dict(entries)
+            else:
+                held = stored[name]
+                for key in entries.touched:
+                    if key in entries:
+                        held[key] = entries[key]
+                    else:
+                        held.pop(key, None)
+            entries.touched = set()
+
+    def map_changes(self) -> dict[str, tuple[dict[str, Any], list[str]]] | None:
+        """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
+        None when it does not hold them on their own (the next write must write them all). Only the keys
+        touched since are looked at, unless the map lost track of them."""
+        stored = self._stored
         if stored is None:
             return None
-        touched = launches.touched if isinstance(launches, Launches) else None
-        looked_at = launches if touched is None else touched
-        changed = {i: launches[i] for i in looked_at if i in launches and stored.get(i) != launches[i]}
-        gone = [i for i in (stored if touched is None else touched) if i not in launches and i in stored]
-        return changed, gone
+        changes = {}
+        for name in MAPS:
+            entries: dict[str, Any] = getattr(self, name)
+            held = stored[name]
+            touched = entries.touched if isinstance(entries, Tracked) else None
+            looked_at = entries if touched is None else touched
+            changed = {k: entries[k] for k in looked_at if k in entries and held.get(k) != entries[k]}
+            gone = [k for k in (held if touched is None else touched) if k not in entries and k in held]
+            changes[name] = (changed, gone)
+        return changes
 
     def forget_after(self, latest_ms: int) -> bool:
-        """Let go of launches and outcomes dated after `latest_ms`; True when there were any."""
+        """Let go of launches and outcomes dated after `latest_ms`; True when there were any. A state this
+        process already held to a bound no later than `latest_ms` is not looked through again: what it took
+        in since was held to its batch's bound, no later than this one."""
+        bounded = self._bounded_at
+        self._bounded_at = latest_ms
+        if bounded is not None and bounded <= latest_ms:
+            return False
         future = [i for i, o in self.outcomes.items() if o.event_timestamp > latest_ms]
         for instance in future:
             launched_at = self.outcomes.pop(instance).launched_at

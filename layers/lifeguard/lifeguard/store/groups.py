@@ -6,14 +6,15 @@ other's updates: the loser reloads and re-applies its records, which are idempot
 
 from __future__ import annotations
 
+import json
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import GroupState
+from lifeguard.group_state import MAPS, BootOutcome, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.table import (
     TRANSACTION_MAX,
@@ -41,65 +42,90 @@ class VersionConflictError(LifeguardError):
     """Another invocation wrote the group's state first."""
 
 
-# A write sends the launches that changed, not all of them, unless there are more changes than this (an
-# update expression is at most 4 KB), or the table does not hold them on their own yet.
-LAUNCH_CHANGES_MAX = 100
+# A write sends the map entries that changed, not all of them, unless there are more changes than this (an
+# update expression is at most 4 KB), or the table does not hold the maps on their own yet.
+MAP_CHANGES_MAX = 100
+# How each map's entries (`GroupState.MAPS`) are held as attribute values, and read back.
+_ENCODE: dict[str, Callable[[Any], Item]] = {
+    "launches": lambda at: {"N": str(at)},
+    "outcomes": lambda o: {
+        "S": json.dumps([o.scheduler_node_id, o.event_timestamp, int(o.succeeded), o.launched_at])
+    },
+}
+_DECODE: dict[str, Callable[[str, Item], Any]] = {
+    "launches": lambda _instance, value: int(value["N"]),
+    "outcomes": lambda instance, value: BootOutcome(instance, *_outcome_row(value["S"])),
+}
+
+
+def _outcome_row(text: str) -> tuple[str | None, int, bool, int | None]:
+    node, at, succeeded, launched_at = json.loads(text)
+    return node, int(at), bool(succeeded), launched_at
 
 
 def _state_of(item: Item) -> GroupState:
-    # Stored compressed: the item is rewritten with every batch, and its size is what DynamoDB charges.
+    # The rest of the state is stored compressed: its size is what DynamoDB charges.
     body = item["state"]
     raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
     state = GroupState.model_validate_json(raw)
     state.version = int(item["version"]["N"])
-    if "launches" in item:  # else an item written before launches had their own attribute: in the JSON
-        state.launches = {instance: int(at["N"]) for instance, at in item["launches"]["M"].items()}
-        state.launches_stored()
+    if all(name in item for name in MAPS):  # else written before the maps had attributes: in the JSON
+        for name in MAPS:
+            decode = _DECODE[name]
+            setattr(state, name, {key: decode(key, value) for key, value in item[name]["M"].items()})
+        state.maps_stored()
+        state.body_stored(raw.decode())
     return state
 
 
-def _versioned_write(state: GroupState) -> Write:
-    """The state's write, made only over the version it was read at (or where there is none). A busy
-    group's pending launches are most of its state: when the table holds them, only those that changed are
-    sent (an update), so a batch pays for what it changed, not for every launch still waiting."""
+def _versioned_write(state: GroupState) -> tuple[Write, str]:
+    """The state's write, made only over the version it was read at (or where there is none), and the JSON
+    of the rest of the state it holds. A busy group's pending launches and outcomes are most of its state:
+    when the table holds them, only the entries a batch changed are sent (an update), and the rest of the
+    state only when it changed, so a batch pays for what it changed."""
     expected = {"N": str(state.version)}
-    body = {"B": zlib.compress(state.model_dump_json(exclude={"version", "launches"}).encode(), 1)}
-    changes = state.launch_changes()
-    if changes is None or len(changes[0]) + len(changes[1]) > LAUNCH_CHANGES_MAX:
-        launches = {instance: {"N": str(at)} for instance, at in state.launches.items()}
-        item = {
-            **item_key(group_key(state.cluster_id, state.group_id), STATE),
-            "version": {"N": str(state.version + 1)},
-            "state": body,
-            "launches": {"M": launches},
-        }
+    text = state.model_dump_json(exclude={"version", *MAPS})
+    changes = state.map_changes()
+    key = item_key(group_key(state.cluster_id, state.group_id), STATE)
+    if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
+        maps = {name: {"M": {k: _ENCODE[name](v) for k, v in getattr(state, name).items()}} for name in MAPS}
+        item = {**key, "version": {"N": str(state.version + 1)}, "state": _body(text), **maps}
         condition = "attribute_not_exists(pk) OR version = :expected"
-        return "Put", {
+        put = {
             "Item": item,
             "ConditionExpression": condition,
             "ExpressionAttributeValues": {":expected": expected},
         }
-    changed, gone = changes
-    names = {"#v": "version", "#s": "state"}
-    if changed or gone:
-        names["#l"] = "launches"  # DynamoDB refuses a name the expressions do not use
-    values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}, ":state": body}
-    sets = ["#v = :next", "#s = :state"]
-    for n, (instance, at) in enumerate(changed.items()):
-        names[f"#a{n}"], values[f":a{n}"] = instance, {"N": str(at)}
-        sets.append(f"#l.#a{n} = :a{n}")
-    removes = []
-    for n, instance in enumerate(gone):
-        names[f"#r{n}"] = instance
-        removes.append(f"#l.#r{n}")
+        return ("Put", put), text
+    names = {"#v": "version"}
+    values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}}
+    sets, removes = ["#v = :next"], []
+    if state.body_changed(text):
+        names["#s"], values[":state"] = "state", _body(text)
+        sets.append("#s = :state")
+    for m, name in enumerate(MAPS):
+        changed, gone = changes[name]
+        if changed or gone:
+            names[f"#m{m}"] = name  # DynamoDB refuses a name the expressions do not use
+        for n, (entry, value) in enumerate(changed.items()):
+            names[f"#m{m}a{n}"], values[f":m{m}a{n}"] = entry, _ENCODE[name](value)
+            sets.append(f"#m{m}.#m{m}a{n} = :m{m}a{n}")
+        for n, entry in enumerate(gone):
+            names[f"#m{m}r{n}"] = entry
+            removes.append(f"#m{m}.#m{m}r{n}")
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-    return "Update", {
-        "Key": item_key(group_key(state.cluster_id, state.group_id), STATE),
+    update = {
+        "Key": key,
         "UpdateExpression": expression,
         "ConditionExpression": "#v = :expected",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
+    return ("Update", update), text
+
+
+def _body(text: str) -> Item:
+    return {"B": zlib.compress(text.encode(), 1)}
 
 
 def _report_item(report: NodeReport) -> Item:
@@ -233,8 +259,9 @@ class GroupStore:
             chunk = states[start : start + TRANSACTION_MAX]
             for state in chunk:
                 state.prune()
+            writes = [_versioned_write(state) for state in chunk]
             try:
-                self._table.write_together([_versioned_write(state) for state in chunk])
+                self._table.write_together([write for write, _ in writes])
             except TransactionConflictError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 unwritten.extend(chunk)
@@ -242,9 +269,9 @@ class GroupStore:
             except LifeguardError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 raise
-            for state in chunk:
+            for state, (_, text) in zip(chunk, writes, strict=True):
                 state.version += 1
-                state.launches_stored()
+                state.stored(text)
                 self._remember(state)
         return unwritten
 
@@ -252,8 +279,9 @@ class GroupStore:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         state.prune()
         expected = state.version
+        write, text = _versioned_write(state)
         try:
-            self._table.write(_versioned_write(state))
+            self._table.write(write)
         except ConditionFailedError:
             self.forget([(state.cluster_id, state.group_id)])
             raise VersionConflictError(f"{state.group_id}: state changed since version {expected}") from None
@@ -261,7 +289,7 @@ class GroupStore:
             self.forget([(state.cluster_id, state.group_id)])
             raise
         state.version = expected + 1
-        state.launches_stored()
+        state.stored(text)
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
