@@ -277,3 +277,18 @@ def test_the_cache_holds_a_thousand_groups_and_lets_the_least_recent_go_by_weigh
     assert client.calls("BatchGetItem") == 0
     small.load_many(keys[:1])
     assert client.calls("BatchGetItem") == 1
+
+
+def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_them() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    failed = report(started_at=1792544247)
+    succeeded = report(started_at=1792544300, script="ok", outcome="succeeded", exit_code=0)
+    assert not succeeded.failed
+    store.put_reports([failed, succeeded])
+    store.save(full_state())  # the STATE item of the same partition is not a run
+    reports, marks = store.runs(CLUSTER, GROUP)
+    assert client.calls("Query") == 1
+    assert reports == store.reports(CLUSTER, GROUP) == [failed]
+    assert marks == store.marks(CLUSTER, GROUP)
+    assert [(m.script, m.started_at, m.outcome) for m in marks] == [("ok", 1792544300, "succeeded")]

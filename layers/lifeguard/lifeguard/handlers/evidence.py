@@ -22,17 +22,20 @@ class GroupEvidence:
         self._reports: list[NodeReport] | None = None
         self._marks: list[RunMark] | None = None
 
+    def _read(self) -> None:
+        self._reports, self._marks = self.store.runs(self._state.cluster_id, self._state.group_id)
+
     def reports(self) -> list[NodeReport]:
-        """The group's failed runs."""
+        """The group's failed runs (read with its marks, in one query)."""
         if self._reports is None:
-            self._reports = self.store.reports(self._state.cluster_id, self._state.group_id)
-        return self._reports
+            self._read()
+        return self._reports or []
 
     def marks(self) -> list[RunMark]:
-        """The group's runs that did not fail."""
+        """The group's runs that did not fail (read with its failed runs, in one query)."""
         if self._marks is None:
-            self._marks = self.store.marks(self._state.cluster_id, self._state.group_id)
-        return self._marks
+            self._read()
+        return self._marks or []
 
     def of(self, outcome: BootOutcome) -> BootRuns:
         """What the outcome's node reported for that boot (its marks are read only when no run failed)."""

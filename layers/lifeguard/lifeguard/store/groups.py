@@ -36,6 +36,7 @@ REPORT_TTL_SECONDS = 14 * 24 * 3600
 STATE = "STATE"
 REPORT = "REPORT#"
 RAN = "RAN#"
+RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
 
 
 class VersionConflictError(LifeguardError):
@@ -180,6 +181,7 @@ class GroupStore:
         "put_reports": ("dynamodb:BatchWriteItem",),
         "reports": ("dynamodb:Query",),
         "marks": ("dynamodb:Query",),
+        "runs": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
 
@@ -308,6 +310,18 @@ class GroupStore:
             NodeReport.model_validate_json(item["report"]["S"])
             for item in self._table.query(group_key(cluster_id, group_id), REPORT)
         ]
+
+    def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
+        """`reports` and `marks` of a group in one Query: their sort keys are the only ones that begin with
+        R (`lifeguard.store.table`)."""
+        reports, marks = [], []
+        for item in self._table.query(group_key(cluster_id, group_id), RUNS):
+            sk = item["sk"]["S"]
+            if sk.startswith(REPORT):
+                reports.append(NodeReport.model_validate_json(item["report"]["S"]))
+            elif sk.startswith(RAN) and (mark := _mark_of(item)) is not None:
+                marks.append(mark)
+        return reports, marks
 
     def marks(self, cluster_id: str, group_id: str) -> list[RunMark]:
         """Every stored mark of a run that did not fail, of a group."""

@@ -7,6 +7,7 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
                                               and its pending launches as a map `launches`: instance -> ms)
         sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>   a failed script run (`report`, JSON)
         sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
+                                              (no other sort key begins with R: one Query reads both)
         sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
         sk = LEDGER                           the changes remediation made or set out to make (`doc`/`docz`)
         sk = DECISION#<episode>#<revision>    the decision taken on one detection (`doc`/`docz`)
