@@ -1,32 +1,62 @@
-"""The scaling_events handler's throughput on 100,000 records, against a bare loop over the same batches.
+"""The scaling_events handler's cost against a bare loop over the same batches, at any number of groups
+and any batch size.
 
-The load is a large, mostly healthy cluster: 10 compute node groups scaling up by 25,000 nodes within
-half an hour (LAUNCHED, REGISTERED, ACTIVE, then TERMINATED/SCHEDULER_REQUESTED each), with one group in
-a bootstrap-failure loop for four minutes. It arrives as CloudWatch Logs subscription batches of 1,000
-records. The baseline only decodes each batch (base64, gzip, JSON) and json-parses every message; the
-handler does all of its work against the local AWS (moto in its own process, the local PCS endpoint).
-Also reports the share of time spent waiting on the local AWS, counts AWS calls, and checks that records
-that need none (REGISTERED, PENDING_REPLACEMENT, TERMINATED/SCHEDULER_REQUESTED) make none.
-BENCH_RECORDS=N changes the size; BENCH_PROFILE=1 profiles the first pass.
+The load is a large, mostly healthy cluster: its compute node groups scaling up within half an hour
+(LAUNCHED, REGISTERED, ACTIVE, then TERMINATED/SCHEDULER_REQUESTED for each node), with one group in a
+bootstrap-failure loop for four minutes (one detection, one resolution). It arrives as CloudWatch Logs
+subscription batches. Each cell of the table is the handler's time over the bare loop's on the same
+batches (lower is better); the bare loop only decodes a batch (base64, gzip, JSON), json-parses every
+message and keeps the statuses the handler acts on. The handler runs against AWS answering instantly from
+memory (`_InstantAws`): DynamoDB holds what it was written, as a table does, so the state reads and writes
+are of their real size; PCS lists a cluster's groups in pages as PCS does. What is timed is the handler's
+own work, and each batch is timed on both sides in turn, so machine noise hits both alike. The AWS calls
+a batch makes are counted by operation. A batch of 10,000 is an upper bound: a delivery carries at most
+one PutLogEvents batch (1 MiB), about 2,500 of these records.
+
+    .venv/bin/python bench/ingest.py                       # groups 1-1,000 × batch 10-10,000 (1-2 minutes)
+    .venv/bin/python bench/ingest.py --groups 1000 --batch 10 [--records 40000] [--profile]
+    .venv/bin/python bench/ingest.py --memory              # peak memory at 1,000 groups, fresh processes
+    .venv/bin/python bench/ingest.py --local-aws           # against moto and the local PCS, over HTTP
+    .venv/bin/python bench/ingest.py --json
+    .venv/bin/python bench/ingest.py --wired               # built by lifeguard.wiring, its lookups included
+
+`--memory` runs the 1,000-group workload (batches of 10,000, one batch in memory at a time, as a function
+holds its event) in a fresh process and reports its peak RSS, the whole process as Lambda counts it, then
+in a second one the Python heap's peak under tracemalloc and what the handler holds once done (its state
+cache included). `--local-aws` is the end-to-end run: 100,000 records in batches of 1,000 over 10 groups
+by default, the share of time spent waiting on the local AWS, a re-delivery of 10 batches, and the check
+that records needing no AWS call make none (`BENCH_MOTO=thread` runs moto in this process).
 """
 
 from __future__ import annotations
 
+import argparse
 import base64
 import cProfile
 import gc
 import gzip
+import heapq
+import itertools
 import json
+import logging
+import operator
 import os
 import pstats
-import statistics
+import re
+import resource
+import subprocess
 import sys
+import tempfile
+import textwrap
 import time
+import tracemalloc
 from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
-from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
@@ -34,27 +64,68 @@ from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.store.groups import GroupStore
-from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
-from lifeguard_cli.local.stack import create_stack
 
-RECORDS = int(os.environ.get("BENCH_RECORDS", "100000"))
-BATCH = 1_000
-GROUPS = 10
+ROOT = Path(__file__).resolve().parent.parent
+GROUPS = (1, 10, 100, 1_000)
+BATCHES = (10, 100, 1_000, 10_000)
+RECORDS = 40_000
+MEMORY_GROUPS, MEMORY_BATCH, MEMORY_RECORDS = 1_000, 10_000, 100_000
+LOCAL_GROUPS, LOCAL_BATCH, LOCAL_RECORDS = 10, 1_000, 100_000
+MB = 1024 * 1024
 CLUSTER = "pcs_benchclu01"
+TABLE = "bench-state"
 START = datetime(2026, 10, 21, 2, 0, tzinfo=UTC)
 START_MS = int(START.timestamp() * 1000)
 SPAN_MS = 30 * 60 * 1000
+FAILING_MS = (10 * 60_000, 14 * 60_000)  # one group's bad script, pushed then fixed
 # The handler judges record times against the invocation's clock: here, the end of the stream.
 STREAM_END_S = (START_MS + SPAN_MS + 900_000) / 1000
+# (status, reason, ms after launch) of a healthy node's records, in order; a failing node ends
+# TERMINATED/BOOTSTRAP_FAILED where a healthy one becomes ACTIVE.
+LIFE = (
+    ("LAUNCHED", "SCHEDULER_REQUESTED", 0),
+    ("REGISTERED", "REGISTER_SUCCESS", 80_000),
+    ("ACTIVE", "BOOTSTRAP_SUCCESS", 150_000),
+    ("TERMINATED", "SCHEDULER_REQUESTED", 900_000),
+)
+# What the bare loop keeps, as the handler does before it looks at reasons (REGISTERED is most records).
+ACTED_ON = frozenset({"LAUNCHED", "ACTIVE", "TERMINATED"})
+# The columns of the calls table, in the order a batch makes them; other operations follow by name.
+SHORT_NAMES = {
+    "BatchGetItem": "BatchGet",
+    "GetItem": "GetItem",
+    "Query": "Query",
+    "ListComputeNodeGroups": "ListGrps",
+    "GetComputeNodeGroup": "GetGroup",
+    "ListTagsForResource": "ListTags",
+    "TransactWriteItems": "TxWrite",
+    "PutItem": "PutItem",
+    "UpdateItem": "Update",
+    "BatchWriteItem": "BatchWrt",
+    "PutEvents": "PutEvts",
+}
 
 
-def _record(group: int, instance: str, status: str, reason: str, at: int) -> dict[str, Any]:
+def group_ids(count: int) -> list[str]:
+    """`count` distinct group ids as PCS makes them: `pcs_` and ten lowercase letters or digits."""
+    return [f"pcs_bench{g:05d}" for g in range(count)]
+
+
+def _lifecycle() -> dict[str, Any]:
+    """Every group's configuration: one of the article's, so states carry a real one."""
+    path = ROOT / "events" / "configs" / "article-reverted.json"
+    lifecycle: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return lifecycle
+
+
+def _record(group: str, n: int, status: str, reason: str, at: int) -> dict[str, Any]:
+    instance = f"i-{n:017x}"
     return {
         "resource_id": CLUSTER,
         "resource_type": "PCS_CLUSTER",
         "event_timestamp": at,
-        "compute_node_group_id": f"pcs_benchgrp{group:02d}",
-        "scheduler_node_id": f"g{group}-dy-c7i-{instance[-5:]}",
+        "compute_node_group_id": group,
+        "scheduler_node_id": f"{group[-5:]}-dy-c7i-{n:05x}",
         "status_code": status,
         "reason_code": reason,
         "description": "bench",
@@ -66,127 +137,608 @@ def _record(group: int, instance: str, status: str, reason: str, at: int) -> dic
     }
 
 
-def _records() -> list[dict[str, Any]]:
-    rows = []
-    nodes = RECORDS // 4
-    for n in range(nodes):
-        group = n % GROUPS
-        instance = f"i-{n:017x}"
+def record_count(wanted: int) -> int:
+    """How many records `records` makes when asked for `wanted`: whole nodes of four."""
+    return 4 * max(1, wanted // 4)
+
+
+def records(groups: Sequence[str], count: int) -> Iterator[dict[str, Any]]:
+    """About `count` records (whole nodes, four records each) in time order, made as they are read.
+
+    Nodes launch evenly over half an hour, spread over the groups in turn. While the first group's script
+    is broken, every tenth node is that group's and fails, so it loops at any number of groups."""
+    nodes = record_count(count) // 4
+
+    def node(n: int) -> tuple[str, int, bool]:
         launched = START_MS + n * SPAN_MS // nodes
-        # One group breaks for four minutes (a bad script pushed, then fixed): one loop, one resolution.
-        failing = group == 0 and 10 * 60_000 <= launched - START_MS < 14 * 60_000
-        ending = ("TERMINATED", "BOOTSTRAP_FAILED") if failing else ("ACTIVE", "BOOTSTRAP_SUCCESS")
-        rows += [
-            _record(group, instance, "LAUNCHED", "SCHEDULER_REQUESTED", launched),
-            _record(group, instance, "REGISTERED", "REGISTER_SUCCESS", launched + 80_000),
-            _record(group, instance, *ending, launched + 150_000),
-            _record(group, instance, "TERMINATED", "SCHEDULER_REQUESTED", launched + 900_000),
-        ]
-    rows.sort(key=lambda row: row["event_timestamp"])
-    return rows
+        in_window = FAILING_MS[0] <= launched - START_MS < FAILING_MS[1]
+        group = 0 if in_window and n % 10 == 0 else n % len(groups)
+        return groups[group], launched, in_window and group == 0
+
+    def stream(status: str, reason: str, after_ms: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        for n in range(nodes):
+            group, launched, failing = node(n)
+            if failing and status == "ACTIVE":
+                status_now, reason_now = "TERMINATED", "BOOTSTRAP_FAILED"
+            else:
+                status_now, reason_now = status, reason
+            yield launched + after_ms, _record(group, n, status_now, reason_now, launched + after_ms)
+
+    # Each stream is in time order: merging them is the whole sort, one node's records at a time.
+    for _, row in heapq.merge(*(stream(*step) for step in LIFE), key=lambda pair: pair[0]):
+        yield row
 
 
-def _batches(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def batches(rows: Iterable[dict[str, Any]], size: int) -> Iterator[dict[str, Any]]:
+    """The rows as CloudWatch Logs subscription events of `size` records, made as they are read."""
     stream = f"AWSLogs/PCS/{CLUSTER}/node_lifecycle.log"
-    return [
-        encode_subscription(
-            "/aws/vendedlogs/pcs",
-            stream,
-            [(r["event_timestamp"], json.dumps(r)) for r in rows[i : i + BATCH]],
+    for chunk in itertools.batched(rows, size):
+        messages = [(row["event_timestamp"], json.dumps(row)) for row in chunk]
+        event = encode_subscription("/aws/vendedlogs/pcs", stream, messages)
+        del chunk, messages  # while the handler has the event, only the event is held
+        yield event
+
+
+def bare(event: dict[str, Any]) -> int:
+    """The baseline: decode one batch, parse every message, keep the statuses acted on."""
+    data = json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"])))
+    kept = 0
+    for log_event in data["logEvents"]:
+        if json.loads(log_event["message"]).get("status_code") in ACTED_ON:
+            kept += 1
+    return kept
+
+
+COMPARISON = re.compile(r"([#\w.]+)\s*(=|<>|<=|>=|<|>)\s*(:\w+)")
+COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _resolve(item: dict[str, Any], path: str, names: dict[str, str]) -> Any:
+    """The attribute value at `path` (`a.#b`) of an item, or None."""
+    value: Any = {"M": item}
+    for step in path.split("."):
+        value = value.get("M", {}).get(names.get(step, step)) if isinstance(value, dict) else None
+        if value is None:
+            return None
+    return value
+
+
+def _scalar(value: dict[str, Any]) -> Any:
+    """An attribute value as Python compares it (numbers as numbers)."""
+    ((kind, inner),) = value.items()
+    return float(inner) if kind == "N" else inner
+
+
+def _client_error(operation: str, code: str) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": "bench"}}, operation)
+
+
+class _InstantAws:
+    """DynamoDB, PCS and EventBridge answering at once from memory, one object for all three clients.
+
+    It holds the table's items as DynamoDB does (a read returns what the last write wrote, and a write's
+    version condition is checked), lists a cluster's groups in pages of `maxResults` (PCS's default 10, at
+    most 100), and counts calls by operation. The handler's decisions are not what is measured here, its
+    cost is."""
+
+    def __init__(self, groups: Sequence[str]) -> None:
+        self.calls: Counter[str] = Counter()
+        self._items: dict[str, dict[str, dict[str, Any]]] = {}  # pk -> sk -> item
+        modified = START - timedelta(hours=1)
+        lifecycle = _lifecycle()
+        self._groups: dict[str, dict[str, Any]] = {
+            group: {
+                "clusterId": CLUSTER,
+                "id": group,
+                "name": f"bench-{group[-5:]}",
+                "status": "ACTIVE",
+                "arn": f"arn:aws:pcs:us-east-1:123456789012:cluster/{CLUSTER}/computenodegroup/{group}",
+                "createdAt": modified,
+                "modifiedAt": modified,
+                "nodeLifecycleActions": lifecycle,
+            }
+            for group in groups
+        }
+        listed = ("name", "id", "arn", "clusterId", "createdAt", "modifiedAt", "status")
+        self._summaries = [{key: group[key] for key in listed} for group in self._groups.values()]
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"bench/ingest.py's instant AWS does not answer {name}: add it to _InstantAws")
+
+    # -- DynamoDB --
+
+    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        return self._items.get(key["pk"]["S"], {}).get(key["sk"]["S"])
+
+    def _holds(self, request: dict[str, Any], key: dict[str, Any]) -> bool:
+        """Whether the request's condition holds: terms joined by OR and AND, each `attribute_exists(a)`,
+        `attribute_not_exists(a)` or `a <op> :v` (as the stores write them, names through `#` placeholders).
+        A term this fake cannot read holds: the write goes through."""
+        condition = request.get("ConditionExpression")
+        if not condition:
+            return True
+        item = self._get(key) or {}
+        names = request.get("ExpressionAttributeNames", {})
+        values = request.get("ExpressionAttributeValues", {})
+
+        def holds(term: str) -> bool:
+            function, _, argument = term.partition("(")
+            if function in ("attribute_exists", "attribute_not_exists"):
+                found = _resolve(item, argument.rstrip(")"), names) is not None
+                return found == (function == "attribute_exists")
+            match = COMPARISON.fullmatch(term)
+            if match is None:
+                return True
+            path, operator, placeholder = match.groups()
+            current, wanted = _resolve(item, path, names), values.get(placeholder)
+            if current is None or wanted is None:
+                return operator == "<>"
+            return COMPARE[operator](_scalar(current), _scalar(wanted))
+
+        return any(
+            all(holds(term.strip()) for term in either.split(" AND ")) for either in condition.split(" OR ")
         )
-        for i in range(0, len(rows), BATCH)
-    ]
 
+    def _put(self, item: dict[str, Any]) -> None:
+        self._items.setdefault(item["pk"]["S"], {})[item["sk"]["S"]] = item
 
-class _Instant:
-    """DynamoDB, PCS and EventBridge answering instantly and holding nothing: what is left is the
-    handler's own work (its decisions are not what is measured here, its cost is)."""
+    def _update(self, request: dict[str, Any]) -> dict[str, Any]:
+        """`SET a = :x, a.b = :y REMOVE a.c ADD n :one` on the item (made when missing); containers on
+        the way are copied, so no item handed out before changes under its reader."""
+        key = request["Key"]
+        item = dict(self._get(key) or key)
+        names = request.get("ExpressionAttributeNames", {})
+        values = request.get("ExpressionAttributeValues", {})
+        copied: set[tuple[str, ...]] = set()
+        clauses = re.split(r"\b(SET|REMOVE|ADD|DELETE)\s", request["UpdateExpression"])
+        for action, body in zip(clauses[1::2], clauses[2::2], strict=True):
+            for action_part in (part.strip() for part in body.split(",")):
+                path, _, value = action_part.replace(" = ", " ").partition(" ")
+                *parents, leaf = [names.get(step, step) for step in path.split(".")]
+                target = item
+                for depth, parent in enumerate(parents):
+                    if tuple(parents[: depth + 1]) not in copied:
+                        copied.add(tuple(parents[: depth + 1]))
+                        target[parent] = {"M": dict(target[parent]["M"])}
+                    target = target[parent]["M"]
+                if action == "SET":
+                    target[leaf] = values[value.strip()]
+                elif action == "REMOVE":
+                    target.pop(leaf, None)
+                elif action == "ADD":
+                    total = float(target.get(leaf, {"N": "0"})["N"]) + float(values[value.strip()]["N"])
+                    target[leaf] = {"N": f"{total:g}"}
+        self._put(item)
+        return item
 
-    def transact_write_items(self, **request: Any) -> dict[str, Any]:
+    def get_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["GetItem"] += 1
+        item = self._get(request["Key"])
+        return {"Item": item} if item is not None else {}
+
+    def put_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["PutItem"] += 1
+        if not self._holds(request, request["Item"]):
+            raise _client_error("PutItem", "ConditionalCheckFailedException")
+        self._put(request["Item"])
+        return {}
+
+    def update_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["UpdateItem"] += 1
+        if not self._holds(request, request["Key"]):
+            raise _client_error("UpdateItem", "ConditionalCheckFailedException")
+        item = self._update(request)
+        return {"Attributes": item} if request.get("ReturnValues", "NONE") != "NONE" else {}
+
+    def delete_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["DeleteItem"] += 1
+        if not self._holds(request, request["Key"]):
+            raise _client_error("DeleteItem", "ConditionalCheckFailedException")
+        self._items.get(request["Key"]["pk"]["S"], {}).pop(request["Key"]["sk"]["S"], None)
         return {}
 
     def batch_get_item(self, **request: Any) -> dict[str, Any]:
-        return {"Responses": {}}
+        self.calls["BatchGetItem"] += 1
+        responses = {
+            table: [item for key in asked["Keys"] if (item := self._get(key)) is not None]
+            for table, asked in request["RequestItems"].items()
+        }
+        return {"Responses": responses, "UnprocessedKeys": {}}
 
-    def get_item(self, **request: Any) -> dict[str, Any]:
-        return {}
+    def batch_write_item(self, **request: Any) -> dict[str, Any]:
+        self.calls["BatchWriteItem"] += 1
+        for writes in request["RequestItems"].values():
+            for write in writes:
+                self._put(write["PutRequest"]["Item"])
+        return {"UnprocessedItems": {}}
 
-    def put_item(self, **request: Any) -> dict[str, Any]:
+    def transact_write_items(self, **request: Any) -> dict[str, Any]:
+        self.calls["TransactWriteItems"] += 1
+        writes = [(kind, fields) for write in request["TransactItems"] for kind, fields in write.items()]
+        if not all(self._holds(fields, fields.get("Item") or fields["Key"]) for _, fields in writes):
+            raise _client_error("TransactWriteItems", "TransactionCanceledException")
+        for kind, fields in writes:
+            if kind == "Put":
+                self._put(fields["Item"])
+            elif kind == "Update":
+                self._update(fields)
+            elif kind == "Delete":
+                self._items.get(fields["Key"]["pk"]["S"], {}).pop(fields["Key"]["sk"]["S"], None)
         return {}
 
     def query(self, **request: Any) -> dict[str, Any]:
-        return {"Items": []}
+        self.calls["Query"] += 1
+        values = request["ExpressionAttributeValues"]
+        prefix = values.get(":prefix", {}).get("S", "")
+        partition = self._items.get(values[":pk"]["S"], {})
+        found = [partition[sk] for sk in sorted(partition) if sk.startswith(prefix)]
+        if request.get("ScanIndexForward") is False:
+            found.reverse()
+        return {"Items": found[: request.get("Limit", len(found))]}
+
+    # -- EventBridge --
 
     def put_events(self, **request: Any) -> dict[str, Any]:
-        return {"Entries": [{} for _ in request["Entries"]]}
+        self.calls["PutEvents"] += 1
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": "bench"} for _ in request["Entries"]]}
+
+    # -- PCS --
 
     def list_compute_node_groups(self, **request: Any) -> dict[str, Any]:
-        groups = [
-            {
-                "id": f"pcs_benchgrp{g:02d}",
-                "name": f"bench-{g}",
-                "status": "ACTIVE",
-                "modifiedAt": START - timedelta(hours=1),
-            }
-            for g in range(GROUPS)
-        ]
-        return {"computeNodeGroups": groups}
+        self.calls["ListComputeNodeGroups"] += 1
+        size = min(100, request.get("maxResults") or 10)
+        start = int(request.get("nextToken", 0))
+        page = self._summaries[start : start + size]
+        more = start + size < len(self._summaries)
+        return {"computeNodeGroups": page, **({"nextToken": str(start + size)} if more else {})}
 
     def get_compute_node_group(self, **request: Any) -> dict[str, Any]:
-        group = request["computeNodeGroupIdentifier"]
-        return {
-            "computeNodeGroup": {
-                "clusterId": CLUSTER,
-                "id": group,
-                "name": group,
-                "status": "ACTIVE",
-                "arn": f"arn:aws:pcs:us-east-1:123456789012:cluster/{CLUSTER}/computenodegroup/{group}",
-                "modifiedAt": START - timedelta(hours=1),
-            }
-        }
+        self.calls["GetComputeNodeGroup"] += 1
+        group = self._groups.get(request["computeNodeGroupIdentifier"])
+        if group is None:
+            raise _client_error("GetComputeNodeGroup", "ResourceNotFoundException")
+        return {"computeNodeGroup": dict(group)}
 
     def list_tags_for_resource(self, **request: Any) -> dict[str, Any]:
+        self.calls["ListTagsForResource"] += 1
         return {"tags": {}}
 
 
-def _own_cost(batches: list[dict[str, Any]]) -> tuple[float, float]:
-    """Seconds for the handler against instant AWS, and for the bare loop, on the same batches."""
-    instant = _Instant()
-    store = GroupStore(instant, "bench")
-    controller = ScalingEventsHandler(
+def build_handler(aws: Any) -> ScalingEventsHandler:
+    """The handler over `aws` for all three services, as the function wires it (notify, 2 in 60 min)."""
+    store = GroupStore(aws, TABLE)
+    return ScalingEventsHandler(
         store,
-        PcsGateway(instant),
-        GroupUpdater(store, EventPublisher(instant, "bench")),
+        PcsGateway(aws),
+        GroupUpdater(store, EventPublisher(aws, "bench")),
         DetectionSettings("notify", 2, 60),
         clock=lambda: STREAM_END_S,
     )
-    started = time.perf_counter()
-    for event in batches:
-        controller.handle_event(event)
-    handler_s = time.perf_counter() - started
-    started = time.perf_counter()
-    _bare(batches)
-    return handler_s, time.perf_counter() - started
 
 
-def _bare(batches: list[dict[str, Any]]) -> int:
-    parsed = 0
-    for event in batches:
-        data = json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"])))
-        for log_event in data["logEvents"]:
-            json.loads(log_event["message"])
-            parsed += 1
-    return parsed
+def build_wired(aws: Any) -> ScalingEventsHandler:
+    """The handler as the function's composition root builds it (`lifeguard.wiring`), with the lookups it
+    adds (quarantines and changes, read from the table) and the same settings."""
+    from lifeguard.wiring import build_scaling_events, wire
+
+    def clients(service: str, *, attempts: int = 5) -> Any:
+        return aws
+
+    wiring = wire(TABLE, "bench", clients=clients, defaults=DetectionSettings("notify", 2, 60))
+    return build_scaling_events(wiring, clock=lambda: STREAM_END_S)
 
 
-def main() -> int:
-    print(f"building {RECORDS:,} records in batches of {BATCH:,} …", file=sys.stderr)
-    rows = _records()
-    batches = _batches(rows)
-    # The 100,000 records this process holds for the benchmark are no part of a Lambda's heap: keep them
-    # out of the garbage collector's scans, which would otherwise slow the handler, not the bare loop.
+@dataclass
+class Cell:
+    """One workload's figures: the handler against the bare loop on the same batches."""
+
+    groups: int
+    batch: int
+    records: int
+    batches: int
+    handler_s: float
+    bare_s: float
+    events: dict[str, int]  # published, by detail-type
+    calls: dict[str, int]
+
+    @property
+    def ratio(self) -> float:
+        """Handler time over bare-loop time."""
+        return self.handler_s / self.bare_s
+
+    def calls_per_batch(self) -> dict[str, float]:
+        """AWS calls a batch, by operation."""
+        return {name: count / self.batches for name, count in self.calls.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The cell for `--json`."""
+        return {
+            **asdict(self),
+            "ratio": self.ratio,
+            "handler_records_per_s": self.records / self.handler_s,
+            "bare_records_per_s": self.records / self.bare_s,
+            "calls_per_batch": self.calls_per_batch(),
+        }
+
+
+def measure(
+    groups: int,
+    batch: int,
+    records_wanted: int,
+    profiler: cProfile.Profile | None = None,
+    build: Callable[[Any], ScalingEventsHandler] = build_handler,
+) -> Cell:
+    """Time a fresh handler (`build` over instant AWS) and the bare loop batch by batch, in turn, over
+    `records_wanted` records (at least two batches)."""
+    ids = group_ids(groups)
+    count = record_count(max(records_wanted, 2 * batch))
+    events = list(batches(records(ids, count), batch))
+    aws = _InstantAws(ids)
+    handler = build(aws)
+    # The records and batches this process holds for the benchmark are no part of a Lambda's heap: keep
+    # them out of the garbage collector's scans, which would otherwise slow the handler, not the bare loop.
     gc.collect()
     gc.freeze()
+    handler_s = bare_s = 0.0
+    emitted: Counter[str] = Counter()
+    try:
+        for index, event in enumerate(events):
+            if index % 2:  # which side goes first alternates, so neither always finds the caches warm
+                started = time.perf_counter()
+                bare(event)
+                bare_s += time.perf_counter() - started
+            if profiler:
+                profiler.enable()
+            started = time.perf_counter()
+            summary = handler.handle_event(event)
+            handler_s += time.perf_counter() - started
+            if profiler:
+                profiler.disable()
+            emitted.update(published.detail_type for published in summary.events)
+            if not index % 2:
+                started = time.perf_counter()
+                bare(event)
+                bare_s += time.perf_counter() - started
+    finally:
+        gc.unfreeze()
+    return Cell(groups, batch, count, len(events), handler_s, bare_s, dict(emitted), dict(aws.calls))
+
+
+def _warm_up(build: Callable[[Any], ScalingEventsHandler]) -> None:
+    """Run the paths that import lazily (botocore's exceptions, …) once, so no cell pays for them."""
+    measure(3, 10, 400, build=build)
+
+
+def _short(name: str) -> str:
+    return SHORT_NAMES.get(name, name[:9])
+
+
+def _print_line(cell: Cell) -> None:
+    calls = ", ".join(f"{name} {n:.3g}" for name, n in sorted(cell.calls_per_batch().items()))
+    print(
+        f"groups {cell.groups:,} × batch {cell.batch:,}: {cell.records:,} records in {cell.batches:,}"
+        f" batches; handler {cell.records / cell.handler_s:,.0f} records/s, bare loop"
+        f" {cell.records / cell.bare_s:,.0f} records/s, ratio {cell.ratio:.2f}x\n"
+        f"  events: {_events(cell)}\n"
+        f"  AWS calls a batch: {calls or 'none'}"
+    )
+
+
+def _print_table(cells: list[Cell], records_wanted: int) -> None:
+    rows = sorted({c.groups for c in cells})
+    columns = sorted({c.batch for c in cells})
+    at = {(c.groups, c.batch): c for c in cells}
+
+    def grid(title: str, value: Callable[[Cell], str]) -> None:
+        print(title)
+        print(f"{'groups':>8}" + "".join(f"{f'batch {b:,}':>14}" for b in columns))
+        for g in rows:
+            print(f"{g:>8,}" + "".join(f"{value(at[(g, b)]):>14}" for b in columns))
+        print()
+
+    print(
+        "scaling_events against the bare loop (decode + parse + filter) on the same batches, timed batch"
+        f" by\nbatch in turn; AWS answering instantly; {records_wanted:,} records a cell (two batches at"
+        " least)\n"
+    )
+    grid("handler time / bare-loop time (lower is better)", lambda c: f"{c.ratio:.2f}x")
+    grid(
+        "handler records/s (bare loop)",
+        lambda c: f"{c.records / c.handler_s / 1000:.0f}k ({c.records / c.bare_s / 1000:.0f}k)",
+    )
+    seen = Counter(name for c in cells for name in c.calls)
+    order = [name for name in SHORT_NAMES if name in seen] + sorted(set(seen) - set(SHORT_NAMES))
+    print("AWS calls a batch, by operation")
+    print(f"{'groups':>6} {'batch':>6}" + "".join(f"{_short(name):>9}" for name in order) + f"{'all':>7}")
+    for c in sorted(cells, key=lambda c: (c.groups, c.batch)):
+        per = c.calls_per_batch()
+        print(
+            f"{c.groups:>6,} {c.batch:>6,}"
+            + "".join(f"{_count(per.get(name, 0.0)):>9}" for name in order)
+            + f"{_count(sum(per.values())):>7}"
+        )
+    names = [f"{_short(name)} = {name}" for name in order if _short(name) != name]
+    print(textwrap.fill("(" + ", ".join(names) + ")", 100) + "\n")
+    published = {_events(c) for c in cells}
+    if len(published) == 1:
+        print(f"events published, in every cell: {published.pop()}")
+    else:
+        for c in cells:
+            print(f"events published at groups {c.groups:,} × batch {c.batch:,}: {_events(c)}")
+
+
+def _events(cell: Cell) -> str:
+    return ", ".join(f"{kind} {n}" for kind, n in sorted(cell.events.items())) or "none"
+
+
+def _count(value: float) -> str:
+    if value == 0:
+        return "·"
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _quiet_lifeguard_log() -> None:
+    """The layer's log at INFO, as the function runs it, taken and dropped: a record costs what it costs
+    to make, and nothing is printed over the figures."""
+    log = logging.getLogger("lifeguard")
+    log.setLevel(logging.INFO)
+    log.addHandler(logging.NullHandler())
+    log.propagate = False
+
+
+def run_table(
+    groups: list[int],
+    sizes: list[int],
+    records_wanted: int,
+    *,
+    as_json: bool,
+    profile: bool,
+    build: Callable[[Any], ScalingEventsHandler] = build_handler,
+) -> int:
+    """The cells of `groups` × `sizes`, printed as tables (as one line when there is one cell)."""
+    _quiet_lifeguard_log()
+    _warm_up(build)
+    profiler = cProfile.Profile() if profile else None
+    cells = []
+    started = time.perf_counter()
+    for g in groups:
+        for b in sizes:
+            cell_started = time.perf_counter()
+            cells.append(measure(g, b, records_wanted, profiler, build))
+            print(
+                f"  groups {g:,} × batch {b:,}: {cells[-1].ratio:.2f}x"
+                f" ({time.perf_counter() - cell_started:.1f} s)",
+                file=sys.stderr,
+            )
+    if profiler:
+        print("the handler's calls, by own time (timings above are slowed by the profiler):", file=sys.stderr)
+        stats = pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime")
+        stats.print_stats(15)
+        if os.environ.get("BENCH_CALLERS"):
+            stats.print_callers(os.environ["BENCH_CALLERS"])
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB
+    if as_json:
+        print(json.dumps({"cells": [c.to_dict() for c in cells], "peak_rss_mb": peak_rss_mb}, indent=2))
+        return 0
+    if len(cells) == 1:
+        _print_line(cells[0])
+    else:
+        _print_table(cells, records_wanted)
+    print(
+        f"{time.perf_counter() - started:.0f} s; this process's peak RSS {peak_rss_mb:.0f} MB (the"
+        " benchmark's records included: `--memory` measures the function's)"
+    )
+    return 0
+
+
+# -- memory --
+
+
+def _memory_child(groups: int, events_path: Path, traced: bool) -> dict[str, float]:
+    """One run as a function makes it: boto3's three clients loaded, then one event at a time, read from
+    `events_path` (a JSON line each) as the runtime hands it over."""
+    from lifeguard.aws.clients import aws_client
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    clients = [aws_client(service) for service in ("dynamodb", "pcs", "events")]
+    _quiet_lifeguard_log()
+    aws = _InstantAws(group_ids(groups))
+    if traced:
+        tracemalloc.start()
+    before_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB
+    base = tracemalloc.get_traced_memory()[0]
+    handler = build_handler(aws)
+    with events_path.open(encoding="utf-8") as lines:
+        for line in lines:
+            handler.handle_event(json.loads(line))
+    del line
+    gc.collect()
+    figures: dict[str, float] = {
+        "before_rss_mb": before_mb,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB,
+    }
+    if traced:
+        with_handler, peak = tracemalloc.get_traced_memory()
+        del handler
+        gc.collect()
+        without = tracemalloc.get_traced_memory()[0]
+        figures |= {
+            "heap_peak_mb": (peak - base) / MB,
+            "handler_holds_mb": (with_handler - without) / MB,
+            "table_mb": (without - base) / MB,
+        }
+    del clients
+    return figures
+
+
+def run_memory(groups: int, batch: int, records_wanted: int, *, as_json: bool) -> int:
+    """The memory child twice, in fresh processes: untraced for RSS, traced for the heap."""
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="lifeguard-bench-") as scratch:
+        events_path = Path(scratch) / "events.jsonl"
+        print(f"  writing {records_wanted:,} records in batches of {batch:,} …", file=sys.stderr)
+        with events_path.open("w", encoding="utf-8") as out:
+            for event in batches(records(group_ids(groups), records_wanted), batch):
+                out.write(json.dumps(event) + "\n")
+        for traced in (False, True):
+            print(f"  a fresh process{' under tracemalloc' if traced else ''} …", file=sys.stderr)
+            command = [sys.executable, __file__, "--memory-child", str(events_path), "--groups", str(groups)]
+            child = subprocess.run(
+                command + (["--traced"] if traced else []),
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=1800,
+            )
+            if child.returncode != 0:
+                print(f"bench/ingest.py: the memory run failed:\n{child.stderr[-3000:]}", file=sys.stderr)
+                return 1
+            answer = json.loads(child.stdout)
+            figures |= {k: v for k, v in answer.items() if not traced or "rss" not in k}
+    if as_json:
+        print(json.dumps({"groups": groups, "batch": batch, "records": records_wanted, **figures}, indent=2))
+        return 0
+    print(
+        f"scaling_events at {groups:,} groups, {records_wanted:,} records in batches of {batch:,}, one batch"
+        " in memory at a time (the issue's budget: 256 MB)"
+    )
+    lines = (
+        ("peak RSS, the whole process", "peak_rss_mb", "as Lambda counts it"),
+        ("  of which before the first batch", "before_rss_mb", "Python, the layer, boto3 and 3 clients"),
+        ("Python heap peak (tracemalloc)", "heap_peak_mb", "allocated beyond what was held before"),
+        ("held by the handler after the run", "handler_holds_mb", "its state cache included"),
+        ("the instant table's items", "table_mb", "DynamoDB's, not the function's: in both peaks"),
+    )
+    for label, key, note in lines:
+        print(f"  {label:<36} {figures[key]:6.1f} MB  ({note})")
+    return 0
+
+
+# -- the local AWS --
+
+
+def run_local_aws(groups: int, batch: int, records_wanted: int, *, profile: bool) -> int:
+    """The handler against moto and the local PCS over HTTP: throughput, time waiting on them, AWS calls."""
+    from lifeguard.aws.clients import aws_client
+    from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
+    from lifeguard_cli.local.stack import create_stack
+
+    _quiet_lifeguard_log()
+    ids = group_ids(groups)
+    print(f"building {records_wanted:,} records in batches of {batch:,} …", file=sys.stderr)
+    rows = list(records(ids, records_wanted))
+    events = list(batches(rows, batch))
+    gc.collect()
+    gc.freeze()  # as in `measure`: the benchmark's records are no part of a Lambda's heap
     calls: Counter[str] = Counter()
     waited = [0.0]
     started_call: list[float] = []
@@ -200,53 +752,51 @@ def main() -> int:
 
     pcs_state = LocalPcs(clock=ManualClock(START - timedelta(hours=1)), update_seconds=60)
     with local_aws(pcs_state, separate_process=os.environ.get("BENCH_MOTO", "process") == "process") as aws:
-        for group in range(GROUPS):
-            if group == 0:
-                aws.pcs.add_cluster("bench", cluster_id=CLUSTER)
-            aws.pcs.add_compute_node_group(CLUSTER, f"bench-{group}", group_id=f"pcs_benchgrp{group:02d}")
+        aws.pcs.add_cluster("bench", cluster_id=CLUSTER)
+        for group in ids:
+            aws.pcs.add_compute_node_group(CLUSTER, f"bench-{group[-5:]}", group_id=group)
         os.environ.update(aws.environ())
         stack = create_stack(aws.client("dynamodb"), aws.client("events"), aws.client("sqs"), "bench")
         dynamodb = aws_client("dynamodb", aws.moto.endpoint_url)
-        events = aws_client("events", aws.moto.endpoint_url)
+        bus = aws_client("events", aws.moto.endpoint_url)
         pcs = aws_client("pcs", aws.pcs_server.endpoint_url)
-        for client in (dynamodb, events, pcs):
+        for client in (dynamodb, bus, pcs):
             client.meta.events.register("before-call", count)
             client.meta.events.register("after-call", done)
         store = GroupStore(dynamodb, stack.table)
         controller = ScalingEventsHandler(
             store,
             PcsGateway(pcs),
-            GroupUpdater(store, EventPublisher(events, stack.event_bus)),
+            GroupUpdater(store, EventPublisher(bus, stack.event_bus)),
             DetectionSettings("notify", 2, 60),
             clock=lambda: STREAM_END_S,
         )
         rounds = []
         # The second pass delivers 10 batches again, as at-least-once delivery does after a retry.
-        for attempt, delivered in enumerate((batches, batches[40:50])):
+        middle = len(events) // 2
+        for attempt, delivered in enumerate((events, events[middle : middle + 10])):
             calls.clear()
             waited[0] = 0.0
-            started = time.perf_counter()
+            profiler = cProfile.Profile() if profile and attempt == 0 else None
+            handler_s = bare_s = 0.0
             emitted = 0
-            profiler = cProfile.Profile() if os.environ.get("BENCH_PROFILE") and attempt == 0 else None
-            if profiler:
-                profiler.enable()
             for index, event in enumerate(delivered, start=1):
+                if profiler:
+                    profiler.enable()
+                started = time.perf_counter()
                 emitted += len(controller.handle_event(event).events)
+                handler_s += time.perf_counter() - started
+                if profiler:
+                    profiler.disable()
+                started = time.perf_counter()
+                bare(event)
+                bare_s += time.perf_counter() - started
                 if index % 20 == 0:
                     print(f"  pass {attempt + 1}: {index}/{len(delivered)} batches", file=sys.stderr)
-            handler_s = time.perf_counter() - started
             if profiler:
-                profiler.disable()
                 pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
-            bare_runs = []
-            for _ in range(3):
-                started = time.perf_counter()
-                _bare(delivered)
-                bare_runs.append(time.perf_counter() - started)
-            count_records = len(delivered) * BATCH
-            rounds.append(
-                (count_records, handler_s, statistics.median(bare_runs), dict(calls), emitted, waited[0])
-            )
+            count_records = min(len(rows) - (middle if attempt else 0) * batch, len(delivered) * batch)
+            rounds.append((count_records, handler_s, bare_s, dict(calls), emitted, waited[0]))
         quiet = [
             r
             for r in rows
@@ -254,18 +804,12 @@ def main() -> int:
             or (r["reason_code"] == "SCHEDULER_REQUESTED" and r["status_code"] == "TERMINATED")
         ][:5000]
         calls.clear()
-        for i in range(0, len(quiet), BATCH):
-            controller.handle_event(
-                encode_subscription(
-                    "/aws/vendedlogs/pcs",
-                    "s",
-                    [(r["event_timestamp"], json.dumps(r)) for r in quiet[i : i + BATCH]],
-                )
-            )
+        for event in batches(quiet, batch):
+            controller.handle_event(event)
         quiet_calls = sum(calls.values())
-        # The floor the local AWS sets: the one conditional write of the ten groups' states that a batch
-        # needs (moto copies the whole table for every item of a transaction).
-        keys = [(CLUSTER, f"pcs_benchgrp{g:02d}") for g in range(GROUPS)]
+        # The floor the local AWS sets: the one conditional write of the groups' states that a batch needs
+        # (moto copies the whole table for every item of a transaction).
+        keys = [(CLUSTER, group) for group in ids[:100]]
         states = list(GroupStore(dynamodb, stack.table).load_many(keys).values())
         writer = GroupStore(dynamodb, stack.table)
         started = time.perf_counter()
@@ -273,7 +817,7 @@ def main() -> int:
             assert not writer.save_many(states)
         write_ms = (time.perf_counter() - started) / 20 * 1000
 
-    print(f"\n{RECORDS:,} scaling-log records, {len(batches)} batches of {BATCH:,}, {GROUPS} groups")
+    print(f"\n{len(rows):,} scaling-log records, {len(events)} batches of {batch:,}, {groups:,} groups")
     for label, (n, handler_s, bare_s, made, emitted, aws_s) in zip(
         ("all batches", "10 again"), rounds, strict=True
     ):
@@ -286,20 +830,86 @@ def main() -> int:
             f"  {'':<19} {100 * aws_s / handler_s:.0f}% waiting on the local AWS; without it the ratio is"
             f" {own / bare_s:.2f}x"
         )
-        print(f"  {'':<19} AWS calls: " + ", ".join(f"{name} {n}" for name, n in sorted(made.items())))
+        made_calls = ", ".join(f"{name} {n}" for name, n in sorted(made.items()))
+        print(f"  {'':<19} AWS calls: {made_calls or 'none'}")
     print(f"  records that need no AWS call: {len(quiet):,} of them made {quiet_calls} calls")
-    bare_batch_ms = rounds[0][2] / len(batches) * 1000
+    bare_batch_ms = rounds[0][2] / len(events) * 1000
     print(
-        f"  the local AWS's floor: the batch's one conditional write of {GROUPS} group states takes"
+        f"  the local AWS's floor: the one conditional write of {len(keys)} group states takes"
         f" {write_ms:.1f} ms, {write_ms / bare_batch_ms:.1f}x the bare loop's {bare_batch_ms:.1f} ms"
-        " for the whole batch"
+        " for a whole batch"
     )
-    handler_s, bare_s = _own_cost(batches)
+    gc.unfreeze()
+    cell = measure(groups, batch, records_wanted)
     print(
-        f"  with AWS answering instantly (the handler's own work): {RECORDS / handler_s:,.0f} records/s,"
-        f" ratio {handler_s / bare_s:.2f}x"
+        f"  with AWS answering instantly (the handler's own work): {cell.records / cell.handler_s:,.0f}"
+        f" records/s, ratio {cell.ratio:.2f}x"
     )
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0].replace("\n", " "),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+    )
+    parser.add_argument("--groups", type=int, help="one number of groups (default: 1, 10, 100 and 1,000)")
+    parser.add_argument("--batch", type=int, help="one batch size (default: 10, 100, 1,000 and 10,000)")
+    parser.add_argument(
+        "--records",
+        type=int,
+        help=f"records a cell (default {RECORDS:,}, at least two batches; --memory and --local-aws:"
+        f" {MEMORY_RECORDS:,})",
+    )
+    parser.add_argument("--json", action="store_true", help="the figures as JSON")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the handler, top functions to stderr"
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="peak memory at 1,000 groups, in fresh processes"
+    )
+    parser.add_argument("--local-aws", action="store_true", help="against moto and the local PCS over HTTP")
+    parser.add_argument(
+        "--wired",
+        action="store_true",
+        help="the table: the handler built by lifeguard.wiring, as the function builds it",
+    )
+    parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # in order with stderr's progress
+    for name in ("groups", "batch", "records"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.groups is not None and args.groups > 100_000:
+        parser.error("--groups must be at most 100,000 (group ids have five digits)")
+    if args.memory_child:
+        print(json.dumps(_memory_child(args.groups, args.memory_child, args.traced)))
+        return 0
+    if args.memory:
+        return run_memory(
+            args.groups or MEMORY_GROUPS,
+            args.batch or MEMORY_BATCH,
+            args.records or MEMORY_RECORDS,
+            as_json=args.json,
+        )
+    if args.local_aws:
+        return run_local_aws(
+            args.groups or LOCAL_GROUPS,
+            args.batch or LOCAL_BATCH,
+            args.records or LOCAL_RECORDS,
+            profile=args.profile,
+        )
+    return run_table(
+        [args.groups] if args.groups else list(GROUPS),
+        [args.batch] if args.batch else list(BATCHES),
+        args.records or RECORDS,
+        as_json=args.json,
+        profile=args.profile,
+        build=build_wired if args.wired else build_handler,
+    )
 
 
 if __name__ == "__main__":
