@@ -45,6 +45,7 @@ HANDLERS = (
     "ReviewChangesFunction",
 )
 NO_PYC = " (no .pyc)"
+ALONE = " (app alone)"
 SLOWEST = 5
 CANDIDATE = "app, boto3"  # the handler, and the boto3 its first call needs
 
@@ -118,22 +119,27 @@ def measure_imports(
     environment: Mapping[str, str],
 ) -> dict[str, dict[str, float]]:
     """Per handler, median ms of `import app, boto3` and median ratio to `import boto3`, with and without
-    the `.pyc`."""
+    the `.pyc`, and of `import app` alone (as built: what the handler's module costs before any event)."""
     cases = {
-        f"{name}{suffix}": [directory, layer_dir, boto3]
+        f"{name}{suffix}": ([directory, layer_dir, boto3], modules)
         for name, directory in functions.items()
-        for suffix, layer_dir in (("", layer), (" (no .pyc)", bare_layer))
+        for suffix, layer_dir, modules in (
+            ("", layer, CANDIDATE),
+            (NO_PYC, bare_layer, CANDIDATE),
+            (ALONE, layer, "app"),
+        )
     }
     baseline_path = [next(iter(functions.values())), layer, boto3]
-    for case_path in (baseline_path, *cases.values()):  # warm the file cache and fail early
-        _import_seconds(CANDIDATE if case_path is not baseline_path else "boto3", case_path, environment)
+    _import_seconds("boto3", baseline_path, environment)
+    for case_path, modules in cases.values():  # warm the file cache and fail early
+        _import_seconds(modules, case_path, environment)
     baseline: list[float] = []
     seconds: dict[str, list[float]] = {name: [] for name in cases}
     ratios: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(runs):
-        for name, case_path in cases.items():
+        for name, (case_path, modules) in cases.items():
             base = _import_seconds("boto3", baseline_path, environment)
-            candidate = _import_seconds(CANDIDATE, case_path, environment)
+            candidate = _import_seconds(modules, case_path, environment)
             baseline.append(base)
             seconds[name].append(candidate)
             ratios[name].append(candidate / base)
@@ -258,6 +264,7 @@ def main() -> int:
             name: {
                 "as_built": figures[name],
                 "no_pyc": figures[name + NO_PYC],
+                "app_alone": figures[name + ALONE],
                 **(
                     {
                         "slowest_imports": [
@@ -283,13 +290,14 @@ def main() -> int:
         f"{architecture}, Python {report['python']}, boto3 {version}, median of {args.runs} interleaved"
         f" rounds; `import boto3` alone: {baseline_ms:.0f} ms\n"
     )
-    print(f"{'handler':<26} {'as built':>18} {'no .pyc':>18}")
+    print(f"{'handler':<24} {'as built':>17} {'no .pyc':>17} {'app alone':>17}")
     for name in functions:
-        built, bare = figures[name], figures[name + NO_PYC]
-        print(
-            f"{name:<26} {built['ratio']:>8.2f}x {built['ms']:>6.0f} ms"
-            f" {bare['ratio']:>8.2f}x {bare['ms']:>6.0f} ms"
-        )
+        cells = (figures[name], figures[name + NO_PYC], figures[name + ALONE])
+        print(f"{name:<24}" + "".join(f" {c['ratio']:>7.2f}x {c['ms']:>5.0f} ms" for c in cells))
+    print(
+        "\n`app alone`: the handler's own module, as built; its clients, and boto3 with them, come with the"
+        " first event."
+    )
     for name, (total, slowest) in why.items():
         print(f"\n{name}: `import app` {total:.0f} ms in one `-X importtime` run; the slowest imports:")
         print(f"  {'cumulative':>10} {'self':>8}  module (imported by)")
