@@ -93,11 +93,14 @@ def _layer_without_pyc(layer: Path) -> Iterator[Path]:
                 entry.chmod(entry.stat().st_mode | stat.S_IWUSR)
 
 
-def _import_seconds(modules: str, path: list[Path], environment: Mapping[str, str]) -> float:
-    """Seconds a fresh interpreter takes to import `modules` (e.g. "app, boto3") with `path` first."""
+def _imported(
+    modules: str, path: list[Path], environment: Mapping[str, str], *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """A fresh `python -I -S -B` (and `flags`) that imported `modules` (e.g. "app, boto3") with `path` first
+    on sys.path; it printed the seconds that took."""
     code = _IMPORT.format(path=[str(p) for p in path], modules=modules)
     process = subprocess.run(
-        [sys.executable, "-I", "-S", "-B", "-c", code],
+        [sys.executable, *flags, "-I", "-S", "-B", "-c", code],
         env=dict(environment),
         capture_output=True,
         text=True,
@@ -106,7 +109,12 @@ def _import_seconds(modules: str, path: list[Path], environment: Mapping[str, st
     )
     if process.returncode != 0:
         raise RuntimeError(f"importing {modules} from {path[0]} failed:\n{process.stderr[-3000:]}")
-    return float(process.stdout.strip().splitlines()[-1])
+    return process
+
+
+def _import_seconds(modules: str, path: list[Path], environment: Mapping[str, str]) -> float:
+    """Seconds a fresh interpreter takes to import `modules` with `path` first."""
+    return float(_imported(modules, path, environment).stdout.strip().splitlines()[-1])
 
 
 def measure_imports(
@@ -177,17 +185,7 @@ def slowest_imports(
 ) -> tuple[float, list[tuple[str, str, float, float]]]:
     """(ms importing `app` in all, the `count` modules under it with the longest cumulative import, each
     as (module, the module that imported it, cumulative ms, own ms)), from one fresh `-X importtime` run."""
-    code = _IMPORT.format(path=[str(p) for p in path], modules="app")
-    process = subprocess.run(
-        [sys.executable, "-X", "importtime", "-I", "-S", "-B", "-c", code],
-        env=dict(environment),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if process.returncode != 0:
-        raise RuntimeError(f"importing app from {path[0]} failed:\n{process.stderr[-3000:]}")
+    process = _imported("app", path, environment, "-X", "importtime")
     modules: list[list[Any]] = []
     waiting: list[list[Any]] = []  # importtime prints a module after the ones it imported
     for line in process.stderr.splitlines():
