@@ -292,3 +292,21 @@ def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_
     assert reports == store.reports(CLUSTER, GROUP) == [failed]
     assert marks == store.marks(CLUSTER, GROUP)
     assert [(m.script, m.started_at, m.outcome) for m in marks] == [("ok", 1792544300, "succeeded")]
+
+
+def test_an_item_with_some_maps_reads_each_where_it_is_and_is_put_whole_next() -> None:
+    client = FakeDynamoDB()
+    state = full_state()
+    body = state.model_dump_json(exclude={"version", "launches"})  # outcomes still in the JSON
+    client.items[(group_key(CLUSTER, GROUP), "STATE")] = {
+        **{"pk": {"S": group_key(CLUSTER, GROUP)}, "sk": {"S": "STATE"}},
+        "version": {"N": "3"},
+        "state": {"B": zlib.compress(body.encode())},
+        "launches": {"M": {"i-pending": {"N": str(T0 + 5000)}}},
+    }
+    store = GroupStore(client, "table")
+    loaded = store.load(CLUSTER, GROUP)
+    assert (loaded.launches, sorted(loaded.outcomes)) == ({"i-pending": T0 + 5000}, sorted(state.outcomes))
+    store.save(loaded)
+    assert client.calls("PutItem") == 1
+    assert "outcomes" in client.items[(group_key(CLUSTER, GROUP), "STATE")]

@@ -70,10 +70,11 @@ def _state_of(item: Item) -> GroupState:
     raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
     state = GroupState.model_validate_json(raw)
     state.version = int(item["version"]["N"])
-    if all(name in item for name in MAPS):  # else written before the maps had attributes: in the JSON
-        for name in MAPS:
+    for name in MAPS:  # a map the item does not have was written in the JSON, before maps had attributes
+        if name in item:
             decode = _DECODE[name]
             setattr(state, name, {key: decode(key, value) for key, value in item[name]["M"].items()})
+    if all(name in item for name in MAPS):  # else the next write puts the item whole
         state.maps_stored()
         state.body_stored(raw.decode())
     return state
