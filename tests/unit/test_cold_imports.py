@@ -1,0 +1,100 @@
+"""Each function's module loads its own code and no other function's, and no boto3 until its first event
+calls AWS (its clients are made on first use): what a cold start pays for. Each import runs in a fresh,
+isolated interpreter, as Lambda's runtime imports a handler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+OTHERS = {
+    "scaling_events": (
+        "lifeguard.handlers.node_reports",
+        "lifeguard.remediation.remediator",
+        "lifeguard.notify.slack",
+        "lifeguard.cloudtrail",
+    ),
+    "node_reports": (
+        "lifeguard.handlers.scaling_events",
+        "lifeguard.remediation.remediator",
+        "lifeguard.notify.slack",
+        "lifeguard.cloudtrail",
+    ),
+    "remediate": (
+        "lifeguard.handlers.scaling_events",
+        "lifeguard.handlers.node_reports",
+        "lifeguard.notify.slack",
+        "lifeguard.cloudtrail",
+    ),
+    "notify": (
+        "lifeguard.detection",
+        "lifeguard.handlers.scaling_events",
+        "lifeguard.remediation.remediator",
+        "lifeguard.cloudtrail",
+    ),
+    "review_changes": (
+        "lifeguard.handlers.scaling_events",
+        "lifeguard.remediation.remediator",
+        "lifeguard.notify.slack",
+    ),
+}
+OWN = {
+    "scaling_events": "lifeguard.handlers.scaling_events",
+    "node_reports": "lifeguard.handlers.node_reports",
+    "remediate": "lifeguard.remediation.remediator",
+    "notify": "lifeguard.notify.notifier",
+    "review_changes": "lifeguard.handlers.config_review",
+}
+# Imports the function's app, reports which of the asked modules it loaded, then makes the function's first
+# AWS client (the table's, as its first event would) and reports again.
+PROBE = """
+import json, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+asked = json.loads(sys.argv[3])
+import app
+loaded = [name for name in asked if name in sys.modules]
+from lifeguard.aws.clients import lazy_client
+lazy_client("dynamodb").meta
+print(json.dumps({"at_import": loaded, "after_a_client": "boto3" in sys.modules}))
+"""
+ENVIRONMENT = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "LIFEGUARD_TABLE": "lifeguard-test",
+    "LIFEGUARD_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:lifeguard-test",
+    "POWERTOOLS_SERVICE_NAME": "lifeguard",
+    "PATH": os.environ.get("PATH", ""),
+}
+
+
+@pytest.mark.parametrize("function", sorted(OTHERS))
+def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(function: str) -> None:
+    asked = ["boto3", OWN[function], *OTHERS[function]]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            PROBE,
+            str(REPO / "functions" / function),
+            str(REPO / "layers" / "lifeguard"),
+            json.dumps(asked),
+        ],
+        env=ENVIRONMENT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result == {"at_import": [OWN[function]], "after_a_client": True}
