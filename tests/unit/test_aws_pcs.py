@@ -62,8 +62,8 @@ class World:
     def calls(self, operation: str) -> int:
         return sum(1 for call in self.pcs.calls if call.operation == operation)
 
-    def reads(self, groups_per_cluster: int = 1, pages: dict[str, int] | None = None) -> BatchReads:
-        return BatchReads(self.gateway, REFRESH_MS, {CLUSTER: groups_per_cluster}, pages)
+    def reads(self, groups_per_cluster: int = 1) -> BatchReads:
+        return BatchReads(self.gateway, REFRESH_MS, {CLUSTER: groups_per_cluster})
 
     def known(self, group_id: str, batch_time: int, **more: Any) -> GroupState:
         """The group's state, with its configuration as PCS holds it now (read at `batch_time`)."""
@@ -280,19 +280,18 @@ def test_a_large_cluster_is_listed_only_once_the_reads_it_saves_cost_as_much_as_
     world = World()
     others = world.add_groups(249)  # 250 groups: a listing of 3 pages
     states = [world.known(group_id, START_MS) for group_id in (GROUP, *others[:5])]
-    pages: dict[str, int] = {}
-    first = world.reads(groups_per_cluster=6, pages=pages)
+    first = world.reads(groups_per_cluster=6)
     assert all(first.current(state, START_MS + 1000, tags=False) for state in states)
     # Its size unknown, the cluster is listed at once, and the size kept for the next batches.
     assert (world.calls("ListComputeNodeGroups"), world.calls("GetComputeNodeGroup")) == (3, 0)
-    assert pages == {CLUSTER: 3}
+    assert world.gateway.listing_pages == {CLUSTER: 3}
     world.pcs.calls.clear()
-    second = world.reads(groups_per_cluster=6, pages=pages)
+    second = world.reads(groups_per_cluster=6)
     assert all(second.current(state, START_MS + 2000, tags=False) for state in states)
     # Two groups read directly, then the third would make three reads: the listing pays from there.
     assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 3)
     world.pcs.calls.clear()
-    third = world.reads(groups_per_cluster=2, pages=pages)
+    third = world.reads(groups_per_cluster=2)
     assert all(third.current(state, START_MS + 3000, tags=False) for state in states[:2])
     assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 0)
 

@@ -93,7 +93,7 @@ def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks()
     ]
     assert summary.events == []  # no open episode: nothing to attribute
     assert world.bus.entries == []
-    marks = world.store.marks(CLUSTER, GROUP)
+    _, marks = world.store.runs(CLUSTER, GROUP)
     assert sorted((m.instance_id, m.script, m.outcome) for m in marks) == sorted(
         (r["instance_id"], r["script"], r["outcome"])
         for r in [*REPORTS, succeeded]

@@ -274,12 +274,9 @@ class GroupState(_Model):
             del self.launches[instance]  # one by one, as the outcomes: the map notes each
 
     def stored(self, body: str) -> None:
-        """Note that the table now holds this state: its maps (`maps_stored`) and the rest as `body`."""
+        """Note that the table now holds this state: its maps (`maps_stored`) and the rest as the JSON
+        `body` (read, or written)."""
         self.maps_stored()
-        self.body_stored(body)
-
-    def body_stored(self, body: str) -> None:
-        """Note that the table holds the rest of the state (all but the maps) as this JSON."""
         self._stored_body = body
 
     def body_changed(self, body: str) -> bool:

@@ -9,7 +9,7 @@ Standard library only, and Python 3.9 compatible: the node bundle runs it on the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifeguard.errors import Problem
@@ -131,7 +131,13 @@ def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     }
 
 
-def holds_quarantine(actions: Mapping[str, Any] | None, quarantined: set[tuple[str, str]]) -> bool:
-    """Whether a configuration still holds a quarantine of Lifeguard's: one of the `quarantined` scripts
-    (stage, name) under STOP_SEQUENCE, or Lifeguard's drain step."""
-    return bool(stopping_scripts(actions) & quarantined) or drains_kept_nodes(actions)
+def holds_quarantine(
+    actions: Mapping[str, Any] | None, quarantined: Callable[[], set[tuple[str, str]]]
+) -> bool:
+    """Whether a configuration still holds a quarantine of Lifeguard's: Lifeguard's drain step, or one of
+    the `quarantined()` scripts (stage, name) under STOP_SEQUENCE. `quarantined` (a read of Lifeguard's
+    ledger) is asked only when the configuration has a script under STOP_SEQUENCE: most have none."""
+    if drains_kept_nodes(actions):
+        return True
+    stopping = stopping_scripts(actions)
+    return bool(stopping) and bool(stopping & quarantined())

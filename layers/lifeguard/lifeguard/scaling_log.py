@@ -180,6 +180,7 @@ def passed_over(raw: str) -> bool:
     if len(statuses) != 1:
         return False
     reasons = _REASON_KEY.findall(raw)
+    # Two `_code"` in all: no second status or reason key whose value is not a string the patterns read.
     return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and raw.count('_code"') == 2
 
 

@@ -179,6 +179,7 @@ class PcsGateway:
     def __init__(self, client: Any) -> None:
         self._client = client
         self.calls = 0
+        self.listing_pages: dict[str, int] = {}  # pages each cluster's last listing took (`BatchReads`)
 
     def get_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
         """GetComputeNodeGroup; raises GroupNotFoundError or AwsCallError."""
@@ -238,6 +239,7 @@ class PcsGateway:
                         group["id"], group["name"], group["status"], group["modifiedAt"], group.get("arn")
                     )
                 if not page.get("nextToken") or pages >= LIST_PAGES_MAX:
+                    self.listing_pages[cluster_id] = pages
                     return found
                 pages += 1
                 request["nextToken"] = page["nextToken"]
@@ -257,7 +259,7 @@ class BatchReads:
     A group is read with GetComputeNodeGroup once per batch at most. A cluster is listed with
     ListComputeNodeGroups (pages of 100) once a batch at most, and only when that costs no more than the
     reads it saves: once the batch would read as many of the cluster's groups directly as its listing
-    takes pages (the last listing's size, `listing_pages`, kept across batches; one when not known yet),
+    takes pages (as many as its last listing took, `PcsGateway.listing_pages`; one when not known yet),
     and only for clusters with at least `LISTING_FROM_GROUPS` groups in the batch. The listing tells which
     known groups changed (only those are read again). A group seen for the first time is read only when a
     decision needs it (a detection, a success to settle: never budgeted) or, to prove a configuration good,
@@ -270,17 +272,10 @@ class BatchReads:
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
     PROOF_READS = 20
 
-    def __init__(
-        self,
-        pcs: PcsGateway,
-        tag_refresh_ms: int,
-        groups_per_cluster: Mapping[str, int],
-        listing_pages: dict[str, int] | None = None,
-    ) -> None:
+    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
         self.pcs = pcs
         self.tag_refresh_ms = tag_refresh_ms
         self.groups_per_cluster = groups_per_cluster
-        self.listing_pages = listing_pages if listing_pages is not None else {}
         self._listings: dict[str, dict[str, GroupSummary]] = {}
         self._direct: Counter[str] = Counter()
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
@@ -351,11 +346,10 @@ class BatchReads:
         """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None."""
         if cluster_id not in self._listings:
             many = self.groups_per_cluster.get(cluster_id, 0) >= self.LISTING_FROM_GROUPS
-            paid = self._direct[cluster_id] + 1 >= self.listing_pages.get(cluster_id, 1)
+            paid = self._direct[cluster_id] + 1 >= self.pcs.listing_pages.get(cluster_id, 1)
             if not (needed or (many and paid)):
                 return None
-            listing = self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
-            self.listing_pages[cluster_id] = max(1, -(-len(listing) // LIST_PAGE_SIZE))
+            self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
         return self._listings[cluster_id]
 
     @staticmethod

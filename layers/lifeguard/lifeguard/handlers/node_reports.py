@@ -85,7 +85,6 @@ class NodeReportsHandler:
         self.clusters = clusters  # the stack's ClusterIds; empty: every cluster of the account
         self.tag_refresh_ms = int(tag_refresh_seconds * 1000)
         self.changed_by = changed_by  # as the scaling_events handler's
-        self.listing_pages: dict[str, int] = {}  # pages of each cluster's last listing (`BatchReads`)
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
 
@@ -126,8 +125,7 @@ class NodeReportsHandler:
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
         reads = None
         if self.pcs is not None:
-            per_cluster = Counter(cluster for cluster, _ in looping)
-            reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, self.listing_pages)
+            reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
         for cluster_id, group_id in groups:
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
             summary.events.extend(self._attribute(cluster_id, group_id, detect))

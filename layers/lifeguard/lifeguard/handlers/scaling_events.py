@@ -35,7 +35,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script, stopping_scripts
+from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -118,7 +118,6 @@ class ScalingEventsHandler:
         # Who put the group's configuration in place (CloudTrail's review, Lifeguard's ledger): a detection
         # names the change its loop began after.
         self.changed_by = changed_by
-        self.listing_pages: dict[str, int] = {}  # pages of each cluster's last listing (`BatchReads`)
 
     # -- entry points --
 
@@ -197,7 +196,7 @@ class ScalingEventsHandler:
                 summary.ignored += 1
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
-        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, self.listing_pages)
+        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster)
         latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
@@ -312,14 +311,9 @@ class ScalingEventsHandler:
         return self._holds_quarantine(state, state.config)
 
     def _holds_quarantine(self, state: GroupState, config: KnownConfig) -> bool:
-        """`holds_quarantine` of the configuration, reading Lifeguard's ledger only when the configuration
-        has a script that could be one (under STOP_SEQUENCE): most groups have none, and cost no read."""
-        actions = config.node_lifecycle_actions
-        if drains_kept_nodes(actions):
-            return True
-        stopping = stopping_scripts(actions)
-        return bool(stopping) and holds_quarantine(
-            actions, self.quarantined(state.cluster_id, state.group_id)
+        """`holds_quarantine` of the configuration, Lifeguard's ledger read only when it is asked."""
+        return holds_quarantine(
+            config.node_lifecycle_actions, lambda: self.quarantined(state.cluster_id, state.group_id)
         )
 
     def _settings(self, state: GroupState) -> DetectionSettings:

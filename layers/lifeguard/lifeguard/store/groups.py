@@ -75,8 +75,7 @@ def _state_of(item: Item) -> GroupState:
             decode = _DECODE[name]
             setattr(state, name, {key: decode(key, value) for key, value in item[name]["M"].items()})
     if all(name in item for name in MAPS):  # else the next write puts the item whole
-        state.maps_stored()
-        state.body_stored(raw.decode())
+        state.stored(raw.decode())
     return state
 
 
@@ -181,7 +180,6 @@ class GroupStore:
         "save_many": ("dynamodb:TransactWriteItems",),
         "put_reports": ("dynamodb:BatchWriteItem",),
         "reports": ("dynamodb:Query",),
-        "marks": ("dynamodb:Query",),
         "runs": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
@@ -313,8 +311,8 @@ class GroupStore:
         ]
 
     def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
-        """`reports` and `marks` of a group in one Query: their sort keys are the only ones that begin with
-        R (`lifeguard.store.table`)."""
+        """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail, in one
+        Query: their sort keys are the only ones that begin with R (`lifeguard.store.table`)."""
         reports, marks = [], []
         for item in self._table.query(group_key(cluster_id, group_id), RUNS):
             sk = item["sk"]["S"]
@@ -323,8 +321,3 @@ class GroupStore:
             elif sk.startswith(RAN) and (mark := _mark_of(item)) is not None:
                 marks.append(mark)
         return reports, marks
-
-    def marks(self, cluster_id: str, group_id: str) -> list[RunMark]:
-        """Every stored mark of a run that did not fail, of a group."""
-        found = (_mark_of(item) for item in self._table.query(group_key(cluster_id, group_id), RAN))
-        return [mark for mark in found if mark is not None]
