@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -116,6 +117,23 @@ def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> No
     # The node joined: its next boot is a reboot.
     assert node.boot(node.config("article-stop-sequence")).returncode == 0
     assert "first_boot=0" not in node.script_log("nodeBootstrapped", "fail-stop-sequence")
+
+
+def test_boot_json_is_the_boot_and_each_run_for_programs(node: Node) -> None:
+    result = node.boot(node.config("article-stop-sequence"), "--json")
+    assert result.returncode == 3, result.stderr
+    document = json.loads(result.stdout)
+    assert (document["boot"], document["first_boot"], document["exit_code"]) == (1, True, 3)
+    runs = [(r["stage"], r["script"], r["outcome"], r["exit_code"]) for r in document["runs"]]
+    assert runs == [
+        ("nodeBootstrapped", "fail-stop-sequence", "failed", 1),
+        ("nodeBootstrapped", "record-after-fail", "skipped", None),
+        ("nodeReady", "ready-check", "succeeded", 0),
+    ]
+    failed = document["runs"][0]
+    assert failed["on_error"] == "STOP_SEQUENCE"
+    assert len(failed["script_sha256"]) == 64
+    assert failed["log_span"][0] < failed["log_span"][1]
 
 
 def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> None:

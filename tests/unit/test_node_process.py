@@ -4,6 +4,7 @@ as a shell reports it, and a timeout that kills its whole process group."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,6 +14,21 @@ from lifeguard.node.process import ProcessResult, run_script
 
 STARTED = 1_792_544_000
 ENDED = STARTED + 7
+
+
+@pytest.fixture(autouse=True, params=["spawned", "forked"])
+def started(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test both ways: from the script's directory (posix_spawn) and from elsewhere (subprocess)."""
+
+    def not_this_way(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the script should have been {request.param}")
+
+    if request.param == "spawned":
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setattr(subprocess, "Popen", not_this_way)
+    else:
+        monkeypatch.setattr(os, "posix_spawn", not_this_way)
+    return str(request.param)
 
 
 def run(
@@ -96,6 +112,24 @@ def test_the_script_gets_exactly_the_environment_and_directory_given(tmp_path: P
     result, log = run(tmp_path, '#!/bin/bash\necho "$PCS_NODE_ID ${HOME:-unset}"\npwd\n', env=env)
     assert result.exit_code == 0
     assert f"lca-static-1 unset\n{tmp_path}\n" in log
+
+
+def test_the_script_gets_no_descriptor_but_its_stdin_stdout_and_stderr(tmp_path: Path) -> None:
+    given = os.open(tmp_path / "given-by-a-parent", os.O_WRONLY | os.O_CREAT, 0o600)
+    os.set_inheritable(given, True)  # as a descriptor this process was started with would be
+    try:
+        result, log = run(
+            tmp_path,
+            '#!/bin/bash\necho "stdin $(readlink /proc/$$/fd/0)"\n'
+            "ls /proc/$$/fd\n",  # ls's own descriptors are not bash's
+        )
+    finally:
+        os.close(given)
+    assert result.exit_code == 0
+    seen = {line for line in log.splitlines() if line.isdigit()}
+    assert str(given) not in seen
+    assert seen <= {"0", "1", "2", "255"}  # 255: bash's own handle on the script
+    assert "stdin /dev/null\n" in log
 
 
 def test_output_without_a_final_newline_leaves_the_end_marker_on_its_own_line(tmp_path: Path) -> None:

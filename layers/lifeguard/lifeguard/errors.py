@@ -23,7 +23,7 @@ a typed parse error, so one bad record never stops the rest of its batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "AwsCallError",
@@ -39,8 +39,7 @@ class LifeguardError(Exception):
     """Root of every error Lifeguard raises on purpose."""
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One thing wrong with a document, and where: `path` is a JSON path such as
     `stages.nodeBootstrapped[2].onError` (empty for the document itself)."""
 

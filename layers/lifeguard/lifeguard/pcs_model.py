@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
-import pkgutil
+import os
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -37,7 +37,7 @@ __all__ = [
 API_VERSION = "2023-02-10"
 _MODEL_RESOURCE = f"data/pcs/{API_VERSION}/service-2.json.gz"
 # A directory where the package is unpacked (the layer, the CLI); in the node bundle's zip, only the model's
-# bytes are read (pkgutil, which reads through any loader, and costs less to import than importlib.resources).
+# bytes are read, through the loader that read this module (what pkgutil.get_data does, without its imports).
 DATA_PATH = Path(__file__).resolve().parent / "data"
 
 
@@ -45,9 +45,8 @@ DATA_PATH = Path(__file__).resolve().parent / "data"
 def service_model() -> Mapping[str, Any]:
     """The PCS service model as botocore ships it (parsed once per process)."""
     try:
-        raw = pkgutil.get_data("lifeguard", _MODEL_RESOURCE)
-        if raw is None:
-            raise OSError("the package's loader cannot read data files")
+        loader: Any = __spec__.loader  # a directory's loader, or the bundle's zipimporter
+        raw = loader.get_data(os.path.join(os.path.dirname(__file__), _MODEL_RESOURCE))
         model: dict[str, Any] = json.loads(gzip.decompress(raw))
     except (OSError, ValueError) as exc:
         raise ServiceModelError(f"cannot read the PCS service model {_MODEL_RESOURCE}: {exc}") from exc

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
 
@@ -25,8 +24,7 @@ __all__ = ["CACHED_SCRIPT_MODE", "ScriptCache", "ScriptSource"]
 CACHED_SCRIPT_MODE = 0o750
 
 
-@dataclass(frozen=True)
-class ScriptSource:
+class ScriptSource(NamedTuple):
     """Where a script's content comes from: what a cached copy must match to be reused."""
 
     location: str

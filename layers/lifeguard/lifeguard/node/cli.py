@@ -10,6 +10,7 @@ The shipper is imported by `ship` alone, so a boot pays nothing for it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -156,9 +157,10 @@ def _boot(args: argparse.Namespace) -> int:
             args.compute_node_group_name,
             args.node_id,
         )
+        layout = NodeLayout(args.root.absolute())
         executor = Executor(
             config,
-            NodeLayout(args.root),
+            layout,
             identity,
             script_timeout_seconds=timeout,
             fetch_backoff_seconds=backoff,
@@ -169,6 +171,8 @@ def _boot(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"lifeguard-node: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    with contextlib.suppress(OSError):  # the scripts' directory: there they start without a fork (process.py)
+        os.chdir(layout.root)
     result = executor.boot()
     _report(result, as_json=args.json)
     return result.exit_code
@@ -284,7 +288,7 @@ def _outcome(decision: DrainDecision, *, stamped: bool = False) -> int:
 
 def _report(result: BootResult, *, as_json: bool) -> None:
     if as_json:
-        runs = [run.__dict__ for run in result.runs]
+        runs = [run._asdict() for run in result.runs]
         document = {
             "boot": result.boot,
             "first_boot": result.first_boot,

@@ -15,10 +15,9 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle_rules import (
@@ -75,8 +74,7 @@ FAILURE_MESSAGES = {
 }
 
 
-@dataclass(frozen=True)
-class NodeIdentity:
+class NodeIdentity(NamedTuple):
     """Who this node is, as PCS tells its scripts."""
 
     cluster_id: str
@@ -120,12 +118,11 @@ class NodeIdentity:
         }
 
 
-@dataclass(frozen=True)
-class ScriptSpec:
+class ScriptSpec(NamedTuple):
     """One script of a validated config, with PCS's defaults applied."""
 
     stage: str
-    index: int
+    position: int  # in its stage's list
     name: str
     location: str
     version_id: str | None
@@ -144,7 +141,7 @@ class ScriptSpec:
                 specs.append(
                     cls(
                         stage=stage,
-                        index=index,
+                        position=index,
                         name=script["name"],
                         location=source["scriptLocation"],
                         version_id=source.get("s3VersionId") or None,
@@ -162,8 +159,7 @@ class ScriptSpec:
         return ScriptSource(self.location, self.version_id, self.checksum)
 
 
-@dataclass(frozen=True)
-class ScriptRun:
+class ScriptRun(NamedTuple):
     """What became of one script in one boot."""
 
     stage: str
@@ -178,14 +174,22 @@ class ScriptRun:
     log_span: tuple[int, int] | None = None  # the run's bytes in its script log, start marker to end marker
 
 
-@dataclass
 class BootResult:
-    """The outcome of a boot: its exit status and every script's run."""
+    """The outcome of a boot: its exit status and every script's run (filled in as the boot goes)."""
 
-    boot: int
-    first_boot: bool
-    exit_code: int = EXIT_COMPLETED
-    runs: list[ScriptRun] = field(default_factory=list)
+    __slots__ = ("boot", "exit_code", "first_boot", "runs")
+
+    def __init__(self, boot: int, first_boot: bool) -> None:
+        self.boot = boot
+        self.first_boot = first_boot
+        self.exit_code = EXIT_COMPLETED
+        self.runs: list[ScriptRun] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"BootResult(boot={self.boot}, first_boot={self.first_boot}, exit_code={self.exit_code}, "
+            f"runs={self.runs!r})"
+        )
 
 
 def _utc_timestamp() -> str:

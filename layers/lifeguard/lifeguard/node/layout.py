@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 __all__ = [
@@ -83,7 +82,9 @@ def ensure_dir(path: Path) -> Path:
 def atomic_write(path: Path, data: bytes, mode: int) -> None:
     """Write via a temporary file and a rename, so a crash leaves the old file or the new, never half."""
     ensure_dir(path.parent)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    # A name no other writer picks (tempfile's mkstemp, without the imports a reboot would pay for it).
+    temp = path.parent / f".tmp-{path.name}.{os.urandom(8).hex()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(data)
