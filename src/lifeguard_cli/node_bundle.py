@@ -5,19 +5,43 @@ the PCS service model they check configs against. It needs only the standard lib
 `s3://` fetches and CloudWatch Logs (Amazon Linux 2023: `dnf install -y python3-boto3`). Being pure
 Python it runs on x86_64 and arm64 alike. The zip is reproducible: same sources, same bytes, same sha256.
 
+Each module ships compiled for the node's Python too (`name.pyc` beside `name.py`, unchecked hash, as
+zipimport looks for it), so a boot does not compile the bundle every time: about 36 ms of a 20-script
+reboot. It is compiled by a Python 3.9 found at build time (`LIFEGUARD_NODE_PYTHON`, else `python3.9` on
+PATH, else the project's `.venv/node39`); without one the bundle carries sources only, which any Python
+runs, and the build says so. Another Python reads past the `.pyc` (its magic differs) to the source.
+
     python -m lifeguard_cli.node_bundle dist/lifeguard-node.pyz
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import shutil
+import subprocess
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["BUNDLE_FILES", "build_node_bundle"]
 
 LAYER = Path(__file__).resolve().parents[2] / "layers" / "lifeguard"
+NODE_PYTHON_VERSION = "3.9"  # Amazon Linux 2023's python3
+_PROJECT_NODE_PYTHON = LAYER.parents[1] / ".venv" / "node39" / "bin" / "python"
+# Run by the node's Python: compile each source (JSON on stdin: [[name, text], ...]) to unchecked-hash .pyc
+# bytes named as in the archive, returned as JSON of hex strings.
+_COMPILE = """
+import importlib._bootstrap_external as ext, importlib.util, json, sys
+out = {}
+for name, text in json.load(sys.stdin):
+    data = text.encode()
+    code = compile(data, name, "exec", dont_inherit=True)
+    out[name] = bytes(ext._code_to_hash_pyc(code, importlib.util.source_hash(data), False)).hex()
+json.dump(out, sys.stdout)
+"""
 # The node side and what it imports; the pydantic models of the Lambdas stay out.
 BUNDLE_FILES = (
     "lifeguard/__init__.py",
@@ -53,16 +77,74 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     archive.writestr(info, data)
 
 
-def build_node_bundle(output: Path, layer: Path = LAYER) -> str:
-    """Write the bundle to `output` (and `output.sha256`); returns its sha256."""
+def node_python() -> str | None:
+    """The first Python 3.9 at hand that runs (a pyenv shim may not), or None."""
+    for candidate in (
+        os.environ.get("LIFEGUARD_NODE_PYTHON"),
+        str(_PROJECT_NODE_PYTHON) if _PROJECT_NODE_PYTHON.exists() else None,
+        shutil.which(f"python{NODE_PYTHON_VERSION}"),
+    ):
+        if candidate and _version(candidate) == NODE_PYTHON_VERSION:
+            return candidate
+    return None
+
+
+def _version(python: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def compiled(python: str, sources: Sequence[tuple[str, bytes]]) -> dict[str, bytes]:
+    """Each source compiled by `python` (the node's version), keyed by its archive name."""
+    version = _version(python)
+    if version != NODE_PYTHON_VERSION:
+        raise ValueError(f"{python} is Python {version}, not the node's {NODE_PYTHON_VERSION}")
+    done = subprocess.run(
+        [python, "-I", "-c", _COMPILE],
+        input=json.dumps([[name, data.decode()] for name, data in sources]),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return {name: bytes.fromhex(pyc) for name, pyc in json.loads(done.stdout).items()}
+
+
+def build_node_bundle(output: Path, layer: Path = LAYER, python: str | None = None) -> str:
+    """Write the bundle to `output` (and `output.sha256`); returns its sha256.
+
+    `python`: the node's Python that compiles the .pyc (default: `node_python()`; "" for sources only).
+    """
+    files = [("__main__.py", _MAIN), *((name, (layer / name).read_bytes()) for name in BUNDLE_FILES)]
+    compiler = node_python() if python is None else python
+    if compiler:
+        pycs = compiled(compiler, [(name, data) for name, data in files if name.endswith(".py")])
+    else:
+        pycs = {}
+        if python is None:
+            print(
+                f"node bundle: no Python {NODE_PYTHON_VERSION} found; the bundle carries sources only "
+                "(set LIFEGUARD_NODE_PYTHON to compile it)",
+                file=sys.stderr,
+            )
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".tmp")
     with temporary.open("wb") as file:
         file.write(_SHEBANG)
         with zipfile.ZipFile(file, "w") as archive:
-            _add(archive, "__main__.py", _MAIN)
-            for name in BUNDLE_FILES:
-                _add(archive, name, (layer / name).read_bytes())
+            for name, data in files:
+                _add(archive, name, data)
+                if name in pycs:
+                    _add(archive, name + "c", pycs[name])
     temporary.chmod(0o755)
     temporary.replace(output)
     digest = hashlib.sha256(output.read_bytes()).hexdigest()

@@ -62,8 +62,40 @@ def test_the_bundle_checks_configs_with_the_layers_own_rules(bundle: Path) -> No
     assert gzip.decompress(model) == gzip.decompress(
         (LAYER / "lifeguard/data/pcs/2023-02-10/service-2.json.gz").read_bytes()
     )
-    assert names == {"__main__.py", *BUNDLE_FILES}
+    sources = {"__main__.py", *BUNDLE_FILES}
+    compiled = {f"{name}c" for name in sources if name.endswith(".py")} if NODE_PYTHON.exists() else set()
+    assert names == sources | compiled
     assert "lifeguard/lifecycle.py" not in names  # the pydantic models stay in the Lambdas
+
+
+def _module_file(python: str, bundle: Path) -> str:
+    done = subprocess.run(
+        [
+            python,
+            "-I",
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "import lifeguard.node.executor as module; print(module.__file__)",
+            str(bundle),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+@needs_node_python
+def test_the_node_runs_the_bundle_compiled_and_another_python_from_its_sources(
+    bundle: Path, tmp_path: Path
+) -> None:
+    assert _module_file(str(NODE_PYTHON), bundle).endswith("lifeguard/node/executor.pyc")
+    assert _module_file(sys.executable, bundle).endswith("lifeguard/node/executor.py")
+    sources_only = tmp_path / "sources.pyz"
+    build_node_bundle(sources_only, python="")
+    with zipfile.ZipFile(sources_only) as archive:
+        assert not [name for name in archive.namelist() if name.endswith(".pyc")]
+    assert _module_file(str(NODE_PYTHON), sources_only).endswith("lifeguard/node/executor.py")
 
 
 def run_bundle(python: Path, bundle: Path, node: Node, *args: str) -> subprocess.CompletedProcess[str]:
