@@ -4,8 +4,9 @@ A reboot of a node whose 20 EVERY_BOOT scripts are cached (CACHE_ONCE) is what t
 boot. The baseline is a bash loop running the same 20 cached no-op scripts; the difference divided by 20 is
 the executor's own per-script overhead (target: under 5 ms). It is measured for the executor's reboot in
 this process, and for the whole `lifeguard-node boot` process (Python's start, the imports, the config
-check) against the bash process: with this Python, and with the node's (Python 3.9, .venv/node39) when
-there is one. Rounds interleave so noise hits every side alike.
+check) against the bash process: the node bundle as a node runs it, on the node's Python (3.9,
+.venv/node39) when there is one, compiled and sources only; and the layer's directory on this Python.
+Rounds interleave so noise hits every side alike.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from lifeguard.node.executor import Executor, NodeIdentity
 from lifeguard.node.fetch import ScriptFetcher
 from lifeguard.node.layout import NodeLayout
+from lifeguard_cli.node_bundle import build_node_bundle
 
 SCRIPTS = 20
 ROUNDS = 15
@@ -81,27 +83,35 @@ def main() -> int:
         bash_loop = ["bash", "-c", 'for script in "$@"; do "$script"; done', "bash", *cached]
         config_file = Path(directory) / "config.json"
         config_file.write_text(json.dumps(config))
-        pythons = {"this Python": sys.executable}
-        if NODE_PYTHON.exists():
-            pythons["the node's Python"] = str(NODE_PYTHON)
         boot_args = ["boot", "--config", str(config_file), "--root", directory]
+        processes = {
+            f"layer, this Python {_version(sys.executable)}": [sys.executable, "-I", "-c", NODE_MAIN]
+        }
+        if NODE_PYTHON.exists():
+            bundle = Path(directory) / "lifeguard-node.pyz"
+            sources_only = Path(directory) / "sources-only.pyz"
+            build_node_bundle(bundle, python=str(NODE_PYTHON))
+            build_node_bundle(sources_only, python="")
+            node = f"Python {_version(str(NODE_PYTHON))}"
+            processes[f"bundle, node's {node}"] = [str(NODE_PYTHON), "-I", str(bundle)]
+            processes["  same, sources only"] = [str(NODE_PYTHON), "-I", str(sources_only)]
         executor_times: list[float] = []
         bash_times: list[float] = []
-        process_times: dict[str, list[float]] = {label: [] for label in pythons}
+        process_times: dict[str, list[float]] = {label: [] for label in processes}
         for _ in range(ROUNDS):
             started = time.perf_counter()
             assert executor.boot().exit_code == 0
             executor_times.append(time.perf_counter() - started)
-            for label, python in pythons.items():
-                _timed(process_times[label], [python, "-I", "-c", NODE_MAIN, *boot_args])
+            for label, command in processes.items():
+                _timed(process_times[label], [*command, *boot_args])
             _timed(bash_times, bash_loop)
     bash_s = statistics.median(bash_times)
     print(f"{SCRIPTS} cached no-op scripts, median of {ROUNDS} interleaved rounds")
     print(f"  {'bash loop (baseline)':<29} {bash_s * 1000:8.1f} ms")
     print(_line("executor reboot", statistics.median(executor_times), bash_s))
     print("  lifeguard-node boot, the whole process (python -I), against the bash process:")
-    for label, python in pythons.items():
-        print(_line(f"{label} ({_version(python)})", statistics.median(process_times[label]), bash_s))
+    for label in processes:
+        print(_line(label, statistics.median(process_times[label]), bash_s))
     return 0
 
 
