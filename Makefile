@@ -32,8 +32,9 @@ types:
 	@# Each function is its own top-level module `app`: one mypy run per function.
 	for app in functions/*/app.py; do $(BIN)/mypy --strict "$$app" || exit 1; done
 
+# One worker per core (pytest-xdist): the end-to-end tests wait on subprocesses and servers as much as they compute.
 unit-and-integration:
-	$(BIN)/pytest -q --ignore=tests/artifact
+	$(BIN)/pytest -q -n auto --ignore=tests/artifact
 
 ## The stack: lint (cfn-lint's informational rules too), build both layers, checkov on the template as
 ## written, as built, and with its loops expanded (checkov does not know Fn::ForEach), then test what was built.
