@@ -320,5 +320,5 @@ def test_a_bad_bound_is_bad_usage_and_drains_nothing(
     if env is not None:
         monkeypatch.setenv("LIFEGUARD_DRAIN_WATCH_SECONDS", env)
     code, out, err = run_drain(tmp_path, capsys, *args)
-    assert (code, out) == (64, [])
+    assert (code, out) == (2, [])
     assert message in err

@@ -1,9 +1,13 @@
 """`lifeguard-node`: the node side's command line (also the node bundle's entry point).
 
-`drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained (and when it left a watcher
-to follow the rest of the boot), 1 when scontrol failed or the watcher could not start, 64 bad usage.
+`lifeguard-node --version` prints the version; `-h`/`--help` works at the top level and on each command.
 Exit status of `boot`: 0 completed (CONTINUE failures included), 3 a STOP_SEQUENCE failure stopped a stage,
 4 a TERMINATE failure (the node must be terminated), 64 bad usage or an invalid config, 1 internal error.
+Any other bad usage exits 2, as argparse's own: no command, an unknown command, a bad option of `ship` or
+`drain`. `drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained (and when it left a
+watcher to follow the rest of the boot), 1 when scontrol failed or the watcher could not start, 2 when a
+bound (`--watch-seconds`, `--follow-from`, LIFEGUARD_DRAIN_WATCH_SECONDS) is out of range or unreadable.
+`ship` exits 64 when it cannot start (no ids, no instance id, no boto3).
 The shipper is imported by `ship` alone, so a boot pays nothing for it.
 """
 
@@ -14,11 +18,12 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from lifeguard import __version__
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import (
@@ -38,18 +43,45 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
+# argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), as DESIGN fixes.
+_EXIT_BAD_USAGE = 2
+
+
 class _Parser(argparse.ArgumentParser):
+    """A parser whose bad usage exits with `usage_exit_code`."""
+
+    def __init__(self, *args: Any, usage_exit_code: int = _EXIT_BAD_USAGE, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.usage_exit_code = usage_exit_code
+
     def error(self, message: str) -> NoReturn:
+        """Print the usage and `message`, then exit with this parser's usage exit code."""
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: {message}\n")
+        self.exit(self.usage_exit_code, f"{self.prog}: {message}\n")
+
+
+class _CommandParser(_Parser):
+    """A command's parser. It reports the arguments it does not know itself: argparse would leave them to
+    the top-level parser, whose exit code is not this command's."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse `args`; an argument this command does not know is bad usage."""
+        known, unknown = super().parse_known_args(args, namespace)
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(unknown)}")
+        return known, unknown
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lifeguard-node", description="PCS Lifeguard on the node.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
 
     boot = commands.add_parser(
         "boot",
+        usage_exit_code=EXIT_USAGE,
         help="run one boot of this node's lifecycle actions",
         description="Run one boot: nodeBootstrapped, then nodeReady, with PCS's semantics. "
         "Example: lifeguard-node boot --config actions.json --root /",
@@ -124,18 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "boot":
-            return _boot(args)
-        if args.command == "ship":
-            return _ship(args)
-        if args.command == "drain":
-            return _drain(args)
+        return _COMMANDS[args.command](args)
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - one clean line, never a traceback, for an unforeseen failure
         print(f"lifeguard-node: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
-    return EXIT_USAGE
 
 
 def _boot(args: argparse.Namespace) -> int:
@@ -229,10 +255,10 @@ def _drain(args: argparse.Namespace) -> int:
         seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
     except ValueError as exc:
         print(f"lifeguard-node drain: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_BAD_USAGE
     if not 0 <= seconds < float("inf") or (args.follow_from is not None and args.follow_from < 0):
         print("lifeguard-node drain: --watch-seconds and --follow-from must be 0 or more", file=sys.stderr)
-        return EXIT_USAGE
+        return _EXIT_BAD_USAGE
     layout = NodeLayout(root)
     offset = args.follow_from
     watcher = offset is not None  # the detached watcher: its output is appended to a log across boots
@@ -304,6 +330,8 @@ def _report(result: BootResult, *, as_json: bool) -> None:
         note = f"  {run.error}" if run.error else ""
         print(f"  {run.stage:<17} {run.script:<30} {run.outcome:<9}{code}  onError {run.on_error}{note}")
 
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"boot": _boot, "ship": _ship, "drain": _drain}
 
 if __name__ == "__main__":
     sys.exit(main())

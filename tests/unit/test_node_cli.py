@@ -1,0 +1,131 @@
+"""`lifeguard-node`'s conventions: `--version`, `-h`/`--help` everywhere, and the exit status of bad usage
+(64 for `boot`, as DESIGN fixes; 2, argparse's own, for everything else)."""
+
+from __future__ import annotations
+
+import subprocess
+import tomllib
+
+import pytest
+
+import lifeguard
+from lifeguard.node.cli import main
+from tests.conftest import NODE_PYTHON, REPO
+
+LAYER = REPO / "layers" / "lifeguard"
+COMMANDS = ("boot", "ship", "drain")
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The exit status, stdout and stderr of `lifeguard-node ARGV` when argparse ends it."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    out, err = capsys.readouterr()
+    code = exited.value.code
+    assert isinstance(code, int)
+    return code, out, err
+
+
+def test_the_package_version_is_the_project_version() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert lifeguard.__version__ == project["version"]
+
+
+def test_version_prints_the_name_and_version_and_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["--version"], capsys) == (0, f"lifeguard-node {lifeguard.__version__}\n", "")
+
+
+@pytest.mark.skipif(not NODE_PYTHON.exists(), reason="no Python 3.9 venv (.venv/node39)")
+def test_version_works_on_the_nodes_python() -> None:
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from lifeguard.node.cli import main; main(sys.argv[2:])"
+    )
+    done = subprocess.run(
+        [str(NODE_PYTHON), "-I", "-c", probe, str(LAYER), "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"lifeguard-node {lifeguard.__version__}\n", "")
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_at_the_top_level_and_on_each_command_exits_0(
+    capsys: pytest.CaptureFixture[str], command: str | None, flag: str
+) -> None:
+    argv = [flag] if command is None else [command, flag]
+    code, out, err = run(argv, capsys)
+    assert (code, err) == (0, "")
+    prog = "lifeguard-node" if command is None else f"lifeguard-node {command}"
+    assert out.startswith(f"usage: {prog} ")
+    if command is None:
+        assert all(name in out for name in COMMANDS)
+        assert "--version" in out
+    else:
+        assert f"Example: lifeguard-node {command} " in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "the following arguments are required: command"),
+        (["bogus"], "argument command: invalid choice: 'bogus'"),
+        (
+            ["--bogus", "ship", "--root", "/", "--log-group", "g"],
+            "lifeguard-node: unrecognized arguments: --bogus",
+        ),
+        (["ship", "--root", "/"], "lifeguard-node ship: the following arguments are required: --log-group"),
+        (["ship", "--log-group", "g"], "lifeguard-node ship: the following arguments are required: --root"),
+        (["ship", "--root", "/", "--log-group", "g", "--bogus"], "ship: unrecognized arguments: --bogus"),
+        (
+            ["ship", "--root", "/", "--log-group", "g", "--poll-interval", "soon"],
+            "invalid float value: 'soon'",
+        ),
+        (["drain"], "lifeguard-node drain: the following arguments are required: --reason"),
+        (["drain", "--reason", "kept", "--bogus"], "lifeguard-node drain: unrecognized arguments: --bogus"),
+        (["drain", "--reason", "kept", "--watch-seconds", "soon"], "invalid float value: 'soon'"),
+        (["drain", "--reason", "kept", "--follow-from", "1.5"], "invalid int value: '1.5'"),
+    ],
+    ids=[
+        "no-command",
+        "unknown-command",
+        "unknown-top-level-option",
+        "ship-without-log-group",
+        "ship-without-root",
+        "ship-unknown-option",
+        "ship-bad-poll-interval",
+        "drain-without-reason",
+        "drain-unknown-option",
+        "drain-bad-watch-seconds",
+        "drain-bad-follow-from",
+    ],
+)
+def test_bad_usage_exits_2_with_the_usage_and_one_line_of_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("usage: lifeguard-node")
+    assert message in err.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["boot", "--root", "/"], "the following arguments are required: --config"),
+        (["boot", "--config", "actions.json"], "the following arguments are required: --root"),
+        (["boot", "--config", "actions.json", "--root", "/", "--bogus"], "unrecognized arguments: --bogus"),
+        (["boot", "--config", "actions.json", "--root", "/", "--script-timeout", "soon"], "invalid float"),
+    ],
+    ids=["without-config", "without-root", "unknown-option", "bad-script-timeout"],
+)
+def test_bad_usage_of_boot_exits_64(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    code, out, err = run(argv, capsys)
+    assert (code, out) == (64, "")
+    assert err.startswith("usage: lifeguard-node boot")
+    assert err.splitlines()[-1].startswith("lifeguard-node boot: ")
+    assert message in err.splitlines()[-1]
