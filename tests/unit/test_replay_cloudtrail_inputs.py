@@ -70,3 +70,16 @@ def test_a_call_names_its_group_from_when_it_was_made() -> None:
         1792544400000,
         "lca-static",
     )
+
+
+def test_calls_that_set_no_configuration_are_passed_over_wherever_they_are(tmp_path: Path) -> None:
+    read_call = recorded()["detail"] | {"eventName": "GetComputeNodeGroup", "readOnly": True}
+    other_service = {"eventSource": "ec2.amazonaws.com", "eventName": "RunInstances", "eventTime": "x"}
+    via_eventbridge = {"source": "aws.ec2", "detail-type": "AWS API Call via CloudTrail", "detail": {}}
+    lines = [read_call, other_service, via_eventbridge, recorded()]
+    path = tmp_path / "calls.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    inputs = read_inputs([path])
+    assert [item.record for item in inputs.items if isinstance(item, ApiCall)] == [recorded()["detail"]]
+    assert len(inputs.items) == 1
+    assert (inputs.skipped, inputs.notes) == (0, ())

@@ -1,9 +1,10 @@
 """`lifeguard replay`: the real Lambda handlers, in-process, against a fresh local AWS, fed recorded events.
 
-Inputs are JSON lines (scaling-log records, node reports, and `lifeguard_replay` control lines) or
-CloudWatch Logs subscription events as `sam local invoke -e` takes them (`inputs`). The handlers are built
-by their composition roots on the stream's clock (`run`); what they publish is routed by template.yaml's
-event rules (`bus`); the outcome (`result`) reads as a timeline (`render`).
+Inputs are what AWS gives: scaling-log records and node reports as JSON lines (with `lifeguard_replay`
+control lines), CloudWatch Logs subscription events as `sam local invoke -e` takes them, the output of
+`aws logs filter-log-events` / `get-log-events`, EventBridge events and CloudTrail records (`inputs`).
+The handlers are built by their composition roots on the stream's clock (`run`); what they publish is
+routed by template.yaml's event rules (`bus`); the outcome (`result`) reads as a timeline (`render`).
 """
 
 from __future__ import annotations

@@ -1,34 +1,64 @@
 """What a replay is fed: its input files read into items, in order, and the compute node groups they name.
 
-A file is a CloudWatch Logs subscription event (as `sam local invoke -e` takes it), a CloudTrail event of
-a PCS call, or JSON lines: each line a scaling-log record, a node report (`"kind": "script_run"`), a
-CloudTrail event of a PCS call (EventBridge's `AWS API Call via CloudTrail`, or a bare record with
-`eventSource: pcs.amazonaws.com`), or a `lifeguard_replay` control line that changes a group's
-configuration at a given time. Each record or report line is one invocation, so the events it causes
-follow it in the timeline.
+A file is one JSON document (pretty-printed or not) or JSON lines, plain or gzip-compressed, UTF-8 or
+UTF-16 with its BOM (what PowerShell's `>` writes), at most `MAX_FILE_BYTES` once uncompressed. A document,
+or each line, is one of:
+
+- a CloudWatch Logs subscription event (as `sam local invoke -e` takes it), fed as it is;
+- the output of `aws logs filter-log-events` or `aws logs get-log-events` (`--output json`, auto-paginated
+  or not): `{"events": [{"timestamp", "message", ...}], ...}`, each message an entry as below;
+- a CloudTrail log file as CloudTrail writes it to S3, `{"Records": [...]}`, each record an entry;
+- an entry: a PCS scaling-log record; a node report (`"kind": "script_run"`); a CloudTrail record of a
+  PCS call, bare or as EventBridge delivers it (`AWS API Call via CloudTrail`); a controller event as
+  Lifeguard puts it on its own bus (source `lifeguard`); or a `lifeguard_replay` control line that
+  changes a group's configuration at a given time.
+
+Each record, report, call or event is one invocation, so the events it causes follow it in the timeline.
+CloudTrail records of other calls (other services share a trail's files; PCS's reads and deletes change no
+configuration) are passed over. A file that yields nothing to replay is said in a note.
+
+Damage is skipped and counted, the rest processed: a line or a log event's message that is not JSON, not
+a JSON object, or longer than `MAX_ENTRY_CHARS` (a line cut or garbled on its way); an entry of an
+accepted kind with a bad field (a scaling-log record without `resource_id`, say), which the handlers
+skip and count as they do in the stack. The wrong input is an `UnreadableInputError`, raised before
+anything runs, naming the file (and the line or entry) and the shapes a replay reads: a JSON object of no
+accepted kind, a `nodeLifecycleActions` config or a template (for `--config` and `lifeguard lint`), and a
+file of which nothing is JSON. An empty file, or one over its size, is one too.
 """
 
 from __future__ import annotations
 
-import contextlib
+import codecs
+import gzip
+import io
 import json
-import sys
+import re
 import uuid
+import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifeguard.cloudtrail import CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
+from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, clip, pcs_pattern
+from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
+from lifeguard.event_contract import DETAIL_TYPES
+from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
+from lifeguard.lifecycle_rules import find_problems
 from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
-from lifeguard_cli.replay.errors import ReplayError
+from lifeguard_cli.cloudformation import is_template
+from lifeguard_cli.replay.errors import UnreadableInputError
 
 __all__ = [
+    "ACCEPTED_SHAPES",
+    "MAX_ENTRY_CHARS",
+    "MAX_FILE_BYTES",
     "NODE_REPORT_LOG_GROUP",
     "SCALING_LOG_GROUP",
     "ApiCall",
     "ConfigUpdate",
+    "ControllerEvent",
     "Inputs",
     "Item",
     "LogLines",
@@ -43,20 +73,65 @@ __all__ = [
 
 SCALING_LOG_GROUP = "/aws/vendedlogs/pcs/scaling"
 NODE_REPORT_LOG_GROUP = "/pcs-lifeguard/replay/node-reports"
+MAX_FILE_BYTES = 50 * 1024 * 1024
+# A CloudWatch Logs event is at most 1 MB, an EventBridge event 256 KB: a longer line was never one.
+MAX_ENTRY_CHARS = 1024 * 1024
+ACCEPTED_SHAPES = (
+    "JSON lines of PCS scaling-log records or node reports",
+    "a CloudWatch Logs subscription event",
+    "the output of aws logs filter-log-events or get-log-events (--output json)",
+    "EventBridge events: Lifeguard's own, or PCS's AWS API Call via CloudTrail",
+    'CloudTrail records, or a CloudTrail log file ({"Records": [...]})',
+)
+_ACCEPTED = "A replay reads " + "; ".join(ACCEPTED_SHAPES)
+# The fields that make an object a scaling-log record (a malformed one, when the others are wrong).
+_SCALING_LOG_KEYS = ("status_code", "reason_code", "event_timestamp")
+# Keys only the AWS CLI's answers to filter-log-events and get-log-events carry beside `events`.
+_LOG_EXPORT_KEYS = ("searchedLogStreams", "nextToken", "nextForwardToken", "nextBackwardToken")
+_MALFORMED_LISTED = 5
+
+
+def _bounded_ms(value: object) -> int | None:
+    """An epoch-ms time between 1970 and 2100, else None (a broken value, never a date)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 <= value <= EPOCH_MS_MAX else None
 
 
 def row_time(row: Mapping[str, Any]) -> int | None:
-    """When a record (`event_timestamp`, epoch ms) or a node report (`ended_at`, epoch s) happened, in ms."""
-    value = row.get("event_timestamp")
-    if isinstance(value, int):
-        return value
+    """When a record (`event_timestamp`, epoch ms) or a node report (`ended_at`, epoch s) happened, in ms;
+    None when it has no plausible time."""
+    at = _bounded_ms(row.get("event_timestamp"))
+    if at is not None:
+        return at
     ended = row.get("ended_at")
-    return ended * 1000 if isinstance(ended, int) else None
+    return _bounded_ms(ended * 1000) if isinstance(ended, int) and not isinstance(ended, bool) else None
+
+
+def _pcs_ids(cluster: object, group: object) -> tuple[str, str] | None:
+    """(cluster id, group id) when both are identifiers PCS takes, else None."""
+    if not isinstance(cluster, str) or not isinstance(group, str):
+        return None
+    if max(len(cluster), len(group)) > ID_MAX_CHARS:
+        return None
+    ok = re.fullmatch(pcs_pattern("ClusterIdentifier"), cluster) and re.fullmatch(
+        pcs_pattern("ComputeNodeGroupIdentifier"), group
+    )
+    return (cluster, group) if ok else None
 
 
 def _latest(rows: list[dict[str, Any]]) -> int | None:
     times = [t for t in (row_time(row) for row in rows) if t is not None]
     return max(times) if times else None
+
+
+def _epoch_ms(value: object) -> int | None:
+    """An RFC 3339 time with its zone (CloudTrail's `eventTime`, EventBridge's `time`) in epoch ms."""
+    try:
+        when = datetime.fromisoformat(str(value)[:40])
+    except ValueError:
+        return None
+    return _bounded_ms(int(when.timestamp() * 1000)) if when.tzinfo is not None else None
 
 
 @dataclass(frozen=True)
@@ -135,11 +210,7 @@ class ApiCall:
     @property
     def at(self) -> int | None:
         """`eventTime` in epoch ms."""
-        value = self.record.get("eventTime")
-        try:
-            return int(datetime.fromisoformat(str(value)).timestamp() * 1000)
-        except ValueError:
-            return None
+        return _epoch_ms(self.record.get("eventTime"))
 
     @property
     def group(self) -> tuple[str, str] | None:
@@ -148,7 +219,7 @@ class ApiCall:
         answered = response if isinstance(response, Mapping) else {}
         cluster = answered.get("clusterId") or self.request.get("clusterIdentifier")
         group = answered.get("id") or self.request.get("computeNodeGroupIdentifier")
-        return (cluster, group) if isinstance(cluster, str) and isinstance(group, str) else None
+        return _pcs_ids(cluster, group)
 
     @property
     def name(self) -> str:
@@ -166,7 +237,47 @@ class ApiCall:
         return config if isinstance(config, Mapping) and not failed else None
 
 
-Item = LogLines | SubscriptionFile | ConfigUpdate | ApiCall
+@dataclass(frozen=True)
+class ControllerEvent:
+    """A controller event as Lifeguard put it on its own bus (a recorded `BootstrapLoopDetected`, say): in a
+    replay it is put on the stack's bus again, so the functions the template's rules target (remediate,
+    notify) run on it."""
+
+    event: Mapping[str, Any]
+
+    @property
+    def detail(self) -> Mapping[str, Any]:
+        """The event's `detail`."""
+        detail = self.event.get("detail")
+        return detail if isinstance(detail, Mapping) else {}
+
+    @property
+    def at(self) -> int | None:
+        """The event's `time` in epoch ms."""
+        return _epoch_ms(self.event.get("time"))
+
+    @property
+    def group(self) -> tuple[str, str] | None:
+        """(cluster id, group id) of the detail."""
+        return _pcs_ids(self.detail.get("cluster_id"), self.detail.get("compute_node_group_id"))
+
+    @property
+    def name(self) -> str:
+        """The group's name as its failing nodes suggest it."""
+        failures = self.detail.get("failures")
+        first = failures[0] if isinstance(failures, list) and failures else None
+        node = first.get("scheduler_node_id") if isinstance(first, Mapping) else None
+        return node.rsplit("-", 1)[0] if isinstance(node, str) and "-" in node else ""
+
+    @property
+    def config(self) -> Mapping[str, Any] | None:
+        """The group's `nodeLifecycleActions` when the event was published (`config_before`), when PCS
+        would take it."""
+        config = self.detail.get("config_before")
+        return config if isinstance(config, Mapping) and not find_problems(config) else None
+
+
+Item = LogLines | SubscriptionFile | ConfigUpdate | ApiCall | ControllerEvent
 
 
 def api_call(data: Mapping[str, Any]) -> ApiCall | None:
@@ -193,120 +304,308 @@ def api_call(data: Mapping[str, Any]) -> ApiCall | None:
 
 @dataclass(frozen=True)
 class Inputs:
-    """The items of every input file, in order, and how many lines were skipped as unreadable."""
+    """The items of every input file, in order; how many entries were skipped as damaged; and the notes
+    to say on stderr (the damage, files with nothing to replay)."""
 
     items: list[Item]
     skipped: int
+    notes: tuple[str, ...] = ()
 
 
 def read_inputs(paths: list[Path]) -> Inputs:
-    """Every file read into items; a line that is not a JSON object is skipped (and said on stderr)."""
+    """Every file read into items, or an `UnreadableInputError` for the first input a replay cannot take."""
     items: list[Item] = []
     skipped = 0
+    notes: list[str] = []
     for path in paths:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ReplayError(f"cannot read {path}: {exc}") from None
-        stripped = text.lstrip()
-        if stripped.startswith("{") and '"awslogs"' in stripped[:200]:
-            with contextlib.suppress(ValueError):
-                items.append(_subscription(json.loads(text), path))
-                continue
-        call = _whole_file_call(text)
-        if call is not None:
-            items.append(call)
-            continue
-        skipped += _json_lines(text, path, items)
-    return Inputs(items, skipped)
+        reading = _Reading(path)
+        reading.read(_text(path))
+        items.extend(reading.items)
+        skipped += len(reading.malformed)
+        notes.extend(reading.notes())
+    return Inputs(items, skipped, tuple(notes))
 
 
-def _whole_file_call(text: str) -> ApiCall | None:
-    """The file as one CloudTrail event (pretty-printed, as `sam local invoke -e` takes it), if it is one."""
-    if "\n" not in text.strip():
-        return None  # one line: read as JSON lines
+def _text(path: Path) -> str:
+    """The file's text: read at most `MAX_FILE_BYTES` (uncompressed when gzip), decoded by its BOM."""
+    limit = f"over the {MAX_FILE_BYTES // (1024 * 1024)} MB a replay reads from one file"
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
-    return api_call(data) if isinstance(data, dict) else None
-
-
-def _subscription(event: Mapping[str, Any], path: Path) -> SubscriptionFile:
-    try:
-        batch = decode_subscription(event)
-    except InvalidSubscriptionEventError as exc:
-        raise ReplayError(f"{path}: {exc}") from None
-    rows = []
-    for log_event in batch.events:
-        with contextlib.suppress(ValueError):
-            row = json.loads(log_event.message)
-            if isinstance(row, dict):
-                rows.append(row)
-    return SubscriptionFile(event, rows, any(row.get("kind") == "script_run" for row in rows))
-
-
-def _json_lines(text: str, path: Path, items: list[Item]) -> int:
-    """Append the items of a JSON-lines file; returns the number of lines skipped."""
-    skipped = 0
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
+        with path.open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise UnreadableInputError(str(path), f"cannot read it: {exc.strerror or exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise UnreadableInputError(str(path), f"{limit}: export a shorter time range, or split it")
+    if raw[:2] == b"\x1f\x8b":
         try:
-            row = json.loads(line)
-        except ValueError:
-            row = None
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
+                raw = unzipped.read(MAX_FILE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise UnreadableInputError(str(path), f"a gzip file that cannot be read ({exc})") from None
+        if len(raw) > MAX_FILE_BYTES:
+            raise UnreadableInputError(str(path), f"{limit} (once uncompressed)")
+    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError:
+        raise UnreadableInputError(
+            str(path), "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
+        ) from None
+
+
+@dataclass
+class _Reading:
+    """One file being read: its items, the entries of it passed over, the damaged entries skipped (each
+    with where, relative to the file, and why), and how many entries a replay recognised."""
+
+    path: Path
+    items: list[Item] = field(default_factory=list)
+    passed_over: int = 0
+    malformed: list[tuple[str, str]] = field(default_factory=list)
+    recognised: int = 0
+    exports: int = 0  # log-event exports read, whose events may be none
+
+    def read(self, text: str) -> None:
+        """The file as one document when it parses whole (a one-line document has no length cap but the
+        file's: CloudTrail writes its log files on one line), else as JSON lines; refused when none of its
+        entries is of an accepted kind but some are damaged (it is not what a replay reads)."""
+        stripped = text.strip()
+        if not stripped:
+            raise UnreadableInputError(str(self.path), "empty", accepted=_ACCEPTED)
+        document_error: json.JSONDecodeError | None = None
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            document_error = exc if isinstance(exc, json.JSONDecodeError) else None
+            for number, line in enumerate(text.split("\n"), start=1):
+                if line.strip():
+                    self._entry(line, str(number), document=True)
+        else:
+            one_line = "\n" not in stripped
+            self._document(document, "1" if one_line else "", stripped if one_line else None)
+        if self.recognised or not self.malformed:
+            return
+        where, why = self.malformed[0]
+        multiline = "\n" in stripped
+        if why.startswith("not JSON") and document_error is not None and multiline and where[:1].isdigit():
+            at = f"line {document_error.lineno} column {document_error.colno}"
+            why = f"not JSON ({at}: {document_error.msg})"
+            where = ""
+        raise UnreadableInputError(self._where(where), why, accepted=_ACCEPTED)
+
+    def notes(self) -> list[str]:
+        """What to say about the file besides its items: damage skipped, or nothing to replay in it."""
+        notes = []
+        if self.malformed:
+            count = len(self.malformed)
+            listed = ", ".join(
+                f"{_label(where)} ({why})" for where, why in self.malformed[:_MALFORMED_LISTED]
+            )
+            more = f" and {count - _MALFORMED_LISTED} more" if count > _MALFORMED_LISTED else ""
+            entries = _plural(count, "entry", "entries")
+            notes.append(f"{self.path}: skipped {count} damaged {entries}: {listed}{more}")
+        if not self.items and self.passed_over:
+            records = _plural(self.passed_over, "CloudTrail record")
+            calls = " and ".join(CHANGE_CALLS)
+            notes.append(
+                f"{self.path}: nothing to replay: its {self.passed_over} {records} are of other calls than "
+                f"PCS's {calls}"
+            )
+        elif not self.items:
+            notes.append(
+                f"{self.path}: nothing to replay: {'no log events' if self.exports else 'no records'}"
+            )
+        return notes
+
+    def _where(self, where: str) -> str:
+        if not where:
+            return str(self.path)
+        return f"{self.path}:{where}" if where[0].isdigit() else f"{self.path}: {where}"
+
+    def _entry(self, text: str, where: str, *, document: bool) -> None:
+        """A line (`document`: it may be a whole document) or a log event's message."""
+        if len(text) > MAX_ENTRY_CHARS:
+            self.malformed.append((where, f"longer than {MAX_ENTRY_CHARS // 1024} KiB"))
+            return
+        try:
+            data = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
+            self.malformed.append((where, f"not JSON: {reason}"))
+            return
+        if document:
+            self._document(data, where, text)
+        else:
+            self._row(data, where, text)
+
+    def _document(self, data: object, where: str, text: str | None) -> None:
+        if not isinstance(data, dict):
+            self.malformed.append((where, "not a JSON object"))
+            return
+        if isinstance(data.get("awslogs"), Mapping):
+            self.items.append(self._subscription(data, where))
+            self.recognised += 1
+        elif _is_log_export(data):
+            self.exports += 1
+            for index, event in enumerate(data["events"]):
+                at = _within(where, f"events[{index}]")
+                message = event.get("message") if isinstance(event, Mapping) else None
+                if isinstance(message, str):
+                    self._entry(message, f"{at}.message", document=False)
+                else:
+                    self.malformed.append((at, "not a log event with a message"))
+        elif isinstance(data.get("Records"), list):
+            for index, record in enumerate(data["Records"]):
+                self._row(record, _within(where, f"Records[{index}]"), None)
+        else:
+            self._row(data, where, text)
+
+    def _row(self, row: object, where: str, text: str | None) -> None:
+        """One entry: a record, a report, a call, a controller event or a control line."""
         if not isinstance(row, dict):
-            skipped += 1
-            print(f"lifeguard replay: {path}:{number}: skipped: not a JSON object", file=sys.stderr)
-            continue
+            self.malformed.append((where, "not a JSON object"))
+            return
         control = row.get("lifeguard_replay")
         call = api_call(row)
         if isinstance(control, dict):
-            items.append(_control(control, path, number))
+            self.items.append(_control(control, self._where(where)))
         elif call is not None:
-            items.append(call)
+            if call.record.get("eventName") in CHANGE_CALLS:
+                self.items.append(call)
+            else:
+                self.passed_over += 1
+        elif _is_cloudtrail(row):
+            self.passed_over += 1
+        elif row.get("source") == LIFEGUARD_SOURCE and "detail-type" in row:
+            if row["detail-type"] not in DETAIL_TYPES:
+                kind = clip(row["detail-type"], 60)
+                self.malformed.append((where, f"a Lifeguard event of no known detail-type ({kind!r})"))
+                return
+            if not isinstance(row.get("detail"), dict):
+                self.malformed.append((where, "a Lifeguard event without a detail"))
+                return
+            self.items.append(ControllerEvent(row))
+        elif row.get("kind") == "script_run" or any(key in row for key in _SCALING_LOG_KEYS):
+            message = (
+                text if text is not None and "\n" not in text else json.dumps(row, separators=(",", ":"))
+            )
+            self.items.append(LogLines([row], [message], reports=row.get("kind") == "script_run"))
         else:
-            items.append(LogLines([row], [line], reports=row.get("kind") == "script_run"))
-    return skipped
+            raise UnreadableInputError(self._where(where), _what(row), accepted=_ACCEPTED)
+        self.recognised += 1
+
+    def _subscription(self, event: Mapping[str, Any], where: str) -> SubscriptionFile:
+        try:
+            batch = decode_subscription(event)
+        except InvalidSubscriptionEventError as exc:
+            raise UnreadableInputError(self._where(where), str(exc)) from None
+        rows = []
+        for log_event in batch.events:
+            try:
+                row = json.loads(log_event.message)
+            except (ValueError, RecursionError):
+                continue  # the handler skips and counts it
+            if isinstance(row, dict):
+                rows.append(row)
+        return SubscriptionFile(event, rows, any(row.get("kind") == "script_run" for row in rows))
 
 
-def _control(control: Mapping[str, Any], path: Path, number: int) -> ConfigUpdate:
+def _within(where: str, part: str) -> str:
+    return f"{where}: {part}" if where else part
+
+
+def _label(where: str) -> str:
+    """Where an entry is, as said in a note: `line 3`, `events[2].message`."""
+    return f"line {where}" if where[:1].isdigit() else where
+
+
+def _plural(count: int, noun: str, plural: str | None = None) -> str:
+    return noun if count == 1 else plural or f"{noun}s"
+
+
+def _is_log_export(data: Mapping[str, Any]) -> bool:
+    """The AWS CLI's answer to filter-log-events or get-log-events: log events, each with a message."""
+    events = data.get("events")
+    if not isinstance(events, list):
+        return False
+    if any(key in data for key in _LOG_EXPORT_KEYS):
+        return True
+    return bool(events) and all(isinstance(event, Mapping) and "message" in event for event in events)
+
+
+def _is_cloudtrail(row: Mapping[str, Any]) -> bool:
+    """A CloudTrail record of another service, bare or as EventBridge delivers it."""
+    detail_type = row.get("detail-type")
+    if isinstance(detail_type, str) and detail_type.endswith("via CloudTrail"):
+        return True
+    return isinstance(row.get("eventSource"), str) and isinstance(row.get("eventName"), str)
+
+
+def _what(row: Mapping[str, Any]) -> str:
+    """What an object of no accepted shape is, as far as a replay can tell."""
+    group = row.get("computeNodeGroup")
+    if (
+        "stages" in row
+        or "nodeLifecycleActions" in row
+        or (isinstance(group, Mapping) and "nodeLifecycleActions" in group)
+    ):
+        return "a nodeLifecycleActions config: pass it with --config"
+    if is_template(row):
+        return "a CloudFormation template: check it with lifeguard lint"
+    if "detail-type" in row and "source" in row:
+        source, detail_type = clip(row["source"], 60), clip(row["detail-type"], 80)
+        return f"an EventBridge event of source {source!r} ({detail_type!r}), neither Lifeguard's nor PCS's"
+    keys = ", ".join(repr(clip(key, 40)) for key in list(row)[:6])
+    more = ", …" if len(row) > 6 else ""
+    return f"a JSON object of no shape a replay reads (keys: {keys or 'none'}{more})"
+
+
+def _control(control: Mapping[str, Any], where: str) -> ConfigUpdate:
     try:
-        group_id, config = str(control["compute_node_group_id"]), control["update_config"]
-        return ConfigUpdate(group_id, config, int(control["at"]))
-    except (KeyError, TypeError, ValueError):
-        needs = "update_config, compute_node_group_id and at (epoch ms)"
-        raise ReplayError(f"{path}:{number}: a lifeguard_replay line needs {needs}") from None
+        group_id, config, at = str(control["compute_node_group_id"]), control["update_config"], control["at"]
+        if isinstance(config, Mapping) and _bounded_ms(at) is not None:
+            return ConfigUpdate(group_id, config, at)
+    except KeyError:
+        pass
+    needs = "update_config (an object), compute_node_group_id and at (epoch ms)"
+    raise UnreadableInputError(where, f"a lifeguard_replay line needs {needs}")
 
 
 @dataclass(frozen=True)
 class SeenGroup:
-    """A compute node group the inputs name: when its first record is, and the name its nodes suggest."""
+    """A compute node group the inputs name: when its first record is, the name its nodes suggest, and
+    the configuration a controller event says it had (None when no event of the inputs says)."""
 
     cluster_id: str
     group_id: str
     earliest: int
     name: str
+    config: Mapping[str, Any] | None = None
 
 
 def seen_groups(items: list[Item]) -> list[SeenGroup]:
     """Every (cluster, group) the inputs name, in the order they first appear."""
     found: dict[tuple[str, str], SeenGroup] = {}
     for item in items:
-        if isinstance(item, ApiCall):
-            group, at = item.group, item.at
-            if group is not None and at is not None:
-                seen = found.get(group, SeenGroup(*group, at, item.name))
-                found[group] = replace(seen, earliest=min(seen.earliest, at), name=seen.name or item.name)
+        if isinstance(item, ApiCall | ControllerEvent):
+            named, at = item.group, item.at
+            if named is not None and at is not None:
+                config = item.config if isinstance(item, ControllerEvent) else None
+                seen = found.get(named, SeenGroup(*named, at, item.name, config))
+                found[named] = replace(
+                    seen,
+                    earliest=min(seen.earliest, at),
+                    name=seen.name or item.name,
+                    config=seen.config or config,
+                )
             continue
         rows = item.rows if not isinstance(item, ConfigUpdate) else []
         for row in rows:
-            cluster = row.get("resource_id") or row.get("cluster_id")
-            group = row.get("compute_node_group_id")
+            ids = _pcs_ids(row.get("resource_id") or row.get("cluster_id"), row.get("compute_node_group_id"))
             at = row_time(row)
-            if not isinstance(cluster, str) or not isinstance(group, str) or at is None:
-                continue
+            if ids is None or at is None:
+                continue  # the handler skips and counts the record
+            cluster, group = ids
             node = str(row.get("scheduler_node_id") or row.get("node_id") or "")
             name = node.rsplit("-", 1)[0] if "-" in node else ""
             seen = found.get((cluster, group), SeenGroup(cluster, group, at, name))

@@ -4,7 +4,9 @@ Every compute node group the inputs name is created in the local PCS endpoint ju
 record, and the handlers and the endpoint run on the stream's clock. The events the handlers publish go
 on the stack's bus, and from it to the functions template.yaml's rules target (`bus.LocalBus`). A
 CloudTrail record of a PCS call is made on the local PCS as it was on the real one, then put on the
-default bus, whose rules route it (to the configuration review).
+default bus, whose rules route it (to the configuration review); a recorded controller event is put on the
+stack's bus again (to remediate and notify, as the rules say). A --node-bundle that is not an s3:// or
+https:// location of a file is refused before anything is read or run.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ import logging
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lifeguard.bounds import clip
 from lifeguard.errors import LifeguardError
-from lifeguard_cli.replay.bus import LocalBus, template_rules
-from lifeguard_cli.replay.errors import ReplayError
+from lifeguard_cli.replay.bus import STACK_BUS, LocalBus, template_rules
+from lifeguard_cli.replay.errors import InvalidNodeBundleError, ReplayError
 from lifeguard_cli.replay.inputs import (
     ApiCall,
     ConfigUpdate,
+    ControllerEvent,
     Item,
+    LogLines,
     SeenGroup,
     group_name,
     read_inputs,
@@ -37,15 +42,24 @@ from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
+    from lifeguard.handlers.batch import Skips
     from lifeguard.handlers.config_review import ConfigReviewHandler
     from lifeguard.handlers.node_reports import NodeReportsHandler
     from lifeguard.handlers.scaling_events import ScalingEventsHandler
     from lifeguard.notify import Notifier
-    from lifeguard.remediation import RemediationSettings, Remediator
+    from lifeguard.remediation import NodeBundle, RemediationSettings, Remediator
     from lifeguard_cli.local import LocalAWS, LocalPcs, ManualClock
     from lifeguard_cli.local.stack import LocalChannels, LocalStack
 
-__all__ = ["DEFAULT_CONFIG", "Handlers", "LocalClients", "build_handlers", "handler_logs", "replay"]
+__all__ = [
+    "DEFAULT_CONFIG",
+    "Handlers",
+    "LocalClients",
+    "build_handlers",
+    "handler_logs",
+    "node_bundle_at",
+    "replay",
+]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "events" / "configs" / "article-terminate.json"
 
@@ -65,12 +79,15 @@ def replay(
     handlers run on the events the others publish, as template.yaml routes them (SNS is read back through
     an SQS subscription, Slack is a loopback sink)."""
     from lifeguard.detection import DetectionSettings
-    from lifeguard.remediation import NodeBundle, RemediationSettings
+    from lifeguard.remediation import RemediationSettings
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
     from lifeguard_cli.local.slack import serve_slack
     from lifeguard_cli.local.stack import create_notification_channels, create_stack
 
+    bundle = node_bundle_at(node_bundle) if node_bundle is not None else None
     inputs = read_inputs(paths)
+    for note in inputs.notes:
+        print(f"lifeguard replay: {note}", file=sys.stderr)
     rules = template_rules()
     groups = seen_groups(inputs.items)
     actions = dict(config) if config is not None else json.loads(DEFAULT_CONFIG.read_text())
@@ -81,8 +98,8 @@ def replay(
         default_mode=mode,
         dry_run=dry_run,
         # A replay given a node bundle shows the drain step (DrainKeptNodes=true in the stack).
-        drain_kept_nodes=bool(node_bundle),
-        node_bundle=NodeBundle(node_bundle) if node_bundle else None,
+        drain_kept_nodes=bundle is not None,
+        node_bundle=bundle,
     )
     result = ReplayResult(skipped_records=inputs.skipped)
     with (
@@ -100,7 +117,7 @@ def replay(
         handlers = build_handlers(
             clients, stack, channels, clock, detection=detection, remediation=remediation
         )
-        _create_groups(aws.pcs, groups, clock, actions)
+        _create_groups(aws.pcs, groups, clock, actions, given=config is not None)
 
         def published() -> list[dict[str, Any]]:
             # EventBridge stamps an event with the time it was put: here, the stream's.
@@ -186,10 +203,43 @@ def build_handlers(
     )
 
 
+def node_bundle_at(location: str) -> NodeBundle:
+    """The node bundle at `location`, which must be a location PCS fetches a lifecycle script from (its
+    service model's pattern, at most 1,024 characters) and name a file: `s3://BUCKET/KEY` or
+    `https://HOST/PATH`. Else an InvalidNodeBundleError that repeats no query string or user info."""
+    from urllib.parse import urlsplit
+
+    from lifeguard.pcs_model import validate_shape
+    from lifeguard.remediation import NodeBundle
+
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or validate_shape("ScriptSource", {"scriptLocation": location})
+        or not parts.path.strip("/")
+    ):
+        if parts is not None and parts.scheme:
+            shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        else:
+            shown = location.split("?", 1)[0].split("#", 1)[0]
+        raise InvalidNodeBundleError(clip(shown, 120))
+    return NodeBundle(location)
+
+
 def _create_groups(
-    pcs: LocalPcs, groups: list[SeenGroup], clock: ManualClock, actions: Mapping[str, Any]
+    pcs: LocalPcs,
+    groups: list[SeenGroup],
+    clock: ManualClock,
+    actions: Mapping[str, Any],
+    *,
+    given: bool = False,
 ) -> None:
-    """Each group (and its cluster) in the local PCS, with `actions`, a second before its first record."""
+    """Each group (and its cluster) in the local PCS a second before its first record, with `actions`;
+    unless those were `given`, a group a recorded controller event names has the configuration the event
+    says it had."""
     taken: set[str] = set()
     clusters: set[str] = set()
     for group in sorted(groups, key=lambda seen: seen.earliest):
@@ -201,7 +251,7 @@ def _create_groups(
             group.cluster_id,
             group_name(group.name, group.group_id, taken),
             group_id=group.group_id,
-            node_lifecycle_actions=actions,
+            node_lifecycle_actions=actions if given or group.config is None else group.config,
         )
 
 
@@ -264,20 +314,33 @@ class _Feeder:
         if isinstance(item, ApiCall):
             self._call(item, bus)
             return
+        if isinstance(item, ControllerEvent):
+            self._republish(item, bus)
+            return
         self.at = item.at
         if self.at is not None:
             self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
 
         def invoke() -> None:
             event = item.subscription_event()
+            summary: Skips
             if item.reports:
                 reports = self.handlers.reports.handle_event(event)
                 self.result.records += reports.reports
-                self.result.skipped_records += reports.skipped
+                summary = reports
             else:
                 batch = self.handlers.scaling.handle_event(event)
                 self.result.records += batch.records
-                self.result.skipped_records += batch.skipped
+                summary = batch
+            self.result.skipped_records += summary.skipped
+            if isinstance(item, LogLines) and item.rows and summary.skipped == len(item.rows):
+                # A line the handler skipped: its fields would read as an event it never was.
+                kind = "node report" if item.reports else "scaling-log record"
+                why = ", ".join(sorted(summary.skipped_reasons)) or "damaged"
+                group = clip(item.rows[0].get("compute_node_group_id") or "", 64)
+                entry = TimelineEntry(self.at, group, "skipped", f"a {kind}: {clip(why, 200)}")
+                self.result.timeline.append(entry)
+                return
             self.result.timeline.extend(row_entry(row) for row in item.rows)
 
         bus.invoke(invoke)
@@ -330,6 +393,19 @@ class _Feeder:
             detail = f"{item.record.get('eventName')} by {who}: {config_line(item.config)}"
             self.result.timeline.append(TimelineEntry(self.at, group[1], "config changed", detail))
         bus.put(dict(item.event))
+
+    def _republish(self, item: ControllerEvent, bus: LocalBus) -> None:
+        """A recorded controller event, put on the stack's bus again: in the timeline, then delivered to
+        the functions its rules target, followed by what they publish."""
+        self.at = item.at
+        if self.at is not None:
+            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+        self.result.records += 1
+        event = dict(item.event)
+        self.seen(event)
+        entry = self.result.timeline[-1]
+        self.result.timeline[-1] = replace(entry, detail=f"(recorded) {entry.detail}")
+        bus.put(event, bus=STACK_BUS)
 
     def _apply(self, cluster: str, group: str, config: Mapping[str, Any], what: str) -> None:
         from botocore.exceptions import BotoCoreError, ClientError
