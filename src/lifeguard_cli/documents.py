@@ -1,41 +1,82 @@
 """Reading `nodeLifecycleActions` out of the files people have: a bare config, a
 `create/update-compute-node-group` request as the AWS CLI takes it with `file://`, a
-`get-compute-node-group` response, or a CloudFormation/SAM template (JSON or YAML with the short tags)."""
+`get-compute-node-group` response, or a CloudFormation/SAM template (JSON or YAML with the short tags).
+
+An input is named as the AWS CLI names it: a path, `file://PATH` (`~` and `$VARS` expanded, as the AWS CLI
+does), or `-` for stdin. It is read as UTF-8 (a byte-order mark is dropped), at most `MAX_INPUT_BYTES`.
+An input that cannot be read is an `UnreadableInputError`; one that is read but is not a config is a
+document with problems.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lifeguard.errors import InvalidLifecycleConfigError, Problem
+from lifeguard.errors import InvalidLifecycleConfigError, LifeguardError, Problem
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard_cli.cloudformation import NodeGroupLint, is_template
 
 __all__ = [
+    "MAX_INPUT_BYTES",
+    "STDIN",
     "ConfigDocument",
+    "UnreadableInputError",
     "config_document",
     "group_document",
+    "parse_document",
     "read_config_document",
-    "read_data",
+    "read_source",
     "template_without_groups",
 ]
 
 DocumentKind = Literal["bare", "request", "response", "template"]
 
+STDIN = "-"
+MAX_INPUT_BYTES = 10 * 1024 * 1024
+
+# As the AWS CLI's `--cli-input-json file://…` (awscli/paramfile.py): the prefix is case-sensitive.
+_FILE_PREFIX = "file://"
+_STDIN_NAME = "<stdin>"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
 # Suffixes read as JSON only: a broken JSON file is reported as JSON, not half-read as YAML.
 _JSON_ONLY = (".json",)
+
+_TOO_DEEP = Problem("", "nested too deep to be a config")
+_TOO_LONG = Problem("", f"has a number of over {sys.get_int_max_str_digits()} digits: not a config")
+
+# The operation a request without `nodeLifecycleActions` is for, by the member that names its group.
+_REQUESTS = {
+    "computeNodeGroupIdentifier": "an update-compute-node-group request",
+    "computeNodeGroupName": "a create-compute-node-group request",
+    "clusterIdentifier": "a create/update-compute-node-group request",
+}
+_RESPONSE = "a get-compute-node-group response"
+
+
+class UnreadableInputError(LifeguardError):
+    """An input that cannot be read as text: missing, a directory, unreadable, not UTF-8, too large."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
 
 
 @dataclass(frozen=True)
 class ConfigDocument:
-    """A file's config (or one node group's, in a template): parsed when valid, else every problem with
-    its path in the file. `notes` are values nothing can check before deployment: intrinsic functions,
-    which `intrinsics` maps by API path to their names (`config` holds stand-ins for them)."""
+    """An input's config (or one node group's, in a template): parsed when valid, else every problem with
+    its path in the input. `name` is the input as shown to the user (a path, or `<stdin>`). `notes` are
+    values nothing can check before deployment: intrinsic functions, which `intrinsics` maps by API path
+    to their names (`config` holds stand-ins for them)."""
 
-    path: Path
+    name: str
     kind: DocumentKind | None
     config: NodeLifecycleActions | None
     problems: tuple[Problem, ...]
@@ -49,75 +90,124 @@ class ConfigDocument:
         return not self.problems
 
 
-def _locate(data: object) -> tuple[DocumentKind, str, object]:
-    if isinstance(data, Mapping):
-        if "nodeLifecycleActions" in data:
-            return "request", "nodeLifecycleActions", data["nodeLifecycleActions"]
-        group = data.get("computeNodeGroup")
-        if isinstance(group, Mapping) and "nodeLifecycleActions" in group:
-            return "response", "computeNodeGroup.nodeLifecycleActions", group["nodeLifecycleActions"]
-    return "bare", "", data
+def read_source(source: str | Path) -> tuple[str, str]:
+    """The name to show for `source` and its text. A string is an input as typed (a path, `file://PATH`,
+    or `-` for stdin); a `Path` is that file.
 
-
-def read_data(path: Path) -> tuple[Any, Problem | None]:
-    """A file's content: JSON, or (except for `.json` files) YAML with CloudFormation's short tags.
-
-    A file that cannot be read or parsed gives None and the one problem that says why.
+    Raises `UnreadableInputError` when it cannot be read, is over `MAX_INPUT_BYTES`, or is not UTF-8.
     """
+    if source == STDIN:
+        name = _STDIN_NAME
+        content = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    else:
+        name = str(source)
+        if isinstance(source, str) and source.startswith(_FILE_PREFIX):
+            name = os.path.expandvars(os.path.expanduser(source.removeprefix(_FILE_PREFIX)))
+        try:
+            with open(name, "rb") as file:
+                content = file.read(MAX_INPUT_BYTES + 1)
+        except OSError as exc:
+            raise UnreadableInputError(name, f"cannot read it: {exc.strerror or exc}") from None
+        except ValueError as exc:  # a path with a NUL byte in it
+            raise UnreadableInputError(name, f"cannot read it: {exc}") from None
+    if len(content) > MAX_INPUT_BYTES:
+        raise UnreadableInputError(name, f"over {MAX_INPUT_BYTES // 1024 // 1024} MB: not read")
+    if content.startswith(_UTF16_BOMS):
+        raise UnreadableInputError(name, "is UTF-16 text (as Windows PowerShell writes it): save it as UTF-8")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, Problem("", f"cannot read the file: {exc}")
+        return name, content.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UnreadableInputError(name, f"not UTF-8 text: {exc.reason} at byte offset {exc.start}") from None
+
+
+def parse_document(name: str, text: str) -> tuple[Any, Problem | None]:
+    """An input's content: JSON, or (unless `name` ends in `.json`) YAML with CloudFormation's short tags.
+
+    Content that is empty or cannot be parsed gives None and the one problem that says why.
+    """
+    if not text.strip():
+        return None, Problem("", "is empty: nothing to lint")
     try:
         return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        if path.suffix.lower() in _JSON_ONLY:
-            where = f"line {exc.lineno} column {exc.colno}"
-            return None, Problem("", f"not valid JSON at {where}: {exc.msg}")
+    except RecursionError:
+        return None, _TOO_DEEP
+    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
+        if name.lower().endswith(_JSON_ONLY):
+            if isinstance(exc, json.JSONDecodeError):
+                return None, Problem("", f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")
+            return None, _TOO_LONG
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
-    from lifeguard_cli.template import load_template
+    from lifeguard_cli.template import parse_yaml
 
     try:
-        return load_template(path), None
+        return parse_yaml(text), None
+    except RecursionError:
+        return None, _TOO_DEEP
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         reason = getattr(exc, "problem", None) or exc
         return None, Problem("", f"neither JSON nor YAML{where}: {reason}")
+    except ValueError:  # an integer too long to convert
+        return None, _TOO_LONG
 
 
-def config_document(path: Path, data: object) -> ConfigDocument:
+def _locate(data: object) -> tuple[DocumentKind, str, object, str | None]:
+    """The kind of a parsed input, where its config is, and the config; the last item, for a request or
+    response without a config, says which it is (its config is then None)."""
+    if isinstance(data, Mapping):
+        if "nodeLifecycleActions" in data:
+            return "request", "nodeLifecycleActions", data["nodeLifecycleActions"], None
+        group = data.get("computeNodeGroup")
+        if isinstance(group, Mapping) and "nodeLifecycleActions" in group:
+            return "response", "computeNodeGroup.nodeLifecycleActions", group["nodeLifecycleActions"], None
+        if isinstance(group, Mapping):
+            return "response", "computeNodeGroup", None, _RESPONSE
+        request = next((what for member, what in _REQUESTS.items() if member in data), None)
+        if request is not None:
+            return "request", "", None, request
+    return "bare", "", data, None
+
+
+def config_document(name: str, data: object) -> ConfigDocument:
     """Validate the config in a parsed bare config, request or response."""
-    kind, prefix, config = _locate(data)
+    kind, prefix, config, without = _locate(data)
+    if without is not None:
+        problem = Problem(prefix, f"{without} without nodeLifecycleActions: nothing to lint")
+        return ConfigDocument(name, kind, None, (problem,))
     try:
-        return ConfigDocument(path, kind, NodeLifecycleActions.from_api(config, path=prefix), ())
+        return ConfigDocument(name, kind, NodeLifecycleActions.from_api(config, path=prefix), ())
     except InvalidLifecycleConfigError as exc:
-        return ConfigDocument(path, kind, None, exc.problems)
+        return ConfigDocument(name, kind, None, exc.problems)
 
 
-def group_document(path: Path, group: NodeGroupLint) -> ConfigDocument:
+def group_document(name: str, group: NodeGroupLint) -> ConfigDocument:
     """One node group of a template as a document: problems and notes point into the template."""
     return ConfigDocument(
-        path, "template", group.config, group.problems, group.logical_id, group.notes, group.intrinsics
+        name, "template", group.config, group.problems, group.logical_id, group.notes, group.intrinsics
     )
 
 
-def template_without_groups(path: Path) -> ConfigDocument:
+def template_without_groups(name: str) -> ConfigDocument:
     """A template with nothing to lint: valid, and a note that says so."""
     note = Problem("Resources", "no AWS::PCS::ComputeNodeGroup with NodeLifecycleActions: nothing to lint")
-    return ConfigDocument(path, "template", None, (), notes=(note,))
+    return ConfigDocument(name, "template", None, (), notes=(note,))
 
 
-def read_config_document(path: Path) -> ConfigDocument:
-    """Read and validate one config file; a file that cannot be read or parsed, or a template, is one
-    problem, not an exception."""
-    data, problem = read_data(path)
+def read_config_document(source: str | Path) -> ConfigDocument:
+    """Read and validate one config (`source` as `read_source` takes it); an input that cannot be read or
+    parsed, or a template, is one problem, not an exception."""
+    try:
+        name, text = read_source(source)
+    except UnreadableInputError as exc:
+        return ConfigDocument(exc.name, None, None, (Problem("", exc.reason),))
+    data, problem = parse_document(name, text)
     if problem is not None:
-        return ConfigDocument(path, None, None, (problem,))
+        return ConfigDocument(name, None, None, (problem,))
     if is_template(data):
         message = (
             "is a CloudFormation template; a nodeLifecycleActions file (bare, request or response) is needed"
         )
-        return ConfigDocument(path, "template", None, (Problem("", message),))
-    return config_document(path, data)
+        return ConfigDocument(name, "template", None, (Problem("", message),))
+    return config_document(name, data)

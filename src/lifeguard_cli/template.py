@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template"]
+__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template", "parse_yaml"]
 
 EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
 
@@ -53,14 +53,19 @@ def _loader() -> type[Any]:
 
 def load_template(path: Path) -> dict[str, Any]:
     """The template in long form, as SAM parses it (`!GetAtt X.Arn` is `{"Fn::GetAtt": ["X", "Arn"]}`)."""
-    import yaml
-
     text = path.read_text()
     try:
         loaded: dict[str, Any] = json.loads(text)  # a JSON template is YAML too, but read faster as JSON
     except ValueError:
-        loaded = yaml.load(text, Loader=_loader())  # a SafeLoader: no arbitrary objects
+        loaded = parse_yaml(text)
     return loaded
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML as CloudFormation reads it (its short-form tags in long form); raises yaml.YAMLError."""
+    import yaml
+
+    return yaml.load(text, Loader=_loader())  # a SafeLoader: no arbitrary objects
 
 
 def _substitute(value: Any, name: str, item: str) -> Any:

@@ -124,9 +124,8 @@ def test_one_invalid_file_fails_the_run_but_all_are_reported() -> None:
 
 
 def test_human_output_shows_the_table_and_problems() -> None:
-    result = runner.invoke(
-        app, ["lint", str(CONFIGS / "article-stop-sequence.json"), str(CONFIGS / "invalid-onerror-typo.json")]
-    )
+    files = [str(CONFIGS / "article-stop-sequence.json"), str(CONFIGS / "invalid-onerror-typo.json")]
+    result = runner.invoke(app, ["lint", *files], env={"COLUMNS": "160"})  # rows unfolded
     assert result.exit_code == 1
     out = result.stdout
     assert "fail-stop-sequence" in out
@@ -154,10 +153,12 @@ def test_previous_flags_in_place_updates(tmp_path: Path) -> None:
     assert [risk["code"] for risk in report["files"][0]["risks"]] == ["updated-in-place"]
 
 
-def test_missing_file_is_one_clean_line(tmp_path: Path) -> None:
-    code, report = lint_json(str(tmp_path / "nope.json"))
-    assert code == 1
-    assert report["files"][0]["problems"][0]["message"].startswith("cannot read the file")
+def test_missing_file_is_one_clean_line_on_stderr(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.json"
+    result = runner.invoke(app, ["lint", "--json", str(missing)])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr == f"lifeguard lint: {missing}: cannot read it: No such file or directory\n"
 
 
 def test_console_script_runs_without_a_traceback() -> None:
