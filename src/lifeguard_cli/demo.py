@@ -160,18 +160,18 @@ def run_simulated_demo(
 
 def demo_table(documents: list[dict[str, Any]]) -> Any:
     """One row per scenario: what Lifeguard changed, and each measure as Lifeguard / PCS alone."""
-    from rich.table import Table
+    from lifeguard_cli.tables import table as make_table
 
-    table = Table(
+    table = make_table(
+        "scenario",
+        "Lifeguard changed",
+        "burned",
+        "to active",
+        "to serving",
+        "failure→serving",
+        "wasted min",
         title="Lifeguard / PCS alone, per scenario (minutes on the twin's clock)",
-        box=None,
-        header_style="bold",
-        pad_edge=False,
     )
-    for column in ("scenario", "Lifeguard changed", "burned", "to active", "to serving"):
-        table.add_column(column, overflow="fold")
-    for column in ("failure→serving", "wasted min"):
-        table.add_column(column, overflow="fold")
     for document in documents:
         ((name, group),) = document["groups"].items()
         alone = document["baseline"]["groups"][name]

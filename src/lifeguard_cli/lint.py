@@ -20,13 +20,18 @@ from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.risks import Risk, find_risks
 from lifeguard_cli.cloudformation import is_template, lint_template
 from lifeguard_cli.documents import (
+    STDIN,
     ConfigDocument,
+    UnreadableInputError,
     config_document,
     group_document,
+    parse_document,
     read_config_document,
-    read_data,
+    read_source,
     template_without_groups,
 )
+from lifeguard_cli.tables import show
+from lifeguard_cli.tables import table as make_table
 
 __all__ = ["LintResult", "lint_files", "render_lint"]
 
@@ -47,7 +52,7 @@ class LintResult:
         document = self.document
         config = document.config
         return {
-            "file": str(document.path),
+            "file": document.name,
             "kind": document.kind,
             "resource": document.resource,
             "valid": document.valid,
@@ -113,35 +118,45 @@ def _scripts(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> lis
     return rows
 
 
-def lint_files(paths: Sequence[Path], previous: Path | None = None) -> tuple[list[LintResult], list[str]]:
-    """Lint each file, against `previous` (the config they replace) when given.
+def lint_files(
+    sources: Sequence[str | Path], previous: str | Path | None = None
+) -> tuple[list[LintResult], list[str]]:
+    """Lint each input (as `documents.read_source` takes it: a path, `file://PATH`, or `-` for stdin),
+    against `previous` (the config they replace, given the same ways) when given.
 
-    Returns the results and the errors that stop the run (one line each): `previous` cannot be read or
-    is invalid, or a template is given with `previous`.
+    Returns the results and the errors that stop the run (one line each): an input cannot be read, `-` is
+    given twice, `previous` is invalid, or a template is given with `previous`.
     """
+    if [*sources, previous].count(STDIN) > 1:
+        return [], [f"{STDIN} (stdin) is given more than once: it can be read only once"]
     errors: list[str] = []
     before: NodeLifecycleActions | None = None
     if previous is not None:
         prior = read_config_document(previous)
         if prior.config is None:
-            errors.extend(f"--previous {previous}: {problem}" for problem in prior.problems)
+            errors.extend(f"--previous {prior.name}: {problem}" for problem in prior.problems)
         before = prior.config
     results: list[LintResult] = []
-    for path in paths:
-        data, unreadable = read_data(path)
-        if unreadable is not None:
-            results.append(LintResult(ConfigDocument(path, None, None, (unreadable,)), ()))
+    for source in sources:
+        try:
+            name, text = read_source(source)
+        except UnreadableInputError as exc:
+            errors.append(str(exc))
+            continue
+        data, unparsed = parse_document(name, text)
+        if unparsed is not None:
+            results.append(LintResult(ConfigDocument(name, None, None, (unparsed,)), ()))
         elif not is_template(data):
-            document = config_document(path, data)
+            document = config_document(name, data)
             risks = tuple(find_risks(document.config, before)) if document.config else ()
             results.append(LintResult(document, risks))
         elif previous is not None:
-            errors.append(f"{path}: --previous compares nodeLifecycleActions files, not templates")
+            errors.append(f"{name}: --previous compares nodeLifecycleActions files, not templates")
         else:
             groups = lint_template(data)
-            results.extend(LintResult(group_document(path, group), group.risks) for group in groups)
+            results.extend(LintResult(group_document(name, group), group.risks) for group in groups)
             if not groups:
-                results.append(LintResult(template_without_groups(path), ()))
+                results.append(LintResult(template_without_groups(name), ()))
     return results, errors
 
 
@@ -149,7 +164,7 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
     """Print a summary table per valid file or group, every problem of invalid ones, the risks and notes."""
     for result in results:
         document = result.document
-        header = Text(str(document.path), style="bold")
+        header = Text(document.name, style="bold")
         if document.resource is not None:
             header.append(f" › {document.resource}", style="bold")
         if not document.valid:
@@ -178,7 +193,7 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
             if fingerprint:
                 header.append(f" · fingerprint {fingerprint[:12]}")
             console.print(header)
-            console.print(_table(config, document.intrinsics))
+            show(console, _table(config, document.intrinsics))
             level = ("error", "red") if strict else ("warning", "yellow")
             for risk in result.risks:
                 console.print(
@@ -190,9 +205,7 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
 
 
 def _table(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> Table:
-    table = Table(show_edge=False, pad_edge=False, box=None, header_style="bold")
-    for column in ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned"):
-        table.add_column(column, overflow="fold")
+    table = make_table("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned")
     for row in _scripts(config, intrinsics):
         cells = {
             "name": row["name"],

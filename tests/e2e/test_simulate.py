@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -329,9 +330,14 @@ def test_under_a_fault_the_loop_is_broken_with_exactly_one_change_and_the_failur
 # -- the command line --
 
 
-def simulate_cli(*args: str) -> subprocess.CompletedProcess[str]:
+def simulate_cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(LIFEGUARD), "simulate", *args], capture_output=True, text=True, timeout=600, check=False
+        [str(LIFEGUARD), "simulate", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "COLUMNS": str(columns)},
     )
 
 
@@ -370,7 +376,7 @@ def test_the_json_document_holds_the_contract_and_the_baseline() -> None:
 
 
 def test_for_people_the_timeline_the_diff_the_slack_message_and_the_table() -> None:
-    done = simulate_cli("article-loop", "--baseline", "pcs")
+    done = simulate_cli("article-loop", "--baseline", "pcs", columns=120)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "TERMINATED/BOOTSTRAP_FAILED" in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -157,6 +158,7 @@ def test_the_timeline_reads_as_a_timeline() -> None:
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "COLUMNS": "200"},  # each row on one line
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -242,7 +244,7 @@ def test_the_recorded_cloudtrail_event_replays_alone_and_reads_in_the_timeline()
     document = replay_json(path)
     assert kinds(document) == ["ConfigChangeReviewed"]
     assert document["events"][0]["detail"]["config_before"] is None  # a group Lifeguard never saw
-    result = runner.invoke(app, ["replay", "--mode", "notify", path])
+    result = runner.invoke(app, ["replay", "--mode", "notify", path], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if line.startswith("2026-")]
     assert [row.split()[3:5] for row in rows] == [["config", "changed"], ["ConfigChangeReviewed", "by"]]

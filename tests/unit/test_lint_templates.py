@@ -284,7 +284,7 @@ def test_template_without_node_groups_is_one_line_and_passes() -> None:
 
 def test_previous_is_refused_for_templates_with_one_line() -> None:
     result = runner.invoke(app, ["lint", "--previous", str(CONFIGS / "article-terminate.json"), str(EXAMPLE)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a usage that cannot be linted
     assert (
         result.stderr.strip()
         == f"lifeguard lint: {EXAMPLE}: --previous compares nodeLifecycleActions files, not templates"
@@ -293,7 +293,7 @@ def test_previous_is_refused_for_templates_with_one_line() -> None:
 
 def test_a_template_as_previous_is_refused() -> None:
     result = runner.invoke(app, ["lint", "--previous", str(EXAMPLE), str(CONFIGS / "article-terminate.json")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "lifeguard lint: --previous" in result.stderr
     assert "is a CloudFormation template" in result.stderr
 
@@ -308,7 +308,9 @@ def test_broken_yaml_is_one_problem_with_its_line(tmp_path: Path) -> None:
 
 
 def test_human_output_names_the_group_and_marks_intrinsic_cells() -> None:
-    result = runner.invoke(app, ["lint", str(EXAMPLE), str(FIXTURES / "invalid-onerror.yaml")])
+    result = runner.invoke(
+        app, ["lint", str(EXAMPLE), str(FIXTURES / "invalid-onerror.yaml")], env={"COLUMNS": "160"}
+    )
     assert result.exit_code == 1
     out = result.stdout
     assert f"{EXAMPLE} › Batch  valid" in out

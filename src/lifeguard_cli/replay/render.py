@@ -92,16 +92,16 @@ def _when(at: int | None) -> str:
 
 def render_timeline(result: ReplayResult, console: Any) -> None:
     """The timeline as a table, then the totals."""
-    from rich.table import Table
     from rich.text import Text
 
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("time (UTC)", "group", "what", "detail"):
-        table.add_column(column, overflow="fold")
+    from lifeguard_cli.tables import show
+    from lifeguard_cli.tables import table as make_table
+
+    table = make_table("time (UTC)", "group", "what", "detail")
     for entry in result.timeline:
         style = STYLES.get(entry.what, "")
         table.add_row(_when(entry.at), entry.group, Text(entry.what, style=style), entry.detail)
-    console.print(table)
+    show(console, table)
     kinds: dict[str, int] = {}
     for event in result.events:
         kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1

@@ -13,6 +13,8 @@ from rich.text import Text
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.render import STYLES
 from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
+from lifeguard_cli.tables import show
+from lifeguard_cli.tables import table as make_table
 
 __all__ = ["fold_timeline", "render_simulation", "slack_text", "summary_table"]
 
@@ -59,12 +61,10 @@ def _minute(value: Any) -> str:
 def summary_table(document: Mapping[str, Any]) -> Table:
     """Per group: the outcome with Lifeguard, and with the baseline when there is one."""
     baseline = document.get("baseline")
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("group")
-    table.add_column("measure")
-    table.add_column(f"Lifeguard ({document['mode']})", justify="right")
-    if baseline:
-        table.add_column(_baseline_name(baseline["name"]), justify="right")
+    mine = f"Lifeguard ({document['mode']})"
+    other_name = _baseline_name(baseline["name"]) if baseline else None
+    columns = ("group", "measure", mine, *([other_name] if other_name else []))
+    table = make_table(*columns, right=(mine, *([other_name] if other_name else [])))
     for name, group in document["groups"].items():
         other = baseline["groups"].get(name, {}) if baseline else {}
         for index, (key, label) in enumerate(MEASURES):
@@ -88,11 +88,7 @@ def _cell(key: str, value: Any) -> str:
 def render_simulation(document: Mapping[str, Any], console: Console, *, timeline: bool = True) -> None:
     """The whole simulation for a person."""
     if timeline:
-        table = Table(box=None, header_style="bold", pad_edge=False, title_justify="left")
-        table.add_column("min", justify="right")
-        table.add_column("group")
-        table.add_column("what")
-        table.add_column("detail", overflow="fold")
+        table = make_table("min", "group", "what", "detail", right=("min",))
         for entry in fold_timeline(document["timeline"]):
             what = entry["what"]
             shown = f"{what} ×{entry['count']}" if entry["count"] > 1 else what
@@ -102,7 +98,7 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
             # What a scenario or an event says is shown as written, never read as markup.
             cells = (_minute(entry["minute"]), entry["group"], shown, detail)
             table.add_row(*(Text(str(cell)) for cell in cells), style=style)
-        console.print(table)
+        show(console, table)
         console.print()
     changes = document["changes"]
     console.print("[bold]Configuration changes[/bold]" if changes else "[bold]No configuration change[/bold]")
@@ -128,4 +124,4 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
             f"({invocations['retried']} retried, {invocations['parked']} parked)"
         )
     console.print()
-    console.print(summary_table(document))
+    show(console, summary_table(document))

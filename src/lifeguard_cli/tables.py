@@ -1,0 +1,164 @@
+"""Output for people: the console every command prints to, and tables that read at 80 columns.
+
+The console is as wide as the terminal, or `COLUMNS`, or 80 when the output is piped; piped lines carry
+no trailing padding. A table made by `table()` wraps its cells at word boundaries and never breaks a
+word of up to `WORD_MAX` characters (an event name, `executionPolicy`, a group id): each column is at
+least as wide as its longest such word, and only longer words are folded. `show()` prints a table that
+cannot fit so with its columns stacked instead: each row a block of `column  value` lines.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from typing import IO, TYPE_CHECKING, Any, TextIO, cast
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["WORD_MAX", "console", "keep_words_whole", "show", "table"]
+
+WORD_MAX = 32
+
+
+class _TrimmedLines(io.TextIOBase):
+    """A text stream that writes each line to `out` without its trailing spaces."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._out.write(line.rstrip(" ") + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending.strip(" "):
+            self._out.write(self._pending.rstrip(" "))
+            self._pending = ""
+        self._out.flush()
+
+
+def console(*, stderr: bool = False) -> Console:
+    """The console for people: the terminal's width (or `COLUMNS`, else 80); piped, no trailing spaces."""
+    from rich.console import Console
+
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(highlight=False, stderr=stderr)
+    return Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)))
+
+
+def table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:
+    """A borderless table with a bold header; the columns named in `right` are right-aligned."""
+    from rich.table import Table
+
+    made = Table(box=None, header_style="bold", pad_edge=False, title=title, title_justify="left")
+    for column in columns:
+        made.add_column(column, overflow="fold", justify="right" if column in right else "left")
+    return made
+
+
+def keep_words_whole(made: Table, width: int) -> bool:
+    """Fix each column's width so that `made` fits `width` with no word of up to WORD_MAX characters
+    broken. Each column gets its longest such word; what is left goes first to the cells (the columns
+    that want least first, each at most an even share of what remains), then to headers, which wrap
+    rather than take room from cells. False (and `made` unchanged) when even the words cannot fit."""
+    columns = made.columns
+    least, cells_most, header_most = [], [], []
+    for column in columns:
+        header, cells = _text(column.header), [_text(cell) for cell in column._cells]
+        words = [w for text in [header, *cells] for w in text.split() if len(w) <= WORD_MAX]
+        least.append(max(map(len, words), default=1))
+        cells_most.append(max([least[-1], *(len(line) for text in cells for line in text.splitlines())]))
+        header_most.append(max([cells_most[-1], *(len(line) for line in header.splitlines())]))
+    room = width - 2 * (len(columns) - 1)  # one space each side of the inner column edges
+    if sum(least) > room:
+        return False
+    widths = list(least)
+    spare = room - sum(least)
+    for most in (cells_most, header_most):
+        wanted = [m - w for m, w in zip(most, widths, strict=True)]
+        for count, index in enumerate(sorted(range(len(columns)), key=lambda i: wanted[i])):
+            given = min(wanted[index], spare // (len(columns) - count))
+            widths[index] += given
+            spare -= given
+    for column, chosen in zip(columns, widths, strict=True):
+        column.width = max(chosen, 1)
+    return True
+
+
+def show(out: Console, made: Table) -> None:
+    """Print `made` with its words whole. When its columns cannot all be that wide at once, its last
+    column goes on a line of its own under each row (a timeline's detail, say); when even the others
+    cannot, each row is a block of `column  value` lines."""
+    if keep_words_whole(made, out.width):
+        out.print(made)
+    elif len(made.columns) > 2 and _show_last_under(out, made):
+        pass
+    else:
+        _show_stacked(out, made)
+
+
+def _show_last_under(out: Console, made: Table) -> bool:
+    from rich.padding import Padding
+
+    *lead, last = made.columns
+    heading = _like(made, lead, title=made.title)
+    for index in range(made.row_count):
+        heading.add_row(*(column._cells[index] for column in lead))
+    if not keep_words_whole(heading, out.width):
+        return False
+    widths = [column.width for column in heading.columns]
+    heading.rows.clear()
+    for column in heading.columns:
+        column._cells.clear()
+    out.print(heading)
+    for index in range(made.row_count):
+        row = _like(made, lead, header=False)
+        for column, width in zip(row.columns, widths, strict=True):
+            column.width = width
+        row.add_row(*(column._cells[index] for column in lead))
+        out.print(row)
+        if _text(last._cells[index]).strip():
+            out.print(Padding(last._cells[index], (0, 0, 0, 4)))
+    return True
+
+
+def _like(made: Table, columns: list[Any], *, header: bool = True, title: Any = None) -> Table:
+    """An empty table with these columns of `made`."""
+    from rich.table import Table
+
+    copy = Table(box=None, header_style="bold", pad_edge=False, show_header=header, title=title)
+    copy.title_justify = "left"
+    for column in columns:
+        copy.add_column(column.header, justify=column.justify, overflow="fold")
+    return copy
+
+
+def _show_stacked(out: Console, made: Table) -> None:
+    from rich.table import Table
+
+    if made.title:
+        out.print(made.title, style="italic")
+    for index in range(made.row_count):
+        block = Table.grid(padding=(0, 2))
+        block.add_column(style="bold", no_wrap=True)
+        block.add_column(overflow="fold")
+        for column in made.columns:
+            cell = column._cells[index]
+            if _text(cell).strip():
+                block.add_row(column.header, cell)
+        if index:
+            out.print()
+        out.print(block)
+
+
+def _text(cell: Any) -> str:
+    return str(cell.plain) if hasattr(cell, "plain") else cell if isinstance(cell, str) else ""

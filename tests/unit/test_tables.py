@@ -1,0 +1,89 @@
+"""Tables for people (`lifeguard_cli.tables`): they fit the width, keep words whole, stack when they
+cannot, and piped lines carry no trailing padding."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from lifeguard_cli.tables import console, show, table
+
+DETAIL = (
+    "quarantine: fail-terminate onError TERMINATE → STOP_SEQUENCE; suspect nodeBootstrapped/fail-terminate"
+)
+
+
+def rendered(
+    width: int, *rows: tuple[str, ...], columns: tuple[str, ...] = ("time", "what", "detail")
+) -> str:
+    made = table(*columns)
+    for row in rows:
+        made.add_row(*row)
+    out = io.StringIO()
+    show(Console(file=out, width=width, highlight=False, color_system=None), made)
+    return out.getvalue()
+
+
+def test_a_table_fits_the_width_and_breaks_no_word() -> None:
+    text = rendered(80, ("2026-11-30 10:00:05", "BootstrapLoopDetected", DETAIL))
+    lines = text.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    assert "BootstrapLoopDetected" in text  # whole, not "BootstrapLoopDetect/ed"
+    assert {"STOP_SEQUENCE;", "TERMINATE", "onError"} <= set(text.split())
+
+
+def test_a_table_that_fits_is_one_line_a_row() -> None:
+    text = rendered(200, ("2026-11-30 10:00:05", "BootstrapLoopDetected", DETAIL))
+    assert len(text.splitlines()) == 2  # the header and the row
+
+
+def test_a_last_column_too_wide_goes_under_each_row() -> None:
+    rows = [
+        ("2026-11-30 10:00:05", "LAUNCHED/MAINTAIN_MIN_CAPACITY", "nodeBootstrapped/fail-terminate " * 3)
+    ] * 2
+    lines = rendered(60, *rows).splitlines()
+    assert lines[0].split() == ["time", "what"]
+    assert lines[1].split() == ["2026-11-30", "10:00:05", "LAUNCHED/MAINTAIN_MIN_CAPACITY"]
+    assert lines[2].startswith("    nodeBootstrapped/fail-terminate")
+    assert sum(line.startswith("2026-11-30") for line in lines) == 2
+    assert max(len(line.rstrip()) for line in lines) <= 60
+
+
+def test_columns_too_many_for_the_width_are_stacked_one_block_a_row() -> None:
+    columns = ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned")
+    row = ("nodeBootstrapped", "0", "fail-terminate", "s3://b/k.sh", "-", "TERMINATE (default)", "ONCE", "no")
+    text = rendered(40, row, row, columns=columns)
+    blocks = text.split("\n\n")
+    assert len(blocks) == 2
+    assert [line.split()[0] for line in blocks[0].splitlines()] == list(columns)
+    assert "executionPolicy  ONCE" in blocks[0]
+
+
+def test_piped_output_has_no_trailing_spaces_and_honours_columns() -> None:
+    program = (
+        "from lifeguard_cli.tables import console, show, table\n"
+        "t = table('a', 'b')\n"
+        "t.add_row('x', 'word ' * 30)\n"
+        "show(console(), t)\n"
+    )
+    for columns, widest in (("60", 60), ("120", 120)):
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"COLUMNS": columns, "PATH": ""},
+        )
+        lines = done.stdout.splitlines()
+        assert all(line == line.rstrip() for line in lines)
+        assert max(len(line) for line in lines) <= widest
+        assert max(len(line) for line in lines) > widest - 10
+
+
+@pytest.mark.parametrize("stderr", [False, True])
+def test_the_console_of_a_pipe_is_not_a_terminal(stderr: bool) -> None:
+    assert console(stderr=stderr).is_terminal is False
