@@ -24,9 +24,16 @@ app = typer.Typer(
     name="lifeguard",
     help="PCS Lifeguard: stop bootstrap-failure loops of AWS PCS compute node groups.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain help: flags without a type, values as their metavars, no boxes to break at 80 columns.
+    rich_markup_mode=None,
 )
+# An argument's help names what it takes by its metavar (GROUP, FILE...), not by typer's Python type
+# (`<str>`, `<list[Path]>`); options with a value have metavars, flags show none in plain help.
+setattr(typer.core.TyperArgument, "display_type_rich", lambda self, ctx: None)  # noqa: B010
+# --debug (or LIFEGUARD_DEBUG=1): an unforeseen error shows its traceback instead of one line.
+_DEBUG = {"on": False}
 
 
 class ReplayMode(StrEnum):
@@ -37,25 +44,47 @@ class ReplayMode(StrEnum):
     notify = "notify"
 
 
+def _version(value: bool) -> None:
+    if value:
+        from lifeguard import __version__
+
+        typer.echo(f"lifeguard {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", envvar="LIFEGUARD_DEBUG", help="Show the traceback of an unforeseen error."),
+    ] = False,
+) -> None:
     """PCS Lifeguard: stop bootstrap-failure loops of AWS PCS compute node groups."""
+    _DEBUG["on"] = debug
 
 
 @app.command()
 def lint(
     files: Annotated[
-        list[Path],
+        list[str],
         typer.Argument(
-            help="nodeLifecycleActions JSON (bare, a create/update request, or a get response), or a "
-            "CloudFormation/SAM template (JSON or YAML): each AWS::PCS::ComputeNodeGroup is linted."
+            help="nodeLifecycleActions in JSON or YAML (bare, a create/update request, or a "
+            "get-compute-node-group response), or a CloudFormation/SAM template: each "
+            "AWS::PCS::ComputeNodeGroup is linted. A path, file://PATH as the AWS CLI takes it, "
+            "or - for stdin.",
+            metavar="FILE",
         ),
     ],
     strict: Annotated[bool, typer.Option("--strict", help="Treat risks as errors (exit 1).")] = False,
     previous: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--previous",
+            metavar="FILE",
             help="The config these replace: also flags scripts updated in place (not with templates).",
         ),
     ] = None,
@@ -69,10 +98,10 @@ def lint(
     Example: lifeguard lint events/configs/article-terminate.json events/templates/pcs-cluster.yaml
     """
     results, errors = lint_files(files, previous)
-    if errors:
+    if errors:  # an input that cannot be read, or a usage that cannot be linted: nothing was judged
         for error in errors:
             typer.echo(f"lifeguard lint: {error}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     passed = all(result.passes(strict=strict) for result in results)
     if as_json:
         document = {"valid": passed, "strict": strict, "files": [result.to_dict() for result in results]}
@@ -87,20 +116,27 @@ def replay(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="JSON lines of scaling-log records / node reports, or subscription events; in order."
+            metavar="FILE",
+            help="Scaling-log records or node reports (JSON lines), subscription events, aws logs "
+            "filter-log-events / get-log-events output, EventBridge or CloudTrail events; in order.",
         ),
     ],
     config: Annotated[
         Path | None,
         typer.Option(
-            "--config", help="Lifecycle actions of the groups (default: the article's TERMINATE config)."
+            "--config",
+            metavar="FILE",
+            help="Lifecycle actions of the groups (default: the article's TERMINATE config).",
         ),
     ] = None,
     threshold: Annotated[
-        int | None, typer.Option("--threshold", min=1, help="Failures that make a loop.")
+        int | None, typer.Option("--threshold", min=1, metavar="N", help="Failures that make a loop.")
     ] = None,
     window_minutes: Annotated[
-        int | None, typer.Option("--window-minutes", min=1, help="The window those failures must fall in.")
+        int | None,
+        typer.Option(
+            "--window-minutes", min=1, metavar="MINUTES", help="The window those failures must fall in."
+        ),
     ] = None,
     mode: Annotated[
         ReplayMode, typer.Option("--mode", help="The groups' remediation mode (the stack default in replay).")
@@ -111,7 +147,9 @@ def replay(
     node_bundle: Annotated[
         str | None,
         typer.Option(
-            "--node-bundle", help="s3:// or https:// location of the node bundle (adds the drain step)."
+            "--node-bundle",
+            metavar="URL",
+            help="s3:// or https:// location of the node bundle (adds the drain step).",
         ),
     ] = None,
     as_json: Annotated[
@@ -188,9 +226,10 @@ def demo(
 
     from lifeguard_cli.demo import demo_scenarios, demo_table, run_simulated_demo
     from lifeguard_cli.simulate.render import render_simulation
+    from lifeguard_cli.tables import show as show_table
 
     console = _console()
-    err = Console(stderr=True, highlight=False)
+    err = _console_err()
     scenarios = demo_scenarios()
 
     def show(number: int, document: dict[str, Any]) -> None:
@@ -208,19 +247,20 @@ def demo(
     if as_json:
         typer.echo(json.dumps({"scenarios": documents}, indent=2))
         return
-    console.print(demo_table(documents))
+    show_table(console, demo_table(documents))
 
 
 def _recorded_demo(*, as_json: bool, quiet: bool) -> None:
     """The recorded streams replayed through the four handlers, then a table of what each ended with."""
     from rich.rule import Rule
-    from rich.table import Table
 
     from lifeguard_cli.demo import SCENARIOS, Scenario, ScenarioResult, run_demo
     from lifeguard_cli.replay import render_timeline
+    from lifeguard_cli.tables import show as show_table
+    from lifeguard_cli.tables import table as make_table
 
     console = _console()
-    err = Console(stderr=True, highlight=False)
+    err = _console_err()
 
     def show(scenario: Scenario, done: ScenarioResult) -> None:
         number = SCENARIOS.index(scenario) + 1
@@ -236,9 +276,9 @@ def _recorded_demo(*, as_json: bool, quiet: bool) -> None:
     if as_json:
         typer.echo(json.dumps({"scenarios": [r.to_dict() for r in results]}, indent=2))
         return
-    table = Table(title="What each scenario ended with", box=None, header_style="bold", pad_edge=False)
-    for column in ("scenario", "events", "notifications", "Lifeguard's changes"):
-        table.add_column(column, overflow="fold")
+    table = make_table(
+        "scenario", "events", "notifications", "Lifeguard's changes", title="What each scenario ended with"
+    )
     for done in results:
         summary = done.to_dict()
         sent = summary["notifications"]
@@ -248,7 +288,7 @@ def _recorded_demo(*, as_json: bool, quiet: bool) -> None:
             f"{sent['sns']} SNS, {sent['slack']} Slack",
             "\n".join(done.changes) or "none",
         )
-    console.print(table)
+    show_table(console, table)
 
 
 class SimulateMode(StrEnum):
@@ -272,8 +312,9 @@ def simulate(
     scenario: Annotated[
         str,
         typer.Argument(
+            metavar="SCENARIO",
             help="A scenario file (YAML or JSON; events/scenarios/README.md) or the name of a built-in one "
-            "(article-loop, bad-change-revert, wave-50, …: see --list)."
+            "(article-loop, bad-change-revert, wave-50, …: see --list).",
         ),
     ] = "",
     mode: Annotated[
@@ -281,13 +322,17 @@ def simulate(
         typer.Option("--mode", help="The stack's DefaultMode (a group's lifeguard:mode tag wins)."),
     ] = SimulateMode.quarantine,
     seed: Annotated[
-        int, typer.Option("--seed", min=0, max=2**31 - 1, help="Same seed, same run (LIFEGUARD_SIM_SEED).")
+        int,
+        typer.Option(
+            "--seed", min=0, max=2**31 - 1, metavar="N", help="Same seed, same run (LIFEGUARD_SIM_SEED)."
+        ),
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document (DESIGN.md's contract).")] = (
         False
     ),
     html: Annotated[
-        Path | None, typer.Option("--html", help="Also write a self-contained HTML report to this file.")
+        Path | None,
+        typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML report to this file."),
     ] = None,
     baseline: Annotated[
         Baseline | None,
@@ -362,7 +407,7 @@ def _progress(what: str) -> Iterator[Any]:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn
 
-    err = Console(stderr=True, highlight=False)
+    err = _console_err()
     if not err.is_terminal:
         said: set[str] = set()
 
@@ -384,16 +429,35 @@ def _progress(what: str) -> Iterator[Any]:
         yield update
 
 
-_TABLE = typer.Option("--table", help="Lifeguard's DynamoDB table (default: $LIFEGUARD_TABLE).")
+_TABLE = typer.Option(
+    "--table",
+    metavar="TABLE",
+    help="Lifeguard's DynamoDB table, instead of the stack's (default: $LIFEGUARD_TABLE).",
+)
 _LOCAL = typer.Option("--local", help="Use the local AWS named by AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS.")
-_CLUSTER = typer.Option("--cluster", help="The cluster of GROUP (needed when the id is ambiguous).")
+_CLUSTER = typer.Option(
+    "--cluster",
+    metavar="CLUSTER",
+    help="The cluster (name or id) of GROUP, when the table knows it in several.",
+)
+_STACK = typer.Option(
+    "--stack-name",
+    metavar="NAME",
+    help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, pcs-lifeguard).",
+)
+_REGION = typer.Option(
+    "--region", metavar="REGION", help="The stack's region (default: the AWS CLI's, else samconfig.toml's)."
+)
+_PROFILE = typer.Option("--profile", metavar="PROFILE", help="AWS CLI profile to use.")
 
 
-def _operator(table: str | None, local: bool) -> Any:
-    from lifeguard_cli.operate import Operator, OperatorError
+def _operator(
+    table: str | None, local: bool, stack_name: str | None, region: str | None, profile: str | None
+) -> Any:
+    from lifeguard_cli.operate import OperatorError, open_operator
 
     try:
-        return Operator(table, local=local)
+        return open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
     except OperatorError as exc:
         typer.echo(f"lifeguard: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -401,39 +465,55 @@ def _operator(table: str | None, local: bool) -> Any:
 
 @contextlib.contextmanager
 def _one_line_errors(command: str) -> Iterator[None]:
+    """A LifeguardError, or an error of AWS, as one line naming the command; exit 1."""
     from lifeguard.errors import LifeguardError
+    from lifeguard_cli.deployment import aws_error_line
 
     try:
         yield
     except LifeguardError as exc:
+        if _DEBUG["on"]:
+            raise
         typer.echo(f"lifeguard {command}: {exc}", err=True)
+        raise typer.Exit(1) from None
+    except Exception as exc:
+        line = aws_error_line(exc)
+        if line is None or _DEBUG["on"]:
+            raise
+        typer.echo(f"lifeguard {command}: {line}", err=True)
         raise typer.Exit(1) from None
 
 
 @app.command()
 def status(
-    cluster: Annotated[str | None, typer.Option("--cluster", help="Only the groups of this cluster.")] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option("--cluster", metavar="CLUSTER", help="Only the groups of this cluster (name or id)."),
+    ] = None,
+    stack_name: Annotated[str | None, _STACK] = None,
+    region: Annotated[str | None, _REGION] = None,
+    profile: Annotated[str | None, _PROFILE] = None,
     table: Annotated[str | None, _TABLE] = None,
     local: Annotated[bool, _LOCAL] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
     """The compute node groups Lifeguard watches: mode, open episode, last action.
 
-    Example: lifeguard status --cluster pcs_abc123de45
+    Example: lifeguard status --cluster pcs_abc123de45 --stack-name pcs-lifeguard --region us-east-1
     """
-    from rich.table import Table
-
     from lifeguard_cli.operate import format_time
+    from lifeguard_cli.tables import show as show_table
+    from lifeguard_cli.tables import table as make_table
 
-    operator = _operator(table, local)
     with _one_line_errors("status"):
+        operator = _operator(table, local, stack_name, region, profile)
         rows = operator.status(cluster)
+    stack = operator.stack
     if as_json:
-        typer.echo(json.dumps({"groups": [row.to_dict() for row in rows]}, indent=2))
+        document = {"stack": stack.to_dict() if stack else None, "groups": [row.to_dict() for row in rows]}
+        typer.echo(json.dumps(document, indent=2))
         return
-    view = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("cluster", "group", "mode", "open episode", "last action"):
-        view.add_column(column, overflow="fold")
+    view = make_table("cluster", "group", "mode", "open episode", "last action")
     for row in rows:
         episode = row.episode
         open_text = (
@@ -452,13 +532,26 @@ def status(
         )
         view.add_row(row.cluster_id, row.group_id, row.mode, open_text, last_text)
     console = _console()
-    console.print(view if rows else "Lifeguard has seen no compute node group yet.")
+    if stack:
+        dry = "true (every mode only says what it would do)" if stack.dry_run else "false"
+        console.print(
+            f"stack {stack.stack_name} ({stack.region}): DefaultMode {stack.default_mode}, DryRun {dry}"
+        )
+    if rows:
+        show_table(console, view)
+    else:
+        console.print("Lifeguard has seen no compute node group yet.")
 
 
 @app.command()
 def history(
-    group: Annotated[str, typer.Argument(help="Compute node group id (or CLUSTER/GROUP).")],
+    group: Annotated[
+        str, typer.Argument(metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).")
+    ],
     cluster: Annotated[str | None, _CLUSTER] = None,
+    stack_name: Annotated[str | None, _STACK] = None,
+    region: Annotated[str | None, _REGION] = None,
+    profile: Annotated[str | None, _PROFILE] = None,
     table: Annotated[str | None, _TABLE] = None,
     local: Annotated[bool, _LOCAL] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
@@ -467,13 +560,13 @@ def history(
 
     Example: lifeguard history pcs_abcdef01
     """
-    from rich.table import Table
-
     from lifeguard.notify.summary import diff_line
     from lifeguard_cli.operate import format_time
+    from lifeguard_cli.tables import show as show_table
+    from lifeguard_cli.tables import table as make_table
 
-    operator = _operator(table, local)
     with _one_line_errors("history"):
+        operator = _operator(table, local, stack_name, region, profile)
         cluster_id, group_id, entries = operator.history(group, cluster)
     if as_json:
         document = {
@@ -483,9 +576,7 @@ def history(
         }
         typer.echo(json.dumps(document, indent=2))
         return
-    view = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("time (UTC)", "decision", "episode", "action", "changes", "reason"):
-        view.add_column(column, overflow="fold")
+    view = make_table("time (UTC)", "decision", "episode", "action", "changes", "reason")
     for entry in entries:
         action = f"{entry.action or '-'}{' (dry run)' if entry.dry_run else ''}"
         episode = f"{entry.episode_id or '-'} r{entry.revision or 0}"
@@ -494,12 +585,14 @@ def history(
     console = _console()
     console.print(f"{cluster_id}/{group_id}: {len(entries)} entries")
     if entries:
-        console.print(view)
+        show_table(console, view)
 
 
 @app.command()
 def undo(
-    group: Annotated[str, typer.Argument(help="Compute node group id (or CLUSTER/GROUP).")],
+    group: Annotated[
+        str, typer.Argument(metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).")
+    ],
     cluster: Annotated[str | None, _CLUSTER] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would be put back; change nothing.")
@@ -508,16 +601,31 @@ def undo(
         bool,
         typer.Option("--force", help="Put it back even if someone changed the group since Lifeguard did."),
     ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing the group.")] = False,
+    stack_name: Annotated[str | None, _STACK] = None,
+    region: Annotated[str | None, _REGION] = None,
+    profile: Annotated[str | None, _PROFILE] = None,
     table: Annotated[str | None, _TABLE] = None,
     local: Annotated[bool, _LOCAL] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
     """Put back the configuration from before Lifeguard's last change of GROUP.
 
+    It shows the change and asks first, unless --yes (without a terminal to ask on, --yes is required).
+
     Example: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --dry-run
     """
-    operator = _operator(table, local)
     with _one_line_errors("undo"):
+        operator = _operator(table, local, stack_name, region, profile)
+        if not dry_run and not yes:
+            preview = operator.undo(group, cluster, dry_run=True, force=force)
+            if not sys.stdin.isatty():
+                typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
+                raise typer.Exit(2)
+            typer.echo(f"{preview.cluster_id}/{preview.group_id}: " + "\n".join(preview.lines[:-1]))
+            if not typer.confirm("Put this configuration back?", default=False):
+                typer.echo("nothing changed")
+                raise typer.Exit(1)
         result = operator.undo(group, cluster, dry_run=dry_run, force=force)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -527,18 +635,21 @@ def undo(
 
 @app.command()
 def enroll(
-    group: Annotated[str, typer.Argument(help="Compute node group id or name.")],
-    cluster: Annotated[str, typer.Option("--cluster", help="The group's cluster (id or name).")],
+    group: Annotated[str, typer.Argument(metavar="GROUP", help="Compute node group id or name.")],
+    cluster: Annotated[
+        str, typer.Option("--cluster", metavar="CLUSTER", help="The group's cluster (id or name).")
+    ],
     stack_name: Annotated[
         str | None,
         typer.Option(
             "--stack-name",
+            metavar="NAME",
             help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, "
             "pcs-lifeguard).",
         ),
     ] = None,
-    region: Annotated[str | None, typer.Option("--region", help="The stack's region.")] = None,
-    profile: Annotated[str | None, typer.Option("--profile", help="AWS CLI profile to use.")] = None,
+    region: Annotated[str | None, _REGION] = None,
+    profile: Annotated[str | None, _PROFILE] = None,
     remove: Annotated[bool, typer.Option("--remove", help="Take the shipper out instead.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the change; change nothing.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
@@ -571,10 +682,26 @@ def enroll(
 
 
 def _console() -> Console:
-    # Piped output is read in logs and CI, where 80 columns fold every table row in three.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 140)
+    from lifeguard_cli.tables import console
+
+    return console()
+
+
+def _console_err() -> Console:
+    from lifeguard_cli.tables import console
+
+    return console(stderr=True)
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: an unforeseen error is one line and exit 1 (its traceback with --debug)."""
+    try:
+        app()
+    except Exception as exc:
+        if _DEBUG["on"]:
+            raise
+        from lifeguard_cli.deployment import aws_error_line
+
+        line = aws_error_line(exc) or f"internal error: {type(exc).__name__}: {exc} (--debug shows where)"
+        typer.echo(f"lifeguard: {line}", err=True)
+        sys.exit(1)

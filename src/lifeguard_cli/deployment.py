@@ -22,8 +22,11 @@ __all__ = [
     "Deployment",
     "DeploymentError",
     "SamConfig",
+    "aws_error_line",
+    "aws_session",
     "read_deployment",
     "read_samconfig",
+    "session_client",
 ]
 
 DEFAULT_STACK_NAME = "pcs-lifeguard"
@@ -94,18 +97,68 @@ class Deployment:
         return value
 
     def client(self, service: str) -> Any:
-        """A boto3 client in the stack's account and region (endpoints from boto3's configuration,
-        `AWS_ENDPOINT_URL_<SERVICE>` included), with the layer's retries and PCS model."""
-        from botocore.config import Config
-
-        from lifeguard.aws.clients import RETRIES
-
-        retries: Any = {**RETRIES}
-        config = Config(retries=retries, connect_timeout=5, read_timeout=20)
-        return self.session.client(service, config=config)
+        """A boto3 client in the stack's account and region (see `session_client`)."""
+        return session_client(self.session, service)
 
 
-def _session(region: str | None, profile: str | None, fallback_region: str | None) -> Any:
+def session_client(session: Any, service: str) -> Any:
+    """A boto3 client of `session` (endpoints from boto3's configuration, `AWS_ENDPOINT_URL_<SERVICE>`
+    included), with the layer's retries and PCS model."""
+    from botocore.config import Config
+
+    from lifeguard.aws.clients import RETRIES
+
+    if session.region_name is None:
+        raise DeploymentError(NO_REGION)
+    retries: Any = {**RETRIES}
+    config = Config(retries=retries, connect_timeout=5, read_timeout=20)
+    return session.client(service, config=config)
+
+
+NO_REGION = "no AWS region: pass --region, set AWS_REGION, or give the profile a region"
+NO_CREDENTIALS = (
+    "no AWS credentials: pass --profile, set AWS_PROFILE, or run aws configure (or aws sso login)"
+)
+
+
+def aws_error_line(exc: BaseException) -> str | None:
+    """One line for an error of botocore that reached a command (None for any other error): what to set,
+    grant or fix, never a traceback."""
+    from botocore import exceptions as aws
+
+    if isinstance(exc, aws.NoRegionError):
+        return NO_REGION
+    if isinstance(exc, aws.NoCredentialsError | aws.PartialCredentialsError):
+        return NO_CREDENTIALS
+    if isinstance(exc, aws.ProfileNotFound):
+        profile = exc.kwargs.get("profile")
+        return f"no AWS profile {profile!r} in the AWS configuration (aws configure list-profiles)"
+    if isinstance(exc, aws.SSOError | aws.TokenRetrievalError | aws.UnauthorizedSSOTokenError):
+        return f"the AWS SSO session cannot be used ({exc}): run aws sso login"
+    if isinstance(exc, aws.EndpointConnectionError | aws.ConnectTimeoutError | aws.ReadTimeoutError):
+        return f"cannot reach AWS: {exc}; check the region and the network"
+    if isinstance(exc, aws.ClientError):
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "Error"), error.get("Message", "")
+        operation = exc.operation_name
+        if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
+            return (
+                f"{operation} was denied: {message} (grant it to the credentials in use, or pass --profile)"
+            )
+        if code in {
+            "ExpiredToken",
+            "ExpiredTokenException",
+            "UnrecognizedClientException",
+            "InvalidClientTokenId",
+        }:
+            return f"{operation}: the AWS credentials are expired or invalid ({code}); refresh them"
+        return f"{operation} failed: {code}: {message}"
+    if isinstance(exc, aws.BotoCoreError):
+        return str(exc)
+    return None
+
+
+def aws_session(region: str | None, profile: str | None, fallback_region: str | None = None) -> Any:
     """A boto3 session of `profile` in `region`, else boto3's own region, else `fallback_region`."""
     import boto3
     import botocore.session
@@ -120,8 +173,8 @@ def _session(region: str | None, profile: str | None, fallback_region: str | Non
         if region is None and core.get_config_variable("region") is None:
             region = fallback_region
         return boto3.session.Session(botocore_session=core, region_name=region)
-    except ProfileNotFound:
-        raise DeploymentError(f"no AWS profile {profile!r} in the AWS configuration") from None
+    except ProfileNotFound as exc:
+        raise DeploymentError(str(aws_error_line(exc))) from None
 
 
 def read_deployment(
@@ -137,9 +190,9 @@ def read_deployment(
 
     samconfig = read_samconfig(directory)
     name = setting("stack_name", stack_name, samconfig.stack_name or DEFAULT_STACK_NAME, str)
-    session = _session(region, profile, samconfig.region)
+    session = aws_session(region, profile, samconfig.region)
     if session.region_name is None:
-        raise DeploymentError("no AWS region: pass --region, set AWS_REGION, or give the profile a region")
+        raise DeploymentError(NO_REGION)
     where = f"stack {name} in {session.region_name}"
     try:
         stacks = session.client("cloudformation").describe_stacks(StackName=name)["Stacks"]
@@ -155,8 +208,8 @@ def read_deployment(
         raise DeploymentError(
             f"cannot read {where}: no AWS credentials (pass --profile, or configure the AWS CLI)"
         ) from None
-    except ProfileNotFound:
-        raise DeploymentError(f"no AWS profile {profile!r} in the AWS configuration") from None
+    except ProfileNotFound as exc:
+        raise DeploymentError(str(aws_error_line(exc))) from None
     except BotoCoreError as exc:
         raise DeploymentError(f"cannot read {where}: {exc}") from None
     if not stacks:

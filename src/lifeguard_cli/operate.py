@@ -1,21 +1,29 @@
 """`lifeguard status`, `history` and `undo`: the operator's view of what Lifeguard saw and did, and the way
-back. They read Lifeguard's table and PCS with the default credentials, or the local AWS (`--local`)."""
+back.
+
+They read Lifeguard's table and PCS in the account and region of the deployed stack: its outputs name
+the table and its parameters give the DefaultMode and DryRun the Lambdas run with (`--stack-name`,
+`--region`, `--profile`; see `lifeguard_cli.deployment`). A table given by `--table` or `LIFEGUARD_TABLE`
+is used as is, without reading the stack (the mode default is then `LIFEGUARD_DEFAULT_MODE`, else notify).
+`--local` points them at the local AWS of `AWS_ENDPOINT_URL`."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.bounds import clock_time
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
-from lifeguard.errors import AwsCallError, LifeguardError
+from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry
@@ -24,7 +32,15 @@ from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 
-__all__ = ["GroupStatus", "Operator", "OperatorError", "UndoResult", "format_time"]
+__all__ = [
+    "GroupStatus",
+    "Operator",
+    "OperatorError",
+    "StackView",
+    "UndoResult",
+    "format_time",
+    "open_operator",
+]
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -88,45 +104,95 @@ class UndoResult:
         }
 
 
+@dataclass(frozen=True)
+class StackView:
+    """The deployed stack the commands read: where it is and how its Lambdas run."""
+
+    stack_name: str
+    region: str
+    default_mode: str
+    dry_run: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `--json` prints it."""
+        return {
+            "stack_name": self.stack_name,
+            "region": self.region,
+            "default_mode": self.default_mode,
+            "dry_run": self.dry_run,
+        }
+
+
+def open_operator(
+    *,
+    table: str | None = None,
+    local: bool = False,
+    stack_name: str | None = None,
+    region: str | None = None,
+    profile: str | None = None,
+) -> Operator:
+    """The operator of the deployed stack (see the module docstring for what is read from where)."""
+    from lifeguard_cli.deployment import aws_session, read_deployment, read_samconfig, session_client
+
+    if local:
+        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
+        if urlsplit(endpoint).hostname not in _LOOPBACK:
+            raise OperatorError(
+                "--local needs AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_PCS) pointing at a loopback AWS"
+            )
+        for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
+            os.environ.setdefault(key, value)
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    name = setting("table", table, "", str)
+    if name:
+        session = aws_session(region, profile, read_samconfig().region)
+        return Operator(name, client=partial(session_client, session))
+    deployment = read_deployment(stack_name, region=region, profile=profile)
+    stack = StackView(
+        stack_name=deployment.stack_name,
+        region=deployment.region,
+        default_mode=stack_mode(deployment.parameters.get("DefaultMode") or None),
+        dry_run=deployment.parameters.get("DryRun", "false").lower() == "true",
+    )
+    return Operator(deployment.output("StateTableName"), client=deployment.client, stack=stack)
+
+
 class Operator:
-    """The operator commands over one table and one PCS endpoint."""
+    """The operator commands over one table and one PCS endpoint; `client(service)` makes their clients."""
 
     def __init__(
-        self, table: str | None = None, *, local: bool = False, default_mode: str | None = None
+        self,
+        table: str,
+        *,
+        client: Callable[[str], Any],
+        default_mode: str | None = None,
+        stack: StackView | None = None,
     ) -> None:
-        if local:
-            endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-            if urlsplit(endpoint).hostname not in _LOOPBACK:
-                raise OperatorError(
-                    "--local needs AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_PCS) pointing at a loopback AWS"
-                )
-            for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-                os.environ.setdefault(key, value)
-            os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-        name = setting("table", table, "", str)
-        if not name:
-            raise OperatorError(
-                "no table: pass --table or set LIFEGUARD_TABLE (the stack's StateTable output)"
-            )
-        dynamodb = aws_client("dynamodb")
-        self.states = GroupStore(dynamodb, name)
-        self.remediation = RemediationStore(dynamodb, name)
+        self.client = client
+        dynamodb = client("dynamodb")
+        self.states = GroupStore(dynamodb, table)
+        self.remediation = RemediationStore(dynamodb, table)
         self._pcs_client: PcsGateway | None = None
-        self.default_mode = stack_mode(default_mode)
+        self.stack = stack
+        self.default_mode = stack.default_mode if stack else stack_mode(default_mode)
 
     @property
     def pcs(self) -> PcsGateway:
         """PCS, reached only by the commands that need it."""
         if self._pcs_client is None:
-            self._pcs_client = PcsGateway(aws_client("pcs"))
+            self._pcs_client = PcsGateway(self.client("pcs"))
         return self._pcs_client
 
     # -- status and history --
 
-    def status(self, cluster_id: str | None = None) -> list[GroupStatus]:
-        """Every group Lifeguard knows (of one cluster when given)."""
+    def status(self, cluster: str | None = None) -> list[GroupStatus]:
+        """Every group Lifeguard knows (of one cluster, by name or id, when given)."""
+        states = self.states.all_states()
+        cluster_id = cluster
+        if cluster and not any(state.cluster_id == cluster for state in states):
+            cluster_id = self._cluster_id(cluster)
         rows = []
-        for state in self.states.all_states():
+        for state in states:
             if cluster_id and state.cluster_id != cluster_id:
                 continue
             last = self.remediation.history(state.cluster_id, state.group_id, last=1)
@@ -151,22 +217,49 @@ class Operator:
         )
         return cluster, group_id, sorted(entries, key=lambda entry: entry.at)
 
-    def resolve(self, group: str, cluster_id: str | None = None) -> tuple[str, str]:
-        """(cluster, group) of `GROUP`, which is a group id (with --cluster, or known to the table) or
-        `cluster/group`."""
+    def resolve(self, group: str, cluster: str | None = None) -> tuple[str, str]:
+        """(cluster id, group id) of `GROUP`, a group's name or id, or `CLUSTER/GROUP`; the cluster is a
+        name or id too (`--cluster`), or the one the table knows the group in. Names are asked of PCS."""
         if "/" in group:
-            cluster, _, group_id = group.partition("/")
-            return cluster, group_id
-        if cluster_id:
-            return cluster_id, group
-        matches = [(s.cluster_id, s.group_id) for s in self.states.all_states() if s.group_id == group]
+            cluster, _, group = group.partition("/")
+        known = {(s.cluster_id, s.group_id) for s in self.states.all_states()}
+        if cluster:
+            if (cluster, group) in known:
+                return cluster, group
+            try:
+                return self._ids(cluster, group)
+            except GroupNotFoundError:
+                raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
+        matches = sorted(pair for pair in known if pair[1] == group)
+        if not matches:  # a name: ask PCS in each cluster Lifeguard knows
+            for cluster_id in sorted({pair[0] for pair in known}):
+                with contextlib.suppress(GroupNotFoundError):
+                    matches.append(self._ids(cluster_id, group))
         if not matches:
             raise OperatorError(
-                f"no compute node group {group} in Lifeguard's table; check the id or pass --cluster"
+                f"no compute node group {group} in Lifeguard's table; check the name or id, or pass --cluster"
             )
         if len(matches) > 1:
             raise OperatorError(f"{group} is in several clusters; pass --cluster")
         return matches[0]
+
+    def _ids(self, cluster: str, group: str) -> tuple[str, str]:
+        """(cluster id, group id) as PCS knows the group of these names or ids."""
+        try:
+            found = self.pcs.get_group(cluster, group)
+        except GroupNotFoundError:
+            raise  # the callers tell a missing group from a failed call
+        except AwsCallError as exc:
+            raise OperatorError(str(exc)) from None
+        return found.cluster_id, found.group_id
+
+    def _cluster_id(self, cluster: str) -> str:
+        try:
+            return self.pcs.cluster_id(cluster)
+        except GroupNotFoundError:
+            return cluster  # no such cluster: no group of it to show
+        except AwsCallError as exc:
+            raise OperatorError(str(exc)) from None
 
     def _mode(self, state: GroupState) -> str:
         tags = state.config.tags if state.config else {}

@@ -304,7 +304,9 @@ def test_an_unknown_profile_is_one_clear_line(env: Env) -> None:
     env.environ["AWS_CONFIG_FILE"] = str(env.cwd / "no-such-config")
     done = env.run("lca-static", "--cluster", "lca", "--profile", "nosuch")
     assert done.returncode == 1
-    assert done.stderr.strip() == "lifeguard enroll: no AWS profile 'nosuch' in the AWS configuration"
+    assert done.stderr.strip() == (
+        "lifeguard enroll: no AWS profile 'nosuch' in the AWS configuration (aws configure list-profiles)"
+    )
 
 
 def test_no_credentials_is_one_clear_line(env: Env) -> None:

@@ -333,7 +333,7 @@ def test_defect_5_a_change_pcs_took_is_recorded_as_applied_and_can_be_undone(
     assert hostile.updates(group) == 1  # recognised as Lifeguard's own, not made again
     assert [c.status for c in store.ledger(CLUSTER, group).changes] == ["applied"]
     undone = subprocess.run(
-        [str(LIFEGUARD), "undo", group, "--cluster", CLUSTER, "--local"],
+        [str(LIFEGUARD), "undo", group, "--cluster", CLUSTER, "--local", "--yes"],
         env={
             **os.environ,
             **hostile.local.environ(),

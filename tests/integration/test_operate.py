@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from lifeguard.remediation import RemediationSettings
 from lifeguard.store.groups import GroupStore
 from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
+from lifeguard_cli.local.stack import create_deployed_stack
 from tests.conftest import load_event
 from tests.integration.conftest import deploy
 
@@ -113,7 +115,7 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     assert (row["last_action"]["decision"], row["last_action"]["action"]) == ("applied", "quarantine")
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
-    assert "applied quarantine" in table.stdout
+    assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns
     assert (
         "Lifeguard has seen no compute node group yet." in env.run("status", "--cluster", "pcs_other").stdout
     )
@@ -125,10 +127,14 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert "onError STOP_SEQUENCE → TERMINATE" in preview.stdout
     assert "dry run: nothing changed" in preview.stdout
     assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
-    done = env.run("undo", GROUP)
+    asked = env.run("undo", GROUP)  # no terminal to ask on, and no --yes
+    assert asked.returncode == 2
+    assert asked.stderr == "lifeguard undo: this changes the group in PCS: pass --yes to confirm\n"
+    assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+    done = env.run("undo", GROUP, "--yes")
     assert done.returncode == 0, done.stderr
     assert env.config() == TERMINATE
-    again = env.run("undo", GROUP)
+    again = env.run("undo", GROUP, "--yes")
     assert again.returncode == 1
     assert again.stderr.strip() == f"lifeguard undo: Lifeguard has no change of {GROUP} to undo"
     history = json.loads(env.run("history", GROUP, "--json").stdout)
@@ -144,12 +150,12 @@ def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: En
     env.api.update_compute_node_group(
         clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
     )
-    refused = env.run("undo", GROUP)
+    refused = env.run("undo", GROUP, "--yes")
     assert refused.returncode == 1
     assert "someone else changed it; use --force" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert env.config() == GOOD
-    forced = env.run("undo", GROUP, "--force")
+    forced = env.run("undo", GROUP, "--force", "-y")
     assert forced.returncode == 0, forced.stderr
     assert env.config() == TERMINATE
 
@@ -170,7 +176,7 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
     assert done.returncode == 1
     assert done.stderr.strip() == (
         "lifeguard history: no compute node group pcs_nosuchgroup in Lifeguard's table; "
-        "check the id or pass --cluster"
+        "check the name or id, or pass --cluster"
     )
 
 
@@ -188,6 +194,7 @@ def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) 
     (row,) = json.loads(done.stdout)["groups"]
     assert row["open_episode"]["kept"] == ["i-0c4d5e6f7a8b9c0d1"]
     assert row["open_episode"]["contained_at"] == state.episode.contained_at
+    env.environ["COLUMNS"] = "200"  # the row on one line, its cells in order
     table = env.run("status")
     assert "contained, not fixed: 1 kept" in " ".join(table.stdout.split())
     history = env.run("history", GROUP, "--cluster", CLUSTER, "--json")
@@ -195,3 +202,115 @@ def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) 
     decisions = [entry["decision"] for entry in json.loads(history.stdout)["entries"]]
     assert decisions == ["applied", "contained"]
     assert "resolved" not in decisions
+
+
+def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, local: Any) -> None:
+    deployed = create_deployed_stack(
+        local.client, f"op-{uuid.uuid4().hex[:8]}", parameters={"DefaultMode": "quarantine", "DryRun": "true"}
+    )
+    GroupStore(local.client("dynamodb"), deployed.stack.table).save(
+        GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    )
+    environ = {k: v for k, v in env.environ.items() if k != "LIFEGUARD_TABLE"}
+    done = Env(environ, env.api).run("status", "--stack-name", deployed.stack_name, "--json", local=False)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["stack"] == {
+        "stack_name": deployed.stack_name,
+        "region": "us-east-1",
+        "default_mode": "quarantine",
+        "dry_run": True,
+    }
+    (row,) = document["groups"]
+    assert row["mode"] == "quarantine (default)"  # untagged: the stack's DefaultMode, not this shell's
+    table = Env(environ, env.api).run("status", "--stack-name", deployed.stack_name, local=False)
+    assert " ".join(table.stdout.split()).startswith(
+        f"stack {deployed.stack_name} (us-east-1): DefaultMode quarantine, DryRun true (every mode only says"
+    )
+    missing = Env(environ, env.api).run("status", "--stack-name", "no-such-stack", local=False)
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("lifeguard status: no stack no-such-stack in us-east-1: ")
+    assert len(missing.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        ({"AWS_PROFILE": "nope"}, "lifeguard status: no AWS profile 'nope' in the AWS configuration"),
+        ({"AWS_REGION": "", "AWS_DEFAULT_REGION": ""}, "lifeguard status: no AWS region: pass --region"),
+    ],
+    ids=["unknown-profile", "no-region"],
+)
+def test_a_missing_profile_or_region_is_one_line_and_debug_shows_the_traceback(
+    env: Env, setting: dict[str, str], line: str
+) -> None:
+    environ = {k: v for k, v in env.environ.items() if not k.startswith(("AWS_REGION", "AWS_DEFAULT_REGION"))}
+    environ = {**environ, "AWS_CONFIG_FILE": os.devnull, **{k: v for k, v in setting.items() if v}}
+    done = Env(environ, env.api).run("status", local=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith(line), done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    debug = Env(environ, env.api).run("--debug", "status", local=False)
+    assert debug.returncode == 1
+    assert "Traceback (most recent call last)" in debug.stderr
+
+
+def test_version_and_short_help(env: Env) -> None:
+    version = env.run("--version", local=False)
+    assert (version.returncode, version.stdout) == (0, "lifeguard 0.1.0\n")
+    short = env.run("-h", local=False)
+    assert short.returncode == 0
+    assert "status" in short.stdout
+    assert env.run("undo", "-h", local=False).stdout == env.run("undo", "--help", local=False).stdout
+    assert env.run("no-such-command", local=False).returncode == 2
+
+
+def test_groups_and_clusters_are_taken_by_name_as_pcs_takes_them(env: Env) -> None:
+    by_name = env.run("history", "lca-static", "--json")
+    assert by_name.returncode == 0, by_name.stderr
+    document = json.loads(by_name.stdout)
+    assert (document["cluster_id"], document["compute_node_group_id"]) == (CLUSTER, GROUP)
+    both = json.loads(env.run("history", "lca/lca-static", "--json").stdout)
+    assert both["compute_node_group_id"] == GROUP
+    (row,) = json.loads(env.run("status", "--cluster", "lca", "--json").stdout)["groups"]
+    assert row["compute_node_group_id"] == GROUP
+    assert json.loads(env.run("status", "--cluster", "no-such-cluster", "--json").stdout)["groups"] == []
+    missing = env.run("history", "nope", "--cluster", "lca")
+    assert missing.returncode == 1
+    assert missing.stderr == "lifeguard history: no compute node group nope in cluster lca (PCS)\n"
+
+
+def test_tables_fit_the_width_wrap_between_words_and_carry_no_padding(env: Env) -> None:
+    narrow = env.run("history", GROUP)
+    lines = narrow.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert all(line == line.rstrip() for line in lines)
+    words = set(narrow.stdout.split())
+    assert {"STOP_SEQUENCE", "fail-terminate"} <= {w.strip("(),;:") for w in words}  # no word broken
+    env.environ["COLUMNS"] = "200"
+    wide = env.run("status", "--cluster", CLUSTER).stdout.splitlines()
+    assert len(wide) == 2  # the header and the group's row, unwrapped
+    assert 80 < max(len(line) for line in wide) <= 200
+
+
+@pytest.mark.parametrize(("answer", "changed"), [("n", False), ("y", True)])
+def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: str, changed: bool) -> None:
+    main, terminal = os.openpty()
+    try:
+        os.write(main, f"{answer}\n".encode())
+        done = subprocess.run(
+            [str(LIFEGUARD), "undo", GROUP, "--local"],
+            stdin=terminal,
+            env=env.environ,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(main)
+        os.close(terminal)
+    assert "onError STOP_SEQUENCE → TERMINATE" in done.stdout
+    assert "Put this configuration back? [y/N]" in done.stdout
+    assert (done.returncode, env.config() == TERMINATE) == ((0, True) if changed else (1, False))
+    assert ("nothing changed" in done.stdout) is not changed

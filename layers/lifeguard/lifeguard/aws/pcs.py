@@ -194,6 +194,18 @@ class PcsGateway:
             raise _translate("GetComputeNodeGroup", exc) from exc
         return _snapshot(group)
 
+    def cluster_id(self, identifier: str) -> str:
+        """The id of the cluster named or identified by `identifier` (GetCluster, as PCS takes either);
+        raises GroupNotFoundError when there is none, or AwsCallError."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.calls += 1
+            cluster = self._client.get_cluster(clusterIdentifier=identifier)["cluster"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("GetCluster", exc) from exc
+        return str(cluster["id"])
+
     def update_lifecycle_actions(
         self, cluster_id: str, group_id: str, actions: Mapping[str, Any], client_token: str
     ) -> GroupSnapshot:
