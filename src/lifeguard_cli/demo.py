@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs
 from lifeguard_cli.replay import ReplayResult, replay
+from lifeguard_cli.resources import resource
 
 __all__ = [
     "DEMO_MAX_NODES",
@@ -24,7 +24,7 @@ __all__ = [
     "run_simulated_demo",
 ]
 
-EVENTS = Path(__file__).resolve().parents[2] / "events"
+EVENTS = resource("events")
 
 
 @dataclass(frozen=True)

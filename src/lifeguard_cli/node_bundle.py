@@ -26,11 +26,15 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import lifeguard
+
 __all__ = ["BUNDLE_FILES", "build_node_bundle"]
 
-LAYER = Path(__file__).resolve().parents[2] / "layers" / "lifeguard"
+_CHECKOUT_LAYER = Path(__file__).resolve().parents[2] / "layers" / "lifeguard"
+# The layer's directory in a checkout; installed, the directory the `lifeguard` package is in.
+LAYER = _CHECKOUT_LAYER if _CHECKOUT_LAYER.is_dir() else Path(lifeguard.__file__).resolve().parents[1]
 NODE_PYTHON_VERSION = "3.9"  # Amazon Linux 2023's python3
-_PROJECT_NODE_PYTHON = LAYER.parents[1] / ".venv" / "node39" / "bin" / "python"
+_PROJECT_NODE_PYTHON = _CHECKOUT_LAYER.parents[1] / ".venv" / "node39" / "bin" / "python"
 # Run by the node's Python: compile each source (JSON on stdin: [[name, text], ...]) to unchecked-hash .pyc
 # bytes named as in the archive, returned as JSON of hex strings.
 _COMPILE = """
@@ -126,16 +130,7 @@ def build_node_bundle(output: Path, layer: Path = LAYER, python: str | None = No
     """
     files = [("__main__.py", _MAIN), *((name, (layer / name).read_bytes()) for name in BUNDLE_FILES)]
     compiler = node_python() if python is None else python
-    if compiler:
-        pycs = compiled(compiler, [(name, data) for name, data in files if name.endswith(".py")])
-    else:
-        pycs = {}
-        if python is None:
-            print(
-                f"node bundle: no Python {NODE_PYTHON_VERSION} found; the bundle carries sources only "
-                "(set LIFEGUARD_NODE_PYTHON to compile it)",
-                file=sys.stderr,
-            )
+    pycs = compiled(compiler, [(n, data) for n, data in files if n.endswith(".py")]) if compiler else {}
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".tmp")
     with temporary.open("wb") as file:
@@ -159,6 +154,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m lifeguard_cli.node_bundle OUTPUT.pyz", file=sys.stderr)
         return 64
     output = Path(args[0])
+    if node_python() is None:
+        print(
+            f"node bundle: no Python {NODE_PYTHON_VERSION} found; the bundle carries sources only "
+            "(set LIFEGUARD_NODE_PYTHON to compile it)",
+            file=sys.stderr,
+        )
     digest = build_node_bundle(output)
     print(f"{output}  {output.stat().st_size:,} bytes  sha256 {digest}")
     return 0

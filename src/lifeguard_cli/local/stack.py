@@ -14,6 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from lifeguard_cli.resources import resource
+
 __all__ = [
     "STACK_PARAMETERS",
     "LocalChannels",
@@ -26,9 +28,8 @@ __all__ = [
     "publish_bundle",
 ]
 
-REPO = Path(__file__).resolve().parents[3]
-PUBLISH_FUNCTION = REPO / "functions" / "publish_bundle" / "app.py"
-INSTALL_SHIPPER = REPO / "events" / "node" / "install-shipper.sh"
+PUBLISH_FUNCTION = resource("functions", "publish_bundle", "app.py")
+INSTALL_SHIPPER = resource("events", "node", "install-shipper.sh")
 # The template's parameters that operator commands read, with template.yaml's defaults.
 STACK_PARAMETERS = {"DefaultMode": "notify", "DryRun": "false", "ClusterIds": "", "DrainKeptNodes": "false"}
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard_cli.replay.errors import ReplayError
+from lifeguard_cli.resources import resource as shipped
 
 __all__ = [
     "DEFAULT_BUS",
@@ -33,7 +34,7 @@ __all__ = [
     "template_rules",
 ]
 
-TEMPLATE = Path(__file__).resolve().parents[3] / "template.yaml"
+TEMPLATE = shipped("template.yaml")
 MATCHED_KEYS = ("source", "detail-type")
 STACK_BUS = "stack"  # the stack's own bus: Lifeguard's events
 DEFAULT_BUS = "default"  # the account's default bus: AWS's events (CloudTrail)

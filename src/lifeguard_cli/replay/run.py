@@ -39,6 +39,7 @@ from lifeguard_cli.replay.inputs import (
 )
 from lifeguard_cli.replay.render import config_line, event_line, row_entry
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
+from lifeguard_cli.resources import resource
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
@@ -61,7 +62,7 @@ __all__ = [
     "replay",
 ]
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[3] / "events" / "configs" / "article-terminate.json"
+DEFAULT_CONFIG = resource("events", "configs", "article-terminate.json")
 
 
 def replay(

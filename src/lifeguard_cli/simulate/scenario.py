@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 from lifeguard.errors import LifeguardError
+from lifeguard_cli.resources import resource
 
 __all__ = [
     "BUILT_IN",
@@ -35,7 +36,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-BUILT_IN = Path(__file__).resolve().parents[3] / "events" / "scenarios"
+BUILT_IN = resource("events", "scenarios")
 SCRIPTS_BUCKET = "sim-scripts"  # a config names a scenario's script as s3://sim-scripts/<file name>
 MAX_HORIZON_MINUTES = 24 * 60
 MAX_NODES = 100  # a group's static nodes

@@ -1,0 +1,25 @@
+"""The files the CLI runs with besides its code: the recorded events and scenarios (`events/`), the stack's
+`template.yaml` (its event rules route a replay) and the publish_bundle function (the local stack
+publishes the node bundle with it).
+
+Run from the project's checkout (an editable install, `make demo`), they are the checkout's own. An
+installed package (`pipx install .`, a wheel) carries copies of them in `lifeguard_cli/_data`, put there
+when the wheel is built (setup.py), so every command works from any directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["BUNDLED", "CHECKOUT", "resource"]
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+BUNDLED = Path(__file__).resolve().parent / "_data"
+# What setup.py copies into a wheel, relative to the checkout.
+BUNDLED_PATHS = ("events", "template.yaml", "functions/publish_bundle/app.py")
+
+
+def resource(*parts: str) -> Path:
+    """The path of a shipped file, e.g. `resource("events", "configs", "article-terminate.json")`."""
+    base = CHECKOUT if (CHECKOUT / "template.yaml").is_file() and (CHECKOUT / "events").is_dir() else BUNDLED
+    return base.joinpath(*parts)

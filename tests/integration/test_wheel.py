@@ -1,0 +1,101 @@
+"""The package as `pipx install` or a wheel installs it: every command runs from any directory, with the
+recorded events, scenarios, template and functions it needs shipped as package data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+
+def run(*command: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    return subprocess.run(
+        [str(part) for part in command],
+        cwd=cwd,
+        env={**env, "COLUMNS": "120"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel of this checkout in it; its dependencies are the project venv's, on a
+    path line (no .pth of that venv runs, so the checkout's editable install stays out)."""
+    base = tmp_path_factory.mktemp("wheel")
+    built = run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        base / "dist",
+        REPO,
+        cwd=base,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (base / "dist").glob("pcs_lifeguard-*.whl")
+    venv = base / "venv"
+    assert run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=base).returncode == 0
+    python = venv / "bin" / "python"
+    done = run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps", wheel, cwd=base)
+    assert done.returncode == 0, done.stderr
+    site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=base)
+    Path(site.stdout.strip(), "project-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv
+
+
+def test_the_installed_package_is_the_wheels_not_the_checkout(installed: Path, tmp_path: Path) -> None:
+    done = run(
+        installed / "bin" / "python",
+        "-c",
+        "import lifeguard, lifeguard_cli.resources as r; "
+        "print(lifeguard.__file__); print(r.resource('events'))",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    package, events = done.stdout.splitlines()
+    assert package.startswith(str(installed))
+    assert events.startswith(str(installed))
+    assert Path(events, "scenarios", "article-loop.yaml").is_file()
+
+
+@pytest.mark.parametrize("recorded", [False, True], ids=["twin", "recorded-streams"])
+def test_the_demo_runs_from_any_directory(installed: Path, tmp_path: Path, recorded: bool) -> None:
+    done = run(
+        installed / "bin" / "lifeguard",
+        "demo",
+        "--quiet",
+        *(["--recorded"] if recorded else []),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    title = "What each scenario ended with" if recorded else "Lifeguard / PCS alone, per scenario"
+    assert title in done.stdout
+    assert "quarantine" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # nothing written where it ran
+
+
+def test_lint_and_the_node_tool_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:
+    config = installed.glob(
+        "lib/python3*/site-packages/lifeguard_cli/_data/events/configs/article-terminate.json"
+    )
+    linted = run(installed / "bin" / "lifeguard", "lint", next(config), cwd=tmp_path)
+    assert linted.returncode == 0, linted.stderr
+    node = run(installed / "bin" / "lifeguard-node", "--version", cwd=tmp_path)
+    assert (node.returncode, node.stdout) == (0, "lifeguard-node 0.1.0\n")
