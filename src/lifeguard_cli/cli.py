@@ -179,16 +179,18 @@ def replay(
             raise typer.Exit(2)
         actions = document.config.to_api()
     try:
-        result = run_replay(
-            files,
-            config=actions,
-            threshold=threshold,
-            window_minutes=window_minutes,
-            mode=mode.value,
-            dry_run=dry_run,
-            node_bundle=node_bundle,
-            verbose=verbose,
-        )
+        with _steps("replaying") as progress:
+            result = run_replay(
+                files,
+                config=actions,
+                threshold=threshold,
+                window_minutes=window_minutes,
+                mode=mode.value,
+                dry_run=dry_run,
+                node_bundle=node_bundle,
+                verbose=verbose,
+                progress=progress,
+            )
     except ReplayError as exc:
         typer.echo(f"lifeguard replay: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -399,6 +401,43 @@ def simulate(
         typer.echo(json.dumps(document, indent=2))
         return
     render_simulation(document, console)
+
+
+@contextlib.contextmanager
+def _steps(what: str, *, after_seconds: float = 1.0) -> Iterator[Any]:
+    """`update(done, total)` for work of `total` steps, shown on stderr once it has taken `after_seconds`:
+    a bar on a terminal, else a line every few seconds and one at the end."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    err = _console_err()
+    started = time.monotonic()
+    shown: dict[str, Any] = {"said_at": 0.0}
+
+    def update(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - started < after_seconds:
+            return
+        if err.is_terminal:
+            if "bar" not in shown:
+                bar = Progress(
+                    TextColumn(what), BarColumn(), MofNCompleteColumn(), console=err, transient=True
+                )
+                shown["bar"], shown["task"] = bar, bar.add_task(what, total=total)
+                bar.start()
+            shown["bar"].update(shown["task"], completed=done, total=total)
+        elif now - shown["said_at"] >= 5.0 or (done == total and shown["said_at"]):
+            shown["said_at"] = now
+            err.print(
+                f"{what}: {done} of {total}" if done else f"{what}: starting the local AWS…", markup=False
+            )
+
+    try:
+        yield update
+    finally:
+        if "bar" in shown:
+            shown["bar"].stop()
 
 
 @contextlib.contextmanager

@@ -87,3 +87,27 @@ def test_piped_output_has_no_trailing_spaces_and_honours_columns() -> None:
 @pytest.mark.parametrize("stderr", [False, True])
 def test_the_console_of_a_pipe_is_not_a_terminal(stderr: bool) -> None:
     assert console(stderr=stderr).is_terminal is False
+
+
+def test_progress_of_long_work_goes_to_stderr_in_a_few_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    from lifeguard_cli.cli import _steps
+
+    with _steps("replaying", after_seconds=0) as update:
+        update(0, 2000)
+        for done in range(1, 2001):
+            update(done, 2000)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0] == "replaying: starting the local AWS…"
+    assert lines[-1] == "replaying: 2000 of 2000"
+    assert len(lines) <= 3  # a line every five seconds, not one a record
+
+
+def test_quick_work_shows_no_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    from lifeguard_cli.cli import _steps
+
+    with _steps("replaying") as update:
+        update(0, 3)
+        update(3, 3)
+    assert capsys.readouterr().err == ""

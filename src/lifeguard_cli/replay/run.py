@@ -75,10 +75,12 @@ def replay(
     dry_run: bool = False,
     node_bundle: str | None = None,
     verbose: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayResult:
     """Feed the inputs, in order, to the real handlers against a fresh local AWS; the remediate and notify
     handlers run on the events the others publish, as template.yaml routes them (SNS is read back through
-    an SQS subscription, Slack is a loopback sink)."""
+    an SQS subscription, Slack is a loopback sink). `progress(done, total)` hears of each input fed (and
+    of none yet, while the local AWS starts)."""
     from lifeguard.detection import DetectionSettings
     from lifeguard.remediation import RemediationSettings
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
@@ -103,6 +105,8 @@ def replay(
         node_bundle=bundle,
     )
     result = ReplayResult(skipped_records=inputs.skipped)
+    told = progress or (lambda done, total: None)
+    told(0, len(inputs.items))
     with (
         local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws,
         serve_slack() as slack,
@@ -132,8 +136,9 @@ def replay(
             "ReviewChangesFunction": feeder.review,
         }
         bus = LocalBus(rules, functions, published=published, seen=feeder.seen)
-        for item in inputs.items:
+        for done, item in enumerate(inputs.items, start=1):
             feeder.feed(item, bus)
+            told(done, len(inputs.items))
         result.notifications.extend(channels.received_sns(sqs))
         result.notifications.extend(
             {"channel": "slack", "text": message.get("text", "").splitlines()[0], "message": message}
