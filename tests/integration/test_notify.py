@@ -195,3 +195,21 @@ def test_something_that_is_not_a_controller_event_is_counted_and_ignored(env: En
     result = env.controller().handle_event({"detail-type": "Scheduled Event", "detail": {}})
     assert result.sent == []
     assert env.metrics == ["InvalidEvents"]
+
+
+def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_is_one_error(env: Env) -> None:
+    from lifeguard.errors import AwsCallError
+    from lifeguard.notify.slack import SlackError
+
+    secrets = aws_client("secretsmanager", env.local.moto.endpoint_url)
+    webhook = SecretWebhook(secrets, env.channels.slack_secret)
+    assert webhook() == webhook() == env.slack.url
+    assert webhook.reads == 1  # the second from Powertools' cache (max_age)
+    missing = SecretWebhook(secrets, "lifeguard/no-such-secret")
+    with pytest.raises(AwsCallError) as raised:
+        missing()
+    assert raised.value.code == "ResourceNotFoundException"
+    name = f"lifeguard/not-a-url-{uuid.uuid4().hex[:6]}"
+    secrets.create_secret(Name=name, SecretString='{"url": "ftp://example.com/hook"}')
+    with pytest.raises(SlackError, match="does not hold an https webhook URL"):
+        SecretWebhook(secrets, name)()

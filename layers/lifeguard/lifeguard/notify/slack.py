@@ -100,37 +100,33 @@ def slack_message(
 
 
 class SecretWebhook:
-    """The webhook URL from a Secrets Manager secret (the URL itself, or JSON with `url`/`webhook_url`)."""
+    """The webhook URL from a Secrets Manager secret (the URL itself, or JSON with `url`/`webhook_url`),
+    read through Powertools Parameters, which keeps it `ttl_seconds` (a rotated URL is used within that)."""
 
     PERMISSIONS = ("secretsmanager:GetSecretValue",)
 
-    def __init__(
-        self,
-        client: Any,
-        secret_id: str,
-        *,
-        ttl_seconds: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, client: Any, secret_id: str, *, ttl_seconds: float = 300.0) -> None:
         self._client = client
         self.secret_id = secret_id
         self.ttl_seconds = ttl_seconds
-        self._clock = clock
-        self._cached: tuple[float, str] | None = None
-        self.reads = 0
+        self._provider: Any = None
+        self.reads = 0  # GetSecretValue calls made (the others were answered from the cache)
 
     def __call__(self) -> str:
-        """The URL (cached for `ttl_seconds`)."""
-        now = self._clock()
-        if self._cached is not None and now - self._cached[0] < self.ttl_seconds:
-            return self._cached[1]
-        from botocore.exceptions import BotoCoreError, ClientError
+        """The URL; raises AwsCallError when the secret cannot be read, SlackError when it holds no URL."""
+        if self._provider is None:
+            # Here, not at import: Powertools' parameters module imports boto3 (the cold start's budget).
+            from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-        self.reads += 1
+            self._client.meta.events.register("before-call.secrets-manager.GetSecretValue", self._counted)
+            self._provider = SecretsProvider(boto3_client=self._client)
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
         try:
-            raw = str(self._client.get_secret_value(SecretId=self.secret_id)["SecretString"])
-        except (ClientError, BotoCoreError) as exc:
-            raise AwsCallError.from_exception("GetSecretValue", exc) from exc
+            raw = str(self._provider.get(self.secret_id, max_age=int(self.ttl_seconds)))
+        except GetParameterError as exc:
+            cause = exc.__cause__ or exc.__context__ or exc
+            raise AwsCallError.from_exception("GetSecretValue", cause) from exc
         url = raw.strip()
         if url.startswith("{"):
             try:
@@ -141,8 +137,10 @@ class SecretWebhook:
         parts = urlsplit(url)
         if not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)):
             raise SlackError(f"secret {self.secret_id} does not hold an https webhook URL")
-        self._cached = (now, url)
         return url
+
+    def _counted(self, **_: Any) -> None:
+        self.reads += 1
 
 
 class SlackChannel:
