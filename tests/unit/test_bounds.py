@@ -155,3 +155,17 @@ def test_putevents_requests_stay_under_256_kb_and_10_entries() -> None:
         assert len(request) <= 10
         assert sum(entry_size(entry) for entry in request) <= ENTRY_MAX_BYTES
     assert len(client.requests) == 2  # 8 entries of 40 KB: cut by size, not by count
+
+
+def test_times_for_people_and_for_programs_have_one_writer_each() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from lifeguard.bounds import clock_time, event_time, utc
+
+    moment = datetime(2026, 10, 21, 1, 12, 42, tzinfo=UTC)
+    assert event_time(moment) == "2026-10-21T01:12:42Z"
+    assert event_time(moment.astimezone(timezone(timedelta(hours=2)))) == "2026-10-21T01:12:42Z"
+    assert event_time(moment.replace(tzinfo=None)) == "2026-10-21T01:12:42Z"
+    ms = int(moment.timestamp() * 1000)
+    assert (clock_time(ms), utc(ms)) == ("2026-10-21 01:12:42", "2026-10-21 01:12:42 UTC")
+    assert clock_time("soon") == "?"

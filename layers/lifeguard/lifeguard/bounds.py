@@ -57,6 +57,7 @@ __all__ = [
     "anchored",
     "clip",
     "clock_time",
+    "event_time",
     "implausible_time",
     "pcs_pattern",
     "utc",
@@ -116,6 +117,12 @@ def utc(ms: object) -> str:
     """Epoch milliseconds as `YYYY-MM-DD HH:MM:SS UTC`; `?` for anything that is not such a time."""
     shown = clock_time(ms)
     return "?" if shown == "?" else f"{shown} UTC"
+
+
+def event_time(moment: datetime) -> str:
+    """A moment as EventBridge stamps an event (`2026-10-21T01:12:42Z`), for programs; a naive one is
+    taken as UTC already."""
+    return (moment.astimezone(UTC) if moment.tzinfo else moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def clock_time(ms: object) -> str:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lifeguard.bounds import clip
+from lifeguard.bounds import clip, event_time
 from lifeguard.errors import LifeguardError
 from lifeguard_cli.replay.bus import STACK_BUS, LocalBus, template_rules
 from lifeguard_cli.replay.errors import InvalidNodeBundleError, ReplayError
@@ -126,7 +126,7 @@ def replay(
 
         def published() -> list[dict[str, Any]]:
             # EventBridge stamps an event with the time it was put: here, the stream's.
-            at = clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+            at = event_time(clock())
             return [{**event, "time": at} for event in stack.received_events(sqs)]
 
         feeder = _Feeder(result, clock, pcs, handlers, groups)

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from lifeguard.bounds import event_time
 from lifeguard_cli.replay.render import event_line
 from lifeguard_cli.simulate.scenario import Fault, StackSettings
 from lifeguard_cli.simulate.twin import RETRY_DELAYS
@@ -116,7 +117,7 @@ class LocalLifeguard:
     def cloudtrail(self, request: Mapping[str, Any], group: Mapping[str, Any]) -> None:
         """CloudTrail's record of an operator's UpdateComputeNodeGroup (`group`: PCS's answer), put on the
         default bus."""
-        at = self.twin.moment().strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = event_time(self.twin.moment())
         digits = f"{self.twin.random.getrandbits(128):032x}"
         event_id = "-".join(digits[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
         event = {
@@ -180,7 +181,7 @@ class LocalLifeguard:
 
     def _published(self) -> list[dict[str, Any]]:
         self.twin.sync()  # EventBridge stamps an event when it is put: after the handler's own waits
-        at = self.twin.moment().strftime("%Y-%m-%dT%H:%M:%SZ")
+        at = event_time(self.twin.moment())
         return [{**event, "time": at} for event in self.stack.received_events(self._sqs)]
 
     def _seen(self, event: Mapping[str, Any]) -> None:

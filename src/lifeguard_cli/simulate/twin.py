@@ -40,6 +40,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from lifeguard.bounds import event_time
 from lifeguard_cli.simulate.scenario import SCRIPTS_BUCKET, Fault, GroupSpec, Scenario, ScenarioError
 
 __all__ = ["BASELINE_NAMES", "MEASURES", "Instance", "RunOptions", "Surroundings", "TwinRun", "run_twin"]
@@ -250,7 +251,7 @@ class _Twin:
         self.workdir = around.workdir
         self.random = random.Random(options.seed)
         self.horizon = scenario.horizon_minutes * 60
-        self.result = TwinRun(options, self.horizon, started_at=start.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        self.result = TwinRun(options, self.horizon, started_at=event_time(start))
         self.now = 0.0
         self._queue: list[tuple[float, int, Callable[[], None]]] = []
         self._sequence = 0
