@@ -175,3 +175,35 @@ def test_problems_are_named_at_the_end_at_most_ten_each_clipped() -> None:
 )
 def test_a_diff_entry_reads_as_one_line(change: dict[str, Any], line: str) -> None:
     assert diff_line(change) == line
+
+
+def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lifeguard.event_contract import console_url, undo_command
+    from lifeguard.notify.slack import slack_message
+    from lifeguard.notify.summary import summarize
+
+    monkeypatch.delenv("LIFEGUARD_STACK_NAME", raising=False)
+    assert (
+        undo_command("pcs_abc123de45", "pcs_abcdef01")
+        == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"
+    )
+    monkeypatch.setenv("LIFEGUARD_STACK_NAME", "pcs-lifeguard")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    command = undo_command("pcs_abc123de45", "pcs_abcdef01")
+    assert command == (
+        "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --stack-name pcs-lifeguard --region eu-west-1"
+    )
+    url = "https://eu-west-1.console.aws.amazon.com/pcs/home?region=eu-west-1#/clusters/pcs_abc123de45"
+    detail = {"cluster_id": "pcs_abc123de45", "compute_node_group_id": "pcs_abcdef01", "undo": command}
+    summary = summarize("RemediationApplied", detail)
+    assert summary.console == url
+    assert summary.text().endswith(f"Console: {url}\nUndo: {command}\n")
+    texts = [block["text"]["text"] for block in slack_message(summary, detail)["blocks"] if "text" in block]
+    assert f"<{url}|Open the cluster in the AWS PCS console>" in texts
+    monkeypatch.setenv("LIFEGUARD_STACK_NAME", "x; rm -rf /")  # never into a command
+    monkeypatch.setenv("AWS_REGION", "eu-west-1/../evil")
+    assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45")
+    assert console_url("pcs_abc123de45", None) is None
+    assert console_url("../x", "eu-west-1") is None

@@ -25,6 +25,8 @@ __all__ = [
     "DetailType",
     "change_sentence",
     "clean_detail",
+    "console_url",
+    "deployed_in",
     "entry_size",
     "episode_event",
     "episode_signals",
@@ -250,8 +252,36 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
 
 
 def undo_command(cluster_id: str, group_id: str) -> str:
-    """The command that puts back the configuration from before Lifeguard's last change."""
-    return f"lifeguard undo {group_id} --cluster {cluster_id}"
+    """The command that puts back the configuration from before Lifeguard's last change, to be pasted as
+    it is: in the stack (LIFEGUARD_STACK_NAME, which template.yaml sets) with its stack and region."""
+    command = f"lifeguard undo {group_id} --cluster {cluster_id}"
+    stack, region = deployed_in()
+    if stack:
+        command += f" --stack-name {stack}" + (f" --region {region}" if region else "")
+    return command
+
+
+def deployed_in() -> tuple[str | None, str | None]:
+    """The stack and region this Lambda runs in (LIFEGUARD_STACK_NAME, AWS_REGION), each None when unset
+    or not of its form (they go into commands and links)."""
+    import os
+    import re
+
+    stack = os.environ.get("LIFEGUARD_STACK_NAME", "")
+    region = os.environ.get("AWS_REGION", "")
+    return (
+        stack if re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,127}", stack) else None,
+        region if re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d{1,2}", region) else None,
+    )
+
+
+def console_url(cluster_id: str, region: str | None) -> str | None:
+    """The cluster's page in the AWS PCS console (None without a region or with an id not of PCS's form)."""
+    import re
+
+    if not region or not re.fullmatch(r"pcs_[a-z0-9]{10}", cluster_id):
+        return None
+    return f"https://{region}.console.aws.amazon.com/pcs/home?region={region}#/clusters/{cluster_id}"
 
 
 def change_sentence(changed_by: Mapping[str, Any] | None) -> str | None:

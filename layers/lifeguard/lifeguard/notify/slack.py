@@ -87,6 +87,9 @@ def slack_message(
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code("\n".join(summary.diff))}})
     if summary.undo:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Undo*: `{summary.undo}`"}})
+    if summary.console:
+        link = f"<{summary.console}|Open the cluster in the AWS PCS console>"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": link}})
     if summary.problems:
         lines = "\n".join(f"• {line}" for line in summary.problems)
         text = _clip(f"*Not shown* (not valid in the event):\n{lines}", SECTION_MAX_CHARS)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, utc
+from lifeguard.event_contract import console_url, deployed_in
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = [
@@ -70,6 +71,7 @@ class Summary:
     diff: tuple[str, ...]
     undo: str | None
     problems: tuple[str, ...] = ()
+    console: str | None = None  # the cluster's page in the PCS console
     evidence_title: str = "Evidence"  # a review's evidence is its risks
 
     def text(self) -> str:
@@ -85,6 +87,8 @@ class Summary:
             lines.append(f"Action: {self.action}")
         if self.diff:
             lines += ["Change:", *(f"  {line}" for line in self.diff)]
+        if self.console:
+            lines.append(f"Console: {self.console}")
         if self.undo:
             lines.append(f"Undo: {self.undo}")
         if self.problems:
@@ -157,6 +161,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         action=action,
         diff=diff,
         undo=detail.get("undo") or None,
+        console=console_url(str(cluster), deployed_in()[1]),
         problems=tuple(clip(problem, 300) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
