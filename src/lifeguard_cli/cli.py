@@ -159,6 +159,14 @@ def replay(
         ),
     ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Leave the local AWS up with what the replay left, for status, history and undo --local "
+            "(until lifeguard local down).",
+        ),
+    ] = False,
 ) -> None:
     """Replay recorded events through the real handlers against a local AWS (no Docker, no account).
 
@@ -178,26 +186,61 @@ def replay(
             typer.echo(f"lifeguard replay: --config {config}: {problems}", err=True)
             raise typer.Exit(2)
         actions = document.config.to_api()
-    try:
-        with _steps("replaying") as progress:
-            result = run_replay(
-                files,
-                config=actions,
-                threshold=threshold,
-                window_minutes=window_minutes,
-                mode=mode.value,
-                dry_run=dry_run,
-                node_bundle=node_bundle,
-                verbose=verbose,
-                progress=progress,
+
+    def show(result: Any) -> None:
+        if as_json:
+            typer.echo(json.dumps(result.to_json(), indent=2))
+        else:
+            render_timeline(result, _console())
+
+    def run(keep_up: Any = None) -> None:
+        try:
+            with _steps("replaying") as progress:
+                result = run_replay(
+                    files,
+                    config=actions,
+                    threshold=threshold,
+                    window_minutes=window_minutes,
+                    mode=mode.value,
+                    dry_run=dry_run,
+                    node_bundle=node_bundle,
+                    verbose=verbose,
+                    progress=progress,
+                    keep=keep_up,
+                )
+        except ReplayError as exc:
+            typer.echo(f"lifeguard replay: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if keep_up is None:
+            show(result)
+
+    if not keep:
+        run()
+        return
+    from lifeguard_cli.local import background
+
+    background.stop()  # one local AWS at a time: the replay's replaces the one running
+
+    def kept(ready: Any) -> None:
+        def keep_up(aws: Any, stack: Any, result: Any) -> None:
+            show(result)
+            # The replay's mode stands for the stack's DefaultMode when status shows a group's mode.
+            environ = {**aws.environ(), "LIFEGUARD_DEFAULT_MODE": mode.value}
+            typer.echo(f"\nkept: the local AWS serves on with this replay's table {stack.table}", err=True)
+            typer.echo(
+                "lifeguard status --local  (and history, undo); lifeguard local down to stop", err=True
             )
-    except ReplayError as exc:
-        typer.echo(f"lifeguard replay: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
-    else:
-        render_timeline(result, _console())
+            ready({"environ": environ, "table": stack.table, "stack_name": None})
+            background.serve_until_stopped()
+
+        try:
+            run(keep_up)
+        except typer.Exit as exc:
+            raise SystemExit(exc.exit_code) from None
+
+    code = background.in_background(kept)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -718,6 +761,65 @@ def enroll(
     if policy and result.action == "enroll":
         lines.insert(-1, f"  instances need the managed policy {policy}")
     typer.echo("\n".join(lines))
+
+
+local_app = typer.Typer(
+    help="A local AWS that stays up: moto and the local PCS endpoint, with the stack's resources in it.",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(local_app, name="local")
+LOCAL_STACK = "pcs-lifeguard-local"
+
+
+@local_app.command("up")
+def local_up(
+    mode: Annotated[
+        ReplayMode, typer.Option("--mode", help="The local stack's DefaultMode parameter.")
+    ] = ReplayMode.notify,
+) -> None:
+    """Start a local AWS in the background with a local deployment of the stack, and print the variables
+    that point the AWS CLI at it. `--local` finds it; `lifeguard local down` stops it.
+
+    Example: lifeguard local up && lifeguard status --local
+    """
+    from lifeguard_cli.local import background
+
+    running = background.read_state()
+    if running is not None:
+        typer.echo(f"# the local AWS is up already (pid {running['pid']})")
+        typer.echo(background.exports(running["environ"]))
+        return
+
+    def up(ready: Any) -> None:
+        from lifeguard_cli.local import LocalPcs, local_aws
+        from lifeguard_cli.local.stack import create_deployed_stack
+
+        with local_aws(LocalPcs(update_seconds=0)) as aws:
+            deployed = create_deployed_stack(
+                aws.client, "local", stack_name=LOCAL_STACK, parameters={"DefaultMode": mode.value}
+            )
+            environ = {**aws.environ(), "LIFEGUARD_STACK_NAME": deployed.stack_name}
+            typer.echo(f"# the local AWS is up: stack {deployed.stack_name}, table {deployed.stack.table}")
+            typer.echo(background.exports(environ))
+            ready({"environ": environ, "table": None, "stack_name": deployed.stack_name})
+            background.serve_until_stopped()
+
+    code = background.in_background(up)
+    if code:
+        raise typer.Exit(code)
+
+
+@local_app.command("down")
+def local_down() -> None:
+    """Stop the local AWS that `lifeguard local up` or `replay --keep` left running.
+
+    Example: lifeguard local down
+    """
+    from lifeguard_cli.local import background
+
+    pid = background.stop()
+    typer.echo("no local AWS was running" if pid is None else f"the local AWS (pid {pid}) is stopped")
 
 
 def _console() -> Console:

@@ -135,10 +135,20 @@ def open_operator(
     from lifeguard_cli.deployment import aws_session, read_deployment, read_samconfig, session_client
 
     if local:
+        if not os.environ.get("AWS_ENDPOINT_URL"):
+            from lifeguard_cli.local.background import read_state
+
+            running = read_state()  # what `lifeguard local up` or `replay --keep` left
+            if running is not None:
+                for key, value in running["environ"].items():
+                    os.environ.setdefault(key, value)
+                if not (table or stack_name or os.environ.get("LIFEGUARD_TABLE")):
+                    table, stack_name = running.get("table"), running.get("stack_name")
         endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
         if urlsplit(endpoint).hostname not in _LOOPBACK:
             raise OperatorError(
-                "--local needs AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_PCS) pointing at a loopback AWS"
+                "--local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
+                "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
             )
         for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
             os.environ.setdefault(key, value)

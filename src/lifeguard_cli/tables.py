@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WORD_MAX", "console", "keep_words_whole", "show", "table"]
 
-WORD_MAX = 32
+WORD_MAX = 40
 
 
 class _TrimmedLines(io.TextIOBase):

@@ -76,11 +76,13 @@ def replay(
     node_bundle: str | None = None,
     verbose: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    keep: Callable[[LocalAWS, LocalStack, ReplayResult], None] | None = None,
 ) -> ReplayResult:
     """Feed the inputs, in order, to the real handlers against a fresh local AWS; the remediate and notify
     handlers run on the events the others publish, as template.yaml routes them (SNS is read back through
     an SQS subscription, Slack is a loopback sink). `progress(done, total)` hears of each input fed (and
-    of none yet, while the local AWS starts)."""
+    of none yet, while the local AWS starts). `keep(aws, stack, result)` is called with the local AWS
+    still up once the replay is done (`replay --keep` serves it on from there)."""
     from lifeguard.detection import DetectionSettings
     from lifeguard.remediation import RemediationSettings
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
@@ -155,6 +157,8 @@ def replay(
                     "node_lifecycle_actions": found["computeNodeGroup"].get("nodeLifecycleActions"),
                 }
             )
+        if keep is not None:
+            keep(aws, stack, result)
     return result
 
 

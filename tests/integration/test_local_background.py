@@ -1,0 +1,98 @@
+"""`lifeguard local up|down` and `replay --keep`: a local AWS that outlives its command, which `--local`
+finds."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EVENTS
+
+pytestmark = pytest.mark.integration
+LIFEGUARD = Path(sys.executable).parent / "lifeguard"
+STREAMS = EVENTS / "streams"
+
+
+def lifeguard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LIFEGUARD), *args], env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """No AWS of this shell: only what the state file under tmp_path says."""
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AWS_") and key not in {"LIFEGUARD_TABLE", "LIFEGUARD_STACK_NAME"}
+    }
+    environ.update(LIFEGUARD_LOCAL_STATE=str(tmp_path / "local.json"), COLUMNS="200")
+    yield environ
+    lifeguard("local", "down", env=environ)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) -> None:
+    up = lifeguard("local", "up", "--mode", "quarantine", env=env)
+    assert up.returncode == 0, up.stderr
+    assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in up.stdout
+    assert "export LIFEGUARD_STACK_NAME=pcs-lifeguard-local" in up.stdout
+    pid = json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())["pid"]
+    assert alive(pid)
+    status = lifeguard("status", "--local", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    stack = json.loads(status.stdout)["stack"]
+    assert (stack["stack_name"], stack["default_mode"]) == ("pcs-lifeguard-local", "quarantine")
+    again = lifeguard("local", "up", env=env)
+    assert again.stdout.startswith(f"# the local AWS is up already (pid {pid})")
+    down = lifeguard("local", "down", env=env)
+    assert down.stdout == f"the local AWS (pid {pid}) is stopped\n"
+    assert not alive(pid)
+    assert not Path(env["LIFEGUARD_LOCAL_STATE"]).exists()
+    gone = lifeguard("status", "--local", env=env)
+    assert gone.returncode == 2
+    assert gone.stderr.startswith("lifeguard: --local needs a local AWS: lifeguard local up")
+
+
+def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[str, str]) -> None:
+    streams = [str(STREAMS / f"article-terminate-{name}.jsonl") for name in ("loop", "node-reports")]
+    kept = lifeguard("replay", "--keep", "--mode", "quarantine", *streams, env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert "RemediationApplied" in kept.stdout
+    assert "kept: the local AWS serves on" in kept.stderr
+    (row,) = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)["groups"]
+    assert (row["compute_node_group_id"], row["mode"]) == ("pcs_abcdef01", "quarantine (default)")
+    undone = lifeguard("undo", "pcs_abcdef01", "--local", "--yes", env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout.rstrip().endswith("applied")
+    history = json.loads(lifeguard("history", "pcs_abcdef01", "--local", "--json", env=env).stdout)
+    decisions = [entry["decision"] for entry in history["entries"]]
+    assert decisions[:1] == ["applied"]
+    assert "undo" in decisions
+
+
+def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_running(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    wrong = tmp_path / "not-a-stream.json"
+    wrong.write_text('{"a": 1}\n')
+    done = lifeguard("replay", "--keep", str(wrong), env=env)
+    assert done.returncode == 2
+    assert done.stderr.startswith("lifeguard replay: ")
+    assert len(done.stderr.splitlines()) == 1
+    assert not Path(env["LIFEGUARD_LOCAL_STATE"]).exists()
+    assert lifeguard("local", "down", env=env).stdout == "no local AWS was running\n"
