@@ -102,6 +102,8 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             **local.environ(),
             "AWS_ENDPOINT_URL_PCS": server.endpoint_url,
             "LIFEGUARD_TABLE": stack.table,
+            # No local AWS of `lifeguard local up` on this machine is found by --local.
+            "LIFEGUARD_LOCAL_STATE": os.devnull,
         }
         yield Env(environ, aws_client("pcs", server.endpoint_url))
 
@@ -165,7 +167,8 @@ def test_local_without_a_local_endpoint_is_one_clear_line(env: Env) -> None:
     done = env.run("status")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        "lifeguard: --local needs AWS_ENDPOINT_URL (and AWS_ENDPOINT_URL_PCS) pointing at a loopback AWS"
+        "lifeguard: --local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
+        "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
     )
     unknown = env.run("history", "pcs_nosuchgroup")
     assert unknown.returncode == 2  # the same missing endpoint, found before anything else
