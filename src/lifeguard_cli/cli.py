@@ -97,7 +97,8 @@ def lint(
 
     Example: lifeguard lint events/configs/article-terminate.json events/templates/pcs-cluster.yaml
     """
-    results, errors = lint_files(files, previous)
+    with _working(f"linting {len(files)} input{'s' if len(files) != 1 else ''}"):
+        results, errors = lint_files(files, previous)
     if errors:  # an input that cannot be read, or a usage that cannot be linted: nothing was judged
         for error in errors:
             typer.echo(f"lifeguard lint: {error}", err=True)
@@ -444,6 +445,31 @@ def simulate(
         typer.echo(json.dumps(document, indent=2))
         return
     render_simulation(document, console)
+
+
+@contextlib.contextmanager
+def _working(what: str, *, after_seconds: float = 1.0) -> Iterator[None]:
+    """Say `what` is going on, on stderr, once it has taken `after_seconds` (a spinner on a terminal)."""
+    import threading
+
+    err = _console_err()
+    status = err.status(what) if err.is_terminal else None
+
+    def show() -> None:
+        if status is not None:
+            status.start()
+        else:
+            err.print(f"{what}…", markup=False)
+
+    timer = threading.Timer(after_seconds, show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if status is not None:
+            status.stop()
 
 
 @contextlib.contextmanager

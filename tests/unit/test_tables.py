@@ -111,3 +111,18 @@ def test_quick_work_shows_no_progress(capsys: pytest.CaptureFixture[str]) -> Non
         update(0, 3)
         update(3, 3)
     assert capsys.readouterr().err == ""
+
+
+def test_work_past_a_second_says_so_on_stderr_and_quick_work_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import time
+
+    from lifeguard_cli.cli import _working
+
+    with _working("linting 1 input", after_seconds=0.05):
+        time.sleep(0.3)
+    with _working("linting 2 inputs", after_seconds=5):
+        pass
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "linting 1 input…\n")
