@@ -172,7 +172,7 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
             header.append(f"  invalid: {count} problem{'s' if count != 1 else ''}", style="bold red")
             console.print(header)
             for problem in document.problems:
-                console.print(Text.assemble("  ", ("error", "red"), f" {problem}"))
+                _labelled(console, ("error", "red"), Text(str(problem)))
         elif document.config is None and document.resource is None:
             # A template without node groups: its one note is the verdict.
             console.print(header.append(f"  {document.notes[0].message}" if document.notes else ""))
@@ -196,12 +196,21 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
             show(console, _table(config, document.intrinsics))
             level = ("error", "red") if strict else ("warning", "yellow")
             for risk in result.risks:
-                console.print(
-                    Text.assemble("  ", level, f" {risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
+                _labelled(
+                    console, level, Text.assemble(f"{risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
                 )
         for note in document.notes:
-            console.print(Text.assemble("  ", ("note", "cyan"), f" {note}"))
+            _labelled(console, ("note", "cyan"), Text(str(note)))
         console.print()
+
+
+def _labelled(console: Console, label: tuple[str, str], message: Text) -> None:
+    """`  error message…`, the message wrapping under itself, not under the label."""
+    line = Table.grid(padding=(0, 1), pad_edge=False)
+    line.add_column(no_wrap=True)
+    line.add_column(overflow="fold")
+    line.add_row(Text.assemble("  ", label), message)
+    console.print(line)
 
 
 def _table(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> Table:
