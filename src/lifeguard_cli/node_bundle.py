@@ -26,13 +26,20 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-import lifeguard
-
 __all__ = ["BUNDLE_FILES", "build_node_bundle"]
 
 _CHECKOUT_LAYER = Path(__file__).resolve().parents[2] / "layers" / "lifeguard"
+
+
+def _installed_layer() -> Path:
+    # Here, not at the top: the stack's build runs this file as a script with a bare python3.
+    import lifeguard
+
+    return Path(lifeguard.__file__).resolve().parents[1]
+
+
 # The layer's directory in a checkout; installed, the directory the `lifeguard` package is in.
-LAYER = _CHECKOUT_LAYER if _CHECKOUT_LAYER.is_dir() else Path(lifeguard.__file__).resolve().parents[1]
+LAYER = _CHECKOUT_LAYER if _CHECKOUT_LAYER.is_dir() else _installed_layer()
 NODE_PYTHON_VERSION = "3.9"  # Amazon Linux 2023's python3
 _PROJECT_NODE_PYTHON = _CHECKOUT_LAYER.parents[1] / ".venv" / "node39" / "bin" / "python"
 # Run by the node's Python: compile each source (JSON on stdin: [[name, text], ...]) to unchecked-hash .pyc
@@ -113,7 +120,9 @@ def compiled(python: str, sources: Sequence[tuple[str, bytes]]) -> dict[str, byt
     if version != NODE_PYTHON_VERSION:
         raise ValueError(f"{python} is Python {version}, not the node's {NODE_PYTHON_VERSION}")
     done = subprocess.run(
-        [python, "-I", "-c", _COMPILE],
+        # -E -s, not -I: PYTHONHASHSEED must hold, or 3.9 marshals set constants in a varying order.
+        [python, "-E", "-s", "-c", _COMPILE],
+        env={"PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")},
         input=json.dumps([[name, data.decode()] for name, data in sources]),
         capture_output=True,
         text=True,

@@ -154,13 +154,28 @@ def _inheritable(fd: int) -> bool:
         return False
 
 
-def _can_spawn(cwd: Path) -> bool:
-    if not hasattr(os, "posix_spawn") or not hasattr(os, "pidfd_open"):
+def _can_spawn(cwd: Path, fd: int) -> bool:
+    """posix_spawn when this process is in `cwd`, the log is not one of the standard descriptors it
+    replaces, and the kernel gives pidfds and /proc (what `_Spawned` and `_spawn` rely on)."""
+    if fd < 3 or not _SPAWN_SUPPORTED:
         return False
     try:
         return os.getcwd() == os.fspath(cwd)
     except OSError:
         return False
+
+
+def _spawn_supported() -> bool:
+    if not hasattr(os, "posix_spawn") or not hasattr(os, "pidfd_open") or not os.path.isdir("/proc/self/fd"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))  # a kernel (or seccomp profile) may refuse it
+    except OSError:
+        return False
+    return True
+
+
+_SPAWN_SUPPORTED = _spawn_supported()
 
 
 def _run(
@@ -175,7 +190,7 @@ def _run(
 ) -> tuple[int, str | None]:
     process: subprocess.Popen[bytes] | _Spawned
     try:
-        if _can_spawn(cwd):
+        if _can_spawn(cwd, fd):
             process = _spawn(command, fd, env)
         else:
             process = subprocess.Popen(
