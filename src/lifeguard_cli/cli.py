@@ -730,11 +730,14 @@ def undo(
             if not sys.stdin.isatty():
                 typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
                 raise typer.Exit(2)
-            typer.echo(f"{preview.cluster_id}/{preview.group_id}: " + "\n".join(preview.lines[:-1]))
-            if not typer.confirm("Put this configuration back?", default=False):
-                typer.echo("nothing changed")
+            # On stderr: stdout stays the result's (--json).
+            typer.echo(f"{preview.cluster_id}/{preview.group_id}: " + "\n".join(preview.lines[:-1]), err=True)
+            if not typer.confirm("Put this configuration back?", default=False, err=True):
+                typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
-        result = operator.undo(group, cluster, dry_run=dry_run, force=force)
+            result = operator.undo(group, cluster, force=force, shown=preview)
+        else:
+            result = operator.undo(group, cluster, dry_run=dry_run, force=force)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from lifeguard.errors import LifeguardError
 from lifeguard.settings import setting
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_STACK_NAME",
     "Deployment",
     "DeploymentError",
+    "LoopbackSession",
     "SamConfig",
     "aws_error_line",
     "aws_session",
@@ -177,12 +179,43 @@ def aws_session(region: str | None, profile: str | None, fallback_region: str | 
         raise DeploymentError(str(aws_error_line(exc))) from None
 
 
+class LoopbackSession:
+    """A boto3 session whose every client talks to a local AWS on loopback with test credentials: no
+    setting of the shell or a profile (an `AWS_ENDPOINT_URL_<SERVICE>`, `ignore_configured_endpoint_urls`,
+    keys) can send its calls to a real account."""
+
+    def __init__(self, endpoint_url: str, pcs_endpoint_url: str, region: str = "us-east-1") -> None:
+        import boto3
+        import botocore.session
+
+        from lifeguard.pcs_model import DATA_PATH
+
+        for url in (endpoint_url, pcs_endpoint_url):
+            if urlsplit(url).hostname not in LOOPBACK:
+                raise DeploymentError(f"{url!r} is not a local AWS on loopback")
+        core = botocore.session.Session()
+        core.set_credentials("testing", "testing", "testing")
+        core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+        self._session: Any = boto3.session.Session(botocore_session=core, region_name=region)
+        self._endpoints = (endpoint_url, pcs_endpoint_url)
+        self.region_name = region
+
+    def client(self, service: str, **kwargs: Any) -> Any:
+        """A client of `service` on the local AWS (its PCS endpoint for pcs)."""
+        endpoint = self._endpoints[1] if service == "pcs" else self._endpoints[0]
+        return self._session.client(service, endpoint_url=endpoint, **kwargs)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def read_deployment(
     stack_name: str | None = None,
     *,
     region: str | None = None,
     profile: str | None = None,
     directory: Path | None = None,
+    session: Any = None,
 ) -> Deployment:
     """DescribeStacks of the stack (see the module docstring for the defaults); raises DeploymentError
     with one line for a missing stack, missing credentials or region, or a failed call."""
@@ -190,7 +223,7 @@ def read_deployment(
 
     samconfig = read_samconfig(directory)
     name = setting("stack_name", stack_name, samconfig.stack_name or DEFAULT_STACK_NAME, str)
-    session = aws_session(region, profile, samconfig.region)
+    session = session or aws_session(region, profile, samconfig.region)
     if session.region_name is None:
         raise DeploymentError(NO_REGION)
     where = f"stack {name} in {session.region_name}"

@@ -42,8 +42,6 @@ __all__ = [
     "open_operator",
 ]
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 class OperatorError(LifeguardError):
     """A command cannot do what was asked; the message says why in one line."""
@@ -87,6 +85,7 @@ class UndoResult:
     change: AppliedChange
     diff: list[dict[str, Any]]
     lines: list[str]
+    fingerprint_then: str | None = None  # the group's configuration when this was worked out
 
     def to_dict(self) -> dict[str, Any]:
         """As `--json` prints it."""
@@ -132,32 +131,43 @@ def open_operator(
     profile: str | None = None,
 ) -> Operator:
     """The operator of the deployed stack (see the module docstring for what is read from where)."""
-    from lifeguard_cli.deployment import aws_session, read_deployment, read_samconfig, session_client
+    from lifeguard_cli.deployment import (
+        LOOPBACK,
+        LoopbackSession,
+        aws_session,
+        read_deployment,
+        read_samconfig,
+        session_client,
+    )
 
+    session: Any = None
     if local:
-        if not os.environ.get("AWS_ENDPOINT_URL"):
+        endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
+        if not endpoints[0]:
             from lifeguard_cli.local.background import read_state
 
             running = read_state()  # what `lifeguard local up` or `replay --keep` left
             if running is not None:
-                for key, value in running["environ"].items():
-                    os.environ.setdefault(key, value)
+                given = running["environ"]
+                endpoints = (
+                    str(given.get("AWS_ENDPOINT_URL", "")),
+                    str(given.get("AWS_ENDPOINT_URL_PCS", "")),
+                )
+                os.environ.setdefault("LIFEGUARD_DEFAULT_MODE", str(given.get("LIFEGUARD_DEFAULT_MODE", "")))
                 if not (table or stack_name or os.environ.get("LIFEGUARD_TABLE")):
                     table, stack_name = running.get("table"), running.get("stack_name")
-        endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-        if urlsplit(endpoint).hostname not in _LOOPBACK:
+        if not all(urlsplit(url).hostname in LOOPBACK for url in endpoints):
             raise OperatorError(
                 "--local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
                 "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
             )
-        for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing")):
-            os.environ.setdefault(key, value)
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        # Every call to the local AWS, with test keys, whatever the shell, its profile or --profile say.
+        session = LoopbackSession(*endpoints)
     name = setting("table", table, "", str)
     if name:
-        session = aws_session(region, profile, read_samconfig().region)
+        session = session or aws_session(region, profile, read_samconfig().region)
         return Operator(name, client=partial(session_client, session))
-    deployment = read_deployment(stack_name, region=region, profile=profile)
+    deployment = read_deployment(stack_name, region=region, profile=profile, session=session)
     stack = StackView(
         stack_name=deployment.stack_name,
         region=deployment.region,
@@ -281,21 +291,37 @@ class Operator:
     # -- undo --
 
     def undo(
-        self, group: str, cluster_id: str | None = None, *, dry_run: bool = False, force: bool = False
+        self,
+        group: str,
+        cluster_id: str | None = None,
+        *,
+        dry_run: bool = False,
+        force: bool = False,
+        shown: UndoResult | None = None,
     ) -> UndoResult:
         """Put back the configuration from before Lifeguard's last change, after checking nobody changed
-        the group since (unless `force`)."""
-        cluster, group_id = self.resolve(group, cluster_id)
+        the group since (unless `force`). With `shown` (the dry run a person agreed to), only that: the
+        same change undone, the group as it was then."""
+        cluster, group_id = (shown.cluster_id, shown.group_id) if shown else self.resolve(group, cluster_id)
         holder = f"undo-{uuid.uuid4().hex}"
         if not dry_run and not self.remediation.acquire(cluster, group_id, holder, time.time(), 120.0):
             raise OperatorError(f"a remediation of {group_id} is running; try again in a minute")
         try:
-            return self._undo(cluster, group_id, holder, dry_run=dry_run, force=force)
+            return self._undo(cluster, group_id, holder, dry_run=dry_run, force=force, shown=shown)
         finally:
             if not dry_run:
                 self.remediation.release(cluster, group_id, holder)
 
-    def _undo(self, cluster: str, group_id: str, holder: str, *, dry_run: bool, force: bool) -> UndoResult:
+    def _undo(
+        self,
+        cluster: str,
+        group_id: str,
+        holder: str,
+        *,
+        dry_run: bool,
+        force: bool,
+        shown: UndoResult | None,
+    ) -> UndoResult:
         ledger = self.remediation.ledger(cluster, group_id)
         change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
         if change is None:
@@ -305,6 +331,13 @@ class Operator:
         except AwsCallError as exc:
             raise OperatorError(str(exc)) from None
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        if shown is not None and (
+            (change.at, change.episode_id) != (shown.change.at, shown.change.episode_id)
+            or fingerprint_of(current) != shown.fingerprint_then
+        ):
+            raise OperatorError(
+                f"{group_id} changed while you were asked: nothing was undone; run lifeguard undo again"
+            )
         if change.status == "pending" and fingerprint_of(current) == change.fingerprint_before:
             raise OperatorError(
                 f"Lifeguard's {change.action} of {format_time(change.at)} was set out but PCS has not "
@@ -326,7 +359,15 @@ class Operator:
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
         diff = [c.to_detail() for c in changes]
         if dry_run:
-            return UndoResult(cluster, group_id, False, change, diff, [*lines, "dry run: nothing changed"])
+            return UndoResult(
+                cluster,
+                group_id,
+                False,
+                change,
+                diff,
+                [*lines, "dry run: nothing changed"],
+                fingerprint_of(current),
+            )
         if group.status != "ACTIVE":
             raise OperatorError(f"{group_id} is {group.status}; try again when it is ACTIVE")
         if change.config_before is None:

@@ -97,7 +97,12 @@ def keep_words_whole(made: Table, width: int) -> bool:
 def show(out: Console, made: Table) -> None:
     """Print `made` with its words whole. When its columns cannot all be that wide at once, its last
     column goes on a line of its own under each row (a timeline's detail, say); when even the others
-    cannot, each row is a block of `column  value` lines."""
+    cannot, each row is a block of `column  value` lines. A cell given as a string is shown as written,
+    never read as markup (it may be a script's name or argument)."""
+    from rich.text import Text
+
+    for column in made.columns:
+        column._cells = [Text(cell) if isinstance(cell, str) else cell for cell in column._cells]
     if keep_words_whole(made, out.width):
         out.print(made)
     elif len(made.columns) > 2 and _show_last_under(out, made):

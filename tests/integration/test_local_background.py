@@ -96,3 +96,16 @@ def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_runnin
     assert len(done.stderr.splitlines()) == 1
     assert not Path(env["LIFEGUARD_LOCAL_STATE"]).exists()
     assert lifeguard("local", "down", env=env).stdout == "no local AWS was running\n"
+
+
+def test_a_state_file_whose_process_is_another_now_is_not_stopped(env: dict[str, str]) -> None:
+    other = subprocess.Popen(["sleep", "30"])
+    try:
+        state = {"pid": other.pid, "started": "0", "environ": {"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}}
+        Path(env["LIFEGUARD_LOCAL_STATE"]).write_text(json.dumps(state))  # as left before a reboot
+        assert lifeguard("local", "down", env=env).stdout == "no local AWS was running\n"
+        assert other.poll() is None  # still running: never signalled
+        assert not Path(env["LIFEGUARD_LOCAL_STATE"]).exists()
+    finally:
+        other.kill()
+        other.wait()

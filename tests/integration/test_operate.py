@@ -313,7 +313,40 @@ def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: st
     finally:
         os.close(main)
         os.close(terminal)
-    assert "onError STOP_SEQUENCE → TERMINATE" in done.stdout
-    assert "Put this configuration back? [y/N]" in done.stdout
+    assert (
+        "onError STOP_SEQUENCE → TERMINATE" in done.stderr
+    )  # the prompt is on stderr: stdout is the result's
+    assert "Put this configuration back? [y/N]" in done.stderr
     assert (done.returncode, env.config() == TERMINATE) == ((0, True) if changed else (1, False))
-    assert ("nothing changed" in done.stdout) is not changed
+    assert ("nothing changed" in done.stderr) is not changed
+    assert done.stdout.rstrip().endswith("applied") is changed
+
+
+def test_local_never_reaches_beyond_loopback_whatever_the_shell_says(env: Env) -> None:
+    env.environ.update(
+        AWS_ENDPOINT_URL_DYNAMODB="https://dynamodb.us-east-1.amazonaws.com",
+        AWS_IGNORE_CONFIGURED_ENDPOINT_URLS="true",
+        AWS_ACCESS_KEY_ID="AKIAREALLOOKINGKEY00",
+    )
+    done = env.run("status", "--json", "--profile", "prod")  # --local: the profile is not used
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["groups"][0]["compute_node_group_id"] == GROUP
+    env.environ["AWS_ENDPOINT_URL_PCS"] = "https://pcs.us-east-1.amazonaws.com"
+    refused = env.run("history", GROUP)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("lifeguard: --local needs a local AWS")
+
+
+def test_undo_makes_only_the_change_that_was_shown(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lifeguard_cli.operate import OperatorError, open_operator
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PCS", env.environ["AWS_ENDPOINT_URL_PCS"])
+    operator = open_operator(table=env.environ["LIFEGUARD_TABLE"], local=True)
+    shown = operator.undo(GROUP, dry_run=True)
+    assert not shown.applied
+    env.api.update_compute_node_group(  # while the person reads the prompt
+        clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
+    )
+    with pytest.raises(OperatorError, match="changed while you were asked: nothing was undone"):
+        operator.undo(GROUP, force=True, shown=shown)
+    assert env.config() == GOOD

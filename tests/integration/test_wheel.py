@@ -4,9 +4,11 @@ recorded events, scenarios, template and functions it needs shipped as package d
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,48 @@ def test_lint_and_the_node_tool_run_from_the_wheel(installed: Path, tmp_path: Pa
     assert linted.returncode == 0, linted.stderr
     node = run(installed / "bin" / "lifeguard-node", "--version", cwd=tmp_path)
     assert (node.returncode, node.stdout) == (0, "lifeguard-node 0.1.0\n")
+
+
+def test_a_wheel_built_from_the_source_distribution_carries_the_same_files(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"  # the project's files as a fresh clone has them: no build leftovers
+    listed = run("git", "ls-files", "--cached", "--others", "--exclude-standard", cwd=REPO).stdout.split("\n")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, clone / name)
+    sdist = run(
+        sys.executable,
+        "-c",
+        "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))",
+        tmp_path,
+        cwd=clone,
+    )
+    assert sdist.returncode == 0, sdist.stderr
+    archive = tmp_path / sdist.stdout.strip().splitlines()[-1]
+    assert run("tar", "-xzf", archive, "-C", tmp_path, cwd=tmp_path).returncode == 0
+    (source,) = [path for path in tmp_path.iterdir() if path.is_dir() and path != clone]
+    built = run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        tmp_path,
+        source,
+        cwd=tmp_path,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = tmp_path.glob("pcs_lifeguard-*.whl")
+    with zipfile.ZipFile(wheel) as zipped:
+        names = set(zipped.namelist())
+    for shipped in (
+        "lifeguard_cli/_data/template.yaml",
+        "lifeguard_cli/_data/events/scenarios/article-loop.yaml",
+        "lifeguard_cli/_data/events/node/install-shipper.sh",
+        "lifeguard_cli/_data/functions/publish_bundle/app.py",
+        "lifeguard/data/pcs/2023-02-10/service-2.json.gz",
+    ):
+        assert shipped in names

@@ -126,3 +126,9 @@ def test_work_past_a_second_says_so_on_stderr_and_quick_work_does_not(
         pass
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == ("", "linting 1 input…\n")
+
+
+def test_a_cell_is_shown_as_written_never_read_as_markup() -> None:
+    text = rendered(80, ("[/x]", "[red]secret[/red]", "[bold]"))
+    assert "[/x]" in text
+    assert "[red]secret[/red]" in text

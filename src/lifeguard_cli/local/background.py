@@ -36,14 +36,28 @@ def state_path() -> Path:
 
 
 def read_state() -> dict[str, Any] | None:
-    """The running local AWS (None when there is none: no state file, or its process is gone)."""
+    """The running local AWS (None when there is none: no state file, or its process is gone, or its pid
+    is another process's now, as after a reboot)."""
     try:
         state = json.loads(state_path().read_text())
         pid = int(state["pid"])
         os.kill(pid, 0)
-    except (OSError, ValueError, KeyError, TypeError):
+        if state.get("started") != _started(pid) or not isinstance(state.get("environ"), dict):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return state if isinstance(state, dict) else None
+
+
+def _started(pid: int) -> str | None:
+    """When process `pid` started (/proc's starttime, in clock ticks since boot): with the pid, a process's
+    identity; None where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()  # after the command name, which may hold spaces
+    return fields[19] if len(fields) > 19 else None
 
 
 def exports(environ: Mapping[str, str]) -> str:
@@ -93,7 +107,8 @@ def in_background(work: Callable[[Callable[[Mapping[str, Any]], None]], None]) -
         if tail == READY:
             return 0
         _, status = os.waitpid(child, 0)  # it ended before it was up: its status is the command's
-        return os.waitstatus_to_exitcode(status) or 1
+        code = os.waitstatus_to_exitcode(status)
+        return 128 - code if code < 0 else code or 1
     os.close(out_read)
     os.close(err_read)
     os.setsid()
@@ -107,7 +122,7 @@ def in_background(work: Callable[[Callable[[Mapping[str, Any]], None]], None]) -
     def ready(state: Mapping[str, Any]) -> None:
         path = state_path()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({**state, "pid": os.getpid()}, indent=2))
+        path.write_text(json.dumps({**state, "pid": os.getpid(), "started": _started(os.getpid())}, indent=2))
         sys.stdout.flush()
         sys.stderr.flush()
         os.write(1, READY)
@@ -123,12 +138,15 @@ def in_background(work: Callable[[Callable[[Mapping[str, Any]], None]], None]) -
         print(f"lifeguard local: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(state_path().read_text()).get("pid") == os.getpid():
-                state_path().unlink()
-        os._exit(code)
+        try:
+            with contextlib.suppress(OSError, ValueError):  # the parent may be gone: a broken pipe
+                sys.stdout.flush()
+                sys.stderr.flush()
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                if json.loads(state_path().read_text()).get("pid") == os.getpid():
+                    state_path().unlink()
+        finally:
+            os._exit(code)
 
 
 def serve_until_stopped() -> None:
