@@ -114,6 +114,7 @@ def published_bundle(build: Build, runtime: Runtime, oldest_boto3: Boto3, local:
         # Globals give every function these; the bundle function reads none of them.
         "StateTable": "unused",
         "EventBus": "unused",
+        "AWS::StackName": "pcs-lifeguard-artifact",
     }
     with serve_cloudformation_responses() as cloudformation:
         event = {
@@ -222,6 +223,7 @@ def deployment(
             "EventBus": stack.event_bus,
             "NotificationTopic": channels.topic_arn,
             "SlackWebhookSecretArn": channels.slack_secret,
+            "AWS::StackName": "pcs-lifeguard-artifact",
             **{f"NodeBundle.{key}": str(value) for key, value in data.items()},
         }
         own = Runtime({**runtime.environ, "AWS_ENDPOINT_URL_PCS": server.endpoint_url}, runtime.scratch)
