@@ -3,6 +3,7 @@ copied into `lifeguard_cli/_data` as the package is built. Everything else is in
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from pathlib import Path
 
@@ -10,7 +11,18 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-BUNDLED_PATHS = ("events", "template.yaml", "functions/publish_bundle/app.py")  # as resources.py
+
+
+def _bundled_paths() -> tuple[str, ...]:
+    """`lifeguard_cli.resources.BUNDLED_PATHS`, read from its file (the package is not importable here)."""
+    spec = importlib.util.spec_from_file_location(
+        "_resources", HERE / "src" / "lifeguard_cli" / "resources.py"
+    )
+    if spec is None or spec.loader is None:
+        raise RuntimeError("cannot read src/lifeguard_cli/resources.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.BUNDLED_PATHS)
 
 
 class BuildWithResources(build_py):
@@ -20,7 +32,7 @@ class BuildWithResources(build_py):
         super().run()
         target = Path(self.build_lib) / "lifeguard_cli" / "_data"
         shutil.rmtree(target, ignore_errors=True)  # nothing left over from an earlier build
-        for name in BUNDLED_PATHS:
+        for name in _bundled_paths():
             source, copy = HERE / name, target / name
             copy.parent.mkdir(parents=True, exist_ok=True)
             if source.is_dir():

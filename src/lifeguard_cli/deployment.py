@@ -106,15 +106,11 @@ class Deployment:
 def session_client(session: Any, service: str) -> Any:
     """A boto3 client of `session` (endpoints from boto3's configuration, `AWS_ENDPOINT_URL_<SERVICE>`
     included), with the layer's retries and PCS model."""
-    from botocore.config import Config
-
-    from lifeguard.aws.clients import RETRIES
+    from lifeguard.aws.clients import client_config
 
     if session.region_name is None:
         raise DeploymentError(NO_REGION)
-    retries: Any = {**RETRIES}
-    config = Config(retries=retries, connect_timeout=5, read_timeout=20)
-    return session.client(service, config=config)
+    return session.client(service, config=client_config())
 
 
 NO_REGION = "no AWS region: pass --region, set AWS_REGION, or give the profile a region"
@@ -166,12 +162,11 @@ def aws_session(region: str | None, profile: str | None, fallback_region: str | 
     import botocore.session
     from botocore.exceptions import ProfileNotFound
 
-    from lifeguard.pcs_model import DATA_PATH
+    from lifeguard.aws.clients import with_pcs_model
 
     core = botocore.session.Session(profile=profile)
     try:
-        # As lifeguard.aws.clients: the layer's PCS model first, so `nodeLifecycleActions` is always known.
-        core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
+        with_pcs_model(core)
         if region is None and core.get_config_variable("region") is None:
             region = fallback_region
         return boto3.session.Session(botocore_session=core, region_name=region)
@@ -188,14 +183,13 @@ class LoopbackSession:
         import boto3
         import botocore.session
 
-        from lifeguard.pcs_model import DATA_PATH
+        from lifeguard.aws.clients import with_pcs_model
 
         for url in (endpoint_url, pcs_endpoint_url):
             if urlsplit(url).hostname not in LOOPBACK:
                 raise DeploymentError(f"{url!r} is not a local AWS on loopback")
-        core = botocore.session.Session()
+        core = with_pcs_model(botocore.session.Session())
         core.set_credentials("testing", "testing", "testing")
-        core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
         self._session: Any = boto3.session.Session(botocore_session=core, region_name=region)
         self._endpoints = (endpoint_url, pcs_endpoint_url)
         self.region_name = region

@@ -141,6 +141,7 @@ def open_operator(
     )
 
     session: Any = None
+    replayed_mode: str | None = None
     if local:
         endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
         if not endpoints[0]:
@@ -153,7 +154,7 @@ def open_operator(
                     str(given.get("AWS_ENDPOINT_URL", "")),
                     str(given.get("AWS_ENDPOINT_URL_PCS", "")),
                 )
-                os.environ.setdefault("LIFEGUARD_DEFAULT_MODE", str(given.get("LIFEGUARD_DEFAULT_MODE", "")))
+                replayed_mode = str(given.get("LIFEGUARD_DEFAULT_MODE") or "") or None  # replay --keep's mode
                 if not (table or stack_name or os.environ.get("LIFEGUARD_TABLE")):
                     table, stack_name = running.get("table"), running.get("stack_name")
         if not all(urlsplit(url).hostname in LOOPBACK for url in endpoints):
@@ -166,7 +167,7 @@ def open_operator(
     name = setting("table", table, "", str)
     if name:
         session = session or aws_session(region, profile, read_samconfig().region)
-        return Operator(name, client=partial(session_client, session))
+        return Operator(name, client=partial(session_client, session), default_mode=replayed_mode)
     deployment = read_deployment(stack_name, region=region, profile=profile, session=session)
     stack = StackView(
         stack_name=deployment.stack_name,

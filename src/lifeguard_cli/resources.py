@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["BUNDLED", "CHECKOUT", "resource"]
+__all__ = ["BUNDLED", "BUNDLED_PATHS", "CHECKOUT", "resource"]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 BUNDLED = Path(__file__).resolve().parent / "_data"
-# What setup.py copies into a wheel, relative to the checkout.
+# What setup.py copies into a wheel, relative to the checkout (setup.py reads it from here).
 BUNDLED_PATHS = ("events", "template.yaml", "functions/publish_bundle/app.py")
 
 

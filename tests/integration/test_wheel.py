@@ -31,11 +31,8 @@ def run(*command: str | Path, cwd: Path, timeout: float = 300) -> subprocess.Com
     )
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv with the wheel of this checkout in it; its dependencies are the project venv's, on a
-    path line (no .pth of that venv runs, so the checkout's editable install stays out)."""
-    base = tmp_path_factory.mktemp("wheel")
+def build_wheel(source: Path, into: Path) -> Path:
+    """The wheel of the project at `source`, built with this venv's setuptools."""
     built = run(
         sys.executable,
         "-m",
@@ -45,12 +42,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "--no-build-isolation",
         "-q",
         "-w",
-        base / "dist",
-        REPO,
-        cwd=base,
+        into,
+        source,
+        cwd=into.parent,
     )
     assert built.returncode == 0, built.stderr
-    (wheel,) = (base / "dist").glob("pcs_lifeguard-*.whl")
+    (wheel,) = into.glob("pcs_lifeguard-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel of this checkout in it; its dependencies are the project venv's, on a
+    path line (no .pth of that venv runs, so the checkout's editable install stays out)."""
+    base = tmp_path_factory.mktemp("wheel")
+    wheel = build_wheel(REPO, base / "dist")
     venv = base / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=base).returncode == 0
     python = venv / "bin" / "python"
@@ -121,21 +127,7 @@ def test_a_wheel_built_from_the_source_distribution_carries_the_same_files(tmp_p
     archive = tmp_path / sdist.stdout.strip().splitlines()[-1]
     assert run("tar", "-xzf", archive, "-C", tmp_path, cwd=tmp_path).returncode == 0
     (source,) = [path for path in tmp_path.iterdir() if path.is_dir() and path != clone]
-    built = run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "--no-build-isolation",
-        "-q",
-        "-w",
-        tmp_path,
-        source,
-        cwd=tmp_path,
-    )
-    assert built.returncode == 0, built.stderr
-    (wheel,) = tmp_path.glob("pcs_lifeguard-*.whl")
+    wheel = build_wheel(source, tmp_path / "dist")
     with zipfile.ZipFile(wheel) as zipped:
         names = set(zipped.namelist())
     for shipped in (

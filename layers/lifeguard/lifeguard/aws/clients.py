@@ -7,7 +7,7 @@ from typing import Any
 
 from lifeguard.pcs_model import DATA_PATH
 
-__all__ = ["RETRIES", "LazyClient", "aws_client", "client_config", "lazy_client"]
+__all__ = ["RETRIES", "LazyClient", "aws_client", "client_config", "lazy_client", "with_pcs_model"]
 
 # botocore's standard mode: exponential backoff with jitter on throttling and 5xx, 5 attempts in all.
 RETRIES: Any = {"mode": "standard", "total_max_attempts": 5}
@@ -18,10 +18,14 @@ def _session() -> Any:
     import boto3
     import botocore.session
 
-    core = botocore.session.get_session()
-    # The layer's copy of botocore's PCS model comes first, so `nodeLifecycleActions` is always known.
+    return boto3.session.Session(botocore_session=with_pcs_model(botocore.session.get_session()))
+
+
+def with_pcs_model(core: Any) -> Any:
+    """`core` (a botocore session) with the layer's copy of botocore's PCS model first, so
+    `nodeLifecycleActions` is known whatever botocore the runtime or the operator has."""
     core.get_component("data_loader").search_paths.insert(0, str(DATA_PATH))
-    return boto3.session.Session(botocore_session=core)
+    return core
 
 
 @cache
