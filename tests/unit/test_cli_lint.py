@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -168,6 +169,7 @@ def test_console_script_runs_without_a_traceback() -> None:
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "COLUMNS": "200"},  # the header holds the file's path, as long as the checkout's
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stdout + result.stderr
