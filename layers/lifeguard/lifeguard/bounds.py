@@ -32,20 +32,30 @@ from typing import Annotated
 from pydantic import StringConstraints
 
 from lifeguard.pcs_model import shape
+from lifeguard.schema import Check, string
 
 __all__ = [
+    "CLUSTER_ID",
+    "EPISODE_ID",
     "EPISODE_ID_PATTERN",
     "EPOCH_MS_MAX",
     "EPOCH_S_MAX",
+    "FINGERPRINT",
     "FINGERPRINT_PATTERN",
     "FUTURE_SKEW_MS",
+    "GROUP_ID",
     "ID_MAX_CHARS",
+    "INSTANCE_ID",
     "INSTANCE_ID_PATTERN",
+    "NODE_NAME",
     "NODE_NAME_PATTERN",
     "PAST_MS",
     "REASON_MAX_CHARS",
     "REVISION_MAX",
+    "SCRIPT_NAME",
+    "SHORT_TEXT",
     "SUBSCRIPTION_MAX_BYTES",
+    "WORD",
     "ClusterId",
     "EpisodeId",
     "Fingerprint",
@@ -102,6 +112,17 @@ ScriptName = Annotated[
 EpisodeId = Annotated[str, StringConstraints(pattern=EPISODE_ID_PATTERN)]
 Fingerprint = Annotated[str, StringConstraints(pattern=FINGERPRINT_PATTERN)]
 ShortText = Annotated[str, StringConstraints(max_length=REASON_MAX_CHARS)]
+
+# The same bounds as checks of `lifeguard.schema`, for the record classes.
+CLUSTER_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
+GROUP_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
+INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)
+NODE_NAME: Check = string(pattern=NODE_NAME_PATTERN)
+SCRIPT_NAME: Check = string(max_length=64, pattern=pcs_pattern("NodeLifecycleScriptNameString"))
+EPISODE_ID: Check = string(pattern=EPISODE_ID_PATTERN)
+FINGERPRINT: Check = string(pattern=FINGERPRINT_PATTERN)
+SHORT_TEXT: Check = string(max_length=REASON_MAX_CHARS)
+WORD: Check = string(max_length=64)
 
 
 def implausible_time(at_ms: int, now_ms: int) -> str | None:

@@ -1,0 +1,419 @@
+"""Declared, bounded fields for every value Lifeguard reads from outside, checked without a model library.
+
+A record class is a slotted dataclass deriving from `Model`, with a check per field given to `checked`:
+
+    @checked(instance_id=string(pattern=INSTANCE_ID_PATTERN), event_timestamp=integer(ge=0))
+    @dataclass(slots=True, kw_only=True)
+    class Failure(Model):
+        instance_id: str
+        event_timestamp: int
+
+`Failure.model_validate(data)` checks every field and reports every problem at once (`Invalid`), each
+with where it is (`loc`: keys and list indexes), a short `type` and a message in the words pydantic uses
+(`Input should be a valid integer`, `String should match pattern '…'`), so error lines and skip reasons
+read as they always have. The methods a record has are the part of pydantic's `BaseModel` interface
+Lifeguard uses: `model_validate`, `model_validate_json`, `model_dump`, `model_dump_json`, `model_copy`.
+
+Why not pydantic: its import and the build of its models cost a Lambda's cold start more than boto3
+itself (about 130 ms), and every handler needs its models on its first event. Checks here are strict:
+an integer is an `int` (not a bool, not text), a string a `str`, a list a list (or tuple); unknown keys
+are ignored unless the class forbids them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import MISSING, fields
+from typing import Any, ClassVar, Final, NamedTuple, TypeVar
+
+__all__ = [
+    "BAD",
+    "Check",
+    "Invalid",
+    "Model",
+    "Problem",
+    "anything",
+    "boolean",
+    "checked",
+    "converted",
+    "dict_of",
+    "integer",
+    "json_object",
+    "list_of",
+    "literal",
+    "model",
+    "number",
+    "optional",
+    "string",
+]
+
+Loc = tuple[str | int, ...]
+
+
+class Problem(NamedTuple):
+    """One value that failed its check: where (`loc`), what kind of failure (`type`) and why (`msg`)."""
+
+    loc: Loc
+    type: str
+    msg: str
+
+
+class Invalid(ValueError):
+    """Values that failed their checks, every problem in the order the fields are declared."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        first = problems[0]
+        where = ".".join(str(part) for part in first.loc)
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{where}: {first.msg}{more}" if where else f"{first.msg}{more}")
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The problems as pydantic's `ValidationError.errors()` lists them (`loc`, `type`, `msg`)."""
+        return [problem._asdict() for problem in self.problems]
+
+
+class _Bad:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "BAD"
+
+
+# What a check returns when it added a problem (a check never raises on what it is given).
+BAD: Final = _Bad()
+
+# A check takes a value, where it is, and the problems found so far; it returns the value to keep (maybe
+# converted), or BAD after adding at least one problem.
+Check = Callable[[Any, Loc, list[Problem]], Any]
+
+
+def _fail(problems: list[Problem], loc: Loc, kind: str, message: str) -> Any:
+    problems.append(Problem(loc, kind, message))
+    return BAD
+
+
+def integer(
+    *, ge: int | None = None, gt: int | None = None, le: int | None = None, lt: int | None = None
+) -> Check:
+    """An `int` (not a bool), within the bounds given."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if type(value) is not int:
+            return _fail(problems, loc, "int_type", "Input should be a valid integer")
+        return _bounded(value, loc, problems, (ge, gt, le, lt))
+
+    return check
+
+
+def number(
+    *, ge: float | None = None, gt: float | None = None, le: float | None = None, lt: float | None = None
+) -> Check:
+    """A finite `float` (an `int` is taken as one; a bool is not)."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if type(value) is not float and type(value) is not int:
+            return _fail(problems, loc, "float_type", "Input should be a valid number")
+        if not math.isfinite(value):
+            return _fail(problems, loc, "finite_number", "Input should be a finite number")
+        return _bounded(float(value), loc, problems, (ge, gt, le, lt))
+
+    return check
+
+
+def _bounded(
+    value: Any,
+    loc: Loc,
+    problems: list[Problem],
+    bounds: tuple[float | None, float | None, float | None, float | None],
+) -> Any:
+    ge, gt, le, lt = bounds
+    if ge is not None and value < ge:
+        return _fail(problems, loc, "greater_than_equal", f"Input should be greater than or equal to {ge}")
+    if gt is not None and value <= gt:
+        return _fail(problems, loc, "greater_than", f"Input should be greater than {gt}")
+    if le is not None and value > le:
+        return _fail(problems, loc, "less_than_equal", f"Input should be less than or equal to {le}")
+    if lt is not None and value >= lt:
+        return _fail(problems, loc, "less_than", f"Input should be less than {lt}")
+    return value
+
+
+def boolean() -> Check:
+    """`true` or `false`, nothing that merely reads as one."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if type(value) is not bool:
+            return _fail(problems, loc, "bool_type", "Input should be a valid boolean")
+        return value
+
+    return check
+
+
+def _characters(count: int) -> str:
+    return f"{count} character" if count == 1 else f"{count} characters"
+
+
+def string(
+    *, min_length: int | None = None, max_length: int | None = None, pattern: str | None = None
+) -> Check:
+    """A `str` of `min_length` to `max_length` characters in which `pattern` is found (give patterns
+    anchored, as `lifeguard.bounds` does: the lengths are checked first, so no pattern runs on a long
+    string)."""
+    search = re.compile(pattern).search if pattern is not None else None
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if type(value) is not str:
+            return _fail(problems, loc, "string_type", "Input should be a valid string")
+        if min_length is not None and len(value) < min_length:
+            message = f"String should have at least {_characters(min_length)}"
+            return _fail(problems, loc, "string_too_short", message)
+        if max_length is not None and len(value) > max_length:
+            message = f"String should have at most {_characters(max_length)}"
+            return _fail(problems, loc, "string_too_long", message)
+        if search is not None and search(value) is None:
+            message = f"String should match pattern '{pattern}'"
+            return _fail(problems, loc, "string_pattern_mismatch", message)
+        return value
+
+    return check
+
+
+def literal(*choices: str) -> Check:
+    """One of `choices` exactly."""
+    allowed = frozenset(choices)
+    quoted = [repr(choice) for choice in choices]
+    expected = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    message = f"Input should be {expected}"
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if type(value) is not str or value not in allowed:
+            return _fail(problems, loc, "literal_error", message)
+        return value
+
+    return check
+
+
+def optional(inner: Check) -> Check:
+    """None, or what `inner` takes."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        return None if value is None else inner(value, loc, problems)
+
+    return check
+
+
+def converted(inner: Check, convert: Callable[[Any], Any]) -> Check:
+    """What `inner` takes, then passed through `convert` (e.g. a log tail cut to its bound)."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        value = inner(value, loc, problems)
+        return value if value is BAD else convert(value)
+
+    return check
+
+
+def list_of(item: Check, *, max_length: int | None = None, as_tuple: bool = False) -> Check:
+    """A list (or tuple) of at most `max_length` values, each taken by `item`; kept as a list, or a tuple."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if not isinstance(value, list | tuple):
+            return _fail(problems, loc, "list_type", "Input should be a valid list")
+        if max_length is not None and len(value) > max_length:
+            message = f"List should have at most {max_length} items after validation, not {len(value)}"
+            return _fail(problems, loc, "too_long", message)
+        kept = [item(entry, (*loc, index), problems) for index, entry in enumerate(value)]
+        if any(entry is BAD for entry in kept):
+            return BAD
+        return tuple(kept) if as_tuple else kept
+
+    return check
+
+
+def dict_of(key: Check, item: Check) -> Check:
+    """A JSON object whose keys `key` takes and whose values `item` takes (a copy is kept)."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if not isinstance(value, dict):
+            return _fail(problems, loc, "dict_type", "Input should be a valid dictionary")
+        kept = {key(k, (*loc, str(k)), problems): item(v, (*loc, str(k)), problems) for k, v in value.items()}
+        if BAD in kept or any(entry is BAD for entry in kept.values()):
+            return BAD
+        return kept
+
+    return check
+
+
+def anything() -> Check:
+    """Any value, kept as it is."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        return value
+
+    return check
+
+
+def json_object() -> Check:
+    """A JSON object with text keys, whatever it holds (a shallow copy is kept)."""
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if not isinstance(value, dict) or not all(type(k) is str for k in value):
+            return _fail(problems, loc, "dict_type", "Input should be a valid dictionary")
+        return dict(value)
+
+    return check
+
+
+M = TypeVar("M", bound="Model")
+
+
+def model(cls: type[Model]) -> Check:
+    """A record of `cls` (an object, checked field by field), or an instance of it as it is."""
+    message = f"Input should be a valid dictionary or instance of {cls.__name__}"
+
+    def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            return _fail(problems, loc, "model_type", message)
+        return cls.__schema__.build(value, loc, problems)
+
+    return check
+
+
+class _Field(NamedTuple):
+    name: str
+    key: str  # as the record spells it (an alias such as `scriptLocation`, else the name)
+    check: Check
+    required: bool
+
+
+class Schema:
+    """The checks of a record class, in the order its fields are declared."""
+
+    def __init__(self, cls: type[Model], fields_: tuple[_Field, ...], *, forbid_extra: bool) -> None:
+        self.cls = cls
+        self.fields = fields_
+        self.keys = frozenset(field.key for field in fields_)
+        self.forbid_extra = forbid_extra
+
+    def build(self, data: Mapping[str, Any], loc: Loc, problems: list[Problem]) -> Any:
+        """An instance from `data`, or BAD after adding every problem of it."""
+        values: dict[str, Any] = {}
+        found = len(problems)
+        for name, key, check, required in self.fields:
+            raw = data.get(key, BAD)
+            if raw is BAD:
+                if required:
+                    problems.append(Problem((*loc, key), "missing", "Field required"))
+                continue
+            values[name] = check(raw, (*loc, key), problems)
+        if self.forbid_extra:
+            for key in data:
+                if key not in self.keys:
+                    problems.append(Problem((*loc, key), "extra_forbidden", "Extra inputs are not permitted"))
+        if len(problems) > found:
+            return BAD
+        return self.cls(**values)
+
+
+def checked(*, keys: Mapping[str, str] | None = None, forbid_extra: bool = False, **checks: Check) -> Any:
+    """Give a dataclass deriving from `Model` its checks: one per field that `__init__` takes (`keys`
+    names a field as records spell it, when that differs); `forbid_extra` refuses unknown keys."""
+
+    def attach(cls: type[M]) -> type[M]:
+        declared = [field for field in fields(cls) if field.init]  # type: ignore[arg-type]
+        names = [field.name for field in declared]
+        if set(names) != set(checks):
+            raise TypeError(f"{cls.__name__}: checks for {sorted(checks)}, fields {sorted(names)}")
+        aliases = keys or {}
+        cls.__schema__ = Schema(
+            cls,
+            tuple(
+                _Field(
+                    field.name,
+                    aliases.get(field.name, field.name),
+                    checks[field.name],
+                    field.default is MISSING and field.default_factory is MISSING,
+                )
+                for field in declared
+            ),
+            forbid_extra=forbid_extra,
+        )
+        return cls
+
+    return attach
+
+
+class Model:
+    """Base of the record classes (see the module's docstring)."""
+
+    __slots__ = ()
+    __schema__: ClassVar[Schema]
+
+    @classmethod
+    def model_validate(cls: type[M], data: object) -> M:
+        """An instance from `data` (an object, or an instance already); raises `Invalid`."""
+        problems: list[Problem] = []
+        value = model(cls)(data, (), problems)
+        if value is BAD:
+            raise Invalid(problems)
+        return value  # type: ignore[no-any-return]
+
+    @classmethod
+    def model_validate_json(cls: type[M], raw: str | bytes) -> M:
+        """An instance from JSON text; raises `Invalid` (`json_invalid` when the text is not JSON)."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
+            raise Invalid([Problem((), "json_invalid", f"Invalid JSON: {str(exc)[:100]}")]) from None
+        return cls.model_validate(data)
+
+    def model_dump(
+        self, *, mode: str = "python", exclude: Collection[str] = (), exclude_none: bool = False
+    ) -> dict[str, Any]:
+        """The record as plain values, keyed as records spell them; `mode="json"` gives lists for tuples."""
+        as_json = mode == "json"
+        dumped: dict[str, Any] = {}
+        for field in self.__schema__.fields:
+            if field.name in exclude:
+                continue
+            value = getattr(self, field.name)
+            if value is None and exclude_none:
+                continue
+            dumped[field.key] = _plain(value, as_json, exclude_none)
+        return dumped
+
+    def model_dump_json(self, *, exclude: Collection[str] = ()) -> str:
+        """The record as compact JSON (UTF-8 characters kept as they are)."""
+        return json.dumps(
+            self.model_dump(mode="json", exclude=exclude), separators=(",", ":"), ensure_ascii=False
+        )
+
+    def model_copy(self: M, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> M:
+        """A copy (its values shared, or copied too when `deep`), with the values of `update` set as they
+        are (unchecked, as pydantic's `model_copy` does)."""
+        duplicate = object.__new__(type(self))
+        for field in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            object.__setattr__(duplicate, field.name, copy.deepcopy(value) if deep else value)
+        for name, value in (update or {}).items():
+            object.__setattr__(duplicate, name, value)
+        return duplicate
+
+
+def _plain(value: Any, as_json: bool, exclude_none: bool) -> Any:
+    if isinstance(value, Model):
+        return value.model_dump(mode="json" if as_json else "python", exclude_none=exclude_none)
+    if isinstance(value, list):
+        return [_plain(entry, as_json, exclude_none) for entry in value]
+    if isinstance(value, tuple):
+        entries = [_plain(entry, as_json, exclude_none) for entry in value]
+        return entries if as_json else tuple(entries)
+    if isinstance(value, dict):
+        return {key: _plain(entry, as_json, exclude_none) for key, entry in value.items()}
+    return value
