@@ -53,7 +53,7 @@ for name, text in json.load(sys.stdin):
     out[name] = bytes(ext._code_to_hash_pyc(code, importlib.util.source_hash(data), False)).hex()
 json.dump(out, sys.stdout)
 """
-# The node side and what it imports; the pydantic models of the Lambdas stay out.
+# The node side and what it imports; the Lambdas' record classes stay out.
 BUNDLE_FILES = (
     "lifeguard/__init__.py",
     "lifeguard/errors.py",

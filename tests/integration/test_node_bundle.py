@@ -65,7 +65,7 @@ def test_the_bundle_checks_configs_with_the_layers_own_rules(bundle: Path) -> No
     sources = {"__main__.py", *BUNDLE_FILES}
     compiled = {f"{name}c" for name in sources if name.endswith(".py")} if NODE_PYTHON.exists() else set()
     assert names == sources | compiled
-    assert "lifeguard/lifecycle.py" not in names  # the pydantic models stay in the Lambdas
+    assert "lifeguard/lifecycle.py" not in names  # the Lambdas' record classes stay in the layer
 
 
 def _module_file(python: str, bundle: Path) -> str:

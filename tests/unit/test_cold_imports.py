@@ -1,6 +1,6 @@
-"""Each function's module loads its own code and no other function's, and no boto3 until its first event
-calls AWS (its clients are made on first use): what a cold start pays for. Each import runs in a fresh,
-isolated interpreter, as Lambda's runtime imports a handler."""
+"""Each function's module loads its own code and no other function's, no boto3 until its first event calls
+AWS (its clients are made on first use), and no model library at all: what a cold start pays for. Each
+import runs in a fresh, isolated interpreter, as Lambda's runtime imports a handler."""
 
 from __future__ import annotations
 
@@ -61,7 +61,9 @@ import app
 loaded = [name for name in asked if name in sys.modules]
 from lifeguard.aws.clients import lazy_client
 lazy_client("dynamodb").meta
-print(json.dumps({"at_import": loaded, "after_a_client": "boto3" in sys.modules}))
+print(json.dumps({
+    "at_import": loaded, "after_a_client": "boto3" in sys.modules, "pydantic": "pydantic" in sys.modules
+}))
 """
 ENVIRONMENT = {
     "AWS_DEFAULT_REGION": "us-east-1",
@@ -78,7 +80,7 @@ ENVIRONMENT = {
 
 @pytest.mark.parametrize("function", sorted(OTHERS))
 def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(function: str) -> None:
-    asked = ["boto3", OWN[function], *OTHERS[function]]
+    asked = ["boto3", "pydantic", OWN[function], *OTHERS[function]]
     done = subprocess.run(
         [
             sys.executable,
@@ -97,4 +99,4 @@ def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(func
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
-    assert result == {"at_import": [OWN[function]], "after_a_client": True}
+    assert result == {"at_import": [OWN[function]], "after_a_client": True, "pydantic": False}

@@ -1,5 +1,4 @@
-"""CloudWatch Logs subscription events: decoded into Powertools' model, refused in one line when they are
-not one."""
+"""CloudWatch Logs subscription events: decoded and checked, refused in one line when they are not one."""
 
 from __future__ import annotations
 

@@ -6,7 +6,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import ValidationError
+from lifeguard.schema import Invalid, Problem
+
+# How a value of the wrong kind is worded when it was read from JSON text: an object, an array, as JSON
+# names them, rather than as the Python values they became. The words skip reasons and error lines have
+# always used for records read from text.
+_JSON_WORDING = {
+    "model_type": "Input should be an object",
+    "dict_type": "Input should be an object",
+    "list_type": "Input should be a valid array",
+}
 
 
 def load_json_object(raw: str | bytes | Mapping[str, Any]) -> Mapping[str, Any] | str:
@@ -22,7 +31,7 @@ def load_json_object(raw: str | bytes | Mapping[str, Any]) -> Mapping[str, Any] 
     return data
 
 
-def reason_of(problem: str | ValidationError) -> str:
+def reason_of(problem: str | Invalid) -> str:
     """The short reason a record is skipped, for counting: `not JSON`, `not a JSON object`,
     `missing status_code`, `invalid details.instance_id`, … (the first problem of a validation)."""
     if isinstance(problem, str):
@@ -36,11 +45,22 @@ def reason_of(problem: str | ValidationError) -> str:
     return f"{'missing' if first['type'] == 'missing' else 'invalid'} {location}"
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """The first error of a pydantic validation as `field.path: message (and N more)` (just the message
-    when it is about the whole value)."""
+def describe_validation_error(exc: Invalid) -> str:
+    """The first problem of a validation as `field.path: message (and N more)` (just the message when it
+    is about the whole value)."""
     errors = exc.errors()
     first = errors[0]
     location = ".".join(str(part) for part in first["loc"])
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{location}: {first['msg']}{more}" if location else f"{first['msg']}{more}"
+
+
+def read_from_json(exc: Invalid) -> Invalid:
+    """The problems of values read from JSON text, worded as JSON names their kinds (`Input should be an
+    object`, not `… a valid dictionary or instance of ScalingLogDetails`)."""
+    return Invalid(
+        [
+            Problem(problem.loc, problem.type, _JSON_WORDING.get(problem.type, problem.msg))
+            for problem in exc.problems
+        ]
+    )

@@ -27,9 +27,6 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from functools import cache
-from typing import Annotated
-
-from pydantic import StringConstraints
 
 from lifeguard.pcs_model import shape
 from lifeguard.schema import Check, string
@@ -56,14 +53,6 @@ __all__ = [
     "SHORT_TEXT",
     "SUBSCRIPTION_MAX_BYTES",
     "WORD",
-    "ClusterId",
-    "EpisodeId",
-    "Fingerprint",
-    "GroupId",
-    "InstanceId",
-    "NodeName",
-    "ScriptName",
-    "ShortText",
     "anchored",
     "clip",
     "clock_time",
@@ -88,7 +77,7 @@ SUBSCRIPTION_MAX_BYTES = 16 * 1024 * 1024
 
 
 def anchored(pattern: str) -> str:
-    """`pattern` matched against the whole string (pydantic's patterns, like botocore's, search)."""
+    """`pattern` matched against the whole string (botocore's patterns, like `re.search`, search)."""
     return f"^(?:{pattern})$"
 
 
@@ -98,22 +87,7 @@ def pcs_pattern(shape_name: str) -> str:
     return anchored(str(shape(shape_name)["pattern"]))
 
 
-ClusterId = Annotated[
-    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
-]
-GroupId = Annotated[
-    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
-]
-InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
-NodeName = Annotated[str, StringConstraints(pattern=NODE_NAME_PATTERN)]
-ScriptName = Annotated[
-    str, StringConstraints(max_length=64, pattern=pcs_pattern("NodeLifecycleScriptNameString"))
-]
-EpisodeId = Annotated[str, StringConstraints(pattern=EPISODE_ID_PATTERN)]
-Fingerprint = Annotated[str, StringConstraints(pattern=FINGERPRINT_PATTERN)]
-ShortText = Annotated[str, StringConstraints(max_length=REASON_MAX_CHARS)]
-
-# The same bounds as checks of `lifeguard.schema`, for the record classes.
+# The bounds as checks of `lifeguard.schema`, for the record classes.
 CLUSTER_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
 GROUP_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)

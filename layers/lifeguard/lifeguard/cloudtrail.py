@@ -24,14 +24,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError
+from typing import Any
 
 from lifeguard._records import describe_validation_error, reason_of
-from lifeguard.bounds import ClusterId, GroupId, anchored, clip, implausible_time
+from lifeguard.bounds import CLUSTER_ID, GROUP_ID, anchored, clip, implausible_time
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import NodeLifecycleActions
+from lifeguard.schema import Invalid, Model, checked, json_object, model, optional, string
 
 __all__ = [
     "CHANGE_CALLS",
@@ -56,40 +55,56 @@ _ARN_PATTERN = r"arn:aws[a-z-]*:[a-z0-9-]{1,64}:[a-z0-9-]*:[0-9]{0,12}:[^\x00-\x
 _PCS_ID_PATTERN = r"pcs_[A-Za-z0-9]{1,60}"
 _GROUP_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]{2,25}"
 
-_PcsId = Annotated[str, StringConstraints(pattern=anchored(_PCS_ID_PATTERN))]
+_PCS_ID = string(pattern=anchored(_PCS_ID_PATTERN))
+
+# Checked strictly (a string is a `str`, an object a JSON object); keys besides these are CloudTrail's own
+# and are ignored.
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+@checked(arn=optional(string(max_length=ARN_MAX_CHARS, pattern=anchored(_ARN_PATTERN))))
+@dataclass(slots=True, kw_only=True)
+class _UserIdentity(Model):
+    arn: str | None = None
 
 
-class _UserIdentity(_Strict):
-    arn: (
-        Annotated[str, StringConstraints(max_length=ARN_MAX_CHARS, pattern=anchored(_ARN_PATTERN))] | None
-    ) = None
-
-
-class _Request(_Strict):
-    clusterIdentifier: ClusterId
-    computeNodeGroupIdentifier: GroupId | None = None
-    computeNodeGroupName: Annotated[str, StringConstraints(pattern=anchored(_GROUP_NAME_PATTERN))] | None = (
-        None
-    )
+@checked(
+    clusterIdentifier=CLUSTER_ID,
+    computeNodeGroupIdentifier=optional(GROUP_ID),
+    computeNodeGroupName=optional(string(pattern=anchored(_GROUP_NAME_PATTERN))),
+    nodeLifecycleActions=optional(json_object()),
+)
+@dataclass(slots=True, kw_only=True)
+class _Request(Model):
+    clusterIdentifier: str
+    computeNodeGroupIdentifier: str | None = None
+    computeNodeGroupName: str | None = None
     nodeLifecycleActions: dict[str, Any] | None = None
 
 
-class _Group(_Strict):
-    id: _PcsId | None = None
-    clusterId: _PcsId | None = None
+@checked(id=optional(_PCS_ID), clusterId=optional(_PCS_ID))
+@dataclass(slots=True, kw_only=True)
+class _Group(Model):
+    id: str | None = None
+    clusterId: str | None = None
 
 
-class _Response(_Strict):
+@checked(computeNodeGroup=optional(model(_Group)))
+@dataclass(slots=True, kw_only=True)
+class _Response(Model):
     computeNodeGroup: _Group | None = None
 
 
-class _Record(_Strict):
-    eventID: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9-]{1,64}$")]
-    eventTime: Annotated[str, StringConstraints(max_length=40)]
+@checked(
+    eventID=string(pattern=r"^[A-Za-z0-9-]{1,64}$"),
+    eventTime=string(max_length=40),
+    userIdentity=optional(model(_UserIdentity)),
+    requestParameters=model(_Request),
+    responseElements=optional(model(_Response)),
+)
+@dataclass(slots=True, kw_only=True)
+class _Record(Model):
+    eventID: str
+    eventTime: str
     userIdentity: _UserIdentity | None = None
     requestParameters: _Request
     responseElements: _Response | None = None
@@ -192,7 +207,7 @@ def parse_config_call(event: object, *, now_ms: int) -> ConfigCall | CallIgnored
         return CallIgnored(f"{name} failed ({clip(error, 100)}): nothing changed", where)
     try:
         parsed = _Record.model_validate(record)
-    except ValidationError as exc:
+    except Invalid as exc:
         return CallParseError(f"not a {name} record: {describe_validation_error(exc)}", where, reason_of(exc))
     at = _epoch_ms(parsed.eventTime)
     if at is None:

@@ -7,9 +7,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+from lifeguard._records import describe_validation_error
+from lifeguard.schema import (
+    BAD,
+    Check,
+    Invalid,
+    Model,
+    Problem,
+    anything,
+    boolean,
+    checked,
+    converted,
+    integer,
+    json_object,
+    list_of,
+    literal,
+    model,
+    optional,
+    string,
+)
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
@@ -131,99 +151,135 @@ class ControllerEvent:
         return cls(data["detail-type"], data["detail"], data["key"])
 
 
-_MODEL_KEYS = frozenset({"failures", "suspect", "diff", "changed_by", "kept", "risks"})
-
-
 @cache
-def _detail_fields() -> Mapping[str, Any]:
-    """A validator per detail key: DESIGN's contract, bounded (built on first use, not at import)."""
-    from pydantic import BaseModel, ConfigDict, Field, StringConstraints, TypeAdapter, field_validator
-
+def _detail_fields() -> Mapping[str, Check]:
+    """A check per detail key: DESIGN's contract, bounded (built on first use, not at import: most of
+    the module's importers only publish events and never check one)."""
     from lifeguard.bounds import (
+        CLUSTER_ID,
+        EPISODE_ID,
         EPOCH_MS_MAX,
+        FINGERPRINT,
+        GROUP_ID,
+        INSTANCE_ID,
+        NODE_NAME,
         REVISION_MAX,
-        ClusterId,
-        EpisodeId,
-        Fingerprint,
-        GroupId,
-        InstanceId,
-        NodeName,
-        ScriptName,
-        ShortText,
+        SCRIPT_NAME,
+        SHORT_TEXT,
+        WORD,
     )
     from lifeguard.lifecycle import OnError, StageName
     from lifeguard.node.layout import output_tail
 
-    word = Annotated[str, StringConstraints(max_length=64)]
+    # The records live only while a detail is checked, so they are plain (not frozen) and each has a
+    # docstring: a dataclass without one has its signature worked out for it, which costs more than the
+    # class.
+    epoch_ms = integer(ge=0, lt=EPOCH_MS_MAX)
+    path = string(max_length=200)
 
-    class _Strict(BaseModel):
-        model_config = ConfigDict(extra="ignore", strict=True)
+    @checked(instance_id=INSTANCE_ID, scheduler_node_id=optional(NODE_NAME), event_timestamp=epoch_ms)
+    @dataclass(slots=True, kw_only=True)
+    class FailureDetail(Model):
+        """A failed launch the detection counted."""
 
-    class FailureDetail(_Strict):
-        instance_id: InstanceId
-        scheduler_node_id: NodeName | None = None
-        event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX)
+        instance_id: str
+        scheduler_node_id: str | None = None
+        event_timestamp: int
 
-    class SuspectDetail(_Strict):
-        stage: StageName
-        script: ScriptName
-        on_error: OnError
-        exit_code: int | None = Field(default=None, ge=-(2**31), lt=2**31)
+    @checked(
+        stage=literal(*get_args(StageName)),
+        script=SCRIPT_NAME,
+        on_error=literal(*get_args(OnError)),
+        exit_code=optional(integer(ge=-(2**31), lt=2**31)),
+        log_tail=converted(string(), output_tail),  # held to the node's own cut
+        instances=list_of(INSTANCE_ID, max_length=100),
+    )
+    @dataclass(slots=True, kw_only=True)
+    class SuspectDetail(Model):
+        """The script the node reports name as failing the boot."""
+
+        stage: str
+        script: str
+        on_error: str
+        exit_code: int | None = None
         log_tail: str = ""
-        instances: list[InstanceId] = Field(default_factory=list, max_length=100)
+        instances: list[str] = field(default_factory=list)
 
-        @field_validator("log_tail")
-        @classmethod
-        def _tail(cls, value: str) -> str:
-            return output_tail(value)
+    @checked(
+        arn=optional(SHORT_TEXT),
+        at=optional(epoch_ms),
+        source=literal("cloudtrail", "lifeguard", "unknown"),
+    )
+    @dataclass(slots=True, kw_only=True)
+    class ChangedBy(Model):
+        """The configuration change a loop began after."""
 
-    class ChangedBy(_Strict):
-        arn: ShortText | None = None
-        at: int | None = Field(default=None, ge=0, lt=EPOCH_MS_MAX)
-        source: Literal["cloudtrail", "lifeguard", "unknown"] = "unknown"
+        arn: str | None = None
+        at: int | None = None
+        source: str = "unknown"
 
-    class KeptNode(_Strict):
-        instance_id: InstanceId
+    @checked(instance_id=INSTANCE_ID, drained=boolean())
+    @dataclass(slots=True, kw_only=True)
+    class KeptNode(Model):
+        """A node kept up with its script still failing (a quarantine's STOP_SEQUENCE)."""
+
+        instance_id: str
         drained: bool = False
 
-    class RiskDetail(_Strict):
-        code: word
-        path: Annotated[str, StringConstraints(max_length=200)]
-        message: ShortText
-        severity: Literal["warning", "error", "info"] = "warning"
+    @checked(code=WORD, path=path, message=SHORT_TEXT, severity=literal("warning", "error", "info"))
+    @dataclass(slots=True, kw_only=True)
+    class RiskDetail(Model):
+        """A risk the configuration review found."""
 
-    class DiffDetail(_Strict):
-        path: Annotated[str, StringConstraints(max_length=200)]
+        code: str
+        path: str
+        message: str
+        severity: str = "warning"
+
+    @checked(path=path, old=anything(), new=anything())
+    @dataclass(slots=True, kw_only=True)
+    class DiffDetail(Model):
+        """One changed value of a configuration."""
+
+        path: str
         old: Any = None
         new: Any = None
 
-    strict = ConfigDict(strict=True)
-    fields: dict[str, Any] = {
-        "episode_id": EpisodeId | None,
-        "cluster_id": ClusterId | None,
-        "compute_node_group_id": GroupId | None,
-        "kind": Literal["loop", "intermittent", "replacement"] | None,
-        "failures": Annotated[list[FailureDetail], Field(max_length=100)],
-        "suspect": SuspectDetail | None,
-        "mode": Literal["quarantine", "revert", "notify", "off"] | None,
-        "dry_run": bool,
-        "config_before": dict[str, Any] | None,
-        "config_after": dict[str, Any] | None,
-        "diff": Annotated[list[DiffDetail], Field(max_length=1000)],
-        "reason": ShortText | None,
-        "undo": ShortText | None,
-        "signals": Annotated[list[Signal], Field(max_length=len(SIGNALS))],
-        "changed_by": ChangedBy | None,
-        "kept": Annotated[list[KeptNode], Field(max_length=100)],
-        "risks": Annotated[list[RiskDetail], Field(max_length=100)],
-        "revision": Annotated[int, Field(ge=1, le=REVISION_MAX)] | None,
-        "action": word | None,
-        "config_fingerprint": Fingerprint | None,
-        "config_modified_at": Annotated[int, Field(ge=0, lt=EPOCH_MS_MAX)] | None,
-    }
     return {
-        key: TypeAdapter(kind, config=None if key in _MODEL_KEYS else strict) for key, kind in fields.items()
+        "episode_id": optional(EPISODE_ID),
+        "cluster_id": optional(CLUSTER_ID),
+        "compute_node_group_id": optional(GROUP_ID),
+        "kind": optional(literal("loop", "intermittent", "replacement")),
+        "failures": list_of(model(FailureDetail), max_length=100),
+        "suspect": optional(model(SuspectDetail)),
+        "mode": optional(literal("quarantine", "revert", "notify", "off")),
+        "dry_run": boolean(),
+        "config_before": optional(json_object()),
+        "config_after": optional(json_object()),
+        "diff": list_of(model(DiffDetail), max_length=1000),
+        "reason": optional(SHORT_TEXT),
+        "undo": optional(SHORT_TEXT),
+        "signals": list_of(literal(*SIGNALS), max_length=len(SIGNALS)),
+        "changed_by": optional(model(ChangedBy)),
+        "kept": list_of(model(KeptNode), max_length=100),
+        "risks": list_of(model(RiskDetail), max_length=100),
+        "revision": optional(integer(ge=1, le=REVISION_MAX)),
+        "action": optional(WORD),
+        "config_fingerprint": optional(FINGERPRINT),
+        "config_modified_at": optional(epoch_ms),
     }
+
+
+def _as_json(value: Any) -> Any:
+    """A checked value as JSON holds it: records as objects, tuples as lists, every container a new one
+    (the cleaned detail shares nothing with what it was cleaned from)."""
+    if isinstance(value, Model):
+        return value.model_dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_as_json(entry) for entry in value]
+    if isinstance(value, dict):
+        return {key: _as_json(entry) for key, entry in value.items()}
+    return value
 
 
 def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
@@ -231,23 +287,19 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
     present, null or empty where missing or invalid; extra known keys such as `revision` when valid;
     unknown keys dropped), and one line per value that was not valid (`revision: Input should be a valid
     integer`)."""
-    from pydantic import ValidationError
-
-    from lifeguard._records import describe_validation_error
-
     cleaned = make_detail()
     if not isinstance(detail, Mapping):
         return cleaned, [f"detail: expected a JSON object, got {type(detail).__name__}"]
     problems: list[str] = []
-    for key, adapter in _detail_fields().items():
+    for key, check in _detail_fields().items():
         if key not in detail:
             continue
-        try:
-            value = adapter.validate_python(detail[key])
-        except ValidationError as exc:
-            problems.append(f"{key}: {describe_validation_error(exc)}")
+        found: list[Problem] = []
+        value = check(detail[key], (), found)
+        if value is BAD:
+            problems.append(f"{key}: {describe_validation_error(Invalid(found))}")
             continue
-        cleaned[key] = adapter.dump_python(value, mode="json")
+        cleaned[key] = _as_json(value)
     return cleaned, problems
 
 

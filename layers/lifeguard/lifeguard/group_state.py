@@ -5,11 +5,27 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import json
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Final, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_serializer, field_validator
+from lifeguard.schema import (
+    BAD,
+    Loc,
+    Model,
+    Problem,
+    boolean,
+    checked,
+    dict_of,
+    integer,
+    json_object,
+    list_of,
+    model,
+    optional,
+    string,
+)
 
 __all__ = [
     "MAPS",
@@ -33,10 +49,6 @@ __all__ = [
 OUTCOME_LIMIT = 100
 PENDING_LAUNCH_MS = 60 * 60 * 1000
 PENDING_LAUNCH_LIMIT = 1000
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
 
 
 _V = TypeVar("_V")
@@ -108,7 +120,9 @@ class BootOutcome:
     launched_at: int | None = None
 
 
-class Failure(_Model):
+@checked(instance_id=string(), scheduler_node_id=optional(string()), event_timestamp=integer())
+@dataclass(slots=True, kw_only=True)
+class Failure(Model):
     """One failure of an episode's evidence, as events carry it."""
 
     instance_id: str
@@ -116,7 +130,16 @@ class Failure(_Model):
     event_timestamp: int
 
 
-class Suspect(_Model):
+@checked(
+    stage=string(),
+    script=string(),
+    on_error=string(),
+    exit_code=optional(integer()),
+    log_tail=string(),
+    instances=list_of(string()),
+)
+@dataclass(slots=True, kw_only=True)
+class Suspect(Model):
     """The script that failed on the failing instances."""
 
     stage: str
@@ -124,10 +147,33 @@ class Suspect(_Model):
     on_error: str
     exit_code: int | None = None
     log_tail: str = ""
-    instances: list[str] = Field(default_factory=list)
+    instances: list[str] = field(default_factory=list)
 
 
-class Episode(_Model):
+_FAILURES = list_of(model(Failure))
+
+
+@checked(
+    episode_id=string(),
+    kind=string(),
+    opened_at=integer(),
+    config_modified_at=optional(integer()),
+    config_fingerprint=optional(string()),
+    failures=_FAILURES,
+    suspect=optional(model(Suspect)),
+    revision=integer(),
+    contained_at=optional(integer()),
+    kept=list_of(string()),
+    resolved_at=optional(integer()),
+    resolved_by=optional(string()),
+    signals=list_of(string()),
+    no_script_failed=boolean(),
+    changed_by=optional(json_object()),
+    replacement_revision=optional(integer()),
+    unhealthy=_FAILURES,
+)
+@dataclass(slots=True, kw_only=True)
+class Episode(Model):
     """One loop of a group, from detection to the next bootstrap with no failed script. A quarantine that
     keeps failing nodes contains it (`contained_at`, the `kept` nodes) without ending it."""
 
@@ -136,20 +182,20 @@ class Episode(_Model):
     opened_at: int  # event time (ms) of the failure that made the detection
     config_modified_at: int | None = None
     config_fingerprint: str | None = None
-    failures: list[Failure] = Field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
     suspect: Suspect | None = None
     revision: int = 1
     contained_at: int | None = None  # event time of the first kept node's BOOTSTRAP_SUCCESS
-    kept: list[str] = Field(default_factory=list)  # instances kept with the script still failing
+    kept: list[str] = field(default_factory=list)  # instances kept with the script still failing
     resolved_at: int | None = None
     resolved_by: str | None = None  # the instance whose boot ended the episode
-    signals: list[str] = Field(default_factory=list)  # what the detection rests on (DESIGN's `signals`)
+    signals: list[str] = field(default_factory=list)  # what the detection rests on (DESIGN's `signals`)
     no_script_failed: bool = False  # the failing nodes reported runs, and none failed: not a script
     changed_by: dict[str, Any] | None = None  # the change the loop began after (DESIGN's `changed_by`)
     # The revision at which nodes replaced as unhealthy made this a `replacement` loop (its own kind, or
     # a drain/replace loop inside a contained episode), and the unhealthy terminations it rests on.
     replacement_revision: int | None = None
-    unhealthy: list[Failure] = Field(default_factory=list)
+    unhealthy: list[Failure] = field(default_factory=list)
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""
@@ -159,7 +205,19 @@ class Episode(_Model):
         return True
 
 
-class KnownConfig(_Model):
+@checked(
+    modified_at=integer(),
+    fingerprint=string(),
+    node_lifecycle_actions=optional(json_object()),
+    arn=optional(string()),
+    status=optional(string()),
+    tags=dict_of(string(), string()),
+    checked_at=integer(),
+    tags_checked_at=integer(),
+    actions_read=boolean(),
+)
+@dataclass(slots=True, kw_only=True)
+class KnownConfig(Model):
     """The group as PCS last described it."""
 
     modified_at: int
@@ -167,14 +225,23 @@ class KnownConfig(_Model):
     node_lifecycle_actions: dict[str, Any] | None = None
     arn: str | None = None
     status: str | None = None
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
     checked_at: int  # event time (ms) of the batch in which Lifeguard last confirmed it
     tags_checked_at: int = 0
     # False for a group learned from a listing: its modifiedAt is known, its actions (and fingerprint) not.
     actions_read: bool = True
 
 
-class ProvenGood(_Model):
+@checked(
+    fingerprint=string(),
+    node_lifecycle_actions=optional(json_object()),
+    modified_at=integer(),
+    proven_at=integer(),
+    instance_id=string(),
+    evidence=string(),
+)
+@dataclass(slots=True, kw_only=True)
+class ProvenGood(Model):
     """The last configuration a node bootstrapped with successfully."""
 
     fingerprint: str
@@ -185,48 +252,139 @@ class ProvenGood(_Model):
     evidence: str = ""  # what proved it: the node's reports, or PCS's success alone (no quarantine in it)
 
 
-class GroupState(_Model):
+# An outcome row as the state stores it: [instance_id, scheduler_node_id, event_timestamp, 0|1, launched_at].
+_ROW: Final = (string(), optional(string()), integer(), integer(ge=0, le=1), optional(integer()))
+
+
+def _outcomes(value: Any, loc: Loc, problems: list[Problem]) -> Any:
+    """The outcomes from their rows (as stored), or the map itself (instance -> `BootOutcome`) as it is."""
+    if isinstance(value, dict) and all(isinstance(o, BootOutcome) for o in value.values()):
+        return value
+    if not isinstance(value, list | tuple):
+        problems.append(Problem(loc, "list_type", "Input should be a valid list"))
+        return BAD
+    found = len(problems)
+    kept: dict[str, BootOutcome] = {}
+    for index, row in enumerate(value):
+        at = (*loc, index)
+        if not isinstance(row, list | tuple):
+            problems.append(Problem(at, "list_type", "Input should be a valid list"))
+        elif len(row) != len(_ROW):
+            kind, most = ("too_short", "at least") if len(row) < len(_ROW) else ("too_long", "at most")
+            message = f"List should have {most} {len(_ROW)} items after validation, not {len(row)}"
+            problems.append(Problem(at, kind, message))
+        else:
+            instance, node, event_timestamp, succeeded, launched_at = [
+                check(entry, (*at, n), problems)
+                for n, (check, entry) in enumerate(zip(_ROW, row, strict=True))
+            ]
+            if len(problems) == found:
+                kept[instance] = BootOutcome(instance, node, event_timestamp, bool(succeeded), launched_at)
+    return kept if len(problems) == found else BAD
+
+
+def _rows(outcomes: dict[str, BootOutcome]) -> list[list[Any]]:
+    # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
+    return [
+        [o.instance_id, o.scheduler_node_id, o.event_timestamp, int(o.succeeded), o.launched_at]
+        for o in outcomes.values()
+    ]
+
+
+# Per record class, its keys and a getter of its values in the same order (see `_record`).
+_SHAPES: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _record(value: object) -> dict[str, Any]:
+    """A record's fields as a JSON object, for the encoder to walk (it walks dicts and lists itself)."""
+    shape = _SHAPES.get(type(value))
+    if shape is None:
+        if not isinstance(value, Model):
+            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+        declared = value.__schema__.fields
+        names = [field.name for field in declared]
+        values = attrgetter(*names) if len(names) > 1 else lambda record: (getattr(record, names[0]),)
+        shape = _SHAPES[type(value)] = (tuple(field.key for field in declared), values)
+    keys, values = shape
+    return dict(zip(keys, values(value), strict=True))
+
+
+# One encoder for every state: `json.dumps` with options makes one per call. No check for cycles: a state
+# is a tree of values read from JSON or made by Lifeguard.
+_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_record
+)
+
+
+_OPTIONAL_EPISODE = optional(model(Episode))
+
+
+@checked(
+    cluster_id=string(),
+    group_id=string(),
+    version=integer(),
+    launches=dict_of(string(), integer()),
+    outcomes=_outcomes,
+    unhealthy=dict_of(string(), integer()),
+    config=optional(model(KnownConfig)),
+    proven_good=optional(model(ProvenGood)),
+    episode=_OPTIONAL_EPISODE,
+    last_episode=_OPTIONAL_EPISODE,
+    outbox=list_of(json_object()),
+)
+@dataclass(slots=True, kw_only=True)
+class GroupState(Model):
     """Everything the controller keeps about one compute node group."""
 
     cluster_id: str
     group_id: str
     version: int = 0
-    launches: dict[str, int] = Field(default_factory=dict)  # instances launched, outcome not seen yet
-    outcomes: dict[str, BootOutcome] = Field(default_factory=dict)
-    unhealthy: dict[str, int] = Field(default_factory=dict)  # instance -> TERMINATED/UNHEALTHY_NODE time
+    launches: dict[str, int] = field(default_factory=dict)  # instances launched, outcome not seen yet
+    outcomes: dict[str, BootOutcome] = field(default_factory=dict)  # stored as rows (`_rows`)
+    unhealthy: dict[str, int] = field(default_factory=dict)  # instance -> TERMINATED/UNHEALTHY_NODE time
     config: KnownConfig | None = None
     proven_good: ProvenGood | None = None
     episode: Episode | None = None
     last_episode: Episode | None = None
-    outbox: list[dict[str, Any]] = Field(default_factory=list)
-    _oldest_outcome: int | None = PrivateAttr(default=None)
+    outbox: list[dict[str, Any]] = field(default_factory=list)
+    _oldest_outcome: int | None = field(default=None, init=False, repr=False, compare=False)
     # No launch or outcome is dated after this (set by `forget_after`, in memory only).
-    _bounded_at: int | None = PrivateAttr(default=None)
+    _bounded_at: int | None = field(default=None, init=False, repr=False, compare=False)
     # The maps (`MAPS`) as the table holds them, when it holds them on their own (None: it does not, yet).
-    _stored: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
-    _stored_body: str | None = PrivateAttr(default=None)  # the rest, as JSON, as the table holds it
+    _stored: dict[str, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
+    # The rest, as JSON, as the table holds it.
+    _stored_body: str | None = field(default=None, init=False, repr=False, compare=False)
 
-    @field_validator(*MAPS, mode="after")
-    @classmethod
-    def _followed(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return Tracked(value)
+    def __post_init__(self) -> None:
+        # The maps are `Tracked`, copies of those the state is made with (as validating them made them
+        # before): each follows what a batch touches once `maps_stored` starts it.
+        self.launches = Tracked(self.launches)
+        self.outcomes = Tracked(self.outcomes)
 
-    # Outcomes are most of the item and are rewritten with every batch: stored as rows, not objects.
-    @field_serializer("outcomes")
-    def _outcomes_as_rows(self, outcomes: dict[str, BootOutcome]) -> list[list[Any]]:
-        return [
-            [o.instance_id, o.scheduler_node_id, o.event_timestamp, int(o.succeeded), o.launched_at]
-            for o in outcomes.values()
-        ]
+    def model_dump(
+        self, *, mode: str = "python", exclude: Collection[str] = (), exclude_none: bool = False
+    ) -> dict[str, Any]:
+        """As every record's, with the outcomes as rows (as the state stores them)."""
+        dumped = Model.model_dump(self, mode=mode, exclude={*exclude, "outcomes"}, exclude_none=exclude_none)
+        if "outcomes" in exclude:
+            return dumped
+        ordered = {}
+        for declared in self.__schema__.fields:
+            if declared.name == "outcomes":
+                ordered[declared.key] = _rows(self.outcomes)
+            elif declared.key in dumped:
+                ordered[declared.key] = dumped[declared.key]
+        return ordered
 
-    @field_validator("outcomes", mode="before")
-    @classmethod
-    def _outcomes_from_rows(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            return value
-        return {
-            str(row[0]): BootOutcome(str(row[0]), row[1], int(row[2]), bool(row[3]), row[4]) for row in value
-        }
+    def model_dump_json(self, *, exclude: Collection[str] = ()) -> str:
+        """As every record's (the same text), made by the encoder in one pass: a state's JSON is made for
+        every group a batch touches, to tell whether the rest of it changed."""
+        fields = _record(self)
+        for name in exclude:
+            fields.pop(name, None)
+        if "outcomes" in fields:
+            fields["outcomes"] = _rows(self.outcomes)
+        return _ENCODER.encode(fields)
 
     def oldest_outcome_at(self) -> int | None:
         """Event time of the oldest outcome kept (cached until `outcome_changed`)."""

@@ -1,4 +1,4 @@
-"""`nodeLifecycleActions` exactly as the PCS API shapes it: models, fingerprint and diff.
+"""`nodeLifecycleActions` exactly as the PCS API shapes it: record classes, fingerprint and diff.
 
 Parsing checks every rule of `lifeguard.lifecycle_rules` and reports all problems at once. Omitted fields
 stay omitted: `to_api()` gives back exactly what was given, while `effective_*` properties say what PCS
@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Literal, get_args
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle_rules import (
@@ -21,6 +19,20 @@ from lifeguard.lifecycle_rules import (
     DEFAULT_ON_ERROR,
     DEFAULT_SCRIPT_CACHING_POLICY,
     find_problems,
+)
+from lifeguard.schema import (
+    BAD,
+    Invalid,
+    Loc,
+    Model,
+    Problem,
+    Schema,
+    checked,
+    list_of,
+    literal,
+    model,
+    optional,
+    string,
 )
 
 __all__ = [
@@ -46,21 +58,23 @@ ScriptCachingPolicy = Literal["CACHE_ONCE", "REFRESH_ON_REBOOT"]
 StageName = Literal["nodeBootstrapped", "nodeReady"]
 STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
 
-_CHECKED = "lifeguard_checked"
+# The record classes below dump only what is not None, and that is exactly what was given: PCS's rules
+# (`find_problems`) refuse an explicit `null` for every field, so a None is always a field left out.
 
 
-class _ApiModel(BaseModel):
-    # Built when first used (a review, a remediation): the detection only fingerprints configurations.
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", populate_by_name=True, serialize_by_alias=True, defer_build=True
-    )
-
-
-class ScriptSource(_ApiModel):
+@checked(
+    script_location=string(),
+    s3_version_id=optional(string()),
+    checksum=optional(string()),
+    keys={"script_location": "scriptLocation", "s3_version_id": "s3VersionId"},
+    forbid_extra=True,
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptSource(Model):
     """Where a script is fetched from, and how its content is pinned."""
 
-    script_location: str = Field(alias="scriptLocation")
-    s3_version_id: str | None = Field(default=None, alias="s3VersionId")
+    script_location: str
+    s3_version_id: str | None = None
     checksum: str | None = None
 
     @property
@@ -74,14 +88,24 @@ class ScriptSource(_ApiModel):
         return self.checksum is not None or bool(self.s3_version_id)
 
 
-class LifecycleScript(_ApiModel):
+@checked(
+    name=string(),
+    script_source=model(ScriptSource),
+    arguments=optional(list_of(string(), as_tuple=True)),
+    on_error=optional(literal(*get_args(OnError))),
+    execution_policy=optional(literal(*get_args(ExecutionPolicy))),
+    keys={"script_source": "scriptSource", "on_error": "onError", "execution_policy": "executionPolicy"},
+    forbid_extra=True,
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LifecycleScript(Model):
     """One script of a stage."""
 
     name: str
-    script_source: ScriptSource = Field(alias="scriptSource")
+    script_source: ScriptSource
     arguments: tuple[str, ...] | None = None
-    on_error: OnError | None = Field(default=None, alias="onError")
-    execution_policy: ExecutionPolicy | None = Field(default=None, alias="executionPolicy")
+    on_error: OnError | None = None
+    execution_policy: ExecutionPolicy | None = None
 
     @property
     def effective_on_error(self) -> OnError:
@@ -100,14 +124,24 @@ class LifecycleScript(_ApiModel):
 
     def to_api(self) -> dict[str, Any]:
         """The script exactly as the PCS API takes it."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(mode="json", exclude_none=True)
 
 
-class LifecycleStages(_ApiModel):
+_SCRIPTS = optional(list_of(model(LifecycleScript), as_tuple=True))
+
+
+@checked(
+    node_bootstrapped=_SCRIPTS,
+    node_ready=_SCRIPTS,
+    keys={"node_bootstrapped": "nodeBootstrapped", "node_ready": "nodeReady"},
+    forbid_extra=True,
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LifecycleStages(Model):
     """The scripts of each stage, in the order PCS runs them."""
 
-    node_bootstrapped: tuple[LifecycleScript, ...] | None = Field(default=None, alias="nodeBootstrapped")
-    node_ready: tuple[LifecycleScript, ...] | None = Field(default=None, alias="nodeReady")
+    node_bootstrapped: tuple[LifecycleScript, ...] | None = None
+    node_ready: tuple[LifecycleScript, ...] | None = None
 
     def scripts_of(self, stage: StageName) -> tuple[LifecycleScript, ...]:
         """The scripts of one stage (empty when the stage is omitted)."""
@@ -115,20 +149,30 @@ class LifecycleStages(_ApiModel):
         return scripts or ()
 
 
-class NodeLifecycleActions(_ApiModel):
+@checked(
+    stages=model(LifecycleStages),
+    script_caching_policy=optional(literal(*get_args(ScriptCachingPolicy))),
+    keys={"script_caching_policy": "scriptCachingPolicy"},
+    forbid_extra=True,
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeLifecycleActions(Model):
     """A compute node group's `nodeLifecycleActions`."""
 
     stages: LifecycleStages
-    script_caching_policy: ScriptCachingPolicy | None = Field(default=None, alias="scriptCachingPolicy")
+    script_caching_policy: ScriptCachingPolicy | None = None
 
-    @model_validator(mode="before")
     @classmethod
-    def _check_rules(cls, data: Any, info: ValidationInfo) -> Any:
-        if not (info.context or {}).get(_CHECKED):
-            problems = find_problems(data)
-            if problems:
-                raise InvalidLifecycleConfigError(problems)
-        return data
+    def model_validate(cls, data: object) -> NodeLifecycleActions:
+        """A config from `data`, held to PCS's rules too; raises `Invalid` with one `value_error` that
+        lists every problem (an instance is taken as it is)."""
+        if isinstance(data, NodeLifecycleActions):
+            return data
+        problems: list[Problem] = []
+        parsed = _ruled(data, (), problems)
+        if parsed is None:
+            raise Invalid(problems)
+        return parsed
 
     @classmethod
     def from_api(cls, data: object, *, path: str = "") -> NodeLifecycleActions:
@@ -139,11 +183,11 @@ class NodeLifecycleActions(_ApiModel):
         problems = find_problems(data, path)
         if problems:
             raise InvalidLifecycleConfigError(problems)
-        return cls.model_validate(data, context={_CHECKED: True})
+        return _actions(data)
 
     def to_api(self) -> dict[str, Any]:
         """The config exactly as the PCS API takes it: what was omitted stays omitted."""
-        return self.model_dump(mode="json", exclude_unset=True)
+        return self.model_dump(mode="json", exclude_none=True)
 
     def canonical_json(self) -> str:
         """The API shape as canonical JSON: sorted keys, no whitespace, UTF-8."""
@@ -170,6 +214,81 @@ class NodeLifecycleActions(_ApiModel):
             if script.name == name:
                 return index, script
         return None
+
+
+def _ruled(data: object, loc: Loc, problems: list[Problem]) -> NodeLifecycleActions | None:
+    """A config from `data` when it passes PCS's rules, else None after adding one problem at `loc` that
+    lists them all: a `value_error`, as pydantic reports an exception of a validator."""
+    found = find_problems(data)
+    if found:
+        problems.append(Problem(loc, "value_error", f"Value error, {InvalidLifecycleConfigError(found)}"))
+        return None
+    return _actions(data)
+
+
+class _RuledSchema(Schema):
+    """`NodeLifecycleActions` as a field of another record is held to PCS's rules as well."""
+
+    def build(self, data: Mapping[str, Any], loc: Loc, problems: list[Problem]) -> Any:
+        parsed = _ruled(data, loc, problems)
+        return BAD if parsed is None else parsed
+
+
+NodeLifecycleActions.__schema__ = _RuledSchema(
+    NodeLifecycleActions, NodeLifecycleActions.__schema__.fields, forbid_extra=True
+)
+
+
+# The objects of a config that passed `find_problems`, built as they are: every type, key and bound is
+# checked by then, so a second pass through the field checks would only cost each parse its time. Their
+# slots are filled directly (a frozen dataclass's `__init__` sets each field through
+# `object.__setattr__`, and that is most of the cost of a parse once the rules have run); `_slots`
+# refuses to load when a class's fields are not the ones its builder fills, so none is left unset.
+_new = object.__new__
+
+
+def _slots(cls: type[Model], *names: str) -> tuple[Callable[[object, object], None], ...]:
+    declared = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
+    if declared != names:
+        raise TypeError(f"{cls.__name__}: built with {names}, declares {declared}")
+    return tuple(vars(cls)[name].__set__ for name in names)
+
+
+_SOURCE_SLOTS = _slots(ScriptSource, "script_location", "s3_version_id", "checksum")
+_SCRIPT_SLOTS = _slots(LifecycleScript, "name", "script_source", "arguments", "on_error", "execution_policy")
+_STAGES_SLOTS = _slots(LifecycleStages, "node_bootstrapped", "node_ready")
+_ACTIONS_SLOTS = _slots(NodeLifecycleActions, "stages", "script_caching_policy")
+
+
+def _actions(config: Any) -> NodeLifecycleActions:
+    set_stages, set_policy = _ACTIONS_SLOTS
+    set_bootstrapped, set_ready = _STAGES_SLOTS
+    raw = config["stages"]
+    bootstrapped, ready = raw.get("nodeBootstrapped"), raw.get("nodeReady")
+    stages = _new(LifecycleStages)
+    set_bootstrapped(stages, None if bootstrapped is None else tuple(map(_script, bootstrapped)))
+    set_ready(stages, None if ready is None else tuple(map(_script, ready)))
+    actions = _new(NodeLifecycleActions)
+    set_stages(actions, stages)
+    set_policy(actions, config.get("scriptCachingPolicy"))
+    return actions
+
+
+def _script(raw: Any) -> LifecycleScript:
+    set_location, set_version, set_checksum = _SOURCE_SLOTS
+    set_name, set_source, set_arguments, set_on_error, set_policy = _SCRIPT_SLOTS
+    raw_source, arguments = raw["scriptSource"], raw.get("arguments")
+    source = _new(ScriptSource)
+    set_location(source, raw_source["scriptLocation"])
+    set_version(source, raw_source.get("s3VersionId"))
+    set_checksum(source, raw_source.get("checksum"))
+    script = _new(LifecycleScript)
+    set_name(script, raw["name"])
+    set_source(script, source)
+    set_arguments(script, None if arguments is None else tuple(arguments))
+    set_on_error(script, raw.get("onError"))
+    set_policy(script, raw.get("executionPolicy"))
+    return script
 
 
 def canonical_json(api_value: object) -> str:

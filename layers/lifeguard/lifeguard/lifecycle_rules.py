@@ -1,7 +1,7 @@
 """The rules a `nodeLifecycleActions` config must follow, from one source.
 
 PCS's service model (through `lifeguard.pcs_model`) gives the shapes and their constraints; the few rules
-PCS documents beyond the model are here. The Lambdas' pydantic models (`lifeguard.lifecycle`), the node's
+PCS documents beyond the model are here. The Lambdas' record classes (`lifeguard.lifecycle`), the node's
 executor and the local PCS endpoint all check configs with `find_problems`.
 
 Standard library only, and Python 3.9 compatible: the node bundle runs it on the node's own Python.

@@ -8,54 +8,68 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from typing import Any, Literal, get_args
 
 from lifeguard._records import describe_validation_error, load_json_object, reason_of
-from lifeguard.bounds import EPOCH_S_MAX, ClusterId, GroupId, InstanceId, NodeName, ScriptName, clip
+from lifeguard.bounds import (
+    CLUSTER_ID,
+    EPOCH_S_MAX,
+    GROUP_ID,
+    INSTANCE_ID,
+    NODE_NAME,
+    SCRIPT_NAME,
+    clip,
+)
 from lifeguard.lifecycle import OnError, StageName
 from lifeguard.node.layout import LOG_TAIL_BYTES, output_tail
+from lifeguard.schema import Invalid, Model, boolean, checked, converted, integer, literal, optional, string
 
 __all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "RunOutcome", "parse_node_report"]
 
 RunOutcome = Literal["succeeded", "failed", "skipped"]
 
 
-class NodeReport(BaseModel):
+@checked(
+    kind=literal("script_run"),
+    cluster_id=CLUSTER_ID,
+    compute_node_group_id=GROUP_ID,
+    instance_id=INSTANCE_ID,
+    node_id=optional(NODE_NAME),
+    boot=integer(ge=1, le=1_000_000),
+    first_boot=boolean(),
+    stage=literal(*get_args(StageName)),
+    script=SCRIPT_NAME,
+    on_error=literal(*get_args(OnError)),
+    exit_code=optional(integer(ge=-(2**31), lt=2**31)),
+    outcome=literal(*get_args(RunOutcome)),
+    started_at=integer(ge=0, lt=EPOCH_S_MAX),
+    ended_at=optional(integer(ge=0, lt=EPOCH_S_MAX)),
+    # An over-long tail is trimmed, not refused: the report's verdict matters more than its log.
+    log_tail=converted(string(), output_tail),
+    script_sha256=optional(string(pattern=r"^[0-9a-f]{64}$")),
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeReport(Model):
     """One script run on one node; every field is bounded (`lifeguard.bounds`), so a stored report keeps
-    within DynamoDB's key and item limits whatever a broken or hostile node sends."""
-
-    # Strict: a number sent as text is a broken report, not one to guess at.
-    # Built when first used: the scaling_events function reads reports only to attribute a loop.
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True, defer_build=True)
+    within DynamoDB's key and item limits whatever a broken or hostile node sends. Strict, as every check
+    is: a number sent as text is a broken report, not one to guess at."""
 
     kind: Literal["script_run"] = "script_run"
-    cluster_id: ClusterId
-    compute_node_group_id: GroupId
-    instance_id: InstanceId
-    node_id: NodeName | None = None
-    boot: int = Field(
-        ge=1, le=1_000_000, description="1 for the first boot of the instance, 2 for its first reboot, …"
-    )
+    cluster_id: str
+    compute_node_group_id: str
+    instance_id: str
+    node_id: str | None = None
+    boot: int  # 1 for the first boot of the instance, 2 for its first reboot, …
     first_boot: bool
     stage: StageName
-    script: ScriptName
+    script: str
     on_error: OnError
-    exit_code: int | None = Field(
-        default=None, ge=-(2**31), lt=2**31, description="None when the script never ran (fetch failed)"
-    )
+    exit_code: int | None = None  # None when the script never ran (fetch failed)
     outcome: RunOutcome
-    started_at: int = Field(ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
-    ended_at: int | None = Field(default=None, ge=0, lt=EPOCH_S_MAX, description="epoch seconds")
-    log_tail: str = Field(default="", description=f"the last {LOG_TAIL_BYTES} bytes of the run's output")
-    script_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-
-    @field_validator("log_tail")
-    @classmethod
-    def _keep_tail(cls, value: str) -> str:
-        # An over-long tail is trimmed, not refused: the report's verdict matters more than its log.
-        return output_tail(value)
+    started_at: int  # epoch seconds
+    ended_at: int | None = None  # epoch seconds
+    log_tail: str = ""  # the last LOG_TAIL_BYTES bytes of the run's output
+    script_sha256: str | None = None
 
     @property
     def ended_or_started_at(self) -> int:
@@ -97,6 +111,6 @@ def parse_node_report(
         return NodeReportParseError(f"not a node report (kind={clip(data.get('kind'), 40)!r})", where)
     try:
         return NodeReport.model_validate(data)
-    except ValidationError as exc:
+    except Invalid as exc:
         reason = reason_of(exc)
         return NodeReportParseError(f"not a node report: {describe_validation_error(exc)}", where, reason)

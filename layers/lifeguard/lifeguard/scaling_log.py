@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
-
-from lifeguard._records import describe_validation_error, load_json_object, reason_of
-from lifeguard.bounds import EPOCH_MS_MAX, ClusterId, GroupId, InstanceId, NodeName
+from lifeguard._records import describe_validation_error, load_json_object, read_from_json, reason_of
+from lifeguard.bounds import CLUSTER_ID, EPOCH_MS_MAX, GROUP_ID, INSTANCE_ID, NODE_NAME, WORD
+from lifeguard.schema import Check, Invalid, Model, checked, integer, model, optional, string
 
 __all__ = [
     "BOOTSTRAP_FAILED",
@@ -75,8 +74,7 @@ _REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z_]{1,64})"')
 
 _RAW_EXCERPT_CHARS = 200
 # Codes are PCS's upper-case words; an unknown one is kept (and counted), a 600 KB one is not a code.
-Code = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")]
-Word = Annotated[str, StringConstraints(max_length=64)]
+CODE: Check = string(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
 
 
 def is_known_pair(status_code: str, reason_code: str | None) -> bool:
@@ -85,31 +83,40 @@ def is_known_pair(status_code: str, reason_code: str | None) -> bool:
     return reasons is not None and (reason_code is None or reason_code in reasons)
 
 
-class ScalingLogDetails(BaseModel):
+@checked(instance_id=optional(INSTANCE_ID), instance_type=optional(WORD), subnet_id=optional(WORD))
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScalingLogDetails(Model):
     """The instance a record is about; every key is optional (and bounded: `lifeguard.bounds`)."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
-
-    instance_id: InstanceId | None = None
-    instance_type: Word | None = None
-    subnet_id: Word | None = None
+    instance_id: str | None = None
+    instance_type: str | None = None
+    subnet_id: str | None = None
 
 
-class ScalingLogRecord(BaseModel):
+# Strict, as every check is: a time sent as text, or a float, is a broken record, not one to guess at.
+@checked(
+    event_timestamp=integer(ge=0, lt=EPOCH_MS_MAX),
+    status_code=CODE,
+    reason_code=optional(CODE),
+    resource_id=optional(CLUSTER_ID),
+    resource_type=optional(WORD),
+    compute_node_group_id=optional(GROUP_ID),
+    scheduler_node_id=optional(NODE_NAME),
+    details=model(ScalingLogDetails),
+)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScalingLogRecord(Model):
     """One node state transition of a PCS cluster. Every field Lifeguard reads is bounded
     (`lifeguard.bounds`); fields it does not read, such as `description`, are not kept."""
 
-    # Strict: a time sent as text, or a float, is a broken record, not one to guess at.
-    model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
-
-    event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX, description="epoch milliseconds")
-    status_code: Code
-    reason_code: Code | None = None
-    resource_id: ClusterId | None = None
-    resource_type: Word | None = None
-    compute_node_group_id: GroupId | None = None
-    scheduler_node_id: NodeName | None = None
-    details: ScalingLogDetails = Field(default_factory=ScalingLogDetails)
+    event_timestamp: int  # epoch milliseconds
+    status_code: str
+    reason_code: str | None = None
+    resource_id: str | None = None
+    resource_type: str | None = None
+    compute_node_group_id: str | None = None
+    scheduler_node_id: str | None = None
+    details: ScalingLogDetails = field(default_factory=ScalingLogDetails)
 
     @property
     def cluster_id(self) -> str | None:
@@ -189,30 +196,15 @@ def parse_scaling_log_record(
 ) -> ScalingLogRecord | ScalingLogParseError:
     """Parse one log event's message; `where` (e.g. `stream:event-id`) is kept for the error. The one
     way records are parsed: the handler, replays and tests all come through here."""
-    if isinstance(raw, str | bytes):
-        try:
-            # The model's validator on the text itself: json.loads then validating costs half as much again.
-            return _validate_json(raw)
-        except ValidationError as exc:
-            if reason_of(exc) not in _NOT_AN_OBJECT:
-                message = f"not a scaling-log record: {describe_validation_error(exc)}"
-                return ScalingLogParseError(message, _excerpt(raw), where, reason_of(exc))
-        except (ValueError, RecursionError):
-            pass  # not JSON: said below, the way every record parser says it
     data = load_json_object(raw)
     if isinstance(data, str):
         return ScalingLogParseError(data, _excerpt(raw), where, reason_of(data))
     try:
         return ScalingLogRecord.model_validate(data)
-    except ValidationError as exc:
-        message = f"not a scaling-log record: {describe_validation_error(exc)}"
-        return ScalingLogParseError(message, _excerpt(raw), where, reason_of(exc))
-
-
-_validate_json: Callable[[str | bytes], ScalingLogRecord] = (
-    ScalingLogRecord.__pydantic_validator__.validate_json
-)
-_NOT_AN_OBJECT = frozenset({"not JSON", "not a JSON object"})
+    except Invalid as exc:
+        found = read_from_json(exc) if isinstance(raw, str | bytes) else exc
+        message = f"not a scaling-log record: {describe_validation_error(found)}"
+        return ScalingLogParseError(message, _excerpt(raw), where, reason_of(found))
 
 
 def _excerpt(raw: str | bytes | Mapping[str, Any]) -> str:

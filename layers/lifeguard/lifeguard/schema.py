@@ -154,6 +154,9 @@ def boolean() -> Check:
     return check
 
 
+_ACCEPTED_MAX = 4096  # values remembered per pattern check (each at most its check's max_length)
+
+
 def _characters(count: int) -> str:
     return f"{count} character" if count == 1 else f"{count} characters"
 
@@ -164,20 +167,31 @@ def string(
     """A `str` of `min_length` to `max_length` characters in which `pattern` is found (give patterns
     anchored, as `lifeguard.bounds` does: the lengths are checked first, so no pattern runs on a long
     string)."""
-    search = re.compile(pattern).search if pattern is not None else None
+    # `$` ends the text, as in pydantic's (and botocore's) patterns; Python's would also match before a
+    # final newline, and let `pcs_abc\n` pass for an id.
+    search = re.compile(re.sub(r"(?<!\\)\$$", r"\\Z", pattern)).search if pattern is not None else None
+    # Values already found valid: ids and codes recur in every batch, and a set lookup is a tenth of a
+    # pattern search. Bounded: emptied when full.
+    accepted: set[str] = set()
 
     def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
         if type(value) is not str:
             return _fail(problems, loc, "string_type", "Input should be a valid string")
+        if value in accepted:
+            return value
         if min_length is not None and len(value) < min_length:
             message = f"String should have at least {_characters(min_length)}"
             return _fail(problems, loc, "string_too_short", message)
         if max_length is not None and len(value) > max_length:
             message = f"String should have at most {_characters(max_length)}"
             return _fail(problems, loc, "string_too_long", message)
-        if search is not None and search(value) is None:
-            message = f"String should match pattern '{pattern}'"
-            return _fail(problems, loc, "string_pattern_mismatch", message)
+        if search is not None:
+            if search(value) is None:
+                message = f"String should match pattern '{pattern}'"
+                return _fail(problems, loc, "string_pattern_mismatch", message)
+            if len(accepted) >= _ACCEPTED_MAX:
+                accepted.clear()
+            accepted.add(value)
         return value
 
     return check
@@ -290,6 +304,7 @@ class _Field(NamedTuple):
     key: str  # as the record spells it (an alias such as `scriptLocation`, else the name)
     check: Check
     required: bool
+    path: Loc  # where the field is in a record at the top: `(key,)`
 
 
 class Schema:
@@ -298,6 +313,7 @@ class Schema:
     def __init__(self, cls: type[Model], fields_: tuple[_Field, ...], *, forbid_extra: bool) -> None:
         self.cls = cls
         self.fields = fields_
+        self.slots = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
         self.keys = frozenset(field.key for field in fields_)
         self.forbid_extra = forbid_extra
 
@@ -305,13 +321,13 @@ class Schema:
         """An instance from `data`, or BAD after adding every problem of it."""
         values: dict[str, Any] = {}
         found = len(problems)
-        for name, key, check, required in self.fields:
+        for name, key, check, required, path in self.fields:
             raw = data.get(key, BAD)
             if raw is BAD:
                 if required:
                     problems.append(Problem((*loc, key), "missing", "Field required"))
                 continue
-            values[name] = check(raw, (*loc, key), problems)
+            values[name] = check(raw, (*loc, key) if loc else path, problems)
         if self.forbid_extra:
             for key in data:
                 if key not in self.keys:
@@ -339,6 +355,7 @@ def checked(*, keys: Mapping[str, str] | None = None, forbid_extra: bool = False
                     aliases.get(field.name, field.name),
                     checks[field.name],
                     field.default is MISSING and field.default_factory is MISSING,
+                    (aliases.get(field.name, field.name),),
                 )
                 for field in declared
             ),
@@ -398,9 +415,9 @@ class Model:
         """A copy (its values shared, or copied too when `deep`), with the values of `update` set as they
         are (unchecked, as pydantic's `model_copy` does)."""
         duplicate = object.__new__(type(self))
-        for field in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, field.name)
-            object.__setattr__(duplicate, field.name, copy.deepcopy(value) if deep else value)
+        for name in self.__schema__.slots:
+            value = getattr(self, name)
+            object.__setattr__(duplicate, name, copy.deepcopy(value) if deep else value)
         for name, value in (update or {}).items():
             object.__setattr__(duplicate, name, value)
         return duplicate

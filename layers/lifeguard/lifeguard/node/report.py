@@ -1,8 +1,9 @@
 """The node report as the node writes it: one finished script run, one JSON object.
 
-Its fields, their order and their JSON are those of `lifeguard.node_report.NodeReport`, the pydantic model
-the Lambdas validate reports with. pydantic is not on the node, so this dataclass states the same schema
-with the standard library alone; tests/unit/test_node_report_schema.py holds the two to each other.
+Its fields, their order and their JSON are those of `lifeguard.node_report.NodeReport`, the checked record
+the Lambdas validate reports with. The node runs its own Python (3.9) with no more of the layer than the
+executor needs, so this dataclass states the same schema with the standard library alone;
+tests/unit/test_node_report_schema.py holds the two to each other.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from lifeguard.event_contract import clean_detail
+from lifeguard.schema import Model, checked, integer, json_object, list_of, optional, string
 
 __all__ = ["LoopDetection"]
 
@@ -15,16 +15,27 @@ __all__ = ["LoopDetection"]
 _REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_fingerprint", "config_modified_at")
 
 
-class LoopDetection(BaseModel):
+# The contract's bounds were applied by `clean_detail`; these checks hold each value to its type.
+@checked(
+    episode_id=string(),
+    cluster_id=string(),
+    compute_node_group_id=string(),
+    kind=optional(string()),
+    failures=list_of(json_object()),
+    suspect=optional(json_object()),
+    revision=integer(),
+    config_fingerprint=string(),
+    config_modified_at=integer(),
+)
+@dataclass(slots=True, kw_only=True)
+class LoopDetection(Model):
     """The part of a BootstrapLoopDetected detail that remediation reads, as `clean_detail` validated it."""
-
-    model_config = ConfigDict(extra="ignore")
 
     episode_id: str
     cluster_id: str
     compute_node_group_id: str
     kind: str | None = None
-    failures: list[dict[str, Any]] = Field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
     suspect: dict[str, Any] | None = None
     revision: int = 1
     config_fingerprint: str

@@ -9,23 +9,54 @@ Where they are stored is `lifeguard.store.remediations`'s business.
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
 from lifeguard.lifecycle_rules import stopping_scripts
+from lifeguard.schema import (
+    Model,
+    boolean,
+    checked,
+    integer,
+    json_object,
+    list_of,
+    literal,
+    model,
+    number,
+    optional,
+    string,
+)
 
 __all__ = ["AppliedChange", "AuditEntry", "Decision", "Ledger"]
 
 ChangeStatus = Literal["pending", "applied", "abandoned"]
 
+# These records are Lifeguard's own documents, read back from its table: their checks hold each value to
+# its type (a time may be stored as a whole number) and no further; what comes from outside was bounded
+# before it was written down.
+_TEXT = string()
+_MAYBE_TEXT = optional(string())
+_CONFIG = optional(json_object())
 
-class _Model(BaseModel):
-    # Built when first used: the detection reads a ledger only where a quarantine could be in place.
-    model_config = ConfigDict(extra="ignore", defer_build=True)
 
-
-class AppliedChange(_Model):
+@checked(
+    at=number(),
+    episode_id=_TEXT,
+    revision=integer(),
+    action=_TEXT,
+    config_before=_CONFIG,
+    config_after=_CONFIG,
+    fingerprint_before=_TEXT,
+    fingerprint_after=_TEXT,
+    modified_at_after=optional(integer()),
+    undone_at=optional(number()),
+    status=literal(*get_args(ChangeStatus)),
+    client_token=_MAYBE_TEXT,
+    mode=_MAYBE_TEXT,
+    reason=_MAYBE_TEXT,
+)
+@dataclass(slots=True, kw_only=True)
+class AppliedChange(Model):
     """A configuration change Lifeguard made (or an undo of one). `pending` from just before PCS is asked
     until PCS took it (`applied`); `abandoned` when someone else changed the group before a pending change
     could be confirmed."""
@@ -52,10 +83,12 @@ class AppliedChange(_Model):
         return self.action != "undo" and self.status != "abandoned"
 
 
-class Ledger(_Model):
+@checked(changes=list_of(model(AppliedChange)))
+@dataclass(slots=True, kw_only=True)
+class Ledger(Model):
     """The changes Lifeguard made, or set out to make, to one group."""
 
-    changes: list[AppliedChange] = Field(default_factory=list)
+    changes: list[AppliedChange] = field(default_factory=list)
 
     def applied_since(self, since: float) -> list[AppliedChange]:
         """Changes made (or pending) at or after `since` (undos excluded)."""
@@ -90,16 +123,33 @@ class Ledger(_Model):
         self.changes = self.changes[-limit:]
 
 
-class Decision(_Model):
+@checked(status=_TEXT, events=list_of(json_object()), published=boolean(), deliveries=integer())
+@dataclass(slots=True, kw_only=True)
+class Decision(Model):
     """The outcome of one detection (episode, revision): events published and how often it came."""
 
     status: str  # applied | skipped | failed
-    events: list[dict[str, Any]] = Field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
     published: bool = False
     deliveries: int = 1
 
 
-class AuditEntry(_Model):
+@checked(
+    at=number(),
+    decision=_TEXT,
+    episode_id=_MAYBE_TEXT,
+    revision=optional(integer()),
+    mode=_MAYBE_TEXT,
+    action=_MAYBE_TEXT,
+    dry_run=boolean(),
+    reason=_MAYBE_TEXT,
+    config_before=_CONFIG,
+    config_after=_CONFIG,
+    diff=list_of(json_object()),
+    actor=_TEXT,
+)
+@dataclass(slots=True, kw_only=True)
+class AuditEntry(Model):
     """One line of a group's audit trail."""
 
     at: float
@@ -112,5 +162,5 @@ class AuditEntry(_Model):
     reason: str | None = None
     config_before: dict[str, Any] | None = None
     config_after: dict[str, Any] | None = None
-    diff: list[dict[str, Any]] = Field(default_factory=list)
+    diff: list[dict[str, Any]] = field(default_factory=list)
     actor: str = "lifeguard"

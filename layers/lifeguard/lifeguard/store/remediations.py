@@ -9,10 +9,9 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel
-
 from lifeguard.errors import AwsCallError
 from lifeguard.remediation.records import AuditEntry, Decision, Ledger
+from lifeguard.schema import Model
 from lifeguard.store.table import (
     ConditionFailedError,
     Item,
@@ -102,7 +101,7 @@ class RemediationStore:
         item = self._table.get(self._key(cluster_id, group_id, sk))
         return decode_doc(item) if item else None
 
-    def _put(self, cluster_id: str, group_id: str, sk: str, doc: BaseModel, ttl: int | None = None) -> None:
+    def _put(self, cluster_id: str, group_id: str, sk: str, doc: Model, ttl: int | None = None) -> None:
         item = {**self._key(cluster_id, group_id, sk), **encode_doc(doc.model_dump_json())}
         if ttl is not None:
             item["expires_at"] = {"N": str(ttl)}
