@@ -5,10 +5,8 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Final, TypeVar
 
 from lifeguard.schema import (
@@ -19,6 +17,7 @@ from lifeguard.schema import (
     boolean,
     checked,
     dict_of,
+    encode_json,
     integer,
     json_object,
     list_of,
@@ -291,31 +290,6 @@ def _rows(outcomes: dict[str, BootOutcome]) -> list[list[Any]]:
     ]
 
 
-# Per record class, its keys and a getter of its values in the same order (see `_record`).
-_SHAPES: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
-
-
-def _record(value: object) -> dict[str, Any]:
-    """A record's fields as a JSON object, for the encoder to walk (it walks dicts and lists itself)."""
-    shape = _SHAPES.get(type(value))
-    if shape is None:
-        if not isinstance(value, Model):
-            raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-        declared = value.__schema__.fields
-        names = [field.name for field in declared]
-        values = attrgetter(*names) if len(names) > 1 else lambda record: (getattr(record, names[0]),)
-        shape = _SHAPES[type(value)] = (tuple(field.key for field in declared), values)
-    keys, values = shape
-    return dict(zip(keys, values(value), strict=True))
-
-
-# One encoder for every state: `json.dumps` with options makes one per call. No check for cycles: a state
-# is a tree of values read from JSON or made by Lifeguard.
-_ENCODER: Final = json.JSONEncoder(
-    separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_record
-)
-
-
 _OPTIONAL_EPISODE = optional(model(Episode))
 
 
@@ -379,12 +353,10 @@ class GroupState(Model):
     def model_dump_json(self, *, exclude: Collection[str] = ()) -> str:
         """As every record's (the same text), made by the encoder in one pass: a state's JSON is made for
         every group a batch touches, to tell whether the rest of it changed."""
-        fields = _record(self)
-        for name in exclude:
-            fields.pop(name, None)
+        fields = self.json_fields(exclude)
         if "outcomes" in fields:
             fields["outcomes"] = _rows(self.outcomes)
-        return _ENCODER.encode(fields)
+        return encode_json(fields)
 
     def oldest_outcome_at(self) -> int | None:
         """Event time of the oldest outcome kept (cached until `outcome_changed`)."""

@@ -28,6 +28,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import MISSING, fields
+from operator import attrgetter
 from typing import Any, ClassVar, Final, NamedTuple, TypeVar
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "checked",
     "converted",
     "dict_of",
+    "encode_json",
     "integer",
     "json_object",
     "list_of",
@@ -315,6 +317,13 @@ class Schema:
         self.fields = fields_
         self.slots = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
         self.keys = frozenset(field.key for field in fields_)
+        self.key_of = {field.name: field.key for field in fields_}
+        self.dump_keys = tuple(field.key for field in fields_)
+        names = [field.name for field in fields_]
+        # The values of the checked fields, in their order, in one call (`json_fields`).
+        self.values: Callable[[Any], tuple[Any, ...]] = (
+            attrgetter(*names) if len(names) > 1 else lambda record: (getattr(record, names[0]),)
+        )
         self.forbid_extra = forbid_extra
 
     def build(self, data: Mapping[str, Any], loc: Loc, problems: list[Problem]) -> Any:
@@ -407,9 +416,16 @@ class Model:
 
     def model_dump_json(self, *, exclude: Collection[str] = ()) -> str:
         """The record as compact JSON (UTF-8 characters kept as they are)."""
-        return json.dumps(
-            self.model_dump(mode="json", exclude=exclude), separators=(",", ":"), ensure_ascii=False
-        )
+        return encode_json(self.json_fields(exclude))
+
+    def json_fields(self, exclude: Collection[str] = ()) -> dict[str, Any]:
+        """The record's fields by key, but for `exclude` (names), as `encode_json` writes them: values as
+        they are, records in them included."""
+        schema = self.__schema__
+        found = _json_object(self)
+        for name in exclude:
+            found.pop(schema.key_of.get(name, name), None)
+        return found
 
     def model_copy(self: M, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> M:
         """A copy (its values shared, or copied too when `deep`), with the values of `update` set as they
@@ -421,6 +437,25 @@ class Model:
         for name, value in (update or {}).items():
             object.__setattr__(duplicate, name, value)
         return duplicate
+
+
+def _json_object(value: object) -> dict[str, Any]:
+    if not isinstance(value, Model):
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+    schema = value.__schema__
+    return dict(zip(schema.dump_keys, schema.values(value), strict=True))
+
+
+# One encoder for every record (json.dumps with options makes one per call), which turns records into
+# objects as it meets them. No check for cycles: a record is a tree of values read from JSON or made here.
+_ENCODER: Final = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, check_circular=False, default=_json_object
+)
+
+
+def encode_json(value: object) -> str:
+    """`value` as compact JSON (UTF-8 characters kept as they are), records in it as objects."""
+    return _ENCODER.encode(value)
 
 
 def _plain(value: Any, as_json: bool, exclude_none: bool) -> Any:
