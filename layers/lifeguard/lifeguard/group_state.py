@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Final, TypeVar
 
 from lifeguard.schema import (
@@ -251,6 +252,7 @@ class ProvenGood(Model):
     evidence: str = ""  # what proved it: the node's reports, or PCS's success alone (no quarantine in it)
 
 
+_AGE: Final = attrgetter("event_timestamp", "instance_id")  # oldest first; ties by instance
 # An outcome row as the state stores it: [instance_id, scheduler_node_id, event_timestamp, 0|1, launched_at].
 _ROW: Final = (string(), optional(string()), integer(), integer(ge=0, le=1), optional(integer()))
 
@@ -382,14 +384,17 @@ class GroupState(Model):
             self.unhealthy = dict(kept)
         outcomes = self.outcomes
         if len(outcomes) > OUTCOME_LIMIT:
-            # The oldest go, one by one: the map notes each, so the write sends only those.
+            # The oldest go, one by one: the map notes each, so the write sends only those. A busy group
+            # is one over its bound after each new outcome: that one goes in two passes of C.
             excess = len(outcomes) - OUTCOME_LIMIT
-            by_age = heapq.nsmallest(
-                excess + 1, outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id)
-            )
-            for old in by_age[:excess]:
-                del outcomes[old.instance_id]
-            self._oldest_outcome = by_age[excess].event_timestamp  # the oldest of those kept
+            if excess == 1:
+                del outcomes[min(outcomes.values(), key=_AGE).instance_id]
+                self._oldest_outcome = min(outcomes.values(), key=_AGE).event_timestamp
+            else:
+                by_age = heapq.nsmallest(excess + 1, outcomes.values(), key=_AGE)
+                for old in by_age[:excess]:
+                    del outcomes[old.instance_id]
+                self._oldest_outcome = by_age[excess].event_timestamp  # the oldest of those kept
         if len(self.launches) <= PENDING_LAUNCH_LIMIT:
             return  # a busy group's launches are most of its state: a batch touches only what it changed
         outcomes = self.outcomes

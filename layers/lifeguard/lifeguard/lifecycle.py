@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lifeguard.errors import InvalidLifecycleConfigError
@@ -32,6 +32,7 @@ from lifeguard.schema import (
     literal,
     model,
     optional,
+    slot_setters,
     string,
 )
 
@@ -242,22 +243,17 @@ NodeLifecycleActions.__schema__ = _RuledSchema(
 # The objects of a config that passed `find_problems`, built as they are: every type, key and bound is
 # checked by then, so a second pass through the field checks would only cost each parse its time. Their
 # slots are filled directly (a frozen dataclass's `__init__` sets each field through
-# `object.__setattr__`, and that is most of the cost of a parse once the rules have run); `_slots`
+# `object.__setattr__`, and that is most of the cost of a parse once the rules have run); `slot_setters`
 # refuses to load when a class's fields are not the ones its builder fills, so none is left unset.
 _new = object.__new__
 
 
-def _slots(cls: type[Model], *names: str) -> tuple[Callable[[object, object], None], ...]:
-    declared = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
-    if declared != names:
-        raise TypeError(f"{cls.__name__}: built with {names}, declares {declared}")
-    return tuple(vars(cls)[name].__set__ for name in names)
-
-
-_SOURCE_SLOTS = _slots(ScriptSource, "script_location", "s3_version_id", "checksum")
-_SCRIPT_SLOTS = _slots(LifecycleScript, "name", "script_source", "arguments", "on_error", "execution_policy")
-_STAGES_SLOTS = _slots(LifecycleStages, "node_bootstrapped", "node_ready")
-_ACTIONS_SLOTS = _slots(NodeLifecycleActions, "stages", "script_caching_policy")
+_SOURCE_SLOTS = slot_setters(ScriptSource, "script_location", "s3_version_id", "checksum")
+_SCRIPT_SLOTS = slot_setters(
+    LifecycleScript, "name", "script_source", "arguments", "on_error", "execution_policy"
+)
+_STAGES_SLOTS = slot_setters(LifecycleStages, "node_bootstrapped", "node_ready")
+_ACTIONS_SLOTS = slot_setters(NodeLifecycleActions, "stages", "script_caching_policy")
 
 
 def _actions(config: Any) -> NodeLifecycleActions:

@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard._records import describe_validation_error, load_json_object, read_from_json, reason_of
 from lifeguard.bounds import CLUSTER_ID, EPOCH_MS_MAX, GROUP_ID, INSTANCE_ID, NODE_NAME, WORD
-from lifeguard.schema import BAD, Check, Invalid, Model, Problem, checked, integer, model, optional, string
+from lifeguard.schema import (
+    BAD,
+    Check,
+    Invalid,
+    Model,
+    Problem,
+    checked,
+    integer,
+    model,
+    optional,
+    slot_setters,
+    string,
+)
 
 __all__ = [
     "BOOTSTRAP_FAILED",
@@ -218,15 +230,7 @@ _ABSENT = object()
 _NO_DETAILS = ScalingLogDetails()  # frozen: one serves every record without details
 
 
-def _slot_setters(cls: type[Model], *names: str) -> tuple[Callable[[Any, Any], None], ...]:
-    """Setters of `cls`'s slots, `names` being every field it has: the fast path fills them as `__init__`
-    would, without its keyword arguments and frozen `__setattr__` (half the time of building a record)."""
-    if tuple(field.name for field in fields(cls)) != names:  # type: ignore[arg-type]
-        raise TypeError(f"{cls.__name__}: the fast path fills {names}")
-    return tuple(getattr(cls, name).__set__ for name in names)
-
-
-_AT, _STATUS, _REASON, _CLUSTER, _KIND, _GROUP, _NODE, _DETAILS = _slot_setters(
+_AT, _STATUS, _REASON, _CLUSTER, _KIND, _GROUP, _NODE, _DETAILS = slot_setters(
     ScalingLogRecord,
     "event_timestamp",
     "status_code",
@@ -237,7 +241,7 @@ _AT, _STATUS, _REASON, _CLUSTER, _KIND, _GROUP, _NODE, _DETAILS = _slot_setters(
     "scheduler_node_id",
     "details",
 )
-_INSTANCE, _INSTANCE_TYPE, _SUBNET = _slot_setters(
+_INSTANCE, _INSTANCE_TYPE, _SUBNET = slot_setters(
     ScalingLogDetails, "instance_id", "instance_type", "subnet_id"
 )
 
