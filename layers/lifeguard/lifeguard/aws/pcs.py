@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
@@ -62,9 +62,9 @@ class GroupSnapshot:
     node_lifecycle_actions: Mapping[str, Any] | None
 
 
-@dataclass(frozen=True)
-class GroupSummary:
-    """A compute node group as ListComputeNodeGroups lists it: enough to tell whether it changed."""
+class GroupSummary(NamedTuple):
+    """A compute node group as ListComputeNodeGroups lists it: enough to tell whether it changed. A tuple:
+    a listing makes one for every group of the cluster (a thousand a batch, for a large account)."""
 
     group_id: str
     name: str
