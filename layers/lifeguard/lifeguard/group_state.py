@@ -4,7 +4,6 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -385,13 +384,13 @@ class GroupState(Model):
         outcomes = self.outcomes
         if len(outcomes) > OUTCOME_LIMIT:
             # The oldest go, one by one: the map notes each, so the write sends only those. A busy group
-            # is one over its bound after each new outcome: that one goes in two passes of C.
+            # is a few over its bound after each batch: found in C (heapq.nsmallest loops in Python).
             excess = len(outcomes) - OUTCOME_LIMIT
             if excess == 1:
                 del outcomes[min(outcomes.values(), key=_AGE).instance_id]
                 self._oldest_outcome = min(outcomes.values(), key=_AGE).event_timestamp
             else:
-                by_age = heapq.nsmallest(excess + 1, outcomes.values(), key=_AGE)
+                by_age = sorted(outcomes.values(), key=_AGE)[: excess + 1]  # nearly in order already
                 for old in by_age[:excess]:
                     del outcomes[old.instance_id]
                 self._oldest_outcome = by_age[excess].event_timestamp  # the oldest of those kept
