@@ -134,6 +134,13 @@ def test_clean_detail_keeps_the_last_4_kib_of_a_log_tail_on_a_character_boundary
     assert not kept.startswith("start")
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 @pytest.mark.parametrize(
     ("field", "value", "says"),
     [
@@ -147,6 +154,9 @@ def test_clean_detail_keeps_the_last_4_kib_of_a_log_tail_on_a_character_boundary
         ("revision", True, "revision: Input should be a valid integer"),
         ("reason", "r" * 8001, "reason: String should have at most 8000 characters"),
         ("diff", [{"path": "p" * 201}], "diff: 0.path"),
+        ("reason", "bad \ud800", "reason: Input should be a valid string, unable to parse"),
+        ("suspect", {**ARTICLE_SUSPECT, "log_tail": "\ud800"}, "suspect: log_tail: Value error"),
+        ("config_after", _nested(5000), "config_after: nested too deep"),
     ],
 )
 def test_an_invalid_value_is_dropped_and_named(field: str, value: Any, says: str) -> None:

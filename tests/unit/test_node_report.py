@@ -57,6 +57,8 @@ def test_over_long_log_tail_keeps_its_last_bytes() -> None:
         ({"boot": 0}, "boot"),
         ({"instance_id": ""}, "instance_id"),
         ({"script_sha256": "xyz"}, "script_sha256"),
+        ({"log_tail": "\ud800"}, "log_tail: Value error"),  # text UTF-8 cannot hold: a node's junk
+        ({"node_id": "n\udfff"}, "node_id: Input should be a valid string"),
     ],
 )
 def test_bad_reports_become_typed_errors(change: dict[str, Any], reason: str) -> None:

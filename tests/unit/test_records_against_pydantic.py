@@ -275,6 +275,7 @@ ODD_STRINGS = st.one_of(
     ),
     st.sampled_from(["A" * 64, "A" * 65, "a" * 128, "a" * 129, "pcs_" + "a" * 60, "pcs_" + "a" * 61]),
     st.sampled_from(["nodeReady", "TERMINATE", "failed", "é", "Ⅻ", "i-٣", "a\u0301", "\x00", "a#b", "a b"]),
+    st.sampled_from(["\ud800", "i-1\udfff", "pcs_abc\ud83d"]),  # lone surrogates: text UTF-8 cannot hold
     st.text(max_size=70),
 )
 ODD_VALUES = st.one_of(
@@ -288,7 +289,9 @@ ODD_VALUES = st.one_of(
     st.sampled_from([[], [1], {}, {"instance_id": "i-1"}, {"instance_id": 5}]),
 )
 # A suffix or prefix that takes a valid string out of its pattern, or to its length's edge.
-ODD_AFFIXES = st.sampled_from(["\n", "\r", " ", "\t", "#", "é", "\x00", "-", ".", "_", "A" * 64, "a" * 130])
+ODD_AFFIXES = st.sampled_from(
+    ["\n", "\r", " ", "\t", "#", "é", "\x00", "-", ".", "_", "A" * 64, "a" * 130, "\ud800"]
+)
 
 
 @st.composite
@@ -398,7 +401,14 @@ def test_a_scaling_log_message_parses_into_what_it_did(
     """From text (as the handler reads it, where pydantic validated the JSON itself) and from a dict."""
     text = json.dumps(data, separators=(",", ":") if compact else None)
     message: str | bytes = text.encode() if raw else text
-    assert _parsed(parse_scaling_log_record(message)) == _parsed(old_parse_scaling_log_record(message))
+    ours, theirs = _parsed(parse_scaling_log_record(message)), _parsed(old_parse_scaling_log_record(message))
+    if "\\ud" in text and theirs[0] == "error":
+        # pydantic's JSON reader refused a lone surrogate's escape anywhere in the text, and the old
+        # parser then read it again as Python values, whose wording it used (`a valid dictionary or
+        # instance of …`); a message is now worded as JSON names its values whatever it holds.
+        assert (ours[0], ours[1]["reason"]) == (theirs[0], theirs[1]["reason"])
+    else:
+        assert ours == theirs
     assert _parsed(parse_scaling_log_record(data)) == _parsed(old_parse_scaling_log_record(data))
 
 

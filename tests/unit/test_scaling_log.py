@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -193,3 +194,28 @@ def test_a_passed_over_message_is_never_a_record_the_detection_reads(
         parsed = parse_scaling_log_record(text)
         assert isinstance(parsed, ScalingLogRecord)
         assert (parsed.status_code, parsed.reason_code) in PASSED_OVER
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {},
+        {"status_code": "HIBERNATED"},  # undocumented: the full check takes it, and flags it
+        {"reason_code": None, "details": {"instance_id": "i-0abc"}},
+        {"resource_id": "pcs_abc\n"},
+        {"details": None},
+        {"details": {"instance_id": "i-0abc", "instance_type": "x" * 65}},
+        {"event_timestamp": True},
+        {"scheduler_node_id": "n\ud800"},
+    ],
+)
+def test_the_fast_path_takes_exactly_what_the_full_check_takes(change: dict[str, Any]) -> None:
+    data = {**ARTICLE_FAILURE, **change}
+    parsed = parse_scaling_log_record(data)
+    try:
+        full: object = ScalingLogRecord.model_validate(data)
+    except ValueError:
+        full = None
+    assert parsed == full if full is not None else isinstance(parsed, ScalingLogParseError)
+    # A mapping that is not a dict goes to the full check, which refuses it, as it always did.
+    assert isinstance(parse_scaling_log_record(MappingProxyType(data)), ScalingLogParseError)

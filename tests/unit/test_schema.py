@@ -23,6 +23,7 @@ from lifeguard.schema import (
     checked,
     converted,
     dict_of,
+    encode_json,
     integer,
     json_object,
     list_of,
@@ -218,3 +219,28 @@ def test_checked_refuses_a_class_whose_checks_do_not_match_its_fields() -> None:
         class _Wrong(Model):
             name: str
             other: int
+
+
+def test_text_utf8_cannot_hold_is_refused_where_bounded_and_never_raises() -> None:
+    problems: list[Problem] = []
+    assert string(max_length=10)("a\ud800", ("f",), problems) is BAD
+    assert problems[0].type == "string_unicode"
+    assert string()("a\ud800", (), []) == "a\ud800"  # unbounded, as pydantic took it
+    assert literal("a")("\ud800", (), found := []) is BAD
+    assert found[0].type == "string_unicode"
+
+    def cut(text: str) -> str:
+        return text.encode()[-2:].decode()
+
+    assert converted(string(), cut)("x\ud800", ("log_tail",), problems := []) is BAD
+    assert problems[0].type == "value_error"
+    assert problems[0].msg.startswith("Value error, 'utf-8' codec can't encode")
+    assert number()(10**400, (), problems := []) is BAD
+    assert problems[0].msg == "Input should be a valid number"
+
+
+def test_json_of_a_value_holding_a_lone_surrogate_is_still_utf8() -> None:
+    text = encode_json({"config": {"note": "a\ud800é"}})
+    assert text.encode()  # would raise if the surrogate were written as it is
+    assert json.loads(text) == {"config": {"note": "a\ud800é"}}
+    assert encode_json({"a": "é"}) == '{"a":"é"}'

@@ -77,7 +77,8 @@ SUBSCRIPTION_MAX_BYTES = 16 * 1024 * 1024
 
 
 def anchored(pattern: str) -> str:
-    """`pattern` matched against the whole string (botocore's patterns, like `re.search`, search)."""
+    """`pattern` matched against the whole string: the PCS model's patterns are searched (as `re.search`
+    does), so a valid id inside junk would pass."""
     return f"^(?:{pattern})$"
 
 

@@ -295,11 +295,16 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
         if key not in detail:
             continue
         found: list[Problem] = []
-        value = check(detail[key], (), found)
+        try:
+            value = check(detail[key], (), found)
+            plain = None if value is BAD else _as_json(value)
+        except RecursionError:  # a configuration or diff value nested thousands deep
+            problems.append(f"{key}: nested too deep")
+            continue
         if value is BAD:
             problems.append(f"{key}: {describe_validation_error(Invalid(found))}")
             continue
-        cleaned[key] = _as_json(value)
+        cleaned[key] = plain
     return cleaned, problems
 
 

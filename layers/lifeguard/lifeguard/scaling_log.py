@@ -251,6 +251,8 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
     and values that pass their checks; None for anything else, which `ScalingLogRecord.model_validate` then
     takes or reports on. The same checks in both ways, so both take exactly the same records; this one is
     the way of nearly every record, and costs a third as much."""
+    if type(data) is not dict:
+        return None
     at = data.get("event_timestamp")
     status = data.get("status_code")
     reason = data.get("reason_code")

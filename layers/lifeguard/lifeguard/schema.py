@@ -87,7 +87,8 @@ class _Bad:
         return "BAD"
 
 
-# What a check returns when it added a problem (a check never raises on what it is given).
+# What a check returns when it added a problem (a check never raises on what it is given; a `converted`
+# one reports its conversion's ValueError as a problem).
 BAD: Final = _Bad()
 
 # A check takes a value, where it is, and the problems found so far; it returns the value to keep (maybe
@@ -121,9 +122,13 @@ def number(
     def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
         if type(value) is not float and type(value) is not int:
             return _fail(problems, loc, "float_type", "Input should be a valid number")
-        if not math.isfinite(value):
+        try:
+            number = float(value)  # an int past a float's range raises
+        except OverflowError:
+            return _fail(problems, loc, "float_type", "Input should be a valid number")
+        if not math.isfinite(number):
             return _fail(problems, loc, "finite_number", "Input should be a finite number")
-        return _bounded(float(value), loc, problems, (ge, gt, le, lt))
+        return _bounded(number, loc, problems, (ge, gt, le, lt))
 
     return check
 
@@ -157,6 +162,20 @@ def boolean() -> Check:
     return check
 
 
+# A lone surrogate (`"\ud800"` in JSON) is text no UTF-8 can hold: DynamoDB, SNS and Slack would refuse
+# the write or message that carried it. A bounded string refuses one, as pydantic's did; an unbounded one
+# takes it, as pydantic's did (a log tail's cut then reports it: `converted`).
+_NOT_UNICODE = "Input should be a valid string, unable to parse raw data as a unicode string"
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 _ACCEPTED_MAX = 4096  # values remembered per pattern check (each at most its check's max_length)
 
 
@@ -170,12 +189,13 @@ def string(
     """A `str` of `min_length` to `max_length` characters in which `pattern` is found (give patterns
     anchored, as `lifeguard.bounds` does: the lengths are checked first, so no pattern runs on a long
     string)."""
-    # `$` ends the text, as in pydantic's (and botocore's) patterns; Python's would also match before a
-    # final newline, and let `pcs_abc\n` pass for an id.
+    # `$` ends the text, as in pydantic's patterns and in the PCS model's; Python's would also match before
+    # a final newline, and let `pcs_abc\n` pass for an id.
     search = re.compile(re.sub(r"(?<!\\)\$$", r"\\Z", pattern)).search if pattern is not None else None
     # Values already found valid: ids and codes recur in every batch, and a set lookup is a tenth of a
     # pattern search. Bounded: emptied when full.
     accepted: set[str] = set()
+    constrained = min_length is not None or max_length is not None or search is not None
 
     def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
         if type(value) is not str:
@@ -188,6 +208,8 @@ def string(
         if max_length is not None and len(value) > max_length:
             message = f"String should have at most {_characters(max_length)}"
             return _fail(problems, loc, "string_too_long", message)
+        if constrained and not value.isascii() and not _encodes(value):
+            return _fail(problems, loc, "string_unicode", _NOT_UNICODE)
         if search is not None:
             if search(value) is None:
                 message = f"String should match pattern '{pattern}'"
@@ -209,6 +231,8 @@ def literal(*choices: str) -> Check:
 
     def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
         if type(value) is not str or value not in allowed:
+            if type(value) is str and not value.isascii() and not _encodes(value):
+                return _fail(problems, loc, "string_unicode", _NOT_UNICODE)
             return _fail(problems, loc, "literal_error", message)
         return value
 
@@ -229,7 +253,12 @@ def converted(inner: Check, convert: Callable[[Any], Any]) -> Check:
 
     def check(value: Any, loc: Loc, problems: list[Problem]) -> Any:
         value = inner(value, loc, problems)
-        return value if value is BAD else convert(value)
+        if value is BAD:
+            return BAD
+        try:
+            return convert(value)
+        except ValueError as exc:  # as pydantic reports a validator's error
+            return _fail(problems, loc, "value_error", f"Value error, {exc}")
 
     return check
 
@@ -447,7 +476,7 @@ def slot_setters(cls: type[Model], *names: str) -> tuple[Callable[[Any, Any], No
     declared = tuple(field.name for field in fields(cls))  # type: ignore[arg-type]
     if declared != names:
         raise TypeError(f"{cls.__name__}: built with {names}, declares {declared}")
-    return tuple(vars(cls)[name].__set__ for name in names)
+    return tuple(getattr(cls, name).__set__ for name in names)
 
 
 def _json_object(value: object) -> dict[str, Any]:
@@ -464,9 +493,17 @@ _ENCODER: Final = json.JSONEncoder(
 )
 
 
+# The same, for text with a lone surrogate in a value no check bounds (`anything`, `json_object`): written
+# as a JSON escape, which any UTF-8 store takes.
+_ASCII_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), check_circular=False, default=_json_object)
+
+
 def encode_json(value: object) -> str:
     """`value` as compact JSON (UTF-8 characters kept as they are), records in it as objects."""
-    return _ENCODER.encode(value)
+    text = _ENCODER.encode(value)
+    if not text.isascii() and not _encodes(text):
+        return _ASCII_ENCODER.encode(value)
+    return text
 
 
 def _plain(value: Any, as_json: bool, exclude_none: bool) -> Any:
