@@ -58,6 +58,7 @@ deploy: setup
 bench: setup
 	$(BIN)/python bench/bench_parsing.py
 	$(BIN)/python bench/executor.py
+	$(BIN)/python bench/shipper.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/sam build

@@ -7,6 +7,8 @@ from lifeguard.node.executor import SCRIPT_TIMEOUT_SECONDS
 
 __all__ = ["DRAIN_WATCH_SECONDS", "POLL_INTERVAL_SECONDS"]
 
-POLL_INTERVAL_SECONDS = 0.5  # how often the shipper looks for finished script runs
+# How often the shipper looks for finished script runs: a failure's report is in CloudWatch Logs within
+# about this much of the script's end, and an idle look is one stat of executor.log.
+POLL_INTERVAL_SECONDS = 0.1
 # The node's registration window: a nodeReady stage still running after it is past saving anyway.
 DRAIN_WATCH_SECONDS = SCRIPT_TIMEOUT_SECONDS

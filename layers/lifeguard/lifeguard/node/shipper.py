@@ -310,6 +310,8 @@ class Shipper:
             size = path.stat().st_size
         except FileNotFoundError:
             return []
+        if size == self.state.executor_offset:
+            return []  # nothing new: an idle poll is one stat
         if size < self.state.executor_offset:  # rotated or truncated: start over
             self.state.executor_offset = 0
         with path.open("rb") as file:
