@@ -355,6 +355,7 @@ class Schema:
             attrgetter(*names) if len(names) > 1 else lambda record: (getattr(record, names[0]),)
         )
         self.forbid_extra = forbid_extra
+        self.check = model(cls)  # a record of the class, as `model_validate` takes one
 
     def build(self, data: Mapping[str, Any], loc: Loc, problems: list[Problem]) -> Any:
         """An instance from `data`, or BAD after adding every problem of it."""
@@ -415,7 +416,7 @@ class Model:
     def model_validate(cls: type[M], data: object) -> M:
         """An instance from `data` (an object, or an instance already); raises `Invalid`."""
         problems: list[Problem] = []
-        value = model(cls)(data, (), problems)
+        value = cls.__schema__.check(data, (), problems)
         if value is BAD:
             raise Invalid(problems)
         return value  # type: ignore[no-any-return]
