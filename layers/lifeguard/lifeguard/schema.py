@@ -14,8 +14,8 @@ with where it is (`loc`: keys and list indexes), a short `type` and a message in
 read as they always have. The methods a record has are the part of pydantic's `BaseModel` interface
 Lifeguard uses: `model_validate`, `model_validate_json`, `model_dump`, `model_dump_json`, `model_copy`.
 
-Why not pydantic: its import and the build of its models cost a Lambda's cold start more than boto3
-itself (about 130 ms), and every handler needs its models on its first event. Checks here are strict:
+Why not pydantic: its import and the build of its models cost each Lambda's cold start 50-170 ms (most of
+what a cold start added to boto3), and every handler needs its models on its first event. Checks here are strict:
 an integer is an `int` (not a bool, not text), a string a `str`, a list a list (or tuple); unknown keys
 are ignored unless the class forbids them.
 """
