@@ -15,9 +15,9 @@ read as they always have. The methods a record has are the part of pydantic's `B
 Lifeguard uses: `model_validate`, `model_validate_json`, `model_dump`, `model_dump_json`, `model_copy`.
 
 Why not pydantic: its import and the build of its models cost each Lambda's cold start 50-170 ms (most of
-what a cold start added to boto3), and every handler needs its models on its first event. Checks here are strict:
-an integer is an `int` (not a bool, not text), a string a `str`, a list a list (or tuple); unknown keys
-are ignored unless the class forbids them.
+what a cold start added to boto3), and every handler needs its models on its first event. Checks here are
+strict: an integer is an `int` (not a bool, not text), a string a `str`, a list a list (or tuple); unknown
+keys are ignored unless the class forbids them.
 """
 
 from __future__ import annotations
