@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState, Tracked
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -174,3 +177,40 @@ def test_a_state_held_to_a_bound_is_not_looked_through_again_until_the_bound_goe
     assert state.forget_after(T0 + 6000) is False  # nothing it holds can be later than the last bound
     assert state.forget_after(T0 + 1000) is True  # an earlier bound: looked through again
     assert sorted(state.outcomes) == ["i-0000", "i-0001"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["outcome", "prune", "forget", "reload"]),
+            st.integers(min_value=0, max_value=150),  # the instance
+            st.integers(min_value=0, max_value=400),  # its time, in seconds after T0
+        ),
+        max_size=300,
+    )
+)
+def test_the_oldest_outcome_and_the_pruned_ones_are_those_a_full_look_finds(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """Outcomes come as the detection folds them (a new instance, or an earlier time for a known one), the
+    state is pruned, held to a bound, or replaced by a read: the oldest it reports, and those a prune lets
+    go, are always those of a look through every outcome, ties by instance."""
+    state = state_with(0)
+    for action, number, seconds in steps:
+        instance, at = f"i-{number:04d}", T0 + seconds * 1000
+        if action == "outcome":
+            known = state.outcomes.get(instance)
+            if known is None or at < known.event_timestamp:
+                state.outcomes[instance] = BootOutcome(instance, None, at, True)
+                state.outcome_added(state.outcomes[instance])
+        elif action == "prune":
+            expected = sorted(state.outcomes.values(), key=lambda o: (o.event_timestamp, o.instance_id))
+            state.prune()
+            assert sorted(state.outcomes) == sorted(o.instance_id for o in expected[-OUTCOME_LIMIT:])
+        elif action == "forget":
+            state.forget_after(at)
+        else:
+            state.outcomes = Tracked(dict(state.outcomes))  # as a read from the table puts it
+        want = min((o.event_timestamp for o in state.outcomes.values()), default=None)
+        assert state.oldest_outcome_at() == want

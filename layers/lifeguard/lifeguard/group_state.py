@@ -4,9 +4,9 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Final, TypeVar
 
 from lifeguard.schema import (
@@ -251,7 +251,6 @@ class ProvenGood(Model):
     evidence: str = ""  # what proved it: the node's reports, or PCS's success alone (no quarantine in it)
 
 
-_AGE: Final = attrgetter("event_timestamp", "instance_id")  # oldest first; ties by instance
 # An outcome row as the state stores it: [instance_id, scheduler_node_id, event_timestamp, 0|1, launched_at].
 _ROW: Final = (string(), optional(string()), integer(), integer(ge=0, le=1), optional(integer()))
 
@@ -322,7 +321,10 @@ class GroupState(Model):
     episode: Episode | None = None
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = field(default_factory=list)
-    _oldest_outcome: int | None = field(default=None, init=False, repr=False, compare=False)
+    # (event time, instance) of the outcomes, oldest on top, for the map it was made from (`_oldest`).
+    _by_age: tuple[object, list[tuple[int, str]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
     # No launch or outcome is dated after this (set by `forget_after`, in memory only).
     _bounded_at: int | None = field(default=None, init=False, repr=False, compare=False)
     # The maps (`MAPS`) as the table holds them, when it holds them on their own (None: it does not, yet).
@@ -360,21 +362,41 @@ class GroupState(Model):
         return encode_json(fields)
 
     def oldest_outcome_at(self) -> int | None:
-        """Event time of the oldest outcome kept (cached until `outcome_changed`)."""
-        if self._oldest_outcome is None and self.outcomes:
-            self._oldest_outcome = min(o.event_timestamp for o in self.outcomes.values())
-        return self._oldest_outcome
+        """Event time of the oldest outcome kept."""
+        oldest = self._oldest()
+        return None if oldest is None else oldest[0]
 
     def outcome_changed(self) -> None:
-        """Forget cached facts about the outcomes."""
-        self._oldest_outcome = None
+        """Forget what is known of the outcomes' order (they changed in a way `outcome_added` did not
+        say)."""
+        self._by_age = None
 
     def outcome_added(self, outcome: BootOutcome) -> None:
-        """Keep cached facts about the outcomes true after `outcome` was set (new, or earlier than the one
-        it replaced)."""
-        oldest = self._oldest_outcome
-        if oldest is not None and outcome.event_timestamp < oldest:
-            self._oldest_outcome = outcome.event_timestamp
+        """Keep the outcomes' order known after `outcome` was set (new, or earlier than the one it
+        replaced: an outcome's time only ever moves earlier, and the entry of its later time is passed over
+        when it comes to the top)."""
+        known = self._by_age
+        if known is not None and known[0] is self.outcomes:
+            heapq.heappush(known[1], (outcome.event_timestamp, outcome.instance_id))
+
+    def _oldest(self) -> tuple[int, str] | None:
+        """(event time, instance) of the oldest outcome, ties by instance; the order is made once from the
+        map (again when the map was replaced, or holds many passed-over entries) and kept as outcomes come,
+        so a busy group's batch finds its oldest without looking through its hundred outcomes."""
+        outcomes = self.outcomes
+        known = self._by_age
+        if known is None or known[0] is not outcomes or len(known[1]) > 2 * len(outcomes) + 64:
+            heap = [(o.event_timestamp, o.instance_id) for o in outcomes.values()]
+            heapq.heapify(heap)
+            known = self._by_age = (outcomes, heap)
+        heap = known[1]
+        while heap:
+            at, instance = heap[0]
+            outcome = outcomes.get(instance)
+            if outcome is not None and outcome.event_timestamp == at:
+                return heap[0]
+            heapq.heappop(heap)  # gone, or now known at an earlier time
+        return None
 
     def prune(self) -> None:
         """Keep the most recent outcomes, unhealthy terminations, and the launches still waiting."""
@@ -382,18 +404,12 @@ class GroupState(Model):
             kept = sorted(self.unhealthy.items(), key=lambda item: (item[1], item[0]))[-OUTCOME_LIMIT:]
             self.unhealthy = dict(kept)
         outcomes = self.outcomes
-        if len(outcomes) > OUTCOME_LIMIT:
-            # The oldest go, one by one: the map notes each, so the write sends only those. A busy group
-            # is a few over its bound after each batch: found in C (heapq.nsmallest loops in Python).
-            excess = len(outcomes) - OUTCOME_LIMIT
-            if excess == 1:
-                del outcomes[min(outcomes.values(), key=_AGE).instance_id]
-                self._oldest_outcome = min(outcomes.values(), key=_AGE).event_timestamp
-            else:
-                by_age = sorted(outcomes.values(), key=_AGE)[: excess + 1]  # nearly in order already
-                for old in by_age[:excess]:
-                    del outcomes[old.instance_id]
-                self._oldest_outcome = by_age[excess].event_timestamp  # the oldest of those kept
+        while len(outcomes) > OUTCOME_LIMIT:
+            # The oldest go, one by one: the map notes each, so the write sends only those.
+            oldest = self._oldest()
+            if oldest is None:
+                break
+            del outcomes[oldest[1]]
         if len(self.launches) <= PENDING_LAUNCH_LIMIT:
             return  # a busy group's launches are most of its state: a batch touches only what it changed
         outcomes = self.outcomes
