@@ -19,6 +19,7 @@ from lifeguard.schema import (
     Model,
     Problem,
     anything,
+    as_json,
     boolean,
     checked,
     converted,
@@ -270,18 +271,6 @@ def _detail_fields() -> Mapping[str, Check]:
     }
 
 
-def _as_json(value: Any) -> Any:
-    """A checked value as JSON holds it: records as objects, tuples as lists, every container a new one
-    (the cleaned detail shares nothing with what it was cleaned from)."""
-    if isinstance(value, Model):
-        return value.model_dump(mode="json")
-    if isinstance(value, list | tuple):
-        return [_as_json(entry) for entry in value]
-    if isinstance(value, dict):
-        return {key: _as_json(entry) for key, entry in value.items()}
-    return value
-
-
 def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
     """A controller event's detail held to DESIGN's contract, key by key: the valid values (every DESIGN key
     present, null or empty where missing or invalid; extra known keys such as `revision` when valid;
@@ -297,7 +286,7 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
         found: list[Problem] = []
         try:
             value = check(detail[key], (), found)
-            plain = None if value is BAD else _as_json(value)
+            plain = None if value is BAD else as_json(value)
         except RecursionError:  # a configuration or diff value nested thousands deep
             problems.append(f"{key}: nested too deep")
             continue

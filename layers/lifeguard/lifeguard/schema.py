@@ -38,6 +38,7 @@ __all__ = [
     "Model",
     "Problem",
     "anything",
+    "as_json",
     "boolean",
     "checked",
     "converted",
@@ -434,7 +435,7 @@ class Model:
         self, *, mode: str = "python", exclude: Collection[str] = (), exclude_none: bool = False
     ) -> dict[str, Any]:
         """The record as plain values, keyed as records spell them; `mode="json"` gives lists for tuples."""
-        as_json = mode == "json"
+        json_mode = mode == "json"
         dumped: dict[str, Any] = {}
         for field in self.__schema__.fields:
             if field.name in exclude:
@@ -442,7 +443,7 @@ class Model:
             value = getattr(self, field.name)
             if value is None and exclude_none:
                 continue
-            dumped[field.key] = _plain(value, as_json, exclude_none)
+            dumped[field.key] = _plain(value, json_mode, exclude_none)
         return dumped
 
     def model_dump_json(self, *, exclude: Collection[str] = ()) -> str:
@@ -507,14 +508,20 @@ def encode_json(value: object) -> str:
     return text
 
 
-def _plain(value: Any, as_json: bool, exclude_none: bool) -> Any:
+def as_json(value: Any) -> Any:
+    """A checked value as JSON holds it: records as objects, tuples as lists, every container a new one
+    (nothing shared with the value it came from)."""
+    return _plain(value, True, False)
+
+
+def _plain(value: Any, json_mode: bool, exclude_none: bool) -> Any:
     if isinstance(value, Model):
-        return value.model_dump(mode="json" if as_json else "python", exclude_none=exclude_none)
+        return value.model_dump(mode="json" if json_mode else "python", exclude_none=exclude_none)
     if isinstance(value, list):
-        return [_plain(entry, as_json, exclude_none) for entry in value]
+        return [_plain(entry, json_mode, exclude_none) for entry in value]
     if isinstance(value, tuple):
-        entries = [_plain(entry, as_json, exclude_none) for entry in value]
-        return entries if as_json else tuple(entries)
+        entries = [_plain(entry, json_mode, exclude_none) for entry in value]
+        return entries if json_mode else tuple(entries)
     if isinstance(value, dict):
-        return {key: _plain(entry, as_json, exclude_none) for key, entry in value.items()}
+        return {key: _plain(entry, json_mode, exclude_none) for key, entry in value.items()}
     return value
