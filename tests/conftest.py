@@ -58,6 +58,14 @@ def applied_event(
     return {"detail-type": detail_type, "source": "lifeguard", "detail": detail}
 
 
+def tuned_config(checksum: str) -> str:
+    """A config of one EVERY_BOOT script pinned by `checksum` (the same location whatever the checksum:
+    two of them are an update in place)."""
+    source = {"scriptLocation": "s3://bkt/tune.sh", "checksum": checksum}
+    script = {"name": "tune", "scriptSource": source, "executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
+    return json.dumps({"stages": {"nodeBootstrapped": [script]}})
+
+
 def load_event(name: str) -> Any:
     """A JSON file under events/ by its relative name, e.g. `configs/article-terminate.json`."""
     return json.loads((EVENTS / name).read_text())

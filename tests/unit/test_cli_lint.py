@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lifeguard_cli.cli import app
-from tests.conftest import EVENTS
+from tests.conftest import EVENTS, tuned_config
 
 CONFIGS = EVENTS / "configs"
 runner = CliRunner()
@@ -139,14 +139,7 @@ def test_human_output_shows_the_table_and_problems() -> None:
 def test_previous_flags_in_place_updates(tmp_path: Path) -> None:
     def write(name: str, checksum: str) -> Path:
         path = tmp_path / name
-        source = {"scriptLocation": "s3://bkt/tune.sh", "checksum": checksum}
-        script = {
-            "name": "tune",
-            "scriptSource": source,
-            "executionPolicy": "EVERY_BOOT",
-            "onError": "CONTINUE",
-        }
-        path.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+        path.write_text(tuned_config(checksum))
         return path
 
     code, report = lint_json("--previous", str(write("old.json", "a" * 64)), str(write("new.json", "b" * 64)))

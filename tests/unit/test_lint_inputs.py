@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 from lifeguard_cli.cli import app
 from lifeguard_cli.documents import MAX_INPUT_BYTES, read_config_document
 from lifeguard_cli.lint import lint_files
-from tests.conftest import EVENTS
+from tests.conftest import EVENTS, tuned_config
 
 CONFIGS = EVENTS / "configs"
 ARTICLE = CONFIGS / "article-terminate.json"
@@ -108,19 +108,9 @@ def test_stdin_given_twice_is_an_error(args: list[str]) -> None:
 
 
 def test_previous_takes_file_urls_and_stdin(tmp_path: Path) -> None:
-    def config(checksum: str) -> str:
-        source = {"scriptLocation": "s3://bkt/tune.sh", "checksum": checksum}
-        script = {
-            "name": "tune",
-            "scriptSource": source,
-            "executionPolicy": "EVERY_BOOT",
-            "onError": "CONTINUE",
-        }
-        return json.dumps({"stages": {"nodeBootstrapped": [script]}})
-
     old, new = tmp_path / "old.json", tmp_path / "new.json"
-    old.write_text(config("a" * 64))
-    new.write_text(config("b" * 64))
+    old.write_text(tuned_config("a" * 64))
+    new.write_text(tuned_config("b" * 64))
     for result in (
         lint("--previous", f"file://{old}", str(new)),
         lint("--previous", "-", f"file://{new}", stdin=old.read_bytes()),

@@ -226,7 +226,6 @@ def parse_scaling_log_record(
 _DOCUMENTED_CODES = frozenset(
     code for status, reasons in KNOWN_REASONS.items() for code in (status, *reasons)
 )
-_ABSENT = object()
 _NO_DETAILS = ScalingLogDetails()  # frozen: one serves every record without details
 
 
@@ -266,7 +265,7 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
     kind = data.get("resource_type")
     group = data.get("compute_node_group_id")
     node = data.get("scheduler_node_id")
-    raw_details = data.get("details", _ABSENT)
+    raw_details = data.get("details", BAD)
     problems: list[Problem] = []  # unread: a problem sends the record to the full check
     if (
         (cluster is not None and CLUSTER_ID(cluster, (), problems) is BAD)
@@ -275,7 +274,7 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
         or (node is not None and NODE_NAME(node, (), problems) is BAD)
     ):
         return None
-    if raw_details is _ABSENT:
+    if raw_details is BAD:
         details = _NO_DETAILS
     elif type(raw_details) is dict:
         instance = raw_details.get("instance_id")
