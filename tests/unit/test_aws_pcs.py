@@ -13,6 +13,7 @@ import pytest
 from lifeguard.aws.pcs import (
     RETRYABLE_CODES,
     BatchReads,
+    KeptListings,
     PcsGateway,
     RetryPolicy,
     call_with_retries,
@@ -319,6 +320,100 @@ def test_a_listed_cluster_without_the_group_means_it_is_gone() -> None:
     assert world.calls("ListComputeNodeGroups") == 1
     assert world.calls("GetComputeNodeGroup") == 0
     assert reads.unreadable == {}
+
+
+def test_a_kept_listing_confirms_later_proofs_and_never_a_decision_or_a_moved_group() -> None:
+    world = World()
+    others = world.add_groups(3)
+    states = [world.known(group_id, START_MS) for group_id in (GROUP, *others)]
+    world.update(others[1], QUARANTINED)  # before the listing
+    world.pcs.calls.clear()
+    kept = KeptListings()
+    listed_at = START_MS + 120_000
+    first = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 4}, kept=kept, now_ms=listed_at + 5_000)
+    assert first.current(states[0], listed_at, tags=False, proof=True) is not None
+    assert world.calls("ListComputeNodeGroups") == 1  # one page: paid by the first read
+    world.update(others[0], QUARANTINED)  # after the listing
+    world.pcs.calls.clear()
+    later = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept, now_ms=listed_at + 600_000)
+    batch_time = listed_at + 300_000
+    # Moved after the listing: confirmed as of the listing, which holds up to when it was made (a node
+    # launched since may have booted the newer configuration, and proves nothing with this one).
+    confirmed = later.current(states[1], batch_time, tags=False, proof=True)
+    assert states[1].config is not None
+    assert confirmed == states[1].config.model_copy(update={"checked_at": listed_at, "status": "ACTIVE"})
+    assert world.pcs.calls == []
+    # Moved before the listing: the listing shows it moved, so it is read again.
+    moved = later.current(states[2], batch_time, tags=False, proof=True)
+    assert moved is not None
+    assert (moved.fingerprint, moved.checked_at) == (fingerprint_of(QUARANTINED), batch_time)
+    assert world.calls("GetComputeNodeGroup") == 1
+    # A decision reads the group itself.
+    decided = later.current(states[3], batch_time, tags=False)
+    assert decided is not None
+    assert decided.checked_at == batch_time
+    assert world.calls("GetComputeNodeGroup") == 2
+
+
+def test_a_kept_listing_older_than_the_last_read_confirms_nothing_and_holds_to_its_own_time() -> None:
+    world = World()
+    others = world.add_groups(1)
+    kept = KeptListings()
+    now_ms = START_MS + 60_000
+    forged = now_ms + 240_000  # a record's time in the future, within the skew the handler lets through
+    first = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3}, kept=kept, now_ms=now_ms)
+    assert first.current(world.known(GROUP, START_MS), forged, tags=False, proof=True) is not None
+    assert world.calls("ListComputeNodeGroups") == 1
+    world.pcs.calls.clear()
+    state = world.known(others[0], START_MS)
+    confirmed = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept).current(
+        state, forged, tags=False, proof=True
+    )
+    assert confirmed is not None
+    assert confirmed.checked_at == now_ms  # the listing holds up to when it was made, not to a forged time
+    assert world.pcs.calls == []
+    read_after = world.known(others[0], now_ms + 1)
+    again = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept).current(
+        read_after, forged, tags=False, proof=True
+    )
+    assert again is not None
+    assert again.checked_at == forged  # read again: the kept listing is older than the last read
+    assert world.calls("GetComputeNodeGroup") == 1
+
+
+def test_direct_reads_add_up_from_batch_to_batch_until_a_listing_pays() -> None:
+    world = World()
+    others = world.add_groups(249)  # 250 groups: 3 pages
+    states = [world.known(group_id, START_MS) for group_id in others[:6]]
+    world.gateway.listing_pages[CLUSTER] = 3
+    kept = KeptListings()
+    for n, state in enumerate(states[:2]):  # a batch each, one group each: read directly
+        reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3}, kept=kept)
+        assert reads.current(state, START_MS + n, tags=False) is not None
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 0)
+    assert kept.direct_reads(CLUSTER) == 2
+    reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3}, kept=kept)
+    assert reads.current(states[2], START_MS + 5, tags=False) is not None
+    # The third read would make three: the listing (3 pages) pays from there.
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (2, 3)
+    assert kept.direct_reads(CLUSTER) == 0
+    # Without kept listings, each batch counts from nothing.
+    world.pcs.calls.clear()
+    for n, state in enumerate(states[3:]):
+        reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3})
+        assert reads.current(state, START_MS + n, tags=False) is not None
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (3, 0)
+
+
+def test_kept_listings_and_read_counts_are_bounded_by_clusters() -> None:
+    kept = KeptListings()
+    for n in range(KeptListings.CLUSTERS_MAX * 3):
+        kept.read_directly(f"pcs_forged{n:05d}")
+    assert len(kept._direct) <= KeptListings.CLUSTERS_MAX
+    for n in range(KeptListings.CLUSTERS_MAX + 5):
+        kept.keep(f"pcs_real{n:06d}", START_MS, {})
+    assert len(kept._listings) == KeptListings.CLUSTERS_MAX
+    assert "pcs_real000000" not in kept._listings  # the least recently listed went first
 
 
 def test_tags_are_read_only_when_asked_and_at_most_every_refresh_interval() -> None:

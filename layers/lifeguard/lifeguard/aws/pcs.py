@@ -4,7 +4,7 @@ that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchRe
 from __future__ import annotations
 
 import logging
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,6 +20,7 @@ __all__ = [
     "BatchReads",
     "GroupSnapshot",
     "GroupSummary",
+    "KeptListings",
     "PcsGateway",
     "RetryPolicy",
     "call_with_retries",
@@ -265,6 +266,57 @@ LIST_PAGES_MAX = 100
 LIST_PAGE_SIZE = 100
 
 
+class KeptListings:
+    """Each cluster's last listing, kept from one batch to the next (a warm container's), for proofs alone.
+
+    A listing made after the records of event time T were logged shows every group as it was from its
+    `modifiedAt` up to T: a later batch's proof that needs a group read again (`needs_fresh_config`) takes
+    it from there, when the group is listed unchanged and T is later than its last read, instead of reading
+    it again. Decisions never take a kept listing: they read the group in their own batch. The direct reads
+    since a cluster's last listing are counted here, so a cluster whose batches each read a few groups is
+    listed once they add up to its listing's pages, not never. At most `CLUSTERS_MAX` clusters are kept
+    (an account's clusters; records naming others cannot grow it: a cluster is kept only once PCS listed
+    it), the least recently listed first out.
+    """
+
+    CLUSTERS_MAX = 64
+
+    def __init__(self) -> None:
+        self._listings: OrderedDict[str, tuple[int, dict[str, GroupSummary]]] = OrderedDict()
+        self._direct: Counter[str] = Counter()  # direct reads of each cluster's groups since its last listing
+
+    def read_directly(self, cluster_id: str) -> None:
+        """Count a direct read of one of the cluster's groups (the counts of clusters named by records
+        alone are let go when there are more than `CLUSTERS_MAX`: they only delay a listing)."""
+        if cluster_id not in self._direct and len(self._direct) >= self.CLUSTERS_MAX:
+            self._direct = Counter({c: n for c, n in self._direct.items() if c in self._listings})
+        self._direct[cluster_id] += 1
+
+    def direct_reads(self, cluster_id: str) -> int:
+        """Direct reads of the cluster's groups since its last listing."""
+        return self._direct[cluster_id]
+
+    def keep(self, cluster_id: str, at_ms: int, listing: dict[str, GroupSummary]) -> None:
+        """Keep a cluster's listing, made after the records up to event time `at_ms` were logged."""
+        self._listings.pop(cluster_id, None)
+        self._listings[cluster_id] = (at_ms, listing)
+        self._direct.pop(cluster_id, None)
+        while len(self._listings) > self.CLUSTERS_MAX:
+            dropped, _ = self._listings.popitem(last=False)
+            self._direct.pop(dropped, None)
+
+    def unchanged(self, state: GroupState, known: KnownConfig) -> KnownConfig | None:
+        """The group's configuration confirmed up to the cluster's kept listing: when that listing is later
+        than the last read and lists the group unchanged; else None."""
+        kept = self._listings.get(state.cluster_id)
+        if kept is None or kept[0] <= known.checked_at:
+            return None
+        summary = kept[1].get(state.group_id)
+        if summary is None or summary.modified_at_ms != known.modified_at:
+            return None
+        return known.model_copy(update={"checked_at": kept[0], "status": summary.status})
+
+
 class BatchReads:
     """PCS as one batch sees it, read as little as possible.
 
@@ -279,17 +331,30 @@ class BatchReads:
     changed, not its scripts: `KnownConfig.actions_read` False), and proves its configuration with a later
     success. The first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are
     read only when a decision needs them, at most every `tag_refresh_ms` of event time.
+
+    Given `kept` (the handler's, from batch to batch), a proof first looks at the cluster's kept listing
+    (`KeptListings`) unless the batch listed the cluster itself, the direct reads count from the cluster's
+    last listing in any batch, and a listing made here is kept as of `min(batch time, now_ms)`.
     """
 
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
     PROOF_READS = 20
 
-    def __init__(self, pcs: PcsGateway, tag_refresh_ms: int, groups_per_cluster: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        pcs: PcsGateway,
+        tag_refresh_ms: int,
+        groups_per_cluster: Mapping[str, int],
+        *,
+        kept: KeptListings | None = None,
+        now_ms: int | None = None,
+    ) -> None:
         self.pcs = pcs
         self.tag_refresh_ms = tag_refresh_ms
         self.groups_per_cluster = groups_per_cluster
         self._listings: dict[str, dict[str, GroupSummary]] = {}
-        self._direct: Counter[str] = Counter()
+        self._kept = kept if kept is not None else KeptListings()
+        self._now_ms = now_ms
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
         self.proof_reads = self.PROOF_READS
@@ -325,7 +390,12 @@ class BatchReads:
         # Only a proof may go without the actions, and only where no episode is open (its decisions read
         # the configuration they act on: a quarantine in it, a drain step).
         listing_will_do = proof and not self.proof_reads and state.episode is None
-        listing = self._listing(state.cluster_id, needed=listing_will_do)
+        listed_here = state.cluster_id in self._listings
+        if proof and state.episode is None and known is not None and known.actions_read and not listed_here:
+            confirmed = self._kept.unchanged(state, known)
+            if confirmed is not None:
+                return confirmed
+        listing = self._listing(state.cluster_id, batch_time, needed=listing_will_do)
         if listing is not None:
             summary = listing.get(state.group_id)
             if summary is None:
@@ -337,7 +407,7 @@ class BatchReads:
                 return _listed(summary, known, batch_time, self.tag_refresh_ms)
         if proof:
             self.proof_reads = max(0, self.proof_reads - 1)
-        self._direct[state.cluster_id] += 1
+        self._kept.read_directly(state.cluster_id)
         try:
             snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
         except GroupNotFoundError:
@@ -354,14 +424,17 @@ class BatchReads:
             tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
         )
 
-    def _listing(self, cluster_id: str, *, needed: bool) -> dict[str, GroupSummary] | None:
+    def _listing(self, cluster_id: str, batch_time: int, *, needed: bool) -> dict[str, GroupSummary] | None:
         """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None."""
         if cluster_id not in self._listings:
             many = self.groups_per_cluster.get(cluster_id, 0) >= self.LISTING_FROM_GROUPS
-            paid = self._direct[cluster_id] + 1 >= self.pcs.listing_pages.get(cluster_id, 1)
+            paid = self._kept.direct_reads(cluster_id) + 1 >= self.pcs.listing_pages.get(cluster_id, 1)
             if not (needed or (many and paid)):
                 return None
-            self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
+            listing = self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
+            self._kept.keep(
+                cluster_id, batch_time if self._now_ms is None else min(batch_time, self._now_ms), listing
+            )
         return self._listings[cluster_id]
 
     @staticmethod

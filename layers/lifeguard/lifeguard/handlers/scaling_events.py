@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard.attribution import BootRuns, find_suspect
-from lifeguard.aws.pcs import BatchReads, PcsGateway
+from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
 from lifeguard.detection import (
     Detection,
@@ -118,6 +118,8 @@ class ScalingEventsHandler:
         # Who put the group's configuration in place (CloudTrail's review, Lifeguard's ledger): a detection
         # names the change its loop began after.
         self.changed_by = changed_by
+        # Each cluster's last listing, for the proofs of later batches (`KeptListings`).
+        self.listings = KeptListings()
 
     # -- entry points --
 
@@ -196,8 +198,9 @@ class ScalingEventsHandler:
                 summary.ignored += 1
         mutations = {}
         per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
-        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster)
-        latest_ms = int(self.clock() * 1000) + FUTURE_SKEW_MS
+        now_ms = int(self.clock() * 1000)
+        reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, kept=self.listings, now_ms=now_ms)
+        latest_ms = now_ms + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
             group_records.sort(key=lambda r: r.event_timestamp)
             mutations[(cluster_id, group_id)] = self._mutation(
