@@ -648,7 +648,7 @@ def run_table(
     if profiler:
         print("the handler's calls, by own time (timings above are slowed by the profiler):", file=sys.stderr)
         stats = pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("BENCH_SORT", "tottime"))
-        stats.print_stats(15)
+        stats.print_stats(int(os.environ.get("BENCH_ROWS", "15")))
         if os.environ.get("BENCH_CALLERS"):
             stats.print_callers(os.environ["BENCH_CALLERS"])
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB

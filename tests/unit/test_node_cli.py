@@ -67,6 +67,20 @@ def test_help_at_the_top_level_and_on_each_command_exits_0(
         assert f"Example: lifeguard-node {command} " in " ".join(out.split())
 
 
+@pytest.mark.parametrize("columns", ["52", "100", "not a number"])
+def test_help_is_as_wide_as_columns_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: str
+) -> None:
+    monkeypatch.setenv("COLUMNS", columns)
+    code, out, _ = run(["boot", "--help"], capsys)
+    width = int(columns) if columns.isdigit() else 80  # not a terminal under pytest: 80
+    # The description is wrapped at the width less two, as argparse does: its first line is filled up to
+    # there, but for the word that did not fit.
+    first = next(line for line in out.splitlines() if line.startswith("Run one boot"))
+    assert code == 0
+    assert width - 2 - len("nodeBootstrapped, ") <= len(first) <= width - 2
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -1,6 +1,6 @@
 """`lifeguard-node boot` loads what a boot needs and no more: a reboot that reuses every cached script
-imports neither the fetcher (urllib, ssl), the shipper, the drain step nor dataclasses (with inspect) and
-tempfile; a script that must be fetched
+imports neither the fetcher (urllib, ssl), the shipper, the drain step nor dataclasses (with inspect),
+tempfile and shutil; a script that must be fetched
 brings the fetcher in. Each boot runs in a fresh, isolated interpreter, as on a node."""
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ LAYER = REPO / "layers" / "lifeguard"
 FETCHER = ("lifeguard.node.fetch", "urllib.request", "ssl")
 SHIPPER = ("lifeguard.node.shipper",)
 DRAIN = ("lifeguard.node.drain",)
-# What the boot's own records and file writes once cost every boot (about 20 ms on the node's Python 3.9).
-HEAVY = ("dataclasses", "inspect", "tempfile")
+# What the boot's own records and file writes once cost every boot (about 20 ms on the node's Python 3.9),
+# and what argparse's help formatter imports to size itself (shutil, with bz2 and lzma: about 5 ms).
+HEAVY = ("dataclasses", "inspect", "tempfile", "shutil", "bz2", "lzma")
 SCRIPTS = 3
 # S3 on a loopback port nothing listens on: a fetch fails at once, and never leaves the machine.
 NO_S3 = {
