@@ -10,9 +10,15 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+import lifeguard.group_state
+
 # Regex strategies are slow to warm up on a 2-core machine; correctness, not speed, is under test here.
 settings.register_profile("lifeguard", suppress_health_check=[HealthCheck.too_slow], deadline=None)
 settings.load_profile("lifeguard")
+
+# Every claim that a write changed a group's launches and outcomes alone is checked, in every test that
+# writes one: a state changed beyond them fails the test instead of losing the change.
+lifeguard.group_state.CHECK_MAPS_ONLY = True
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"

@@ -711,6 +711,31 @@ def test_nodes_of_the_configuration_replaced_as_unhealthy_again_and_again_are_a_
     assert (episode.kind, episode.replacement_revision) == ("replacement", 1)
 
 
+def test_a_batch_of_launches_and_outcomes_alone_says_so_and_an_unhealthy_termination_is_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    claims: list[bool] = []
+    say = GroupState.changed_maps_only
+    monkeypatch.setattr(
+        GroupState, "changed_maps_only", lambda self, only: claims.append(only) or say(self, only)
+    )
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12)[:2])  # a configuration read, and a proof
+    world.feed([launched("i-0next000000000001", at(1, 13))])
+    # A success of a node launched before the last read, of a configuration already proven: nothing to read.
+    world.feed([launched("i-0next000000000002", at(1, 16)), succeeded("i-0next000000000001", at(1, 17))])
+    # One unhealthy node (bad luck, no loop) is part of the rest of the state: written with it. The tests
+    # check every claim (tests/conftest.py), so a wrong one would fail here.
+    world.feed([row("i-0sick000000000001", "TERMINATED", "UNHEALTHY_NODE", at(1, 19))])
+    assert claims == [False, True, True, False]
+    state = world.state()
+    assert state.unhealthy == {"i-0sick000000000001": at(1, 19)}
+    assert set(state.launches) == {"i-0next000000000002"}
+    assert state.outcomes["i-0next000000000001"].succeeded
+    assert world.bus.entries == []
+
+
 @pytest.mark.parametrize(
     "reason", ["REPLACEMENT_REQUESTED", "SCHEDULER_REQUESTED", "NODE_GROUP_DELETION", "EXTERNALLY_TERMINATED"]
 )

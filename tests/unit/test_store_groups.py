@@ -93,6 +93,59 @@ def test_outcomes_are_a_map_of_their_own_and_the_rest_is_sent_only_when_it_chang
     assert loaded.outcomes["i-0009"] == BootOutcome("i-0009", None, T0 + 9000, True, T0 + 8000)
 
 
+def test_a_change_of_the_maps_alone_is_written_without_writing_the_rest_out_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    written_out: list[str] = []
+    dump = GroupState.model_dump_json
+    monkeypatch.setattr(
+        GroupState, "model_dump_json", lambda self, **kw: written_out.append("x") or dump(self, **kw)
+    )
+    monkeypatch.setattr("lifeguard.group_state.CHECK_MAPS_ONLY", False)
+    state.launches["i-new"] = T0 + 9000
+    state.changed_maps_only(True)
+    store.save(state)
+    assert written_out == []
+    update = client.requests["UpdateItem"][-1]
+    assert "state" not in update["ExpressionAttributeNames"].values()
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
+    # The claim holds for one write: the next one writes the rest out to compare, unless told again.
+    state.launches["i-newer"] = T0 + 9001
+    store.save(state)
+    assert written_out == ["x"]
+
+
+def test_a_claim_of_maps_alone_that_is_wrong_fails_the_tests_instead_of_losing_the_change() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    assert state.episode is not None
+    state.episode.add_signal("node_reports")
+    state.changed_maps_only(True)
+    with pytest.raises(AssertionError, match="changed beyond its maps"):
+        store.save(state)
+
+
+def test_no_claim_of_maps_alone_holds_for_a_state_never_stored_or_once_unhealthy_are_trimmed() -> None:
+    fresh = full_state()
+    fresh.changed_maps_only(True)
+    assert fresh.unchanged_body() is None  # never stored: there is nothing to take the rest from
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    state.unhealthy = {f"i-sick{n:04d}": T0 + n for n in range(OUTCOME_LIMIT)}
+    store.save(state)
+    state.unhealthy["i-sicker"] = T0 + 10_000  # over the bound: the save trims the oldest away
+    state.changed_maps_only(True)
+    store.save(state)  # a wrong claim would fail here (the tests check every one)
+    assert "i-sick0000" not in GroupStore(client, "table").load(CLUSTER, GROUP).unhealthy
+
+
 def test_an_update_over_a_version_that_moved_is_a_conflict() -> None:
     client = FakeDynamoDB()
     first, second = GroupStore(client, "table"), GroupStore(client, "table")

@@ -55,6 +55,10 @@ _V = TypeVar("_V")
 # The parts of a state kept as maps of their own in the table (instance -> entry), written as changes.
 MAPS = ("launches", "outcomes")
 
+# Whether `GroupState.unchanged_body` checks the claim it rests on, writing the state out to compare (the
+# tests set it: a mutation that said `maps_only` wrongly fails them instead of losing a change).
+CHECK_MAPS_ONLY = False
+
 
 class Tracked(dict[str, _V]):
     """A map of a group's state (its pending launches, its outcomes) that notes which instances a batch
@@ -331,6 +335,8 @@ class GroupState(Model):
     _stored: dict[str, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
     # The rest, as JSON, as the table holds it.
     _stored_body: str | None = field(default=None, init=False, repr=False, compare=False)
+    # Set by `changed_maps_only`: the rest is as the table holds it (`unchanged_body`).
+    _maps_only: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The maps are `Tracked`, copies of those the state is made with (as validating them made them
@@ -403,6 +409,7 @@ class GroupState(Model):
         if len(self.unhealthy) > OUTCOME_LIMIT:
             kept = sorted(self.unhealthy.items(), key=lambda item: (item[1], item[0]))[-OUTCOME_LIMIT:]
             self.unhealthy = dict(kept)
+            self._maps_only = False
         outcomes = self.outcomes
         while len(outcomes) > OUTCOME_LIMIT:
             # The oldest go, one by one: the map notes each, so the write sends only those.
@@ -428,10 +435,30 @@ class GroupState(Model):
         `body` (read, or written)."""
         self.maps_stored()
         self._stored_body = body
+        self._maps_only = False
 
     def body_changed(self, body: str) -> bool:
         """Whether the rest of the state, as JSON, differs from what the table holds."""
         return body != self._stored_body
+
+    def changed_maps_only(self, only: bool) -> None:
+        """Say, right before a write, whether the change since the state was stored touched the maps
+        (`MAPS`) alone: then the rest is still as the table holds it, and the write takes it from there
+        (`unchanged_body`) instead of writing it out to compare. Whoever says so must know: nothing else is
+        looked at. The tests check every such claim (`CHECK_MAPS_ONLY`)."""
+        self._maps_only = only and self._stored_body is not None
+
+    def unchanged_body(self) -> str | None:
+        """The rest of the state as the table holds it, when `changed_maps_only` said it is unchanged since
+        it was stored; else None (it must be written out to tell). Once: the claim holds for one write."""
+        if not self._maps_only:
+            return None
+        self._maps_only = False
+        if CHECK_MAPS_ONLY:
+            body = self.model_dump_json(exclude={"version", *MAPS})
+            if body != self._stored_body:
+                raise AssertionError(f"{self.group_id}: the state changed beyond its maps: {body}")
+        return self._stored_body
 
     def maps_stored(self) -> None:
         """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here)."""

@@ -234,12 +234,15 @@ class ScalingEventsHandler:
         Outcomes dated after `latest_ms` (kept before times were bounded) are let go first: they would
         otherwise stay the group's newest and blind the detection."""
         batch_time = records[-1].event_timestamp
+        configs_set = 0
 
         def refresh(state: GroupState, *, tags: bool = False, proof: bool = False) -> bool:
+            nonlocal configs_set
             current = reads.current(state, batch_time, tags=tags, proof=proof)
             if current is None:
                 return False
             state.config = current
+            configs_set += 1
             return True
 
         def mutate(state: GroupState) -> Change:
@@ -248,12 +251,17 @@ class ScalingEventsHandler:
             change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
             runs = GroupEvidence(self.store, state)
+            configs_before = configs_set
+            # Beyond the launches and outcomes, a batch changes a state only through an episode (open
+            # before, or opened now), a configuration read, a proof, or an unhealthy termination.
+            beyond_maps = state.episode is not None
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
                 if not fold(record):
                     continue
                 change.changed = True
+                beyond_maps |= record.is_unhealthy_termination
                 if record.is_bootstrap_failure and state.episode is None:
                     self._detect(state, refresh, change, runs)
                 elif record.is_bootstrap_failure and self._may_have_changed(state, record):
@@ -267,7 +275,10 @@ class ScalingEventsHandler:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
-            change.changed |= self._prove_good(state, records, refresh, runs)
+            proved = self._prove_good(state, records, refresh, runs)
+            change.changed |= proved
+            beyond_maps |= proved or state.episode is not None or configs_set != configs_before
+            change.maps_only = not beyond_maps
             return change
 
         return mutate

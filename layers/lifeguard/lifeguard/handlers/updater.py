@@ -27,10 +27,14 @@ logger = logging.getLogger("lifeguard")
 
 @dataclass
 class Change:
-    """What a mutation did: whether the state changed, and the events it makes true."""
+    """What a mutation did: whether the state changed, and the events it makes true. `maps_only`: what
+    changed, if anything, is the pending launches and outcomes alone (`GroupState.MAPS`), so the write
+    sends the rest of the state as the table holds it without writing it out again to compare; a mutation
+    that cannot say so leaves it False."""
 
     changed: bool = False
     events: list[ControllerEvent] = field(default_factory=list)
+    maps_only: bool = False
 
 
 class GroupUpdater:
@@ -63,6 +67,7 @@ class GroupUpdater:
             change, stale = self._apply(state, mutate)
             if not change.changed and not change.events:
                 break
+            state.changed_maps_only(change.maps_only and not change.events)
             try:
                 self.store.save(state)
             except VersionConflictError:
@@ -85,6 +90,9 @@ class GroupUpdater:
         try:
             applied = {key: self._apply(states[key], mutations[key]) for key in keys}
             to_write = [states[key] for key in keys if applied[key][0].changed or applied[key][0].events]
+            for state in to_write:
+                change = applied[(state.cluster_id, state.group_id)][0]
+                state.changed_maps_only(change.maps_only and not change.events)
             unwritten = self.store.save_many(to_write) if to_write else []
         except BaseException:
             self.store.forget(keys)  # remembered states may hold changes that were never written

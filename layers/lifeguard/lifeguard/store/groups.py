@@ -85,7 +85,8 @@ def _versioned_write(state: GroupState) -> tuple[Write, str]:
     when the table holds them, only the entries a batch changed are sent (an update), and the rest of the
     state only when it changed, so a batch pays for what it changed."""
     expected = {"N": str(state.version)}
-    text = state.model_dump_json(exclude={"version", *MAPS})
+    unchanged = state.unchanged_body()
+    text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
     if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
