@@ -649,6 +649,8 @@ def run_table(
         print("the handler's calls, by own time (timings above are slowed by the profiler):", file=sys.stderr)
         stats = pstats.Stats(profiler, stream=sys.stderr).sort_stats(os.environ.get("BENCH_SORT", "tottime"))
         stats.print_stats(int(os.environ.get("BENCH_ROWS", "15")))
+        if os.environ.get("BENCH_CALLEES"):
+            stats.print_callees(os.environ["BENCH_CALLEES"])
         if os.environ.get("BENCH_CALLERS"):
             stats.print_callers(os.environ["BENCH_CALLERS"])
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB
@@ -890,7 +892,10 @@ def main() -> int:
     )
     parser.add_argument("--json", action="store_true", help="the figures as JSON")
     parser.add_argument(
-        "--profile", action="store_true", help="cProfile the handler, top functions to stderr"
+        "--profile",
+        action="store_true",
+        help="cProfile the handler, top functions to stderr (BENCH_SORT, BENCH_ROWS, BENCH_CALLERS, "
+        "BENCH_CALLEES: pstats' sort key, rows, and callers or callees of the functions matching a pattern)",
     )
     parser.add_argument(
         "--memory", action="store_true", help="peak memory at 1,000 groups, in fresh processes"
