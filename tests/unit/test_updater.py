@@ -164,3 +164,24 @@ def test_update_many_reads_and_writes_once_and_redoes_only_after_a_lost_race() -
     assert sorted(event.key for event in published) == [f"ep-r{n}:LoopResolved:1" for n in range(3)]
     assert world.state("pcs_g1").launches == {"i-1": 1, "i-other": 1, "i-2": 1}
     assert all(world.state(group).outbox == [] for _, group in keys)
+
+
+def test_a_change_beyond_the_maps_left_unwritten_is_written_with_the_next_change_of_the_maps_alone() -> None:
+    world = World()
+    updater = world.updater()
+    key = (CLUSTER, GROUP)
+    updater.update_many({key: launch("i-first")})
+
+    def changed_without_saying(state: GroupState) -> Change:
+        state.unhealthy["i-sick"] = 7  # beyond the maps, and the mutation says nothing changed
+        return Change(changed=False)
+
+    def launches_alone(state: GroupState) -> Change:
+        state.launches["i-second"] = 1
+        return Change(changed=True, maps_only=True)
+
+    updater.update_many({key: changed_without_saying})
+    updater.update_many({key: launches_alone})  # the same remembered state, written now
+    state = world.state()
+    assert set(state.launches) == {"i-first", "i-second"}
+    assert state.unhealthy == {"i-sick": 7}

@@ -337,6 +337,8 @@ class GroupState(Model):
     _stored_body: str | None = field(default=None, init=False, repr=False, compare=False)
     # Set by `changed_maps_only`: the rest is as the table holds it (`unchanged_body`).
     _maps_only: bool = field(default=False, init=False, repr=False, compare=False)
+    # A change since the table last held the state went beyond the maps (`mutated`), written or not.
+    _beyond_maps: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The maps are `Tracked`, copies of those the state is made with (as validating them made them
@@ -410,6 +412,7 @@ class GroupState(Model):
             kept = sorted(self.unhealthy.items(), key=lambda item: (item[1], item[0]))[-OUTCOME_LIMIT:]
             self.unhealthy = dict(kept)
             self._maps_only = False
+            self._beyond_maps = True
         outcomes = self.outcomes
         while len(outcomes) > OUTCOME_LIMIT:
             # The oldest go, one by one: the map notes each, so the write sends only those.
@@ -435,18 +438,22 @@ class GroupState(Model):
         `body` (read, or written)."""
         self.maps_stored()
         self._stored_body = body
-        self._maps_only = False
+        self._maps_only = self._beyond_maps = False
 
     def body_changed(self, body: str) -> bool:
         """Whether the rest of the state, as JSON, differs from what the table holds."""
         return body != self._stored_body
 
+    def mutated(self, maps_only: bool) -> None:
+        """Note a change, and whether it touched the maps (`MAPS`) alone (whether or not it is written)."""
+        self._beyond_maps |= not maps_only
+
     def changed_maps_only(self, only: bool) -> None:
         """Say, right before a write, whether the change since the state was stored touched the maps
         (`MAPS`) alone: then the rest is still as the table holds it, and the write takes it from there
         (`unchanged_body`) instead of writing it out to compare. Whoever says so must know: nothing else is
-        looked at. The tests check every such claim (`CHECK_MAPS_ONLY`)."""
-        self._maps_only = only and self._stored_body is not None
+        looked at but what `mutated` noted. The tests check every such claim (`CHECK_MAPS_ONLY`)."""
+        self._maps_only = only and not self._beyond_maps and self._stored_body is not None
 
     def unchanged_body(self) -> str | None:
         """The rest of the state as the table holds it, when `changed_maps_only` said it is unchanged since

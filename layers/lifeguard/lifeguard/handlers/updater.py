@@ -119,6 +119,7 @@ class GroupUpdater:
         ]
         change = mutate(state)
         state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
+        state.mutated(maps_only=change.maps_only and not change.events)
         return change, stale
 
     def _publish(
