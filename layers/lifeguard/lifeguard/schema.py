@@ -189,7 +189,7 @@ def string(
 ) -> Check:
     """A `str` of `min_length` to `max_length` characters in which `pattern` is found (give patterns
     anchored, as `lifeguard.bounds` does: the lengths are checked first, so no pattern runs on a long
-    string)."""
+    string). Constrained text must be Unicode: a lone surrogate is refused before anything else."""
     # `$` ends the text, as in pydantic's patterns and in the PCS model's; Python's would also match before
     # a final newline, and let `pcs_abc\n` pass for an id.
     search = re.compile(re.sub(r"(?<!\\)\$$", r"\\Z", pattern)).search if pattern is not None else None
@@ -203,14 +203,16 @@ def string(
             return _fail(problems, loc, "string_type", "Input should be a valid string")
         if value in accepted:
             return value
+        # Text that is not Unicode (a lone surrogate) is refused as such before its length, as pydantic
+        # reads a string before it measures it.
+        if constrained and not value.isascii() and not _encodes(value):
+            return _fail(problems, loc, "string_unicode", _NOT_UNICODE)
         if min_length is not None and len(value) < min_length:
             message = f"String should have at least {_characters(min_length)}"
             return _fail(problems, loc, "string_too_short", message)
         if max_length is not None and len(value) > max_length:
             message = f"String should have at most {_characters(max_length)}"
             return _fail(problems, loc, "string_too_long", message)
-        if constrained and not value.isascii() and not _encodes(value):
-            return _fail(problems, loc, "string_unicode", _NOT_UNICODE)
         if search is not None:
             if search(value) is None:
                 message = f"String should match pattern '{pattern}'"
