@@ -355,6 +355,37 @@ def test_a_kept_listing_confirms_later_proofs_and_never_a_decision_or_a_moved_gr
     assert world.calls("GetComputeNodeGroup") == 2
 
 
+def test_a_proof_confirmed_from_a_kept_listing_is_not_remembered_for_the_batch() -> None:
+    world = World()
+    others = world.add_groups(3)
+    state = world.known(GROUP, START_MS)
+    kept = KeptListings()
+    listed_at = START_MS + 120_000
+    first = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 4}, kept=kept, now_ms=listed_at)
+    assert first.current(world.known(others[0], START_MS), listed_at, tags=False, proof=True) is not None
+    world.update(GROUP, QUARANTINED)
+    world.pcs.calls.clear()
+    batch_time = listed_at + 600_000
+    reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept, now_ms=batch_time)
+    proof = reads.current(state, batch_time, tags=False, proof=True)
+    assert proof is not None
+    assert (proof.fingerprint, proof.checked_at) == (fingerprint_of(TERMINATE), listed_at)
+    assert world.pcs.calls == []
+    # A decision on the same group in the same batch reads it: what PCS holds now.
+    decided = reads.current(state, batch_time, tags=True)
+    assert decided is not None
+    assert (decided.fingerprint, decided.checked_at) == (fingerprint_of(QUARANTINED), batch_time)
+    assert world.calls("GetComputeNodeGroup") == 1
+    # A state read after the listing (another writer's, as a mutation run again after a lost race gets
+    # it) is not confirmed from the older listing: it gets the batch's read.
+    newer = world.known(GROUP, batch_time - 1000)
+    again = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept, now_ms=batch_time).current(
+        newer, batch_time, tags=False, proof=True
+    )
+    assert again is not None
+    assert (again.fingerprint, again.checked_at) == (fingerprint_of(QUARANTINED), batch_time)
+
+
 def test_a_kept_listing_older_than_the_last_read_confirms_nothing_and_holds_to_its_own_time() -> None:
     world = World()
     others = world.add_groups(1)

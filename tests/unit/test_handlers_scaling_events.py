@@ -293,6 +293,71 @@ def test_a_group_deleted_under_a_batch_is_let_go_and_the_others_go_on() -> None:
     assert world.state("pcs_deleted01").episode is None
 
 
+def other_groups(world: World, count: int) -> list[str]:
+    """`count` more groups of the article's cluster, with the article's configuration."""
+    return [
+        world.pcs.add_compute_node_group(
+            CLUSTER, f"grp{n}", group_id=f"pcs_g{n:07d}", node_lifecycle_actions=TERMINATE
+        )["id"]
+        for n in range(count)
+    ]
+
+
+def booted(instance: str, launched_at: int, active_at: int, group: str) -> list[dict[str, Any]]:
+    return [
+        row(instance, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", launched_at, group=group),
+        row(instance, "ACTIVE", "BOOTSTRAP_SUCCESS", active_at, group=group),
+    ]
+
+
+def test_a_warm_container_proves_later_successes_from_the_listing_it_kept_without_reading_pcs() -> None:
+    world = World()
+    world.feed(booted("i-0a0", at(1, 5), at(1, 9), GROUP))  # the group read alone, at 01:09
+    others = other_groups(world, 3)
+    world.feed([r for n, g in enumerate(others) for r in booted(f"i-0b{n}", at(1, 15), at(1, 20), g)])
+    assert world.pcs_calls("ListComputeNodeGroups") == 1  # three groups: the listing pays at once
+    world.pcs.calls.clear()
+    # A node of the group launched after its read and before the listing: proved from the kept listing.
+    world.feed(booted("i-0a1", at(1, 16), at(1, 25), GROUP))
+    assert world.pcs.calls == []
+    config = world.state().config
+    assert config is not None
+    assert config.checked_at == at(1, 20)  # as of the listing, not of this batch
+    proven = world.state().proven_good
+    assert proven is not None
+    assert proven.fingerprint == fingerprint_of(TERMINATE)
+
+
+def test_a_mutation_run_again_after_a_lost_race_is_judged_on_its_fresh_state_not_on_a_kept_listing() -> None:
+    world = World()
+    first = world.handler
+    world.feed([launched("i-0z0", at(1, 5)), succeeded("i-0z0", at(1, 9)), launched("i-0z1", at(1, 10))])
+    others = other_groups(world, 3)
+    world.feed([r for n, g in enumerate(others) for r in booted(f"i-0a{n}", at(1, 15), at(1, 20), g)])
+    world.person_sets(REVERTED, at(1, 25))
+    # Another container sees the group loop under the new configuration, and opens the episode.
+    world.handler = world.container()
+    world.feed([launched("i-0f1", at(1, 26)), failed("i-0f1", at(1, 30))])
+    world.feed([launched("i-0f2", at(1, 31)), failed("i-0f2", at(1, 35))])
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.config_modified_at, episode.revision) == (at(1, 25), 1)
+    published = len(world.bus.entries)
+    # The first container's next batch: a success to prove (its kept listing shows the group as it was at
+    # 01:20) and a failure. Its remembered state is stale, so its write loses, and it runs again on the
+    # state just read: the episode's configuration is PCS's, and nothing is detected again.
+    world.handler = first
+    proof = [launched("i-0z2", at(1, 11)), succeeded("i-0z2", at(1, 34))]
+    world.feed([*proof, launched("i-0w", at(1, 38)), failed("i-0w", at(1, 42))])
+    assert first.updater.conflicts >= 1
+    state = world.state()
+    assert state.episode is not None
+    assert (state.episode.config_modified_at, state.episode.revision) == (at(1, 25), 1)
+    assert state.config is not None
+    assert (state.config.modified_at, state.config.fingerprint) == (at(1, 25), fingerprint_of(REVERTED))
+    assert len(world.bus.entries) == published
+
+
 def test_a_first_batch_of_many_groups_learns_them_from_one_listing_and_proves_a_few_a_batch() -> None:
     world = World()
     groups = [f"pcs_many{n:06d}" for n in range(30)]

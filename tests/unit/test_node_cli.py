@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tomllib
 
@@ -71,9 +72,13 @@ def test_help_at_the_top_level_and_on_each_command_exits_0(
 def test_help_is_as_wide_as_columns_says(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: str
 ) -> None:
+    def no_terminal(*_: object) -> os.terminal_size:
+        raise OSError("not a terminal")
+
     monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.setattr(os, "get_terminal_size", no_terminal)
     code, out, _ = run(["boot", "--help"], capsys)
-    width = int(columns) if columns.isdigit() else 80  # not a terminal under pytest: 80
+    width = int(columns) if columns.isdigit() else 80  # not a terminal: 80
     # The description is wrapped at the width less two, as argparse does: its first line is filled up to
     # there, but for the word that did not fit.
     first = next(line for line in out.splitlines() if line.startswith("Run one boot"))

@@ -314,7 +314,9 @@ class KeptListings:
         summary = kept[1].get(state.group_id)
         if summary is None or summary.modified_at_ms != known.modified_at:
             return None
-        return known.model_copy(update={"checked_at": kept[0], "status": summary.status})
+        return known.model_copy(
+            update={"checked_at": kept[0], "status": summary.status, "tags": dict(known.tags)}
+        )
 
 
 class BatchReads:
@@ -332,9 +334,10 @@ class BatchReads:
     success. The first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are
     read only when a decision needs them, at most every `tag_refresh_ms` of event time.
 
-    Given `kept` (the handler's, from batch to batch), a proof first looks at the cluster's kept listing
-    (`KeptListings`) unless the batch listed the cluster itself, the direct reads count from the cluster's
-    last listing in any batch, and a listing made here is kept as of `min(batch time, now_ms)`.
+    Given `kept` (the handler's, from batch to batch), a proof of a group not read in this batch first looks
+    at the cluster's kept listing (`KeptListings`) unless the batch listed the cluster itself, the direct
+    reads count from the cluster's last listing in any batch, and a listing made here is kept as of
+    `min(batch time, now_ms)`.
     """
 
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
@@ -366,6 +369,10 @@ class BatchReads:
         `proof` only (no decision waits on it), it may come from the listing, without its actions
         (`KnownConfig.actions_read` False), once this batch's proof reads are spent."""
         key = (state.cluster_id, state.group_id)
+        if proof and not tags and key not in self._current:
+            confirmed = self._kept_unchanged(state)
+            if confirmed is not None:
+                return confirmed
         try:
             found = self._current.get(key)
             if key not in self._current or (found is not None and not found.actions_read and not proof):
@@ -390,11 +397,6 @@ class BatchReads:
         # Only a proof may go without the actions, and only where no episode is open (its decisions read
         # the configuration they act on: a quarantine in it, a drain step).
         listing_will_do = proof and not self.proof_reads and state.episode is None
-        listed_here = state.cluster_id in self._listings
-        if proof and state.episode is None and known is not None and known.actions_read and not listed_here:
-            confirmed = self._kept.unchanged(state, known)
-            if confirmed is not None:
-                return confirmed
         listing = self._listing(state.cluster_id, batch_time, needed=listing_will_do)
         if listing is not None:
             summary = listing.get(state.group_id)
@@ -423,6 +425,18 @@ class BatchReads:
             checked_at=batch_time,
             tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
         )
+
+    def _kept_unchanged(self, state: GroupState) -> KnownConfig | None:
+        """For a proof, the state's own configuration confirmed up to the cluster's kept listing (not made
+        in this batch), or None. Worked out from the state it is given, every time, and never remembered
+        for the batch: a decision reads the group, and a mutation run again on a state another writer
+        changed is judged on that state."""
+        known = state.config
+        if known is None or not known.actions_read or state.episode is not None:
+            return None
+        if state.cluster_id in self._listings:
+            return None  # listed in this batch: that listing is newer
+        return self._kept.unchanged(state, known)
 
     def _listing(self, cluster_id: str, batch_time: int, *, needed: bool) -> dict[str, GroupSummary] | None:
         """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None."""

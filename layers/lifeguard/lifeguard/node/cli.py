@@ -54,7 +54,7 @@ def _columns() -> int:
         if columns > 0:
             return columns
     stdout = sys.__stdout__
-    with contextlib.suppress(ValueError, OSError):
+    with contextlib.suppress(AttributeError, ValueError, OSError):
         columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
         if columns > 0:
             return columns
