@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.store.groups import GroupStore
+from lifeguard.store.table import group_key, item_key
 from lifeguard.wiring import Wiring, build_node_reports, build_scaling_events
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
@@ -277,7 +279,35 @@ def test_success_records_read_pcs_at_most_once_per_group_per_minute(env: Env) ->
         env.feed(rows[start : start + 10])
     assert env.get_calls() == 2  # at 02:00:00 and at 02:01:00
     assert [c.operation for c in env.pcs.calls] == ["GetComputeNodeGroup"] * 2  # and nothing else
-    assert env.wiring.store.load(CLUSTER, GROUP).proven_good is not None
+    state = env.wiring.store.load(CLUSTER, GROUP)
+    assert state.proven_good is not None
+    # The second read found the group as it was: DynamoDB holds its time on its own, the rest as it was.
+    item = aws_client("dynamodb", env.local.moto.endpoint_url).get_item(
+        TableName=env.stack.table, Key=item_key(group_key(CLUSTER, GROUP), "STATE")
+    )["Item"]
+    second_read = rows[29]["event_timestamp"]
+    assert item["checked_at"] == {"N": str(second_read)}
+    body = json.loads(zlib.decompress(item["state"]["B"]))
+    assert body["config"]["checked_at"] == rows[9]["event_timestamp"]
+    assert state.config is not None
+    assert state.config.checked_at == second_read
+    # A change of the rest (one node replaced as unhealthy) writes it whole, and the time goes back in it.
+    env.feed(
+        [
+            {
+                **rows[0],
+                "status_code": "TERMINATED",
+                "reason_code": "UNHEALTHY_NODE",
+                "event_timestamp": second_read + 60_000,
+            }
+        ]
+    )
+    item = aws_client("dynamodb", env.local.moto.endpoint_url).get_item(
+        TableName=env.stack.table, Key=item_key(group_key(CLUSTER, GROUP), "STATE")
+    )["Item"]
+    assert "checked_at" not in item
+    body = json.loads(zlib.decompress(item["state"]["B"]))
+    assert (body["config"]["checked_at"], list(body["unhealthy"])) == (second_read, ["i-0f000000000000000"])
 
 
 def test_capacity_shortage_and_malformed_records_are_counted_not_acted_on(env: Env) -> None:

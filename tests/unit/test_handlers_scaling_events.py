@@ -801,6 +801,45 @@ def test_a_batch_of_launches_and_outcomes_alone_says_so_and_an_unhealthy_termina
     assert world.bus.entries == []
 
 
+def test_a_read_that_finds_the_proven_configuration_as_it_was_writes_its_time_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    claims: list[bool] = []
+    say = GroupState.changed_maps_only
+    monkeypatch.setattr(
+        GroupState, "changed_maps_only", lambda self, only: claims.append(only) or say(self, only)
+    )
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted("i-0good000000000001", at(1, 12), at(1, 14), GROUP))  # read, and proven
+    assert world.state().proven_good is not None
+    world.pcs.calls.clear()
+    # A node launched after that read may have booted another configuration: the group is read again,
+    # and found as it was. Only the launches, the outcomes and the time of the read moved.
+    world.feed(booted("i-0good000000000002", at(1, 20), at(1, 22), GROUP))
+    assert world.pcs_calls("GetComputeNodeGroup") == 1
+    assert claims == [False, True]
+    [update] = [
+        write["Update"]
+        for request in world.table.requests["TransactWriteItems"][-1:]
+        for write in request["TransactItems"]
+    ]
+    assert "state" not in update["ExpressionAttributeNames"].values()
+    config = world.state().config
+    assert config is not None
+    assert config.checked_at == at(1, 22)
+    # The configuration changed since: a node launched before the change proves nothing, but the read
+    # finds more than the time, and the rest is written (a wrong claim would fail: tests/conftest.py).
+    world.person_sets(TERMINATE, at(1, 30))
+    world.feed(booted("i-0good000000000003", at(1, 25), at(1, 34), GROUP))
+    assert claims[-1] is False
+    state = world.state()
+    assert state.config is not None
+    assert (state.config.modified_at, state.config.fingerprint) == (at(1, 30), fingerprint_of(TERMINATE))
+    assert state.proven_good is not None
+    assert state.proven_good.fingerprint == fingerprint_of(REVERTED)
+
+
 @pytest.mark.parametrize(
     "reason", ["REPLACEMENT_REQUESTED", "SCHEDULER_REQUESTED", "NODE_GROUP_DELETION", "EXTERNALLY_TERMINATED"]
 )

@@ -362,3 +362,91 @@ def test_an_item_with_some_maps_reads_each_where_it_is_and_is_put_whole_next() -
     store.save(loaded)
     assert client.calls("PutItem") == 1
     assert "outcomes" in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+
+
+def stored_body(client: FakeDynamoDB) -> dict[str, Any]:
+    """The rest of the state as the table's item holds it."""
+    body: dict[str, Any] = json.loads(
+        zlib.decompress(client.items[(group_key(CLUSTER, GROUP), "STATE")]["state"]["B"])
+    )
+    return body
+
+
+def test_a_configuration_confirmed_as_it_was_sends_its_time_alone_until_the_rest_is_written() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    assert state.config is not None
+    # A read of PCS found the group as it was: the launches and when it was confirmed moved, nothing else.
+    state.config.checked_at = T0 + 60_000
+    state.launches["i-new"] = T0 + 61_000
+    state.changed_maps_only(True)
+    store.save(state)
+    update = client.requests["UpdateItem"][-1]
+    assert "state" not in update["ExpressionAttributeNames"].values()
+    assert update["ExpressionAttributeValues"][":checked"] == {"N": str(T0 + 60_000)}
+    item = client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert item["checked_at"] == {"N": str(T0 + 60_000)}
+    assert stored_body(client)["config"]["checked_at"] == T0  # the body as it was
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.config is not None
+    assert loaded.config.checked_at == T0 + 60_000
+    assert loaded.model_dump() == state.model_dump()
+    # Loaded by another container, confirmed again: the time alone again.
+    assert loaded.config is not None
+    loaded.config.checked_at = T0 + 120_000
+    loaded.changed_maps_only(True)
+    GroupStore(client, "table").save(loaded)
+    assert client.items[(group_key(CLUSTER, GROUP), "STATE")]["checked_at"] == {"N": str(T0 + 120_000)}
+    # A change of the rest writes it, with the time in it, and the time on its own goes.
+    again = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert again.episode is not None
+    again.episode.revision = 2
+    GroupStore(client, "table").save(again)
+    assert "checked_at" not in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert stored_body(client)["config"]["checked_at"] == T0 + 120_000
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == again.model_dump()
+
+
+def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_the_rest() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    assert state.config is not None
+    state.config.checked_at = T0 + 60_000
+    state.changed_maps_only(True)
+    store.save(state)
+    assert "checked_at" in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    # Too many changes for an update, claimed as maps alone: the item is put whole, the time in its body.
+    state.launches.update({f"i-many{n:03d}": T0 + n for n in range(150)})
+    state.changed_maps_only(True)
+    store.save(state)
+    assert client.calls("PutItem") == 2
+    assert "checked_at" not in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert stored_body(client)["config"]["checked_at"] == T0 + 60_000
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
+
+
+def test_a_claim_of_maps_alone_hides_no_other_change_of_the_configuration() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    state = full_state()
+    store.save(state)
+    assert state.config is not None
+    state.config.checked_at = T0 + 60_000
+    state.config.status = "UPDATING"
+    state.changed_maps_only(True)
+    with pytest.raises(AssertionError, match="changed beyond its maps"):
+        store.save(state)
+
+
+@pytest.mark.parametrize("held", [{"N": "1.5e12"}, {"N": "99999999999999999"}, {"S": "later"}, {"N": "-1"}])
+def test_a_time_of_confirmation_the_item_holds_out_of_bounds_is_not_taken(held: dict[str, str]) -> None:
+    client = FakeDynamoDB()
+    GroupStore(client, "table").save(full_state())
+    client.items[(group_key(CLUSTER, GROUP), "STATE")]["checked_at"] = held
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.config is not None
+    assert loaded.config.checked_at == T0  # the body's

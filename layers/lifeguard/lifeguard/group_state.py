@@ -5,8 +5,10 @@ events to publish. How it is stored is `lifeguard.store.groups`'s business."""
 from __future__ import annotations
 
 import heapq
+import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from typing import Any, Final, TypeVar
 
 from lifeguard.schema import (
@@ -234,6 +236,18 @@ class KnownConfig(Model):
     # False for a group learned from a listing: its modifiedAt is known, its actions (and fingerprint) not.
     actions_read: bool = True
 
+    def confirms(self, earlier: KnownConfig | None) -> bool:
+        """Whether this describes the group as `earlier` did, but for when it was last confirmed."""
+        return earlier is not None and all(
+            getattr(self, name) == getattr(earlier, name) for name in _DESCRIBING
+        )
+
+
+# All a configuration says of its group but when it was last confirmed (`KnownConfig.confirms`).
+_DESCRIBING: Final = tuple(
+    known.name for known in dataclass_fields(KnownConfig) if known.name != "checked_at"
+)
+
 
 @checked(
     fingerprint=string(),
@@ -339,6 +353,10 @@ class GroupState(Model):
     _maps_only: bool = field(default=False, init=False, repr=False, compare=False)
     # A change since the table last held the state went beyond the maps (`mutated`), written or not.
     _beyond_maps: bool = field(default=False, init=False, repr=False, compare=False)
+    # The configuration's `checked_at` as the table holds it, and whether it holds it on its own, apart
+    # from the rest (`checked_moved`).
+    _stored_checked_at: int | None = field(default=None, init=False, repr=False, compare=False)
+    _checked_apart: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # The maps are `Tracked`, copies of those the state is made with (as validating them made them
@@ -433,39 +451,71 @@ class GroupState(Model):
         for instance in [i for i in self.launches if i not in pending]:
             del self.launches[instance]  # one by one, as the outcomes: the map notes each
 
-    def stored(self, body: str) -> None:
+    def stored(self, body: str, *, checked_apart: bool = False) -> None:
         """Note that the table now holds this state: its maps (`maps_stored`) and the rest as the JSON
-        `body` (read, or written)."""
+        `body` (read, or written), but for the configuration's `checked_at` when it holds that on its own
+        (`checked_apart`: the body's is older)."""
         self.maps_stored()
         self._stored_body = body
+        self._stored_checked_at = self.config.checked_at if self.config is not None else None
+        self._checked_apart = checked_apart and self.config is not None
         self._maps_only = self._beyond_maps = False
+
+    @property
+    def checked_apart(self) -> bool:
+        """Whether the table holds the configuration's `checked_at` on its own, newer than its body's."""
+        return self._checked_apart
+
+    def checked_moved(self) -> int | None:
+        """The configuration's `checked_at` when it moved since the table last held the state, else None:
+        a read of PCS that found the group as it was moves it alone, and a write may send it on its own."""
+        config = self.config
+        if config is None or config.checked_at == self._stored_checked_at:
+            return None
+        return config.checked_at
 
     def body_changed(self, body: str) -> bool:
         """Whether the rest of the state, as JSON, differs from what the table holds."""
         return body != self._stored_body
 
     def mutated(self, maps_only: bool) -> None:
-        """Note a change, and whether it touched the maps (`MAPS`) alone (whether or not it is written)."""
+        """Note a change, and whether it touched the maps (`MAPS`) alone, and perhaps the configuration's
+        `checked_at` (whether or not it is written)."""
         self._beyond_maps |= not maps_only
 
     def changed_maps_only(self, only: bool) -> None:
         """Say, right before a write, whether the change since the state was stored touched the maps
-        (`MAPS`) alone: then the rest is still as the table holds it, and the write takes it from there
-        (`unchanged_body`) instead of writing it out to compare. Whoever says so must know: nothing else is
-        looked at but what `mutated` noted. The tests check every such claim (`CHECK_MAPS_ONLY`)."""
+        (`MAPS`) alone, and perhaps the configuration's `checked_at` (`checked_moved`): then the rest is
+        still as the table holds it, and the write takes it from there (`unchanged_body`) instead of writing
+        it out to compare. Whoever says so must know: nothing else is looked at but what `mutated` noted.
+        The tests check every such claim (`CHECK_MAPS_ONLY`)."""
         self._maps_only = only and not self._beyond_maps and self._stored_body is not None
 
     def unchanged_body(self) -> str | None:
         """The rest of the state as the table holds it, when `changed_maps_only` said it is unchanged since
-        it was stored; else None (it must be written out to tell). Once: the claim holds for one write."""
+        it was stored (its configuration's `checked_at` aside: `checked_moved`); else None (it must be
+        written out to tell). Once: the claim holds for one write."""
         if not self._maps_only:
             return None
         self._maps_only = False
         if CHECK_MAPS_ONLY:
-            body = self.model_dump_json(exclude={"version", *MAPS})
-            if body != self._stored_body:
-                raise AssertionError(f"{self.group_id}: the state changed beyond its maps: {body}")
+            self._check_unchanged()
         return self._stored_body
+
+    def _check_unchanged(self) -> None:
+        """Fail unless the rest of the state, with the `checked_at` its stored body holds, is that body."""
+        config, stored = self.config, self._stored_body or ""
+        moved = config.checked_at if config is not None else None
+        held = (json.loads(stored).get("config") or {}).get("checked_at")
+        try:
+            if config is not None and held is not None:
+                config.checked_at = held
+            body = self.model_dump_json(exclude={"version", *MAPS})
+        finally:
+            if config is not None and moved is not None:
+                config.checked_at = moved
+        if body != stored:
+            raise AssertionError(f"{self.group_id}: the state changed beyond its maps: {body}")
 
     def maps_stored(self) -> None:
         """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here)."""

@@ -241,8 +241,9 @@ class ScalingEventsHandler:
             current = reads.current(state, batch_time, tags=tags, proof=proof)
             if current is None:
                 return False
+            if not current.confirms(state.config):  # more than when it was confirmed
+                configs_set += 1
             state.config = current
-            configs_set += 1
             return True
 
         def mutate(state: GroupState) -> Change:
@@ -251,9 +252,10 @@ class ScalingEventsHandler:
             change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
             runs = GroupEvidence(self.store, state)
-            configs_before = configs_set
+            configs_before, proven_before = configs_set, state.proven_good
             # Beyond the launches and outcomes, a batch changes a state only through an episode (open
-            # before, or opened now), a configuration read, a proof, or an unhealthy termination.
+            # before, or opened now), a configuration read that found more than the group as it was, a
+            # proof, or an unhealthy termination.
             beyond_maps = state.episode is not None
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
@@ -275,8 +277,8 @@ class ScalingEventsHandler:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
-            proved = self._prove_good(state, records, refresh, runs)
-            change.changed |= proved
+            change.changed |= self._prove_good(state, records, refresh, runs)
+            proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
             change.maps_only = not beyond_maps
             return change

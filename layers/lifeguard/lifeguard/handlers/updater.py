@@ -28,9 +28,10 @@ logger = logging.getLogger("lifeguard")
 @dataclass
 class Change:
     """What a mutation did: whether the state changed, and the events it makes true. `maps_only`: what
-    changed, if anything, is the pending launches and outcomes alone (`GroupState.MAPS`), so the write
-    sends the rest of the state as the table holds it without writing it out again to compare; a mutation
-    that cannot say so leaves it False."""
+    changed, if anything, is the pending launches and outcomes alone (`GroupState.MAPS`), and perhaps when
+    the configuration was last confirmed (`KnownConfig.checked_at`), so the write sends the rest of the
+    state as the table holds it without writing it out again to compare; a mutation that cannot say so
+    leaves it False."""
 
     changed: bool = False
     events: list[ControllerEvent] = field(default_factory=list)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lifeguard.bounds import EPOCH_MS_MAX
 from lifeguard.errors import LifeguardError
 from lifeguard.group_state import MAPS, BootOutcome, GroupState
 from lifeguard.node_report import NodeReport
@@ -37,6 +38,8 @@ STATE = "STATE"
 REPORT = "REPORT#"
 RAN = "RAN#"
 RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
+# The state item's attribute holding its configuration's `checked_at` when only that moved (epoch ms).
+CHECKED = "checked_at"
 
 
 class VersionConflictError(LifeguardError):
@@ -70,26 +73,41 @@ def _state_of(item: Item) -> GroupState:
     raw = zlib.decompress(body["B"]) if "B" in body else body["S"].encode()
     state = GroupState.model_validate_json(raw)
     state.version = int(item["version"]["N"])
+    checked = _checked_at(item)
+    if checked is not None and state.config is not None:
+        state.config.checked_at = checked
     for name in MAPS:  # a map the item does not have was written in the JSON, before maps had attributes
         if name in item:
             decode = _DECODE[name]
             setattr(state, name, {key: decode(key, value) for key, value in item[name]["M"].items()})
     if all(name in item for name in MAPS):  # else the next write puts the item whole
-        state.stored(raw.decode())
+        state.stored(raw.decode(), checked_apart=checked is not None)
     return state
 
 
-def _versioned_write(state: GroupState) -> tuple[Write, str]:
-    """The state's write, made only over the version it was read at (or where there is none), and the JSON
-    of the rest of the state it holds. A busy group's pending launches and outcomes are most of its state:
-    when the table holds them, only the entries a batch changed are sent (an update), and the rest of the
-    state only when it changed, so a batch pays for what it changed."""
+def _checked_at(item: Item) -> int | None:
+    """The configuration's `checked_at` the item holds on its own (newer than its body's), if any."""
+    text = item.get(CHECKED, {}).get("N")
+    if isinstance(text, str) and text.isdigit() and int(text) < EPOCH_MS_MAX:
+        return int(text)
+    return None
+
+
+def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
+    """The state's write, made only over the version it was read at (or where there is none), the JSON of
+    the rest of the state it holds, and whether it holds the configuration's `checked_at` on its own
+    (`CHECKED`). A busy group's pending launches and outcomes are most of its state: when the table holds
+    them, only the entries a batch changed are sent (an update), and the rest of the state only when it
+    changed; a read of PCS that found the group as it was sends its time alone. A batch pays for what it
+    changed."""
     expected = {"N": str(state.version)}
     unchanged = state.unchanged_body()
-    text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
     if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
+        if unchanged is None or state.checked_apart or state.checked_moved() is not None:
+            unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
+        text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
         maps = {name: {"M": {k: _ENCODE[name](v) for k, v in getattr(state, name).items()}} for name in MAPS}
         item = {**key, "version": {"N": str(state.version + 1)}, "state": _body(text), **maps}
         condition = "attribute_not_exists(pk) OR version = :expected"
@@ -98,13 +116,23 @@ def _versioned_write(state: GroupState) -> tuple[Write, str]:
             "ConditionExpression": condition,
             "ExpressionAttributeValues": {":expected": expected},
         }
-        return ("Put", put), text
+        return ("Put", put), text, False
     names = {"#v": "version"}
     values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}}
     sets, removes = ["#v = :next"], []
-    if state.body_changed(text):
+    text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
+    apart = state.checked_apart
+    if unchanged is None and state.body_changed(text):
         names["#s"], values[":state"] = "state", _body(text)
         sets.append("#s = :state")
+        if apart:  # the body holds it now
+            names["#c"] = CHECKED
+            removes.append("#c")
+            apart = False
+    elif (moved := state.checked_moved()) is not None:
+        names["#c"], values[":checked"] = CHECKED, {"N": str(moved)}
+        sets.append("#c = :checked")
+        apart = True
     for m, name in enumerate(MAPS):
         changed, gone = changes[name]
         if changed or gone:
@@ -123,7 +151,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str]:
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    return ("Update", update), text
+    return ("Update", update), text, apart
 
 
 def _body(text: str) -> Item:
@@ -263,7 +291,7 @@ class GroupStore:
                 state.prune()
             writes = [_versioned_write(state) for state in chunk]
             try:
-                self._table.write_together([write for write, _ in writes])
+                self._table.write_together([write for write, _, _ in writes])
             except TransactionConflictError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 unwritten.extend(chunk)
@@ -271,9 +299,9 @@ class GroupStore:
             except LifeguardError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 raise
-            for state, (_, text) in zip(chunk, writes, strict=True):
+            for state, (_, text, apart) in zip(chunk, writes, strict=True):
                 state.version += 1
-                state.stored(text)
+                state.stored(text, checked_apart=apart)
                 self._remember(state)
         return unwritten
 
@@ -281,7 +309,7 @@ class GroupStore:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         state.prune()
         expected = state.version
-        write, text = _versioned_write(state)
+        write, text, apart = _versioned_write(state)
         try:
             self._table.write(write)
         except ConditionFailedError:
@@ -291,7 +319,7 @@ class GroupStore:
             self.forget([(state.cluster_id, state.group_id)])
             raise
         state.version = expected + 1
-        state.stored(text)
+        state.stored(text, checked_apart=apart)
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
