@@ -8,8 +8,17 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
-from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
+from lifeguard.bounds import EPOCH_MS_MAX
+from lifeguard.log_subscription import (
+    InvalidSubscriptionEventError,
+    _Payload,
+    decode_subscription,
+    encode_subscription,
+)
+from lifeguard.schema import Invalid
 
 
 def packed(document: Any) -> dict[str, Any]:
@@ -56,3 +65,86 @@ def test_what_is_not_a_subscription_event_is_refused_in_one_line(event: dict[str
         decode_subscription(event)
     assert says in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+# Payloads as CloudWatch Logs sends them, and near misses: a few of their keys (or of a log event's) gone or
+# of another type.
+_ANY_JSON = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=3), st.just([])
+)
+_SENT = {
+    "messageType": "DATA_MESSAGE",
+    "owner": "123456789012",
+    "logGroup": "/aws/pcs",
+    "logStream": "s",
+    "subscriptionFilters": ["lifeguard"],
+    "policyLevel": "ACCOUNT_LEVEL_POLICY",
+}
+
+
+@st.composite
+def _near_misses(draw: st.DrawFn, sent: dict[str, Any]) -> Any:
+    """`sent`, with each key left as it is (mostly), taken out, or given another value."""
+    kept = {}
+    for key, value in sent.items():
+        change = draw(st.sampled_from(["keep"] * 12 + ["drop", "other"]))
+        if change == "keep":
+            kept[key] = value
+        elif change == "other":
+            kept[key] = draw(_ANY_JSON)
+    return kept
+
+
+def sent_with(**changes: Any) -> dict[str, Any]:
+    """A payload as CloudWatch Logs sends one, with `changes`."""
+    return {**_SENT, "logEvents": [{"id": "0", "timestamp": 1792544802000, "message": "m"}], **changes}
+
+
+_LOG_EVENT = _near_misses({"id": "0", "timestamp": 1792544802000, "message": "m"}) | _ANY_JSON
+_PAYLOADS = (
+    st.builds(
+        lambda payload, events, filters: {**payload, "logEvents": events, **filters},
+        _near_misses(_SENT),
+        st.lists(_LOG_EVENT, max_size=3) | _ANY_JSON,
+        st.just({})
+        | st.fixed_dictionaries(
+            {"subscriptionFilters": st.lists(st.text(max_size=2) | _ANY_JSON, max_size=2)}
+        ),
+    )
+    | _ANY_JSON
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(_PAYLOADS)
+@example(sent_with())
+@example(sent_with(subscriptionFilters=[], logEvents=[]))
+@example(sent_with(policyLevel=None))
+@example(sent_with(policyLevel=5))
+@example(sent_with(owner=None))
+@example(sent_with(subscriptionFilters=["f", 1]))
+@example(sent_with(logEvents=[{"id": "1", "timestamp": True, "message": "m"}]))
+@example(sent_with(logEvents=[{"id": "1", "timestamp": EPOCH_MS_MAX, "message": "m"}]))
+@example(sent_with(logEvents=[{"id": "1", "timestamp": -1, "message": "m"}]))
+@example(sent_with(logEvents=[{"id": 1, "timestamp": 0, "message": "m"}]))
+@example(sent_with(logEvents=[{"id": "1", "timestamp": 0, "message": None}]))
+@example(sent_with(logEvents=[["1", 0, "m"]]))
+def test_a_payload_is_taken_or_refused_as_its_full_check_says(payload: Any) -> None:
+    """Most batches are taken without the full check (`_as_cloudwatch_sends_it`): that way takes exactly
+    what the full check takes, as the same batch, and everything else is left to it."""
+    try:
+        expected: Any = _Payload.model_validate(payload)
+    except Invalid:
+        expected = None
+    try:
+        batch = decode_subscription(packed(payload))
+    except InvalidSubscriptionEventError:
+        assert expected is None
+        return
+    assert expected is not None
+    assert (batch.log_group, batch.log_stream, batch.message_type) == (
+        expected.log_group,
+        expected.log_stream,
+        expected.message_type,
+    )
+    assert list(batch.raw_events) == list(expected.log_events)

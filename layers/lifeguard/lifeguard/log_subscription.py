@@ -170,6 +170,12 @@ def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTI
         ) from None
     raw = _gunzip(compressed, max_bytes)
     try:
+        batch = _as_cloudwatch_sends_it(json.loads(raw))
+    except (ValueError, RecursionError):
+        batch = None  # not JSON: `_Payload` says so
+    if batch is not None:
+        return batch
+    try:
         decoded = _Payload.model_validate_json(raw)
     except Invalid as exc:
         first = read_from_json(exc).problems[0]
@@ -178,6 +184,40 @@ def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTI
             f"not a CloudWatch Logs subscription event: {where}: {first.msg}"
         ) from None
     return LogBatch(decoded.log_group, decoded.log_stream, decoded.message_type, decoded.log_events)
+
+
+def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
+    """The batch, made at once, when the payload is as CloudWatch Logs sends one: every key with its type
+    (`policyLevel` a string or absent) and every log event as `_log_event` takes it; None for anything else,
+    which `_Payload` then takes or reports on. The same checks in both ways, so both take exactly the same
+    payloads; this one is the way of every real batch, and costs a fraction of the other."""
+    if type(data) is not dict:
+        return None
+    kind, group, stream = data.get("messageType"), data.get("logGroup"), data.get("logStream")
+    filters, events, policy = data.get("subscriptionFilters"), data.get("logEvents"), data.get("policyLevel")
+    if not (
+        type(kind) is str
+        and type(data.get("owner")) is str
+        and type(group) is str
+        and type(stream) is str
+        and type(filters) is list
+        and all(type(name) is str for name in filters)
+        and type(events) is list
+        and (policy is None or type(policy) is str)
+    ):
+        return None
+    for event in events:
+        if type(event) is not dict:
+            return None
+        timestamp = event.get("timestamp")
+        if not (
+            type(event.get("id")) is str
+            and type(event.get("message")) is str
+            and type(timestamp) is int
+            and 0 <= timestamp < EPOCH_MS_MAX
+        ):
+            return None
+    return LogBatch(group, stream, kind, events)
 
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
