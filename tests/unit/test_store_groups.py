@@ -9,6 +9,8 @@ import zlib
 from typing import Any
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from lifeguard.errors import AwsCallError
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
@@ -450,3 +452,23 @@ def test_a_time_of_confirmation_the_item_holds_out_of_bounds_is_not_taken(held: 
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.config is not None
     assert loaded.config.checked_at == T0  # the body's
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    node=st.none() | st.text(max_size=8),
+    at=st.integers(min_value=-(2**70), max_value=2**70),
+    succeeded=st.booleans(),
+    launched=st.none() | st.integers(min_value=-(2**70), max_value=2**70),
+)
+@example(node='a"b\\c\n\u2028é\ud800', at=0, succeeded=True, launched=None)
+def test_an_outcome_is_stored_as_the_json_of_its_row(
+    node: str | None, at: int, succeeded: bool, launched: int | None
+) -> None:
+    client = FakeDynamoDB()
+    state = full_state()
+    state.outcomes["i-row"] = BootOutcome("i-row", node, at, succeeded, launched)
+    GroupStore(client, "table").save(state)
+    stored = client.items[(group_key(CLUSTER, GROUP), "STATE")]["outcomes"]["M"]["i-row"]["S"]
+    assert stored == json.dumps([node, at, int(succeeded), launched])
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).outcomes["i-row"] == state.outcomes["i-row"]
