@@ -19,7 +19,12 @@ from typing import Literal
 
 from lifeguard.bounds import clip
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState, KnownConfig, ProvenGood
-from lifeguard.scaling_log import ScalingLogRecord
+from lifeguard.scaling_log import (
+    BOOTSTRAP_FAILED,
+    BOOTSTRAP_SUCCEEDED,
+    UNHEALTHY_TERMINATION,
+    ScalingLogRecord,
+)
 from lifeguard.settings import setting
 
 __all__ = [
@@ -202,13 +207,15 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
             state.launches[instance] = record.event_timestamp
             return True
         return False
-    if record.is_unhealthy_termination:
+    pair = (record.status_code, record.reason_code)
+    if pair == UNHEALTHY_TERMINATION:
         known_at = state.unhealthy.get(instance)
         if known_at is not None and known_at <= record.event_timestamp:
             return False
         state.unhealthy[instance] = record.event_timestamp
         return True
-    if not (record.is_bootstrap_failure or record.is_bootstrap_success):
+    succeeded = pair == BOOTSTRAP_SUCCEEDED
+    if not (succeeded or pair == BOOTSTRAP_FAILED):
         return False
     known_outcome = state.outcomes.get(instance)
     # An instance bootstraps once: its first outcome is the one that counts.
@@ -217,10 +224,9 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     launched_at = state.launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
     if launched_at is None and known_outcome is not None:
         launched_at = known_outcome.launched_at
-    state.outcomes[instance] = BootOutcome(
-        instance, record.scheduler_node_id, record.event_timestamp, record.is_bootstrap_success, launched_at
-    )
-    state.outcome_added(state.outcomes[instance])
+    outcome = BootOutcome(instance, record.scheduler_node_id, record.event_timestamp, succeeded, launched_at)
+    state.outcomes[instance] = outcome
+    state.outcome_added(outcome)
     return True
 
 

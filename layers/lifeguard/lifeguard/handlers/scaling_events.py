@@ -263,17 +263,18 @@ class ScalingEventsHandler:
                 if not fold(record):
                     continue
                 change.changed = True
-                beyond_maps |= record.is_unhealthy_termination
-                if record.is_bootstrap_failure and state.episode is None:
+                failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
+                beyond_maps |= unhealthy
+                if failure and state.episode is None:
                     self._detect(state, refresh, change, runs)
-                elif record.is_bootstrap_failure and self._may_have_changed(state, record):
+                elif failure and self._may_have_changed(state, record):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
-                if record.is_bootstrap_failure and state.episode is not None:
+                if failure and state.episode is not None:
                     # An episode the node reports opened: the scaling log bears it out (no new event).
                     state.episode.add_signal("scaling_log")
-                if record.is_unhealthy_termination:
+                if unhealthy:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long

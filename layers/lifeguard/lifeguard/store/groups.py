@@ -145,16 +145,18 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
         names["#c"], values[":checked"] = CHECKED, {"N": str(moved)}
         sets.append("#c = :checked")
         apart = True
-    for m, name in enumerate(MAPS):
+    for name, (map_name, added, removed) in zip(MAPS, _PLACEHOLDERS, strict=True):
         changed, gone = changes[name]
-        if changed or gone:
-            names[f"#m{m}"] = name  # DynamoDB refuses a name the expressions do not use
-        for n, (entry, value) in enumerate(changed.items()):
-            names[f"#m{m}a{n}"], values[f":m{m}a{n}"] = entry, _ENCODE[name](value)
-            sets.append(f"#m{m}.#m{m}a{n} = :m{m}a{n}")
-        for n, entry in enumerate(gone):
-            names[f"#m{m}r{n}"] = entry
-            removes.append(f"#m{m}.#m{m}r{n}")
+        if not (changed or gone):
+            continue  # DynamoDB refuses a name the expressions do not use
+        names[map_name] = name
+        encode = _ENCODE[name]
+        for (entry, value), (entry_name, value_name, assignment) in zip(changed.items(), added, strict=False):
+            names[entry_name], values[value_name] = entry, encode(value)
+            sets.append(assignment)
+        for entry, (entry_name, removal) in zip(gone, removed, strict=False):
+            names[entry_name] = entry
+            removes.append(removal)
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
     update = {
         "Key": key,
@@ -164,6 +166,18 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
         "ExpressionAttributeValues": values,
     }
     return ("Update", update), text, apart
+
+
+# Each map's placeholders in an update: its name's, and (name, value, assignment) of each entry it sets, and
+# (name, removal) of each it removes, made once (an update holds at most MAP_CHANGES_MAX changes).
+_PLACEHOLDERS: tuple[tuple[str, list[tuple[str, str, str]], list[tuple[str, str]]], ...] = tuple(
+    (
+        f"#m{m}",
+        [(f"#m{m}a{n}", f":m{m}a{n}", f"#m{m}.#m{m}a{n} = :m{m}a{n}") for n in range(MAP_CHANGES_MAX)],
+        [(f"#m{m}r{n}", f"#m{m}.#m{m}r{n}") for n in range(MAP_CHANGES_MAX)],
+    )
+    for m in range(len(MAPS))
+)
 
 
 def _body(text: str) -> Item:
