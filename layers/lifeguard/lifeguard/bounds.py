@@ -59,6 +59,7 @@ __all__ = [
     "event_time",
     "implausible_time",
     "pcs_pattern",
+    "plausible_times",
     "utc",
 ]
 
@@ -100,11 +101,18 @@ SHORT_TEXT: Check = string(max_length=REASON_MAX_CHARS)
 WORD: Check = string(max_length=64)
 
 
+def plausible_times(now_ms: int) -> tuple[int, int]:
+    """The earliest and the latest time (epoch ms) that can be genuine at `now_ms`."""
+    return now_ms - PAST_MS, now_ms + FUTURE_SKEW_MS
+
+
 def implausible_time(at_ms: int, now_ms: int) -> str | None:
-    """Why a time (epoch ms) cannot be genuine at `now_ms`, or None when it can."""
-    if at_ms > now_ms + FUTURE_SKEW_MS:
+    """Why a time (epoch ms) cannot be genuine at `now_ms` (outside `plausible_times`), or None when it
+    can."""
+    earliest, latest = plausible_times(now_ms)
+    if at_ms > latest:
         return "ahead of the clock"
-    if at_ms < now_ms - PAST_MS:
+    if at_ms < earliest:
         return "older than 14 days"
     return None
 

@@ -89,10 +89,16 @@ _RAW_EXCERPT_CHARS = 200
 CODE: Check = string(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
 
 
+# Every (status, reason) PCS documents, and each documented status without a reason.
+_KNOWN_PAIRS = frozenset(
+    [(status, reason) for status, reasons in KNOWN_REASONS.items() for reason in reasons]
+    + [(status, None) for status in KNOWN_REASONS]
+)
+
+
 def is_known_pair(status_code: str, reason_code: str | None) -> bool:
     """True when PCS documents the status code and, if given, the reason code with it."""
-    reasons = KNOWN_REASONS.get(status_code)
-    return reasons is not None and (reason_code is None or reason_code in reasons)
+    return (status_code, reason_code) in _KNOWN_PAIRS
 
 
 @checked(instance_id=optional(INSTANCE_ID), instance_type=optional(WORD), subnet_id=optional(WORD))
@@ -208,6 +214,13 @@ def parse_scaling_log_record(
 ) -> ScalingLogRecord | ScalingLogParseError:
     """Parse one log event's message; `where` (e.g. `stream:event-id`) is kept for the error. The one
     way records are parsed: the handler, replays and tests all come through here."""
+    if type(raw) is str:  # the way of nearly every record: as PCS writes it, read at once
+        try:
+            record = _as_pcs_writes_it(json.loads(raw))
+        except (ValueError, RecursionError):
+            record = None  # not JSON: `load_json_object` says why
+        if record is not None:
+            return record
     data = load_json_object(raw)
     if isinstance(data, str):
         return ScalingLogParseError(data, _excerpt(raw), where, reason_of(data))

@@ -17,7 +17,7 @@ from typing import Any
 
 from lifeguard.attribution import BootRuns, find_suspect
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
-from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, utc
+from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, plausible_times, utc
 from lifeguard.detection import (
     Detection,
     DetectionSettings,
@@ -49,6 +49,9 @@ from lifeguard.scaling_log import (
 from lifeguard.store.groups import GroupStore
 
 __all__ = ["BatchSummary", "ScalingEventsHandler"]
+
+# The pairs, besides every LAUNCHED, that a group's state takes in: outcomes and unhealthy terminations.
+_FOLDED = BOOTSTRAP_OUTCOMES | {UNHEALTHY_TERMINATION}
 
 logger = logging.getLogger("lifeguard")
 # How long a success's node may take to send its reports before the success is judged without them: the
@@ -162,13 +165,14 @@ class ScalingEventsHandler:
     ) -> list[ScalingLogRecord]:
         """The records whose time can be genuine at the invocation's clock; the others are skipped."""
         now_ms = int(self.clock() * 1000)
+        earliest, latest = plausible_times(now_ms)
         kept = []
         for record, where in parsed:
-            implausible = implausible_time(record.event_timestamp, now_ms)
-            if implausible is None:
+            at = record.event_timestamp
+            if earliest <= at <= latest:
                 kept.append(record)
             else:
-                summary.skip(f"event_timestamp {implausible}", where, utc(record.event_timestamp))
+                summary.skip(f"event_timestamp {implausible_time(at, now_ms)}", where, utc(at))
         return kept
 
     # -- the batch --
@@ -191,8 +195,7 @@ class ScalingEventsHandler:
                     record.compute_node_group_id,
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
-            counted = (status, reason) in BOOTSTRAP_OUTCOMES or (status, reason) == UNHEALTHY_TERMINATION
-            if (status == "LAUNCHED" or counted) and cluster_id and group_id:
+            if (status == "LAUNCHED" or (status, reason) in _FOLDED) and cluster_id and group_id:
                 by_group.setdefault((cluster_id, group_id), []).append(record)
             else:
                 summary.ignored += 1
