@@ -97,6 +97,8 @@ class DetectionSettings:
 
     def with_tags(self, tags: Mapping[str, str]) -> tuple[DetectionSettings, list[str]]:
         """These settings overridden by a group's tags; also the problems of tags that were ignored."""
+        if TAG_MODE not in tags and TAG_THRESHOLD not in tags and TAG_WINDOW not in tags:
+            return self, []  # most groups: read for every batch that names them
         problems: list[str] = []
         mode, threshold, window = self.mode, self.threshold, self.window_minutes
         mode, problem = mode_of(tags, mode)
