@@ -400,6 +400,10 @@ def proven_good(
     no failed script for that boot, or, without reports, no quarantine of Lifeguard's is in the
     configuration (None: it proves nothing; PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS).
     """
+    known = state.proven_good
+    described = (config.fingerprint, config.modified_at)
+    if known is not None and (known.fingerprint, known.modified_at) == described:
+        return None  # already proven (most successes of a healthy group)
     for record in reversed(successes):
         outcome = state.outcomes.get(record.instance_id or "")
         if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
@@ -408,12 +412,6 @@ def proven_good(
             continue
         if launch_of(state, record) > config.checked_at:
             continue  # launched after the last read: it may have run a newer configuration
-        known = state.proven_good
-        if known is not None and (known.fingerprint, known.modified_at) == (
-            config.fingerprint,
-            config.modified_at,
-        ):
-            return None
         proof = evidence(outcome)
         if proof is None:
             continue

@@ -106,7 +106,8 @@ class GroupUpdater:
                 published.extend(self.update(key[0], key[1], mutations[key]))
                 continue
             change, stale = applied[key]
-            published.extend(self._publish(key[0], key[1], stale + change.events))
+            if stale or change.events:
+                published.extend(self._publish(key[0], key[1], stale + change.events))
         return published
 
     def _apply(
@@ -119,7 +120,8 @@ class GroupUpdater:
             if now - float(entry.get("queued_at", 0)) >= STALE_OUTBOX_SECONDS
         ]
         change = mutate(state)
-        state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
+        if change.events:
+            state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
         state.mutated(maps_only=change.maps_only and not change.events)
         return change, stale
 
