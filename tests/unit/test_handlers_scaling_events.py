@@ -776,14 +776,20 @@ def test_nodes_of_the_configuration_replaced_as_unhealthy_again_and_again_are_a_
     assert (episode.kind, episode.replacement_revision) == ("replacement", 1)
 
 
-def test_a_batch_of_launches_and_outcomes_alone_says_so_and_an_unhealthy_termination_is_written(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    claims: list[bool] = []
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every claim of a write that it changed the launches and outcomes alone, as it is made."""
+    said: list[bool] = []
     say = GroupState.changed_maps_only
     monkeypatch.setattr(
-        GroupState, "changed_maps_only", lambda self, only: claims.append(only) or say(self, only)
+        GroupState, "changed_maps_only", lambda self, only: said.append(only) or say(self, only)
     )
+    return said
+
+
+def test_a_batch_of_launches_and_outcomes_alone_says_so_and_an_unhealthy_termination_is_written(
+    claims: list[bool],
+) -> None:
     world = World()
     world.person_sets(REVERTED, at(1, 10))
     world.feed(booted_then_replaced("i-0sick000000000001", 12)[:2])  # a configuration read, and a proof
@@ -802,13 +808,8 @@ def test_a_batch_of_launches_and_outcomes_alone_says_so_and_an_unhealthy_termina
 
 
 def test_a_read_that_finds_the_proven_configuration_as_it_was_writes_its_time_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    claims: list[bool],
 ) -> None:
-    claims: list[bool] = []
-    say = GroupState.changed_maps_only
-    monkeypatch.setattr(
-        GroupState, "changed_maps_only", lambda self, only: claims.append(only) or say(self, only)
-    )
     world = World()
     world.person_sets(REVERTED, at(1, 10))
     world.feed(booted("i-0good000000000001", at(1, 12), at(1, 14), GROUP))  # read, and proven

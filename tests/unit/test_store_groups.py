@@ -366,89 +366,89 @@ def test_an_item_with_some_maps_reads_each_where_it_is_and_is_put_whole_next() -
     assert "outcomes" in client.items[(group_key(CLUSTER, GROUP), "STATE")]
 
 
+def state_item(client: FakeDynamoDB) -> dict[str, Any]:
+    """The group's state item as the table holds it."""
+    return client.items[(group_key(CLUSTER, GROUP), "STATE")]
+
+
 def stored_body(client: FakeDynamoDB) -> dict[str, Any]:
     """The rest of the state as the table's item holds it."""
-    body: dict[str, Any] = json.loads(
-        zlib.decompress(client.items[(group_key(CLUSTER, GROUP), "STATE")]["state"]["B"])
-    )
+    body: dict[str, Any] = json.loads(zlib.decompress(state_item(client)["state"]["B"]))
     return body
 
 
-def test_a_configuration_confirmed_as_it_was_sends_its_time_alone_until_the_rest_is_written() -> None:
-    client = FakeDynamoDB()
+def saved(client: FakeDynamoDB) -> tuple[GroupStore, GroupState, KnownConfig]:
+    """A store over `client`, the full state it saved, and that state's configuration."""
     store = GroupStore(client, "table")
     state = full_state()
     store.save(state)
     assert state.config is not None
-    # A read of PCS found the group as it was: the launches and when it was confirmed moved, nothing else.
-    state.config.checked_at = T0 + 60_000
-    state.launches["i-new"] = T0 + 61_000
+    return store, state, state.config
+
+
+def confirmed(store: GroupStore, state: GroupState, at: int) -> None:
+    """Save the state as a read of PCS that found the group as it was at `at` leaves it."""
+    assert state.config is not None
+    state.config.checked_at = at
     state.changed_maps_only(True)
     store.save(state)
+
+
+def test_a_configuration_confirmed_as_it_was_sends_its_time_alone_until_the_rest_is_written() -> None:
+    client = FakeDynamoDB()
+    store, state, _ = saved(client)
+    # A read of PCS found the group as it was: the launches and when it was confirmed moved, nothing else.
+    state.launches["i-new"] = T0 + 61_000
+    confirmed(store, state, T0 + 60_000)
     update = client.requests["UpdateItem"][-1]
     assert "state" not in update["ExpressionAttributeNames"].values()
     assert update["ExpressionAttributeValues"][":checked"] == {"N": str(T0 + 60_000)}
-    item = client.items[(group_key(CLUSTER, GROUP), "STATE")]
-    assert item["checked_at"] == {"N": str(T0 + 60_000)}
+    assert state_item(client)["checked_at"] == {"N": str(T0 + 60_000)}
     assert stored_body(client)["config"]["checked_at"] == T0  # the body as it was
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.config is not None
     assert loaded.config.checked_at == T0 + 60_000
     assert loaded.model_dump() == state.model_dump()
     # Loaded by another container, confirmed again: the time alone again.
-    assert loaded.config is not None
-    loaded.config.checked_at = T0 + 120_000
-    loaded.changed_maps_only(True)
-    GroupStore(client, "table").save(loaded)
-    assert client.items[(group_key(CLUSTER, GROUP), "STATE")]["checked_at"] == {"N": str(T0 + 120_000)}
+    confirmed(GroupStore(client, "table"), loaded, T0 + 120_000)
+    assert state_item(client)["checked_at"] == {"N": str(T0 + 120_000)}
     # A change of the rest writes it, with the time in it, and the time on its own goes.
     again = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert again.episode is not None
     again.episode.revision = 2
     GroupStore(client, "table").save(again)
-    assert "checked_at" not in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert "checked_at" not in state_item(client)
     assert stored_body(client)["config"]["checked_at"] == T0 + 120_000
     assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == again.model_dump()
 
 
 def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_the_rest() -> None:
     client = FakeDynamoDB()
-    store = GroupStore(client, "table")
-    state = full_state()
-    store.save(state)
-    assert state.config is not None
-    state.config.checked_at = T0 + 60_000
-    state.changed_maps_only(True)
-    store.save(state)
-    assert "checked_at" in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    store, state, _ = saved(client)
+    confirmed(store, state, T0 + 60_000)
+    assert "checked_at" in state_item(client)
     # Too many changes for an update, claimed as maps alone: the item is put whole, the time in its body.
     state.launches.update({f"i-many{n:03d}": T0 + n for n in range(150)})
     state.changed_maps_only(True)
     store.save(state)
     assert client.calls("PutItem") == 2
-    assert "checked_at" not in client.items[(group_key(CLUSTER, GROUP), "STATE")]
+    assert "checked_at" not in state_item(client)
     assert stored_body(client)["config"]["checked_at"] == T0 + 60_000
     assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
 
 
 def test_a_claim_of_maps_alone_hides_no_other_change_of_the_configuration() -> None:
-    client = FakeDynamoDB()
-    store = GroupStore(client, "table")
-    state = full_state()
-    store.save(state)
-    assert state.config is not None
-    state.config.checked_at = T0 + 60_000
-    state.config.status = "UPDATING"
-    state.changed_maps_only(True)
+    store, state, config = saved(FakeDynamoDB())
+    config.status = "UPDATING"
     with pytest.raises(AssertionError, match="changed beyond its maps"):
-        store.save(state)
+        confirmed(store, state, T0 + 60_000)
 
 
 @pytest.mark.parametrize("held", [{"N": "1.5e12"}, {"N": "99999999999999999"}, {"S": "later"}, {"N": "-1"}])
 def test_a_time_of_confirmation_the_item_holds_out_of_bounds_is_not_taken(held: dict[str, str]) -> None:
     client = FakeDynamoDB()
-    GroupStore(client, "table").save(full_state())
-    client.items[(group_key(CLUSTER, GROUP), "STATE")]["checked_at"] = held
+    saved(client)
+    state_item(client)["checked_at"] = held
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.config is not None
     assert loaded.config.checked_at == T0  # the body's
