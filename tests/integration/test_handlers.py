@@ -287,6 +287,7 @@ def test_success_records_read_pcs_at_most_once_per_group_per_minute(env: Env) ->
     )["Item"]
     second_read = rows[29]["event_timestamp"]
     assert item["checked_at"] == {"N": str(second_read)}
+    assert item["checked_version"] == item["version"]
     body = json.loads(zlib.decompress(item["state"]["B"]))
     assert body["config"]["checked_at"] == rows[9]["event_timestamp"]
     assert state.config is not None
@@ -306,6 +307,7 @@ def test_success_records_read_pcs_at_most_once_per_group_per_minute(env: Env) ->
         TableName=env.stack.table, Key=item_key(group_key(CLUSTER, GROUP), "STATE")
     )["Item"]
     assert "checked_at" not in item
+    assert "checked_version" not in item
     body = json.loads(zlib.decompress(item["state"]["B"]))
     assert (body["config"]["checked_at"], list(body["unhealthy"])) == (second_read, ["i-0f000000000000000"])
 

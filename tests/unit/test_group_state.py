@@ -3,12 +3,21 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifeguard.group_state import OUTCOME_LIMIT, PENDING_LAUNCH_LIMIT, BootOutcome, GroupState, Tracked
+from lifeguard.group_state import (
+    OUTCOME_LIMIT,
+    PENDING_LAUNCH_LIMIT,
+    BootOutcome,
+    GroupState,
+    KnownConfig,
+    Tracked,
+)
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 T0 = 1792544247000
@@ -214,3 +223,50 @@ def test_the_oldest_outcome_and_the_pruned_ones_are_those_a_full_look_finds(
             state.outcomes = Tracked(dict(state.outcomes))  # as a read from the table puts it
         want = min((o.event_timestamp for o in state.outcomes.values()), default=None)
         assert state.oldest_outcome_at() == want
+
+
+def read_config(**changes: Any) -> KnownConfig:
+    """A configuration as a read of PCS describes it, with `changes`."""
+    described: dict[str, Any] = {
+        "modified_at": 1,
+        "fingerprint": "f" * 64,
+        "node_lifecycle_actions": {"stages": {"nodeBootstrapped": []}},
+        "arn": "arn:aws:pcs:us-east-1:1:cluster/c/computenodegroup/g",
+        "status": "ACTIVE",
+        "tags": {"team": "hpc"},
+        "checked_at": 10,
+        "tags_checked_at": 5,
+        "actions_read": True,
+    }
+    return KnownConfig(**{**described, **changes})
+
+
+# Another value for every field a configuration has: a test below fails when a field is added without one.
+_OTHER: dict[str, Any] = {
+    "modified_at": 2,
+    "fingerprint": "e" * 64,
+    "node_lifecycle_actions": {"stages": {"nodeReady": []}},
+    "arn": None,
+    "status": "UPDATING",
+    "tags": {"team": "hpc", "lifeguard:mode": "off"},
+    "checked_at": 20,
+    "tags_checked_at": 6,
+    "actions_read": False,
+}
+
+
+def test_every_field_of_a_configuration_has_another_value_to_try() -> None:
+    assert set(_OTHER) == {known.name for known in fields(KnownConfig)}
+
+
+@pytest.mark.parametrize("name", sorted(set(_OTHER) - {"checked_at"}))
+def test_a_read_that_finds_any_field_but_its_time_changed_does_not_confirm_the_configuration(
+    name: str,
+) -> None:
+    assert not read_config(**{name: _OTHER[name]}).confirms(read_config())
+
+
+def test_a_read_that_finds_the_configuration_as_it_was_confirms_it_whenever_it_was_made() -> None:
+    assert read_config(checked_at=20).confirms(read_config())
+    assert read_config(tags={"team": "hpc"}).confirms(read_config())  # equal, not the same dict
+    assert not read_config().confirms(None)

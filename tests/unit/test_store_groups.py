@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lifeguard.errors import AwsCallError
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
 from lifeguard.node_report import NodeReport
-from lifeguard.store.groups import REPORT_TTL_SECONDS, GroupStore, VersionConflictError
+from lifeguard.store.groups import MAP_CHANGES_MAX, REPORT_TTL_SECONDS, GroupStore, VersionConflictError
 from lifeguard.store.table import group_key
 from tests.unit.fakes import FakeDynamoDB, client_error
 from tests.unit.test_group_state import CLUSTER, GROUP, T0, state_with
@@ -404,7 +404,13 @@ def test_a_configuration_confirmed_as_it_was_sends_its_time_alone_until_the_rest
     assert "state" not in update["ExpressionAttributeNames"].values()
     assert update["ExpressionAttributeValues"][":checked"] == {"N": str(T0 + 60_000)}
     assert state_item(client)["checked_at"] == {"N": str(T0 + 60_000)}
+    assert state_item(client)["checked_version"] == state_item(client)["version"] == {"N": "2"}
     assert stored_body(client)["config"]["checked_at"] == T0  # the body as it was
+    # A later write of the launches alone keeps the time good at its version.
+    state.launches["i-newer"] = T0 + 62_000
+    state.changed_maps_only(True)
+    store.save(state)
+    assert state_item(client)["checked_version"] == state_item(client)["version"] == {"N": "3"}
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.config is not None
     assert loaded.config.checked_at == T0 + 60_000
@@ -418,23 +424,66 @@ def test_a_configuration_confirmed_as_it_was_sends_its_time_alone_until_the_rest
     again.episode.revision = 2
     GroupStore(client, "table").save(again)
     assert "checked_at" not in state_item(client)
+    assert "checked_version" not in state_item(client)
     assert stored_body(client)["config"]["checked_at"] == T0 + 120_000
     assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == again.model_dump()
 
 
-def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_the_rest() -> None:
+def test_a_time_left_out_of_date_by_a_write_that_did_not_know_it_is_ignored_and_then_removed() -> None:
     client = FakeDynamoDB()
     store, state, _ = saved(client)
     confirmed(store, state, T0 + 60_000)
-    assert "checked_at" in state_item(client)
+    # An older release (a deploy under way, a rollback) writes the rest, with a later time, on the next
+    # version, and leaves the attributes it does not know as they were.
+    item = state_item(client)
+    body = {**stored_body(client), "config": {**stored_body(client)["config"], "checked_at": T0 + 120_000}}
+    item["state"] = {"B": zlib.compress(json.dumps(body).encode())}
+    item["version"] = {"N": str(int(item["version"]["N"]) + 1)}
+    loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
+    assert loaded.config is not None
+    assert loaded.config.checked_at == T0 + 120_000  # the body's: the time on its own is out of date
+    assert loaded.episode is not None
+    loaded.episode.revision = 2
+    GroupStore(client, "table").save(loaded)
+    assert "checked_at" not in state_item(client)
+    assert "checked_version" not in state_item(client)
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == loaded.model_dump()
+
+
+@pytest.mark.parametrize("held_apart", [True, False])
+def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_the_rest(
+    held_apart: bool,
+) -> None:
+    client = FakeDynamoDB()
+    store, state, _ = saved(client)
+    if held_apart:
+        confirmed(store, state, T0 + 60_000)
+        assert "checked_at" in state_item(client)
     # Too many changes for an update, claimed as maps alone: the item is put whole, the time in its body.
     state.launches.update({f"i-many{n:03d}": T0 + n for n in range(150)})
-    state.changed_maps_only(True)
-    store.save(state)
+    confirmed(store, state, T0 + 60_000)
     assert client.calls("PutItem") == 2
     assert "checked_at" not in state_item(client)
     assert stored_body(client)["config"]["checked_at"] == T0 + 60_000
     assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
+
+
+@pytest.mark.parametrize("gone", [0, 40, MAP_CHANGES_MAX])
+def test_an_update_carries_as_many_changes_of_one_map_as_it_may_hold(gone: int) -> None:
+    client = FakeDynamoDB()
+    store, state, _ = saved(client)
+    state.launches.update({f"i-old{n:03d}": T0 + n for n in range(MAP_CHANGES_MAX)})
+    store.save(state)
+    for n in range(gone):
+        del state.launches[f"i-old{n:03d}"]
+    state.launches.update({f"i-new{n:03d}": T0 + n for n in range(MAP_CHANGES_MAX - gone)})
+    store.save(state)
+    assert client.calls("PutItem") == 1  # the first save: the rest are updates
+    entries = [
+        name for name in client.requests["UpdateItem"][-1]["ExpressionAttributeNames"] if "#m0" in name
+    ]
+    assert len(entries) == 1 + MAP_CHANGES_MAX  # the map's name, and every launch added or gone
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == state.launches
 
 
 def test_a_claim_of_maps_alone_hides_no_other_change_of_the_configuration() -> None:
@@ -444,11 +493,14 @@ def test_a_claim_of_maps_alone_hides_no_other_change_of_the_configuration() -> N
         confirmed(store, state, T0 + 60_000)
 
 
-@pytest.mark.parametrize("held", [{"N": "1.5e12"}, {"N": "99999999999999999"}, {"S": "later"}, {"N": "-1"}])
+@pytest.mark.parametrize(
+    "held", [{"N": "1.5e12"}, {"N": "99999999999999999"}, {"S": "later"}, {"N": "-1"}, {"N": "1²"}]
+)
 def test_a_time_of_confirmation_the_item_holds_out_of_bounds_is_not_taken(held: dict[str, str]) -> None:
     client = FakeDynamoDB()
     saved(client)
     state_item(client)["checked_at"] = held
+    state_item(client)["checked_version"] = state_item(client)["version"]
     loaded = GroupStore(client, "table").load(CLUSTER, GROUP)
     assert loaded.config is not None
     assert loaded.config.checked_at == T0  # the body's
@@ -472,3 +524,21 @@ def test_an_outcome_is_stored_as_the_json_of_its_row(
     stored = client.items[(group_key(CLUSTER, GROUP), "STATE")]["outcomes"]["M"]["i-row"]["S"]
     assert stored == json.dumps([node, at, int(succeeded), launched])
     assert GroupStore(client, "table").load(CLUSTER, GROUP).outcomes["i-row"] == state.outcomes["i-row"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    node=st.none() | st.text(max_size=4) | st.integers() | st.booleans(),
+    at=st.integers() | st.booleans(),
+    launched=st.none() | st.integers() | st.booleans() | st.floats(allow_nan=False, allow_infinity=False),
+)
+def test_an_outcome_of_values_read_back_from_an_item_is_stored_as_json_dumps_writes_them(
+    node: Any, at: Any, launched: Any
+) -> None:
+    """Rows read back from an item hold what JSON held: the row's text is still `json.dumps`'s."""
+    client = FakeDynamoDB()
+    state = full_state()
+    state.outcomes["i-row"] = BootOutcome("i-row", node, at, True, launched)
+    GroupStore(client, "table").save(state)
+    stored = state_item(client)["outcomes"]["M"]["i-row"]["S"]
+    assert stored == json.dumps([node, at, 1, launched])

@@ -39,8 +39,11 @@ STATE = "STATE"
 REPORT = "REPORT#"
 RAN = "RAN#"
 RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
-# The state item's attribute holding its configuration's `checked_at` when only that moved (epoch ms).
+# The state item's attributes holding its configuration's `checked_at` when only that moved (epoch ms), and
+# the item's version they were written at: a write that does not know them (an older release's, during a
+# deploy or after a rollback) moves the version on and leaves them out of date, so they are then ignored.
 CHECKED = "checked_at"
+CHECKED_VERSION = "checked_version"
 
 
 class VersionConflictError(LifeguardError):
@@ -98,11 +101,17 @@ def _state_of(item: Item) -> GroupState:
 
 
 def _checked_at(item: Item) -> int | None:
-    """The configuration's `checked_at` the item holds on its own (newer than its body's), if any."""
+    """The configuration's `checked_at` the item holds on its own (newer than its body's), if it holds one
+    written at its current version."""
     text = item.get(CHECKED, {}).get("N")
-    if isinstance(text, str) and text.isdigit() and int(text) < EPOCH_MS_MAX:
-        return int(text)
-    return None
+    written_at = item.get(CHECKED_VERSION, {}).get("N")
+    if written_at != item["version"]["N"] or not (isinstance(text, str) and _decimal(text)):
+        return None
+    return int(text) if int(text) < EPOCH_MS_MAX else None
+
+
+def _decimal(text: str) -> bool:
+    return text.isascii() and text.isdigit() and len(text) <= 20
 
 
 def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
@@ -131,30 +140,38 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
         return ("Put", put), text, False
     names = {"#v": "version"}
     values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}}
-    sets, removes = ["#v = :next"], []
+    sets = ["#v = :next"]
+    removes: list[str] = []
     text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
     apart = state.checked_apart
     if unchanged is None and state.body_changed(text):
         names["#s"], values[":state"] = "state", _body(text)
         sets.append("#s = :state")
-        if apart:  # the body holds it now
-            names["#c"] = CHECKED
-            removes.append("#c")
-            apart = False
-    elif (moved := state.checked_moved()) is not None:
-        names["#c"], values[":checked"] = CHECKED, {"N": str(moved)}
-        sets.append("#c = :checked")
-        apart = True
+        # The body holds the time now; one an older release left out of date goes too.
+        names["#c"], names["#cv"] = CHECKED, CHECKED_VERSION
+        removes.extend(("#c", "#cv"))
+        apart = False
+    else:
+        moved = state.checked_moved()
+        if moved is not None:
+            names["#c"], values[":checked"] = CHECKED, {"N": str(moved)}
+            sets.append("#c = :checked")
+        if moved is not None or apart:  # written at this version, or still good at the next
+            names["#cv"] = CHECKED_VERSION
+            sets.append("#cv = :next")
+            apart = True
     for name, (map_name, added, removed) in zip(MAPS, _PLACEHOLDERS, strict=True):
         changed, gone = changes[name]
         if not (changed or gone):
             continue  # DynamoDB refuses a name the expressions do not use
         names[map_name] = name
         encode = _ENCODE[name]
-        for (entry, value), (entry_name, value_name, assignment) in zip(changed.items(), added, strict=False):
+        for (entry, value), (entry_name, value_name, assignment) in zip(
+            changed.items(), added[: len(changed)], strict=True
+        ):
             names[entry_name], values[value_name] = entry, encode(value)
             sets.append(assignment)
-        for entry, (entry_name, removal) in zip(gone, removed, strict=False):
+        for entry, (entry_name, removal) in zip(gone, removed[: len(gone)], strict=True):
             names[entry_name] = entry
             removes.append(removal)
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
