@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import threading
 import time
 from typing import Any
 
@@ -51,6 +53,47 @@ def test_dynamodb_conditional_writes_work_over_http(local: Any) -> None:
     ddb.put_item(TableName="lifeguard-it", Item=item, ConditionExpression="attribute_not_exists(pk)")
     with pytest.raises(ddb.exceptions.ConditionalCheckFailedException):
         ddb.put_item(TableName="lifeguard-it", Item=item, ConditionExpression="attribute_not_exists(pk)")
+
+
+def test_of_many_conditional_writes_of_one_version_at_once_exactly_one_wins(local: Any) -> None:
+    """As in DynamoDB: moto's backends take no locks, and its server answers one request at a time."""
+    ddb = local.client("dynamodb")
+    ddb.create_table(
+        TableName="lifeguard-race",
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+    )
+
+    def write(key: str, writer: int, barrier: threading.Barrier, won: list[int]) -> None:
+        client = local.client("dynamodb")
+        barrier.wait()
+        try:
+            client.put_item(
+                TableName="lifeguard-race",
+                Item={"pk": {"S": key}, "writer": {"N": str(writer)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            won.append(writer)
+        except client.exceptions.ConditionalCheckFailedException:
+            pass
+
+    writers = 8
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads (moto's among them) switch as often as they can: races show
+    try:
+        for round_number in range(10):
+            key, barrier, won = f"state#{round_number}", threading.Barrier(writers), list[int]()
+            threads = [threading.Thread(target=write, args=(key, n, barrier, won)) for n in range(writers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert len(won) == 1, f"round {round_number}: writers {won} all won"
+            stored = ddb.get_item(TableName="lifeguard-race", Key={"pk": {"S": key}})["Item"]
+            assert stored["writer"] == {"N": str(won[0])}
+    finally:
+        sys.setswitchinterval(switching)
 
 
 def test_cloudwatch_logs_keeps_events_in_order(local: Any) -> None:

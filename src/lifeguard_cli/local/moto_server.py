@@ -6,13 +6,17 @@ import logging
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["MotoServer", "serve_moto"]
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 @dataclass(frozen=True)
@@ -39,16 +43,37 @@ def serve_moto(*, separate_process: bool = False) -> Iterator[MotoServer]:
         with _moto_process() as running:
             yield running
         return
-    from moto.server import ThreadedMotoServer  # heavy: only when a local AWS is wanted
+    # Heavy: only when a local AWS is wanted. The same parts moto's ThreadedMotoServer puts together.
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    app = _one_at_a_time(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
+    thread.start()
     try:
-        yield MotoServer(f"http://{host}:{port}")
+        yield MotoServer(f"http://127.0.0.1:{server.server_port}")
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
+
+
+def _one_at_a_time(app: WsgiApp) -> WsgiApp:
+    """`app` answering one request at a time. moto's backends take no locks: two conditional writes at once
+    could both pass their condition (two writers of one version both win), which DynamoDB never lets
+    happen. Requests still connect at once; they are answered in turn, as atomically as the real services."""
+    lock = threading.Lock()
+
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        with lock:
+            return list(app(environ, start_response))
+
+    return serve
 
 
 def _free_port() -> int:
