@@ -41,14 +41,20 @@ def test_sns_delivers_to_an_sqs_subscription_over_http(local: Any) -> None:
     assert json.loads(message["Body"])["Message"] == "lca-static is looping"
 
 
-def test_dynamodb_conditional_writes_work_over_http(local: Any) -> None:
+def keyed_table(local: Any, name: str) -> Any:
+    """A DynamoDB client of the local AWS, and a table `name` keyed by `pk` made with it."""
     ddb = local.client("dynamodb")
     ddb.create_table(
-        TableName="lifeguard-it",
+        TableName=name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
     )
+    return ddb
+
+
+def test_dynamodb_conditional_writes_work_over_http(local: Any) -> None:
+    ddb = keyed_table(local, "lifeguard-it")
     item = {"pk": {"S": "episode#1"}}
     ddb.put_item(TableName="lifeguard-it", Item=item, ConditionExpression="attribute_not_exists(pk)")
     with pytest.raises(ddb.exceptions.ConditionalCheckFailedException):
@@ -57,13 +63,7 @@ def test_dynamodb_conditional_writes_work_over_http(local: Any) -> None:
 
 def test_of_many_conditional_writes_of_one_version_at_once_exactly_one_wins(local: Any) -> None:
     """As in DynamoDB: moto's backends take no locks, and its server answers one request at a time."""
-    ddb = local.client("dynamodb")
-    ddb.create_table(
-        TableName="lifeguard-race",
-        BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-    )
+    ddb = keyed_table(local, "lifeguard-race")
 
     def write(key: str, writer: int, barrier: threading.Barrier, won: list[int]) -> None:
         client = local.client("dynamodb")
