@@ -57,18 +57,24 @@ class _LogEventShape(Model):
 _LOG_EVENT_SHAPE = model(_LogEventShape)
 
 
+def _as_sent(value: Any) -> bool:
+    """Whether a log event passes `_LogEventShape`'s checks, looked at in place."""
+    if not isinstance(value, dict):
+        return False
+    timestamp = value.get("timestamp")
+    return (
+        type(value.get("id")) is str
+        and type(value.get("message")) is str
+        and type(timestamp) is int
+        and 0 <= timestamp < EPOCH_MS_MAX
+    )
+
+
 def _log_event(value: Any, loc: Loc, problems: list[Problem]) -> Any:
     """A log event that passes `_LogEventShape`'s checks, kept as the object it is: a batch holds up to
     10,000 of them and the handlers read two keys of each, so none is copied into a record."""
-    if isinstance(value, dict):
-        timestamp = value.get("timestamp")
-        if (
-            type(value.get("id")) is str
-            and type(value.get("message")) is str
-            and type(timestamp) is int
-            and 0 <= timestamp < EPOCH_MS_MAX
-        ):
-            return value
+    if _as_sent(value):
+        return value
     _LOG_EVENT_SHAPE(value, loc, problems)  # what is wrong with it
     return BAD
 
@@ -188,9 +194,10 @@ def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTI
 
 def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
     """The batch, made at once, when the payload is as CloudWatch Logs sends one: every key with its type
-    (`policyLevel` a string or absent) and every log event as `_log_event` takes it; None for anything else,
-    which `_Payload` then takes or reports on. The same checks in both ways, so both take exactly the same
-    payloads; this one is the way of every real batch, and costs a fraction of the other."""
+    (`policyLevel` a string or absent) and every log event as `_log_event` takes it (`_as_sent`); None for
+    anything else, which `_Payload` then takes or reports on. The same checks in both ways, so both take
+    exactly the same payloads; this one is the way of every real batch, and costs a fraction of the
+    other."""
     if type(data) is not dict:
         return None
     kind, group, stream = data.get("messageType"), data.get("logGroup"), data.get("logStream")
@@ -206,17 +213,8 @@ def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
         and (policy is None or type(policy) is str)
     ):
         return None
-    for event in events:
-        if type(event) is not dict:
-            return None
-        timestamp = event.get("timestamp")
-        if not (
-            type(event.get("id")) is str
-            and type(event.get("message")) is str
-            and type(timestamp) is int
-            and 0 <= timestamp < EPOCH_MS_MAX
-        ):
-            return None
+    if not all(map(_as_sent, events)):
+        return None
     return LogBatch(group, stream, kind, events)
 
 
