@@ -137,6 +137,8 @@ def test_no_input_makes_the_parser_raise(raw: str | bytes) -> None:
         ("REGISTERED", "REGISTER_SUCCESS"),
         ("TERMINATED", "SCHEDULER_REQUESTED"),
         ("PENDING_REPLACEMENT", "NODE_GROUP_UPDATE"),
+        ("PENDING_REPLACEMENT", "EC2_HEALTH_CHECK_FAILED"),  # a code with a digit
+        ("TERMINATE_FAILED", "EC2_ERROR"),
     ],
 )
 def test_records_the_detection_never_reads_are_passed_over_unvalidated(status: str, reason: str) -> None:

@@ -81,8 +81,8 @@ PASSED_OVER = frozenset(
 )
 # A key and its string value as JSON writes them; inside a JSON string a quote is escaped, so a match is a
 # real key (of the record, or of an object nested in it: then there are two, and the filter stands aside).
-_STATUS_KEY = re.compile(r'"status_code"\s*:\s*"([A-Z_]{1,64})"')
-_REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z_]{1,64})"')
+_STATUS_KEY = re.compile(r'"status_code"\s*:\s*"([A-Z0-9_]{1,64})"')
+_REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z0-9_]{1,64})"')
 
 _RAW_EXCERPT_CHARS = 200
 # Codes are PCS's upper-case words; an unknown one is kept (and counted), a 600 KB one is not a code.
