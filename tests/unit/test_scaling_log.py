@@ -5,9 +5,11 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from lifeguard import scaling_log
+from lifeguard.bounds import EPOCH_MS_MAX
 from lifeguard.scaling_log import (
     KNOWN_REASONS,
     PASSED_OVER,
@@ -15,6 +17,7 @@ from lifeguard.scaling_log import (
     ScalingLogRecord,
     parse_scaling_log_record,
     passed_over,
+    read_scaling_log_message,
 )
 
 ARTICLE_FAILURE = {
@@ -221,3 +224,146 @@ def test_the_fast_path_takes_exactly_what_the_full_check_takes(change: dict[str,
     assert parsed == full if full is not None else isinstance(parsed, ScalingLogParseError)
     # A mapping that is not a dict goes to the full check, which refuses it, as it always did.
     assert isinstance(parse_scaling_log_record(MappingProxyType(data)), ScalingLogParseError)
+
+
+def read_the_long_way(raw: str) -> ScalingLogRecord | ScalingLogParseError | None:
+    """What the handler made of a message before records as PCS writes them were read without JSON."""
+    return None if passed_over(raw) else parse_scaling_log_record(raw, where="s:1")
+
+
+def same_reading(raw: str) -> None:
+    fast, slow = read_scaling_log_message(raw, where="s:1"), read_the_long_way(raw)
+    if isinstance(slow, ScalingLogParseError):
+        assert isinstance(fast, ScalingLogParseError), (raw, fast)
+        assert (fast.message, fast.reason, fast.excerpt, fast.where) == (
+            slow.message,
+            slow.reason,
+            slow.excerpt,
+            slow.where,
+        )
+    else:
+        assert fast == slow, raw
+
+
+@pytest.mark.parametrize("separators", [(",", ":"), (", ", ": ")])
+@pytest.mark.parametrize("description", [True, False])
+def test_a_record_as_pcs_writes_it_is_read_without_json(
+    separators: tuple[str, str], description: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record = (
+        dict(ARTICLE_FAILURE)
+        if description
+        else {k: v for k, v in ARTICLE_FAILURE.items() if k != "description"}
+    )
+    text = json.dumps(record, separators=separators)
+    expected = parse_scaling_log_record(text)
+
+    def no_json(_text: str) -> object:
+        raise AssertionError("read with json.loads")
+
+    monkeypatch.setattr(scaling_log.json, "loads", no_json)
+    assert read_scaling_log_message(text) == expected
+    passed = {**record, "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}
+    assert read_scaling_log_message(json.dumps(passed, separators=separators)) is None
+
+
+# Values near what the fast reading takes: escapes, quotes, control characters, non-ASCII and lone
+# surrogates, bounds, other JSON types.
+_near_strings = st.one_of(
+    st.sampled_from(
+        [
+            "pcs_abc123de45",
+            "i-059b4b99b4f2e9739",
+            "lca-static-1",
+            "",
+            'a"b',
+            "a\\b",
+            "a\nb",
+            "a\u0001",
+            "é",
+            "n\ud800",
+            "x" * 65,
+            "pcs_abc\n",
+            "/",
+        ]
+    ),
+    st.text(max_size=12),
+    st.none(),
+    st.integers(-2, 2),
+    st.booleans(),
+)
+_near_times = st.one_of(
+    st.sampled_from(
+        [0, 1792544802000, EPOCH_MS_MAX - 1, EPOCH_MS_MAX, -1, 10**16, 10**17, 1.5e12, "1792544802000", True]
+    ),
+    st.integers(),
+)
+_near_codes = st.one_of(
+    st.sampled_from(
+        [*sorted(KNOWN_REASONS), *sorted(set().union(*KNOWN_REASONS.values())), "HIBERNATED", "active"]
+    ),
+    _near_strings,
+)
+
+
+def _rarely(draw: st.DrawFn) -> bool:
+    return draw(st.integers(0, 5)) == 0
+
+
+@st.composite
+def near_records(draw: st.DrawFn) -> str:
+    """A record as PCS writes it with, at times, a value or two near it, a key gone, the keys in another
+    order, other separators, or one character put in or taken out."""
+    near: dict[str, st.SearchStrategy[Any]] = {
+        "resource_id": _near_strings,
+        "resource_type": st.sampled_from(['PCS"X', "P" * 65, "PCS\\X"]),
+        "event_timestamp": _near_times,
+        "compute_node_group_id": _near_strings,
+        "scheduler_node_id": _near_strings,
+        "status_code": _near_codes,
+        "reason_code": _near_codes,
+        "description": st.one_of(st.text(max_size=8), st.sampled_from(['"status_code": "X"', "\\", "\x7f"])),
+    }
+    near_details = {"instance_id": _near_strings, "instance_type": _near_strings, "subnet_id": _near_strings}
+    record: dict[str, Any] = {
+        **ARTICLE_FAILURE,
+        "status_code": draw(_near_codes if _rarely(draw) else st.sampled_from(sorted(KNOWN_REASONS))),
+        "reason_code": draw(st.sampled_from(sorted(set().union(*KNOWN_REASONS.values())))),
+    }
+    details = dict(ARTICLE_FAILURE["details"])
+    for name in draw(st.lists(st.sampled_from(sorted(near)), max_size=2)):
+        record[name] = draw(near[name])
+    for name in draw(st.lists(st.sampled_from(sorted(near_details)), max_size=1)):
+        details[name] = draw(near_details[name])
+    record["details"] = details
+    if _rarely(draw):
+        del record[draw(st.sampled_from(sorted(record)))]
+    if _rarely(draw):
+        record = dict(draw(st.permutations(list(record.items()))))
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+    if _rarely(draw):
+        separators = draw(st.sampled_from([(",  ", ":"), (",", " : "), (",\n", ":"), (", ", ":\t")]))
+    text = json.dumps(record, separators=separators, ensure_ascii=draw(st.booleans()))
+    if _rarely(draw):
+        at = draw(st.integers(0, len(text)))
+        put = draw(st.sampled_from(["", '"', "\\", " ", ",", "}", "{", "0", "-", ".", "\n", "é", "\ufeff"]))
+        text = text[:at] + put + text[at + (put == "") :]
+    return text
+
+
+@settings(max_examples=600)
+@given(near_records())
+@example(json.dumps(ARTICLE_FAILURE))
+@example(
+    json.dumps({**ARTICLE_FAILURE, "details": {**ARTICLE_FAILURE["details"], "instance_id": "i-1\u00e9"}})
+)
+@example(json.dumps({**ARTICLE_FAILURE, "event_timestamp": EPOCH_MS_MAX}))
+@example(json.dumps({**ARTICLE_FAILURE, "event_timestamp": 1.5e12}))
+@example(json.dumps({**ARTICLE_FAILURE, "description": 'say \\"hi\\"'}))
+@example(json.dumps(ARTICLE_FAILURE)[:-1] + ', "status_code": "REGISTERED"}')
+@example(json.dumps(ARTICLE_FAILURE).replace("lca-static-1", "lca-static\t1"))  # not JSON: raw control
+@example(json.dumps(ARTICLE_FAILURE).replace("Failed To", "Failed\tTo"))
+@example(json.dumps(ARTICLE_FAILURE).replace("Failed To", "Failed \\q To"))  # not JSON: no such escape
+@example(json.dumps(ARTICLE_FAILURE).replace("Failed To", 'Failed \\u00e9\\" To'))
+def test_the_reading_without_json_makes_what_the_parser_makes(text: str) -> None:
+    same_reading(text)

@@ -41,6 +41,7 @@ __all__ = [
     "is_known_pair",
     "parse_scaling_log_record",
     "passed_over",
+    "read_scaling_log_message",
 ]
 
 # The two outcomes of a boot, as (status, reason): the one rule for which records count as outcomes.
@@ -85,6 +86,43 @@ _STATUS_KEY = re.compile(r'"status_code"\s*:\s*"([A-Z0-9_]{1,64})"')
 _REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z0-9_]{1,64})"')
 
 _RAW_EXCERPT_CHARS = 200
+
+# A record as PCS writes it: DESIGN's keys in DESIGN's order, each once (`description` may be left out), with
+# JSON's separators written compact or with one space. Each value kept is a string holding no quote,
+# backslash or control character, so the text matched is exactly the string JSON decodes from it; the time
+# is an integer JSON writes; the description is passed over as any JSON string (runs of plain characters
+# between escapes). A record in any other form (keys in another order, an escape in a value kept, a null, a
+# float) is read the way of `json.loads`.
+_TEXT = r'"([^"\\\x00-\x1f]*)"'
+_ANY_TEXT = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9A-Fa-f]{4})[^"\\\x00-\x1f]*)*"'
+
+
+def _object(*members: str) -> str:
+    return r"\{" + ", ?".join(members) + r"\}"
+
+
+def _member(name: str, value: str) -> str:
+    return f'"{name}": ?{value}'
+
+
+_AS_WRITTEN = re.compile(
+    _object(
+        _member("resource_id", _TEXT),
+        _member("resource_type", _TEXT),
+        _member("event_timestamp", "(0|[1-9][0-9]{0,15})"),
+        _member("compute_node_group_id", _TEXT),
+        _member("scheduler_node_id", _TEXT),
+        _member("status_code", _TEXT),
+        _member("reason_code", _TEXT) + f"(?:, ?{_member('description', _ANY_TEXT)})?",
+        _member(
+            "details",
+            _object(
+                _member("instance_id", _TEXT), _member("instance_type", _TEXT), _member("subnet_id", _TEXT)
+            ),
+        ),
+    )
+).fullmatch
+
 # Codes are PCS's upper-case words; an unknown one is kept (and counted), a 600 KB one is not a code.
 CODE: Check = string(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
 
@@ -209,11 +247,29 @@ def passed_over(raw: str) -> bool:
     return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and raw.count('_code"') == 2
 
 
+def read_scaling_log_message(
+    raw: str, *, where: str | None = None
+) -> ScalingLogRecord | ScalingLogParseError | None:
+    """One log event's message as the handler reads it: None when it is `passed_over`, else what
+    `parse_scaling_log_record` makes of it. A record as PCS writes it (`_AS_WRITTEN`) is read without
+    `json.loads`: its values are the ones JSON decodes, held to the same checks, so it comes out as the
+    parser would make it, at half the cost."""
+    found = _AS_WRITTEN(raw)
+    if found is None:
+        return None if passed_over(raw) else parse_scaling_log_record(raw, where=where)
+    cluster, kind, at, group, node, status, reason, instance, instance_type, subnet = found.groups()
+    if (status, reason) in PASSED_OVER:
+        return None
+    record = _built(int(at), status, reason, (cluster, kind, group, node), (instance, instance_type, subnet))
+    return record if record is not None else parse_scaling_log_record(raw, where=where)
+
+
 def parse_scaling_log_record(
     raw: str | bytes | Mapping[str, Any], *, where: str | None = None
 ) -> ScalingLogRecord | ScalingLogParseError:
     """Parse one log event's message; `where` (e.g. `stream:event-id`) is kept for the error. The one
-    way records are parsed: the handler, replays and tests all come through here."""
+    way records are parsed: the handler (through `read_scaling_log_message`), replays and tests all come
+    through here, but for the records `_AS_WRITTEN` reads."""
     if type(raw) is str:  # the way of nearly every record: as PCS writes it, read at once
         try:
             record = _as_pcs_writes_it(json.loads(raw))
@@ -268,17 +324,44 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
     at = data.get("event_timestamp")
     status = data.get("status_code")
     reason = data.get("reason_code")
-    if type(at) is not int or not 0 <= at < EPOCH_MS_MAX or type(status) is not str:
+    if type(at) is not int or type(status) is not str or not (reason is None or type(reason) is str):
         return None
-    if status not in _DOCUMENTED_CODES or not (
-        reason is None or (type(reason) is str and reason in _DOCUMENTED_CODES)
-    ):
-        return None
-    cluster = data.get("resource_id")
-    kind = data.get("resource_type")
-    group = data.get("compute_node_group_id")
-    node = data.get("scheduler_node_id")
     raw_details = data.get("details", BAD)
+    details: tuple[Any, Any, Any] | None
+    if raw_details is BAD:
+        details = None
+    elif type(raw_details) is dict:
+        details = (
+            raw_details.get("instance_id"),
+            raw_details.get("instance_type"),
+            raw_details.get("subnet_id"),
+        )
+    else:
+        return None
+    names = (
+        data.get("resource_id"),
+        data.get("resource_type"),
+        data.get("compute_node_group_id"),
+        data.get("scheduler_node_id"),
+    )
+    return _built(at, status, reason, names, details)
+
+
+def _built(
+    at: int,
+    status: str,
+    reason: str | None,
+    names: tuple[Any, Any, Any, Any],
+    details: tuple[Any, Any, Any] | None,
+) -> ScalingLogRecord | None:
+    """The record of values read as JSON would read them (`names`: the cluster, its kind, the group and the
+    node; `details`: its three keys, or None when the record has none), if each passes its check; None
+    otherwise."""
+    if not 0 <= at < EPOCH_MS_MAX or status not in _DOCUMENTED_CODES:
+        return None
+    if not (reason is None or reason in _DOCUMENTED_CODES):
+        return None
+    cluster, kind, group, node = names
     problems: list[Problem] = []  # unread: a problem sends the record to the full check
     if (
         (cluster is not None and CLUSTER_ID(cluster, (), problems) is BAD)
@@ -287,24 +370,20 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
         or (node is not None and NODE_NAME(node, (), problems) is BAD)
     ):
         return None
-    if raw_details is BAD:
-        details = _NO_DETAILS
-    elif type(raw_details) is dict:
-        instance = raw_details.get("instance_id")
-        instance_type = raw_details.get("instance_type")
-        subnet = raw_details.get("subnet_id")
+    if details is None:
+        made = _NO_DETAILS
+    else:
+        instance, instance_type, subnet = details
         if (
             (instance is not None and INSTANCE_ID(instance, (), problems) is BAD)
             or (instance_type is not None and WORD(instance_type, (), problems) is BAD)
             or (subnet is not None and WORD(subnet, (), problems) is BAD)
         ):
             return None
-        details = object.__new__(ScalingLogDetails)
-        _INSTANCE(details, instance)
-        _INSTANCE_TYPE(details, instance_type)
-        _SUBNET(details, subnet)
-    else:
-        return None
+        made = object.__new__(ScalingLogDetails)
+        _INSTANCE(made, instance)
+        _INSTANCE_TYPE(made, instance_type)
+        _SUBNET(made, subnet)
     record = object.__new__(ScalingLogRecord)
     _AT(record, at)
     _STATUS(record, status)
@@ -313,7 +392,7 @@ def _as_pcs_writes_it(data: Mapping[str, Any]) -> ScalingLogRecord | None:
     _KIND(record, kind)
     _GROUP(record, group)
     _NODE(record, node)
-    _DETAILS(record, details)
+    _DETAILS(record, made)
     return record
 
 

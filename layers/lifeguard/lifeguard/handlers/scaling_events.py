@@ -43,8 +43,7 @@ from lifeguard.scaling_log import (
     ScalingLogParseError,
     ScalingLogRecord,
     is_known_pair,
-    parse_scaling_log_record,
-    passed_over,
+    read_scaling_log_message,
 )
 from lifeguard.store.groups import GroupStore
 
@@ -141,11 +140,10 @@ class ScalingEventsHandler:
         parsed: list[tuple[ScalingLogRecord, str]] = []
         for message, where in messages:
             summary.records += 1
-            if passed_over(message):
+            record = read_scaling_log_message(message, where=where)
+            if record is None:  # passed over
                 summary.ignored += 1
-                continue
-            record = parse_scaling_log_record(message, where=where)
-            if isinstance(record, ScalingLogParseError):
+            elif isinstance(record, ScalingLogParseError):
                 summary.skip(record.reason, where, record.message)
             else:
                 parsed.append((record, where))
