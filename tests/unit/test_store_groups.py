@@ -460,7 +460,7 @@ def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_t
         confirmed(store, state, T0 + 60_000)
         assert "checked_at" in state_item(client)
     # Too many changes for an update, claimed as maps alone: the item is put whole, the time in its body.
-    state.launches.update({f"i-many{n:03d}": T0 + n for n in range(150)})
+    state.launches.update({f"i-many{n:03d}": T0 + n for n in range(MAP_CHANGES_MAX + 1)})
     confirmed(store, state, T0 + 60_000)
     assert client.calls("PutItem") == 2
     assert "checked_at" not in state_item(client)
@@ -484,6 +484,28 @@ def test_an_update_carries_as_many_changes_of_one_map_as_it_may_hold(gone: int) 
     ]
     assert len(entries) == 1 + MAP_CHANGES_MAX  # the map's name, and every launch added or gone
     assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == state.launches
+
+
+@pytest.mark.parametrize("body", [True, False])
+def test_an_update_of_as_many_changes_as_it_may_hold_is_an_expression_dynamodb_takes(body: bool) -> None:
+    client = FakeDynamoDB()
+    store, state, config = saved(client)
+    if not body:
+        confirmed(store, state, T0 + 60_000)  # the time on its own, which the next write moves again
+    # As many changes as an update may hold, all sets (longer than removals; each map's placeholders are
+    # as long as the other's), and beside them what else it may carry: the body and the removal of the
+    # time held apart, or the time again.
+    if body:
+        config.status = "UPDATING"
+    else:
+        config.checked_at = T0 + 120_000
+        state.changed_maps_only(True)
+    state.launches.update({f"i-{n:017x}": T0 + n for n in range(MAP_CHANGES_MAX)})
+    store.save(state)
+    expression = client.requests["UpdateItem"][-1]["UpdateExpression"]
+    assert len(expression.encode()) <= 4096, len(expression)  # DynamoDB's bound on an expression
+    assert ("#s = :state" in expression) is body
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
 
 
 def test_a_claim_of_maps_alone_hides_no_other_change_of_the_configuration() -> None:
