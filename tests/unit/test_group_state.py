@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifeguard.group_state import (
+    MAPS,
     OUTCOME_LIMIT,
     PENDING_LAUNCH_LIMIT,
     BootOutcome,
@@ -166,6 +167,55 @@ def test_tracked_launches_name_only_what_a_batch_touched_and_lose_track_safely()
     changed, gone = launch_changes(state) or ({}, [])
     assert changed == {"i-only": T0}
     assert sorted(gone) == sorted([*(f"i-{n:04d}" for n in range(500) if n != 7), "i-new"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["set", "del", "pop", "update"]),
+                st.sampled_from(MAPS),
+                st.integers(min_value=0, max_value=12),  # the instance
+                st.integers(min_value=0, max_value=3),  # its time
+            ),
+            max_size=12,
+        ),
+        max_size=6,
+    )
+)
+def test_a_write_s_own_changes_note_the_maps_stored_as_a_look_at_what_was_touched_does(
+    batches: list[list[tuple[str, str, int, int]]],
+) -> None:
+    """Batches change the maps (as the detection does, or in ways the maps cannot follow); after each,
+    one state is noted stored with the changes its write held, the other by looking at what was touched:
+    what each then reports as changed is the same, and nothing once stored."""
+    given_changes, looked = state_with(2), state_with(2)
+    for state in (given_changes, looked):
+        state.maps_stored()
+    for steps in batches:
+        for state in (given_changes, looked):
+            for action, name, number, seconds in steps:
+                entries: dict[str, Any] = getattr(state, name)
+                instance = f"i-{number:04d}"
+                value = (
+                    T0 + seconds if name == "launches" else BootOutcome(instance, None, T0 + seconds, True)
+                )
+                if action == "set":
+                    entries[instance] = value
+                elif action == "del" and instance in entries:
+                    del entries[instance]
+                elif action == "pop":
+                    entries.pop(instance, None)
+                elif action == "update":
+                    entries.update({instance: value})  # not followed: the map is compared whole
+        changes = given_changes.map_changes()
+        assert changes == looked.map_changes()
+        given_changes.maps_stored(changes)
+        looked.maps_stored()
+        assert given_changes.map_changes() == looked.map_changes() == {name: ({}, []) for name in MAPS}
+    assert given_changes.launches == looked.launches
+    assert given_changes.outcomes == looked.outcomes
 
 
 def test_the_oldest_outcome_stays_known_as_outcomes_come_and_the_oldest_go() -> None:

@@ -56,6 +56,8 @@ _V = TypeVar("_V")
 
 # The parts of a state kept as maps of their own in the table (instance -> entry), written as changes.
 MAPS = ("launches", "outcomes")
+# Per map, the entries added or changed and the keys gone since the table last held it (`map_changes`).
+MapChanges = dict[str, tuple[dict[str, Any], list[str]]]
 
 # Whether `GroupState.unchanged_body` checks the claim it rests on, writing the state out to compare (the
 # tests set it: a mutation that said `maps_only` wrongly fails them instead of losing a change).
@@ -451,11 +453,11 @@ class GroupState(Model):
         for instance in [i for i in self.launches if i not in pending]:
             del self.launches[instance]  # one by one, as the outcomes: the map notes each
 
-    def stored(self, body: str, *, checked_apart: bool = False) -> None:
-        """Note that the table now holds this state: its maps (`maps_stored`) and the rest as the JSON
-        `body` (read, or written), but for the configuration's `checked_at` when it holds that on its own
-        (`checked_apart`: the body's is older)."""
-        self.maps_stored()
+    def stored(self, body: str, *, checked_apart: bool = False, changes: MapChanges | None = None) -> None:
+        """Note that the table now holds this state: its maps (`maps_stored`, with the `changes` written,
+        if known) and the rest as the JSON `body` (read, or written), but for the configuration's
+        `checked_at` when it holds that on its own (`checked_apart`: the body's is older)."""
+        self.maps_stored(changes)
         self._stored_body = body
         self._stored_checked_at = self.config.checked_at if self.config is not None else None
         self._checked_apart = checked_apart and self.config is not None
@@ -517,8 +519,10 @@ class GroupState(Model):
         if body != stored:
             raise AssertionError(f"{self.group_id}: the state changed beyond its maps: {body}")
 
-    def maps_stored(self) -> None:
-        """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here)."""
+    def maps_stored(self, changes: MapChanges | None = None) -> None:
+        """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here);
+        `changes`, the `map_changes` of the state as it was written, spare looking at what it touched
+        again."""
         fresh = self._stored is None
         stored = self._stored = self._stored or {name: {} for name in MAPS}
         for name in MAPS:
@@ -528,6 +532,12 @@ class GroupState(Model):
                 setattr(self, name, entries)
             if fresh or entries.touched is None:
                 stored[name] = dict(entries)
+            elif changes is not None:
+                changed, gone = changes[name]
+                held = stored[name]
+                held.update(changed)
+                for key in gone:
+                    del held[key]
             else:
                 held = stored[name]
                 for key in entries.touched:
@@ -537,7 +547,7 @@ class GroupState(Model):
                         held.pop(key, None)
             entries.touched = set()
 
-    def map_changes(self) -> dict[str, tuple[dict[str, Any], list[str]]] | None:
+    def map_changes(self) -> MapChanges | None:
         """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
         None when it does not hold them on their own (the next write must write them all). Only the keys
         touched since are looked at, unless the map lost track of them."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,7 +197,9 @@ class ScalingEventsHandler:
             else:
                 summary.ignored += 1
         mutations = {}
-        per_cluster = Counter(cluster_id for cluster_id, _ in by_group)
+        per_cluster: dict[str, int] = {}
+        for cluster_id, _ in by_group:
+            per_cluster[cluster_id] = per_cluster.get(cluster_id, 0) + 1
         now_ms = int(self.clock() * 1000)
         reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, kept=self.listings, now_ms=now_ms)
         latest_ms = now_ms + FUTURE_SKEW_MS

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lifeguard.bounds import EPOCH_MS_MAX
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import MAPS, BootOutcome, GroupState
+from lifeguard.group_state import MAPS, BootOutcome, GroupState, MapChanges
 from lifeguard.node_report import NodeReport
 from lifeguard.store.table import (
     TRANSACTION_MAX,
@@ -115,18 +115,21 @@ def _decimal(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= 20
 
 
-def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
+def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | None]:
     """The state's write, made only over the version it was read at (or where there is none), the JSON of
-    the rest of the state it holds, and whether it holds the configuration's `checked_at` on its own
-    (`CHECKED`). A busy group's pending launches and outcomes are most of its state: when the table holds
-    them, only the entries a batch changed are sent (an update), and the rest of the state only when it
-    changed; a read of PCS that found the group as it was sends its time alone. A batch pays for what it
-    changed."""
+    the rest of the state it holds, whether it holds the configuration's `checked_at` on its own
+    (`CHECKED`), and the map changes it holds (`GroupState.map_changes`). A busy group's pending launches
+    and outcomes are most of its state: when the table holds them, only the entries a batch changed are
+    sent (an update), and the rest of the state only when it changed; a read of PCS that found the group as
+    it was sends its time alone. A batch pays for what it changed."""
     expected = {"N": str(state.version)}
     unchanged = state.unchanged_body()
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
-    if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
+    count = 0
+    for changed, gone in changes.values() if changes is not None else ():
+        count += len(changed) + len(gone)
+    if changes is None or count > MAP_CHANGES_MAX:
         if unchanged is None or state.checked_apart or state.checked_moved() is not None:
             unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
         text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
@@ -138,7 +141,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
             "ConditionExpression": condition,
             "ExpressionAttributeValues": {":expected": expected},
         }
-        return ("Put", put), text, False
+        return ("Put", put), text, False, changes
     names = {"#v": "version"}
     values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}}
     sets = ["#v = :next"]
@@ -183,7 +186,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    return ("Update", update), text, apart
+    return ("Update", update), text, apart, changes
 
 
 # Each map's placeholders in an update: its name's, and (name, value, assignment) of each entry it sets, and
@@ -335,7 +338,7 @@ class GroupStore:
                 state.prune()
             writes = [_versioned_write(state) for state in chunk]
             try:
-                self._table.write_together([write for write, _, _ in writes])
+                self._table.write_together([write for write, _, _, _ in writes])
             except TransactionConflictError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 unwritten.extend(chunk)
@@ -343,9 +346,9 @@ class GroupStore:
             except LifeguardError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 raise
-            for state, (_, text, apart) in zip(chunk, writes, strict=True):
+            for state, (_, text, apart, changes) in zip(chunk, writes, strict=True):
                 state.version += 1
-                state.stored(text, checked_apart=apart)
+                state.stored(text, checked_apart=apart, changes=changes)
                 self._remember(state)
         return unwritten
 
@@ -353,7 +356,7 @@ class GroupStore:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         state.prune()
         expected = state.version
-        write, text, apart = _versioned_write(state)
+        write, text, apart, changes = _versioned_write(state)
         try:
             self._table.write(write)
         except ConditionFailedError:
@@ -363,7 +366,7 @@ class GroupStore:
             self.forget([(state.cluster_id, state.group_id)])
             raise
         state.version = expected + 1
-        state.stored(text, checked_apart=apart)
+        state.stored(text, checked_apart=apart, changes=changes)
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
