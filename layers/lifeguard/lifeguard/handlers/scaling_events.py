@@ -88,6 +88,12 @@ class BatchSummary(Skips):
         }
 
 
+def _implausible(summary: BatchSummary, record: ScalingLogRecord, where: str, now_ms: int) -> None:
+    """Skip a record whose time cannot be genuine at the invocation's clock (`plausible_times`)."""
+    at = record.event_timestamp
+    summary.skip(f"event_timestamp {implausible_time(at, now_ms)}", where, utc(at))
+
+
 class ScalingEventsHandler:
     """Detects bootstrap-failure loops per compute node group."""
 
@@ -136,7 +142,9 @@ class ScalingEventsHandler:
         its reason and skipped, and the rest of the batch goes on. A record of a status the detection never
         reads (REGISTERED, TERMINATED/SCHEDULER_REQUESTED, ...: `passed_over`) is ignored unvalidated."""
         summary = BatchSummary()
-        parsed: list[tuple[ScalingLogRecord, str]] = []
+        now_ms = int(self.clock() * 1000)
+        earliest, latest = plausible_times(now_ms)
+        kept: list[ScalingLogRecord] = []
         for message, where in messages:
             summary.records += 1
             record = read_scaling_log_message(message, where=where)
@@ -144,33 +152,27 @@ class ScalingEventsHandler:
                 summary.ignored += 1
             elif isinstance(record, ScalingLogParseError):
                 summary.skip(record.reason, where, record.message)
+            elif earliest <= record.event_timestamp <= latest:
+                kept.append(record)
             else:
-                parsed.append((record, where))
-        self._handle(self._plausible(parsed, summary), summary)
+                _implausible(summary, record, where, now_ms)
+        self._handle(kept, summary)
         return summary
 
     def handle_records(self, records: Iterable[ScalingLogRecord]) -> BatchSummary:
         """Parsed records (tests, benchmarks), held to the same clock."""
         summary = BatchSummary()
-        parsed = [(record, "(record)") for record in records]
-        summary.records = len(parsed)
-        self._handle(self._plausible(parsed, summary), summary)
-        return summary
-
-    def _plausible(
-        self, parsed: list[tuple[ScalingLogRecord, str]], summary: BatchSummary
-    ) -> list[ScalingLogRecord]:
-        """The records whose time can be genuine at the invocation's clock; the others are skipped."""
         now_ms = int(self.clock() * 1000)
         earliest, latest = plausible_times(now_ms)
-        kept = []
-        for record, where in parsed:
-            at = record.event_timestamp
-            if earliest <= at <= latest:
+        kept: list[ScalingLogRecord] = []
+        for record in records:
+            summary.records += 1
+            if earliest <= record.event_timestamp <= latest:
                 kept.append(record)
             else:
-                summary.skip(f"event_timestamp {implausible_time(at, now_ms)}", where, utc(at))
-        return kept
+                _implausible(summary, record, "(record)", now_ms)
+        self._handle(kept, summary)
+        return summary
 
     # -- the batch --
 
