@@ -285,6 +285,7 @@ _near_strings = st.one_of(
             "x" * 65,
             "pcs_abc\n",
             "/",
+            "see_code",
         ]
     ),
     st.text(max_size=12),
@@ -322,7 +323,9 @@ def near_records(draw: st.DrawFn) -> str:
         "scheduler_node_id": _near_strings,
         "status_code": _near_codes,
         "reason_code": _near_codes,
-        "description": st.one_of(st.text(max_size=8), st.sampled_from(['"status_code": "X"', "\\", "\x7f"])),
+        "description": st.one_of(
+            st.text(max_size=8), st.sampled_from(['"status_code": "X"', "\\", "\x7f", "see_code", 'a"_code'])
+        ),
     }
     near_details = {"instance_id": _near_strings, "instance_type": _near_strings, "subnet_id": _near_strings}
     record: dict[str, Any] = {
@@ -361,6 +364,16 @@ def near_records(draw: st.DrawFn) -> str:
 @example(json.dumps({**ARTICLE_FAILURE, "event_timestamp": 1.5e12}))
 @example(json.dumps({**ARTICLE_FAILURE, "description": 'say \\"hi\\"'}))
 @example(json.dumps(ARTICLE_FAILURE)[:-1] + ', "status_code": "REGISTERED"}')
+@example(
+    json.dumps(
+        {
+            **ARTICLE_FAILURE,
+            "status_code": "REGISTERED",
+            "reason_code": "REGISTER_SUCCESS",
+            "description": "see_code",
+        }
+    )
+)
 @example(json.dumps(ARTICLE_FAILURE).replace("lca-static-1", "lca-static\t1"))  # not JSON: raw control
 @example(json.dumps(ARTICLE_FAILURE).replace("Failed To", "Failed\tTo"))
 @example(json.dumps(ARTICLE_FAILURE).replace("Failed To", "Failed \\q To"))  # not JSON: no such escape

@@ -243,8 +243,13 @@ def passed_over(raw: str) -> bool:
     if len(statuses) != 1:
         return False
     reasons = _REASON_KEY.findall(raw)
-    # Two `_code"` in all: no second status or reason key whose value is not a string the patterns read.
-    return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and raw.count('_code"') == 2
+    return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and _two_codes(raw)
+
+
+def _two_codes(raw: str) -> bool:
+    """Two `_code"` in all: no second status or reason key whose value is not a string the patterns read
+    (and, as the filter cannot tell, no value ending in `_code`)."""
+    return raw.count('_code"') == 2
 
 
 def read_scaling_log_message(
@@ -258,8 +263,8 @@ def read_scaling_log_message(
     if found is None:
         return None if passed_over(raw) else parse_scaling_log_record(raw, where=where)
     cluster, kind, at, group, node, status, reason, instance, instance_type, subnet = found.groups()
-    if (status, reason) in PASSED_OVER:
-        return None
+    if (status, reason) in PASSED_OVER:  # as `passed_over` says, so the same records are ignored
+        return None if _two_codes(raw) else parse_scaling_log_record(raw, where=where)
     record = _built(int(at), status, reason, (cluster, kind, group, node), (instance, instance_type, subnet))
     return record if record is not None else parse_scaling_log_record(raw, where=where)
 
