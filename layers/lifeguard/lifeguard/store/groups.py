@@ -53,7 +53,7 @@ class VersionConflictError(LifeguardError):
 # A write sends the map entries that changed, not all of them, unless there are more changes than this, or
 # the table does not hold the maps on their own yet. An update expression is at most 4 KB and 300 operators:
 # counting each entry's `=` and its path's `.` as one each (the most DynamoDB may count), 145 changes make
-# at most 293 with the rest of an update, in 3.2 KB; a busy group's batch of 1,000 records makes up to 140.
+# at most 293 with the rest of an update, in 3.2 KB; a busy group's batch of 1,000 records makes up to 135.
 MAP_CHANGES_MAX = 145
 # How each map's entries (`GroupState.MAPS`) are held as attribute values, and read back.
 _ENCODE: dict[str, Callable[[Any], Item]] = {
