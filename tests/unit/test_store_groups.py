@@ -334,6 +334,23 @@ def test_the_cache_holds_a_thousand_groups_and_lets_the_least_recent_go_by_weigh
     assert client.calls("BatchGetItem") == 1
 
 
+def test_a_state_written_again_is_the_most_recent_and_weighs_what_it_holds_now() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    store.CACHE_ENTRIES = 3 * 50 + 2  # three bare states, and two launches
+    first, second, third = (GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n:08d}") for n in range(3))
+    store.save_many([first, second, third])
+    first.launches["i-a"] = T0
+    store.save(first)  # now the most recent, one launch heavier
+    heavy = GroupState(cluster_id=CLUSTER, group_id="pcs_heavy001", launches={"i-b": T0})
+    store.save(heavy)  # 4 x 50 + 2 is over: the least recent (second) goes, and only it
+    assert store.cached == 3
+    store.load_many([(CLUSTER, first.group_id), (CLUSTER, third.group_id), (CLUSTER, heavy.group_id)])
+    assert client.calls("BatchGetItem") == 0
+    store.load_many([(CLUSTER, second.group_id)])
+    assert client.calls("BatchGetItem") == 1
+
+
 def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_them() -> None:
     client = FakeDynamoDB()
     store = GroupStore(client, "table")

@@ -89,11 +89,14 @@ class GroupUpdater:
         keys = list(mutations)
         states = self.store.load_many(keys)
         try:
-            applied = {key: self._apply(states[key], mutations[key]) for key in keys}
-            to_write = [states[key] for key in keys if applied[key][0].changed or applied[key][0].events]
-            for state in to_write:
-                change = applied[(state.cluster_id, state.group_id)][0]
-                state.changed_maps_only(change.maps_only and not change.events)
+            applied = {}
+            to_write = []
+            for key in keys:
+                state = states[key]
+                change, _ = applied[key] = self._apply(state, mutations[key])
+                if change.changed or change.events:
+                    state.changed_maps_only(change.maps_only and not change.events)
+                    to_write.append(state)
             unwritten = self.store.save_many(to_write) if to_write else []
         except BaseException:
             self.store.forget(keys)  # remembered states may hold changes that were never written

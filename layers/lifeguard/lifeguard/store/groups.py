@@ -288,9 +288,13 @@ class GroupStore:
 
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
-        self.forget([key])
         weight = 50 + len(state.launches) + len(state.outcomes)
-        self._written[key] = (state, weight)
+        written = self._written
+        held = written.get(key)
+        if held is not None:
+            self._weight -= held[1]
+            written.move_to_end(key)  # the most recently written, last out
+        written[key] = (state, weight)
         self._weight += weight
         while self._weight > self.CACHE_ENTRIES and len(self._written) > 1:
             _, (_, dropped) = self._written.popitem(last=False)
