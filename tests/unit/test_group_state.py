@@ -188,8 +188,8 @@ def test_a_write_s_own_changes_note_the_maps_stored_as_a_look_at_what_was_touche
     batches: list[list[tuple[str, str, int, int]]],
 ) -> None:
     """Batches change the maps (as the detection does, or in ways the maps cannot follow); after each,
-    one state is noted stored with the changes its write held, the other by looking at what was touched:
-    what each then reports as changed is the same, and nothing once stored."""
+    one state is noted stored with the changes its write held, the other working them out itself: what
+    each then reports as changed is the same, and nothing once stored."""
     given_changes, looked = state_with(2), state_with(2)
     for state in (given_changes, looked):
         state.maps_stored()

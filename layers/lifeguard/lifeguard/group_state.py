@@ -521,8 +521,9 @@ class GroupState(Model):
 
     def maps_stored(self, changes: MapChanges | None = None) -> None:
         """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here);
-        `changes`, the `map_changes` of the state as it was written, spare looking at what it touched
-        again."""
+        `changes` are the `map_changes` the write held (worked out here when not given)."""
+        if changes is None:
+            changes = self.map_changes()
         fresh = self._stored is None
         stored = self._stored = self._stored or {name: {} for name in MAPS}
         for name in MAPS:
@@ -530,21 +531,14 @@ class GroupState(Model):
             if not isinstance(entries, Tracked):
                 entries = Tracked(entries)
                 setattr(self, name, entries)
-            if fresh or entries.touched is None:
+            if fresh or changes is None or entries.touched is None:
                 stored[name] = dict(entries)
-            elif changes is not None:
+            else:
                 changed, gone = changes[name]
                 held = stored[name]
                 held.update(changed)
                 for key in gone:
                     del held[key]
-            else:
-                held = stored[name]
-                for key in entries.touched:
-                    if key in entries:
-                        held[key] = entries[key]
-                    else:
-                        held.pop(key, None)
             entries.touched = set()
 
     def map_changes(self) -> MapChanges | None:

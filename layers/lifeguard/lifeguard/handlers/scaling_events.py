@@ -206,8 +206,7 @@ class ScalingEventsHandler:
         reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, kept=self.listings, now_ms=now_ms)
         latest_ms = now_ms + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
-            if len(group_records) > 1:
-                group_records.sort(key=lambda r: r.event_timestamp)
+            group_records.sort(key=lambda r: r.event_timestamp)
             mutations[(cluster_id, group_id)] = self._mutation(
                 cluster_id, group_id, group_records, reads, latest_ms
             )

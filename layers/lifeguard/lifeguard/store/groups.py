@@ -127,10 +127,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
     unchanged = state.unchanged_body()
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
-    count = 0
-    for changed, gone in changes.values() if changes is not None else ():
-        count += len(changed) + len(gone)
-    if changes is None or count > MAP_CHANGES_MAX:
+    if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
         if unchanged is None or state.checked_apart or state.checked_moved() is not None:
             unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
         text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
