@@ -76,7 +76,7 @@ BUNDLE_FILES = (
     "lifeguard/node/report.py",
     "lifeguard/node/shipper.py",
 )
-_MAIN = b"import sys\n\nfrom lifeguard.node.cli import main\n\nsys.exit(main())\n"
+_MAIN = "lifeguard/node/__main__.py"  # the bundle runs as `python -m lifeguard.node` does
 _SHEBANG = b"#!/usr/bin/env python3\n"
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -137,7 +137,8 @@ def build_node_bundle(output: Path, layer: Path = LAYER, python: str | None = No
 
     `python`: the node's Python that compiles the .pyc (default: `node_python()`; "" for sources only).
     """
-    files = [("__main__.py", _MAIN), *((name, (layer / name).read_bytes()) for name in BUNDLE_FILES)]
+    files = [("__main__.py", (layer / _MAIN).read_bytes())]
+    files += [(name, (layer / name).read_bytes()) for name in BUNDLE_FILES]
     compiler = node_python() if python is None else python
     pycs = compiled(compiler, [(n, data) for n, data in files if n.endswith(".py")]) if compiler else {}
     output.parent.mkdir(parents=True, exist_ok=True)

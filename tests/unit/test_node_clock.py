@@ -4,8 +4,11 @@ set."""
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from lifeguard.node import clock
 
@@ -23,3 +26,13 @@ def test_an_offset_shifts_every_time_the_node_side_takes(monkeypatch: pytest.Mon
     monkeypatch.setenv(clock.CLOCK_OFFSET_VARIABLE, "-3600.5")
     assert clock.offset() == -3600.5
     assert abs(clock.now() - (time.time() - 3600.5)) < 1
+
+
+@given(st.floats(min_value=0, max_value=4e9))
+@example(1792544247.9999996).via("rounds up into the next second")
+@example(1792544247.0000004).via("rounds down")
+@example(375926671.9173455).via("half a microsecond, as datetime rounds it")
+def test_a_stamp_is_the_one_datetime_writes(seconds: float) -> None:
+    moment = datetime.fromtimestamp(seconds, UTC)
+    assert clock.utc_stamp(seconds) == moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert clock.utc_stamp(seconds, fraction=False) == moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -3,12 +3,14 @@ from __future__ import annotations
 import gzip
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import botocore
 import pytest
 
-from lifeguard.errors import Problem
+from lifeguard import pcs_model
+from lifeguard.errors import Problem, ServiceModelError
 from lifeguard.pcs_model import API_VERSION, DATA_PATH, service_model, validate_shape
 
 
@@ -18,6 +20,31 @@ def test_vendored_model_is_botocores_own_model() -> None:
     assert json.loads(gzip.decompress(vendored.read_bytes())) == json.loads(
         gzip.decompress(installed.read_bytes())
     )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda raw: raw[: len(raw) // 2],
+        lambda raw: b"not gzip at all",
+        lambda raw: gzip.compress(b"{not json"),
+    ],
+    ids=["truncated", "not-gzip", "not-json"],
+)
+def test_a_damaged_model_is_one_service_model_error(
+    damage: Callable[[bytes], bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vendored = DATA_PATH / "pcs" / API_VERSION / "service-2.json.gz"
+    damaged = tmp_path / "lifeguard"
+    (damaged / "data" / "pcs" / API_VERSION).mkdir(parents=True)
+    (damaged / "data" / "pcs" / API_VERSION / "service-2.json.gz").write_bytes(damage(vendored.read_bytes()))
+    monkeypatch.setattr(pcs_model, "__file__", str(damaged / "pcs_model.py"))
+    service_model.cache_clear()
+    try:
+        with pytest.raises(ServiceModelError, match="cannot read the PCS service model"):
+            service_model()
+    finally:
+        service_model.cache_clear()
 
 
 def test_vendored_model_knows_node_lifecycle_actions() -> None:

@@ -12,10 +12,10 @@ Runs on Python 3.9 too: the node bundle checks configs with it on the node's own
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
+import zlib
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -47,8 +47,9 @@ def service_model() -> Mapping[str, Any]:
     try:
         loader: Any = __spec__.loader  # a directory's loader, or the bundle's zipimporter
         raw = loader.get_data(os.path.join(os.path.dirname(__file__), _MODEL_RESOURCE))
-        model: dict[str, Any] = json.loads(gzip.decompress(raw))
-    except (OSError, ValueError) as exc:
+        # wbits 31: zlib reads the gzip member itself, so a boot does not import the gzip module
+        model: dict[str, Any] = json.loads(zlib.decompress(raw, 31))
+    except (OSError, ValueError, zlib.error) as exc:
         raise ServiceModelError(f"cannot read the PCS service model {_MODEL_RESOURCE}: {exc}") from exc
     return model
 

@@ -18,13 +18,14 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from lifeguard import __version__
 from lifeguard.errors import InvalidLifecycleConfigError
+from lifeguard.node.clock import utc_stamp
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import (
     EXIT_INTERNAL_ERROR,
@@ -325,7 +326,7 @@ def _start_watcher(layout: NodeLayout, args: argparse.Namespace, offset: int, se
 def _said(text: str, *, stamped: bool = False, error: bool = False) -> None:
     """One line of output; the watcher's carry the time and its pid."""
     if stamped:
-        text = f"{datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')} [{os.getpid()}] {text}"
+        text = f"{utc_stamp(time.time(), fraction=False)} [{os.getpid()}] {text}"
     print(text, file=sys.stderr if error else sys.stdout, flush=True)
 
 

@@ -11,7 +11,7 @@ import math
 import os
 import time
 
-__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset"]
+__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset", "utc_stamp"]
 
 CLOCK_OFFSET_VARIABLE = "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS"
 _MAX_OFFSET_SECONDS = 366 * 24 * 3600.0
@@ -32,3 +32,14 @@ def offset() -> float:
 def now() -> float:
     """Epoch seconds, on the node's clock."""
     return time.time() + offset()
+
+
+def utc_stamp(seconds: float, *, fraction: bool = True) -> str:
+    """`seconds` as `2026-10-21T01:12:42.123456Z` (without `.123456` when not `fraction`): the time module's
+    work, so a boot does not load `datetime` for its log lines."""
+    whole = math.floor(seconds)
+    micro = round((seconds - whole) * 1_000_000)  # to the nearest, as datetime rounds
+    if micro == 1_000_000:
+        whole, micro = whole + 1, 0
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{stamp}.{micro:06d}Z" if fraction else f"{stamp}Z"

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -193,7 +192,7 @@ class BootResult:
 
 
 def _utc_timestamp() -> str:
-    return datetime.fromtimestamp(node_clock.now(), timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return node_clock.utc_stamp(node_clock.now())
 
 
 class ExecutorLog:
