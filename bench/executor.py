@@ -5,7 +5,8 @@ boot. The baseline is a bash loop running the same 20 cached no-op scripts; the 
 the executor's own per-script overhead (target: under 5 ms). It is measured for the executor's reboot in
 this process, and for the whole `lifeguard-node boot` process (Python's start, the imports, the config
 check) against the bash process: the node bundle as a node runs it, on the node's Python (3.9,
-.venv/node39) when there is one, compiled and sources only; and the layer's directory on this Python.
+.venv/node39) when there is one, compiled and sources only; and the layer's directory on this Python (the
+interpreter the project's venv was made from: the venv's own start-up hooks are not a node's).
 Rounds interleave so noise hits every side alike.
 """
 
@@ -30,6 +31,9 @@ TARGET_MS = 5.0
 NO_OP = b"#!/bin/bash\n:\n"
 REPO = Path(__file__).resolve().parents[1]
 NODE_PYTHON = REPO / ".venv" / "node39" / "bin" / "python"
+# This Python without the project's venv: the venv's site loads the editable install's finder at every start
+# (about 25 ms, a node has no such thing). A venv's python is a link to the interpreter it was made from.
+BASE_PYTHON = str(Path(sys.executable).resolve())
 # `python -I` ignores PYTHONPATH: the layer goes first on sys.path by hand, as the zipapp puts itself there.
 NODE_MAIN = (
     f"import sys; sys.path.insert(0, {str(REPO / 'layers' / 'lifeguard')!r}); "
@@ -84,9 +88,7 @@ def main() -> int:
         config_file = Path(directory) / "config.json"
         config_file.write_text(json.dumps(config))
         boot_args = ["boot", "--config", str(config_file), "--root", directory]
-        processes = {
-            f"layer, this Python {_version(sys.executable)}": [sys.executable, "-I", "-c", NODE_MAIN]
-        }
+        processes = {f"layer, this Python {_version(BASE_PYTHON)}": [BASE_PYTHON, "-I", "-c", NODE_MAIN]}
         if NODE_PYTHON.exists():
             bundle = Path(directory) / "lifeguard-node.pyz"
             sources_only = Path(directory) / "sources-only.pyz"
