@@ -151,6 +151,25 @@ def test_a_timeout_kills_the_whole_process_group_and_exits_124(tmp_path: Path) -
     assert not survived.exists()
 
 
+def test_without_pidfds_popen_s_own_polling_times_a_script_out(
+    tmp_path: Path, started: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel before 5.3 gives no pidfd: a script started by subprocess is waited for by Popen's polling,
+    and its timeout is the same 124 and the same kill of its group."""
+    if started == "spawned":
+        pytest.skip("posix_spawn is used only where pidfds are")
+    monkeypatch.delattr(os, "pidfd_open")
+    survived = tmp_path / "child-survived"
+    result, log = run(
+        tmp_path, f"#!/bin/bash\n(sleep 0.6; touch {survived}) &\nsleep 30\n", timeout_seconds=0.2
+    )
+    assert (result.exit_code, result.error) == (124, "script 'script' timed out after 0.2 s")
+    assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
+    assert run(tmp_path, "#!/bin/bash\nexit 3\n", name="quick")[0].exit_code == 3
+    time.sleep(0.8)
+    assert not survived.exists()
+
+
 @pytest.mark.parametrize("grace", [0.2, 0.5])
 def test_a_script_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path, grace: float) -> None:
     began = time.monotonic()
