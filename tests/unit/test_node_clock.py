@@ -28,10 +28,12 @@ def test_an_offset_shifts_every_time_the_node_side_takes(monkeypatch: pytest.Mon
     assert abs(clock.now() - (time.time() - 3600.5)) < 1
 
 
-@given(st.floats(min_value=0, max_value=4e9))
+@given(st.floats(min_value=-4e9, max_value=4e9))
 @example(1792544247.9999996).via("rounds up into the next second")
 @example(1792544247.0000004).via("rounds down")
 @example(375926671.9173455).via("half a microsecond, as datetime rounds it")
+@example(-5.000000000000001e-07).via("just before the epoch")
+@example(-1.9999996).via("rounds down into the next second, before the epoch")
 def test_a_stamp_is_the_one_datetime_writes(seconds: float) -> None:
     moment = datetime.fromtimestamp(seconds, UTC)
     assert clock.utc_stamp(seconds) == moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -17,7 +17,7 @@ import pytest
 from lifeguard.node.executor import EXIT_COMPLETED, EXIT_TERMINATE, Executor, NodeIdentity
 from lifeguard.node.fetch import ScriptFetcher
 from lifeguard.node.layout import NodeLayout
-from tests.conftest import REPO
+from tests.conftest import NODE_PYTHON, REPO
 
 LAYER = REPO / "layers" / "lifeguard"
 FETCHER = ("lifeguard.node.fetch", "urllib.request", "ssl")
@@ -75,14 +75,17 @@ def config(location: str = "s3://lifeguard-test-bucket/scripts/{index}.sh") -> d
 
 
 def boot_in_fresh_python(
-    root: Path, actions: dict[str, Any], asked_about: tuple[str, ...] = (*FETCHER, *SHIPPER, *DRAIN)
+    root: Path,
+    actions: dict[str, Any],
+    asked_about: tuple[str, ...] = (*FETCHER, *SHIPPER, *DRAIN),
+    python: str = sys.executable,
 ) -> dict[str, Any]:
     config_file = root.parent / f"{root.name}-config.json"
     config_file.write_text(json.dumps(actions))
     asked = json.dumps(asked_about)
     argv = ["boot", "--config", str(config_file), "--root", str(root), "--node-id", "lca-static-1"]
     done = subprocess.run(
-        [sys.executable, "-I", "-c", PROBE, str(LAYER), asked, *argv],
+        [python, "-I", "-c", PROBE, str(LAYER), asked, *argv],
         env={**os.environ, **NO_S3, "LIFEGUARD_FETCH_BACKOFF_SECONDS": "0"},
         capture_output=True,
         text=True,
@@ -109,8 +112,22 @@ def cached_node(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_cached_reboot_loads_neither_the_fetcher_nor_the_shipper(cached_node: Path) -> None:
-    result = boot_in_fresh_python(cached_node, config(), (*FETCHER, *SHIPPER, *DRAIN, *HEAVY))
+# This Python, and the node's (Python 3.9, as setup.sh makes it) when there is one.
+PYTHONS = [
+    pytest.param(sys.executable, id="this-python"),
+    pytest.param(
+        str(NODE_PYTHON),
+        id="node-python",
+        marks=pytest.mark.skipif(
+            not NODE_PYTHON.exists(), reason="no .venv/node39: setup.sh found no python3.9"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_a_cached_reboot_loads_neither_the_fetcher_nor_the_shipper(cached_node: Path, python: str) -> None:
+    result = boot_in_fresh_python(cached_node, config(), (*FETCHER, *SHIPPER, *DRAIN, *HEAVY), python)
     assert result == {"exit_code": EXIT_COMPLETED, "loaded": []}
     assert len(records(cached_node, "Reusing cached script (CACHE_ONCE)")) == SCRIPTS
     assert len(records(cached_node, "script completed")) == 2 * SCRIPTS  # the first boot and this reboot
@@ -131,3 +148,35 @@ def test_a_script_that_must_be_fetched_loads_the_fetcher_on_the_spot(
     assert failure["error"].startswith("cannot fetch s3://lifeguard-test-bucket/moved/0.sh after 3 attempts")
     assert "127.0.0.1:9" in failure["error"]
     assert failure["exit_code"] is None
+
+
+# `python -m lifeguard.node` with its `main` replaced: what the collector is when `main` runs, and after an
+# import of the CLI that fails.
+ENTRY_PROBE = """
+import gc, runpy, sys
+sys.path.insert(0, sys.argv[1])
+import lifeguard.node.cli as cli
+cli.main = lambda: print("main", gc.isenabled()) or 0
+try:
+    runpy.run_module("lifeguard.node", run_name="__main__")
+except SystemExit as done:
+    print("exit", done.code)
+sys.modules["lifeguard.node.cli"] = None  # the next import of it fails
+try:
+    runpy.run_module("lifeguard.node", run_name="__main__")
+except ImportError:
+    print("import failed", gc.isenabled())
+"""
+
+
+def test_the_entry_point_collects_garbage_again_once_its_imports_are_done() -> None:
+    """The bundle's `__main__` turns the collector off while the CLI loads, and on again before `main`,
+    even when the import fails: `ship` and the drain watcher run for the node's life."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", ENTRY_PROBE, str(LAYER)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["main True", "exit 0", "import failed True"]

@@ -5,7 +5,8 @@ import sys
 
 # The imports make nothing to collect: the collector's passes over them were 2-4 ms of every start.
 gc.disable()
-from lifeguard.node.cli import main  # noqa: E402
-
-gc.enable()
+try:
+    from lifeguard.node.cli import main
+finally:
+    gc.enable()  # `ship` and the drain watcher run for the node's life: they collect as any process does
 sys.exit(main())

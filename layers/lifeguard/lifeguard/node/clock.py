@@ -37,9 +37,11 @@ def now() -> float:
 def utc_stamp(seconds: float, *, fraction: bool = True) -> str:
     """`seconds` as `2026-10-21T01:12:42.123456Z` (without `.123456` when not `fraction`): the time module's
     work, so a boot does not load `datetime` for its log lines."""
-    whole = math.floor(seconds)
-    micro = round((seconds - whole) * 1_000_000)  # to the nearest, as datetime rounds
-    if micro == 1_000_000:
-        whole, micro = whole + 1, 0
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    part, whole = math.modf(seconds)  # split and rounded as datetime.fromtimestamp does it
+    micro = round(part * 1_000_000)
+    if micro >= 1_000_000:
+        whole, micro = whole + 1, micro - 1_000_000
+    elif micro < 0:
+        whole, micro = whole - 1, micro + 1_000_000
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(whole)))
     return f"{stamp}.{micro:06d}Z" if fraction else f"{stamp}Z"
