@@ -3,6 +3,7 @@ as a shell reports it, and a timeout that kills its whole process group."""
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import time
@@ -166,6 +167,30 @@ def test_without_pidfds_popen_s_own_polling_times_a_script_out(
     assert (result.exit_code, result.error) == (124, "script 'script' timed out after 0.2 s")
     assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
     assert run(tmp_path, "#!/bin/bash\nexit 3\n", name="quick")[0].exit_code == 3
+    time.sleep(0.8)
+    assert not survived.exists()
+
+
+def test_without_a_descriptor_for_a_pidfd_a_script_is_still_waited_for_and_timed_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node out of file descriptors cannot open a pidfd for a script it started: the run is polled
+    for instead, its exit status and its timeout as ever, and no script outlives its run."""
+
+    def out_of_descriptors(pid: int) -> int:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(os, "pidfd_open", out_of_descriptors)
+    assert run(tmp_path, "#!/bin/bash\nexit 3\n", name="quick")[0].exit_code == 3
+    survived = tmp_path / "child-survived"
+    result, log = run(
+        tmp_path,
+        f"#!/bin/bash\ntrap '' TERM\n(sleep 0.6; touch {survived}) &\nsleep 30\n",
+        timeout_seconds=0.2,
+        kill_grace_seconds=0.2,
+    )
+    assert (result.exit_code, result.error) == (124, "script 'script' timed out after 0.2 s")
+    assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
     time.sleep(0.8)
     assert not survived.exists()
 

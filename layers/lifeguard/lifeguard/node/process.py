@@ -25,6 +25,7 @@ import json
 import os
 import select
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Union
@@ -113,18 +114,36 @@ class _Spawned:
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
-        if self.returncode is not None:
-            return self.returncode
-        if timeout is not None:
-            pidfd = os.pidfd_open(self.pid)
-            try:
-                if not select.select([pidfd], [], [], timeout)[0]:
-                    raise TimeoutError(timeout)
-            finally:
-                os.close(pidfd)
-        _, status = os.waitpid(self.pid, 0)
-        self.returncode = os.waitstatus_to_exitcode(status)
+        if self.returncode is None and timeout is not None and not self._ends_within(timeout):
+            raise TimeoutError(timeout)
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
+
+    def _ends_within(self, timeout: float) -> bool:
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except OSError:  # no descriptor to be had (EMFILE, ENFILE): poll, as Popen does
+            return self._polled(timeout)
+        try:
+            return bool(select.select([pidfd], [], [], timeout)[0])
+        finally:
+            os.close(pidfd)
+
+    def _polled(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        delay = 0.0005
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
 
 
 def _spawn(command: list[str], fd: int, env: Mapping[str, str]) -> _Spawned:
