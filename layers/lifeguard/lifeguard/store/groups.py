@@ -127,7 +127,11 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
     unchanged = state.unchanged_body()
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
-    if changes is None or sum(len(c) + len(g) for c, g in changes.values()) > MAP_CHANGES_MAX:
+    count = 0
+    if changes is not None:
+        for changed, gone in changes.values():
+            count += len(changed) + len(gone)
+    if changes is None or count > MAP_CHANGES_MAX:
         if unchanged is None or state.checked_apart or state.checked_moved() is not None:
             unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
         text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
@@ -162,18 +166,17 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
             names["#cv"] = CHECKED_VERSION
             sets.append("#cv = :next")
             apart = True
-    for name, (map_name, added, removed) in zip(MAPS, _PLACEHOLDERS, strict=True):
+    for name, map_name, added, removed, encode in _MAP_WRITES:
         changed, gone = changes[name]
         if not (changed or gone):
             continue  # DynamoDB refuses a name the expressions do not use
         names[map_name] = name
-        encode = _ENCODE[name]
-        for (entry, value), (entry_name, value_name, assignment) in zip(
-            changed.items(), added[: len(changed)], strict=True
-        ):
-            names[entry_name], values[value_name] = entry, encode(value)
+        # Each change takes the next placeholder: there are MAP_CHANGES_MAX, and a map holds no more (above).
+        for (entry, value), (entry_name, value_name, assignment) in zip(changed.items(), added, strict=False):
+            names[entry_name] = entry
+            values[value_name] = encode(value)
             sets.append(assignment)
-        for entry, (entry_name, removal) in zip(gone, removed[: len(gone)], strict=True):
+        for entry, (entry_name, removal) in zip(gone, removed, strict=False):
             names[entry_name] = entry
             removes.append(removal)
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
@@ -196,6 +199,11 @@ _PLACEHOLDERS: tuple[tuple[str, list[tuple[str, str, str]], list[tuple[str, str]
         [(f"#m{m}r{n}", f"#m{m}.#m{m}r{n}") for n in range(MAP_CHANGES_MAX)],
     )
     for m in range(len(MAPS))
+)
+# Per map: its name, its placeholders and how its entries are encoded, in one row.
+_MAP_WRITES = tuple(
+    (name, map_name, added, removed, _ENCODE[name])
+    for name, (map_name, added, removed) in zip(MAPS, _PLACEHOLDERS, strict=True)
 )
 
 
