@@ -108,9 +108,8 @@ class _Spawned:
     """A script started by posix_spawn, waited for as a Popen is (-N when signal N killed it), but for
     its timeout: TimeoutError."""
 
-    def __init__(self, pid: int, args: Sequence[str]) -> None:
+    def __init__(self, pid: int) -> None:
         self.pid = pid
-        self.args = args
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
@@ -166,7 +165,7 @@ def _spawn(command: list[str], fd: int, env: Mapping[str, str]) -> _Spawned:
         setsid=True,
         setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),
     )
-    return _Spawned(pid, command)
+    return _Spawned(pid)
 
 
 _Process = Union["subprocess.Popen[bytes]", _Spawned]
@@ -262,7 +261,7 @@ def _wait(process: _Process, timeout_seconds: float) -> int:
     end only at its next poll: milliseconds per script)."""
     try:
         pidfd = os.pidfd_open(process.pid)
-    except (AttributeError, OSError):  # not Linux 5.3+: Popen's own polling
+    except (AttributeError, OSError):  # not Linux 5.3+, or no descriptor to be had: polling
         return _waited(process, timeout_seconds)
     try:
         ready, _, _ = select.select([pidfd], [], [], timeout_seconds)
