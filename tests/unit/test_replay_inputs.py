@@ -179,6 +179,31 @@ def test_a_lifeguard_event_of_no_known_detail_type_or_without_detail_is_damage(t
     assert "line 10 (a Lifeguard event without a detail)" in inputs.notes[0]
 
 
+def test_an_event_eventbridge_would_not_deliver_is_damage_named_by_its_field(tmp_path: Path) -> None:
+    detected = json.loads((EVENTS / "eventbridge" / "bootstrap-loop-detected.json").read_text())
+    call = json.loads((EVENTS / "cloudtrail" / "update-compute-node-group.json").read_text())
+    untimed = {**detected, "time": "at dawn"}
+    unaccounted = {key: value for key, value in detected.items() if key != "account"}
+    nowhere = {**call, "resources": "arn:aws:pcs:us-east-1:123456789012:cluster/pcs_abc123de45"}
+    lines = [json.dumps(event) for event in (detected, untimed, unaccounted, call, nowhere)]
+    inputs = read_inputs([write(tmp_path, "\n".join(lines) + "\n")])
+    assert [type(item).__name__ for item in inputs.items] == ["ControllerEvent", "ApiCall"]
+    assert inputs.skipped == 3
+    [note] = inputs.notes
+    assert "line 2 (not an event as EventBridge delivers it: time: Input should be a valid datetime" in note
+    assert "line 3 (not an event as EventBridge delivers it: account: Field required)" in note
+    assert "line 5 (not an event as EventBridge delivers it: resources: Input should be a valid list)" in note
+
+
+def test_a_bare_cloudtrail_record_needs_no_eventbridge_envelope(tmp_path: Path) -> None:
+    record = json.loads((EVENTS / "cloudtrail" / "update-compute-node-group.json").read_text())["detail"]
+    inputs = read_inputs([write(tmp_path, json.dumps(record) + "\n")])
+    [call] = inputs.items
+    assert isinstance(call, ApiCall)
+    assert inputs.skipped == 0
+    assert call.event["detail"] == record
+
+
 def test_times_beyond_any_date_are_no_time() -> None:
     assert row_time({"event_timestamp": 10**20}) is None
     assert row_time({"event_timestamp": True}) is None

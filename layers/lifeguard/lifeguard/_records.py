@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from lifeguard.schema import Invalid, Problem
 
@@ -45,7 +45,15 @@ def reason_of(problem: str | Invalid) -> str:
     return f"{'missing' if first['type'] == 'missing' else 'invalid'} {location}"
 
 
-def describe_validation_error(exc: Invalid) -> str:
+class ValidationProblems(Protocol):
+    """A failed validation: `Invalid`, or pydantic's `ValidationError` (the CLI's models)."""
+
+    def errors(self) -> Sequence[Mapping[str, Any]]:
+        """Each problem's `loc`, `type` and `msg`."""
+        ...
+
+
+def describe_validation_error(exc: ValidationProblems) -> str:
     """The first problem of a validation as `field.path: message (and N more)` (just the message when it
     is about the whole value)."""
     errors = exc.errors()

@@ -41,6 +41,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lifeguard._records import describe_validation_error
 from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, clip, pcs_pattern
 from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
 from lifeguard.event_contract import DETAIL_TYPES
@@ -470,10 +471,13 @@ class _Reading:
         if isinstance(control, dict):
             self.items.append(_control(control, self._where(where)))
         elif call is not None:
-            if call.record.get("eventName") in CHANGE_CALLS:
-                self.items.append(call)
-            else:
+            if call.record.get("eventName") not in CHANGE_CALLS:
                 self.passed_over += 1
+            elif (problem := _not_delivered(row)) is not None:
+                self.malformed.append((where, problem))
+                return
+            else:
+                self.items.append(call)
         elif _is_cloudtrail(row):
             self.passed_over += 1
         elif row.get("source") == LIFEGUARD_SOURCE and "detail-type" in row:
@@ -483,6 +487,10 @@ class _Reading:
                 return
             if not isinstance(row.get("detail"), dict):
                 self.malformed.append((where, "a Lifeguard event without a detail"))
+                return
+            problem = _not_delivered(row)
+            if problem is not None:
+                self.malformed.append((where, problem))
                 return
             self.items.append(ControllerEvent(row))
         elif row.get("kind") == "script_run" or any(key in row for key in _SCALING_LOG_KEYS):
@@ -531,6 +539,23 @@ def _is_log_export(data: Mapping[str, Any]) -> bool:
     if any(key in data for key in _LOG_EXPORT_KEYS):
         return True
     return bool(events) and all(isinstance(event, Mapping) and "message" in event for event in events)
+
+
+def _not_delivered(row: Mapping[str, Any]) -> str | None:
+    """Why `row`, an EventBridge event, is not one as EventBridge delivers it (Powertools' `EventBridgeModel`:
+    `version`, `id`, `account`, `time`, `region`, `resources` and the rest, each of its kind), else None.
+    A bare CloudTrail record, which a replay wraps itself, is not asked. The functions a replay feeds read
+    what EventBridge gives them, and nothing less is fed to them."""
+    if "detail-type" not in row:
+        return None
+    from aws_lambda_powertools.utilities.parser.models import EventBridgeModel  # pydantic: 0.1 s, once
+    from pydantic import ValidationError
+
+    try:
+        EventBridgeModel.model_validate(row)
+    except ValidationError as exc:
+        return f"not an event as EventBridge delivers it: {clip(describe_validation_error(exc), 200)}"
+    return None
 
 
 def _is_cloudtrail(row: Mapping[str, Any]) -> bool:
