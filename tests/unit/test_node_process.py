@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -193,6 +195,34 @@ def test_without_a_descriptor_for_a_pidfd_a_script_is_still_waited_for_and_timed
     assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
     time.sleep(0.8)
     assert not survived.exists()
+
+
+@pytest.fixture
+def descriptors_past_1024() -> Iterator[None]:
+    """More than 1,024 descriptors open, as on a node whose limit is higher and whose boot holds many files:
+    the next one opened, a script's pidfd among them, is numbered past what select can take."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"the hard limit on open files is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert held[-1] >= 1024
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.usefixtures("descriptors_past_1024")
+def test_a_script_started_with_descriptors_past_1024_open_is_waited_for_and_timed_out(tmp_path: Path) -> None:
+    assert run(tmp_path, "#!/bin/bash\nexit 3\n", name="quick")[0].exit_code == 3
+    result, log = run(
+        tmp_path, "#!/bin/bash\ntrap '' TERM\nsleep 30\n", timeout_seconds=0.2, kill_grace_seconds=0.2
+    )
+    assert (result.exit_code, result.error) == (124, "script 'script' timed out after 0.2 s")
+    assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
 
 
 @pytest.mark.parametrize("grace", [0.2, 0.5])

@@ -126,7 +126,7 @@ class _Spawned:
         except OSError:  # no descriptor to be had (EMFILE, ENFILE): poll, as Popen does
             return self._polled(timeout)
         try:
-            return bool(select.select([pidfd], [], [], timeout)[0])
+            return _ended(pidfd, timeout)
         finally:
             os.close(pidfd)
 
@@ -264,12 +264,19 @@ def _wait(process: _Process, timeout_seconds: float) -> int:
     except (AttributeError, OSError):  # not Linux 5.3+, or no descriptor to be had: polling
         return _waited(process, timeout_seconds)
     try:
-        ready, _, _ = select.select([pidfd], [], [], timeout_seconds)
-        if not ready:
+        if not _ended(pidfd, timeout_seconds):
             raise TimeoutError(timeout_seconds)
         return process.wait()
     finally:
         os.close(pidfd)
+
+
+def _ended(pidfd: int, timeout_seconds: float) -> bool:
+    """Whether the process of `pidfd` ends within the timeout. poll, not select: select refuses a
+    descriptor numbered 1024 or more, which a node with a higher limit and many files open can hand out."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(max(timeout_seconds, 0.0) * 1000))
 
 
 def _kill(process: _Process, grace_seconds: float) -> None:
