@@ -7,12 +7,13 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import time
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Node
+from tests.integration.conftest import LIFEGUARD_NODE, Node
 
 pytestmark = pytest.mark.integration
 
@@ -149,6 +150,22 @@ def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> Non
     again = node.boot(node.config("article-terminate"))
     assert again.returncode == 4
     assert [r["first_boot"] for r in messages(node, "boot started")] == [True, True]
+
+
+def test_a_failure_is_one_even_when_the_boot_was_started_with_sigchld_ignored(node: Node) -> None:
+    """An ignored SIGCHLD is kept across exec: a boot started so would otherwise have each script reaped by
+    the kernel, its exit status lost."""
+    ignoring = [
+        sys.executable,
+        "-c",
+        "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); "
+        "os.execv(sys.argv[1], sys.argv[1:])",
+        str(LIFEGUARD_NODE),
+    ]
+    result = node.boot(node.config("article-terminate"), command=ignoring)
+    assert result.returncode == 4, result.stderr
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert (failure["on_error"], failure["exit_code"]) == ("Terminate", 1)
 
 
 def test_continue_records_the_failure_and_goes_on(node: Node) -> None:

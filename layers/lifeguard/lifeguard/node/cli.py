@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -225,6 +226,9 @@ def _boot(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     with contextlib.suppress(OSError):  # the scripts' directory: there they start without a fork (process.py)
         os.chdir(layout.root)
+    # An ignored SIGCHLD, kept across exec from whatever started the boot, has the kernel reap each script:
+    # its exit status would be lost, and a failure read as a success.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     result = executor.boot()
     _report(result, as_json=args.json)
     return result.exit_code
