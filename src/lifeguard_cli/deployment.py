@@ -8,6 +8,7 @@ own (environment, profile), else the `region` `sam deploy --guided` saved in tha
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -157,7 +158,9 @@ def aws_error_line(exc: BaseException) -> str | None:
 
 
 def aws_session(region: str | None, profile: str | None, fallback_region: str | None = None) -> Any:
-    """A boto3 session of `profile` in `region`, else boto3's own region, else `fallback_region`."""
+    """A boto3 session of `profile` in `region`, else `AWS_REGION` (which the AWS CLI and the other SDKs
+    put before the rest; boto3 alone reads it not), else boto3's own region (`AWS_DEFAULT_REGION`, the
+    profile's), else `fallback_region`."""
     import boto3
     import botocore.session
     from botocore.exceptions import ProfileNotFound
@@ -165,6 +168,7 @@ def aws_session(region: str | None, profile: str | None, fallback_region: str | 
     from lifeguard.aws.clients import with_pcs_model
 
     core = botocore.session.Session(profile=profile)
+    region = region or os.environ.get("AWS_REGION") or None
     try:
         with_pcs_model(core)
         if region is None and core.get_config_variable("region") is None:

@@ -236,6 +236,24 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
     assert len(missing.stderr.splitlines()) == 1
 
 
+def test_the_region_is_region_then_aws_region_then_aws_default_region(env: Env, local: Any) -> None:
+    """As the AWS CLI takes it: `AWS_REGION` before `AWS_DEFAULT_REGION` (boto3 alone reads only the
+    second), and `--region` before both."""
+    deployed = create_deployed_stack(local.client, f"op-{uuid.uuid4().hex[:8]}")
+    environ = {k: v for k, v in env.environ.items() if k not in {"LIFEGUARD_TABLE", "AWS_REGION"}}
+    environ = {**environ, "AWS_CONFIG_FILE": os.devnull, "AWS_DEFAULT_REGION": "eu-west-1"}
+    stack = ("status", "--stack-name", deployed.stack_name, "--json")
+    elsewhere = Env(environ, env.api).run(*stack, local=False)
+    assert elsewhere.stderr.startswith(f"lifeguard status: no stack {deployed.stack_name} in eu-west-1: ")
+    found = Env({**environ, "AWS_REGION": "us-east-1"}, env.api).run(*stack, local=False)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["stack"]["region"] == "us-east-1"
+    told = Env({**environ, "AWS_REGION": "us-east-1"}, env.api).run(
+        *stack, "--region", "eu-west-1", local=False
+    )
+    assert told.stderr.startswith(f"lifeguard status: no stack {deployed.stack_name} in eu-west-1: ")
+
+
 @pytest.mark.parametrize(
     ("setting", "line"),
     [
