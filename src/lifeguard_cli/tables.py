@@ -3,8 +3,10 @@
 The console is as wide as the terminal, or `COLUMNS`, or 80 when the output is piped; piped lines carry
 no trailing padding. A table made by `table()` wraps its cells at word boundaries and never breaks a
 word of up to `WORD_MAX` characters (an event name, `executionPolicy`, a group id): each column is at
-least as wide as its longest such word, and only longer words are folded. `show()` prints a table that
-cannot fit so with its columns stacked instead: each row a block of `column  value` lines.
+least as wide as its longest such word, and only longer words are folded. A longer word that a line can
+hold (a script's S3 location) is kept whole too when the table, or the table with its last column under
+each row, can hold it so. `show()` prints a table that cannot fit with its columns stacked instead: each
+row a block of `column  value` lines.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()) 
     return made
 
 
-def keep_words_whole(made: Table, width: int) -> bool:
-    """Fix each column's width so that `made` fits `width` with no word of up to WORD_MAX characters
+def keep_words_whole(made: Table, width: int, word_max: int = WORD_MAX) -> bool:
+    """Fix each column's width so that `made` fits `width` with no word of up to `word_max` characters
     broken. Each column gets its longest such word; what is left goes first to the cells (the columns
     that want least first, each at most an even share of what remains), then to headers, which wrap
     rather than take room from cells. False (and `made` unchanged) when even the words cannot fit."""
@@ -74,7 +76,7 @@ def keep_words_whole(made: Table, width: int) -> bool:
     least, cells_most, header_most = [], [], []
     for column in columns:
         header, cells = _text(column.header), [_text(cell) for cell in column._cells]
-        words = [w for text in [header, *cells] for w in text.split() if len(w) <= WORD_MAX]
+        words = [w for text in [header, *cells] for w in text.split() if len(w) <= word_max]
         least.append(max(map(len, words), default=1))
         cells_most.append(max([least[-1], *(len(line) for text in cells for line in text.splitlines())]))
         header_most.append(max([cells_most[-1], *(len(line) for line in header.splitlines())]))
@@ -103,22 +105,26 @@ def show(out: Console, made: Table) -> None:
 
     for column in made.columns:
         column._cells = [Text(cell) if isinstance(cell, str) else cell for cell in column._cells]
-    if keep_words_whole(made, out.width):
-        out.print(made)
-    elif len(made.columns) > 2 and _show_last_under(out, made):
-        pass
-    else:
-        _show_stacked(out, made)
+    for word_max in (out.width - _UNDER, WORD_MAX):  # every word a line holds whole, else the short ones
+        if keep_words_whole(made, out.width, word_max):
+            out.print(made)
+            return
+        if len(made.columns) > 2 and _show_last_under(out, made, word_max):
+            return
+    _show_stacked(out, made)
 
 
-def _show_last_under(out: Console, made: Table) -> bool:
+_UNDER = 4  # the indent of a last column shown under its row
+
+
+def _show_last_under(out: Console, made: Table, word_max: int) -> bool:
     from rich.padding import Padding
 
     *lead, last = made.columns
     heading = _like(made, lead, title=made.title)
     for index in range(made.row_count):
         heading.add_row(*(column._cells[index] for column in lead))
-    if not keep_words_whole(heading, out.width):
+    if not keep_words_whole(heading, out.width, word_max):
         return False
     widths = [column.width for column in heading.columns]
     heading.rows.clear()
@@ -132,7 +138,7 @@ def _show_last_under(out: Console, made: Table) -> bool:
         row.add_row(*(column._cells[index] for column in lead))
         out.print(row)
         if _text(last._cells[index]).strip():
-            out.print(Padding(last._cells[index], (0, 0, 0, 4)))
+            out.print(Padding(last._cells[index], (0, 0, 0, _UNDER)))
     return True
 
 

@@ -53,6 +53,21 @@ def test_a_last_column_too_wide_goes_under_each_row() -> None:
     assert max(len(line.rstrip()) for line in lines) <= 60
 
 
+def test_a_word_longer_than_the_cap_is_kept_whole_where_its_row_can_hold_it() -> None:
+    """A script's location is one word of 42 characters: at 80 columns it goes whole under its row rather
+    than folded into a narrow column ("(s3://lca-scripts-ex" / "ample/scripts/fail.s")."""
+    change = "revert: fail-terminate: removed (s3://lca-scripts-example/scripts/fail.sh, onError TERMINATE)"
+    row = ("bad change, revert", "BootstrapLoopDetected, RemediationApplied, LoopResolved", "3 SNS", change)
+    text = rendered(80, row, columns=("scenario", "events", "notifications", "changes"))
+    assert "(s3://lca-scripts-example/scripts/fail.sh," in text.split()
+    assert max(len(line.rstrip()) for line in text.splitlines()) <= 80
+    assert (
+        len(rendered(200, row, columns=("scenario", "events", "notifications", "changes")).splitlines()) == 2
+    )
+    unbroken = "s3://" + "x" * 120  # longer than any line: folded, as before
+    assert max(len(line) for line in rendered(80, ("t", "w", unbroken)).splitlines()) <= 80
+
+
 def test_columns_too_many_for_the_width_are_stacked_one_block_a_row() -> None:
     columns = ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned")
     row = ("nodeBootstrapped", "0", "fail-terminate", "s3://b/k.sh", "-", "TERMINATE (default)", "ONCE", "no")
