@@ -199,9 +199,13 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     detail = {"cluster_id": "pcs_abc123de45", "compute_node_group_id": "pcs_abcdef01", "undo": command}
     summary = summarize("RemediationApplied", detail)
     assert summary.console == url
-    assert summary.text().endswith(f"Console: {url}\nUndo: {command}\n")
+    assert summary.text().endswith(
+        f"Console: {url} (then Compute node groups › pcs_abcdef01)\nUndo: {command}\n"
+    )
     texts = [block["text"]["text"] for block in slack_message(summary, detail)["blocks"] if "text" in block]
-    assert f"<{url}|Open the cluster in the AWS PCS console>" in texts
+    assert (
+        f"<{url}|Open the cluster in the AWS PCS console>, then Compute node groups › pcs_abcdef01" in texts
+    )
     monkeypatch.setenv("LIFEGUARD_STACK_NAME", "x; rm -rf /")  # never into a command
     monkeypatch.setenv("AWS_REGION", "eu-west-1/../evil")
     assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45")

@@ -88,7 +88,7 @@ def slack_message(
     if summary.undo:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Undo*: `{summary.undo}`"}})
     if summary.console:
-        link = f"<{summary.console}|Open the cluster in the AWS PCS console>"
+        link = f"<{summary.console}|Open the cluster in the AWS PCS console>, then {summary.console_way}"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": link}})
     if summary.problems:
         lines = "\n".join(f"• {line}" for line in summary.problems)

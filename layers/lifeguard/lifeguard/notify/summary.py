@@ -71,8 +71,16 @@ class Summary:
     diff: tuple[str, ...]
     undo: str | None
     problems: tuple[str, ...] = ()
-    console: str | None = None  # the cluster's page in the PCS console
+    # The cluster's page in the PCS console, and the way from it to the group: the console has no address
+    # of a group's own that AWS documents (its guide: select the cluster, Compute node groups, the group).
+    console: str | None = None
+    console_group: str = ""
     evidence_title: str = "Evidence"  # a review's evidence is its risks
+
+    @property
+    def console_way(self) -> str:
+        """From the cluster's page to the group's."""
+        return f"Compute node groups › {self.console_group}"
 
     def text(self) -> str:
         """The summary as plain text (SNS body, Slack fallback)."""
@@ -88,7 +96,7 @@ class Summary:
         if self.diff:
             lines += ["Change:", *(f"  {line}" for line in self.diff)]
         if self.console:
-            lines.append(f"Console: {self.console}")
+            lines.append(f"Console: {self.console} (then {self.console_way})")
         if self.undo:
             lines.append(f"Undo: {self.undo}")
         if self.problems:
@@ -162,6 +170,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         diff=diff,
         undo=detail.get("undo") or None,
         console=console_url(str(cluster), deployed_in()[1]),
+        console_group=str(group),
         problems=tuple(clip(problem, 300) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
