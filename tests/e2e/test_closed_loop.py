@@ -59,7 +59,7 @@ def test_quarantine_ends_with_fail_terminate_on_stop_sequence_and_nothing_else_c
     assert applied["diff"] == [
         {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
     ]
-    assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"
+    assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
     sent = channels(document)
     assert [n["attributes"]["event"] for n in sent["sns"]] == ["BootstrapLoopDetected", "RemediationApplied"]
     assert all(len(n["subject"]) < 100 for n in sent["sns"])
@@ -209,7 +209,7 @@ def test_a_kept_node_still_failing_its_script_contains_the_loop_and_resolves_not
         "fail-terminate",
         "STOP_SEQUENCE",
     )
-    assert contained["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"
+    assert contained["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
     sent = channels(document)
     assert [n["attributes"]["event"] for n in sent["sns"]][-1] == "LoopContained"
     assert "Contained, not fixed" in sent["sns"][-1]["subject"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -70,13 +71,19 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
 
 def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[str, str]) -> None:
     streams = [str(STREAMS / f"article-terminate-{name}.jsonl") for name in ("loop", "node-reports")]
-    kept = lifeguard("replay", "--keep", "--mode", "quarantine", *streams, env=env)
+    kept = lifeguard("replay", "--keep", "--json", "--mode", "quarantine", *streams, env=env)
     assert kept.returncode == 0, kept.stderr
-    assert "RemediationApplied" in kept.stdout
+    (applied,) = [
+        e["detail"] for e in json.loads(kept.stdout)["events"] if e["detail-type"] == "RemediationApplied"
+    ]
     assert "kept: the local AWS serves on" in kept.stderr
     (row,) = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)["groups"]
     assert (row["compute_node_group_id"], row["mode"]) == ("pcs_abcdef01", "quarantine (default)")
-    undone = lifeguard("undo", "pcs_abcdef01", "--local", "--yes", env=env)
+    # The notification's undo line, pasted as it is (--yes: no terminal here to answer its question).
+    assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
+    program, *arguments = shlex.split(applied["undo"])
+    assert program == "lifeguard"
+    undone = lifeguard(*arguments, "--yes", env=env)
     assert undone.returncode == 0, undone.stderr
     assert undone.stdout.rstrip().endswith("applied")
     history = json.loads(lifeguard("history", "pcs_abcdef01", "--local", "--json", env=env).stdout)

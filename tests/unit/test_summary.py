@@ -206,6 +206,9 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     assert (
         f"<{url}|Open the cluster in the AWS PCS console>, then Compute node groups › pcs_abcdef01" in texts
     )
+    monkeypatch.setenv("LIFEGUARD_ON_LOCAL_AWS", "1")  # a replay's, pasted after it: never the stack's
+    assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45 --local")
+    monkeypatch.delenv("LIFEGUARD_ON_LOCAL_AWS")
     monkeypatch.setenv("LIFEGUARD_STACK_NAME", "x; rm -rf /")  # never into a command
     monkeypatch.setenv("AWS_REGION", "eu-west-1/../evil")
     assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45")

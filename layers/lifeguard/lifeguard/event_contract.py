@@ -40,6 +40,7 @@ __all__ = [
     "DETAIL_KEYS",
     "DETAIL_TYPES",
     "ENTRY_MAX_BYTES",
+    "LOCAL_AWS_VARIABLE",
     "SIGNALS",
     "SOURCE",
     "ControllerEvent",
@@ -299,12 +300,21 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
 
 def undo_command(cluster_id: str, group_id: str) -> str:
     """The command that puts back the configuration from before Lifeguard's last change, to be pasted as
-    it is: in the stack (LIFEGUARD_STACK_NAME, which template.yaml sets) with its stack and region."""
+    it is: in the stack (LIFEGUARD_STACK_NAME, which template.yaml sets) with its stack and region; in a
+    replay or simulation (`LOCAL_AWS_VARIABLE`) with `--local`."""
+    import os
+
     command = f"lifeguard undo {group_id} --cluster {cluster_id}"
+    if os.environ.get(LOCAL_AWS_VARIABLE) == "1":
+        return f"{command} --local"
     stack, region = deployed_in()
     if stack:
         command += f" --stack-name {stack}" + (f" --region {region}" if region else "")
     return command
+
+
+# Set by `lifeguard replay` and `simulate` while the functions run against the local AWS.
+LOCAL_AWS_VARIABLE = "LIFEGUARD_ON_LOCAL_AWS"
 
 
 def deployed_in() -> tuple[str | None, str | None]:

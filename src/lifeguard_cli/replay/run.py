@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import clip, event_time
 from lifeguard.errors import LifeguardError
+from lifeguard.event_contract import LOCAL_AWS_VARIABLE
 from lifeguard_cli.replay.bus import STACK_BUS, LocalBus, template_rules
 from lifeguard_cli.replay.errors import InvalidNodeBundleError, ReplayError
 from lifeguard_cli.replay.inputs import (
@@ -59,6 +61,7 @@ __all__ = [
     "build_handlers",
     "handler_logs",
     "node_bundle_at",
+    "on_local_aws",
     "replay",
 ]
 
@@ -113,6 +116,7 @@ def replay(
         local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws,
         serve_slack() as slack,
         handler_logs(verbose),
+        on_local_aws(),
     ):
         clients = LocalClients(aws)
         sqs, pcs = clients("sqs"), clients("pcs")
@@ -457,6 +461,22 @@ class _CurrentStderr:
 
     def flush(self) -> None:
         sys.stderr.flush()
+
+
+@contextlib.contextmanager
+def on_local_aws() -> Iterator[None]:
+    """The functions run against the local AWS: the undo line of their notifications says `--local`
+    (`undo_command`), so that pasted after `replay --keep` it undoes there, and never in the account
+    whose ids the records carry. Put back as found after."""
+    saved = os.environ.get(LOCAL_AWS_VARIABLE)
+    os.environ[LOCAL_AWS_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(LOCAL_AWS_VARIABLE, None)
+        else:
+            os.environ[LOCAL_AWS_VARIABLE] = saved
 
 
 @contextlib.contextmanager

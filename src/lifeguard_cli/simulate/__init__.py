@@ -78,7 +78,7 @@ class Simulator:
     def __enter__(self) -> Simulator:
         from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
         from lifeguard_cli.local.slack import serve_slack
-        from lifeguard_cli.replay.run import handler_logs
+        from lifeguard_cli.replay.run import handler_logs, on_local_aws
         from lifeguard_cli.simulate.nodehost import NodeHost
 
         stack = self._stack.__enter__()
@@ -87,6 +87,7 @@ class Simulator:
             self.aws = stack.enter_context(local_aws(LocalPcs(clock=self.clock, update_seconds=60)))
             self.slack = stack.enter_context(serve_slack())
             stack.enter_context(handler_logs(self._verbose))
+            stack.enter_context(on_local_aws())
             scratch = tempfile.TemporaryDirectory(prefix="lifeguard-simulate-")
             self.workdir = Path(stack.enter_context(scratch))
             self.host = NodeHost({**os.environ, **self.aws.environ()})
