@@ -1,4 +1,4 @@
-"""`lifeguard lint`: validate configs, list every problem with its path, and warn about risks.
+"""`lifeguard lint`: validate configs, find every problem with its path, and warn about risks.
 
 A plain file (bare config, request, response) is one result; a CloudFormation/SAM template is one result
 per `AWS::PCS::ComputeNodeGroup` with `NodeLifecycleActions`, checked by `lifeguard_cli.cloudformation`
@@ -33,7 +33,11 @@ from lifeguard_cli.documents import (
 from lifeguard_cli.tables import show
 from lifeguard_cli.tables import table as make_table
 
-__all__ = ["LintResult", "lint_files", "render_lint"]
+__all__ = ["PROBLEMS_SHOWN", "LintResult", "lint_files", "render_lint"]
+
+# The problems of one file or group listed for people, its first ones (all are counted; --json lists
+# every one): a file of thousands of broken scripts is read in a screen, not in 110,000 lines.
+PROBLEMS_SHOWN = 100
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,10 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
             count = len(document.problems)
             header.append(f"  invalid: {count} problem{'s' if count != 1 else ''}", style="bold red")
             console.print(header)
-            for problem in document.problems:
-                _labelled(console, ("error", "red"), Text(str(problem)))
+            shown = document.problems[:PROBLEMS_SHOWN]
+            _labelled(console, ("error", "red"), *(Text(str(problem)) for problem in shown))
+            if count > len(shown):
+                console.print(f"  … and {count - len(shown)} more (--json lists every one)", markup=False)
         elif document.config is None and document.resource is None:
             # A template without node groups: its one note is the verdict.
             console.print(header.append(f"  {document.notes[0].message}" if document.notes else ""))
@@ -204,13 +210,14 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
         console.print()
 
 
-def _labelled(console: Console, label: tuple[str, str], message: Text) -> None:
-    """`  error message…`, the message wrapping under itself, not under the label."""
-    line = Table.grid(padding=(0, 1), pad_edge=False)
-    line.add_column(no_wrap=True)
-    line.add_column(overflow="fold")
-    line.add_row(Text.assemble("  ", label), message)
-    console.print(line)
+def _labelled(console: Console, label: tuple[str, str], *messages: Text) -> None:
+    """`  error message…` for each message, wrapping under itself, not under the label."""
+    lines = Table.grid(padding=(0, 1), pad_edge=False)
+    lines.add_column(no_wrap=True)
+    lines.add_column(overflow="fold")
+    for message in messages:
+        lines.add_row(Text.assemble("  ", label), message)
+    console.print(lines)
 
 
 def _table(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> Table:

@@ -167,3 +167,23 @@ def test_console_script_runs_without_a_traceback() -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stdout + result.stderr
     assert "invalid: 9 problems" in result.stdout
+
+
+def test_thousands_of_problems_list_the_first_for_people_and_every_one_for_programs(tmp_path: Path) -> None:
+    from lifeguard_cli.lint import PROBLEMS_SHOWN
+
+    scripts = [
+        {"name": f"s{index}", "scriptSource": {"scriptLocation": f"s3://b/k{index}.sh"}}
+        for index in range(3000)
+    ]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps({"stages": {"nodeBootstrapped": scripts}}))
+    people = runner.invoke(app, ["lint", str(path)], env={"COLUMNS": "200"})
+    assert people.exit_code == 1
+    assert "invalid: 3001 problems" in people.stdout
+    errors = [line for line in people.stdout.splitlines() if line.lstrip().startswith("error ")]
+    assert len(errors) == PROBLEMS_SHOWN
+    assert people.stdout.rstrip().endswith(f"… and {3001 - PROBLEMS_SHOWN} more (--json lists every one)")
+    programs = runner.invoke(app, ["lint", "--json", str(path)])
+    (document,) = json.loads(programs.stdout)["files"]
+    assert len(document["problems"]) == 3001
