@@ -647,6 +647,8 @@ def status(
         )
     if rows:
         show_table(console, view)
+    elif cluster:
+        console.print(f"Lifeguard has seen no compute node group of cluster {cluster}.", markup=False)
     else:
         console.print("Lifeguard has seen no compute node group yet.")
 

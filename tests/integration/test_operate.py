@@ -118,9 +118,8 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
     assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns
-    assert (
-        "Lifeguard has seen no compute node group yet." in env.run("status", "--cluster", "pcs_other").stdout
-    )
+    other = env.run("status", "--cluster", "pcs_other").stdout
+    assert "Lifeguard has seen no compute node group of cluster pcs_other." in other
 
 
 def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: Env) -> None:
