@@ -373,9 +373,9 @@ def simulate(
             "--seed", min=0, max=2**31 - 1, metavar="N", help="Same seed, same run (LIFEGUARD_SIM_SEED)."
         ),
     ] = 1,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON document (DESIGN.md's contract).")] = (
-        False
-    ),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON document (its keys: the README's Simulation section).")
+    ] = False,
     html: Annotated[
         Path | None,
         typer.Option("--html", metavar="FILE", help="Also write a self-contained HTML report to this file."),

@@ -1,5 +1,5 @@
-"""Controller events: every detail carries DESIGN's keys, travels within EventBridge's entry size (trimmed in
-a fixed order, no further than needed) and is held to DESIGN's contract when read back."""
+"""Controller events: every detail carries every key, travels within EventBridge's entry size (trimmed in
+a fixed order, no further than needed) and is held to the contract when read back."""
 
 from __future__ import annotations
 

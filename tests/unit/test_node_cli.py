@@ -1,5 +1,5 @@
 """`lifeguard-node`'s conventions: `--version`, `-h`/`--help` everywhere, and the exit status of bad usage
-(64 for `boot`, as DESIGN fixes; 2, argparse's own, for everything else)."""
+(64 for `boot`, its documented code; 2, argparse's own, for everything else)."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(na
     event = load_event(f"eventbridge/{name}.json")
     assert event["source"] == "lifeguard"
     assert set(DETAIL_KEYS) <= set(event["detail"])
-    assert clean_detail(event["detail"])[1] == []  # within DESIGN's contract and its bounds
+    assert clean_detail(event["detail"])[1] == []  # within the events' contract and its bounds
     assert LoopDetection.model_validate(event["detail"]).suspect_script == (
         "nodeBootstrapped",
         "fail-terminate",

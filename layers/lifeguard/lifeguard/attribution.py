@@ -20,7 +20,7 @@ __all__ = [
     "suspect_of_runs",
 ]
 
-KEPT_LIMIT = 100  # nodes an episode lists as kept (DESIGN's `kept`, bounded as the event's list is)
+KEPT_LIMIT = 100  # nodes an episode lists as kept (the events' `kept`, bounded as the event's list is)
 
 
 def failed_runs(reports: Iterable[NodeReport], instance_id: str, since_ms: int | None) -> list[NodeReport]:

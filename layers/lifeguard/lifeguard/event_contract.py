@@ -1,6 +1,6 @@
 """Controller events: what the Lambdas put on EventBridge (source `lifeguard`) and every consumer reads.
 
-Every `detail` carries all the keys of DESIGN.md, null or empty where they do not apply.
+Every `detail` carries all the keys (`DETAIL_KEYS`), null or empty where they do not apply.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ DetailType = Literal[
     "ConfigChangeReviewed",
 ]
 DETAIL_TYPES: tuple[DetailType, ...] = get_args(DetailType)
-# What a detection rests on (DESIGN's `signals`).
+# What a detection rests on (a detail's `signals`).
 Signal = Literal["scaling_log", "node_reports"]
 SIGNALS: tuple[Signal, ...] = get_args(Signal)
 _LIST_KEYS = frozenset({"failures", "diff", "signals", "kept", "risks"})
@@ -104,8 +104,8 @@ def entry_size(entry: Mapping[str, Any]) -> int:
 
 
 def make_detail(**fields: Any) -> dict[str, Any]:
-    """A detail with every DESIGN.md key (null, [] for lists, false for dry_run where not given), plus any
-    extra fields (such as `revision`)."""
+    """A detail with every key (`DETAIL_KEYS`: null, [] for lists, false for dry_run where not given), plus
+    any extra fields (such as `revision`)."""
     detail: dict[str, Any] = {key: ([] if key in _LIST_KEYS else None) for key in DETAIL_KEYS}
     detail["dry_run"] = False
     detail.update(fields)
@@ -155,7 +155,7 @@ class ControllerEvent:
 
 @cache
 def _detail_fields() -> Mapping[str, Check]:
-    """A check per detail key: DESIGN's contract, bounded (built on first use, not at import: most of
+    """A check per detail key: the contract, bounded (built on first use, not at import: most of
     the module's importers only publish events and never check one)."""
     from lifeguard.bounds import (
         CLUSTER_ID,
@@ -273,7 +273,7 @@ def _detail_fields() -> Mapping[str, Check]:
 
 
 def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
-    """A controller event's detail held to DESIGN's contract, key by key: the valid values (every DESIGN key
+    """A controller event's detail held to the contract, key by key: the valid values (every key
     present, null or empty where missing or invalid; extra known keys such as `revision` when valid;
     unknown keys dropped), and one line per value that was not valid (`revision: Input should be a valid
     integer`)."""
@@ -357,7 +357,7 @@ def change_sentence(changed_by: Mapping[str, Any] | None) -> str | None:
 
 def episode_signals(episode: Episode) -> list[str]:
     """What an episode's detection rests on: the scaling log's failures and the node reports (that named the
-    failing script, or showed that none failed), in DESIGN's order."""
+    failing script, or showed that none failed), in the contract's order."""
     signals = set(episode.signals) or {"scaling_log"}
     if episode.suspect is not None or episode.no_script_failed:
         signals.add("node_reports")

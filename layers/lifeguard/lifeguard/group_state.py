@@ -196,9 +196,9 @@ class Episode(Model):
     kept: list[str] = field(default_factory=list)  # instances kept with the script still failing
     resolved_at: int | None = None
     resolved_by: str | None = None  # the instance whose boot ended the episode
-    signals: list[str] = field(default_factory=list)  # what the detection rests on (DESIGN's `signals`)
+    signals: list[str] = field(default_factory=list)  # what the detection rests on (the events' `signals`)
     no_script_failed: bool = False  # the failing nodes reported runs, and none failed: not a script
-    changed_by: dict[str, Any] | None = None  # the change the loop began after (DESIGN's `changed_by`)
+    changed_by: dict[str, Any] | None = None  # the change the loop began after (the events' `changed_by`)
     # The revision at which nodes replaced as unhealthy made this a `replacement` loop (its own kind, or
     # a drain/replace loop inside a contained episode), and the unhealthy terminations it rests on.
     replacement_revision: int | None = None
@@ -586,6 +586,6 @@ class GroupState(Model):
         )
 
 
-# Who put a group's configuration in place: (cluster, group, the configuration) -> DESIGN's `changed_by`
+# Who put a group's configuration in place: (cluster, group, the configuration) -> the events' `changed_by`
 # (`{"arn", "at", "source"}`), or None. The handlers are given one (CloudTrail's reviews, Lifeguard's ledger).
 ChangedBy = Callable[[str, str, KnownConfig], "dict[str, Any] | None"]

@@ -87,7 +87,7 @@ _REASON_KEY = re.compile(r'"reason_code"\s*:\s*"([A-Z0-9_]{1,64})"')
 
 _RAW_EXCERPT_CHARS = 200
 
-# A record as PCS writes it: DESIGN's keys in DESIGN's order, each once (`description` may be left out), with
+# A record as PCS writes it: its keys in PCS's order, each once (`description` may be left out), with
 # JSON's separators written compact or with one space. Each value kept is a string holding no quote,
 # backslash or control character, so the text matched is exactly the string JSON decodes from it; the time
 # is an integer JSON writes; the description is passed over as any JSON string (runs of plain characters

@@ -1,6 +1,6 @@
 """Scenario files of `lifeguard simulate`: YAML or JSON, read and checked before anything runs.
 
-The keys are DESIGN.md's contract (`name`, `horizon_minutes`, `scripts` or `scripts_dir`, `groups`,
+The keys are fixed (`name`, `horizon_minutes`, `scripts` or `scripts_dir`, `groups`,
 `changes`, `faults`, `timings`, `replace_drained_nodes`) plus the project's own (`stack`, documented in
 events/scenarios/README.md). Every value is bounded; a problem is one `ScenarioError` line naming the file
 and the key (`article.yaml: groups[0].min: …`).

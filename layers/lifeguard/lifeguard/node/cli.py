@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 
-# argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), as DESIGN fixes.
+# argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), its documented code.
 _EXIT_BAD_USAGE = 2
 
 

@@ -3,7 +3,7 @@
 nodeBootstrapped runs in order, then nodeReady. First boot or reboot is decided from state under the
 root, written only once a boot finished. FIRST_BOOT_ONLY scripts run on the first boot, EVERY_BOOT ones on
 every boot. onError TERMINATE stops everything (exit 4), STOP_SEQUENCE skips the rest of its stage (exit 3
-at the end), CONTINUE records and goes on. Logs follow the node layout of DESIGN.md, so the shipper reads
+at the end), CONTINUE records and goes on. Logs follow the node layout (`layout`), so the shipper reads
 this executor's files and the PCS agent's alike. Fetching and caching scripts is `lifeguard.node.cache`;
 running one as a process, `lifeguard.node.process`. The fetcher is imported only when a script must be
 fetched: a reboot that reuses every cached script never loads urllib or ssl.

@@ -21,7 +21,7 @@ __all__ = [
 DIR_MODE = 0o750
 FILE_MODE = 0o640
 EXECUTOR_LOG_MODE = 0o644
-# What a node report keeps of a run's output: its last 4 KiB (DESIGN's `log_tail`).
+# What a node report keeps of a run's output: its last 4 KiB (a node report's `log_tail`).
 LOG_TAIL_BYTES = 4096
 
 
@@ -40,7 +40,7 @@ class UnsafeNameError(ValueError):
 
 
 class NodeLayout:
-    """Paths of the node layout of DESIGN.md under `root`."""
+    """Paths of the node layout under `root`."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

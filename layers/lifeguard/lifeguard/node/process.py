@@ -1,6 +1,6 @@
 """Running one lifecycle script as a process, its output appended to the script's log.
 
-A run is one block of the script's log (the node layout of DESIGN.md):
+A run is one block of the script's log (the node layout, `lifeguard.node.layout`):
 
     [start <name> args=["a","b"] @ <epoch s>]
     ...the script's stdout and stderr...

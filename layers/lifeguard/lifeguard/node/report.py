@@ -17,7 +17,7 @@ __all__ = ["ScriptRunReport"]
 
 @dataclass(frozen=True)
 class ScriptRunReport:
-    """One script run on one node, as the shipper sends it (DESIGN.md, "Node report")."""
+    """One script run on one node, as the shipper sends it (`lifeguard.node_report` reads it)."""
 
     kind: Literal["script_run"] = field(default="script_run", init=False)
     cluster_id: str

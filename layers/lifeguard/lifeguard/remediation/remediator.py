@@ -1,7 +1,7 @@
 """The remediate Lambda's logic: a BootstrapLoopDetected event in, one decision out, with rails.
 
 Nothing that arrives can make Lifeguard change a group that did not loop: a detection is acted on only
-when it is valid (DESIGN's contract, bounded: `lifeguard.event_contract.clean_detail`) and matches the open
+when it is valid (the events' contract, bounded: `lifeguard.event_contract.clean_detail`) and matches the open
 episode Lifeguard keeps for the group, with the same episode id, configuration fingerprint and
 `config_modified_at`. Anything else is refused, audited and published as RemediationSkipped with the reason.
 
