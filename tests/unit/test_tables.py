@@ -147,3 +147,22 @@ def test_a_cell_is_shown_as_written_never_read_as_markup() -> None:
     text = rendered(80, ("[/x]", "[red]secret[/red]", "[bold]"))
     assert "[/x]" in text
     assert "[red]secret[/red]" in text
+
+
+def test_a_slack_message_wrapped_at_80_columns_keeps_its_gutter_on_every_line() -> None:
+    from lifeguard_cli.simulate.render import render_simulation
+
+    long = "Lifeguard changed the lifecycle actions of pcs_abcdef01 (pcs_abc123de45) to break the loop. " * 2
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": f":wrench: {long}"}}]
+    document = {
+        "mode": "quarantine",
+        "changes": [],
+        "groups": {},
+        "notifications": [{"channel": "slack", "message": {"blocks": blocks}}],
+    }
+    out = io.StringIO()
+    render_simulation(document, Console(file=out, width=80, color_system=None), timeline=False)
+    lines = out.getvalue().split("message 1\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert len(lines) >= 3  # wrapped
+    assert all(line.startswith("  │ ") and len(line) <= 80 for line in lines)
+    assert lines[0].startswith("  │ 🔧 Lifeguard changed")  # the shortcode as the channel shows it

@@ -116,7 +116,10 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
         console.print()
         console.print(f"[bold]Slack ({len(slack)} messages), message {slack.index(shown) + 1}[/bold]")
         for line in slack_text(shown["message"]).splitlines():
-            console.print(f"  │ {line}", markup=False)
+            # Wrapped here, not by the console, so each wrapped line keeps the gutter.
+            text = console.render_str(line, markup=False)  # :wrench: as the channel shows it
+            for part in text.wrap(console, max(console.width - 4, 20)) or [Text()]:
+                console.print(Text.assemble("  │ ", part), soft_wrap=True)
     invocations = document.get("invocations") or {}
     if invocations.get("failed"):
         console.print(
