@@ -582,7 +582,7 @@ def _one_line_errors(command: str) -> Iterator[None]:
     except LifeguardError as exc:
         if _DEBUG["on"]:
             raise
-        typer.echo(f"lifeguard {command}: {exc}", err=True)
+        typer.echo(f"lifeguard {command}: {aws_error_line(exc) or exc}", err=True)
         raise typer.Exit(1) from None
     except Exception as exc:
         line = aws_error_line(exc)

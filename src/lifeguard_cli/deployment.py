@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.errors import LifeguardError
+from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.settings import setting
 
 __all__ = [
@@ -121,7 +121,8 @@ NO_CREDENTIALS = (
 
 
 def aws_error_line(exc: BaseException) -> str | None:
-    """One line for an error of botocore that reached a command (None for any other error): what to set,
+    """One line for an error of botocore that reached a command, or for a refused call of the layer's
+    gateways (`AwsCallError`) that says what to grant or refresh; None for any other error: what to set,
     grant or fix, never a traceback."""
     from botocore import exceptions as aws
 
@@ -138,22 +139,27 @@ def aws_error_line(exc: BaseException) -> str | None:
         return f"cannot reach AWS: {exc}; check the region and the network"
     if isinstance(exc, aws.ClientError):
         error = exc.response.get("Error", {})
-        code, message = error.get("Code", "Error"), error.get("Message", "")
-        operation = exc.operation_name
-        if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
-            return (
-                f"{operation} was denied: {message} (grant it to the credentials in use, or pass --profile)"
-            )
-        if code in {
-            "ExpiredToken",
-            "ExpiredTokenException",
-            "UnrecognizedClientException",
-            "InvalidClientTokenId",
-        }:
-            return f"{operation}: the AWS credentials are expired or invalid ({code}); refresh them"
-        return f"{operation} failed: {code}: {message}"
+        operation, code, message = exc.operation_name, error.get("Code", "Error"), error.get("Message", "")
+        return _refused(operation, code, message) or f"{operation} failed: {code}: {message}"
+    if isinstance(exc, AwsCallError):  # a call of the layer's gateways, translated there: its own words
+        return _refused(exc.operation, exc.code, exc.message)  # but for what to grant or refresh
     if isinstance(exc, aws.BotoCoreError):
         return str(exc)
+    return None
+
+
+_DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
+_BAD_CREDENTIALS = frozenset(
+    {"ExpiredToken", "ExpiredTokenException", "UnrecognizedClientException", "InvalidClientTokenId"}
+)
+
+
+def _refused(operation: str, code: str, message: str) -> str | None:
+    """What to grant or refresh, when AWS refused a call for the credentials' sake; else None."""
+    if code in _DENIED:
+        return f"{operation} was denied: {message} (grant it to the credentials in use, or pass --profile)"
+    if code in _BAD_CREDENTIALS:
+        return f"{operation}: the AWS credentials are expired or invalid ({code}); refresh them"
     return None
 
 

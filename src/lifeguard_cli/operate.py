@@ -266,12 +266,7 @@ class Operator:
 
     def _ids(self, cluster: str, group: str) -> tuple[str, str]:
         """(cluster id, group id) as PCS knows the group of these names or ids."""
-        try:
-            found = self.pcs.get_group(cluster, group)
-        except GroupNotFoundError:
-            raise  # the callers tell a missing group from a failed call
-        except AwsCallError as exc:
-            raise OperatorError(str(exc)) from None
+        found = self.pcs.get_group(cluster, group)  # a failed call is said as the command's one line
         return found.cluster_id, found.group_id
 
     def _cluster_id(self, cluster: str) -> str:
@@ -279,8 +274,6 @@ class Operator:
             return self.pcs.cluster_id(cluster)
         except GroupNotFoundError:
             return cluster  # no such cluster: no group of it to show
-        except AwsCallError as exc:
-            raise OperatorError(str(exc)) from None
 
     def _mode(self, state: GroupState) -> str:
         tags = state.config.tags if state.config else {}
@@ -327,10 +320,7 @@ class Operator:
         change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
         if change is None:
             raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
-        try:
-            group = self.pcs.get_group(cluster, group_id)
-        except AwsCallError as exc:
-            raise OperatorError(str(exc)) from None
+        group = self.pcs.get_group(cluster, group_id)
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
         if shown is not None and (
             (change.at, change.episode_id) != (shown.change.at, shown.change.episode_id)
@@ -396,9 +386,9 @@ class Operator:
         maker.record(cluster, group_id, ledger=ledger, intent=undo)
         try:
             updated = maker.ask(cluster, group_id, undo)
-        except AwsCallError as exc:
+        except AwsCallError:
             maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused it: nothing undone
-            raise OperatorError(str(exc)) from None
+            raise
         maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=updated)
         change.undone_at = now
         if change.status == "pending":

@@ -38,6 +38,7 @@ GOOD = load_event("configs/article-reverted.json")
 class Env:
     environ: dict[str, str]
     api: Any
+    pcs: LocalPcs | None = None
 
     def run(self, *args: str, local: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -105,7 +106,7 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             # No local AWS of `lifeguard local up` on this machine is found by --local.
             "LIFEGUARD_LOCAL_STATE": os.devnull,
         }
-        yield Env(environ, aws_client("pcs", server.endpoint_url))
+        yield Env(environ, aws_client("pcs", server.endpoint_url), pcs)
 
 
 def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) -> None:
@@ -273,6 +274,32 @@ def test_a_missing_profile_or_region_is_one_line_and_debug_shows_the_traceback(
     debug = Env(environ, env.api).run("--debug", "status", local=False)
     assert debug.returncode == 1
     assert "Traceback (most recent call last)" in debug.stderr
+
+
+@pytest.mark.parametrize(
+    ("code", "line"),
+    [
+        (
+            "AccessDeniedException",
+            "lifeguard undo: UpdateComputeNodeGroup was denied: injected AccessDeniedException (grant it to "
+            "the credentials in use, or pass --profile)\n",
+        ),
+        (
+            "ExpiredTokenException",
+            "lifeguard undo: UpdateComputeNodeGroup: the AWS credentials are expired or invalid "
+            "(ExpiredTokenException); refresh them\n",
+        ),
+    ],
+    ids=["denied", "expired"],
+)
+def test_a_call_aws_refuses_is_one_line_naming_what_to_grant_or_refresh(
+    env: Env, code: str, line: str
+) -> None:
+    assert env.pcs is not None
+    env.pcs.inject_fault(code, operation="UpdateComputeNodeGroup", times=10)
+    done = env.run("undo", GROUP, "--cluster", CLUSTER, "--yes")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", line)
+    assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"  # as remediated
 
 
 def test_version_and_short_help(env: Env) -> None:
