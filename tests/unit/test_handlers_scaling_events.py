@@ -13,7 +13,7 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.detection import DetectionSettings
-from lifeguard.group_state import GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, GroupState
 from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
@@ -749,6 +749,82 @@ def test_node_reports_detect_nothing_for(
     ship(world, reports_handler(world, clusters=clusters), REPORTED)
     assert world.bus.entries == [], why
     assert world.state().episode is None, why
+
+
+def forged(instance: str, when_s: int, script: str) -> dict[str, Any]:
+    """A failed TERMINATE run as any node can write it into the report log group, for any instance."""
+    return {
+        **{
+            k: v
+            for k, v in REPORTED[0].items()
+            if k not in {"instance_id", "script", "started_at", "ended_at"}
+        },
+        "instance_id": instance,
+        "script": script,
+        "outcome": "failed",
+        "on_error": "TERMINATE",
+        "exit_code": 1,
+        "started_at": when_s,
+        "ended_at": when_s,
+    }
+
+
+@pytest.mark.parametrize(
+    ("why", "script", "launched_first"),
+    [
+        ("a script the group's configuration does not hold", "no-such-script", False),
+        ("instances the group's scaling log never launched", "fail-terminate", True),
+    ],
+)
+def test_forged_reports_never_open_a_loop_of_a_group_that_did_not_loop(
+    why: str, script: str, launched_first: bool
+) -> None:
+    """Any node can write any report: a loop from the reports alone takes scripts of the configuration PCS
+    gives, and, where the group's scaling log is delivered, instances it launched in the group."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))  # healthy: no failure in the scaling log
+    if launched_first:
+        world.feed([launched("i-0aaaaaaaaaaaaaaa1", at(1, 12)), succeeded("i-0aaaaaaaaaaaaaaa1", at(1, 14))])
+    when = at(1, 20) // 1000
+    fakes = [forged("i-0fake000000000001", when, script), forged("i-0fake000000000002", when + 1, script)]
+    ship(world, reports_handler(world), fakes)
+    assert [t for t, _ in world.bus.events()] == [], why
+    assert world.state().episode is None, why
+
+
+def test_a_forged_run_beside_a_real_failure_names_no_other_script() -> None:
+    """A TERMINATE failure ends its boot: a second failed TERMINATE run of another script for the same
+    instance contradicts it, so that instance names no suspect; the loop's other evidence still does."""
+    world = World()
+    world.feed(ARTICLE)
+    handler = reports_handler(world)
+    ship(world, handler, REPORTED)
+    failed = [r for r in REPORTED if r["outcome"] == "failed"]
+    ship(world, handler, [forged(failed[0]["instance_id"], failed[0]["ended_at"] + 1, "record-after-fail")])
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert (episode.suspect.script, episode.suspect.instances) == (
+        "fail-terminate",
+        [failed[1]["instance_id"]],
+    )
+    ship(
+        world, handler, [forged(r["instance_id"], r["ended_at"] + 1, "record-after-fail") for r in failed[1:]]
+    )
+    assert world.state().episode.suspect.script == "fail-terminate"  # kept: nothing names another one
+
+
+def test_a_loop_from_thousands_of_reports_keeps_its_newest_failures() -> None:
+    world = World()
+    when = at(1, 20) // 1000
+    many = [forged(f"i-0{n:016x}", when + n % 600, "fail-terminate") for n in range(3000)]
+    ship(world, reports_handler(world), many)
+    [(_, detail)] = world.bus.events()
+    episode = world.state().episode
+    assert episode is not None
+    assert len(episode.failures) == len(detail["failures"]) == OUTCOME_LIMIT
+    assert episode.suspect is not None
+    assert len(episode.suspect.instances) == OUTCOME_LIMIT
 
 
 def booted_then_replaced(instance: str, minute: int, reason: str = "UNHEALTHY_NODE") -> list[dict[str, Any]]:

@@ -1,13 +1,21 @@
-"""Which script made the failing instances fail, from the node reports shipped off them."""
+"""Which script made the failing instances fail, from the node reports shipped off them.
+
+A node report is what a node says of itself, and a node runs its scripts as root: any node of the account
+can write any report to the report log group. So a report names a suspect only among the scripts of the
+group's configuration as PCS gives it (`scripts`), and a loop from the reports alone counts only instances
+the scaling log, which PCS writes, launched in that group (`instances`), wherever the group's scaling log
+is delivered. A loop's failures are its newest `OUTCOME_LIMIT`, however many instances reported.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from lifeguard.group_state import Failure, Suspect
+from lifeguard.group_state import OUTCOME_LIMIT, Failure, GroupState, Suspect
+from lifeguard.lifecycle_rules import scripts_of
 from lifeguard.node_report import NodeReport
 
 __all__ = [
@@ -16,6 +24,8 @@ __all__ = [
     "boot_runs",
     "failed_runs",
     "find_suspect",
+    "known_scripts",
+    "launched_instances",
     "reported_loop",
     "suspect_of_runs",
 ]
@@ -89,6 +99,13 @@ def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:
     )
 
 
+def _contradicted(runs: Iterable[NodeReport]) -> bool:
+    """Whether an instance's failed runs say two things at once: a failure under TERMINATE ends a boot and
+    the instance is terminated, so failed TERMINATE runs of two scripts cannot both be its own. One of them
+    was written by someone else, and neither names a suspect."""
+    return len({(r.stage, r.script) for r in runs if r.failed and r.on_error == "TERMINATE"}) > 1
+
+
 def _fatal_run(runs: Sequence[NodeReport]) -> NodeReport:
     """The run that ended an instance's boot: its last failed TERMINATE run, else its last failed run."""
     ordered = sorted(runs, key=lambda r: (r.boot, r.ended_at or r.started_at, r.started_at))
@@ -96,16 +113,24 @@ def _fatal_run(runs: Sequence[NodeReport]) -> NodeReport:
     return (terminating or ordered)[-1]
 
 
-def find_suspect(failures: Sequence[Failure], reports: Iterable[NodeReport]) -> Suspect | None:
+def find_suspect(
+    failures: Sequence[Failure],
+    reports: Iterable[NodeReport],
+    scripts: Collection[tuple[str, str]] | None = None,
+) -> Suspect | None:
     """The script that failed on all (or most) of the failing instances, or None when no report names one.
+    Only runs of `scripts` ((stage, name) of the group's configuration; None when it is not known) count.
 
     Ties go to the script of the most recent failure.
     """
     failing = {f.instance_id for f in failures}
     by_instance: dict[str, list[NodeReport]] = {}
     for report in reports:
+        if scripts is not None and (report.stage, report.script) not in scripts:
+            continue
         if report.failed and report.instance_id in failing:
             by_instance.setdefault(report.instance_id, []).append(report)
+    by_instance = {instance: runs for instance, runs in by_instance.items() if not _contradicted(runs)}
     if not by_instance:
         return None
     fatal = {instance: _fatal_run(runs) for instance, runs in by_instance.items()}
@@ -141,23 +166,34 @@ class ReportedLoop:
 
 
 def reported_loop(
-    reports: Iterable[NodeReport], threshold: int, window_ms: int, since_ms: int | None = None
+    reports: Iterable[NodeReport],
+    threshold: int,
+    window_ms: int,
+    since_ms: int | None = None,
+    *,
+    scripts: Collection[tuple[str, str]] | None = None,
+    instances: Collection[str] | None = None,
 ) -> ReportedLoop | None:
     """`threshold` instances whose boot ended on a failure of the same script under TERMINATE (the run that
     got each node terminated), within `window_ms` of the newest and after `since_ms` (the configuration's
-    `modifiedAt`, or the end of the group's last episode), or None."""
-    fatal: dict[str, NodeReport] = {}
+    `modifiedAt`, or the end of the group's last episode), or None. Only runs of `scripts` and of
+    `instances` count, each when given (the module docstring)."""
+    by_instance: dict[str, list[NodeReport]] = {}
     for report in reports:
         if not report.failed or report.on_error != "TERMINATE":
             continue
         if since_ms is not None and report.started_at * 1000 < since_ms:
             continue
-        known = fatal.get(report.instance_id)
-        if known is None or (known.boot, known.ended_or_started_at) < (
-            report.boot,
-            report.ended_or_started_at,
-        ):
-            fatal[report.instance_id] = report
+        if scripts is not None and (report.stage, report.script) not in scripts:
+            continue
+        if instances is not None and report.instance_id not in instances:
+            continue
+        by_instance.setdefault(report.instance_id, []).append(report)
+    fatal = {
+        instance: max(runs, key=lambda r: (r.boot, r.ended_or_started_at))
+        for instance, runs in by_instance.items()
+        if not _contradicted(runs)
+    }
     if not fatal:
         return None
     newest = max(r.ended_or_started_at for r in fatal.values()) * 1000
@@ -170,7 +206,7 @@ def reported_loop(
     )
     if len(runs) < threshold:
         return None
-    ordered = sorted(runs, key=lambda r: (r.ended_or_started_at, r.instance_id))
+    ordered = sorted(runs, key=lambda r: (r.ended_or_started_at, r.instance_id))[-OUTCOME_LIMIT:]
     failures = tuple(
         Failure(
             instance_id=r.instance_id,
@@ -180,3 +216,18 @@ def reported_loop(
         for r in ordered
     )
     return ReportedLoop(stage, script, failures)
+
+
+def known_scripts(state: GroupState) -> set[tuple[str, str]] | None:
+    """(stage, name) of the scripts of the group's configuration as last read, None when its scripts are
+    not known (learned from a listing): a report names a suspect only among them."""
+    config = state.config
+    return scripts_of(config.node_lifecycle_actions) if config is not None and config.actions_read else None
+
+
+def launched_instances(state: GroupState) -> set[str] | None:
+    """The instances the scaling log launched in the group, whose reports may make a loop on their own;
+    None when the group's scaling log has said nothing of any (it is not delivered: the reports are all
+    there is)."""
+    known = set(state.launches) | set(state.outcomes)
+    return known or None

@@ -9,7 +9,7 @@ Standard library only, and Python 3.9 compatible: the node bundle runs it on the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lifeguard.errors import Problem
@@ -28,6 +28,7 @@ __all__ = [
     "find_problems",
     "holds_quarantine",
     "holds_script",
+    "scripts_of",
     "stopping_scripts",
 ]
 
@@ -117,18 +118,29 @@ def holds_script(actions: Mapping[str, Any] | None, stage: str, name: str) -> bo
 
 def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """(stage, name) of every script of a configuration whose onError is STOP_SEQUENCE."""
-    stages = (actions or {}).get("stages")
-    if not isinstance(stages, Mapping):
-        return set()
     return {
         (stage, script["name"])
-        for stage, scripts in stages.items()
-        if isinstance(scripts, list)
-        for script in scripts
-        if isinstance(script, Mapping)
-        and isinstance(script.get("name"), str)
-        and script.get("onError", DEFAULT_ON_ERROR) == "STOP_SEQUENCE"
+        for stage, script in _named_scripts(actions)
+        if script.get("onError", DEFAULT_ON_ERROR) == "STOP_SEQUENCE"
     }
+
+
+def scripts_of(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(stage, name) of every script of a configuration."""
+    return {(stage, script["name"]) for stage, script in _named_scripts(actions)}
+
+
+def _named_scripts(actions: Mapping[str, Any] | None) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """(stage, script) of each script of a configuration that has a name (a value read from PCS or a
+    stored state, so nothing of its shape is taken for granted)."""
+    stages = (actions or {}).get("stages")
+    if not isinstance(stages, Mapping):
+        return
+    for stage, scripts in stages.items():
+        if isinstance(scripts, list):
+            for script in scripts:
+                if isinstance(script, Mapping) and isinstance(script.get("name"), str):
+                    yield stage, script
 
 
 def holds_quarantine(

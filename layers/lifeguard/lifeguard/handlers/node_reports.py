@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import find_suspect, reported_loop
+from lifeguard.attribution import find_suspect, known_scripts, launched_instances, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, episode_id_for, resolves
@@ -31,6 +31,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
+from lifeguard.lifecycle_rules import scripts_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore
@@ -169,7 +170,7 @@ class NodeReportsHandler:
             settled = self._settle(state)
             if settled:
                 return Change(True, settled)
-            suspect = find_suspect(episode.failures, reports)
+            suspect = find_suspect(episode.failures, reports, known_scripts(state))
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)
             before = episode.suspect
@@ -217,7 +218,8 @@ class NodeReportsHandler:
         """A loop from the reports alone (module docstring), or nothing."""
         since = state.last_episode.resolved_at if state.last_episode else None
         settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
-        if reported_loop(reports, settings.threshold, settings.window_ms, since) is None:
+        instances = launched_instances(state)
+        if reported_loop(reports, settings.threshold, settings.window_ms, since, instances=instances) is None:
             return []  # not even with what is known: no PCS call
         batch_time = max(r.ended_or_started_at for r in reports) * 1000
         config = reads.current(state, batch_time, tags=True)
@@ -230,7 +232,10 @@ class NodeReportsHandler:
         if settings.mode == "off":
             return []
         since = max(since or 0, config.modified_at)
-        loop = reported_loop(reports, settings.threshold, settings.window_ms, since)
+        scripts = scripts_of(config.node_lifecycle_actions)
+        loop = reported_loop(
+            reports, settings.threshold, settings.window_ms, since, scripts=scripts, instances=instances
+        )
         if loop is None:
             return []
         detection = Detection("loop", loop.failures)
@@ -241,7 +246,7 @@ class NodeReportsHandler:
             config_modified_at=config.modified_at,
             config_fingerprint=config.fingerprint,
             failures=list(loop.failures),
-            suspect=find_suspect(loop.failures, reports),
+            suspect=find_suspect(loop.failures, reports, scripts),
             signals=["node_reports"],
             changed_by=self.changed_by(state.cluster_id, state.group_id, config),
         )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, find_suspect
+from lifeguard.attribution import BootRuns, find_suspect, known_scripts
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -429,7 +429,7 @@ class ScalingEventsHandler:
         )
         episode.changed_by = self.changed_by(state.cluster_id, state.group_id, config)
         reason = "; ".join(
-            part for part in (_attribute(episode, runs), change_sentence(episode.changed_by)) if part
+            part for part in (_attribute(state, episode, runs), change_sentence(episode.changed_by)) if part
         )
         state.episode = episode
         names = ", ".join(f"{f.instance_id} at {utc(f.event_timestamp)}" for f in episode.failures)
@@ -532,7 +532,7 @@ class ScalingEventsHandler:
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
-        _attribute(episode, runs)
+        _attribute(state, episode, runs)
         episode.revision += 1
         logger.warning(
             "group %s: the %s goes on after the configuration changed at %s",
@@ -544,10 +544,11 @@ class ScalingEventsHandler:
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
 
-def _attribute(episode: Episode, runs: GroupEvidence) -> str | None:
-    """Name the episode's failing script from the node reports, or say that none failed or none reported;
-    the sentence for the detection's `reason` (None when a script is named)."""
-    episode.suspect = find_suspect(episode.failures, runs.reports())
+def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str | None:
+    """Name the episode's failing script from the node reports (one of the group's configuration), or say
+    that none failed or none reported; the sentence for the detection's `reason` (None when a script is
+    named)."""
+    episode.suspect = find_suspect(episode.failures, runs.reports(), known_scripts(state))
     episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
     if episode.suspect is not None or episode.no_script_failed:
         episode.add_signal("node_reports")
