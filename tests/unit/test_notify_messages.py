@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lifeguard.event_contract import make_detail
+from lifeguard.event_contract import clean_detail, make_detail
 from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
@@ -152,3 +152,64 @@ def test_any_event_makes_messages_within_every_channels_limits(
     for block in message["blocks"]:
         if block["type"] == "section":
             assert len(block["text"]["text"]) <= SECTION_MAX_CHARS
+
+
+def _mrkdwn(message: dict[str, Any]) -> list[str]:
+    texts = [b["text"]["text"] for b in message["blocks"] if b.get("text", {}).get("type") == "mrkdwn"]
+    return texts + [e["text"] for b in message["blocks"] for e in b.get("elements", [])]
+
+
+def test_markup_from_a_script_s_location_or_a_caller_s_arn_reaches_slack_as_text() -> None:
+    """Anyone who may call UpdateComputeNodeGroup writes a script's location, and a log or an ARN can hold
+    anything: `<!channel>` or a disguised `<https://…|label>` must show as written, never ping or link."""
+    from tests.unit.test_handlers_config_review import World, recorded
+
+    hostile = "s3://bucket-x/s.sh <!channel> <https://evil.example/fix|Click here to restore the group> & co"
+    script = {"name": "setup", "executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
+    before = {
+        "stages": {
+            "nodeBootstrapped": [
+                {**script, "scriptSource": {"scriptLocation": hostile, "checksum": "a" * 64}}
+            ]
+        }
+    }
+    after = {
+        "stages": {
+            "nodeBootstrapped": [
+                {**script, "scriptSource": {"scriptLocation": hostile, "checksum": "b" * 64}}
+            ]
+        }
+    }
+    world = World(pcs_config=after)
+    world.knows(before)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
+    event["detail"]["userIdentity"]["arn"] = "arn:aws:sts::123456789012:assumed-role/R/<!here>"
+    assert world.review(event).reviewed == 1
+    [detail] = world.reviews()
+    cleaned, problems = clean_detail(detail)
+    message = slack_message(summarize("ConfigChangeReviewed", cleaned, problems=problems), cleaned)
+    texts = [*_mrkdwn(message), message["text"]]
+    assert any("&lt;!channel&gt; &lt;https://evil.example/fix|Click here" in text for text in texts)
+    assert any("&lt;!here&gt;" in text for text in texts)
+    assert not any("<!" in text or "<https://evil" in text for text in texts)
+    assert any("&amp; co" in text for text in texts)
+
+
+def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
+    detail = make_detail(
+        episode_id="ep-1",
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        mode="quarantine",
+        action="quarantine",
+        undo="lifeguard undo " + "<" * 7000,
+        reason="r" * 8000,
+        revision=1,
+    )
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
+    sizes = [len(b["text"]["text"]) for b in message["blocks"] if b["type"] == "section"]
+    assert sizes
+    assert max(sizes) <= 3000

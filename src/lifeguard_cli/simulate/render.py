@@ -51,7 +51,8 @@ def slack_text(message: Mapping[str, Any]) -> str:
         for element in block.get("elements") or []:
             if isinstance(element, Mapping) and element.get("text"):
                 lines.append(str(element["text"]))
-    return "\n".join(lines) or str(message.get("text") or "")
+    shown = "\n".join(lines) or str(message.get("text") or "")
+    return shown.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # Slack's escapes, shown
 
 
 def _minute(value: Any) -> str:

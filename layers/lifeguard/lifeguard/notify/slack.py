@@ -47,8 +47,19 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _escaped(text: str) -> str:
+    """Text from an event as mrkdwn shows it, never as markup: Slack reads `<!channel>`, `<@U…>` and
+    `<https://…|label>` in mrkdwn, and a script's location or log can hold any of them. Its three control
+    characters are escaped as Slack documents."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, SECTION_MAX_CHARS)}}
+
+
 def _code(text: str, limit: int = SECTION_MAX_CHARS) -> str:
-    body = text.replace("```", "'''")
+    body = _escaped(text).replace("```", "'''")
     room = limit - 8
     if len(body) > room:
         body = "…" + body[-(room - 1) :]  # the end of a log is what explains the failure
@@ -60,46 +71,37 @@ def slack_message(
 ) -> dict[str, Any]:
     """The Block Kit payload of one event, with a plain `text` fallback."""
     emoji = _EMOJI.get(summary.severity, ":information_source:")
-    header = _clip(f"{summary.subject.removeprefix('[Lifeguard] ')}", HEADER_MAX_CHARS)
+    header = _clip(f"{summary.subject.removeprefix('[Lifeguard] ')}", HEADER_MAX_CHARS)  # plain text
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
-        {
-            "type": "section",
-            "text": {"type": "mrkdwn", "text": _clip(f"{emoji} {summary.headline}", SECTION_MAX_CHARS)},
-        },
+        _section(f"{emoji} {_escaped(summary.headline)}"),
     ]
     if summary.evidence:
-        lines = "\n".join(f"• {line}" for line in summary.evidence)
-        blocks.append(
-            {
-                "type": "section",
-                "text": {"type": "mrkdwn", "text": _clip(f"*Evidence*\n{lines}", SECTION_MAX_CHARS)},
-            }
-        )
+        lines = "\n".join(f"• {_escaped(line)}" for line in summary.evidence)
+        blocks.append(_section(f"*Evidence*\n{lines}"))
     if summary.suspect:
-        text = f"*Failing script*: {summary.suspect}"
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, SECTION_MAX_CHARS)}})
+        blocks.append(_section(f"*Failing script*: {_escaped(summary.suspect)}"))
         if summary.log_tail:
-            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code(summary.log_tail)}})
+            blocks.append(_section(_code(summary.log_tail)))
     if summary.action:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Action*: {summary.action}"}})
+        blocks.append(_section(f"*Action*: {_escaped(summary.action)}"))
     if summary.diff:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": _code("\n".join(summary.diff))}})
+        blocks.append(_section(_code("\n".join(summary.diff))))
     if summary.undo:
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*Undo*: `{summary.undo}`"}})
+        blocks.append(_section(f"*Undo*: `{_escaped(summary.undo)}`"))
     if summary.console:
-        link = f"<{summary.console}|Open the cluster in the AWS PCS console>, then {summary.console_way}"
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": link}})
+        way = _escaped(summary.console_way)
+        blocks.append(_section(f"<{summary.console}|Open the cluster in the AWS PCS console>, then {way}"))
     if summary.problems:
-        lines = "\n".join(f"• {line}" for line in summary.problems)
-        text = _clip(f"*Not shown* (not valid in the event):\n{lines}", SECTION_MAX_CHARS)
-        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
-    episode = detail.get("episode_id") or "-"
+        lines = "\n".join(f"• {_escaped(line)}" for line in summary.problems)
+        blocks.append(_section(f"*Not shown* (not valid in the event):\n{lines}"))
+    episode = _escaped(str(detail.get("episode_id") or "-"))
     context = (
         f"Episode `{episode}`" + (f" · message {sequence}" if sequence else "") + f" · {summary.detail_type}"
     )
+    context = _clip(context, SECTION_MAX_CHARS)
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
-    return {"text": _clip(summary.text(), 3900), "blocks": blocks[:MAX_BLOCKS]}
+    return {"text": _clip(_escaped(summary.text()), 3900), "blocks": blocks[:MAX_BLOCKS]}
 
 
 class SecretWebhook:
