@@ -418,6 +418,49 @@ def test_throttling_that_outlasts_the_retries_parks_the_event_and_its_retry_appl
     assert [e.decision for e in world.history()] == ["failed", "applied"]
 
 
+def _parked(world: World) -> tuple[Any, dict[str, Any]]:
+    """A quarantine PCS refused until the event was parked: its intent stays in the ledger."""
+    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    return remediator, event
+
+
+def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_off() -> None:
+    world = World()
+    remediator, event = _parked(world)
+    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": "off"})
+    world.clock.advance(60)
+    [skipped] = remediator.handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == (
+        "The group's tag lifeguard:mode is off: Lifeguard's quarantine, set out before, was not made."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() -> None:
+    world = World()
+    remediator, event = _parked(world)
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.resolved_at = int(world.now() * 1000)
+    state.last_episode, state.episode = state.episode, None  # a node bootstrapped: the loop is over
+    world.store.save(state)
+    world.clock.advance(3 * 24 * 3600)  # the dead-letter queue redriven days later
+    [skipped] = remediator.handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == (
+        "The episode ended before Lifeguard's quarantine could be made; nothing was changed."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    world.clock.advance(60)
+    assert remediator.handle_event(event) == []  # and again: decided already, nothing more to do
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_a_group_deleted_since_the_detection_is_skipped_with_a_reason() -> None:
     world = World()
     event = world.detection()

@@ -394,6 +394,13 @@ class Remediator:
             text = f"{said} (PCS had taken the change before it was confirmed; recorded on a retry)"
             return _Verdict("applied", mode, intent.action, text, False, intent.config_before, plan)
         if current == intent.fingerprint_before:
+            try:
+                unwanted = self._no_longer_wanted(detection, intent, group, deadline)
+            except AwsCallError as exc:
+                reason = f"{exc}; the event is parked for a retry"
+                return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
+            if unwanted is not None:
+                return self._abandon(detection, ledger, intent, unwanted)
             return self._make_change(detection, ledger, intent, plan, deadline)
         return self._abandon(
             detection,
@@ -402,6 +409,21 @@ class Remediator:
             f"someone changed the group before Lifeguard's {intent.action} could be confirmed "
             f"(clientToken {intent.client_token}); nothing more was done",
         )
+
+    def _no_longer_wanted(
+        self, detection: LoopDetection, intent: AppliedChange, group: GroupSnapshot, deadline: float
+    ) -> str | None:
+        """Why a change set out before and never made (PCS refused it until the event was parked) is not to
+        be made now, on a retry or a redrive that may come days later: its episode ended, or the group's
+        mode or the stack's DryRun says nothing may change. None: it is still the change to make."""
+        episode = self.states.load(detection.cluster_id, detection.compute_node_group_id).episode
+        if episode is None or episode.episode_id != detection.episode_id:
+            return f"the episode ended before Lifeguard's {intent.action} could be made; nothing was changed"
+        mode = self._tagged(group, deadline)[0]
+        held = rails.group_unfit(mode, group.status) or rails.dry_run(mode, self.settings, "")
+        if held is None:
+            return None
+        return f"{held.rstrip('; ')}: Lifeguard's {intent.action}, set out before, was not made"
 
     def _abandon(self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, why: str) -> _Verdict:
         self.changes.abandoned(
