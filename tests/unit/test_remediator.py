@@ -461,6 +461,31 @@ def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() 
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_a_revert_on_a_configuration_pcs_gives_that_is_not_valid_is_skipped_audited_and_said() -> None:
+    """A PCS answer is read as it comes: two scripts of one name in it must not crash the function (no
+    audit, no event, a retry that crashes again), but skip with the reason."""
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    odd = copy.deepcopy(TERMINATE)
+    odd["stages"]["nodeBootstrapped"].append(copy.deepcopy(odd["stages"]["nodeBootstrapped"][0]))
+    answered = world.api.get_compute_node_group
+
+    def with_odd_actions(**params: Any) -> Any:
+        answer = answered(**params)
+        answer["computeNodeGroup"]["nodeLifecycleActions"] = copy.deepcopy(odd)
+        return answer
+
+    world.api.get_compute_node_group = with_odd_actions
+    [skipped] = world.remediator().handle_event(world.detection())
+    assert skipped.detail_type == "RemediationSkipped"
+    assert (
+        "the group's configuration, as PCS gave it, is not valid (stages.nodeBootstrapped"
+        in (skipped.detail["reason"])
+    )
+    assert [entry.decision for entry in world.history()] == ["skipped"]
+    assert world.calls("UpdateComputeNodeGroup") == []
+
+
 def test_a_group_deleted_since_the_detection_is_skipped_with_a_reason() -> None:
     world = World()
     event = world.detection()

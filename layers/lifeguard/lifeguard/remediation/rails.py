@@ -9,6 +9,7 @@ group, asks the rails in order, and applies what they let through:
 2. `group_unfit`: the group's mode is off, or PCS does not hold it ACTIVE;
 3. `already_remediated`: Lifeguard already changed this episode's configuration;
 4. `configuration_moved`: the group's configuration is no longer the one that failed;
+   `configuration_invalid`: PCS gave it in a form PCS itself would refuse (nothing is built on it);
 5. `ladder`: the action for the mode, escalated when the loop went on after Lifeguard's own change;
 6. `dry_run`: mode notify or the stack's DryRun;
 7. `cooldown` and `daily_cap`: how often one group may be changed.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import utc
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import AppliedChange, Ledger
 
 if TYPE_CHECKING:
@@ -102,6 +104,17 @@ def configuration_moved(
     return (
         "the group's configuration changed since the detection; the failures were of another "
         "configuration and new ones will be judged against the current one"
+    )
+
+
+def configuration_invalid(config: Mapping[str, Any] | None) -> str | None:
+    """The group's configuration, as PCS answered it, breaks PCS's own rules (two scripts of one name, a
+    value out of its bounds): no change is planned from it, and the reason says what is wrong."""
+    problems = find_problems(config) if config is not None else []
+    if not problems:
+        return None
+    return (
+        f"the group's configuration, as PCS gave it, is not valid ({problems[0]}); nothing is planned from it"
     )
 
 

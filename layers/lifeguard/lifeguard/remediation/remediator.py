@@ -286,6 +286,7 @@ class Remediator:
             rails.group_unfit(mode, group.status)
             or rails.already_remediated(detection, earlier)
             or rails.configuration_moved(detection, before, group.modified_at_ms)
+            or rails.configuration_invalid(before)
         )
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
