@@ -130,3 +130,20 @@ def test_webhook_posts_are_paced_one_interval_apart_across_senders() -> None:
     assert first.reserve_post("hook", 1.0) == pytest.approx(2.0)
     clock.now += 10
     assert second.reserve_post("hook", 1.0) == 0.0
+
+
+def test_a_refusal_with_the_ids_of_an_episode_never_takes_the_place_of_its_genuine_skip() -> None:
+    """A forged or stale detection is refused as a RemediationSkipped carrying the episode and revision it
+    names: the genuine decision on that episode (a dry run, say) is still sent, and each only once."""
+    slack = Channel("slack")
+    notify, _ = controller(slack)
+    refused = applied_event("RemediationSkipped")
+    refused["detail"]["reason"] = (
+        "Refused: the detection is not of the group's open episode; nothing was changed."
+    )
+    genuine = applied_event("RemediationSkipped")
+    genuine["detail"]["reason"] = "Dry run (mode notify), nothing was changed; quarantine would change: ..."
+    assert notify.handle_event(refused).sent == ["slack"]
+    assert notify.handle_event(genuine).sent == ["slack"]
+    assert notify.handle_event(genuine).already_sent == ["slack"]
+    assert [summary.headline.endswith("would change: ...") for summary, _ in slack.sent] == [False, True]

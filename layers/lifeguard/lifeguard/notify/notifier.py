@@ -129,8 +129,11 @@ def _worth_sending(detail_type: str, detail: Mapping[str, Any]) -> bool:
 
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     """What makes an event the same event again: its episode, type and revision; for an event without a
-    valid episode id (a refused detection), its content."""
-    if detail["episode_id"]:
-        return f"{detail['episode_id']}:{detail_type}:{detail.get('revision') or 1}"
+    valid episode id (a refused detection), its content. A RemediationSkipped is its content too: the
+    refusal of a forged or stale detection carries the ids of the episode it names, and must not take the
+    place of the decision on the genuine one."""
     digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:24]
-    return f"-:{detail_type}:{digest}"
+    if not detail["episode_id"]:
+        return f"-:{detail_type}:{digest}"
+    key = f"{detail['episode_id']}:{detail_type}:{detail.get('revision') or 1}"
+    return f"{key}:{digest}" if detail_type == "RemediationSkipped" else key
