@@ -4,7 +4,9 @@ are the article's loop as PCS writes it: LAUNCHED, REGISTERED, TERMINATED/BOOTST
 
 from __future__ import annotations
 
+import copy
 import json
+import random
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,6 +14,7 @@ import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.detection import DetectionSettings
 from lifeguard.group_state import OUTCOME_LIMIT, GroupState
 from lifeguard.handlers.node_reports import NodeReportsHandler
@@ -23,6 +26,7 @@ from lifeguard.node_report import NodeReport
 from lifeguard.remediation.records import AppliedChange, Ledger
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
+from lifeguard.store.table import config_stored_bytes
 from lifeguard.wiring import Wiring, build_scaling_events
 from tests.conftest import EVENTS, load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
@@ -749,6 +753,35 @@ def test_node_reports_detect_nothing_for(
     ship(world, reports_handler(world, clusters=clusters), REPORTED)
     assert world.bus.entries == [], why
     assert world.state().episode is None, why
+
+
+def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_loop_still_detected() -> None:
+    """PCS takes about 700 KB of lifecycle actions; a group's state holding them would pass DynamoDB's
+    400 KB and fail every batch of the group. Such a configuration is kept as its fingerprint alone."""
+    rng = random.Random(3)
+
+    def arguments() -> list[str]:
+        return ["".join(chr(0x4E00 + rng.randrange(20000)) for _ in range(256)) for _ in range(20)]
+
+    big = copy.deepcopy(TERMINATE)
+    ready = big["stages"].setdefault("nodeReady", [])
+    ready.extend(
+        {"name": f"extra-{n}", "scriptSource": {"scriptLocation": "s3://b-x/e.sh"}} for n in range(8)
+    )
+    for stage in big["stages"].values():
+        for script in stage:
+            script["arguments"] = arguments()
+    world = World()
+    resource = next(r for r in world.pcs._resources.values() if r.id == GROUP)
+    resource.spec["nodeLifecycleActions"] = big
+    assert config_stored_bytes(big) > CONFIG_MAX_STORED_BYTES
+    world.feed(ARTICLE)
+    assert world.published() == ["BootstrapLoopDetected"]
+    state = world.state()
+    assert state.config is not None
+    assert (state.config.fingerprint, state.config.node_lifecycle_actions) == (fingerprint_of(big), None)
+    assert not state.config.actions_read
+    assert len(state.model_dump_json()) < 16 * 1024
 
 
 def forged(instance: str, when_s: int, script: str) -> dict[str, Any]:

@@ -5,6 +5,8 @@ wait goes through the sleep the composition root is given, which moves that cloc
 from __future__ import annotations
 
 import copy
+import random
+import re
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +20,7 @@ from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation import (
     AuditEntry,
     NodeBundle,
@@ -478,12 +481,50 @@ def test_a_revert_on_a_configuration_pcs_gives_that_is_not_valid_is_skipped_audi
     world.api.get_compute_node_group = with_odd_actions
     [skipped] = world.remediator().handle_event(world.detection())
     assert skipped.detail_type == "RemediationSkipped"
-    assert (
-        "the group's configuration, as PCS gave it, is not valid (stages.nodeBootstrapped"
-        in (skipped.detail["reason"])
+    assert skipped.detail["reason"].startswith(
+        "the group's configuration, as PCS gave it, is not valid (stages.nodeBootstrapped[2].name: "
     )
+    assert skipped.detail["reason"].endswith("; nothing is planned from it")
     assert [entry.decision for entry in world.history()] == ["skipped"]
     assert world.calls("UpdateComputeNodeGroup") == []
+
+
+def test_a_configuration_too_large_to_keep_for_the_undo_is_not_changed() -> None:
+    """PCS takes about 700 KB of lifecycle actions (40 scripts of 20 arguments of 256 characters): one that
+    large cannot be kept in the ledger for an undo, nor in the audit trail, so it is not changed at all."""
+    rng = random.Random(7)
+
+    def text(count: int) -> str:
+        return "".join(chr(0x4E00 + rng.randrange(20000)) for _ in range(count))  # hard to compress
+
+    def script(stage: str, index: int) -> dict[str, Any]:
+        return {
+            "name": f"{stage[:5]}-{index}",
+            "scriptSource": {"scriptLocation": f"s3://bucket-x/scripts/{index}.sh"},
+            "arguments": [text(256) for _ in range(20)],
+            "onError": "TERMINATE",
+        }
+
+    big = {
+        "stages": {
+            stage: [script(stage, i) for i in range(20)] for stage in ("nodeBootstrapped", "nodeReady")
+        }
+    }
+    assert find_problems(big) == []  # PCS would take it
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    resource = next(r for r in world.pcs._resources.values() if r.id == GROUP)
+    resource.spec["nodeLifecycleActions"] = copy.deepcopy(big)
+    [skipped] = world.remediator().handle_event(world.detection())
+    assert skipped.detail_type == "RemediationSkipped"
+    assert re.fullmatch(
+        r"the group's configuration takes \d+ KiB stored, more than the 64 KiB Lifeguard keeps to undo a "
+        r"change; nothing is changed",
+        skipped.detail["reason"],
+    )
+    assert world.group()["nodeLifecycleActions"] == big
+    assert world.calls("UpdateComputeNodeGroup") == []
+    assert [entry.decision for entry in world.history()] == ["skipped"]
 
 
 def test_a_group_deleted_since_the_detection_is_skipped_with_a_reason() -> None:

@@ -75,6 +75,11 @@ PAST_MS = 14 * 24 * 3600 * 1000
 EPOCH_MS_MAX = 4_102_444_800_000  # 2100-01-01: any time beyond is a broken value, not a date
 EPOCH_S_MAX = EPOCH_MS_MAX // 1000
 SUBSCRIPTION_MAX_BYTES = 16 * 1024 * 1024
+# What a compute node group's configuration may take stored (compressed) for Lifeguard to keep it: a
+# group's state, the ledger (before and after each change, for the undo), the audit entry and the
+# decision each hold one or two, and an item is at most DynamoDB's 400 KB. PCS's own bounds allow about
+# 700 KB of JSON (40 scripts of 20 arguments of 256 characters); real ones are a few KB.
+CONFIG_MAX_STORED_BYTES = 64 * 1024
 
 
 def anchored(pattern: str) -> str:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.store.table import config_stored_bytes
 
 __all__ = [
     "RETRYABLE_CODES",
@@ -415,10 +417,18 @@ class BatchReads:
         except GroupNotFoundError:
             return self._gone(state)
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
+        fingerprint, kept = fingerprint_of(actions), actions
+        if config_stored_bytes(actions) > CONFIG_MAX_STORED_BYTES:
+            # Known by its fingerprint only, as if listed: the group's state stays an item DynamoDB takes.
+            logger.warning(
+                "group %s: its configuration is too large to keep; known by its fingerprint", state.group_id
+            )
+            kept = None
         return KnownConfig(
             modified_at=snapshot.modified_at_ms,
-            fingerprint=fingerprint_of(actions),
-            node_lifecycle_actions=actions,
+            fingerprint=fingerprint,
+            node_lifecycle_actions=kept,
+            actions_read=kept is not None or actions is None,
             arn=snapshot.arn,
             status=snapshot.status,
             tags=dict(known.tags) if known else {},

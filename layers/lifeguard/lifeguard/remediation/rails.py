@@ -10,6 +10,7 @@ group, asks the rails in order, and applies what they let through:
 3. `already_remediated`: Lifeguard already changed this episode's configuration;
 4. `configuration_moved`: the group's configuration is no longer the one that failed;
    `configuration_invalid`: PCS gave it in a form PCS itself would refuse (nothing is built on it);
+   `configuration_too_large`: it is too large for Lifeguard to keep for its undo;
 5. `ladder`: the action for the mode, escalated when the loop went on after Lifeguard's own change;
 6. `dry_run`: mode notify or the stack's DryRun;
 7. `cooldown` and `daily_cap`: how often one group may be changed.
@@ -20,10 +21,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lifeguard.bounds import utc
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import AppliedChange, Ledger
+from lifeguard.store.table import config_stored_bytes
 
 if TYPE_CHECKING:
     from lifeguard.group_state import GroupState
@@ -115,6 +117,18 @@ def configuration_invalid(config: Mapping[str, Any] | None) -> str | None:
         return None
     return (
         f"the group's configuration, as PCS gave it, is not valid ({problems[0]}); nothing is planned from it"
+    )
+
+
+def configuration_too_large(config: Mapping[str, Any] | None) -> str | None:
+    """The group's configuration is too large to keep for an undo: a change Lifeguard could not record
+    (or take back) is not made."""
+    size = config_stored_bytes(config)
+    if size <= CONFIG_MAX_STORED_BYTES:
+        return None
+    return (
+        f"the group's configuration takes {size // 1024} KiB stored, more than the "
+        f"{CONFIG_MAX_STORED_BYTES // 1024} KiB Lifeguard keeps to undo a change; nothing is changed"
     )
 
 

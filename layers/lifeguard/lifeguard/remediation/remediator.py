@@ -287,6 +287,7 @@ class Remediator:
             or rails.already_remediated(detection, earlier)
             or rails.configuration_moved(detection, before, group.modified_at_ms)
             or rails.configuration_invalid(before)
+            or rails.configuration_too_large(before)
         )
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
@@ -317,6 +318,9 @@ class Remediator:
         if not plan.changes_something:
             nothing = f"Nothing to change: {notes}." if notes else "Nothing to change."
             return _Verdict("skipped", mode, plan.action, nothing, True, before, plan)
+        too_large = rails.configuration_too_large(plan.config_after)  # a revert's proven-good one
+        if too_large:
+            return _Verdict("skipped", mode, plan.action, too_large, True, before)
         now = self.clock()
         held = rails.dry_run(mode, self.settings, would) or (
             rails.cooldown(ledger, earlier, self.settings, now, would)
