@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from lifeguard.errors import AwsCallError
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
 from lifeguard.node_report import NodeReport
+from lifeguard.store import groups as groups_store
 from lifeguard.store.groups import MAP_CHANGES_MAX, REPORT_TTL_SECONDS, GroupStore, VersionConflictError
 from lifeguard.store.table import group_key
 from tests.unit.fakes import FakeDynamoDB, client_error
@@ -304,6 +305,23 @@ def test_reports_and_all_states_follow_every_page() -> None:
     assert client.calls("Query") == 3
     assert [s.group_id for s in store.all_states()] == ["pcs_a", "pcs_b", "pcs_c"]
     assert store.reports(CLUSTER, "pcs_other") == []
+
+
+def test_a_group_flooded_with_runs_is_read_up_to_the_bound_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A node can write any number of runs for its group: the handlers read at most RUNS_READ_MAX of them
+    (no further pages), so a flood costs a bounded read, not the function's memory."""
+    monkeypatch.setattr(groups_store, "RUNS_READ_MAX", 7)
+    client = FakeDynamoDB()
+    client.page_size = 2
+    store = GroupStore(client, "table")
+    store.put_reports([report(started_at=1792544247 + n) for n in range(30)])
+    assert len(store.reports(CLUSTER, GROUP)) == 7
+    assert client.calls("Query") == 4  # pages of two: the fourth holds the seventh
+    reports, marks = store.runs(CLUSTER, GROUP)
+    assert (len(reports), marks) == (7, [])
+    assert "reported more than 7 runs in a fortnight" in caplog.text
 
 
 def test_put_reports_stores_more_than_250_runs_when_none_is_left_unprocessed() -> None:

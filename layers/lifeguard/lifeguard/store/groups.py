@@ -7,6 +7,7 @@ other's updates: the loser reloads and re-applies its records, which are idempot
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -32,13 +33,18 @@ from lifeguard.store.table import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["REPORT_TTL_SECONDS", "GroupStore", "RunMark", "VersionConflictError"]
+__all__ = ["REPORT_TTL_SECONDS", "RUNS_READ_MAX", "GroupStore", "RunMark", "VersionConflictError"]
+
+logger = logging.getLogger("lifeguard")
 
 REPORT_TTL_SECONDS = 14 * 24 * 3600
 STATE = "STATE"
 REPORT = "REPORT#"
 RAN = "RAN#"
 RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
+# The runs of one group read at most (each at most about 5 KB): its nodes write them, and a node can write
+# any number. A real group's fortnight of runs is far fewer; past this its evidence is partial, and said.
+RUNS_READ_MAX = 5_000
 # The state item's attributes holding its configuration's `checked_at` when only that moved (epoch ms), and
 # the item's version they were written at: a write that does not know them (an older release's, during a
 # deploy or after a rollback) moves the version on and leaves them out of date, so they are then ignored.
@@ -222,6 +228,17 @@ def _report_item(report: NodeReport) -> Item:
     return {**item_key(pk, f"{REPORT}{run}"), "report": {"S": report.to_json()}, **expires}
 
 
+def _said_if_partial(group_id: str, read: int) -> None:
+    if read >= RUNS_READ_MAX:
+        logger.warning(
+            "group %s: its nodes reported more than %d runs in a fortnight; the first %d (by instance) are "
+            "the evidence",
+            group_id,
+            RUNS_READ_MAX,
+            RUNS_READ_MAX,
+        )
+
+
 @dataclass(frozen=True)
 class RunMark:
     """A script run that did not fail, as its mark tells it."""
@@ -391,16 +408,17 @@ class GroupStore:
 
     def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
         """Every stored failed script run of a group."""
-        return [
-            NodeReport.model_validate_json(item["report"]["S"])
-            for item in self._table.query(group_key(cluster_id, group_id), REPORT)
-        ]
+        items = list(self._table.query(group_key(cluster_id, group_id), REPORT, most=RUNS_READ_MAX))
+        _said_if_partial(group_id, len(items))
+        return [NodeReport.model_validate_json(item["report"]["S"]) for item in items]
 
     def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
         """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail, in one
         Query: their sort keys are the only ones that begin with R (`lifeguard.store.table`)."""
         reports, marks = [], []
-        for item in self._table.query(group_key(cluster_id, group_id), RUNS):
+        items = list(self._table.query(group_key(cluster_id, group_id), RUNS, most=RUNS_READ_MAX))
+        _said_if_partial(group_id, len(items))
+        for item in items:
             sk = item["sk"]["S"]
             if sk.startswith(REPORT):
                 reports.append(NodeReport.model_validate_json(item["report"]["S"]))

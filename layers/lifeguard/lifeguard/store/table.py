@@ -30,6 +30,7 @@ naming the operation. The stores decide what each means (a lost race, a lease he
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
@@ -176,9 +177,11 @@ class Table:
             )
         return int(response["Attributes"][attribute]["N"])
 
-    def query(self, pk: str, prefix: str, *, last: int | None = None) -> Iterator[Item]:
+    def query(
+        self, pk: str, prefix: str, *, last: int | None = None, most: int | None = None
+    ) -> Iterator[Item]:
         """The partition's items whose sort key starts with `prefix`, in key order (only the `last` ones,
-        newest first, when given)."""
+        newest first, when given; at most the first `most`, when given)."""
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
@@ -186,7 +189,8 @@ class Table:
         }
         if last is not None:
             request.update(ScanIndexForward=False, Limit=last)
-        yield from self._pages("Query", request, once=last is not None)
+        items = self._pages("Query", request, once=last is not None)
+        yield from items if most is None else itertools.islice(items, most)
 
     def scan(self, sk: str) -> Iterator[Item]:
         """Every item whose sort key is `sk` (a Scan: for the operator, never for the handlers)."""
