@@ -58,6 +58,17 @@ def test_a_later_change_back_to_the_same_configuration_names_its_own_author() ->
     assert store.find(CLUSTER, GROUP, FINGERPRINT) == later
 
 
+def test_an_older_change_delivered_after_a_newer_one_leaves_the_newer_author() -> None:
+    """CloudTrail's records reach EventBridge in no promised order: carol put the configuration back at
+    01:05 and her record came first; alice's of 01:00 to the same configuration, delivered after it, must
+    not take her place."""
+    store = ChangeStore(FakeDynamoDB(), "t")
+    carol = change(arn="arn:aws:sts::123456789012:assumed-role/ClusterAdmin/carol", at=1792544700000)
+    store.put(carol)
+    store.put(change())
+    assert store.find(CLUSTER, GROUP, FINGERPRINT) == carol
+
+
 def test_an_unnamed_caller_is_kept_as_none() -> None:
     store = ChangeStore(FakeDynamoDB(), "t")
     store.put(change(arn=None))

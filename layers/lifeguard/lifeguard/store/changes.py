@@ -80,7 +80,11 @@ class ChangeStore:
         return self._table.name
 
     def put(self, change: ChangeRecord) -> None:
-        """Keep `change` (replacing an earlier change to the same configuration of the group)."""
+        """Keep `change`, unless a later change to the same configuration of the group is kept already
+        (CloudTrail's records arrive in no promised order: the one delivered last is not the newest)."""
+        kept = self.find(change.cluster_id, change.group_id, change.fingerprint)
+        if kept is not None and kept.at > change.at:
+            return
         self._table.put(
             {
                 **item_key(group_key(change.cluster_id, change.group_id), f"{CHANGE}{change.fingerprint}"),
