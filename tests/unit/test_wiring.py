@@ -81,3 +81,62 @@ def test_notify_uses_the_channels_that_are_set_and_paces_slack_as_told() -> None
     only_sns = build_notify(topic_arn="arn:aws:sns:us-east-1:123456789012:t", clients=Clients())
     assert [c.name for c in only_sns.channels] == ["sns"]
     assert only_sns.notices is None  # no table: nothing claimed, every channel sent
+
+
+def test_who_changed_a_configuration_is_lifeguard_when_its_ledger_holds_that_very_change() -> None:
+    """Lifeguard's own update is also a CloudTrail call, by its role: the ledger, which matches the
+    configuration's modifiedAt to the millisecond, says it was Lifeguard's; a person's change to the same
+    configuration later is the review's."""
+    from lifeguard.group_state import KnownConfig
+    from lifeguard.remediation import AppliedChange, Ledger
+    from lifeguard.store.changes import ChangeRecord, ChangeStore
+    from lifeguard.store.remediations import RemediationStore
+    from lifeguard.wiring import change_lookup
+    from tests.unit.fakes import FakeDynamoDB
+
+    table, cluster, group, fingerprint, modified = (
+        FakeDynamoDB(),
+        "pcs_abc123de45",
+        "pcs_abcdef01",
+        "a" * 64,
+        1_792_545_000_000,
+    )
+    wiring = wire("t", "b", clients=lambda service, **_: table if service == "dynamodb" else object())
+    role = "arn:aws:sts::123456789012:assumed-role/pcs-lifeguard-RemediateRole-1A2B/remediate"
+    ChangeStore(table, "t").put(
+        ChangeRecord(cluster, group, fingerprint, role, modified + 400, "UpdateComputeNodeGroup", "e" * 36)
+    )
+    ledger = Ledger(
+        changes=[
+            AppliedChange(
+                at=modified / 1000 - 1,
+                episode_id="ep-1",
+                revision=1,
+                action="quarantine",
+                config_before=None,
+                config_after=None,
+                fingerprint_before="b" * 64,
+                fingerprint_after=fingerprint,
+                modified_at_after=modified,
+            )
+        ]
+    )
+    RemediationStore(table, "t").save_ledger(cluster, group, ledger)
+    changed_by = change_lookup(wiring)
+    ours = KnownConfig(modified_at=modified, fingerprint=fingerprint, checked_at=modified)
+    assert changed_by(cluster, group, ours) == {"arn": None, "at": modified - 1000, "source": "lifeguard"}
+    theirs = KnownConfig(
+        modified_at=modified + 60_000, fingerprint=fingerprint, checked_at=modified
+    )  # by bob
+    ChangeStore(table, "t").put(
+        ChangeRecord(
+            cluster,
+            group,
+            fingerprint,
+            "arn:aws:iam::123456789012:user/bob",
+            modified + 60_000,
+            "UpdateComputeNodeGroup",
+            "f" * 36,
+        )
+    )
+    assert changed_by(cluster, group, theirs)["source"] == "cloudtrail"

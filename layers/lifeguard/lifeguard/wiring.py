@@ -131,8 +131,9 @@ CHANGE_MATCH_MS = 10 * 60 * 1000
 
 
 def change_lookup(w: Wiring) -> ChangedBy:
-    """Who put a group's configuration in place: the review of its CloudTrail call, else Lifeguard's own
-    change (its ledger), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
+    """Who put a group's configuration in place: Lifeguard's own change (its ledger, to the millisecond of
+    the configuration's modifiedAt), else the review of its CloudTrail call (which names Lifeguard's role
+    for Lifeguard's own), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
     from lifeguard.store.changes import ChangeStore
     from lifeguard.store.remediations import RemediationStore
 
@@ -140,12 +141,12 @@ def change_lookup(w: Wiring) -> ChangedBy:
     ledgers = RemediationStore(w.store.client, w.store.table)
 
     def changed_by(cluster_id: str, group_id: str, config: KnownConfig) -> dict[str, Any] | None:
-        found = changes.find(cluster_id, group_id, config.fingerprint)
-        if found is not None and abs(found.at - config.modified_at) <= CHANGE_MATCH_MS:
-            return found.to_changed_by()
         for change in reversed(ledgers.ledger(cluster_id, group_id).changes):
             if change.status == "applied" and change.modified_at_after == config.modified_at:
                 return {"arn": None, "at": int(change.at * 1000), "source": "lifeguard"}
+        found = changes.find(cluster_id, group_id, config.fingerprint)
+        if found is not None and abs(found.at - config.modified_at) <= CHANGE_MATCH_MS:
+            return found.to_changed_by()
         return {"arn": None, "at": config.modified_at, "source": "unknown"}
 
     return changed_by
