@@ -16,8 +16,10 @@ from lifeguard.errors import AwsCallError
 from lifeguard.group_state import GroupState, KnownConfig, ProvenGood
 from lifeguard.handlers.config_review import ConfigReviewHandler, ReviewSummary
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.remediation import AppliedChange, Ledger
 from lifeguard.store.changes import ChangeStore
 from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
 from tests.conftest import load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
 
@@ -52,6 +54,7 @@ class World:
             self.changes,
             PcsGateway(client),
             EventPublisher(self.bus, "bus", sleep=lambda _: None),
+            ledger=RemediationStore(self.table, "t").ledger,
             metric=lambda name, _: self.metrics.append(name),
             clock=lambda: AT / 1000 + 60,
         )
@@ -270,3 +273,43 @@ def test_the_same_event_delivered_twice_publishes_the_same_review() -> None:
     world.review(recorded())
     first, second = world.reviews()
     assert first == second  # notify's claims (by content) send it once
+
+
+@pytest.mark.parametrize(
+    ("token", "action", "reviewed"),
+    [
+        ("lifeguard-" + "0" * 40, "quarantine", 0),  # Lifeguard's own: its RemediationApplied told of it
+        ("lifeguard-" + "0" * 40, "undo", 1),  # an operator's undo, made through Lifeguard: reviewed
+        ("lifeguard-" + "f" * 40, "quarantine", 1),  # a token of the same form that Lifeguard never used
+        (None, "quarantine", 1),
+    ],
+)
+def test_lifeguards_own_change_is_told_apart_by_its_client_token_in_the_ledger(
+    token: str | None, action: str, reviewed: int
+) -> None:
+    """Reviewed, Lifeguard's own quarantine reads as a risky change by its role; it is known by the
+    clientToken its ledger holds, which no other caller can have chosen."""
+    world = World()
+    world.knows(BEFORE)
+    ledger = Ledger(
+        changes=[
+            AppliedChange(
+                at=AT / 1000,
+                episode_id="ep-1",
+                revision=1,
+                action=action,
+                config_before=BEFORE,
+                config_after=NEW,
+                fingerprint_before=fingerprint_of(BEFORE),
+                fingerprint_after=fingerprint_of(NEW),
+                client_token="lifeguard-" + "0" * 40,
+            )
+        ]
+    )
+    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, ledger)
+    event = recorded()
+    if token is not None:
+        event["detail"]["requestParameters"]["clientToken"] = token
+    summary = world.review(event)
+    assert (summary.reviewed, summary.ignored) == (reviewed, 1 - reviewed)
+    assert len(world.reviews()) == reviewed

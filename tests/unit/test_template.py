@@ -44,6 +44,7 @@ STORE_USES: dict[str, dict[str, tuple[tuple[str, ...], str]]] = {
     "ReviewChanges": {
         "state": (("handlers/config_review.py",), "self.states"),
         "changes": (("handlers/config_review.py",), "self.changes"),
+        "remediation": (("wiring.py",), "RemediationStore(w.store.client, w.store.table)"),
     },
 }
 STORES: dict[str, dict[str, tuple[str, ...]]] = {

@@ -80,6 +80,8 @@ SUBSCRIPTION_MAX_BYTES = 16 * 1024 * 1024
 # decision each hold one or two, and an item is at most DynamoDB's 400 KB. PCS's own bounds allow about
 # 700 KB of JSON (40 scripts of 20 arguments of 256 characters); real ones are a few KB.
 CONFIG_MAX_STORED_BYTES = 64 * 1024
+# How the clientToken of Lifeguard's own UpdateComputeNodeGroup calls begins (the rest is a digest).
+CLIENT_TOKEN_PREFIX = "lifeguard-"
 
 
 def anchored(pattern: str) -> str:

@@ -72,6 +72,7 @@ class _UserIdentity(Model):
     computeNodeGroupIdentifier=optional(GROUP_ID),
     computeNodeGroupName=optional(string(pattern=anchored(_GROUP_NAME_PATTERN))),
     nodeLifecycleActions=optional(json_object()),
+    clientToken=optional(string(max_length=100)),
 )
 @dataclass(slots=True, kw_only=True)
 class _Request(Model):
@@ -79,6 +80,7 @@ class _Request(Model):
     computeNodeGroupIdentifier: str | None = None
     computeNodeGroupName: str | None = None
     nodeLifecycleActions: dict[str, Any] | None = None
+    clientToken: str | None = None
 
 
 @checked(id=optional(_PCS_ID), clusterId=optional(_PCS_ID))
@@ -150,6 +152,7 @@ class ConfigCall:
     cluster_id: str | None
     group_id: str | None
     config: NodeLifecycleActions | None
+    client_token: str | None = None
 
     @property
     def needs_ids(self) -> bool:
@@ -260,5 +263,6 @@ def parse_config_call(event: object, *, now_ms: int) -> ConfigCall | CallIgnored
         group_identifier=group_identifier,
         cluster_id=(response.clusterId if response else None) or _pcs_id(request.clusterIdentifier),
         group_id=group_id,
+        client_token=request.clientToken,
         config=config,
     )

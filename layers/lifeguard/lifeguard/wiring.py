@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from lifeguard.handlers.updater import GroupUpdater
     from lifeguard.notify import Notifier
     from lifeguard.remediation import RemediationSettings, Remediator
+    from lifeguard.remediation.records import Ledger
     from lifeguard.store.groups import GroupStore
 
 __all__ = [
@@ -259,4 +260,12 @@ def build_config_review(
 
     w = wiring or wire(metric=metric)
     changes = ChangeStore(w.store.client, w.store.table)
-    return ConfigReviewHandler(w.store, changes, w.pcs, w.publisher, metric=metric, clock=clock or time.time)
+
+    def ledger(cluster_id: str, group_id: str) -> Ledger:
+        from lifeguard.store.remediations import RemediationStore  # here: only a call of Lifeguard's asks
+
+        return RemediationStore(w.store.client, w.store.table).ledger(cluster_id, group_id)
+
+    return ConfigReviewHandler(
+        w.store, changes, w.pcs, w.publisher, ledger=ledger, metric=metric, clock=clock or time.time
+    )

@@ -20,11 +20,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway, is_transient
-from lifeguard.bounds import clip
+from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip
 from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
 from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
 from lifeguard.event_contract import ControllerEvent, make_detail
@@ -35,6 +35,9 @@ from lifeguard.metrics import Metric, uncounted
 from lifeguard.risks import find_risks
 from lifeguard.store.changes import ChangeRecord, ChangeStore
 from lifeguard.store.groups import GroupStore
+
+if TYPE_CHECKING:
+    from lifeguard.remediation.records import Ledger
 
 __all__ = ["RISK_SEVERITY", "ConfigReviewHandler", "ReviewSummary"]
 
@@ -90,11 +93,13 @@ class ConfigReviewHandler:
         pcs: PcsGateway,
         publisher: EventPublisher,
         *,
+        ledger: Callable[[str, str], Ledger] | None = None,
         metric: Metric | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.states = states
         self.changes = changes
+        self.ledger = ledger  # a group's ledger: Lifeguard's own changes, told apart by their clientToken
         self.pcs = pcs
         self.publisher = publisher
         self.metric = metric or uncounted
@@ -118,6 +123,9 @@ class ConfigReviewHandler:
             return self._skip(summary, f"GetComputeNodeGroup refused ({exc.code})", call.event_id, str(exc))
         except InvalidLifecycleConfigError as exc:
             return self._skip(summary, "invalid nodeLifecycleActions from PCS", call.event_id, str(exc))
+        own = self._lifeguards_own(call, target)
+        if own is not None:
+            return self._ignore(summary, own, call.event_id)
         state = self.states.load(target.cluster_id, target.group_id)
         review = _review(call, target, state)
         if review is None:
@@ -152,6 +160,18 @@ class ConfigReviewHandler:
             len(review.detail["diff"]),
         )
         return summary
+
+    def _lifeguards_own(self, call: ConfigCall, target: _Target) -> str | None:
+        """Why the call is Lifeguard's own remediation (its RemediationApplied told of it; reviewed, it
+        would read as a risky change by Lifeguard's role), or None. Known by its clientToken in the group's
+        ledger, which no other caller can have chosen; an undo, which an operator asks for, is reviewed."""
+        token = call.client_token
+        if self.ledger is None or token is None or not token.startswith(CLIENT_TOKEN_PREFIX):
+            return None
+        for change in self.ledger(target.cluster_id, target.group_id).changes:
+            if change.client_token == token and change.action != "undo":
+                return f"Lifeguard's own {change.action} of {target.group_id} (clientToken {token})"
+        return None
 
     def _target(self, call: ConfigCall) -> _Target:
         """The group's ids and its new configuration: the request's, or PCS's when the request carries

@@ -37,7 +37,7 @@ from typing import Any, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
-from lifeguard.bounds import clip, utc
+from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
@@ -364,7 +364,7 @@ class Remediator:
             fingerprint_before=fingerprint_of(before),
             fingerprint_after=fingerprint_after,
             status="pending",
-            client_token="lifeguard-" + hashlib.sha256(seed.encode()).hexdigest()[:40],
+            client_token=CLIENT_TOKEN_PREFIX + hashlib.sha256(seed.encode()).hexdigest()[:40],
             mode=mode,
             reason=said,
         )
