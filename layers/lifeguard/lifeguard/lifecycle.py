@@ -49,6 +49,7 @@ __all__ = [
     "canonical_json",
     "diff_configs",
     "fingerprint_of",
+    "fingerprint_of_json",
     "render_diff",
 ]
 
@@ -294,7 +295,12 @@ def canonical_json(api_value: object) -> str:
 
 def fingerprint_of(api_value: object) -> str:
     """sha256 of an API value's canonical JSON (a group without lifecycle actions has the one of `null`)."""
-    return hashlib.sha256(canonical_json(api_value).encode()).hexdigest()
+    return fingerprint_of_json(canonical_json(api_value))
+
+
+def fingerprint_of_json(text: str) -> str:
+    """`fingerprint_of` the value whose `canonical_json` is `text`."""
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

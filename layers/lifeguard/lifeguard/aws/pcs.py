@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
-from lifeguard.lifecycle import fingerprint_of
-from lifeguard.store.table import config_stored_bytes
+from lifeguard.lifecycle import canonical_json, fingerprint_of_json
+from lifeguard.store.table import stored_bytes
 
 __all__ = [
     "RETRYABLE_CODES",
@@ -417,8 +417,9 @@ class BatchReads:
         except GroupNotFoundError:
             return self._gone(state)
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
-        fingerprint, kept = fingerprint_of(actions), actions
-        if config_stored_bytes(actions) > CONFIG_MAX_STORED_BYTES:
+        text = canonical_json(actions)
+        fingerprint, kept = fingerprint_of_json(text), actions
+        if stored_bytes(text) > CONFIG_MAX_STORED_BYTES:
             # Known by its fingerprint only, as if listed: the group's state stays an item DynamoDB takes.
             logger.warning(
                 "group %s: its configuration is too large to keep; known by its fingerprint", state.group_id
