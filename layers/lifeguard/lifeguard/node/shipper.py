@@ -43,6 +43,10 @@ __all__ = [
 
 END_MARKER_GRACE_SECONDS = 5.0  # how long a run's record may wait for its script log's end marker
 MAX_BATCH_EVENTS = 1000
+# PutLogEvents takes at most 1,048,576 bytes a batch, each event counted as its UTF-8 message and 26
+# bytes more: a report's escaped log tail can be six times its 4 KiB, so batches are cut by size too.
+MAX_BATCH_BYTES = 1_048_576
+EVENT_OVERHEAD_BYTES = 26
 IMDS_ENDPOINT = "http://169.254.169.254"
 
 _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_ON_ERROR_NAMES.items()}}
@@ -159,8 +163,7 @@ class CloudWatchSink(ReportSink):
     def put(self, messages: list[str]) -> None:
         """PutLogEvents, in batches; event times never go backwards so the stream keeps the order."""
         logs = self._logs()
-        for start in range(0, len(messages), MAX_BATCH_EVENTS):
-            chunk = messages[start : start + MAX_BATCH_EVENTS]
+        for chunk in _batches(messages):
             now_ms = max(int(self._clock() * 1000), self._last_ms)
             self._last_ms = now_ms
             events = [{"timestamp": now_ms, "message": message} for message in chunk]
@@ -184,6 +187,21 @@ class CloudWatchSink(ReportSink):
         return [event["message"] for event in response.get("events", [])]
 
 
+def _batches(messages: list[str]) -> Iterator[list[str]]:
+    """`messages` in order, in batches PutLogEvents takes (`MAX_BATCH_EVENTS`, `MAX_BATCH_BYTES`)."""
+    batch: list[str] = []
+    size = 0
+    for message in messages:
+        cost = len(message.encode()) + EVENT_OVERHEAD_BYTES
+        if batch and (len(batch) == MAX_BATCH_EVENTS or size + cost > MAX_BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(message)
+        size += cost
+    if batch:
+        yield batch
+
+
 def _logs_client() -> Any:
     # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
     return node_client("logs", "shipping reports", region=lambda: _imds("placement/region"))
@@ -200,17 +218,23 @@ class _State:
 
     @classmethod
     def load(cls, path: Path) -> _State:
+        """The state as saved; a fresh one when the file is missing or is not what `save` writes (a
+        damaged file must not stop the shipper: reading again from the start only sends reports again,
+        and the node_reports function stores a run once)."""
         try:
             data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            state = cls(
+                executor_offset=_offset(data["executor_offset"]),
+                script_offsets={str(k): _offset(v) for k, v in data["script_offsets"].items()},
+                boot=_offset(data["boot"]),
+                first_boot=data["first_boot"],
+                pending=data["pending"],
+            )
+            if type(state.first_boot) is not bool or not all(type(m) is str for m in state.pending):
+                raise TypeError("not a state as saved")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
             return cls()
-        return cls(
-            executor_offset=int(data.get("executor_offset", 0)),
-            script_offsets={str(k): int(v) for k, v in data.get("script_offsets", {}).items()},
-            boot=int(data.get("boot", 1)),
-            first_boot=bool(data.get("first_boot", True)),
-            pending=[str(m) for m in data.get("pending", [])],
-        )
+        return state
 
     def save(self, path: Path) -> None:
         data = {
@@ -221,6 +245,13 @@ class _State:
             "pending": self.pending,
         }
         atomic_write(path, json.dumps(data).encode(), FILE_MODE)
+
+
+def _offset(value: object) -> int:
+    """A byte offset or a boot count as `save` writes it: an int from 0 (no bool, float or text)."""
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise ValueError(f"not an offset: {value!r}")
+    return value
 
 
 class Shipper:
