@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.node.layout import NodeLayout
 from tests.integration.conftest import LIFEGUARD_NODE, Node
 
 pytestmark = pytest.mark.integration
@@ -168,6 +169,19 @@ def test_a_failure_is_one_even_when_the_boot_was_started_with_sigchld_ignored(no
     assert (failure["on_error"], failure["exit_code"]) == ("Terminate", 1)
 
 
+@pytest.mark.parametrize("damage", ['{"completed_boots": Infinity}', '{"completed_boots": -1}', "[]"])
+def test_a_damaged_boot_state_makes_a_first_boot_not_a_crash(node: Node, damage: str) -> None:
+    """The boot state is read as the executor writes it; anything else (damaged, or left by something
+    else) makes the boot a first boot, as a missing file does."""
+    state = NodeLayout(node.root).boot_state
+    state.parent.mkdir(parents=True, exist_ok=True)
+    state.write_text(damage)
+    result = node.boot(node.config("article-first-boot-every-boot"))
+    assert result.returncode == 0, result.stderr
+    [started] = messages(node, "boot started")
+    assert (started["boot"], started["first_boot"]) == (1, True)
+
+
 def test_continue_records_the_failure_and_goes_on(node: Node) -> None:
     config = node.config("article-terminate")
     config["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
@@ -315,6 +329,26 @@ def test_bad_usage_exits_64(node: Node) -> None:
     )
     assert result.returncode == 64
     assert "--config" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "said"),
+    [
+        (("--script-timeout", "nan"), {}, "the script timeout must be from 0.001 to 86400 seconds, not nan"),
+        (("--script-timeout", "inf"), {}, "the script timeout must be from 0.001 to 86400 seconds, not inf"),
+        (("--script-timeout", "-1"), {}, "the script timeout must be from 0.001 to 86400 seconds, not -1"),
+        ((), {"LIFEGUARD_FETCH_BACKOFF_SECONDS": "nan"}, "the fetch backoff must be from 0 to 86400"),
+    ],
+)
+def test_a_timeout_or_backoff_out_of_bounds_is_bad_usage_and_runs_nothing(
+    node: Node, args: tuple[str, ...], env: dict[str, str], said: str
+) -> None:
+    """nan or inf would start a script the boot cannot wait for; a negative timeout fails every script."""
+    node.env.update(env)
+    result = node.boot(node.config("article-first-boot-every-boot"), *args)
+    assert result.returncode == 64
+    assert result.stderr.startswith(f"lifeguard-node: {said}")
+    assert not node.record_file.exists()
 
 
 def test_scripts_get_the_pcs_environment_and_their_arguments_exactly(node: Node) -> None:

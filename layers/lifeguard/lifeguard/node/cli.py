@@ -201,8 +201,12 @@ def _boot(args: argparse.Namespace) -> int:
         print(f"lifeguard-node: {args.config} is not valid JSON: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        timeout = setting("script_timeout_seconds", args.script_timeout, float(SCRIPT_TIMEOUT_SECONDS), float)
-        backoff = setting("fetch_backoff_seconds", None, 1.0, float)
+        timeout = _seconds(
+            "script timeout",
+            setting("script_timeout_seconds", args.script_timeout, float(SCRIPT_TIMEOUT_SECONDS), float),
+            least=0.001,
+        )
+        backoff = _seconds("fetch backoff", setting("fetch_backoff_seconds", None, 1.0, float), least=0.0)
         identity = NodeIdentity.resolve(
             args.cluster_id,
             args.cluster_name,
@@ -232,6 +236,18 @@ def _boot(args: argparse.Namespace) -> int:
     result = executor.boot()
     _report(result, as_json=args.json)
     return result.exit_code
+
+
+# The longest wait a setting may ask for: a day (a script's timeout, a fetch's backoff).
+SECONDS_MOST = 24 * 3600.0
+
+
+def _seconds(what: str, value: float, *, least: float) -> float:
+    """A duration from the command line or the environment, within bounds: `nan`, `inf` or a negative
+    value would start a script the boot could not wait for, or fail every script at once."""
+    if not least <= value <= SECONDS_MOST:  # False for nan, too
+        raise ValueError(f"the {what} must be from {least:g} to {SECONDS_MOST:g} seconds, not {value:g}")
+    return value
 
 
 def _ship(args: argparse.Namespace) -> int:

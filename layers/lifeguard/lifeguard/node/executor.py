@@ -251,11 +251,13 @@ class Executor:
     # -- boot state --
 
     def _completed_boots(self) -> int:
+        """The boots completed on this node as the state file says; 0 (this is a first boot) when it is
+        missing or not what `_mark_boot_done` writes (a count from 0: not Infinity, -1 or text)."""
         try:
-            state = json.loads(self.layout.boot_state.read_text())
-            return int(state["completed_boots"])
+            count = json.loads(self.layout.boot_state.read_text())["completed_boots"]
         except (OSError, ValueError, KeyError, TypeError):
             return 0
+        return count if type(count) is int and 0 <= count < 2**31 else 0
 
     def _mark_boot_done(self, boot: int) -> None:
         atomic_write(self.layout.boot_state, json.dumps({"completed_boots": boot}).encode(), FILE_MODE)
