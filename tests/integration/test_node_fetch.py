@@ -6,12 +6,14 @@ import hashlib
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
+from lifeguard.node import fetch
 from lifeguard.node.fetch import MAX_SCRIPT_BYTES, FetchError, HttpsFetcher, ScriptFetcher, fetch_script
 
 pytestmark = pytest.mark.integration
@@ -21,6 +23,22 @@ SCRIPT = b"#!/bin/bash\necho from https\n"
 class Scripts(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
+        if path in {"/to-http.sh", "/to-https.sh"}:
+            scheme = "http" if path == "/to-http.sh" else "https"
+            self.send_response(302)
+            self.send_header("Location", f"{scheme}://localhost:{self.server.server_address[1]}/ok.sh")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if path == "/slow.sh":  # a byte every 0.1 s: each read is quick, the whole never ends in time
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                self.wfile.write(b"#")
+                self.wfile.flush()
+                time.sleep(0.1)
+            return
         body = {"/ok.sh": SCRIPT, "/big.sh": b"#" * (MAX_SCRIPT_BYTES + 1)}.get(path)
         self.send_response(200 if body is not None else 404)
         self.send_header("Content-Length", str(len(body or b"")))
@@ -104,6 +122,31 @@ def test_a_script_over_2_mib_is_refused(https_server: tuple[str, str]) -> None:
     base, ca = https_server
     with pytest.raises(FetchError, match="larger than 2 MiB"):
         fetch_script(f"{base}/big.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, sleep=no_sleep)
+
+
+def test_a_redirect_is_followed_to_https_only(https_server: tuple[str, str]) -> None:
+    """A script asked for over https is never taken over plain http, where anyone on the path may change
+    it."""
+    base, ca = https_server
+    fetchers: dict[str, ScriptFetcher] = {"https": HttpsFetcher(cafile=ca)}
+    assert fetch_script(f"{base}/to-https.sh", fetchers=fetchers, sleep=no_sleep) == SCRIPT
+    with pytest.raises(FetchError, match="HTTP 302 redirected to a location that is not https"):
+        fetch_script(f"{base}/to-http.sh", fetchers=fetchers, sleep=no_sleep)
+
+
+def test_a_download_that_trickles_is_cut_at_the_timeout_in_all(
+    https_server: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The socket's timeout holds between two reads only: a server that sends a byte now and then would
+    keep a boot waiting for ever."""
+    monkeypatch.setattr(fetch, "DOWNLOAD_TIMEOUT_SECONDS", 0.5)
+    base, ca = https_server
+    began = time.monotonic()
+    with pytest.raises(FetchError, match=r"the download took longer than 0.5 s"):
+        fetch_script(
+            f"{base}/slow.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep
+        )
+    assert time.monotonic() - began < 3
 
 
 class Flaky(ScriptFetcher):

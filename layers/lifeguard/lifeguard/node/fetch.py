@@ -109,20 +109,44 @@ class HttpsFetcher(ScriptFetcher):
 
     def __init__(self, cafile: str | None = None) -> None:
         self._context = ssl.create_default_context(cafile=cafile)
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=self._context), _HttpsRedirectsOnly()
+        )
 
     def fetch_once(self, location: str, version_id: str | None) -> bytes:
-        """GET the URL; any status but 200 is a failure."""
+        """GET the URL; any status but 200 is a failure, and so is a redirect to anything but https, or a
+        download that takes longer than `DOWNLOAD_TIMEOUT_SECONDS` in all (not only between two reads)."""
         request = urllib.request.Request(location, headers={"User-Agent": "pcs-lifeguard-node"})
+        deadline = time.monotonic() + DOWNLOAD_TIMEOUT_SECONDS
         try:
-            with urllib.request.urlopen(
-                request, timeout=DOWNLOAD_TIMEOUT_SECONDS, context=self._context
-            ) as response:
-                data: bytes = response.read(MAX_SCRIPT_BYTES + 1)
+            with self._opener.open(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+                data = bytearray()
+                while len(data) <= MAX_SCRIPT_BYTES:
+                    chunk: bytes = response.read1(MAX_SCRIPT_BYTES + 1 - len(data))
+                    if not chunk:
+                        break
+                    data += chunk
+                    if time.monotonic() > deadline:
+                        raise FetchError(f"the download took longer than {DOWNLOAD_TIMEOUT_SECONDS:g} s")
         except urllib.error.HTTPError as exc:
             raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             raise FetchError(str(exc.reason)) from None
-        return data
+        return bytes(data)
+
+
+class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect only to another https:// location: a script fetched over https must not be
+    served over plain http, where anyone on the path may change it."""
+
+    def redirect_request(  # noqa: PLR0917 - urllib calls it so
+        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> Any:
+        if urllib.parse.urlsplit(newurl).scheme != "https":
+            raise urllib.error.HTTPError(
+                newurl, code, "redirected to a location that is not https", headers, fp
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def fetch_script(
