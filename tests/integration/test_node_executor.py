@@ -182,6 +182,54 @@ def test_a_damaged_boot_state_makes_a_first_boot_not_a_crash(node: Node, damage:
     assert (started["boot"], started["first_boot"]) == (1, True)
 
 
+@pytest.mark.parametrize("on_error", ["CONTINUE", "TERMINATE"])
+def test_a_script_whose_log_cannot_be_written_fails_by_its_on_error_not_the_boot(
+    node: Node, on_error: str
+) -> None:
+    """A directory left where a script's log goes (or a full disk) makes that script fail, judged by its
+    onError as PCS would judge any failure, instead of an internal error that skips the rest."""
+    config = node.config("article-terminate")
+    config["stages"]["nodeBootstrapped"][0]["onError"] = on_error
+    (node.actions / "nodeBootstrapped" / "fail-terminate.log").mkdir(parents=True)
+    result = node.boot(config)
+    assert result.returncode == (0 if on_error == "CONTINUE" else 4), result.stderr
+    [failure] = [
+        r for r in node.executor_records() if r.get("script") == "fail-terminate" and "failed" in r["message"]
+    ]
+    assert failure["exit_code"] == 126
+    assert "its log cannot be written: Is a directory" in failure["error"]
+    ran_after = (node.actions / "nodeReady" / "ready-check.log").exists()
+    assert ran_after == (on_error == "CONTINUE")
+
+
+def test_a_full_disk_fails_the_script_that_filled_it_and_the_boot_goes_on(node: Node) -> None:
+    """A script that fills the disk (here: the boot's file-size limit) fails; its CONTINUE holds, and the
+    next stage runs."""
+    node.put_script("scripts/fill.sh", "#!/bin/bash\nhead -c 3000000 /dev/zero\n")
+    config = node.config("article-terminate")
+    fill = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {"name": "fill", "scriptSource": {"scriptLocation": "scripts/fill.sh"}, "onError": "CONTINUE"}
+            ]
+        }
+    )
+    config["stages"]["nodeBootstrapped"] = fill["stages"]["nodeBootstrapped"]
+    limited = [
+        sys.executable,
+        "-c",
+        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)); "
+        "os.execv(sys.argv[1], sys.argv[1:])",
+        str(LIFEGUARD_NODE),
+    ]
+    result = node.boot(config, command=limited)
+    assert result.returncode == 0, result.stderr
+    [failure] = messages(node, "lifecycle script failed; continuing")
+    assert (failure["script"], failure["exit_code"]) == ("fill", 126)
+    assert "its log cannot be written: File too large" in failure["error"]
+    assert (node.actions / "nodeReady" / "ready-check.log").exists()
+
+
 def test_continue_records_the_failure_and_goes_on(node: Node) -> None:
     config = node.config("article-terminate")
     config["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"

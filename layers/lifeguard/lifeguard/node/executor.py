@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -29,7 +30,7 @@ from lifeguard.lifecycle_rules import (
 from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
 from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
-from lifeguard.node.process import KILL_GRACE_SECONDS, run_script
+from lifeguard.node.process import CANNOT_START_EXIT_CODE, KILL_GRACE_SECONDS, run_script
 
 if TYPE_CHECKING:
     from lifeguard.node.fetch import ScriptFetcher
@@ -200,24 +201,31 @@ class ExecutorLog:
 
     def __init__(self, path: Path) -> None:
         ensure_dir(path.parent)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
-        os.fchmod(fd, EXECUTOR_LOG_MODE)
-        self._file = os.fdopen(fd, "a", encoding="utf-8")
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
+        os.fchmod(self._fd, EXECUTOR_LOG_MODE)
+        self._lost = 0  # records a full disk (or any write error) kept out
 
     def write(self, level: str, message: str, **fields: Any) -> None:
-        """Append one record and flush it, so the shipper sees it at once."""
+        """Append one record at once (one write, unbuffered), so the shipper sees it. A record that cannot
+        be written (the disk is full) is said once on stderr and the boot goes on: PCS's semantics do not
+        wait for a log."""
         record: dict[str, Any] = {"timestamp": _utc_timestamp(), "level": level, "message": message}
         for key, value in fields.items():
             if value is _NULL:
                 record[key] = None
             elif value is not None:
                 record[key] = value
-        self._file.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self._file.flush()
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            os.write(self._fd, line.encode())
+        except OSError as exc:
+            if not self._lost:
+                print(f"lifeguard-node: executor.log: {exc.strerror}; records are lost", file=sys.stderr)
+            self._lost += 1
 
     def close(self) -> None:
         """Close the file."""
-        self._file.close()
+        os.close(self._fd)
 
 
 class Executor:
@@ -338,9 +346,26 @@ class Executor:
                 failed = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
                 self._log_outcome(log, result, failed)
                 return failed
-        run = self._execute(spec, content, env)
+            except OSError as exc:  # the cache cannot hold it (a full disk, a directory in its place)
+                return self._not_run(spec, result, log, f"cannot be cached: {exc.strerror or exc}")
+        try:
+            run = self._execute(spec, content, env)
+        except OSError as exc:  # its log cannot be written: a script failure, judged by its onError
+            return self._not_run(spec, result, log, f"its log cannot be written: {exc.strerror or exc}")
         self._log_outcome(log, result, run)
         return run
+
+    def _not_run(self, spec: ScriptSpec, result: BootResult, log: ExecutorLog, why: str) -> ScriptRun:
+        failed = ScriptRun(
+            spec.stage,
+            spec.name,
+            spec.on_error,
+            "failed",
+            CANNOT_START_EXIT_CODE,
+            f"script '{spec.name}' {why}",
+        )
+        self._log_outcome(log, result, failed)
+        return failed
 
     def _execute(self, spec: ScriptSpec, content: bytes, env: dict[str, str]) -> ScriptRun:
         digest = hashlib.sha256(content).hexdigest()
