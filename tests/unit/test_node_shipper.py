@@ -4,11 +4,21 @@ start from."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from lifeguard.node.shipper import EVENT_OVERHEAD_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EVENTS, _batches, _State
+from lifeguard.node.layout import NodeLayout
+from lifeguard.node.shipper import (
+    EVENT_OVERHEAD_BYTES,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_EVENTS,
+    Shipper,
+    ShipperIdentity,
+    _batches,
+    _State,
+)
 
 
 def test_batches_keep_the_order_and_within_putlogevents_count_and_bytes() -> None:
@@ -56,3 +66,23 @@ def test_a_state_as_saved_is_loaded_as_it_was(tmp_path: Path) -> None:
     saved.save(path)
     assert json.loads(path.read_text())["boot"] == 3
     assert _State.load(path) == saved
+
+
+def test_a_run_whose_place_in_its_log_no_longer_holds_is_not_read_whole(tmp_path: Path) -> None:
+    """A log rewritten so that the run's first line now runs past the run's recorded end: the run is not
+    found there (as for any log rotated or truncated), instead of a read of the whole log."""
+    layout = NodeLayout(tmp_path)
+    log = layout.script_log("nodeBootstrapped", "a")
+    log.parent.mkdir(parents=True)
+    log.write_bytes(b"[start a args=[] @ 1]\n" + b"x" * 1_000_000 + b"\n[end a exit=1 @ 2]\n")
+    identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", "i-0123456789abcdef0", None)
+    shipper = Shipper(layout, identity, sink=None)  # type: ignore[arg-type]  # nothing is sent here
+    tracemalloc.start()
+    try:
+        # Its start marker alone is 22 bytes: its window would begin one byte past its end, and read(-1)
+        # reads to the end of the file.
+        assert shipper._run_at("nodeBootstrapped", "a", (0, 21)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 200_000  # the megabyte after it was never read

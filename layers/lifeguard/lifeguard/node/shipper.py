@@ -420,8 +420,10 @@ class Shipper:
                 file.seek(start)
                 first = file.readline(_MARKER_MAX_BYTES)
                 window_from = max(start + len(first), end - LOG_TAIL_BYTES - _END_MARKER_MAX_BYTES)
+                if window_from > end:  # its first line runs past its end: the log was rewritten
+                    return None
                 file.seek(window_from)
-                window = file.read(end - window_from)
+                window = file.read(end - window_from)  # never -1, which would read the whole log
         except (OSError, ValueError):
             return None
         started_at = _marker_time(first.removesuffix(b"\n"), f"[start {script} args=".encode())
