@@ -17,7 +17,7 @@ from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.detection import DetectionSettings
 from lifeguard.group_state import OUTCOME_LIMIT, GroupState
-from lifeguard.handlers.node_reports import NodeReportsHandler
+from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
@@ -845,6 +845,36 @@ def test_a_forged_run_beside_a_real_failure_names_no_other_script() -> None:
         world, handler, [forged(r["instance_id"], r["ended_at"] + 1, "record-after-fail") for r in failed[1:]]
     )
     assert world.state().episode.suspect.script == "fail-terminate"  # kept: nothing names another one
+
+
+def test_a_batch_naming_many_groups_reads_pcs_for_twenty_and_the_rest_on_their_next_reports() -> None:
+    """Reports can name any group of any cluster: a batch naming thirty (each with a loop's worth of
+    TERMINATE failures) reads PCS for at most twenty of them; the others wait, and a group that loops sends
+    more."""
+    world = World()
+    when = at(1, 20) // 1000
+    many = [
+        {
+            **forged(f"i-0{g:08x}{n:08x}", when + n, "fail-terminate"),
+            "cluster_id": f"pcs_0{g:09d}",  # sorted before the article's cluster
+            "compute_node_group_id": f"pcs_{g:08d}x",
+        }
+        for g in range(30)
+        for n in range(2)
+    ]
+    handler = reports_handler(world)
+    ship(world, handler, many)
+    assert (
+        world.pcs_calls("GetComputeNodeGroup") + world.pcs_calls("ListComputeNodeGroups")
+        == DETECTION_READS_MAX
+    )
+    first = {r["instance_id"]: r["started_at"] for r in sorted(REPORTED, key=lambda r: -r["started_at"])}
+    world.feed([launched(instance, started * 1000 - 60_000) for instance, started in sorted(first.items())])
+    # The article's group among them, known to Lifeguard (its scaling log), goes first although thirty
+    # forged ones sort before it: read, and its loop found.
+    ship(world, handler, [*many, *REPORTED])
+    assert "BootstrapLoopDetected" in world.published()
+    assert world.state().episode is not None
 
 
 def test_a_loop_from_thousands_of_reports_keeps_its_newest_failures() -> None:

@@ -36,7 +36,12 @@ from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore
 
-__all__ = ["NodeReportsHandler", "ReportsSummary"]
+__all__ = ["DETECTION_READS_MAX", "NodeReportsHandler", "ReportsSummary"]
+
+# Groups a batch of reports may read from PCS to judge a loop from the reports alone: reports name any
+# group, and a batch of forged ones naming thousands would cost as many reads (and PCS's quota, which the
+# remediation needs). The others wait for their next report, which a looping group sends within minutes.
+DETECTION_READS_MAX = 20
 
 logger = logging.getLogger("lifeguard")
 
@@ -88,6 +93,9 @@ class NodeReportsHandler:
         self.changed_by = changed_by  # as the scaling_events handler's
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
+        # The groups a batch read PCS for, to detect a loop from reports alone, and those it left to wait.
+        self._judged: set[tuple[str, str]] = set()
+        self._deferred: set[tuple[str, str]] = set()
 
     def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:
         """One CloudWatch Logs subscription event of the node-report log group."""
@@ -125,8 +133,12 @@ class NodeReportsHandler:
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
         reads = None
+        self._judged, self._deferred = set(), set()
         if self.pcs is not None:
             reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
+        if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
+            stored = self.store.load_many(sorted(looping))
+            groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
         for cluster_id, group_id in groups:
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
             summary.events.extend(self._attribute(cluster_id, group_id, detect))
@@ -137,6 +149,13 @@ class NodeReportsHandler:
             for (cluster_id, group_id), state in self.store.load_many(quiet).items():
                 if state.episode is not None and state.episode.contained_at is None:
                     summary.events.extend(self._settle_open(cluster_id, group_id))
+        if self._deferred:
+            logger.warning(
+                "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS)",
+                len(self._deferred),
+                DETECTION_READS_MAX,
+            )
+            self.metric("DetectionsDeferred", len(self._deferred))
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
@@ -221,6 +240,12 @@ class NodeReportsHandler:
         instances = launched_instances(state)
         if reported_loop(reports, settings.threshold, settings.window_ms, since, instances=instances) is None:
             return []  # not even with what is known: no PCS call
+        key = (state.cluster_id, state.group_id)
+        if key not in self._judged:
+            if len(self._judged) >= DETECTION_READS_MAX:
+                self._deferred.add(key)
+                return []
+            self._judged.add(key)
         batch_time = max(r.ended_or_started_at for r in reports) * 1000
         config = reads.current(state, batch_time, tags=True)
         if config is None:
