@@ -189,10 +189,13 @@ class _Responder:
             if self.sent:
                 return
             self.sent = True
+        # CloudFormation refuses a body over 4 KiB: the reason is kept to printable ASCII (JSON escapes any
+        # other character in up to 6 bytes), at most REASON_MAX_CHARS of it.
+        said = "".join(c if " " <= c <= "~" else "?" for c in " ".join(reason.split()))
         body = json.dumps(
             {
                 "Status": status,
-                "Reason": " ".join(reason.split())[:REASON_MAX_CHARS] or status,
+                "Reason": said[:REASON_MAX_CHARS] or status,
                 "PhysicalResourceId": physical_id,
                 "StackId": self._event.get("StackId"),
                 "RequestId": self._event.get("RequestId"),
@@ -268,3 +271,6 @@ def lambda_handler(event: dict[str, Any], context: Any) -> None:
     finally:
         if watchdog is not None:
             watchdog.cancel()
+            # A watchdog that fired may still be retrying its answer: Lambda freezes the process once the
+            # handler returns, and an answer not sent leaves CloudFormation waiting for an hour.
+            watchdog.join()

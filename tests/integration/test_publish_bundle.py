@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import uuid
 import zipfile
 from collections.abc import Iterator
@@ -353,3 +354,40 @@ def test_an_invocation_about_to_time_out_answers_failed_once(
     answer = answers.only()
     assert answer["Status"] == "FAILED"
     assert answer["Reason"] == "timed out publishing the node bundle"
+
+
+def test_the_handler_returns_only_once_a_fired_watchdog_has_answered(
+    package: Path, answers: ResponseSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog answers FAILED before the timeout; CloudFormation's URL answers 503 once, so that answer
+    is retried a second later, while the publication fails and the handler ends. The handler must not
+    return before the answer is sent: Lambda freezes the process then, and CloudFormation would wait an
+    hour."""
+    answers.refuse = 1
+    function = load_function(package)
+
+    def slow_then_failing(*_: object) -> None:
+        time.sleep(0.6)  # the watchdog has fired at 0.3 s
+        raise function.PublishError("S3 gave up")
+
+    monkeypatch.setattr(function, "publish_node_bundle", slow_then_failing)
+    monkeypatch.setattr(function, "_s3_client", lambda: None)
+    remaining_ms = int((function.TIMEOUT_MARGIN_SECONDS + 0.3) * 1000)
+    function.lambda_handler(cfn_event("Create", answers.url, "lifeguard-stalled"), FakeContext(remaining_ms))
+    assert answers.only()["Reason"] == "timed out publishing the node bundle"  # sent before the return
+
+
+def test_a_failed_answer_fits_cloudformation_s_4_kib_whatever_its_reason_holds(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
+    event = cfn_event("Create", answers.url, "unused")
+    event["ResourceProperties"] = {
+        "ServiceToken": "arn:aws:lambda:…",
+        "BucketName": "é" * 5000,
+        "LogGroupName": "g",
+    }
+    load_function(package).lambda_handler(event, FakeContext())
+    answer = answers.only()
+    assert answer["Status"] == "FAILED"
+    assert len(json.dumps(answer).encode()) <= 4096
+    assert answer["Reason"].isascii()

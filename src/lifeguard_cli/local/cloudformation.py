@@ -21,6 +21,7 @@ class ResponseSink:
 
     url: str = ""
     received: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
+    refuse: int = 0  # PUTs to answer 503 (S3's SlowDown) before taking one
 
     @property
     def responses(self) -> list[dict[str, Any]]:
@@ -42,6 +43,12 @@ def serve_cloudformation_responses() -> Iterator[ResponseSink]:
     class Handler(BaseHTTPRequestHandler):
         def do_PUT(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if sink.refuse > 0:
+                sink.refuse -= 1
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             sink.received.append((self.path, dict(self.headers), json.loads(body)))
             self.send_response(200)
             self.send_header("Content-Length", "0")
