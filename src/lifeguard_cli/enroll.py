@@ -103,11 +103,13 @@ def _is_shipper(script: Any, installer_location: str | None) -> bool:
     location = script.get("scriptSource", {}).get("scriptLocation")
     if not isinstance(location, str):
         return script.get("name") == SHIPPER_SCRIPT_NAME
-    file_name = urlsplit(location).path.rsplit("/", 1)[-1]
+    # The stack publishes its installer as lifeguard/install-shipper.sh: that key in any bucket is one of
+    # its versions. A script of the group's own merely named install-shipper.sh elsewhere is not.
+    path = urlsplit(location).path
     return (
         script.get("name") == SHIPPER_SCRIPT_NAME
         or location == installer_location
-        or file_name == INSTALLER_FILE_NAME
+        or path.endswith(f"/lifeguard/{INSTALLER_FILE_NAME}")
     )
 
 
@@ -259,6 +261,11 @@ def _change(
         return result
     if group.status != "ACTIVE":
         raise EnrollError(f"{group.group_id} is {group.status}; try again when it is ACTIVE")
+    # PCS has no conditional update: the group is read again right before it is written, so a change
+    # someone made meanwhile is not overwritten (what is left is the moment between the two calls).
+    now = pcs.get_group(group.cluster_id, group.group_id)
+    if now.modified_at_ms != group.modified_at_ms:
+        raise EnrollError(f"{group.group_id} was changed by someone else meanwhile; nothing changed: run again")
     token = _client_token(action, group, after)
     updated = pcs.update_lifecycle_actions(group.cluster_id, group.group_id, after, token)
     return dataclasses.replace(result, applied=True, status=updated.status)

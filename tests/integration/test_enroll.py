@@ -3,11 +3,13 @@ CloudFormation, S3, CloudWatch Logs) and the local PCS endpoint."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -361,3 +363,58 @@ def test_an_enrolled_node_installs_the_pinned_bundle_even_after_a_new_one_is_pub
         assert f'--log-group "{outputs["NodeReportLogGroupName"]}"' in unit
     finally:
         stop_shipper(node)
+
+
+def test_a_script_of_the_groups_own_named_install_shipper_sh_is_not_taken_for_the_shipper(env: Env) -> None:
+    """Only the stack's installer key (lifeguard/install-shipper.sh, in any bucket) or the shipper's name
+    make a script Lifeguard's: an agent installer of the group's own with that file name is kept."""
+    own = {
+        "name": "fluentbit-agent",
+        "scriptSource": {"scriptLocation": "https://downloads.example.com/fluent/install-shipper.sh"},
+        "onError": "TERMINATE",
+        "executionPolicy": "EVERY_BOOT",
+    }
+    group = env.add_group(
+        "own-agent", {"stages": {"nodeBootstrapped": [*TERMINATE["stages"]["nodeBootstrapped"], own]}}
+    )
+    enrolled = env.run("own-agent", "--cluster", "lca")
+    assert enrolled.returncode == 0, enrolled.stderr
+    assert env.run("own-agent", "--cluster", "lca", "--remove").returncode == 0
+    assert env.config(group)["stages"]["nodeBootstrapped"][-1] == own
+
+
+def test_a_change_made_while_enrolling_is_not_overwritten(env: Env) -> None:
+    """PCS has no conditional update: the group is read again right before it is written, and a change
+    someone made since the first read stops the enrollment instead of being lost."""
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard_cli.enroll import EnrollError, ShipperEntry, enroll
+
+    theirs = copy.deepcopy(TERMINATE)
+    theirs["stages"]["nodeBootstrapped"].append(
+        {"name": "mount-fsx", "scriptSource": {"scriptLocation": "s3://ops-bucket/mount-fsx.sh"}}
+    )
+
+    class Racing:
+        """PCS as enroll sees it, with a colleague's update landing right after enroll's first read."""
+
+        def __init__(self, api: Any) -> None:
+            self._api, self._reads = api, 0
+
+        def get_compute_node_group(self, **request: Any) -> Any:
+            answer = self._api.get_compute_node_group(**request)
+            self._reads += 1
+            if self._reads == 1:
+                time.sleep(0.01)  # modifiedAt is to the millisecond
+                self._api.update_compute_node_group(
+                    clusterIdentifier=request["clusterIdentifier"],
+                    computeNodeGroupIdentifier=request["computeNodeGroupIdentifier"],
+                    nodeLifecycleActions=theirs,
+                )
+            return answer
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._api, name)
+
+    with pytest.raises(EnrollError, match="was changed by someone else meanwhile; nothing changed"):
+        enroll(PcsGateway(Racing(env.api)), ShipperEntry(shipper_entry(env.deployed)), "lca-static", "lca")
+    assert env.config() == theirs
