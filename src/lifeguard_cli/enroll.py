@@ -265,7 +265,8 @@ def _change(
     # someone made meanwhile is not overwritten (what is left is the moment between the two calls).
     now = pcs.get_group(group.cluster_id, group.group_id)
     if now.modified_at_ms != group.modified_at_ms:
-        raise EnrollError(f"{group.group_id} was changed by someone else meanwhile; nothing changed: run again")
+        changed = f"{group.group_id} was changed by someone else meanwhile; nothing changed: run again"
+        raise EnrollError(changed)
     token = _client_token(action, group, after)
     updated = pcs.update_lifecycle_actions(group.cluster_id, group.group_id, after, token)
     return dataclasses.replace(result, applied=True, status=updated.status)
