@@ -86,3 +86,16 @@ def test_a_run_whose_place_in_its_log_no_longer_holds_is_not_read_whole(tmp_path
     finally:
         tracemalloc.stop()
     assert peak < 200_000  # the megabyte after it was never read
+
+
+def test_pending_reports_of_another_instance_are_not_sent_into_this_ones_stream(tmp_path: Path) -> None:
+    """A state file baked into the image a node booted from holds the build host's pending reports: they
+    are not this node's, and go nowhere."""
+    layout = NodeLayout(tmp_path)
+    layout.shipper_state.parent.mkdir(parents=True, exist_ok=True)
+    ours = json.dumps({"kind": "script_run", "instance_id": "i-0123456789abcdef0", "script": "a"})
+    theirs = json.dumps({"kind": "script_run", "instance_id": "i-0fedcba9876543210", "script": "b"})
+    _State(pending=[theirs, ours]).save(layout.shipper_state)
+    identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", "i-0123456789abcdef0", None)
+    shipper = Shipper(layout, identity, sink=None)  # type: ignore[arg-type]  # nothing is sent here
+    assert shipper.state.pending == [ours]

@@ -247,6 +247,15 @@ class _State:
         atomic_write(path, json.dumps(data).encode(), FILE_MODE)
 
 
+def _instance_of(report: str) -> object:
+    """The instance a pending report (its JSON) is of; None when it does not say."""
+    try:
+        data = json.loads(report)
+    except ValueError:
+        return None
+    return data.get("instance_id") if isinstance(data, dict) else None
+
+
 def _offset(value: object) -> int:
     """A byte offset or a boot count as `save` writes it: an int from 0 (no bool, float or text)."""
     if type(value) is not int or not 0 <= value < 2**63:
@@ -272,6 +281,9 @@ class Shipper:
         self.clock = clock
         self.end_marker_grace_seconds = end_marker_grace_seconds
         self.state = _State.load(layout.shipper_state)
+        # Pending reports of another instance (a state file baked into the image this node booted from)
+        # are not this node's to send into its stream.
+        self.state.pending = [m for m in self.state.pending if _instance_of(m) == identity.instance_id]
         self.skipped_lines = 0
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
