@@ -20,13 +20,13 @@ from lifeguard.group_state import OUTCOME_LIMIT, GroupState
 from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
-from lifeguard.lifecycle import fingerprint_of
+from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
 from lifeguard.remediation.records import AppliedChange, Ledger
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
-from lifeguard.store.table import config_stored_bytes
+from lifeguard.store.table import stored_bytes
 from lifeguard.wiring import Wiring, build_scaling_events
 from tests.conftest import EVENTS, load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
@@ -774,7 +774,7 @@ def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_l
     world = World()
     resource = next(r for r in world.pcs._resources.values() if r.id == GROUP)
     resource.spec["nodeLifecycleActions"] = big
-    assert config_stored_bytes(big) > CONFIG_MAX_STORED_BYTES
+    assert stored_bytes(canonical_json(big)) > CONFIG_MAX_STORED_BYTES
     world.feed(ARTICLE)
     assert world.published() == ["BootstrapLoopDetected"]
     state = world.state()

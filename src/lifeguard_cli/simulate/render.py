@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from lifeguard.notify.slack import shown_text
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.render import STYLES
 from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
@@ -52,7 +53,7 @@ def slack_text(message: Mapping[str, Any]) -> str:
             if isinstance(element, Mapping) and element.get("text"):
                 lines.append(str(element["text"]))
     shown = "\n".join(lines) or str(message.get("text") or "")
-    return shown.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # Slack's escapes, shown
+    return shown_text(shown)
 
 
 def _minute(value: Any) -> str:

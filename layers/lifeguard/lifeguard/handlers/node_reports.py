@@ -93,9 +93,6 @@ class NodeReportsHandler:
         self.changed_by = changed_by  # as the scaling_events handler's
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which report times must be plausible
-        # The groups a batch read PCS for, to detect a loop from reports alone, and those it left to wait.
-        self._judged: set[tuple[str, str]] = set()
-        self._deferred: set[tuple[str, str]] = set()
 
     def handle_event(self, event: Mapping[str, Any]) -> ReportsSummary:
         """One CloudWatch Logs subscription event of the node-report log group."""
@@ -133,7 +130,7 @@ class NodeReportsHandler:
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
         reads = None
-        self._judged, self._deferred = set(), set()
+        budget = _JudgedGroups()
         if self.pcs is not None:
             reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
         if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
@@ -141,7 +138,7 @@ class NodeReportsHandler:
             groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
         for cluster_id, group_id in groups:
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
-            summary.events.extend(self._attribute(cluster_id, group_id, detect))
+            summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
         # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
         # BatchGetItem for them all; a write only where an episode is open.
         quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
@@ -149,13 +146,13 @@ class NodeReportsHandler:
             for (cluster_id, group_id), state in self.store.load_many(quiet).items():
                 if state.episode is not None and state.episode.contained_at is None:
                     summary.events.extend(self._settle_open(cluster_id, group_id))
-        if self._deferred:
+        if budget.deferred:
             logger.warning(
                 "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS)",
-                len(self._deferred),
+                len(budget.deferred),
                 DETECTION_READS_MAX,
             )
-            self.metric("DetectionsDeferred", len(self._deferred))
+            self.metric("DetectionsDeferred", len(budget.deferred))
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
@@ -164,7 +161,9 @@ class NodeReportsHandler:
     def _watched(self, cluster_id: str) -> bool:
         return not self.clusters or cluster_id in self.clusters
 
-    def _attribute(self, cluster_id: str, group_id: str, reads: BatchReads | None) -> list[ControllerEvent]:
+    def _attribute(
+        self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups
+    ) -> list[ControllerEvent]:
         reports: list[NodeReport] | None = None
 
         def mutate(state: GroupState) -> Change:
@@ -181,7 +180,7 @@ class NodeReportsHandler:
                 revoked = revoke_false_proof(state, reports)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
-                detected = self._detect(state, reports, reads)
+                detected = self._detect(state, reports, reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports)
             if episode.contained_at is not None:
@@ -232,7 +231,7 @@ class NodeReportsHandler:
         return settle(state, settings, success, boot, unreported=False)
 
     def _detect(
-        self, state: GroupState, reports: list[NodeReport], reads: BatchReads
+        self, state: GroupState, reports: list[NodeReport], reads: BatchReads, budget: _JudgedGroups
     ) -> list[ControllerEvent]:
         """A loop from the reports alone (module docstring), or nothing."""
         since = state.last_episode.resolved_at if state.last_episode else None
@@ -240,12 +239,8 @@ class NodeReportsHandler:
         instances = launched_instances(state)
         if reported_loop(reports, settings.threshold, settings.window_ms, since, instances=instances) is None:
             return []  # not even with what is known: no PCS call
-        key = (state.cluster_id, state.group_id)
-        if key not in self._judged:
-            if len(self._judged) >= DETECTION_READS_MAX:
-                self._deferred.add(key)
-                return []
-            self._judged.add(key)
+        if not budget.may_read((state.cluster_id, state.group_id)):
+            return []
         batch_time = max(r.ended_or_started_at for r in reports) * 1000
         config = reads.current(state, batch_time, tags=True)
         if config is None:
@@ -289,3 +284,20 @@ class NodeReportsHandler:
         reason = f"{reason}; {began}" if began else reason
         logger.warning("group %s: %s", state.group_id, reason)
         return [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)]
+
+
+class _JudgedGroups:
+    """The groups one batch read PCS for to judge a loop from reports alone (`DETECTION_READS_MAX`), and
+    those it left for their next report."""
+
+    def __init__(self) -> None:
+        self.judged: set[tuple[str, str]] = set()
+        self.deferred: set[tuple[str, str]] = set()
+
+    def may_read(self, key: tuple[str, str]) -> bool:
+        """Whether the group may be read (again, when it was already: a mutation run again)."""
+        if key not in self.judged and len(self.judged) >= DETECTION_READS_MAX:
+            self.deferred.add(key)
+            return False
+        self.judged.add(key)
+        return True

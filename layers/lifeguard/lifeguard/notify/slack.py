@@ -21,7 +21,7 @@ from lifeguard.errors import AwsCallError, LifeguardError
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify.summary import Summary
 
-__all__ = ["SecretWebhook", "SlackChannel", "SlackError", "slack_message"]
+__all__ = ["SecretWebhook", "SlackChannel", "SlackError", "shown_text", "slack_message"]
 
 HEADER_MAX_CHARS = 150
 SECTION_MAX_CHARS = 3000
@@ -52,6 +52,11 @@ def _escaped(text: str) -> str:
     `<https://…|label>` in mrkdwn, and a script's location or log can hold any of them. Its three control
     characters are escaped as Slack documents."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def shown_text(mrkdwn: str) -> str:
+    """Text of a message as the channel shows it: `_escaped` undone."""
+    return mrkdwn.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def _section(text: str) -> dict[str, Any]:

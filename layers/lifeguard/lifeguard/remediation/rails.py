@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
-from lifeguard.lifecycle import fingerprint_of
+from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import AppliedChange, Ledger
-from lifeguard.store.table import config_stored_bytes
+from lifeguard.store.table import stored_bytes
 
 if TYPE_CHECKING:
     from lifeguard.group_state import GroupState
@@ -123,7 +123,7 @@ def configuration_invalid(config: Mapping[str, Any] | None) -> str | None:
 def configuration_too_large(config: Mapping[str, Any] | None) -> str | None:
     """The group's configuration is too large to keep for an undo: a change Lifeguard could not record
     (or take back) is not made."""
-    size = config_stored_bytes(config)
+    size = stored_bytes(canonical_json(config))  # as BatchReads measures a configuration it reads
     if size <= CONFIG_MAX_STORED_BYTES:
         return None
     return (

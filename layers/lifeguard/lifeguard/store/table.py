@@ -103,13 +103,6 @@ def stored_bytes(text: str) -> int:
     return len(value.get("S") or value["B"])
 
 
-def config_stored_bytes(config: Mapping[str, Any] | None) -> int:
-    """How many bytes a configuration takes as the documents that hold one store it."""
-    return (
-        0 if config is None else stored_bytes(json.dumps(config, separators=(",", ":"), ensure_ascii=False))
-    )
-
-
 @contextlib.contextmanager
 def _translated(operation: str) -> Iterator[None]:
     from botocore.exceptions import BotoCoreError, ClientError
