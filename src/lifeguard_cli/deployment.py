@@ -177,8 +177,11 @@ def aws_session(region: str | None, profile: str | None, fallback_region: str | 
     region = region or os.environ.get("AWS_REGION") or None
     try:
         with_pcs_model(core)
-        if region is None and core.get_config_variable("region") is None:
+        # Not set, or set empty (botocore would build https://cloudformation..amazonaws.com from that).
+        if region is None and not core.get_config_variable("region"):
             region = fallback_region
+            if not region:
+                raise DeploymentError(NO_REGION)
         return boto3.session.Session(botocore_session=core, region_name=region)
     except ProfileNotFound as exc:
         raise DeploymentError(str(aws_error_line(exc))) from None

@@ -302,6 +302,15 @@ def test_a_call_aws_refuses_is_one_line_naming_what_to_grant_or_refresh(
     assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"  # as remediated
 
 
+def test_a_region_set_empty_is_no_region_not_an_internal_error(env: Env) -> None:
+    """`AWS_DEFAULT_REGION=` (set, empty) made botocore build https://cloudformation..amazonaws.com."""
+    environ = {k: v for k, v in env.environ.items() if k not in {"AWS_REGION", "AWS_DEFAULT_REGION"}}
+    environ = {**environ, "AWS_CONFIG_FILE": os.devnull, "AWS_REGION": "", "AWS_DEFAULT_REGION": ""}
+    done = Env(environ, env.api).run("status", local=False)
+    assert done.returncode == 1
+    assert done.stderr.startswith("lifeguard status: no AWS region: pass --region"), done.stderr
+
+
 def test_version_and_short_help(env: Env) -> None:
     version = env.run("--version", local=False)
     assert (version.returncode, version.stdout) == (0, "lifeguard 0.1.0\n")
