@@ -436,6 +436,26 @@ def test_direct_reads_add_up_from_batch_to_batch_until_a_listing_pays() -> None:
     assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (3, 0)
 
 
+def test_reads_a_listing_cannot_spare_never_pay_for_one() -> None:
+    # A group seen for the first time, or known from a listing alone, is read for its actions: a listing
+    # holds none, so however many such reads add up, they are not a reason to list the cluster.
+    world = World()
+    others = world.add_groups(249)  # 250 groups: 3 pages
+    world.gateway.listing_pages[CLUSTER] = 3
+    kept = KeptListings()
+    listed_only = world.known(others[5], START_MS)
+    assert listed_only.config is not None
+    listed_only.config.actions_read = False
+    fresh = [GroupState(cluster_id=CLUSTER, group_id=group_id) for group_id in others[:5]]
+    for n, state in enumerate([*fresh, listed_only]):
+        reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3}, kept=kept)
+        found = reads.current(state, START_MS + n, tags=False, proof=True)
+        assert found is not None
+        assert found.actions_read
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListComputeNodeGroups")) == (6, 0)
+    assert kept.direct_reads(CLUSTER) == 0
+
+
 def test_kept_listings_and_read_counts_are_bounded_by_clusters() -> None:
     kept = KeptListings()
     for n in range(KeptListings.CLUSTERS_MAX * 3):

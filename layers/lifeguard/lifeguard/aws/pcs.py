@@ -325,16 +325,16 @@ class BatchReads:
     """PCS as one batch sees it, read as little as possible.
 
     A group is read with GetComputeNodeGroup once per batch at most. A cluster is listed with
-    ListComputeNodeGroups (pages of 100) once a batch at most, and only when that costs no more than the
-    reads it saves: once the batch would read as many of the cluster's groups directly as its listing
-    takes pages (as many as its last listing took, `PcsGateway.listing_pages`; one when not known yet),
-    and only for clusters with at least `LISTING_FROM_GROUPS` groups in the batch. The listing tells which
-    known groups changed (only those are read again). A group seen for the first time is read only when a
-    decision needs it (a detection, a success to settle: never budgeted) or, to prove a configuration good,
-    for at most `PROOF_READS` groups a batch; past that it is learned from the listing (when it last
-    changed, not its scripts: `KnownConfig.actions_read` False), and proves its configuration with a later
-    success. The first batch of an account of a thousand groups makes a few calls, not a thousand. Tags are
-    read only when a decision needs them, at most every `tag_refresh_ms` of event time.
+    ListComputeNodeGroups (pages of 100) once a batch at most, and only when that costs no more than the reads
+    it saves: once the batch would read as many of the cluster's known groups directly as its listing takes
+    pages (as many as its last listing took, `PcsGateway.listing_pages`; one when not known yet), and only for
+    clusters with at least `LISTING_FROM_GROUPS` groups in the batch. The listing tells which known groups
+    changed (only those are read again). A group seen for the first time is read only when a decision needs it
+    (a detection, a success to settle: never budgeted) or, to prove a configuration good, for at most
+    `PROOF_READS` groups a batch; past that it is learned from the listing (when it last changed, not its
+    scripts: `KnownConfig.actions_read` False), and proves its configuration with a later success. The first
+    batch of an account of a thousand groups makes a few calls, not a thousand. Tags are read only when a
+    decision needs them, at most every `tag_refresh_ms` of event time.
 
     Given `kept` (the handler's, from batch to batch), a proof of a group not read in this batch first looks
     at the cluster's kept listing (`KeptListings`) unless the batch listed the cluster itself, the direct
@@ -411,7 +411,10 @@ class BatchReads:
                 return _listed(summary, known, batch_time, self.tag_refresh_ms)
         if proof:
             self.proof_reads = max(0, self.proof_reads - 1)
-        self._kept.read_directly(state.cluster_id)
+        if known is not None and known.actions_read:
+            # A read a listing could have spared (it would show the group unchanged): a group seen for the
+            # first time, or known from a listing alone, is read for its actions, which no listing holds.
+            self._kept.read_directly(state.cluster_id)
         try:
             snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
         except GroupNotFoundError:
