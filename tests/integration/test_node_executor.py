@@ -113,7 +113,11 @@ def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> No
         "fail-stop-sequence",
         "StopSequence",
     )
-    assert "exit status 1" in failure["error"]
+    # The article's record, word for word.
+    assert (
+        failure["error"]
+        == "script 'fail-stop-sequence' failed with exit status ExitStatus(unix_wait_status(256))"
+    )
     [skipped] = messages(node, "script skipped")
     assert skipped["script"] == "record-after-fail"
     # The node joined: its next boot is a reboot.

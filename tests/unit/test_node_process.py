@@ -85,7 +85,7 @@ def test_a_second_run_appends_its_block_after_the_first(tmp_path: Path) -> None:
 def test_a_non_zero_exit_is_reported_with_its_status(tmp_path: Path) -> None:
     result, log = run(tmp_path, "#!/bin/bash\necho failing\nexit 3\n")
     assert result.exit_code == 3
-    assert result.error == "script 'script' failed with exit status 3"
+    assert result.error == "script 'script' failed with exit status ExitStatus(unix_wait_status(768))"
     assert log.endswith(f"failing\n[end script exit=3 @ {ENDED}]\n")
 
 

@@ -253,7 +253,11 @@ def _run(
     if returncode < 0:
         signal_name = signal.Signals(-returncode).name
         return 128 - returncode, f"script '{name}' was killed by signal {-returncode} ({signal_name})"
-    return returncode, f"script '{name}' failed with exit status {returncode}"
+    # As PCS's agent writes it (the article's executor.log): the wait status of an exit, `code << 8`.
+    return (
+        returncode,
+        f"script '{name}' failed with exit status ExitStatus(unix_wait_status({returncode << 8}))",
+    )
 
 
 def _wait(process: _Process, timeout_seconds: float) -> int:
