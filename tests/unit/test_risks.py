@@ -85,6 +85,27 @@ def test_every_boot_script_updated_in_place_against_the_previous_config() -> Non
     assert codes(moved, before) == []
 
 
+def test_the_same_digest_in_another_case_is_not_an_update_in_place() -> None:
+    # PCS takes a checksum in either case ([a-fA-F0-9]{64}): re-cased, it pins the same bytes.
+    policy = {"executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
+    before = config(("nodeBootstrapped", script("tune", source={"checksum": "ab" * 32}, **policy)))
+    after = config(("nodeBootstrapped", script("tune", source={"checksum": "AB" * 32}, **policy)))
+    assert codes(after, before) == []
+
+
+def test_words_are_matched_whole_with_their_endings_not_as_prefixes() -> None:
+    # `log` and `check` say optional; `logical`, `login` and `checkpoint` do not: telling the owner of
+    # `setup-logical-volumes` to let it fail would let nodes come up without their volumes.
+    for name in ("setup-logical-volumes", "restore-checkpoint-dir", "login-node-setup", "testbed-tune"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    for name in ("checks", "verification", "logging", "validate_mounts", "report-inventory", "warmup"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [
+            ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+        ], name
+    ready = [("nodeReady", script(name, onError="CONTINUE")) for name in ("configuration", "pipeline")]
+    assert codes(config(*ready)) == [("node-ready-races-jobs", "stages.nodeReady[0]")]
+
+
 def test_setup_work_in_node_ready_races_jobs() -> None:
     actions = config(
         ("nodeReady", script("install-cuda", onError="CONTINUE")),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lifeguard.lifecycle import LifecycleScript, NodeLifecycleActions, StageName
+from lifeguard.lifecycle import LifecycleScript, NodeLifecycleActions, ScriptSource, StageName
 
 __all__ = ["RISK_CODES", "Risk", "find_risks"]
 
@@ -20,56 +20,66 @@ RISK_CODES = (
     "node-ready-races-jobs",
 )
 
-# Word stems in a script's name or file name that say "nice to have": a failure should not cost the node.
-_OPTIONAL_STEMS = (
-    "optional",
-    "check",
-    "verify",
-    "validat",
-    "test",
-    "debug",
-    "diag",
-    "report",
-    "record",
-    "notify",
-    "metric",
-    "monitor",
-    "telemetry",
-    "banner",
-    "motd",
-    "warm",
-    "prefetch",
-    "log",
-    "inventory",
+# Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
+# words with their usual endings, not prefixes: `setup-logical-volumes` or `restore-checkpoint` is not a log
+# or a check, and telling its owner to let it fail would let nodes come up without their volumes.
+_OPTIONAL_WORDS = (
+    r"optional",
+    r"check(?:s|er|ers|ing|ed)?",
+    r"verif(?:y|ies|ied|ier|ying|ication|ications)",
+    r"validat(?:e|es|ed|ing|ion|ions|or|ors)",
+    r"test(?:s|er|ers|ing|ed)?",
+    r"debug(?:s|ging|ger)?",
+    r"diag(?:s|nose|noses|nosis|nostic|nostics)?",
+    r"report(?:s|er|ers|ing|ed)?",
+    r"record(?:s|er|ing|ed)?",
+    r"notif(?:y|ies|ied|ier|ying|ication|ications)",
+    r"metric(?:s)?",
+    r"monitor(?:s|ing|ed)?",
+    r"telemetry",
+    r"banner(?:s)?",
+    r"motd",
+    r"warm(?:s|up|ing|ed)?",
+    r"prefetch(?:es|er|ing|ed)?",
+    r"log(?:s|ging|ger|gers|ged)?",
+    r"inventor(?:y|ies)",
 )
-# Word stems that say "this sets the node up": work that jobs landing during nodeReady would race.
-_SETUP_STEMS = (
-    "install",
-    "mount",
-    "setup",
-    "configur",
-    "download",
-    "pull",
-    "sync",
-    "fsx",
-    "efs",
-    "lustre",
-    "nfs",
-    "driver",
-    "module",
-    "package",
-    "dnf",
-    "yum",
-    "pip",
-    "conda",
-    "spack",
-    "container",
-    "dataset",
+# Words that say "this sets the node up": work that jobs landing during nodeReady would race.
+_SETUP_WORDS = (
+    r"install(?:s|er|ers|ing|ed|ation|ations)?",
+    r"mount(?:s|er|ing|ed)?",
+    r"setup(?:s)?",
+    r"configur(?:e|es|ed|ing|ation|ations)",
+    r"download(?:s|er|ing|ed)?",
+    r"pull(?:s|er|ing|ed)?",
+    r"sync(?:s|er|ing|ed)?",
+    r"fsx",
+    r"efs",
+    r"lustre",
+    r"nfs",
+    r"driver(?:s)?",
+    r"modul(?:e|es)",
+    r"packag(?:e|es|ing|ed)",
+    r"dnf",
+    r"yum",
+    r"pip(?:3)?",
+    r"conda",
+    r"spack",
+    r"container(?:s)?",
+    r"dataset(?:s)?",
 )
 
 
-def _has_stem(text: str, stems: tuple[str, ...]) -> bool:
-    return any(word.startswith(stems) for word in re.split(r"[^a-z0-9]+", text.lower()) if word)
+def _words(forms: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(forms))
+
+
+_OPTIONAL = _words(_OPTIONAL_WORDS)
+_SETUP = _words(_SETUP_WORDS)
+
+
+def _has_word(text: str, words: re.Pattern[str]) -> bool:
+    return any(words.fullmatch(word) for word in re.split(r"[^a-z0-9]+", text.lower()) if word)
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
     risks: list[Risk] = []
     source = script.script_source
     words = f"{script.name} {source.script_location.rsplit('/', 1)[-1]}"
-    if script.on_error is None and _has_stem(words, _OPTIONAL_STEMS):
+    if script.on_error is None and _has_word(words, _OPTIONAL):
         risks.append(
             Risk(
                 "optional-script-terminates",
@@ -131,7 +141,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                     "nodes run the new one; pin the version or use REFRESH_ON_REBOOT",
                 )
             )
-    if stage == "nodeReady" and _has_stem(words, _SETUP_STEMS):
+    if stage == "nodeReady" and _has_word(words, _SETUP):
         risks.append(
             Risk(
                 "node-ready-races-jobs",
@@ -152,7 +162,7 @@ def _in_place_update(
     before = found[1].script_source
     after = script.script_source
     same_location = before.script_location == after.script_location
-    if same_location and (before.checksum, before.s3_version_id) != (after.checksum, after.s3_version_id):
+    if same_location and _pinned_to(before) != _pinned_to(after):
         return [
             Risk(
                 "updated-in-place",
@@ -163,3 +173,9 @@ def _in_place_update(
             )
         ]
     return []
+
+
+def _pinned_to(source: ScriptSource) -> tuple[str | None, str | None]:
+    """What a source is pinned to: its sha256 (hex, in either case as PCS takes it) and S3 version."""
+    checksum = source.checksum.lower() if source.checksum is not None else None
+    return checksum, source.s3_version_id
