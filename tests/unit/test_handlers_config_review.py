@@ -313,3 +313,121 @@ def test_lifeguards_own_change_is_told_apart_by_its_client_token_in_the_ledger(
     summary = world.review(event)
     assert (summary.reviewed, summary.ignored) == (reviewed, 1 - reviewed)
     assert len(world.reviews()) == reviewed
+
+
+BOB = "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/bob"
+TOKEN = "lifeguard-" + "0" * 40
+
+
+def scaling_update(arn: str) -> dict[str, Any]:
+    """An update of the group's scaling five minutes after the recorded call: no nodeLifecycleActions."""
+    event = recorded()
+    detail = event["detail"]
+    detail.update(eventID="b0b0-1", eventTime="2026-10-21T01:05:00Z")
+    detail["userIdentity"]["arn"] = arn
+    del detail["requestParameters"]["nodeLifecycleActions"]
+    detail["requestParameters"]["scalingConfiguration"] = {"minInstanceCount": 0, "maxInstanceCount": 8}
+    return event
+
+
+def lifeguard_put(world: World, after: dict[str, Any]) -> None:
+    """Lifeguard's quarantine put `after` in place (the group's ledger says so, with its clientToken)."""
+    change = AppliedChange(
+        at=AT / 1000 + 300,
+        episode_id="ep-1",
+        revision=1,
+        action="quarantine",
+        config_before=NEW,
+        config_after=after,
+        fingerprint_before=fingerprint_of(NEW),
+        fingerprint_after=fingerprint_of(after),
+        client_token=TOKEN,
+    )
+    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
+
+
+def test_a_call_that_carried_no_configuration_does_not_take_the_blame_for_an_earlier_change() -> None:
+    world = World()  # PCS holds Alice's NEW; the detection has not read the group since
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 700
+    world.review(recorded())  # Alice's
+    summary = world.review(scaling_update(BOB))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    assert found.arn == ARN
+    assert [review["changed_by"]["arn"] for review in world.reviews()] == [ARN]
+
+
+def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_before_it() -> None:
+    world = World()
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 700
+    world.review(scaling_update(BOB))  # delivered first: nobody known put NEW in place, so it is Bob's
+    world.review(recorded())  # Alice's call, earlier, carrying NEW: she put it in place
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    assert (found.arn, found.read_back) == (ARN, False)
+
+
+def test_lifeguards_quarantine_is_not_reviewed_as_the_next_callers_risky_change() -> None:
+    quarantined = copy.deepcopy(NEW)
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    world = World(pcs_config=quarantined)
+    world.knows(NEW)
+    lifeguard_put(world, quarantined)
+    world.handler.clock = lambda: AT / 1000 + 700
+    summary = world.review(scaling_update(ARN))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert world.reviews() == []
+
+
+def test_lifeguards_client_token_sent_with_another_configuration_is_reviewed() -> None:
+    # CloudTrail shows Lifeguard's clientToken to whoever reads it; sent with a configuration of one's own,
+    # it does not make the change Lifeguard's.
+    world = World()
+    world.knows(BEFORE)
+    lifeguard_put(world, {"stages": {"nodeBootstrapped": [NEW["stages"]["nodeBootstrapped"][1]]}})
+    event = recorded()
+    event["detail"]["requestParameters"]["clientToken"] = TOKEN
+    assert world.review(event).reviewed == 1
+
+
+def test_a_call_delivered_late_is_not_said_to_replace_a_configuration_set_after_it() -> None:
+    world = World()
+    state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    state.config = KnownConfig(
+        modified_at=AT + 300_000,  # set at 01:05; the call is of 01:00
+        fingerprint=fingerprint_of(BEFORE),
+        node_lifecycle_actions=BEFORE,
+        checked_at=AT + 360_000,
+    )
+    world.states.save(state)
+    world.handler.clock = lambda: AT / 1000 + 3600
+    world.review(recorded())
+    [review] = world.reviews()
+    assert review["config_before"] is None
+    assert "set after it" in review["reason"]
+    assert {risk["code"] for risk in review["risks"]} >= {"unpinned-mutable-source"}
+
+
+def test_every_risk_found_is_counted_though_the_event_lists_a_hundred() -> None:
+    def script(name: str) -> dict[str, Any]:
+        location = f"s3://lca-scripts-example/{name}.sh"
+        return {"name": name, "executionPolicy": "EVERY_BOOT", "scriptSource": {"scriptLocation": location}}
+
+    config = {
+        "stages": {
+            "nodeBootstrapped": [script(f"verify-{n}") for n in range(20)],
+            "nodeReady": [script(f"install-check-{n}") for n in range(20)],
+        }
+    }
+    world = World(pcs_config=config)
+    counted: dict[str, int] = {}
+    world.handler.metric = lambda name, value: counted.__setitem__(name, counted.get(name, 0) + value)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = config
+    world.review(event)
+    [review] = world.reviews()
+    assert (len(review["risks"]), counted["RisksFound"]) == (100, 140)
+    assert "The review found 140 risks; the event lists the first 100." in review["reason"]

@@ -6,7 +6,9 @@ Per call:
    group's as GetComputeNodeGroup answers it (which also gives the ids of a group the call named by name);
 2. it is held against the configuration it replaced: the group's last known one (the state the detection
    keeps), or, when the detection already read the new one, the last one proven good; none when the group
-   was never seen. A call that carried no configuration and left the known one as it was is ignored;
+   was never seen, or the known one was set after the call. A call that carried no configuration is
+   ignored when it left the known one as it was, or when a call that carried the one PCS holds, or
+   Lifeguard, is known to have put it in place;
 3. the review is `lifeguard lint --previous`'s: the risks (`lifeguard.risks.find_risks`) and the diff;
 4. who made the change is kept under the new configuration's fingerprint (`ChangeStore`), so a loop that
    follows can be laid at its door, and `ConfigChangeReviewed` is published.
@@ -126,12 +128,19 @@ class ConfigReviewHandler:
         own = self._lifeguards_own(call, target)
         if own is not None:
             return self._ignore(summary, own, call.event_id)
+        if not target.carried:
+            known = self._put_in_place_by(call, target)
+            if known is not None:
+                return self._ignore(
+                    summary, f"{call.event_name} carried no nodeLifecycleActions; {known}", call.event_id
+                )
         state = self.states.load(target.cluster_id, target.group_id)
-        review = _review(call, target, state)
-        if review is None:
+        reviewed = _review(call, target, state)
+        if reviewed is None:
             return self._ignore(
                 summary, f"{call.event_name} left nodeLifecycleActions as they were", call.event_id
             )
+        review, risks = reviewed
         if target.config is not None:
             self.changes.put(
                 ChangeRecord(
@@ -142,12 +151,12 @@ class ConfigReviewHandler:
                     at=call.at,
                     event_name=call.event_name,
                     event_id=call.event_id,
+                    read_back=not target.carried,
                 )
             )
         self.publisher.publish([review])
         summary.reviewed += 1
         summary.events.append(review)
-        risks = len(review.detail["risks"])
         self.metric("ConfigChangeReviewed", 1)
         if risks:
             self.metric("RisksFound", risks)
@@ -164,13 +173,34 @@ class ConfigReviewHandler:
     def _lifeguards_own(self, call: ConfigCall, target: _Target) -> str | None:
         """Why the call is Lifeguard's own remediation (its RemediationApplied told of it; reviewed, it
         would read as a risky change by Lifeguard's role), or None. Known by its clientToken in the group's
-        ledger, which no other caller can have chosen; an undo, which an operator asks for, is reviewed."""
+        ledger and the configuration that change put in place: CloudTrail shows the token to whoever reads
+        it, and another caller sending it with a configuration of their own is reviewed. An undo, which an
+        operator asks for, is reviewed."""
         token = call.client_token
         if self.ledger is None or token is None or not token.startswith(CLIENT_TOKEN_PREFIX):
             return None
+        fingerprint = _fingerprint(target.config)
         for change in self.ledger(target.cluster_id, target.group_id).changes:
-            if change.client_token == token and change.action != "undo":
+            if (
+                change.client_token == token
+                and change.action != "undo"
+                and change.fingerprint_after == fingerprint
+            ):
                 return f"Lifeguard's own {change.action} of {target.group_id} (clientToken {token})"
+        return None
+
+    def _put_in_place_by(self, call: ConfigCall, target: _Target) -> str | None:
+        """For a call that carried no configuration (an update of the group's scaling, say, reviewed on
+        what PCS holds after it): who is known to have put that configuration in place before it (a call
+        that carried it, or Lifeguard), or None. The call did not change it: it is not laid at its door."""
+        fingerprint = _fingerprint(target.config)
+        kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
+        if kept is not None and not kept.read_back and kept.at <= call.at:
+            return f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
+        if self.ledger is not None:
+            for change in self.ledger(target.cluster_id, target.group_id).changes:
+                if change.fingerprint_after == fingerprint:
+                    return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
         return None
 
     def _target(self, call: ConfigCall) -> _Target:
@@ -200,10 +230,11 @@ class ConfigReviewHandler:
 
 
 def _previous(
-    state: GroupState, new_fingerprint: str
+    state: GroupState, new_fingerprint: str, call_at: int
 ) -> tuple[NodeLifecycleActions | None, str | None, bool]:
     """The configuration the change replaced, a sentence when it is not the last known one, and whether
-    the last known configuration already is the new one."""
+    the last known configuration already is the new one. A configuration set after the call (one delivered
+    late) is not what it replaced."""
     known = state.config
     if known is None:
         return None, "Lifeguard had not seen this group before: every script is new to it.", False
@@ -214,9 +245,11 @@ def _previous(
             False,
         )
     if known.fingerprint != new_fingerprint:
+        if known.modified_at > call_at:
+            return None, _LATER, False
         return _parsed(known.node_lifecycle_actions), None, False
     proven = state.proven_good
-    if proven is not None and proven.fingerprint != new_fingerprint:
+    if proven is not None and proven.fingerprint != new_fingerprint and proven.modified_at <= call_at:
         return (
             _parsed(proven.node_lifecycle_actions),
             "Compared with the configuration last proven good: Lifeguard had read the new one from PCS "
@@ -230,6 +263,16 @@ def _previous(
     )
 
 
+_LATER = (
+    "What this change replaced is not known: the configuration Lifeguard last read was set after it (the "
+    "change was reported late)."
+)
+
+
+def _fingerprint(config: NodeLifecycleActions | None) -> str:
+    return config.fingerprint() if config is not None else fingerprint_of(None)
+
+
 def _parsed(actions: Mapping[str, Any] | None) -> NodeLifecycleActions | None:
     if not actions:
         return None
@@ -239,15 +282,19 @@ def _parsed(actions: Mapping[str, Any] | None) -> NodeLifecycleActions | None:
         return None  # kept before a rule existed: reviewed as if unknown
 
 
-def _review(call: ConfigCall, target: _Target, state: GroupState) -> ControllerEvent | None:
-    """The ConfigChangeReviewed of the call, or None when it changed nothing Lifeguard can tell."""
+def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[ControllerEvent, int] | None:
+    """The ConfigChangeReviewed of the call and how many risks the review found (the event lists at most
+    `_RISKS_MAX`), or None when it changed nothing Lifeguard can tell."""
     new = target.config
-    new_fingerprint = new.fingerprint() if new is not None else fingerprint_of(None)
-    previous, reason, already_known = _previous(state, new_fingerprint)
+    new_fingerprint = _fingerprint(new)
+    previous, reason, already_known = _previous(state, new_fingerprint, call.at)
     if already_known and not target.carried:
         return None  # an update of something else: the configuration is the one already known
     unknown_before = already_known and previous is None
     risks = find_risks(new, previous) if new is not None else []
+    if len(risks) > _RISKS_MAX:
+        listed = f"The review found {len(risks)} risks; the event lists the first {_RISKS_MAX}."
+        reason = f"{reason} {listed}" if reason else listed
     diff = [] if unknown_before else [change.to_detail() for change in diff_configs(previous, new)]
     detail = make_detail(
         cluster_id=target.cluster_id,
@@ -268,4 +315,5 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> ControllerE
         ],
         config_fingerprint=new_fingerprint,
     )
-    return ControllerEvent("ConfigChangeReviewed", detail, f"{call.event_id}:ConfigChangeReviewed")
+    event = ControllerEvent("ConfigChangeReviewed", detail, f"{call.event_id}:ConfigChangeReviewed")
+    return event, len(risks)

@@ -199,7 +199,7 @@ def risk_lines(risks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
         for r in risks[:RISK_LINES_MAX]
     ]
     if len(risks) > RISK_LINES_MAX:
-        lines.append(f"… and {len(risks) - RISK_LINES_MAX} more (the event's `risks` has them all)")
+        lines.append(f"… and {len(risks) - RISK_LINES_MAX} more in the event's `risks`")
     return tuple(lines)
 
 

@@ -38,6 +38,9 @@ class ChangeRecord:
     event_name: str
     event_id: str
     source: ChangeSource = "cloudtrail"
+    # The call carried no configuration: this one was read back from PCS after it (the call may have
+    # changed something else), so a call that carried it is the better witness.
+    read_back: bool = False
 
     def to_changed_by(self) -> dict[str, Any]:
         """The change as controller events carry it (`changed_by`: `{"arn", "at", "source"}`)."""
@@ -56,9 +59,16 @@ def _record_of(item: Item) -> ChangeRecord | None:
             event_name=str(data.get("event_name") or ""),
             event_id=str(data.get("event_id") or ""),
             source=data.get("source") if data.get("source") in ("cloudtrail", "lifeguard") else "unknown",
+            read_back=data.get("read_back") is True,
         )
     except (KeyError, TypeError, ValueError):
         return None  # an item this code did not write: as good as none
+
+
+def _witness(change: ChangeRecord) -> tuple[bool, int]:
+    """How well a record tells who put its configuration in place: one of a call that carried it over one
+    read back, then the later."""
+    return not change.read_back, change.at
 
 
 class ChangeStore:
@@ -81,9 +91,10 @@ class ChangeStore:
 
     def put(self, change: ChangeRecord) -> None:
         """Keep `change`, unless a later change to the same configuration of the group is kept already
-        (CloudTrail's records arrive in no promised order: the one delivered last is not the newest)."""
+        (CloudTrail's records arrive in no promised order: the one delivered last is not the newest), or
+        `change` was read back after a call and the kept one came with the configuration it put in place."""
         kept = self.find(change.cluster_id, change.group_id, change.fingerprint)
-        if kept is not None and kept.at > change.at:
+        if kept is not None and _witness(kept) > _witness(change):
             return
         self._table.put(
             {
