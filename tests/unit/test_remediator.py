@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
@@ -32,6 +33,7 @@ from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
 from lifeguard_cli.local.pcs.resources import Call
+from lifeguard_cli.operate import Operator
 from tests.conftest import ARTICLE_SUSPECT, load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
 
@@ -461,6 +463,52 @@ def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() 
     assert world.group()["nodeLifecycleActions"] == TERMINATE
     world.clock.advance(60)
     assert remediator.handle_event(event) == []  # and again: decided already, nothing more to do
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_redrive_does_not_make_again_a_change_pcs_took_and_a_person_took_back() -> None:
+    world = World()
+    update = world.api.update_compute_node_group
+
+    def taken_but_answer_lost(**params: Any) -> Any:
+        update(**params)
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    world.api.update_compute_node_group = taken_but_answer_lost
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    world.api.update_compute_node_group = update
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # PCS took it; the answer was lost
+    world.person_sets(TERMINATE)  # someone puts the old configuration back (the script fixed in S3)
+    world.clock.advance(24 * 3600)  # the parked event redriven
+    [answer] = remediator.handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert "The group changed after Lifeguard's quarantine was set out" in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "abandoned"
+
+
+def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undone() -> None:
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())  # the quarantine, applied
+    world.settle()
+    world.prove_good(GOOD)
+    escalation = world.detection(revision=2)  # the loop goes on: revert
+    world.pcs.inject_fault("ValidationException", operation="UpdateComputeNodeGroup", times=3)
+    for _ in range(3):  # the invocation and Lambda's two retries, then the dead-letter queue
+        with pytest.raises(RemediationParkedError, match="ValidationException"):
+            remediator.handle_event(escalation)
+        world.clock.advance(120)
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status) for c in ledger.changes] == [("quarantine", "applied")] + [
+        ("revert", "abandoned")
+    ] * 3
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 

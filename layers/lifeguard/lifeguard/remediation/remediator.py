@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries, is_transient
 from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
@@ -399,6 +399,16 @@ class Remediator:
             text = f"{said} (PCS had taken the change before it was confirmed; recorded on a retry)"
             return _Verdict("applied", mode, intent.action, text, False, intent.config_before, plan)
         if current == intent.fingerprint_before:
+            if group.modified_at_ms != detection.config_modified_at:
+                # The configuration from before, but set again since (PCS took the change and someone put
+                # the old one back, or changed something else): made now, it would undo their work.
+                return self._abandon(
+                    detection,
+                    ledger,
+                    intent,
+                    f"the group changed after Lifeguard's {intent.action} was set out (clientToken "
+                    f"{intent.client_token}); nothing more was done",
+                )
             try:
                 unwanted = self._no_longer_wanted(detection, intent, group, deadline)
             except AwsCallError as exc:
@@ -451,10 +461,15 @@ class Remediator:
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
         except AwsCallError as exc:
-            # The intent stays pending: the retry of this event finds out whether PCS took it after all.
             attempts = self.attempts
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
+            if not is_transient(exc):
+                # PCS refused the change itself (a value, a permission): it did not make it, so the intent
+                # is let go, and a retry or redrive decides afresh. Left pending, it would hold off an
+                # operator's undo of Lifeguard's earlier change for good.
+                self.changes.abandoned(cluster_id, group_id, ledger=ledger, intent=intent)
+            # Else the intent stays pending: the retry finds out whether PCS took it after all.
             return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
         self.changes.applied(cluster_id, group_id, ledger=ledger, intent=intent, updated=updated)
         logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
