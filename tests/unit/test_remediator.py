@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import random
 import re
+import string
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -307,6 +308,35 @@ def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
     assert applied.detail_type == "RemediationApplied"
     assert len(world.lifeguard_updates()) == 2
     assert [e.decision for e in world.history()] == ["applied", "skipped", "applied"]
+
+
+def test_the_daily_cap_holds_when_the_ledger_lets_changes_of_large_configurations_go() -> None:
+    # Two ~57 KiB configurations a change (under the 64 KiB Lifeguard keeps): the ledger item holds two
+    # changes, and the cap of three still counts the ones it let go.
+    rng = random.Random(1)
+    large = copy.deepcopy(TERMINATE)
+    large["stages"]["nodeReady"] += [
+        {
+            "name": f"pad-{n}",
+            "onError": "CONTINUE",
+            "scriptSource": {"scriptLocation": f"s3://bucket-x/pad-{n}.sh"},
+            "arguments": ["".join(rng.choice(string.ascii_letters) for _ in range(256)) for _ in range(20)],
+        }
+        for n in range(15)
+    ]
+    world = World()
+    world.person_sets(large)
+    remediator = world.remediator(cooldown_seconds=60, daily_cap=3)
+    decided = []
+    for n in range(1, 5):
+        [event] = remediator.handle_event(world.detection(f"ep-{n}"))
+        decided.append(event.detail_type)
+        world.person_sets(large)  # the failing script put back: a new loop
+        world.clock.advance(120)
+    assert decided == ["RemediationApplied"] * 3 + ["RemediationSkipped"]
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert len(ledger.changes) < 3  # the item let some go
+    assert len(world.lifeguard_updates()) == 3
 
 
 def test_a_detection_delivered_again_is_answered_from_the_stored_decision() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from lifeguard.errors import AwsCallError
-from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, Ledger
+from lifeguard.remediation.records import DAY_SECONDS, AppliedChange, AuditEntry, Decision, Ledger
 from lifeguard.store.remediations import RemediationStore
 from tests.unit.fakes import FakeDynamoDB, client_error
 
@@ -153,6 +153,25 @@ def test_a_saved_ledger_keeps_the_last_50_changes(store: RemediationStore) -> No
     store.save_ledger(CLUSTER, GROUP, Ledger(changes=[change(n) for n in range(60)]))
     kept = store.ledger(CLUSTER, GROUP).changes
     assert [c.episode_id for c in kept] == [f"ep-{n}" for n in range(10, 60)]
+
+
+def test_the_changes_a_ledger_lets_go_still_count_for_the_cap_for_a_day(store: RemediationStore) -> None:
+    # A daily cap up to 100 (the stack takes that) must see 60 changes of one day although 50 are kept;
+    # an undo or an abandoned intent let go was no change of remediation's, and counts for nothing.
+    changes = [change(n) for n in range(60)]
+    changes[0] = changes[0].model_copy(update={"action": "undo"})
+    changes[1] = changes[1].model_copy(update={"status": "abandoned"})
+    store.save_ledger(CLUSTER, GROUP, Ledger(changes=changes))
+    ledger = store.ledger(CLUSTER, GROUP)
+    assert len(ledger.changes) == 50
+    assert ledger.made_since(NOW) == [NOW + n for n in range(2, 60)]
+    # A day after the newest change, the times let go are let go too.
+    later = change(DAY_SECONDS + 100)
+    ledger.changes.append(later)
+    store.save_ledger(CLUSTER, GROUP, ledger)
+    kept = store.ledger(CLUSTER, GROUP)
+    assert kept.let_go == []
+    assert kept.made_since(NOW) == [NOW + n for n in range(11, 60)] + [later.at]
 
 
 def test_a_ledger_over_300_kb_compressed_lets_its_oldest_changes_go(

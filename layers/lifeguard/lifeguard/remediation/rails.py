@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
-from lifeguard.remediation.records import AppliedChange, Ledger
+from lifeguard.remediation.records import DAY_SECONDS, AppliedChange, Ledger
 from lifeguard.store.table import stored_bytes
 
 if TYPE_CHECKING:
@@ -43,8 +43,6 @@ __all__ = [
     "ladder",
     "unmatched",
 ]
-
-DAY_SECONDS = 24 * 3600
 
 
 def unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> str | None:
@@ -160,18 +158,18 @@ def cooldown(
     episode is not held back: the loop it answers is still going)."""
     if earlier:
         return None
-    recent = ledger.applied_since(now - settings.cooldown_seconds)
+    recent = ledger.made_since(now - settings.cooldown_seconds)
     if not recent:
         return None
     return (
-        f"Cooldown: Lifeguard changed this group {int((now - recent[-1].at) / 60)} min ago; "
+        f"Cooldown: Lifeguard changed this group {int((now - recent[-1]) / 60)} min ago; "
         f"no new change within {int(settings.cooldown_seconds / 60)} min; {would}"
     ).strip()
 
 
 def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> str | None:
     """At most `daily_cap` changes of one group in 24 hours."""
-    if len(ledger.applied_since(now - DAY_SECONDS)) < settings.daily_cap:
+    if len(ledger.made_since(now - DAY_SECONDS)) < settings.daily_cap:
         return None
     return f"Daily cap: Lifeguard already changed this group {settings.daily_cap} times in 24 h."
 

@@ -27,7 +27,7 @@ from lifeguard.schema import (
     string,
 )
 
-__all__ = ["AppliedChange", "AuditEntry", "Decision", "Ledger"]
+__all__ = ["DAY_SECONDS", "AppliedChange", "AuditEntry", "Decision", "Ledger"]
 
 ChangeStatus = Literal["pending", "applied", "abandoned"]
 
@@ -83,16 +83,34 @@ class AppliedChange(Model):
         return self.action != "undo" and self.status != "abandoned"
 
 
-@checked(changes=list_of(model(AppliedChange)))
+# The daily cap's day; the changes a ledger keeps at most (the times of those it lets go are kept a day).
+DAY_SECONDS = 24 * 3600
+CHANGES_KEPT = 50
+_LET_GO_MAX = 1000  # a day of changes at the highest daily cap the stack takes (100), ten times over
+
+
+@checked(changes=list_of(model(AppliedChange)), let_go=list_of(number()))
 @dataclass(slots=True, kw_only=True)
 class Ledger(Model):
-    """The changes Lifeguard made, or set out to make, to one group."""
+    """The changes Lifeguard made, or set out to make, to one group; and when the ones it let go to bound
+    its item were made (those of the last day), which the cooldown and the daily cap still count."""
 
     changes: list[AppliedChange] = field(default_factory=list)
+    let_go: list[float] = field(default_factory=list)
 
-    def applied_since(self, since: float) -> list[AppliedChange]:
-        """Changes made (or pending) at or after `since` (undos excluded)."""
-        return [c for c in self.changes if c.at >= since and c.counts]
+    def made_since(self, since: float) -> list[float]:
+        """When the changes made (or pending) at or after `since` were made, oldest first (undos and
+        abandoned intents excluded; the changes let go included)."""
+        kept = [c.at for c in self.changes if c.at >= since and c.counts]
+        return sorted([at for at in self.let_go if at >= since] + kept)
+
+    def let_go_oldest(self) -> None:
+        """Let go of the oldest change (the item is too big), keeping when it was made if it counts."""
+        oldest = self.changes.pop(0)
+        if oldest.counts:
+            self.let_go.append(oldest.at)
+        newest = max((c.at for c in self.changes), default=oldest.at)
+        self.let_go = [at for at in self.let_go if at >= newest - DAY_SECONDS][-_LET_GO_MAX:]
 
     def of_episode(self, episode_id: str) -> list[AppliedChange]:
         """The changes made (or pending) for one episode, oldest first."""
@@ -118,9 +136,10 @@ class Ledger(Model):
                 switched |= stopping_scripts(change.config_after) - stopping_scripts(change.config_before)
         return switched
 
-    def keep_recent(self, limit: int = 50) -> None:
-        """Bound the item: the last `limit` changes are plenty for a day's cap and an undo."""
-        self.changes = self.changes[-limit:]
+    def keep_recent(self, limit: int = CHANGES_KEPT) -> None:
+        """Bound the item: the last `limit` changes are plenty for an undo (the cap counts the rest)."""
+        while len(self.changes) > limit:
+            self.let_go_oldest()
 
 
 @checked(status=_TEXT, events=list_of(json_object()), published=boolean(), deliveries=integer())

@@ -113,10 +113,11 @@ class RemediationStore:
         return Ledger.model_validate(doc) if doc else Ledger()
 
     def save_ledger(self, cluster_id: str, group_id: str, ledger: Ledger) -> None:
-        """Write the ledger (by the lock holder only), its oldest changes let go while it is too big."""
+        """Write the ledger (by the lock holder only), its oldest changes let go while it is too big (when
+        they were made is kept: `Ledger.let_go_oldest`)."""
         ledger.keep_recent()
         while len(ledger.changes) > 1 and stored_bytes(ledger.model_dump_json()) > _LEDGER_MAX_BYTES:
-            ledger.changes = ledger.changes[1:]
+            ledger.let_go_oldest()
         self._put(cluster_id, group_id, LEDGER, ledger)
 
     def decision(self, cluster_id: str, group_id: str, episode_id: str, revision: int) -> Decision | None:
