@@ -22,7 +22,7 @@ from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
-from lifeguard.lifecycle_rules import find_problems
+from lifeguard.lifecycle_rules import drains_kept_nodes, find_problems
 from lifeguard.remediation import (
     AuditEntry,
     NodeBundle,
@@ -30,6 +30,7 @@ from lifeguard.remediation import (
     RemediationSettings,
     Remediator,
 )
+from lifeguard.remediation.actions import ActionContext, Quarantine
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
@@ -693,6 +694,30 @@ def test_a_replacement_loop_no_change_of_lifeguards_caused_changes_nothing() -> 
     assert "no change of Lifeguard's drains them" in answer.detail["reason"]
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
     assert len(world.lifeguard_updates()) == 1  # the quarantine only
+
+
+def test_a_replacement_loop_of_a_drain_step_the_owners_added_is_not_lifeguards_to_take_out() -> None:
+    world = World()
+    [first] = world.remediator(cooldown_seconds=60, daily_cap=1).handle_event(world.detection("ep-1"))
+    assert first.detail_type == "RemediationApplied"  # today's one change, without a drain step
+    bundle = NodeBundle("s3://bundles/lifeguard/lifeguard-node.pyz", "v1", "a" * 64)
+    context = ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=bundle)
+    theirs = Quarantine().plan(context).config_after
+    assert drains_kept_nodes(theirs)
+    world.person_sets(theirs)  # the owners' own template, drain step included
+    event = world.detection("ep-2")
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.kind, state.episode.replacement_revision = "replacement", 1
+    state.episode.unhealthy = [
+        Failure(instance_id=f"i-0kept0000000000{n}", event_timestamp=1792547000000 + n) for n in range(2)
+    ]
+    world.store.save(state)
+    event["detail"]["kind"] = "replacement"
+    [answer] = world.remediator(cooldown_seconds=60, daily_cap=1).handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert "no change of Lifeguard's drains them" in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == theirs
 
 
 @pytest.mark.parametrize(

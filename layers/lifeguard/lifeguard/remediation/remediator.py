@@ -292,7 +292,7 @@ class Remediator:
         if held:
             return _Verdict("skipped", mode, None, held, True, before)
         if detection.kind == "replacement":
-            if not drains_kept_nodes(before):
+            if not drains_kept_nodes(before) or not _drain_step_is_lifeguards(ledger):
                 return _Verdict("skipped", mode, None, _REPLACED_NOT_BY_LIFEGUARD, True, before)
             # A drain/replace loop of Lifeguard's own drain step: the step is taken out at once (like an
             # escalation, neither the cooldown nor the daily cap holds back undoing Lifeguard's own harm).
@@ -585,6 +585,20 @@ class Remediator:
             config_after=event.detail.get("config_after"),
             diff=list(event.detail.get("diff") or []),
         )
+
+
+def _drain_step_is_lifeguards(ledger: Ledger) -> bool:
+    """Whether the drain step in the configuration is Lifeguard's: the last change of Lifeguard's (made, not
+    undone) that put it in or took it out put it in. One the group's owners added themselves (Lifeguard's
+    message shows them how) is theirs: taking it out is no undoing of Lifeguard's own harm."""
+    put_in = False
+    for change in ledger.changes:
+        if not change.counts or change.undone_at is not None:
+            continue
+        before, after = drains_kept_nodes(change.config_before), drains_kept_nodes(change.config_after)
+        if before != after:
+            put_in = after
+    return put_in
 
 
 def _plan_of(change: AppliedChange) -> Plan:
