@@ -20,13 +20,13 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.aws.pcs import PcsGateway
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
 from lifeguard.bounds import clock_time
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
-from lifeguard.remediation import AppliedChange, AuditEntry
+from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore
@@ -329,6 +329,9 @@ class Operator:
             raise OperatorError(
                 f"{group_id} changed while you were asked: nothing was undone; run lifeguard undo again"
             )
+        earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
+        if earlier is not None:
+            return earlier
         if change.status == "pending" and fingerprint_of(current) == change.fingerprint_before:
             raise OperatorError(
                 f"Lifeguard's {change.action} of {format_time(change.at)} was set out but PCS has not "
@@ -407,6 +410,80 @@ class Operator:
                 + (" (--force)" if force else ""),
                 config_before=current,
                 config_after=change.config_before,
+                diff=diff,
+                actor="operator",
+            ),
+        )
+        return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"])
+
+    def _earlier_undo(
+        self,
+        cluster: str,
+        group_id: str,
+        ledger: Ledger,
+        change: AppliedChange,
+        group: GroupSnapshot,
+        *,
+        dry_run: bool,
+    ) -> UndoResult | None:
+        """An undo of `change` an earlier run set out and PCS took, though the table failed before it was all
+        written down (the undo still pending, or `change` not yet marked undone): written down now, and
+        nothing more is done. An undo set out that PCS does not hold is let go. None: no such undo."""
+        undo = next(
+            (
+                c
+                for c in reversed(ledger.changes)
+                if c.action == "undo"
+                and c.status != "abandoned"
+                and (c.episode_id, c.revision) == (change.episode_id, change.revision)
+                and c.at >= change.at
+            ),
+            None,
+        )
+        if undo is None:
+            return None
+        current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        maker = ChangeMaker(self.remediation, self.pcs)
+        if fingerprint_of(current) != undo.fingerprint_after:
+            if undo.status == "pending" and not dry_run:
+                maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS never made it
+            return None
+        old = NodeLifecycleActions.from_api(undo.config_before) if undo.config_before else None
+        new = NodeLifecycleActions.from_api(undo.config_after) if undo.config_after else None
+        diff = [c.to_detail() for c in diff_configs(old, new)]
+        lines = [
+            f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})",
+            f"  already made by the undo of {format_time(undo.at)}: PCS holds it; written down now",
+        ]
+        if dry_run:
+            return UndoResult(
+                cluster,
+                group_id,
+                False,
+                change,
+                diff,
+                [*lines, "dry run: nothing changed"],
+                fingerprint_of(current),
+            )
+        if undo.status == "pending":
+            maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=group)
+        change.undone_at = undo.at
+        if change.status == "pending":
+            change.status = "applied"
+        self.remediation.save_ledger(cluster, group_id, ledger)
+        self.remediation.audit(
+            cluster,
+            group_id,
+            AuditEntry(
+                at=undo.at,
+                decision="undo",
+                episode_id=change.episode_id,
+                revision=change.revision,
+                action="undo",
+                reason=f"operator undid {change.action} of {format_time(change.at)} (written down by a "
+                "later run: the table had failed after PCS took it)",
+                config_before=undo.config_before,
+                config_after=undo.config_after,
                 diff=diff,
                 actor="operator",
             ),

@@ -18,6 +18,7 @@ from botocore.exceptions import ReadTimeoutError
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
+from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
 from lifeguard.handlers.updater import GroupUpdater
@@ -35,9 +36,9 @@ from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
 from lifeguard_cli.local.pcs.resources import Call
-from lifeguard_cli.operate import Operator
+from lifeguard_cli.operate import Operator, OperatorError
 from tests.conftest import ARTICLE_SUSPECT, load_event
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, client_error, local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -566,6 +567,46 @@ def test_a_revert_on_a_configuration_pcs_gives_that_is_not_valid_is_skipped_audi
     assert skipped.detail["reason"].endswith("; nothing is planned from it")
     assert [entry.decision for entry in world.history()] == ["skipped"]
     assert world.calls("UpdateComputeNodeGroup") == []
+
+
+@pytest.mark.parametrize("failing_write", [2, 3])  # the undo marked applied; the change marked undone
+def test_an_undo_pcs_took_is_written_down_by_the_next_run_when_the_table_failed_after_it(
+    failing_write: int,
+) -> None:
+    world = World()
+    world.remediator().handle_event(world.detection())
+    world.settle()
+    put, ledger_writes = world.table.put_item, []
+
+    def ledger_write_throttled(**request: Any) -> Any:
+        if request["Item"]["sk"]["S"] == "LEDGER":
+            ledger_writes.append(request)
+            if len(ledger_writes) == failing_write:
+                raise client_error("ProvisionedThroughputExceededException", "PutItem")
+        return put(**request)
+
+    world.table.put_item = ledger_write_throttled
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    with pytest.raises(AwsCallError, match="ProvisionedThroughputExceededException"):
+        operator.undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == TERMINATE  # PCS took the undo
+    world.table.put_item = put
+    world.settle()
+    shown = operator.undo(GROUP, CLUSTER, dry_run=True)
+    assert not shown.applied
+    assert any("already made by the undo of" in line for line in shown.lines)
+    done = operator.undo(GROUP, CLUSTER)  # run again, as the error invites: written down, not redone
+    assert done.applied
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert len(world.lifeguard_updates()) == 2  # the quarantine and the one undo
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status, c.undone_at is not None) for c in ledger.changes] == [
+        ("quarantine", "applied", True),
+        ("undo", "applied", False),
+    ]
+    assert [e.decision for e in world.history()] == ["applied", "undo"]
+    with pytest.raises(OperatorError, match="no change of"):
+        operator.undo(GROUP, CLUSTER)
 
 
 def test_a_configuration_too_large_to_keep_for_the_undo_is_not_changed() -> None:
