@@ -12,9 +12,9 @@ mode), in a local AWS it shares with the other runs of the same `lifeguard simul
   ACTIVE/BOOTSTRAP_SUCCESS, else TERMINATED/BOOTSTRAP_FAILED. A drain step's `scontrol` is a script that
   writes down the drain: the node is then active but not serving.
 - Every transition goes to the scaling-log group in PCS's format, with the scenario's timings. After a
-  configuration change PCS replaces the older nodes (PENDING_REPLACEMENT/NODE_GROUP_UPDATE, then
-  TERMINATED/REPLACEMENT_REQUESTED); a drained static node is replaced as unhealthy unless the scenario
-  says `replace_drained_nodes: false`.
+  configuration change PCS replaces the older nodes (PENDING_REPLACEMENT/NODE_GROUP_UPDATE, from which a
+  node takes no more jobs, then TERMINATED/REPLACEMENT_REQUESTED); a drained static node is replaced as
+  unhealthy unless the scenario says `replace_drained_nodes: false`.
 - CloudWatch Logs delivers what both groups received to scaling_events and node_reports as subscription
   payloads, `timings.delivery` seconds after it was written (later, twice or out of order under a log
   fault). The events the handlers publish go on the bus and, by template.yaml's rules, to remediate and
@@ -175,7 +175,8 @@ class TwinRun:
         group = self.groups[name]
         mine = [i for i in self.instances if i.group == name]
         up = [i for i in mine if i.alive and i.active is not None]
-        serving = [i for i in up if i.drained is None]
+        # A node PCS is about to replace for an update is drained (the article's): it takes no more jobs.
+        serving = [i for i in up if i.drained is None and not i.pending_replacement]
         first_serving = [i.active for i in mine if i.served() and i.active is not None]
         wasted = sum(
             (i.ended if i.ended is not None else self.horizon) - i.launched
