@@ -155,6 +155,23 @@ def test_no_action_where_none_is_due(simulator: Simulator, name: str, nodes: int
     assert found["final_config"] == scenario_config(name)
 
 
+def test_a_ready_check_that_asks_slurm_finds_the_node_registered(simulator: Simulator) -> None:
+    # The article's nodeReady check: slurmd is active and Slurm shows the node. On the twin's node those
+    # answer as on a registered PCS node, so the check passes even on the default onError TERMINATE.
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    data["scripts"]["ready-check.sh"] = (
+        "#!/bin/bash\nset -euo pipefail\n"
+        'test "$(systemctl is-active slurmd)" = active\n'
+        'scontrol show node "$PCS_NODE_ID" | grep -q "^NodeName=$PCS_NODE_ID .*"\n'
+        'scontrol show node "$PCS_NODE_ID" | grep -q "State=IDLE+CLOUD"\n'
+    )
+    del data["groups"][0]["config"]["stages"]["nodeReady"][0]["onError"]
+    document = simulator.run(parse_scenario(data), seed=1)
+    found = group(document)
+    assert (found["bootstrap_failed"], found["serving_at_end"]) == (0, 1)
+    assert kinds(document) == []
+
+
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("capacity-shortage"), seed=1)
     found = group(document)

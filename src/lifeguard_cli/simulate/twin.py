@@ -69,8 +69,18 @@ MAX_ACTIONS = 1_000_000  # transitions in one run: far more than 100 nodes make 
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 _SCONTROL = (
-    "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm.\n"
+    "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm, and shows the node as Slurm\n"
+    "# shows one that registered (the article's ready-check reads it in nodeReady).\n"
     'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
+    'if [ "$1" = show ] && [ "$2" = node ]; then\n'
+    '  echo "NodeName=${3:-$PCS_NODE_ID} Arch=x86_64 CoresPerSocket=1"\n'
+    '  echo "   State=IDLE+CLOUD ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A"\n'
+    "fi\n"
+)
+# The twin's systemctl: slurmd is active on a node that registered (the article's ready-check asks).
+_SYSTEMCTL = (
+    "#!/bin/bash\n"
+    'if [ "$1" = is-active ]; then echo active; fi\n'
 )
 
 
@@ -548,14 +558,17 @@ class _Twin:
         root = home / "root"
         root.mkdir(parents=True)
         (home / "actions.json").write_text(json.dumps(instance.config))
-        scontrol = home / "scontrol"
-        scontrol.write_text(_SCONTROL)
-        scontrol.chmod(0o755)
+        tools = home / "bin"  # first on the scripts' PATH: the node's Slurm, as far as scripts see it
+        tools.mkdir()
+        for name, text in (("scontrol", _SCONTROL), ("systemctl", _SYSTEMCTL)):
+            (tools / name).write_text(text)
+            (tools / name).chmod(0o755)
+        scontrol = tools / "scontrol"
         slurm_log = home / "slurm.log"
         began, started = time.time(), time.monotonic()
         env = {
             **self.aws.environ(),
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(home),
             "LANG": "C.UTF-8",
             "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS": f"{self.moment().timestamp() - began:.3f}",
