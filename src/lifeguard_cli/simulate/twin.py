@@ -78,10 +78,7 @@ _SCONTROL = (
     "fi\n"
 )
 # The twin's systemctl: slurmd is active on a node that registered (the article's ready-check asks).
-_SYSTEMCTL = (
-    "#!/bin/bash\n"
-    'if [ "$1" = is-active ]; then echo active; fi\n'
-)
+_SYSTEMCTL = '#!/bin/bash\nif [ "$1" = is-active ]; then echo active; fi\n'
 
 
 @dataclass(frozen=True)
