@@ -116,23 +116,54 @@ def test_an_update_that_always_loses_gives_up_after_its_attempts() -> None:
     assert "i-mine" not in world.state().launches
 
 
-def test_unpublished_events_stay_in_the_outbox_until_they_are_stale() -> None:
+def test_events_another_invocation_queued_stay_in_the_outbox_until_they_are_stale() -> None:
+    # An invocation that wrote its events and may still be publishing them (it has not failed yet): a
+    # second invocation leaves them to it until they are stale.
+    world = World()
+    world.updater().update(CLUSTER, GROUP, launch("i-0"))
+    store = GroupStore(world.table, "t")
+    state = store.load(CLUSTER, GROUP)
+    event = ControllerEvent("LoopResolved", make_detail(episode_id="ep-1"), "ep-1:LoopResolved:1")
+    state.outbox.append({**event.to_dict(), "queued_at": NOW})
+    store.save(state)
+
+    world.clock.now = NOW + STALE_OUTBOX_SECONDS - 1  # the invocation that queued them may be publishing
+    assert world.updater().update(CLUSTER, GROUP, launch("i-1")) == []
+    assert world.bus.entries == []
+
+    world.clock.now = NOW + STALE_OUTBOX_SECONDS
+    published = world.updater().update(CLUSTER, GROUP, launch("i-2"))
+    assert [event.key for event in published] == ["ep-1:LoopResolved:1"]
+    assert world.bus.keys() == ["ep-1"]
+    assert world.state().outbox == []
+
+
+def test_events_an_invocation_failed_to_publish_are_due_at_once_for_its_retry() -> None:
+    # Lambda retries the failed invocation a minute later, before the events would be stale: they are
+    # marked due on the way out, so the retry (or any invocation for the group) publishes them.
     world = World()
     world.bus.refuse_calls = 3
     with pytest.raises(AwsCallError):
         world.updater().update(CLUSTER, GROUP, launch("i-1", "ep-1"))
     (queued,) = world.state().outbox
-    assert (queued["key"], queued["queued_at"]) == ("ep-1:LoopResolved:1", NOW)
+    assert (queued["key"], queued["queued_at"]) == ("ep-1:LoopResolved:1", 0)
 
-    world.clock.now = NOW + STALE_OUTBOX_SECONDS - 1  # the failed invocation may still be retrying
-    assert world.updater().update(CLUSTER, GROUP, launch("i-1")) == []
-    assert world.bus.entries == []
-
-    world.clock.now = NOW + STALE_OUTBOX_SECONDS
+    world.clock.now = NOW + 60
     published = world.updater().update(CLUSTER, GROUP, launch("i-1"))
     assert [event.key for event in published] == ["ep-1:LoopResolved:1"]
     assert world.bus.keys() == ["ep-1"]
     assert world.state().outbox == []
+
+
+def test_every_group_of_a_batch_is_tried_before_a_failed_publish_is_raised() -> None:
+    world = World()
+    world.bus.refuse_calls = 3  # the first group's events, every try
+    keys = [(CLUSTER, f"pcs_g{n}") for n in range(3)]
+    with pytest.raises(AwsCallError):
+        world.updater().update_many({key: launch("i-1", f"ep-{key[1][-1]}") for key in keys})
+    assert sorted(world.bus.keys()) == ["ep-1", "ep-2"]
+    assert [entry["queued_at"] for entry in world.state("pcs_g0").outbox] == [0]
+    assert world.state("pcs_g1").outbox == []
 
 
 def test_update_many_reads_and_writes_once_and_redoes_only_after_a_lost_race() -> None:

@@ -2,7 +2,9 @@
 
 Events are put in the state's outbox by the same write that makes them true, then published, then
 cleared. If publishing fails, the events stay in the outbox and the next invocation for the group
-publishes them (once they are older than `STALE_OUTBOX_SECONDS`, so a live invocation is not doubled).
+publishes them (once they are older than `STALE_OUTBOX_SECONDS`, so a live invocation is not doubled;
+the failed invocation marks them due at once on its way out, so its own retry sends them). Every group
+of a batch is tried before the first failure is raised.
 """
 
 from __future__ import annotations
@@ -103,14 +105,20 @@ class GroupUpdater:
             raise
         lost = {(state.cluster_id, state.group_id) for state in unwritten}
         published: list[ControllerEvent] = []
+        failure: AwsCallError | None = None
         for key in keys:
-            if key in lost:
-                self.conflicts += 1
-                published.extend(self.update(key[0], key[1], mutations[key]))
-                continue
-            change, stale = applied[key]
-            if stale or change.events:
-                published.extend(self._publish(key[0], key[1], stale + change.events))
+            try:
+                if key in lost:
+                    self.conflicts += 1
+                    published.extend(self.update(key[0], key[1], mutations[key]))
+                    continue
+                change, stale = applied[key]
+                if stale or change.events:
+                    published.extend(self._publish(key[0], key[1], stale + change.events))
+            except AwsCallError as exc:
+                failure = failure or exc  # the other groups' events are still tried
+        if failure is not None:
+            raise failure
         return published
 
     def _apply(
@@ -132,9 +140,33 @@ class GroupUpdater:
         self, cluster_id: str, group_id: str, events: list[ControllerEvent]
     ) -> list[ControllerEvent]:
         if events:
-            self.publisher.publish(events)
+            try:
+                self.publisher.publish(events)
+            except AwsCallError:
+                self._due_now(cluster_id, group_id, {event.key for event in events})
+                raise
             self._clear(cluster_id, group_id, {event.key for event in events})
         return events
+
+    def _due_now(self, cluster_id: str, group_id: str, keys: set[str]) -> None:
+        """Mark events that could not be published as due at once: the retry of this invocation (a minute
+        later, before they would count as stale) publishes them instead of leaving them for the group's
+        next record, which may never come. Best effort: the invocation is failing already."""
+        for _ in range(self.max_attempts):
+            try:
+                state = self.store.load(cluster_id, group_id)
+                due = [entry for entry in state.outbox if entry.get("key") in keys and entry.get("queued_at")]
+                if not due:
+                    return
+                for entry in due:
+                    entry["queued_at"] = 0
+                self.store.save(state)
+                return
+            except VersionConflictError:
+                self.conflicts += 1
+            except AwsCallError as exc:
+                logger.warning("outbox of %s not marked due: %s", group_id, exc)
+                return
 
     def _clear(self, cluster_id: str, group_id: str, keys: set[str]) -> None:
         for _ in range(self.max_attempts):
