@@ -16,6 +16,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.detection import DetectionSettings
+from lifeguard.errors import AwsCallError
 from lifeguard.group_state import OUTCOME_LIMIT, GroupState
 from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
@@ -237,10 +238,15 @@ def test_a_group_tagged_off_is_left_alone() -> None:
     assert world.feed(ARTICLE).events == []
     assert world.state().episode is None
     assert world.bus.entries == []
-    # Once its tags are known, its records are not even kept.
+    # Once its tags are known, its records are not even kept; its tags are read again on a failure, at
+    # most every tag_refresh of event time (a group whose tag was taken off is watched again).
     writes = world.writes()
     world.feed([launched("i-0aaaaaaaaaaaaaaa1", at(1, 20)), failed("i-0aaaaaaaaaaaaaaa1", at(1, 25))])
-    assert world.writes() == writes
+    world.feed([launched("i-0aaaaaaaaaaaaaaa2", at(1, 26)), failed("i-0aaaaaaaaaaaaaaa2", at(1, 27))])
+    assert world.writes() <= writes + 1
+    outcomes = world.state().outcomes
+    assert "i-0aaaaaaaaaaaaaaa1" not in outcomes
+    assert "i-0aaaaaaaaaaaaaaa2" not in outcomes
     assert world.bus.entries == []
 
 
@@ -1119,3 +1125,106 @@ def test_clean_reports_of_a_group_with_no_open_episode_write_no_state_and_publis
     ship(world, reports_handler(world), [run.model_dump(mode="json")])
     assert world.bus.events() == []
     assert world.writes() == before  # the group's state is read, not written (the mark is a batch write)
+
+
+# -- records in an order or a state the detection must still read right --
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def test_a_group_once_tagged_off_is_watched_again_when_the_tag_is_taken_off() -> None:
+    world = World(tags={"lifeguard:mode": "off"})
+    world.feed(ARTICLE)  # tagged off: nothing detected (as intended)
+    assert world.state().episode is None
+    arn = world.api.get_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)[
+        "computeNodeGroup"
+    ]["arn"]
+    world.api.untag_resource(resourceArn=arn, tagKeys=["lifeguard:mode"])  # the owners turn it back on
+    # A day later the group loops: two failures, 6 minutes apart.
+    a, b = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([launched(a, at(23, 0)), failed(a, at(23, 5))])
+    world.feed([launched(b, at(23, 6)), failed(b, at(23, 11))])
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
+def test_a_replacement_episode_whose_nodes_then_stay_up_does_not_hide_a_later_bootstrap_loop() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))  # unhealthy twice: a replacement episode
+    # Their replacements boot fine and stay up for good: no node is launched for a day.
+    world.feed([launched("i-0good000000000001", at(1, 30)), succeeded("i-0good000000000001", at(1, 33))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    # A day later (same configuration: its script's mutable source changed) new nodes loop.
+    a, b = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([launched(a, at(1, 0) + DAY_MS), failed(a, at(1, 5) + DAY_MS)])
+    world.feed([launched(b, at(1, 6) + DAY_MS), failed(b, at(1, 11) + DAY_MS)])
+    kinds = [d["kind"] for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert kinds == ["replacement", "loop"]
+
+
+def test_a_node_of_the_configuration_before_the_loop_does_not_resolve_it() -> None:
+    world = World()  # the TERMINATE configuration took effect at 01:00
+    old = "i-0old0000000000001"
+    world.feed([launched(old, at(0, 59))])  # launched on the configuration before it
+    a, b = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([launched(a, at(1, 1)), launched(b, at(1, 1, 30)), failed(a, at(1, 3)), failed(b, at(1, 4))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([succeeded(old, at(1, 5))])  # the old configuration's node comes up
+    assert world.published() == ["BootstrapLoopDetected"]  # the loop of 01:00's configuration goes on
+    assert world.state().episode is not None
+
+
+def test_a_launch_delivered_after_its_success_withdraws_the_proof_of_a_configuration_it_never_ran() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 2))  # a good configuration
+    node = "i-0good000000000001"
+    launch = launched(node, at(1, 3))  # launched on it ...
+    world.person_sets(TERMINATE, at(1, 4))  # ... then someone pushes the broken one
+    world.feed([succeeded(node, at(1, 6))])  # the success is delivered first,
+    world.feed([launch])  # its launch in a later batch: the node booted REVERTED
+    assert world.state().proven_good is None  # withdrawn: the node never booted TERMINATE
+
+
+def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> None:
+    world = World()
+    other = "pcs_abcdef02"
+    world.pcs.add_compute_node_group(CLUSTER, "other", group_id=other)
+    loop = [r for r in ARTICLE if r["reason_code"] == "BOOTSTRAP_FAILED"]
+    rows = loop + [{**r, "compute_node_group_id": other} for r in loop]
+    event = encode_subscription(LOG_GROUP, LOG_STREAM, world.messages(rows))
+    newest = max(r["event_timestamp"] for r in rows)
+    world.clock.set(datetime.fromtimestamp(newest / 1000, UTC))
+    world.bus.refuse_calls = 3  # EventBridge fails the first group's put, three tries
+    with pytest.raises(AwsCallError):
+        world.handler.handle_event(event)
+    # Lambda retries the same batch a minute later (asynchronous invocation's first retry).
+    world.clock.set(datetime.fromtimestamp(newest / 1000 + 60, UTC))
+    world.handler.handle_event(event)
+    detected = sorted(
+        d["compute_node_group_id"] for t, d in world.bus.events() if t == "BootstrapLoopDetected"
+    )
+    assert detected == [GROUP, other]
+
+
+def test_two_long_running_nodes_replaced_as_unhealthy_are_not_a_replacement_loop() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    n1, n2 = "i-0node000000000001", "i-0node000000000002"
+    world.feed(
+        [launched(n1, at(1, 12)), launched(n2, at(1, 12)), succeeded(n1, at(1, 15)), succeeded(n2, at(1, 15))]
+    )
+    # Two days later EC2 health checks fail on both (a hardware event): PCS replaces them, once each.
+    world.feed(
+        [
+            row(n1, "PENDING_REPLACEMENT", "EC2_HEALTH_CHECK_FAILED", at(10, 0) + 2 * DAY_MS),
+            row(n1, "TERMINATED", "UNHEALTHY_NODE", at(10, 2) + 2 * DAY_MS),
+        ]
+    )
+    world.feed(
+        [
+            row(n2, "PENDING_REPLACEMENT", "EC2_HEALTH_CHECK_FAILED", at(10, 20) + 2 * DAY_MS),
+            row(n2, "TERMINATED", "UNHEALTHY_NODE", at(10, 22) + 2 * DAY_MS),
+        ]
+    )
+    assert world.published() == []

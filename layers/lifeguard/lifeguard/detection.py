@@ -304,9 +304,9 @@ def detect_replacement(
     state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
 ) -> Detection | None:
     """`threshold` nodes terminated as unhealthy (TERMINATED/UNHEALTHY_NODE) within the window of the
-    newest, each a fresh instance (launched on the current configuration, after `modifiedAt`), after
-    `since`: a `replacement` loop. Other terminations (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...)
-    and launch failures never count."""
+    newest, each a fresh instance (launched on the current configuration, after `modifiedAt`, and replaced
+    within a window of its launch), after `since`: a `replacement` loop. Other terminations
+    (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...) and launch failures never count."""
     fresh = []
     for instance, when in state.unhealthy.items():
         if since is not None and when <= since:
@@ -315,6 +315,8 @@ def detect_replacement(
         launched = state.launched_at(outcome) if outcome else state.launches.get(instance)
         if modified_at is not None and (launched is None or launched < modified_at):
             continue  # not known to be a node of the current configuration
+        if launched is None or when - launched > settings.window_ms:
+            continue  # a node that served a while and then failed its health checks: no loop
         node = outcome.scheduler_node_id if outcome else None
         fresh.append(Failure(instance_id=instance, scheduler_node_id=node, event_timestamp=when))
     if not fresh:
@@ -342,22 +344,41 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         [f.event_timestamp for f in episode.failures]
         + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
     )
+    # A node launched before the loop's configuration took effect booted an older one: its success says
+    # nothing of the loop.
     later = sorted(
         (
             o
             for o in state.outcomes.values()
-            if o.succeeded and o.event_timestamp > last_failure and o.instance_id not in episode.kept
+            if o.succeeded
+            and o.event_timestamp > last_failure
+            and o.instance_id not in episode.kept
+            and is_relevant(state, o, episode.config_modified_at)
         ),
         key=lambda o: o.event_timestamp,
     )
     if episode.kind == "replacement":
-        # Nodes replaced as unhealthy had booted: a boot ends it only once a whole window has passed
-        # without another unhealthy replacement.
+        # Nodes replaced as unhealthy had booted: a boot after the last replacement ends it once a whole
+        # window has passed without another (the newest thing known of the group tells the time; a
+        # bootstrap failure since is another loop's, judged once this one is over).
         last_unhealthy = max(f.event_timestamp for f in episode.unhealthy or episode.failures)
         if any(t > last_unhealthy for t in state.unhealthy.values()):
             return None  # the replacements go on
-        quiet = [o for o in later if o.event_timestamp > last_unhealthy + settings.window_ms]
-        return quiet[0] if quiet else None
+        newest = max((o.event_timestamp for o in state.outcomes.values()), default=last_unhealthy)
+        if newest <= last_unhealthy + settings.window_ms:
+            return None
+        booted = sorted(
+            (
+                o
+                for o in state.outcomes.values()
+                if o.succeeded
+                and o.event_timestamp > last_unhealthy
+                and o.instance_id not in episode.kept
+                and is_relevant(state, o, episode.config_modified_at)
+            ),
+            key=lambda o: o.event_timestamp,
+        )
+        return booted[0] if booted else None
     if episode.kind == "loop":
         return later[0] if later else None
     return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None

@@ -88,6 +88,29 @@ class BatchSummary(Skips):
         }
 
 
+def _withdraw_late_disproved(state: GroupState, records: list[ScalingLogRecord]) -> bool:
+    """Withdraw the proof of good of a node whose LAUNCHED record came after its success and shows it was
+    launched before the configuration it proved took effect (it booted an older one); whether it did."""
+    proof = state.proven_good
+    if proof is None:
+        return False
+    launched = [
+        r.event_timestamp
+        for r in records
+        if r.status_code == "LAUNCHED" and r.instance_id == proof.instance_id
+    ]
+    if not launched or min(launched) >= proof.modified_at:
+        return False
+    logger.warning(
+        "group %s: the proof of configuration %s is withdrawn: %s was launched before it took effect",
+        state.group_id,
+        proof.fingerprint[:12],
+        proof.instance_id,
+    )
+    state.proven_good = None
+    return True
+
+
 def _implausible(summary: BatchSummary, record: ScalingLogRecord, where: str, now_ms: int) -> None:
     """Skip a record whose time cannot be genuine at the invocation's clock (`plausible_times`)."""
     at = record.event_timestamp
@@ -251,12 +274,18 @@ class ScalingEventsHandler:
             return True
 
         def mutate(state: GroupState) -> Change:
+            configs_before, proven_before = configs_set, state.proven_good
             if self._settings(state).mode == "off":
-                return Change()
+                # Its records are not kept; its tags are read again (at most every tag_refresh_ms of event
+                # time, on a failure), so a group whose tag was taken off is watched again.
+                if not self._tags_due(state, records):
+                    return Change()
+                refreshed = refresh(state, tags=True)
+                if self._settings(state).mode == "off":
+                    return Change(changed=refreshed)
             change = Change(changed=state.forget_after(latest_ms))
             fold = RecordFolder(state)
             runs = GroupEvidence(self.store, state)
-            configs_before, proven_before = configs_set, state.proven_good
             # Beyond the launches and outcomes, a batch changes a state only through an episode (open
             # before, or opened now), a configuration read that found more than the group as it was, a
             # proof, or an unhealthy termination.
@@ -282,6 +311,7 @@ class ScalingEventsHandler:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
+            change.changed |= _withdraw_late_disproved(state, records)
             change.changed |= self._prove_good(state, records, refresh, runs)
             proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
@@ -289,6 +319,14 @@ class ScalingEventsHandler:
             return change
 
         return mutate
+
+    def _tags_due(self, state: GroupState, records: list[ScalingLogRecord]) -> bool:
+        """Whether a batch of a group tagged off reads its tags again: it holds a failure, and the tags
+        were last read `tag_refresh_ms` of event time before it, or never."""
+        if not any(r.is_bootstrap_failure or r.is_unhealthy_termination for r in records):
+            return False
+        config = state.config
+        return config is None or records[-1].event_timestamp - config.tags_checked_at >= self.tag_refresh_ms
 
     def _settle(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
