@@ -25,7 +25,7 @@ from lifeguard.bounds import clock_time
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.group_state import GroupState
-from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.settings import setting
@@ -347,9 +347,7 @@ class Operator:
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"
             )
-        old = NodeLifecycleActions.from_api(current) if current else None
-        new = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
-        changes = diff_configs(old, new)
+        changes = diff_api_configs(current, change.config_before)
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
         diff = [c.to_detail() for c in changes]
         if dry_run:
@@ -448,9 +446,7 @@ class Operator:
             if undo.status == "pending" and not dry_run:
                 maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS never made it
             return None
-        old = NodeLifecycleActions.from_api(undo.config_before) if undo.config_before else None
-        new = NodeLifecycleActions.from_api(undo.config_after) if undo.config_after else None
-        diff = [c.to_detail() for c in diff_configs(old, new)]
+        diff = [c.to_detail() for c in diff_api_configs(undo.config_before, undo.config_after)]
         lines = [
             f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})",
             f"  already made by the undo of {format_time(undo.at)}: PCS holds it; written down now",

@@ -18,7 +18,15 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from lifeguard.bounds import clip
-from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState, KnownConfig, ProvenGood
+from lifeguard.group_state import (
+    OUTCOME_LIMIT,
+    BootOutcome,
+    Episode,
+    Failure,
+    GroupState,
+    KnownConfig,
+    ProvenGood,
+)
 from lifeguard.scaling_log import (
     BOOTSTRAP_FAILED,
     BOOTSTRAP_SUCCEEDED,
@@ -340,23 +348,6 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
     episode = state.episode
     if episode is None:
         return None
-    last_failure = max(
-        [f.event_timestamp for f in episode.failures]
-        + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
-    )
-    # A node launched before the loop's configuration took effect booted an older one: its success says
-    # nothing of the loop.
-    later = sorted(
-        (
-            o
-            for o in state.outcomes.values()
-            if o.succeeded
-            and o.event_timestamp > last_failure
-            and o.instance_id not in episode.kept
-            and is_relevant(state, o, episode.config_modified_at)
-        ),
-        key=lambda o: o.event_timestamp,
-    )
     if episode.kind == "replacement":
         # Nodes replaced as unhealthy had booted: a boot after the last replacement ends it once a whole
         # window has passed without another (the newest thing known of the group tells the time; a
@@ -367,21 +358,33 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         newest = max((o.event_timestamp for o in state.outcomes.values()), default=last_unhealthy)
         if newest <= last_unhealthy + settings.window_ms:
             return None
-        booted = sorted(
-            (
-                o
-                for o in state.outcomes.values()
-                if o.succeeded
-                and o.event_timestamp > last_unhealthy
-                and o.instance_id not in episode.kept
-                and is_relevant(state, o, episode.config_modified_at)
-            ),
-            key=lambda o: o.event_timestamp,
-        )
+        booted = _successes_after(state, episode, last_unhealthy)
         return booted[0] if booted else None
+    last_failure = max(
+        [f.event_timestamp for f in episode.failures]
+        + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
+    )
+    later = _successes_after(state, episode, last_failure)
     if episode.kind == "loop":
         return later[0] if later else None
     return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
+
+
+def _successes_after(state: GroupState, episode: Episode, after: int) -> list[BootOutcome]:
+    """The episode's successes after `after`, oldest first: not of the nodes it kept, and of nodes launched
+    on its configuration or a later one (one launched before it booted an older one, and says nothing of
+    the loop)."""
+    return sorted(
+        (
+            o
+            for o in state.outcomes.values()
+            if o.succeeded
+            and o.event_timestamp > after
+            and o.instance_id not in episode.kept
+            and is_relevant(state, o, episode.config_modified_at)
+        ),
+        key=lambda o: o.event_timestamp,
+    )
 
 
 def launch_of(state: GroupState, record: ScalingLogRecord) -> int:

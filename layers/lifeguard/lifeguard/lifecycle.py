@@ -47,6 +47,7 @@ __all__ = [
     "ScriptSource",
     "StageName",
     "canonical_json",
+    "diff_api_configs",
     "diff_configs",
     "fingerprint_of",
     "fingerprint_of_json",
@@ -386,6 +387,14 @@ def diff_configs(old: NodeLifecycleActions | None, new: NodeLifecycleActions | N
             _diff_stage(stage, old_api["stages"].get(stage) or [], new_api["stages"].get(stage) or [])
         )
     return changes
+
+
+def diff_api_configs(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[ConfigChange]:
+    """`diff_configs` of two configurations as the PCS API gives them (None or empty: no actions)."""
+    return diff_configs(
+        NodeLifecycleActions.from_api(old) if old else None,
+        NodeLifecycleActions.from_api(new) if new else None,
+    )
 
 
 def _diff_stage(

@@ -42,7 +42,7 @@ from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
 from lifeguard.group_state import GroupState, ProvenGood
-from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
+from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.remediation import rails
@@ -603,9 +603,12 @@ def _drain_step_is_lifeguards(ledger: Ledger) -> bool:
 
 def _plan_of(change: AppliedChange) -> Plan:
     """The plan a recorded change carried out (its diff, for the event)."""
-    old = NodeLifecycleActions.from_api(change.config_before) if change.config_before else None
-    new = NodeLifecycleActions.from_api(change.config_after) if change.config_after else None
-    return Plan(change.action, change.config_after, (), tuple(diff_configs(old, new)))
+    return Plan(
+        change.action,
+        change.config_after,
+        (),
+        tuple(diff_api_configs(change.config_before, change.config_after)),
+    )
 
 
 def _proof(good: ProvenGood) -> str:
