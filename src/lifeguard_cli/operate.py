@@ -351,15 +351,7 @@ class Operator:
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
         diff = [c.to_detail() for c in changes]
         if dry_run:
-            return UndoResult(
-                cluster,
-                group_id,
-                False,
-                change,
-                diff,
-                [*lines, "dry run: nothing changed"],
-                fingerprint_of(current),
-            )
+            return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)
         if group.status != "ACTIVE":
             raise OperatorError(f"{group_id} is {group.status}; try again when it is ACTIVE")
         if change.config_before is None:
@@ -452,15 +444,7 @@ class Operator:
             f"  already made by the undo of {format_time(undo.at)}: PCS holds it; written down now",
         ]
         if dry_run:
-            return UndoResult(
-                cluster,
-                group_id,
-                False,
-                change,
-                diff,
-                [*lines, "dry run: nothing changed"],
-                fingerprint_of(current),
-            )
+            return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)
         if undo.status == "pending":
             maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=group)
         change.undone_at = undo.at
@@ -485,6 +469,21 @@ class Operator:
             ),
         )
         return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"])
+
+
+def _shown(
+    cluster: str,
+    group_id: str,
+    *,
+    change: AppliedChange,
+    diff: list[dict[str, Any]],
+    lines: list[str],
+    current: dict[str, Any] | None,
+) -> UndoResult:
+    """A dry run's result: what the undo would do, and the group's configuration it was worked out on."""
+    return UndoResult(
+        cluster, group_id, False, change, diff, [*lines, "dry run: nothing changed"], fingerprint_of(current)
+    )
 
 
 def _episode(state: GroupState) -> dict[str, Any] | None:
