@@ -189,7 +189,10 @@ class FakeDynamoDB:
 
     def _pages(self, operation: str, request: dict[str, Any], match: Callable[[Key], bool]) -> dict[str, Any]:
         self._record(operation, request)
-        keys = sorted(key for key in self.items if match(key))
+        # As DynamoDB does: in key order, or the reverse across all pages when asked.
+        keys = sorted(
+            (key for key in self.items if match(key)), reverse=request.get("ScanIndexForward") is False
+        )
         start = int(request.get("ExclusiveStartKey", {}).get("at", 0))
         page = keys[start : start + self.page_size]
         answer: dict[str, Any] = {"Items": [copy.deepcopy(self.items[key]) for key in page]}
@@ -202,8 +205,8 @@ class FakeDynamoDB:
         values = request["ExpressionAttributeValues"]
         pk, prefix = values[":pk"]["S"], values[":prefix"]["S"]
         answer = self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
-        # As DynamoDB does: newest first when asked, and no more than the limit.
-        items = answer["Items"][::-1] if request.get("ScanIndexForward") is False else answer["Items"]
+        # No more than the limit (the pages are in the order asked for).
+        items = answer["Items"]
         return {**answer, "Items": items[: request["Limit"]] if "Limit" in request else items}
 
     def scan(self, **request: Any) -> dict[str, Any]:

@@ -1228,3 +1228,124 @@ def test_two_long_running_nodes_replaced_as_unhealthy_are_not_a_replacement_loop
         ]
     )
     assert world.published() == []
+
+
+# -- node reports and the scaling log on one group state --
+
+
+def clean_run(instance: str, when: int) -> dict[str, Any]:
+    return ran(instance, when, script="record-after-fail").model_dump(mode="json")
+
+
+def stop_sequence_failure(instance: str, when: int) -> dict[str, Any]:
+    run = ran(instance, when, outcome="failed", script="fail-terminate")
+    return {**run.model_dump(mode="json"), "on_error": "STOP_SEQUENCE"}
+
+
+def test_runs_that_did_not_fail_never_push_the_failed_ones_out_of_the_evidence() -> None:
+    world = World()
+    marks = [ran(f"i-0zz{n:014d}", at(1, 5), script="record-after-fail") for n in range(5_000)]
+    GroupStore(world.table, TABLE).put_reports(marks)  # sort after i-0kept…: order is RAN# before REPORT#
+    quarantined_node_boots(world)
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]
+
+
+def test_a_suspect_the_reports_named_makes_a_later_success_wait_for_its_reports() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    ship(world, reports_handler(world), REPORTED)  # the reports name fail-terminate: revision 2
+    quarantine_in_ledger(world, quarantined_config())
+    world.person_sets(quarantined_config(), at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    assert world.published() == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+
+
+def test_late_reports_undo_a_wrong_resolution_of_a_contained_loop_under_a_new_revision() -> None:
+    world = World()
+    quarantined_node_boots(world)  # contained by i-0kept…
+    late = "i-0late00000000000"
+    world.feed([launched(late, at(1, 30)), succeeded(late, at(1, 35))])
+    world.feed([launched("i-0other000000001", at(1, 50))])  # past the grace, if any
+    assert world.published()[-1] == "LoopResolved"
+    ship(world, reports_handler(world), [stop_sequence_failure(late, at(1, 33))])
+    assert world.state().episode is not None
+    assert world.published()[-1] == "LoopContained"
+    first, again = [(d["revision"], d["reason"]) for t, d in world.bus.events() if t == "LoopContained"]
+    assert again[0] == first[0] + 1  # its own revision: notify sends it, and the resolution after it
+    assert "the LoopResolved before it was wrong" in again[1]
+
+
+def test_clean_reports_resolve_a_contained_loop_whose_success_waited_for_them() -> None:
+    world = World()
+    loop_seen_by_both_signals(world)
+    quarantine_in_ledger(world, quarantined_config())
+    world.person_sets(quarantined_config(), at(1, 13))
+    kept_report("i-0kept00000000000", at(1, 17), world)
+    world.feed([launched("i-0kept00000000000", at(1, 14)), succeeded("i-0kept00000000000", at(1, 19))])
+    world.feed([launched("i-0clean0000000000", at(1, 30)), succeeded("i-0clean0000000000", at(1, 35))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]  # the success waits
+    ship(world, reports_handler(world), [clean_run("i-0clean0000000000", at(1, 33))])
+    assert world.published()[-1] == "LoopResolved"
+
+
+def test_a_kept_nodes_later_continue_failure_is_not_what_still_fails() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    world.person_sets(quarantined_config(), at(1, 13))
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 17), world)  # fail-terminate under STOP_SEQUENCE, nodeBootstrapped
+    ready = ran(kept, at(1, 18), outcome="failed", script="ready-check").model_dump(mode="json")
+    ready.update(stage="nodeReady", on_error="CONTINUE")
+    GroupStore(world.table, TABLE).put_reports([NodeReport.model_validate(ready)])
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
+    assert detail["suspect"]["script"] == "fail-terminate"
+
+
+def test_a_warm_node_reports_container_sees_an_episode_scaling_events_opened_since() -> None:
+    world = World()
+    warm = reports_handler(world)  # one warm node_reports container throughout
+    ship(world, warm, REPORTED)
+    world.feed(ARTICLE[:6])
+    quarantine_in_ledger(world, quarantined_config())
+    world.person_sets(quarantined_config(), at(1, 13))
+    world.feed([launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))])
+    ship(world, warm, [clean_run("i-0new0000000000001", at(1, 16))])
+    assert world.published()[-1] == "LoopResolved"  # `warm` wrote it: it remembers "no episode"
+    world.person_sets(json.loads(json.dumps(TERMINATE)), at(1, 30))  # a second loop
+    bad = ["i-0bad000000000001", "i-0bad000000000002"]
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(i, at(1, 33 + 6 * n), outcome="failed", script="fail-terminate") for n, i in enumerate(bad)]
+    )
+    world.feed([launched(bad[0], at(1, 31)), failed(bad[0], at(1, 34))])
+    world.feed([launched(bad[1], at(1, 37)), failed(bad[1], at(1, 40))])
+    world.person_sets(quarantined_config(), at(1, 45))
+    world.feed([launched("i-0new0000000000002", at(1, 46)), succeeded("i-0new0000000000002", at(1, 50))])
+    assert world.published()[-1] == "BootstrapLoopDetected"  # the success waits for its reports
+    ship(world, warm, [clean_run("i-0new0000000000002", at(1, 48))])
+    assert world.published()[-1] == "LoopResolved"
+
+
+class LaggingDynamoDB(FakeDynamoDB):
+    """DynamoDB's default read: a Query without ConsistentRead may not see a write just made."""
+
+    fresh: set[tuple[str, str]]
+
+    def batch_write_item(self, **request: Any) -> dict[str, Any]:
+        for write in next(iter(request["RequestItems"].values())):
+            self.fresh.add(self._key(write["PutRequest"]["Item"]))
+        return super().batch_write_item(**request)
+
+    def query(self, **request: Any) -> dict[str, Any]:
+        answer = super().query(**request)
+        if request.get("ConsistentRead"):
+            return answer
+        return {**answer, "Items": [i for i in answer["Items"] if self._key(i) not in self.fresh]}
+
+
+def test_a_report_batch_decides_on_the_reports_it_has_just_written() -> None:
+    world = quarantined_node_up_without_reports()
+    world.table.__class__ = LaggingDynamoDB
+    world.table.fresh = set()
+    ship(world, reports_handler(world), [stop_sequence_failure("i-0new0000000000001", at(1, 16))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]

@@ -107,10 +107,13 @@ def _contradicted(runs: Iterable[NodeReport]) -> bool:
 
 
 def _fatal_run(runs: Sequence[NodeReport]) -> NodeReport:
-    """The run that ended an instance's boot: its last failed TERMINATE run, else its last failed run."""
+    """The run that decided an instance's boot: its last failed TERMINATE run (it ended the boot), else its
+    last failed STOP_SEQUENCE run (it stopped a stage: a quarantine keeps the node there, and a CONTINUE
+    failure of a later stage is not why), else its last failed run."""
     ordered = sorted(runs, key=lambda r: (r.boot, r.ended_at or r.started_at, r.started_at))
     terminating = [r for r in ordered if r.on_error == "TERMINATE"]
-    return (terminating or ordered)[-1]
+    stopping = [r for r in ordered if r.on_error == "STOP_SEQUENCE"]
+    return (terminating or stopping or ordered)[-1]
 
 
 def find_suspect(

@@ -29,14 +29,16 @@ def contain(
     late: str = "",
 ) -> list[ControllerEvent]:
     """Keep `kept` in the open episode; the first kept node makes it contained (LoopContained, once per
-    episode, with the script still failing and how to go on); later ones are listed."""
+    episode, with the script still failing and how to go on); later ones are listed. `late` (an episode
+    opened again: its LoopResolved was wrong) announces it again, whether or not it was contained before."""
     episode = state.episode
     assert episode is not None
     if kept.instance_id not in episode.kept and len(episode.kept) < KEPT_LIMIT:
         episode.kept.append(kept.instance_id)
-    if episode.contained_at is not None:
+    if episode.contained_at is not None and not late:
         return []
-    episode.contained_at = kept.event_timestamp
+    if episode.contained_at is None:
+        episode.contained_at = kept.event_timestamp
     episode.suspect = suspect_of_runs(failed)
     suspect = episode.suspect
     node = f" ({kept.scheduler_node_id})" if kept.scheduler_node_id else ""
@@ -75,6 +77,7 @@ def reopen_as_contained(
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
         state.proven_good = None
     last.resolved_at = last.resolved_by = None
+    last.revision += 1  # its own events: the LoopResolved before was of the revision it had then
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
     return contain(state, settings, outcome, runs, late)

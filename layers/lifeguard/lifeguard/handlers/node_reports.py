@@ -143,8 +143,11 @@ class NodeReportsHandler:
         # BatchGetItem for them all; a write only where an episode is open.
         quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
         if quiet:
+            # Read from the table, not this container's memory: scaling_events (another function) opens
+            # and ends episodes, and a state remembered here would hide one it opened since.
+            self.store.forget(quiet)
             for (cluster_id, group_id), state in self.store.load_many(quiet).items():
-                if state.episode is not None and state.episode.contained_at is None:
+                if state.episode is not None:
                     summary.events.extend(self._settle_open(cluster_id, group_id))
         if budget.deferred:
             logger.warning(
@@ -183,16 +186,18 @@ class NodeReportsHandler:
                 detected = self._detect(state, reports, reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports)
-            if episode.contained_at is not None:
-                return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             settled = self._settle(state)
             if settled:
                 return Change(True, settled)
+            if episode.contained_at is not None:
+                return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             suspect = find_suspect(episode.failures, reports, known_scripts(state))
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)
             before = episode.suspect
             episode.suspect = suspect
+            # The reports bear the loop out (its nodes ship reports: a later success waits for theirs).
+            episode.add_signal("node_reports")
             if before is not None and (before.stage, before.script) == (suspect.stage, suspect.script):
                 return Change(changed=True)  # more evidence for the same script: kept, not announced again
             episode.revision += 1
@@ -212,7 +217,7 @@ class NodeReportsHandler:
 
     def _settle_open(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
         def mutate(state: GroupState) -> Change:
-            if state.episode is None or state.episode.contained_at is not None:
+            if state.episode is None:
                 return Change()
             settled = self._settle(state)
             return Change(bool(settled), settled)

@@ -414,9 +414,14 @@ class GroupStore:
 
     def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
         """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail, in one
-        Query: their sort keys are the only ones that begin with R (`lifeguard.store.table`)."""
+        Query: their sort keys are the only ones that begin with R (`lifeguard.store.table`). Read from
+        the end, so the failed runs (REPORT#) come before the marks (RAN#): a flood of runs that did not
+        fail never pushes the evidence of the failed ones past the read's bound."""
         reports, marks = [], []
-        items = list(self._table.query(group_key(cluster_id, group_id), RUNS, most=RUNS_READ_MAX))
+        items = list(
+            self._table.query(group_key(cluster_id, group_id), RUNS, most=RUNS_READ_MAX, descending=True)
+        )
+        items.reverse()  # each kind in key order, as before
         _said_if_partial(group_id, len(items))
         for item in items:
             sk = item["sk"]["S"]

@@ -171,15 +171,25 @@ class Table:
         return int(response["Attributes"][attribute]["N"])
 
     def query(
-        self, pk: str, prefix: str, *, last: int | None = None, most: int | None = None
+        self,
+        pk: str,
+        prefix: str,
+        *,
+        last: int | None = None,
+        most: int | None = None,
+        descending: bool = False,
     ) -> Iterator[Item]:
-        """The partition's items whose sort key starts with `prefix`, in key order (only the `last` ones,
-        newest first, when given; at most the first `most`, when given)."""
+        """The partition's items whose sort key starts with `prefix`, in key order (`descending`: the
+        reverse; only the `last` ones, newest first, when given; at most the first `most`, when given).
+        Read consistently: a handler decides on what it has just written."""
         request: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {":pk": {"S": pk}, ":prefix": {"S": prefix}},
+            "ConsistentRead": True,
         }
+        if descending:
+            request["ScanIndexForward"] = False
         if last is not None:
             request.update(ScanIndexForward=False, Limit=last)
         items = self._pages("Query", request, once=last is not None)
