@@ -70,6 +70,11 @@ class FakeDynamoDB:
                 or float(current["lease_until"]["N"]) < float(values[":now"]["N"])
                 or current["holder"] == values[":me"]
             )
+        if condition == "attribute_not_exists(pk) OR sending_until < :now":
+            return current is None or (
+                "sending_until" in current
+                and float(current["sending_until"]["N"]) < float(values[":now"]["N"])
+            )
         if condition == "holder = :me":
             return current is not None and current.get("holder") == values[":me"]
         raise AssertionError(f"the fake does not know the condition {condition!r}")

@@ -3,14 +3,18 @@ channel never blocking another, the episode's messages numbered, and what is inv
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lifeguard.notify import NotificationError, Notifier
+from lifeguard.event_contract import make_detail
+from lifeguard.notify import NotificationError, Notifier, SlackChannel
 from lifeguard.notify.summary import Summary
-from lifeguard.store.notices import NoticeStore
+from lifeguard.store.notices import CLAIM_LEASE_SECONDS, NoticeStore
 from tests.conftest import applied_event
 from tests.unit.fakes import FakeDynamoDB
 
@@ -147,3 +151,75 @@ def test_a_refusal_with_the_ids_of_an_episode_never_takes_the_place_of_its_genui
     assert notify.handle_event(genuine).sent == ["slack"]
     assert notify.handle_event(genuine).already_sent == ["slack"]
     assert [summary.headline.endswith("would change: ...") for summary, _ in slack.sent] == [False, True]
+
+
+SLACK_URL = "https://hooks.slack.com/services/T0/B0/x"
+NOTIFY_TIMEOUT = int(
+    re.search(r"NotifyFunction:.*?Timeout: (\d+)", Path("template.yaml").read_text(), re.S)[1]
+)
+
+
+class LambdaTimedOut(BaseException):
+    """Lambda ends the invocation: no `except` of the handler's runs after it."""
+
+
+def test_an_invocation_lambda_stopped_mid_send_leaves_the_message_to_its_retry() -> None:
+    table, clock = FakeDynamoDB(), Clock()
+    store = NoticeStore(table, "t", clock=clock)
+    for _ in range(NOTIFY_TIMEOUT + 10):  # a burst: other invocations took the webhook's next slots
+        store.reserve_post(hashlib.sha256(SLACK_URL.encode()).hexdigest(), 1.0)
+    start = clock.now
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+        if clock.now - start > NOTIFY_TIMEOUT:
+            raise LambdaTimedOut
+
+    slack = SlackChannel(lambda: SLACK_URL, sleep=sleep, clock=clock, pacer=store.reserve_post)
+    with pytest.raises(LambdaTimedOut):
+        Notifier([slack], store).handle_event(applied_event())
+    clock.now += 60  # Lambda's retry: a new invocation, the same table
+    result = Notifier([Channel("slack")], store).handle_event(applied_event())
+    assert (result.sent, result.already_sent) == (["slack"], [])
+
+
+def test_a_message_another_invocation_is_sending_is_retried_not_taken_for_sent() -> None:
+    table, clock = FakeDynamoDB(), Clock()
+    store = NoticeStore(table, "t", clock=clock)
+    assert store.claim(("pcs_abc123de45", "pcs_abcdef01"), "ep-1:RemediationApplied:1", "sns") == "claimed"
+    sns = Channel("sns")
+    with pytest.raises(NotificationError, match="being sent by another invocation"):
+        Notifier([sns], store).handle_event(applied_event())
+    assert sns.sent == []
+    clock.now += CLAIM_LEASE_SECONDS + 1  # the other invocation was stopped before it sent it
+    assert Notifier([sns], store).handle_event(applied_event()).sent == ["sns"]
+    assert Notifier([sns], store).handle_event(applied_event()).already_sent == ["sns"]
+
+
+def test_a_claims_lease_outlasts_the_notify_function() -> None:
+    assert NOTIFY_TIMEOUT < CLAIM_LEASE_SECONDS < NOTIFY_TIMEOUT + 60  # the first retry comes a minute after
+
+
+def test_a_risky_change_with_one_invalid_risk_is_still_sent_and_the_invalid_one_named() -> None:
+    good = {
+        "code": "unpinned-mutable-source",
+        "path": "stages.nodeBootstrapped[0].scriptSource",
+        "message": "s3://bkt/tune.sh is not pinned by a checksum",
+        "severity": "warning",
+    }
+    detail = make_detail(
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        changed_by={
+            "arn": "arn:aws:iam::111111111111:user/alice",
+            "at": 1792545162000,
+            "source": "cloudtrail",
+        },
+        risks=[good, {**good, "code": "x" * 65}],
+    )
+    sns, metrics = Channel("sns"), []
+    result = Notifier([sns], metric=lambda name, _: metrics.append(name)).handle_event(
+        {"detail-type": "ConfigChangeReviewed", "detail": detail}
+    )
+    assert "NotificationsNotNeeded" not in metrics
+    assert result.sent == ["sns"]

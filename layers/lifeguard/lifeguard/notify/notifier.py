@@ -85,7 +85,7 @@ class Notifier:
         if problems:
             self.metric("InvalidDetailFields", len(problems))
             logger.warning("%s with invalid fields: %s", detail_type, clip("; ".join(problems), 500))
-        if not _worth_sending(detail_type, detail):
+        if not _worth_sending(detail_type, raw):
             logger.info(
                 "%s of %s without risks: nothing to notify",
                 detail_type,
@@ -99,14 +99,28 @@ class Notifier:
         sequence: int | None = None
         for channel in self.channels:
             try:
-                if self.notices is not None and not self.notices.claim(group, key, channel.name):
+                claim = (
+                    self.notices.claim(group, key, channel.name) if self.notices is not None else "claimed"
+                )
+                if claim == "sent":
                     result.already_sent.append(channel.name)
+                    continue
+                if claim == "sending":
+                    # Another invocation holds it (a duplicate delivery): retried, it finds it sent, or
+                    # takes it over once that invocation's lease ran out (Lambda stopped it).
+                    result.failed[channel.name] = "being sent by another invocation"
                     continue
                 if sequence is None and self.notices is not None and detail["episode_id"]:
                     sequence = self.notices.next_sequence(group, str(detail["episode_id"]))
                 channel.send(summary, detail, sequence=sequence)
                 result.sent.append(channel.name)
                 self.metric("NotificationsSent", 1)
+                if self.notices is not None:
+                    # Sent all the same if this fails: at worst the claim's lease lets a retry send it again.
+                    try:
+                        self.notices.sent(group, key, channel.name)
+                    except Exception:
+                        logger.exception("could not note that %s went out to %s", key, channel.name)
             except Exception as exc:  # noqa: BLE001 (one channel's failure must never stop another)
                 result.failed[channel.name] = str(exc)
                 self.metric("NotificationFailures", 1)
@@ -122,9 +136,10 @@ class Notifier:
         return result
 
 
-def _worth_sending(detail_type: str, detail: Mapping[str, Any]) -> bool:
-    """Every event is, but a review of a change that has no risk: a change without risk is news to nobody."""
-    return detail_type != "ConfigChangeReviewed" or bool(detail["risks"])
+def _worth_sending(detail_type: str, raw: Mapping[str, Any]) -> bool:
+    """Every event is, but a review of a change that has no risk: a change without risk is news to nobody.
+    Judged on the event as it came: a risk that is not valid is still a risk (the message names it)."""
+    return detail_type != "ConfigChangeReviewed" or bool(raw.get("risks"))
 
 
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:

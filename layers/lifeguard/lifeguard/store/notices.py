@@ -4,17 +4,22 @@ messages each episode had, and each webhook's pace."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from lifeguard.store.table import ConditionFailedError, Table, group_key, item_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["NOTICE_TTL_SECONDS", "Group", "NoticeStore"]
+__all__ = ["CLAIM_LEASE_SECONDS", "NOTICE_TTL_SECONDS", "Claim", "Group", "NoticeStore"]
 
 NOTICE_TTL_SECONDS = 30 * 24 * 3600
+# How long a claim holds while its message is being sent: longer than the notify function may run (its
+# Timeout, 120 s), so a live sender is never doubled, and short enough that the retry of an invocation
+# Lambda stopped (at its timeout, in a long wait for Slack) takes it over instead of finding it "sent".
+CLAIM_LEASE_SECONDS = 150.0
 Group = tuple[str, str]  # (cluster id, compute node group id) an event is about
+Claim = Literal["claimed", "sent", "sending"]
 
 
 class NoticeStore:
@@ -22,7 +27,8 @@ class NoticeStore:
     each webhook's pace."""
 
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
-        "claim": ("dynamodb:PutItem",),
+        "claim": ("dynamodb:PutItem", "dynamodb:GetItem"),
+        "sent": ("dynamodb:PutItem",),
         "unclaim": ("dynamodb:DeleteItem",),
         "next_sequence": ("dynamodb:UpdateItem",),
         "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
@@ -37,19 +43,34 @@ class NoticeStore:
         """The table's name."""
         return self._table.name
 
-    def claim(self, group: Group, key: str, channel: str) -> bool:
-        """Claim sending `key` to `channel`; False when it was sent (or is being sent) already."""
+    def claim(self, group: Group, key: str, channel: str) -> Claim:
+        """Claim sending `key` to `channel`, for `CLAIM_LEASE_SECONDS`: "claimed", or "sent" when it went
+        out already, or "sending" while another invocation's claim holds."""
+        now = self._clock()
+        where = item_key(group_key(*group), f"NOTICE#{key}#{channel}")
         try:
             self._table.put(
                 {
-                    **item_key(group_key(*group), f"NOTICE#{key}#{channel}"),
-                    "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+                    **where,
+                    "sending_until": {"N": f"{now + CLAIM_LEASE_SECONDS:.3f}"},
+                    "expires_at": {"N": str(int(now) + NOTICE_TTL_SECONDS)},
                 },
-                condition="attribute_not_exists(pk)",
+                condition="attribute_not_exists(pk) OR sending_until < :now",
+                values={":now": {"N": f"{now:.3f}"}},
             )
         except ConditionFailedError:
-            return False
-        return True
+            held = self._table.get(where)
+            return "sending" if held is not None and "sending_until" in held else "sent"
+        return "claimed"
+
+    def sent(self, group: Group, key: str, channel: str) -> None:
+        """Note that `key` went out to `channel`: the claim holds for good (until it expires)."""
+        self._table.put(
+            {
+                **item_key(group_key(*group), f"NOTICE#{key}#{channel}"),
+                "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+            }
+        )
 
     def unclaim(self, group: Group, key: str, channel: str) -> None:
         """Give a claim back after the send failed, so a retry sends it."""
