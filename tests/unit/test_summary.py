@@ -52,7 +52,7 @@ def detail(**changed: Any) -> dict[str, Any]:
             "LoopResolved",
             "info",
             "[Lifeguard] Resolved: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
-            "pcs_abcdef01 (pcs_abc123de45) bootstraps nodes again. Applied quarantine.",
+            "The loop of pcs_abcdef01 (pcs_abc123de45) is over. Applied quarantine.",
         ),
         (
             "LoopContained",

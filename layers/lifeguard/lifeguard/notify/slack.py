@@ -145,7 +145,11 @@ class SecretWebhook:
             except (ValueError, AttributeError):
                 url = ""
         parts = urlsplit(url)
-        if not (parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)):
+        printable = url.isascii() and url.isprintable() and " " not in url
+        if not printable or not (
+            parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)
+        ):
+            # Named by the secret, never by its value: the URL is the credential.
             raise SlackError(f"secret {self.secret_id} does not hold an https webhook URL")
         return url
 
@@ -206,6 +210,10 @@ class SlackChannel:
             except (urllib.error.URLError, TimeoutError, OSError) as exc:
                 reason = getattr(exc, "reason", exc)
                 problem = "timed out" if isinstance(reason, TimeoutError) else type(reason).__name__
+            except ValueError as exc:  # http.client's InvalidURL and kin quote the URL: the credential
+                raise SlackError(
+                    f"Slack message not sent: the webhook URL is not valid ({type(exc).__name__})"
+                ) from None
             if attempt < self.attempts:
                 self._metric("SlackRetries", 1)
                 self._sleep(delay)

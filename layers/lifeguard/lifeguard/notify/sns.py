@@ -20,15 +20,18 @@ def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
     """The body: summary, then the detail as JSON, trimmed (log tail, then configs) to fit."""
     budget = SNS_MAX_BYTES - _HEADROOM_BYTES
     trimmed: dict[str, Any] = dict(detail)
+    # Text that is not Unicode (a lone surrogate in a value the event carries as it came) is shown as
+    # its escape: SNS takes UTF-8 only, and a retry would fail the same way.
+    text = summary.text().encode("utf-8", "backslashreplace").decode("utf-8")
     for step in ("log_tail", "config_before", "config_after", "diff", "failures"):
-        body = f"{summary.text()}\n{json.dumps(trimmed, indent=1, default=str)}\n"
+        body = f"{text}\n{json.dumps(trimmed, indent=1, default=str)}\n"
         if len(body.encode()) <= budget:
             return body
         if step == "log_tail" and isinstance(trimmed.get("suspect"), Mapping):
             trimmed["suspect"] = {**trimmed["suspect"], "log_tail": "(trimmed to fit SNS)"}
         else:
             trimmed[step] = "(trimmed to fit SNS)"
-    body = f"{summary.text()}\n{json.dumps(trimmed, default=str)}\n"
+    body = f"{text}\n{json.dumps(trimmed, default=str)}\n"
     return body.encode()[:budget].decode(errors="ignore")
 
 

@@ -121,9 +121,15 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     if len(subject) > SUBJECT_MAX_CHARS:
         subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
     kind = detail.get("kind") or "loop"
+    detected = (
+        f"Compute node group {group} of cluster {cluster} is in a replacement loop: {len(failures)} node(s) "
+        "came up and were replaced as unhealthy."
+        if kind == "replacement"
+        else f"Compute node group {group} of cluster {cluster} is in a bootstrap-failure {kind}: "
+        f"{len(failures)} node(s) failed to bootstrap and were terminated."
+    )
     headline = {
-        "BootstrapLoopDetected": f"Compute node group {group} of cluster {cluster} is in a bootstrap-failure "
-        f"{kind}: {len(failures)} node(s) failed to bootstrap and were terminated.",
+        "BootstrapLoopDetected": detected,
         "RemediationApplied": f"Lifeguard changed the lifecycle actions of {group} ({cluster}) to break the "
         f"{kind}.",
         "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
@@ -131,7 +137,8 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
         f"{len(detail.get('kept') or [])} node(s) kept with the failure. Fix the script and push a "
         f"configuration, or undo Lifeguard's change.",
-        "LoopResolved": f"{group} ({cluster}) bootstraps nodes again.",
+        # Why it is over (a node booted clean, or the failing script left the configuration) is the reason.
+        "LoopResolved": f"The loop of {group} ({cluster}) is over.",
         "ConfigChangeReviewed": _change_headline(group, cluster, detail),
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
     reason = detail.get("reason")
