@@ -223,3 +223,14 @@ def test_a_risky_change_with_one_invalid_risk_is_still_sent_and_the_invalid_one_
     )
     assert "NotificationsNotNeeded" not in metrics
     assert result.sent == ["sns"]
+
+
+def test_an_episodes_numbers_have_no_gap_when_another_channel_is_retried() -> None:
+    sns, slack = Channel("sns", failures=1), Channel("slack")
+    notify, _ = controller(sns, slack)
+    with pytest.raises(NotificationError):
+        notify.handle_event(applied_event("BootstrapLoopDetected"))  # SNS down: Slack has "message 1"
+    notify.handle_event(applied_event("BootstrapLoopDetected"))  # Lambda's retry: SNS only
+    notify.handle_event(applied_event("RemediationApplied"))  # the episode's second message
+    assert [sequence for _, sequence in slack.sent] == [1, 2]
+    assert [sequence for _, sequence in sns.sent] == [1, 2]

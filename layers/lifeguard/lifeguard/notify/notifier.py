@@ -111,7 +111,7 @@ class Notifier:
                     result.failed[channel.name] = "being sent by another invocation"
                     continue
                 if sequence is None and self.notices is not None and detail["episode_id"]:
-                    sequence = self.notices.next_sequence(group, str(detail["episode_id"]))
+                    sequence = self.notices.sequence_of(group, str(detail["episode_id"]), key)
                 channel.send(summary, detail, sequence=sequence)
                 result.sent.append(channel.name)
                 self.metric("NotificationsSent", 1)

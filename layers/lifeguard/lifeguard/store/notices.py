@@ -30,7 +30,7 @@ class NoticeStore:
         "claim": ("dynamodb:PutItem", "dynamodb:GetItem"),
         "sent": ("dynamodb:PutItem",),
         "unclaim": ("dynamodb:DeleteItem",),
-        "next_sequence": ("dynamodb:UpdateItem",),
+        "sequence_of": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"),
         "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
     }
 
@@ -101,7 +101,23 @@ class NoticeStore:
             return slot - now
         return interval_seconds  # contended beyond reason: keep at least the interval
 
-    def next_sequence(self, group: Group, episode_id: str) -> int:
-        """The number of this episode's next message (1, 2, …), so readers see the messages as one story."""
-        key = item_key(group_key(*group), f"EPISODE#{episode_id}#NOTICES")
-        return self._table.add(key, "messages", expires_at=int(self._clock()) + NOTICE_TTL_SECONDS)
+    def sequence_of(self, group: Group, episode_id: str, key: str) -> int:
+        """The number of the episode's message `key` (1, 2, …), so readers see the messages as one story:
+        the next one the first time it is asked for, the same one after (a retry of another channel takes
+        no number)."""
+        expires = int(self._clock()) + NOTICE_TTL_SECONDS
+        numbered = item_key(group_key(*group), f"EPISODE#{episode_id}#NUMBER#{key}")
+        held = self._table.get(numbered)
+        if held is not None:
+            return int(held["number"]["N"])
+        counter = item_key(group_key(*group), f"EPISODE#{episode_id}#NOTICES")
+        number = self._table.add(counter, "messages", expires_at=expires)
+        try:
+            self._table.put(
+                {**numbered, "number": {"N": str(number)}, "expires_at": {"N": str(expires)}},
+                condition="attribute_not_exists(pk)",
+            )
+        except ConditionFailedError:  # numbered by a concurrent invocation first: its number stands
+            held = self._table.get(numbered)
+            return int(held["number"]["N"]) if held is not None else number
+        return number
