@@ -24,6 +24,7 @@ from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
+from lifeguard.notify import summarize
 from lifeguard.remediation.records import AppliedChange, Ledger
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
@@ -515,6 +516,7 @@ def test_a_node_kept_by_stop_sequence_whose_script_failed_does_not_resolve_the_l
 
 def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_how_to_go_on() -> None:
     world = World()
+    quarantine_in_ledger(world, quarantined_config())  # Lifeguard's quarantine keeps the node
     quarantined_node_boots(world)
     assert world.published().count("LoopContained") == 1
     (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
@@ -1349,3 +1351,13 @@ def test_a_report_batch_decides_on_the_reports_it_has_just_written() -> None:
     world.table.fresh = set()
     ship(world, reports_handler(world), [stop_sequence_failure("i-0new0000000000001", at(1, 16))])
     assert world.published() == ["BootstrapLoopDetected", "LoopContained"]
+
+
+def test_a_node_the_owners_own_stop_sequence_kept_offers_no_undo_of_lifeguards() -> None:
+    world = World()
+    quarantined_node_boots(world)  # the owners set STOP_SEQUENCE themselves: Lifeguard changed nothing
+    (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
+    assert detail["undo"] is None
+    assert "undo Lifeguard's change" not in detail["reason"]
+    assert detail["reason"].endswith("Fix the script and push a configuration.")
+    assert "undo Lifeguard's change" not in summarize("LoopContained", detail).headline

@@ -165,8 +165,10 @@ def build_node_reports(
 ) -> NodeReportsHandler:
     """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
     from lifeguard.handlers.node_reports import NodeReportsHandler
+    from lifeguard.store.remediations import RemediationStore
 
     w = wiring or wire(metric=metric)
+    ledgers = RemediationStore(w.store.client, w.store.table)
     return NodeReportsHandler(
         w.store,
         w.updater,
@@ -174,6 +176,7 @@ def build_node_reports(
         pcs=w.pcs,
         clusters=cluster_ids(),
         changed_by=change_lookup(w),
+        quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
         metric=metric,
         clock=clock or time.time,
     )

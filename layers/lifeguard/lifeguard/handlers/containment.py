@@ -27,10 +27,14 @@ def contain(
     kept: BootOutcome,
     failed: Sequence[NodeReport],
     late: str = "",
+    *,
+    lifeguards: bool = True,
 ) -> list[ControllerEvent]:
     """Keep `kept` in the open episode; the first kept node makes it contained (LoopContained, once per
     episode, with the script still failing and how to go on); later ones are listed. `late` (an episode
-    opened again: its LoopResolved was wrong) announces it again, whether or not it was contained before."""
+    opened again: its LoopResolved was wrong) announces it again, whether or not it was contained before.
+    `lifeguards`: a quarantine of Lifeguard's keeps the node (else the owners' own STOP_SEQUENCE did, and
+    there is no change of Lifeguard's to undo)."""
     episode = state.episode
     assert episode is not None
     if kept.instance_id not in episode.kept and len(episode.kept) < KEPT_LIMIT:
@@ -45,17 +49,18 @@ def contain(
     reason = (
         f"{kept.instance_id}{node} came up at {utc(kept.event_timestamp)} with {suspect.stage} › "
         f"{suspect.script} still failing (onError {suspect.on_error}): the loop stopped, the script is "
-        f"not fixed.{late} Fix the script and push a configuration, or undo Lifeguard's change."
+        f"not fixed.{late} Fix the script and push a configuration"
+        + (", or undo Lifeguard's change." if lifeguards else ".")
     )
     logger.warning("group %s: %s", state.group_id, reason)
     drained = drains_kept_nodes(state.config.node_lifecycle_actions if state.config else None)
     listed = [{"instance_id": instance, "drained": drained} for instance in episode.kept]
-    undo = undo_command(state.cluster_id, state.group_id)
+    undo = undo_command(state.cluster_id, state.group_id) if lifeguards else None
     return [episode_event("LoopContained", state, episode, settings, reason=reason, kept=listed, undo=undo)]
 
 
 def reopen_as_contained(
-    state: GroupState, settings: DetectionSettings, reports: Sequence[NodeReport]
+    state: GroupState, settings: DetectionSettings, reports: Sequence[NodeReport], *, lifeguards: bool = True
 ) -> list[ControllerEvent]:
     """When a node's failed runs arrive after the scaling log's success ended the episode with it (the two
     logs are delivered apart): that episode was contained, not resolved. It is open again, the node kept,
@@ -80,18 +85,24 @@ def reopen_as_contained(
     last.revision += 1  # its own events: the LoopResolved before was of the revision it had then
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
-    return contain(state, settings, outcome, runs, late)
+    return contain(state, settings, outcome, runs, late, lifeguards=lifeguards)
 
 
 def settle(
-    state: GroupState, settings: DetectionSettings, success: BootOutcome, boot: BootRuns, *, unreported: bool
+    state: GroupState,
+    settings: DetectionSettings,
+    success: BootOutcome,
+    boot: BootRuns,
+    *,
+    unreported: bool,
+    lifeguards: bool = True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it: contained when
     its node reported a failed script for that boot, resolved when it reported only runs that did not fail,
     or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and
-    nothing yet otherwise."""
+    nothing yet otherwise. `lifeguards` as for `contain`."""
     if boot.failed:
-        return contain(state, settings, success, boot.failed)
+        return contain(state, settings, success, boot.failed, lifeguards=lifeguards)
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence())
     return []

@@ -31,7 +31,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import scripts_of
+from lifeguard.lifecycle_rules import holds_quarantine, scripts_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore
@@ -83,8 +83,13 @@ class NodeReportsHandler:
         clock: Callable[[], float] = time.time,
         tag_refresh_seconds: float = 300.0,
         changed_by: ChangedBy = lambda _cluster, _group, _config: None,
+        quarantined: Callable[[str, str], set[tuple[str, str]]] | None = None,
     ) -> None:
         self.store = store
+        # (stage, script) of the scripts Lifeguard's quarantines switched in a group (its ledger), to tell
+        # a node kept by Lifeguard's quarantine from one the owners' own STOP_SEQUENCE kept; None: not known
+        # (the undo is offered).
+        self.quarantined = quarantined
         self.updater = updater
         self.defaults = defaults
         self.pcs = pcs  # None: reports name suspects, but never detect a loop on their own
@@ -179,7 +184,7 @@ class NodeReportsHandler:
                 reports = self.store.reports(cluster_id, group_id)
             if episode is None:
                 settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
-                reopened = reopen_as_contained(state, settings, reports)
+                reopened = reopen_as_contained(state, settings, reports, lifeguards=self._lifeguards(state))
                 revoked = revoke_false_proof(state, reports)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
@@ -233,7 +238,15 @@ class NodeReportsHandler:
         if success is None:
             return []
         boot = GroupEvidence(self.store, state).of(success)
-        return settle(state, settings, success, boot, unreported=False)
+        return settle(state, settings, success, boot, unreported=False, lifeguards=self._lifeguards(state))
+
+    def _lifeguards(self, state: GroupState) -> bool:
+        """Whether the group's configuration holds a quarantine of Lifeguard's (True when not known)."""
+        quarantined = self.quarantined
+        if quarantined is None:
+            return True
+        actions = state.config.node_lifecycle_actions if state.config else None
+        return holds_quarantine(actions, lambda: quarantined(state.cluster_id, state.group_id))
 
     def _detect(
         self, state: GroupState, reports: list[NodeReport], reads: BatchReads, budget: _JudgedGroups

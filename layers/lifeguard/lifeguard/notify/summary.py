@@ -136,7 +136,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
         "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
         f"{len(detail.get('kept') or [])} node(s) kept with the failure. Fix the script and push a "
-        f"configuration, or undo Lifeguard's change.",
+        "configuration" + (", or undo Lifeguard's change." if detail.get("undo") else "."),
         # Why it is over (a node booted clean, or the failing script left the configuration) is the reason.
         "LoopResolved": f"The loop of {group} ({cluster}) is over.",
         "ConfigChangeReviewed": _change_headline(group, cluster, detail),
