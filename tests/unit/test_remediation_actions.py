@@ -64,6 +64,8 @@ def test_quarantine_with_the_node_bundle_adds_a_drain_step_first_in_node_ready()
     drain = after["stages"]["nodeReady"][0]
     assert drain["name"] == DRAIN_SCRIPT_NAME
     assert drain["onError"] == "CONTINUE"
+    # On every boot: a quarantined EVERY_BOOT script fails again on a reboot, and that node is drained too.
+    assert drain["executionPolicy"] == "EVERY_BOOT"
     assert drain["scriptSource"] == {
         "scriptLocation": BUNDLE.location,
         "s3VersionId": BUNDLE.version_id,
@@ -189,3 +191,31 @@ def test_undrain_takes_out_only_lifeguards_drain_step() -> None:
     )
     assert [c.to_detail()["path"] for c in plan.changes] == ["stages.nodeReady[0]"]
     assert action_for("undrain").plan(ActionContext(TERMINATE)).config_after is None  # nothing of Lifeguard's
+
+
+def test_revert_to_a_proven_good_config_that_only_spells_out_the_defaults_quarantines_instead() -> None:
+    proven = copy.deepcopy(TERMINATE)  # the same configuration as the current one, its defaults written out
+    proven["scriptCachingPolicy"] = "CACHE_ONCE"
+    proven["stages"]["nodeBootstrapped"][1]["onError"] = "TERMINATE"
+    proven["stages"]["nodeBootstrapped"][1]["executionPolicy"] = "FIRST_BOOT_ONLY"
+    plan = action_for("revert").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), proven))
+    assert plan.action == "quarantine", [c.describe() for c in plan.changes]
+    assert plan.notes[0] == "the proven-good configuration is the current one: quarantined instead"
+    assert NodeLifecycleActions.from_api(proven).effective_fingerprint() == (
+        NodeLifecycleActions.from_api(TERMINATE).effective_fingerprint()
+    )
+
+
+def test_revert_never_puts_back_the_configuration_the_loop_began_on() -> None:
+    # It was proven good, then began to loop (an unpinned script changed in S3); the escalation's current
+    # configuration is Lifeguard's quarantine of it.
+    quarantined = copy.deepcopy(TERMINATE)
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    context = ActionContext(
+        quarantined, ("nodeBootstrapped", "fail-terminate"), TERMINATE, looped_on=(TERMINATE,)
+    )
+    plan = action_for("revert").plan(context)
+    assert plan.action == "quarantine"
+    assert plan.notes[0].startswith("the proven-good configuration is the one this loop began on")
+    assert plan.config_after is not None  # the suspect stays quarantined (not put back to TERMINATE)
+    assert script(plan.config_after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"

@@ -792,3 +792,18 @@ def test_a_remediation_of_a_group_no_template_owns_says_nothing_of_deploys() -> 
     [event] = world.remediator().handle_event(world.detection())
     assert "deploy" not in event.detail["reason"]
     assert "terraform" not in event.detail["reason"].lower()
+
+
+def test_an_escalation_does_not_revert_to_the_configuration_the_loop_began_on() -> None:
+    world = World()  # mode quarantine
+    world.prove_good(TERMINATE)  # it booted for months, until its unpinned script changed in S3
+    remediator = world.remediator()
+    [first] = remediator.handle_event(world.detection())
+    assert first.detail["action"] == "quarantine"
+    world.settle()
+    [second] = remediator.handle_event(world.detection(revision=2))  # the loop goes on: escalate
+    failing = world.group()["nodeLifecycleActions"]["stages"]["nodeBootstrapped"][0]
+    assert (failing["name"], failing["onError"]) == ("fail-terminate", "STOP_SEQUENCE"), second.detail[
+        "reason"
+    ]
+    assert "the one this loop began on" in second.detail["reason"]

@@ -200,6 +200,19 @@ class NodeLifecycleActions(Model):
         """sha256 of the canonical JSON; equal configs have equal fingerprints."""
         return fingerprint_of(self.to_api())
 
+    def effective_fingerprint(self) -> str:
+        """The fingerprint of what PCS runs: every default written out (scriptCachingPolicy, each script's
+        onError, executionPolicy and arguments), so a configuration that only spells out a default, or
+        leaves one out, is the same configuration."""
+        api = self.to_api()
+        api["scriptCachingPolicy"] = self.effective_script_caching_policy
+        for stage, index, script in self.scripts():
+            entry = api["stages"][stage][index]
+            entry["onError"] = script.effective_on_error
+            entry["executionPolicy"] = script.effective_execution_policy
+            entry["arguments"] = list(script.effective_arguments)
+        return fingerprint_of(api)
+
     @property
     def effective_script_caching_policy(self) -> ScriptCachingPolicy:
         """`scriptCachingPolicy` as PCS applies it: CACHE_ONCE when omitted."""

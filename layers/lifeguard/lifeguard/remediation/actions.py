@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from lifeguard.errors import InvalidLifecycleConfigError
-from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs
+from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, DRAIN_SCRIPT_NAME
 
 __all__ = [
@@ -66,6 +66,9 @@ class ActionContext:
     node_bundle: NodeBundle | None = None
     proven_good_by: str | None = None  # e.g. "i-0a1b… at 2026-10-20 23:48:37 UTC"
     no_script_failed: bool = False  # the failing nodes' reports show every script they ran succeeded
+    # The configurations the episode's loop ran on before Lifeguard's changes of it (an escalation's
+    # current configuration is Lifeguard's own): a revert never puts one of them back.
+    looped_on: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,9 +220,23 @@ class Quarantine(RemediationAction):
                 "scriptSource": bundle.script_source(),
                 "arguments": ["drain", "--reason", reason],
                 "onError": "CONTINUE",
+                # On every boot: a quarantined EVERY_BOOT script fails again on a reboot, and that node is
+                # drained too (the step does nothing on a boot where no script stopped its sequence).
+                "executionPolicy": "EVERY_BOOT",
             },
         )
         notes.append("added a nodeReady step that drains a node on which a quarantined script failed")
+
+
+def _runs_as(config: Mapping[str, Any] | None) -> str:
+    """What a configuration runs, as a fingerprint with every default written out (its plain fingerprint
+    when it is not one PCS would take)."""
+    if not config:
+        return fingerprint_of(None)
+    try:
+        return NodeLifecycleActions.from_api(config).effective_fingerprint()
+    except InvalidLifecycleConfigError:
+        return fingerprint_of(config)
 
 
 @_register
@@ -236,8 +253,12 @@ class Revert(RemediationAction):
         by = f" by {context.proven_good_by}" if context.proven_good_by else ""
         notes = [f"back to the configuration proven good{by}"]
         plan = _planned(self.name, context.config, copy.deepcopy(dict(good)), notes)
-        if not plan.changes_something:
+        same = _runs_as(good)
+        if not plan.changes_something or same == _runs_as(context.config):
             return self._quarantine_instead(context, "the proven-good configuration is the current one")
+        if any(same == _runs_as(config) for config in context.looped_on):
+            why = "the proven-good configuration is the one this loop began on (did what it fetches change?)"
+            return self._quarantine_instead(context, why)
         return plan
 
     @staticmethod

@@ -310,6 +310,7 @@ class Remediator:
                     self.settings.node_bundle if drain else None,
                     _proof(good) if good else None,
                     state.episode.no_script_failed if state.episode else False,
+                    tuple(change.config_before for change in earlier if change.config_before),
                 )
             )
             paced = True
