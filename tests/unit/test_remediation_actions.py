@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.remediation import ACTIONS, DRAIN_SCRIPT_NAME, ActionContext, NodeBundle, action_for
+from lifeguard.remediation.iac import ManagedBy
 from lifeguard.risks import find_risks
 from tests.conftest import load_event
 
@@ -219,3 +221,33 @@ def test_revert_never_puts_back_the_configuration_the_loop_began_on() -> None:
     assert plan.notes[0].startswith("the proven-good configuration is the one this loop began on")
     assert plan.config_after is not None  # the suspect stays quarantined (not put back to TERMINATE)
     assert script(plan.config_after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"
+
+
+@pytest.mark.parametrize(
+    ("tool", "prefix", "keys", "source"),
+    [
+        (
+            "CloudFormation",
+            "NodeLifecycleActions.Stages.NodeReady[0]: ",
+            {"Name", "ScriptSource", "Arguments", "OnError", "ExecutionPolicy"},
+            {"ScriptLocation", "S3VersionId", "Checksum"},
+        ),
+        (
+            "Terraform",
+            "node_lifecycle_actions.stages.node_ready[0] = ",
+            {"name", "script_source", "arguments", "on_error", "execution_policy"},
+            {"script_location", "s3_version_id", "checksum"},
+        ),
+    ],
+)
+def test_the_iac_note_gives_an_added_script_whole_in_the_tools_own_names(
+    tool: str, prefix: str, keys: set[str], source: set[str]
+) -> None:
+    plan = action_for("quarantine").plan(
+        ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    note = ManagedBy(tool, "hpc-cluster").note(plan.changes)
+    [added] = [part for part in note.split("; ") if prefix in part]
+    step = json.loads(added.split(prefix, 1)[1].removesuffix("."))  # whole: an owner can paste it
+    assert set(step) == keys
+    assert set(step[next(key for key in keys if key.lower().startswith("script"))]) == source

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lifeguard.bounds import clip
@@ -33,14 +33,19 @@ class ManagedBy:
     def note(self, changes: Sequence[ConfigChange]) -> str:
         """The sentences a remediation's reason ends with: the next deploy undoes the change; keep it so."""
         if self.tool == "CloudFormation":
-            paths = [f"NodeLifecycleActions.{_WORD.sub(_upper, c.path)}: {_value(c.new)}" for c in changes]
+            paths = [
+                f"NodeLifecycleActions.{_WORD.sub(_upper, c.path)}: {_value(c.new, _pascal)}" for c in changes
+            ]
             return (
                 f"This group belongs to CloudFormation stack {self.name}: its next deploy puts the old "
                 "NodeLifecycleActions back. To keep this change, put it in the template: "
                 + "; ".join(paths)
                 + "."
             )
-        paths = [f"node_lifecycle_actions.{_UPPER.sub(_snake, c.path)} = {_value(c.new)}" for c in changes]
+        paths = [
+            f"node_lifecycle_actions.{_UPPER.sub(_snake, c.path)} = {_value(c.new, _snake_case)}"
+            for c in changes
+        ]
         return (
             f"This group is managed by Terraform ({self.name}): the next terraform apply puts the old "
             "lifecycle actions back. To keep this change, put it in the configuration: "
@@ -69,5 +74,31 @@ def _snake(match: re.Match[str]) -> str:
     return "_" + match.group(1).lower()
 
 
-def _value(value: object) -> str:
-    return clip(value if isinstance(value, str) else json.dumps(value, separators=(",", ":")), 300)
+def _pascal(key: str) -> str:
+    return key[:1].upper() + key[1:]
+
+
+def _snake_case(key: str) -> str:
+    return _UPPER.sub(_snake, key)
+
+
+def _keys(value: object, spell: Callable[[str], str]) -> object:
+    """`value` with every key of its objects spelled as the tool spells properties (a script added
+    whole: `ScriptSource`/`script_source`, not the API's `scriptSource`)."""
+    if isinstance(value, Mapping):
+        return {spell(str(key)): _keys(item, spell) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_keys(item, spell) for item in value]
+    return value
+
+
+# A value is shown whole up to this (a script added with its arguments: an owner pastes it); past it, the
+# event's config_after holds it.
+_VALUE_MAX_CHARS = 2_000
+
+
+def _value(value: object, spell: Callable[[str], str]) -> str:
+    text = value if isinstance(value, str) else json.dumps(_keys(value, spell), separators=(",", ":"))
+    if len(text) <= _VALUE_MAX_CHARS:
+        return text
+    return clip(text, _VALUE_MAX_CHARS - 40) + " (cut: config_after has it whole)"
