@@ -11,28 +11,24 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from lifeguard.aws.eventbridge import EventPublisher
-from lifeguard.detection import DetectionSettings
-from lifeguard.handlers.node_reports import NodeReportsHandler
-from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.notify import NotificationError, Notifier, SecretWebhook, SlackChannel, SnsChannel, summarize
-from lifeguard.store.groups import GroupStore
 from lifeguard.store.notices import NoticeStore
 from tests.conftest import applied_event
 from tests.unit.fakes import FakeDynamoDB
 from tests.unit.test_handlers_scaling_events import (
     ARTICLE,
-    BUS,
     REVERTED,
-    TABLE,
     TERMINATE,
     World,
     at,
     booted_then_replaced,
     failed,
     launched,
+    quarantined_config,
     quarantined_node_boots,
-    stream,
+    reports_handler,
+    ship,
+    stop_sequence_failure,
     succeeded,
 )
 from tests.unit.test_notifier import Channel, Clock
@@ -41,22 +37,10 @@ from tests.unit.test_notifier import Channel, Clock
 def test_the_resolution_that_follows_a_late_containment_reaches_the_channels() -> None:
     world = World()
     world.feed(ARTICLE[:6])
-    quarantined = json.loads(json.dumps(TERMINATE))
-    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-    world.person_sets(quarantined, at(1, 13))
+    world.person_sets(quarantined_config(), at(1, 13))
     kept = "i-0kept00000000000"
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])  # LoopResolved (too early)
-    store = GroupStore(world.table, TABLE)
-    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
-    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
-    report = {
-        **stream("article-terminate-node-reports")[0],
-        "instance_id": kept,
-        "on_error": "STOP_SEQUENCE",
-        "started_at": at(1, 17) // 1000,
-        "ended_at": at(1, 17) // 1000,
-    }
-    reports.handle_messages([(json.dumps(report), "stream:1")])  # LoopContained: "the LoopResolved ... wrong"
+    ship(world, reports_handler(world), [stop_sequence_failure(kept, at(1, 17))])  # "... was wrong"
     world.feed([launched("i-0clean0000000000", at(1, 30)), succeeded("i-0clean0000000000", at(1, 35))])
     assert world.published()[-3:] == ["LoopResolved", "LoopContained", "LoopResolved"]
 
