@@ -342,7 +342,10 @@ class ScalingEventsHandler:
         if boot.failed or not boot.reported:
             change.changed |= self._read_launched_config(state, success, refresh)
         unreported = not boot.failed and not self._proves_nothing(state, success, boot)
-        lifeguards = state.config is not None and self._holds_quarantine(state, state.config)
+        # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
+        lifeguards = (
+            bool(boot.failed) and state.config is not None and self._holds_quarantine(state, state.config)
+        )
         settled = settle(state, settings, success, boot, unreported=unreported, lifeguards=lifeguards)
         if settled:
             change.changed = True
