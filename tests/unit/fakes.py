@@ -335,3 +335,36 @@ def local_pcs_with_group(
         cluster_id, "lca-static", group_id=group_id, node_lifecycle_actions=actions, tags=tags
     )
     return clock, pcs, LocalPcsClient(pcs)
+
+
+class Interleaved:
+    """Delegates to `table`; the first call of `operation` whose request `when` accepts first runs `other`
+    (another invocation, on the same table), then goes on."""
+
+    def __init__(
+        self,
+        table: FakeDynamoDB,
+        operation: str,
+        other: Callable[[], Any],
+        when: Callable[[dict[str, Any]], bool] = lambda _: True,
+    ) -> None:
+        self._table, self._operation, self._other, self._when = table, operation, other, when
+        self.ran = False
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._table, name)
+        if name != self._operation:
+            return method
+
+        def call(**request: Any) -> Any:
+            if not self.ran and self._when(request):
+                self.ran = True
+                self._other()
+            return method(**request)
+
+        return call
+
+
+def state_key(request: dict[str, Any]) -> bool:
+    key = request.get("Key") or request.get("Item") or {}
+    return key.get("sk", {}).get("S") == "STATE"

@@ -16,7 +16,7 @@ from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.store.groups import GroupStore
 from tests.conftest import ARTICLE_SUSPECT, EVENTS
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, Interleaved, state_key
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -165,3 +165,40 @@ def test_a_bad_report_is_skipped_and_counted_by_reason_and_the_rest_is_stored(
     assert dict(summary.skipped_reasons) == {reason: 1}
     assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]
     assert world.bus.keys() == [episode_id]
+
+
+# -- two containers on one group --
+
+
+def reports_container(world: World, client: object) -> NodeReportsHandler:
+    store = GroupStore(client, "lifeguard")  # type: ignore[arg-type]
+    updater = GroupUpdater(store, EventPublisher(world.bus, "bus", sleep=lambda _: None), clock=world.now)
+    defaults = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+    return NodeReportsHandler(store, updater, defaults, clock=world.now)
+
+
+def deliver_report(handler: NodeReportsHandler, report: dict, instance: str) -> None:
+    event = encode_subscription(LOG_GROUP, f"{CLUSTER}/{instance}", [(int(NOW * 1000), json.dumps(report))])
+    handler.handle_event(event)
+
+
+def test_a_lost_race_redone_on_the_reports_read_before_it_undoes_the_winners_attribution() -> None:
+    world = World()
+    world.open_episode()  # failures on FIRST, then SECOND; no suspect yet
+    # FIRST failed another script; SECOND (the later failure, so it wins a tie) failed fail-terminate.
+    first = {**FAILED[0], "script": "other-script"}
+    a = reports_container(world, world.table)
+    # B writes its state only after A delivered SECOND's report in full (stored, attributed, published).
+    b = reports_container(
+        world,
+        Interleaved(world.table, "update_item", lambda: deliver_report(a, FAILED[1], SECOND), state_key),
+    )
+    deliver_report(b, first, FIRST)
+
+    # Delivered one after the other, in either order, the two reports end on suspect fail-terminate (a
+    # tie, to the most recent failure), and the last detection published names it.
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert episode.suspect.script == "fail-terminate"
+    assert world.bus.events()[-1][1]["suspect"]["script"] == "fail-terminate"

@@ -1361,3 +1361,22 @@ def test_a_node_the_owners_own_stop_sequence_kept_offers_no_undo_of_lifeguards()
     assert "undo Lifeguard's change" not in detail["reason"]
     assert detail["reason"].endswith("Fix the script and push a configuration.")
     assert "undo Lifeguard's change" not in summarize("LoopContained", detail).headline
+
+
+def test_a_warm_container_does_not_drop_records_on_a_remembered_state_another_container_moved_on() -> None:
+    world = World(tags={"lifeguard:mode": "off"})
+    warm = world.handler  # container A: remembers the group as tagged off
+    world.feed(ARTICLE)
+    group = world.api.get_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)
+    world.api.untag_resource(resourceArn=group["computeNodeGroup"]["arn"], tagKeys=["lifeguard:mode"])
+    # Later the group loops; container B (cold) reads the tags again and detects it.
+    world.handler = world.container()
+    one, two, good = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2", "i-0good000000000001"
+    world.feed([launched(one, at(23, 0)), failed(one, at(23, 5))])
+    world.feed([launched(two, at(23, 6)), failed(two, at(23, 11))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    # The next batch, a node that boots fine, goes to warm container A (a cold one passes this test).
+    world.handler = warm
+    world.feed([launched(good, at(23, 12)), succeeded(good, at(23, 16))])
+    assert good in world.state().outcomes
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]

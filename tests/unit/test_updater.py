@@ -14,7 +14,7 @@ from lifeguard.event_contract import ControllerEvent, make_detail
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
 from lifeguard.store.groups import GroupStore
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, client_error
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 NOW = 1_792_544_802.0
@@ -216,3 +216,36 @@ def test_a_change_beyond_the_maps_left_unwritten_is_written_with_the_next_change
     state = world.state()
     assert set(state.launches) == {"i-first", "i-second"}
     assert state.unhealthy == {"i-sick": 7}
+
+
+def test_events_of_a_written_transaction_are_published_by_the_retry_of_an_invocation_that_failed() -> None:
+    world = World()
+    keys = [(CLUSTER, f"pcs_g{n:03d}") for n in range(101)]  # two transactions: 100 groups, then 1
+    batch = {key: launch("i-1", f"ep-{key[1]}") for key in keys}
+    calls = 0
+    original = world.table.transact_write_items
+
+    def second_throttled(**request: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise client_error("ProvisionedThroughputExceededException", "TransactWriteItems")
+        return original(**request)
+
+    world.table.transact_write_items = second_throttled  # type: ignore[method-assign]
+    with pytest.raises(AwsCallError):
+        world.updater().update_many(batch)
+    assert world.state("pcs_g000").launches == {"i-1": 1}  # written in the first transaction
+    # The written transaction's events went out as the invocation failed; the other group's did not.
+    sent = world.bus.keys()
+    assert "ep-pcs_g000" in sent
+    assert "ep-pcs_g100" not in sent
+
+    # Lambda retries the batch a minute later (README: "the failed invocation tries every group's events,
+    # marks the ones that failed as due, and raises, so Lambda's retry a minute later publishes them").
+    world.clock.now = NOW + 60
+    world.updater().update_many(batch)
+    published = world.bus.keys()
+    assert "ep-pcs_g000" in published
+    assert published.count("ep-pcs_g100") == 1
+    assert world.state("pcs_g000").outbox == []

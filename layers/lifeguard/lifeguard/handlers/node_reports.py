@@ -172,16 +172,13 @@ class NodeReportsHandler:
     def _attribute(
         self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups
     ) -> list[ControllerEvent]:
-        reports: list[NodeReport] | None = None
-
         def mutate(state: GroupState) -> Change:
-            nonlocal reports
             episode = state.episode
             ended = state.last_episode is not None and state.last_episode.resolved_by is not None
             if episode is None and not ended and state.proven_good is None and reads is None:
                 return Change()
-            if reports is None:
-                reports = self.store.reports(cluster_id, group_id)
+            # Read on every run: a run again after a lost race must see the reports the winner stored too.
+            reports = self.store.reports(cluster_id, group_id)
             if episode is None:
                 settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
                 reopened = reopen_as_contained(state, settings, reports, lifeguards=self._lifeguards(state))

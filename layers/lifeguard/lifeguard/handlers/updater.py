@@ -9,6 +9,7 @@ of a batch is tried before the first failure is raised.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -90,20 +91,30 @@ class GroupUpdater:
         write lost a race are redone one by one."""
         keys = list(mutations)
         states = self.store.load_many(keys)
+        applied: dict[tuple[str, str], tuple[Change, list[ControllerEvent]]] = {}
+        written: list[GroupState] = []
         try:
-            applied = {}
-            to_write = []
+            to_write, unchanged = [], []
             for key in keys:
                 state = states[key]
                 change, _ = applied[key] = self._apply(state, mutations[key])
                 if change.changed or change.events:
                     state.changed_maps_only(change.maps_only and not change.events)
                     to_write.append(state)
-            unwritten = self.store.save_many(to_write) if to_write else []
+                else:
+                    unchanged.append(key)
+            # A remembered state whose mutation changed nothing is never checked against the table (only
+            # a write is): another container may have moved the group on. Those are looked at below.
+            remembered = self.store.remembered(unchanged) if unchanged else set()
+            unwritten = self.store.save_many(to_write, written=written) if to_write else []
         except BaseException:
             self.store.forget(keys)  # remembered states may hold changes that were never written
+            # A transaction of an earlier 100 groups may have gone through: their events are true.
+            self._publish_written(written, applied)
             raise
         lost = {(state.cluster_id, state.group_id) for state in unwritten}
+        if remembered:
+            lost.update(self._moved_on(sorted(remembered), states))  # redone from a fresh read
         published: list[ControllerEvent] = []
         failure: AwsCallError | None = None
         for key in keys:
@@ -120,6 +131,30 @@ class GroupUpdater:
         if failure is not None:
             raise failure
         return published
+
+    def _moved_on(
+        self, keys: list[tuple[str, str]], states: Mapping[tuple[str, str], GroupState]
+    ) -> list[tuple[str, str]]:
+        """Of `keys` (remembered states a batch changed nothing of), those the table holds at another
+        version than remembered (one BatchGetItem per 100), forgotten: they are redone from the table. The
+        others stay remembered as they are (with what a mutation changed there without saying so)."""
+        stored = self.store.versions(keys)
+        moved = [key for key in keys if stored.get(key, 0) != states[key].version]
+        self.store.forget(moved)
+        return moved
+
+    def _publish_written(
+        self,
+        written: list[GroupState],
+        applied: Mapping[tuple[str, str], tuple[Change, list[ControllerEvent]]],
+    ) -> None:
+        """Publish the events of the states a failed batch did write (best effort: what fails is marked
+        due for the retry, and the batch's own failure is what is raised)."""
+        for state in written:
+            change, stale = applied[(state.cluster_id, state.group_id)]
+            if stale or change.events:
+                with contextlib.suppress(AwsCallError):
+                    self._publish(state.cluster_id, state.group_id, stale + change.events)
 
     def _apply(
         self, state: GroupState, mutate: Callable[[GroupState], Change]
