@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lifeguard.attribution import KEPT_LIMIT, BootRuns, failed_runs, suspect_of_runs
 from lifeguard.bounds import utc
@@ -16,7 +17,17 @@ from lifeguard.group_state import BootOutcome, GroupState
 from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.node_report import NodeReport
 
-__all__ = ["contain", "reopen_as_contained", "resolve", "revoke_false_proof", "settle"]
+if TYPE_CHECKING:
+    from lifeguard.scaling_log import ScalingLogRecord
+
+__all__ = [
+    "contain",
+    "reopen_as_contained",
+    "resolve",
+    "revoke_false_proof",
+    "revoke_proof_of_older_launch",
+    "settle",
+]
 
 logger = logging.getLogger("lifeguard")
 
@@ -137,12 +148,32 @@ def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool
     ]
     if not runs:
         return False
+    return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
+
+
+def revoke_proof_of_older_launch(state: GroupState, records: Sequence[ScalingLogRecord]) -> bool:
+    """Forget the proven-good configuration when its node's LAUNCHED record, delivered after its success,
+    shows it was launched before that configuration took effect (it booted an older one); True when it
+    did."""
+    proof = state.proven_good
+    if proof is None:
+        return False
+    launched = [
+        r.event_timestamp
+        for r in records
+        if r.status_code == "LAUNCHED" and r.instance_id == proof.instance_id
+    ]
+    if not launched or min(launched) >= proof.modified_at:
+        return False
+    return _revoke(state, f"{proof.instance_id} was launched before it took effect")
+
+
+def _revoke(state: GroupState, why: str) -> bool:
+    """Forget the group's proven-good configuration, and say why; True."""
+    proof = state.proven_good
+    assert proof is not None
     logger.warning(
-        "group %s: configuration %s is not proven good: %s failed %s on that boot",
-        state.group_id,
-        proof.fingerprint[:12],
-        proof.instance_id,
-        runs[-1].script,
+        "group %s: configuration %s is not proven good: %s", state.group_id, proof.fingerprint[:12], why
     )
     state.proven_good = None
     return True

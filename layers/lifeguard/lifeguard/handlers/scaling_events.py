@@ -31,7 +31,7 @@ from lifeguard.detection import (
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import settle
+from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
@@ -86,29 +86,6 @@ class BatchSummary(Skips):
             "unreadable_groups": self.unreadable_groups,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
-
-
-def _withdraw_late_disproved(state: GroupState, records: list[ScalingLogRecord]) -> bool:
-    """Withdraw the proof of good of a node whose LAUNCHED record came after its success and shows it was
-    launched before the configuration it proved took effect (it booted an older one); whether it did."""
-    proof = state.proven_good
-    if proof is None:
-        return False
-    launched = [
-        r.event_timestamp
-        for r in records
-        if r.status_code == "LAUNCHED" and r.instance_id == proof.instance_id
-    ]
-    if not launched or min(launched) >= proof.modified_at:
-        return False
-    logger.warning(
-        "group %s: the proof of configuration %s is withdrawn: %s was launched before it took effect",
-        state.group_id,
-        proof.fingerprint[:12],
-        proof.instance_id,
-    )
-    state.proven_good = None
-    return True
 
 
 def _implausible(summary: BatchSummary, record: ScalingLogRecord, where: str, now_ms: int) -> None:
@@ -311,7 +288,7 @@ class ScalingEventsHandler:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
-            change.changed |= _withdraw_late_disproved(state, records)
+            change.changed |= revoke_proof_of_older_launch(state, records)
             change.changed |= self._prove_good(state, records, refresh, runs)
             proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
