@@ -148,16 +148,22 @@ def test_the_articles_terminate_loop_is_detected_once_and_attributed(env: Env) -
     assert env.feed_reports(stream("article-terminate-node-reports")) == []
 
 
-def test_reports_that_arrive_first_detect_the_loop_naming_the_suspect_and_the_scaling_log_adds_no_event(
+def test_reports_that_arrive_first_detect_the_loop_and_the_scaling_log_bearing_it_out_announces_it_again(
     env: Env,
 ) -> None:
     [event] = env.feed_reports(stream("article-terminate-node-reports"))
     assert event["detail-type"] == "BootstrapLoopDetected"
     assert event["detail"]["suspect"]["script"] == "fail-terminate"
     assert event["detail"]["signals"] == ["node_reports"]
-    assert env.feed(stream("article-terminate-loop")) == []  # the same loop: the episode is open
-    [published] = env.bus_events()
-    assert published["detail"]["episode_id"] == event["detail"]["episode_id"]
+    # The same loop, the episode open: the scaling log bears it out, and only then may it be acted on.
+    [borne_out] = env.feed(stream("article-terminate-loop"))
+    assert (borne_out["detail"]["episode_id"], borne_out["detail"]["revision"]) == (
+        event["detail"]["episode_id"],
+        2,
+    )
+    assert borne_out["detail"]["signals"] == ["scaling_log", "node_reports"]
+    assert env.feed(stream("article-terminate-loop")) == []  # delivered again: nothing new
+    assert [published["detail"]["revision"] for published in env.bus_events()] == [1, 2]
 
 
 def test_the_same_stream_three_times_or_shuffled_gives_one_event(env: Env) -> None:

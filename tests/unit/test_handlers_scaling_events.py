@@ -710,7 +710,7 @@ def ship(world: World, handler: NodeReportsHandler, reports: list[dict[str, Any]
 REPORTED = stream("article-terminate-node-reports")
 
 
-def test_node_reports_alone_detect_the_loop_once_and_the_scaling_log_only_adds_itself() -> None:
+def test_reports_alone_detect_the_loop_once_and_the_scaling_log_bearing_it_out_announces_it_again() -> None:
     world = World()
     handler = reports_handler(world)
     ship(world, handler, REPORTED)
@@ -724,7 +724,12 @@ def test_node_reports_alone_detect_the_loop_once_and_the_scaling_log_only_adds_i
     ship(world, handler, REPORTED)  # delivered again
     world.feed(ARTICLE)  # then the scaling log, with the same loop
     world.feed(ARTICLE)
-    assert world.published() == ["BootstrapLoopDetected"]
+    # Any node can write reports: the loop is acted on once PCS's scaling log bears it out, announced then.
+    assert world.published() == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    borne_out = world.bus.events()[-1][1]
+    assert (borne_out["episode_id"], borne_out["revision"]) == (detail["episode_id"], 2)
+    assert borne_out["signals"] == ["scaling_log", "node_reports"]
+    assert borne_out["reason"].startswith("the scaling log bears out the loop the node reports found: 2 ")
     episode = world.state().episode
     assert episode is not None
     assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["node_reports", "scaling_log"])
@@ -792,6 +797,10 @@ def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_l
     assert len(state.model_dump_json()) < 16 * 1024
 
 
+FAKES = ("i-0fake000000000001", "i-0fake000000000002")
+LOGGED = ("i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2")
+
+
 def forged(instance: str, when_s: int, script: str) -> dict[str, Any]:
     """A failed TERMINATE run as any node can write it into the report log group, for any instance."""
     return {
@@ -811,23 +820,29 @@ def forged(instance: str, when_s: int, script: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("why", "script", "launched_first"),
+    ("why", "script", "instances", "logged"),
     [
-        ("a script the group's configuration does not hold", "no-such-script", False),
-        ("instances the group's scaling log never launched", "fail-terminate", True),
+        ("a script the group's configuration does not hold", "no-such-script", FAKES, ()),
+        ("instances the group's scaling log never launched", "fail-terminate", FAKES, LOGGED[:1]),
+        ("instances the scaling log logged ACTIVE", "record-after-fail", LOGGED, LOGGED),
+        ("a script the configuration runs under CONTINUE", "nodeReady/ready-check", FAKES, ()),
     ],
 )
 def test_forged_reports_never_open_a_loop_of_a_group_that_did_not_loop(
-    why: str, script: str, launched_first: bool
+    why: str, script: str, instances: tuple[str, ...], logged: tuple[str, ...]
 ) -> None:
-    """Any node can write any report: a loop from the reports alone takes scripts of the configuration PCS
-    gives, and, where the group's scaling log is delivered, instances it launched in the group."""
+    """Any node can write any report: a loop from the reports alone is judged only where the group's scaling
+    log is not delivered, and takes scripts the configuration PCS gives runs under TERMINATE."""
     world = World()
     world.person_sets(REVERTED, at(1, 10))  # healthy: no failure in the scaling log
-    if launched_first:
-        world.feed([launched("i-0aaaaaaaaaaaaaaa1", at(1, 12)), succeeded("i-0aaaaaaaaaaaaaaa1", at(1, 14))])
+    for n, instance in enumerate(logged):
+        world.feed([launched(instance, at(1, 12, n)), succeeded(instance, at(1, 14, n))])
+    stage, _, name = script.rpartition("/")
     when = at(1, 20) // 1000
-    fakes = [forged("i-0fake000000000001", when, script), forged("i-0fake000000000002", when + 1, script)]
+    fakes = [
+        {**forged(instance, when + n, name), "stage": stage or "nodeBootstrapped"}
+        for n, instance in enumerate(instances)
+    ]
     ship(world, reports_handler(world), fakes)
     assert [t for t, _ in world.bus.events()] == [], why
     assert world.state().episode is None, why
@@ -876,10 +891,9 @@ def test_a_batch_naming_many_groups_reads_pcs_for_twenty_and_the_rest_on_their_n
         world.pcs_calls("GetComputeNodeGroup") + world.pcs_calls("ListComputeNodeGroups")
         == DETECTION_READS_MAX
     )
-    first = {r["instance_id"]: r["started_at"] for r in sorted(REPORTED, key=lambda r: -r["started_at"])}
-    world.feed([launched(instance, started * 1000 - 60_000) for instance, started in sorted(first.items())])
-    # The article's group among them, known to Lifeguard (its scaling log), goes first although thirty
-    # forged ones sort before it: read, and its loop found.
+    # The article's group among them, known to Lifeguard (it holds a state of it), goes first although
+    # thirty forged ones sort before it: read, and its loop found.
+    GroupStore(world.table, TABLE).save(GroupState(cluster_id=CLUSTER, group_id=GROUP))
     ship(world, handler, [*many, *REPORTED])
     assert "BootstrapLoopDetected" in world.published()
     assert world.state().episode is not None
@@ -1040,10 +1054,14 @@ def test_kept_and_drained_nodes_replaced_as_unhealthy_are_the_contained_episodes
 
 
 def loop_seen_by_both_signals(world: World) -> None:
-    """The article's first two failures, from the node reports and then the scaling log."""
+    """The article's first two failures, from the node reports and then the scaling log (which logged the
+    nodes' launches before either: it is delivered, so it opens the loop, and the reports name the
+    script at once)."""
+    world.feed([row for row in ARTICLE[:6] if row["status_code"] == "LAUNCHED"])
     ship(world, reports_handler(world), REPORTED)
     world.feed(ARTICLE[:6])
     assert world.published() == ["BootstrapLoopDetected"]
+    assert world.bus.events()[0][1]["signals"] == ["scaling_log", "node_reports"]
 
 
 def quarantined_node_up_without_reports() -> World:

@@ -175,12 +175,11 @@ def reported_loop(
     since_ms: int | None = None,
     *,
     scripts: Collection[tuple[str, str]] | None = None,
-    instances: Collection[str] | None = None,
 ) -> ReportedLoop | None:
     """`threshold` instances whose boot ended on a failure of the same script under TERMINATE (the run that
     got each node terminated), within `window_ms` of the newest and after `since_ms` (the configuration's
-    `modifiedAt`, or the end of the group's last episode), or None. Only runs of `scripts` and of
-    `instances` count, each when given (the module docstring)."""
+    `modifiedAt`, or the end of the group's last episode), or None. Only runs of `scripts` count, when
+    given (the module docstring)."""
     by_instance: dict[str, list[NodeReport]] = {}
     for report in reports:
         if not report.failed or report.on_error != "TERMINATE":
@@ -188,8 +187,6 @@ def reported_loop(
         if since_ms is not None and report.started_at * 1000 < since_ms:
             continue
         if scripts is not None and (report.stage, report.script) not in scripts:
-            continue
-        if instances is not None and report.instance_id not in instances:
             continue
         by_instance.setdefault(report.instance_id, []).append(report)
     fatal = {
@@ -229,8 +226,7 @@ def known_scripts(state: GroupState) -> set[tuple[str, str]] | None:
 
 
 def launched_instances(state: GroupState) -> set[str] | None:
-    """The instances the scaling log launched in the group, whose reports may make a loop on their own;
-    None when the group's scaling log has said nothing of any (it is not delivered: the reports are all
-    there is)."""
+    """The instances the scaling log launched in the group; None when it has said nothing of any (it is
+    not delivered: the reports are all there is, and a loop may be judged from them alone)."""
     known = set(state.launches) | set(state.outcomes)
     return known or None

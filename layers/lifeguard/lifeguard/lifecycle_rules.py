@@ -30,6 +30,7 @@ __all__ = [
     "holds_script",
     "scripts_of",
     "stopping_scripts",
+    "terminating_scripts",
 ]
 
 REQUEST_SHAPE = "NodeLifecycleActionsRequest"
@@ -128,6 +129,16 @@ def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
 def scripts_of(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """(stage, name) of every script of a configuration."""
     return {(stage, script["name"]) for stage, script in _named_scripts(actions)}
+
+
+def terminating_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(stage, name) of every script of a configuration whose failure gets the node terminated: onError
+    TERMINATE, or none given (PCS's default)."""
+    return {
+        (stage, script["name"])
+        for stage, script in _named_scripts(actions)
+        if script.get("onError") in (None, DEFAULT_ON_ERROR)
+    }
 
 
 def _named_scripts(actions: Mapping[str, Any] | None) -> Iterator[tuple[str, Mapping[str, Any]]]:

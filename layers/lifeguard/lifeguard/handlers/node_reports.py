@@ -5,11 +5,13 @@ A detection made before the reports arrived is enriched when they arrive: the ep
 and BootstrapLoopDetected is published again with the same episode id and the next revision. More reports
 for the same script update the evidence quietly: a new event only when the suspect changes.
 
-Scaling-log delivery is opt-in and can lag: when `threshold` instances of a group report a failure of the
-same script under TERMINATE within the window, that is a loop on its own (kind `loop`, signals
-`node_reports`). The group's configuration is read from PCS first (reports carry no fingerprint), and only
-runs started after its `modifiedAt` count. Whichever signal comes first opens the episode; the other finds
-it open and only adds itself to its signals.
+Scaling-log delivery is opt-in: in a group whose scaling log is not delivered (Lifeguard knows none of its
+launches), `threshold` instances reporting a failure of the same script the configuration runs under
+TERMINATE, within the window, are a loop on their own (kind `loop`, signals `node_reports`). The group's
+configuration is read from PCS first (reports carry no fingerprint), and only runs started after its
+`modifiedAt` count. Any node can write any report, so such a loop is announced, never acted on: remediation
+waits until the scaling log bears it out (`scaling_log` among its signals). Where the scaling log is
+delivered, it alone opens loops, and the reports name the failing script.
 """
 
 from __future__ import annotations
@@ -24,14 +26,14 @@ from typing import Any
 from lifeguard.attribution import find_suspect, known_scripts, launched_instances, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
-from lifeguard.detection import Detection, DetectionSettings, episode_id_for, resolves
+from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import holds_quarantine, scripts_of
+from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore
@@ -249,10 +251,11 @@ class NodeReportsHandler:
         self, state: GroupState, reports: list[NodeReport], reads: BatchReads, budget: _JudgedGroups
     ) -> list[ControllerEvent]:
         """A loop from the reports alone (module docstring), or nothing."""
+        if launched_instances(state) is not None:
+            return []  # its scaling log is delivered: that opens loops, the reports name the script
         since = state.last_episode.resolved_at if state.last_episode else None
         settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
-        instances = launched_instances(state)
-        if reported_loop(reports, settings.threshold, settings.window_ms, since, instances=instances) is None:
+        if reported_loop(reports, settings.threshold, settings.window_ms, since) is None:
             return []  # not even with what is known: no PCS call
         if not budget.may_read((state.cluster_id, state.group_id)):
             return []
@@ -267,10 +270,10 @@ class NodeReportsHandler:
         if settings.mode == "off":
             return []
         since = max(since or 0, config.modified_at)
-        scripts = scripts_of(config.node_lifecycle_actions)
-        loop = reported_loop(
-            reports, settings.threshold, settings.window_ms, since, scripts=scripts, instances=instances
-        )
+        # Only a script the configuration runs under TERMINATE gets a node terminated: a report saying one
+        # of its other scripts did is not a loop.
+        scripts = terminating_scripts(config.node_lifecycle_actions)
+        loop = reported_loop(reports, settings.threshold, settings.window_ms, since, scripts=scripts)
         if loop is None:
             return []
         detection = Detection("loop", loop.failures)
@@ -285,11 +288,8 @@ class NodeReportsHandler:
             signals=["node_reports"],
             changed_by=self.changed_by(state.cluster_id, state.group_id, config),
         )
-        if any(
-            (outcome := state.outcomes.get(f.instance_id)) is not None and not outcome.succeeded
-            for f in loop.failures
-        ):
-            episode.add_signal("scaling_log")
+        if detect(state, settings, config.modified_at, since) is not None:
+            episode.add_signal("scaling_log")  # the scaling log's own rule fires too: remediation may act
         state.episode = episode
         reason = (
             f"detected from node reports: {len(loop.failures)} instances failed {loop.stage} › {loop.script} "

@@ -28,7 +28,7 @@ from lifeguard.detection import (
     proven_good,
     resolves,
 )
-from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
+from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
@@ -282,8 +282,7 @@ class ScalingEventsHandler:
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
                 if failure and state.episode is not None:
-                    # An episode the node reports opened: the scaling log bears it out (no new event).
-                    state.episode.add_signal("scaling_log")
+                    self._bear_out(state, change)
                 if unhealthy:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
@@ -457,6 +456,31 @@ class ScalingEventsHandler:
             episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason or None)
         )
 
+    def _bear_out(self, state: GroupState, change: Change) -> None:
+        """An episode the node reports opened, once the scaling log bears it out: its own loop rule fires on
+        the episode's configuration. Any node can write reports, and only PCS writes the scaling log, so
+        remediation acts on an episode only with this signal (`rails.not_borne_out`): it is added, and the
+        episode announced again at its next revision (a contained one is not: nothing is left to do)."""
+        episode = state.episode
+        assert episode is not None
+        if "scaling_log" in episode_signals(episode):
+            return
+        settings = self._settings(state)
+        since = state.last_episode.resolved_at if state.last_episode else None
+        detection = detect(state, settings, episode.config_modified_at, since)
+        if detection is None:
+            return
+        episode.add_signal("scaling_log")
+        if episode.contained_at is not None:
+            return
+        episode.revision += 1
+        reason = (
+            f"the scaling log bears out the loop the node reports found: {len(detection.failures)} instances "
+            f"TERMINATED/BOOTSTRAP_FAILED within {settings.window_minutes} min"
+        )
+        logger.warning("group %s: %s", state.group_id, reason)
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
     def _detect_replacement(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
         """Nodes of the current configuration replaced as unhealthy, again and again: a `replacement` loop,
         a new episode, or a new revision of the open one (a drain/replace loop after a quarantine kept and
@@ -551,6 +575,7 @@ class ScalingEventsHandler:
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
+        episode.add_signal("scaling_log")  # the scaling log's own rule fired
         _attribute(state, episode, runs)
         episode.revision += 1
         logger.warning(

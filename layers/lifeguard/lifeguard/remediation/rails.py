@@ -7,6 +7,7 @@ group, asks the rails in order, and applies what they let through:
 
 1. `unmatched`: the detection is not of the group's open episode (a forged, replayed or stale event);
 2. `group_unfit`: the group's mode is off, or PCS does not hold it ACTIVE;
+   `not_borne_out`: the loop is known from node reports alone, which any node can write;
 3. `already_remediated`: Lifeguard already changed this episode's configuration;
 4. `configuration_moved`: the group's configuration is no longer the one that failed;
    `configuration_invalid`: PCS gave it in a form PCS itself would refuse (nothing is built on it);
@@ -22,13 +23,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
+from lifeguard.event_contract import episode_signals
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import DAY_SECONDS, AppliedChange, Ledger
 from lifeguard.store.table import stored_bytes
 
 if TYPE_CHECKING:
-    from lifeguard.group_state import GroupState
+    from lifeguard.group_state import Episode, GroupState
     from lifeguard.remediation.loop_detection import LoopDetection
     from lifeguard.remediation.settings import RemediationSettings
 
@@ -41,6 +43,7 @@ __all__ = [
     "dry_run",
     "group_unfit",
     "ladder",
+    "not_borne_out",
     "unmatched",
 ]
 
@@ -83,6 +86,21 @@ def group_unfit(mode: str, status: str) -> str | None:
     if status != "ACTIVE":
         return f"the group is {status}, not ACTIVE"
     return None
+
+
+# Why a loop known from node reports alone is not acted on (the README's Trust section says the same).
+NOT_BORNE_OUT = (
+    "the loop is known from node reports alone, which any node can write: Lifeguard changes a group only "
+    "once PCS's scaling log bears the loop out (its own failures reach the threshold; is the group's "
+    "scaling log delivered? ClusterIds, or ScalingLogGroupName)"
+)
+
+
+def not_borne_out(episode: Episode) -> str | None:
+    """Why the episode is not to be acted on yet: PCS's scaling log has not borne it out (`scaling_log` is
+    not among its signals). A node, running its scripts as root, can write any report to the report log
+    group, naming any group and instance; nothing but PCS writes the scaling log."""
+    return None if "scaling_log" in episode_signals(episode) else NOT_BORNE_OUT
 
 
 def already_remediated(detection: LoopDetection, earlier: list[AppliedChange]) -> str | None:

@@ -282,8 +282,10 @@ class Remediator:
             return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True)
         before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
         earlier = ledger.of_episode(detection.episode_id)
+        assert state.episode is not None  # matched
         held = (
             rails.group_unfit(mode, group.status)
+            or rails.not_borne_out(state.episode)
             or rails.already_remediated(detection, earlier)
             or rails.configuration_moved(detection, before, group.modified_at_ms)
             or rails.configuration_invalid(before)
