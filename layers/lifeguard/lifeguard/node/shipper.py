@@ -33,6 +33,7 @@ __all__ = [
     "LOG_TAIL_BYTES",
     "POLL_INTERVAL_SECONDS",
     "CloudWatchSink",
+    "RejectedEventsError",
     "ReportSink",
     "Shipper",
     "ShipperError",
@@ -41,7 +42,14 @@ __all__ = [
     "instance_id_from_imds",
 ]
 
-END_MARKER_GRACE_SECONDS = 5.0  # how long a run's record may wait for its script log's end marker
+# How long a run's record may wait for its script log's end marker: it is shipped within 2 s of the script's
+# end (DESIGN) with the marker or without it (a script PCS's agent could not download has no log at all).
+END_MARKER_GRACE_SECONDS = 1.5
+# A delivery that fails is tried again after the poll interval, doubling up to this: a node whose log group
+# is missing or whose role may not write to it must not spend the account's CloudWatch Logs quota.
+RETRY_MAX_SECONDS = 30.0
+# A time this far behind the last one sent is a clock set back (chrony stepping it): the events take it.
+CLOCK_STEP_MS = 60_000
 MAX_BATCH_EVENTS = 1000
 # PutLogEvents takes at most 1,048,576 bytes a batch, each event counted as its UTF-8 message and 26
 # bytes more: a report's escaped log tail can be six times its 4 KiB, so batches are cut by size too.
@@ -62,6 +70,10 @@ _EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for
 
 class ShipperError(LifeguardError):
     """The shipper cannot start: a missing identity or an unusable sink."""
+
+
+class RejectedEventsError(LifeguardError):
+    """CloudWatch Logs answered a PutLogEvents without keeping its events (their time): tried again."""
 
 
 @dataclass(frozen=True)
@@ -161,19 +173,29 @@ class CloudWatchSink(ReportSink):
         return self._client
 
     def put(self, messages: list[str]) -> None:
-        """PutLogEvents, in batches; event times never go backwards so the stream keeps the order."""
+        """PutLogEvents, in batches; event times do not go backwards (so the stream keeps the order) but
+        for a clock set back (`CLOCK_STEP_MS`). Raises RejectedEventsError when CloudWatch Logs took the
+        request but not its events (a clock more than 2 hours ahead, or 14 days behind): they stay
+        pending, never counted as delivered."""
         logs = self._logs()
         for chunk in _batches(messages):
-            now_ms = max(int(self._clock() * 1000), self._last_ms)
-            self._last_ms = now_ms
+            clock_ms = int(self._clock() * 1000)
+            now_ms = clock_ms if self._last_ms - clock_ms > CLOCK_STEP_MS else max(clock_ms, self._last_ms)
             events = [{"timestamp": now_ms, "message": message} for message in chunk]
             request = {"logGroupName": self.log_group, "logStreamName": self.stream, "logEvents": events}
             try:
-                logs.put_log_events(**request)
+                response = logs.put_log_events(**request)
             except logs.exceptions.ResourceNotFoundException:
                 with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
                     logs.create_log_stream(logGroupName=self.log_group, logStreamName=self.stream)
-                logs.put_log_events(**request)
+                response = logs.put_log_events(**request)
+            rejected = (response or {}).get("rejectedLogEventsInfo") or {}
+            if rejected:
+                raise RejectedEventsError(
+                    f"CloudWatch Logs rejected the reports' time {now_ms} ms ({', '.join(sorted(rejected))}):"
+                    " is the node's clock right?"
+                )
+            self._last_ms = now_ms
 
     def recent(self, limit: int) -> list[str]:
         """The stream's last `limit` messages (none when the stream does not exist yet)."""
@@ -185,6 +207,16 @@ class CloudWatchSink(ReportSink):
         except logs.exceptions.ResourceNotFoundException:
             return []
         return [event["message"] for event in response.get("events", [])]
+
+
+def _sleep(seconds: float, step: float, stop: Callable[[], bool]) -> None:
+    """Sleep `seconds`, looking at `stop` every `step`: a long wait never holds up stopping."""
+    until = time.monotonic() + seconds
+    while not stop():
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(step, left))
 
 
 def _batches(messages: list[str]) -> Iterator[list[str]]:
@@ -331,15 +363,19 @@ class Shipper:
         if once:
             self.end_marker_grace_seconds = 0.0  # ship what is there now, even a run without its log
         self.sink.connect()
+        retry_in = poll_interval
         while not stop():
             try:
                 delivered = self.poll()
             except ShipperError:
                 raise
-            except Exception:  # a failed delivery stays pending and is retried
+            except Exception:  # a failed delivery stays pending and is retried, less and less often
                 if once:
                     raise
-                delivered = 0
+                _sleep(retry_in, poll_interval, stop)
+                retry_in = min(RETRY_MAX_SECONDS, retry_in * 2)
+                continue
+            retry_in = poll_interval
             if once and delivered == 0 and not self.state.pending:
                 return
             if not delivered:
@@ -498,7 +534,7 @@ class Shipper:
                     tail += raw
                     if len(tail) > _CHUNK_BYTES:
                         del tail[:-LOG_TAIL_BYTES]
-        except FileNotFoundError:
+        except OSError:  # not there (yet), or not a file one can read: the run is shipped without it
             return None
         if started_at is None or found is None:
             return None
