@@ -293,6 +293,9 @@ def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited(
     assert len(world.lifeguard_updates()) == 1
     assert [(e.episode_id, e.decision) for e in world.history()] == [("ep-1", "applied"), ("ep-2", "skipped")]
     assert world.history()[-1].reason == event.detail["reason"]
+    # The event says nothing changed (the contract's dry_run); the audit, what `lifeguard status` shows as
+    # "(dry run)", says whether mode notify or DryRun held it back: not here.
+    assert (event.detail["dry_run"], world.history()[-1].dry_run) == (True, False)
     assert [t for t, _ in world.bus.events()] == ["RemediationApplied", "RemediationSkipped"]
 
 

@@ -48,8 +48,8 @@ def event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
         return review_line(detail)
     if detail_type.startswith("Remediation"):
         changes = "; ".join(diff_line(change) for change in detail.get("diff") or [])
-        dry = " (dry run)" if detail.get("dry_run") else ""
-        text = f"{detail.get('action') or detail.get('mode')}{dry}: {detail.get('reason') or ''}".strip()
+        # The event's dry_run says only that nothing changed; its reason says why ("Dry run (…)", a rail).
+        text = f"{detail.get('action') or detail.get('mode') or '-'}: {detail.get('reason') or ''}".strip()
         return f"{text} [{changes}]" if changes else text
     parts = [f"{detail.get('kind') or ''} {detail.get('episode_id') or ''}".strip()]
     failures = detail.get("failures") or []

@@ -177,7 +177,7 @@ class AuditEntry(Model):
     revision: int | None = None
     mode: str | None = None
     action: str | None = None
-    dry_run: bool = False
+    dry_run: bool = False  # held back by mode notify or the stack's DryRun (not every change not made)
     reason: str | None = None
     config_before: dict[str, Any] | None = None
     config_after: dict[str, Any] | None = None

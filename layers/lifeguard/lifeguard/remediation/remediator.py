@@ -87,6 +87,7 @@ class _Verdict:
     config_before: dict[str, Any] | None = None
     plan: Plan | None = None
     refused: bool = False  # the detection matched no open episode: no decision is recorded for it
+    held_by_dry_run: bool = False  # mode notify or the stack's DryRun held the change back (the audit's)
 
 
 class Remediator:
@@ -325,14 +326,15 @@ class Remediator:
         if too_large:
             return _Verdict("skipped", mode, plan.action, too_large, True, before)
         now = self.clock()
-        held = rails.dry_run(mode, self.settings, would) or (
+        dry = rails.dry_run(mode, self.settings, would)
+        held = dry or (
             rails.cooldown(ledger, earlier, self.settings, now, would)
             or rails.daily_cap(ledger, self.settings, now)
             if paced
             else None
         )
         if held:
-            return _Verdict("skipped", mode, plan.action, held, True, before, plan)
+            return _Verdict("skipped", mode, plan.action, held, True, before, plan, held_by_dry_run=bool(dry))
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
@@ -582,7 +584,7 @@ class Remediator:
             revision=detection.revision,
             mode=outcome.mode,
             action=outcome.action,
-            dry_run=outcome.dry_run,
+            dry_run=outcome.held_by_dry_run,
             reason=outcome.reason,
             config_before=outcome.config_before,
             config_after=event.detail.get("config_after"),
