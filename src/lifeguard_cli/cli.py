@@ -869,6 +869,10 @@ def main() -> None:
     """Console-script entry point: an unforeseen error is one line and exit 1 (its traceback with --debug)."""
     try:
         app()
+    except BrokenPipeError:  # typer.echo's reader went away (rich's console says so itself)
+        from lifeguard_cli.tables import stop_on_broken_pipe
+
+        stop_on_broken_pipe()
     except Exception as exc:
         if _DEBUG["on"]:
             raise

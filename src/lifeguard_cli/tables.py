@@ -19,7 +19,15 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
 
-__all__ = ["WORD_MAX", "console", "keep_words_whole", "show", "table"]
+__all__ = [
+    "BROKEN_PIPE_EXIT",
+    "WORD_MAX",
+    "console",
+    "keep_words_whole",
+    "show",
+    "stop_on_broken_pipe",
+    "table",
+]
 
 WORD_MAX = 40
 
@@ -47,14 +55,33 @@ class _TrimmedLines(io.TextIOBase):
         self._out.flush()
 
 
+# The exit status of output cut short by its reader (`lifeguard lint x.json | head -1`): a process killed
+# by SIGPIPE, as the shell reports it, and never 1 (for `lint`, "not valid").
+BROKEN_PIPE_EXIT = 141
+
+
+def stop_on_broken_pipe() -> None:
+    """Leave as a process killed by SIGPIPE would: stdout's reader is gone, so nothing more is written to
+    it (Python would complain on the way out), and the status is `BROKEN_PIPE_EXIT`."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(BROKEN_PIPE_EXIT)
+
+
 def console(*, stderr: bool = False) -> Console:
     """The console for people: the terminal's width (or `COLUMNS`, else 80); piped, no trailing spaces."""
     from rich.console import Console
 
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            stop_on_broken_pipe()
+
     stream = sys.stderr if stderr else sys.stdout
     if stream.isatty():
-        return Console(highlight=False, stderr=stderr)
-    return Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)))
+        return _Console(highlight=False, stderr=stderr)
+    return _Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)))
 
 
 def table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:

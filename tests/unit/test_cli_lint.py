@@ -169,6 +169,24 @@ def test_console_script_runs_without_a_traceback() -> None:
     assert "invalid: 9 problems" in result.stdout
 
 
+def test_a_valid_config_piped_into_head_never_exits_as_not_valid() -> None:
+    """The reader going away (`| head -1`) ends lint as SIGPIPE would end it (141), never with lint's 1
+    ("not valid"), which `set -o pipefail` in a CI job would take for a broken configuration."""
+    lifeguard = Path(sys.executable).parent / "lifeguard"
+    scripts = [{"name": f"s{i}", "scriptSource": {"scriptLocation": f"s3://bucket/k{i}"}} for i in range(20)]
+    config = json.dumps({"stages": {"nodeBootstrapped": scripts}})
+    done = subprocess.run(
+        ["bash", "-c", f'{lifeguard} lint - | head -1; echo "lint exited ${{PIPESTATUS[0]}}" >&2'],
+        input=config,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert "valid" in done.stdout
+    assert "lint exited 141" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_thousands_of_problems_list_the_first_for_people_and_every_one_for_programs(tmp_path: Path) -> None:
     from lifeguard_cli.lint import PROBLEMS_SHOWN
 
