@@ -484,3 +484,48 @@ def test_runs_are_appended_and_never_leave_temp_files(node: Node) -> None:
     assert leftovers == []
     assert len(blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")) == 3
     assert os.path.getsize(node.actions / "nodeReady" / "ready-check.log") > 0
+
+
+def test_an_argument_exec_cannot_pass_fails_that_script_by_its_on_error_not_the_boot(
+    node: Node,
+) -> None:
+    """PCS's argument shape is any string of up to 256 characters, a NUL byte included, which exec cannot
+    pass: that script cannot start, a failure judged by its onError (CONTINUE here: nodeReady runs), never
+    an internal error that leaves the boot without its failure record."""
+    node.put_script("scripts/ok.sh", "#!/bin/bash\necho fine\n")
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "with-nul",
+                    "onError": "CONTINUE",
+                    "arguments": ["x\u0000y"],
+                    "scriptSource": {"scriptLocation": "scripts/ok.sh"},
+                }
+            ],
+            "nodeReady": [{"name": "ready", "scriptSource": {"scriptLocation": "scripts/ok.sh"}}],
+        }
+    )
+    result = node.boot(config)
+    assert result.returncode == 0, result.stderr
+    [failed] = [r for r in node.executor_records() if r.get("script") == "with-nul" and "error" in r]
+    assert (failed["error"], failed["exit_code"]) == (
+        "script 'with-nul' cannot be started: embedded null byte",
+        126,
+    )
+    assert [r["script"] for r in node.executor_records() if r["message"] == "script completed"] == ["ready"]
+
+
+def test_a_config_nested_too_deep_to_read_is_bad_usage_not_an_internal_error(node: Node) -> None:
+    path = node.root.parent / "nested.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    result = subprocess.run(
+        [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root)],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 64, result.stderr
+    assert "is not valid JSON" in result.stderr

@@ -197,7 +197,7 @@ def _boot(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"lifeguard-node: cannot read {args.config}: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # nested thousands deep: not a configuration either
         print(f"lifeguard-node: {args.config} is not valid JSON: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:

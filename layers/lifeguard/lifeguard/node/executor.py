@@ -352,6 +352,8 @@ class Executor:
             run = self._execute(spec, content, env)
         except OSError as exc:  # its log cannot be written: a script failure, judged by its onError
             return self._not_run(spec, result, log, f"its log cannot be written: {exc.strerror or exc}")
+        except ValueError as exc:  # an argument the kernel cannot pass (a NUL byte): judged as above
+            return self._not_run(spec, result, log, f"cannot be started: {exc}")
         self._log_outcome(log, result, run)
         return run
 
