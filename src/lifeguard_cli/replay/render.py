@@ -3,6 +3,7 @@ then the totals."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +12,7 @@ from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.inputs import row_time
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
-__all__ = ["STYLES", "config_line", "event_line", "render_timeline", "review_line", "row_entry"]
+__all__ = ["STYLES", "config_line", "event_line", "render_timeline", "review_line", "row_entry", "shown"]
 
 STYLES = {
     "BootstrapLoopDetected": "bold red",
@@ -43,7 +44,14 @@ def row_entry(row: Mapping[str, Any]) -> TimelineEntry:
 
 def event_line(detail: Mapping[str, Any], detail_type: str = "") -> str:
     """What a controller event says: a remediation's action and diff, or a detection's evidence and
-    suspect."""
+    suspect; of a recorded event whose detail is not in the contract's shape, that it is not."""
+    try:
+        return _event_line(detail, detail_type)
+    except (TypeError, KeyError, AttributeError, ValueError):
+        return "a detail not in the shape Lifeguard's events take (the functions refuse it)"
+
+
+def _event_line(detail: Mapping[str, Any], detail_type: str) -> str:
     if detail_type == "ConfigChangeReviewed":
         return review_line(detail)
     if detail_type.startswith("Remediation"):
@@ -86,6 +94,18 @@ def config_line(config: Mapping[str, Any]) -> str:
     return f"fingerprint {fingerprint_of(config)[:12]} ({', '.join(names) or 'no scripts'})"
 
 
+# Control characters of the inputs (an escape sequence in a caller's ARN or a script's name), which a
+# terminal would act on; the timeline shows `?` in their place.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+CELL_MAX = 2_000  # characters of a timeline cell: an input's value may be of any length
+
+
+def shown(text: object, limit: int = CELL_MAX) -> str:
+    """A timeline cell as a terminal may show it: control characters replaced, cut at `limit`."""
+    cell = _CONTROL.sub("?", str(text))
+    return cell if len(cell) <= limit else cell[: limit - 1] + "…"
+
+
 def _when(at: int | None) -> str:
     return clock_time(at) if at is not None else "-"
 
@@ -100,7 +120,8 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
     table = make_table("time (UTC)", "group", "what", "detail")
     for entry in result.timeline:
         style = STYLES.get(entry.what, "")
-        table.add_row(_when(entry.at), entry.group, Text(entry.what, style=style), entry.detail)
+        what, detail = shown(entry.what, 200), shown(entry.detail)
+        table.add_row(_when(entry.at), shown(entry.group, 200), Text(what, style=style), detail)
     show(console, table)
     kinds: dict[str, int] = {}
     for event in result.events:

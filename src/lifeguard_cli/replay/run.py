@@ -301,6 +301,18 @@ class Handlers:
     review: ConfigReviewHandler
 
 
+def _unreadable(row: Mapping[str, Any], *, reports: bool) -> str | None:
+    """Why the handler skips a row (its parser's reason), or None when it reads it."""
+    from lifeguard.node_report import NodeReportParseError, parse_node_report
+    from lifeguard.scaling_log import ScalingLogParseError, parse_scaling_log_record
+
+    if reports:
+        report = parse_node_report(json.dumps(row, default=str))
+        return f"a node report: {report.reason}" if isinstance(report, NodeReportParseError) else None
+    record = parse_scaling_log_record(row)
+    return f"a scaling-log record: {record.reason}" if isinstance(record, ScalingLogParseError) else None
+
+
 class _Feeder:
     """Feeds items to the handlers, moving the stream's clock along, and writes down what happens."""
 
@@ -355,7 +367,14 @@ class _Feeder:
                 entry = TimelineEntry(self.at, group, "skipped", f"a {kind}: {clip(why, 200)}")
                 self.result.timeline.append(entry)
                 return
-            self.result.timeline.extend(row_entry(row) for row in item.rows)
+            for row in item.rows:
+                # In a batch the handler partly skipped, the rows it could not read are said to be skipped.
+                unread = _unreadable(row, reports=item.reports) if summary.skipped else None
+                if unread is None:
+                    self.result.timeline.append(row_entry(row))
+                else:
+                    group = clip(row.get("compute_node_group_id") or "", 64)
+                    self.result.timeline.append(TimelineEntry(self.at, group, "skipped", clip(unread, 200)))
 
         bus.invoke(invoke)
 

@@ -1,0 +1,92 @@
+"""What `lifeguard replay` prints of hostile or damaged input: no terminal escapes, bounded cells, a skipped
+record said to be skipped, a damaged recorded event read without an internal error."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from lifeguard.log_subscription import encode_subscription
+from lifeguard_cli.cli import app
+from tests.conftest import EVENTS, load_event
+
+runner = CliRunner()
+LIFEGUARD = Path(sys.executable).parent / "lifeguard"
+ESC = "\x1b"
+# Sets the terminal's title, then clears the screen: what a hostile string can do once printed raw.
+HOSTILE = "\x1b]0;PWNED\x07\x1b[2J"
+LOOP = EVENTS / "streams" / "article-terminate-loop.jsonl"
+
+
+def _replay(*paths: Path) -> Any:
+    return runner.invoke(app, ["replay", *map(str, paths)], env={"COLUMNS": "80"})
+
+
+def _cloudtrail_with_arn(arn: str) -> dict[str, Any]:
+    event = load_event("cloudtrail/update-compute-node-group.json")
+    event["detail"]["userIdentity"]["arn"] = arn
+    return event
+
+
+def test_replay_does_not_print_terminal_escapes_from_a_cloudtrail_caller(tmp_path: Path) -> None:
+    path = tmp_path / "cloudtrail.json"
+    path.write_text(json.dumps(_cloudtrail_with_arn("arn:aws:iam::123456789012:user/" + HOSTILE)))
+    result = _replay(LOOP, path)
+    assert result.exit_code == 0, result.output
+    assert ESC not in result.stdout
+
+
+def test_replay_bounds_what_it_prints_of_a_cloudtrail_caller(tmp_path: Path) -> None:
+    path = tmp_path / "cloudtrail.json"
+    path.write_text(json.dumps(_cloudtrail_with_arn("arn:aws:iam::123456789012:user/" + "u" * 200_000)))
+    result = _replay(LOOP, path)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout) < 50_000, len(result.stdout)
+
+
+def test_replay_does_not_print_terminal_escapes_from_a_recorded_controller_event(tmp_path: Path) -> None:
+    event = load_event("eventbridge/bootstrap-loop-detected.json")
+    event["detail"]["suspect"]["script"] = "fail" + HOSTILE
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    assert ESC not in result.stdout
+
+
+def test_a_recorded_controller_event_with_a_damaged_detail_is_not_an_internal_error(tmp_path: Path) -> None:
+    event = load_event("eventbridge/bootstrap-loop-detected.json")
+    damaged = copy.deepcopy(event)
+    damaged["detail"]["failures"] = [1, 2]
+    path = tmp_path / "event.json"
+    path.write_text(json.dumps(damaged))
+    done = subprocess.run([str(LIFEGUARD), "replay", str(path)], capture_output=True, text=True, check=False)
+    assert "internal error" not in done.stderr, done.stderr
+    assert done.returncode in (0, 2), done.stderr
+
+
+def test_a_record_the_handler_skipped_in_a_subscription_batch_is_not_shown_as_an_event(
+    tmp_path: Path,
+) -> None:
+    good = json.loads(LOOP.read_text().splitlines()[0])
+    bad = {**good, "status_code": "TERMINATED" + HOSTILE, "scheduler_node_id": "n" * 100_000}
+    at = good["event_timestamp"]
+    event = encode_subscription(
+        "/aws/vendedlogs/pcs/scaling",
+        "AWSLogs/PCS/pcs_abc123de45/node_lifecycle.log",
+        [(at, json.dumps(good)), (at, json.dumps(bad))],
+    )
+    path = tmp_path / "subscription.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    assert "1 skipped" in result.stdout
+    assert "TERMINATED" not in result.stdout  # the skipped record never happened as far as Lifeguard knows
+    assert ESC not in result.stdout
+    assert len(result.stdout) < 20_000, len(result.stdout)
