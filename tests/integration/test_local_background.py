@@ -92,6 +92,25 @@ def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[st
     assert "undo" in decisions
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cloudtrail-risky-change-then-loop",
+        "article-contained-then-bad-change",
+    ],
+)
+def test_undo_can_be_tried_after_replay_keep_of_a_stream_ending_right_after_a_change(
+    env: dict[str, str], name: str
+) -> None:
+    """Streams whose last change came less than PCS's update time before their end: the kept group has
+    settled (ACTIVE), not left UPDATING for good on the stream's stopped clock."""
+    kept = lifeguard("replay", "--keep", str(STREAMS / f"{name}.jsonl"), env=env)
+    assert kept.returncode == 0, kept.stderr
+    undone = lifeguard("undo", "pcs_abcdef01", "--local", "--yes", env=env)
+    assert undone.returncode == 0, undone.stderr
+    assert undone.stdout.rstrip().endswith("applied")
+
+
 def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_running(
     env: dict[str, str], tmp_path: Path
 ) -> None:

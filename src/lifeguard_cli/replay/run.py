@@ -113,7 +113,7 @@ def replay(
     told = progress or (lambda done, total: None)
     told(0, len(inputs.items))
     with (
-        local_aws(LocalPcs(clock=clock, update_seconds=60)) as aws,
+        local_aws(LocalPcs(clock=clock, update_seconds=PCS_UPDATE_SECONDS)) as aws,
         serve_slack() as slack,
         handler_logs(verbose),
         on_local_aws(),
@@ -162,8 +162,15 @@ def replay(
                 }
             )
         if keep is not None:
+            # An update PCS was making when the stream ended has settled since: the kept groups are
+            # ACTIVE, so `lifeguard undo` can be tried on them.
+            clock.set(clock() + timedelta(seconds=PCS_UPDATE_SECONDS + 1))
             keep(aws, stack, result)
     return result
+
+
+# How long the local PCS takes to make an update (UPDATING, then ACTIVE), on the stream's clock.
+PCS_UPDATE_SECONDS = 60
 
 
 def build_handlers(
