@@ -205,3 +205,14 @@ def test_thousands_of_problems_list_the_first_for_people_and_every_one_for_progr
     programs = runner.invoke(app, ["lint", "--json", str(path)])
     (document,) = json.loads(programs.stdout)["files"]
     assert len(document["problems"]) == 3001
+
+
+def test_an_invalid_value_of_any_length_is_shown_shortened(tmp_path: Path) -> None:
+    """An onError of a million characters (a damaged or hostile file) is named, not printed whole."""
+    script = {"name": "a", "scriptSource": {"scriptLocation": "s3://bucket/key"}, "onError": "X" * 1_000_000}
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+    result = runner.invoke(app, ["lint", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 1
+    assert "is not one of TERMINATE, STOP_SEQUENCE, CONTINUE" in result.stdout.replace("\n", " ")
+    assert len(result.stdout) < 5_000, len(result.stdout)

@@ -198,7 +198,7 @@ def _check_string(
         return
     if "enum" in spec:
         if value not in spec["enum"]:
-            out.append(Problem(path, f"{value!r} is not one of {', '.join(spec['enum'])}"))
+            out.append(Problem(path, f"{_shorten(value)!r} is not one of {', '.join(spec['enum'])}"))
         return
     length = len(value)
     if "min" in spec and length < spec["min"]:
