@@ -204,9 +204,14 @@ class _Responder:
                 "Data": dict(data or {}),
             }
         ).encode()
+        url = str(self._event.get("ResponseURL"))
+        if not _cloudformation_url(url):
+            # Whoever may invoke the function could otherwise have it PUT to any address (an internal one).
+            logger.error("not answered: the ResponseURL is not CloudFormation's (https, *.amazonaws.com)")
+            return
         # The URL is presigned for an empty content type; it is never logged (it carries a signature).
         request = urllib.request.Request(
-            str(self._event["ResponseURL"]),
+            url,
             data=body,
             method="PUT",
             headers={"content-type": "", "content-length": str(len(body))},
@@ -219,6 +224,23 @@ class _Responder:
             except OSError as exc:
                 logger.warning("answering %s failed (attempt %d): %s", status, attempt, type(exc).__name__)
                 time.sleep(attempt)
+
+
+def _cloudformation_url(url: str) -> bool:
+    """Whether an answer may go to `url`: CloudFormation's presigned S3 URL (https, a host of
+    amazonaws.com, or amazonaws.com.cn), or any when the function's AWS is a local one (AWS_ENDPOINT_URL:
+    the tests, and replays, answer to a CloudFormation of their own on loopback)."""
+    import os
+    from urllib.parse import urlsplit
+
+    if os.environ.get("AWS_ENDPOINT_URL"):
+        return True
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    host = (parts.hostname or "").lower()
+    return parts.scheme == "https" and host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
 def _physical_id(event: Mapping[str, Any]) -> str:

@@ -357,7 +357,7 @@ def test_an_invocation_about_to_time_out_answers_failed_once(
 
 
 def test_the_handler_returns_only_once_a_fired_watchdog_has_answered(
-    package: Path, answers: ResponseSink, monkeypatch: pytest.MonkeyPatch
+    package: Path, answers: ResponseSink, aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The watchdog answers FAILED before the timeout; CloudFormation's URL answers 503 once, so that answer
     is retried a second later, while the publication fails and the handler ends. The handler must not
@@ -391,3 +391,29 @@ def test_a_failed_answer_fits_cloudformation_s_4_kib_whatever_its_reason_holds(
     assert answer["Status"] == "FAILED"
     assert len(json.dumps(answer).encode()) <= 4096
     assert answer["Reason"].isascii()
+
+
+def test_an_answer_goes_only_to_cloudformation_s_response_url(
+    package: Path, answers: ResponseSink, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever may invoke the function could hand it any URL: in an account (no local AWS), an answer goes
+    only to https on amazonaws.com, never to a plain-http or internal address."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    function = load_function(package)
+    function.lambda_handler(cfn_event("Delete", answers.url, "b-ok"), FakeContext())
+    assert answers.received == []
+    allowed = function._cloudformation_url
+    assert allowed(
+        "https://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/a?X-Amz-Signature=s"
+    )
+    assert allowed(
+        "https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/a"
+    )
+    for url in (
+        "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/a",
+        "https://169.254.169.254/latest/meta-data",
+        "https://amazonaws.com.evil.example/a",
+        "https://evil.example/?host=.amazonaws.com",
+        "not a url",
+    ):
+        assert not allowed(url), url
