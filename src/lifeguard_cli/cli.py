@@ -628,6 +628,7 @@ def status(
             f"{episode['kind']} {episode['episode_id']} ({episode['failures']} failed"
             + (f", {episode['suspect']})" if episode["suspect"] else ")")
             + (f"; contained, not fixed: {len(episode['kept'])} kept" if episode["contained_at"] else "")
+            + (f", {len(episode['replaced'])} replaced as unhealthy" if episode["replaced"] else "")
             if episode
             else "-"
         )

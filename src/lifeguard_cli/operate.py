@@ -498,7 +498,9 @@ def _episode(state: GroupState) -> dict[str, Any] | None:
         "failures": len(episode.failures),
         "suspect": f"{suspect.stage}/{suspect.script}" if suspect else None,
         "contained_at": episode.contained_at,
-        "kept": list(episode.kept),
+        # A kept node PCS has since terminated as unhealthy is kept no more.
+        "kept": [instance for instance in episode.kept if instance not in state.unhealthy],
+        "replaced": [instance for instance in episode.kept if instance in state.unhealthy],
     }
 
 
@@ -510,9 +512,18 @@ def _episode_ends(state: GroupState) -> list[AuditEntry]:
             continue
         script = f"{episode.suspect.stage}/{episode.suspect.script}" if episode.suspect else "its script"
         if episode.contained_at is not None:
-            kept = ", ".join(episode.kept) or "a node"
+            # The node kept first: later ones were kept after this moment, each in its turn.
+            kept = episode.kept[0] if episode.kept else "a node"
             reason = f"contained, not fixed: {kept} kept with {script} still failing"
             found.append(_milestone(episode.contained_at, "contained", episode.episode_id, reason))
+            for instance in episode.kept:
+                if instance in state.unhealthy:
+                    reason = (
+                        f"kept node {instance} terminated by PCS as unhealthy (TERMINATED/UNHEALTHY_NODE)"
+                    )
+                    found.append(
+                        _milestone(state.unhealthy[instance], "replaced", episode.episode_id, reason)
+                    )
         if episode.resolved_at is not None:
             by = f" by {episode.resolved_by}" if episode.resolved_by else ""
             reason = f"resolved: a node bootstrapped with no failed script{by}"

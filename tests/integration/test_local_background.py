@@ -111,6 +111,26 @@ def test_undo_can_be_tried_after_replay_keep_of_a_stream_ending_right_after_a_ch
     assert undone.stdout.rstrip().endswith("applied")
 
 
+def test_status_and_history_tell_kept_nodes_pcs_has_since_replaced_as_unhealthy(env: dict[str, str]) -> None:
+    """Both nodes the quarantine kept were terminated as unhealthy later: none is kept any more, and the
+    history says when each went; a skip held back by no dry run is not called one."""
+    kept = lifeguard("replay", "--keep", str(STREAMS / "quarantine-drained-replacement-loop.jsonl"), env=env)
+    assert kept.returncode == 0, kept.stderr
+    (row,) = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)["groups"]
+    gone = ["i-0c4d5e6f7a8b9c0d1", "i-0d5e6f7a8b9c0d1e2"]
+    assert (row["open_episode"]["kept"], row["open_episode"]["replaced"]) == ([], gone)
+    shown = lifeguard("status", "--local", env=env).stdout
+    assert "0 kept, 2 replaced as" in " ".join(shown.split())  # the table wraps its cells
+    assert "(dry run)" not in shown
+    history = json.loads(lifeguard("history", "pcs_abcdef01", "--local", "--json", env=env).stdout)
+    ends = [
+        (e["decision"], e["reason"]) for e in history["entries"] if e["decision"] in ("contained", "replaced")
+    ]
+    assert [decision for decision, _ in ends] == ["contained", "replaced", "replaced"]
+    assert gone[1] not in ends[0][1]  # kept after the loop was first contained
+    assert [gone[0] in ends[1][1], gone[1] in ends[2][1]] == [True, True]
+
+
 def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_running(
     env: dict[str, str], tmp_path: Path
 ) -> None:
