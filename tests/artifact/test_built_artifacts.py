@@ -393,3 +393,46 @@ def test_review_changes_reviews_the_recorded_cloudtrail_call(deployment: Deploym
     detail = published["detail"]
     assert detail["changed_by"]["arn"] == "arn:aws:sts::123456789012:assumed-role/ClusterAdmin/alice"
     assert "unpinned-mutable-source" in {risk["code"] for risk in detail["risks"]}
+
+
+def test_the_layer_holds_only_what_the_handlers_import(deployment: Deployment, shift_ms: int) -> None:
+    """Nothing goes into the Lambda package that it does not use: of the layer, what the five built
+    functions import handling their events, but for the node side (`lifeguard.node`, the bundle's) and
+    a few modules Powertools imports only on paths these events do not take."""
+    from lifeguard.store.groups import GroupStore
+    from tests.integration.conftest import open_episode
+
+    imported: set[Path] = set()
+    scaling = deployment.invoke("ScalingEventsFunction", retimed("article-terminate-loop", shift_ms))
+    reports = deployment.invoke("NodeReportsFunction", retimed("article-node-reports", shift_ms))
+    detected = load_event("eventbridge/bootstrap-loop-detected.json")
+    group = deployment.group()
+    detected["detail"]["config_modified_at"] = int(group["modifiedAt"].timestamp() * 1000)
+    open_episode(GroupStore(deployment.local.client("dynamodb"), deployment.stack.table), detected["detail"])
+    remediate = deployment.invoke("RemediateFunction", detected)
+    notify = deployment.invoke("NotifyFunction", load_event("eventbridge/remediation-applied.json"))
+    trail = load_event("cloudtrail/update-compute-node-group.json")
+    trail["detail"]["eventTime"] = datetime.fromtimestamp(time.time() - 60, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    review = deployment.invoke("ReviewChangesFunction", trail)
+    for invocation in (scaling, reports, remediate, notify, review):
+        imported |= {Path(f).resolve() for f in invocation.modules.values()}
+    layer = deployment.layer.resolve()
+    shipped = [p for p in layer.rglob("*.py") if "__pycache__" not in p.parts]
+    unused = [p for p in shipped if p not in imported]
+    size = lambda paths: sum(  # noqa: E731 - source and its .pyc
+        p.stat().st_size + (p.parent / "__pycache__" / f"{p.stem}.cpython-312.pyc").stat().st_size
+        for p in paths
+        if (p.parent / "__pycache__" / f"{p.stem}.cpython-312.pyc").exists()
+    )
+    by_top: dict[str, int] = {}
+    for p in unused:
+        rel = p.relative_to(layer).parts
+        key = "/".join(rel[:2]) if len(rel) > 2 else rel[0]
+        by_top[key] = by_top.get(key, 0) + 1
+    biggest = sorted(by_top.items(), key=lambda kv: -kv[1])[:12]
+    assert size(unused) < 0.2 * size(shipped), (
+        f"{len(unused)} of {len(shipped)} modules ({size(unused) // 1024} KiB of {size(shipped) // 1024} "
+        f"KiB) are never imported by any handler; by package: {biggest}"
+    )
