@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -14,8 +15,12 @@ from lifeguard.wiring import build_notify
 logger = Logger()
 metrics = Metrics()
 copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
+# When the running invocation must have ended (time.monotonic()): Slack's pacing takes no slot it could
+# not wait for.
+_deadline = {"at": float("inf")}
 notifier = build_notify(
-    metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+    metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value),
+    time_left=lambda: _deadline["at"] - time.monotonic(),
 )
 
 
@@ -23,4 +28,5 @@ notifier = build_notify(
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Notify one event; raises when a channel failed after its retries, so the event is retried."""
+    _deadline["at"] = time.monotonic() + context.get_remaining_time_in_millis() / 1000
     return notifier.handle_event(event).to_dict()

@@ -4,6 +4,7 @@ channel never blocking another, the episode's messages numbered, and what is inv
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -194,6 +195,57 @@ def test_a_message_another_invocation_is_sending_is_retried_not_taken_for_sent()
     clock.now += CLAIM_LEASE_SECONDS + 1  # the other invocation was stopped before it sent it
     assert Notifier([sns], store).handle_event(applied_event()).sent == ["sns"]
     assert Notifier([sns], store).handle_event(applied_event()).already_sent == ["sns"]
+
+
+def test_a_burst_reaches_slack_at_its_pace_with_no_slot_left_unused_and_nothing_parked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 events at once (a shared script looping sixty groups: each detected, attributed, remediated,
+    reviewed): every invocation takes the webhook's next slot only if it can wait for it in the time it
+    has, else fails at once and Lambda retries it a minute later; Lambda stops one past its Timeout, and
+    gives up (parks the event) after its two retries."""
+    from contextlib import nullcontext
+
+    from lifeguard.notify import SlackError
+    from lifeguard.notify.summary import summarize
+
+    answered = type("Answer", (), {"read": lambda _: b""})()
+    monkeypatch.setattr("urllib.request.urlopen", lambda *_, **__: nullcontext(answered))
+    clock = Clock()
+    store = NoticeStore(FakeDynamoDB(), "t", clock=clock)
+    event = applied_event()
+    summary = summarize(event["detail-type"], event["detail"])
+    queue = [(clock.now, n, 0) for n in range(300)]
+    heapq.heapify(queue)
+    sent, parked, posted_at = 0, 0, []
+    while queue:
+        at, n, attempt = heapq.heappop(queue)
+        clock.now = at
+        waited = [0.0]
+
+        def sleep(seconds: float, waited: list[float] = waited) -> None:
+            waited[0] += seconds
+            if waited[0] > NOTIFY_TIMEOUT:
+                raise LambdaTimedOut
+
+        slack = SlackChannel(
+            lambda: SLACK_URL,
+            sleep=sleep,
+            pacer=store.reserve_post,
+            time_left=lambda waited=waited: NOTIFY_TIMEOUT - waited[0],
+        )
+        try:
+            slack.send(summary, event["detail"])
+            sent += 1
+            posted_at.append(at + waited[0])
+        except (SlackError, LambdaTimedOut) as exc:
+            ended = at + (NOTIFY_TIMEOUT if isinstance(exc, LambdaTimedOut) else 0)
+            if attempt < 2:  # MaximumRetryAttempts: 2, a minute and then two after the failure
+                heapq.heappush(queue, (ended + 60 * (attempt + 1), n, attempt + 1))
+            else:
+                parked += 1
+    assert (sent, parked) == (300, 0)
+    assert max(posted_at) - min(posted_at) < 300  # one a second: no slot taken and left unused
 
 
 def test_a_claims_lease_outlasts_the_notify_function() -> None:

@@ -219,9 +219,11 @@ def build_notify(
     metric: Metric | None = None,
     clients: Clients = lazy_client,
     slack_interval_seconds: float = 1.0,
+    time_left: Callable[[], float] | None = None,
 ) -> Notifier:
     """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
-    webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none)."""
+    webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none),
+    never waiting for a slot longer than the invocation has left (`time_left`, seconds)."""
     from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
     from lifeguard.notify.notifier import Channel
     from lifeguard.store.notices import NoticeStore
@@ -243,6 +245,7 @@ def build_notify(
                 pacer=pacer,
                 min_interval_seconds=slack_interval_seconds,
                 metric=metric or uncounted,
+                time_left=time_left,
             )
         )
     if not channels:

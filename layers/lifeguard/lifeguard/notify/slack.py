@@ -35,8 +35,11 @@ _EMOJI = {
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # When each webhook (by hash) may take its next message: shared by every channel of the process.
 _NEXT_POST: dict[str, float] = {}
-# (webhook key, interval) -> seconds to wait before posting: a pace shared beyond this process.
-Pacer = Callable[[str, float], float]
+# (webhook key, interval, the longest wait the sender can take) -> seconds to wait before posting, or None
+# when the next free slot is further away than that (none is taken): a pace shared beyond this process.
+Pacer = Callable[[str, float, "float | None"], "float | None"]
+# Of the invocation's time left, what a post needs after its wait: its attempts' timeouts and backoff.
+SEND_MARGIN_SECONDS = 40.0
 
 
 class SlackError(LifeguardError):
@@ -175,6 +178,7 @@ class SlackChannel:
         clock: Callable[[], float] = time.monotonic,
         pacer: Pacer | None = None,
         metric: Metric = uncounted,
+        time_left: Callable[[], float] | None = None,
     ) -> None:
         self._webhook = webhook
         self.attempts = attempts
@@ -185,6 +189,8 @@ class SlackChannel:
         self._clock = clock
         self._pacer = pacer
         self._metric = metric  # SlackRetries: a post tried again (429, 5xx, no answer in time)
+        # Seconds the invocation has left (None: no bound): no slot is taken that it could not wait for.
+        self._time_left = time_left
 
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
         """Post the event; raises SlackError when every attempt failed."""
@@ -228,8 +234,15 @@ class SlackChannel:
     def _pace(self, url: str) -> None:
         key = hashlib.sha256(url.encode()).hexdigest()
         if self._pacer is not None:
-            # Shared by every concurrent invocation: each takes the webhook's next free slot.
-            wait = self._pacer(key, self.min_interval_seconds)
+            # Shared by every concurrent invocation: each takes the webhook's next free slot, one it can
+            # wait for; else the message is retried later (Lambda's retry), holding up no one meanwhile.
+            most = self._time_left() - SEND_MARGIN_SECONDS if self._time_left is not None else None
+            wait = self._pacer(key, self.min_interval_seconds, most)
+            if wait is None:
+                raise SlackError(
+                    "Slack message not sent yet: the webhook takes one message a second, and the ones queued "
+                    "before it take longer than this invocation has left; it is retried"
+                )
             if wait > 0:
                 self._sleep(wait)
             return

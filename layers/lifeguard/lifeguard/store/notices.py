@@ -15,9 +15,9 @@ __all__ = ["CLAIM_LEASE_SECONDS", "NOTICE_TTL_SECONDS", "Claim", "Group", "Notic
 
 NOTICE_TTL_SECONDS = 30 * 24 * 3600
 # How long a claim holds while its message is being sent: longer than the notify function may run (its
-# Timeout, 120 s), so a live sender is never doubled, and short enough that the retry of an invocation
+# Timeout, 600 s), so a live sender is never doubled, and short enough that the retry of an invocation
 # Lambda stopped (at its timeout, in a long wait for Slack) takes it over instead of finding it "sent".
-CLAIM_LEASE_SECONDS = 150.0
+CLAIM_LEASE_SECONDS = 650.0
 Group = tuple[str, str]  # (cluster id, compute node group id) an event is about
 Claim = Literal["claimed", "sent", "sending"]
 
@@ -76,16 +76,22 @@ class NoticeStore:
         """Give a claim back after the send failed, so a retry sends it."""
         self._table.delete(item_key(group_key(*group), f"NOTICE#{key}#{channel}"))
 
-    def reserve_post(self, webhook_key: str, interval_seconds: float, attempts: int = 32) -> float:
+    def reserve_post(
+        self, webhook_key: str, interval_seconds: float, max_wait: float | None = None, attempts: int = 32
+    ) -> float | None:
         """Take the webhook's next free slot, at least `interval_seconds` after the one taken before it by any
         invocation; returns the seconds to wait for it. The slot is claimed with a conditional write, so
-        two concurrent senders never get the same one."""
+        two concurrent senders never get the same one. None, and no slot taken, when the next free one is
+        more than `max_wait` seconds away (the invocation could not wait for it: a slot it took and never
+        used would hold up every sender after it)."""
         key = item_key(f"WEBHOOK#{webhook_key}", "PACE")
         for _ in range(attempts):
             now = self._clock()
             item = self._table.get(key)
             taken = item["next_at"]["N"] if item else None
             slot = max(now, float(taken) if taken is not None else now)
+            if max_wait is not None and slot - now > max_wait:
+                return None
             try:
                 self._table.put(
                     {
