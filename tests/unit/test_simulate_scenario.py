@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +211,24 @@ def test_every_problem_of_a_scenario_is_reported_at_once() -> None:
         "faults[1].at_minute",
     ]
     assert str(caught.value).startswith("5 problems: s.yaml: horizon_minutes: 0 is out of range")
+
+
+def test_the_twins_scontrol_answers_in_one_write_so_a_ready_check_under_pipefail_never_fails(
+    tmp_path: Path,
+) -> None:
+    """The article's ready-check pipes `scontrol show node` into `grep -q` under `set -o pipefail`: grep
+    leaves at its match, and an answer written in two parts then dies of SIGPIPE and fails the check
+    (about one boot in sixteen here, more on a loaded machine). Slurm's answer is one write; so is the
+    twin's."""
+    from lifeguard_cli.simulate.twin import _SCONTROL
+
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(_SCONTROL)
+    scontrol.chmod(0o755)
+    check = (
+        f"set -o pipefail; for _ in $(seq 200); do "
+        f"{scontrol} show node n1 | grep -q '^NodeName=n1 ' || exit 1; done"
+    )
+    env = {"PATH": os.environ["PATH"], "PCS_NODE_ID": "n1", "LIFEGUARD_SIM_SLURM_LOG": os.devnull}
+    done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -70,11 +70,15 @@ SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may ru
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 _SCONTROL = (
     "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm, and shows the node as Slurm\n"
-    "# shows one that registered (the article's ready-check reads it in nodeReady).\n"
+    "# shows one that registered (the article's ready-check reads it in nodeReady). Its answer is one\n"
+    "# write, as Slurm's is: `scontrol show node X | grep -q ...` under pipefail would otherwise fail\n"
+    "# when grep has matched and gone before a second write (SIGPIPE).\n"
     'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
     'if [ "$1" = show ] && [ "$2" = node ]; then\n'
-    '  echo "NodeName=${3:-$PCS_NODE_ID} Arch=x86_64 CoresPerSocket=1"\n'
-    '  echo "   State=IDLE+CLOUD ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A"\n'
+    "  cat <<SHOWN\n"
+    "NodeName=${3:-$PCS_NODE_ID} Arch=x86_64 CoresPerSocket=1\n"
+    "   State=IDLE+CLOUD ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A MCS_label=N/A\n"
+    "SHOWN\n"
     "fi\n"
 )
 # The twin's systemctl: slurmd is active on a node that registered (the article's ready-check asks).
