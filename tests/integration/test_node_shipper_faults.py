@@ -237,3 +237,29 @@ def test_a_pcs_agent_download_failure_is_shipped_within_two_seconds(
     assert failure is not None
     assert (failure.script, failure.on_error, failure.outcome) == ("mount-fsx", "TERMINATE", "failed")
     assert took <= 2.0, f"the TERMINATE failure was shipped {took:.1f} s after it was logged"
+
+
+def test_a_rotated_executor_log_is_read_from_its_start(node: Node, local: Any, log_group: str) -> None:
+    """executor.log rotated (logrotate's `create`: renamed, a new file made) while the shipper was not
+    looking (stopped, restarting, or between two polls). The new file's records must all be shipped; the
+    shipper must not seek into the new file at the old file's offset and lose its first records."""
+    config = node.config("article-first-boot-every-boot")
+    assert node.boot(config).returncode == 0
+    assert ship(node, log_group, "--once").returncode == 0
+    assert len(shipped(local, log_group)) == 3
+    log = node.actions / "executor.log"
+    log.rename(log.with_name("executor.log.1"))
+    for _ in range(3):  # three reboots: the new file grows past where the old one ended
+        assert node.boot(config).returncode == 0
+    assert log.stat().st_size > log.with_name("executor.log.1").stat().st_size
+    assert ship(node, log_group, "--once").returncode == 0
+    after = [(r.boot, r.script, r.outcome) for r in shipped(local, log_group)[3:]]
+    assert after == [
+        (boot, script, outcome)
+        for boot in (2, 3, 4)
+        for script, outcome in (
+            ("record-first-boot", "skipped"),
+            ("record-every-boot", "succeeded"),
+            ("ready-check", "skipped"),
+        )
+    ]

@@ -242,6 +242,7 @@ def _logs_client() -> Any:
 @dataclass
 class _State:
     executor_offset: int = 0
+    executor_inode: int = 0  # of the executor.log the offset is in (0: not known, a state saved before)
     script_offsets: dict[str, int] = field(default_factory=dict)
     boot: int = 1
     first_boot: bool = True
@@ -257,6 +258,7 @@ class _State:
             data = json.loads(path.read_text())
             state = cls(
                 executor_offset=_offset(data["executor_offset"]),
+                executor_inode=_offset(data.get("executor_inode", 0)),
                 script_offsets={str(k): _offset(v) for k, v in data["script_offsets"].items()},
                 boot=_offset(data["boot"]),
                 first_boot=data["first_boot"],
@@ -271,6 +273,7 @@ class _State:
     def save(self, path: Path) -> None:
         data = {
             "executor_offset": self.executor_offset,
+            "executor_inode": self.executor_inode,
             "script_offsets": self.script_offsets,
             "boot": self.boot,
             "first_boot": self.first_boot,
@@ -386,12 +389,17 @@ class Shipper:
     def _collect(self) -> list[str]:
         path = self.layout.executor_log
         try:
-            size = path.stat().st_size
+            found = path.stat()
         except FileNotFoundError:
             return []
+        size, inode = found.st_size, found.st_ino
+        if inode != self.state.executor_inode:
+            if self.state.executor_inode:  # another file now (rotated: renamed, a new one made): its start
+                self.state.executor_offset = 0
+            self.state.executor_inode = inode
         if size == self.state.executor_offset:
             return []  # nothing new: an idle poll is one stat
-        if size < self.state.executor_offset:  # rotated or truncated: start over
+        if size < self.state.executor_offset:  # truncated: start over
             self.state.executor_offset = 0
         with path.open("rb") as file:
             file.seek(self.state.executor_offset)
