@@ -529,3 +529,31 @@ def test_a_config_nested_too_deep_to_read_is_bad_usage_not_an_internal_error(nod
     )
     assert result.returncode == 64, result.stderr
     assert "is not valid JSON" in result.stderr
+
+
+@pytest.mark.parametrize("signum", [2, 15])
+def test_stopping_the_boot_stops_the_script_it_is_running(node: Node, signum: int) -> None:
+    """Ctrl-C, or a service manager's SIGTERM: the boot exits 128 + the signal, and the root script it was
+    running (in a session of its own, which the signal never reaches) does not go on alone."""
+    marker = node.root / "still-running"
+    node.put_script("scripts/slow.sh", f"#!/bin/bash\nsleep 3\ntouch {marker}\n")
+    config = node.script_config(
+        {"nodeBootstrapped": [{"name": "slow", "scriptSource": {"scriptLocation": "scripts/slow.sh"}}]}
+    )
+    path = node.root.parent / "slow.json"
+    path.write_text(json.dumps(config))
+    boot = subprocess.Popen(
+        [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root), "--node-id", "n1"],
+        env=node.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 10
+    log = node.actions / "nodeBootstrapped" / "slow.log"
+    while not log.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    boot.send_signal(signum)
+    assert boot.wait(timeout=10) == 128 + signum
+    time.sleep(3.5)
+    assert not marker.exists(), "the script ran on after its boot was stopped"

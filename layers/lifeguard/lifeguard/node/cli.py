@@ -184,8 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _COMMANDS[args.command](args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return 128 + (exc.signum if isinstance(exc, _Stopped) else signal.SIGINT)
     except Exception as exc:  # noqa: BLE001 - one clean line, never a traceback, for an unforeseen failure
         print(f"lifeguard-node: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
@@ -233,9 +233,23 @@ def _boot(args: argparse.Namespace) -> int:
     # An ignored SIGCHLD, kept across exec from whatever started the boot, has the kernel reap each script:
     # its exit status would be lost, and a failure read as a success.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # Stopped (systemd, a person): as Ctrl-C, so the running script's process group is stopped with it.
+    signal.signal(signal.SIGTERM, _interrupted)
     result = executor.boot()
     _report(result, as_json=args.json)
     return result.exit_code
+
+
+class _Stopped(KeyboardInterrupt):
+    """The boot was sent SIGTERM: it stops as on Ctrl-C, and exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise _Stopped(signum)
 
 
 # The longest wait a setting may ask for: a day (a script's timeout, a fetch's backoff).

@@ -248,6 +248,9 @@ def _run(
     except TimeoutError:
         _kill(process, kill_grace_seconds)
         return TIMEOUT_EXIT_CODE, f"script '{name}' timed out after {timeout_seconds:g} s"
+    except BaseException:  # the boot itself is being stopped (Ctrl-C, SIGTERM): its script goes with it
+        _kill(process, kill_grace_seconds)
+        raise
     if returncode == 0:
         return 0, None
     if returncode < 0:
