@@ -220,8 +220,6 @@ def replay(
         return
     from lifeguard_cli.local import background
 
-    background.stop()  # one local AWS at a time: the replay's replaces the one running
-
     def kept(ready: Any) -> None:
         def keep_up(aws: Any, stack: Any, result: Any) -> None:
             show(result)
@@ -239,7 +237,9 @@ def replay(
         except typer.Exit as exc:
             raise SystemExit(exc.exit_code) from None
 
-    code = background.in_background(kept)
+    with background.starting() as lock:
+        background.stop()  # one local AWS at a time: the replay's replaces the one running
+        code = background.in_background(kept, close_in_child=(lock,))
     if code:
         raise typer.Exit(code)
 
@@ -817,12 +817,6 @@ def local_up(
     """
     from lifeguard_cli.local import background
 
-    running = background.read_state()
-    if running is not None:
-        typer.echo(f"# the local AWS is up already (pid {running['pid']})")
-        typer.echo(background.exports(running["environ"]))
-        return
-
     def up(ready: Any) -> None:
         from lifeguard_cli.local import LocalPcs, local_aws
         from lifeguard_cli.local.stack import create_deployed_stack
@@ -837,7 +831,13 @@ def local_up(
             ready({"environ": environ, "table": None, "stack_name": deployed.stack_name})
             background.serve_until_stopped()
 
-    code = background.in_background(up)
+    with background.starting() as lock:
+        running = background.read_state()
+        if running is not None:
+            typer.echo(f"# the local AWS is up already (pid {running['pid']})")
+            typer.echo(background.exports(background.shell_environ(running)))
+            return
+        code = background.in_background(up, close_in_child=(lock,))
     if code:
         raise typer.Exit(code)
 

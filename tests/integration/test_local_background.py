@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,3 +156,76 @@ def test_a_state_file_whose_process_is_another_now_is_not_stopped(env: dict[str,
     finally:
         other.kill()
         other.wait()
+
+
+def test_two_local_up_at_once_leave_nothing_running_after_local_down(env: dict[str, str]) -> None:
+    started = [
+        subprocess.Popen(
+            [str(LIFEGUARD), "local", "up"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [process.communicate(timeout=180) for process in started]
+    for out, _ in outputs:
+        # "# the local AWS is up: ..." or "# the local AWS is up already (pid N)"
+        assert out.startswith("# the local AWS is up"), out
+    state = json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())
+    # Every `lifeguard local up` process of this test's state file, whether the state file names it or not.
+    servers = {
+        pid
+        for pid in _local_up_processes()
+        if _env_of(pid).get("LIFEGUARD_LOCAL_STATE") == env["LIFEGUARD_LOCAL_STATE"]
+    }
+    assert state["pid"] in servers
+    try:
+        assert lifeguard("local", "down", env=env).returncode == 0
+        time.sleep(1)
+        left = {pid for pid in servers if alive(pid)}
+        assert not left, f"local down left {left} running (up printed {[o for o, _ in outputs]})"
+    finally:
+        for pid in servers:
+            if alive(pid):
+                os.kill(pid, 15)
+
+
+def _local_up_processes() -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if [a for a in argv if a in (b"local", b"up")] == [b"local", b"up"] and any(
+                a.endswith(b"/lifeguard") for a in argv
+            ):
+                found.add(int(entry.name))
+    return found
+
+
+def _env_of(pid: int) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def test_local_up_while_a_replay_is_kept_prints_exports_that_status_local_can_use(
+    env: dict[str, str],
+) -> None:
+    kept = lifeguard("replay", "--keep", str(STREAMS / "article-terminate-loop-with-reports.jsonl"), env=env)
+    assert kept.returncode == 0, kept.stderr
+    up = lifeguard("local", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    pasted = dict(env)
+    for line in up.stdout.splitlines():
+        if line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            pasted[key] = value
+    status = lifeguard("status", "--local", env=pasted)
+    assert status.returncode == 0, status.stderr

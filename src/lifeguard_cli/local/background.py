@@ -17,11 +17,20 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["exports", "in_background", "read_state", "serve_until_stopped", "state_path", "stop"]
+__all__ = [
+    "exports",
+    "in_background",
+    "read_state",
+    "serve_until_stopped",
+    "shell_environ",
+    "starting",
+    "state_path",
+    "stop",
+]
 
 READY = b"\x00lifeguard-local-ready\n"  # the child's last word to its parent: up, and serving
 
@@ -65,11 +74,42 @@ def exports(environ: Mapping[str, str]) -> str:
     return "\n".join(f"export {key}={value}" for key, value in environ.items())
 
 
-def in_background(work: Callable[[Callable[[Mapping[str, Any]], None]], None]) -> int:
+@contextlib.contextmanager
+def starting() -> Iterator[int]:
+    """Hold the starts' lock (a file beside the state file) while a local AWS is started: two at once
+    would each write the state file, and the first one's process would be left serving, stopped by no
+    `local down`. Yields the lock's descriptor, which the started child must not keep (`in_background`'s
+    `close_in_child`): the lock is let go once the new one is up."""
+    import fcntl
+
+    path = state_path().with_name(state_path().name + ".lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def shell_environ(state: Mapping[str, Any]) -> dict[str, str]:
+    """What a shell needs exported for `--local` to find the running local AWS's stack or table."""
+    environ = dict(state["environ"])
+    if state.get("stack_name"):
+        environ["LIFEGUARD_STACK_NAME"] = str(state["stack_name"])
+    elif state.get("table"):
+        environ["LIFEGUARD_TABLE"] = str(state["table"])
+    return environ
+
+
+def in_background(
+    work: Callable[[Callable[[Mapping[str, Any]], None]], None], *, close_in_child: Sequence[int] = ()
+) -> int:
     """Run `work(ready)` in a child that outlives this process; returns the exit status for this one.
 
     The child's stdout and stderr come to this process's until it calls `ready(state)`, which writes the
-    state file and lets this process go: 0 when it did, else the child's exit status (at least 1).
+    state file and lets this process go: 0 when it did, else the child's exit status (at least 1). The
+    child closes `close_in_child` first.
     """
     import selectors
 
@@ -111,6 +151,8 @@ def in_background(work: Callable[[Callable[[Mapping[str, Any]], None]], None]) -
         return 128 - code if code < 0 else code or 1
     os.close(out_read)
     os.close(err_read)
+    for fd in close_in_child:
+        os.close(fd)
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
