@@ -557,3 +557,46 @@ def test_stopping_the_boot_stops_the_script_it_is_running(node: Node, signum: in
     assert boot.wait(timeout=10) == 128 + signum
     time.sleep(3.5)
     assert not marker.exists(), "the script ran on after its boot was stopped"
+
+
+def test_a_script_that_removes_the_log_tree_does_not_fail_the_next_script(node: Node) -> None:
+    """A script (log cleanup, AMI-style `rm -rf /var/log/amazon/pcs/...`) removes the lifecycle log
+    folder. The next script of the stage is a healthy one: it must run and succeed, and its record must be
+    in executor.log where the shipper reads it; not fail with 126 (TERMINATE: the node is killed) while
+    its record goes to a deleted file."""
+    node.put_script("scripts/clean.sh", "#!/bin/bash\nrm -rf var/log/amazon/pcs/lifecycle/actions\n")
+    node.put_script("scripts/ok.sh", "#!/bin/bash\necho fine\n")
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {"name": "clean", "scriptSource": {"scriptLocation": "scripts/clean.sh"}},
+                {"name": "healthy", "scriptSource": {"scriptLocation": "scripts/ok.sh"}},
+            ]
+        }
+    )
+    result = node.boot(config)
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    # Both said: the record of the script that cleaned the folder goes to a new executor.log.
+    assert [r["script"] for r in messages(node, "script completed")] == ["clean", "healthy"]
+
+
+def test_records_written_after_a_script_removed_the_log_tree_reach_executor_log(node: Node) -> None:
+    """After a script removed the folder, the boot's later records (the rest of the stage, nodeReady,
+    'boot completed') must be in executor.log at its path: the shipper reads that path, and a record
+    written to the deleted file is lost to it (and to the admin reading the node)."""
+    node.put_script("scripts/clean.sh", "#!/bin/bash\nrm -rf var/log/amazon/pcs/lifecycle/actions\n")
+    config = node.config("article-stop-sequence")
+    config["stages"]["nodeBootstrapped"].insert(
+        0,
+        {
+            "name": "clean",
+            "onError": "CONTINUE",
+            "scriptSource": {"scriptLocation": f"s3://{node.bucket}/scripts/clean.sh"},
+        },
+    )
+    node.boot(config)
+    log = node.actions / "executor.log"
+    assert log.exists(), "executor.log is gone: every later record went to the deleted file"
+    said = [(r["message"], r.get("script")) for r in node.executor_records()]
+    assert ("lifecycle script failed; stopping remaining scripts", "fail-stop-sequence") in said
+    assert said[-1][0] == "boot completed"

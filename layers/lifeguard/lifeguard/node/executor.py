@@ -11,6 +11,7 @@ fetched: a reboot that reuses every cached script never loads urllib or ssl.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -200,10 +201,29 @@ class ExecutorLog:
     """executor.log: one JSON object per line, as the PCS agent writes it."""
 
     def __init__(self, path: Path) -> None:
-        ensure_dir(path.parent)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
-        os.fchmod(self._fd, EXECUTOR_LOG_MODE)
+        self._path = path
+        self._fd = self._open()
         self._lost = 0  # records a full disk (or any write error) kept out
+
+    def _open(self) -> int:
+        ensure_dir(self._path.parent)
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
+        os.fchmod(fd, EXECUTOR_LOG_MODE)
+        return fd
+
+    def _current(self) -> int:
+        """The descriptor of the file at the log's path now: a script that removed or replaced it (the log
+        folder cleaned) would otherwise have every later record written to a file no one can read."""
+        try:
+            same = os.path.samestat(os.stat(self._path), os.fstat(self._fd))
+        except OSError:
+            same = False
+        if not same:
+            with contextlib.suppress(OSError):
+                fd = self._open()
+                os.close(self._fd)
+                self._fd = fd
+        return self._fd
 
     def write(self, level: str, message: str, **fields: Any) -> None:
         """Append one record at once (one write, unbuffered), so the shipper sees it. A record that cannot
@@ -217,7 +237,7 @@ class ExecutorLog:
                 record[key] = value
         line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
         try:
-            os.write(self._fd, line.encode())
+            os.write(self._current(), line.encode())
         except OSError as exc:
             if not self._lost:
                 print(f"lifeguard-node: executor.log: {exc.strerror}; records are lost", file=sys.stderr)
@@ -303,14 +323,15 @@ class Executor:
         for stage in STAGES:
             stopped_by: str | None = None
             specs = [spec for spec in self.specs if spec.stage == stage]
-            if specs and terminated_by is None:
-                ensure_dir(self.layout.stage_dir(stage))
             for spec in specs:
                 skip = self._skip_reason(spec, result.first_boot, terminated_by, stopped_by)
                 if skip is not None:
                     log.write("INFO", "script skipped", stage=stage, script=spec.name, reason=skip)
                     result.runs.append(ScriptRun(stage, spec.name, spec.on_error, "skipped", error=skip))
                     continue
+                # For each script: the one before may have removed the log folder (cleaning up).
+                with contextlib.suppress(OSError):  # else its log cannot be written: a failure of its own
+                    ensure_dir(self.layout.stage_dir(stage))
                 run = self._run_script(spec, result, env, log)
                 result.runs.append(run)
                 if run.outcome != "failed":
