@@ -600,3 +600,30 @@ def test_records_written_after_a_script_removed_the_log_tree_reach_executor_log(
     said = [(r["message"], r.get("script")) for r in node.executor_records()]
     assert ("lifecycle script failed; stopping remaining scripts", "fail-stop-sequence") in said
     assert said[-1][0] == "boot completed"
+
+
+def test_two_boots_at_once_on_one_root_do_not_both_run_first_boot_only_scripts(node: Node) -> None:
+    """DESIGN: first boot is decided by state under DIR; 'every later boot on the same DIR is a reboot'.
+    Two `boot` runs started together (a unit started twice, an admin re-running it) must not both be the
+    first boot and run the FIRST_BOOT_ONLY scripts twice, concurrently."""
+    import threading
+
+    node.put_script(
+        "scripts/slow-once.sh",
+        '#!/bin/bash\necho "ran first_boot=$PCS_IS_FIRST_BOOT" >> var/lib/once.log\nsleep 2\n',
+    )
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {"name": "install", "scriptSource": {"scriptLocation": "scripts/slow-once.sh"}},
+            ]
+        }
+    )
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(node.boot(config))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ran = (node.root / "var/lib/once.log").read_text().splitlines()
+    assert ran == ["ran first_boot=1"], ran

@@ -293,7 +293,19 @@ class Executor:
     # -- the boot --
 
     def boot(self) -> BootResult:
-        """Run one boot: every stage, every script, with PCS's onError and executionPolicy semantics."""
+        """Run one boot: every stage, every script, with PCS's onError and executionPolicy semantics. One boot
+        of a root at a time: a second started meanwhile waits for the first, then is what follows it (a
+        reboot, when the first completed), never a second first boot."""
+        import fcntl
+
+        lock = os.open(ensure_dir(self.layout.state) / "boot.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._boot()
+        finally:
+            os.close(lock)
+
+    def _boot(self) -> BootResult:
         completed = self._completed_boots()
         result = BootResult(boot=completed + 1, first_boot=completed == 0)
         log = ExecutorLog(self.layout.executor_log)
