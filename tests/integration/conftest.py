@@ -17,6 +17,14 @@ import pytest
 from tests.conftest import ARTICLE_SCRIPTS, load_event
 
 LIFEGUARD_NODE = Path(sys.executable).parent / "lifeguard-node"
+# `lifeguard-node` with no file of it allowed past 1 MiB: a full disk, as the boot's scripts meet it.
+DISK_FULL_NODE = [
+    sys.executable,
+    "-c",
+    "import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+    str(LIFEGUARD_NODE),
+]
 
 
 @dataclass

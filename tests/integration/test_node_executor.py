@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lifeguard.node.layout import NodeLayout
-from tests.integration.conftest import LIFEGUARD_NODE, Node
+from tests.integration.conftest import DISK_FULL_NODE, LIFEGUARD_NODE, Node
 
 pytestmark = pytest.mark.integration
 
@@ -219,14 +219,7 @@ def test_a_full_disk_fails_the_script_that_filled_it_and_the_boot_goes_on(node: 
         }
     )
     config["stages"]["nodeBootstrapped"] = fill["stages"]["nodeBootstrapped"]
-    limited = [
-        sys.executable,
-        "-c",
-        "import os, resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20)); "
-        "os.execv(sys.argv[1], sys.argv[1:])",
-        str(LIFEGUARD_NODE),
-    ]
-    result = node.boot(config, command=limited)
+    result = node.boot(config, command=DISK_FULL_NODE)
     assert result.returncode == 0, result.stderr
     [failure] = messages(node, "lifecycle script failed; continuing")
     assert (failure["script"], failure["exit_code"]) == ("fill", 126)
