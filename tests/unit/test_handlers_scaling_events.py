@@ -25,11 +25,12 @@ from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
 from lifeguard.notify import summarize
+from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.remediation.records import AppliedChange, Ledger
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
-from lifeguard.wiring import Wiring, build_scaling_events
+from lifeguard.wiring import Wiring, build_remediate, build_scaling_events
 from tests.conftest import EVENTS, load_event
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
 
@@ -732,7 +733,7 @@ def test_reports_alone_detect_the_loop_once_and_the_scaling_log_bearing_it_out_a
     assert borne_out["reason"].startswith("the scaling log bears out the loop the node reports found: 2 ")
     episode = world.state().episode
     assert episode is not None
-    assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["node_reports", "scaling_log"])
+    assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["scaling_log", "node_reports"])
 
 
 def test_the_scaling_log_first_then_the_reports_is_still_one_episode() -> None:
@@ -1398,3 +1399,97 @@ def test_a_warm_container_does_not_drop_records_on_a_remembered_state_another_co
     world.feed([launched(good, at(23, 12)), succeeded(good, at(23, 16))])
     assert good in world.state().outcomes
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+
+
+# -- what forged reports that opened an episode decide once the scaling log bears it out: nothing
+
+
+def remediator(world: World) -> Remediator:
+    """The remediate function as its composition root builds it, on the world's table, bus and PCS."""
+    publisher = EventPublisher(world.bus, BUS, sleep=lambda _: None)
+    store = GroupStore(world.table, TABLE)
+    wiring = Wiring(
+        store,
+        PcsGateway(world.api),
+        GroupUpdater(store, publisher, clock=world.now),
+        DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
+    )
+    return build_remediate(
+        wiring,
+        settings=RemediationSettings(default_mode="quarantine"),
+        pcs=PcsGateway(world.api),
+        clock=world.now,
+        sleep=lambda _: None,
+    )
+
+
+def remediate_last_detection(world: World) -> dict[str, Any]:
+    """Hand the newest BootstrapLoopDetected to the remediator; the detail of what it published."""
+    detail = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"][-1]
+    [event] = remediator(world).handle_event({"detail-type": "BootstrapLoopDetected", "detail": detail})
+    return dict(event.detail)
+
+
+def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:
+    """A node forges two TERMINATE failures of `record-after-fail` on made-up instances of a group Lifeguard
+    has no state of yet. Then the article's real loop comes: `fail-terminate` fails on FIRST and SECOND,
+    their nodes report it, and the scaling log logs both BOOTSTRAP_FAILED. `_bear_out` adds `scaling_log` to
+    the forged episode but keeps its forged evidence and suspect: the remediation switches the script the
+    forger named, not the one PCS's scaling log and the real nodes' reports show failing."""
+    world = World()
+    when = at(1, 2) // 1000  # after the configuration took effect (01:00), before the real loop (01:04)
+    ship(
+        world,
+        reports_handler(world),
+        [
+            forged("i-0fake000000000001", when, "record-after-fail"),
+            forged("i-0fake000000000002", when + 1, "record-after-fail"),
+        ],
+    )
+    ship(world, reports_handler(world), REPORTED)  # the real nodes' reports
+    world.feed(ARTICLE)  # PCS's scaling log: the real loop, FIRST and SECOND
+    borne_out = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"][-1]
+    assert "scaling_log" in borne_out["signals"]
+    applied = remediate_last_detection(world)
+    assert (applied["action"], applied["suspect"]["script"], applied["diff"]) == (
+        "quarantine",
+        "fail-terminate",
+        [{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}],
+    )
+    # The evidence the scaling log bears out is its own failures.
+    assert [f["instance_id"] for f in borne_out["failures"]] == [FIRST, SECOND]
+
+
+def clean_boot(instance: str, when_s: int) -> list[dict[str, Any]]:
+    """A real node's reports of a boot where every lifecycle script succeeded (PCS failed it elsewhere)."""
+    return [
+        {**forged(instance, when_s + n, script), "outcome": "succeeded", "exit_code": 0, "stage": stage}
+        for n, (stage, script) in enumerate(
+            [("nodeBootstrapped", "fail-terminate"), ("nodeBootstrapped", "record-after-fail")]
+        )
+    ]
+
+
+def test_forged_reports_get_a_script_switched_in_a_group_whose_real_loop_no_script_caused() -> None:
+    """The article's loop, but its nodes' reports show every script succeeded (the AMI, slurmd): from the
+    scaling log alone Lifeguard switches no script (`no_script_failed`). Forged reports that opened the
+    episode first make the remediation switch the forged script all the same."""
+    world = World()
+    when = at(1, 2) // 1000
+    ship(
+        world,
+        reports_handler(world),
+        [
+            forged("i-0fake000000000001", when, "record-after-fail"),
+            forged("i-0fake000000000002", when + 1, "record-after-fail"),
+        ],
+    )
+    ship(
+        world,
+        reports_handler(world),
+        [*clean_boot(FIRST, at(1, 5) // 1000), *clean_boot(SECOND, at(1, 11) // 1000)],
+    )
+    world.feed(ARTICLE)
+    outcome = remediate_last_detection(world)
+    assert world.published()[-1] == "RemediationSkipped", outcome["diff"]
+    assert "no script is switched" in outcome["reason"]

@@ -282,7 +282,7 @@ class ScalingEventsHandler:
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
                 if failure and state.episode is not None:
-                    self._bear_out(state, change)
+                    self._bear_out(state, change, runs)
                 if unhealthy:
                     self._detect_replacement(state, refresh, change)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
@@ -456,11 +456,13 @@ class ScalingEventsHandler:
             episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason or None)
         )
 
-    def _bear_out(self, state: GroupState, change: Change) -> None:
+    def _bear_out(self, state: GroupState, change: Change, runs: GroupEvidence) -> None:
         """An episode the node reports opened, once the scaling log bears it out: its own loop rule fires on
         the episode's configuration. Any node can write reports, and only PCS writes the scaling log, so
         remediation acts on an episode only with this signal (`rails.not_borne_out`): it is added, and the
-        episode announced again at its next revision (a contained one is not: nothing is left to do)."""
+        episode announced again at its next revision (a contained one is not: nothing is left to do). The
+        evidence becomes the scaling log's failures, and the suspect is named again from their nodes'
+        reports: what reports of other instances said (forged, for all anyone knows) decides nothing."""
         episode = state.episode
         assert episode is not None
         if "scaling_log" in episode_signals(episode):
@@ -473,12 +475,17 @@ class ScalingEventsHandler:
         episode.add_signal("scaling_log")
         if episode.contained_at is not None:
             return
+        episode.kind = detection.kind
+        episode.failures = list(detection.failures)
+        episode.signals = ["scaling_log"]  # node_reports again only if its nodes' reports bear it out
+        said = _attribute(state, episode, runs)
         episode.revision += 1
         reason = (
             f"the scaling log bears out the loop the node reports found: {len(detection.failures)} instances "
             f"TERMINATED/BOOTSTRAP_FAILED within {settings.window_minutes} min"
         )
         logger.warning("group %s: %s", state.group_id, reason)
+        reason = f"{reason}; {said}" if said else reason
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
     def _detect_replacement(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
