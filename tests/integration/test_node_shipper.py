@@ -666,3 +666,34 @@ def test_a_rotated_executor_log_is_read_from_its_start(node: Node, local: Any, l
             ("ready-check", "skipped"),
         )
     ]
+
+
+def test_a_terminate_download_failure_after_a_continue_one_is_shipped_within_two_seconds(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """DESIGN's moved bucket: every download fails, so no run has a log. The agent logs a CONTINUE
+    failure, then the TERMINATE one: the grace a run waits for its log is shared by the records after it,
+    so the TERMINATE failure still goes out within 2 s (each waiting its own grace made it 3.2 s)."""
+    with running_shipper(node, log_group):
+        node.actions.mkdir(parents=True)
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        records = [
+            {
+                "timestamp": now,
+                "level": "ERROR",
+                "message": message,
+                "stage": "nodeBootstrapped",
+                "script": script,
+                "on_error": on_error,
+                "error": f"failed to download s3://moved-bucket/scripts/{script}.sh: NoSuchBucket",
+            }
+            for script, on_error, message in (
+                ("install-tools", "Continue", "lifecycle script failed; continuing"),
+                ("mount-fsx", "Terminate", "lifecycle script failed; terminating node"),
+            )
+        ]
+        (node.actions / "executor.log").write_text("".join(json.dumps(r) + "\n" for r in records))
+        failure, took = first_shipped(local, log_group, lambda r: r.script == "mount-fsx")
+    assert failure is not None
+    assert (failure.on_error, failure.outcome) == ("TERMINATE", "failed")
+    assert took <= 2.0, f"the TERMINATE failure was shipped {took:.1f} s after it was logged"

@@ -44,7 +44,7 @@ __all__ = [
 
 # How long a run's record may wait for its script log's end marker: it is shipped within 2 s of the script's
 # end (DESIGN) with the marker or without it (a script PCS's agent could not download has no log at all).
-END_MARKER_GRACE_SECONDS = 1.5
+END_MARKER_GRACE_SECONDS = 1.0
 # A delivery that fails is tried again after the poll interval, doubling up to this: a node whose log group
 # is missing or whose role may not write to it must not spend the account's CloudWatch Logs quota.
 RETRY_MAX_SECONDS = 30.0
@@ -410,13 +410,20 @@ class Shipper:
             self.skipped_lines += 1  # no record is a megabyte long: pass over it
             self.state.executor_offset = offset + len(data)
             return reports
+        waited = False
         for line in data.splitlines(keepends=True):
             if not line.endswith(b"\n"):
                 break  # a record still being written (or the rest of this read)
             outcome = self._handle(line, reports)
             if outcome == "wait":
+                waited = True
                 break
             offset += len(line)
+        if not waited:
+            # The grace runs from the first record of a pass that waited for its run's log: the records
+            # after it (a moved bucket fails every download, none with a log) share it, so the TERMINATE
+            # one is still shipped within 2 s.
+            self.state.waiting_since = None
         self.state.executor_offset = offset
         return reports
 
@@ -459,7 +466,8 @@ class Shipper:
                     self.state.waiting_since = self.clock()
                 if self.clock() - self.state.waiting_since < self.end_marker_grace_seconds:
                     return "wait"
-        self.state.waiting_since = None
+            else:
+                self.state.waiting_since = None  # a run found in its log: the next one waits anew
         reports.append(self._report(record, outcome, stage, script, run).to_json())
         return "done"
 
