@@ -90,3 +90,26 @@ def test_a_record_the_handler_skipped_in_a_subscription_batch_is_not_shown_as_an
     assert "TERMINATED" not in result.stdout  # the skipped record never happened as far as Lifeguard knows
     assert ESC not in result.stdout
     assert len(result.stdout) < 20_000, len(result.stdout)
+
+
+def test_a_record_the_handler_skipped_for_its_time_is_not_shown_as_an_event(tmp_path: Path) -> None:
+    good = json.loads(LOOP.read_text().splitlines()[0])
+    at = good["event_timestamp"]
+    old = {
+        **good,
+        "status_code": "TERMINATED",
+        "reason_code": "BOOTSTRAP_FAILED",
+        "event_timestamp": at - 20 * 24 * 3600 * 1000,
+    }
+    event = encode_subscription(
+        "/aws/vendedlogs/pcs/scaling",
+        "AWSLogs/PCS/pcs_abc123de45/node_lifecycle.log",
+        [(at, json.dumps(good)), (old["event_timestamp"], json.dumps(old))],
+    )
+    path = tmp_path / "subscription.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    assert "1 skipped" in result.stdout, result.stdout
+    assert "TERMINATED" not in result.stdout, result.stdout
+    assert "older than 14 days" in " ".join(result.stdout.split())

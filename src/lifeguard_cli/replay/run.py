@@ -308,16 +308,25 @@ class Handlers:
     review: ConfigReviewHandler
 
 
-def _unreadable(row: Mapping[str, Any], *, reports: bool) -> str | None:
-    """Why the handler skips a row (its parser's reason), or None when it reads it."""
+def _unreadable(row: Mapping[str, Any], now_ms: int, *, reports: bool) -> str | None:
+    """Why the handler skips a row (its parser's reason, or a time that cannot be genuine at `now_ms`, the
+    handler's clock), or None when it reads it."""
+    from lifeguard.bounds import implausible_time
     from lifeguard.node_report import NodeReportParseError, parse_node_report
     from lifeguard.scaling_log import ScalingLogParseError, parse_scaling_log_record
 
     if reports:
         report = parse_node_report(json.dumps(row, default=str))
-        return f"a node report: {report.reason}" if isinstance(report, NodeReportParseError) else None
+        if isinstance(report, NodeReportParseError):
+            return f"a node report: {report.reason}"
+        times = (report.started_at * 1000, report.ended_or_started_at * 1000)
+        why = next((found for at in times if (found := implausible_time(at, now_ms))), None)
+        return f"a node report: run time {why}" if why else None
     record = parse_scaling_log_record(row)
-    return f"a scaling-log record: {record.reason}" if isinstance(record, ScalingLogParseError) else None
+    if isinstance(record, ScalingLogParseError):
+        return f"a scaling-log record: {record.reason}"
+    why = implausible_time(record.event_timestamp, now_ms)
+    return f"a scaling-log record: event_timestamp {why}" if why else None
 
 
 class _Feeder:
@@ -376,7 +385,8 @@ class _Feeder:
                 return
             for row in item.rows:
                 # In a batch the handler partly skipped, the rows it could not read are said to be skipped.
-                unread = _unreadable(row, reports=item.reports) if summary.skipped else None
+                now_ms = int(self.clock().timestamp() * 1000)
+                unread = _unreadable(row, now_ms, reports=item.reports) if summary.skipped else None
                 if unread is None:
                     self.result.timeline.append(row_entry(row))
                 else:
