@@ -3,16 +3,15 @@ then the totals."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
-from lifeguard.bounds import clock_time
+from lifeguard.bounds import clip, clock_time
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.inputs import row_time
 from lifeguard_cli.replay.result import ReplayResult, TimelineEntry
 
-__all__ = ["STYLES", "config_line", "event_line", "render_timeline", "review_line", "row_entry", "shown"]
+__all__ = ["STYLES", "config_line", "event_line", "render_timeline", "review_line", "row_entry"]
 
 STYLES = {
     "BootstrapLoopDetected": "bold red",
@@ -94,16 +93,9 @@ def config_line(config: Mapping[str, Any]) -> str:
     return f"fingerprint {fingerprint_of(config)[:12]} ({', '.join(names) or 'no scripts'})"
 
 
-# Control characters of the inputs (an escape sequence in a caller's ARN or a script's name), which a
-# terminal would act on; the timeline shows `?` in their place.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-CELL_MAX = 2_000  # characters of a timeline cell: an input's value may be of any length
-
-
-def shown(text: object, limit: int = CELL_MAX) -> str:
-    """A timeline cell as a terminal may show it: control characters replaced, cut at `limit`."""
-    cell = _CONTROL.sub("?", str(text))
-    return cell if len(cell) <= limit else cell[: limit - 1] + "…"
+# Characters of a timeline cell: an input's value may be of any length, and hold escape sequences a
+# terminal would act on (`clip` shows `?` for them).
+CELL_MAX = 2_000
 
 
 def _when(at: int | None) -> str:
@@ -120,8 +112,8 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
     table = make_table("time (UTC)", "group", "what", "detail")
     for entry in result.timeline:
         style = STYLES.get(entry.what, "")
-        what, detail = shown(entry.what, 200), shown(entry.detail)
-        table.add_row(_when(entry.at), shown(entry.group, 200), Text(what, style=style), detail)
+        what, detail = clip(entry.what), clip(entry.detail, CELL_MAX)
+        table.add_row(_when(entry.at), clip(entry.group), Text(what, style=style), detail)
     show(console, table)
     kinds: dict[str, int] = {}
     for event in result.events:

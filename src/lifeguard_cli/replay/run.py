@@ -383,9 +383,9 @@ class _Feeder:
                 entry = TimelineEntry(self.at, group, "skipped", f"a {kind}: {clip(why, 200)}")
                 self.result.timeline.append(entry)
                 return
+            now_ms = int(self.clock().timestamp() * 1000)
             for row in item.rows:
                 # In a batch the handler partly skipped, the rows it could not read are said to be skipped.
-                now_ms = int(self.clock().timestamp() * 1000)
                 unread = _unreadable(row, now_ms, reports=item.reports) if summary.skipped else None
                 if unread is None:
                     self.result.timeline.append(row_entry(row))
