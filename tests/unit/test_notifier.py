@@ -17,7 +17,7 @@ from lifeguard.notify import NotificationError, Notifier, SlackChannel
 from lifeguard.notify.summary import Summary
 from lifeguard.store.notices import CLAIM_LEASE_SECONDS, NoticeStore
 from tests.conftest import applied_event
-from tests.unit.fakes import FakeDynamoDB
+from tests.unit.fakes import FakeDynamoDB, client_error
 
 
 class Channel:
@@ -89,9 +89,13 @@ def test_a_failing_channel_never_blocks_another_and_the_retry_sends_only_what_wa
         {"detail-type": "Scheduled Event", "detail": {}},
         {"detail-type": "RemediationApplied", "detail": "not an object"},
         {},
+        [],
+        "RemediationApplied",
+        None,
+        7,
     ],
 )
-def test_what_is_not_a_controller_event_is_counted_and_sent_nowhere(event: dict[str, Any]) -> None:
+def test_what_is_not_a_controller_event_is_counted_and_sent_nowhere(event: Any) -> None:
     sns = Channel("sns")
     notify, metrics = controller(sns)
     result = notify.handle_event(event)
@@ -195,6 +199,20 @@ def test_a_message_another_invocation_is_sending_is_retried_not_taken_for_sent()
     clock.now += CLAIM_LEASE_SECONDS + 1  # the other invocation was stopped before it sent it
     assert Notifier([sns], store).handle_event(applied_event()).sent == ["sns"]
     assert Notifier([sns], store).handle_event(applied_event()).already_sent == ["sns"]
+
+
+def test_a_claim_that_failed_never_deletes_the_note_that_the_message_went_out() -> None:
+    table = FakeDynamoDB()
+    store = NoticeStore(table, "t", clock=Clock())
+    slack = Channel("slack")
+    assert Notifier([slack], store).handle_event(applied_event()).sent == ["slack"]
+    # A duplicate delivery: the claim's conditional put finds the pair, and the read that tells "sent" from
+    # "sending" is throttled. The claim was never this invocation's: nothing of it is given back.
+    table.fail["GetItem"] = [client_error("ProvisionedThroughputExceededException", "GetItem")]
+    with pytest.raises(NotificationError):
+        Notifier([slack], store).handle_event(applied_event())
+    assert Notifier([slack], store).handle_event(applied_event()).already_sent == ["slack"]  # the retry
+    assert len(slack.sent) == 1
 
 
 def test_a_burst_reaches_slack_at_its_pace_with_no_slot_left_unused_and_nothing_parked(

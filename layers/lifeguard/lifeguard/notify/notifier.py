@@ -71,6 +71,8 @@ class Notifier:
 
     def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
         """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""
+        if not isinstance(event, Mapping):  # what EventBridge delivers is an object; anything else is not
+            event = {}
         detail_type = event.get("detail-type")
         raw = event.get("detail")
         result = NotifyResult(detail_type=detail_type if detail_type in DETAIL_TYPES else None)
@@ -98,6 +100,7 @@ class Notifier:
         key = _notice_key(detail_type, detail, raw)
         sequence: int | None = None
         for channel in self.channels:
+            claim: str | None = None  # what the claim found, once it answered
             try:
                 claim = (
                     self.notices.claim(group, key, channel.name) if self.notices is not None else "claimed"
@@ -125,7 +128,9 @@ class Notifier:
                 result.failed[channel.name] = str(exc)
                 self.metric("NotificationFailures", 1)
                 logger.error("%s notification of %s failed: %s", channel.name, key, exc)
-                if self.notices is not None:
+                # Only a claim this invocation holds is given back: one that failed or found the pair sent
+                # (or held by another invocation) is not its own to delete.
+                if self.notices is not None and claim == "claimed":
                     try:
                         self.notices.unclaim(group, key, channel.name)
                     except Exception:
