@@ -279,7 +279,7 @@ class Operator:
         tags = state.config.tags if state.config else {}
         mode, problem = mode_of(tags, self.default_mode)
         if problem is not None:
-            return f"{mode} (default; {problem})"
+            return f"{mode} ({problem})"
         return mode if mode_tagged(tags) else f"{mode} (default)"
 
     # -- undo --

@@ -138,13 +138,20 @@ def test_a_detection_not_of_the_group_s_open_episode_is_refused(
     assert rails.unmatched(detection(**seen), state, Ledger(changes=ledger)) == reason
 
 
-def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_falls_back_to_the_default() -> None:
+def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_fails_closed() -> None:
     assert mode_of({}, "notify") == ("notify", None)
     assert mode_of({"lifeguard:mode": "revert"}, "notify") == ("revert", None)
+    # Tags are typed by hand: the case and spaces around a mode do not matter.
+    for spelled in ("Off", "OFF", "off ", " off\n"):
+        assert mode_of({"lifeguard:mode": spelled}, "quarantine") == ("off", None)
+    # One that names no mode never lets the stack's acting default change the group: whoever tagged it
+    # may have meant off. It is notified of (or left alone where the stack's default is off).
     mode, problem = mode_of({"lifeguard:mode": "nuke"}, "quarantine")
-    assert mode == "quarantine"
+    assert mode == "notify"
     assert problem is not None
-    assert "'nuke' is not one of quarantine, revert, notify, off" in problem
+    assert "'nuke' is not one of quarantine, revert, notify, off; notify until it is one" in problem
+    assert mode_of({"lifeguard:mode": "of"}, "revert")[0] == "notify"
+    assert mode_of({"lifeguard:mode": "of"}, "off")[0] == "off"
 
 
 @pytest.mark.parametrize(

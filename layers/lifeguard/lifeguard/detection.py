@@ -135,15 +135,18 @@ def stack_mode(explicit: str | None = None) -> str:
 
 
 def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None]:
-    """A group's mode: its `lifeguard:mode` tag, else `default_mode`; and the problem of a tag that was
-    ignored (None when there is none). The one place the mode tag is read."""
+    """A group's mode: its `lifeguard:mode` tag (in any case, spaces around it let go), else
+    `default_mode`; and the problem of a tag that was ignored (None when there is none). The one place the
+    mode tag is read. A tag that says no mode fails closed: the group is only notified of (or left alone,
+    in a stack whose default is `off`), since whoever tagged it may have meant `off`."""
     value = tags.get(TAG_MODE)
     if value is None:
         return default_mode, None
     try:
-        return _mode(value), None
+        return _mode(value.strip().lower()), None
     except ValueError as exc:
-        return default_mode, f"tag {TAG_MODE}: {exc}"
+        closed = default_mode if default_mode in ("notify", "off") else "notify"
+        return closed, f"tag {TAG_MODE}: {exc}; {closed} until it is one"
 
 
 def drain_of(tags: Mapping[str, str], default: bool) -> tuple[bool, str | None]:
