@@ -188,6 +188,9 @@ def test_a_failed_call_is_ignored_and_nothing_is_read_kept_or_published() -> Non
     assert world.pcs_reads() == 0
 
 
+_NODE_READY = ("detail", "requestParameters", "nodeLifecycleActions", "stages", "nodeReady", 0)
+
+
 @pytest.mark.parametrize(
     ("path", "value", "reason"),
     [
@@ -195,10 +198,13 @@ def test_a_failed_call_is_ignored_and_nothing_is_read_kept_or_published() -> Non
         (("detail", "userIdentity"), {"arn": "x" * 5000}, "invalid userIdentity.arn"),
         (("detail", "requestParameters"), None, "invalid requestParameters"),
         (("detail",), [], "detail is not a JSON object"),
+        # What json.loads makes of the JSON text "\ud800", as Lambda hands the event over: no UTF-8 holds it.
+        ((*_NODE_READY, "arguments"), ["\ud800"], "invalid nodeLifecycleActions"),
+        ((*_NODE_READY, "scriptSource", "scriptLocation"), "s3://b/\udfff", "invalid nodeLifecycleActions"),
     ],
 )
 def test_a_malformed_event_is_a_counted_skip_not_an_exception(
-    path: tuple[str, ...], value: Any, reason: str, caplog: pytest.LogCaptureFixture
+    path: tuple[str | int, ...], value: Any, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     world = World()
     event = recorded()

@@ -237,7 +237,12 @@ def parse_config_call(event: object, *, now_ms: int) -> ConfigCall | CallIgnored
     config: NodeLifecycleActions | None = None
     if request.nodeLifecycleActions is not None:
         try:
-            size = len(json.dumps(request.nodeLifecycleActions, separators=(",", ":")).encode())
+            text = json.dumps(request.nodeLifecycleActions, separators=(",", ":"), ensure_ascii=False)
+            size = len(text.encode())
+        except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 escape makes and UTF-8 cannot hold
+            return CallParseError(
+                "nodeLifecycleActions holds text that is not UTF-8", where, "invalid nodeLifecycleActions"
+            )
         except (RecursionError, ValueError, TypeError):  # RecursionError: JSON nested thousands deep
             return CallParseError("nodeLifecycleActions is not JSON", where, "invalid nodeLifecycleActions")
         if size > CONFIG_MAX_BYTES:
