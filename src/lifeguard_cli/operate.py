@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
 from lifeguard.bounds import clock_time
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
@@ -332,7 +332,9 @@ class Operator:
         earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
         if earlier is not None:
             return earlier
-        if change.status == "pending" and fingerprint_of(current) == change.fingerprint_before:
+        if change.status == "pending" and fingerprint_of(current) != change.fingerprint_after:
+            # Not even --force: PCS never took it, so what it would put back is not Lifeguard's to give (it
+            # may be the very configuration that looped, which someone has mended since).
             raise OperatorError(
                 f"Lifeguard's {change.action} of {format_time(change.at)} was set out but PCS has not "
                 "taken it: nothing to undo (the remediation's retry settles it)"
@@ -379,9 +381,16 @@ class Operator:
         maker.record(cluster, group_id, ledger=ledger, intent=undo)
         try:
             updated = maker.ask(cluster, group_id, undo)
-        except AwsCallError:
-            maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused it: nothing undone
-            raise
+        except AwsCallError as exc:
+            if not is_transient(exc):
+                maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused: nothing undone
+                raise
+            # PCS may have taken it and its answer been lost: the undo stays set out, and the next run finds
+            # whether PCS holds it (`_earlier_undo`).
+            raise OperatorError(
+                f"PCS did not answer the undo of {group_id} ({exc.code}); it may have been made: run "
+                "lifeguard undo again to find out"
+            ) from None
         maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=updated)
         change.undone_at = now
         if change.status == "pending":

@@ -612,6 +612,54 @@ def test_an_undo_pcs_took_is_written_down_by_the_next_run_when_the_table_failed_
         operator.undo(GROUP, CLUSTER)
 
 
+def test_an_undo_whose_answer_pcs_lost_stays_set_out_and_the_next_run_writes_it_down() -> None:
+    world = World()
+    world.remediator().handle_event(world.detection())
+    world.settle()
+    update = world.api.update_compute_node_group
+
+    def taken_but_answer_lost(**params: Any) -> Any:
+        update(**params)
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    world.api.update_compute_node_group = taken_but_answer_lost
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    with pytest.raises(OperatorError, match="it may have been made: run lifeguard undo again"):
+        operator.undo(GROUP, CLUSTER)
+    world.api.update_compute_node_group = update
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE  # PCS took the undo
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status) for c in ledger.changes] == [("quarantine", "applied"), ("undo", "pending")]
+    done = operator.undo(GROUP, CLUSTER)  # not "someone else changed it": Lifeguard's own undo, found
+    assert any("already made by the undo of" in line for line in done.lines)
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status, c.undone_at is not None) for c in ledger.changes] == [
+        ("quarantine", "applied", True),
+        ("undo", "applied", False),
+    ]
+
+
+def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_not_call_it_applied() -> None:
+    world = World()
+    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    assert world.group()["nodeLifecycleActions"] == TERMINATE  # the quarantine is set out, not taken
+    world.person_sets(GOOD)  # the owner mends the group by hand meanwhile
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    with pytest.raises(OperatorError, match="PCS has not taken it: nothing to undo"):
+        operator.undo(GROUP, CLUSTER, force=True)  # it would have put the looping configuration back
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    answers = remediator.handle_event(event)  # Lambda's retry of the parked detection
+    assert "RemediationApplied" not in [answer.detail_type for answer in answers]
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "abandoned"
+
+
 def test_a_configuration_too_large_to_keep_for_the_undo_is_not_changed() -> None:
     """PCS takes about 700 KB of lifecycle actions (40 scripts of 20 arguments of 256 characters): one that
     large cannot be kept in the ledger for an undo, nor in the audit trail, so it is not changed at all."""
