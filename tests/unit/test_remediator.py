@@ -503,17 +503,24 @@ def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() 
 
 def test_a_redrive_does_not_make_again_a_change_pcs_took_and_a_person_took_back() -> None:
     world = World()
-    update = world.api.update_compute_node_group
+    update, read, asked = world.api.update_compute_node_group, world.api.get_compute_node_group, []
 
     def taken_but_answer_lost(**params: Any) -> Any:
+        asked.append(params)
         update(**params)
         raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
 
+    def unanswered_once_asked(**params: Any) -> Any:
+        if asked:  # PCS stops answering: not even the retry's look at the group gets through
+            raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+        return read(**params)
+
     world.api.update_compute_node_group = taken_but_answer_lost
+    world.api.get_compute_node_group = unanswered_once_asked
     remediator, event = world.remediator(), world.detection()
     with pytest.raises(RemediationParkedError):
         remediator.handle_event(event)
-    world.api.update_compute_node_group = update
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
     world.settle()
     assert world.group()["nodeLifecycleActions"] == QUARANTINED  # PCS took it; the answer was lost
     world.person_sets(TERMINATE)  # someone puts the old configuration back (the script fixed in S3)
@@ -658,6 +665,53 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
     assert world.group()["nodeLifecycleActions"] == GOOD
     [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
     assert change.status == "abandoned"
+
+
+def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_overwritten() -> None:
+    world = World()
+    event = world.detection()
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="UpdateComputeNodeGroup", times=1, retry_after_seconds=60
+    )
+    sleep, fixed = world.sleep, []
+
+    def sleep_while_the_owner_mends_it(seconds: float) -> None:
+        if not fixed:
+            fixed.append(seconds)
+            world.api.update_compute_node_group(
+                clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
+            )
+        sleep(seconds)
+
+    world.sleep = sleep_while_the_owner_mends_it  # type: ignore[method-assign]
+    [answer] = world.remediator().handle_event(event)
+    assert fixed == [60]  # PCS's retryAfterSeconds, honoured
+    assert answer.detail_type == "RemediationSkipped"
+    assert "changed while Lifeguard's quarantine waited to be retried" in answer.detail["reason"]
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    assert world.lifeguard_updates() == []
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "abandoned"
+
+
+def test_a_retried_change_whose_first_answer_was_lost_is_taken_as_made_not_as_someone_elses() -> None:
+    world = World()
+    update, calls = world.api.update_compute_node_group, []
+
+    def taken_then_answer_lost(**params: Any) -> Any:
+        calls.append(params)
+        answer = update(**params)
+        if len(calls) == 1:
+            raise client_error("InternalServerException", "UpdateComputeNodeGroup")
+        return answer
+
+    world.api.update_compute_node_group = taken_then_answer_lost
+    [answer] = world.remediator().handle_event(world.detection())
+    assert answer.detail_type == "RemediationApplied"
+    assert len(calls) == 1  # the retry found the group holding it: not asked again
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.action, change.status) == ("quarantine", "applied")
 
 
 def test_a_configuration_too_large_to_keep_for_the_undo_is_not_changed() -> None:

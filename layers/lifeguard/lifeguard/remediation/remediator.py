@@ -72,6 +72,10 @@ class RemediationBusyError(LifeguardError):
     """Another remediation of the group holds its lock; the event is retried later."""
 
 
+class _MovedOnError(LifeguardError):
+    """The group's configuration is no longer the one a change was planned on."""
+
+
 class RemediationParkedError(LifeguardError):
     """The remediation failed after its retries; RemediationFailed was published and the event is left to
     the Lambda's retries and dead-letter queue."""
@@ -461,10 +465,16 @@ class Remediator:
         mode = intent.mode or self.settings.default_mode
         try:
             updated = self.changes.ask(
-                cluster_id, group_id, intent, lambda call: self._retrying(call, deadline)
+                cluster_id,
+                group_id,
+                intent,
+                lambda call: self._retrying(self._guarded(call, cluster_id, group_id, intent), deadline),
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except _MovedOnError:
+            why = f"the group's configuration changed while Lifeguard's {intent.action} waited to be retried"
+            return self._abandon(detection, ledger, intent, f"{why}; nothing was changed")
         except AwsCallError as exc:
             attempts = self.attempts
             plural = "s" if attempts != 1 else ""
@@ -480,6 +490,29 @@ class Remediator:
         logger.warning("group %s: %s applied (%s)", group_id, intent.action, detection.episode_id)
         said = intent.reason or f"Applied {intent.action}."
         return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
+
+    def _guarded(
+        self, update: Callable[[], GroupSnapshot], cluster_id: str, group_id: str, intent: AppliedChange
+    ) -> Callable[[], GroupSnapshot]:
+        """`update`, each attempt after the first made only on the group as the intent found it: PCS refused
+        the one before (a conflict, throttling) and someone may have changed the group while Lifeguard
+        waited; their change is never overwritten (`_MovedOnError`). A group that holds the intent's
+        configuration already took the attempt before (its answer was lost): that is the answer."""
+        attempts = 0
+
+        def attempt() -> GroupSnapshot:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:
+                group = self.pcs.get_group(cluster_id, group_id)
+                held = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+                if fingerprint_of(held) == intent.fingerprint_after:
+                    return group
+                if fingerprint_of(held) != intent.fingerprint_before:
+                    raise _MovedOnError
+            return update()
+
+        return attempt
 
     def _settled_group(self, cluster_id: str, group_id: str, deadline: float) -> GroupSnapshot:
         """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
