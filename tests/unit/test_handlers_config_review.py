@@ -59,11 +59,18 @@ class World:
             clock=lambda: AT / 1000 + 60,
         )
 
-    def knows(self, config: dict[str, Any] | None, *, proven: dict[str, Any] | None = None) -> None:
-        """The group's state holds `config` as the detection last read it (and `proven` as proven good)."""
+    def knows(
+        self,
+        config: dict[str, Any] | None,
+        *,
+        proven: dict[str, Any] | None = None,
+        modified_at: int | None = None,
+    ) -> None:
+        """The group's state holds `config` as the detection last read it, modified an hour before the call
+        unless `modified_at` says (and `proven` as proven good)."""
         state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
         state.config = KnownConfig(
-            modified_at=AT - 3_600_000,
+            modified_at=AT - 3_600_000 if modified_at is None else modified_at,
             fingerprint=fingerprint_of(config),
             node_lifecycle_actions=config,
             checked_at=AT - 60_000,
@@ -159,7 +166,7 @@ def test_a_group_known_only_from_a_listing_is_reviewed_whole_and_says_so() -> No
 
 def test_when_the_detection_already_read_the_new_configuration_it_is_held_against_the_proven_good() -> None:
     world = World()
-    world.knows(NEW, proven=BEFORE)
+    world.knows(NEW, proven=BEFORE, modified_at=AT + 800)  # read after the call made it: PCS's modifiedAt
     world.review(recorded())
     [detail] = world.reviews()
     assert detail["config_before"] == BEFORE
@@ -169,7 +176,7 @@ def test_when_the_detection_already_read_the_new_configuration_it_is_held_agains
 
 def test_when_what_was_replaced_is_unknown_the_risks_are_still_told() -> None:
     world = World()
-    world.knows(NEW)
+    world.knows(NEW, modified_at=AT + 800)
     world.review(recorded())
     [detail] = world.reviews()
     assert (detail["config_before"], detail["diff"]) == (None, [])
@@ -437,3 +444,44 @@ def test_every_risk_found_is_counted_though_the_event_lists_a_hundred() -> None:
     [review] = world.reviews()
     assert (len(review["risks"]), counted["RisksFound"]) == (100, 140)
     assert "The review found 140 risks; the event lists the first 100." in review["reason"]
+
+
+def resent_by(arn: str, *, minutes: int) -> dict[str, Any]:
+    """An infrastructure-as-code apply `minutes` after the recorded call: the group's whole definition
+    again, its nodeLifecycleActions (NEW) unchanged beside a new scaling."""
+    event = recorded()
+    detail = event["detail"]
+    at = datetime.fromtimestamp(AT / 1000 + 60 * minutes, UTC)
+    detail.update(eventID=f"b0b0-{minutes}", eventTime=at.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    detail["userIdentity"]["arn"] = arn
+    detail["requestParameters"]["scalingConfiguration"] = {"minInstanceCount": 0, "maxInstanceCount": 4}
+    return event
+
+
+def test_a_call_that_sends_again_the_configuration_in_place_is_no_change_and_takes_no_blame() -> None:
+    world = World()
+    world.knows(BEFORE)
+    assert world.review(recorded()).reviewed == 1  # Alice puts NEW in place
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    summary = world.review(resent_by(BOB, minutes=60))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert len(world.reviews()) == 1  # no second warning about what Alice's review told
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    assert found.arn == ARN
+
+
+def test_the_configuration_in_place_is_the_latest_known_so_putting_one_back_is_reviewed() -> None:
+    world = World()
+    world.knows(NEW)  # the detection read NEW, an hour before the recorded call
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    world.review(recorded())  # Alice's call sends NEW again: no change
+    assert world.reviews() == []
+    quarantined = copy.deepcopy(NEW)
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    lifeguard_put(world, quarantined)  # then Lifeguard quarantines a loop on it
+    # Bob's apply puts NEW back over Lifeguard's quarantine: a change, reviewed, and his.
+    assert world.review(resent_by(BOB, minutes=60)).reviewed == 1
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    assert found.arn == BOB

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway, is_transient
-from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip
+from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
 from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
 from lifeguard.event_contract import ControllerEvent, make_detail
@@ -50,6 +50,7 @@ RISK_SEVERITY = "warning"
 _RISKS_MAX = 100  # what the event contract takes
 _RISK_MESSAGE_MAX_CHARS = 1000
 _PATH_MAX_CHARS = 200
+_CLOCKS_APART_MS = 5_000  # how far CloudTrail's eventTime and PCS's modifiedAt of one change may differ
 
 
 @dataclass
@@ -135,6 +136,10 @@ class ConfigReviewHandler:
                     summary, f"{call.event_name} carried no nodeLifecycleActions; {known}", call.event_id
                 )
         state = self.states.load(target.cluster_id, target.group_id)
+        if target.carried:
+            resent = self._resent(call, target, state)
+            if resent is not None:
+                return self._ignore(summary, resent, call.event_id)
         reviewed = _review(call, target, state)
         if reviewed is None:
             return self._ignore(
@@ -202,6 +207,37 @@ class ConfigReviewHandler:
                 if change.fingerprint_after == fingerprint:
                     return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
         return None
+
+    def _resent(self, call: ConfigCall, target: _Target, state: GroupState) -> str | None:
+        """Why a call that carried a configuration changed none (the one last known to be put in place
+        before it is the same: an infrastructure-as-code apply sends the group's whole definition every
+        time), or None. Not laid at its door, and not told again: the change that put it there was. Known
+        from the changes kept, Lifeguard's own ledger and the configuration the detection last read, the
+        latest of them before the call."""
+        known: list[tuple[int, str, str]] = []  # (put in place at, its fingerprint, by whom)
+        config = state.config
+        # PCS's modifiedAt of the call's own change is at or just after its eventTime, a whole second:
+        # only a configuration modified well before the call was in place before it.
+        if config is not None and config.actions_read and config.modified_at < call.at - _CLOCKS_APART_MS:
+            known.append((config.modified_at, config.fingerprint, "as PCS last showed it to Lifeguard"))
+        for change in self.changes.of_group(target.cluster_id, target.group_id):
+            if change.at < call.at:
+                known.append((change.at, change.fingerprint, f"by {clip(change.arn or 'an unnamed caller')}"))
+        if self.ledger is not None:
+            for made in self.ledger(target.cluster_id, target.group_id).changes:
+                if made.status != "abandoned" and made.at * 1000 < call.at:
+                    known.append(
+                        (int(made.at * 1000), made.fingerprint_after, f"by Lifeguard's {made.action}")
+                    )
+        if not known:
+            return None
+        at, fingerprint, by = max(known)
+        if fingerprint != _fingerprint(target.config):
+            return None
+        return (
+            f"{call.event_name} sent the nodeLifecycleActions already in place (put there {by}, "
+            f"{utc(at)}): no change"
+        )
 
     def _target(self, call: ConfigCall) -> _Target:
         """The group's ids and its new configuration: the request's, or PCS's when the request carries

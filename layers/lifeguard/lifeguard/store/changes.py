@@ -20,6 +20,8 @@ __all__ = ["CHANGE_TTL_SECONDS", "ChangeRecord", "ChangeStore"]
 
 CHANGE_TTL_SECONDS = 30 * 24 * 3600
 CHANGE = "CHANGE#"
+# A group's changes read at once: one a configuration it held in 30 days, far fewer in a real group.
+CHANGES_READ_MAX = 200
 
 ChangeSource = Literal["cloudtrail", "lifeguard", "unknown"]
 
@@ -79,6 +81,7 @@ class ChangeStore:
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "put": ("dynamodb:PutItem",),
         "find": ("dynamodb:GetItem",),
+        "of_group": ("dynamodb:Query",),
     }
 
     def __init__(self, client: DynamoDBClient, table: str) -> None:
@@ -109,3 +112,8 @@ class ChangeStore:
         none is known (made before Lifeguard watched, more than 30 days ago, or not through the API)."""
         item = self._table.get(item_key(group_key(cluster_id, group_id), f"{CHANGE}{fingerprint}"))
         return _record_of(item) if item is not None else None
+
+    def of_group(self, cluster_id: str, group_id: str) -> list[ChangeRecord]:
+        """The group's kept changes, one a configuration (at most `CHANGES_READ_MAX`, in one Query)."""
+        items = self._table.query(group_key(cluster_id, group_id), CHANGE, most=CHANGES_READ_MAX)
+        return [change for item in items if (change := _record_of(item)) is not None]
