@@ -555,9 +555,11 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     kept node's report of the failed script: the episode is open again, contained, and nothing is proven."""
     world = World()
     world.feed(ARTICLE[:6])
-    quarantined = json.loads(json.dumps(TERMINATE))
-    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-    world.person_sets(quarantined, at(1, 13))
+    # The owner lets the script fail and go on (CONTINUE): a success then proves the configuration until
+    # a report says the script failed. (Under STOP_SEQUENCE the success alone would prove nothing.)
+    kept_going = json.loads(json.dumps(TERMINATE))
+    kept_going["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    world.person_sets(kept_going, at(1, 13))
     kept = "i-0kept00000000000"
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
     assert world.published()[-1] == "LoopResolved"
@@ -569,7 +571,7 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     report = {
         **stream("article-terminate-node-reports")[0],
         "instance_id": kept,
-        "on_error": "STOP_SEQUENCE",
+        "on_error": "CONTINUE",
         "started_at": at(1, 17) // 1000,
         "ended_at": at(1, 17) // 1000,
     }
@@ -636,23 +638,31 @@ def test_a_node_whose_reports_show_every_script_succeeded_proves_good_and_the_pr
 
 
 @pytest.mark.parametrize("lifeguards", [True, False])
-def test_a_node_without_reports_proves_a_configuration_only_when_no_quarantine_of_lifeguards_is_in_it(
+def test_a_node_without_reports_proves_no_configuration_with_a_script_under_stop_sequence(
     lifeguards: bool,
 ) -> None:
+    """PCS logs a STOP_SEQUENCE script's failure as BOOTSTRAP_SUCCESS (the article): whether Lifeguard's
+    quarantine or the owner put it there (the documented manual advice), that success alone proves nothing
+    (DESIGN)."""
     world = World()
     quarantined = quarantined_config()
     if lifeguards:
         quarantine_in_ledger(world, quarantined)
     world.person_sets(quarantined, at(1, 10))
     world.feed([launched("i-0new0000000000001", at(1, 13)), succeeded("i-0new0000000000001", at(1, 18))])
+    assert world.state().proven_good is None
+
+
+def test_a_node_without_reports_proves_a_configuration_with_no_script_under_stop_sequence() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed([launched("i-0new0000000000001", at(1, 13)), succeeded("i-0new0000000000001", at(1, 18))])
     proof = world.state().proven_good
-    if lifeguards:
-        assert proof is None  # PCS logs the quarantined script's failure as a success: proves nothing
-    else:
-        assert proof is not None
-        assert proof.evidence == (
-            "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
-        )
+    assert proof is not None
+    assert (
+        proof.evidence
+        == "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
+    )
 
 
 def test_a_loop_whose_nodes_reported_only_succeeded_scripts_is_not_blamed_on_a_script() -> None:
@@ -1081,7 +1091,7 @@ def quarantined_node_up_without_reports() -> World:
     ("reports", "lifeguards", "ends"),
     [
         (True, True, False),  # the success may be the quarantined script failing: its reports will say
-        (True, False, True),  # no quarantine of Lifeguard's: BOOTSTRAP_SUCCESS means success
+        (True, False, False),  # the owner's STOP_SEQUENCE hides a failure as well as Lifeguard's does
         (False, True, True),  # the group's nodes send no reports: the success is all there will be
     ],
 )

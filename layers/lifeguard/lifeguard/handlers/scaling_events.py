@@ -34,7 +34,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script
+from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script, stopping_scripts
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -337,17 +337,18 @@ class ScalingEventsHandler:
         return False
 
     def _proves_nothing(self, state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
-        """A success whose node has sent no report yet, in a group whose nodes ship reports, while a
-        quarantine of Lifeguard's is in the configuration: PCS logs the quarantined script's failure as
-        BOOTSTRAP_SUCCESS, so it ends nothing yet; its reports, when they come, contain or resolve the
-        episode (node_reports). A node silent for `REPORTS_GRACE_MS` after its success, or a group whose
-        nodes send no reports at all, is judged on the success alone, as before reports existed."""
+        """A success whose node has sent no report yet, in a group whose nodes ship reports, while the
+        configuration may hide a failure (`_hides_failures`: a script under STOP_SEQUENCE, Lifeguard's or
+        the owner's, or Lifeguard's drain step): PCS logs such a script's failure as BOOTSTRAP_SUCCESS, so it
+        ends nothing yet; its reports, when they come, contain or resolve the episode (node_reports). A node
+        silent for `REPORTS_GRACE_MS` after its success, or a group whose nodes send no reports at all, is
+        judged on the success alone, as before reports existed."""
         episode = state.episode
         if boot.reported or state.config is None or episode is None or "node_reports" not in episode.signals:
             return False
         if int(self.clock() * 1000) - success.event_timestamp > REPORTS_GRACE_MS:
             return False
-        return self._holds_quarantine(state, state.config)
+        return _hides_failures(state.config)
 
     def _holds_quarantine(self, state: GroupState, config: KnownConfig) -> bool:
         """`holds_quarantine` of the configuration, Lifeguard's ledger read only when it is asked."""
@@ -379,18 +380,14 @@ class ScalingEventsHandler:
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state, proof=True)
         config = state.config
-        held: bool | None = None  # whether the configuration holds a quarantine, once asked
 
         def evidence(outcome: BootOutcome) -> str | None:
-            nonlocal held
             boot = runs.of(outcome)
             if boot.reported:
                 return None if boot.failed else f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
-            if held is None:
-                held = config is not None and self._holds_quarantine(state, config)
-            if held:
-                return None  # PCS logs a quarantined script's failure as a success: that proves nothing
-            return "BOOTSTRAP_SUCCESS; no node reports, and no quarantine of Lifeguard's in the configuration"
+            if config is None or _hides_failures(config):
+                return None  # PCS logs a STOP_SEQUENCE script's failure as a success: that proves nothing
+            return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
 
         # A configuration learned from a listing proves nothing yet: its actions are read in a later batch.
         proof = proven_good(state, successes, config, evidence) if config and config.actions_read else None
@@ -593,6 +590,14 @@ class ScalingEventsHandler:
         )
         reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+
+def _hides_failures(config: KnownConfig) -> bool:
+    """Whether a node's BOOTSTRAP_SUCCESS on the configuration may hide a failed script (DESIGN: such a
+    success alone proves nothing): one is under STOP_SEQUENCE, whoever put it there, or Lifeguard's drain
+    step is in it."""
+    actions = config.node_lifecycle_actions
+    return drains_kept_nodes(actions) or bool(stopping_scripts(actions))
 
 
 def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str | None:
