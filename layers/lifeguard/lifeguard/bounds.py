@@ -58,8 +58,10 @@ __all__ = [
     "clock_time",
     "event_time",
     "implausible_time",
+    "one_line",
     "pcs_pattern",
     "plausible_times",
+    "printable_lines",
     "utc",
 ]
 
@@ -152,3 +154,18 @@ def clip(text: object, limit: int = 200) -> str:
     `limit` characters."""
     shown = _CONTROL.sub("?", str(text))
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
+
+
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x85\u2028\u2029]")
+
+
+def one_line(text: object) -> str:
+    """A value as people are shown it on one line of a message: a line break as `⏎` (no value can forge a
+    line of its own), a tab as a space, any other control character (a terminal's escapes) as `?`."""
+    return _CONTROL.sub("?", _LINE_BREAK.sub("⏎", str(text)).replace("\t", " "))
+
+
+def printable_lines(text: object) -> str:
+    """A value of many lines (a script's output) as people are shown it: its lines kept, any other control
+    character (a terminal's escapes, a carriage return) as `?`."""
+    return _CONTROL.sub("?", str(text).replace("\r\n", "\n"))

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lifeguard.bounds import clip, utc
+from lifeguard.bounds import clip, one_line, printable_lines, utc
 from lifeguard.event_contract import console_url, deployed_in
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
@@ -165,20 +165,24 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         dry = " (dry run: nothing changed)" if detail.get("dry_run") else ""
         action = f"{detail.get('action') or detail.get('mode') or '-'} in mode {detail.get('mode')}{dry}"
     diff = tuple(diff_line(change) for change in detail.get("diff") or [])
+    log_tail = str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] if suspect else ""
+    undo = detail.get("undo")
+    # Every value from an event is shown as text: none can forge a line of the message (an "Undo:" line of
+    # its own) or reach a terminal or mail reader as an escape sequence.
     return Summary(
         detail_type=detail_type,
         severity=SEVERITY.get(detail_type, "info"),
         subject=subject,
-        headline=headline,
-        evidence=evidence,
-        suspect=script,
-        log_tail=(str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] or None) if suspect else None,
-        action=action,
-        diff=diff,
-        undo=detail.get("undo") or None,
+        headline=one_line(headline),
+        evidence=tuple(one_line(line) for line in evidence),
+        suspect=one_line(script) if script else None,
+        log_tail=printable_lines(log_tail) if log_tail else None,
+        action=one_line(action) if action else None,
+        diff=tuple(one_line(line) for line in diff),
+        undo=one_line(undo) if undo else None,
         console=console_url(str(cluster), deployed_in()[1]),
-        console_group=str(group),
-        problems=tuple(clip(problem, 300) for problem in problems[:10]),
+        console_group=one_line(group),
+        problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
 
