@@ -93,3 +93,20 @@ def test_a_change_whose_caller_is_unnamed_says_so() -> None:
     event["detail"]["changed_by"] = {"arn": None, "at": None, "source": "cloudtrail"}
     summary = summarize("ConfigChangeReviewed", event["detail"])
     assert summary.headline.startswith("Someone (CloudTrail named no caller) changed the lifecycle actions")
+
+
+def test_a_review_of_a_call_delivered_twice_is_one_message_though_the_table_learned_more_in_between() -> None:
+    """EventBridge delivers at least once: the second review of the same CloudTrail record may say more
+    (the detection read the group in between: another reason, another diff), and is the same change."""
+    first = review([RISK])
+    again = review([RISK])
+    again["detail"]["reason"] = "Compared with the configuration last proven good."
+    again["detail"]["diff"] = []
+    other_call = review([RISK])
+    other_call["detail"]["changed_by"] = {**first["detail"]["changed_by"], "at": 1792544460000}
+    slack = Channel("slack")
+    notify, _ = notifier(slack)
+    assert notify.handle_event(first).sent == ["slack"]
+    assert notify.handle_event(again).already_sent == ["slack"]
+    assert notify.handle_event(other_call).sent == ["slack"]  # a later call by the same caller is news
+    assert len(slack.sent) == 2

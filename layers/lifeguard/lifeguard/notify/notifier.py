@@ -151,8 +151,16 @@ def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, A
     """What makes an event the same event again: its episode, type and revision; for an event without a
     valid episode id (a refused detection), its content. A RemediationSkipped is its content too: the
     refusal of a forged or stale detection carries the ids of the episode it names, and must not take the
-    place of the decision on the genuine one."""
-    digest = hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    place of the decision on the genuine one. A review is its call (who, when, which group, the configuration
+    it put in place): a CloudTrail record delivered twice is reviewed twice, the second time on what the
+    table had learned meanwhile (its reason, its diff), and is still one message."""
+    told: Any = raw
+    if detail_type == "ConfigChangeReviewed":
+        told = [
+            raw.get(name)
+            for name in ("cluster_id", "compute_node_group_id", "changed_by", "config_fingerprint")
+        ]
+    digest = hashlib.sha256(json.dumps(told, sort_keys=True, default=str).encode()).hexdigest()[:24]
     if not detail["episode_id"]:
         return f"-:{detail_type}:{digest}"
     key = f"{detail['episode_id']}:{detail_type}:{detail.get('revision') or 1}"
