@@ -172,6 +172,31 @@ def test_a_ready_check_that_asks_slurm_finds_the_node_registered(simulator: Simu
     assert kinds(document) == []
 
 
+def test_slurm_is_not_available_in_node_bootstrapped_as_the_article_found(simulator: Simulator) -> None:
+    # The article: nodeBootstrapped runs "before slurmd starts", Slurm commands "Not available" there;
+    # nodeReady "after slurmd registers". A script that needs Slurm in nodeBootstrapped fails on PCS.
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    data["scripts"]["before-slurmd.sh"] = (
+        "#!/bin/bash\n"
+        'test "$(systemctl is-active slurmd)" = inactive || exit 10\n'
+        'if scontrol show node "$PCS_NODE_ID"; then exit 11; fi\n'
+    )
+    data["scripts"]["needs-slurm.sh"] = '#!/bin/bash\nscontrol show node "$PCS_NODE_ID" | grep -q IDLE\n'
+    source = {"scriptLocation": "s3://sim-scripts/before-slurmd.sh"}
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"] = [
+        {"name": "before-slurmd", "scriptSource": source}
+    ]
+    document = simulator.run(parse_scenario(data), seed=1)
+    found = group(document)
+    assert (found["bootstrap_failed"], found["serving_at_end"]) == (0, 1)
+    source = {"scriptLocation": "s3://sim-scripts/needs-slurm.sh"}
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"] = [
+        {"name": "needs-slurm", "scriptSource": source}
+    ]
+    document = simulator.run(parse_scenario({**data, "horizon_minutes": 15}), seed=1)
+    assert group(document)["bootstrap_failed"] >= 2  # fails on every node, as it would on PCS
+
+
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("capacity-shortage"), seed=1)
     found = group(document)

@@ -68,12 +68,20 @@ BOOT_QUANTUM_SECONDS = 5
 MAX_ACTIONS = 1_000_000  # transitions in one run: far more than 100 nodes make in a day
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
+# Whether slurmd runs yet: PCS starts it after nodeBootstrapped (the article: Slurm commands are "Not
+# available" there) and nodeReady runs once it registered, so the twin's node has it from the moment the
+# executor lays out nodeReady's logs.
+_SLURMD_UP = '[ -d "$LIFEGUARD_NODE_ROOT/var/log/amazon/pcs/lifecycle/actions/nodeReady" ]'
 _SCONTROL = (
     "#!/bin/bash\n# The twin's scontrol: writes down what the node asked Slurm, and shows the node as Slurm\n"
     "# shows one that registered (the article's ready-check reads it in nodeReady). Its answer is one\n"
     "# write, as Slurm's is: `scontrol show node X | grep -q ...` under pipefail would otherwise fail\n"
     "# when grep has matched and gone before a second write (SIGPIPE).\n"
     'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
+    f"if ! {_SLURMD_UP}; then\n"
+    '  echo "scontrol: error: slurmd is not running yet on this node (nodeBootstrapped)" >&2\n'
+    "  exit 1\n"
+    "fi\n"
     'if [ "$1" = show ] && [ "$2" = node ]; then\n'
     "  cat <<SHOWN\n"
     "NodeName=${3:-$PCS_NODE_ID} Arch=x86_64 CoresPerSocket=1\n"
@@ -81,8 +89,13 @@ _SCONTROL = (
     "SHOWN\n"
     "fi\n"
 )
-# The twin's systemctl: slurmd is active on a node that registered (the article's ready-check asks).
-_SYSTEMCTL = '#!/bin/bash\nif [ "$1" = is-active ]; then echo active; fi\n'
+# The twin's systemctl: slurmd is active on a node that registered (the article's ready-check asks), and
+# inactive before (exit 3, as systemctl's is-active says of a unit that is not running).
+_SYSTEMCTL = (
+    '#!/bin/bash\nif [ "$1" = is-active ]; then\n'
+    f"  if {_SLURMD_UP}; then echo active; else echo inactive; exit 3; fi\n"
+    "fi\n"
+)
 
 
 @dataclass(frozen=True)
