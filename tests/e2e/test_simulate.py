@@ -197,6 +197,27 @@ def test_slurm_is_not_available_in_node_bootstrapped_as_the_article_found(simula
     assert group(document)["bootstrap_failed"] >= 2  # fails on every node, as it would on PCS
 
 
+def test_a_node_is_active_once_node_bootstrapped_is_over_while_node_ready_still_runs(
+    simulator: Simulator,
+) -> None:
+    # The article: ACTIVE/BOOTSTRAP_SUCCESS at 00:57:52, its nodeReady check at 00:57:54; "jobs can be
+    # assigned even before the script completes". A slow nodeReady script does not hold the node back.
+    quick = group(
+        simulator.run(
+            parse_scenario(yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())), seed=1
+        )
+    )
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    data["scripts"]["ready-check.sh"] = "#!/bin/bash\nsleep 6\necho slow\n"  # longer than a boot quantum
+    slow = group(simulator.run(parse_scenario(data), seed=1))
+    assert slow["bootstrap_failed"] == 0
+    assert (slow["first_active_minute"], slow["first_serving_minute"]) == (
+        quick["first_active_minute"],
+        quick["first_serving_minute"],
+    )
+    assert slow["first_active_minute"] is not None
+
+
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("capacity-shortage"), seed=1)
     found = group(document)

@@ -481,8 +481,13 @@ class _Twin:
     def _boot(self, group: _Group, instance: Instance) -> None:
         if not instance.alive or instance.pending_replacement:
             return
-        exit_code, drained, seconds, root = self._run_boot(group, instance)
+        exit_code, drained, seconds, ready, root = self._run_boot(group, instance)
         instance.booted = True
+        if exit_code in (0, 3):
+            # slurmd registers once nodeBootstrapped is over, and PCS logs the node ACTIVE then: nodeReady
+            # runs beside it (the article: ACTIVE at 00:57:52, its nodeReady check at 00:57:54), so a slow
+            # nodeReady script does not hold the node back from jobs.
+            self.at(self.now + ready + self.timings.active, lambda: self._active(group, instance))
         # Nodes boot side by side: this boot's time delays this node only.
         self.at(self.now + seconds, lambda: self._booted(group, instance, exit_code, drained, root))
 
@@ -500,9 +505,9 @@ class _Twin:
         self.note(group.spec.name, "boot", f"{instance.node} {instance.instance_id}: {outcome}{drain}")
         if drained:
             instance.drained = self.now
-        if exit_code in (0, 3):
-            self.at(self.now + self.timings.active, lambda: self._active(group, instance))
-        else:
+            if instance.active is not None:  # ACTIVE before its nodeReady (the drain step's) was over
+                self._replace_if_drained(group, instance)
+        if exit_code not in (0, 3):
             self.at(self.now + self.timings.fail_to_terminated, lambda: self._failed(group, instance))
 
     def _active(self, group: _Group, instance: Instance) -> None:
@@ -511,7 +516,12 @@ class _Twin:
         instance.active = self.now
         group.consecutive_failures = 0
         self._scaling(instance, "ACTIVE", "BOOTSTRAP_SUCCESS", "active bootstrap success")
-        if instance.drained is not None and self.scenario.replace_drained_nodes:
+        if instance.drained is not None:
+            self._replace_if_drained(group, instance)
+
+    def _replace_if_drained(self, group: _Group, instance: Instance) -> None:
+        """PCS replaces an active static node that stays drained, as unhealthy (when the scenario says so)."""
+        if self.scenario.replace_drained_nodes:
             self.at(self.now + self.timings.drained_to_unhealthy, lambda: self._unhealthy(group, instance))
 
     def _failed(self, group: _Group, instance: Instance) -> None:
@@ -564,9 +574,9 @@ class _Twin:
             for fault in self.scenario.faults
         )
 
-    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, Path]:
+    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, float, Path]:
         """`lifeguard-node boot` on the node's configuration: the exit status, whether the node was drained,
-        the boot's virtual seconds and the node's root."""
+        the boot's virtual seconds, those until nodeBootstrapped was over, and the node's root."""
         self.result.boots += 1
         home = self.workdir / self.prefix / f"{instance.node}-{instance.instance_id}"
         root = home / "root"
@@ -580,12 +590,13 @@ class _Twin:
         scontrol = tools / "scontrol"
         slurm_log = home / "slurm.log"
         began, started = time.time(), time.monotonic()
+        offset = self.moment().timestamp() - began  # the node's clock runs on the twin's
         env = {
             **self.aws.environ(),
             "PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(home),
             "LANG": "C.UTF-8",
-            "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS": f"{self.moment().timestamp() - began:.3f}",
+            "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS": f"{offset:.3f}",
             "LIFEGUARD_SIM_SEED": str(self.options.seed),
             "LIFEGUARD_SIM_BOOT": str(self.result.boots),
             "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
@@ -619,7 +630,17 @@ class _Twin:
         _wait_for_watcher(root)
         seconds = BOOT_QUANTUM_SECONDS * quanta
         drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
-        return exit_code, drained, seconds, root
+        bootstrapped = _stage_over(
+            root / "var/log/amazon/pcs/lifecycle/actions/executor.log", "nodeBootstrapped"
+        )
+        ready = 0.0
+        if bootstrapped is not None:
+            ready = min(
+                seconds,
+                BOOT_QUANTUM_SECONDS
+                * math.ceil(max(0.0, bootstrapped - offset - began) / BOOT_QUANTUM_SECONDS),
+            )
+        return exit_code, drained, seconds, ready, root
 
     def _ship(self, group: _Group, instance: Instance, root: Path) -> None:
         """The node's reports to the node-report log group, by the real shipper, on the twin's clock."""
@@ -770,6 +791,29 @@ class _Twin:
         self.result.timeline.append(
             {"minute": _minutes(self.now), "group": group, "what": what, "detail": detail}
         )
+
+
+def _stage_over(executor_log: Path, stage: str) -> float | None:
+    """When the node's executor.log last wrote of `stage` (epoch seconds on the node's clock): the stage was
+    over then. None when it wrote nothing of it."""
+    last = None
+    try:
+        lines = executor_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            record = json.loads(line)
+            at = (
+                datetime.fromisoformat(record["timestamp"]).timestamp()
+                if record.get("stage") == stage
+                else None
+            )
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if at is not None:
+            last = at if last is None else max(last, at)
+    return last
 
 
 def _wait_for_watcher(root: Path, seconds: float = 5.0) -> None:
