@@ -229,6 +229,13 @@ def test_the_twins_scontrol_answers_in_one_write_so_a_ready_check_under_pipefail
         f"set -o pipefail; for _ in $(seq 200); do "
         f"{scontrol} show node n1 | grep -q '^NodeName=n1 ' || exit 1; done"
     )
-    env = {"PATH": os.environ["PATH"], "PCS_NODE_ID": "n1", "LIFEGUARD_SIM_SLURM_LOG": os.devnull}
+    root = tmp_path / "root"  # a node in nodeReady: slurmd runs
+    (root / "var/log/amazon/pcs/lifecycle/actions/nodeReady").mkdir(parents=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "PCS_NODE_ID": "n1",
+        "LIFEGUARD_SIM_SLURM_LOG": os.devnull,
+        "LIFEGUARD_NODE_ROOT": str(root),
+    }
     done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
