@@ -1503,3 +1503,54 @@ def test_forged_reports_get_a_script_switched_in_a_group_whose_real_loop_no_scri
     outcome = remediate_last_detection(world)
     assert world.published()[-1] == "RemediationSkipped", outcome["diff"]
     assert "no script is switched" in outcome["reason"]
+
+
+def replacement_episode_then_a_broken_script(world: World, failing_nodes: int) -> None:
+    """Two fresh nodes replaced as unhealthy (a replacement episode, open), then someone pushes the broken
+    script and `failing_nodes` nodes launched on it fail to bootstrap, one every six minutes."""
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))
+    world.person_sets(TERMINATE, at(1, 35))
+    for n in range(failing_nodes):
+        instance, minute = f"i-0loop00000000{n:04d}", 36 + 6 * n
+        world.feed(
+            [
+                launched(instance, at(1, 0) + minute * 60_000),
+                failed(instance, at(1, 0) + (minute + 5) * 60_000),
+            ]
+        )
+
+
+def test_a_loop_of_a_new_configuration_under_a_replacement_episode_is_a_loop_and_is_remediated() -> None:
+    world = World()
+    replacement_episode_then_a_broken_script(world, 2)
+    detections = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert [d["kind"] for d in detections] == ["replacement", "loop"]
+    assert [f["instance_id"] for f in detections[-1]["failures"]] == [
+        "i-0loop000000000000",
+        "i-0loop000000000001",
+    ]
+    outcome = remediate_last_detection(world)
+    assert world.published()[-1] == "RemediationApplied", outcome["reason"]
+
+
+def test_an_episode_detected_again_carries_at_most_the_newest_100_failures() -> None:
+    from lifeguard.event_contract import clean_detail
+
+    world = World(tags={"lifeguard:mode": "notify"})
+    world.feed(ARTICLE)  # the loop, detected
+    broken = json.loads(json.dumps(TERMINATE))
+    broken["stages"]["nodeBootstrapped"][0]["arguments"] = ["another-try"]
+    world.person_sets(broken, at(1, 20))
+    rows = []
+    for n in range(150):  # a scale-out of 150 nodes on the new configuration, all failing, in one batch
+        instance = f"i-0big0000000{n:05d}"
+        rows += [launched(instance, at(1, 21) + n * 1000), failed(instance, at(1, 21) + 300_000 + n * 1000)]
+    world.feed(rows)
+    world.feed([launched("i-0late000000000001", at(1, 30)), failed("i-0late000000000001", at(1, 35))])
+    last = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"][-1]
+    assert last["revision"] == 2
+    assert len(last["failures"]) == 100
+    assert last["failures"][-1]["instance_id"] == "i-0late000000000001"  # the newest are the evidence
+    assert clean_detail(last)[1] == []

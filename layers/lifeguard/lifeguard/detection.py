@@ -298,7 +298,7 @@ def detect(
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
         if len(counted) >= settings.threshold:
-            return Detection("loop", tuple(_failure(o) for o in counted))
+            return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     newest = ordered[-1].event_timestamp
     recent = [
         o
@@ -307,7 +307,7 @@ def detect(
     ]
     failed = [o for o in recent if not o.succeeded]
     if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
-        return Detection("intermittent", tuple(_failure(o) for o in failed))
+        return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
 
@@ -337,7 +337,13 @@ def detect_replacement(
         (f for f in fresh if f.event_timestamp > newest - settings.window_ms),
         key=lambda f: (f.event_timestamp, f.instance_id),
     )
-    return Detection("replacement", tuple(counted)) if len(counted) >= settings.threshold else None
+    # The newest `OUTCOME_LIMIT` are the evidence, as many as an event carries (a batch may hold more
+    # outcomes than the state keeps once written).
+    return (
+        Detection("replacement", tuple(counted[-OUTCOME_LIMIT:]))
+        if len(counted) >= settings.threshold
+        else None
+    )
 
 
 def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | None:

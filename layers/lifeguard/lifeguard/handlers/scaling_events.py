@@ -579,6 +579,10 @@ class ScalingEventsHandler:
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
+        # What fails now is what the rule found (a replacement loop's nodes now failing to bootstrap are a
+        # loop of scripts again, which remediation switches or reverts).
+        episode.kind = detection.kind
+        episode.replacement_revision = None
         episode.add_signal("scaling_log")  # the scaling log's own rule fired
         _attribute(state, episode, runs)
         episode.revision += 1
