@@ -1554,3 +1554,28 @@ def test_an_episode_detected_again_carries_at_most_the_newest_100_failures() -> 
     assert len(last["failures"]) == 100
     assert last["failures"][-1]["instance_id"] == "i-0late000000000001"  # the newest are the evidence
     assert clean_detail(last)[1] == []
+
+
+def test_a_replacement_loop_whose_nodes_then_fail_to_bootstrap_on_the_same_configuration_is_detected() -> (
+    None
+):
+    """A replacement episode is open (two fresh nodes replaced as unhealthy); then, the configuration
+    unchanged (a script's object overwritten in place), every new node fails to bootstrap: no success will
+    end the replacement episode, so the loop is told as a new revision of it, and remediated."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))
+    for n in range(3):
+        instance, minute = f"i-0loop00000000{n:04d}", 30 + 6 * n
+        world.feed(
+            [
+                launched(instance, at(1, 0) + minute * 60_000),
+                failed(instance, at(1, 0) + (minute + 5) * 60_000),
+            ]
+        )
+    detections = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert [(d["kind"], d["revision"]) for d in detections] == [("replacement", 1), ("loop", 2)]
+    assert "now fail to bootstrap" in detections[-1]["reason"]
+    outcome = remediate_last_detection(world)
+    assert world.published()[-1] == "RemediationApplied", outcome["reason"]

@@ -544,17 +544,26 @@ class ScalingEventsHandler:
     ) -> None:
         """An open episode whose loop goes on under a newer configuration (a remediation that did not
         work, or another broken change): the episode is detected again, as a new revision, so remediation
-        can escalate. Failures of nodes launched before the change never count."""
+        can escalate. Failures of nodes launched before the change never count. An open replacement loop
+        whose nodes now fail to bootstrap on the same configuration (a script's object overwritten in place)
+        is detected again too, on the failures after its unhealthy terminations: else no success would ever
+        end it, and the loop would never be told."""
         episode = state.episode
         assert episode is not None
         if not refresh(state, tags=True):
             return
         config = state.config
-        if config is None or config.modified_at == episode.config_modified_at:
+        if config is None:
             return
+        since = None
+        if config.modified_at == episode.config_modified_at:
+            if episode.kind != "replacement" or episode.contained_at is not None or not episode.unhealthy:
+                return
+            since = max(f.event_timestamp for f in episode.unhealthy)
         suspect = episode.suspect
         if (
-            episode.contained_at is not None
+            since is None
+            and episode.contained_at is not None
             and suspect is not None
             and not holds_script(config.node_lifecycle_actions, suspect.stage, suspect.script)
         ):
@@ -572,7 +581,7 @@ class ScalingEventsHandler:
             self._detect(state, refresh, change, runs)
             return
         settings = self._settings(state)
-        detection = detect(state, settings, config.modified_at, None)
+        detection = detect(state, settings, config.modified_at, since)
         if settings.mode == "off" or detection is None:
             return
         change.changed = True
@@ -586,13 +595,17 @@ class ScalingEventsHandler:
         episode.add_signal("scaling_log")  # the scaling log's own rule fired
         _attribute(state, episode, runs)
         episode.revision += 1
-        logger.warning(
-            "group %s: the %s goes on after the configuration changed at %s",
-            state.group_id,
-            episode.kind,
-            utc(config.modified_at),
-        )
-        reason = f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
+        if since is None:
+            reason = (
+                f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
+            )
+        else:
+            reason = (
+                "the nodes of the replacement loop now fail to bootstrap: "
+                f"{len(detection.failures)} instances TERMINATED/BOOTSTRAP_FAILED within "
+                f"{settings.window_minutes} min, on the same configuration"
+            )
+        logger.warning("group %s: %s", state.group_id, reason)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
 
