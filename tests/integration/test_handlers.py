@@ -368,7 +368,8 @@ def test_the_tagged_threshold_applies(env: Env) -> None:
         "event_timestamp": rows[-1]["event_timestamp"] + 60_000,
         "details": {"instance_id": "i-0third00000000000"},
     }
-    [event] = env.feed([third])
+    launch = {**rows[0], "event_timestamp": third["event_timestamp"] - 300_000, "details": third["details"]}
+    [event] = env.feed([launch, third])
     assert (event["detail"]["mode"], len(event["detail"]["failures"])) == ("revert", 3)
 
 

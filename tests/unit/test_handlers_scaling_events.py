@@ -50,6 +50,8 @@ def stream(name: str) -> list[dict[str, Any]]:
 
 
 ARTICLE = stream("article-terminate-loop")
+# The article's loop as a group's scaling log tells it: each failing node's LAUNCHED, then its failure.
+LOOP = [r for r in ARTICLE if r["status_code"] == "LAUNCHED" or r["reason_code"] == "BOOTSTRAP_FAILED"]
 
 
 def at(hour: int, minute: int, second: int = 0) -> int:
@@ -176,7 +178,7 @@ def test_a_threshold_tagged_on_the_group_holds_the_detection_until_that_many_fai
     world = World(tags={"lifeguard:threshold": "3", "lifeguard:mode": "revert"})
     assert world.feed(ARTICLE).events == []
     assert world.state().episode is None
-    world.feed([failed("i-0third00000000000", at(1, 18))])
+    world.feed([launched("i-0third00000000000", at(1, 13)), failed("i-0third00000000000", at(1, 18))])
     [(detail_type, detail)] = world.bus.events()
     assert detail_type == "BootstrapLoopDetected"
     assert detail["mode"] == "revert"
@@ -259,7 +261,7 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
     world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier="pcs_deleted01")
     # PCS refuses the first group read of the batch: the denied group's (its records come first).
     world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
-    loop = [r for r in ARTICLE if r["reason_code"] == "BOOTSTRAP_FAILED"]
+    loop = LOOP
     denied = [{**r, "compute_node_group_id": "pcs_denied001"} for r in loop]
     deleted = [{**r, "compute_node_group_id": "pcs_deleted01"} for r in loop]
     summary = world.feed(denied + deleted + ARTICLE)
@@ -280,7 +282,12 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
     ]
     # The unreadable group's records stay for the next batch to judge, which reads PCS again.
     assert sorted(world.state("pcs_denied001").outcomes) == [FIRST, SECOND]
-    world.feed([failed("i-0third00000000000", at(1, 18), group="pcs_denied001")])
+    world.feed(
+        [
+            {**launched("i-0third00000000000", at(1, 13)), "compute_node_group_id": "pcs_denied001"},
+            failed("i-0third00000000000", at(1, 18), group="pcs_denied001"),
+        ]
+    )
     assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()][-1] == (
         "BootstrapLoopDetected",
         "pcs_denied001",
@@ -292,7 +299,7 @@ def test_a_group_deleted_under_a_batch_is_let_go_and_the_others_go_on() -> None:
     world = World()
     world.pcs.add_compute_node_group(CLUSTER, "deleted", group_id="pcs_deleted01")
     world.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier="pcs_deleted01")
-    loop = [r for r in ARTICLE if r["reason_code"] == "BOOTSTRAP_FAILED"]
+    loop = LOOP
     summary = world.feed([{**r, "compute_node_group_id": "pcs_deleted01"} for r in loop] + ARTICLE)
     reads = [
         (c.params["computeNodeGroupIdentifier"], c.error)
@@ -1221,7 +1228,7 @@ def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> 
     world = World()
     other = "pcs_abcdef02"
     world.pcs.add_compute_node_group(CLUSTER, "other", group_id=other)
-    loop = [r for r in ARTICLE if r["reason_code"] == "BOOTSTRAP_FAILED"]
+    loop = LOOP
     rows = loop + [{**r, "compute_node_group_id": other} for r in loop]
     event = encode_subscription(LOG_GROUP, LOG_STREAM, world.messages(rows))
     newest = max(r["event_timestamp"] for r in rows)
@@ -1579,3 +1586,16 @@ def test_a_replacement_loop_whose_nodes_then_fail_to_bootstrap_on_the_same_confi
     assert "now fail to bootstrap" in detections[-1]["reason"]
     outcome = remediate_last_detection(world)
     assert world.published()[-1] == "RemediationApplied", outcome["reason"]
+
+
+def test_failures_whose_launches_come_late_never_count_against_the_configuration_they_did_not_run() -> None:
+    """The owner mends the looping group at 01:16; two nodes launched before (on the broken configuration)
+    fail after it, and their LAUNCHED records are delivered after the failures (a retried batch, another
+    invocation). Lifeguard must not take them for a loop of the fix, nor change it."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 16))
+    old = ["i-0old0000000000001", "i-0old0000000000002"]
+    world.feed([failed(old[0], at(1, 18)), failed(old[1], at(1, 19))])
+    world.feed([launched(old[0], at(1, 12)), launched(old[1], at(1, 13))])
+    assert world.published() == []
+    assert world.state().episode is None

@@ -68,6 +68,9 @@ INTERMITTENT_RESOLVE_STREAK = 3  # successes in a row that end an intermittent e
 # Bounds of the tunables (tags are set by whoever may tag a group): a loop cannot be longer than the
 # outcomes a group keeps, and a week is the longest window that still tells a loop from bad luck.
 MAX_THRESHOLD = OUTCOME_LIMIT
+# How long after a configuration change an instance whose LAUNCHED was not seen may still have been launched
+# before it: longer than a PCS node takes from launch to its bootstrap outcome (the article's: 2-7 minutes).
+UNSEEN_LAUNCH_MS = 30 * 60 * 1000
 MAX_WINDOW_MINUTES = 7 * 24 * 60
 MODES = ("quarantine", "revert", "notify", "off")
 DEFAULT_MODE = "notify"  # a group without a lifeguard:mode tag, when the stack says nothing else
@@ -244,11 +247,16 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
 
 
 def is_relevant(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:
-    """True when the instance ran the group's current configuration."""
+    """True when the instance ran the group's current configuration: launched at or after its `modifiedAt`.
+    An instance whose LAUNCHED was not seen (yet: a batch delivered late) is taken to have run it only when
+    its outcome came `UNSEEN_LAUNCH_MS` after the change: one that failed sooner may have been launched
+    before it, on the configuration it replaced, and never counts against the new one."""
     if modified_at is None:
         return True
     launched = state.launched_at(outcome)
-    return (launched if launched is not None else outcome.event_timestamp) >= modified_at
+    if launched is not None:
+        return launched >= modified_at
+    return outcome.event_timestamp >= modified_at + UNSEEN_LAUNCH_MS
 
 
 @dataclass(frozen=True)
