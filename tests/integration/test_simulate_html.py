@@ -17,6 +17,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -33,7 +34,7 @@ from tests.conftest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "simulate"
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_TIMEOUT_SECONDS = 180  # a 2-core machine running the whole suite at once can take a minute
+CHROMIUM_TIMEOUT_SECONDS = 120  # a 2-core machine running the whole suite at once can take a minute
 WINDOW = (1280, 900)
 HOSTILE = "<script>alert(1)</script>"
 # A blank page has 1 colour, a page of plain text about 250 (antialiasing), the report over 1,000.
@@ -260,15 +261,21 @@ def open_in_chromium(page: Path, workdir: Path, *, browser: Path = CHROMIUM) -> 
         f"--window-size={WINDOW[0]},{WINDOW[1]}",
         page.resolve().as_uri(),
     ]
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        _, stderr = process.communicate(timeout=CHROMIUM_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        pytest.fail(f"chromium took more than {CHROMIUM_TIMEOUT_SECONDS} s on {page.name}")
+    # Headless Chromium now and then never exits (seen once in a whole suite on a loaded 2-core machine,
+    # where it takes 1-2 s alone): a run that hangs is killed and run once more, on a fresh profile.
+    for _ in range(2):
+        shutil.rmtree(workdir / "profile", ignore_errors=True)
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        try:
+            _, stderr = process.communicate(timeout=CHROMIUM_TIMEOUT_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+    else:
+        pytest.fail(f"chromium took more than {CHROMIUM_TIMEOUT_SECONDS} s on {page.name}, twice")
     assert process.returncode == 0, stderr
     return BrowserRun(screenshot, console_messages(stderr), page_requests(netlog))
 
