@@ -458,30 +458,120 @@ def resent_by(arn: str, *, minutes: int) -> dict[str, Any]:
     return event
 
 
+def detection_read(world: World, actions: dict[str, Any], *, modified_at: int, checked_at: int) -> None:
+    """The detection read the group from PCS at `checked_at`: `actions`, modified at `modified_at`."""
+    state = world.states.load(CLUSTER, GROUP)
+    state.config = KnownConfig(
+        modified_at=modified_at,
+        fingerprint=fingerprint_of(actions),
+        node_lifecycle_actions=actions,
+        checked_at=checked_at,
+    )
+    world.states.save(state)
+
+
+MINUTE = 60_000
+
+
 def test_a_call_that_sends_again_the_configuration_in_place_is_no_change_and_takes_no_blame() -> None:
     world = World()
     world.knows(BEFORE)
     assert world.review(recorded()).reviewed == 1  # Alice puts NEW in place
+    detection_read(world, NEW, modified_at=AT + 800, checked_at=AT + 58 * MINUTE)
     world.handler.clock = lambda: AT / 1000 + 3_700
     summary = world.review(resent_by(BOB, minutes=60))
     assert (summary.reviewed, summary.ignored) == (0, 1)
     assert len(world.reviews()) == 1  # no second warning about what Alice's review told
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None
-    assert found.arn == ARN
+    assert found.arn == ARN  # a loop on NEW is still laid at Alice's door
 
 
-def test_the_configuration_in_place_is_the_latest_known_so_putting_one_back_is_reviewed() -> None:
+@pytest.mark.parametrize(
+    "meanwhile",
+    [
+        "read long before",  # a change between that read and the call may still be on its way
+        "a change delivered since",  # Carol's, delivered after the read: NEW was replaced meanwhile
+        "lifeguard's change set out",  # an undo or quarantine PCS may have taken
+    ],
+)
+def test_a_call_is_no_change_only_when_nothing_may_have_come_between(meanwhile: str) -> None:
     world = World()
-    world.knows(NEW)  # the detection read NEW, an hour before the recorded call
+    world.knows(BEFORE)
+    world.review(recorded())  # Alice puts NEW in place
+    checked = AT + (30 if meanwhile == "read long before" else 57) * MINUTE
+    detection_read(world, NEW, modified_at=AT + 800, checked_at=checked)
+    if meanwhile == "a change delivered since":
+        carol = resent_by(ARN.replace("alice", "carol"), minutes=58)
+        carol["detail"]["requestParameters"]["nodeLifecycleActions"] = BEFORE
+        world.handler.clock = lambda: AT / 1000 + 3_600
+        assert world.review(carol).reviewed == 1
+    if meanwhile == "lifeguard's change set out":
+        quarantined = copy.deepcopy(NEW)
+        quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+        change = AppliedChange(
+            at=(AT + 58 * MINUTE) / 1000,
+            episode_id="ep-1",
+            revision=1,
+            action="quarantine",
+            config_before=NEW,
+            config_after=quarantined,
+            fingerprint_before=fingerprint_of(NEW),
+            fingerprint_after=fingerprint_of(quarantined),
+            status="pending",
+            client_token=TOKEN,
+        )
+        RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
     world.handler.clock = lambda: AT / 1000 + 3_700
-    world.review(recorded())  # Alice's call sends NEW again: no change
-    assert world.reviews() == []
-    quarantined = copy.deepcopy(NEW)
-    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-    lifeguard_put(world, quarantined)  # then Lifeguard quarantines a loop on it
-    # Bob's apply puts NEW back over Lifeguard's quarantine: a change, reviewed, and his.
+    # Bob's apply sends NEW: it may have put it back, so it is reviewed, and NEW is his.
     assert world.review(resent_by(BOB, minutes=60)).reviewed == 1
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None
     assert found.arn == BOB
+
+
+def test_an_undo_pcs_may_not_have_taken_does_not_hide_the_looping_configuration_put_back() -> None:
+    world = World()
+    world.knows(NEW)
+    quarantined = copy.deepcopy(NEW)
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    quarantine = AppliedChange(
+        at=AT / 1000 + 300,
+        episode_id="ep-1",
+        revision=1,
+        action="quarantine",
+        config_before=NEW,
+        config_after=quarantined,
+        fingerprint_before=fingerprint_of(NEW),
+        fingerprint_after=fingerprint_of(quarantined),
+        client_token=TOKEN,
+    )
+    # `lifeguard undo` lost PCS's answer: set out, and PCS never took it (the group holds the quarantine).
+    undo = AppliedChange(
+        at=AT / 1000 + 400,
+        episode_id="ep-1",
+        revision=1,
+        action="undo",
+        config_before=quarantined,
+        config_after=NEW,
+        fingerprint_before=fingerprint_of(quarantined),
+        fingerprint_after=fingerprint_of(NEW),
+        status="pending",
+        client_token="lifeguard-undo-" + "0" * 40,
+    )
+    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[quarantine, undo]))
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    # Bob's apply puts the looping NEW back over the quarantine: a change, and his.
+    assert world.review(resent_by(BOB, minutes=60)).reviewed == 1
+
+
+def test_a_change_whose_record_comes_late_does_not_make_the_one_after_it_no_change() -> None:
+    world = World()
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 7_300
+    assert world.review(recorded()).reviewed == 1  # Alice puts NEW in place
+    bob = resent_by(BOB, minutes=30)  # Bob puts BEFORE back ...
+    bob["detail"]["requestParameters"]["nodeLifecycleActions"] = BEFORE
+    carol = resent_by(ARN.replace("alice", "carol"), minutes=60)  # ... and Carol NEW again
+    assert world.review(carol).reviewed == 1  # Bob's record, retried, comes after Carol's
+    assert world.review(bob).reviewed == 1

@@ -51,6 +51,9 @@ _RISKS_MAX = 100  # what the event contract takes
 _RISK_MESSAGE_MAX_CHARS = 1000
 _PATH_MAX_CHARS = 200
 _CLOCKS_APART_MS = 5_000  # how far CloudTrail's eventTime and PCS's modifiedAt of one change may differ
+_RESENT_READ_MS = (
+    5 * 60 * 1000
+)  # how close to a call Lifeguard's read of the group must be to say it changed nothing
 
 
 @dataclass
@@ -209,34 +212,33 @@ class ConfigReviewHandler:
         return None
 
     def _resent(self, call: ConfigCall, target: _Target, state: GroupState) -> str | None:
-        """Why a call that carried a configuration changed none (the one last known to be put in place
-        before it is the same: an infrastructure-as-code apply sends the group's whole definition every
-        time), or None. Not laid at its door, and not told again: the change that put it there was. Known
-        from the changes kept, Lifeguard's own ledger and the configuration the detection last read, the
-        latest of them before the call."""
-        known: list[tuple[int, str, str]] = []  # (put in place at, its fingerprint, by whom)
+        """Why a call that carried a configuration changed none, or None (it is reviewed). An
+        infrastructure-as-code apply sends the group's whole definition every time: a call is taken to have
+        sent again the configuration in place when PCS showed Lifeguard that configuration, modified before
+        the call, within `_RESENT_READ_MS` of it (CloudTrail's records arrive late and in no order, so a
+        change between that read and the call could still be on its way: the read must be that close), and
+        nothing Lifeguard knows of came in between (a reviewed change, Lifeguard's own, set out or made).
+        Not laid at its door, and not told again: the change that put it there was."""
         config = state.config
-        # PCS's modifiedAt of the call's own change is at or just after its eventTime, a whole second:
-        # only a configuration modified well before the call was in place before it.
-        if config is not None and config.actions_read and config.modified_at < call.at - _CLOCKS_APART_MS:
-            known.append((config.modified_at, config.fingerprint, "as PCS last showed it to Lifeguard"))
+        if (
+            config is None
+            or not config.actions_read
+            or config.fingerprint != _fingerprint(target.config)
+            or not config.modified_at < call.at - _CLOCKS_APART_MS
+            or config.checked_at < call.at - _RESENT_READ_MS
+        ):
+            return None
+        since = config.modified_at
         for change in self.changes.of_group(target.cluster_id, target.group_id):
-            if change.at < call.at:
-                known.append((change.at, change.fingerprint, f"by {clip(change.arn or 'an unnamed caller')}"))
+            if since < change.at < call.at and change.fingerprint != config.fingerprint:
+                return None
         if self.ledger is not None:
             for made in self.ledger(target.cluster_id, target.group_id).changes:
-                if made.status != "abandoned" and made.at * 1000 < call.at:
-                    known.append(
-                        (int(made.at * 1000), made.fingerprint_after, f"by Lifeguard's {made.action}")
-                    )
-        if not known:
-            return None
-        at, fingerprint, by = max(known)
-        if fingerprint != _fingerprint(target.config):
-            return None
+                if made.status != "abandoned" and since < made.at * 1000 < call.at:
+                    return None  # Lifeguard's change, or an undo PCS may not have taken
         return (
-            f"{call.event_name} sent the nodeLifecycleActions already in place (put there {by}, "
-            f"{utc(at)}): no change"
+            f"{call.event_name} sent the nodeLifecycleActions already in place (PCS showed them, modified "
+            f"{utc(config.modified_at)}, at {utc(config.checked_at)}): no change"
         )
 
     def _target(self, call: ConfigCall) -> _Target:
