@@ -76,12 +76,14 @@ def state_of(spec: str) -> GroupState:
         # Launched before the configuration changed at minute 10: the old config's nodes do not count.
         ("L1@0 L2@1 F1@12 F2@13", SETTINGS, 10, None),
         ("L1@0 L2@11 F1@12 F2@13 L3@14 F3@16", SETTINGS, 10, ("loop", ["i-2", "i-3"])),
-        # A failure whose launch was not seen counts when it came 30 minutes after the change: sooner, its
-        # node may have been launched before it (its LAUNCHED delivered late), on the configuration replaced.
-        ("F1@12 F2@13", SETTINGS, 10, None),
-        ("F1@40 F2@41", SETTINGS, 10, ("loop", ["i-1", "i-2"])),
-        ("F1@39 F2@40 F3@41", SETTINGS, 10, ("loop", ["i-2", "i-3"])),
+        # A failure whose launch was not seen counts when it came after the change; in a group whose
+        # LAUNCHED records do come (here instance 9's), only 30 minutes after it: sooner, its node may have
+        # been launched before it (its LAUNCHED delivered late), on the configuration replaced.
+        ("F1@12 F2@13", SETTINGS, 10, ("loop", ["i-1", "i-2"])),
         ("F1@8 F2@9", SETTINGS, 10, None),
+        ("L9@0 F1@12 F2@13", SETTINGS, 10, None),
+        ("L9@0 F1@40 F2@41", SETTINGS, 10, ("loop", ["i-1", "i-2"])),
+        ("L9@0 F1@39 F2@40 F3@41", SETTINGS, 10, ("loop", ["i-2", "i-3"])),
         # Intermittent: >= 5 outcomes in the window, at least half failed, never two failures in a row.
         ("S1@0 F2@5 S3@10 F4@15 S5@20 F6@25", SETTINGS, None, ("intermittent", ["i-2", "i-4", "i-6"])),
         ("S1@0 F2@5 S3@10 F4@15", SETTINGS, None, None),

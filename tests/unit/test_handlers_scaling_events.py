@@ -1593,6 +1593,7 @@ def test_failures_whose_launches_come_late_never_count_against_the_configuration
     fail after it, and their LAUNCHED records are delivered after the failures (a retried batch, another
     invocation). Lifeguard must not take them for a loop of the fix, nor change it."""
     world = World()
+    world.feed([launched("i-0earlier000000001", at(0, 50)), succeeded("i-0earlier000000001", at(0, 55))])
     world.person_sets(REVERTED, at(1, 16))
     old = ["i-0old0000000000001", "i-0old0000000000002"]
     world.feed([failed(old[0], at(1, 18)), failed(old[1], at(1, 19))])

@@ -248,15 +248,23 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
 
 def is_relevant(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:
     """True when the instance ran the group's current configuration: launched at or after its `modifiedAt`.
-    An instance whose LAUNCHED was not seen (yet: a batch delivered late) is taken to have run it only when
-    its outcome came `UNSEEN_LAUNCH_MS` after the change: one that failed sooner may have been launched
-    before it, on the configuration it replaced, and never counts against the new one."""
+    An instance whose LAUNCHED was not seen is taken to have run it when its outcome came after the change;
+    in a group whose LAUNCHED records do come (it shows the launch of some instance), only when its outcome
+    came `UNSEEN_LAUNCH_MS` after the change: its LAUNCHED may be on its way (a batch delivered late), and
+    one that failed sooner may have been launched before the change, on the configuration it replaced, and
+    never counts against the new one."""
     if modified_at is None:
         return True
     launched = state.launched_at(outcome)
     if launched is not None:
         return launched >= modified_at
-    return outcome.event_timestamp >= modified_at + UNSEEN_LAUNCH_MS
+    margin = UNSEEN_LAUNCH_MS if _launches_come(state) else 0
+    return outcome.event_timestamp >= modified_at + margin
+
+
+def _launches_come(state: GroupState) -> bool:
+    """Whether the group's scaling log shows its instances' launches (LAUNCHED records with their ids)."""
+    return bool(state.launches) or any(o.launched_at is not None for o in state.outcomes.values())
 
 
 @dataclass(frozen=True)
