@@ -239,3 +239,28 @@ def test_the_twins_scontrol_answers_in_one_write_so_a_ready_check_under_pipefail
     }
     done = subprocess.run(["bash", "-c", check], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_twins_scontrol_does_nothing_before_slurmd_runs(tmp_path: Path) -> None:
+    """In nodeBootstrapped slurmd is not running (the article): a drain asked there fails and is no drain."""
+    from lifeguard_cli.simulate.twin import _SCONTROL
+
+    scontrol = tmp_path / "scontrol"
+    scontrol.write_text(_SCONTROL)
+    scontrol.chmod(0o755)
+    slurm_log = tmp_path / "slurm.log"
+    root = tmp_path / "root"
+    (root / "var/log/amazon/pcs/lifecycle/actions/nodeBootstrapped").mkdir(parents=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
+        "LIFEGUARD_NODE_ROOT": str(root),
+    }
+    drain = [str(scontrol), "update", "nodename=n1", "State=DRAIN", "Reason=x"]
+    done = subprocess.run(drain, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert "slurmd is not running yet" in done.stderr
+    assert not slurm_log.exists()
+    (root / "var/log/amazon/pcs/lifecycle/actions/nodeReady").mkdir()
+    assert subprocess.run(drain, env=env, check=False).returncode == 0
+    assert "State=DRAIN" in slurm_log.read_text()

@@ -77,11 +77,11 @@ _SCONTROL = (
     "# shows one that registered (the article's ready-check reads it in nodeReady). Its answer is one\n"
     "# write, as Slurm's is: `scontrol show node X | grep -q ...` under pipefail would otherwise fail\n"
     "# when grep has matched and gone before a second write (SIGPIPE).\n"
-    'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
     f"if ! {_SLURMD_UP}; then\n"
     '  echo "scontrol: error: slurmd is not running yet on this node (nodeBootstrapped)" >&2\n'
     "  exit 1\n"
     "fi\n"
+    'echo "$*" >> "$LIFEGUARD_SIM_SLURM_LOG"\n'
     'if [ "$1" = show ] && [ "$2" = node ]; then\n'
     "  cat <<SHOWN\n"
     "NodeName=${3:-$PCS_NODE_ID} Arch=x86_64 CoresPerSocket=1\n"
