@@ -1600,3 +1600,16 @@ def test_failures_whose_launches_come_late_never_count_against_the_configuration
     world.feed([launched(old[0], at(1, 12)), launched(old[1], at(1, 13))])
     assert world.published() == []
     assert world.state().episode is None
+
+
+def test_a_loop_whose_launches_come_after_its_failures_is_told_when_they_come() -> None:
+    """Batches out of order (a retried one, concurrent invocations): the loop's failures first, then their
+    nodes' LAUNCHED records, which show they ran the current configuration."""
+    world = World()
+    world.feed([launched("i-0earlier000000001", at(0, 50)), succeeded("i-0earlier000000001", at(0, 55))])
+    world.feed([r for r in LOOP if r["status_code"] != "LAUNCHED"])
+    assert world.published() == []  # which configuration did they run? Not known yet
+    world.feed([r for r in LOOP if r["status_code"] == "LAUNCHED"])
+    assert world.published() == ["BootstrapLoopDetected"]
+    [(_, detail)] = world.bus.events()
+    assert [f["instance_id"] for f in detail["failures"]] == [FIRST, SECOND]

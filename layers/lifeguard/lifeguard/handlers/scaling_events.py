@@ -275,7 +275,9 @@ class ScalingEventsHandler:
                 change.changed = True
                 failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
                 beyond_maps |= unhealthy
-                if failure and state.episode is None:
+                if (failure or _launch_of_a_failure(state, record)) and state.episode is None:
+                    # A LAUNCHED delivered after its node's failure says which configuration the node ran:
+                    # the failure may count now.
                     self._detect(state, refresh, change, runs)
                 elif failure and self._may_have_changed(state, record):
                     self._detect_again(state, refresh, change, runs)
@@ -607,6 +609,14 @@ class ScalingEventsHandler:
             )
         logger.warning("group %s: %s", state.group_id, reason)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+
+def _launch_of_a_failure(state: GroupState, record: ScalingLogRecord) -> bool:
+    """Whether the record is the LAUNCHED of an instance whose bootstrap failure came first."""
+    if record.status_code != "LAUNCHED":
+        return False
+    outcome = state.outcomes.get(record.instance_id or "")
+    return outcome is not None and not outcome.succeeded
 
 
 def _hides_failures(config: KnownConfig) -> bool:
