@@ -1613,3 +1613,20 @@ def test_a_loop_whose_launches_come_after_its_failures_is_told_when_they_come() 
     assert world.published() == ["BootstrapLoopDetected"]
     [(_, detail)] = world.bus.events()
     assert [f["instance_id"] for f in detail["failures"]] == [FIRST, SECOND]
+
+
+def test_a_loop_going_on_under_a_fix_is_told_again_when_its_late_launches_come() -> None:
+    """An open episode; a fix that does not work; its nodes' failures come before their LAUNCHED records
+    (held back then), and the launches show they ran the fix: the loop is told again (an escalation)."""
+    world = World()
+    world.feed(LOOP)
+    world.person_sets(REVERTED, at(1, 20))
+    first, second = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([failed(first, at(1, 26))])
+    world.feed([failed(second, at(1, 27))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched(first, at(1, 21)), launched(second, at(1, 22))])
+    assert world.published() == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    [_, (_, again)] = world.bus.events()
+    assert [f["instance_id"] for f in again["failures"]] == [first, second]
+    assert again["revision"] == 2

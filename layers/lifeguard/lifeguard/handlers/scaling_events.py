@@ -279,7 +279,9 @@ class ScalingEventsHandler:
                     # A LAUNCHED delivered after its node's failure says which configuration the node ran:
                     # the failure may count now.
                     self._detect(state, refresh, change, runs)
-                elif failure and self._may_have_changed(state, record):
+                elif (failure and self._may_have_changed(state, record)) or self._launch_under_change(
+                    state, record
+                ):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
@@ -540,6 +542,18 @@ class ScalingEventsHandler:
         refresh interval of event time, so a group that keeps failing costs one PCS read a minute."""
         config = state.config
         return config is None or record.event_timestamp - config.checked_at >= self.proven_good_refresh_ms
+
+    @staticmethod
+    def _launch_under_change(state: GroupState, record: ScalingLogRecord) -> bool:
+        """A LAUNCHED delivered after its node's failure, in an open episode whose configuration has changed
+        since it opened: the failure may count against the new one now (an escalation)."""
+        episode, config = state.episode, state.config
+        return (
+            episode is not None
+            and config is not None
+            and config.modified_at != episode.config_modified_at
+            and _launch_of_a_failure(state, record)
+        )
 
     def _detect_again(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
