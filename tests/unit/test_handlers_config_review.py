@@ -17,6 +17,7 @@ from lifeguard.group_state import GroupState, KnownConfig, ProvenGood
 from lifeguard.handlers.config_review import ConfigReviewHandler, ReviewSummary
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import AppliedChange, Ledger
+from lifeguard.remediation.records import ChangeStatus
 from lifeguard.store.changes import ChangeStore
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
@@ -343,20 +344,42 @@ def scaling_update(arn: str) -> dict[str, Any]:
     return event
 
 
-def lifeguard_put(world: World, after: dict[str, Any]) -> None:
-    """Lifeguard's quarantine put `after` in place (the group's ledger says so, with its clientToken)."""
-    change = AppliedChange(
-        at=AT / 1000 + 300,
+def ledger_change(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    *,
+    at_s: float = AT / 1000 + 300,
+    action: str = "quarantine",
+    status: ChangeStatus = "applied",
+    token: str = TOKEN,
+) -> AppliedChange:
+    """A change of Lifeguard's ledger, from `before` to `after`, made (or set out) at `at_s`."""
+    return AppliedChange(
+        at=at_s,
         episode_id="ep-1",
         revision=1,
-        action="quarantine",
-        config_before=NEW,
+        action=action,
+        config_before=before,
         config_after=after,
-        fingerprint_before=fingerprint_of(NEW),
+        fingerprint_before=fingerprint_of(before),
         fingerprint_after=fingerprint_of(after),
-        client_token=TOKEN,
+        status=status,
+        client_token=token,
     )
-    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
+
+
+def quarantined_new() -> dict[str, Any]:
+    """NEW with its first script switched to STOP_SEQUENCE, as Lifeguard's quarantine leaves it."""
+    quarantined = copy.deepcopy(NEW)
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    return quarantined
+
+
+def lifeguard_put(world: World, after: dict[str, Any], *changes: AppliedChange) -> None:
+    """Lifeguard's quarantine put `after` in place (the group's ledger says so, with its clientToken), and
+    `changes` followed it."""
+    ledger = Ledger(changes=[ledger_change(NEW, after), *changes])
+    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, ledger)
 
 
 def test_a_call_that_carried_no_configuration_does_not_take_the_blame_for_an_earlier_change() -> None:
@@ -384,8 +407,7 @@ def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_
 
 
 def test_lifeguards_quarantine_is_not_reviewed_as_the_next_callers_risky_change() -> None:
-    quarantined = copy.deepcopy(NEW)
-    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    quarantined = quarantined_new()
     world = World(pcs_config=quarantined)
     world.knows(NEW)
     lifeguard_put(world, quarantined)
@@ -507,20 +529,7 @@ def test_a_call_is_no_change_only_when_nothing_may_have_come_between(meanwhile: 
         world.handler.clock = lambda: AT / 1000 + 3_600
         assert world.review(carol).reviewed == 1
     if meanwhile == "lifeguard's change set out":
-        quarantined = copy.deepcopy(NEW)
-        quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-        change = AppliedChange(
-            at=(AT + 58 * MINUTE) / 1000,
-            episode_id="ep-1",
-            revision=1,
-            action="quarantine",
-            config_before=NEW,
-            config_after=quarantined,
-            fingerprint_before=fingerprint_of(NEW),
-            fingerprint_after=fingerprint_of(quarantined),
-            status="pending",
-            client_token=TOKEN,
-        )
+        change = ledger_change(NEW, quarantined_new(), at_s=(AT + 58 * MINUTE) / 1000, status="pending")
         RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
     world.handler.clock = lambda: AT / 1000 + 3_700
     # Bob's apply sends NEW: it may have put it back, so it is reviewed, and NEW is his.
@@ -533,33 +542,17 @@ def test_a_call_is_no_change_only_when_nothing_may_have_come_between(meanwhile: 
 def test_an_undo_pcs_may_not_have_taken_does_not_hide_the_looping_configuration_put_back() -> None:
     world = World()
     world.knows(NEW)
-    quarantined = copy.deepcopy(NEW)
-    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-    quarantine = AppliedChange(
-        at=AT / 1000 + 300,
-        episode_id="ep-1",
-        revision=1,
-        action="quarantine",
-        config_before=NEW,
-        config_after=quarantined,
-        fingerprint_before=fingerprint_of(NEW),
-        fingerprint_after=fingerprint_of(quarantined),
-        client_token=TOKEN,
-    )
+    quarantined = quarantined_new()
     # `lifeguard undo` lost PCS's answer: set out, and PCS never took it (the group holds the quarantine).
-    undo = AppliedChange(
-        at=AT / 1000 + 400,
-        episode_id="ep-1",
-        revision=1,
+    undo = ledger_change(
+        quarantined,
+        NEW,
+        at_s=AT / 1000 + 400,
         action="undo",
-        config_before=quarantined,
-        config_after=NEW,
-        fingerprint_before=fingerprint_of(quarantined),
-        fingerprint_after=fingerprint_of(NEW),
         status="pending",
-        client_token="lifeguard-undo-" + "0" * 40,
+        token="lifeguard-undo-" + "0" * 40,
     )
-    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[quarantine, undo]))
+    lifeguard_put(world, quarantined, undo)
     world.handler.clock = lambda: AT / 1000 + 3_700
     # Bob's apply puts the looping NEW back over the quarantine: a change, and his.
     assert world.review(resent_by(BOB, minutes=60)).reviewed == 1
