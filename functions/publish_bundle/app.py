@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -25,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 __all__ = [
     "BUNDLE_KEY",
@@ -230,9 +232,6 @@ def _cloudformation_url(url: str) -> bool:
     """Whether an answer may go to `url`: CloudFormation's presigned S3 URL (https, a host of
     amazonaws.com, or amazonaws.com.cn), or any when the function's AWS is a local one (AWS_ENDPOINT_URL:
     the tests, and replays, answer to a CloudFormation of their own on loopback)."""
-    import os
-    from urllib.parse import urlsplit
-
     if os.environ.get("AWS_ENDPOINT_URL"):
         return True
     try:

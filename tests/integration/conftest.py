@@ -71,10 +71,14 @@ class Node:
         data = body.encode() if isinstance(body, str) else body
         self.s3.put_object(Bucket=self.bucket, Key=key, Body=data)
 
-    def boot(self, config: dict[str, Any], *args: str, command: list[str] | None = None) -> NodeRun:
-        """Run `lifeguard-node boot` on this root, as the article's node lca-static-1 of group lca-static."""
-        path = self.root.parent / f"config-{uuid.uuid4().hex[:8]}.json"
-        path.write_text(json.dumps(config))
+    def boot(self, config: dict[str, Any] | Path, *args: str, command: list[str] | None = None) -> NodeRun:
+        """Run `lifeguard-node boot` on this root, as the article's node lca-static-1 of group lca-static
+        (`config` as JSON, or the file that holds it as it is)."""
+        if isinstance(config, Path):
+            path = config
+        else:
+            path = self.root.parent / f"config-{uuid.uuid4().hex[:8]}.json"
+            path.write_text(json.dumps(config))
         base = command or [str(LIFEGUARD_NODE)]
         result = subprocess.run(
             [

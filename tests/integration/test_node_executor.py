@@ -512,14 +512,7 @@ def test_an_argument_exec_cannot_pass_fails_that_script_by_its_on_error_not_the_
 def test_a_config_nested_too_deep_to_read_is_bad_usage_not_an_internal_error(node: Node) -> None:
     path = node.root.parent / "nested.json"
     path.write_text("[" * 100_000 + "]" * 100_000)
-    result = subprocess.run(
-        [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root)],
-        env=node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = node.boot(path)
     assert result.returncode == 64, result.stderr
     assert "is not valid JSON" in result.stderr
 

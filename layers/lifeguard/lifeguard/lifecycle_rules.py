@@ -26,6 +26,7 @@ __all__ = [
     "STAGES",
     "drains_kept_nodes",
     "find_problems",
+    "hides_failures",
     "holds_quarantine",
     "holds_script",
     "scripts_of",
@@ -129,6 +130,13 @@ def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
 def scripts_of(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """(stage, name) of every script of a configuration."""
     return {(stage, script["name"]) for stage, script in _named_scripts(actions)}
+
+
+def hides_failures(actions: Mapping[str, Any] | None) -> bool:
+    """Whether a node's BOOTSTRAP_SUCCESS on the configuration may hide a failed script (PCS logs a
+    STOP_SEQUENCE failure as a success: such a success alone proves nothing): one of its scripts is under
+    STOP_SEQUENCE, whoever put it there, or Lifeguard's drain step is in it."""
+    return drains_kept_nodes(actions) or bool(stopping_scripts(actions))
 
 
 def terminating_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:

@@ -51,9 +51,8 @@ _RISKS_MAX = 100  # what the event contract takes
 _RISK_MESSAGE_MAX_CHARS = 1000
 _PATH_MAX_CHARS = 200
 _CLOCKS_APART_MS = 5_000  # how far CloudTrail's eventTime and PCS's modifiedAt of one change may differ
-_RESENT_READ_MS = (
-    5 * 60 * 1000
-)  # how close to a call Lifeguard's read of the group must be to say it changed nothing
+# How close to a call Lifeguard's read of the group must be for the call to be said to change nothing.
+_RESENT_READ_MS = 5 * 60 * 1000
 
 
 @dataclass

@@ -34,7 +34,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes, holds_quarantine, holds_script, stopping_scripts
+from lifeguard.lifecycle_rules import drains_kept_nodes, hides_failures, holds_quarantine, holds_script
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -275,13 +275,12 @@ class ScalingEventsHandler:
                 change.changed = True
                 failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
                 beyond_maps |= unhealthy
-                if (failure or _launch_of_a_failure(state, record)) and state.episode is None:
-                    # A LAUNCHED delivered after its node's failure says which configuration the node ran:
-                    # the failure may count now.
+                # A LAUNCHED delivered after its node's failure says which configuration the node ran: the
+                # failure may count now, as when it came.
+                late_launch = _launch_of_a_failure(state, record)
+                if (failure or late_launch) and state.episode is None:
                     self._detect(state, refresh, change, runs)
-                elif (failure and self._may_have_changed(state, record)) or self._launch_under_change(
-                    state, record
-                ):
+                elif (failure and self._may_have_changed(state, record)) or (late_launch and _changed(state)):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
@@ -342,7 +341,7 @@ class ScalingEventsHandler:
 
     def _proves_nothing(self, state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
         """A success whose node has sent no report yet, in a group whose nodes ship reports, while the
-        configuration may hide a failure (`_hides_failures`: a script under STOP_SEQUENCE, Lifeguard's or
+        configuration may hide a failure (`hides_failures`: a script under STOP_SEQUENCE, Lifeguard's or
         the owner's, or Lifeguard's drain step): PCS logs such a script's failure as BOOTSTRAP_SUCCESS, so it
         ends nothing yet; its reports, when they come, contain or resolve the episode (node_reports). A node
         silent for `REPORTS_GRACE_MS` after its success, or a group whose nodes send no reports at all, is
@@ -352,7 +351,7 @@ class ScalingEventsHandler:
             return False
         if int(self.clock() * 1000) - success.event_timestamp > REPORTS_GRACE_MS:
             return False
-        return _hides_failures(state.config)
+        return hides_failures(state.config.node_lifecycle_actions)
 
     def _holds_quarantine(self, state: GroupState, config: KnownConfig) -> bool:
         """`holds_quarantine` of the configuration, Lifeguard's ledger read only when it is asked."""
@@ -389,7 +388,7 @@ class ScalingEventsHandler:
             boot = runs.of(outcome)
             if boot.reported:
                 return None if boot.failed else f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
-            if config is None or _hides_failures(config):
+            if config is None or hides_failures(config.node_lifecycle_actions):
                 return None  # PCS logs a STOP_SEQUENCE script's failure as a success: that proves nothing
             return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
 
@@ -543,18 +542,6 @@ class ScalingEventsHandler:
         config = state.config
         return config is None or record.event_timestamp - config.checked_at >= self.proven_good_refresh_ms
 
-    @staticmethod
-    def _launch_under_change(state: GroupState, record: ScalingLogRecord) -> bool:
-        """A LAUNCHED delivered after its node's failure, in an open episode whose configuration has changed
-        since it opened: the failure may count against the new one now (an escalation)."""
-        episode, config = state.episode, state.config
-        return (
-            episode is not None
-            and config is not None
-            and config.modified_at != episode.config_modified_at
-            and _launch_of_a_failure(state, record)
-        )
-
     def _detect_again(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
@@ -625,20 +612,18 @@ class ScalingEventsHandler:
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
 
+def _changed(state: GroupState) -> bool:
+    """Whether the open episode's group has a configuration newer than the one the episode opened on."""
+    episode, config = state.episode, state.config
+    return episode is not None and config is not None and config.modified_at != episode.config_modified_at
+
+
 def _launch_of_a_failure(state: GroupState, record: ScalingLogRecord) -> bool:
     """Whether the record is the LAUNCHED of an instance whose bootstrap failure came first."""
     if record.status_code != "LAUNCHED":
         return False
     outcome = state.outcomes.get(record.instance_id or "")
     return outcome is not None and not outcome.succeeded
-
-
-def _hides_failures(config: KnownConfig) -> bool:
-    """Whether a node's BOOTSTRAP_SUCCESS on the configuration may hide a failed script (DESIGN: such a
-    success alone proves nothing): one is under STOP_SEQUENCE, whoever put it there, or Lifeguard's drain
-    step is in it."""
-    actions = config.node_lifecycle_actions
-    return drains_kept_nodes(actions) or bool(stopping_scripts(actions))
 
 
 def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str | None:

@@ -505,10 +505,10 @@ class Remediator:
             attempts += 1
             if attempts > 1:
                 group = self.pcs.get_group(cluster_id, group_id)
-                held = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
-                if fingerprint_of(held) == intent.fingerprint_after:
+                held = fingerprint_of(dict(group.node_lifecycle_actions or {}) or None)
+                if held == intent.fingerprint_after:
                     return group
-                if fingerprint_of(held) != intent.fingerprint_before:
+                if held != intent.fingerprint_before:
                     raise _MovedOnError
             return update()
 
