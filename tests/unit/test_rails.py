@@ -154,20 +154,31 @@ def test_the_mode_tag_is_read_in_one_place_and_a_bad_one_fails_closed() -> None:
     assert mode_of({"lifeguard:mode": "of"}, "off")[0] == "off"
 
 
+OFF = {"lifeguard:mode": "off"}
+
+
 @pytest.mark.parametrize(
-    ("mode", "status", "reason"),
+    ("mode", "status", "tags", "reason"),
     [
-        ("off", "ACTIVE", "the group's tag lifeguard:mode is off"),
-        ("quarantine", "UPDATING", "the group is UPDATING, not ACTIVE"),
-        ("off", "UPDATING", "the group's tag lifeguard:mode is off"),
-        ("quarantine", "ACTIVE", None),
-        ("notify", "ACTIVE", None),
+        ("off", "ACTIVE", OFF, "the group's tag lifeguard:mode is off"),
+        ("quarantine", "UPDATING", {}, "the group is UPDATING, not ACTIVE"),
+        ("off", "UPDATING", {"lifeguard:mode": " Off"}, "the group's tag lifeguard:mode is off"),
+        ("quarantine", "ACTIVE", {}, None),
+        ("notify", "ACTIVE", {}, None),
+        # Off by the stack's DefaultMode: the message names the stack, not a tag the group does not have.
+        ("off", "ACTIVE", {}, "the stack's DefaultMode is off (the group has no tag lifeguard:mode)"),
+        (
+            "off",
+            "ACTIVE",
+            {"lifeguard:mode": "of"},
+            "the group's tag lifeguard:mode names no mode, and the stack's DefaultMode is off",
+        ),
     ],
 )
 def test_a_group_whose_mode_is_off_or_that_is_not_active_is_not_changed(
-    mode: str, status: str, reason: str | None
+    mode: str, status: str, tags: dict[str, str], reason: str | None
 ) -> None:
-    assert rails.group_unfit(mode, status) == reason
+    assert rails.group_unfit(mode, status, tags) == reason
 
 
 def test_a_detection_of_the_configuration_before_lifeguard_s_own_change_is_already_remediated() -> None:

@@ -481,6 +481,19 @@ def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_a_change_held_back_by_the_stacks_default_mode_names_the_stack_not_a_tag() -> None:
+    world = World()
+    _, event = _parked(world)
+    world.clock.advance(60)
+    [skipped] = world.remediator(default_mode="off").handle_event(event)  # redeployed with DefaultMode off
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == (
+        "The stack's DefaultMode is off (the group has no tag lifeguard:mode): Lifeguard's quarantine, set "
+        "out before, was not made."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() -> None:
     world = World()
     remediator, event = _parked(world)

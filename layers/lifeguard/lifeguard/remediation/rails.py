@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
+from lifeguard.detection import TAG_MODE
 from lifeguard.event_contract import episode_signals
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
@@ -78,11 +79,17 @@ def unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> st
     return None
 
 
-def group_unfit(mode: str, status: str) -> str | None:
-    """Why the group is not to be changed whatever its configuration: its mode is off, or it is not ACTIVE
-    (PCS refuses an update while the group is creating, updating or deleting)."""
+def group_unfit(mode: str, status: str, tags: Mapping[str, str]) -> str | None:
+    """Why the group is not to be changed whatever its configuration: its mode is off (saying whether its
+    tag or the stack's DefaultMode made it so), or it is not ACTIVE (PCS refuses an update while the group
+    is creating, updating or deleting)."""
     if mode == "off":
-        return "the group's tag lifeguard:mode is off"
+        tag = tags.get(TAG_MODE)
+        if tag is None:
+            return f"the stack's DefaultMode is off (the group has no tag {TAG_MODE})"
+        if tag.strip().lower() == "off":
+            return f"the group's tag {TAG_MODE} is off"
+        return f"the group's tag {TAG_MODE} names no mode, and the stack's DefaultMode is off"
     if status != "ACTIVE":
         return f"the group is {status}, not ACTIVE"
     return None

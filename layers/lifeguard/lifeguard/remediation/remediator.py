@@ -280,7 +280,7 @@ class Remediator:
         mode = self._known_mode(state)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
-            mode, drain, owner = self._tagged(group, deadline)
+            mode, drain, owner, tags = self._tagged(group, deadline)
         except GroupNotFoundError:
             return _Verdict("skipped", mode, None, "the compute node group no longer exists", True)
         except AwsCallError as exc:
@@ -289,7 +289,7 @@ class Remediator:
         earlier = ledger.of_episode(detection.episode_id)
         assert state.episode is not None  # matched
         held = (
-            rails.group_unfit(mode, group.status)
+            rails.group_unfit(mode, group.status, tags)
             or rails.not_borne_out(state.episode)
             or rails.already_remediated(detection, earlier)
             or rails.configuration_moved(detection, before, group.modified_at_ms)
@@ -443,8 +443,8 @@ class Remediator:
         episode = self.states.load(detection.cluster_id, detection.compute_node_group_id).episode
         if episode is None or episode.episode_id != detection.episode_id:
             return f"the episode ended before Lifeguard's {intent.action} could be made; nothing was changed"
-        mode = self._tagged(group, deadline)[0]
-        held = rails.group_unfit(mode, group.status) or rails.dry_run(mode, self.settings, "")
+        mode, _, _, tags = self._tagged(group, deadline)
+        held = rails.group_unfit(mode, group.status, tags) or rails.dry_run(mode, self.settings, "")
         if held is None:
             return None
         return f"{held.rstrip('; ')}: Lifeguard's {intent.action}, set out before, was not made"
@@ -533,9 +533,11 @@ class Remediator:
             self.sleep(poll)
             waited += poll
 
-    def _tagged(self, group: GroupSnapshot, deadline: float) -> tuple[str, bool, ManagedBy | None]:
+    def _tagged(
+        self, group: GroupSnapshot, deadline: float
+    ) -> tuple[str, bool, ManagedBy | None, Mapping[str, str]]:
         """The group's mode, whether kept nodes are drained, and the tool that owns it, from its tags as PCS
-        holds them now."""
+        holds them now (which are given too)."""
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
         mode, problem = mode_of(tags, self.settings.default_mode)
         if problem:
@@ -543,7 +545,7 @@ class Remediator:
         drain, problem = drain_of(tags, self.settings.drain_kept_nodes)
         if problem:
             logger.warning("group %s: %s; using %s", group.group_id, problem, drain)
-        return mode, drain, managed_by(tags)
+        return mode, drain, managed_by(tags), tags
 
     def _known_mode(self, state: GroupState) -> str:
         """The group's mode as Lifeguard last read its tags (no PCS call)."""
