@@ -595,7 +595,9 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     assert world.published().count("LoopContained") == 1
 
 
-def ran(instance: str, when: int, *, outcome: str = "succeeded", script: str = "record-boot") -> NodeReport:
+def ran(
+    instance: str, when: int, *, outcome: str = "succeeded", script: str = "record-after-fail"
+) -> NodeReport:
     """A run the instance reported at `when` (epoch ms), of the article's report stream's shape."""
     failed = outcome == "failed"
     return NodeReport.model_validate(
@@ -1630,3 +1632,105 @@ def test_a_loop_going_on_under_a_fix_is_told_again_when_its_late_launches_come()
     [_, (_, again)] = world.bus.events()
     assert [f["instance_id"] for f in again["failures"]] == [first, second]
     assert again["revision"] == 2
+
+
+# -- what a node's reports may and may not say about a boot --
+
+NEW_NODE = "i-0new0000000000001"
+
+
+def _ready_check_failed(when_ms: int, on_error: str) -> dict[str, Any]:
+    """The node's nodeReady script failing at `when_ms`: it runs after PCS logged the node ACTIVE."""
+    return {
+        **REPORTED[0],
+        "instance_id": NEW_NODE,
+        "stage": "nodeReady",
+        "script": "ready-check",
+        "on_error": on_error,
+        "started_at": when_ms // 1000,
+        "ended_at": when_ms // 1000,
+    }
+
+
+def test_a_nodeready_failure_reported_after_the_success_unproves_the_configuration() -> None:
+    """The article: ACTIVE at 00:57:52, the nodeReady check from 00:57:54. A nodeReady script's failure is
+    of the boot that proved the configuration, though it started after the success was logged."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    GroupStore(world.table, TABLE).put_reports([ran(NEW_NODE, at(1, 15), script="record-after-fail")])
+    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 18))])
+    assert world.state().proven_good is not None  # its nodeBootstrapped run, so far
+    ship(world, reports_handler(world), [_ready_check_failed(at(1, 18, 2), "CONTINUE")])
+    assert world.state().proven_good is None
+
+
+def test_a_nodeready_failure_reported_after_the_success_turns_the_resolution_into_containment() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    fixed = json.loads(json.dumps(TERMINATE))
+    del fixed["stages"]["nodeBootstrapped"][0]  # the owner's fix, with a nodeReady script kept
+    fixed["stages"]["nodeReady"][0]["onError"] = "STOP_SEQUENCE"
+    world.person_sets(fixed, at(1, 13))
+    GroupStore(world.table, TABLE).put_reports([ran(NEW_NODE, at(1, 16), script="record-after-fail")])
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    ship(world, reports_handler(world), [_ready_check_failed(at(1, 19, 2), "STOP_SEQUENCE")])
+    assert world.published()[-1] == "LoopContained"
+
+
+def _forged_failure(when_ms: int) -> dict[str, Any]:
+    """A report of a script the group's configuration does not have (any node can write one)."""
+    return {
+        **REPORTED[0],
+        "instance_id": NEW_NODE,
+        "script": "no-such-script",
+        "started_at": when_ms // 1000,
+        "ended_at": when_ms // 1000,
+    }
+
+
+def test_a_failure_of_a_script_the_configuration_does_not_have_unproves_nothing() -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 18))])
+    assert world.state().proven_good is not None
+    ship(world, reports_handler(world), [_forged_failure(at(1, 15))])
+    assert world.state().proven_good is not None
+
+
+def test_a_failure_of_a_script_the_configuration_does_not_have_contains_no_fixed_loop() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    world.person_sets(REVERTED, at(1, 13))
+    ship(world, reports_handler(world), [_forged_failure(at(1, 16))])
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+
+
+def test_a_suspect_named_after_the_detection_said_no_script_failed_is_remediated() -> None:
+    """The failing nodes' runs that did not fail came first (their failed runs' batch was retried): the
+    detection said no script failed. Their failed runs, when they come, name the script, and the
+    remediation of that revision switches it."""
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(FIRST, 1792544790000, script="record-after-fail"),
+            ran(SECOND, 1792545150000, script="record-after-fail"),
+        ]
+    )
+    world.feed(ARTICLE)
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.no_script_failed
+    ship(world, reports_handler(world), REPORTED)
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert episode.suspect.script == "fail-terminate"
+    assert not episode.no_script_failed
+    assert world.published() == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    applied = remediate_last_detection(world)
+    assert applied["action"] == "quarantine"
+    assert applied["diff"] == [
+        {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
+    ]

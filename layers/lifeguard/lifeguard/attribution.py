@@ -33,15 +33,24 @@ __all__ = [
 KEPT_LIMIT = 100  # nodes an episode lists as kept (the events' `kept`, bounded as the event's list is)
 
 
-def failed_runs(reports: Iterable[NodeReport], instance_id: str, since_ms: int | None) -> list[NodeReport]:
+def failed_runs(
+    reports: Iterable[NodeReport],
+    instance_id: str,
+    since_ms: int | None,
+    scripts: Collection[tuple[str, str]] | None = None,
+) -> list[NodeReport]:
     """The failed script runs an instance reported for its boot (runs started at or after `since_ms`, its
-    launch, when known), oldest first."""
+    launch, when known), oldest first. Only runs of `scripts` ((stage, name) of the configuration the node
+    ran; None when it is not known) count: any node can write a report naming any script."""
     since_s = (since_ms // 1000) - 1 if since_ms is not None else None
     return sorted(
         (
             r
             for r in reports
-            if r.failed and r.instance_id == instance_id and (since_s is None or r.started_at >= since_s)
+            if r.failed
+            and r.instance_id == instance_id
+            and (since_s is None or r.started_at >= since_s)
+            and (scripts is None or (r.stage, r.script) in scripts)
         ),
         key=lambda r: (r.boot, r.started_at),
     )
@@ -52,6 +61,10 @@ class _Mark(Protocol):
     def instance_id(self) -> str: ...
     @property
     def started_at(self) -> int: ...
+    @property
+    def stage(self) -> str: ...
+    @property
+    def script(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -76,14 +89,23 @@ class BootRuns:
 
 
 def boot_runs(
-    reports: Iterable[NodeReport], marks: Iterable[_Mark], instance_id: str, since_ms: int | None
+    reports: Iterable[NodeReport],
+    marks: Iterable[_Mark],
+    instance_id: str,
+    since_ms: int | None,
+    scripts: Collection[tuple[str, str]] | None = None,
 ) -> BootRuns:
-    """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known)."""
+    """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known),
+    of `scripts` only when given (as `failed_runs`)."""
     since_s = (since_ms // 1000) - 1 if since_ms is not None else None
     others = sum(
-        1 for m in marks if m.instance_id == instance_id and (since_s is None or m.started_at >= since_s)
+        1
+        for m in marks
+        if m.instance_id == instance_id
+        and (since_s is None or m.started_at >= since_s)
+        and (scripts is None or (m.stage, m.script) in scripts)
     )
-    return BootRuns(failed_runs(reports, instance_id, since_ms), others)
+    return BootRuns(failed_runs(reports, instance_id, since_ms, scripts), others)
 
 
 def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:

@@ -9,12 +9,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lifeguard.attribution import KEPT_LIMIT, BootRuns, failed_runs, suspect_of_runs
+from lifeguard.attribution import KEPT_LIMIT, BootRuns, failed_runs, known_scripts, suspect_of_runs
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
 from lifeguard.group_state import BootOutcome, GroupState
-from lifeguard.lifecycle_rules import drains_kept_nodes
+from lifeguard.lifecycle_rules import drains_kept_nodes, scripts_of
 from lifeguard.node_report import NodeReport
 
 if TYPE_CHECKING:
@@ -82,12 +82,11 @@ def reopen_as_contained(
     outcome = state.outcomes.get(last.resolved_by)
     if outcome is None:
         return []
-    # The runs of the boot that ended it: started after the launch, and before the success was logged.
-    runs = [
-        r
-        for r in failed_runs(reports, outcome.instance_id, state.launched_at(outcome))
-        if r.started_at * 1000 <= last.resolved_at
-    ]
+    # The runs of the boot that ended it: its first, since the launch (nodeReady's run after the success
+    # was logged, as the article saw), of the group's scripts.
+    runs = _launch_boot(
+        failed_runs(reports, outcome.instance_id, state.launched_at(outcome), known_scripts(state))
+    )
     if not runs:
         return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
@@ -136,19 +135,25 @@ def resolve(
 
 
 def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:
-    """Forget the proven-good configuration when the node that proved it reported a failed script for that
-    boot after all (its reports came after the scaling log's success); True when it did."""
+    """Forget the proven-good configuration when the node that proved it reported a failed script of it
+    for that boot after all (its reports came after the scaling log's success, as a nodeReady run does);
+    True when it did."""
     proof = state.proven_good
     if proof is None:
         return False
     outcome = state.outcomes.get(proof.instance_id)
     since = state.launched_at(outcome) if outcome is not None else None
-    runs = [
-        r for r in failed_runs(reports, proof.instance_id, since) if r.started_at * 1000 <= proof.proven_at
-    ]
+    scripts = scripts_of(proof.node_lifecycle_actions)
+    runs = _launch_boot(failed_runs(reports, proof.instance_id, since, scripts))
     if not runs:
         return False
     return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
+
+
+def _launch_boot(runs: Sequence[NodeReport]) -> list[NodeReport]:
+    """Of an instance's runs, those of the boot it was launched to (a later boot's, a reboot's, say nothing
+    of what its launch proved)."""
+    return [r for r in runs if r.first_boot]
 
 
 def revoke_proof_of_older_launch(state: GroupState, records: Sequence[ScalingLogRecord]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lifeguard.attribution import BootRuns, boot_runs, failed_runs
+from lifeguard.attribution import BootRuns, boot_runs, failed_runs, known_scripts
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import GroupStore, RunMark
@@ -38,10 +38,14 @@ class GroupEvidence:
         return self._marks or []
 
     def of(self, outcome: BootOutcome) -> BootRuns:
-        """What the outcome's node reported for that boot (its marks are read only when no run failed)."""
+        """What the outcome's node reported for that boot, of the scripts of the group's configuration (as
+        last read, when its scripts are known): its marks are read only when no run failed."""
         since = self._state.launched_at(outcome)
-        failed = failed_runs(self.reports(), outcome.instance_id, since)
-        return BootRuns(failed, 0) if failed else boot_runs((), self.marks(), outcome.instance_id, since)
+        scripts = known_scripts(self._state)
+        failed = failed_runs(self.reports(), outcome.instance_id, since, scripts)
+        if failed:
+            return BootRuns(failed, 0)
+        return boot_runs((), self.marks(), outcome.instance_id, since, scripts)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported runs for its boot and none of them failed: the boot

@@ -200,6 +200,7 @@ class NodeReportsHandler:
                 return Change(changed=revoked)
             before = episode.suspect
             episode.suspect = suspect
+            episode.no_script_failed = False  # a script failed after all: its runs came after the others
             # The reports bear the loop out (its nodes ship reports: a later success waits for theirs).
             episode.add_signal("node_reports")
             if before is not None and (before.stage, before.script) == (suspect.stage, suspect.script):
