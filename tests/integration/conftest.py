@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ARTICLE_SCRIPTS, load_event
+from tests.roles import roles_hold  # noqa: F401 - every test here holds each function to its role
 
 LIFEGUARD_NODE = Path(sys.executable).parent / "lifeguard-node"
 # `lifeguard-node` with no file of it allowed past 1 MiB: a full disk, as the boot's scripts meet it.

@@ -27,6 +27,7 @@ from lifeguard_cli.lint import lint_files
 from lifeguard_cli.local.cloudformation import ResponseSink, serve_cloudformation_responses
 from lifeguard_cli.node_bundle import build_node_bundle
 from tests.conftest import EVENTS, REPO
+from tests.roles import as_function
 
 pytestmark = pytest.mark.integration
 MAKEFILE = REPO / "functions" / "publish_bundle" / "Makefile"
@@ -73,6 +74,7 @@ def load_function(package: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    module.lambda_handler = as_function("NodeBundle", module.lambda_handler)  # held to NodeBundleRole
     return module
 
 

@@ -458,3 +458,27 @@ def test_the_reviews_that_fail_are_parked_and_the_default_bus_rule_may_park_them
     sources = statement["Condition"]["ArnLike"]["aws:SourceArn"]
     # SAM names the rule of a function's EventBridgeRule event after the function and the event.
     assert {"Fn::GetAtt": ["ReviewChangesFunctionConfigChange", "Arn"]} in sources
+
+
+def test_the_role_check_refuses_what_iam_would_and_reads_a_transaction_item_by_item() -> None:
+    """`tests.roles` holds the integration tests' calls to the roles: it must refuse what IAM refuses."""
+    import boto3
+
+    from tests.roles import RoleCheck, actions_needed
+
+    assert actions_needed(
+        "dynamodb", "TransactWriteItems", {"TransactItems": [{"Update": {}}, {"Put": {}}]}
+    ) == {
+        "dynamodb:UpdateItem",
+        "dynamodb:PutItem",
+    }
+    assert actions_needed("s3", "HeadObject", {}) == {"s3:GetObject"}
+    check = RoleCheck()
+    client = boto3.client("pcs", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    token = check.function.set("Notify")
+    try:
+        check.call(client, "UpdateComputeNodeGroup", {})
+    finally:
+        check.function.reset(token)
+    check.call(client, "UpdateComputeNodeGroup", {})  # no function's code: a test's own setup
+    assert check.refused == ["NotifyRole does not allow pcs:UpdateComputeNodeGroup (UpdateComputeNodeGroup)"]

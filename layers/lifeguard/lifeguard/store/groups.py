@@ -276,8 +276,10 @@ class GroupStore:
         "load": ("dynamodb:GetItem",),
         "load_many": ("dynamodb:BatchGetItem",),
         "versions": ("dynamodb:BatchGetItem",),
-        "save": ("dynamodb:PutItem",),
-        "save_many": ("dynamodb:TransactWriteItems",),
+        # A state the table holds is written as an update. IAM checks each item of a transaction as its
+        # own PutItem or UpdateItem: it has no action TransactWriteItems.
+        "save": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
+        "save_many": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
         "put_reports": ("dynamodb:BatchWriteItem",),
         "reports": ("dynamodb:Query",),
         "runs": ("dynamodb:Query",),
