@@ -114,9 +114,20 @@ def test_every_field_survives_the_json_into_the_model() -> None:
     assert parsed.model_dump() == dataclasses.asdict(report)
 
 
+SHIPPER_IDENTITY = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", "i-059b4b99b4f2e9739", None)
+
+
 def booted_and_shipped(tmp_path: Path) -> list[str]:
     """One boot of the article's TERMINATE loop by the real executor (real bash), shipped by the real
     shipper into a list."""
+    layout = booted(tmp_path)
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink).run(once=True)
+    return sink.messages
+
+
+def booted(tmp_path: Path) -> NodeLayout:
+    """The node root of one boot of the article's TERMINATE loop by the real executor (real bash)."""
     config = {
         "stages": {
             "nodeBootstrapped": [
@@ -147,12 +158,7 @@ def booted_and_shipped(tmp_path: Path) -> list[str]:
     identity = NodeIdentity("pcs_abc123de45", "lca", "pcs_abcdef01", "lca-static", "lca-static-1")
     result = Executor(config, layout, identity, fetchers={"s3": fetcher}, fetch_backoff_seconds=0).boot()
     assert result.exit_code == EXIT_TERMINATE
-    sink = ListSink()
-    shipper = Shipper(
-        layout, ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", "i-059b4b99b4f2e9739", None), sink
-    )
-    shipper.run(once=True)
-    return sink.messages
+    return layout
 
 
 def test_what_the_shipper_sends_parses_into_an_equal_node_report(tmp_path: Path) -> None:

@@ -3,12 +3,15 @@ start from."""
 
 from __future__ import annotations
 
+import errno
 import json
+import time
 import tracemalloc
 from pathlib import Path
 
 import pytest
 
+import lifeguard.node.shipper
 from lifeguard.node.layout import NodeLayout
 from lifeguard.node.shipper import (
     EVENT_OVERHEAD_BYTES,
@@ -19,6 +22,7 @@ from lifeguard.node.shipper import (
     _batches,
     _State,
 )
+from tests.unit.test_node_report_schema import SHIPPER_IDENTITY, ListSink, booted
 
 
 def test_batches_keep_the_order_and_within_putlogevents_count_and_bytes() -> None:
@@ -99,3 +103,27 @@ def test_pending_reports_of_another_instance_are_not_sent_into_this_ones_stream(
     identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", "i-0123456789abcdef0", None)
     shipper = Shipper(layout, identity, sink=None)  # type: ignore[arg-type]  # nothing is sent here
     assert shipper.state.pending == [ours]
+
+
+def test_a_full_disk_that_refuses_the_shippers_state_stops_no_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk is often why a script failed: the shipper cannot save where it is, and the TERMINATE
+    failure's report goes out all the same (a restart may send some again; node_reports stores them once)."""
+    layout = booted(tmp_path)
+
+    def full_disk(*_: object, **__: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(lifeguard.node.shipper, "atomic_write", full_disk)
+    sink = ListSink()
+    deadline = time.monotonic() + 5
+    Shipper(layout, SHIPPER_IDENTITY, sink).run(
+        poll_interval=0.01, stop=lambda: len(sink.messages) >= 3 or time.monotonic() > deadline
+    )
+    assert [json.loads(m)["script"] for m in sink.messages] == [
+        "ok-first",
+        "fail-terminate",
+        "record-after-fail",
+    ]
+    assert capsys.readouterr().err.count("its state cannot be saved") == 1

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
@@ -322,6 +323,7 @@ class Shipper:
         self.skipped_lines = 0
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
+        self._unsaved = False  # the state could not be saved (`_save`)
 
     def poll(self) -> int:
         """Read what is new, deliver it; returns how many reports were delivered (raises when delivery fails,
@@ -335,12 +337,23 @@ class Shipper:
                 return 0
             self.state.pending = reports
         # Recorded before sending: a crash mid-send is resolved against the stream on restart.
-        self.state.save(self.layout.shipper_state)
+        self._save()
         delivered = len(self.state.pending)
         self.sink.put(self.state.pending)
         self.state.pending = []
-        self.state.save(self.layout.shipper_state)
+        self._save()
         return delivered
+
+    def _save(self) -> None:
+        """Save the state. A disk that refuses it (full, often why a script failed) stops nothing: the
+        reports go out all the same, and a restart at worst sends some again, which node_reports stores
+        once. Said on stderr the first time."""
+        try:
+            self.state.save(self.layout.shipper_state)
+        except OSError as exc:
+            if not self._unsaved:
+                print(f"lifeguard-node ship: its state cannot be saved ({exc}); shipping on", file=sys.stderr)
+            self._unsaved = True
 
     def _recover_pending(self) -> None:
         if not self.state.pending:
@@ -351,7 +364,7 @@ class Shipper:
             if already[-count:] == self.state.pending[:count]:
                 self.state.pending = self.state.pending[count:]
                 break
-        self.state.save(self.layout.shipper_state)
+        self._save()
 
     def run(
         self,
