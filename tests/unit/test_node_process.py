@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -94,6 +95,35 @@ def test_a_script_killed_by_a_signal_exits_128_plus_the_signal(tmp_path: Path) -
     assert result.exit_code == 137
     assert result.error == "script 'script' was killed by signal 9 (SIGKILL)"
     assert "after" not in log
+
+
+def test_a_script_killed_by_a_real_time_signal_exits_128_plus_the_signal_and_its_block_ends(
+    tmp_path: Path,
+) -> None:
+    """A real-time signal has no name in Python's `signal.Signals`: the run is still the script's."""
+    rt = int(signal.SIGRTMIN) + 1
+    result, log = run(tmp_path, f"#!/bin/bash\necho before\nkill -{rt} $$\n")
+    assert result.exit_code == 128 + rt
+    assert result.error == f"script 'script' was killed by signal {rt} (SIGRTMIN+1)"
+    assert log.endswith(f"before\n[end script exit={128 + rt} @ {ENDED}]\n")
+
+
+def test_a_script_that_ran_is_judged_by_its_exit_even_when_its_end_marker_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PCS judges a script by its exit status: a full disk that takes the end marker fails no script."""
+    write = os.write
+
+    def full_at_the_end(fd: int, data: bytes) -> int:
+        if bytes(data).startswith(b"[end "):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(fd, data)
+
+    monkeypatch.setattr(os, "write", full_at_the_end)
+    result, log = run(tmp_path, "#!/bin/bash\necho installed\n")
+    assert (result.exit_code, result.error) == (0, None)
+    assert log == f"[start script args=[] @ {STARTED}]\ninstalled\n"
+    assert result.log_span == (0, len(log.encode()))
 
 
 def test_a_file_without_shebang_runs_under_bash(tmp_path: Path) -> None:
