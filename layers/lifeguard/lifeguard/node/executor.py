@@ -325,7 +325,10 @@ class Executor:
             log.close()
         # A boot that ended in TERMINATE takes the node with it; only a finished boot makes the next a reboot.
         if result.exit_code in (EXIT_COMPLETED, EXIT_STOP_SEQUENCE):
-            self._mark_boot_done(result.boot)
+            try:
+                self._mark_boot_done(result.boot)
+            except OSError as exc:  # a full disk: the boot is what its scripts made it all the same
+                print(f"lifeguard-node boot: the boot count cannot be saved ({exc})", file=sys.stderr)
         return result
 
     def _run_stages(self, result: BootResult, log: ExecutorLog) -> None:
