@@ -193,3 +193,44 @@ def test_the_s3_version_id_is_honoured(node: Any, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setenv(key, value)
     assert fetch_script(f"s3://{node.bucket}/v.sh", version_id=first, sleep=no_sleep) == b"echo v1\n"
     assert fetch_script(f"s3://{node.bucket}/v.sh", sleep=no_sleep) == b"echo v2\n"
+
+
+class Unavailable(BaseHTTPRequestHandler):
+    """S3 in an outage: every GetObject is answered 503, and counted."""
+
+    hits: list[str]
+
+    def do_GET(self) -> None:
+        self.hits.append(self.path)
+        body = b"<Error><Code>ServiceUnavailable</Code><Message>down</Message></Error>"
+        self.send_response(503)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_an_s3_download_that_keeps_failing_is_three_requests_not_botocores_five_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """DESIGN: downloads are tried 3 times with backoff. botocore's own retries inside each try made them
+    15 requests (and, with S3 out of reach, minutes of a node's boot)."""
+    Unavailable.hits = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Unavailable)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name in ("AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    try:
+        with pytest.raises(FetchError, match="after 3 attempts"):
+            fetch_script("s3://lca-scripts-example/scripts/mount.sh", sleep=no_sleep)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(Unavailable.hits) == 3

@@ -4,7 +4,7 @@ features Lifeguard uses, so service endpoints from the environment are passed ex
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifeguard.errors import LifeguardError
@@ -16,9 +16,16 @@ class MissingBoto3Error(LifeguardError, ImportError):
     """This Python has no boto3."""
 
 
-def node_client(service: str, needed_for: str, *, region: Callable[[], str | None] | None = None) -> Any:
+def node_client(
+    service: str,
+    needed_for: str,
+    *,
+    region: Callable[[], str | None] | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> Any:
     """A boto3 client of `service`, honouring AWS_ENDPOINT_URL_<SERVICE> / AWS_ENDPOINT_URL even where boto3
-    predates them; `region` is asked when boto3's configuration names none."""
+    predates them; `region` is asked when boto3's configuration names none; `config`: botocore Config's
+    arguments (its retries, timeouts)."""
     try:
         import boto3
     except ImportError:
@@ -28,4 +35,9 @@ def node_client(service: str, needed_for: str, *, region: Callable[[], str | Non
         ) from None
     endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL")
     region_name = boto3.session.Session().region_name or (region() if region else None)
-    return boto3.client(service, endpoint_url=endpoint or None, region_name=region_name)  # type: ignore[call-overload]
+    extra: dict[str, Any] = {}
+    if config:
+        from botocore.config import Config
+
+        extra["config"] = Config(**config)
+    return boto3.client(service, endpoint_url=endpoint or None, region_name=region_name, **extra)  # type: ignore[call-overload]

@@ -36,6 +36,7 @@ __all__ = [
 MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 FETCH_ATTEMPTS = 3
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
+CONNECT_TIMEOUT_SECONDS = 10.0
 
 
 class FetchError(LifeguardError):
@@ -68,6 +69,15 @@ def register_fetcher(cls: type[ScriptFetcher]) -> type[ScriptFetcher]:
     return cls
 
 
+# One request a try: `fetch_script`'s tries are the retries (botocore's own would make 3 tries 15), each
+# bounded as an https download is.
+_S3_CONFIG = {
+    "retries": {"total_max_attempts": 1},
+    "connect_timeout": CONNECT_TIMEOUT_SECONDS,
+    "read_timeout": DOWNLOAD_TIMEOUT_SECONDS,
+}
+
+
 @register_fetcher
 class S3Fetcher(ScriptFetcher):
     """`s3://bucket/key` through boto3, honouring `s3VersionId` and boto3's standard configuration."""
@@ -81,7 +91,7 @@ class S3Fetcher(ScriptFetcher):
     def _s3(self) -> Any:
         if self._client is None:
             try:
-                self._client = node_client("s3", "s3:// scripts")
+                self._client = node_client("s3", "s3:// scripts", config=_S3_CONFIG)
             except MissingBoto3Error as exc:
                 raise FetchError(str(exc)) from None
         return self._client
