@@ -17,6 +17,7 @@ from lifeguard.node.shipper import (
     EVENT_OVERHEAD_BYTES,
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
+    CloudWatchSink,
     Shipper,
     ShipperIdentity,
     _batches,
@@ -127,3 +128,52 @@ def test_a_full_disk_that_refuses_the_shippers_state_stops_no_report(
         "record-after-fail",
     ]
     assert capsys.readouterr().err.count("its state cannot be saved") == 1
+
+
+class ThrottledOnce:
+    """CloudWatch Logs whose second PutLogEvents is throttled."""
+
+    class exceptions:
+        class ResourceNotFoundException(Exception):
+            pass
+
+        class ResourceAlreadyExistsException(Exception):
+            pass
+
+    def __init__(self) -> None:
+        self.stream: list[str] = []
+        self.calls = 0
+
+    def put_log_events(self, logEvents: list[dict[str, object]], **_: object) -> dict[str, object]:
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        self.stream += [str(event["message"]) for event in logEvents]
+        return {}
+
+    def get_log_events(self, limit: int, **_: object) -> dict[str, object]:
+        return {"events": [{"message": m} for m in self.stream[-limit:]]}
+
+
+def test_a_batch_delivered_before_a_failed_one_is_not_sent_again(tmp_path: Path) -> None:
+    """A backlog of two PutLogEvents batches (log tails of control characters, ~24 KiB each escaped) whose
+    second is throttled: the retry sends the second only."""
+    layout = NodeLayout(tmp_path)
+    pending = [
+        json.dumps(
+            {
+                "kind": "script_run",
+                "instance_id": SHIPPER_IDENTITY.instance_id,
+                "script": f"s{n}",
+                "log_tail": "\x01" * 4000,
+            }
+        )
+        for n in range(60)
+    ]
+    _State(pending=pending).save(layout.shipper_state)
+    logs = ThrottledOnce()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, CloudWatchSink("g", SHIPPER_IDENTITY.stream, logs))
+    with pytest.raises(RuntimeError):
+        shipper.poll()
+    shipper.poll()
+    assert logs.stream == pending

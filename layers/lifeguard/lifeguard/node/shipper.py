@@ -338,10 +338,14 @@ class Shipper:
             self.state.pending = reports
         # Recorded before sending: a crash mid-send is resolved against the stream on restart.
         self._save()
-        delivered = len(self.state.pending)
-        self.sink.put(self.state.pending)
-        self.state.pending = []
-        self._save()
+        delivered = 0
+        # Batch by batch, each let go once delivered: a failure partway is retried from where it failed,
+        # not from the first batch again.
+        for batch in list(_batches(self.state.pending)):
+            self.sink.put(batch)
+            delivered += len(batch)
+            self.state.pending = self.state.pending[len(batch) :]
+            self._save()
         return delivered
 
     def _save(self) -> None:
