@@ -219,6 +219,16 @@ def replay(
         run()
         return
     from lifeguard_cli.local import background
+    from lifeguard_cli.replay.inputs import read_inputs
+    from lifeguard_cli.replay.run import node_bundle_at
+
+    try:  # refused before the local AWS running is stopped for the replay's (read again there)
+        read_inputs(files)
+        if node_bundle is not None:
+            node_bundle_at(node_bundle)
+    except ReplayError as exc:
+        typer.echo(f"lifeguard replay: {exc}", err=True)
+        raise typer.Exit(2) from None
 
     def kept(ready: Any) -> None:
         def keep_up(aws: Any, stack: Any, result: Any) -> None:

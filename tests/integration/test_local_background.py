@@ -145,6 +145,24 @@ def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_runnin
     assert lifeguard("local", "down", env=env).stdout == "no local AWS was running\n"
 
 
+def test_replay_keep_of_a_wrong_input_leaves_the_local_aws_running_as_it_was(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """A replay refused is refused before anything runs: the local AWS `local up` left serving, and what
+    was made there, is not stopped for a replay that never starts."""
+    assert lifeguard("local", "up", env=env).returncode == 0
+    pid = json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())["pid"]
+    for refused in (tmp_path / "missing.jsonl", tmp_path / "not-a-stream.json"):
+        if refused.suffix == ".json":
+            refused.write_text('{"a": 1}\n')
+        done = lifeguard("replay", "--keep", str(refused), env=env)
+        assert done.returncode == 2
+        assert len(done.stderr.splitlines()) == 1
+    assert alive(pid)
+    assert json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())["pid"] == pid
+    assert lifeguard("status", "--local", env=env).returncode == 0
+
+
 def test_a_state_file_whose_process_is_another_now_is_not_stopped(env: dict[str, str]) -> None:
     other = subprocess.Popen(["sleep", "30"])
     try:

@@ -249,3 +249,22 @@ def test_the_recorded_cloudtrail_event_replays_alone_and_reads_in_the_timeline()
     rows = [line for line in result.stdout.splitlines() if line.startswith("2026-")]
     assert [row.split()[3:5] for row in rows] == [["config", "changed"], ["ConfigChangeReviewed", "by"]]
     assert "1 ConfigChangeReviewed" in result.stdout
+
+
+def test_a_kept_replays_pcs_runs_on_with_real_time_so_a_later_update_settles() -> None:
+    """After `replay --keep`, an undo made on the kept local PCS settles a minute later, as on PCS: its
+    clock runs on from the stream's end (stopped, a group once changed stayed UPDATING for good)."""
+    import time
+
+    from lifeguard_cli.replay.run import replay
+
+    seen: list[tuple[Any, Any]] = []
+
+    def keep(aws: Any, stack: Any, result: Any) -> None:
+        before = aws.pcs.clock()
+        time.sleep(1.2)
+        seen.append((before, aws.pcs.clock()))
+
+    replay([EVENTS / "streams" / "article-terminate-loop.jsonl"], keep=keep)
+    ((before, after),) = seen
+    assert (after - before).total_seconds() >= 1.0

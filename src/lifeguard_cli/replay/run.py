@@ -165,6 +165,7 @@ def replay(
             # An update PCS was making when the stream ended has settled since: the kept groups are
             # ACTIVE, so `lifeguard undo` can be tried on them.
             clock.set(clock() + timedelta(seconds=PCS_UPDATE_SECONDS + 1))
+            clock.run()  # and one made from now on settles as on PCS, a minute later
             keep(aws, stack, result)
     return result
 
