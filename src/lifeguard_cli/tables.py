@@ -4,9 +4,9 @@ The console is as wide as the terminal, or `COLUMNS`, or 80 when the output is p
 no trailing padding. A table made by `table()` wraps its cells at word boundaries and never breaks a
 word of up to `WORD_MAX` characters (an event name, `executionPolicy`, a group id): each column is at
 least as wide as its longest such word, and only longer words are folded. A longer word that a line can
-hold (a script's S3 location) is kept whole too when the table, or the table with its last column under
-each row, can hold it so. `show()` prints a table that cannot fit with its columns stacked instead: each
-row a block of `column  value` lines.
+hold (a script's S3 location) is kept whole too: `show()` prints the table so, or with its last column
+under each row, or else with its columns stacked (each row a block of `column  value` lines). `COLUMNS=0`
+(or text) is a width not known, as `shutil` reads it.
 """
 
 from __future__ import annotations
@@ -79,9 +79,29 @@ def console(*, stderr: bool = False) -> Console:
             stop_on_broken_pipe()
 
     stream = sys.stderr if stderr else sys.stdout
+    width = None if _columns_usable() else _unknown_width(stream)
     if stream.isatty():
-        return _Console(highlight=False, stderr=stderr)
-    return _Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)))
+        return _Console(highlight=False, stderr=stderr, width=width)
+    return _Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)), width=width)
+
+
+def _columns_usable() -> bool:
+    """Whether rich may read the width itself: `COLUMNS` is unset or a width. `0` or text means "not
+    known", as `shutil.get_terminal_size` reads it (rich would print nothing at width 0)."""
+    import os
+
+    value = os.environ.get("COLUMNS")
+    return value is None or (value.isdigit() and int(value) > 0)
+
+
+def _unknown_width(stream: TextIO) -> int:
+    """The terminal's width, or 80 when the output is piped."""
+    import os
+
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or 80
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return 80
 
 
 def table(*columns: str, title: str | None = None, right: tuple[str, ...] = ()) -> Table:
@@ -132,13 +152,24 @@ def show(out: Console, made: Table) -> None:
 
     for column in made.columns:
         column._cells = [Text(cell) if isinstance(cell, str) else cell for cell in column._cells]
-    for word_max in (out.width - _UNDER, WORD_MAX):  # every word a line holds whole, else the short ones
+    # Every word a line holds whole: in the table, with its last column under each row, or stacked; else
+    # the short words whole, the longer folded.
+    for word_max in (out.width - _UNDER, WORD_MAX):
         if keep_words_whole(made, out.width, word_max):
             out.print(made)
             return
         if len(made.columns) > 2 and _show_last_under(out, made, word_max):
             return
+        if word_max > WORD_MAX and _stacked_holds_words(made, out.width - _UNDER):
+            break
     _show_stacked(out, made)
+
+
+def _stacked_holds_words(made: Table, width: int) -> bool:
+    """Whether each row as a block of `column  value` lines holds every word of up to `width` whole."""
+    label = max((len(_text(column.header)) for column in made.columns), default=0) + 2
+    words = [w for column in made.columns for cell in column._cells for w in _text(cell).split()]
+    return label + max((len(w) for w in words if len(w) <= width), default=0) <= width
 
 
 _UNDER = 4  # the indent of a last column shown under its row

@@ -216,3 +216,30 @@ def test_an_invalid_value_of_any_length_is_shown_shortened(tmp_path: Path) -> No
     assert result.exit_code == 1
     assert "is not one of TERMINATE, STOP_SEQUENCE, CONTINUE" in result.stdout.replace("\n", " ")
     assert len(result.stdout) < 5_000, len(result.stdout)
+
+
+def test_a_script_location_longer_than_a_cell_is_shown_whole_at_80_and_100_columns(tmp_path: Path) -> None:
+    """A table that cannot hold a 45-character location whole is printed one block a row, where it is."""
+    location = "s3://lca-scripts-example/scripts/gpu-check.sh"
+    script = {"name": "gpu-check", "scriptSource": {"scriptLocation": location}}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+    for columns in ("80", "100"):
+        result = runner.invoke(app, ["lint", str(path)], env={"COLUMNS": columns})
+        assert result.exit_code == 0
+        assert location in result.stdout.split(), result.stdout
+        assert max(map(len, result.stdout.splitlines())) <= int(columns)
+
+
+@pytest.mark.parametrize("columns", ["0", "wide"])
+def test_a_columns_that_says_no_width_is_read_as_not_known_not_as_nothing_fits(
+    tmp_path: Path, columns: str
+) -> None:
+    """`COLUMNS=0` means "not known" (as shutil reads it): the problems are printed at 80 columns."""
+    script = {"name": "a", "scriptSource": {"scriptLocation": "s3://bucket-x/a.sh"}, "onError": "TERMINATED"}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+    result = runner.invoke(app, ["lint", str(path)], env={"COLUMNS": columns})
+    assert result.exit_code == 1
+    assert "TERMINATED" in result.stdout
+    assert max(map(len, result.stdout.splitlines())) <= 80
