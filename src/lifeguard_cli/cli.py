@@ -776,12 +776,14 @@ def enroll(
     profile: Annotated[str | None, _PROFILE] = None,
     remove: Annotated[bool, typer.Option("--remove", help="Take the shipper out instead.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the change; change nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing the group.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
     """Put the stack's shipper first in GROUP's nodeBootstrapped stage, pinned to the published bundle.
 
     The entry is the stack's ShipperLifecycleEntry output (onError CONTINUE, EVERY_BOOT). Nodes launched
     afterwards ship their script outcomes to Lifeguard; their instance role needs the NodePolicyArn output.
+    It shows the change and asks first, unless --yes (without a terminal to ask on, --yes is required).
 
     Example: lifeguard enroll lca-static --cluster lca --dry-run
     """
@@ -794,7 +796,19 @@ def enroll(
         deployment = read_deployment(stack_name, region=region, profile=profile)
         entry = ShipperEntry.from_deployment(deployment)
         change = unenroll if remove else enroll_group
-        result = change(PcsGateway(deployment.client("pcs")), entry, group, cluster, dry_run=dry_run)
+        pcs = PcsGateway(deployment.client("pcs"))
+        if not dry_run and not yes:
+            preview = change(pcs, entry, group, cluster, dry_run=True)
+            if not sys.stdin.isatty():
+                typer.echo("lifeguard enroll: this changes the group in PCS: pass --yes to confirm", err=True)
+                raise typer.Exit(2)
+            typer.echo("\n".join(preview.lines()[:-1]), err=True)  # stdout stays the result's (--json)
+            if not typer.confirm("Make this change?", default=False, err=True):
+                typer.echo("nothing changed", err=True)
+                raise typer.Exit(1)
+            result = change(pcs, entry, group, cluster, shown=preview)
+        else:
+            result = change(pcs, entry, group, cluster, dry_run=dry_run)
     if as_json:
         typer.echo(json.dumps({"stack_name": deployment.stack_name, **result.to_dict()}, indent=2))
         return

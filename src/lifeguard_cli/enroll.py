@@ -221,7 +221,8 @@ class EnrollResult:
         if not self.applied:
             lines.append("dry run: nothing changed")
         else:
-            lines.append(f"applied (the group is {self.status}); nodes launched from now on run it")
+            run = "run it" if self.action == "enroll" else "run without it"
+            lines.append(f"applied (the group is {self.status}); nodes launched from now on {run}")
         return lines
 
 
@@ -233,13 +234,22 @@ def _client_token(action: str, group: GroupSnapshot, config: Mapping[str, Any]) 
 
 
 def _change(
-    action: str, pcs: PcsGateway, entry: ShipperEntry, group_ref: str, cluster_ref: str, *, dry_run: bool
+    action: str,
+    pcs: PcsGateway,
+    entry: ShipperEntry,
+    group_ref: str,
+    cluster_ref: str,
+    *,
+    dry_run: bool,
+    shown: EnrollResult | None = None,
 ) -> EnrollResult:
     try:
         group = pcs.get_group(cluster_ref, group_ref)
     except GroupNotFoundError:
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
     before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+    if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):
+        raise EnrollError(f"{group.group_id} changed while you were asked: nothing changed; run again")
     change = with_shipper if action == "enroll" else without_shipper
     after = change(before, entry, group.group_id)
     changes = diff_configs(
@@ -273,15 +283,28 @@ def _change(
 
 
 def enroll(
-    pcs: PcsGateway, entry: ShipperEntry, group: str, cluster: str, *, dry_run: bool = False
+    pcs: PcsGateway,
+    entry: ShipperEntry,
+    group: str,
+    cluster: str,
+    *,
+    dry_run: bool = False,
+    shown: EnrollResult | None = None,
 ) -> EnrollResult:
     """Add `entry` first in the group's nodeBootstrapped stage (UpdateComputeNodeGroup with a
-    clientToken). GROUP and CLUSTER are ids or names."""
-    return _change("enroll", pcs, entry, group, cluster, dry_run=dry_run)
+    clientToken). GROUP and CLUSTER are ids or names. With `shown` (the dry run a person agreed to), only
+    on the configuration it was worked out on."""
+    return _change("enroll", pcs, entry, group, cluster, dry_run=dry_run, shown=shown)
 
 
 def unenroll(
-    pcs: PcsGateway, entry: ShipperEntry, group: str, cluster: str, *, dry_run: bool = False
+    pcs: PcsGateway,
+    entry: ShipperEntry,
+    group: str,
+    cluster: str,
+    *,
+    dry_run: bool = False,
+    shown: EnrollResult | None = None,
 ) -> EnrollResult:
-    """Take every shipper script out of the group's lifecycle actions."""
-    return _change("remove", pcs, entry, group, cluster, dry_run=dry_run)
+    """Take every shipper script out of the group's lifecycle actions (`shown` as for `enroll`)."""
+    return _change("remove", pcs, entry, group, cluster, dry_run=dry_run, shown=shown)

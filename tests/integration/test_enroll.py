@@ -53,10 +53,12 @@ class Env:
         group = self.pcs.add_compute_node_group(self.cluster_id, name, node_lifecycle_actions=actions)
         return str(group["id"])
 
-    def run(self, *args: str, stack: bool = True) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, stack: bool = True, yes: bool = True) -> subprocess.CompletedProcess[str]:
+        """`lifeguard enroll ARGS` with no terminal (so with --yes, unless told not to)."""
         stack_args = ["--stack-name", self.deployed.stack_name] if stack else []
+        confirmed = ["--yes"] if yes else []
         return subprocess.run(
-            [str(LIFEGUARD), "enroll", *args, *stack_args],
+            [str(LIFEGUARD), "enroll", *args, *stack_args, *confirmed],
             env=self.environ,
             cwd=self.cwd,
             capture_output=True,
@@ -149,6 +151,85 @@ def test_the_summary_names_the_pins_and_the_node_policy(env: Env) -> None:
     assert f"version {outputs['ShipperInstallerVersionId']}" in done.stdout
     assert outputs["NodePolicyArn"] in done.stdout
     assert done.stdout.rstrip().endswith("nodes launched from now on run it")
+
+
+def test_without_a_terminal_to_ask_on_enroll_changes_nothing_unless_told_yes(env: Env) -> None:
+    """As `undo`: a change of a group in PCS is shown and asked for; in a script or a pipe, --yes says it."""
+    done = env.run("lca-static", "--cluster", "lca", yes=False)
+    assert done.returncode == 2
+    assert done.stderr == "lifeguard enroll: this changes the group in PCS: pass --yes to confirm\n"
+    assert env.config() == TERMINATE
+    assert env.updates() == []
+    assert env.run("lca-static", "--cluster", "lca").returncode == 0
+    enrolled = env.config()
+    done = env.run("lca-static", "--cluster", "lca", "--remove", yes=False)
+    assert done.returncode == 2
+    assert env.config() == enrolled
+
+
+@pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
+def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, code: int) -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        done = subprocess.run(
+            [
+                str(LIFEGUARD),
+                "enroll",
+                "lca-static",
+                "--cluster",
+                "lca",
+                "--stack-name",
+                env.deployed.stack_name,
+            ],
+            env=env.environ,
+            cwd=env.cwd,
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert done.returncode == code, done.stderr
+    assert "nodeBootstrapped › lifeguard-shipper: added" in done.stderr
+    assert "Make this change?" in done.stderr
+    if answer == "y":
+        assert done.stdout.rstrip().endswith("nodes launched from now on run it")
+        assert env.config()["stages"]["nodeBootstrapped"][0] == shipper_entry(env.deployed)
+    else:
+        assert done.stderr.rstrip().endswith("nothing changed")
+        assert env.config() == TERMINATE
+
+
+def test_a_change_agreed_to_is_not_made_on_a_group_changed_while_asked(env: Env) -> None:
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard_cli.enroll import EnrollError, ShipperEntry, enroll
+
+    pcs = PcsGateway(env.api)
+    entry = ShipperEntry(json.loads(env.deployed.outputs["ShipperLifecycleEntry"]))
+    shown = enroll(pcs, entry, "lca-static", "lca", dry_run=True)
+    changed = copy.deepcopy(TERMINATE)
+    changed["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    env.api.update_compute_node_group(
+        clusterIdentifier=env.cluster_id,
+        computeNodeGroupIdentifier=env.group_id,
+        nodeLifecycleActions=changed,
+    )
+    with pytest.raises(EnrollError, match="changed while you were asked: nothing changed; run again"):
+        enroll(pcs, entry, "lca-static", "lca", shown=shown)
+    assert env.config() == changed
+
+
+def test_the_summary_of_a_removal_says_new_nodes_run_without_the_shipper(env: Env) -> None:
+    assert env.run("lca-static", "--cluster", "lca").returncode == 0
+    removed = env.run("lca-static", "--cluster", "lca", "--remove")
+    assert removed.returncode == 0, removed.stderr
+    assert removed.stdout.rstrip().endswith("nodes launched from now on run without it")
 
 
 def test_enrolling_twice_is_refused_and_changes_nothing(env: Env) -> None:
