@@ -95,7 +95,10 @@ def lint(
     Exit 0 when every file and group is valid (risks are warnings), 1 when one is invalid or, with
     --strict, risky. Intrinsic functions (!Ref, !Sub, ...) in a template are noted, not checked.
 
-    Example: lifeguard lint events/configs/article-terminate.json events/templates/pcs-cluster.yaml
+    \b
+    Example:
+      lifeguard lint events/configs/article-terminate.json \\
+        events/templates/pcs-cluster.yaml
     """
     with _working(f"linting {len(files)} input{'s' if len(files) != 1 else ''}"):
         results, errors = lint_files(files, previous)
@@ -173,8 +176,11 @@ def replay(
 
     Detection, then remediation (--mode) and notifications (SNS read back, Slack on a loopback sink).
 
-    Example: lifeguard replay --mode quarantine events/streams/article-terminate-loop.jsonl
-    events/streams/article-terminate-node-reports.jsonl
+    \b
+    Example:
+      lifeguard replay --mode quarantine \\
+        events/streams/article-terminate-loop.jsonl \\
+        events/streams/article-terminate-node-reports.jsonl
     """
     from lifeguard_cli.replay import ReplayError, render_timeline
     from lifeguard_cli.replay import replay as run_replay
@@ -617,7 +623,10 @@ def status(
 ) -> None:
     """The compute node groups Lifeguard watches: mode, open episode, last action.
 
-    Example: lifeguard status --cluster pcs_abc123de45 --stack-name pcs-lifeguard --region us-east-1
+    \b
+    Example:
+      lifeguard status --cluster pcs_abc123de45 \\
+        --stack-name pcs-lifeguard --region us-east-1
     """
     from lifeguard_cli.operate import format_time
     from lifeguard_cli.tables import show as show_table

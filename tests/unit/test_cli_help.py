@@ -1,0 +1,43 @@
+"""`lifeguard … -h` as people read it at 80 columns: every line fits, and an example is never split inside a
+word (a path cut after `article-`, `pcs-` of a stack name), so it runs as pasted."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from lifeguard_cli.cli import app
+
+COMMANDS = [
+    ["lint"],
+    ["replay"],
+    ["demo"],
+    ["simulate"],
+    ["status"],
+    ["history"],
+    ["undo"],
+    ["enroll"],
+    ["local", "up"],
+    ["local", "down"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_help_fits_80_columns_and_its_example_runs_as_pasted(command: list[str]) -> None:
+    shown = CliRunner().invoke(app, [*command, "-h"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0
+    lines = shown.stdout.splitlines()
+    assert [line for line in lines if len(line) > 80] == []
+    assert [line for line in lines if re.search(r"[\w/.]-$", line)] == []
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("Example"))
+    first = lines[start].strip().removeprefix("Example:").strip()
+    pasted = [first] if first else []
+    for line in lines[start + 1 :]:
+        if pasted and not pasted[-1].endswith("\\"):
+            break
+        pasted.append(line.strip())
+    words = " ".join(line.removesuffix("\\") for line in pasted).split()
+    assert words[:2] == ["lifeguard", command[0]]
+    assert all(" \\" not in line.removesuffix(" \\") for line in pasted)
