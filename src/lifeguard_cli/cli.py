@@ -553,6 +553,43 @@ def _progress(what: str) -> Iterator[Any]:
         yield update
 
 
+def _region_name(value: str | None) -> str | None:
+    """A region as botocore takes one (refused here, as bad usage, rather than by the first call)."""
+    import re
+
+    if value is not None and not re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?", value):
+        raise typer.BadParameter(f"{value!r} is not a region name (as us-east-1)")
+    return value
+
+
+def _pcs_name(value: str | None, shape: str, kind: str) -> str | None:
+    """A name or id as PCS takes it (its service model's pattern for `shape`)."""
+    import re
+
+    from lifeguard.bounds import pcs_pattern
+
+    if value is not None and not re.search(pcs_pattern(shape), value):
+        raise typer.BadParameter(f"{value!r} is not a {kind} name or id as PCS takes one")
+    return value
+
+
+def _cluster_name(value: str | None) -> str | None:
+    return _pcs_name(value, "ClusterIdentifier", "cluster")
+
+
+def _node_group_name(value: str) -> str:
+    return _pcs_name(value, "ComputeNodeGroupIdentifier", "compute node group") or value
+
+
+def _group_name(value: str) -> str:
+    """GROUP, or CLUSTER/GROUP, each a name or id as PCS takes it."""
+    *cluster, group = value.split("/", 1)
+    for part in cluster:
+        _cluster_name(part)
+    _node_group_name(group)
+    return value
+
+
 _TABLE = typer.Option(
     "--table",
     metavar="TABLE",
@@ -563,6 +600,7 @@ _CLUSTER = typer.Option(
     "--cluster",
     metavar="CLUSTER",
     help="The cluster (name or id) of GROUP, when the table knows it in several.",
+    callback=_cluster_name,
 )
 _STACK = typer.Option(
     "--stack-name",
@@ -570,7 +608,10 @@ _STACK = typer.Option(
     help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, pcs-lifeguard).",
 )
 _REGION = typer.Option(
-    "--region", metavar="REGION", help="The stack's region (default: the AWS CLI's, else samconfig.toml's)."
+    "--region",
+    metavar="REGION",
+    help="The stack's region (default: the AWS CLI's, else samconfig.toml's).",
+    callback=_region_name,
 )
 _PROFILE = typer.Option("--profile", metavar="PROFILE", help="AWS CLI profile to use.")
 
@@ -676,7 +717,10 @@ def status(
 @app.command()
 def history(
     group: Annotated[
-        str, typer.Argument(metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).")
+        str,
+        typer.Argument(
+            metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).", callback=_group_name
+        ),
     ],
     cluster: Annotated[str | None, _CLUSTER] = None,
     stack_name: Annotated[str | None, _STACK] = None,
@@ -721,7 +765,10 @@ def history(
 @app.command()
 def undo(
     group: Annotated[
-        str, typer.Argument(metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).")
+        str,
+        typer.Argument(
+            metavar="GROUP", help="Compute node group name or id (or CLUSTER/GROUP).", callback=_group_name
+        ),
     ],
     cluster: Annotated[str | None, _CLUSTER] = None,
     dry_run: Annotated[
@@ -768,9 +815,19 @@ def undo(
 
 @app.command()
 def enroll(
-    group: Annotated[str, typer.Argument(metavar="GROUP", help="Compute node group id or name.")],
+    group: Annotated[
+        str,
+        typer.Argument(
+            metavar="GROUP",
+            help="Compute node group id or name.",
+            callback=_node_group_name,
+        ),
+    ],
     cluster: Annotated[
-        str, typer.Option("--cluster", metavar="CLUSTER", help="The group's cluster (id or name).")
+        str,
+        typer.Option(
+            "--cluster", metavar="CLUSTER", help="The group's cluster (id or name).", callback=_cluster_name
+        ),
     ],
     stack_name: Annotated[
         str | None,

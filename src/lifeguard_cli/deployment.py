@@ -142,7 +142,7 @@ def aws_error_line(exc: BaseException) -> str | None:
         operation, code, message = exc.operation_name, error.get("Code", "Error"), error.get("Message", "")
         return _refused(operation, code, message) or f"{operation} failed: {code}: {message}"
     if isinstance(exc, AwsCallError):  # a call of the layer's gateways, translated there: its own words
-        return _refused(exc.operation, exc.code, exc.message)  # but for what to grant or refresh
+        return _refused(exc.operation, exc.code, exc.message) or _unset(exc)  # but for what to do
     if isinstance(exc, aws.BotoCoreError):
         return str(exc)
     return None
@@ -160,6 +160,26 @@ def _refused(operation: str, code: str, message: str) -> str | None:
         return f"{operation} was denied: {message} (grant it to the credentials in use, or pass --profile)"
     if code in _BAD_CREDENTIALS:
         return f"{operation}: the AWS credentials are expired or invalid ({code}); refresh them"
+    return None
+
+
+_TABLE_OPERATIONS = frozenset(
+    {"Scan", "Query", "GetItem", "BatchGetItem", "PutItem", "UpdateItem", "DeleteItem"}
+)
+
+
+def _unset(exc: AwsCallError) -> str | None:
+    """What to set, when a gateway's call failed for want of a setting (credentials, a region, the
+    table's name); else None."""
+    if exc.code in ("NoCredentialsError", "PartialCredentialsError"):
+        return NO_CREDENTIALS
+    if exc.code == "NoRegionError":
+        return NO_REGION
+    if exc.code == "ResourceNotFoundException" and exc.operation in _TABLE_OPERATIONS:
+        return (
+            f"{exc.operation}: no such table of Lifeguard's in this region: check --table (or "
+            "$LIFEGUARD_TABLE), --stack-name and --region"
+        )
     return None
 
 

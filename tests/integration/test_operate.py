@@ -403,3 +403,16 @@ def test_undo_makes_only_the_change_that_was_shown(env: Env, monkeypatch: pytest
     with pytest.raises(OperatorError, match="changed while you were asked: nothing was undone"):
         operator.undo(GROUP, force=True, shown=shown)
     assert env.config() == GOOD
+
+
+def test_bad_usage_is_exit_2_before_any_call_and_a_missing_table_says_what_to_check(env: Env) -> None:
+    for args in (("status", "--region", "us east"), ("history", "a/b/c"), ("history", "/x"), ("undo", "x!")):
+        done = env.run(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "Error: Invalid value" in done.stderr
+    missing = env.run("status", "--table", "no-such-table")
+    assert missing.returncode == 1
+    assert missing.stderr == (
+        "lifeguard status: Scan: no such table of Lifeguard's in this region: check --table (or "
+        "$LIFEGUARD_TABLE), --stack-name and --region\n"
+    )
