@@ -264,3 +264,20 @@ def test_the_twins_scontrol_does_nothing_before_slurmd_runs(tmp_path: Path) -> N
     (root / "var/log/amazon/pcs/lifecycle/actions/nodeReady").mkdir()
     assert subprocess.run(drain, env=env, check=False).returncode == 0
     assert "State=DRAIN" in slurm_log.read_text()
+
+
+def test_every_problem_of_one_group_is_reported_at_once() -> None:
+    """A bad name hid the same group's min and its configuration's problems."""
+    data = article()
+    group = data["groups"][0]
+    group.update(name="g", min=120, tags=[], extra=1)
+    group["config"]["stages"]["nodeBootstrapped"][0]["onError"] = "NOPE"
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    assert [p.split(": ")[1] for p in caught.value.problems] == [
+        "groups[0].extra",
+        "groups[0].name",
+        "groups[0].min",
+        "groups[0].tags",
+        "groups[0].config.stages.nodeBootstrapped[0].onError",
+    ]

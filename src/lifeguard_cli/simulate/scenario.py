@@ -431,24 +431,41 @@ def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
 def _group(check: _Checker, item: Any, where: str, groups: list[GroupSpec]) -> GroupSpec:
     """One group; `groups` are the ones read before it (a name is used once)."""
     group = check.mapping(item, where)
+    noted = len(check.problems)
     unknown = sorted(set(group) - {"name", "min", "max", "tags", "config"})
     if unknown:
-        check.fail(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
-    name = check.text(group.get("name"), f"{where}.name", limit=25)
-    if not _GROUP_NAME.fullmatch(name):
-        check.fail(f"{where}.name", f"{name!r} is not a PCS compute node group name")
-    if any(other.name == name for other in groups):
-        check.fail(f"{where}.name", f"{name!r} is named twice")
-    low = check.integer(group.get("min", 1), f"{where}.min", 0, MAX_NODES)
-    high = check.integer(group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES)
-    tags = check.mapping(group.get("tags", {}), f"{where}.tags")
-    if len(tags) > MAX_TAGS:
-        check.fail(f"{where}.tags", f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
-    for key, tag in tags.items():
-        check.text(key, f"{where}.tags", limit=128)
-        check.text(tag, f"{where}.tags.{key}", limit=256, empty=True)
-    config = _config(check, group.get("config"), f"{where}.config")
+        check.note(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
+    # Each part read on its own: every problem of the group is said at once.
+    name = check.part(partial(_group_name, check, group.get("name"), f"{where}.name", groups), "")
+    low = check.part(partial(check.integer, group.get("min", 1), f"{where}.min", 0, MAX_NODES), 1)
+    high = check.part(
+        partial(check.integer, group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES), low
+    )
+    no_tags: Mapping[str, Any] = {}
+    tags = check.part(partial(_tags, check, group.get("tags", {}), f"{where}.tags"), no_tags)
+    config = check.part(partial(_config, check, group.get("config"), f"{where}.config"), dict(no_tags))
+    if len(check.problems) > noted:
+        raise _Stop
     return GroupSpec(name, low, high, dict(config), dict(tags))
+
+
+def _group_name(check: _Checker, value: Any, where: str, groups: list[GroupSpec]) -> str:
+    name = check.text(value, where, limit=25)
+    if not _GROUP_NAME.fullmatch(name):
+        check.fail(where, f"{name!r} is not a PCS compute node group name")
+    if any(other.name == name for other in groups):
+        check.fail(where, f"{name!r} is named twice")
+    return name
+
+
+def _tags(check: _Checker, value: Any, where: str) -> Mapping[str, Any]:
+    tags = check.mapping(value, where)
+    if len(tags) > MAX_TAGS:
+        check.fail(where, f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
+    for key, tag in tags.items():
+        check.text(key, where, limit=128)
+        check.text(tag, f"{where}.{key}", limit=256, empty=True)
+    return tags
 
 
 def _config(check: _Checker, value: Any, where: str) -> dict[str, Any]:
