@@ -27,7 +27,7 @@ from lifeguard.node_report import NodeReport
 from lifeguard.notify import summarize
 from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.remediation.records import AppliedChange, Ledger
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import RUNS_READ_MAX, GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
 from lifeguard.wiring import Wiring, build_remediate, build_scaling_events
@@ -1734,3 +1734,36 @@ def test_a_suspect_named_after_the_detection_said_no_script_failed_is_remediated
     assert applied["diff"] == [
         {"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}
     ]
+
+
+def _flood(instance: str) -> list[dict[str, Any]]:
+    """A group's whole read of forged failed runs, under one instance (any node can write them)."""
+    return [
+        {**REPORTED[0], "instance_id": instance, "boot": n + 1, "script": "record-after-fail", "log_tail": ""}
+        for n in range(RUNS_READ_MAX)
+    ]
+
+
+def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_node_reports() -> None:
+    """The flood sorts first (`i-0`): the group's read holds nothing else; the failing nodes' runs are read
+    for themselves, and name the script."""
+    world = World()
+    world.feed(ARTICLE)
+    handler = reports_handler(world)
+    ship(world, handler, _flood("i-0"))
+    ship(world, handler, REPORTED)
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert episode.suspect.script == "fail-terminate"
+
+
+def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_the_detection() -> None:
+    """The flood sorts last (`i-zzz…`), where the detection's read begins."""
+    world = World()
+    store = GroupStore(world.table, TABLE)
+    store.put_reports(NodeReport.model_validate(report) for report in _flood("i-zzzzzzzzzzzzzzzzz"))
+    store.put_reports(NodeReport.model_validate(report) for report in REPORTED)
+    world.feed(ARTICLE)
+    [detected] = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert detected["suspect"]["script"] == "fail-terminate"

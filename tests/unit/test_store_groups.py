@@ -16,7 +16,13 @@ from lifeguard.errors import AwsCallError
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
 from lifeguard.node_report import NodeReport
 from lifeguard.store import groups as groups_store
-from lifeguard.store.groups import MAP_CHANGES_MAX, REPORT_TTL_SECONDS, GroupStore, VersionConflictError
+from lifeguard.store.groups import (
+    MAP_CHANGES_MAX,
+    REPORT_TTL_SECONDS,
+    RUNS_READ_MAX,
+    GroupStore,
+    VersionConflictError,
+)
 from lifeguard.store.table import group_key
 from tests.unit.fakes import FakeDynamoDB, client_error
 from tests.unit.test_group_state import CLUSTER, GROUP, T0, state_with
@@ -381,6 +387,21 @@ def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_
     assert client.calls("Query") == 1
     assert reports == store.reports(CLUSTER, GROUP) == [failed]
     assert [(m.script, m.started_at, m.outcome) for m in marks] == [("ok", 1792544300, "succeeded")]
+
+
+def test_one_instances_runs_are_read_for_themselves_and_a_full_read_says_it_is_not_complete() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    mine = [report(started_at=1792544247), report(started_at=1792544300, script="ok", outcome="succeeded")]
+    other = report(instance_id="i-0other00000000001", started_at=1792544250)
+    store.put_reports([*mine, other])
+    read = store.read_runs(CLUSTER, GROUP, mine[0].instance_id)
+    assert (read.reports, [m.script for m in read.marks], read.complete) == ([mine[0]], ["ok"], True)
+    assert store.read_runs(CLUSTER, GROUP, mine[0].instance_id, marks=False).marks == []
+    assert store.read_runs(CLUSTER, GROUP).complete
+    store.put_reports(report(started_at=1792540000 + n, instance_id="i-0flood") for n in range(RUNS_READ_MAX))
+    assert not store.read_runs(CLUSTER, GROUP).complete
+    assert store.read_runs(CLUSTER, GROUP, mine[0].instance_id).reports == [mine[0]]
 
 
 def test_an_item_with_some_maps_reads_each_where_it_is_and_is_put_whole_next() -> None:

@@ -1,51 +1,73 @@
 """A group's node reports as the handlers weigh them: read from the table once per batch, and only when a
-decision needs them (a success in an open episode, one that would prove a configuration, a detection)."""
+decision needs them (a success in an open episode, one that would prove a configuration, a detection).
+
+A group's runs are one read, up to its bound. A node can write any number of runs, under any instance: when
+a flood fills the read, the runs of the instances a decision is about are read instance by instance (the
+newest `INSTANCES_READ_MAX` of them), so a flood under other instances hides none of theirs."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from lifeguard.attribution import BootRuns, boot_runs, failed_runs, known_scripts
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.node_report import NodeReport
-from lifeguard.store.groups import GroupStore, RunMark
+from lifeguard.store.groups import GroupStore, Runs
 
-__all__ = ["GroupEvidence"]
+__all__ = ["INSTANCES_READ_MAX", "GroupEvidence"]
+
+# Instances read one by one for one decision, past a group's read that stopped at its bound: the newest.
+INSTANCES_READ_MAX = 20
 
 
 class GroupEvidence:
-    """The failed runs and the run marks one group's nodes reported."""
+    """The failed runs and the run marks one group's nodes reported (`marks=False`: the failed runs only)."""
 
-    def __init__(self, store: GroupStore, state: GroupState) -> None:
+    def __init__(self, store: GroupStore, state: GroupState, *, marks: bool = True) -> None:
         self.store = store
         self._state = state
-        self._reports: list[NodeReport] | None = None
-        self._marks: list[RunMark] | None = None
+        self._marks = marks
+        self._group: Runs | None = None
+        self._instances: dict[str, Runs] = {}
 
-    def _read(self) -> None:
-        self._reports, self._marks = self.store.runs(self._state.cluster_id, self._state.group_id)
+    def _read(self, instance: str | None = None) -> Runs:
+        cluster_id, group_id = self._state.cluster_id, self._state.group_id
+        if instance is None:
+            if self._group is None:
+                self._group = self.store.read_runs(cluster_id, group_id, marks=self._marks)
+            return self._group
+        if instance not in self._instances:
+            self._instances[instance] = self.store.read_runs(
+                cluster_id, group_id, instance, marks=self._marks
+            )
+        return self._instances[instance]
 
     def reports(self) -> list[NodeReport]:
-        """The group's failed runs (read with its marks, in one query)."""
-        if self._reports is None:
-            self._read()
-        return self._reports or []
+        """The group's failed runs, as one read holds them."""
+        return self._read().reports
 
-    def marks(self) -> list[RunMark]:
-        """The group's runs that did not fail (read with its failed runs, in one query)."""
-        if self._marks is None:
-            self._read()
-        return self._marks or []
+    def reports_of(self, instances: Iterable[str]) -> list[NodeReport]:
+        """The failed runs of `instances` (among others, when the group's read holds them all)."""
+        group = self._read()
+        if group.complete:
+            return group.reports
+        newest = list(dict.fromkeys(instances))[-INSTANCES_READ_MAX:]
+        return [report for instance in newest for report in self._read(instance).reports]
+
+    def _runs_of(self, instance: str) -> Runs:
+        group = self._read()
+        return group if group.complete else self._read(instance)
 
     def of(self, outcome: BootOutcome) -> BootRuns:
         """What the outcome's node reported for that boot, of the scripts of the group's configuration (as
-        last read, when its scripts are known): its marks are read only when no run failed."""
+        last read, when its scripts are known)."""
         since = self._state.launched_at(outcome)
         scripts = known_scripts(self._state)
-        failed = failed_runs(self.reports(), outcome.instance_id, since, scripts)
+        runs = self._runs_of(outcome.instance_id)
+        failed = failed_runs(runs.reports, outcome.instance_id, since, scripts)
         if failed:
             return BootRuns(failed, 0)
-        return boot_runs((), self.marks(), outcome.instance_id, since, scripts)
+        return boot_runs((), runs.marks, outcome.instance_id, since, scripts)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported runs for its boot and none of them failed: the boot

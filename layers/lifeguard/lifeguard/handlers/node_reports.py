@@ -180,14 +180,15 @@ class NodeReportsHandler:
             if episode is None and not ended and state.proven_good is None and reads is None:
                 return Change()
             # Read on every run: a run again after a lost race must see the reports the winner stored too.
-            reports = self.store.reports(cluster_id, group_id)
+            evidence = GroupEvidence(self.store, state, marks=False)
+            reports = evidence.reports_of(_judged_nodes(state))
             if episode is None:
                 settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
                 reopened = reopen_as_contained(state, settings, reports, lifeguards=self._lifeguards(state))
                 revoked = revoke_false_proof(state, reports)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
-                detected = self._detect(state, reports, reads, budget)
+                detected = self._detect(state, evidence.reports(), reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports)
             settled = self._settle(state)
@@ -195,7 +196,8 @@ class NodeReportsHandler:
                 return Change(True, settled)
             if episode.contained_at is not None:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
-            suspect = find_suspect(episode.failures, reports, known_scripts(state))
+            failing = evidence.reports_of(failure.instance_id for failure in episode.failures)
+            suspect = find_suspect(episode.failures, failing, known_scripts(state))
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)
             before = episode.suspect
@@ -317,3 +319,13 @@ class _JudgedGroups:
             return False
         self.judged.add(key)
         return True
+
+
+def _judged_nodes(state: GroupState) -> list[str]:
+    """The nodes whose boot a resolution or a proof rests on: a failed run of theirs undoes it."""
+    nodes = []
+    if state.last_episode is not None and state.last_episode.resolved_by is not None:
+        nodes.append(state.last_episode.resolved_by)
+    if state.proven_good is not None:
+        nodes.append(state.proven_good.instance_id)
+    return nodes

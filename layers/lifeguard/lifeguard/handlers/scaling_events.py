@@ -630,7 +630,8 @@ def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str 
     """Name the episode's failing script from the node reports (one of the group's configuration), or say
     that none failed or none reported; the sentence for the detection's `reason` (None when a script is
     named)."""
-    episode.suspect = find_suspect(episode.failures, runs.reports(), known_scripts(state))
+    failing = runs.reports_of(failure.instance_id for failure in episode.failures)
+    episode.suspect = find_suspect(episode.failures, failing, known_scripts(state))
     episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
     if episode.suspect is not None or episode.no_script_failed:
         episode.add_signal("node_reports")

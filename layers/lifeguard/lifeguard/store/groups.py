@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.bounds import EPOCH_MS_MAX
 from lifeguard.errors import LifeguardError
@@ -33,7 +33,15 @@ from lifeguard.store.table import (
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["REPORT_TTL_SECONDS", "RUNS_READ_MAX", "GroupStore", "RunMark", "VersionConflictError"]
+__all__ = [
+    "INSTANCE_RUNS_MAX",
+    "REPORT_TTL_SECONDS",
+    "RUNS_READ_MAX",
+    "GroupStore",
+    "RunMark",
+    "Runs",
+    "VersionConflictError",
+]
 
 logger = logging.getLogger("lifeguard")
 
@@ -45,6 +53,9 @@ RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
 # The runs of one group read at most (each at most about 5 KB): its nodes write them, and a node can write
 # any number. A real group's fortnight of runs is far fewer; past this its evidence is partial, and said.
 RUNS_READ_MAX = 5_000
+# The runs of one instance read at most, of each kind: a real instance's are its scripts (at most 20 a stage)
+# times its boots in a fortnight.
+INSTANCE_RUNS_MAX = 1_000
 # The state item's attributes holding its configuration's `checked_at` when only that moved (epoch ms), and
 # the item's version they were written at: a write that does not know them (an older release's, during a
 # deploy or after a rollback) moves the version on and leaves them out of date, so they are then ignored.
@@ -217,6 +228,15 @@ def _body(text: str) -> Item:
     return {"B": zlib.compress(text.encode(), 1)}
 
 
+class Runs(NamedTuple):
+    """Runs as one read found them: failed runs, marks of runs that did not fail, and whether the read
+    holds all there are (it did not stop at its bound)."""
+
+    reports: list[NodeReport]
+    marks: list[RunMark]
+    complete: bool
+
+
 def _report_item(report: NodeReport) -> Item:
     """A failed run is kept whole (`report`); a run that did not fail only as a mark that the boot ran it
     (its key and `outcome`): enough to tell a node whose scripts all succeeded from one that sent nothing."""
@@ -228,15 +248,13 @@ def _report_item(report: NodeReport) -> Item:
     return {**item_key(pk, f"{REPORT}{run}"), "report": {"S": report.to_json()}, **expires}
 
 
-def _said_if_partial(group_id: str, read: int) -> None:
-    if read >= RUNS_READ_MAX:
-        logger.warning(
-            "group %s: its nodes reported more than %d runs in a fortnight; the first %d (by instance) are "
-            "the evidence",
-            group_id,
-            RUNS_READ_MAX,
-            RUNS_READ_MAX,
-        )
+def _said_partial(group_id: str) -> None:
+    logger.warning(
+        "group %s: its nodes reported more than %d runs in a fortnight (a node writing floods of them?); "
+        "the runs of the instances a decision is about are read one by one",
+        group_id,
+        RUNS_READ_MAX,
+    )
 
 
 @dataclass(frozen=True)
@@ -283,6 +301,7 @@ class GroupStore:
         "put_reports": ("dynamodb:BatchWriteItem",),
         "reports": ("dynamodb:Query",),
         "runs": ("dynamodb:Query",),
+        "read_runs": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
 
@@ -430,25 +449,44 @@ class GroupStore:
 
     def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
         """Every stored failed script run of a group."""
-        items = list(self._table.query(group_key(cluster_id, group_id), REPORT, most=RUNS_READ_MAX))
-        _said_if_partial(group_id, len(items))
-        return [NodeReport.model_validate_json(item["report"]["S"]) for item in items]
+        return self.read_runs(cluster_id, group_id, marks=False).reports
 
     def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
-        """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail, in one
-        Query: their sort keys are the only ones that begin with R (`lifeguard.store.table`). Read from
-        the end, so the failed runs (REPORT#) come before the marks (RAN#): a flood of runs that did not
-        fail never pushes the evidence of the failed ones past the read's bound."""
-        reports, marks = [], []
-        items = list(
-            self._table.query(group_key(cluster_id, group_id), RUNS, most=RUNS_READ_MAX, descending=True)
-        )
-        items.reverse()  # each kind in key order, as before
-        _said_if_partial(group_id, len(items))
+        """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail."""
+        read = self.read_runs(cluster_id, group_id)
+        return read.reports, read.marks
+
+    def read_runs(
+        self, cluster_id: str, group_id: str, instance: str | None = None, *, marks: bool = True
+    ) -> Runs:
+        """A group's stored failed runs, and (`marks`) the marks of its runs that did not fail; of one
+        `instance` only, when given. The group's are one Query (their sort keys are the only ones that begin
+        with R: `lifeguard.store.table`) read from the end, so the failed runs (REPORT#) come before the
+        marks (RAN#): a flood of runs that did not fail never pushes the evidence of the failed ones past
+        the read's bound. A flood of failed runs can (any node may write them): a read that stops at its
+        bound says so (`Runs.complete`), and the instances a decision is about are then read one by one
+        (`lifeguard.handlers.evidence`)."""
+        pk = group_key(cluster_id, group_id)
+        if instance is None:
+            items = list(
+                self._table.query(pk, RUNS if marks else REPORT, most=RUNS_READ_MAX, descending=True)
+            )
+            items.reverse()  # each kind in key order, as before
+            complete = len(items) < RUNS_READ_MAX
+            if not complete:
+                _said_partial(group_id)
+        else:
+            kinds = (RAN, REPORT) if marks else (REPORT,)
+            parts = [
+                list(self._table.query(pk, f"{kind}{instance}#", most=INSTANCE_RUNS_MAX)) for kind in kinds
+            ]
+            items = [item for part in parts for item in part]
+            complete = all(len(part) < INSTANCE_RUNS_MAX for part in parts)
+        found = Runs([], [], complete)
         for item in items:
             sk = item["sk"]["S"]
             if sk.startswith(REPORT):
-                reports.append(NodeReport.model_validate_json(item["report"]["S"]))
+                found.reports.append(NodeReport.model_validate_json(item["report"]["S"]))
             elif sk.startswith(RAN) and (mark := _mark_of(item)) is not None:
-                marks.append(mark)
-        return reports, marks
+                found.marks.append(mark)
+        return found
