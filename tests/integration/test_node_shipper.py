@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import threading
@@ -542,9 +543,9 @@ def test_a_running_shipper_ships_a_terminate_failure_whose_log_path_is_a_directo
 def test_a_terminate_failure_that_filled_the_disk_is_shipped_within_two_seconds(
     node: Node, local: Any, log_group: str
 ) -> None:
-    """A TERMINATE script that fills the disk (the boot's file-size limit stands in for it): the executor
-    records the failure at once (exit 126); DESIGN: the shipper 'flushes within 2 s of a script ending, so
-    a TERMINATE failure is shipped before the instance goes'."""
+    """A TERMINATE script that fills the disk (the boot's file-size limit stands in for it: its writer is
+    killed by SIGXFSZ): the executor records the failure at once; DESIGN: the shipper 'flushes within 2 s
+    of a script ending, so a TERMINATE failure is shipped before the instance goes'."""
 
     node.put_script("scripts/fill.sh", "#!/bin/bash\nhead -c 3000000 /dev/zero\n")
     config = node.script_config(
@@ -554,7 +555,7 @@ def test_a_terminate_failure_that_filled_the_disk_is_shipped_within_two_seconds(
         assert node.boot(config, command=DISK_FULL_NODE).returncode == 4
         failure, took = first_shipped(local, log_group, lambda r: r.outcome == "failed")
     assert failure is not None
-    assert (failure.script, failure.exit_code) == ("fill", 126)
+    assert (failure.script, failure.exit_code) == ("fill", 128 + signal.SIGXFSZ)
     assert took <= 2.0, f"the TERMINATE failure was shipped {took:.1f} s after the boot ended"
 
 
