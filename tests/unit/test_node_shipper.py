@@ -7,6 +7,7 @@ import errno
 import json
 import time
 import tracemalloc
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -177,3 +178,61 @@ def test_a_batch_delivered_before_a_failed_one_is_not_sent_again(tmp_path: Path)
         shipper.poll()
     shipper.poll()
     assert logs.stream == pending
+
+
+# -- boots, under PCS's own agent (which writes no `boot started` record) --
+
+FIRST_RUN, REBOOT, SECOND_RUN = 1792543659, 1792543740, 1792543773  # the article's, and a reboot between
+
+
+def _agent_record(at: int, message: str = "script completed") -> str:
+    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    record = {"timestamp": when, "level": "INFO", "message": message}
+    return json.dumps({**record, "stage": "nodeBootstrapped", "script": "record-every-boot"}) + "\n"
+
+
+def _agent_run(layout: NodeLayout, at: int) -> None:
+    """One EVERY_BOOT run as PCS's agent logs it (the article's): its script log block, then its record."""
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True, exist_ok=True)
+    with layout.script_log("nodeBootstrapped", "record-every-boot").open("a") as log:
+        log.write(f'[start record-every-boot args=["bootstrapped-every-boot"] @ {at}]\n')
+        log.write(f"recorded bootstrapped-every-boot\n[end record-every-boot exit=0 @ {at}]\n")
+    with layout.executor_log.open("a") as log:
+        log.write(_agent_record(at))
+
+
+def _shipped(
+    layout: NodeLayout, kernel_boot: int, instance: str = SHIPPER_IDENTITY.instance_id
+) -> list[tuple[int, int, bool]]:
+    sink = ListSink()
+    identity = ShipperIdentity(
+        SHIPPER_IDENTITY.cluster_id, SHIPPER_IDENTITY.compute_node_group_id, instance, None
+    )
+    Shipper(layout, identity, sink, kernel_boot_time=lambda: kernel_boot).run(once=True)
+    return [(r["started_at"], r["boot"], r["first_boot"]) for r in map(json.loads, sink.messages)]
+
+
+def test_a_reboot_under_pcs_agent_is_a_reboot_in_the_reports(tmp_path: Path) -> None:
+    """The article's EVERY_BOOT script after `scontrol reboot` ran with PCS_IS_FIRST_BOOT=0: its report
+    says boot 2, not the first boot again (the kernel's boot time tells the boots apart)."""
+    layout = NodeLayout(tmp_path)
+    _agent_run(layout, FIRST_RUN)
+    assert _shipped(layout, FIRST_RUN - 30) == [(FIRST_RUN, 1, True)]
+    _agent_run(layout, SECOND_RUN)
+    assert _shipped(layout, REBOOT) == [(SECOND_RUN, 2, False)]
+    assert _shipped(layout, REBOOT) == []  # the same boot's shipper started again: nothing new, no boot 3
+
+
+def test_a_shipper_that_starts_after_a_reboot_tells_the_boots_in_its_backlog_apart(tmp_path: Path) -> None:
+    layout = NodeLayout(tmp_path)
+    _agent_run(layout, FIRST_RUN)
+    _agent_run(layout, SECOND_RUN)
+    assert _shipped(layout, REBOOT) == [(FIRST_RUN, 1, True), (SECOND_RUN, 2, False)]
+
+
+def test_a_count_of_boots_baked_into_the_image_is_not_this_instances(tmp_path: Path) -> None:
+    layout = NodeLayout(tmp_path)
+    _agent_run(layout, FIRST_RUN)
+    assert _shipped(layout, FIRST_RUN - 30, instance="i-0baked0000000000") == [(FIRST_RUN, 1, True)]
+    _agent_run(layout, SECOND_RUN)
+    assert _shipped(layout, REBOOT) == [(SECOND_RUN, 1, True)]  # this instance's first boot

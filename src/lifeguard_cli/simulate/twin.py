@@ -651,7 +651,8 @@ class _Twin:
         sink = CloudWatchSink(
             self.report_log, identity.stream, self._logs, clock=lambda: self.moment().timestamp()
         )
-        shipper = Shipper(NodeLayout(root), identity, sink)
+        # A twin's node boots on the twin's clock, not this machine's kernel: its executor says its boots.
+        shipper = Shipper(NodeLayout(root), identity, sink, kernel_boot_time=lambda: None)
         shipper.run(once=True)
         self._written(self.report_log, identity.stream)
 

@@ -249,6 +249,10 @@ class _State:
     first_boot: bool = True
     pending: list[str] = field(default_factory=list)
     waiting_since: float | None = None
+    # The kernel's boot time (epoch s) of the boot `boot` counts (0: not known), and the instance the count
+    # is of (a state baked into the image this node booted from is another instance's).
+    boot_time: int = 0
+    instance_id: str = ""
 
     @classmethod
     def load(cls, path: Path) -> _State:
@@ -264,8 +268,14 @@ class _State:
                 boot=_offset(data["boot"]),
                 first_boot=data["first_boot"],
                 pending=data["pending"],
+                boot_time=_offset(data.get("boot_time", 0)),
+                instance_id=data.get("instance_id", ""),
             )
-            if type(state.first_boot) is not bool or not all(type(m) is str for m in state.pending):
+            if (
+                type(state.first_boot) is not bool
+                or not all(type(m) is str for m in state.pending)
+                or type(state.instance_id) is not str
+            ):
                 raise TypeError("not a state as saved")
         except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
             return cls()
@@ -279,6 +289,8 @@ class _State:
             "boot": self.boot,
             "first_boot": self.first_boot,
             "pending": self.pending,
+            "boot_time": self.boot_time,
+            "instance_id": self.instance_id,
         }
         atomic_write(path, json.dumps(data).encode(), FILE_MODE)
 
@@ -299,6 +311,23 @@ def _offset(value: object) -> int:
     return value
 
 
+# The kernel's boot time is worked out from the clock less the uptime: it moves by a second or so as the
+# clock is adjusted. A boot time this much later is another boot.
+_BOOT_TIME_SLACK_SECONDS = 60
+
+
+def _kernel_boot_time() -> int | None:
+    """When the kernel booted (epoch s: /proc/stat's btime), None where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            for line in stat:
+                if line.startswith(b"btime "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 class Shipper:
     """Turns the node's lifecycle logs into node reports and delivers them exactly once."""
 
@@ -310,6 +339,7 @@ class Shipper:
         *,
         clock: Callable[[], float] = time.monotonic,
         end_marker_grace_seconds: float = END_MARKER_GRACE_SECONDS,
+        kernel_boot_time: Callable[[], int | None] = _kernel_boot_time,
     ) -> None:
         self.layout = layout
         self.identity = identity
@@ -318,8 +348,14 @@ class Shipper:
         self.end_marker_grace_seconds = end_marker_grace_seconds
         self.state = _State.load(layout.shipper_state)
         # Pending reports of another instance (a state file baked into the image this node booted from)
-        # are not this node's to send into its stream.
+        # are not this node's to send into its stream, nor is its count of boots.
         self.state.pending = [m for m in self.state.pending if _instance_of(m) == identity.instance_id]
+        if self.state.instance_id != identity.instance_id:
+            self.state.instance_id, self.state.boot, self.state.first_boot = identity.instance_id, 1, True
+            self.state.boot_time = 0
+        # The boot the node is in now, as the kernel says: PCS's agent writes no `boot started` record, so
+        # a run logged since a later kernel boot than the one counted is of the next boot (a reboot).
+        self._kernel_boot = kernel_boot_time() or 0
         self.skipped_lines = 0
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
@@ -454,12 +490,21 @@ class Shipper:
             self.skipped_lines += 1
             return "done"
         message = str(record.get("message", ""))
-        if message == "boot started":
+        logged_at = _epoch_seconds(record.get("timestamp"))
+        # The boot counted is the kernel's now, or (logged before it) an earlier one: the first boot read.
+        current = logged_at >= self._kernel_boot
+        self.state.boot_time = self.state.boot_time or (self._kernel_boot if current else logged_at)
+        if message == "boot started":  # Lifeguard's executor says which boot it is
             self.state.boot = _int_or(record.get("boot"), self.state.boot + 1)
             self.state.first_boot = bool(record.get("first_boot", self.state.boot == 1))
+            if current:
+                self.state.boot_time = max(self.state.boot_time, self._kernel_boot)
             if self.node_id is None and isinstance(record.get("node_id"), str):
                 self.node_id = record["node_id"]
             return "done"
+        if current and self._kernel_boot > self.state.boot_time + _BOOT_TIME_SLACK_SECONDS:
+            self.state.boot, self.state.first_boot = self.state.boot + 1, False
+            self.state.boot_time = self._kernel_boot
         if message == "script completed":
             outcome = "succeeded"
         elif message.startswith("lifecycle script failed"):
