@@ -106,7 +106,8 @@ NOT_BORNE_OUT = (
 def not_borne_out(episode: Episode) -> str | None:
     """Why the episode is not to be acted on yet: PCS's scaling log has not borne it out (`scaling_log` is
     not among its signals). A node, running its scripts as root, can write any report to the report log
-    group, naming any group and instance; nothing but PCS writes the scaling log."""
+    group, naming any group and instance; nothing but PCS writes the scaling log (the README's Trust
+    section: keep other writers off its log group)."""
     return None if "scaling_log" in episode_signals(episode) else NOT_BORNE_OUT
 
 
