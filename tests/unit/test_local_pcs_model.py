@@ -72,7 +72,7 @@ def test_a_created_group_is_got_back_with_its_spec_timestamps_and_tags(pcs: Loca
     assert group["id"] == created["id"]
     assert group["nodeLifecycleActions"] == config
     assert group["instanceConfigs"] == [{"instanceType": "c7i.large"}]
-    assert group["createdAt"] == group["modifiedAt"] == START.timestamp()
+    assert group["createdAt"] == group["modifiedAt"] == "2026-10-21T01:00:00.000Z"  # ISO 8601, as the model
     assert group["arn"].startswith("arn:aws:pcs:us-east-1:123456789012:cluster/pcs_")
     assert group["arn"].endswith(f"/computenodegroup/{created['id']}")
     assert "tags" not in group
@@ -94,8 +94,8 @@ def test_update_goes_updating_then_active_and_refuses_a_second_update_meanwhile(
 
     updated = ok(pcs, "UpdateComputeNodeGroup", **update)["computeNodeGroup"]
     assert updated["status"] == "UPDATING"
-    assert updated["modifiedAt"] == (START + timedelta(seconds=600)).timestamp()
-    assert updated["createdAt"] == START.timestamp()
+    assert updated["modifiedAt"] == "2026-10-21T01:10:00.000Z"
+    assert updated["createdAt"] == "2026-10-21T01:00:00.000Z"
 
     status, body = answer(pcs, "UpdateComputeNodeGroup", update)
     assert status == 409
@@ -325,3 +325,43 @@ def test_without_a_clock_the_model_uses_the_system_time() -> None:
     before = datetime.now(UTC)
     cluster = LocalPcs().add_cluster("lca")
     assert before <= cluster["createdAt"] <= datetime.now(UTC)
+
+
+IDENT = {"clusterIdentifier": "lca", "computeNodeGroupIdentifier": "lca-static"}
+
+
+@pytest.mark.parametrize("subnets", [[], ["subnet-1"]])
+def test_a_request_value_a_group_cannot_hold_is_refused_and_changes_nothing(
+    pcs: LocalPcs, subnets: list[str]
+) -> None:
+    """The request's subnetIds is any list, a group's at least one `subnet-…`: PCS refuses such an update
+    (4xx), it does not keep it and answer 500, nor keep its clientToken."""
+    before = create_group(pcs)
+    status, body = answer(
+        pcs, "UpdateComputeNodeGroup", {**IDENT, "subnetIds": subnets, "clientToken": "lifeguard-test-0001"}
+    )
+    assert (status, body["__type"].rpartition("#")[2]) == (400, "ValidationException")
+    assert body["fieldList"][0]["name"].startswith("subnetIds")
+    assert ok(pcs, "GetComputeNodeGroup", **IDENT)["computeNodeGroup"] == before
+    again = {**IDENT, "subnetIds": ["subnet-0123456789abcdef1"], "clientToken": "lifeguard-test-0001"}
+    assert answer(pcs, "UpdateComputeNodeGroup", again)[0] == 200  # the token was not spent
+    status, _ = answer(
+        pcs, "CreateComputeNodeGroup", {**GROUP, "computeNodeGroupName": "g-two", "subnetIds": subnets}
+    )
+    assert status == 400
+    listed = ok(pcs, "ListComputeNodeGroups", clusterIdentifier="lca")["computeNodeGroups"]
+    assert [g["name"] for g in listed] == ["lca-static"]
+
+
+@pytest.mark.parametrize("token", ["not-a-token", "-1", "99"])
+def test_a_pagination_token_pcs_did_not_give_is_a_validation_exception(pcs: LocalPcs, token: str) -> None:
+    create_group(pcs)
+    status, body = answer(pcs, "ListComputeNodeGroups", {"clusterIdentifier": "lca", "nextToken": token})
+    assert (status, body["__type"].rpartition("#")[2]) == (400, "ValidationException")
+
+
+def test_the_models_patterns_are_ascii_as_pcs_reads_them(pcs: LocalPcs) -> None:
+    ok(pcs, "CreateCluster", **CLUSTER)
+    profile = "arn:aws:iam::123456789012:instance-profile/prófile"
+    status, _ = answer(pcs, "CreateComputeNodeGroup", {**GROUP, "iamInstanceProfileArn": profile})
+    assert status == 400

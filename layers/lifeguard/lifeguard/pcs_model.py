@@ -65,7 +65,8 @@ def shape(name: str) -> Mapping[str, Any]:
 
 @cache
 def _pattern(expression: str) -> re.Pattern[str]:
-    return re.compile(expression)
+    # The model's patterns are ECMAScript's: `\w` and `\d` mean ASCII, as in Python only with re.ASCII.
+    return re.compile(expression, re.ASCII)
 
 
 def json_type_name(value: object) -> str:

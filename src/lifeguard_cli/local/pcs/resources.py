@@ -18,7 +18,7 @@ import string
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 from lifeguard.errors import Problem
@@ -221,8 +221,19 @@ class LocalPcs:
             with self._lock:
                 self._settle()
                 self._raise_injected(operation)
+                # A change is kept only with an answer the model takes: a request value the resource
+                # cannot hold (subnetIds is any list in a request, at least one `subnet-…` in a group) is
+                # refused as PCS refuses it, and nothing of it stays (nor its clientToken).
+                kept = (
+                    copy.deepcopy((self._resources, self._tokens)) if operation.startswith(_CHANGES) else None
+                )
                 result = self._handlers[operation](params)
-            problems = validate_shape(self._operations[operation]["output"]["shape"], _wire(result))
+                problems = validate_shape(self._operations[operation]["output"]["shape"], _wire(result))
+                if problems and kept is not None:
+                    self._resources, self._tokens = kept
+                    raise PcsApiError.validation(
+                        [p._replace(path=p.path.partition(".")[2]) for p in problems]
+                    )
             if problems:
                 raise PcsApiError(
                     "InternalServerException",
@@ -527,19 +538,27 @@ class LocalPcs:
         return {"tags": dict(self._by_arn(params["resourceArn"]).tags)}
 
 
+# The operations that change resources (what a refused answer must leave as it was).
+_CHANGES = ("Create", "Update", "Delete", "Tag", "Untag")
+
+
 def _paginate(
     items: list[dict[str, Any]], params: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], str | None]:
-    start = int(params.get("nextToken") or 0)
+    token = params.get("nextToken") or "0"
+    if not (token.isascii() and token.isdigit() and int(token) <= len(items)):
+        # The model: "Using an expired pagination token returns an HTTP 400 InvalidToken error."
+        raise PcsApiError("ValidationException", "the pagination token is not valid", reason="other")
+    start = int(token)
     size = int(params.get("maxResults") or 10)  # PCS's default page: 10 (at most 100 when asked)
     end = start + size
     return items[start:end], (str(end) if end < len(items) else None)
 
 
 def _wire(value: Any) -> Any:
-    """JSON 1.0 encoding: timestamps as epoch seconds."""
+    """As the wire has it: timestamps in ISO 8601, UTC (the model's `timestampFormat` for PCS's)."""
     if isinstance(value, datetime):
-        return value.timestamp()
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     if isinstance(value, Mapping):
         return {k: _wire(v) for k, v in value.items()}
     if isinstance(value, list):
