@@ -225,16 +225,6 @@ def replay(
         run()
         return
     from lifeguard_cli.local import background
-    from lifeguard_cli.replay.inputs import read_inputs
-    from lifeguard_cli.replay.run import node_bundle_at
-
-    try:  # refused before the local AWS running is stopped for the replay's (read again there)
-        read_inputs(files)
-        if node_bundle is not None:
-            node_bundle_at(node_bundle)
-    except ReplayError as exc:
-        typer.echo(f"lifeguard replay: {exc}", err=True)
-        raise typer.Exit(2) from None
 
     def kept(ready: Any) -> None:
         def keep_up(aws: Any, stack: Any, result: Any) -> None:
@@ -245,6 +235,9 @@ def replay(
             typer.echo(
                 "lifeguard status --local  (and history, undo); lifeguard local down to stop", err=True
             )
+            # One local AWS at a time: the replay's replaces the one running, once it has run (a replay
+            # refused, whatever the reason, leaves that one as it was).
+            background.stop()
             ready({"environ": environ, "table": stack.table, "stack_name": None})
             background.serve_until_stopped()
 
@@ -254,7 +247,6 @@ def replay(
             raise SystemExit(exc.exit_code) from None
 
     with background.starting() as lock:
-        background.stop()  # one local AWS at a time: the replay's replaces the one running
         code = background.in_background(kept, close_in_child=(lock,))
     if code:
         raise typer.Exit(code)
