@@ -228,10 +228,23 @@ class _Responder:
                 time.sleep(attempt)
 
 
+# The DNS suffixes of AWS's partitions (botocore's partitions.json): CloudFormation's presigned S3 URL is
+# on one of them, whichever partition the stack is in.
+_AWS_DNS_SUFFIXES = (
+    ".amazonaws.com",
+    ".amazonaws.com.cn",
+    ".amazonaws.eu",
+    ".c2s.ic.gov",
+    ".sc2s.sgov.gov",
+    ".cloud.adc-e.uk",
+    ".csp.hci.ic.gov",
+)
+
+
 def _cloudformation_url(url: str) -> bool:
-    """Whether an answer may go to `url`: CloudFormation's presigned S3 URL (https, a host of
-    amazonaws.com, or amazonaws.com.cn), or any when the function's AWS is a local one (AWS_ENDPOINT_URL:
-    the tests, and replays, answer to a CloudFormation of their own on loopback)."""
+    """Whether an answer may go to `url`: CloudFormation's presigned S3 URL (https, a host of an AWS
+    partition's domain), or any when the function's AWS is a local one (AWS_ENDPOINT_URL: the tests, and
+    replays, answer to a CloudFormation of their own on loopback)."""
     if os.environ.get("AWS_ENDPOINT_URL"):
         return True
     try:
@@ -239,7 +252,7 @@ def _cloudformation_url(url: str) -> bool:
     except ValueError:
         return False
     host = (parts.hostname or "").lower()
-    return parts.scheme == "https" and host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
+    return parts.scheme == "https" and host.endswith(_AWS_DNS_SUFFIXES)
 
 
 def _physical_id(event: Mapping[str, Any]) -> str:

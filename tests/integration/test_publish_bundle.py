@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import botocore
 import pytest
 
 from lifeguard_cli.lint import lint_files
@@ -411,6 +412,11 @@ def test_an_answer_goes_only_to_cloudformation_s_response_url(
     assert allowed(
         "https://cloudformation-custom-resource-response-cnnorth1.s3.cn-north-1.amazonaws.com.cn/a"
     )
+    # Every partition botocore knows (a stack in the European Sovereign Cloud was never answered).
+    partitions = json.loads((Path(botocore.__file__).parent / "data" / "partitions.json").read_text())
+    for partition in partitions["partitions"]:
+        suffix = partition["outputs"]["dnsSuffix"]
+        assert allowed(f"https://cloudformation-custom-resource-response-x.s3.{suffix}/a"), suffix
     for url in (
         "http://cloudformation-custom-resource-response-useast1.s3.amazonaws.com/a",
         "https://169.254.169.254/latest/meta-data",
