@@ -1767,3 +1767,43 @@ def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_the_detectio
     world.feed(ARTICLE)
     [detected] = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
     assert detected["suspect"]["script"] == "fail-terminate"
+
+
+DAY_MS = 24 * 3600 * 1000
+
+
+def _every_boot_ready_check() -> dict[str, Any]:
+    config = json.loads(json.dumps(REVERTED))
+    config["stages"]["nodeReady"][0]["executionPolicy"] = "EVERY_BOOT"
+    return config
+
+
+def _reboot_failure(when_ms: int) -> dict[str, Any]:
+    """The node's EVERY_BOOT nodeReady check failing (CONTINUE) on a reboot a day later, labelled as a shipper
+    of an earlier release labels every run under PCS's agent: boot 1, first boot."""
+    return {**_ready_check_failed(when_ms, "CONTINUE"), "boot": 1, "first_boot": True}
+
+
+def test_a_reboots_failure_a_day_after_the_proof_unproves_nothing() -> None:
+    world = World()
+    world.person_sets(_every_boot_ready_check(), at(1, 10))
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(NEW_NODE, at(1, 15)), ran(NEW_NODE, at(1, 17), script="ready-check")]
+    )
+    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 16))])
+    assert world.state().proven_good is not None
+    ship(world, reports_handler(world), [_reboot_failure(at(1, 16) + DAY_MS)])
+    assert world.state().proven_good is not None
+
+
+def test_a_reboots_failure_a_day_after_the_resolution_reopens_nothing() -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    world.person_sets(_every_boot_ready_check(), at(1, 13))
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(NEW_NODE, at(1, 16)), ran(NEW_NODE, at(1, 17), script="ready-check")]
+    )
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    ship(world, reports_handler(world), [_reboot_failure(at(1, 19) + DAY_MS)])
+    assert world.published()[-1] == "LoopResolved"
