@@ -1807,3 +1807,26 @@ def test_a_reboots_failure_a_day_after_the_resolution_reopens_nothing() -> None:
     assert world.published()[-1] == "LoopResolved"
     ship(world, reports_handler(world), [_reboot_failure(at(1, 19) + DAY_MS)])
     assert world.published()[-1] == "LoopResolved"
+
+
+def test_a_busy_groups_fortnight_of_runs_that_did_not_fail_costs_the_detection_no_more_reads() -> None:
+    """5,000 runs that did not fail fill the group's read after its failed runs: those are all read (they
+    come first), so no failing instance is read again on its own."""
+    marks = [
+        {
+            **REPORTED[0],
+            "instance_id": f"i-0busy{n // 10:012d}",
+            "script": f"s{n % 10}",
+            "outcome": "succeeded",
+            "exit_code": 0,
+            "log_tail": "",
+        }
+        for n in range(RUNS_READ_MAX)
+    ]
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(NodeReport.model_validate(r) for r in [*marks, *REPORTED])
+    world.feed(ARTICLE)
+    [detected] = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert detected["suspect"]["script"] == "fail-terminate"
+    prefixes = {r["ExpressionAttributeValues"][":prefix"]["S"] for r in world.table.requests["Query"]}
+    assert prefixes == {"R"}  # the group's runs, never one instance's

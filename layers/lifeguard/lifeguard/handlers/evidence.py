@@ -49,25 +49,35 @@ class GroupEvidence:
     def reports_of(self, instances: Iterable[str]) -> list[NodeReport]:
         """The failed runs of `instances` (among others, when the group's read holds them all)."""
         group = self._read()
-        if group.complete:
+        if group.reports_complete:
             return group.reports
         newest = list(dict.fromkeys(instances))[-INSTANCES_READ_MAX:]
         return [report for instance in newest for report in self._read(instance).reports]
 
-    def _runs_of(self, instance: str) -> Runs:
-        group = self._read()
-        return group if group.complete else self._read(instance)
+    def _instance_read(self, instance: str) -> Runs | None:
+        """The instance's own read, made when there is room for one more (`INSTANCES_READ_MAX`)."""
+        if instance in self._instances or len(self._instances) < INSTANCES_READ_MAX:
+            return self._read(instance)
+        return None
 
     def of(self, outcome: BootOutcome) -> BootRuns:
         """What the outcome's node reported for that boot, of the scripts of the group's configuration (as
-        last read, when its scripts are known)."""
+        last read, when its scripts are known). Its own runs are read for it only where the group's read
+        stopped before them (a flood of failed runs; for its marks, a busy group's fortnight of them)."""
         since = self._state.launched_at(outcome)
         scripts = known_scripts(self._state)
-        runs = self._runs_of(outcome.instance_id)
-        failed = failed_runs(runs.reports, outcome.instance_id, since, scripts)
+        instance = outcome.instance_id
+        group = self._read()
+        reports = group.reports
+        if not group.reports_complete and (own := self._instance_read(instance)) is not None:
+            reports = own.reports
+        failed = failed_runs(reports, instance, since, scripts)
         if failed:
             return BootRuns(failed, 0)
-        return boot_runs((), runs.marks, outcome.instance_id, since, scripts)
+        marks = group.marks
+        if not group.marks_complete and (own := self._instance_read(instance)) is not None:
+            marks = own.marks
+        return boot_runs((), marks, instance, since, scripts)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported runs for its boot and none of them failed: the boot

@@ -230,11 +230,12 @@ def _body(text: str) -> Item:
 
 class Runs(NamedTuple):
     """Runs as one read found them: failed runs, marks of runs that did not fail, and whether the read
-    holds all there are (it did not stop at its bound)."""
+    holds all there are of each (it did not stop at its bound before them)."""
 
     reports: list[NodeReport]
     marks: list[RunMark]
-    complete: bool
+    reports_complete: bool
+    marks_complete: bool
 
 
 def _report_item(report: NodeReport) -> Item:
@@ -464,25 +465,36 @@ class GroupStore:
         with R: `lifeguard.store.table`) read from the end, so the failed runs (REPORT#) come before the
         marks (RAN#): a flood of runs that did not fail never pushes the evidence of the failed ones past
         the read's bound. A flood of failed runs can (any node may write them): a read that stops at its
-        bound says so (`Runs.complete`), and the instances a decision is about are then read one by one
-        (`lifeguard.handlers.evidence`)."""
+        bound says so (`Runs.reports_complete`), and the instances a decision is about are then read one
+        by one (`lifeguard.handlers.evidence`)."""
         pk = group_key(cluster_id, group_id)
         if instance is None:
             items = list(
                 self._table.query(pk, RUNS if marks else REPORT, most=RUNS_READ_MAX, descending=True)
             )
             items.reverse()  # each kind in key order, as before
-            complete = len(items) < RUNS_READ_MAX
-            if not complete:
+            whole = len(items) < RUNS_READ_MAX
+            # Read from the end, every failed run comes before any mark: a mark read says they all were.
+            reports_complete = whole or items[0]["sk"]["S"].startswith(RAN)
+            marks_complete = whole and marks
+            if not reports_complete:
                 _said_partial(group_id)
         else:
-            kinds = (RAN, REPORT) if marks else (REPORT,)
             parts = [
-                list(self._table.query(pk, f"{kind}{instance}#", most=INSTANCE_RUNS_MAX)) for kind in kinds
+                list(self._table.query(pk, f"{kind}{instance}#", most=INSTANCE_RUNS_MAX))
+                for kind in ((REPORT, RAN) if marks else (REPORT,))
             ]
             items = [item for part in parts for item in part]
-            complete = all(len(part) < INSTANCE_RUNS_MAX for part in parts)
-        found = Runs([], [], complete)
+            reports_complete = len(parts[0]) < INSTANCE_RUNS_MAX
+            marks_complete = marks and len(parts[-1]) < INSTANCE_RUNS_MAX
+            if not reports_complete:
+                logger.warning(
+                    "group %s: its instance %s reported over %d failed runs",
+                    group_id,
+                    instance,
+                    INSTANCE_RUNS_MAX,
+                )
+        found = Runs([], [], reports_complete, marks_complete)
         for item in items:
             sk = item["sk"]["S"]
             if sk.startswith(REPORT):
