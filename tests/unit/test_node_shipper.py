@@ -19,6 +19,7 @@ from lifeguard.node.shipper import (
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
     CloudWatchSink,
+    KernelBoot,
     Shipper,
     ShipperIdentity,
     _batches,
@@ -202,37 +203,60 @@ def _agent_run(layout: NodeLayout, at: int) -> None:
 
 
 def _shipped(
-    layout: NodeLayout, kernel_boot: int, instance: str = SHIPPER_IDENTITY.instance_id
+    layout: NodeLayout, boot: KernelBoot, instance: str = SHIPPER_IDENTITY.instance_id
 ) -> list[tuple[int, int, bool]]:
     sink = ListSink()
     identity = ShipperIdentity(
         SHIPPER_IDENTITY.cluster_id, SHIPPER_IDENTITY.compute_node_group_id, instance, None
     )
-    Shipper(layout, identity, sink, kernel_boot_time=lambda: kernel_boot).run(once=True)
+    Shipper(layout, identity, sink, boot=lambda: boot).run(once=True)
     return [(r["started_at"], r["boot"], r["first_boot"]) for r in map(json.loads, sink.messages)]
+
+
+FIRST_BOOT, SECOND_BOOT = KernelBoot("boot-one", FIRST_RUN - 30), KernelBoot("boot-two", REBOOT)
 
 
 def test_a_reboot_under_pcs_agent_is_a_reboot_in_the_reports(tmp_path: Path) -> None:
     """The article's EVERY_BOOT script after `scontrol reboot` ran with PCS_IS_FIRST_BOOT=0: its report
-    says boot 2, not the first boot again (the kernel's boot time tells the boots apart)."""
+    says boot 2, not the first boot again (the kernel's boot id tells the boots apart)."""
     layout = NodeLayout(tmp_path)
     _agent_run(layout, FIRST_RUN)
-    assert _shipped(layout, FIRST_RUN - 30) == [(FIRST_RUN, 1, True)]
+    assert _shipped(layout, FIRST_BOOT) == [(FIRST_RUN, 1, True)]
     _agent_run(layout, SECOND_RUN)
-    assert _shipped(layout, REBOOT) == [(SECOND_RUN, 2, False)]
-    assert _shipped(layout, REBOOT) == []  # the same boot's shipper started again: nothing new, no boot 3
+    assert _shipped(layout, SECOND_BOOT) == [(SECOND_RUN, 2, False)]
+    assert _shipped(layout, SECOND_BOOT) == []  # the same boot's shipper started again: no boot 3
+    _agent_run(layout, SECOND_RUN + 600)
+    # Restarted within that boot after the clock was stepped (btime is the clock less the uptime).
+    assert _shipped(layout, SECOND_BOOT._replace(started_at=REBOOT + 120)) == [(SECOND_RUN + 600, 2, False)]
 
 
-def test_a_shipper_that_starts_after_a_reboot_tells_the_boots_in_its_backlog_apart(tmp_path: Path) -> None:
+def test_runs_logged_before_a_reboot_and_shipped_after_it_are_of_the_boot_before(tmp_path: Path) -> None:
+    layout = NodeLayout(tmp_path)
+    identity = SHIPPER_IDENTITY.instance_id
+    lifeguard.node.shipper._State(boot_id=FIRST_BOOT.boot_id, instance_id=identity).save(layout.shipper_state)
+    _agent_run(layout, FIRST_RUN)  # the node went down before it was shipped
+    _agent_run(layout, SECOND_RUN)
+    assert _shipped(layout, SECOND_BOOT) == [(FIRST_RUN, 1, True), (SECOND_RUN, 2, False)]
+
+
+def test_the_first_boot_of_an_image_with_pcs_logs_in_it_is_boot_1(tmp_path: Path) -> None:
+    """The image was made from a node that ran PCS's agent (its log is in it) but no shipper: its runs are
+    not this instance's boots, and this instance's first boot is its first."""
     layout = NodeLayout(tmp_path)
     _agent_run(layout, FIRST_RUN)
     _agent_run(layout, SECOND_RUN)
-    assert _shipped(layout, REBOOT) == [(FIRST_RUN, 1, True), (SECOND_RUN, 2, False)]
+    assert _shipped(layout, SECOND_BOOT) == [(FIRST_RUN, 1, True), (SECOND_RUN, 1, True)]
 
 
 def test_a_count_of_boots_baked_into_the_image_is_not_this_instances(tmp_path: Path) -> None:
     layout = NodeLayout(tmp_path)
     _agent_run(layout, FIRST_RUN)
-    assert _shipped(layout, FIRST_RUN - 30, instance="i-0baked0000000000") == [(FIRST_RUN, 1, True)]
+    assert _shipped(layout, FIRST_BOOT, instance="i-0baked0000000000") == [(FIRST_RUN, 1, True)]
     _agent_run(layout, SECOND_RUN)
-    assert _shipped(layout, REBOOT) == [(SECOND_RUN, 1, True)]  # this instance's first boot
+    assert _shipped(layout, SECOND_BOOT) == [(SECOND_RUN, 1, True)]  # this instance's first boot
+
+
+def test_a_records_time_is_read_whatever_its_fraction_as_on_the_nodes_python() -> None:
+    """Python 3.9's fromisoformat takes a fraction of 3 or 6 digits only; agents write others too."""
+    for written in ("2026-10-21T00:47:39Z", "2026-10-21T00:47:39.5Z", "2026-10-21T00:47:39.551852123Z"):
+        assert lifeguard.node.shipper._epoch_seconds(written) == FIRST_RUN

@@ -652,7 +652,7 @@ class _Twin:
             self.report_log, identity.stream, self._logs, clock=lambda: self.moment().timestamp()
         )
         # A twin's node boots on the twin's clock, not this machine's kernel: its executor says its boots.
-        shipper = Shipper(NodeLayout(root), identity, sink, kernel_boot_time=lambda: None)
+        shipper = Shipper(NodeLayout(root), identity, sink, boot=lambda: None)
         shipper.run(once=True)
         self._written(self.report_log, identity.stream)
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
@@ -249,9 +249,9 @@ class _State:
     first_boot: bool = True
     pending: list[str] = field(default_factory=list)
     waiting_since: float | None = None
-    # The kernel's boot time (epoch s) of the boot `boot` counts (0: not known), and the instance the count
-    # is of (a state baked into the image this node booted from is another instance's).
-    boot_time: int = 0
+    # The kernel's boot id of the boot `boot` counts ("": not known), and the instance the count is of (a
+    # state baked into the image this node booted from is another instance's).
+    boot_id: str = ""
     instance_id: str = ""
 
     @classmethod
@@ -268,12 +268,13 @@ class _State:
                 boot=_offset(data["boot"]),
                 first_boot=data["first_boot"],
                 pending=data["pending"],
-                boot_time=_offset(data.get("boot_time", 0)),
+                boot_id=data.get("boot_id", ""),
                 instance_id=data.get("instance_id", ""),
             )
             if (
                 type(state.first_boot) is not bool
                 or not all(type(m) is str for m in state.pending)
+                or type(state.boot_id) is not str
                 or type(state.instance_id) is not str
             ):
                 raise TypeError("not a state as saved")
@@ -289,7 +290,7 @@ class _State:
             "boot": self.boot,
             "first_boot": self.first_boot,
             "pending": self.pending,
-            "boot_time": self.boot_time,
+            "boot_id": self.boot_id,
             "instance_id": self.instance_id,
         }
         atomic_write(path, json.dumps(data).encode(), FILE_MODE)
@@ -311,18 +312,26 @@ def _offset(value: object) -> int:
     return value
 
 
-# The kernel's boot time is worked out from the clock less the uptime: it moves by a second or so as the
-# clock is adjusted. A boot time this much later is another boot.
-_BOOT_TIME_SLACK_SECONDS = 60
+class KernelBoot(NamedTuple):
+    """The boot the node is in: the kernel's id of it, and when it began (epoch s)."""
+
+    boot_id: str
+    started_at: int
 
 
-def _kernel_boot_time() -> int | None:
-    """When the kernel booted (epoch s: /proc/stat's btime), None where it cannot be read."""
+# /proc/stat's btime is the clock less the uptime: a clock adjusted since moves it by a second or so.
+_BOOT_TIME_SLACK_SECONDS = 2
+
+
+def kernel_boot() -> KernelBoot | None:
+    """The boot the node is in (/proc/sys/kernel/random/boot_id, /proc/stat's btime); None where either
+    cannot be read."""
     try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         with open("/proc/stat", "rb") as stat:
             for line in stat:
                 if line.startswith(b"btime "):
-                    return int(line.split()[1])
+                    return KernelBoot(boot_id, int(line.split()[1])) if boot_id else None
     except (OSError, ValueError, IndexError):
         return None
     return None
@@ -339,7 +348,7 @@ class Shipper:
         *,
         clock: Callable[[], float] = time.monotonic,
         end_marker_grace_seconds: float = END_MARKER_GRACE_SECONDS,
-        kernel_boot_time: Callable[[], int | None] = _kernel_boot_time,
+        boot: Callable[[], KernelBoot | None] = kernel_boot,
     ) -> None:
         self.layout = layout
         self.identity = identity
@@ -352,10 +361,13 @@ class Shipper:
         self.state.pending = [m for m in self.state.pending if _instance_of(m) == identity.instance_id]
         if self.state.instance_id != identity.instance_id:
             self.state.instance_id, self.state.boot, self.state.first_boot = identity.instance_id, 1, True
-            self.state.boot_time = 0
-        # The boot the node is in now, as the kernel says: PCS's agent writes no `boot started` record, so
-        # a run logged since a later kernel boot than the one counted is of the next boot (a reboot).
-        self._kernel_boot = kernel_boot_time() or 0
+            self.state.boot_id = ""
+        # PCS's agent writes no `boot started` record: the kernel says which boot the node is in. The first
+        # one the shipper sees is the one counted; another one (its id) is a reboot, and the runs logged
+        # since it began are the next boot's.
+        self._kernel = boot()
+        if self._kernel is not None and not self.state.boot_id:
+            self.state.boot_id = self._kernel.boot_id
         self.skipped_lines = 0
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
@@ -490,21 +502,23 @@ class Shipper:
             self.skipped_lines += 1
             return "done"
         message = str(record.get("message", ""))
-        logged_at = _epoch_seconds(record.get("timestamp"))
-        # The boot counted is the kernel's now, or (logged before it) an earlier one: the first boot read.
-        current = logged_at >= self._kernel_boot
-        self.state.boot_time = self.state.boot_time or (self._kernel_boot if current else logged_at)
+        kernel = self._kernel
+        # Logged in the boot the node is in now (not before a reboot that came since).
+        now = (
+            kernel is not None
+            and _epoch_seconds(record.get("timestamp")) >= kernel.started_at - _BOOT_TIME_SLACK_SECONDS
+        )
         if message == "boot started":  # Lifeguard's executor says which boot it is
             self.state.boot = _int_or(record.get("boot"), self.state.boot + 1)
             self.state.first_boot = bool(record.get("first_boot", self.state.boot == 1))
-            if current:
-                self.state.boot_time = max(self.state.boot_time, self._kernel_boot)
+            if now and kernel is not None:
+                self.state.boot_id = kernel.boot_id
             if self.node_id is None and isinstance(record.get("node_id"), str):
                 self.node_id = record["node_id"]
             return "done"
-        if current and self._kernel_boot > self.state.boot_time + _BOOT_TIME_SLACK_SECONDS:
+        if now and kernel is not None and kernel.boot_id != self.state.boot_id:
             self.state.boot, self.state.first_boot = self.state.boot + 1, False
-            self.state.boot_time = self._kernel_boot
+            self.state.boot_id = kernel.boot_id
         if message == "script completed":
             outcome = "succeeded"
         elif message.startswith("lifecycle script failed"):
@@ -724,10 +738,18 @@ def _int_or(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+# An RFC 3339 time as the agents write it, with a fraction of any length: Python 3.9's fromisoformat (the
+# node's) takes only 3 or 6 digits, so the fraction is cut before it reads the rest.
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?", re.ASCII)
+
+
 def _epoch_seconds(timestamp: object) -> int:
-    if isinstance(timestamp, str):
+    """The whole epoch second of a record's time; now, when it has none that can be read."""
+    found = _RFC3339.fullmatch(timestamp) if isinstance(timestamp, str) else None
+    if found is not None:
+        zone = found.group(2) or "Z"
         try:
-            return int(datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp())
+            return int(datetime.fromisoformat(found.group(1) + zone.replace("Z", "+00:00")).timestamp())
         except ValueError:
             pass
     return int(node_clock.now())
