@@ -63,14 +63,19 @@ def serve_moto(*, separate_process: bool = False) -> Iterator[MotoServer]:
         thread.join()
 
 
+# moto's backends are this process's, whichever server answers: every in-thread server shares one lock.
+_BACKENDS = threading.Lock()
+
+
 def _one_at_a_time(app: WsgiApp) -> WsgiApp:
     """`app` answering one request at a time. moto's backends take no locks: two conditional writes at once
     could both pass their condition (two writers of one version both win), which DynamoDB never lets
-    happen. Requests still connect at once; they are answered in turn, as atomically as the real services."""
-    lock = threading.Lock()
+    happen, and two first requests of a region at once could each make its backend, one lost. Requests
+    still connect at once; they are answered in turn, as atomically as the real services. The backends
+    are the process's, so two servers in one process (a session's, a replay's) take turns too."""
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        with lock:
+        with _BACKENDS:
             return list(app(environ, start_response))
 
     return serve
