@@ -549,7 +549,9 @@ def _region_name(value: str | None) -> str | None:
     """A region as botocore takes one (refused here, as bad usage, rather than by the first call)."""
     import re
 
-    if value is not None and not re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?", value):
+    if not value:
+        return None  # `--region "$REGION"` with REGION unset: the default region, as before
+    if not re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?", value):
         raise typer.BadParameter(f"{value!r} is not a region name (as us-east-1)")
     return value
 

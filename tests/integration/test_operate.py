@@ -410,6 +410,9 @@ def test_bad_usage_is_exit_2_before_any_call_and_a_missing_table_says_what_to_ch
         done = env.run(*args)
         assert done.returncode == 2, (args, done.stderr)
         assert "Error: Invalid value" in done.stderr
+    assert (
+        env.run("status", "--region", "").returncode == 0
+    )  # `--region "$REGION"`, REGION unset: the default
     missing = env.run("status", "--table", "no-such-table")
     assert missing.returncode == 1
     assert missing.stderr == (
