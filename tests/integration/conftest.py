@@ -195,3 +195,25 @@ def open_episode(store: Any, detail: dict[str, Any]) -> None:
     episode.suspect = Suspect.model_validate(suspect) if suspect else None
     state.episode = episode
     store.save(state)
+
+
+def on_a_terminal(
+    command: list[str], answer: str, *, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`command` run with a terminal on stdin (a pseudo-terminal), `answer` typed into it."""
+    leader, follower = os.openpty()
+    try:
+        os.write(leader, f"{answer}\n".encode())
+        return subprocess.run(
+            command,
+            stdin=follower,
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)

@@ -23,7 +23,7 @@ from lifeguard_cli.lint import lint_files
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
 from lifeguard_cli.local.stack import LocalDeployment, create_deployed_stack, publish_bundle
 from tests.conftest import load_event
-from tests.integration.conftest import Node
+from tests.integration.conftest import Node, on_a_terminal
 from tests.integration.test_node_bundle import FAKE_SYSTEMCTL, stop_shipper
 
 pytestmark = pytest.mark.integration
@@ -169,32 +169,16 @@ def test_without_a_terminal_to_ask_on_enroll_changes_nothing_unless_told_yes(env
 
 @pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
 def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, code: int) -> None:
-    import pty
-
-    leader, follower = pty.openpty()
-    try:
-        os.write(leader, f"{answer}\n".encode())
-        done = subprocess.run(
-            [
-                str(LIFEGUARD),
-                "enroll",
-                "lca-static",
-                "--cluster",
-                "lca",
-                "--stack-name",
-                env.deployed.stack_name,
-            ],
-            env=env.environ,
-            cwd=env.cwd,
-            stdin=follower,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(follower)
-        os.close(leader)
+    command = [
+        str(LIFEGUARD),
+        "enroll",
+        "lca-static",
+        "--cluster",
+        "lca",
+        "--stack-name",
+        env.deployed.stack_name,
+    ]
+    done = on_a_terminal(command, answer, env=env.environ, cwd=env.cwd)
     assert done.returncode == code, done.stderr
     assert "nodeBootstrapped › lifeguard-shipper: added" in done.stderr
     assert "Make this change?" in done.stderr

@@ -25,7 +25,7 @@ from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
 from lifeguard_cli.local.stack import create_deployed_stack
 from tests.conftest import load_event
-from tests.integration.conftest import deploy
+from tests.integration.conftest import deploy, on_a_terminal
 
 pytestmark = pytest.mark.integration
 LIFEGUARD = Path(sys.executable).parent / "lifeguard"
@@ -351,21 +351,7 @@ def test_tables_fit_the_width_wrap_between_words_and_carry_no_padding(env: Env) 
 
 @pytest.mark.parametrize(("answer", "changed"), [("n", False), ("y", True)])
 def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: str, changed: bool) -> None:
-    main, terminal = os.openpty()
-    try:
-        os.write(main, f"{answer}\n".encode())
-        done = subprocess.run(
-            [str(LIFEGUARD), "undo", GROUP, "--local"],
-            stdin=terminal,
-            env=env.environ,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    finally:
-        os.close(main)
-        os.close(terminal)
+    done = on_a_terminal([str(LIFEGUARD), "undo", GROUP, "--local"], answer, env=env.environ)
     assert (
         "onError STOP_SEQUENCE → TERMINATE" in done.stderr
     )  # the prompt is on stderr: stdout is the result's
