@@ -1830,3 +1830,60 @@ def test_a_busy_groups_fortnight_of_runs_that_did_not_fail_costs_the_detection_n
     assert detected["suspect"]["script"] == "fail-terminate"
     prefixes = {r["ExpressionAttributeValues"][":prefix"]["S"] for r in world.table.requests["Query"]}
     assert prefixes == {"R"}  # the group's runs, never one instance's
+
+
+def _slow_first_ready_script(config: dict[str, Any], on_error: str) -> dict[str, Any]:
+    """The configuration with a long nodeReady script (a cache warm-up) before its ready-check."""
+    config = json.loads(json.dumps(config))
+    ready = config["stages"]["nodeReady"]
+    ready[0]["onError"] = on_error
+    config["stages"]["nodeReady"] = [{**ready[0], "name": "warm-cache", "onError": "CONTINUE"}, *ready]
+    return config
+
+
+def test_a_nodeready_failure_after_a_long_first_script_still_unproves_the_configuration() -> None:
+    world = World()
+    world.person_sets(_slow_first_ready_script(REVERTED, "CONTINUE"), at(1, 10))
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(NEW_NODE, at(1, 15)), ran(NEW_NODE, at(1, 18, 2), script="warm-cache")]
+    )
+    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 18))])
+    assert world.state().proven_good is not None
+    ship(world, reports_handler(world), [_ready_check_failed(at(1, 49, 3), "CONTINUE")])  # 31 min on
+    assert world.state().proven_good is None
+
+
+def _relabelled_reboot_failure(when_ms: int) -> dict[str, Any]:
+    """A reboot's failure as this release's shipper labels it: boot 2, not the first boot."""
+    return {**_ready_check_failed(when_ms, "CONTINUE"), "boot": 2, "first_boot": False}
+
+
+@pytest.mark.parametrize("reports_first", [True, False])
+def test_a_reboots_failure_unproves_nothing_whichever_log_comes_first(reports_first: bool) -> None:
+    """A reboot two minutes after ACTIVE whose EVERY_BOOT script fails: the same outcome whether the
+    node's reports or the scaling log's success are handled first."""
+    world = World()
+    world.person_sets(_every_boot_ready_check(), at(1, 10))
+    reboot = NodeReport.model_validate(_relabelled_reboot_failure(at(1, 20)))
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(NEW_NODE, at(1, 15)), *([reboot] if reports_first else [])]
+    )
+    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 18))])
+    if not reports_first:
+        ship(world, reports_handler(world), [_relabelled_reboot_failure(at(1, 20))])
+    assert world.state().proven_good is not None
+
+
+@pytest.mark.parametrize("reports_first", [True, False])
+def test_a_reboots_failure_contains_no_fixed_loop_whichever_log_comes_first(reports_first: bool) -> None:
+    world = World()
+    world.feed(ARTICLE[:6])
+    world.person_sets(_every_boot_ready_check(), at(1, 13))
+    reboot = NodeReport.model_validate(_relabelled_reboot_failure(at(1, 21)))
+    GroupStore(world.table, TABLE).put_reports(
+        [ran(NEW_NODE, at(1, 16)), *([reboot] if reports_first else [])]
+    )
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    if not reports_first:
+        ship(world, reports_handler(world), [_relabelled_reboot_failure(at(1, 21))])
+    assert world.published()[-1] == "LoopResolved"

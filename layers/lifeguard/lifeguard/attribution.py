@@ -19,12 +19,14 @@ from lifeguard.lifecycle_rules import scripts_of
 from lifeguard.node_report import NodeReport
 
 __all__ = [
+    "LAUNCH_BOOT_AFTER_OUTCOME_MS",
     "BootRuns",
     "ReportedLoop",
     "boot_runs",
     "failed_runs",
     "find_suspect",
     "known_scripts",
+    "launch_boot",
     "launched_instances",
     "reported_loop",
     "suspect_of_runs",
@@ -33,15 +35,23 @@ __all__ = [
 KEPT_LIMIT = 100  # nodes an episode lists as kept (the events' `kept`, bounded as the event's list is)
 
 
+# How long after PCS logged a node's outcome its launch boot's runs may still start: nodeReady's start then
+# (the article: 2 s after ACTIVE) and run one after another, each for as long as its script takes.
+LAUNCH_BOOT_AFTER_OUTCOME_MS = 6 * 3600 * 1000
+
+
 def failed_runs(
     reports: Iterable[NodeReport],
     instance_id: str,
     since_ms: int | None,
     scripts: Collection[tuple[str, str]] | None = None,
+    *,
+    outcome_ms: int | None = None,
 ) -> list[NodeReport]:
     """The failed script runs an instance reported for its boot (runs started at or after `since_ms`, its
     launch, when known), oldest first. Only runs of `scripts` ((stage, name) of the configuration the node
-    ran; None when it is not known) count: any node can write a report naming any script."""
+    ran; None when it is not known) count: any node can write a report naming any script. With
+    `outcome_ms` (when PCS logged the boot's outcome), only the launch boot's (`launch_boot`)."""
     since_s = (since_ms // 1000) - 1 if since_ms is not None else None
     return sorted(
         (
@@ -51,14 +61,26 @@ def failed_runs(
             and r.instance_id == instance_id
             and (since_s is None or r.started_at >= since_s)
             and (scripts is None or (r.stage, r.script) in scripts)
+            and (outcome_ms is None or launch_boot(r, outcome_ms))
         ),
         key=lambda r: (r.boot, r.started_at),
     )
 
 
+def launch_boot(run: _Mark, outcome_ms: int) -> bool:
+    """Whether a run is of the boot the instance was launched to, whose outcome PCS logged at `outcome_ms`:
+    its first boot's, started within `LAUNCH_BOOT_AFTER_OUTCOME_MS` after it (nodeReady's run after the
+    success). A later boot's (a reboot's) says nothing of what the launch proved; the time bound holds
+    where a boot's number cannot be trusted (a shipper of an earlier release numbered no boot under PCS's
+    agent)."""
+    return run.boot == 1 and run.started_at * 1000 <= outcome_ms + LAUNCH_BOOT_AFTER_OUTCOME_MS
+
+
 class _Mark(Protocol):
     @property
     def instance_id(self) -> str: ...
+    @property
+    def boot(self) -> int: ...
     @property
     def started_at(self) -> int: ...
     @property
@@ -94,9 +116,11 @@ def boot_runs(
     instance_id: str,
     since_ms: int | None,
     scripts: Collection[tuple[str, str]] | None = None,
+    *,
+    outcome_ms: int | None = None,
 ) -> BootRuns:
     """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known),
-    of `scripts` only when given (as `failed_runs`)."""
+    of `scripts` only when given and of the launch boot only with `outcome_ms` (as `failed_runs`)."""
     since_s = (since_ms // 1000) - 1 if since_ms is not None else None
     others = sum(
         1
@@ -104,8 +128,9 @@ def boot_runs(
         if m.instance_id == instance_id
         and (since_s is None or m.started_at >= since_s)
         and (scripts is None or (m.stage, m.script) in scripts)
+        and (outcome_ms is None or launch_boot(m, outcome_ms))
     )
-    return BootRuns(failed_runs(reports, instance_id, since_ms, scripts), others)
+    return BootRuns(failed_runs(reports, instance_id, since_ms, scripts, outcome_ms=outcome_ms), others)
 
 
 def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:

@@ -84,9 +84,12 @@ def reopen_as_contained(
         return []
     # The runs of the boot that ended it: its first, since the launch (nodeReady's run after the success
     # was logged, as the article saw), of the group's scripts.
-    runs = _launch_boot(
-        failed_runs(reports, outcome.instance_id, state.launched_at(outcome), known_scripts(state)),
-        last.resolved_at,
+    runs = failed_runs(
+        reports,
+        outcome.instance_id,
+        state.launched_at(outcome),
+        known_scripts(state),
+        outcome_ms=last.resolved_at,
     )
     if not runs:
         return []
@@ -145,24 +148,10 @@ def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool
     outcome = state.outcomes.get(proof.instance_id)
     since = state.launched_at(outcome) if outcome is not None else None
     scripts = scripts_of(proof.node_lifecycle_actions)
-    runs = _launch_boot(failed_runs(reports, proof.instance_id, since, scripts), proof.proven_at)
+    runs = failed_runs(reports, proof.instance_id, since, scripts, outcome_ms=proof.proven_at)
     if not runs:
         return False
     return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
-
-
-# How long after PCS logged a node's success its launch boot's runs may still start: nodeReady's start
-# then (the article: 2 s after ACTIVE) and run one after another.
-LAUNCH_BOOT_AFTER_SUCCESS_MS = 30 * 60 * 1000
-
-
-def _launch_boot(runs: Sequence[NodeReport], success_ms: int) -> list[NodeReport]:
-    """Of an instance's runs, those of the boot it was launched to, whose success PCS logged at
-    `success_ms`: its first boot's, started by `LAUNCH_BOOT_AFTER_SUCCESS_MS` after it. A later boot's (a
-    reboot's) say nothing of what its launch proved; the time bound holds where a report's `first_boot`
-    cannot be trusted (a shipper of an earlier release numbered no boot under PCS's agent)."""
-    latest_s = (success_ms + LAUNCH_BOOT_AFTER_SUCCESS_MS) // 1000
-    return [r for r in runs if r.first_boot and r.started_at <= latest_s]
 
 
 def revoke_proof_of_older_launch(state: GroupState, records: Sequence[ScalingLogRecord]) -> bool:

@@ -71,13 +71,14 @@ class GroupEvidence:
         reports = group.reports
         if not group.reports_complete and (own := self._instance_read(instance)) is not None:
             reports = own.reports
-        failed = failed_runs(reports, instance, since, scripts)
+        at = outcome.event_timestamp  # the launch boot's runs only (a reboot's say nothing of it)
+        failed = failed_runs(reports, instance, since, scripts, outcome_ms=at)
         if failed:
             return BootRuns(failed, 0)
         marks = group.marks
         if not group.marks_complete and (own := self._instance_read(instance)) is not None:
             marks = own.marks
-        return boot_runs((), marks, instance, since, scripts)
+        return boot_runs((), marks, instance, since, scripts, outcome_ms=at)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported runs for its boot and none of them failed: the boot
