@@ -51,12 +51,23 @@ def build_wheel(source: Path, into: Path) -> Path:
     return wheel
 
 
+def checkout_copy(into: Path) -> Path:
+    """The project's files as a fresh clone has them (no build leftovers), copied to `into`: a wheel is
+    built there, never in the checkout, where two test workers building at once would share `build/`."""
+    listed = run("git", "ls-files", "--cached", "--others", "--exclude-standard", cwd=REPO).stdout.split("\n")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, into / name)
+    return into
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh venv with the wheel of this checkout in it; its dependencies are the project venv's, on a
     path line (no .pth of that venv runs, so the checkout's editable install stays out)."""
     base = tmp_path_factory.mktemp("wheel")
-    wheel = build_wheel(REPO, base / "dist")
+    wheel = build_wheel(checkout_copy(base / "source"), base / "dist")
     venv = base / "venv"
     assert run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=base).returncode == 0
     python = venv / "bin" / "python"
@@ -110,12 +121,7 @@ def test_lint_and_the_node_tool_run_from_the_wheel(installed: Path, tmp_path: Pa
 
 
 def test_a_wheel_built_from_the_source_distribution_carries_the_same_files(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"  # the project's files as a fresh clone has them: no build leftovers
-    listed = run("git", "ls-files", "--cached", "--others", "--exclude-standard", cwd=REPO).stdout.split("\n")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (clone / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, clone / name)
+    clone = checkout_copy(tmp_path / "clone")
     sdist = run(
         sys.executable,
         "-c",
