@@ -365,3 +365,16 @@ def test_the_models_patterns_are_ascii_as_pcs_reads_them(pcs: LocalPcs) -> None:
     profile = "arn:aws:iam::123456789012:instance-profile/prófile"
     status, _ = answer(pcs, "CreateComputeNodeGroup", {**GROUP, "iamInstanceProfileArn": profile})
     assert status == 400
+
+
+@pytest.mark.parametrize(
+    "code", ["ValidationException", "ServiceQuotaExceededException", "ConflictException"]
+)
+def test_an_injected_error_carries_every_member_the_model_requires_of_it(pcs: LocalPcs, code: str) -> None:
+    from lifeguard.pcs_model import shape
+
+    ok(pcs, "CreateCluster", **CLUSTER)
+    pcs.inject_fault(code, operation="GetCluster")
+    status, body = answer(pcs, "GetCluster", {"clusterIdentifier": "lca"})
+    assert status >= 400
+    assert set(shape(code).get("required", [])) <= set(body)

@@ -291,6 +291,11 @@ class LocalPcs:
                     fields["retryAfterSeconds"] = fault.retry_after_seconds
                 if fault.code in ("ConflictException", "ResourceNotFoundException"):
                     fields.update(resourceId="injected", resourceType="computeNodeGroup")
+                # The members the model requires of these errors, as PCS sends them.
+                if fault.code == "ValidationException":
+                    fields.update(reason="other")
+                if fault.code == "ServiceQuotaExceededException":
+                    fields.update(serviceCode="pcs")
                 raise PcsApiError(fault.code, fault.message, **fields)
 
     def _settle(self) -> None:
