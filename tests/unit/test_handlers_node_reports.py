@@ -78,7 +78,10 @@ class World:
         return GroupStore(self.table, TABLE).load(CLUSTER, GROUP)
 
     def stored_runs(self) -> list[tuple[str, str, str]]:
-        return [(r.instance_id, r.script, r.outcome) for r in self.store.reports(CLUSTER, GROUP)]
+        return [
+            (r.instance_id, r.script, r.outcome)
+            for r in self.store.read_runs(CLUSTER, GROUP, marks=False).reports
+        ]
 
 
 def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks() -> None:
@@ -93,7 +96,7 @@ def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks()
     ]
     assert summary.events == []  # no open episode: nothing to attribute
     assert world.bus.entries == []
-    _, marks = world.store.runs(CLUSTER, GROUP)
+    marks = world.store.read_runs(CLUSTER, GROUP).marks
     assert sorted((m.instance_id, m.script, m.outcome) for m in marks) == sorted(
         (r["instance_id"], r["script"], r["outcome"])
         for r in [*REPORTS, succeeded]

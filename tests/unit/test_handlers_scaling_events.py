@@ -1858,19 +1858,26 @@ def _relabelled_reboot_failure(when_ms: int) -> dict[str, Any]:
     return {**_ready_check_failed(when_ms, "CONTINUE"), "boot": 2, "first_boot": False}
 
 
+def _booted_then_rebooted(world: World, launch_ms: int, reboot_ms: int, *, reports_first: bool) -> None:
+    """NEW_NODE launched at `launch_ms` runs its first boot (a minute later), succeeds (5 min later) and
+    fails an EVERY_BOOT script on a reboot at `reboot_ms`: that report stored before the scaling log's
+    success is handled, or shipped after it."""
+    reboot = _relabelled_reboot_failure(reboot_ms)
+    first_boot = [ran(NEW_NODE, launch_ms + 2 * 60_000)]
+    stored = [NodeReport.model_validate(reboot)] if reports_first else []
+    GroupStore(world.table, TABLE).put_reports([*first_boot, *stored])
+    world.feed([launched(NEW_NODE, launch_ms), succeeded(NEW_NODE, launch_ms + 5 * 60_000)])
+    if not reports_first:
+        ship(world, reports_handler(world), [reboot])
+
+
 @pytest.mark.parametrize("reports_first", [True, False])
 def test_a_reboots_failure_unproves_nothing_whichever_log_comes_first(reports_first: bool) -> None:
     """A reboot two minutes after ACTIVE whose EVERY_BOOT script fails: the same outcome whether the
     node's reports or the scaling log's success are handled first."""
     world = World()
     world.person_sets(_every_boot_ready_check(), at(1, 10))
-    reboot = NodeReport.model_validate(_relabelled_reboot_failure(at(1, 20)))
-    GroupStore(world.table, TABLE).put_reports(
-        [ran(NEW_NODE, at(1, 15)), *([reboot] if reports_first else [])]
-    )
-    world.feed([launched(NEW_NODE, at(1, 13)), succeeded(NEW_NODE, at(1, 18))])
-    if not reports_first:
-        ship(world, reports_handler(world), [_relabelled_reboot_failure(at(1, 20))])
+    _booted_then_rebooted(world, at(1, 13), at(1, 20), reports_first=reports_first)
     assert world.state().proven_good is not None
 
 
@@ -1879,11 +1886,5 @@ def test_a_reboots_failure_contains_no_fixed_loop_whichever_log_comes_first(repo
     world = World()
     world.feed(ARTICLE[:6])
     world.person_sets(_every_boot_ready_check(), at(1, 13))
-    reboot = NodeReport.model_validate(_relabelled_reboot_failure(at(1, 21)))
-    GroupStore(world.table, TABLE).put_reports(
-        [ran(NEW_NODE, at(1, 16)), *([reboot] if reports_first else [])]
-    )
-    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
-    if not reports_first:
-        ship(world, reports_handler(world), [_relabelled_reboot_failure(at(1, 21))])
+    _booted_then_rebooted(world, at(1, 14), at(1, 21), reports_first=reports_first)
     assert world.published()[-1] == "LoopResolved"

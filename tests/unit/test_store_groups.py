@@ -288,7 +288,9 @@ def test_put_reports_stores_each_run_once_in_batches_of_25_and_expires_them() ->
         )
     ]
     assert item["expires_at"] == {"N": str(1792544247 + REPORT_TTL_SECONDS)}
-    assert sorted(r.started_at for r in store.reports(CLUSTER, GROUP)) == [r.started_at for r in runs]
+    assert sorted(r.started_at for r in store.read_runs(CLUSTER, GROUP, marks=False).reports) == [
+        r.started_at for r in runs
+    ]
 
 
 def test_put_reports_sends_unprocessed_items_again_and_gives_up_after_ten_rounds() -> None:
@@ -307,10 +309,10 @@ def test_reports_and_all_states_follow_every_page() -> None:
     store.put_reports([report(started_at=1792544247 + n) for n in range(5)])
     for group in ("pcs_b", "pcs_a", "pcs_c"):
         store.save(GroupState(cluster_id=CLUSTER, group_id=group))
-    assert len(store.reports(CLUSTER, GROUP)) == 5
+    assert len(store.read_runs(CLUSTER, GROUP, marks=False).reports) == 5
     assert client.calls("Query") == 3
     assert [s.group_id for s in store.all_states()] == ["pcs_a", "pcs_b", "pcs_c"]
-    assert store.reports(CLUSTER, "pcs_other") == []
+    assert store.read_runs(CLUSTER, "pcs_other", marks=False).reports == []
 
 
 def test_a_group_flooded_with_runs_is_read_up_to_the_bound_and_says_so(
@@ -323,9 +325,9 @@ def test_a_group_flooded_with_runs_is_read_up_to_the_bound_and_says_so(
     client.page_size = 2
     store = GroupStore(client, "table")
     store.put_reports([report(started_at=1792544247 + n) for n in range(30)])
-    assert len(store.reports(CLUSTER, GROUP)) == 7
+    assert len(store.read_runs(CLUSTER, GROUP, marks=False).reports) == 7
     assert client.calls("Query") == 4  # pages of two: the fourth holds the seventh
-    reports, marks = store.runs(CLUSTER, GROUP)
+    reports, marks, *_ = store.read_runs(CLUSTER, GROUP)
     assert (len(reports), marks) == (7, [])
     assert "reported more than 7 runs in a fortnight" in caplog.text
 
@@ -383,9 +385,9 @@ def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_
     assert not succeeded.failed
     store.put_reports([failed, succeeded])
     store.save(full_state())  # the STATE item of the same partition is not a run
-    reports, marks = store.runs(CLUSTER, GROUP)
+    reports, marks, *_ = store.read_runs(CLUSTER, GROUP)
     assert client.calls("Query") == 1
-    assert reports == store.reports(CLUSTER, GROUP) == [failed]
+    assert reports == store.read_runs(CLUSTER, GROUP, marks=False).reports == [failed]
     assert [(m.script, m.started_at, m.outcome) for m in marks] == [("ok", 1792544300, "succeeded")]
 
 

@@ -300,8 +300,6 @@ class GroupStore:
         "save": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
         "save_many": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
         "put_reports": ("dynamodb:BatchWriteItem",),
-        "reports": ("dynamodb:Query",),
-        "runs": ("dynamodb:Query",),
         "read_runs": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
@@ -447,15 +445,6 @@ class GroupStore:
             items[(item["pk"]["S"], item["sk"]["S"])] = item
         self._table.put_many(list(items.values()))
         return len(items)
-
-    def reports(self, cluster_id: str, group_id: str) -> list[NodeReport]:
-        """Every stored failed script run of a group."""
-        return self.read_runs(cluster_id, group_id, marks=False).reports
-
-    def runs(self, cluster_id: str, group_id: str) -> tuple[list[NodeReport], list[RunMark]]:
-        """A group's stored failed runs (as `reports`) and the marks of its runs that did not fail."""
-        read = self.read_runs(cluster_id, group_id)
-        return read.reports, read.marks
 
     def read_runs(
         self, cluster_id: str, group_id: str, instance: str | None = None, *, marks: bool = True
