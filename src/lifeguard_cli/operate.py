@@ -32,6 +32,11 @@ from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 
+# `lifeguard undo`'s lock: its lease, on the operator's clock (released when the undo ends: a longer lease
+# holds off remediations only after an undo that died), and how far that clock may run ahead of the Lambdas'.
+UNDO_LEASE_SECONDS = 600.0
+CLOCK_SKEW_SECONDS = 120.0
+
 __all__ = [
     "GroupStatus",
     "Operator",
@@ -298,8 +303,12 @@ class Operator:
         same change undone, the group as it was then."""
         cluster, group_id = (shown.cluster_id, shown.group_id) if shown else self.resolve(group, cluster_id)
         holder = f"undo-{uuid.uuid4().hex}"
-        if not dry_run and not self.remediation.acquire(cluster, group_id, holder, time.time(), 120.0):
-            raise OperatorError(f"a remediation of {group_id} is running; try again in a minute")
+        # The lease is taken on this machine's clock, which may be minutes off the Lambdas': it runs long
+        # (released at the end), and a remediation's is taken as held a while past its end.
+        if not dry_run and not self.remediation.acquire(
+            cluster, group_id, holder, time.time(), UNDO_LEASE_SECONDS, skew_seconds=CLOCK_SKEW_SECONDS
+        ):
+            raise OperatorError(f"a remediation of {group_id} is running; try again in a few minutes")
         try:
             return self._undo(cluster, group_id, holder, dry_run=dry_run, force=force, shown=shown)
         finally:
@@ -317,11 +326,19 @@ class Operator:
         shown: UndoResult | None,
     ) -> UndoResult:
         ledger = self.remediation.ledger(cluster, group_id)
-        change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
-        if change is None:
+        if not any(c.counts and c.undone_at is None for c in ledger.changes):
             raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
         group = self.pcs.get_group(cluster, group_id)
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        change, unmade = _to_undo(ledger, fingerprint_of(current))
+        if change is None:
+            # Not even --force: PCS never took it, so what it would put back is not Lifeguard's to give (it
+            # may be the very configuration that looped, which someone has mended since).
+            never = unmade[0]
+            raise OperatorError(
+                f"Lifeguard's {never.action} of {format_time(never.at)} was set out but PCS has not "
+                "taken it: nothing to undo (the remediation's retry settles it)"
+            )
         if shown is not None and (
             (change.at, change.episode_id) != (shown.change.at, shown.change.episode_id)
             or fingerprint_of(current) != shown.fingerprint_then
@@ -332,14 +349,8 @@ class Operator:
         earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
         if earlier is not None:
             return earlier
-        if change.status == "pending" and fingerprint_of(current) != change.fingerprint_after:
-            # Not even --force: PCS never took it, so what it would put back is not Lifeguard's to give (it
-            # may be the very configuration that looped, which someone has mended since).
-            raise OperatorError(
-                f"Lifeguard's {change.action} of {format_time(change.at)} was set out but PCS has not "
-                "taken it: nothing to undo (the remediation's retry settles it)"
-            )
         lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
+        lines += [f"  lets go {c.action} of {format_time(c.at)}: set out, never taken by PCS" for c in unmade]
         if fingerprint_of(current) != change.fingerprint_after:
             if not force:
                 raise OperatorError(
@@ -376,6 +387,15 @@ class Operator:
             fingerprint_after=fingerprint_of(change.config_before),
             client_token=token,
         )
+        if not self.remediation.holds(cluster, group_id, holder):
+            raise OperatorError(
+                f"a remediation of {group_id} took the group over while the undo read it: nothing was "
+                "undone; run lifeguard undo again"
+            )
+        for never in unmade:
+            never.status = (
+                "abandoned"  # written with the undo's intent: a redrive of its event decides afresh
+            )
         # The way remediation changes a group: the intent in the ledger first, then PCS, then applied.
         maker = ChangeMaker(self.remediation, self.pcs)
         maker.record(cluster, group_id, ledger=ledger, intent=undo)
@@ -478,6 +498,22 @@ class Operator:
             ),
         )
         return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"])
+
+
+def _to_undo(ledger: Ledger, current: str) -> tuple[AppliedChange | None, list[AppliedChange]]:
+    """The change an undo takes back: Lifeguard's last that is not undone, past the ones set out that the
+    group (its fingerprint `current`) does not hold. Those were never made (PCS failed them until their
+    events were parked, and no retry came back): they are returned too, newest first, for the undo to let
+    go. Under the undo's lock no remediation is making them."""
+    unmade: list[AppliedChange] = []
+    for change in reversed(ledger.changes):
+        if not change.counts or change.undone_at is not None:
+            continue
+        if change.status == "pending" and change.fingerprint_after != current:
+            unmade.append(change)
+            continue
+        return change, unmade
+    return None, unmade
 
 
 def _shown(

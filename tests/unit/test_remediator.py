@@ -35,6 +35,7 @@ from lifeguard.remediation.actions import ActionContext, Quarantine
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
+from lifeguard_cli import operate
 from lifeguard_cli.local.pcs.resources import Call
 from lifeguard_cli.operate import Operator, OperatorError
 from tests.conftest import ARTICLE_SUSPECT, load_event
@@ -678,6 +679,175 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
     assert world.group()["nodeLifecycleActions"] == GOOD
     [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
     assert change.status == "abandoned"
+
+
+def _parked_for_good(world: World, remediator: Remediator, event: dict[str, Any]) -> None:
+    """PCS fails the change until the event is parked, on the invocation and Lambda's two retries: then the
+    event waits in the dead-letter queue, and PCS answers again."""
+    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=100)
+    for _ in range(3):
+        with pytest.raises(RemediationParkedError):
+            remediator.handle_event(event)
+        world.clock.advance(120)
+    world.pcs.clear_faults()
+
+
+def test_an_escalation_parked_for_good_does_not_hold_off_the_undo_of_the_change_before_it() -> None:
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())  # quarantine, made
+    world.settle()
+    world.prove_good(GOOD)
+    _parked_for_good(world, remediator, world.detection(revision=2))  # the loop went on: revert, never made
+    world.clock.advance(3600)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    shown = operator.undo(GROUP, CLUSTER, dry_run=True)
+    assert (shown.change.action, shown.change.revision) == ("quarantine", 1)
+    assert any(line.startswith("  lets go revert of") for line in shown.lines)
+    done = operator.undo(GROUP, CLUSTER, shown=shown)
+    assert done.applied
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status, c.undone_at is not None) for c in ledger.changes] == [
+        ("quarantine", "applied", True),
+        ("revert", "abandoned", False),
+        ("undo", "applied", False),
+    ]
+
+
+def test_a_change_parked_for_good_that_pcs_never_made_counts_for_neither_the_cooldown_nor_the_cap() -> None:
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=1)
+    _parked_for_good(world, remediator, world.detection("ep-1"))
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    [event] = remediator.handle_event(world.detection("ep-2"))  # the loop, detected again minutes later
+    assert event.detail_type == "RemediationApplied", event.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "abandoned"), ("ep-2", "applied")]
+
+
+def test_a_change_parked_for_good_that_pcs_did_make_is_recorded_as_made_and_still_counts() -> None:
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
+
+    def made_but_never_answered(**params: Any) -> Any:
+        if params.get("nodeLifecycleActions") == QUARANTINED:
+            update(**params)  # PCS makes the change; its answer, and every read after, is lost
+            world.api.get_compute_node_group = unanswered
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def unanswered(**params: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    world.api.update_compute_node_group = made_but_never_answered
+    event = world.detection("ep-1")
+    for _ in range(3):
+        with pytest.raises(RemediationParkedError):
+            remediator.handle_event(event)
+        world.clock.advance(120)
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    [skipped] = remediator.handle_event(world.detection("ep-2"))  # another loop, on the quarantined one
+    assert skipped.detail["reason"].startswith("Cooldown: Lifeguard changed this group")
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "applied")]
+
+
+def test_a_revert_that_found_nothing_proven_good_is_still_the_reverts_step_of_the_ladder() -> None:
+    """With no proven-good configuration a revert quarantines instead; if the loop goes on after it, the
+    next step is a person, not one more quarantine of one more script."""
+    world = World()
+    three = copy.deepcopy(TERMINATE)
+    extra = copy.deepcopy(three["stages"]["nodeBootstrapped"][1])
+    extra["name"] = "third-script"
+    three["stages"]["nodeBootstrapped"].append(extra)
+    world.person_sets(three)
+    remediator = world.remediator()
+
+    def suspecting(revision: int, script: str) -> dict[str, Any]:
+        event = world.detection(revision=revision)
+        state = world.store.load(CLUSTER, GROUP)
+        assert state.episode is not None
+        state.episode.suspect = Suspect.model_validate({**ARTICLE_SUSPECT, "script": script})
+        world.store.save(state)
+        return event
+
+    remediator.handle_event(suspecting(1, "fail-terminate"))
+    world.settle()
+    [second] = remediator.handle_event(suspecting(2, "record-after-fail"))
+    assert second.detail_type == "RemediationApplied"
+    assert "no proven-good configuration is known: quarantined instead" in second.detail["reason"]
+    world.settle()
+    [third] = remediator.handle_event(suspecting(3, "third-script"))
+    assert third.detail_type == "RemediationSkipped"
+    assert "a person must look" in third.detail["reason"]
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [c.action for c in ledger.changes] == ["quarantine", "quarantine"]
+
+
+def test_the_undo_lock_holds_off_a_remediation_when_the_operators_clock_is_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())
+    world.settle()
+    monkeypatch.setattr(operate.time, "time", lambda: world.now() - 300)  # five minutes behind
+    taken: list[bool] = []
+    get = world.api.get_compute_node_group
+
+    def read_while_a_remediation_starts(**params: Any) -> Any:
+        if not taken:
+            taken.append(remediator.store.acquire(CLUSTER, GROUP, "remediation", world.now(), 600))
+        return get(**params)
+
+    world.api.get_compute_node_group = read_while_a_remediation_starts
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator.undo(GROUP, CLUSTER)
+    assert taken == [False]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_the_undo_does_not_take_a_running_remediations_lock_when_the_operators_clock_is_ahead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = World()
+    world.remediator().handle_event(world.detection())
+    world.settle()
+    store = RemediationStore(world.table, TABLE)
+    assert store.acquire(CLUSTER, GROUP, "remediation", world.now(), 60)  # an invocation's last minute
+    monkeypatch.setattr(operate.time, "time", lambda: world.now() + 90)  # ninety seconds ahead
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    with pytest.raises(OperatorError, match="is running"):
+        operator.undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+
+
+def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())
+    world.settle()
+    get = world.api.get_compute_node_group
+
+    def read_while_the_lease_runs_out(**params: Any) -> Any:
+        world.table.delete_item(TableName=TABLE, Key=RemediationStore._key(CLUSTER, GROUP, "LOCK"))
+        assert remediator.store.acquire(CLUSTER, GROUP, "remediation", world.now(), 600)
+        return get(**params)
+
+    world.api.get_compute_node_group = read_while_the_lease_runs_out
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    with pytest.raises(OperatorError, match="took the group over while the undo read it"):
+        operator.undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    assert [c.action for c in RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes] == [
+        "quarantine"
+    ]
 
 
 def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_overwritten() -> None:

@@ -164,7 +164,9 @@ def ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | N
         return mode, None
     done = ", ".join(change.action for change in earlier)
     steps = [change for change in earlier if change.action != "undrain"]  # taking out a drain step is no rung
-    if steps and steps[-1].action == "quarantine":
+    # One rung up, once: a revert that found nothing proven good quarantines instead (recorded as a
+    # quarantine), and is still the revert's rung, so the next step is a person, not another quarantine.
+    if len(steps) == 1 and steps[0].action == "quarantine":
         return "revert", f"The loop went on after {done}: escalating to revert."
     return None, f"The loop went on after {done}: Lifeguard stops changing this group; a person must look."
 

@@ -286,6 +286,7 @@ class Remediator:
         except AwsCallError as exc:
             return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True)
         before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
+        self._settle_others(detection, ledger, group)
         earlier = ledger.of_episode(detection.episode_id)
         assert state.episode is not None  # matched
         held = (
@@ -344,6 +345,39 @@ class Remediator:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
         said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
         return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
+
+    def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
+        """Changes set out for other detections and still pending (PCS failed them until their events were
+        parked, and no retry came back): settled by what the group holds, read under the lock. PCS holds
+        one: it is recorded as applied. It does not: it is let go, as never made. Left pending, a change
+        never made would count as Lifeguard's for the ladder, the cooldown and the daily cap; a redrive of
+        its event then decides afresh, on the group as it is."""
+        current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
+        for change in ledger.changes:
+            if change.status != "pending" or change.action == "undo":
+                continue  # an operator's undo set out is settled by the next `lifeguard undo`
+            if (change.episode_id, change.revision) == (detection.episode_id, detection.revision):
+                continue
+            if change.fingerprint_after == current:
+                self.changes.applied(
+                    detection.cluster_id,
+                    detection.compute_node_group_id,
+                    ledger=ledger,
+                    intent=change,
+                    updated=group,
+                )
+            else:
+                self.changes.abandoned(
+                    detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=change
+                )
+            logger.warning(
+                "group %s: %s of %s (revision %d), set out and never confirmed, recorded as %s",
+                detection.compute_node_group_id,
+                change.action,
+                change.episode_id,
+                change.revision,
+                change.status,
+            )
 
     def _apply(
         self,

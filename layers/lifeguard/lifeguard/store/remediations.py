@@ -48,6 +48,7 @@ class RemediationStore:
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "acquire": ("dynamodb:PutItem",),
         "release": ("dynamodb:DeleteItem",),
+        "holds": ("dynamodb:GetItem",),
         "ledger": ("dynamodb:GetItem",),
         "save_ledger": ("dynamodb:PutItem",),
         "decision": ("dynamodb:GetItem",),
@@ -70,8 +71,19 @@ class RemediationStore:
 
     # -- the lock --
 
-    def acquire(self, cluster_id: str, group_id: str, holder: str, now: float, lease_seconds: float) -> bool:
-        """Take the group's lock (or one whose lease ran out); False when someone else holds it."""
+    def acquire(
+        self,
+        cluster_id: str,
+        group_id: str,
+        holder: str,
+        now: float,
+        lease_seconds: float,
+        *,
+        skew_seconds: float = 0.0,
+    ) -> bool:
+        """Take the group's lock (or one whose lease ran out); False when someone else holds it. A taker
+        whose clock may be ahead of the Lambdas' (an operator's machine) gives `skew_seconds`: a lease is
+        still held that long past its end."""
         try:
             self._table.put(
                 {
@@ -81,11 +93,16 @@ class RemediationStore:
                     "expires_at": {"N": str(int(now + lease_seconds + 3600))},
                 },
                 condition="attribute_not_exists(pk) OR lease_until < :now OR holder = :me",
-                values={":now": {"N": f"{now:.3f}"}, ":me": {"S": holder}},
+                values={":now": {"N": f"{now - skew_seconds:.3f}"}, ":me": {"S": holder}},
             )
         except ConditionFailedError:
             return False
         return True
+
+    def holds(self, cluster_id: str, group_id: str, holder: str) -> bool:
+        """Whether `holder` still holds the group's lock (no one took it over once its lease ran out)."""
+        item = self._table.get(self._key(cluster_id, group_id, LOCK))
+        return item is not None and item.get("holder", {}).get("S") == holder
 
     def release(self, cluster_id: str, group_id: str, holder: str) -> None:
         """Give the lock back (a lock taken over by someone else after its lease is left alone; a release

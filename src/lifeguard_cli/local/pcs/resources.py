@@ -171,6 +171,11 @@ class LocalPcs:
                 _Fault(operation, code, times, retry_after_seconds, message or f"injected {code}")
             )
 
+    def clear_faults(self) -> None:
+        """Answer every call again (the faults injected and not yet spent are dropped)."""
+        with self._lock:
+            self._faults.clear()
+
     def add_cluster(self, name: str, *, cluster_id: str | None = None) -> dict[str, Any]:
         """Create an ACTIVE cluster directly, optionally with a given id (as a recorded stream names it)."""
         spec = {
