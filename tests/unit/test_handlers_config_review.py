@@ -5,6 +5,7 @@ event that puts an unpinned TERMINATE script at the front of nodeBootstrapped.""
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,9 +14,13 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.errors import AwsCallError
+from lifeguard.event_contract import ENTRY_MAX_BYTES, clean_detail, entry_size
 from lifeguard.group_state import GroupState, KnownConfig, ProvenGood
 from lifeguard.handlers.config_review import ConfigReviewHandler, ReviewSummary
 from lifeguard.lifecycle import fingerprint_of
+from lifeguard.notify.slack import shown_text, slack_message
+from lifeguard.notify.sns import sns_message
+from lifeguard.notify.summary import summarize
 from lifeguard.remediation import AppliedChange, Ledger
 from lifeguard.remediation.records import ChangeStatus
 from lifeguard.store.changes import ChangeStore
@@ -568,3 +573,86 @@ def test_a_change_whose_record_comes_late_does_not_make_the_one_after_it_no_chan
     carol = resent_by(ARN.replace("alice", "carol"), minutes=60)  # ... and Carol NEW again
     assert world.review(carol).reviewed == 1  # Bob's record, retried, comes after Carol's
     assert world.review(bob).reviewed == 1
+
+
+def test_a_review_of_many_scripts_updated_in_place_at_long_locations_still_fits_one_eventbridge_entry() -> (
+    None
+):
+    """A location may be 1,024 characters of any text (`s3://bucket/.+`), which JSON writes as escapes of six
+    bytes each: forty scripts re-pinned in place made a review EventBridge refuses on every retry."""
+    location = "s3://lca-scripts-example/" + "\U0001f600" * 490
+
+    def config(checksum: str) -> dict[str, Any]:
+        def script(stage: str, index: int) -> dict[str, Any]:
+            return {
+                "name": f"check-{stage}-{index}".ljust(64, "x"),
+                "scriptSource": {"scriptLocation": f"{location}{index}.sh", "checksum": checksum * 64},
+                "executionPolicy": "EVERY_BOOT",
+            }
+
+        return {
+            "stages": {
+                stage: [script(stage, i) for i in range(20)] for stage in ("nodeBootstrapped", "nodeReady")
+            }
+        }
+
+    before, after = config("a"), config("b")
+    world = World(after)
+    world.knows(before)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
+    event["detail"]["responseElements"]["computeNodeGroup"]["nodeLifecycleActions"] = after
+    assert world.review(event).reviewed == 1
+    [entry] = world.bus.entries
+    assert entry_size(entry) <= ENTRY_MAX_BYTES
+    risks = json.loads(entry["Detail"])["risks"]
+    assert {risk["code"] for risk in risks} >= {"updated-in-place"}
+    assert all(len(risk["message"]) <= 200 for risk in risks)
+    assert any(risk["message"].endswith("…") for risk in risks)
+
+
+def test_s3_version_id_null_is_no_pin_the_review_warns_of_a_script_any_upload_replaces() -> None:
+    """S3 names the one version of an object in a bucket without versioning `null`: each upload replaces it,
+    so `s3VersionId: "null"` (as `list-object-versions` prints it) runs whatever was uploaded last."""
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    script = event["detail"]["requestParameters"]["nodeLifecycleActions"]["stages"]["nodeBootstrapped"][0]
+    script["scriptSource"]["s3VersionId"] = "null"
+    assert world.review(event).reviewed == 1
+    [detail] = world.reviews()
+    [risk] = [r for r in detail["risks"] if r["path"] == "stages.nodeBootstrapped[0].scriptSource"]
+    assert risk["code"] == "unpinned-mutable-source"
+    assert "s3VersionId null" in risk["message"]
+
+
+def test_a_location_that_reverses_its_own_text_shows_as_written_in_sns_and_slack() -> None:
+    """PCS takes any character in an S3 key (`s3://bucket/.+`): a right-to-left override would show the
+    rest of the warning's line reversed in a mail reader or Slack ("Trojan Source")."""
+    location = "s3://lca-scripts-example/x/\u202ehs.lmth-snoitidnoc-esu\u202c"
+
+    def config(checksum: str) -> dict[str, Any]:
+        source = {"scriptLocation": location, "checksum": checksum * 64}
+        tune = {
+            "name": "tune",
+            "scriptSource": source,
+            "executionPolicy": "EVERY_BOOT",
+            "onError": "CONTINUE",
+        }
+        return {"stages": {"nodeBootstrapped": [tune]}}
+
+    world = World(config("b"))
+    world.knows(config("a"))
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = config("b")
+    event["detail"]["responseElements"]["computeNodeGroup"]["nodeLifecycleActions"] = config("b")
+    assert world.review(event).reviewed == 1
+    [detail] = world.reviews()
+    assert [r["code"] for r in detail["risks"]] == ["updated-in-place"]
+    cleaned, problems = clean_detail(detail)
+    summary = summarize("ConfigChangeReviewed", cleaned, problems=problems)
+    sns_text = sns_message(summary, cleaned).split("\n{", 1)[0]
+    slack = shown_text(slack_message(summary, cleaned)["blocks"][2]["text"]["text"])
+    for shown in (sns_text, slack):
+        assert "x/?hs.lmth-snoitidnoc-esu?" in shown
+        assert not {"\u202e", "\u202c"} & set(shown)

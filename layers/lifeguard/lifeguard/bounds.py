@@ -146,7 +146,10 @@ def clock_time(ms: object) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # C0, DEL and C1 (\x9b: CSI)
+# C0, DEL and C1 (\x9b: CSI); and the characters that reorder or hide text where it is shown (bidirectional
+# embeddings, overrides and isolates, zero-width space, marks): a value cannot show as another ("Trojan
+# Source": a location whose name reads backwards).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def clip(text: object, limit: int = 200) -> str:

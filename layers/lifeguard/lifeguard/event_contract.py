@@ -95,7 +95,10 @@ DETAIL_KEYS: tuple[str, ...] = (
 # PutEvents: an entry, and a whole request, under 256 KB (Source, DetailType, Detail and resources).
 ENTRY_MAX_BYTES = 256 * 1024 - 1024
 _TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
-_TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff")
+_TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", "risks")
+# A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
+# characters of text JSON writes six bytes each): the table's change record keeps them whole.
+_RISKS_KEPT, _RISK_MESSAGE_KEPT = 50, 200
 
 
 def entry_size(entry: Mapping[str, Any]) -> int:
@@ -123,7 +126,7 @@ class ControllerEvent:
     def to_entry(self, bus_name: str) -> dict[str, Any]:
         """The PutEvents entry, within EventBridge's 256 KB an entry (`entry_size`): an event too big
         for it loses its log tail, then its configurations, then most of its evidence, each replaced by a
-        note (the audit trail in the table keeps the configurations)."""
+        note (the audit trail in the table keeps the configurations), then a review's risks are cut."""
         entry = {
             "Source": SOURCE,
             "DetailType": self.detail_type,
@@ -138,6 +141,8 @@ class ControllerEvent:
                 detail["suspect"] = {**detail["suspect"], "log_tail": _TRIMMED}
             elif step == "failures":
                 detail["failures"] = list(detail.get("failures") or [])[-10:]
+            elif step == "risks":
+                detail["risks"] = [_cut_risk(risk) for risk in list(detail.get("risks") or [])[:_RISKS_KEPT]]
             elif detail.get(step) not in (None, []):
                 detail[step] = _TRIMMED if step.startswith("config") else []
             entry["Detail"] = json.dumps(detail, separators=(",", ":"))
@@ -151,6 +156,16 @@ class ControllerEvent:
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerEvent:
         """Back from `to_dict`."""
         return cls(data["detail-type"], data["detail"], data["key"])
+
+
+def _cut_risk(risk: Any) -> Any:
+    """A risk of a review trimmed to fit EventBridge: its message cut (`_RISK_MESSAGE_KEPT`)."""
+    if not isinstance(risk, Mapping) or not isinstance(risk.get("message"), str):
+        return risk
+    message = risk["message"]
+    if len(message) > _RISK_MESSAGE_KEPT:
+        message = message[: _RISK_MESSAGE_KEPT - 1] + "…"
+    return {**risk, "message": message}
 
 
 @cache

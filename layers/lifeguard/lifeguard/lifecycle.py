@@ -87,8 +87,10 @@ class ScriptSource(Model):
 
     @property
     def is_pinned(self) -> bool:
-        """True when the content cannot change under the same config (a checksum or an S3 version)."""
-        return self.checksum is not None or bool(self.s3_version_id)
+        """True when the content cannot change under the same config (a checksum or an S3 version). The
+        version `null` is no pin: it is the one version of an object in a bucket without versioning (or with
+        it suspended), which every upload replaces."""
+        return self.checksum is not None or (bool(self.s3_version_id) and self.s3_version_id != "null")
 
 
 @checked(

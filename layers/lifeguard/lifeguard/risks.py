@@ -122,7 +122,12 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
             )
         )
     if not source.is_pinned:
-        what = "an S3 object without s3VersionId" if source.is_s3 else "an https:// URL"
+        if not source.is_s3:
+            what = "an https:// URL"
+        elif source.s3_version_id == "null":
+            what = "an S3 object at s3VersionId null (a bucket without versioning: each upload replaces it)"
+        else:
+            what = "an S3 object without s3VersionId"
         risks.append(
             Risk(
                 "unpinned-mutable-source",
