@@ -24,5 +24,7 @@ handler = reviewer
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Review one configuration call; raises only on a transient AWS failure, so the event is retried."""
-    return reviewer.handle_event(event).to_dict()
+    """Review one configuration call; raises only on a transient AWS failure, so the event is retried. A
+    call recorded in another account (CloudTrail events forwarded between buses) is not this stack's."""
+    account = context.invoked_function_arn.split(":")[4]
+    return reviewer.handle_event(event, account=account).to_dict()

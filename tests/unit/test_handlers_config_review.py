@@ -656,3 +656,23 @@ def test_a_location_that_reverses_its_own_text_shows_as_written_in_sns_and_slack
     for shown in (sns_text, slack):
         assert "x/?hs.lmth-snoitidnoc-esu?" in shown
         assert not {"\u202e", "\u202c"} & set(shown)
+
+
+@pytest.mark.parametrize("where", ["recipientAccountId", "account"])
+def test_a_call_recorded_in_another_account_is_ignored_and_nothing_is_read_kept_or_published(
+    where: str,
+) -> None:
+    """An organization that forwards CloudTrail's events between buses delivers other accounts' PCS calls too
+    (source aws.pcs is kept): their groups are not this stack's, whatever their ids."""
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    if where == "account":
+        event["account"] = "999999999999"
+    else:
+        event["detail"]["recipientAccountId"] = "999999999999"
+    summary = world.handler.handle_event(event, account="123456789012")
+    assert (summary.reviewed, summary.ignored, summary.skipped) == (0, 1, 0)
+    assert world.reviews() == []
+    assert world.pcs_reads() == 0
+    assert world.handler.handle_event(recorded(), account="123456789012").reviewed == 1  # its own account's

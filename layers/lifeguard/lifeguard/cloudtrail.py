@@ -194,14 +194,23 @@ def _pcs_id(value: str | None) -> str | None:
     return value if value is not None and re.fullmatch(_PCS_ID_PATTERN, value) else None
 
 
-def parse_config_call(event: object, *, now_ms: int) -> ConfigCall | CallIgnored | CallParseError:
+def parse_config_call(
+    event: object, *, now_ms: int, account: str | None = None
+) -> ConfigCall | CallIgnored | CallParseError:
     """The configuration call in `event` (see the module's docstring); `now_ms` is the invocation's clock,
-    against which `eventTime` must be plausible."""
+    against which `eventTime` must be plausible. With `account` (the function's own), a call recorded in
+    another account (its `recipientAccountId`, or the event's `account`: forwarded between buses) is
+    ignored: its groups are not this stack's."""
     record = cloudtrail_record(event)
     if isinstance(record, str):
         return CallParseError(record, None, reason_of(record))
     raw_id = record.get("eventID")
     where = clip(raw_id, 64) if isinstance(raw_id, str) else None
+    if account is not None:
+        envelope = event.get("account") if isinstance(event, Mapping) and "detail" in event else None
+        for recorded_in in (record.get("recipientAccountId"), envelope):
+            if recorded_in is not None and recorded_in != account:
+                return CallIgnored(f"recorded in account {clip(recorded_in, 20)}, not this stack's", where)
     name = record.get("eventName")
     if name not in CHANGE_CALLS:
         return CallIgnored(f"{clip(name, 64)} sets no configuration", where)

@@ -110,10 +110,11 @@ class ConfigReviewHandler:
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which eventTime must be plausible
 
-    def handle_event(self, event: Mapping[str, Any]) -> ReviewSummary:
-        """One EventBridge event of a PCS call (CloudTrail); raises only on a transient AWS failure."""
+    def handle_event(self, event: Mapping[str, Any], *, account: str | None = None) -> ReviewSummary:
+        """One EventBridge event of a PCS call (CloudTrail); raises only on a transient AWS failure. With
+        `account` (the function's own), a call recorded in another account is ignored."""
         summary = ReviewSummary()
-        call = parse_config_call(event, now_ms=int(self.clock() * 1000))
+        call = parse_config_call(event, now_ms=int(self.clock() * 1000), account=account)
         if isinstance(call, CallIgnored):
             return self._ignore(summary, call.message, call.where)
         if isinstance(call, CallParseError):
