@@ -1888,3 +1888,38 @@ def test_a_reboots_failure_contains_no_fixed_loop_whichever_log_comes_first(repo
     world.person_sets(_every_boot_ready_check(), at(1, 13))
     _booted_then_rebooted(world, at(1, 14), at(1, 21), reports_first=reports_first)
     assert world.published()[-1] == "LoopResolved"
+
+
+def test_a_success_of_a_node_launched_on_the_configuration_before_does_not_break_a_run_of_failures() -> None:
+    """TERMINATE took effect at 01:00. A node launched at 00:58, on the configuration before, comes up
+    between the failures of two nodes launched on TERMINATE: it says nothing of TERMINATE's boots, and the
+    loop is told at the second failure, not one burnt instance later (in a group seen for the first time,
+    whose configuration Lifeguard reads first to tell)."""
+    world = World()
+    old = "i-0old0000000000001"
+    first, second = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([launched(old, at(0, 58)), launched(first, at(1, 1)), failed(first, at(1, 4))])
+    world.feed([launched(second, at(1, 6)), succeeded(old, at(1, 7)), failed(second, at(1, 10))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    [(_, detail)] = world.bus.events()
+    assert [f["instance_id"] for f in detail["failures"]] == [first, second]
+
+
+@pytest.mark.parametrize("success_first", [True, False])
+def test_a_fix_ends_the_loop_whether_its_success_or_an_old_nodes_late_failure_comes_first(
+    success_first: bool,
+) -> None:
+    """A node launched on the looping configuration just before the owner's fix fails a minute after the
+    fix's first node came up clean (a static group of one: no other boot follows). In either delivery order
+    the loop is resolved: the old node's failure is of the configuration the fix replaced."""
+    world = World()
+    world.feed(LOOP)
+    world.person_sets(REVERTED, at(1, 16))
+    old, new = "i-0old0000000000001", "i-0new0000000000001"
+    world.feed([launched(old, at(1, 15))])
+    fix = [launched(new, at(1, 17)), succeeded(new, at(1, 21))]
+    late = [failed(old, at(1, 22))]
+    for batch in (fix, late) if success_first else (late, fix):
+        world.feed(batch)
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+    assert world.state().episode is None

@@ -303,9 +303,10 @@ def detect(
         return None
     tail: list[BootOutcome] = []
     for outcome in reversed(ordered):
-        if outcome.succeeded:
-            break
-        tail.append(outcome)
+        if outcome.succeeded and is_relevant(state, outcome, modified_at):
+            break  # (a node launched on an older configuration says nothing of this one's boots)
+        if not outcome.succeeded:
+            tail.append(outcome)
     if tail:
         newest = tail[0].event_timestamp
         counted = [
@@ -385,9 +386,17 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
             return None
         booted = _successes_after(state, episode, last_unhealthy)
         return booted[0] if booted else None
+    # The failures a success must come after: the episode's, and those of nodes launched on the group's
+    # configuration as it is now known (a node launched before a fix fails late on the old one, whenever
+    # its record comes, and holds no success of the fix back).
+    now_on = state.config.modified_at if state.config is not None else episode.config_modified_at
     last_failure = max(
         [f.event_timestamp for f in episode.failures]
-        + [o.event_timestamp for o in state.outcomes.values() if not o.succeeded]
+        + [
+            o.event_timestamp
+            for o in state.outcomes.values()
+            if not o.succeeded and is_relevant(state, o, now_on)
+        ]
     )
     later = _successes_after(state, episode, last_failure)
     if episode.kind == "loop":

@@ -415,9 +415,11 @@ class ScalingEventsHandler:
     ) -> tuple[DetectionSettings, KnownConfig, Detection] | None:
         """A detection `rule` (state, settings, the configuration's modifiedAt) that fires on what is known,
         confirmed against the group read fresh from PCS (its modifiedAt and tags): the one PCS read a
-        detection costs, and none when the rule does not fire on what is known."""
-        cached = state.config.modified_at if state.config else None
-        if rule(state, self._settings(state), cached) is None:
+        detection costs, and none when the rule does not fire on what is known (the configuration
+        included)."""
+        # Known, the configuration tells which nodes ran it; not yet known (a group seen for the first
+        # time), any success may be of an older one and hide a loop: the group is read first.
+        if state.config is not None and rule(state, self._settings(state), state.config.modified_at) is None:
             return None
         if not refresh(state, tags=True):
             return None
