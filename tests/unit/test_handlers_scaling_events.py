@@ -1769,9 +1769,6 @@ def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_the_detectio
     assert detected["suspect"]["script"] == "fail-terminate"
 
 
-DAY_MS = 24 * 3600 * 1000
-
-
 def _every_boot_ready_check() -> dict[str, Any]:
     config = json.loads(json.dumps(REVERTED))
     config["stages"]["nodeReady"][0]["executionPolicy"] = "EVERY_BOOT"
@@ -1923,3 +1920,32 @@ def test_a_fix_ends_the_loop_whether_its_success_or_an_old_nodes_late_failure_co
         world.feed(batch)
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
     assert world.state().episode is None
+
+
+def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_is_told_again_as_a_loop() -> (
+    None
+):
+    """A static group of four (notify): a flaky mount fails half of the first boots (intermittent), then
+    the group is whole again and boots nothing more, so the episode never sees three successes in a row.
+    A day later, on the same configuration (the script's object overwritten in place), every new node
+    fails: the loop is told, once, as a new revision of the episode."""
+    world = World(tags={"lifeguard:mode": "notify"})
+    world.person_sets(REVERTED, at(1, 10))
+    a, b, c, d = (f"i-0flaky00000000{n:03d}" for n in range(4))
+    world.feed(
+        [launched(x, at(2, 0)) for x in (a, b, c, d)]
+        + [succeeded(a, at(2, 5)), failed(b, at(2, 6)), succeeded(c, at(2, 7)), failed(d, at(2, 8))]
+    )
+    e, f = "i-0flaky00000000004", "i-0flaky00000000005"
+    world.feed([launched(e, at(2, 9)), launched(f, at(2, 9)), succeeded(e, at(2, 14)), failed(f, at(2, 15))])
+    world.feed([launched("i-0flaky00000000006", at(2, 16)), succeeded("i-0flaky00000000006", at(2, 21))])
+    assert [detail["kind"] for _, detail in world.bus.events()] == ["intermittent"]
+    for n in range(6):
+        instance = f"i-0loop000000000{n:03d}"
+        launch = at(2, 30) + DAY_MS + n * 6 * 60_000
+        world.feed([launched(instance, launch), failed(instance, launch + 5 * 60_000)])
+    told = [detail for _, detail in world.bus.events()]
+    assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1), ("loop", 2)]
+    assert told[1]["episode_id"] == told[0]["episode_id"]
+    assert "the intermittent failures became a loop" in told[1]["reason"]
+    assert [f["instance_id"] for f in told[1]["failures"]] == ["i-0loop000000000000", "i-0loop000000000001"]

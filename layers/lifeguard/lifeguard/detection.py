@@ -289,11 +289,20 @@ def _failure(outcome: BootOutcome) -> Failure:
 
 
 def detect(
-    state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
+    state: GroupState,
+    settings: DetectionSettings,
+    modified_at: int | None,
+    since: int | None = None,
+    *,
+    config_unknown: bool = False,
 ) -> Detection | None:
     """The loop rule if it fires, else the intermittent rule if it fires, else None.
 
-    Only outcomes after `since` (the end of the group's previous episode) are evidence.
+    Only outcomes after `since` (the end of the group's previous episode) are evidence; `modified_at` is
+    when the group's configuration took effect (None: every outcome counts). `config_unknown`: the
+    group's configuration is not known yet, and no success breaks the loop rule's run (it may be of a
+    node launched on an older one): the rule fires where it could, for the caller to confirm it with the
+    configuration read.
     """
     ordered = sorted(
         (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
@@ -303,10 +312,12 @@ def detect(
         return None
     tail: list[BootOutcome] = []
     for outcome in reversed(ordered):
-        if outcome.succeeded and is_relevant(state, outcome, modified_at):
-            break  # (a node launched on an older configuration says nothing of this one's boots)
         if not outcome.succeeded:
             tail.append(outcome)
+        elif not config_unknown and is_relevant(state, outcome, modified_at):
+            break
+        # A node launched on an older configuration says nothing of this one's boots; with the
+        # configuration not known yet, any success may be such a node's (the caller confirms with it).
     if tail:
         newest = tail[0].event_timestamp
         counted = [

@@ -415,11 +415,9 @@ class ScalingEventsHandler:
     ) -> tuple[DetectionSettings, KnownConfig, Detection] | None:
         """A detection `rule` (state, settings, the configuration's modifiedAt) that fires on what is known,
         confirmed against the group read fresh from PCS (its modifiedAt and tags): the one PCS read a
-        detection costs, and none when the rule does not fire on what is known (the configuration
-        included)."""
-        # Known, the configuration tells which nodes ran it; not yet known (a group seen for the first
-        # time), any success may be of an older one and hide a loop: the group is read first.
-        if state.config is not None and rule(state, self._settings(state), state.config.modified_at) is None:
+        detection costs, and none when the rule does not fire on what is known."""
+        cached = state.config.modified_at if state.config else None
+        if rule(state, self._settings(state), cached) is None:
             return None
         if not refresh(state, tags=True):
             return None
@@ -434,7 +432,13 @@ class ScalingEventsHandler:
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
         since = state.last_episode.resolved_at if state.last_episode else None
-        confirmed = self._confirmed(state, refresh, change, lambda s, t, m: detect(s, t, m, since))
+        unknown = state.config is None  # then a success may be of a node of an older configuration
+        confirmed = self._confirmed(
+            state,
+            refresh,
+            change,
+            lambda s, t, m: detect(s, t, m, since, config_unknown=unknown and m is None),
+        )
         if confirmed is None:
             return
         settings, config, detection = confirmed
@@ -550,9 +554,9 @@ class ScalingEventsHandler:
         """An open episode whose loop goes on under a newer configuration (a remediation that did not
         work, or another broken change): the episode is detected again, as a new revision, so remediation
         can escalate. Failures of nodes launched before the change never count. An open replacement loop
-        whose nodes now fail to bootstrap on the same configuration (a script's object overwritten in place)
-        is detected again too, on the failures after its unhealthy terminations: else no success would ever
-        end it, and the loop would never be told."""
+        whose nodes now fail to bootstrap on the same configuration (a script's object overwritten in place),
+        or an open intermittent episode whose failures now come in a row, is detected again too, on the
+        failures after its own (`_new_failures_since`)."""
         episode = state.episode
         assert episode is not None
         if not refresh(state, tags=True):
@@ -562,9 +566,9 @@ class ScalingEventsHandler:
             return
         since = None
         if config.modified_at == episode.config_modified_at:
-            if episode.kind != "replacement" or episode.contained_at is not None or not episode.unhealthy:
+            since = _new_failures_since(episode)
+            if since is None:
                 return
-            since = max(f.event_timestamp for f in episode.unhealthy)
         suspect = episode.suspect
         if (
             since is None
@@ -589,6 +593,9 @@ class ScalingEventsHandler:
         detection = detect(state, settings, config.modified_at, since)
         if settings.mode == "off" or detection is None:
             return
+        if episode.kind == "intermittent" and since is not None and detection.kind != "loop":
+            return  # the same intermittent failures: the episode already says so
+        was = episode.kind
         change.changed = True
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
@@ -604,6 +611,12 @@ class ScalingEventsHandler:
             reason = (
                 f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
             )
+        elif was == "intermittent":
+            reason = (
+                f"the intermittent failures became a loop: {len(detection.failures)} instances "
+                f"TERMINATED/BOOTSTRAP_FAILED in a row within {settings.window_minutes} min, on the same "
+                "configuration"
+            )
         else:
             reason = (
                 "the nodes of the replacement loop now fail to bootstrap: "
@@ -612,6 +625,21 @@ class ScalingEventsHandler:
             )
         logger.warning("group %s: %s", state.group_id, reason)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+
+def _new_failures_since(episode: Episode) -> int | None:
+    """For an open episode whose configuration is unchanged, the time after which its nodes' bootstrap
+    failures are a loop it does not tell yet (None: there is none to look for). A replacement loop whose
+    nodes now fail to bootstrap (a script's object overwritten in place): else no success would ever end
+    it. An intermittent episode whose failures come in a row now: it ends only after three successes in a
+    row, which a static group that is whole again never boots, and a loop a day later would go untold."""
+    if episode.contained_at is not None:
+        return None
+    if episode.kind == "replacement" and episode.unhealthy:
+        return max(f.event_timestamp for f in episode.unhealthy)
+    if episode.kind == "intermittent" and episode.failures:
+        return max(f.event_timestamp for f in episode.failures)
+    return None
 
 
 def _changed(state: GroupState) -> bool:
