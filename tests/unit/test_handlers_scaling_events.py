@@ -1949,3 +1949,26 @@ def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_i
     assert told[1]["episode_id"] == told[0]["episode_id"]
     assert "the intermittent failures became a loop" in told[1]["reason"]
     assert [f["instance_id"] for f in told[1]["failures"]] == ["i-0loop000000000000", "i-0loop000000000001"]
+
+
+def test_two_nodes_of_a_healthy_scale_out_failing_together_are_no_loop_until_a_replacement_fails_too() -> (
+    None
+):
+    """A working configuration scales out twenty nodes at once: eighteen come up, two fail a few minutes
+    later (a mount timing out). No node repeated another's failure: nothing is told, nothing changes.
+    When the replacements PCS launches fail as well, that is the loop."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    wave = [f"i-0wave0000000{n:05d}" for n in range(20)]
+    rows = [launched(i, at(2, 0)) for i in wave]
+    rows += [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:18])]
+    rows += [failed(wave[18], at(2, 8)), failed(wave[19], at(2, 8, 30))]
+    world.feed(rows)
+    assert world.published() == []
+    assert world.state().episode is None
+    replacements = ["i-0wave0000000r0001", "i-0wave0000000r0002"]
+    world.feed([launched(i, at(2, 9)) for i in replacements])
+    world.feed([failed(replacements[0], at(2, 14))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    [(_, detail)] = world.bus.events()
+    assert [f["instance_id"] for f in detail["failures"]] == [wave[18], wave[19], replacements[0]]

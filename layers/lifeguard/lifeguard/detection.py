@@ -325,7 +325,13 @@ def detect(
             for o in reversed(tail)
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
-        if len(counted) >= settings.threshold:
+        booted_lately = not config_unknown and any(
+            o.succeeded
+            and o.event_timestamp > newest - settings.window_ms
+            and is_relevant(state, o, modified_at)
+            for o in ordered
+        )
+        if len(counted) >= settings.threshold and (not booted_lately or _repeats(state, counted)):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     newest = ordered[-1].event_timestamp
     recent = [
@@ -337,6 +343,19 @@ def detect(
     if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
+
+
+def _repeats(state: GroupState, run: list[BootOutcome]) -> bool:
+    """Whether a run of failures (oldest first) repeats on fresh instances: one of its nodes was launched
+    once another had failed (the replacement PCS launched failed as well), or when is not known. Nodes of
+    one scale-out that fail together, where the configuration booted others within the window, are no
+    loop yet: their replacements tell."""
+    first_failed = run[0].event_timestamp
+    for outcome in run[1:]:
+        launched = state.launched_at(outcome)
+        if launched is None or launched >= first_failed:
+            return True
+    return False
 
 
 def detect_replacement(
