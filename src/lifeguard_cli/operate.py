@@ -448,17 +448,7 @@ class Operator:
         """An undo of `change` an earlier run set out and PCS took, though the table failed before it was all
         written down (the undo still pending, or `change` not yet marked undone): written down now, and
         nothing more is done. An undo set out that PCS does not hold is let go. None: no such undo."""
-        undo = next(
-            (
-                c
-                for c in reversed(ledger.changes)
-                if c.action == "undo"
-                and c.status != "abandoned"
-                and (c.episode_id, c.revision) == (change.episode_id, change.revision)
-                and c.at >= change.at
-            ),
-            None,
-        )
+        undo = ledger.undo_of(change)
         if undo is None:
             return None
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
@@ -509,8 +499,12 @@ def _to_undo(ledger: Ledger, current: str) -> tuple[AppliedChange | None, list[A
     for change in reversed(ledger.changes):
         if not change.counts or change.undone_at is not None:
             continue
-        if change.status == "pending" and change.fingerprint_after != current:
-            unmade.append(change)
+        if (
+            change.status == "pending"
+            and change.fingerprint_after != current
+            and ledger.undo_of(change) is None
+        ):
+            unmade.append(change)  # (one an undo was set out for: PCS made it, and the undo is looked at)
             continue
         return change, unmade
     return None, unmade

@@ -88,7 +88,13 @@ def state_of(spec: str) -> GroupState:
         # launched once another had failed (or its launch is not known); one scale-out's failures do not.
         ("L1@0 L2@0 L3@0 S1@4 F2@7 F3@8", SETTINGS, None, None),
         ("L1@0 L2@0 L3@0 S1@4 F2@7 F3@8 L4@9 F4@13", SETTINGS, None, ("loop", ["i-2", "i-3", "i-4"])),
-        ("L1@0 L2@0 S1@4 F2@7 F3@8", SETTINGS, None, ("loop", ["i-2", "i-3"])),  # i-3's launch not seen
+        (
+            "L1@0 L2@0 S1@4 F2@7 F3@8",
+            SETTINGS,
+            None,
+            None,
+        ),  # i-3's LAUNCHED not seen yet: weighed when it comes
+        ("S1@0 F2@7 F3@8", SETTINGS, None, ("loop", ["i-2", "i-3"])),  # a group whose launches are not logged
         ("L1@0 L2@0 L3@0 S1@4 F2@70 F3@71", SETTINGS, None, ("loop", ["i-2", "i-3"])),  # booted long ago
         ("L1@0 L2@0 F1@7 F2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),  # nothing booted: the article's
         # Intermittent: >= 5 outcomes in the window, at least half failed, never two failures in a row.

@@ -1972,3 +1972,67 @@ def test_two_nodes_of_a_healthy_scale_out_failing_together_are_no_loop_until_a_r
     assert world.published() == ["BootstrapLoopDetected"]
     [(_, detail)] = world.bus.events()
     assert [f["instance_id"] for f in detail["failures"]] == [wave[18], wave[19], replacements[0]]
+
+
+def test_a_broken_change_to_a_group_of_two_is_told_at_its_two_failures_despite_a_stale_cached_config() -> (
+    None
+):
+    """A static group of two booted clean at 01:17 on the configuration of 01:10 (Lifeguard read it then,
+    to prove it). At 01:30 someone sets TERMINATE: PCS replaces both nodes, and both fail. Nothing has
+    booted on TERMINATE: two TERMINATE failures of fresh instances, as the article's loop, must be told
+    at the second failure."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    a, b = "i-0good00000000001", "i-0good00000000002"
+    world.feed(
+        [launched(a, at(1, 12)), launched(b, at(1, 12)), succeeded(a, at(1, 17)), succeeded(b, at(1, 17, 30))]
+    )
+    assert world.state().config is not None  # read to prove it
+    world.person_sets(TERMINATE, at(1, 30))
+    c, d = "i-0bad000000000001", "i-0bad000000000002"
+    world.feed([launched(c, at(1, 31)), launched(d, at(1, 31))])
+    world.feed([failed(c, at(1, 36))])
+    world.feed([failed(d, at(1, 36, 30))])
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
+def test_a_healthy_scale_outs_two_failures_are_no_loop_whichever_batch_brings_their_launches() -> None:
+    """The scale-out of test_two_nodes_of_a_healthy_scale_out_failing_together_..., delivered split and out
+    of order: the two failing nodes' LAUNCHED records come in the batch after their failures (as
+    `_launch_of_a_failure` allows for). The same records must give the same verdict: no loop."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    wave = [f"i-0wave0000000{n:05d}" for n in range(20)]
+    rows = [launched(i, at(2, 0)) for i in wave[:18]]
+    rows += [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:18])]
+    rows += [failed(wave[18], at(2, 8)), failed(wave[19], at(2, 8, 30))]
+    world.feed(rows)
+    world.feed([launched(wave[18], at(2, 0)), launched(wave[19], at(2, 0))])
+    assert world.published() == []
+    assert world.state().episode is None
+
+
+def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_failures_come_in_one_batch() -> (
+    None
+):
+    """As test_an_open_intermittent_episode_whose_failures_come_in_a_row_..., but the loop's first two
+    nodes (launches and failures) are delivered in one batch: the same records, the same verdict."""
+    world = World(tags={"lifeguard:mode": "notify"})
+    world.person_sets(REVERTED, at(1, 10))
+    a, b, c, d = (f"i-0flaky00000000{n:03d}" for n in range(4))
+    world.feed(
+        [launched(x, at(2, 0)) for x in (a, b, c, d)]
+        + [succeeded(a, at(2, 5)), failed(b, at(2, 6)), succeeded(c, at(2, 7)), failed(d, at(2, 8))]
+    )
+    e, f = "i-0flaky00000000004", "i-0flaky00000000005"
+    world.feed([launched(e, at(2, 9)), launched(f, at(2, 9)), succeeded(e, at(2, 14)), failed(f, at(2, 15))])
+    world.feed([launched("i-0flaky00000000006", at(2, 16)), succeeded("i-0flaky00000000006", at(2, 21))])
+    assert [detail["kind"] for _, detail in world.bus.events()] == ["intermittent"]
+    rows = []
+    for n in range(2):
+        instance = f"i-0loop000000000{n:03d}"
+        launch = at(2, 30) + DAY_MS + n * 6 * 60_000
+        rows += [launched(instance, launch), failed(instance, launch + 5 * 60_000)]
+    world.feed(rows)
+    told = [detail for _, detail in world.bus.events()]
+    assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1), ("loop", 2)]

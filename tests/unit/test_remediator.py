@@ -1095,3 +1095,81 @@ def test_an_escalation_does_not_revert_to_the_configuration_the_loop_began_on() 
         "reason"
     ]
     assert "the one this loop began on" in second.detail["reason"]
+
+
+def test_in_revert_mode_a_revert_that_found_nothing_proven_good_is_the_reverts_step_too() -> None:
+    """Mode revert, nothing proven good: the revert quarantines instead (recorded as a quarantine). That
+    was the revert's rung: if the loop goes on, the next step is a person, not one more quarantine."""
+    world = World(tags={"lifeguard:mode": "revert"})
+    three = copy.deepcopy(TERMINATE)
+    extra = copy.deepcopy(three["stages"]["nodeBootstrapped"][1])
+    extra["name"] = "third-script"
+    three["stages"]["nodeBootstrapped"].append(extra)
+    world.person_sets(three)
+    remediator = world.remediator()
+
+    def suspecting(revision: int, script: str) -> dict[str, Any]:
+        event = world.detection(revision=revision)
+        state = world.store.load(CLUSTER, GROUP)
+        assert state.episode is not None
+        state.episode.suspect = Suspect.model_validate({**ARTICLE_SUSPECT, "script": script})
+        world.store.save(state)
+        return event
+
+    [first] = remediator.handle_event(suspecting(1, "fail-terminate"))
+    assert "no proven-good configuration is known: quarantined instead" in first.detail["reason"]
+    world.settle()
+    [second] = remediator.handle_event(suspecting(2, "record-after-fail"))
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [c.action for c in ledger.changes] == ["quarantine"], second.detail["reason"]
+    assert second.detail_type == "RemediationSkipped"
+    assert "a person must look" in second.detail["reason"]
+
+
+def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_nothing_more() -> None:
+    """Quarantine (made), then the revert (PCS made it, its answer lost: left pending, the group holds it).
+    The operator undoes the revert; PCS makes that too and loses the answer ('run lifeguard undo again to
+    find out'). Run again, the undo must find its own undo made and write it down (README), not take back
+    the quarantine as well and put the looping configuration back."""
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())  # quarantine, made
+    world.settle()
+    world.prove_good(GOOD)
+    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
+
+    def unanswered(**params: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def made_but_never_answered(**params: Any) -> Any:
+        update(**params)
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def revert_made_reads_lost(**params: Any) -> Any:
+        update(**params)
+        world.api.get_compute_node_group = unanswered
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    world.api.update_compute_node_group = revert_made_reads_lost
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(world.detection(revision=2))  # the loop went on: revert
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == GOOD  # PCS holds the revert; the ledger says pending
+
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    world.api.update_compute_node_group = made_but_never_answered
+    with pytest.raises(OperatorError, match="run lifeguard undo again"):
+        operator.undo(GROUP, CLUSTER)
+    world.api.update_compute_node_group = update
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # the undo of the revert was made
+
+    again = operator.undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED, again.lines  # nothing more undone
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status, c.undone_at is not None) for c in ledger.changes] == [
+        ("quarantine", "applied", False),
+        ("revert", "applied", True),
+        ("undo", "applied", False),
+    ]

@@ -118,3 +118,25 @@ def test_article_configs_raise_only_known_codes() -> None:
     for name in ("first-boot-every-boot", "stop-sequence", "terminate", "reverted"):
         actions = NodeLifecycleActions.from_api(load_event(f"configs/article-{name}.json"))
         assert {risk.code for risk in find_risks(actions)} <= set(RISK_CODES)
+
+
+def test_s3_version_null_and_no_version_are_the_same_unpinned_source_not_an_update_in_place() -> None:
+    """s3VersionId null is no pin: null and no version name the same object, so adding or removing it at
+    the same location changes no script in place (and either is unpinned)."""
+
+    def config(version: str | None) -> NodeLifecycleActions:
+        source = {"scriptLocation": "s3://bucket/scripts/mount.sh"}
+        if version is not None:
+            source["s3VersionId"] = version
+        script = {
+            "name": "mount",
+            "scriptSource": source,
+            "executionPolicy": "EVERY_BOOT",
+            "onError": "TERMINATE",
+        }
+        return NodeLifecycleActions.from_api({"stages": {"nodeBootstrapped": [script]}})
+
+    for before, after in (("null", None), (None, "null")):
+        codes = [r.code for r in find_risks(config(after), config(before))]
+        assert "updated-in-place" not in codes
+        assert "unpinned-mutable-source" in codes

@@ -294,15 +294,15 @@ def detect(
     modified_at: int | None,
     since: int | None = None,
     *,
-    config_unknown: bool = False,
+    cached: bool = False,
 ) -> Detection | None:
     """The loop rule if it fires, else the intermittent rule if it fires, else None.
 
     Only outcomes after `since` (the end of the group's previous episode) are evidence; `modified_at` is
-    when the group's configuration took effect (None: every outcome counts). `config_unknown`: the
-    group's configuration is not known yet, and no success breaks the loop rule's run (it may be of a
-    node launched on an older one): the rule fires where it could, for the caller to confirm it with the
-    configuration read.
+    when the group's configuration took effect (None: every outcome counts). `cached`: `modified_at` is
+    what was last known (None: nothing), and the configuration may be newer, so that fewer nodes ran it:
+    the rule fires wherever it could, for the caller to confirm it with the configuration read. No success
+    then breaks a run when nothing is known, and none holds a run back as the configuration's own boot.
     """
     ordered = sorted(
         (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
@@ -314,7 +314,7 @@ def detect(
     for outcome in reversed(ordered):
         if not outcome.succeeded:
             tail.append(outcome)
-        elif not config_unknown and is_relevant(state, outcome, modified_at):
+        elif not (cached and modified_at is None) and is_relevant(state, outcome, modified_at):
             break
         # A node launched on an older configuration says nothing of this one's boots; with the
         # configuration not known yet, any success may be such a node's (the caller confirms with it).
@@ -325,7 +325,7 @@ def detect(
             for o in reversed(tail)
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
-        booted_lately = not config_unknown and any(
+        booted_lately = not cached and any(
             o.succeeded
             and o.event_timestamp > newest - settings.window_ms
             and is_relevant(state, o, modified_at)
@@ -347,13 +347,16 @@ def detect(
 
 def _repeats(state: GroupState, run: list[BootOutcome]) -> bool:
     """Whether a run of failures (oldest first) repeats on fresh instances: one of its nodes was launched
-    once another had failed (the replacement PCS launched failed as well), or when is not known. Nodes of
-    one scale-out that fail together, where the configuration booted others within the window, are no
-    loop yet: their replacements tell."""
+    once another had failed (the replacement PCS launched failed as well), or the group's launches are not
+    logged at all. Nodes of one scale-out that fail together, where the configuration booted others within
+    the window, are no loop yet: their replacements tell (a LAUNCHED that comes late is looked at again)."""
     first_failed = run[0].event_timestamp
+    launches_come = _launches_come(state)
     for outcome in run[1:]:
         launched = state.launched_at(outcome)
-        if launched is None or launched >= first_failed:
+        if launched is None and not launches_come:
+            return True  # a group whose launches are never logged: the run is all there is to go by
+        if launched is not None and launched >= first_failed:
             return True
     return False
 
@@ -416,22 +419,29 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
             return None
         booted = _successes_after(state, episode, last_unhealthy)
         return booted[0] if booted else None
-    # The failures a success must come after: the episode's, and those of nodes launched on the group's
-    # configuration as it is now known (a node launched before a fix fails late on the old one, whenever
-    # its record comes, and holds no success of the fix back).
+    # The failures a success must come after: the episode's, and those of nodes not known to have been
+    # launched before the group's configuration as it is now known (a node launched before a fix fails
+    # late on the old one, whenever its record comes, and holds no success of the fix back).
     now_on = state.config.modified_at if state.config is not None else episode.config_modified_at
     last_failure = max(
         [f.event_timestamp for f in episode.failures]
         + [
             o.event_timestamp
             for o in state.outcomes.values()
-            if not o.succeeded and is_relevant(state, o, now_on)
+            if not o.succeeded and not _older(state, o, now_on)
         ]
     )
     later = _successes_after(state, episode, last_failure)
     if episode.kind == "loop":
         return later[0] if later else None
     return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
+
+
+def _older(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:
+    """Whether the outcome's node is known to have been launched before `modified_at` (a node whose launch
+    is not known may have run the configuration, and is not taken to be older)."""
+    launched = state.launched_at(outcome)
+    return modified_at is not None and launched is not None and launched < modified_at
 
 
 def _successes_after(state: GroupState, episode: Episode, after: int) -> list[BootOutcome]:

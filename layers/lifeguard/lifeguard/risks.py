@@ -183,4 +183,6 @@ def _in_place_update(
 def _pinned_to(source: ScriptSource) -> tuple[str | None, str | None]:
     """What a source is pinned to: its sha256 (hex, in either case as PCS takes it) and S3 version."""
     checksum = source.checksum.lower() if source.checksum is not None else None
-    return checksum, source.s3_version_id
+    # The version `null` is no pin: it names the object as no version does (`ScriptSource.is_pinned`).
+    version = source.s3_version_id if source.s3_version_id != "null" else None
+    return checksum, version

@@ -280,7 +280,11 @@ class ScalingEventsHandler:
                 late_launch = _launch_of_a_failure(state, record)
                 if (failure or late_launch) and state.episode is None:
                     self._detect(state, refresh, change, runs)
-                elif (failure and self._may_have_changed(state, record)) or (late_launch and _changed(state)):
+                elif (
+                    (failure and self._may_have_changed(state, record))
+                    or (late_launch and _changed(state))
+                    or (failure and _a_loop_of_the_same_configuration(state, self._settings(state)))
+                ):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
                     self._settle(state, refresh, change, runs)
@@ -411,13 +415,14 @@ class ScalingEventsHandler:
         state: GroupState,
         refresh: Callable[..., bool],
         change: Change,
-        rule: Callable[[GroupState, DetectionSettings, int | None], Detection | None],
+        rule: Callable[[GroupState, DetectionSettings, int | None, bool], Detection | None],
     ) -> tuple[DetectionSettings, KnownConfig, Detection] | None:
-        """A detection `rule` (state, settings, the configuration's modifiedAt) that fires on what is known,
-        confirmed against the group read fresh from PCS (its modifiedAt and tags): the one PCS read a
-        detection costs, and none when the rule does not fire on what is known."""
+        """A detection `rule` (state, settings, the configuration's modifiedAt, whether that is only what was
+        last known) that fires on what is known, confirmed against the group read fresh from PCS (its
+        modifiedAt and tags): the one PCS read a detection costs, and none when the rule does not fire on
+        what is known."""
         cached = state.config.modified_at if state.config else None
-        if rule(state, self._settings(state), cached) is None:
+        if rule(state, self._settings(state), cached, True) is None:
             return None
         if not refresh(state, tags=True):
             return None
@@ -425,19 +430,15 @@ class ScalingEventsHandler:
         settings, config = self._settings(state), state.config
         if settings.mode == "off" or config is None:
             return None
-        detection = rule(state, settings, config.modified_at)
+        detection = rule(state, settings, config.modified_at, False)
         return (settings, config, detection) if detection is not None else None
 
     def _detect(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
         since = state.last_episode.resolved_at if state.last_episode else None
-        unknown = state.config is None  # then a success may be of a node of an older configuration
         confirmed = self._confirmed(
-            state,
-            refresh,
-            change,
-            lambda s, t, m: detect(s, t, m, since, config_unknown=unknown and m is None),
+            state, refresh, change, lambda s, t, m, cached: detect(s, t, m, since, cached=cached)
         )
         if confirmed is None:
             return
@@ -506,7 +507,7 @@ class ScalingEventsHandler:
         else:
             since = None
         confirmed = self._confirmed(
-            state, refresh, change, lambda s, t, m: detect_replacement(s, t, m, since)
+            state, refresh, change, lambda s, t, m, _: detect_replacement(s, t, m, since)
         )
         if confirmed is None:
             return
@@ -640,6 +641,21 @@ def _new_failures_since(episode: Episode) -> int | None:
     if episode.kind == "intermittent" and episode.failures:
         return max(f.event_timestamp for f in episode.failures)
     return None
+
+
+def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSettings) -> bool:
+    """Whether the open episode's failures since its own (`_new_failures_since`) are a loop it does not
+    tell yet, on the configuration it opened on as far as is known: told at once (the configuration is read
+    to confirm it), not only once the configuration is due to be read again, so records delivered
+    together tell it as records delivered one by one do."""
+    episode, config = state.episode, state.config
+    if episode is None or config is None or config.modified_at != episode.config_modified_at:
+        return False
+    since = _new_failures_since(episode)
+    if since is None:
+        return False
+    found = detect(state, settings, config.modified_at, since, cached=True)
+    return found is not None and (episode.kind != "intermittent" or found.kind == "loop")
 
 
 def _changed(state: GroupState) -> bool:

@@ -165,8 +165,9 @@ def ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | N
     done = ", ".join(change.action for change in earlier)
     steps = [change for change in earlier if change.action != "undrain"]  # taking out a drain step is no rung
     # One rung up, once: a revert that found nothing proven good quarantines instead (recorded as a
-    # quarantine), and is still the revert's rung, so the next step is a person, not another quarantine.
-    if len(steps) == 1 and steps[0].action == "quarantine":
+    # quarantine, in mode revert when it was the first), and is still the revert's rung, so the next step
+    # is a person, not another quarantine.
+    if len(steps) == 1 and steps[0].action == "quarantine" and steps[0].mode != "revert":
         return "revert", f"The loop went on after {done}: escalating to revert."
     return None, f"The loop went on after {done}: Lifeguard stops changing this group; a person must look."
 

@@ -127,6 +127,20 @@ class Ledger(Model):
             None,
         )
 
+    def undo_of(self, change: AppliedChange) -> AppliedChange | None:
+        """The operator's undo set out for `change` (pending or made; not one let go), if any."""
+        return next(
+            (
+                c
+                for c in reversed(self.changes)
+                if c.action == "undo"
+                and c.status != "abandoned"
+                and (c.episode_id, c.revision) == (change.episode_id, change.revision)
+                and c.at >= change.at
+            ),
+            None,
+        )
+
     def quarantined(self) -> set[tuple[str, str]]:
         """(stage, name) of every script a quarantine of Lifeguard's switched to STOP_SEQUENCE (and that
         was not undone): a configuration still holding one of them is Lifeguard's work, not the user's."""

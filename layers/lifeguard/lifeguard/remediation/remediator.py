@@ -354,8 +354,8 @@ class Remediator:
         its event then decides afresh, on the group as it is."""
         current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
         for change in ledger.changes:
-            if change.status != "pending" or change.action == "undo":
-                continue  # an operator's undo set out is settled by the next `lifeguard undo`
+            if change.status != "pending" or change.action == "undo" or ledger.undo_of(change) is not None:
+                continue  # an operator's undo set out (and the change it undoes) is the next undo's to settle
             if (change.episode_id, change.revision) == (detection.episode_id, detection.revision):
                 continue
             if change.fingerprint_after == current:
