@@ -245,10 +245,21 @@ def test_load_many_asks_again_for_unprocessed_keys_and_gives_up_after_ten_rounds
     GroupStore(client, "table").save(GroupState(cluster_id=CLUSTER, group_id="pcs_g1", launches={"i-x": 1}))
     client.unprocessed = 1
     keys = [(CLUSTER, "pcs_g0"), (CLUSTER, "pcs_g1")]
+    store, waits = GroupStore(client, "table"), []
+    store._table.sleep = waits.append
     with pytest.raises(AwsCallError) as raised:
-        GroupStore(client, "table").load_many(keys)
+        store.load_many(keys)
     assert raised.value.code == "UnprocessedKeys"
     assert client.calls("BatchGetItem") == 10
+    _backed_off(waits)
+
+
+def _backed_off(waits: list[float]) -> None:
+    """Nine waits between ten rounds, each from half to all of 50 ms doubled each round, up to a second."""
+    assert len(waits) == 9
+    for round_, wait in enumerate(waits, start=1):
+        ceiling = min(0.05 * 2 ** (round_ - 1), 1.0)
+        assert ceiling / 2 <= wait <= ceiling
 
 
 def test_save_many_returns_the_states_of_a_transaction_that_lost_a_race() -> None:
@@ -296,10 +307,13 @@ def test_put_reports_stores_each_run_once_in_batches_of_25_and_expires_them() ->
 def test_put_reports_sends_unprocessed_items_again_and_gives_up_after_ten_rounds() -> None:
     client = FakeDynamoDB()
     client.unprocessed = 2
+    store, waits = GroupStore(client, "table"), []
+    store._table.sleep = waits.append
     with pytest.raises(AwsCallError) as raised:
-        GroupStore(client, "table").put_reports([report(started_at=1792544247 + n) for n in range(3)])
+        store.put_reports([report(started_at=1792544247 + n) for n in range(3)])
     assert raised.value.code == "UnprocessedItems"
     assert client.calls("BatchWriteItem") == 10
+    _backed_off(waits)
 
 
 def test_reports_and_all_states_follow_every_page() -> None:

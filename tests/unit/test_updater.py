@@ -249,3 +249,20 @@ def test_events_of_a_written_transaction_are_published_by_the_retry_of_an_invoca
     assert "ep-pcs_g000" in published
     assert published.count("ep-pcs_g100") == 1
     assert world.state("pcs_g000").outbox == []
+
+
+def test_while_eventbridge_refuses_every_put_the_outbox_keeps_the_newest_sixteen_and_says_what_it_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    world = World()
+    world.bus.refuse_calls = 10**6
+    for n in range(20):
+        with pytest.raises(AwsCallError):
+            world.updater().update(CLUSTER, GROUP, launch(f"i-{n}", f"ep-{n}"))
+    kept = [entry["key"] for entry in world.state().outbox]
+    assert kept == [f"ep-{n}:LoopResolved:1" for n in range(4, 20)]
+    dropped = [
+        r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "outbox of" in r.getMessage()
+    ]
+    assert len(dropped) == 4
+    assert "ep-0:LoopResolved:1" in dropped[0]

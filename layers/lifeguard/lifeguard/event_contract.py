@@ -127,16 +127,18 @@ class ControllerEvent:
         """The PutEvents entry, within EventBridge's 256 KB an entry (`entry_size`): an event too big
         for it loses its log tail, then its configurations, then most of its evidence, each replaced by a
         note (the audit trail in the table keeps the configurations), then a review's risks are cut."""
-        entry = {
-            "Source": SOURCE,
-            "DetailType": self.detail_type,
-            "Detail": json.dumps(self.detail, separators=(",", ":")),
-            "EventBusName": bus_name,
-        }
+        head = {"Source": SOURCE, "DetailType": self.detail_type}
+        detail = self.fitted(ENTRY_MAX_BYTES - entry_size(head))
+        return {**head, "Detail": json.dumps(detail, separators=(",", ":")), "EventBusName": bus_name}
+
+    def fitted(self, max_bytes: int) -> Mapping[str, Any]:
+        """The detail, trimmed (`_TRIM_ORDER`) until its JSON takes at most `max_bytes`, or as far as it
+        goes."""
+        text = json.dumps(self.detail, separators=(",", ":"))
+        if len(text.encode()) <= max_bytes:
+            return self.detail
         detail = dict(self.detail)
         for step in _TRIM_ORDER:
-            if entry_size(entry) <= ENTRY_MAX_BYTES:
-                break
             if step == "log_tail" and isinstance(detail.get("suspect"), Mapping):
                 detail["suspect"] = {**detail["suspect"], "log_tail": _TRIMMED}
             elif step == "failures":
@@ -145,12 +147,15 @@ class ControllerEvent:
                 detail["risks"] = [_cut_risk(risk) for risk in list(detail.get("risks") or [])[:_RISKS_KEPT]]
             elif detail.get(step) not in (None, []):
                 detail[step] = _TRIMMED if step.startswith("config") else []
-            entry["Detail"] = json.dumps(detail, separators=(",", ":"))
-        return entry
+            if len(json.dumps(detail, separators=(",", ":")).encode()) <= max_bytes:
+                break
+        return detail
 
-    def to_dict(self) -> dict[str, Any]:
-        """As `lifeguard replay --json` and the outbox keep it."""
-        return {"detail-type": self.detail_type, "detail": dict(self.detail), "key": self.key}
+    def to_dict(self, max_detail_bytes: int | None = None) -> dict[str, Any]:
+        """As `lifeguard replay --json` and the outbox keep it (the outbox, its detail `fitted` to
+        `max_detail_bytes`)."""
+        detail = self.detail if max_detail_bytes is None else self.fitted(max_detail_bytes)
+        return {"detail-type": self.detail_type, "detail": dict(detail), "key": self.key}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerEvent:

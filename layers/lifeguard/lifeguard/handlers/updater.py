@@ -25,6 +25,12 @@ __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
 
 STALE_OUTBOX_SECONDS = 120.0
 MAX_ATTEMPTS = 10
+# The outbox is in the group's item, so it is bounded while EventBridge refuses events: each event kept
+# with its detail trimmed as an entry too big for EventBridge would be (its configurations go first), and
+# the newest OUTBOX_MAX kept (far more than a group's events between two invocations; one dropped is
+# logged as an error).
+OUTBOX_DETAIL_MAX_BYTES = 8 * 1024
+OUTBOX_MAX = 16
 logger = logging.getLogger("lifeguard")
 
 
@@ -66,6 +72,7 @@ class GroupUpdater:
 
         `mutate` may run more than once (after a conflict) and must give the same result on the same state.
         """
+        queued: set[str] = set()  # the keys of the events an attempt that lost its race queued
         for _ in range(self.max_attempts):
             state = self.store.load(cluster_id, group_id)
             change, stale = self._apply(state, mutate)
@@ -76,13 +83,23 @@ class GroupUpdater:
                 self.store.save(state)
             except VersionConflictError:
                 self.conflicts += 1
+                queued.update(event.key for event in change.events)
                 continue
             break
         else:
             raise AwsCallError(
                 "PutItem", "VersionConflict", f"{group_id}: {self.max_attempts} conflicting writes"
             )
-        return self._publish(cluster_id, group_id, stale + change.events)
+        # A write whose answer was lost, and that botocore sent again, loses the race to itself: the
+        # mutation run again finds its work done and makes no event, but the events it queued are in the
+        # outbox, too young to be stale. They are this invocation's to publish.
+        told = {event.key for event in stale + change.events}
+        landed = [
+            ControllerEvent.from_dict(entry)
+            for entry in state.outbox
+            if entry.get("key") in queued and entry.get("key") not in told
+        ]
+        return self._publish(cluster_id, group_id, stale + change.events + landed)
 
     def update_many(
         self, mutations: Mapping[tuple[str, str], Callable[[GroupState], Change]]
@@ -107,14 +124,15 @@ class GroupUpdater:
             # a write is): another container may have moved the group on. Those are looked at below.
             remembered = self.store.remembered(unchanged) if unchanged else set()
             unwritten = self.store.save_many(to_write, written=written) if to_write else []
+            lost = {(state.cluster_id, state.group_id) for state in unwritten}
+            if remembered:
+                lost.update(self._moved_on(sorted(remembered), states))  # redone from a fresh read
         except BaseException:
             self.store.forget(keys)  # remembered states may hold changes that were never written
-            # A transaction of an earlier 100 groups may have gone through: their events are true.
+            # A transaction of an earlier 100 groups may have gone through (or all of them, and a read
+            # after failed): their events are true.
             self._publish_written(written, applied)
             raise
-        lost = {(state.cluster_id, state.group_id) for state in unwritten}
-        if remembered:
-            lost.update(self._moved_on(sorted(remembered), states))  # redone from a fresh read
         published: list[ControllerEvent] = []
         failure: AwsCallError | None = None
         for key in keys:
@@ -167,7 +185,18 @@ class GroupUpdater:
         ]
         change = mutate(state)
         if change.events:
-            state.outbox.extend({**event.to_dict(), "queued_at": now} for event in change.events)
+            state.outbox.extend(
+                {**event.to_dict(OUTBOX_DETAIL_MAX_BYTES), "queued_at": now} for event in change.events
+            )
+            if len(state.outbox) > OUTBOX_MAX:
+                dropped = state.outbox[:-OUTBOX_MAX]
+                state.outbox = state.outbox[-OUTBOX_MAX:]
+                logger.error(
+                    "outbox of %s full: %d event(s) never published are dropped (%s)",
+                    state.group_id,
+                    len(dropped),
+                    ", ".join(str(entry.get("key")) for entry in dropped),
+                )
         state.mutated(maps_only=change.maps_only and not change.events)
         return change, stale
 

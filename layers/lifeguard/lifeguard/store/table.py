@@ -32,8 +32,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lifeguard.errors import AwsCallError, LifeguardError
@@ -63,6 +64,16 @@ BATCH_GET_MAX = 100  # keys a BatchGetItem takes
 BATCH_WRITE_MAX = 25  # requests a BatchWriteItem takes
 TRANSACTION_MAX = 100  # items a TransactWriteItems takes
 ROUNDS = 10  # rounds of unprocessed keys or items before giving up
+# DynamoDB leaves keys or items unprocessed when it throttles, and a round sent again at once meets the same
+# throttle: each waits, up to a second, with jitter (about 5 s in all before giving up).
+BACKOFF_FIRST_SECONDS, BACKOFF_MAX_SECONDS = 0.05, 1.0
+
+
+def backoff(round_: int) -> float:
+    """The wait before round `round_` (1, 2, ...) of unprocessed keys or items: exponential, jittered."""
+    import random
+
+    return min(BACKOFF_FIRST_SECONDS * 2.0 ** (round_ - 1), BACKOFF_MAX_SECONDS) * random.uniform(0.5, 1.0)
 
 
 class ConditionFailedError(LifeguardError):
@@ -127,6 +138,7 @@ class Table:
         self.client = client
         self.name = name
         self.calls = 0
+        self.sleep: Callable[[float], None] = time.sleep  # between rounds of unprocessed keys or items
 
     def get(self, key: Item) -> Item | None:
         """One item, read consistently (None when there is none)."""
@@ -221,7 +233,9 @@ class Table:
             request: Any = {
                 self.name: {"Keys": list(keys[start : start + BATCH_GET_MAX]), "ConsistentRead": True}
             }
-            for _ in range(ROUNDS):
+            for round_ in range(ROUNDS):
+                if round_:
+                    self.sleep(backoff(round_))
                 self.calls += 1
                 with _translated("BatchGetItem"):
                     response = self.client.batch_get_item(RequestItems=request)
@@ -248,6 +262,7 @@ class Table:
                     left = len(unprocessed) + len(pending)
                     raise AwsCallError("BatchWriteItem", "UnprocessedItems", f"{left} items not written")
                 pending.extend(unprocessed)
+                self.sleep(backoff(retries))
 
     def write(self, write: Write) -> None:
         """One write, a PutItem or an UpdateItem (conditional when its fields say so)."""
