@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -72,10 +73,11 @@ class GroupUpdater:
 
         `mutate` may run more than once (after a conflict) and must give the same result on the same state.
         """
-        queued: set[str] = set()  # the keys of the events an attempt that lost its race queued
+        lost: set[str] = set()  # the attempts that lost their race (each queues its events under its own id)
         for _ in range(self.max_attempts):
             state = self.store.load(cluster_id, group_id)
-            change, stale = self._apply(state, mutate)
+            attempt = uuid.uuid4().hex
+            change, stale = self._apply(state, mutate, attempt)
             if not change.changed and not change.events:
                 break
             state.changed_maps_only(change.maps_only and not change.events)
@@ -83,7 +85,7 @@ class GroupUpdater:
                 self.store.save(state)
             except VersionConflictError:
                 self.conflicts += 1
-                queued.update(event.key for event in change.events)
+                lost.add(attempt)
                 continue
             break
         else:
@@ -92,12 +94,13 @@ class GroupUpdater:
             )
         # A write whose answer was lost, and that botocore sent again, loses the race to itself: the
         # mutation run again finds its work done and makes no event, but the events it queued are in the
-        # outbox, too young to be stale. They are this invocation's to publish.
+        # outbox (under its attempt's id), too young to be stale. They are this invocation's to publish;
+        # those another invocation queued are its own to publish.
         told = {event.key for event in stale + change.events}
         landed = [
             ControllerEvent.from_dict(entry)
             for entry in state.outbox
-            if entry.get("key") in queued and entry.get("key") not in told
+            if entry.get("by") in lost and entry.get("key") not in told
         ]
         return self._publish(cluster_id, group_id, stale + change.events + landed)
 
@@ -175,7 +178,7 @@ class GroupUpdater:
                     self._publish(state.cluster_id, state.group_id, stale + change.events)
 
     def _apply(
-        self, state: GroupState, mutate: Callable[[GroupState], Change]
+        self, state: GroupState, mutate: Callable[[GroupState], Change], attempt: str | None = None
     ) -> tuple[Change, list[ControllerEvent]]:
         now = self.clock()
         stale = [
@@ -185,8 +188,9 @@ class GroupUpdater:
         ]
         change = mutate(state)
         if change.events:
+            by = {"by": attempt} if attempt is not None else {}
             state.outbox.extend(
-                {**event.to_dict(OUTBOX_DETAIL_MAX_BYTES), "queued_at": now} for event in change.events
+                {**event.to_dict(OUTBOX_DETAIL_MAX_BYTES), "queued_at": now, **by} for event in change.events
             )
             if len(state.outbox) > OUTBOX_MAX:
                 dropped = state.outbox[:-OUTBOX_MAX]
