@@ -1922,13 +1922,9 @@ def test_a_fix_ends_the_loop_whether_its_success_or_an_old_nodes_late_failure_co
     assert world.state().episode is None
 
 
-def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_is_told_again_as_a_loop() -> (
-    None
-):
-    """A static group of four (notify): a flaky mount fails half of the first boots (intermittent), then
-    the group is whole again and boots nothing more, so the episode never sees three successes in a row.
-    A day later, on the same configuration (the script's object overwritten in place), every new node
-    fails: the loop is told, once, as a new revision of the episode."""
+def _an_intermittent_episode_then_whole() -> World:
+    """A static group of four (notify): a flaky mount fails half of the first boots (an intermittent
+    episode), then the group is whole again and boots nothing more."""
     world = World(tags={"lifeguard:mode": "notify"})
     world.person_sets(REVERTED, at(1, 10))
     a, b, c, d = (f"i-0flaky00000000{n:03d}" for n in range(4))
@@ -1940,6 +1936,17 @@ def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_i
     world.feed([launched(e, at(2, 9)), launched(f, at(2, 9)), succeeded(e, at(2, 14)), failed(f, at(2, 15))])
     world.feed([launched("i-0flaky00000000006", at(2, 16)), succeeded("i-0flaky00000000006", at(2, 21))])
     assert [detail["kind"] for _, detail in world.bus.events()] == ["intermittent"]
+    return world
+
+
+def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_is_told_again_as_a_loop() -> (
+    None
+):
+    """A static group of four (notify): a flaky mount fails half of the first boots (intermittent), then
+    the group is whole again and boots nothing more, so the episode never sees three successes in a row.
+    A day later, on the same configuration (the script's object overwritten in place), every new node
+    fails: the loop is told, once, as a new revision of the episode."""
+    world = _an_intermittent_episode_then_whole()
     for n in range(6):
         instance = f"i-0loop000000000{n:03d}"
         launch = at(2, 30) + DAY_MS + n * 6 * 60_000
@@ -2017,17 +2024,7 @@ def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_fai
 ):
     """As test_an_open_intermittent_episode_whose_failures_come_in_a_row_..., but the loop's first two
     nodes (launches and failures) are delivered in one batch: the same records, the same verdict."""
-    world = World(tags={"lifeguard:mode": "notify"})
-    world.person_sets(REVERTED, at(1, 10))
-    a, b, c, d = (f"i-0flaky00000000{n:03d}" for n in range(4))
-    world.feed(
-        [launched(x, at(2, 0)) for x in (a, b, c, d)]
-        + [succeeded(a, at(2, 5)), failed(b, at(2, 6)), succeeded(c, at(2, 7)), failed(d, at(2, 8))]
-    )
-    e, f = "i-0flaky00000000004", "i-0flaky00000000005"
-    world.feed([launched(e, at(2, 9)), launched(f, at(2, 9)), succeeded(e, at(2, 14)), failed(f, at(2, 15))])
-    world.feed([launched("i-0flaky00000000006", at(2, 16)), succeeded("i-0flaky00000000006", at(2, 21))])
-    assert [detail["kind"] for _, detail in world.bus.events()] == ["intermittent"]
+    world = _an_intermittent_episode_then_whole()
     rows = []
     for n in range(2):
         instance = f"i-0loop000000000{n:03d}"

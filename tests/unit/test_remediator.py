@@ -9,6 +9,7 @@ import random
 import re
 import string
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -756,16 +757,14 @@ def test_a_change_parked_for_good_that_pcs_did_make_is_recorded_as_made_and_stil
     assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "applied")]
 
 
-def test_a_revert_that_found_nothing_proven_good_is_still_the_reverts_step_of_the_ladder() -> None:
-    """With no proven-good configuration a revert quarantines instead; if the loop goes on after it, the
-    next step is a person, not one more quarantine of one more script."""
-    world = World()
+def _three_scripts(world: World) -> tuple[Remediator, Callable[[int, str], dict[str, Any]]]:
+    """The group set to a configuration of three TERMINATE scripts, a remediator, and the detection of a
+    revision whose episode names a given script as its suspect."""
     three = copy.deepcopy(TERMINATE)
     extra = copy.deepcopy(three["stages"]["nodeBootstrapped"][1])
     extra["name"] = "third-script"
     three["stages"]["nodeBootstrapped"].append(extra)
     world.person_sets(three)
-    remediator = world.remediator()
 
     def suspecting(revision: int, script: str) -> dict[str, Any]:
         event = world.detection(revision=revision)
@@ -774,6 +773,15 @@ def test_a_revert_that_found_nothing_proven_good_is_still_the_reverts_step_of_th
         state.episode.suspect = Suspect.model_validate({**ARTICLE_SUSPECT, "script": script})
         world.store.save(state)
         return event
+
+    return world.remediator(), suspecting
+
+
+def test_a_revert_that_found_nothing_proven_good_is_still_the_reverts_step_of_the_ladder() -> None:
+    """With no proven-good configuration a revert quarantines instead; if the loop goes on after it, the
+    next step is a person, not one more quarantine of one more script."""
+    world = World()
+    remediator, suspecting = _three_scripts(world)
 
     remediator.handle_event(suspecting(1, "fail-terminate"))
     world.settle()
@@ -788,13 +796,19 @@ def test_a_revert_that_found_nothing_proven_good_is_still_the_reverts_step_of_th
     assert [c.action for c in ledger.changes] == ["quarantine", "quarantine"]
 
 
-def test_the_undo_lock_holds_off_a_remediation_when_the_operators_clock_is_behind(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _quarantined() -> tuple[World, Remediator]:
+    """The group quarantined by a remediation, which has ended (its lock released)."""
     world = World()
     remediator = world.remediator()
     remediator.handle_event(world.detection())
     world.settle()
+    return world, remediator
+
+
+def test_the_undo_lock_holds_off_a_remediation_when_the_operators_clock_is_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world, remediator = _quarantined()
     monkeypatch.setattr(operate.time, "time", lambda: world.now() - 300)  # five minutes behind
     taken: list[bool] = []
     get = world.api.get_compute_node_group
@@ -814,9 +828,7 @@ def test_the_undo_lock_holds_off_a_remediation_when_the_operators_clock_is_behin
 def test_the_undo_does_not_take_a_running_remediations_lock_when_the_operators_clock_is_ahead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    world = World()
-    world.remediator().handle_event(world.detection())
-    world.settle()
+    world, _ = _quarantined()
     store = RemediationStore(world.table, TABLE)
     assert store.acquire(CLUSTER, GROUP, "remediation", world.now(), 60)  # an invocation's last minute
     monkeypatch.setattr(operate.time, "time", lambda: world.now() + 90)  # ninety seconds ahead
@@ -826,13 +838,8 @@ def test_the_undo_does_not_take_a_running_remediations_lock_when_the_operators_c
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
 
 
-def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    world = World()
-    remediator = world.remediator()
-    remediator.handle_event(world.detection())
-    world.settle()
+def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing() -> None:
+    world, remediator = _quarantined()
     get = world.api.get_compute_node_group
 
     def read_while_the_lease_runs_out(**params: Any) -> Any:
@@ -1101,20 +1108,7 @@ def test_in_revert_mode_a_revert_that_found_nothing_proven_good_is_the_reverts_s
     """Mode revert, nothing proven good: the revert quarantines instead (recorded as a quarantine). That
     was the revert's rung: if the loop goes on, the next step is a person, not one more quarantine."""
     world = World(tags={"lifeguard:mode": "revert"})
-    three = copy.deepcopy(TERMINATE)
-    extra = copy.deepcopy(three["stages"]["nodeBootstrapped"][1])
-    extra["name"] = "third-script"
-    three["stages"]["nodeBootstrapped"].append(extra)
-    world.person_sets(three)
-    remediator = world.remediator()
-
-    def suspecting(revision: int, script: str) -> dict[str, Any]:
-        event = world.detection(revision=revision)
-        state = world.store.load(CLUSTER, GROUP)
-        assert state.episode is not None
-        state.episode.suspect = Suspect.model_validate({**ARTICLE_SUSPECT, "script": script})
-        world.store.save(state)
-        return event
+    remediator, suspecting = _three_scripts(world)
 
     [first] = remediator.handle_event(suspecting(1, "fail-terminate"))
     assert "no proven-good configuration is known: quarantined instead" in first.detail["reason"]
