@@ -140,7 +140,9 @@ def big_config() -> dict[str, Any]:
     return {"stages": {"nodeBootstrapped": scripts}}
 
 
-def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(world: Any, local: Any) -> None:
+def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
+    world: Any, local: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
     from lifeguard.group_state import KnownConfig, ProvenGood
     from lifeguard.lifecycle import canonical_json, fingerprint_of_json
@@ -183,8 +185,15 @@ def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(wo
         except AwsCallError as exc:
             errors.append(str(exc))
     assert all("PutEvents" in error for error in errors), "\n".join(f"{i}: {e}" for i, e in enumerate(errors))
+    assert len(errors) == 8
     state = store.load(CLUSTER, GROUP)
-    assert [entry["key"] for entry in state.outbox] == [f"ep-1:Detected:{n}" for n in range(1, 9)]
-    assert {entry["detail"]["config_before"] for entry in state.outbox} == {
-        "(trimmed to fit EventBridge; `lifeguard history` shows it)"
-    }
+    # The newest kept whole (a consumer takes it as it was made); the older ones dropped, each said.
+    kept = [entry["key"] for entry in state.outbox]
+    assert kept[-1] == "ep-1:Detected:8"
+    assert len(kept) < 8
+    assert all(entry["detail"]["config_before"] == broken for entry in state.outbox)
+    said = [
+        r.getMessage() for r in caplog.records if r.levelname == "ERROR" and "outbox of" in r.getMessage()
+    ]
+    dropped = [key for key in (f"ep-1:Detected:{n}" for n in range(1, 9)) if key not in kept]
+    assert all(any(key in line for line in said) for key in dropped)

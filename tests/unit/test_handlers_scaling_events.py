@@ -2033,3 +2033,19 @@ def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_fai
     world.feed(rows)
     told = [detail for _, detail in world.bus.events()]
     assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1), ("loop", 2)]
+
+
+def test_failures_of_a_healthy_scale_out_cost_no_pcs_read_each() -> None:
+    """Ten nodes of a forty-node scale-out fail, one record a batch: no loop, and PCS is not read for each
+    (the check before the read holds a run back by nodes launched with it that came up)."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    wave = [f"i-0wave0000000{n:05d}" for n in range(40)]
+    world.feed(
+        [launched(i, at(2, 0)) for i in wave] + [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:30])]
+    )
+    before = world.pcs_calls("GetComputeNodeGroup")
+    for n, instance in enumerate(wave[30:]):
+        world.feed([failed(instance, at(2, 8, 3 * n))])
+    assert world.published() == []
+    assert world.pcs_calls("GetComputeNodeGroup") - before <= 1

@@ -20,9 +20,9 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError
-from lifeguard.event_contract import DETAIL_KEYS, make_detail
-from lifeguard.group_state import Episode, Failure, ProvenGood, Suspect
-from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.event_contract import DETAIL_KEYS, ControllerEvent, make_detail
+from lifeguard.group_state import Episode, Failure, GroupState, ProvenGood, Suspect
+from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes, find_problems
 from lifeguard.remediation import (
@@ -1167,3 +1167,64 @@ def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_
         ("revert", "applied", True),
         ("undo", "applied", False),
     ]
+
+
+def _scale_out_detection(world: World, nodes: int) -> dict[str, Any]:
+    """The article's loop on a scale-out of `nodes` nodes that all failed (the rule keeps up to 100)."""
+    event = world.detection()
+    failures = [
+        {
+            "instance_id": f"i-{n:017x}",
+            "scheduler_node_id": f"lca-static-{n}",
+            "event_timestamp": 1792544802000 + n * 1000,
+        }
+        for n in range(nodes)
+    ]
+    event["detail"] = {**event["detail"], "failures": failures}
+    return event
+
+
+def _lose_first_answer(world: World) -> None:
+    """The next single write is applied but its answer is lost: botocore's resend meets its own version."""
+    for name in ("put_item", "update_item"):
+        original = getattr(world.table, name)
+
+        def applied_then_lost(_original: Any = original, **request: Any) -> Any:
+            _original(**request)
+            for other in ("put_item", "update_item"):
+                world.table.__dict__.pop(other, None)
+            raise client_error("ConditionalCheckFailedException", "PutItem")
+
+        setattr(world.table, name, applied_then_lost)
+
+
+@pytest.mark.parametrize("path", ["direct", "outbox_after_putevents_failure", "outbox_after_lost_answer"])
+def test_a_detection_published_from_the_outbox_is_remediated_like_one_published_directly(path: str) -> None:
+    world = World()
+    detected = _scale_out_detection(world, 70)
+    event = ControllerEvent("BootstrapLoopDetected", detected["detail"], "ep-1:BootstrapLoopDetected:1")
+    updater = GroupUpdater(
+        world.store, EventPublisher(world.bus, "bus", sleep=lambda _: None), clock=world.now
+    )
+
+    def detect(state: GroupState) -> Change:  # idempotent, as every mutation is
+        if "i-x" in state.launches:
+            return Change()
+        state.launches["i-x"] = 1
+        return Change(True, [event])
+
+    if path == "outbox_after_putevents_failure":
+        world.bus.refuse_calls = 3  # a PutEvents outage of seconds: Lambda's retry publishes from the outbox
+        with pytest.raises(AwsCallError):
+            updater.update(CLUSTER, GROUP, detect)
+        world.clock.advance(60)
+    elif path == "outbox_after_lost_answer":
+        _lose_first_answer(world)
+    updater.update(CLUSTER, GROUP, detect)
+    [(detail_type, detail)] = world.bus.events()
+    world.bus.entries.clear()
+    events = world.remediator().handle_event(
+        {"detail-type": detail_type, "source": "lifeguard", "detail": detail}
+    )
+    assert [e.detail_type for e in events] == ["RemediationApplied"], events[0].detail["reason"]
+    assert world.group()["nodeLifecycleActions"] != TERMINATE

@@ -302,7 +302,8 @@ def detect(
     when the group's configuration took effect (None: every outcome counts). `cached`: `modified_at` is
     what was last known (None: nothing), and the configuration may be newer, so that fewer nodes ran it:
     the rule fires wherever it could, for the caller to confirm it with the configuration read. No success
-    then breaks a run when nothing is known, and none holds a run back as the configuration's own boot.
+    then breaks a run when nothing is known, and only one launched with the run's nodes or after them holds
+    a run back as the configuration's own boot.
     """
     ordered = sorted(
         (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
@@ -325,10 +326,14 @@ def detect(
             for o in reversed(tail)
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
-        booted_lately = not cached and any(
+        # On the configuration last known, it may have changed since, at the latest when the run's first
+        # node was launched: only a node launched no earlier than that surely booted the one now held.
+        launched_from = min((_launch_or_outcome(state, o) for o in counted), default=0) if cached else None
+        booted_lately = any(
             o.succeeded
             and o.event_timestamp > newest - settings.window_ms
             and is_relevant(state, o, modified_at)
+            and (launched_from is None or _launch_or_outcome(state, o) >= launched_from)
             for o in ordered
         )
         if len(counted) >= settings.threshold and (not booted_lately or _repeats(state, counted)):
@@ -343,6 +348,12 @@ def detect(
     if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
+
+
+def _launch_or_outcome(state: GroupState, outcome: BootOutcome) -> int:
+    """When the outcome's node was launched, or (not known) the outcome's own time."""
+    launched = state.launched_at(outcome)
+    return launched if launched is not None else outcome.event_timestamp
 
 
 def _repeats(state: GroupState, run: list[BootOutcome]) -> bool:

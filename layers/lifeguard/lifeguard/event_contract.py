@@ -151,11 +151,9 @@ class ControllerEvent:
                 break
         return detail
 
-    def to_dict(self, max_detail_bytes: int | None = None) -> dict[str, Any]:
-        """As `lifeguard replay --json` and the outbox keep it (the outbox, its detail `fitted` to
-        `max_detail_bytes`)."""
-        detail = self.detail if max_detail_bytes is None else self.fitted(max_detail_bytes)
-        return {"detail-type": self.detail_type, "detail": dict(detail), "key": self.key}
+    def to_dict(self) -> dict[str, Any]:
+        """As `lifeguard replay --json` and the outbox keep it."""
+        return {"detail-type": self.detail_type, "detail": dict(self.detail), "key": self.key}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ControllerEvent:

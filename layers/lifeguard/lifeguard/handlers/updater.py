@@ -10,28 +10,32 @@ of a batch is tried before the first failure is raised.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent
 from lifeguard.group_state import GroupState
 from lifeguard.store.groups import GroupStore, VersionConflictError
+from lifeguard.store.table import stored_bytes
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
 
 STALE_OUTBOX_SECONDS = 120.0
 MAX_ATTEMPTS = 10
-# The outbox is in the group's item, so it is bounded while EventBridge refuses events: each event kept
-# with its detail trimmed as an entry too big for EventBridge would be (its configurations go first), and
-# the newest OUTBOX_MAX kept (far more than a group's events between two invocations; one dropped is
-# logged as an error).
-OUTBOX_DETAIL_MAX_BYTES = 8 * 1024
+# The outbox is in the group's item, so it is bounded while EventBridge refuses events: the newest events
+# are kept, at most OUTBOX_MAX of them taking at most OUTBOX_MAX_STORED_BYTES compressed (a configuration
+# Lifeguard keeps takes up to 64 KiB, and the item also holds the group's and its proven-good one), the
+# events of the change being written always. Far more than a group's events between two invocations; one
+# dropped is logged as an error. Events are kept whole: one published from the outbox is the one made.
 OUTBOX_MAX = 16
+OUTBOX_MAX_STORED_BYTES = 96 * 1024
 logger = logging.getLogger("lifeguard")
 
 
@@ -189,12 +193,11 @@ class GroupUpdater:
         change = mutate(state)
         if change.events:
             by = {"by": attempt} if attempt is not None else {}
-            state.outbox.extend(
-                {**event.to_dict(OUTBOX_DETAIL_MAX_BYTES), "queued_at": now, **by} for event in change.events
-            )
-            if len(state.outbox) > OUTBOX_MAX:
-                dropped = state.outbox[:-OUTBOX_MAX]
-                state.outbox = state.outbox[-OUTBOX_MAX:]
+            state.outbox.extend({**event.to_dict(), "queued_at": now, **by} for event in change.events)
+            kept = _bounded(state.outbox, len(change.events))
+            if len(kept) < len(state.outbox):
+                dropped = state.outbox[: len(state.outbox) - len(kept)]
+                state.outbox = kept
                 logger.error(
                     "outbox of %s full: %d event(s) never published are dropped (%s)",
                     state.group_id,
@@ -253,3 +256,18 @@ class GroupUpdater:
             group_id,
             self.max_attempts,
         )
+
+
+def _bounded(outbox: list[dict[str, Any]], fresh: int) -> list[dict[str, Any]]:
+    """The newest entries of `outbox` within OUTBOX_MAX and OUTBOX_MAX_STORED_BYTES; its last `fresh` (the
+    change being written) kept whatever they take."""
+    if len(outbox) <= fresh:
+        return outbox
+    size = sum(stored_bytes(json.dumps(entry)) for entry in outbox[-fresh:]) if fresh else 0
+    start = len(outbox) - fresh
+    while start > 0 and len(outbox) - start < OUTBOX_MAX:
+        size += stored_bytes(json.dumps(outbox[start - 1]))
+        if size > OUTBOX_MAX_STORED_BYTES:
+            break
+        start -= 1
+    return outbox[start:]
