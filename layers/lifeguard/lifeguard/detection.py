@@ -301,9 +301,8 @@ def detect(
     Only outcomes after `since` (the end of the group's previous episode) are evidence; `modified_at` is
     when the group's configuration took effect (None: every outcome counts). `cached`: `modified_at` is
     what was last known (None: nothing), and the configuration may be newer, so that fewer nodes ran it:
-    the rule fires wherever it could, for the caller to confirm it with the configuration read. No success
-    then breaks a run when nothing is known, and only one launched with the run's nodes or after them holds
-    a run back as the configuration's own boot.
+    the rule fires wherever it could, for the caller to confirm it with the configuration read: no success
+    then breaks a run when nothing is known.
     """
     ordered = sorted(
         (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
@@ -326,14 +325,17 @@ def detect(
             for o in reversed(tail)
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
-        # On the configuration last known, it may have changed since, at the latest when the run's first
-        # node was launched: only a node launched no earlier than that surely booted the one now held.
-        launched_from = min((_launch_or_outcome(state, o) for o in counted), default=0) if cached else None
+        # The run is of one scale-out, not yet a loop, when a node launched with its nodes (or after
+        # them) came up within the window. (Such a node surely ran the configuration now held, even when
+        # `modified_at` is only the one last known: it cannot have changed after the run's nodes were
+        # launched.)
+        launches_come = _launches_come(state)
+        launched_from = min((_launched_by(state, o, launches_come) for o in counted), default=0)
         booted_lately = any(
             o.succeeded
             and o.event_timestamp > newest - settings.window_ms
+            and _launch_or_outcome(state, o) >= launched_from
             and is_relevant(state, o, modified_at)
-            and (launched_from is None or _launch_or_outcome(state, o) >= launched_from)
             for o in ordered
         )
         if len(counted) >= settings.threshold and (not booted_lately or _repeats(state, counted)):
@@ -356,11 +358,21 @@ def _launch_or_outcome(state: GroupState, outcome: BootOutcome) -> int:
     return launched if launched is not None else outcome.event_timestamp
 
 
+def _launched_by(state: GroupState, outcome: BootOutcome, launches_come: bool) -> int:
+    """When a run's node is taken to have been launched: when it was; not known, when its outcome came, or,
+    in a group whose LAUNCHED records come, as early as can be (its LAUNCHED is on its way and is weighed
+    when it comes; meanwhile any node that came up may be of its scale-out)."""
+    launched = state.launched_at(outcome)
+    if launched is not None:
+        return launched
+    return 0 if launches_come else outcome.event_timestamp
+
+
 def _repeats(state: GroupState, run: list[BootOutcome]) -> bool:
     """Whether a run of failures (oldest first) repeats on fresh instances: one of its nodes was launched
     once another had failed (the replacement PCS launched failed as well), or the group's launches are not
-    logged at all. Nodes of one scale-out that fail together, where the configuration booted others within
-    the window, are no loop yet: their replacements tell (a LAUNCHED that comes late is looked at again)."""
+    logged at all. Nodes of one scale-out that fail together, where others launched with them came up, are
+    no loop yet: their replacements tell (a LAUNCHED that comes late is looked at again)."""
     first_failed = run[0].event_timestamp
     launches_come = _launches_come(state)
     for outcome in run[1:]:
