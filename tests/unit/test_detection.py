@@ -84,21 +84,8 @@ def state_of(spec: str) -> GroupState:
         ("L9@0 F1@12 F2@13", SETTINGS, 10, None),
         ("L9@0 F1@40 F2@41", SETTINGS, 10, ("loop", ["i-1", "i-2"])),
         ("L9@0 F1@39 F2@40 F3@41", SETTINGS, 10, ("loop", ["i-2", "i-3"])),
-        # A run where a node launched with its nodes (or after) came up within the window repeats only when
-        # one of its nodes was launched once another had failed; one scale-out's failures do not.
-        ("L1@0 L2@0 L3@0 S1@4 F2@7 F3@8", SETTINGS, None, None),
         # Nodes that came up before the run's were launched (a script broken in place since): a loop at once.
         ("L1@0 S1@5 L2@10 L3@11 F2@15 F3@16", SETTINGS, None, ("loop", ["i-2", "i-3"])),
-        ("L1@0 L2@0 L3@0 S1@4 F2@7 F3@8 L4@9 F4@13", SETTINGS, None, ("loop", ["i-2", "i-3", "i-4"])),
-        (
-            "L1@0 L2@0 S1@4 F2@7 F3@8",
-            SETTINGS,
-            None,
-            None,
-        ),  # i-3's LAUNCHED not seen yet: weighed when it comes
-        ("S1@0 F2@7 F3@8", SETTINGS, None, ("loop", ["i-2", "i-3"])),  # a group whose launches are not logged
-        ("L1@0 L2@0 L3@0 S1@4 F2@70 F3@71", SETTINGS, None, ("loop", ["i-2", "i-3"])),  # booted long ago
-        ("L1@0 L2@0 F1@7 F2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),  # nothing booted: the article's
         # Intermittent: >= 5 outcomes in the window, at least half failed, never two failures in a row.
         ("S1@0 F2@5 S3@10 F4@15 S5@20 F6@25", SETTINGS, None, ("intermittent", ["i-2", "i-4", "i-6"])),
         ("S1@0 F2@5 S3@10 F4@15", SETTINGS, None, None),

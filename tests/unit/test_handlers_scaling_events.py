@@ -1958,29 +1958,6 @@ def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_i
     assert [f["instance_id"] for f in told[1]["failures"]] == ["i-0loop000000000000", "i-0loop000000000001"]
 
 
-def test_two_nodes_of_a_healthy_scale_out_failing_together_are_no_loop_until_a_replacement_fails_too() -> (
-    None
-):
-    """A working configuration scales out twenty nodes at once: eighteen come up, two fail a few minutes
-    later (a mount timing out). No node repeated another's failure: nothing is told, nothing changes.
-    When the replacements PCS launches fail as well, that is the loop."""
-    world = World()
-    world.person_sets(REVERTED, at(1, 10))
-    wave = [f"i-0wave0000000{n:05d}" for n in range(20)]
-    rows = [launched(i, at(2, 0)) for i in wave]
-    rows += [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:18])]
-    rows += [failed(wave[18], at(2, 8)), failed(wave[19], at(2, 8, 30))]
-    world.feed(rows)
-    assert world.published() == []
-    assert world.state().episode is None
-    replacements = ["i-0wave0000000r0001", "i-0wave0000000r0002"]
-    world.feed([launched(i, at(2, 9)) for i in replacements])
-    world.feed([failed(replacements[0], at(2, 14))])
-    assert world.published() == ["BootstrapLoopDetected"]
-    [(_, detail)] = world.bus.events()
-    assert [f["instance_id"] for f in detail["failures"]] == [wave[18], wave[19], replacements[0]]
-
-
 def test_a_broken_change_to_a_group_of_two_is_told_at_its_two_failures_despite_a_stale_cached_config() -> (
     None
 ):
@@ -2003,22 +1980,6 @@ def test_a_broken_change_to_a_group_of_two_is_told_at_its_two_failures_despite_a
     assert world.published() == ["BootstrapLoopDetected"]
 
 
-def test_a_healthy_scale_outs_two_failures_are_no_loop_whichever_batch_brings_their_launches() -> None:
-    """The scale-out of test_two_nodes_of_a_healthy_scale_out_failing_together_..., delivered split and out
-    of order: the two failing nodes' LAUNCHED records come in the batch after their failures (as
-    `_launch_of_a_failure` allows for). The same records must give the same verdict: no loop."""
-    world = World()
-    world.person_sets(REVERTED, at(1, 10))
-    wave = [f"i-0wave0000000{n:05d}" for n in range(20)]
-    rows = [launched(i, at(2, 0)) for i in wave[:18]]
-    rows += [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:18])]
-    rows += [failed(wave[18], at(2, 8)), failed(wave[19], at(2, 8, 30))]
-    world.feed(rows)
-    world.feed([launched(wave[18], at(2, 0)), launched(wave[19], at(2, 0))])
-    assert world.published() == []
-    assert world.state().episode is None
-
-
 def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_failures_come_in_one_batch() -> (
     None
 ):
@@ -2033,19 +1994,3 @@ def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_fai
     world.feed(rows)
     told = [detail for _, detail in world.bus.events()]
     assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1), ("loop", 2)]
-
-
-def test_failures_of_a_healthy_scale_out_cost_no_pcs_read_each() -> None:
-    """Ten nodes of a forty-node scale-out fail, one record a batch: no loop, and PCS is not read for each
-    (the check before the read holds a run back by nodes launched with it that came up)."""
-    world = World()
-    world.person_sets(REVERTED, at(1, 10))
-    wave = [f"i-0wave0000000{n:05d}" for n in range(40)]
-    world.feed(
-        [launched(i, at(2, 0)) for i in wave] + [succeeded(i, at(2, 5, n)) for n, i in enumerate(wave[:30])]
-    )
-    before = world.pcs_calls("GetComputeNodeGroup")
-    for n, instance in enumerate(wave[30:]):
-        world.feed([failed(instance, at(2, 8, 3 * n))])
-    assert world.published() == []
-    assert world.pcs_calls("GetComputeNodeGroup") - before <= 1

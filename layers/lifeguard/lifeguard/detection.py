@@ -325,20 +325,7 @@ def detect(
             for o in reversed(tail)
             if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
         ]
-        # The run is of one scale-out, not yet a loop, when a node launched with its nodes (or after
-        # them) came up within the window. (Such a node surely ran the configuration now held, even when
-        # `modified_at` is only the one last known: it cannot have changed after the run's nodes were
-        # launched.)
-        launches_come = _launches_come(state)
-        launched_from = min((_launched_by(state, o, launches_come) for o in counted), default=0)
-        booted_lately = any(
-            o.succeeded
-            and o.event_timestamp > newest - settings.window_ms
-            and _launch_or_outcome(state, o) >= launched_from
-            and is_relevant(state, o, modified_at)
-            for o in ordered
-        )
-        if len(counted) >= settings.threshold and (not booted_lately or _repeats(state, counted)):
+        if len(counted) >= settings.threshold:
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     newest = ordered[-1].event_timestamp
     recent = [
@@ -350,38 +337,6 @@ def detect(
     if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
-
-
-def _launch_or_outcome(state: GroupState, outcome: BootOutcome) -> int:
-    """When the outcome's node was launched, or (not known) the outcome's own time."""
-    launched = state.launched_at(outcome)
-    return launched if launched is not None else outcome.event_timestamp
-
-
-def _launched_by(state: GroupState, outcome: BootOutcome, launches_come: bool) -> int:
-    """When a run's node is taken to have been launched: when it was; not known, when its outcome came, or,
-    in a group whose LAUNCHED records come, as early as can be (its LAUNCHED is on its way and is weighed
-    when it comes; meanwhile any node that came up may be of its scale-out)."""
-    launched = state.launched_at(outcome)
-    if launched is not None:
-        return launched
-    return 0 if launches_come else outcome.event_timestamp
-
-
-def _repeats(state: GroupState, run: list[BootOutcome]) -> bool:
-    """Whether a run of failures (oldest first) repeats on fresh instances: one of its nodes was launched
-    once another had failed (the replacement PCS launched failed as well), or the group's launches are not
-    logged at all. Nodes of one scale-out that fail together, where others launched with them came up, are
-    no loop yet: their replacements tell (a LAUNCHED that comes late is looked at again)."""
-    first_failed = run[0].event_timestamp
-    launches_come = _launches_come(state)
-    for outcome in run[1:]:
-        launched = state.launched_at(outcome)
-        if launched is None and not launches_come:
-            return True  # a group whose launches are never logged: the run is all there is to go by
-        if launched is not None and launched >= first_failed:
-            return True
-    return False
 
 
 def detect_replacement(
