@@ -213,3 +213,31 @@ def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_i
     secrets.create_secret(Name=name, SecretString='{"url": "ftp://example.com/hook"}')
     with pytest.raises(SlackError, match="does not hold an https webhook URL"):
         SecretWebhook(secrets, name)()
+
+
+def test_a_webhook_slack_says_is_gone_is_read_again_from_its_secret_once_and_a_rotated_one_used_at_once(
+    env: Env,
+) -> None:
+    """The URL is cached five minutes; revoked and rotated in the secret meanwhile, Slack answers 404 to the
+    old one. The next message goes to the new URL at once (not after the cache, or the Lambda's retries,
+    ran out); with no newer URL in the secret, the 404 is final, without more posts."""
+    controller = env.controller()
+    assert controller.handle_event(event()).sent == ["sns", "slack"]
+    slack = controller.channels[1]
+    assert isinstance(slack, SlackChannel)
+    webhook = slack._webhook
+    assert isinstance(webhook, SecretWebhook)
+    secrets = aws_client("secretsmanager", env.local.moto.endpoint_url)
+    secrets.put_secret_value(SecretId=env.channels.slack_secret, SecretString=f"{env.slack.url}/rotated")
+    env.slack.fail_next(404)
+    attempts = env.slack.attempts
+    assert controller.handle_event(event(revision=2)).sent == ["sns", "slack"]
+    assert env.slack.attempts == attempts + 2
+    assert len(env.slack.messages) == 2
+    assert webhook.reads == 2
+    assert "SlackRetries" not in env.metrics  # no retry wait: the rotated URL is posted to at once
+    env.slack.fail_next(404, times=3)
+    with pytest.raises(NotificationError):
+        controller.handle_event(event(revision=3))
+    assert env.slack.attempts == attempts + 3
+    assert webhook.reads == 3

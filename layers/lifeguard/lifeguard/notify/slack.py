@@ -112,6 +112,10 @@ def slack_message(
     return {"text": _clip(_escaped(summary.text()), 3900), "blocks": blocks[:MAX_BLOCKS]}
 
 
+# What Slack answers a post to a webhook that is no more: revoked (403, 404) or its channel archived (410).
+_GONE = frozenset({403, 404, 410})
+
+
 class SecretWebhook:
     """The webhook URL from a Secrets Manager secret (the URL itself, or JSON with `url`/`webhook_url`),
     read through Powertools Parameters, which keeps it `ttl_seconds` (a rotated URL is used within that)."""
@@ -125,7 +129,11 @@ class SecretWebhook:
         self._provider: Any = None
         self.reads = 0  # GetSecretValue calls made (the others were answered from the cache)
 
-    def __call__(self) -> str:
+    def fresh(self) -> str:
+        """The URL read from the secret now, past the cache (Slack refused the one it held: rotated?)."""
+        return self(fresh=True)
+
+    def __call__(self, *, fresh: bool = False) -> str:
         """The URL; raises AwsCallError when the secret cannot be read, SlackError when it holds no URL."""
         if self._provider is None:
             # Here, not at import: Powertools' parameters module imports boto3 (the cold start's budget).
@@ -136,7 +144,7 @@ class SecretWebhook:
         from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
         try:
-            raw = str(self._provider.get(self.secret_id, max_age=int(self.ttl_seconds)))
+            raw = str(self._provider.get(self.secret_id, max_age=int(self.ttl_seconds), force_fetch=fresh))
         except GetParameterError as exc:
             cause = exc.__cause__ or exc.__context__ or exc
             raise AwsCallError.from_exception("GetSecretValue", cause) from exc
@@ -193,8 +201,11 @@ class SlackChannel:
         self._time_left = time_left
 
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
-        """Post the event; raises SlackError when every attempt failed."""
+        """Post the event; raises SlackError when every attempt failed. A URL Slack says is gone (403,
+        404, 410: revoked, or its channel archived) is read again from its secret once, past the cache: a
+        URL rotated there is used at once, not only once the cache expires."""
         url = self._webhook()
+        reread = False
         body = json.dumps(slack_message(summary, detail, sequence=sequence)).encode()
         problem = "no attempt made"
         for attempt in range(1, self.attempts + 1):
@@ -211,6 +222,14 @@ class SlackChannel:
                 problem = f"HTTP {exc.code}"
                 if exc.code == 429:
                     delay = self._retry_after(exc.headers.get("Retry-After"), delay)
+                elif exc.code in _GONE and not reread:
+                    reread = True
+                    fresh = getattr(self._webhook, "fresh", None)
+                    newer = fresh() if fresh is not None else url
+                    if newer != url:
+                        url = newer
+                        continue  # the next attempt, at once, on the rotated URL
+                    raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
                 elif exc.code < 500:
                     raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
             except (urllib.error.URLError, TimeoutError, OSError) as exc:
