@@ -847,15 +847,16 @@ def enroll(
 
     Example: lifeguard enroll lca-static --cluster lca --dry-run
     """
+    from functools import partial
+
     from lifeguard.aws.pcs import PcsGateway
     from lifeguard_cli.deployment import read_deployment
-    from lifeguard_cli.enroll import ShipperEntry, unenroll
-    from lifeguard_cli.enroll import enroll as enroll_group
+    from lifeguard_cli.enroll import ShipperEntry, change_enrollment
 
     with _one_line_errors("enroll"):
         deployment = read_deployment(stack_name, region=region, profile=profile)
         entry = ShipperEntry.from_deployment(deployment)
-        change = unenroll if remove else enroll_group
+        change = partial(change_enrollment, "remove" if remove else "enroll")
         pcs = PcsGateway(deployment.client("pcs"))
         if not dry_run and not yes:
             preview = change(pcs, entry, group, cluster, dry_run=True)

@@ -32,9 +32,8 @@ __all__ = [
     "EnrollError",
     "EnrollResult",
     "ShipperEntry",
-    "enroll",
+    "change_enrollment",
     "find_shipper",
-    "unenroll",
     "with_shipper",
     "without_shipper",
 ]
@@ -233,16 +232,20 @@ def _client_token(action: str, group: GroupSnapshot, config: Mapping[str, Any]) 
     return f"lifeguard-{action}-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
 
 
-def _change(
+def change_enrollment(
     action: str,
     pcs: PcsGateway,
     entry: ShipperEntry,
     group_ref: str,
     cluster_ref: str,
     *,
-    dry_run: bool,
+    dry_run: bool = False,
     shown: EnrollResult | None = None,
 ) -> EnrollResult:
+    """`enroll`: add `entry` first in the group's nodeBootstrapped stage; `remove`: take every shipper
+    script out of its lifecycle actions (UpdateComputeNodeGroup with a clientToken). The group and cluster
+    are ids or names. With `shown` (the dry run a person agreed to), only on the configuration it was
+    worked out on."""
     try:
         group = pcs.get_group(cluster_ref, group_ref)
     except GroupNotFoundError:
@@ -280,31 +283,3 @@ def _change(
     token = _client_token(action, group, after)
     updated = pcs.update_lifecycle_actions(group.cluster_id, group.group_id, after, token)
     return dataclasses.replace(result, applied=True, status=updated.status)
-
-
-def enroll(
-    pcs: PcsGateway,
-    entry: ShipperEntry,
-    group: str,
-    cluster: str,
-    *,
-    dry_run: bool = False,
-    shown: EnrollResult | None = None,
-) -> EnrollResult:
-    """Add `entry` first in the group's nodeBootstrapped stage (UpdateComputeNodeGroup with a
-    clientToken). GROUP and CLUSTER are ids or names. With `shown` (the dry run a person agreed to), only
-    on the configuration it was worked out on."""
-    return _change("enroll", pcs, entry, group, cluster, dry_run=dry_run, shown=shown)
-
-
-def unenroll(
-    pcs: PcsGateway,
-    entry: ShipperEntry,
-    group: str,
-    cluster: str,
-    *,
-    dry_run: bool = False,
-    shown: EnrollResult | None = None,
-) -> EnrollResult:
-    """Take every shipper script out of the group's lifecycle actions (`shown` as for `enroll`)."""
-    return _change("remove", pcs, entry, group, cluster, dry_run=dry_run, shown=shown)

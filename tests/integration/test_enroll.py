@@ -192,11 +192,11 @@ def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, c
 
 def test_a_change_agreed_to_is_not_made_on_a_group_changed_while_asked(env: Env) -> None:
     from lifeguard.aws.pcs import PcsGateway
-    from lifeguard_cli.enroll import EnrollError, ShipperEntry, enroll
+    from lifeguard_cli.enroll import EnrollError, ShipperEntry, change_enrollment
 
     pcs = PcsGateway(env.api)
     entry = ShipperEntry(json.loads(env.deployed.outputs["ShipperLifecycleEntry"]))
-    shown = enroll(pcs, entry, "lca-static", "lca", dry_run=True)
+    shown = change_enrollment("enroll", pcs, entry, "lca-static", "lca", dry_run=True)
     changed = copy.deepcopy(TERMINATE)
     changed["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
     env.api.update_compute_node_group(
@@ -205,7 +205,7 @@ def test_a_change_agreed_to_is_not_made_on_a_group_changed_while_asked(env: Env)
         nodeLifecycleActions=changed,
     )
     with pytest.raises(EnrollError, match="changed while you were asked: nothing changed; run again"):
-        enroll(pcs, entry, "lca-static", "lca", shown=shown)
+        change_enrollment("enroll", pcs, entry, "lca-static", "lca", shown=shown)
     assert env.config() == changed
 
 
@@ -452,7 +452,7 @@ def test_a_change_made_while_enrolling_is_not_overwritten(env: Env) -> None:
     """PCS has no conditional update: the group is read again right before it is written, and a change
     someone made since the first read stops the enrollment instead of being lost."""
     from lifeguard.aws.pcs import PcsGateway
-    from lifeguard_cli.enroll import EnrollError, ShipperEntry, enroll
+    from lifeguard_cli.enroll import EnrollError, ShipperEntry, change_enrollment
 
     theirs = copy.deepcopy(TERMINATE)
     theirs["stages"]["nodeBootstrapped"].append(
@@ -481,5 +481,11 @@ def test_a_change_made_while_enrolling_is_not_overwritten(env: Env) -> None:
             return getattr(self._api, name)
 
     with pytest.raises(EnrollError, match="was changed by someone else meanwhile; nothing changed"):
-        enroll(PcsGateway(Racing(env.api)), ShipperEntry(shipper_entry(env.deployed)), "lca-static", "lca")
+        change_enrollment(
+            "enroll",
+            PcsGateway(Racing(env.api)),
+            ShipperEntry(shipper_entry(env.deployed)),
+            "lca-static",
+            "lca",
+        )
     assert env.config() == theirs
