@@ -196,6 +196,34 @@ def test_markup_from_a_script_s_location_or_a_caller_s_arn_reaches_slack_as_text
     assert any("&amp; co" in text for text in texts)
 
 
+def test_slack_shows_a_plain_mention_channel_or_url_in_an_event_as_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`_escaped` stops markup (`<!here>`), but Slack also parses plain `@here`, `#channel` and URLs in a
+    mrkdwn text unless it is `verbatim`: a log tail or a reason can hold them. Every mrkdwn text of the
+    message is verbatim, and Lifeguard's own console link keeps its manual `<url|label>` form."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    detail = make_detail(
+        episode_id="ep-1",
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        mode="quarantine",
+        action="quarantine",
+        undo="lifeguard undo ep-1",
+        reason="@here see #ops-oncall and https://evil.example/fix",
+        revision=1,
+    )
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
+    objects = [b["text"] for b in message["blocks"] if b.get("text", {}).get("type") == "mrkdwn"]
+    objects += [e for b in message["blocks"] for e in b.get("elements", [])]
+    assert any("@here see #ops-oncall and https://evil.example/fix" in o["text"] for o in objects)
+    assert len(objects) >= 3
+    assert all(o["verbatim"] is True for o in objects)
+    assert any(o["text"].startswith("<https://") and "|Open the cluster" in o["text"] for o in objects)
+
+
 def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
     detail = make_detail(
         episode_id="ep-1",

@@ -62,8 +62,15 @@ def shown_text(mrkdwn: str) -> str:
     return mrkdwn.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
+def _mrkdwn(text: str) -> dict[str, Any]:
+    """A mrkdwn text object Slack shows as written: `verbatim`, so it does not turn a plain URL, channel
+    name or `@here` in an event's values into a link or a mention (it still reads Lifeguard's own
+    `<url|label>`; `_escaped` keeps an event's values from forming one)."""
+    return {"type": "mrkdwn", "text": _clip(text, SECTION_MAX_CHARS), "verbatim": True}
+
+
 def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": _clip(text, SECTION_MAX_CHARS)}}
+    return {"type": "section", "text": _mrkdwn(text)}
 
 
 def _code(text: str, limit: int = SECTION_MAX_CHARS) -> str:
@@ -107,8 +114,7 @@ def slack_message(
     context = (
         f"Episode `{episode}`" + (f" · message {sequence}" if sequence else "") + f" · {summary.detail_type}"
     )
-    context = _clip(context, SECTION_MAX_CHARS)
-    blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
+    blocks.append({"type": "context", "elements": [_mrkdwn(context)]})
     return {"text": _clip(_escaped(summary.text()), 3900), "blocks": blocks[:MAX_BLOCKS]}
 
 
