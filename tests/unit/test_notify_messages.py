@@ -243,6 +243,33 @@ def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
     assert max(sizes) <= 3000
 
 
+def test_slack_s_limits_hold_in_utf_16_units_for_text_of_emoji() -> None:
+    """Slack may count a limit in UTF-16 units, in which an emoji is two: a reason or a log tail of emoji
+    cut at 3,000 characters would be 6,000 and the message refused. Each text keeps within the limit in
+    those units, cut on a whole character, the log tail keeping its end."""
+    fire = "\U0001f525"
+    detail = make_detail(
+        episode_id="ep-1",
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        mode="quarantine",
+        action="quarantine",
+        undo="lifeguard undo ep-1",
+        reason=fire * 4000,
+        revision=1,
+        suspect={**ARTICLE_SUSPECT, "log_tail": "start " + fire * 3000 + " the end"},
+    )
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
+    texts = [b["text"]["text"] for b in message["blocks"] if "text" in b]
+    units = [len(text.encode("utf-16-le")) // 2 for text in texts]
+    assert max(units) <= SECTION_MAX_CHARS
+    assert max(units) > SECTION_MAX_CHARS - 10  # cut at the limit, not far below it
+    assert any(text.endswith(" the end```") for text in texts)
+    assert all("\ufffd" not in text for text in texts)  # no character cut in half
+
+
 def _review_told(version_id: str, location_tail: str = "") -> tuple[str, list[str]]:
     """The SNS summary (before its JSON) and the Slack texts of the review of a change whose second
     script's s3VersionId and scriptLocation end as given: PCS's model bounds the one by length only, and

@@ -46,8 +46,26 @@ class SlackError(LifeguardError):
     """A Slack message could not be delivered; the message never contains the webhook URL."""
 
 
+def _units(text: str) -> int:
+    """The text's length as Slack may count it against a limit: in UTF-16 code units (a character past
+    U+FFFF, as most emoji are, is two), never fewer than its characters."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """The text cut to `limit` UTF-16 units, its end an ellipsis when cut."""
+    if len(text) * 2 <= limit or _units(text) <= limit:
+        return text
+    kept = text.encode("utf-16-le", "surrogatepass")[: (limit - 1) * 2]
+    return kept.decode("utf-16-le", "ignore") + "…"  # a pair cut in half is dropped whole
+
+
+def _tail(text: str, limit: int) -> str:
+    """The end of the text in `limit` UTF-16 units, an ellipsis first when cut."""
+    if len(text) * 2 <= limit or _units(text) <= limit:
+        return text
+    kept = text.encode("utf-16-le", "surrogatepass")[-(limit - 1) * 2 :]
+    return "…" + kept.decode("utf-16-le", "ignore")
 
 
 def _escaped(text: str) -> str:
@@ -75,10 +93,7 @@ def _section(text: str) -> dict[str, Any]:
 
 def _code(text: str, limit: int = SECTION_MAX_CHARS) -> str:
     body = _escaped(text).replace("```", "'''")
-    room = limit - 8
-    if len(body) > room:
-        body = "…" + body[-(room - 1) :]  # the end of a log is what explains the failure
-    return f"```{body}```"
+    return f"```{_tail(body, limit - 8)}```"  # the end of a log is what explains the failure
 
 
 def slack_message(
