@@ -69,7 +69,14 @@ def test_a_damaged_state_file_is_started_afresh_not_a_shipper_stopped_for_good(
 
 def test_a_state_as_saved_is_loaded_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "shipper-state.json"
-    saved = _State(executor_offset=120, script_offsets={"a.log": 7}, boot=3, first_boot=False, pending=["r"])
+    saved = _State(
+        executor_offset=120,
+        script_offsets={"a.log": 7},
+        script_inodes={"a.log": 42},
+        boot=3,
+        first_boot=False,
+        pending=["r"],
+    )
     saved.save(path)
     assert json.loads(path.read_text())["boot"] == 3
     assert _State.load(path) == saved
@@ -254,6 +261,65 @@ def test_a_count_of_boots_baked_into_the_image_is_not_this_instances(tmp_path: P
     assert _shipped(layout, FIRST_BOOT, instance="i-0baked0000000000") == [(FIRST_RUN, 1, True)]
     _agent_run(layout, SECOND_RUN)
     assert _shipped(layout, SECOND_BOOT) == [(SECOND_RUN, 1, True)]  # this instance's first boot
+
+
+def _agent_failure(layout: NodeLayout, at: int, output: str, *, log: str = "replace") -> None:
+    """A STOP_SEQUENCE failure of record-every-boot as PCS's agent logs it (no exit code, no place in the
+    log): its script log written anew (`replace`: removed, then written; `rename`: a new file moved over
+    it), then its record."""
+    path = layout.script_log("nodeBootstrapped", "record-every-boot")
+    block = f"[start record-every-boot args=[] @ {at}]\n{output}[end record-every-boot exit=1 @ {at}]\n"
+    if log == "rename":
+        path.with_suffix(".new").write_text(block)
+        path.with_suffix(".new").replace(path)
+    else:
+        path.unlink()
+        path.write_text(block)
+    with layout.executor_log.open("a") as file:
+        file.write(_agent_record(at, "lifecycle script failed; stopping remaining scripts"))
+
+
+def _tails(layout: NodeLayout, boot: KernelBoot) -> list[tuple[int, str]]:
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: boot).run(once=True)
+    return [(r["started_at"], r["log_tail"]) for r in map(json.loads, sink.messages)]
+
+
+@pytest.mark.parametrize(("log", "first_output"), [("replace", "ok\n" * 1700), ("rename", "")])
+def test_a_script_log_written_anew_between_boots_is_read_from_its_start(
+    tmp_path: Path, log: str, first_output: str
+) -> None:
+    """A clean-up between boots removes a script's log, and its next run writes a new one: read from where
+    the old file was read to, the run is not found (the new file is shorter) or found mid-output (a new
+    file, longer), and its report lost the output that names the failure. The new file is read from its
+    start, whether it is shorter (its inode may be the old one's) or another file."""
+    layout = NodeLayout(tmp_path)
+    _agent_run(layout, FIRST_RUN)
+    if first_output:  # a first run that wrote more than the next will
+        path = layout.script_log("nodeBootstrapped", "record-every-boot")
+        path.write_text(path.read_text().replace("recorded", first_output + "recorded"))
+    assert [at for at, _ in _tails(layout, FIRST_BOOT)] == [FIRST_RUN]
+    output = "mount.lustre: fs-0123 not found\n" * (1 if first_output else 40)
+    _agent_failure(layout, SECOND_RUN, output, log=log)
+    assert _tails(layout, SECOND_BOOT) == [(SECOND_RUN, output)]
+
+
+def test_script_log_offsets_baked_into_the_image_are_not_read_in_this_instances_logs(tmp_path: Path) -> None:
+    """The image's state file holds the offsets its builder's script logs were read to; this instance's
+    logs are others, shorter: their runs are read from their start, with their output."""
+    layout = NodeLayout(tmp_path)
+    baked = _State(
+        script_offsets={"nodeBootstrapped/record-every-boot.log": 20_000},
+        boot=3,
+        first_boot=False,
+        boot_id="builder",
+        instance_id="i-0baked0000000000",
+    )
+    baked.save(layout.shipper_state)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    layout.script_log("nodeBootstrapped", "record-every-boot").touch()
+    _agent_failure(layout, FIRST_RUN, "mount.lustre: fs-0123 not found\n")
+    assert _tails(layout, FIRST_BOOT) == [(FIRST_RUN, "mount.lustre: fs-0123 not found\n")]
 
 
 def test_a_records_time_is_read_whatever_its_fraction_as_on_the_nodes_python() -> None:

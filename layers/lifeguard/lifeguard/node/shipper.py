@@ -245,6 +245,8 @@ class _State:
     executor_offset: int = 0
     executor_inode: int = 0  # of the executor.log the offset is in (0: not known, a state saved before)
     script_offsets: dict[str, int] = field(default_factory=dict)
+    # Of each script log, the file its offset is in (as `executor_inode`; none: a state saved before).
+    script_inodes: dict[str, int] = field(default_factory=dict)
     boot: int = 1
     first_boot: bool = True
     pending: list[str] = field(default_factory=list)
@@ -265,6 +267,7 @@ class _State:
                 executor_offset=_offset(data["executor_offset"]),
                 executor_inode=_offset(data.get("executor_inode", 0)),
                 script_offsets={str(k): _offset(v) for k, v in data["script_offsets"].items()},
+                script_inodes={str(k): _offset(v) for k, v in data.get("script_inodes", {}).items()},
                 boot=_offset(data["boot"]),
                 first_boot=data["first_boot"],
                 pending=data["pending"],
@@ -287,6 +290,7 @@ class _State:
             "executor_offset": self.executor_offset,
             "executor_inode": self.executor_inode,
             "script_offsets": self.script_offsets,
+            "script_inodes": self.script_inodes,
             "boot": self.boot,
             "first_boot": self.first_boot,
             "pending": self.pending,
@@ -557,6 +561,7 @@ class Shipper:
         try:
             path = self.layout.script_log(stage, script)
             with path.open("rb") as file:
+                inode = os.fstat(file.fileno()).st_ino
                 file.seek(start)
                 first = file.readline(_MARKER_MAX_BYTES)
                 window_from = max(start + len(first), end - LOG_TAIL_BYTES - _END_MARKER_MAX_BYTES)
@@ -572,7 +577,7 @@ class Shipper:
         found = _END_REST.fullmatch(marker, len(end_prefix)) if marker.startswith(end_prefix) else None
         if started_at is None or found is None or len(window) != end - window_from:
             return None
-        self.state.script_offsets[f"{stage}/{script}.log"] = end
+        self._read_to(f"{stage}/{script}.log", end, inode)
         return {
             "started_at": started_at,
             "ended_at": int(found.group(2)),
@@ -594,7 +599,6 @@ class Shipper:
         except ValueError:
             return None
         key = f"{stage}/{script}.log"
-        offset = self.state.script_offsets.get(key, 0)
         start_prefix, end_prefix = f"[start {script} args=".encode(), f"[end {script} exit=".encode()
         latest = ended_at + _END_SKEW_SECONDS
         started_at: int | None = None
@@ -602,6 +606,8 @@ class Shipper:
         tail = bytearray()
         try:
             with path.open("rb") as file:
+                log_stat = os.fstat(file.fileno())
+                offset = self._read_from(key, log_stat)
                 file.seek(offset)
                 for raw, end_offset in _lines(file, offset):
                     line = raw.removesuffix(b"\n")
@@ -630,13 +636,29 @@ class Shipper:
             return None
         if started_at is None or found is None:
             return None
-        self.state.script_offsets[key] = found["offset"]
+        self._read_to(key, found["offset"], log_stat.st_ino)
         return {
             "started_at": started_at,
             "ended_at": found["ended_at"],
             "exit_code": found["exit_code"],
             "log_tail": found["tail"].decode("utf-8", "replace"),
         }
+
+    def _read_from(self, key: str, found: os.stat_result) -> int:
+        """Where a script log (its `found` stat) holds its next run: where the last one read ended, unless
+        the log is not the file read then (removed and written anew: a clean-up between boots; or this
+        state was baked into the image of another instance) or is shorter: then from its start, as
+        executor.log is read."""
+        offset = self.state.script_offsets.get(key, 0)
+        known = self.state.script_inodes.get(key, 0)
+        if found.st_size < offset or (known and known != found.st_ino):
+            return 0
+        return offset
+
+    def _read_to(self, key: str, offset: int, inode: int) -> None:
+        """Note that the script log (the file `inode`) was read up to `offset`."""
+        self.state.script_offsets[key] = offset
+        self.state.script_inodes[key] = inode
 
     def _report(
         self, record: Mapping[str, Any], outcome: str, stage: str, script: str, run: dict[str, Any] | None
