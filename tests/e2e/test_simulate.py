@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from lifeguard_cli.simulate import Simulator, load_scenario
-from lifeguard_cli.simulate.scenario import BUILT_IN, parse_scenario
+from lifeguard_cli.simulate.scenario import BUILT_IN, ScenarioError, parse_scenario
 
 pytestmark = pytest.mark.e2e
 LIFEGUARD = Path(sys.executable).parent / "lifeguard"
@@ -284,6 +284,67 @@ def test_the_same_seed_gives_the_same_run_and_the_seed_reaches_the_scripts(simul
     assert outcome(runs[0]) == outcome(runs[1])
     # Another seed fails other boots: which instances failed differs.
     assert [i["end"] for i in runs[0]["instances"]] != [i["end"] for i in runs[2]["instances"]]
+
+
+def _scenario(**fields: Any) -> dict[str, Any]:
+    """One group of one node whose script `ok.sh` succeeds, with `fields` over it."""
+    config = {
+        "stages": {
+            "nodeBootstrapped": [{"name": "ok", "scriptSource": {"scriptLocation": "s3://sim-scripts/ok.sh"}}]
+        }
+    }
+    return {
+        "name": "one node",
+        "horizon_minutes": 12,
+        "scripts": {"ok.sh": "#!/bin/bash\necho ok\n"},
+        "groups": [{"name": "grp", "min": 1, "config": config}],
+        **fields,
+    }
+
+
+def test_a_node_put_in_pending_replacement_while_it_booted_never_serves(simulator: Simulator) -> None:
+    """An update at minute 1.5, after the node registered (1.3) and before it would be ACTIVE (2.2): PCS puts
+    it in PENDING_REPLACEMENT (no more jobs) and replaces it. It never goes ACTIVE, never served, and its
+    minutes are wasted; the first serving node is its replacement. The baseline (no Lifeguard, no
+    CloudTrail) launches the very same instances, Lifeguard having changed nothing."""
+    changed = copy.deepcopy(_scenario()["groups"][0]["config"])
+    changed["stages"]["nodeBootstrapped"][0]["arguments"] = ["v2"]
+    scenario = parse_scenario(_scenario(changes=[{"at_minute": 1.5, "group": "grp", "config": changed}]))
+    document = simulator.run(scenario, seed=1, baseline="pcs")
+    first, replacement = document["instances"]
+    assert first["end"] == "REPLACEMENT_REQUESTED"
+    assert first["active_minute"] is None
+    booted = [line["what"] for line in document["timeline"] if first["instance_id"] in line["detail"]]
+    assert "PENDING_REPLACEMENT/NODE_GROUP_UPDATE" in booted
+    assert "ACTIVE/BOOTSTRAP_SUCCESS" not in booted
+    summary = group(document)
+    assert summary["first_serving_minute"] == replacement["active_minute"] > first["ended_minute"]
+    assert summary["instance_minutes_wasted"] == pytest.approx(
+        first["ended_minute"] - first["launched_minute"]
+    )
+    assert not lifeguards(document)
+    theirs = document["baseline"]["instances"]
+    assert [i["instance_id"] for i in theirs] == [first["instance_id"], replacement["instance_id"]]
+
+
+def test_a_run_past_its_budget_of_boots_is_refused_with_what_to_change(
+    simulator: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each boot is a real process run one after another: a loop turning every few seconds over a day of
+    200 nodes would run for hours. A run stops at its budget with one error naming what to change."""
+    from lifeguard_cli.simulate import twin
+
+    monkeypatch.setattr(twin, "MAX_BOOTS", 6)
+    scenario = _scenario(
+        horizon_minutes=1440,
+        timings={"register": 0, "scripts_start": 0, "fail_to_terminated": 0, "relaunch": 1},
+        scripts={"ok.sh": "#!/bin/bash\nexit 1\n"},
+    )
+    scenario["groups"][0]["tags"] = {"lifeguard:mode": "off"}
+    with pytest.raises(ScenarioError) as raised:
+        simulator.run(parse_scenario(scenario), seed=1)
+    assert str(raised.value).startswith("one node: the lifeguard run took 6 node boots by minute ")
+    assert "give horizon_minutes fewer minutes" in str(raised.value)
 
 
 def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_out_once(

@@ -192,6 +192,12 @@ def test_hostile_values_are_one_line_errors_not_tracebacks(tmp_path: Path) -> No
     deep.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ScenarioError, match=r"deep\.json: nested too deep to be a scenario"):
         load_scenario(deep)
+    # YAML (not JSON) makes Python ints of what it reads: one past 4,300 digits, or a date past its
+    # calendar, raises ValueError from the YAML reader itself.
+    for name, text in (("long.yaml", "horizon_minutes: " + "9" * 5000), ("date.yaml", "name: 2026-13-45")):
+        (tmp_path / name).write_text(text + "\n")
+        with pytest.raises(ScenarioError, match=rf"^{name.replace('.', '[.]')}: not valid YAML: "):
+            load_scenario(tmp_path / name)
 
 
 def test_every_problem_of_a_scenario_is_reported_at_once() -> None:

@@ -12,6 +12,7 @@ dies right after its UpdateComputeNodeGroup.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,9 @@ class LocalLifeguard:
         self._remediating = False
         self._slack_seen = len(twin.slack.messages)  # the sink is shared by the runs of one simulation
         self._actions: dict[str, str] = {}
+        # CloudTrail's event ids: drawn apart from the twin's own random (its instance ids), so a baseline
+        # run, which has no CloudTrail, launches the same instances as this run.
+        self._event_ids = random.Random(f"cloudtrail/{twin.options.seed}")
         clients = LocalClients(twin.aws, configure=self._configure)
         self._sqs = clients("sqs")
         self.stack = create_stack(clients("dynamodb"), clients("events"), self._sqs, twin.prefix)
@@ -118,7 +122,7 @@ class LocalLifeguard:
         """CloudTrail's record of an operator's UpdateComputeNodeGroup (`group`: PCS's answer), put on the
         default bus."""
         at = event_time(self.twin.moment())
-        digits = f"{self.twin.random.getrandbits(128):032x}"
+        digits = f"{self._event_ids.getrandbits(128):032x}"
         event_id = "-".join(digits[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32)))
         event = {
             "version": "0",

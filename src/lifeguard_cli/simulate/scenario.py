@@ -237,6 +237,8 @@ def _parse_text(text: str, path: Path) -> Any:
         return yaml.safe_load(text)
     except RecursionError:
         raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (4,300)
+        raise ScenarioError(f"{path.name}: not valid YAML: {exc}") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""

@@ -66,6 +66,12 @@ RETRY_DELAYS = (60.0, 120.0)
 # less (a loaded machine) do not move what follows, so a seed gives the same run.
 BOOT_QUANTUM_SECONDS = 5
 MAX_ACTIONS = 1_000_000  # transitions in one run: far more than 100 nodes make in a day
+# Each boot is a real process running real scripts, one after another: a run boots at most MAX_BOOTS nodes
+# (about three minutes of boots here; `wave-50` makes 150) and spends at most MAX_BOOT_SECONDS of real time in
+# them, so a scenario whose loop turns every few seconds, or whose scripts sleep, is refused mid-run with
+# what to change rather than left running for hours.
+MAX_BOOTS = 1_000
+MAX_BOOT_SECONDS = 600.0
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 # Whether slurmd runs yet: PCS starts it after nodeBootstrapped (the article: Slurm commands are "Not
@@ -284,6 +290,7 @@ class _Twin:
         self._due: set[tuple[str, str]] = set()
         self._held: list[tuple[str, str]] = []
         self._lifeguard: Any = None
+        self._boot_seconds = 0.0  # real time spent in boots
         self._logs = around.aws.client("logs")
         prefix = f"sim-{options.label}-{uuid.uuid4().hex[:8]}"  # runs share the local AWS
         self.prefix = prefix
@@ -511,7 +518,9 @@ class _Twin:
             self.at(self.now + self.timings.fail_to_terminated, lambda: self._failed(group, instance))
 
     def _active(self, group: _Group, instance: Instance) -> None:
-        if not instance.alive:
+        # A node PCS put in PENDING_REPLACEMENT while it booted takes no jobs, as it neither registers nor
+        # boots once pending: it is replaced without going ACTIVE, and never served.
+        if not instance.alive or instance.pending_replacement:
             return
         instance.active = self.now
         group.consecutive_failures = 0
@@ -577,6 +586,7 @@ class _Twin:
     def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, float, Path]:
         """`lifeguard-node boot` on the node's configuration: the exit status, whether the node was drained,
         the boot's virtual seconds, those until nodeBootstrapped was over, and the node's root."""
+        self._within_budget()
         self.result.boots += 1
         home = self.workdir / self.prefix / f"{instance.node}-{instance.instance_id}"
         root = home / "root"
@@ -626,6 +636,7 @@ class _Twin:
             group.spec.name,
         ]
         exit_code = self.host.boot(argv, env, home / "boot.out")
+        self._boot_seconds += time.monotonic() - started
         quanta = max(1, math.ceil((time.monotonic() - started) / BOOT_QUANTUM_SECONDS))
         _wait_for_watcher(root)
         seconds = BOOT_QUANTUM_SECONDS * quanta
@@ -641,6 +652,20 @@ class _Twin:
                 * math.ceil(max(0.0, bootstrapped - offset - began) / BOOT_QUANTUM_SECONDS),
             )
         return exit_code, drained, seconds, ready, root
+
+    def _within_budget(self) -> None:
+        """Refuse the next boot past the run's budget of boots or of real time in them (MAX_BOOTS)."""
+        minute = self.now / 60
+        if self.result.boots >= MAX_BOOTS:
+            spent = f"{MAX_BOOTS:,} node boots by minute {minute:.1f}"
+        elif self._boot_seconds > MAX_BOOT_SECONDS:
+            spent = f"{MAX_BOOT_SECONDS:.0f} s of real time in its nodes' scripts by minute {minute:.1f}"
+        else:
+            return
+        raise ScenarioError(
+            f"{self.scenario.name}: the {self.options.label} run took {spent} (each boot runs the real "
+            "scripts): give horizon_minutes fewer minutes, the groups fewer nodes, or timings a longer cycle"
+        )
 
     def _ship(self, group: _Group, instance: Instance, root: Path) -> None:
         """The node's reports to the node-report log group, by the real shipper, on the twin's clock."""
