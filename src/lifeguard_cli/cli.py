@@ -693,7 +693,7 @@ def status(
             if last
             else "-"
         )
-        view.add_row(row.cluster_id, row.group_id, row.mode, open_text, last_text)
+        view.add_row(row.cluster_id, row.group_id, row.shown_mode, open_text, last_text)
     console = _console()
     if stack:
         dry = "true (every mode only says what it would do)" if stack.dry_run else "false"

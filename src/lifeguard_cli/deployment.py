@@ -221,7 +221,8 @@ class LoopbackSession:
         for url in (endpoint_url, pcs_endpoint_url):
             if urlsplit(url).hostname not in LOOPBACK:
                 raise DeploymentError(f"{url!r} is not a local AWS on loopback")
-        core = with_pcs_model(botocore.session.Session())
+        # AWS_PROFILE is not read: a profile the shell names (missing here, perhaps) has no say in it.
+        core = with_pcs_model(botocore.session.Session(session_vars={"profile": (None, None, None, None)}))
         core.set_credentials("testing", "testing", "testing")
         self._session: Any = boto3.session.Session(botocore_session=core, region_name=region)
         self._endpoints = (endpoint_url, pcs_endpoint_url)

@@ -63,10 +63,19 @@ class GroupStatus:
 
     cluster_id: str
     group_id: str
-    mode: str
+    mode: str  # quarantine, revert, notify or off
+    mode_source: str  # "tag" (lifeguard:mode) or "default" (the stack's DefaultMode)
+    mode_problem: str | None  # why the group's tag was not taken, if it was not
     episode: dict[str, Any] | None
     last_action: dict[str, Any] | None
     proven_good: str | None
+
+    @property
+    def shown_mode(self) -> str:
+        """The mode as the table shows it: with where it came from, or why the tag was not taken."""
+        if self.mode_problem is not None:
+            return f"{self.mode} ({self.mode_problem})"
+        return self.mode if self.mode_source == "tag" else f"{self.mode} (default)"
 
     def to_dict(self) -> dict[str, Any]:
         """As `--json` prints it."""
@@ -74,6 +83,8 @@ class GroupStatus:
             "cluster_id": self.cluster_id,
             "compute_node_group_id": self.group_id,
             "mode": self.mode,
+            "mode_source": self.mode_source,
+            "mode_problem": self.mode_problem,
             "open_episode": self.episode,
             "last_action": self.last_action,
             "proven_good_fingerprint": self.proven_good,
@@ -217,16 +228,22 @@ class Operator:
         cluster_id = cluster
         if cluster and not any(state.cluster_id == cluster for state in states):
             cluster_id = self._cluster_id(cluster)
+            if cluster_id is None:
+                raise OperatorError(f"no cluster {cluster} in PCS, nor in Lifeguard's table")
         rows = []
         for state in states:
             if cluster_id and state.cluster_id != cluster_id:
                 continue
             last = self.remediation.history(state.cluster_id, state.group_id, last=1)
+            tags = state.config.tags if state.config else {}
+            mode, problem = mode_of(tags, self.default_mode)
             rows.append(
                 GroupStatus(
                     cluster_id=state.cluster_id,
                     group_id=state.group_id,
-                    mode=self._mode(state),
+                    mode=mode,
+                    mode_source="tag" if problem is None and mode_tagged(tags) else "default",
+                    mode_problem=problem,
                     episode=_episode(state),
                     last_action=_last_action(last[0]) if last else None,
                     proven_good=state.proven_good.fingerprint if state.proven_good else None,
@@ -247,7 +264,10 @@ class Operator:
         """(cluster id, group id) of `GROUP`, a group's name or id, or `CLUSTER/GROUP`; the cluster is a
         name or id too (`--cluster`), or the one the table knows the group in. Names are asked of PCS."""
         if "/" in group:
-            cluster, _, group = group.partition("/")
+            named, _, group = group.partition("/")
+            if cluster and cluster != named and len({self._cluster_id(c) or c for c in (cluster, named)}) > 1:
+                raise OperatorError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
+            cluster = named
         known = {(s.cluster_id, s.group_id) for s in self.states.all_states()}
         if cluster:
             if (cluster, group) in known:
@@ -274,18 +294,12 @@ class Operator:
         found = self.pcs.get_group(cluster, group)  # a failed call is said as the command's one line
         return found.cluster_id, found.group_id
 
-    def _cluster_id(self, cluster: str) -> str:
+    def _cluster_id(self, cluster: str) -> str | None:
+        """The id of the cluster PCS knows by this name or id; None when it knows none."""
         try:
             return self.pcs.cluster_id(cluster)
         except GroupNotFoundError:
-            return cluster  # no such cluster: no group of it to show
-
-    def _mode(self, state: GroupState) -> str:
-        tags = state.config.tags if state.config else {}
-        mode, problem = mode_of(tags, self.default_mode)
-        if problem is not None:
-            return f"{mode} ({problem})"
-        return mode if mode_tagged(tags) else f"{mode} (default)"
+            return None
 
     # -- undo --
 

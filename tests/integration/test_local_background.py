@@ -79,7 +79,11 @@ def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[st
     ]
     assert "kept: the local AWS serves on" in kept.stderr
     (row,) = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)["groups"]
-    assert (row["compute_node_group_id"], row["mode"]) == ("pcs_abcdef01", "quarantine (default)")
+    assert (row["compute_node_group_id"], row["mode"], row["mode_source"]) == (
+        "pcs_abcdef01",
+        "quarantine",
+        "default",
+    )
     # The notification's undo line, pasted as it is (--yes: no terminal here to answer its question).
     assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
     program, *arguments = shlex.split(applied["undo"])

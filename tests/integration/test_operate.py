@@ -119,8 +119,16 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
     assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns
+    assert env.pcs is not None
+    env.pcs.add_cluster("other", cluster_id="pcs_other")
     other = env.run("status", "--cluster", "pcs_other").stdout
     assert "Lifeguard has seen no compute node group of cluster pcs_other." in other
+    # A cluster PCS does not know (a typo) is not "nothing to show": it is said, exit 1.
+    typo = env.run("status", "--cluster", "pcs_nosuch")
+    assert (typo.returncode, typo.stderr) == (
+        1,
+        "lifeguard status: no cluster pcs_nosuch in PCS, nor in Lifeguard's table\n",
+    )
 
 
 def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: Env) -> None:
@@ -225,8 +233,10 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
         "dry_run": True,
     }
     (row,) = document["groups"]
-    assert row["mode"] == "quarantine (default)"  # untagged: the stack's DefaultMode, not this shell's
+    # Untagged: the stack's DefaultMode, not this shell's; a mode a program can compare, and its source.
+    assert (row["mode"], row["mode_source"], row["mode_problem"]) == ("quarantine", "default", None)
     table = Env(environ, env.api).run("status", "--stack-name", deployed.stack_name, local=False)
+    assert "quarantine (default)" in table.stdout  # people read where it came from in the table
     assert " ".join(table.stdout.split()).startswith(
         f"stack {deployed.stack_name} (us-east-1): DefaultMode quarantine, DryRun true (every mode only says"
     )
@@ -330,7 +340,16 @@ def test_groups_and_clusters_are_taken_by_name_as_pcs_takes_them(env: Env) -> No
     assert both["compute_node_group_id"] == GROUP
     (row,) = json.loads(env.run("status", "--cluster", "lca", "--json").stdout)["groups"]
     assert row["compute_node_group_id"] == GROUP
-    assert json.loads(env.run("status", "--cluster", "no-such-cluster", "--json").stdout)["groups"] == []
+    unknown = env.run("status", "--cluster", "no-such-cluster", "--json")
+    assert (unknown.returncode, unknown.stdout) == (1, "")
+    # --cluster and CLUSTER/GROUP: the same cluster by name and by id, or a refusal naming both.
+    same = json.loads(env.run("history", f"{CLUSTER}/lca-static", "--cluster", "lca", "--json").stdout)
+    assert same["compute_node_group_id"] == GROUP
+    two = env.run("undo", "lca/lca-static", "--cluster", "no-such-cluster", "--dry-run")
+    assert (two.returncode, two.stderr) == (
+        1,
+        "lifeguard undo: --cluster no-such-cluster and lca/lca-static name two clusters; give one\n",
+    )
     missing = env.run("history", "nope", "--cluster", "lca")
     assert missing.returncode == 1
     assert missing.stderr == "lifeguard history: no compute node group nope in cluster lca (PCS)\n"
@@ -367,6 +386,7 @@ def test_local_never_reaches_beyond_loopback_whatever_the_shell_says(env: Env) -
         AWS_IGNORE_CONFIGURED_ENDPOINT_URLS="true",
         AWS_ACCESS_KEY_ID="AKIAREALLOOKINGKEY00",
     )
+    env.environ["AWS_PROFILE"] = "no-such-profile"  # nor the shell's, which this machine does not have
     done = env.run("status", "--json", "--profile", "prod")  # --local: the profile is not used
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["groups"][0]["compute_node_group_id"] == GROUP
