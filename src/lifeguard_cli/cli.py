@@ -134,12 +134,16 @@ def replay(
         ),
     ] = None,
     threshold: Annotated[
-        int | None, typer.Option("--threshold", min=1, metavar="N", help="Failures that make a loop.")
+        int | None,
+        typer.Option("--threshold", min=1, metavar="N", help="Failures that make a loop (1 to 100)."),
     ] = None,
     window_minutes: Annotated[
         int | None,
         typer.Option(
-            "--window-minutes", min=1, metavar="MINUTES", help="The window those failures must fall in."
+            "--window-minutes",
+            min=1,
+            metavar="MINUTES",
+            help="The window those failures must fall in (1 to 10080, a week).",
         ),
     ] = None,
     mode: Annotated[

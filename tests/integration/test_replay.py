@@ -108,6 +108,33 @@ def test_threshold_and_window_tune_the_detection() -> None:
     assert kinds(replay_json("--window-minutes", "7", loop)) == ["BootstrapLoopDetected"]
 
 
+@pytest.mark.parametrize(
+    ("args", "environ", "said"),
+    [
+        (["--threshold", "101"], {}, "101 is not from 1 to 100"),
+        (["--window-minutes", "100000"], {}, "100000 is not from 1 to 10080"),
+        ([], {"LIFEGUARD_THRESHOLD": "abc"}, "LIFEGUARD_THRESHOLD"),
+        ([], {"LIFEGUARD_WINDOW_MINUTES": "5000000"}, "5000000 is not from 1 to 10080"),
+    ],
+)
+def test_a_threshold_or_window_out_of_its_bounds_is_bad_usage(
+    args: list[str], environ: dict[str, str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given or from the environment, past the bounds the stack's parameters have: one line, exit 2."""
+    from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
+
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    result = runner.invoke(app, ["replay", *args, str(STREAMS / "article-terminate-loop.jsonl")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("lifeguard replay: the detection's threshold or window: ")
+    assert said in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    shown = " ".join(runner.invoke(app, ["replay", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    assert f"(1 to {MAX_THRESHOLD})" in shown
+    assert f"(1 to {MAX_WINDOW_MINUTES}, a week)" in shown
+
+
 def test_the_config_given_is_the_groups_config(tmp_path: Path) -> None:
     document = replay_json(
         "--config",

@@ -101,7 +101,10 @@ def replay(
     actions = dict(config) if config is not None else json.loads(DEFAULT_CONFIG.read_text())
     start = min((group.earliest for group in groups), default=0)
     clock = ManualClock(datetime.fromtimestamp(start / 1000, UTC) - timedelta(seconds=2))
-    detection = DetectionSettings.stack_defaults(mode, threshold, window_minutes)
+    try:
+        detection = DetectionSettings.stack_defaults(mode, threshold, window_minutes)
+    except ValueError as exc:  # out of its bounds, given or from LIFEGUARD_THRESHOLD/_WINDOW_MINUTES
+        raise ReplayError(f"the detection's threshold or window: {exc}") from None
     remediation = RemediationSettings.from_environment(
         default_mode=mode,
         dry_run=dry_run,
