@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import stat
 import subprocess
@@ -376,6 +377,18 @@ def test_bad_usage_exits_64(node: Node) -> None:
     )
     assert result.returncode == 64
     assert "--config" in result.stderr
+
+
+def test_a_root_that_cannot_hold_a_node_layout_is_bad_usage(node: Node) -> None:
+    """A file, or a root whose `var` is a file: one line naming --root, exit 64, not an internal error."""
+    shutil.rmtree(node.root / "var", ignore_errors=True)
+    node.root.mkdir(parents=True, exist_ok=True)
+    (node.root / "var").write_text("not a directory")
+    result = node.boot(node.config("article-first-boot-every-boot"))
+    assert result.returncode == 64, result.stderr
+    assert result.stderr.startswith(f"lifeguard-node: --root {node.root}: no node layout can be made there: ")
+    assert len(result.stderr.splitlines()) == 1
+    assert not node.record_file.exists()
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from lifeguard.node.executor import (
     Executor,
     NodeIdentity,
 )
-from lifeguard.node.layout import NodeLayout
+from lifeguard.node.layout import NodeLayout, ensure_dir
 from lifeguard.settings import setting
 
 if TYPE_CHECKING:
@@ -222,11 +222,16 @@ def _boot(args: argparse.Namespace) -> int:
             script_timeout_seconds=timeout,
             fetch_backoff_seconds=backoff,
         )
+        for needed in (layout.state, layout.actions):  # a --root that cannot hold them: a file, /proc, …
+            ensure_dir(needed)
     except InvalidLifecycleConfigError as exc:
         print(f"lifeguard-node: {args.config}: nothing was run; {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ValueError as exc:
         print(f"lifeguard-node: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"lifeguard-node: --root {args.root}: no node layout can be made there: {exc}", file=sys.stderr)
         return EXIT_USAGE
     with contextlib.suppress(OSError):  # the scripts' directory: there they start without a fork (process.py)
         os.chdir(layout.root)
