@@ -5,7 +5,8 @@ They read Lifeguard's table and PCS in the account and region of the deployed st
 the table and its parameters give the DefaultMode and DryRun the Lambdas run with (`--stack-name`,
 `--region`, `--profile`; see `lifeguard_cli.deployment`). A table given by `--table` or `LIFEGUARD_TABLE`
 is used as is, without reading the stack (the mode default is then `LIFEGUARD_DEFAULT_MODE`, else notify).
-`--local` points them at the local AWS of `AWS_ENDPOINT_URL`."""
+`--local` points them at the local AWS running (`lifeguard local up`, `replay --keep`), else at the one of
+`AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_PCS`."""
 
 from __future__ import annotations
 
@@ -159,20 +160,18 @@ def open_operator(
     session: Any = None
     replayed_mode: str | None = None
     if local:
-        endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
-        if not endpoints[0]:
-            from lifeguard_cli.local.background import read_state
+        from lifeguard_cli.local.background import read_state
 
-            running = read_state()  # what `lifeguard local up` or `replay --keep` left
-            if running is not None:
-                given = running["environ"]
-                endpoints = (
-                    str(given.get("AWS_ENDPOINT_URL", "")),
-                    str(given.get("AWS_ENDPOINT_URL_PCS", "")),
-                )
-                replayed_mode = str(given.get("LIFEGUARD_DEFAULT_MODE") or "") or None  # replay --keep's mode
-                if not (table or stack_name or os.environ.get("LIFEGUARD_TABLE")):
-                    table, stack_name = running.get("table"), running.get("stack_name")
+        endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
+        # The local AWS running now (`lifeguard local up`, or `replay --keep`, which replaces it) before the
+        # shell's variables, which may be the exports of one it replaced.
+        running = read_state()
+        if running is not None:
+            given = running["environ"]
+            endpoints = (str(given.get("AWS_ENDPOINT_URL", "")), str(given.get("AWS_ENDPOINT_URL_PCS", "")))
+            replayed_mode = str(given.get("LIFEGUARD_DEFAULT_MODE") or "") or None  # replay --keep's mode
+            if not (table or stack_name):  # its table or stack (not the shell's), unless the command line's
+                table, stack_name = running.get("table") or "", running.get("stack_name")
         if not all(urlsplit(url).hostname in LOOPBACK for url in endpoints):
             raise OperatorError(
                 "--local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
@@ -180,7 +179,7 @@ def open_operator(
             )
         # Every call to the local AWS, with test keys, whatever the shell, its profile or --profile say.
         session = LoopbackSession(*endpoints)
-    name = setting("table", table, "", str)
+    name = table if table is not None else setting("table", None, "", str)
     if name:
         session = session or aws_session(region, profile, read_samconfig().region)
         return Operator(name, client=partial(session_client, session), default_mode=replayed_mode)

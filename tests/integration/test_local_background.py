@@ -251,3 +251,31 @@ def test_local_up_while_a_replay_is_kept_prints_exports_that_status_local_can_us
             pasted[key] = value
     status = lifeguard("status", "--local", env=pasted)
     assert status.returncode == 0, status.stderr
+
+
+def test_after_eval_local_up_a_replay_keep_is_what_local_finds(env: dict[str, str]) -> None:
+    """`eval "$(lifeguard local up)"`, then `replay --keep`, which replaces that local AWS: the shell still
+    exports the first one's endpoints and stack, but `--local` (and the notification's undo line, pasted)
+    goes to the replay's, which is the one running."""
+    up = lifeguard("local", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    shell = dict(env)
+    for line in up.stdout.splitlines():
+        if line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            shell[key] = value
+    streams = [str(STREAMS / f"article-terminate-{name}.jsonl") for name in ("loop", "node-reports")]
+    kept = lifeguard("replay", "--keep", "--json", "--mode", "quarantine", *streams, env=shell)
+    assert kept.returncode == 0, kept.stderr
+    (applied,) = [
+        e["detail"] for e in json.loads(kept.stdout)["events"] if e["detail-type"] == "RemediationApplied"
+    ]
+    status = lifeguard("status", "--local", "--json", env=shell)
+    assert status.returncode == 0, status.stderr
+    (row,) = json.loads(status.stdout)["groups"]
+    assert (row["compute_node_group_id"], row["mode"]) == ("pcs_abcdef01", "quarantine")
+    program, *arguments = shlex.split(applied["undo"])
+    assert program == "lifeguard"
+    preview = lifeguard(*arguments, "--dry-run", env=shell)
+    assert preview.returncode == 0, preview.stderr
+    assert "dry run: nothing changed" in preview.stdout
