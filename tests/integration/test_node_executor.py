@@ -379,6 +379,23 @@ def test_bad_usage_exits_64(node: Node) -> None:
     assert "--config" in result.stderr
 
 
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_the_boots_report_fits_the_width_its_errors_under_their_run(node: Node, columns: str) -> None:
+    """A script that cannot be fetched has a long error: beside its run it would make a line of 150-180
+    characters; it goes under the run, wrapped between words, to COLUMNS."""
+    config = node.config("article-terminate")
+    for script in config["stages"]["nodeBootstrapped"]:
+        script["scriptSource"]["scriptLocation"] = f"s3://{node.bucket}/no/such/key-{script['name']}.sh"
+    node.env.update(COLUMNS=columns, LIFEGUARD_FETCH_BACKOFF_SECONDS="0.001")
+    result = node.boot(config)
+    assert result.returncode == 4, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= int(columns)
+    assert any("fail-terminate" in line and "onError TERMINATE" in line for line in lines)
+    notes = " ".join(line.strip() for line in lines if line.startswith(" " * 6))
+    assert "no/such/key-" in notes  # the error is all there, only wrapped
+
+
 def test_a_root_that_cannot_hold_a_node_layout_is_bad_usage(node: Node) -> None:
     """A file, or a root whose `var` is a file: one line naming --root, exit 64, not an internal error."""
     shutil.rmtree(node.root / "var", ignore_errors=True)

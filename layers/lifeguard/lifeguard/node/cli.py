@@ -390,10 +390,20 @@ def _report(result: BootResult, *, as_json: bool) -> None:
         return
     kind = "first boot" if result.first_boot else f"reboot (boot {result.boot})"
     print(f"{kind}: exit {result.exit_code}")
+    width = _columns()
+    names = max((len(run.script) for run in result.runs), default=0)
     for run in result.runs:
         code = "" if run.exit_code is None else f" exit={run.exit_code}"
-        note = f"  {run.error}" if run.error else ""
-        print(f"  {run.stage:<17} {run.script:<30} {run.outcome:<9}{code}  onError {run.on_error}{note}")
+        line = f"  {run.stage:<17} {run.script:<{names}} {run.outcome:<9}{code}  onError {run.on_error}"
+        if run.error and len(line) + 2 + len(run.error) <= width:
+            line += f"  {run.error}"
+        elif run.error:  # under its run, wrapped between words
+            import textwrap
+
+            line += "\n" + textwrap.fill(
+                run.error, max(width, 40), initial_indent=" " * 6, subsequent_indent=" " * 6
+            )
+        print(line)
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"boot": _boot, "ship": _ship, "drain": _drain}
