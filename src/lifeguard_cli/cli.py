@@ -459,6 +459,11 @@ def simulate(
     render_simulation(document, console)
 
 
+# What status, history and undo say while AWS has not answered for a second (a slow or hung endpoint:
+# each call may take its five attempts of 20 s).
+_READING = "reading Lifeguard's stack, table and PCS"
+
+
 @contextlib.contextmanager
 def _working(what: str, *, after_seconds: float = 1.0) -> Iterator[None]:
     """Say `what` is going on, on stderr, once it has taken `after_seconds` (a spinner on a terminal)."""
@@ -671,7 +676,7 @@ def status(
     from lifeguard_cli.tables import show as show_table
     from lifeguard_cli.tables import table as make_table
 
-    with _one_line_errors("status"):
+    with _one_line_errors("status"), _working(_READING):
         operator = _operator(table, local, stack_name, region, profile)
         rows = operator.status(cluster)
     stack = operator.stack
@@ -737,7 +742,7 @@ def history(
     from lifeguard_cli.tables import show as show_table
     from lifeguard_cli.tables import table as make_table
 
-    with _one_line_errors("history"):
+    with _one_line_errors("history"), _working(_READING):
         operator = _operator(table, local, stack_name, region, profile)
         cluster_id, group_id, entries = operator.history(group, cluster)
     if as_json:
@@ -791,9 +796,11 @@ def undo(
     Example: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --dry-run
     """
     with _one_line_errors("undo"):
-        operator = _operator(table, local, stack_name, region, profile)
+        with _working(_READING):
+            operator = _operator(table, local, stack_name, region, profile)
         if not dry_run and not yes:
-            preview = operator.undo(group, cluster, dry_run=True, force=force)
+            with _working(_READING):
+                preview = operator.undo(group, cluster, dry_run=True, force=force)
             if not sys.stdin.isatty():
                 typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
                 raise typer.Exit(2)
@@ -802,9 +809,11 @@ def undo(
             if not typer.confirm("Put this configuration back?", default=False, err=True):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
-            result = operator.undo(group, cluster, force=force, shown=preview)
+            with _working("undoing"):
+                result = operator.undo(group, cluster, force=force, shown=preview)
         else:
-            result = operator.undo(group, cluster, dry_run=dry_run, force=force)
+            with _working("undoing" if not dry_run else _READING):
+                result = operator.undo(group, cluster, dry_run=dry_run, force=force)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -180,6 +181,48 @@ def test_local_without_a_local_endpoint_is_one_clear_line(env: Env) -> None:
     )
     unknown = env.run("history", "pcs_nosuchgroup")
     assert unknown.returncode == 2  # the same missing endpoint, found before anything else
+
+
+def test_an_aws_that_does_not_answer_is_said_on_stderr_within_seconds() -> None:
+    """An endpoint that takes the connection and never answers: each call may wait its five attempts of
+    20 s. The command says on stderr what it is waiting for, once a second has gone by."""
+    import socket
+    import threading
+    import time
+
+    held: list[socket.socket] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.2)
+
+        def take() -> None:
+            with contextlib.suppress(OSError):
+                while len(held) < 20:
+                    with contextlib.suppress(TimeoutError):
+                        held.append(server.accept()[0])
+
+        threading.Thread(target=take, daemon=True).start()
+        endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+        environ = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("AWS_")},
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ENDPOINT_URL_PCS": endpoint,
+            "LIFEGUARD_TABLE": "lifeguard-state",
+            "LIFEGUARD_LOCAL_STATE": os.devnull,
+        }
+        running = subprocess.Popen(
+            [str(LIFEGUARD), "status", "--local"],
+            env=environ,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(5)
+        running.kill()
+        _, err = running.communicate(timeout=30)
+        for connection in held:
+            connection.close()
+    assert held  # it did reach the endpoint, which never answered
+    assert "reading Lifeguard's stack, table and PCS…" in err
 
 
 def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
