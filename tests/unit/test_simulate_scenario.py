@@ -198,6 +198,10 @@ def test_hostile_values_are_one_line_errors_not_tracebacks(tmp_path: Path) -> No
         (tmp_path / name).write_text(text + "\n")
         with pytest.raises(ScenarioError, match=rf"^{name.replace('.', '[.]')}: not valid YAML: "):
             load_scenario(tmp_path / name)
+    # Its hexadecimal form of any length is read (bases of two have no limit), and is out of range.
+    (tmp_path / "hex.yaml").write_text("name: x\nhorizon_minutes: 0x" + "f" * 5000 + "\n")
+    with pytest.raises(ScenarioError, match=r"horizon_minutes: a number of 20,000 bits… is out of range"):
+        load_scenario(tmp_path / "hex.yaml")
 
 
 def test_every_problem_of_a_scenario_is_reported_at_once() -> None:

@@ -245,6 +245,15 @@ def _parse_text(text: str, path: Path) -> Any:
         raise ScenarioError(f"{path.name}: not valid YAML{line}: {getattr(exc, 'problem', exc)}") from None
 
 
+def _leading(value: int) -> str:
+    """A huge integer's first digits, for a message: YAML reads `0x…` of any length, which `str` refuses
+    past 4,300 digits."""
+    try:
+        return str(value)[:12]
+    except ValueError:
+        return f"{'-' if value < 0 else ''}a number of {value.bit_length():,} bits"
+
+
 def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
     """A scenario from its parsed document; `path` locates `scripts_dir` and names the file in errors."""
     check = _Checker(path.name if path else "scenario")
@@ -356,7 +365,7 @@ class _Checker:
 
     def number(self, value: Any, where: str, low: float, high: float) -> float:
         if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 10**12:
-            self.fail(where, f"{str(value)[:12]}… is out of range: from {low:g} to {high:g}")
+            self.fail(where, f"{_leading(value)}… is out of range: from {low:g} to {high:g}")
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             self.fail(where, f"must be a number from {low:g} to {high:g}")
         if not low <= value <= high:
@@ -367,7 +376,7 @@ class _Checker:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(where, f"must be an integer from {low} to {high}")
         if abs(value) > 10**12:
-            self.fail(where, f"{str(value)[:12]}… is out of range: from {low} to {high}")
+            self.fail(where, f"{_leading(value)}… is out of range: from {low} to {high}")
         if not low <= value <= high:
             self.fail(where, f"{value} is out of range: from {low} to {high}")
         return int(value)
