@@ -245,8 +245,9 @@ class _State:
     executor_offset: int = 0
     executor_inode: int = 0  # of the executor.log the offset is in (0: not known, a state saved before)
     script_offsets: dict[str, int] = field(default_factory=dict)
-    # Of each script log, the file its offset is in (as `executor_inode`; none: a state saved before).
-    script_inodes: dict[str, int] = field(default_factory=dict)
+    # Of each script log, the end marker (hex) its offset is just after: a log whose bytes there are others
+    # is another file, written anew (none: a state saved before).
+    script_marks: dict[str, str] = field(default_factory=dict)
     boot: int = 1
     first_boot: bool = True
     pending: list[str] = field(default_factory=list)
@@ -267,7 +268,9 @@ class _State:
                 executor_offset=_offset(data["executor_offset"]),
                 executor_inode=_offset(data.get("executor_inode", 0)),
                 script_offsets={str(k): _offset(v) for k, v in data["script_offsets"].items()},
-                script_inodes={str(k): _offset(v) for k, v in data.get("script_inodes", {}).items()},
+                script_marks={
+                    str(k): bytes.fromhex(v).hex() for k, v in data.get("script_marks", {}).items()
+                },
                 boot=_offset(data["boot"]),
                 first_boot=data["first_boot"],
                 pending=data["pending"],
@@ -290,7 +293,7 @@ class _State:
             "executor_offset": self.executor_offset,
             "executor_inode": self.executor_inode,
             "script_offsets": self.script_offsets,
-            "script_inodes": self.script_inodes,
+            "script_marks": self.script_marks,
             "boot": self.boot,
             "first_boot": self.first_boot,
             "pending": self.pending,
@@ -298,6 +301,10 @@ class _State:
             "instance_id": self.instance_id,
         }
         atomic_write(path, json.dumps(data).encode(), FILE_MODE)
+
+
+# The end of a run's end marker kept with the offset after it: `[end <name> exit=N @ <epoch>]`.
+_MARK_BYTES = 64
 
 
 def _instance_of(report: str) -> object:
@@ -561,7 +568,6 @@ class Shipper:
         try:
             path = self.layout.script_log(stage, script)
             with path.open("rb") as file:
-                inode = os.fstat(file.fileno()).st_ino
                 file.seek(start)
                 first = file.readline(_MARKER_MAX_BYTES)
                 window_from = max(start + len(first), end - LOG_TAIL_BYTES - _END_MARKER_MAX_BYTES)
@@ -577,7 +583,7 @@ class Shipper:
         found = _END_REST.fullmatch(marker, len(end_prefix)) if marker.startswith(end_prefix) else None
         if started_at is None or found is None or len(window) != end - window_from:
             return None
-        self._read_to(f"{stage}/{script}.log", end, inode)
+        self._read_to(f"{stage}/{script}.log", end, window)
         return {
             "started_at": started_at,
             "ended_at": int(found.group(2)),
@@ -606,8 +612,7 @@ class Shipper:
         tail = bytearray()
         try:
             with path.open("rb") as file:
-                log_stat = os.fstat(file.fileno())
-                offset = self._read_from(key, log_stat)
+                offset = self._read_from(key, file)
                 file.seek(offset)
                 for raw, end_offset in _lines(file, offset):
                     line = raw.removesuffix(b"\n")
@@ -627,6 +632,7 @@ class Shipper:
                                 "exit_code": code,
                                 "ended_at": at,
                                 "offset": end_offset,
+                                "mark": raw,
                                 "tail": bytes(tail[-LOG_TAIL_BYTES:]),
                             }
                     tail += raw
@@ -636,7 +642,7 @@ class Shipper:
             return None
         if started_at is None or found is None:
             return None
-        self._read_to(key, found["offset"], log_stat.st_ino)
+        self._read_to(key, found["offset"], found["mark"])
         return {
             "started_at": started_at,
             "ended_at": found["ended_at"],
@@ -644,21 +650,23 @@ class Shipper:
             "log_tail": found["tail"].decode("utf-8", "replace"),
         }
 
-    def _read_from(self, key: str, found: os.stat_result) -> int:
-        """Where a script log (its `found` stat) holds its next run: where the last one read ended, unless
-        the log is not the file read then (removed and written anew: a clean-up between boots; or this
-        state was baked into the image of another instance) or is shorter: then from its start, as
-        executor.log is read."""
+    def _read_from(self, key: str, file: Any) -> int:
+        """Where a script log (open as `file`) holds its next run: just after the end marker of the last run
+        read, when the log still holds that marker there; else from its start, as executor.log is read.
+        A log removed and written anew (a clean-up between boots), or a state baked into the image of
+        another instance, holds other bytes there, whatever the file's length or inode (ext4 gives a new
+        file the inode of the one just removed)."""
         offset = self.state.script_offsets.get(key, 0)
-        known = self.state.script_inodes.get(key, 0)
-        if found.st_size < offset or (known and known != found.st_ino):
+        mark = bytes.fromhex(self.state.script_marks.get(key, ""))
+        if offset < len(mark) or os.fstat(file.fileno()).st_size < offset:
             return 0
-        return offset
+        file.seek(offset - len(mark))
+        return offset if file.read(len(mark)) == mark and file.tell() == offset else 0
 
-    def _read_to(self, key: str, offset: int, inode: int) -> None:
-        """Note that the script log (the file `inode`) was read up to `offset`."""
+    def _read_to(self, key: str, offset: int, before: bytes) -> None:
+        """Note that the script log was read up to `offset`, which `before` (its end marker) ends at."""
         self.state.script_offsets[key] = offset
-        self.state.script_inodes[key] = inode
+        self.state.script_marks[key] = before[-_MARK_BYTES:].hex()
 
     def _report(
         self, record: Mapping[str, Any], outcome: str, stage: str, script: str, run: dict[str, Any] | None
