@@ -675,9 +675,22 @@ def test_a_node_without_reports_proves_a_configuration_with_no_script_under_stop
 
 
 def test_a_loop_whose_nodes_reported_only_succeeded_scripts_is_not_blamed_on_a_script() -> None:
+    """Every nodeBootstrapped script of the configuration reported succeeded on every failing node: the boot
+    failed elsewhere. Some of them are not enough (any node can write a success of another's script)."""
+    partial = World()
+    GroupStore(partial.table, TABLE).put_reports(
+        [ran(FIRST, 1792544790000), ran(SECOND, 1792545150000, script="fail-terminate")]
+    )
+    partial.feed(ARTICLE)
+    [(_, told)] = partial.bus.events()
+    assert told["reason"].startswith("no node report named a failing script")
     world = World()
     GroupStore(world.table, TABLE).put_reports(
-        [ran(FIRST, 1792544790000), ran(SECOND, 1792545150000, script="fail-terminate")]
+        [
+            ran(instance, when, script=script)
+            for instance, when in ((FIRST, 1792544790000), (SECOND, 1792545150000))
+            for script in ("fail-terminate", "record-after-fail")
+        ]
     )
     world.feed(ARTICLE)
     [(_, detail)] = world.bus.events()
@@ -870,7 +883,10 @@ def test_forged_reports_never_open_a_loop_of_a_group_that_did_not_loop(
 
 def test_a_forged_run_beside_a_real_failure_names_no_other_script() -> None:
     """A TERMINATE failure ends its boot: a second failed TERMINATE run of another script for the same
-    instance contradicts it, so that instance names no suspect; the loop's other evidence still does."""
+    instance contradicts it, so that instance names no suspect; the loop's other evidence still does. When
+    every instance that named the suspect is contradicted, it is withdrawn and told again with none (its
+    remediation then switches every TERMINATE script): whichever report came first, one of the two was
+    written by another node, and none is named rather than the wrong one."""
     world = World()
     world.feed(ARTICLE)
     handler = reports_handler(world)
@@ -884,10 +900,17 @@ def test_a_forged_run_beside_a_real_failure_names_no_other_script() -> None:
         "fail-terminate",
         [failed[1]["instance_id"]],
     )
+    told = len(world.published())
     ship(
         world, handler, [forged(r["instance_id"], r["ended_at"] + 1, "record-after-fail") for r in failed[1:]]
     )
-    assert world.state().episode.suspect.script == "fail-terminate"  # kept: nothing names another one
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is None  # not record-after-fail: nothing names another one
+    assert world.published()[told:] == ["BootstrapLoopDetected"]
+    (last, *_) = [d for t, d in reversed(world.bus.events()) if t == "BootstrapLoopDetected"]
+    assert last["suspect"] is None
+    assert last["reason"].startswith("nodeBootstrapped › fail-terminate is not the suspect")
 
 
 def test_a_batch_naming_many_groups_reads_pcs_for_twenty_and_the_rest_on_their_next_reports() -> None:
@@ -1708,9 +1731,10 @@ def test_a_failure_of_a_script_the_configuration_does_not_have_contains_no_fixed
 
 
 def test_a_suspect_named_after_the_detection_said_no_script_failed_is_remediated() -> None:
-    """The failing nodes' runs that did not fail came first (their failed runs' batch was retried): the
-    detection said no script failed. Their failed runs, when they come, name the script, and the
-    remediation of that revision switches it."""
+    """The failing nodes' runs that did not fail came first (their failed runs' batch was retried): they
+    are not every nodeBootstrapped script's, so the detection does not say no script failed, and names
+    none. Their failed runs, when they come, name the script, and the remediation of that revision
+    switches it."""
     world = World()
     GroupStore(world.table, TABLE).put_reports(
         [
@@ -1721,7 +1745,8 @@ def test_a_suspect_named_after_the_detection_said_no_script_failed_is_remediated
     world.feed(ARTICLE)
     episode = world.state().episode
     assert episode is not None
-    assert episode.no_script_failed
+    assert not episode.no_script_failed
+    assert episode.suspect is None
     ship(world, reports_handler(world), REPORTED)
     episode = world.state().episode
     assert episode is not None

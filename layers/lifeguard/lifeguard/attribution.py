@@ -23,12 +23,14 @@ __all__ = [
     "BootRuns",
     "ReportedLoop",
     "boot_runs",
+    "contradicted",
     "failed_runs",
     "find_suspect",
     "known_scripts",
     "launch_boot",
     "launched_instances",
     "reported_loop",
+    "still_failing",
     "suspect_of_runs",
 ]
 
@@ -91,10 +93,12 @@ class _Mark(Protocol):
 
 @dataclass(frozen=True)
 class BootRuns:
-    """What an instance's reports say about one boot: its failed runs, and how many runs did not fail."""
+    """What an instance's reports say about one boot: its failed runs, how many runs did not fail, and of
+    which scripts ((stage, name))."""
 
     failed: list[NodeReport]
     others: int
+    ran: frozenset[tuple[str, str]] = frozenset()
 
     @property
     def reported(self) -> bool:
@@ -110,6 +114,25 @@ class BootRuns:
         return f"its reports show {self.others} script run(s), none failed"
 
 
+def still_failing(failed: Iterable[NodeReport], suspect: Suspect | None) -> list[NodeReport]:
+    """Of the failed runs of a node PCS logged ACTIVE, those that leave the loop's script failing on a node
+    that stays up: under STOP_SEQUENCE (a quarantine, or the owners'), or under CONTINUE in
+    nodeBootstrapped, the loop's stage, or of the loop's own script (`suspect`: the owners let it go on).
+    Not a CONTINUE failure of another nodeReady script (the article's ready-check: not the loop), nor a
+    TERMINATE failure, which PCS answers by terminating the node: not its boot's, or not true, or (in
+    nodeReady, after ACTIVE) a node that does not stay."""
+    named = (suspect.stage, suspect.script) if suspect is not None else None
+    return [
+        run
+        for run in failed
+        if run.on_error == "STOP_SEQUENCE"
+        or (
+            run.on_error == "CONTINUE"
+            and (run.stage == "nodeBootstrapped" or (run.stage, run.script) == named)
+        )
+    ]
+
+
 def boot_runs(
     reports: Iterable[NodeReport],
     marks: Iterable[_Mark],
@@ -122,15 +145,16 @@ def boot_runs(
     """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known),
     of `scripts` only when given and of the launch boot only with `outcome_ms` (as `failed_runs`)."""
     since_s = (since_ms // 1000) - 1 if since_ms is not None else None
-    others = sum(
-        1
+    mine = [
+        m
         for m in marks
         if m.instance_id == instance_id
         and (since_s is None or m.started_at >= since_s)
         and (scripts is None or (m.stage, m.script) in scripts)
         and (outcome_ms is None or launch_boot(m, outcome_ms))
-    )
-    return BootRuns(failed_runs(reports, instance_id, since_ms, scripts, outcome_ms=outcome_ms), others)
+    ]
+    failed = failed_runs(reports, instance_id, since_ms, scripts, outcome_ms=outcome_ms)
+    return BootRuns(failed, len(mine), frozenset((m.stage, m.script) for m in mine))
 
 
 def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:
@@ -144,6 +168,15 @@ def suspect_of_runs(runs: Sequence[NodeReport]) -> Suspect:
         log_tail=run.log_tail,
         instances=sorted({r.instance_id for r in runs}),
     )
+
+
+def contradicted(instances: Collection[str], reports: Iterable[NodeReport]) -> set[str]:
+    """Of `instances`, those whose failed runs say two things at once (`_contradicted`)."""
+    by_instance: dict[str, list[NodeReport]] = {}
+    for report in reports:
+        if report.failed and report.instance_id in instances:
+            by_instance.setdefault(report.instance_id, []).append(report)
+    return {instance for instance, runs in by_instance.items() if _contradicted(runs)}
 
 
 def _contradicted(runs: Iterable[NodeReport]) -> bool:

@@ -9,7 +9,14 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from lifeguard.attribution import KEPT_LIMIT, BootRuns, failed_runs, known_scripts, suspect_of_runs
+from lifeguard.attribution import (
+    KEPT_LIMIT,
+    BootRuns,
+    failed_runs,
+    known_scripts,
+    still_failing,
+    suspect_of_runs,
+)
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
@@ -91,8 +98,9 @@ def reopen_as_contained(
         known_scripts(state),
         outcome_ms=last.resolved_at,
     )
+    runs = still_failing(runs, last.suspect)
     if not runs:
-        return []
+        return []  # the proof it made, if any, `revoke_false_proof` takes back
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
         state.proven_good = None
     last.resolved_at = last.resolved_by = None
@@ -112,11 +120,16 @@ def settle(
     lifeguards: bool = True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it: contained when
-    its node reported a failed script for that boot, resolved when it reported only runs that did not fail,
-    or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and
-    nothing yet otherwise. `lifeguards` as for `contain`."""
-    if boot.failed:
-        return contain(state, settings, success, boot.failed, lifeguards=lifeguards)
+    its node reported a run of that boot that leaves the loop's script failing (`still_failing`), resolved
+    when it reported runs and none does, or, when it reported nothing, resolved if
+    `unreported` (the success alone is to be believed) and nothing yet otherwise; nothing either when it
+    reported a TERMINATE failure (of nodeReady, which runs after PCS logged the node ACTIVE: PCS
+    terminates the node, and that ends it or not). `lifeguards` as for `contain`."""
+    if any(run.on_error == "TERMINATE" for run in boot.failed):
+        return []
+    failing = still_failing(boot.failed, state.episode.suspect if state.episode else None)
+    if failing:
+        return contain(state, settings, success, failing, lifeguards=lifeguards)
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence())
     return []

@@ -81,15 +81,20 @@ class GroupEvidence:
         return boot_runs((), marks, instance, since, scripts, outcome_ms=at)
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
-        """Whether every failing instance reported runs for its boot and none of them failed: the boot
-        failed outside the lifecycle scripts (the PCS agent, slurmd, the AMI)."""
-        if not failures:
+        """Whether every failing instance reported a run of every nodeBootstrapped script of the group's
+        configuration for its boot, and none of them failed: the boot failed outside the lifecycle scripts
+        (the PCS agent, slurmd, the AMI). Some runs are not enough: any node can write a report, and one
+        success written for the very script that failed would otherwise keep a real loop from its
+        quarantine."""
+        scripts = known_scripts(self._state)
+        wanted = {script for script in scripts or () if script[0] == "nodeBootstrapped"}
+        if not failures or not wanted:
             return False
         for failure in failures:
             outcome = self._state.outcomes.get(failure.instance_id) or BootOutcome(
                 failure.instance_id, failure.scheduler_node_id, failure.event_timestamp, False
             )
             runs = self.of(outcome)
-            if runs.failed or not runs.reported:
+            if runs.failed or not wanted <= runs.ran:
                 return False
         return True

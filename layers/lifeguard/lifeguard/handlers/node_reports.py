@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import find_suspect, known_scripts, launched_instances, reported_loop
+from lifeguard.attribution import contradicted, find_suspect, known_scripts, launched_instances, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
-from lifeguard.group_state import ChangedBy, Episode, GroupState
+from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
 from lifeguard.handlers.evidence import GroupEvidence
@@ -198,6 +198,8 @@ class NodeReportsHandler:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             failing = evidence.reports_of(failure.instance_id for failure in episode.failures)
             suspect = find_suspect(episode.failures, failing, known_scripts(state))
+            if suspect is None and episode.suspect is not None:
+                return self._withdraw(state, episode.suspect, failing, revoked)
             if suspect is None or suspect == episode.suspect:
                 return Change(changed=revoked)
             before = episode.suspect
@@ -221,6 +223,27 @@ class NodeReportsHandler:
             return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings)])
 
         return self.updater.update(cluster_id, group_id, mutate)
+
+    def _withdraw(
+        self, state: GroupState, named: Suspect, failing: list[NodeReport], revoked: bool
+    ) -> Change:
+        """The suspect an open episode named no longer holds: the instances that named it now report failed
+        TERMINATE runs of two scripts (`contradicted`: one of them was written by another node, as when a
+        node's own reports come after a forged one). The episode names none, and is told again, so its
+        remediation switches every TERMINATE script rather than the one another node named."""
+        episode = state.episode
+        assert episode is not None
+        if not contradicted(set(named.instances), failing):
+            return Change(changed=revoked)  # its reports gone (expired): what they said stands
+        episode.suspect = None
+        episode.revision += 1
+        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        reason = (
+            f"{named.stage} › {named.script} is not the suspect: the nodes that named it also report another "
+            "TERMINATE script failed (one of the two was written by another node)"
+        )
+        logger.warning("group %s: %s", state.group_id, reason)
+        return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)])
 
     def _settle_open(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
         def mutate(state: GroupState) -> Change:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, find_suspect, known_scripts
+from lifeguard.attribution import BootRuns, find_suspect, known_scripts, still_failing
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -34,7 +34,13 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
-from lifeguard.lifecycle_rules import drains_kept_nodes, hides_failures, holds_quarantine, holds_script
+from lifeguard.lifecycle_rules import (
+    drains_kept_nodes,
+    hides_failures,
+    holds_quarantine,
+    holds_script,
+    stopping_scripts,
+)
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -327,7 +333,9 @@ class ScalingEventsHandler:
         unreported = not boot.failed and not self._proves_nothing(state, success, boot)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
         lifeguards = (
-            bool(boot.failed) and state.config is not None and self._holds_quarantine(state, state.config)
+            bool(still_failing(boot.failed, state.episode.suspect if state.episode else None))
+            and state.config is not None
+            and self._holds_quarantine(state, state.config)
         )
         settled = settle(state, settings, success, boot, unreported=unreported, lifeguards=lifeguards)
         if settled:
@@ -390,10 +398,18 @@ class ScalingEventsHandler:
 
         def evidence(outcome: BootOutcome) -> str | None:
             boot = runs.of(outcome)
-            if boot.reported:
-                return None if boot.failed else f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
-            if config is None or hides_failures(config.node_lifecycle_actions):
-                return None  # PCS logs a STOP_SEQUENCE script's failure as a success: that proves nothing
+            actions = config.node_lifecycle_actions if config is not None else None
+            hidden = hides_failures(actions)
+            if (
+                boot.reported
+                and not boot.failed
+                and (not hidden or _stopping_before_active(actions) <= boot.ran)
+            ):
+                return f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
+            if boot.reported or config is None or hidden:
+                # PCS logs a STOP_SEQUENCE script's failure as a success: that proves nothing, nor do reports
+                # that leave out a run of such a script (any node can write a report of another's success).
+                return None
             return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
 
         # A configuration learned from a listing proves nothing yet: its actions are read in a later batch.
@@ -596,8 +612,10 @@ class ScalingEventsHandler:
             return
         if episode.kind == "intermittent" and since is not None and detection.kind != "loop":
             return  # the same intermittent failures: the episode already says so
-        was = episode.kind
+        was, contained = episode.kind, since is not None and episode.contained_at is not None
         change.changed = True
+        if contained:
+            episode.contained_at = None  # failing again: no longer contained (its kept nodes stay listed)
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
@@ -611,6 +629,12 @@ class ScalingEventsHandler:
         if since is None:
             reason = (
                 f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
+            )
+        elif contained:
+            reason = (
+                f"the group loops again after its loop was contained: {len(detection.failures)} instances "
+                f"TERMINATED/BOOTSTRAP_FAILED in a row within {settings.window_minutes} min, on the same "
+                "configuration"
             )
         elif was == "intermittent":
             reason = (
@@ -633,9 +657,11 @@ def _new_failures_since(episode: Episode) -> int | None:
     failures are a loop it does not tell yet (None: there is none to look for). A replacement loop whose
     nodes now fail to bootstrap (a script's object overwritten in place): else no success would ever end
     it. An intermittent episode whose failures come in a row now: it ends only after three successes in a
-    row, which a static group that is whole again never boots, and a loop a day later would go untold."""
+    row, which a static group that is whole again never boots, and a loop a day later would go untold. A
+    contained episode: its kept nodes stay up, and a loop of fresh instances since (another script broken
+    in place, a kept node's failure in nodeBootstrapped written by someone else) is not the one it tells."""
     if episode.contained_at is not None:
-        return None
+        return episode.contained_at
     if episode.kind == "replacement" and episode.unhealthy:
         return max(f.event_timestamp for f in episode.unhealthy)
     if episode.kind == "intermittent" and episode.failures:
@@ -670,6 +696,13 @@ def _launch_of_a_failure(state: GroupState, record: ScalingLogRecord) -> bool:
         return False
     outcome = state.outcomes.get(record.instance_id or "")
     return outcome is not None and not outcome.succeeded
+
+
+def _stopping_before_active(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """The nodeBootstrapped scripts under STOP_SEQUENCE: a boot's reports prove a configuration that hides
+    failures only with a run of each (nodeReady's come after ACTIVE; a failure of theirs, when it comes,
+    takes the proof back)."""
+    return {script for script in stopping_scripts(actions) if script[0] == "nodeBootstrapped"}
 
 
 def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str | None:

@@ -1,0 +1,345 @@
+"""Node reports forged by a node holding root (any node may write any report), or sent late by a broken
+node, against the real handlers end to end (`lifeguard replay --json` on the local AWS).
+
+Each test builds its stream from scaling-log records (PCS's, trusted) and node reports (anyone's), runs the
+replay, and checks what README says of them; the `test_control_*` tests show what the same stream does
+without the forged or late report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+LIFEGUARD = Path(sys.executable).parent / "lifeguard"
+
+C, G = "pcs_abc123de45", "pcs_abcdef01"
+T0 = 1792544685000
+HOUR = 3600 * 1000
+
+
+def rec(t: int, status: str, reason: str, iid: str) -> dict:
+    return {
+        "resource_id": C,
+        "resource_type": "PCS_CLUSTER",
+        "event_timestamp": t,
+        "compute_node_group_id": G,
+        "scheduler_node_id": "lca-static-1",
+        "status_code": status,
+        "reason_code": reason,
+        "description": "x",
+        "details": {"instance_id": iid, "instance_type": "c7i.large", "subnet_id": "subnet-1"},
+    }
+
+
+def rep(
+    t_s: int,
+    iid: str,
+    script: str,
+    outcome: str,
+    *,
+    on_error: str = "TERMINATE",
+    stage: str = "nodeBootstrapped",
+) -> dict:
+    return {
+        "kind": "script_run",
+        "cluster_id": C,
+        "compute_node_group_id": G,
+        "instance_id": iid,
+        "node_id": "lca-static-1",
+        "boot": 1,
+        "first_boot": True,
+        "stage": stage,
+        "script": script,
+        "on_error": on_error,
+        "exit_code": 1 if outcome == "failed" else 0,
+        "outcome": outcome,
+        "started_at": t_s,
+        "ended_at": t_s,
+        "log_tail": "x\n",
+        "script_sha256": None,
+    }
+
+
+def failed_boot(t: int, iid: str, *, report: str | None = "fail-terminate") -> list[dict]:
+    """A node of the article's TERMINATE config failing fail-terminate (its own report, when `report`)."""
+    out = [
+        rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", iid),
+        rec(t + 60000, "REGISTERED", "REGISTER_SUCCESS", iid),
+    ]
+    if report:
+        out.append(rep((t + 90000) // 1000, iid, report, "failed"))
+    out.append(rec(t + 120000, "TERMINATED", "BOOTSTRAP_FAILED", iid))
+    return out
+
+
+def good_boot(t: int, iid: str, *, ready: str | None = "succeeded") -> list[dict]:
+    """A node booting with every nodeBootstrapped script succeeded (reports before ACTIVE), then nodeReady's
+    ready-check (CONTINUE) reported after ACTIVE, as the article saw."""
+    out = [
+        rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", iid),
+        rec(t + 60000, "REGISTERED", "REGISTER_SUCCESS", iid),
+        rep((t + 80000) // 1000, iid, "fail-terminate", "succeeded"),
+        rep((t + 85000) // 1000, iid, "record-after-fail", "succeeded"),
+        rec(t + 120000, "ACTIVE", "BOOTSTRAP_SUCCESS", iid),
+    ]
+    if ready:
+        out.append(
+            rep((t + 125000) // 1000, iid, "ready-check", ready, on_error="CONTINUE", stage="nodeReady")
+        )
+    return out
+
+
+def replay(tmp_path: Path, lines: list[dict], mode: str) -> dict:
+    stream = tmp_path / "stream.jsonl"
+    stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = subprocess.run(
+        [str(LIFEGUARD), "replay", "--json", "--mode", mode, str(stream)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def kinds(result: dict) -> list[str]:
+    return [e["detail-type"] for e in result["events"]]
+
+
+def on_error_of(result: dict, script: str) -> str:
+    stages = result["groups"][0]["node_lifecycle_actions"]["stages"]
+    for scripts in stages.values():
+        for entry in scripts:
+            if entry["name"] == script:
+                return entry.get("onError", "TERMINATE")
+    raise AssertionError(script)
+
+
+def detections_after(result: dict, t_ms: int) -> list[dict]:
+    return [
+        e
+        for e in result["events"]
+        if e["detail-type"] == "BootstrapLoopDetected"
+        and any(f["event_timestamp"] >= t_ms for f in e["detail"]["failures"])
+    ]
+
+
+# -- 1. A resolved loop reopened as "contained" by one report; the next real loop is told all the same
+
+RESOLVER = "i-0000000000000a003"
+
+
+def _resolved_loop() -> list[dict]:
+    # notify (the stack's DefaultMode): the owners fix the script's S3 object, no configuration change
+    return (
+        failed_boot(T0, "i-0000000000000a001")
+        + failed_boot(T0 + 300000, "i-0000000000000a002")
+        + good_boot(T0 + 600000, RESOLVER)
+    )
+
+
+def _next_loop() -> list[dict]:
+    t = T0 + 3 * HOUR  # the script's object breaks again, same configuration
+    return [line for k in range(3) for line in failed_boot(t + k * 300000, f"i-0000000000000a00{4 + k}")]
+
+
+def _forged() -> list[dict]:
+    # any node: a failed TERMINATE run of record-after-fail for the node PCS logged ACTIVE (impossible:
+    # a TERMINATE failure gets the node terminated)
+    return [rep((T0 + 690000) // 1000, RESOLVER, "record-after-fail", "failed")]
+
+
+def test_control_next_loop_is_told_without_forged_report(tmp_path: Path) -> None:
+    result = replay(tmp_path, _resolved_loop() + _next_loop(), "notify")
+    assert detections_after(result, T0 + 3 * HOUR), kinds(result)
+
+
+def test_forged_failed_run_for_resolving_node_makes_no_loop_contained(tmp_path: Path) -> None:
+    result = replay(tmp_path, _resolved_loop() + _forged(), "notify")
+    assert "LoopResolved" in kinds(result)
+    assert "LoopContained" not in kinds(result), "a forged report turned a resolved loop into a contained one"
+
+
+def test_forged_failed_run_for_resolving_node_does_not_silence_next_real_loop(tmp_path: Path) -> None:
+    result = replay(tmp_path, _resolved_loop() + _forged() + _next_loop(), "notify")
+    assert detections_after(result, T0 + 3 * HOUR), (
+        "3 fresh instances TERMINATED/BOOTSTRAP_FAILED in a row, never told: " + ", ".join(kinds(result))
+    )
+
+
+def test_a_loop_after_a_containment_on_the_same_configuration_is_told(tmp_path: Path) -> None:
+    """A failed CONTINUE run of a nodeBootstrapped script for the node that ended the loop (its own, or
+    written by another node: either may be): the loop is contained, the script still failing. Fresh
+    instances failing in a row on the same configuration hours later are a loop all the same, told."""
+    late = [
+        rep((T0 + 690000) // 1000, RESOLVER, "record-after-fail", "failed", on_error="CONTINUE"),
+    ]
+    result = replay(tmp_path, _resolved_loop() + late + _next_loop(), "notify")
+    assert "LoopContained" in kinds(result)
+    (told,) = detections_after(result, T0 + 3 * HOUR)
+    assert told["detail"]["reason"].startswith("the group loops again after its loop was contained")
+
+
+def test_continue_failure_of_resolving_node_does_not_silence_next_real_loop(tmp_path: Path) -> None:
+    # No attacker: the node that came up after the fix had its nodeReady CONTINUE script fail (reported after
+    # ACTIVE, as nodeReady runs). README: the script still failing is a TERMINATE or STOP_SEQUENCE failure,
+    # "not a CONTINUE one of a later stage".
+    lines = (
+        failed_boot(T0, "i-0000000000000a001")
+        + failed_boot(T0 + 300000, "i-0000000000000a002")
+        + good_boot(T0 + 600000, RESOLVER, ready="failed")
+        + _next_loop()
+    )
+    result = replay(tmp_path, lines, "notify")
+    contained = [e for e in result["events"] if e["detail-type"] == "LoopContained"]
+    assert not [e for e in contained if e["detail"]["suspect"]["on_error"] == "CONTINUE"], (
+        "LoopContained names a CONTINUE script as the one still failing"
+    )
+    assert detections_after(result, T0 + 3 * HOUR), ", ".join(kinds(result))
+
+
+# -- 2. Forged reports for the instances of a real loop whose own reports are not in (yet)
+
+A, B = "i-0000000000000b001", "i-0000000000000b002"
+
+
+def _loop_with(forged: str | None, outcome: str) -> list[dict]:
+    lines = []
+    for t, iid in ((T0, A), (T0 + 300000, B)):
+        lines += failed_boot(t, iid, report=None)[:2]
+        if forged:
+            lines.append(rep((t + 70000) // 1000, iid, forged, outcome))  # written by the attacker
+        lines.append(rec(t + 120000, "TERMINATED", "BOOTSTRAP_FAILED", iid))
+    return lines
+
+
+def _late_real_reports() -> list[dict]:
+    # the nodes' own reports, delivered after PCS's TERMINATED records (a slow or throttled shipper)
+    return [
+        rep((T0 + 90000) // 1000, A, "fail-terminate", "failed"),
+        rep((T0 + 390000) // 1000, B, "fail-terminate", "failed"),
+    ]
+
+
+def test_control_no_reports_switches_every_terminate_script(tmp_path: Path) -> None:
+    result = replay(tmp_path, _loop_with(None, "failed"), "quarantine")
+    assert "RemediationApplied" in kinds(result)
+    assert on_error_of(result, "fail-terminate") == "STOP_SEQUENCE"
+
+
+def _loop_goes_on(forged: bool) -> list[dict]:
+    """The loop going on after a quarantine of the wrong script: two more fresh instances fail the same
+    way (their own report when the nodes ship, the attacker's forged one when they do not)."""
+    lines: list[dict] = []
+    for k, iid in enumerate(("i-0000000000000b003", "i-0000000000000b004")):
+        t = T0 + 900000 + k * 330000
+        boot = failed_boot(t, iid, report=None if forged else "fail-terminate")
+        if forged:
+            boot.insert(2, rep((t + 70000) // 1000, iid, "record-after-fail", "failed"))
+        lines += boot
+    return lines
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["no-own-reports", "own-reports-late"])
+def test_forged_failure_gets_the_wrong_script_switched_only_until_the_loop_goes_on(
+    tmp_path: Path, late: bool
+) -> None:
+    """Forged failed runs of record-after-fail for a real loop's instances whose own reports are not in
+    (yet): the first quarantine switches record-after-fail (README, what a node can still do). When the
+    nodes' own reports come, the instances are contradicted and the suspect is withdrawn, told again; and
+    the loop going on is escalated, so fail-terminate, the script that fails, is switched in the end."""
+    lines = _loop_with("record-after-fail", "failed") + (_late_real_reports() if late else [])
+    result = replay(tmp_path, lines + _loop_goes_on(forged=not late), "quarantine")
+    assert on_error_of(result, "fail-terminate") == "STOP_SEQUENCE", ", ".join(kinds(result))
+    withdrawn = [
+        e
+        for e in result["events"]
+        if e["detail-type"] == "BootstrapLoopDetected"
+        and "is not the suspect" in (e["detail"]["reason"] or "")
+    ]
+    assert bool(withdrawn) is late
+    if late:
+        assert withdrawn[0]["detail"]["suspect"] is None
+
+
+def test_forged_success_marks_do_not_stop_the_quarantine_of_a_real_loop(tmp_path: Path) -> None:
+    # One forged 'succeeded' run per failing instance: "no script failed on these nodes", nothing switched;
+    # without it, every TERMINATE script is switched (control above): worse than a suspect made unknown.
+    result = replay(tmp_path, _loop_with("fail-terminate", "succeeded"), "quarantine")
+    assert "RemediationApplied" in kinds(result), ", ".join(kinds(result))
+    assert on_error_of(result, "fail-terminate") == "STOP_SEQUENCE"
+
+
+# -- 3. One forged 'succeeded' mark does not prove a configuration with a STOP_SEQUENCE script good
+
+N = "i-0000000000000e001"
+CONFIGS = ROOT / "events" / "configs"
+
+
+def _proof_then_bad_change(forged: bool) -> list[dict]:
+    bad = json.loads((CONFIGS / "article-terminate.json").read_text())
+    lines = [
+        rec(T0, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", N),
+        rec(T0 + 60000, "REGISTERED", "REGISTER_SUCCESS", N),
+    ]
+    if forged:  # the node's own shipper is not installed; any node writes this one line
+        lines.append(rep((T0 + 80000) // 1000, N, "record-after-fail", "succeeded"))
+    lines.append(rec(T0 + 120000, "ACTIVE", "BOOTSTRAP_SUCCESS", N))
+    t = T0 + HOUR
+    lines.append({"lifeguard_replay": {"update_config": bad, "compute_node_group_id": G, "at": t}})
+    lines += failed_boot(t + 60000, "i-0000000000000e002", report=None)
+    lines += failed_boot(t + 360000, "i-0000000000000e003", report=None)
+    return lines
+
+
+def _replay_revert(tmp_path: Path, lines: list[dict]) -> dict:
+    stream = tmp_path / "stream.jsonl"
+    stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = subprocess.run(
+        [
+            str(LIFEGUARD),
+            "replay",
+            "--json",
+            "--mode",
+            "revert",
+            "--config",
+            str(CONFIGS / "article-stop-sequence.json"),
+            str(stream),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_control_stop_sequence_config_without_reports_is_not_proven(tmp_path: Path) -> None:
+    result = _replay_revert(tmp_path, _proof_then_bad_change(forged=False))
+    assert on_error_of(result, "fail-terminate") == "STOP_SEQUENCE"  # quarantined instead of reverted
+
+
+def test_one_forged_mark_does_not_prove_a_stop_sequence_config_good(tmp_path: Path) -> None:
+    """README: without reports, a success proves nothing of a configuration with a script under
+    STOP_SEQUENCE (PCS logs its failure as BOOTSTRAP_SUCCESS); nor do reports without a run of each such
+    nodeBootstrapped script: one forged mark of record-after-fail (which a failing fail-stop-sequence
+    would have skipped) is not the proof."""
+    result = _replay_revert(tmp_path, _proof_then_bad_change(forged=True))
+    reverts = [
+        e
+        for e in result["events"]
+        if e["detail-type"] == "RemediationApplied" and "proven good" in (e["detail"].get("reason") or "")
+    ]
+    assert not reverts, reverts[0]["detail"]["reason"]
