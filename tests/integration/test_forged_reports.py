@@ -97,11 +97,12 @@ def good_boot(t: int, iid: str, *, ready: str | None = "succeeded") -> list[dict
     return out
 
 
-def replay(tmp_path: Path, lines: list[dict], mode: str) -> dict:
+def replay(tmp_path: Path, lines: list[dict], mode: str, *options: str) -> dict:
+    """`lifeguard replay --json --mode MODE [OPTIONS]` of the lines, as a user runs it."""
     stream = tmp_path / "stream.jsonl"
     stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
     done = subprocess.run(
-        [str(LIFEGUARD), "replay", "--json", "--mode", mode, str(stream)],
+        [str(LIFEGUARD), "replay", "--json", "--mode", mode, *options, str(stream)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -303,27 +304,7 @@ def _proof_then_bad_change(forged: bool) -> list[dict]:
 
 
 def _replay_revert(tmp_path: Path, lines: list[dict]) -> dict:
-    stream = tmp_path / "stream.jsonl"
-    stream.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    done = subprocess.run(
-        [
-            str(LIFEGUARD),
-            "replay",
-            "--json",
-            "--mode",
-            "revert",
-            "--config",
-            str(CONFIGS / "article-stop-sequence.json"),
-            str(stream),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return replay(tmp_path, lines, "revert", "--config", str(CONFIGS / "article-stop-sequence.json"))
 
 
 def test_control_stop_sequence_config_without_reports_is_not_proven(tmp_path: Path) -> None:

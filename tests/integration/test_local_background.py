@@ -40,6 +40,16 @@ def env(tmp_path: Path) -> Iterator[dict[str, str]]:
     lifeguard("local", "down", env=environ)
 
 
+def exported(env: dict[str, str], printed: str) -> dict[str, str]:
+    """`env` with what `lifeguard local up` printed exported, as `eval "$(lifeguard local up)"` does."""
+    shell = dict(env)
+    for line in printed.splitlines():
+        if line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            shell[key] = value
+    return shell
+
+
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -244,12 +254,7 @@ def test_local_up_while_a_replay_is_kept_prints_exports_that_status_local_can_us
     assert kept.returncode == 0, kept.stderr
     up = lifeguard("local", "up", env=env)
     assert up.returncode == 0, up.stderr
-    pasted = dict(env)
-    for line in up.stdout.splitlines():
-        if line.startswith("export "):
-            key, _, value = line.removeprefix("export ").partition("=")
-            pasted[key] = value
-    status = lifeguard("status", "--local", env=pasted)
+    status = lifeguard("status", "--local", env=exported(env, up.stdout))
     assert status.returncode == 0, status.stderr
 
 
@@ -259,11 +264,7 @@ def test_after_eval_local_up_a_replay_keep_is_what_local_finds(env: dict[str, st
     goes to the replay's, which is the one running."""
     up = lifeguard("local", "up", env=env)
     assert up.returncode == 0, up.stderr
-    shell = dict(env)
-    for line in up.stdout.splitlines():
-        if line.startswith("export "):
-            key, _, value = line.removeprefix("export ").partition("=")
-            shell[key] = value
+    shell = exported(env, up.stdout)
     streams = [str(STREAMS / f"article-terminate-{name}.jsonl") for name in ("loop", "node-reports")]
     kept = lifeguard("replay", "--keep", "--json", "--mode", "quarantine", *streams, env=shell)
     assert kept.returncode == 0, kept.stderr

@@ -196,6 +196,22 @@ def test_markup_from_a_script_s_location_or_a_caller_s_arn_reaches_slack_as_text
     assert any("&amp; co" in text for text in texts)
 
 
+def _remediation(**fields: Any) -> dict[str, Any]:
+    """A quarantine's RemediationApplied detail of these fields, as notify takes it (cleaned, no problems)."""
+    detail = make_detail(
+        episode_id="ep-1",
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        mode="quarantine",
+        action="quarantine",
+        revision=1,
+        **fields,
+    )
+    cleaned, problems = clean_detail(detail)
+    assert problems == []
+    return cleaned
+
+
 def test_slack_shows_a_plain_mention_channel_or_url_in_an_event_as_written(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -203,18 +219,9 @@ def test_slack_shows_a_plain_mention_channel_or_url_in_an_event_as_written(
     mrkdwn text unless it is `verbatim`: a log tail or a reason can hold them. Every mrkdwn text of the
     message is verbatim, and Lifeguard's own console link keeps its manual `<url|label>` form."""
     monkeypatch.setenv("AWS_REGION", "us-east-1")
-    detail = make_detail(
-        episode_id="ep-1",
-        cluster_id="pcs_abc123de45",
-        compute_node_group_id="pcs_abcdef01",
-        mode="quarantine",
-        action="quarantine",
-        undo="lifeguard undo ep-1",
-        reason="@here see #ops-oncall and https://evil.example/fix",
-        revision=1,
+    cleaned = _remediation(
+        undo="lifeguard undo ep-1", reason="@here see #ops-oncall and https://evil.example/fix"
     )
-    cleaned, problems = clean_detail(detail)
-    assert problems == []
     message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
     objects = [b["text"] for b in message["blocks"] if b.get("text", {}).get("type") == "mrkdwn"]
     objects += [e for b in message["blocks"] for e in b.get("elements", [])]
@@ -225,18 +232,7 @@ def test_slack_shows_a_plain_mention_channel_or_url_in_an_event_as_written(
 
 
 def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
-    detail = make_detail(
-        episode_id="ep-1",
-        cluster_id="pcs_abc123de45",
-        compute_node_group_id="pcs_abcdef01",
-        mode="quarantine",
-        action="quarantine",
-        undo="lifeguard undo " + "<" * 7000,
-        reason="r" * 8000,
-        revision=1,
-    )
-    cleaned, problems = clean_detail(detail)
-    assert problems == []
+    cleaned = _remediation(undo="lifeguard undo " + "<" * 7000, reason="r" * 8000)
     message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
     sizes = [len(b["text"]["text"]) for b in message["blocks"] if b["type"] == "section"]
     assert sizes
@@ -248,19 +244,11 @@ def test_slack_s_limits_hold_in_utf_16_units_for_text_of_emoji() -> None:
     cut at 3,000 characters would be 6,000 and the message refused. Each text keeps within the limit in
     those units, cut on a whole character, the log tail keeping its end."""
     fire = "\U0001f525"
-    detail = make_detail(
-        episode_id="ep-1",
-        cluster_id="pcs_abc123de45",
-        compute_node_group_id="pcs_abcdef01",
-        mode="quarantine",
-        action="quarantine",
+    cleaned = _remediation(
         undo="lifeguard undo ep-1",
         reason=fire * 4000,
-        revision=1,
         suspect={**ARTICLE_SUSPECT, "log_tail": "start " + fire * 3000 + " the end"},
     )
-    cleaned, problems = clean_detail(detail)
-    assert problems == []
     message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
     texts = [b["text"]["text"] for b in message["blocks"] if "text" in b]
     units = [len(text.encode("utf-16-le")) // 2 for text in texts]
