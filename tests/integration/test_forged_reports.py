@@ -179,11 +179,11 @@ def test_forged_failed_run_for_resolving_node_does_not_silence_next_real_loop(tm
 
 
 def test_a_loop_after_a_containment_on_the_same_configuration_is_told(tmp_path: Path) -> None:
-    """A failed CONTINUE run of a nodeBootstrapped script for the node that ended the loop (its own, or
-    written by another node: either may be): the loop is contained, the script still failing. Fresh
-    instances failing in a row on the same configuration hours later are a loop all the same, told."""
+    """A failed CONTINUE run of the loop's own script for the node that ended the loop (its own, or written
+    by another node: either may be): the loop is contained, the script still failing. Fresh instances
+    failing in a row on the same configuration hours later are a loop all the same, told."""
     late = [
-        rep((T0 + 690000) // 1000, RESOLVER, "record-after-fail", "failed", on_error="CONTINUE"),
+        rep((T0 + 690000) // 1000, RESOLVER, "fail-terminate", "failed", on_error="CONTINUE"),
     ]
     result = replay(tmp_path, _resolved_loop() + late + _next_loop(), "notify")
     assert "LoopContained" in kinds(result)
@@ -324,3 +324,151 @@ def test_one_forged_mark_does_not_prove_a_stop_sequence_config_good(tmp_path: Pa
         if e["detail-type"] == "RemediationApplied" and "proven good" in (e["detail"].get("reason") or "")
     ]
     assert not reverts, reverts[0]["detail"]["reason"]
+
+
+# -- Honest clusters, reports before or after PCS's records: what contains a loop, and what ends it
+
+GROUP = "pcs_abcdef01"
+
+
+def replay_config(tmp_path: Path, lines: list[dict], mode: str, config: dict) -> dict:
+    """`replay` with the groups' configuration given."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return replay(tmp_path, lines, mode, "--config", str(path))
+
+
+def article_with(ready_on_error: str) -> dict:
+    config = json.loads((CONFIGS / "article-terminate.json").read_text())
+    config["stages"]["nodeReady"][0]["onError"] = ready_on_error
+    return config
+
+
+def boot_ok(t: int, iid: str, ready: str = "succeeded", ready_on_error: str = "TERMINATE") -> list[dict]:
+    """An honest node of the article's config: both nodeBootstrapped scripts succeed (reported before
+    ACTIVE), ACTIVE, then nodeReady's ready-check reported after ACTIVE (as the article saw)."""
+    return [
+        rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", iid),
+        rec(t + 60000, "REGISTERED", "REGISTER_SUCCESS", iid),
+        rep((t + 80000) // 1000, iid, "fail-terminate", "succeeded"),
+        rep((t + 85000) // 1000, iid, "record-after-fail", "succeeded"),
+        rec(t + 120000, "ACTIVE", "BOOTSTRAP_SUCCESS", iid),
+        rep((t + 125000) // 1000, iid, "ready-check", ready, on_error=ready_on_error, stage="nodeReady"),
+    ]
+
+
+# -- 1. An honest nodeReady TERMINATE failure after ACTIVE holds every later success back, forever
+
+
+def test_control_nodeready_terminate_failure_reported_after_active_resolves(tmp_path: Path) -> None:
+    """The loop of fail-terminate is fixed in place (notify). The first node after the fix comes up ACTIVE,
+    then its nodeReady ready-check (onError TERMINATE, the default) fails once: PCS terminates it. Three
+    more nodes then boot with every script succeeded: the loop is resolved."""
+    end = "BOOTSTRAP_FAILED"
+    bad = "i-00000000000000f03"
+    lines = failed_boot(T0, "i-00000000000000f01") + failed_boot(T0 + 300000, "i-00000000000000f02")
+    lines += boot_ok(T0 + 600000, bad, ready="failed")
+    lines.append(rec(T0 + 600000 + 180000, "TERMINATED", end, bad))  # the node's end, however PCS logs it
+    for k in range(3):
+        lines += boot_ok(T0 + 1200000 + k * 600000, f"i-00000000000000f1{k}")
+    result = replay_config(tmp_path, lines, "notify", article_with("TERMINATE"))
+    assert "BootstrapLoopDetected" in kinds(result)
+    assert "LoopResolved" in kinds(result), ", ".join(kinds(result))
+
+
+@pytest.mark.parametrize("end", ["BOOTSTRAP_FAILED", "UNHEALTHY_NODE", "SCHEDULER_REQUESTED"])
+def test_nodeready_terminate_failure_delivered_before_active_never_lets_the_loop_resolve(
+    tmp_path: Path, end: str
+) -> None:
+    """As above, with the scaling log delivered late (README: 'the two logs are delivered apart'): the
+    node's reports, its nodeReady TERMINATE failure among them, are in before its ACTIVE record. A
+    TERMINATE failure of another script on a node PCS logged ACTIVE neither contains the loop nor holds
+    its end back (held, `resolves` would have offered that same success for good): the loop's script
+    passed there."""
+    bad = "i-00000000000000f03"
+    lines = failed_boot(T0, "i-00000000000000f01") + failed_boot(T0 + 300000, "i-00000000000000f02")
+    boot = boot_ok(T0 + 600000, bad, ready="failed")
+    boot[4], boot[5] = boot[5], boot[4]  # the report before PCS's ACTIVE record is delivered
+    lines += boot
+    lines.append(rec(T0 + 600000 + 180000, "TERMINATED", end, bad))
+    for k in range(3):
+        lines += boot_ok(T0 + 1200000 + k * 600000, f"i-00000000000000f1{k}")
+    result = replay_config(tmp_path, lines, "notify", article_with("TERMINATE"))
+    assert "BootstrapLoopDetected" in kinds(result)
+    assert "LoopResolved" in kinds(result), ", ".join(kinds(result))
+
+
+# -- 2. A CONTINUE failure of another nodeBootstrapped script "contains" a loop whose script is fixed
+
+
+def test_continue_failure_of_another_nodebootstrapped_script_is_not_the_loop_still_failing(
+    tmp_path: Path,
+) -> None:
+    """Honest, notify: record-after-fail is optional work (onError CONTINUE, 'optional processing that can
+    fail'). fail-terminate loops; its S3 object is fixed in place. The next node runs fail-terminate
+    successfully, its optional record-after-fail fails (CONTINUE), it comes up: the loop's script is not
+    failing there, and the loop is resolved, not contained."""
+    config = json.loads((CONFIGS / "article-terminate.json").read_text())
+    config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
+    up = "i-00000000000000c03"
+    lines = failed_boot(T0, "i-00000000000000c01") + failed_boot(T0 + 300000, "i-00000000000000c02")
+    lines += [
+        rec(T0 + 600000, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", up),
+        rec(T0 + 660000, "REGISTERED", "REGISTER_SUCCESS", up),
+        rep((T0 + 680000) // 1000, up, "fail-terminate", "succeeded"),
+        rep((T0 + 685000) // 1000, up, "record-after-fail", "failed", on_error="CONTINUE"),
+        rec(T0 + 720000, "ACTIVE", "BOOTSTRAP_SUCCESS", up),
+        rep((T0 + 725000) // 1000, up, "ready-check", "succeeded", on_error="CONTINUE", stage="nodeReady"),
+    ]
+    result = replay_config(tmp_path, lines, "notify", config)
+    contained = [e for e in result["events"] if e["detail-type"] == "LoopContained"]
+    assert not contained, contained[0]["detail"]["reason"]
+    assert "LoopResolved" in kinds(result), ", ".join(kinds(result))
+
+
+# -- 3. A contained loop going on under a newer configuration is told twice (contained_at left set)
+
+
+def _switched(config: dict, name: str, on_error: str) -> dict:
+    out = json.loads(json.dumps(config))
+    for scripts in out["stages"].values():
+        for entry in scripts:
+            if entry["name"] == name:
+                entry["onError"] = on_error
+    return out
+
+
+def test_contained_loop_going_on_under_a_new_configuration_is_told_once(tmp_path: Path) -> None:
+    """Honest, notify. fail-terminate loops; the owners switch it to STOP_SEQUENCE themselves; the next node
+    is kept with it failing: contained. Later the owners push a configuration that also adds a broken
+    TERMINATE script in front: fresh nodes fail in a row. The loop going on under the new configuration is
+    told once ('went on after the configuration changed'), not again at its next failure."""
+    c1 = json.loads((CONFIGS / "article-terminate.json").read_text())
+    c2 = _switched(c1, "fail-terminate", "STOP_SEQUENCE")
+    c3 = json.loads(json.dumps(c2))
+    c3["stages"]["nodeBootstrapped"].insert(
+        0,
+        {
+            "name": "mount-fs",
+            "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/mount.sh"},
+            "onError": "TERMINATE",
+        },
+    )
+    lines = failed_boot(T0, "i-00000000000000d01") + failed_boot(T0 + 300000, "i-00000000000000d02")
+    t1 = T0 + 600000
+    lines.append({"lifeguard_replay": {"update_config": c2, "compute_node_group_id": GROUP, "at": t1}})
+    kept = "i-00000000000000d03"
+    lines += [
+        rec(t1 + 60000, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", kept),
+        rec(t1 + 120000, "REGISTERED", "REGISTER_SUCCESS", kept),
+        rep((t1 + 130000) // 1000, kept, "fail-terminate", "failed", on_error="STOP_SEQUENCE"),
+        rec(t1 + 180000, "ACTIVE", "BOOTSTRAP_SUCCESS", kept),
+    ]
+    t2 = T0 + 2 * HOUR
+    lines.append({"lifeguard_replay": {"update_config": c3, "compute_node_group_id": GROUP, "at": t2}})
+    for k in range(4):
+        lines += failed_boot(t2 + 60000 + k * 300000, f"i-00000000000000d1{k}", report="mount-fs")
+    result = replay_config(tmp_path, lines, "notify", c1)
+    assert "LoopContained" in kinds(result), ", ".join(kinds(result))
+    told = [e["detail"]["reason"] for e in detections_after(result, t2)]
+    assert len(told) == 1, told

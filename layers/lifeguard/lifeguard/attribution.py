@@ -116,20 +116,20 @@ class BootRuns:
 
 def still_failing(failed: Iterable[NodeReport], suspect: Suspect | None) -> list[NodeReport]:
     """Of the failed runs of a node PCS logged ACTIVE, those that leave the loop's script failing on a node
-    that stays up: under STOP_SEQUENCE (a quarantine, or the owners'), or under CONTINUE in
-    nodeBootstrapped, the loop's stage, or of the loop's own script (`suspect`: the owners let it go on).
-    Not a CONTINUE failure of another nodeReady script (the article's ready-check: not the loop), nor a
-    TERMINATE failure, which PCS answers by terminating the node: not its boot's, or not true, or (in
-    nodeReady, after ACTIVE) a node that does not stay."""
+    that stays up: under STOP_SEQUENCE (a quarantine, or the owners'), or under CONTINUE of the loop's own
+    script (`suspect`: the owners let it go on; with none named, any of nodeBootstrapped, the loop's
+    stage). Not a CONTINUE failure of another script (the article's nodeReady ready-check: not the loop),
+    nor a TERMINATE one, which PCS answers by terminating the node: not its boot's, or not true, or (in
+    nodeReady, after ACTIVE) another script's, the loop's having passed."""
     named = (suspect.stage, suspect.script) if suspect is not None else None
+
+    def loops(run: NodeReport) -> bool:
+        return (run.stage, run.script) == named if named is not None else run.stage == "nodeBootstrapped"
+
     return [
         run
         for run in failed
-        if run.on_error == "STOP_SEQUENCE"
-        or (
-            run.on_error == "CONTINUE"
-            and (run.stage == "nodeBootstrapped" or (run.stage, run.script) == named)
-        )
+        if run.on_error == "STOP_SEQUENCE" or (run.on_error == "CONTINUE" and loops(run))
     ]
 
 

@@ -122,11 +122,8 @@ def settle(
     """What `success`, the first success after the open episode's last failure, says of it: contained when
     its node reported a run of that boot that leaves the loop's script failing (`still_failing`), resolved
     when it reported runs and none does, or, when it reported nothing, resolved if
-    `unreported` (the success alone is to be believed) and nothing yet otherwise; nothing either when it
-    reported a TERMINATE failure (of nodeReady, which runs after PCS logged the node ACTIVE: PCS
-    terminates the node, and that ends it or not). `lifeguards` as for `contain`."""
-    if any(run.on_error == "TERMINATE" for run in boot.failed):
-        return []
+    `unreported` (the success alone is to be believed) and nothing yet otherwise. `lifeguards` as for
+    `contain`."""
     failing = still_failing(boot.failed, state.episode.suspect if state.episode else None)
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards)

@@ -614,8 +614,7 @@ class ScalingEventsHandler:
             return  # the same intermittent failures: the episode already says so
         was, contained = episode.kind, since is not None and episode.contained_at is not None
         change.changed = True
-        if contained:
-            episode.contained_at = None  # failing again: no longer contained (its kept nodes stay listed)
+        episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
         episode.config_modified_at = config.modified_at
         episode.config_fingerprint = config.fingerprint
         episode.failures = list(detection.failures)
