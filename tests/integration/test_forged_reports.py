@@ -472,3 +472,92 @@ def test_contained_loop_going_on_under_a_new_configuration_is_told_once(tmp_path
     assert "LoopContained" in kinds(result), ", ".join(kinds(result))
     told = [e["detail"]["reason"] for e in detections_after(result, t2)]
     assert len(told) == 1, told
+
+
+# -- A contained loop with a flaky download beside it
+
+MIN = 60_000
+FLAKY = {
+    "name": "fetch-pkgs",
+    "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/fetch.sh"},
+}
+READY = {
+    "name": "ready-check",
+    "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/ready-check.sh"},
+    "onError": "CONTINUE",
+}
+
+
+def _fail_script(on_error: str) -> dict:
+    return {
+        "name": "fail-terminate",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/fail.sh"},
+        "onError": on_error,
+    }
+
+
+def _flaky_config(on_error: str) -> dict:
+    return {"stages": {"nodeBootstrapped": [FLAKY, _fail_script(on_error)], "nodeReady": [READY]}}
+
+
+def _node(t: int, iid: str, how: str) -> list[dict]:
+    """A fresh node: `broken` (fail-terminate fails under TERMINATE), `flaky` (fetch-pkgs fails under
+    TERMINATE), `kept` (fail-terminate fails under the owners' STOP_SEQUENCE; PCS logs ACTIVE)."""
+    s = (t + 80_000) // 1000
+    out = [
+        rec(t, "LAUNCHED", "SCHEDULER_REQUESTED", iid),
+        rec(t + MIN, "REGISTERED", "REGISTER_SUCCESS", iid),
+    ]
+    if how == "flaky":
+        out += [rep(s, iid, "fetch-pkgs", "failed"), rec(t + 2 * MIN, "TERMINATED", "BOOTSTRAP_FAILED", iid)]
+    elif how == "broken":
+        out += [
+            rep(s, iid, "fetch-pkgs", "succeeded"),
+            rep(s + 1, iid, "fail-terminate", "failed"),
+            rec(t + 2 * MIN, "TERMINATED", "BOOTSTRAP_FAILED", iid),
+        ]
+    else:
+        out += [
+            rep(s, iid, "fetch-pkgs", "succeeded"),
+            rep(s + 1, iid, "fail-terminate", "failed", on_error="STOP_SEQUENCE"),
+            rec(t + 2 * MIN, "ACTIVE", "BOOTSTRAP_SUCCESS", iid),
+            rep(s + 45, iid, "ready-check", "succeeded", on_error="CONTINUE", stage="nodeReady"),
+        ]
+    return out
+
+
+def _flaky_stream() -> list[dict]:
+    """The owners follow the documented advice (notify mode): their loop of fail-terminate is switched to
+    STOP_SEQUENCE by hand, nodes are kept; an unrelated flaky download (fetch-pkgs, TERMINATE, ~50%) fails
+    some fresh nodes of the same configuration."""
+    lines = _node(T0, "i-0000000000000f001", "broken") + _node(T0 + 6 * MIN, "i-0000000000000f002", "broken")
+    lines.append(
+        {
+            "lifeguard_replay": {
+                "update_config": _flaky_config("STOP_SEQUENCE"),
+                "compute_node_group_id": "pcs_abcdef01",
+                "at": T0 + 12 * MIN,
+            }
+        }
+    )
+    plan = ["kept", "flaky", "flaky", "kept", "flaky", "kept", "flaky", "kept", "flaky"]
+    for i, how in enumerate(plan):
+        lines += _node(T0 + (13 + 6 * i) * MIN, f"i-00000000000001{i:02d}", how)
+    return lines
+
+
+def _run_flaky(tmp_path: Path, lines: list[dict], mode: str = "notify") -> dict:
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(_flaky_config("TERMINATE")))
+    return replay(tmp_path, lines, mode, "--config", str(cfg))
+
+
+def test_an_intermittent_failure_after_a_containment_is_not_told_as_a_loop_in_a_row(tmp_path: Path) -> None:
+    """Honest cluster, notify mode: the owners switch the looping script to STOP_SEQUENCE by hand (kept
+    nodes), and a flaky TERMINATE download fails every other fresh node of that same configuration. The
+    failures after the second containment alternate with kept nodes (ACTIVE/BOOTSTRAP_SUCCESS): never two in
+    a row. They are not told as "the group loops again ... in a row", and the loop stays a loop."""
+    result = _run_flaky(tmp_path, _flaky_stream())
+    detected = [e["detail"] for e in result["events"] if e["detail-type"] == "BootstrapLoopDetected"]
+    wrong = [d for d in detected if d["kind"] == "intermittent" and "in a row" in (d["reason"] or "")]
+    assert not wrong, wrong[0]["reason"]

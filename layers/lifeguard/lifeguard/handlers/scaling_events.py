@@ -610,9 +610,10 @@ class ScalingEventsHandler:
         detection = detect(state, settings, config.modified_at, since)
         if settings.mode == "off" or detection is None:
             return
-        if episode.kind == "intermittent" and since is not None and detection.kind != "loop":
-            return  # the same intermittent failures: the episode already says so
-        was, contained = episode.kind, since is not None and episode.contained_at is not None
+        contained = since is not None and episode.contained_at is not None
+        if since is not None and (episode.kind == "intermittent" or contained) and detection.kind != "loop":
+            return  # the same intermittent failures, or a contained loop's: the episode already says so
+        was = episode.kind
         change.changed = True
         episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
         episode.config_modified_at = config.modified_at
@@ -680,7 +681,10 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
     if since is None:
         return False
     found = detect(state, settings, config.modified_at, since, cached=True)
-    return found is not None and (episode.kind != "intermittent" or found.kind == "loop")
+    # An intermittent episode, or a contained one, is told again for a loop only (failures in a row): a
+    # contained one's kept nodes come up between its fresh failures, and say the script fails already.
+    again_for_a_loop = episode.kind == "intermittent" or episode.contained_at is not None
+    return found is not None and (not again_for_a_loop or found.kind == "loop")
 
 
 def _changed(state: GroupState) -> bool:
