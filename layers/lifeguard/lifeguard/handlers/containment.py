@@ -6,7 +6,7 @@ after the success."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lifeguard.attribution import (
@@ -78,7 +78,11 @@ def contain(
 
 
 def reopen_as_contained(
-    state: GroupState, settings: DetectionSettings, reports: Sequence[NodeReport], *, lifeguards: bool = True
+    state: GroupState,
+    settings: DetectionSettings,
+    reports: Sequence[NodeReport],
+    *,
+    lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """When a node's failed runs arrive after the scaling log's success ended the episode with it (the two
     logs are delivered apart): that episode was contained, not resolved. It is open again, the node kept,
@@ -107,7 +111,7 @@ def reopen_as_contained(
     last.revision += 1  # its own events: the LoopResolved before was of the revision it had then
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
-    return contain(state, settings, outcome, runs, late, lifeguards=lifeguards)
+    return contain(state, settings, outcome, runs, late, lifeguards=lifeguards())
 
 
 def settle(
@@ -117,16 +121,16 @@ def settle(
     boot: BootRuns,
     *,
     unreported: bool,
-    lifeguards: bool = True,
+    lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it: contained when
     its node reported a run of that boot that leaves the loop's script failing (`still_failing`), resolved
     when it reported runs and none does, or, when it reported nothing, resolved if
-    `unreported` (the success alone is to be believed) and nothing yet otherwise. `lifeguards` as for
-    `contain`."""
+    `unreported` (the success alone is to be believed) and nothing yet otherwise. `lifeguards()` as for
+    `contain`, asked only when the loop is contained (it may read Lifeguard's ledger)."""
     failing = still_failing(boot.failed, state.episode.suspect if state.episode else None)
     if failing:
-        return contain(state, settings, success, failing, lifeguards=lifeguards)
+        return contain(state, settings, success, failing, lifeguards=lifeguards())
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence())
     return []

@@ -183,8 +183,10 @@ class NodeReportsHandler:
             evidence = GroupEvidence(self.store, state, marks=False)
             reports = evidence.reports_of(_judged_nodes(state))
             if episode is None:
-                settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
-                reopened = reopen_as_contained(state, settings, reports, lifeguards=self._lifeguards(state))
+                settings = self._settings(state)
+                reopened = reopen_as_contained(
+                    state, settings, reports, lifeguards=lambda: self._lifeguards(state)
+                )
                 revoked = revoke_false_proof(state, reports)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
@@ -210,7 +212,7 @@ class NodeReportsHandler:
             if before is not None and (before.stage, before.script) == (suspect.stage, suspect.script):
                 return Change(changed=True)  # more evidence for the same script: kept, not announced again
             episode.revision += 1
-            settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+            settings = self._settings(state)
             logger.warning(
                 "group %s: episode %s attributed to %s/%s (%d of %d instances)",
                 group_id,
@@ -237,7 +239,7 @@ class NodeReportsHandler:
             return Change(changed=revoked)  # its reports gone (expired): what they said stands
         episode.suspect = None
         episode.revision += 1
-        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        settings = self._settings(state)
         reason = (
             f"{named.stage} › {named.script} is not the suspect: the nodes that named it also report another "
             "TERMINATE script failed (one of the two was written by another node)"
@@ -258,12 +260,18 @@ class NodeReportsHandler:
         """A success the scaling log logged before its node's reports came, which ended nothing then (a
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
         contained (a script still failed) or resolved (none did)."""
-        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        settings = self._settings(state)
         success = resolves(state, settings)
         if success is None:
             return []
         boot = GroupEvidence(self.store, state).of(success)
-        return settle(state, settings, success, boot, unreported=False, lifeguards=self._lifeguards(state))
+        return settle(
+            state, settings, success, boot, unreported=False, lifeguards=lambda: self._lifeguards(state)
+        )
+
+    def _settings(self, state: GroupState) -> DetectionSettings:
+        """The group's detection settings: the stack's, with its tags over them."""
+        return self.defaults.with_tags(state.config.tags if state.config else {})[0]
 
     def _lifeguards(self, state: GroupState) -> bool:
         """Whether the group's configuration holds a quarantine of Lifeguard's (True when not known)."""
@@ -280,7 +288,7 @@ class NodeReportsHandler:
         if launched_instances(state) is not None:
             return []  # its scaling log is delivered: that opens loops, the reports name the script
         since = state.last_episode.resolved_at if state.last_episode else None
-        settings = self.defaults.with_tags(state.config.tags if state.config else {})[0]
+        settings = self._settings(state)
         if reported_loop(reports, settings.threshold, settings.window_ms, since) is None:
             return []  # not even with what is known: no PCS call
         if not budget.may_read((state.cluster_id, state.group_id)):

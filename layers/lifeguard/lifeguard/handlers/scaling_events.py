@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, find_suspect, known_scripts, still_failing
+from lifeguard.attribution import BootRuns, find_suspect, known_scripts
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -332,12 +332,15 @@ class ScalingEventsHandler:
             change.changed |= self._read_launched_config(state, success, refresh)
         unreported = not boot.failed and not self._proves_nothing(state, success, boot)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
-        lifeguards = (
-            bool(still_failing(boot.failed, state.episode.suspect if state.episode else None))
-            and state.config is not None
-            and self._holds_quarantine(state, state.config)
+        config = state.config
+        settled = settle(
+            state,
+            settings,
+            success,
+            boot,
+            unreported=unreported,
+            lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
         )
-        settled = settle(state, settings, success, boot, unreported=unreported, lifeguards=lifeguards)
         if settled:
             change.changed = True
             change.events.extend(settled)
