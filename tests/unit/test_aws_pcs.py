@@ -102,6 +102,40 @@ def test_a_group_s_snapshot_carries_what_pcs_says_of_it() -> None:
     assert world.gateway.calls == 2
 
 
+class _OddAnswers:
+    """A PCS client whose answers hold a status and a name no PCS model allows (botocore parses an answer
+    without holding it to the model's enum or pattern), 300 KB each."""
+
+    ODD = "SUSPENDED" + "\x1b[2J" + "f" * 300_000
+
+    def _group(self) -> dict[str, Any]:
+        return {
+            "id": GROUP,
+            "name": self.ODD,
+            "arn": ARN,
+            "clusterId": CLUSTER,
+            "status": self.ODD,
+            "modifiedAt": START,
+        }
+
+    def get_compute_node_group(self, **_: Any) -> dict[str, Any]:
+        return {"computeNodeGroup": self._group()}
+
+    def list_compute_node_groups(self, **_: Any) -> dict[str, Any]:
+        return {"computeNodeGroups": [self._group()]}
+
+
+def test_an_answer_s_status_and_name_are_bounded_and_one_line() -> None:
+    gateway = PcsGateway(_OddAnswers())  # type: ignore[arg-type]
+    snapshot = gateway.get_group(CLUSTER, GROUP)
+    listed = gateway.list_groups(CLUSTER)[GROUP]
+    for status, name in ((snapshot.status, snapshot.name), (listed.status, listed.name)):
+        assert len(status) <= 40
+        assert len(name) <= 64
+        assert status.startswith("SUSPENDED?[2J")  # what it says, shown; its terminal escape is not
+        assert "\x1b" not in name
+
+
 def test_a_group_without_lifecycle_actions_has_none() -> None:
     world = World()
     world.pcs.add_compute_node_group(CLUSTER, "bare", group_id="pcs_bare0001")

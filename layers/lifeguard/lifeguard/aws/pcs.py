@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
@@ -88,14 +88,19 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
     return error
 
 
+# An answer's status and name as Lifeguard takes them (botocore holds neither to the model: an odd value
+# would be written into reasons, the audit trail and events whole). PCS's are a word and up to 25 characters.
+STATUS_MAX, NAME_MAX = 40, 64
+
+
 def _snapshot(group: Mapping[str, Any]) -> GroupSnapshot:
     modified: datetime = group["modifiedAt"]
     return GroupSnapshot(
         cluster_id=group["clusterId"],
         group_id=group["id"],
-        name=group["name"],
+        name=clip(group["name"], NAME_MAX),
         arn=group["arn"],
-        status=group["status"],
+        status=clip(group["status"], STATUS_MAX),
         modified_at_ms=int(modified.timestamp() * 1000),
         node_lifecycle_actions=group.get("nodeLifecycleActions"),
     )
@@ -251,7 +256,11 @@ class PcsGateway:
                 page = self._client.list_compute_node_groups(**request)
                 for group in page.get("computeNodeGroups", []):
                     found[group["id"]] = GroupSummary(
-                        group["id"], group["name"], group["status"], group["modifiedAt"], group.get("arn")
+                        group["id"],
+                        clip(group["name"], NAME_MAX),
+                        clip(group["status"], STATUS_MAX),
+                        group["modifiedAt"],
+                        group.get("arn"),
                     )
                 if not page.get("nextToken") or pages >= LIST_PAGES_MAX:
                     self.listing_pages[cluster_id] = pages
