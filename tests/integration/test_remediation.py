@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -12,14 +13,17 @@ import pytest
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
+from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import DETAIL_KEYS, make_detail
 from lifeguard.group_state import GroupState, ProvenGood
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationParkedError, RemediationSettings, Remediator
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
+from lifeguard_cli import operate
 from lifeguard_cli.local import LocalPcs, ManualClock, serve_local_pcs
 from lifeguard_cli.local.stack import LocalStack
+from lifeguard_cli.operate import Operator, OperatorError
 from tests.conftest import ARTICLE_SUSPECT, load_event
 from tests.integration.conftest import deploy, open_episode
 
@@ -369,3 +373,84 @@ def test_a_group_still_updating_after_the_wait_parks_the_event(env: Env) -> None
         env.controller().handle_event(event)
     assert [e["detail-type"] for e in env.bus()] == ["RemediationFailed"]
     assert sum(env.sleeps) == 240
+
+
+def test_a_change_someone_else_replaced_is_made_again_when_its_loop_goes_on(env: Env) -> None:
+    (applied,) = env.controller().handle_event(env.detection(revision=1))
+    assert applied.detail_type == "RemediationApplied"
+    env.settle()
+    env.person_sets(TERMINATE)  # a deploy of the group's template, a person, an update PCS did not keep
+    env.settle()
+    # The loop goes on, on the configuration Lifeguard changed: not "already remediated".
+    (again,) = env.controller().handle_event(env.detection(revision=2))
+    assert again.detail_type == "RemediationApplied", again.detail["reason"]
+    assert again.detail["action"] == "quarantine"
+    assert (
+        "is no longer in the group (someone else changed its configuration since)" in again.detail["reason"]
+    )
+    assert env.group()["nodeLifecycleActions"] != TERMINATE
+    env.settle()
+    # Its loop goes on under the second quarantine: the ladder counts from it.
+    (escalated,) = env.controller().handle_event(env.detection(revision=3))
+    assert "The loop went on after quarantine: escalating to revert." in escalated.detail["reason"]
+    assert [entry.decision for entry in env.history()] == ["applied", "applied", "applied"]
+
+
+def _operator(env: Env) -> Operator:
+    return Operator(
+        env.stack.table,
+        client=lambda service: aws_client(
+            service, env.pcs_endpoint if service == "pcs" else env.local.moto.endpoint_url
+        ),
+    )
+
+
+def _answer_lost(update: Callable[..., Any]) -> Callable[..., Any]:
+    def took_it(*args: Any) -> Any:
+        update(*args)  # PCS makes the change, and its answer is lost
+        raise AwsCallError("UpdateComputeNodeGroup", "InternalServerException", "answer lost")
+
+    return took_it
+
+
+def test_a_retry_after_the_operator_undid_the_change_says_so_and_changes_nothing(env: Env) -> None:
+    event = env.detection()
+    controller = env.controller()
+    controller.pcs.update_lifecycle_actions = _answer_lost(controller.pcs.update_lifecycle_actions)  # type: ignore[method-assign]
+    with pytest.raises(RemediationParkedError):
+        controller.handle_event(event, remaining_ms=30_500)  # no time left for a retry: parked
+    assert env.group()["nodeLifecycleActions"] != TERMINATE  # PCS holds the quarantine
+    env.settle()
+    assert _operator(env).undo(GROUP, CLUSTER).applied
+    env.settle()
+    assert env.group()["nodeLifecycleActions"] == TERMINATE
+    (retried,) = env.controller().handle_event(event)  # Lambda retries the parked event
+    assert retried.detail_type == "RemediationSkipped"
+    assert retried.detail["reason"].startswith("Undone: the operator undid Lifeguard's quarantine at")
+    assert env.group()["nodeLifecycleActions"] == TERMINATE
+    assert len(env.updates()) == 2  # the quarantine and its undo
+    # The loop goes on after the undo: Lifeguard leaves the episode to people.
+    (later,) = env.controller().handle_event(env.detection(revision=2))
+    assert later.detail["reason"].startswith("Undone:")
+    assert len(env.updates()) == 2
+
+
+def test_an_undo_whose_answer_was_lost_is_found_with_the_operator_s_clock_behind(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (applied,) = env.controller().handle_event(env.detection())
+    assert applied.detail_type == "RemediationApplied"
+    env.settle()  # two minutes later the operator undoes it, on a clock five minutes behind the Lambdas'
+    monkeypatch.setattr(operate, "time", types.SimpleNamespace(time=lambda: env.clock().timestamp() - 300))
+    operator = _operator(env)
+    gateway = PcsGateway(aws_client("pcs", env.pcs_endpoint))
+    gateway.update_lifecycle_actions = _answer_lost(gateway.update_lifecycle_actions)  # type: ignore[method-assign]
+    operator._pcs_client = gateway
+    with pytest.raises(OperatorError, match="it may have been made: run lifeguard undo again"):
+        operator.undo(GROUP, CLUSTER)
+    env.settle()
+    assert env.group()["nodeLifecycleActions"] == TERMINATE  # PCS made the undo
+    operator._pcs_client = None
+    # Run again, it finds the undo made, writes it down and changes nothing more (README).
+    assert operator.undo(GROUP, CLUSTER).applied
+    assert len(env.updates()) == 2

@@ -129,6 +129,19 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
     for first, second in itertools.pairwise(applied):
         if first.episode_id != second.episode_id:
             assert second.at - first.at >= COOLDOWN_S
+    # Per episode, the ladder; it starts again only where someone else's change replaced Lifeguard's (a
+    # change of Lifeguard's whose configuration before is not the one its last change made).
+    changes = [change for change in store.ledger(CLUSTER, group).changes if change.counts]
+    assert [change.action for change in changes] == [entry.action for entry in applied]
+    put_back = sum(1 for kind, _ in steps if kind == "person")
     for episode in {entry.episode_id for entry in applied}:
-        ladder = [entry.action for entry in applied if entry.episode_id == episode]
-        assert ladder in (["quarantine"], ["quarantine", "revert"]), ladder
+        ladders: list[list[str]] = []
+        made = ""
+        for change in (change for change in changes if change.episode_id == episode):
+            if not ladders or change.fingerprint_before != made:
+                ladders.append([])
+            ladders[-1].append(change.action)
+            made = change.fingerprint_after
+        assert len(ladders) - 1 <= put_back, ladders
+        for ladder in ladders:
+            assert ladder in (["quarantine"], ["quarantine", "revert"]), ladders

@@ -182,16 +182,35 @@ def test_a_group_whose_mode_is_off_or_that_is_not_active_is_not_changed(
 
 
 def test_a_detection_of_the_configuration_before_lifeguard_s_own_change_is_already_remediated() -> None:
-    assert rails.already_remediated(detection(), []) is None
+    holds_lifeguards = ({"stages": {}}, MODIFIED_AT + 120_000)  # the group, as read: Lifeguard's change
+    assert rails.already_remediated(detection(), [], Ledger(), *holds_lifeguards) is None
     earlier = [change(NOW - 60)]
-    reason = rails.already_remediated(detection(), earlier)
+    reason = rails.already_remediated(detection(), earlier, Ledger(changes=earlier), *holds_lifeguards)
     assert reason is not None
     assert reason.startswith("Already remediated: quarantine was applied at")
     # The same episode, now failing on the configuration Lifeguard made: not "already" (the ladder's turn).
     after = detection(config_fingerprint=earlier[0].fingerprint_after)
-    assert rails.already_remediated(after, earlier) is None
+    assert rails.already_remediated(after, earlier, Ledger(changes=earlier), *holds_lifeguards) is None
     pending = [change(NOW - 60, status="pending")]
-    assert "was set out (not yet confirmed)" in str(rails.already_remediated(detection(), pending))
+    said = rails.already_remediated(detection(), pending, Ledger(changes=pending), *holds_lifeguards)
+    assert "was set out (not yet confirmed)" in str(said)
+
+
+def test_a_group_put_back_over_lifeguard_s_change_is_remediated_again_unless_the_operator_undid_it() -> None:
+    earlier = [change(NOW - 600)]
+    # The group holds the detection's configuration again (a deploy, a person, an update PCS did not keep):
+    # Lifeguard's change is gone and the loop goes on.
+    put_back = (CONFIG, MODIFIED_AT)
+    assert rails.already_remediated(detection(), earlier, Ledger(changes=earlier), *put_back) is None
+    # The operator's undo put it back: Lifeguard leaves the episode to people.
+    undo = change(NOW - 660, action="undo")  # the operator's clock may be behind the Lambdas'
+    ledger = Ledger(changes=[*earlier, undo])
+    said = rails.already_remediated(detection(), earlier, ledger, *put_back)
+    assert str(said).startswith("Undone: the operator undid Lifeguard's quarantine at")
+    marked = [change(NOW - 600, undone_at=NOW - 300)]
+    assert str(rails.already_remediated(detection(), marked, Ledger(changes=marked), *put_back)).startswith(
+        "Undone:"
+    )
 
 
 def test_a_configuration_that_moved_since_the_detection_is_not_changed() -> None:
@@ -201,16 +220,39 @@ def test_a_configuration_that_moved_since_the_detection_is_not_changed() -> None
 
 
 def test_the_ladder_goes_quarantine_then_revert_then_a_person() -> None:
-    assert rails.ladder("quarantine", []) == ("quarantine", None)
-    assert rails.ladder("notify", [change(NOW)]) == ("notify", None)
-    action, why = rails.ladder("quarantine", [change(NOW)])
+    quarantined = fingerprint_of({"stages": {}})
+    assert rails.ladder("quarantine", [], fingerprint_of(CONFIG)) == ("quarantine", None)
+    assert rails.ladder("notify", [change(NOW)], quarantined) == ("notify", None)
+    action, why = rails.ladder("quarantine", [change(NOW)], quarantined)
     assert action == "revert"
     assert why == "The loop went on after quarantine: escalating to revert."
-    action, why = rails.ladder("quarantine", [change(NOW), change(NOW, "revert")])
+    reverted = {"stages": {"nodeBootstrapped": []}}
+    revert = change(
+        NOW,
+        "revert",
+        config_before={"stages": {}},
+        fingerprint_before=quarantined,
+        config_after=reverted,
+        fingerprint_after=fingerprint_of(reverted),
+    )
+    action, why = rails.ladder("quarantine", [change(NOW), revert], fingerprint_of(reverted))
     assert action is None
     assert why is not None
     assert "quarantine, revert" in why
     assert "a person must look" in why
+
+
+def test_the_ladder_starts_again_when_someone_else_replaced_lifeguard_s_change() -> None:
+    # The group holds the looping configuration again, put there over Lifeguard's quarantine.
+    action, why = rails.ladder("quarantine", [change(NOW - 600)], fingerprint_of(CONFIG))
+    assert action == "quarantine"
+    assert str(why).startswith("Lifeguard's quarantine of ")
+    assert "is no longer in the group (someone else changed its configuration since)" in str(why)
+    # That second quarantine's loop goes on: the ladder counts from it (revert), not from the first.
+    again = [change(NOW - 600), change(NOW - 60)]
+    action, why = rails.ladder("quarantine", again, fingerprint_of({"stages": {}}))
+    assert action == "revert"
+    assert why == "The loop went on after quarantine: escalating to revert."
 
 
 def test_dry_run_holds_mode_notify_and_the_stack_s_dry_run() -> None:

@@ -8,7 +8,8 @@ group, asks the rails in order, and applies what they let through:
 1. `unmatched`: the detection is not of the group's open episode (a forged, replayed or stale event);
 2. `group_unfit`: the group's mode is off, or PCS does not hold it ACTIVE;
    `not_borne_out`: the loop is known from node reports alone, which any node can write;
-3. `already_remediated`: Lifeguard already changed this episode's configuration;
+3. `already_remediated`: Lifeguard already changed this episode's configuration (or the operator undid
+   that change);
 4. `configuration_moved`: the group's configuration is no longer the one that failed;
    `configuration_invalid`: PCS gave it in a form PCS itself would refuse (nothing is built on it);
    `configuration_too_large`: it is too large for Lifeguard to keep for its undo;
@@ -45,6 +46,7 @@ __all__ = [
     "group_unfit",
     "ladder",
     "not_borne_out",
+    "undone",
     "unmatched",
 ]
 
@@ -111,11 +113,36 @@ def not_borne_out(episode: Episode) -> str | None:
     return None if "scaling_log" in episode_signals(episode) else NOT_BORNE_OUT
 
 
-def already_remediated(detection: LoopDetection, earlier: list[AppliedChange]) -> str | None:
-    """Lifeguard already changed the configuration this detection is of (within its episode)."""
-    if earlier and detection.config_fingerprint != earlier[-1].fingerprint_after:
-        return _already(earlier[-1])
-    return None
+def already_remediated(
+    detection: LoopDetection,
+    earlier: list[AppliedChange],
+    ledger: Ledger,
+    config: Mapping[str, Any] | None,
+    modified_at_ms: int,
+) -> str | None:
+    """Lifeguard already changed the configuration this detection is of (within its episode): the detection
+    came after the change (the group holds another configuration), or the operator undid the change. A
+    group that holds the detection's configuration, put in place over Lifeguard's change by someone else
+    (a deploy of its infrastructure as code, a person, an update PCS did not keep), is not: its loop goes
+    on, and the ladder starts again (`ladder`)."""
+    if not earlier or detection.config_fingerprint == earlier[-1].fingerprint_after:
+        return None
+    last = earlier[-1]
+    if configuration_moved(detection, config, modified_at_ms) is not None:
+        return _already(last)
+    return undone(ledger, last)
+
+
+def undone(ledger: Ledger, change: AppliedChange) -> str | None:
+    """The operator undid (or set out to undo) Lifeguard's `change`: Lifeguard leaves its episode be."""
+    undo = ledger.undo_of(change)
+    if undo is None and change.undone_at is None:
+        return None
+    at = change.undone_at if change.undone_at is not None else (undo.at if undo is not None else change.at)
+    return (
+        f"Undone: the operator undid Lifeguard's {change.action} at {utc(int(at * 1000))}; Lifeguard leaves "
+        "this episode to people (a fix, or the group's lifeguard:mode tag, ends it)."
+    )
 
 
 def configuration_moved(
@@ -156,14 +183,27 @@ def configuration_too_large(config: Mapping[str, Any] | None) -> str | None:
     )
 
 
-def ladder(mode: str, earlier: list[AppliedChange]) -> tuple[str | None, str | None]:
-    """The action for a detection and why, when it is not simply the mode's: the mode, or the next rung
-    when the loop went on under Lifeguard's own change of the same episode (quarantine, then revert, then
-    a person; None: no action)."""
+def ladder(mode: str, earlier: list[AppliedChange], fingerprint: str) -> tuple[str | None, str | None]:
+    """The action for a detection of the configuration `fingerprint` and why, when it is not simply the
+    mode's: the mode, or the next rung when the loop went on under Lifeguard's own change of the same
+    episode (quarantine, then revert, then a person; None: no action). Someone else's change over
+    Lifeguard's (a change whose configuration before is not the one Lifeguard's last made) puts the ladder
+    back at its start: Lifeguard's steps were taken out, not tried and failed."""
     if mode == "notify" or not earlier:
         return mode, None
-    done = ", ".join(change.action for change in earlier)
-    steps = [change for change in earlier if change.action != "undrain"]  # taking out a drain step is no rung
+    last = earlier[-1]
+    if fingerprint != last.fingerprint_after:  # `already_remediated` lets this through: someone else's
+        return mode, (
+            f"Lifeguard's {last.action} of {utc(int(last.at * 1000))} is no longer in the group (someone "
+            f"else changed its configuration since) and the loop goes on: the ladder starts again, at {mode}."
+        )
+    since: list[AppliedChange] = []
+    for change in earlier:
+        if since and change.fingerprint_before != since[-1].fingerprint_after:
+            since = []  # someone else changed the group between these two changes of Lifeguard's
+        since.append(change)
+    done = ", ".join(change.action for change in since)
+    steps = [change for change in since if change.action != "undrain"]  # taking out a drain step is no rung
     # One rung up, once: a revert that found nothing proven good quarantines instead (recorded as a
     # quarantine, in mode revert when it was the first), and is still the revert's rung, so the next step
     # is a person, not another quarantine.

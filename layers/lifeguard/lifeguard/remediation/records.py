@@ -128,15 +128,19 @@ class Ledger(Model):
         )
 
     def undo_of(self, change: AppliedChange) -> AppliedChange | None:
-        """The operator's undo set out for `change` (pending or made; not one let go), if any."""
+        """The operator's undo set out for `change` (pending or made; not one let go), if any: one recorded
+        after it. The ledger's order says so, not the times: an undo's is the operator's clock, which may be
+        behind the Lambdas' (a change not in the ledger is compared by time)."""
+        where = [i for i, c in enumerate(self.changes) if c == change]
+        after = self.changes[where[-1] + 1 :] if where else self.changes
         return next(
             (
                 c
-                for c in reversed(self.changes)
+                for c in reversed(after)
                 if c.action == "undo"
                 and c.status != "abandoned"
                 and (c.episode_id, c.revision) == (change.episode_id, change.revision)
-                and c.at >= change.at
+                and (bool(where) or c.at >= change.at)
             ),
             None,
         )

@@ -292,7 +292,7 @@ class Remediator:
         held = (
             rails.group_unfit(mode, group.status, tags)
             or rails.not_borne_out(state.episode)
-            or rails.already_remediated(detection, earlier)
+            or rails.already_remediated(detection, earlier, ledger, before, group.modified_at_ms)
             or rails.configuration_moved(detection, before, group.modified_at_ms)
             or rails.configuration_invalid(before)
             or rails.configuration_too_large(before)
@@ -306,7 +306,7 @@ class Remediator:
             # escalation, neither the cooldown nor the daily cap holds back undoing Lifeguard's own harm).
             plan, lead, paced = TakeOutDrain().plan(ActionContext(before)), None, False
         else:
-            action, lead = rails.ladder(mode, earlier)
+            action, lead = rails.ladder(mode, earlier, detection.config_fingerprint)
             if action is None:
                 return _Verdict("skipped", mode, None, lead or "", True, before)
             good = state.proven_good
@@ -423,6 +423,9 @@ class Remediator:
         plan = _plan_of(intent)
         mode = intent.mode or self.settings.default_mode
         said = intent.reason or f"Applied {intent.action}."
+        undone = rails.undone(ledger, intent)
+        if undone is not None:  # made, then undone by the operator, before this retry came
+            return _Verdict("skipped", mode, intent.action, undone, True, intent.config_before, plan)
         if intent.status == "applied":
             return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
         try:
