@@ -252,6 +252,9 @@ def test_a_request_botocore_refuses_is_translated_and_not_retried() -> None:
         ("AccessDeniedException", False),
         ("ResourceNotFoundException", False),
         ("ServiceQuotaExceededException", False),
+        # A front end's answer without PCS's modeled body: botocore names it by its HTTP status.
+        *((status, True) for status in ("500", "502", "503", "504", "429")),
+        *((status, False) for status in ("400", "403", "404", "413", "5000", "50")),
     ],
 )
 def test_only_errors_a_later_attempt_can_cure_are_transient(code: str, transient: bool) -> None:

@@ -43,13 +43,18 @@ RETRYABLE_CODES = frozenset(
         "ConnectTimeoutError",
         "ReadTimeoutError",
         "ConnectionClosedError",
+        "HTTPClientError",
     }
 )
 
 
 def is_transient(error: AwsCallError) -> bool:
-    """True when retrying the call may succeed."""
-    return error.code in RETRYABLE_CODES
+    """True when retrying the call may succeed: a code above, or an answer without PCS's modeled error (a
+    front end's 429 or 5xx with an HTML or empty body), which botocore names by its HTTP status ('503')."""
+    code = error.code
+    if code in RETRYABLE_CODES:
+        return True
+    return len(code) == 3 and code.isascii() and code.isdigit() and (code == "429" or code[0] == "5")
 
 
 @dataclass(frozen=True)

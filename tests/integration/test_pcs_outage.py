@@ -1,0 +1,112 @@
+"""A PCS front end answering 503 with an HTML body (an outage, as a load balancer answers it): botocore names
+the error by its HTTP status, and every handler that reads PCS fails its event for Lambda to retry and then
+park, instead of taking the outage for a refusal and dropping what the event said."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from lifeguard.aws.clients import aws_client
+from lifeguard.aws.eventbridge import EventPublisher
+from lifeguard.aws.pcs import PcsGateway
+from lifeguard.detection import DetectionSettings
+from lifeguard.errors import AwsCallError
+from lifeguard.handlers.config_review import ConfigReviewHandler
+from lifeguard.handlers.scaling_events import ScalingEventsHandler
+from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.log_subscription import encode_subscription
+from lifeguard.store.changes import ChangeStore
+from lifeguard.store.groups import GroupStore
+from lifeguard.store.remediations import RemediationStore
+from tests.integration.test_handlers import SCALING_STREAM, stream
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
+from tests.unit.test_handlers_config_review import AT, recorded
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PcsGateway, list[str]]]:
+    """A gateway to a PCS endpoint on loopback that answers every call 503 with an HTML body (one attempt a
+    call: botocore's own would only take longer), and the operations it was asked."""
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "x"),
+        ("AWS_SECRET_ACCESS_KEY", "x"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    asked: list[str] = []
+
+    class Outage(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            asked.append(self.headers.get("X-Amz-Target", "").rpartition(".")[2])
+            body = b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
+            self.send_response(503)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Outage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = f"http://127.0.0.1:{server.server_port}"
+        yield PcsGateway(aws_client("pcs", endpoint, attempts=1)), asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_review_that_must_read_pcs_during_an_outage_fails_for_lambda_s_retry(
+    outage: tuple[PcsGateway, list[str]],
+) -> None:
+    gateway, asked = outage
+    table, bus = FakeDynamoDB(), FakeEventBridge()
+    handler = ConfigReviewHandler(
+        GroupStore(table, "t"),
+        ChangeStore(table, "t"),
+        gateway,
+        EventPublisher(bus, "bus", sleep=lambda _: None),
+        ledger=RemediationStore(table, "t").ledger,
+        clock=lambda: AT / 1000 + 60,
+    )
+    event = recorded()
+    del event["detail"]["requestParameters"]["nodeLifecycleActions"]  # the review reads the group
+    with pytest.raises(AwsCallError) as raised:
+        handler.handle_event(event)
+    assert raised.value.code == "503"
+    assert asked == ["GetComputeNodeGroup"]
+    assert bus.events() == []
+
+
+def test_a_loop_s_batch_during_an_outage_fails_whole_for_lambda_s_retry(
+    outage: tuple[PcsGateway, list[str]],
+) -> None:
+    gateway, asked = outage
+    rows = stream("article-terminate-loop")
+    store, bus = GroupStore(FakeDynamoDB(), "t"), FakeEventBridge()
+    handler = ScalingEventsHandler(
+        store,
+        gateway,
+        GroupUpdater(store, EventPublisher(bus, "bus", sleep=lambda _: None)),
+        DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
+        clock=lambda: rows[-1]["event_timestamp"] / 1000 + 60,
+    )
+    batch = encode_subscription(
+        "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
+    )
+    with pytest.raises(AwsCallError) as raised:  # not a group counted unreadable, the loop left untold
+        handler.handle_event(batch)
+    assert raised.value.code == "503"
+    assert "GetComputeNodeGroup" in asked
+    assert bus.events() == []
