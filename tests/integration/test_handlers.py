@@ -421,6 +421,42 @@ def test_events_that_could_not_be_published_are_published_later(env: Env) -> Non
     assert env.wiring.store.load(CLUSTER, GROUP).outbox == []
 
 
+class StoppedAtTimeout(BaseException):
+    """Lambda ending an invocation at its Timeout: no `except` of the handler runs."""
+
+
+class HangingEvents:
+    """PutEvents still being retried (EventBridge unreachable) when the invocation's time runs out."""
+
+    def put_events(self, **kwargs: Any) -> dict[str, Any]:
+        raise StoppedAtTimeout
+
+
+def test_events_of_an_invocation_stopped_while_publishing_are_published_by_lambda_s_retry(env: Env) -> None:
+    rows = stream("article-terminate-loop")
+    env.catch_up(rows[-1]["event_timestamp"])
+    batch = encode_subscription(
+        "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
+    )
+    written_at = 1_800_000_000.0
+    stopped = GroupUpdater(
+        env.wiring.store, EventPublisher(HangingEvents(), env.stack.event_bus), clock=lambda: written_at
+    )
+    with pytest.raises(StoppedAtTimeout):
+        ScalingEventsHandler(
+            env.wiring.store, env.wiring.pcs, stopped, env.wiring.defaults, clock=env.now
+        ).handle_event(batch)
+    assert len(env.wiring.store.load(CLUSTER, GROUP).outbox) == 1  # written, not published, not marked due
+    # Lambda's first retry of the batch, a minute later (the invocation stopped right after its write):
+    # the same records change nothing, and it publishes what the stopped one queued.
+    retry = GroupUpdater(env.wiring.store, env.wiring.updater.publisher, clock=lambda: written_at + 60)
+    ScalingEventsHandler(
+        env.wiring.store, env.wiring.pcs, retry, env.wiring.defaults, clock=env.now
+    ).handle_event(batch)
+    assert [e["detail-type"] for e in env.bus_events()] == ["BootstrapLoopDetected"]
+    assert env.wiring.store.load(CLUSTER, GROUP).outbox == []
+
+
 def template() -> dict[str, Any]:
     import yaml
 

@@ -15,6 +15,7 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import UPDATE_REQUIRES, PcsGateway
 from lifeguard.handlers.config_review import ConfigReviewHandler
+from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS
 from lifeguard.notify import SecretWebhook, SnsChannel
 from lifeguard.remediation import ACTIONS
 from lifeguard.store.changes import ChangeStore
@@ -293,6 +294,14 @@ def test_failed_invocations_are_parked_not_dropped() -> None:
     alarms = [r for r in everything.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     assert all(a["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopic"}] for a in alarms)
     assert everything["AlarmTopic"]["Properties"]["KmsMasterKeyId"] == {"Ref": "AlarmKey"}
+
+
+def test_an_invocation_stopped_at_its_timeout_leaves_its_outbox_to_lambda_s_retry() -> None:
+    """The functions that write an outbox end before its entries are stale (no live invocation's events are
+    published twice), and Lambda's first retry, a minute after one stopped, finds them stale."""
+    everything = resources()
+    for name in ("ScalingEventsFunction", "NodeReportsFunction"):
+        assert everything[name]["Properties"]["Timeout"] <= STALE_OUTBOX_SECONDS < 60
 
 
 def test_what_holds_state_is_retained() -> None:

@@ -3,8 +3,9 @@
 Events are put in the state's outbox by the same write that makes them true, then published, then
 cleared. If publishing fails, the events stay in the outbox and the next invocation for the group
 publishes them (once they are older than `STALE_OUTBOX_SECONDS`, so a live invocation is not doubled;
-the failed invocation marks them due at once on its way out, so its own retry sends them). Every group
-of a batch is tried before the first failure is raised.
+the failed invocation marks them due at once on its way out, so its own retry sends them; one Lambda
+stopped at its Timeout never gets that far, and its retry finds them stale). Every group of a batch is
+tried before the first failure is raised.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ from lifeguard.store.table import stored_bytes
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
 
-STALE_OUTBOX_SECONDS = 120.0
+# The Timeout of the functions that write an outbox (ScalingEvents, NodeReports: template.yaml, a test holds
+# them together). An entry this old belongs to no invocation still running, and Lambda's retry of the one
+# that queued it and was stopped at its Timeout, a minute later, finds it stale and publishes it.
+STALE_OUTBOX_SECONDS = 45.0
 MAX_ATTEMPTS = 10
 # The outbox is in the group's item, so it is bounded while EventBridge refuses events: the newest events
 # are kept, at most OUTBOX_MAX of them taking at most OUTBOX_MAX_STORED_BYTES compressed (a configuration
