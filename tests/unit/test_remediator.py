@@ -25,6 +25,7 @@ from lifeguard.group_state import Episode, Failure, GroupState, ProvenGood, Susp
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes, find_problems
+from lifeguard.metrics import Metric
 from lifeguard.remediation import (
     AuditEntry,
     NodeBundle,
@@ -84,7 +85,7 @@ class World:
         self.sleeps.append(seconds)
         self.clock.advance(seconds)
 
-    def remediator(self, **settings: Any) -> Remediator:
+    def remediator(self, *, metric: Metric | None = None, **settings: Any) -> Remediator:
         publisher = EventPublisher(self.bus, BUS, sleep=lambda _: None)
         wiring = Wiring(
             self.store,
@@ -98,6 +99,7 @@ class World:
             pcs=PcsGateway(self.api),
             clock=self.now,
             sleep=self.sleep,
+            metric=metric,
         )
 
     def group(self) -> dict[str, Any]:
@@ -362,6 +364,21 @@ def test_a_detection_delivered_again_is_answered_from_the_stored_decision() -> N
     decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-1", 1)
     assert decision is not None
     assert (decision.status, decision.deliveries, decision.published) == ("applied", 3, True)
+
+
+def test_a_change_whose_event_only_a_retry_could_publish_is_counted_applied_once() -> None:
+    world = World()
+    counted: list[str] = []
+    remediator = world.remediator(metric=lambda name, value: counted.extend([name] * int(value)))
+    event = world.detection()
+    world.bus.refuse_calls = 3  # EventBridge refuses the publisher's three tries: the invocation fails
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(event)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # the change was made
+    world.clock.advance(60)  # Lambda's retry of the same event publishes it
+    assert remediator.handle_event(event) == []
+    assert [k for k, _ in world.bus.events()] == ["RemediationApplied"]
+    assert counted == ["RemediationApplied", "DuplicateDetections"]
 
 
 @pytest.mark.parametrize(

@@ -158,6 +158,9 @@ class Remediator:
             event = self._event(detection, outcome)
             now = self.clock()
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
+            # Counted as decided, whether or not it is published now: a retry that publishes it is a
+            # delivery again (DuplicateDetections), and the change it tells of was made once, here.
+            self.metric(event.detail_type, 1)
             if outcome.refused:
                 # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
                 self.publisher.publish([event])
@@ -168,7 +171,6 @@ class Remediator:
                 self.publisher.publish([event])
                 decision.published = True
                 self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
-            self.metric(event.detail_type, 1)
         finally:
             self.store.release(cluster_id, group_id, holder)
         if outcome.status == "failed":
