@@ -279,13 +279,25 @@ def test_every_rule_is_on_the_stack_bus_and_only_its_functions_may_put_events_th
 
 def test_failed_invocations_are_parked_not_dropped() -> None:
     everything = resources()
-    for name in ("RemediateFunction", "NotifyFunction"):
+    # On-failure destinations, not dead-letter queues: a record names the function that failed its event
+    # (remediate and notify both take BootstrapLoopDetected, and share a queue).
+    parked_in = {
+        "RemediateFunction": "ParkedEventsQueue",
+        "NotifyFunction": "ParkedEventsQueue",
+        "ReviewChangesFunction": "ParkedEventsQueue",
+        "ScalingEventsFunction": "FailedBatchesQueue",
+        "NodeReportsFunction": "FailedBatchesQueue",
+    }
+    for name, queue in parked_in.items():
         properties = everything[name]["Properties"]
-        assert properties["DeadLetterQueue"]["Type"] == "SQS"
+        assert "DeadLetterQueue" not in properties
         assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 2
-    for name in ("ScalingEventsFunction", "NodeReportsFunction"):
-        on_failure = everything[name]["Properties"]["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
-        assert on_failure == {"Type": "SQS", "Destination": {"Fn::GetAtt": ["FailedBatchesQueue", "Arn"]}}
+        on_failure = properties["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]
+        assert on_failure == {"Type": "SQS", "Destination": {"Fn::GetAtt": [queue, "Arn"]}}
+        # A record Lambda could not write is an event lost: alarmed.
+        alarm = everything[f"{name.removesuffix('Function')}ParkingFailedAlarm"]["Properties"]
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("AWS/Lambda", "DestinationDeliveryFailures")
+        assert alarm["Dimensions"] == [{"Name": "FunctionName", "Value": {"Fn::Sub": f"${{{name}}}"}}]
     for queue in ("ParkedEventsQueue", "FailedBatchesQueue"):
         assert everything[queue]["Properties"]["SqsManagedSseEnabled"] is True
         assert {f"{queue[: -len('Queue')]}DepthAlarm", f"{queue[: -len('Queue')]}AgeAlarm"} <= set(everything)
@@ -458,9 +470,9 @@ def test_the_review_may_only_read_groups_of_the_clusters_it_protects(cluster_ids
 def test_the_reviews_that_fail_are_parked_and_the_default_bus_rule_may_park_them() -> None:
     everything = resources()
     properties = everything["ReviewChangesFunction"]["Properties"]
-    assert properties["DeadLetterQueue"] == {
+    assert properties["EventInvokeConfig"]["DestinationConfig"]["OnFailure"] == {
         "Type": "SQS",
-        "TargetArn": {"Fn::GetAtt": ["ParkedEventsQueue", "Arn"]},
+        "Destination": {"Fn::GetAtt": ["ParkedEventsQueue", "Arn"]},
     }
     assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 2
     (statement,) = everything["ParkedEventsQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
