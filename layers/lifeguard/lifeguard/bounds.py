@@ -13,7 +13,7 @@ before it reaches a decision, a DynamoDB key or an item; what fails is skipped a
 - **Times** are plausible against the invocation's clock: no more than `FUTURE_SKEW_MS` (5 minutes)
   ahead, which is the clock skew AWS itself tolerates when it checks a request's signature, and no more
   than `PAST_MS` (14 days) behind, the oldest event CloudWatch Logs accepts at all, which leaves room for
-  hours of late delivery, Lambda's retries for up to 6 hours and a redrive from a dead-letter queue. A
+  hours of late delivery, Lambda's retries for up to 6 hours and a redrive from the parked queue. A
   future-dated outcome would otherwise stay the group's newest for as long as it is kept and blind the
   detection to every genuine loop after it. `lifeguard replay` and the simulation run the handlers on
   their stream's clock, so recorded streams and exported logs stay valid.

@@ -10,7 +10,7 @@
      ├── TransactionConflictError                   store/: a transaction was cancelled
      ├── VersionConflictError                       store/: another invocation wrote the state first
      ├── RemediationBusyError                       remediation/: another remediation holds the group's lock
-     ├── RemediationParkedError                     remediation/: failed after its retries; left to the DLQ
+     ├── RemediationParkedError                     remediation/: failed after its retries; Lambda parks it
      ├── NotificationError                          notify/: a channel did not get an event after its retries
      ├── SlackError                                 notify/slack.py: a message not delivered (never the URL)
      └── FetchError, ShipperError, MissingBoto3Error  node/: a script download, the shipper, boto3 on the node

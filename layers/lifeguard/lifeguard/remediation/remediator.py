@@ -21,7 +21,7 @@ released on the way out):
    `retryAfterSeconds` up to a minute), and no wait outlasts the time the invocation has left;
 7. the decision is audited and published as RemediationApplied / RemediationSkipped / RemediationFailed.
 A failure that outlasts the retries is published, then raised (`RemediationParkedError`), so the Lambda's
-retries and dead-letter queue keep the event: nothing is dropped, and a change PCS took is never reported
+retries and parked queue keep the event: nothing is dropped, and a change PCS took is never reported
 as skipped.
 """
 
@@ -78,7 +78,7 @@ class _MovedOnError(LifeguardError):
 
 class RemediationParkedError(LifeguardError):
     """The remediation failed after its retries; RemediationFailed was published and the event is left to
-    the Lambda's retries and dead-letter queue."""
+    the Lambda's retries and parked queue."""
 
 
 @dataclass
