@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lifeguard.aws.clients import aws_client
@@ -58,6 +58,8 @@ def world(local: Any) -> Iterator[tuple[LocalPcs, ManualClock, Deployment, str]]
 
 @settings(max_examples=25)
 @given(steps=STEPS)
+# Always: a person puts the looping configuration back over Lifeguard's change, twice, the loop going on.
+@example(steps=[("detect", 0), ("person", 0), ("goes-on", 0), ("goes-on", 0), ("person", 0), ("goes-on", 0)])
 def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_delivery(
     world: tuple[LocalPcs, ManualClock, Deployment, str], steps: list[Step]
 ) -> None:
@@ -101,6 +103,8 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
         open_episode(deployed.wiring.store, detail)
         return {"detail-type": "BootstrapLoopDetected", "detail": detail}
 
+    store = RemediationStore(deployed.wiring.store.client, deployed.stack.table)
+    changed = put_back = False  # Lifeguard changed the group in this episode; a person replaced its change
     for kind, minutes in steps:
         if kind == "wait":
             clock.advance(minutes * 60)
@@ -109,17 +113,24 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
             api.update_compute_node_group(
                 clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=group, nodeLifecycleActions=TERMINATE
             )
+            put_back = changed
             continue
         if kind == "detect" or last is None:
             episodes += 1
             last = detection(f"ep-{episodes}", 1)
+            changed = put_back = False
         elif kind == "goes-on":
             last = detection(last["detail"]["episode_id"], last["detail"]["revision"] + 1)
         controller.handle_event(last)
         delivered += 1
         clock.advance(1)
+        (entry,) = store.history(CLUSTER, group, last=1)
+        if kind == "goes-on" and put_back:
+            # The loop goes on over what a person put back on Lifeguard's change: never "already" done.
+            assert not (entry.reason or "").startswith("Already remediated"), entry.reason
+        if entry.decision == "applied":
+            changed, put_back = True, False
 
-    store = RemediationStore(deployed.wiring.store.client, deployed.stack.table)
     history = store.history(CLUSTER, group)
     assert len(history) == delivered  # every delivery is audited: applied, skipped, failed or duplicate
     applied = [entry for entry in history if entry.decision == "applied"]

@@ -286,3 +286,37 @@ def test_the_daily_cap_counts_the_last_24_hours_only() -> None:
     assert rails.daily_cap(two, settings, NOW + 24 * 3600) is None
     abandoned = Ledger(changes=[change(NOW - 3600), change(NOW - 7200, status="abandoned")])
     assert rails.daily_cap(abandoned, settings, NOW) is None
+
+
+_QUARANTINED = {"stages": {"nodeBootstrapped": [{"name": "a", "onError": "STOP_SEQUENCE"}]}}
+_DRAINED = {"stages": {**_QUARANTINED["stages"], "nodeReady": [{"name": "lifeguard-drain"}]}}
+# Someone else's deploy over Lifeguard's quarantine: another script, Lifeguard's drain step kept.
+_THEIRS_DRAINED = {
+    "stages": {
+        "nodeBootstrapped": [{"name": "a", "onError": "STOP_SEQUENCE"}, {"name": "b"}],
+        "nodeReady": [{"name": "lifeguard-drain"}],
+    }
+}
+_THEIRS = {"stages": {"nodeBootstrapped": _THEIRS_DRAINED["stages"]["nodeBootstrapped"]}}
+
+
+def test_an_undrain_after_someone_else_s_change_is_no_rung_and_the_ladder_starts_at_the_mode() -> None:
+    quarantine = change(
+        NOW - 3600,
+        config_before=CONFIG,
+        fingerprint_before=fingerprint_of(CONFIG),
+        config_after=_DRAINED,
+        fingerprint_after=fingerprint_of(_DRAINED),
+    )
+    undrain = change(
+        NOW - 600,
+        "undrain",
+        revision=3,
+        config_before=_THEIRS_DRAINED,
+        fingerprint_before=fingerprint_of(_THEIRS_DRAINED),  # not what the quarantine made: a discontinuity
+        config_after=_THEIRS,
+        fingerprint_after=fingerprint_of(_THEIRS),
+    )
+    # Script b loops under theirs (after Lifeguard took its drain step out of it).
+    action, why = rails.ladder("quarantine", [quarantine, undrain], fingerprint_of(_THEIRS))
+    assert action == "quarantine", why

@@ -1249,3 +1249,76 @@ def test_a_detection_published_from_the_outbox_is_remediated_like_one_published_
     )
     assert [e.detail_type for e in events] == ["RemediationApplied"], events[0].detail["reason"]
     assert world.group()["nodeLifecycleActions"] != TERMINATE
+
+
+def test_a_decision_published_only_after_the_operator_s_undo_tells_the_change_undone() -> None:
+    world = World()
+    remediator = world.remediator()
+    event = world.detection()
+    world.bus.refuse_calls = 3  # EventBridge refuses the put: the decision is stored, not published
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(event)
+    assert world.bus.events() == []
+    world.settle()
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    assert operator.undo(GROUP, CLUSTER).applied  # the operator undoes the quarantine
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    remediator.handle_event(event)  # Lambda's retry (or a redrive from the parked queue)
+    [(kind, detail)] = world.bus.events()  # the change is no longer there: told undone, no undo line
+    assert kind == "RemediationSkipped"
+    assert detail["reason"].startswith("Undone: the operator undid Lifeguard's quarantine at")
+    assert detail["undo"] is None
+
+
+def test_after_the_operator_s_undo_a_loop_on_lifeguard_s_configuration_put_back_is_left_to_people() -> None:
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())  # quarantine, applied
+    world.settle()
+    world.prove_good(GOOD)
+    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    assert operator.undo(GROUP, CLUSTER).applied
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    world.person_sets(QUARANTINED)  # the group's template, which took Lifeguard's change in, is deployed
+    [answer] = remediator.handle_event(world.detection(revision=2))  # the loop goes on under it
+    assert answer.detail["reason"].startswith("Undone:"), answer.detail["reason"]
+    assert len(world.lifeguard_updates()) == 2  # the quarantine and the operator's undo, nothing more
+
+
+def test_one_change_is_counted_applied_once_when_its_decision_was_not_stored_the_first_time() -> None:
+    world = World()
+    counted: list[str] = []
+    remediator = world.remediator(metric=lambda name, value: counted.extend([name] * int(value)))
+    event = world.detection()
+    put, failed = world.table.put_item, []
+
+    def decision_write_throttled(**request: Any) -> Any:
+        if request["Item"]["sk"]["S"].startswith("DECISION#") and not failed:
+            failed.append(request)
+            raise client_error("ProvisionedThroughputExceededException", "PutItem")
+        return put(**request)
+
+    world.table.put_item = decision_write_throttled
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(event)
+    world.table.put_item = put
+    world.clock.advance(60)
+    remediator.handle_event(event)  # Lambda's retry: the change is found made (reconciled)
+    assert len(world.lifeguard_updates()) == 1  # one change
+    assert counted.count("RemediationApplied") == 1, counted
+
+
+def test_a_refused_detection_is_counted_skipped_once_when_its_event_was_put_on_the_retry() -> None:
+    world = World()
+    counted: list[str] = []
+    remediator = world.remediator(metric=lambda name, value: counted.extend([name] * int(value)))
+    event = world.detection(revision=1)
+    event["detail"]["revision"] = 7  # newer than the open episode's: refused, no decision recorded
+    world.bus.refuse_calls = 3
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(event)
+    remediator.handle_event(event)  # Lambda's retry puts it
+    assert [kind for kind, _ in world.bus.events()] == ["RemediationSkipped"]
+    assert counted.count("RemediationSkipped") == 1, counted

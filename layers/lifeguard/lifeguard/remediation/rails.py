@@ -125,12 +125,15 @@ def already_remediated(
     group that holds the detection's configuration, put in place over Lifeguard's change by someone else
     (a deploy of its infrastructure as code, a person, an update PCS did not keep), is not: its loop goes
     on, and the ladder starts again (`ladder`)."""
-    if not earlier or detection.config_fingerprint == earlier[-1].fingerprint_after:
+    if not earlier:
         return None
     last = earlier[-1]
+    said = undone(ledger, last)  # whatever the group holds now (Lifeguard's configuration put back, too)
+    if said is not None or detection.config_fingerprint == last.fingerprint_after:
+        return said
     if configuration_moved(detection, config, modified_at_ms) is not None:
         return _already(last)
-    return undone(ledger, last)
+    return None
 
 
 def undone(ledger: Ledger, change: AppliedChange) -> str | None:
@@ -204,6 +207,8 @@ def ladder(mode: str, earlier: list[AppliedChange], fingerprint: str) -> tuple[s
         since.append(change)
     done = ", ".join(change.action for change in since)
     steps = [change for change in since if change.action != "undrain"]  # taking out a drain step is no rung
+    if not steps:
+        return mode, None
     # One rung up, once: a revert that found nothing proven good quarantines instead (recorded as a
     # quarantine, in mode revert when it was the first), and is still the revert's rung, so the next step
     # is a person, not another quarantine.

@@ -158,16 +158,17 @@ class Remediator:
             event = self._event(detection, outcome)
             now = self.clock()
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
-            # Counted as decided, whether or not it is published now: a retry that publishes it is a
-            # delivery again (DuplicateDetections), and the change it tells of was made once, here.
-            self.metric(event.detail_type, 1)
             if outcome.refused:
                 # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
                 self.publisher.publish([event])
+                self.metric(event.detail_type, 1)
             else:
                 decided = (detection.episode_id, detection.revision)
                 decision = Decision(status=outcome.status, events=[event.to_dict()])
                 self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+                # Counted once stored, whether or not it is published now: a retry then answers from the
+                # decision (DuplicateDetections); one that found none decides, and counts, again.
+                self.metric(event.detail_type, 1)
                 self.publisher.publish([event])
                 decision.published = True
                 self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
@@ -228,8 +229,9 @@ class Remediator:
         known.deliveries += 1
         events = [ControllerEvent.from_dict(entry) for entry in known.events]
         if not known.published:
+            events = self._still_true(detection, known, events)
             self.publisher.publish(events)
-            known.published = True
+            known.events, known.published = [event.to_dict() for event in events], True
         decided = (detection.episode_id, detection.revision)
         self.store.save_decision(cluster_id, group_id, decided, decision=known, now=now)
         self.store.audit(
@@ -246,6 +248,30 @@ class Remediator:
         self.metric("DuplicateDetections", 1)
         logger.info("%s revision %d already %s", detection.episode_id, detection.revision, known.status)
         return []
+
+    def _still_true(
+        self, detection: LoopDetection, known: Decision, events: list[ControllerEvent]
+    ) -> list[ControllerEvent]:
+        """The events of a decision never published, as they are true now: a change the operator undid
+        meanwhile is told as undone (RemediationSkipped, no undo line), not as in place."""
+        if known.status != "applied":
+            return events
+        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        ledger = self.store.ledger(cluster_id, group_id)
+        intent = ledger.intent(detection.episode_id, detection.revision)
+        said = rails.undone(ledger, intent) if intent is not None else None
+        if said is None:
+            return events
+        return [
+            ControllerEvent(
+                "RemediationSkipped",
+                {**event.detail, "reason": said, "undo": None},
+                event.key.replace(":RemediationApplied:", ":RemediationSkipped:"),
+            )
+            if event.detail_type == "RemediationApplied"
+            else event
+            for event in events
+        ]
 
     def _decide(self, detection: LoopDetection, deadline: float) -> tuple[_Verdict, LoopDetection]:
         """The outcome, and the detection as Lifeguard's own state tells it (its evidence and suspect are
