@@ -102,6 +102,10 @@ class World:
             metric=metric,
         )
 
+    def operator(self) -> Operator:
+        """The operator's CLI on this table and PCS."""
+        return Operator(TABLE, client=lambda service: self.table if service == "dynamodb" else self.api)
+
     def group(self) -> dict[str, Any]:
         found: dict[str, Any] = self.api.get_compute_node_group(
             clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP
@@ -581,7 +585,7 @@ def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undon
     assert [(c.action, c.status) for c in ledger.changes] == [("quarantine", "applied")] + [
         ("revert", "abandoned")
     ] * 3
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
@@ -628,7 +632,7 @@ def test_an_undo_pcs_took_is_written_down_by_the_next_run_when_the_table_failed_
         return put(**request)
 
     world.table.put_item = ledger_write_throttled
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     with pytest.raises(AwsCallError, match="ProvisionedThroughputExceededException"):
         operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == TERMINATE  # PCS took the undo
@@ -662,7 +666,7 @@ def test_an_undo_whose_answer_pcs_lost_stays_set_out_and_the_next_run_writes_it_
         raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
 
     world.api.update_compute_node_group = taken_but_answer_lost
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     with pytest.raises(OperatorError, match="it may have been made: run lifeguard undo again"):
         operator.undo(GROUP, CLUSTER)
     world.api.update_compute_node_group = update
@@ -687,7 +691,7 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
         remediator.handle_event(event)
     assert world.group()["nodeLifecycleActions"] == TERMINATE  # the quarantine is set out, not taken
     world.person_sets(GOOD)  # the owner mends the group by hand meanwhile
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     with pytest.raises(OperatorError, match="PCS has not taken it: nothing to undo"):
         operator.undo(GROUP, CLUSTER, force=True)  # it would have put the looping configuration back
     world.settle()
@@ -719,7 +723,7 @@ def test_an_escalation_parked_for_good_does_not_hold_off_the_undo_of_the_change_
     _parked_for_good(world, remediator, world.detection(revision=2))  # the loop went on: revert, never made
     world.clock.advance(3600)
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     shown = operator.undo(GROUP, CLUSTER, dry_run=True)
     assert (shown.change.action, shown.change.revision) == ("quarantine", 1)
     assert any(line.startswith("  lets go revert of") for line in shown.lines)
@@ -836,7 +840,7 @@ def test_the_undo_lock_holds_off_a_remediation_when_the_operators_clock_is_behin
         return get(**params)
 
     world.api.get_compute_node_group = read_while_a_remediation_starts
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     operator.undo(GROUP, CLUSTER)
     assert taken == [False]
     assert world.group()["nodeLifecycleActions"] == TERMINATE
@@ -849,7 +853,7 @@ def test_the_undo_does_not_take_a_running_remediations_lock_when_the_operators_c
     store = RemediationStore(world.table, TABLE)
     assert store.acquire(CLUSTER, GROUP, "remediation", world.now(), 60)  # an invocation's last minute
     monkeypatch.setattr(operate.time, "time", lambda: world.now() + 90)  # ninety seconds ahead
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     with pytest.raises(OperatorError, match="is running"):
         operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
@@ -865,7 +869,7 @@ def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing() 
         return get(**params)
 
     world.api.get_compute_node_group = read_while_the_lease_runs_out
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     with pytest.raises(OperatorError, match="took the group over while the undo read it"):
         operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
@@ -1172,7 +1176,7 @@ def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_
     world.settle()
     assert world.group()["nodeLifecycleActions"] == GOOD  # PCS holds the revert; the ledger says pending
 
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     world.api.update_compute_node_group = made_but_never_answered
     with pytest.raises(OperatorError, match="run lifeguard undo again"):
         operator.undo(GROUP, CLUSTER)
@@ -1260,7 +1264,7 @@ def test_a_decision_published_only_after_the_operator_s_undo_tells_the_change_un
         remediator.handle_event(event)
     assert world.bus.events() == []
     world.settle()
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     assert operator.undo(GROUP, CLUSTER).applied  # the operator undoes the quarantine
     world.settle()
     assert world.group()["nodeLifecycleActions"] == TERMINATE
@@ -1277,7 +1281,7 @@ def test_after_the_operator_s_undo_a_loop_on_lifeguard_s_configuration_put_back_
     remediator.handle_event(world.detection())  # quarantine, applied
     world.settle()
     world.prove_good(GOOD)
-    operator = Operator(TABLE, client=lambda service: world.table if service == "dynamodb" else world.api)
+    operator = world.operator()
     assert operator.undo(GROUP, CLUSTER).applied
     world.settle()
     assert world.group()["nodeLifecycleActions"] == TERMINATE
