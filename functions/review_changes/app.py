@@ -25,6 +25,7 @@ handler = reviewer
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Review one configuration call; raises only on a transient AWS failure, so the event is retried. A
-    call recorded in another account (CloudTrail events forwarded between buses) is not this stack's."""
-    account = context.invoked_function_arn.split(":")[4]
-    return reviewer.handle_event(event, account=account).to_dict()
+    call recorded in another account or made in another region (CloudTrail events forwarded between
+    buses) is not this stack's."""
+    _, _, _, region, account, *_ = context.invoked_function_arn.split(":")
+    return reviewer.handle_event(event, account=account, region=region).to_dict()

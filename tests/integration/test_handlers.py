@@ -23,6 +23,7 @@ from lifeguard.handlers.node_reports import NodeReportsHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
+from lifeguard.scaling_log import PASSED_OVER
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.table import group_key, item_key
 from lifeguard.wiring import Wiring, build_node_reports, build_scaling_events
@@ -517,3 +518,124 @@ def test_a_container_that_remembers_a_stale_state_redoes_the_group_from_a_fresh_
     assert state.episode is not None
     assert sorted(state.outcomes) == ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"]
     assert len(env.bus_events()) == 1
+
+
+# -- Forged input: what a node, or a writer to the scaling log, may send -----------------------------------
+
+
+def test_reports_naming_their_group_by_its_name_are_skipped_and_open_no_second_episode(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PCS takes a group's name where it takes its id, but the reports and the scaling log key a group by its
+    id: reports naming `lca-static` would be of another group Lifeguard knows nothing of (no launches), and
+    open a reports-only episode for the group the scaling log already tells."""
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", CLUSTER)
+    reports = build_node_reports(env.wiring, clock=env.now)
+    [detected] = env.feed(stream("article-terminate-loop"))
+    assert detected["detail"]["signals"] == ["scaling_log"]
+    forged = [
+        {
+            **row,
+            "compute_node_group_id": "lca-static",
+            "instance_id": row["instance_id"].replace("i-0", "i-f"),
+        }
+        for row in stream("article-terminate-node-reports")
+    ]
+    env.catch_up(max(row["ended_at"] * 1000 for row in forged))
+    messages = [(row["ended_at"] * 1000, json.dumps(row)) for row in forged]
+    summary = reports.handle_event(
+        encode_subscription("/pcs-lifeguard/node-reports", f"{CLUSTER}/{forged[0]['instance_id']}", messages)
+    ).to_dict()
+    assert summary["events"] == []
+    assert summary["skipped"] == len(forged)
+    opened = [(s.cluster_id, s.group_id) for s in env.wiring.store.all_states() if s.episode is not None]
+    assert opened == [(CLUSTER, GROUP)]
+
+
+KEPT = "i-0c4d5e6f7a8b9c0d1"  # the node the quarantine keeps, in article-quarantine-contained
+
+
+def _forged_failure(instance: str, n: int, at: int) -> dict[str, Any]:
+    """A failed run of a script in no configuration, named to sort before the real one ('0' < 'f')."""
+    return {
+        "kind": "script_run",
+        "cluster_id": CLUSTER,
+        "compute_node_group_id": GROUP,
+        "instance_id": instance,
+        "node_id": "x",
+        "boot": 1,
+        "first_boot": True,
+        "stage": "nodeBootstrapped",
+        "script": f"0-forged-{n:05d}",
+        "on_error": "TERMINATE",
+        "exit_code": 1,
+        "outcome": "failed",
+        "started_at": at,
+        "ended_at": at,
+        "log_tail": "",
+    }
+
+
+def _quarantine_kept_node(env: Env, *, flood: bool) -> list[str]:
+    """The article's loop, its script switched to STOP_SEQUENCE before the third node launches, and that
+    node's real failure reported; with `flood`, 5,000 forged failed runs first, 1,000 of them under the
+    kept node's own id (any node can read the ids off the report log group and write under them)."""
+    rows = stream("article-quarantine-contained")
+    cut = 1792545162000
+    scaling = [row for row in rows if "status_code" in row]
+    reports = [row for row in rows if row.get("kind") == "script_run"]
+    seen = [e["detail-type"] for e in env.feed([row for row in scaling if row["event_timestamp"] <= cut])]
+    seen += [e["detail-type"] for e in env.feed_reports([r for r in reports if r["instance_id"] != KEPT])]
+    config = load_event("configs/article-terminate.json")
+    config["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    env.clock.set(datetime(2026, 10, 21, 1, 13, tzinfo=UTC))
+    env.pcs_client.update_compute_node_group(
+        clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=config
+    )
+    if flood:
+        at = 1792545500
+        env.feed_reports([_forged_failure(KEPT, n, at) for n in range(1000)])
+        for chunk in range(4):
+            env.feed_reports([_forged_failure(f"i-f{chunk}{n:05d}", n, at) for n in range(1000)])
+    seen += [e["detail-type"] for e in env.feed_reports([r for r in reports if r["instance_id"] == KEPT])]
+    seen += [e["detail-type"] for e in env.feed([row for row in scaling if row["event_timestamp"] > cut])]
+    return seen
+
+
+def test_the_kept_nodes_failure_contains_the_loop(env: Env) -> None:
+    assert _quarantine_kept_node(env, flood=False)[-1] == "LoopContained"
+
+
+def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(env: Env) -> None:
+    """The group's read and the instance's own both stop at their bounds before the real run: its runs of
+    the configuration's scripts in that boot are read script by script, and the loop stays contained (not
+    told resolved while the script still fails)."""
+    seen = _quarantine_kept_node(env, flood=True)
+    assert seen[-1] == "LoopContained", seen
+    episode = env.wiring.store.load(CLUSTER, GROUP).episode
+    assert episode is not None
+    assert episode.contained_at is not None
+
+
+def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -> None:
+    """PCS writes a cluster's records to the cluster's own stream (`AWSLogs/PCS/<cluster-id>/...`)."""
+    env.pcs.add_cluster("other", cluster_id="pcs_other00001")
+    env.pcs.add_compute_node_group(
+        "pcs_other00001",
+        "other-group",
+        group_id="pcs_og00000001",
+        node_lifecycle_actions=load_event("configs/article-terminate.json"),
+    )
+    rows = [
+        {**row, "resource_id": "pcs_other00001", "compute_node_group_id": "pcs_og00000001"}
+        for row in stream("article-terminate-loop")
+    ]
+    messages = [(row["event_timestamp"], json.dumps(row)) for row in rows]
+    env.catch_up(max(row["event_timestamp"] for row in rows))
+    summary = env.scaling.handle_event(
+        encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages)
+    ).to_dict()
+    assert summary["events"] == []
+    read = [row for row in rows if (row["status_code"], row["reason_code"]) not in PASSED_OVER]
+    assert summary["skipped_reasons"] == {"another cluster's resource_id": len(read)}
+    assert env.wiring.store.all_states() == []

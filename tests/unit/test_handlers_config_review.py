@@ -676,3 +676,21 @@ def test_a_call_recorded_in_another_account_is_ignored_and_nothing_is_read_kept_
     assert world.reviews() == []
     assert world.pcs_reads() == 0
     assert world.handler.handle_event(recorded(), account="123456789012").reviewed == 1  # its own account's
+
+
+@pytest.mark.parametrize("where", ["awsRegion", "region"])
+def test_a_call_made_in_another_region_is_ignored_and_nothing_is_read_kept_or_published(where: str) -> None:
+    """A bus that gathers several regions' CloudTrail events delivers calls on groups of another region: not
+    this stack's, which watches (and can read) the groups of its own region alone."""
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    if where == "region":
+        event["region"] = "eu-west-1"
+    else:
+        event["detail"]["awsRegion"] = "eu-west-1"
+    summary = world.handler.handle_event(event, region="us-east-1")
+    assert (summary.reviewed, summary.ignored, summary.skipped) == (0, 1, 0)
+    assert world.reviews() == []
+    assert world.pcs_reads() == 0
+    assert world.handler.handle_event(recorded(), region="us-east-1").reviewed == 1  # its own region's

@@ -26,6 +26,7 @@ from lifeguard.bounds import (
     ID_MAX_CHARS,
     INSTANCE_ID_PATTERN,
     NODE_NAME_PATTERN,
+    PCS_ID_PATTERN,
     pcs_pattern,
 )
 from lifeguard.lifecycle import OnError, StageName
@@ -43,6 +44,8 @@ ClusterId = Annotated[
 GroupId = Annotated[
     str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
 ]
+# A node report names its cluster and group by id alone, never by name (a name would be another key).
+PcsId = Annotated[str, StringConstraints(max_length=ID_MAX_CHARS, pattern=PCS_ID_PATTERN)]
 InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
 NodeName = Annotated[str, StringConstraints(pattern=NODE_NAME_PATTERN)]
 ScriptName = Annotated[
@@ -77,8 +80,8 @@ class NodeReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", strict=True)
 
     kind: Literal["script_run"] = "script_run"
-    cluster_id: ClusterId
-    compute_node_group_id: GroupId
+    cluster_id: PcsId
+    compute_node_group_id: PcsId
     instance_id: InstanceId
     node_id: NodeName | None = None
     boot: int = Field(ge=1, le=1_000_000)
@@ -183,6 +186,9 @@ CLUSTER_IDS = st.sampled_from(["pcs_abc123de45", "pcs_a", "lca-cluster", "Abc"])
 GROUP_IDS = st.sampled_from(["pcs_abcdef01", "lca-static", "G-1"]) | st.from_regex(
     r"[A-Za-z][A-Za-z0-9-]{2,25}", fullmatch=True
 )
+PCS_IDS = st.sampled_from(["pcs_abc123de45", "pcs_abcdef01", "pcs_a"]) | st.from_regex(
+    r"pcs_[a-zA-Z0-9]{1,60}", fullmatch=True
+)
 INSTANCE_IDS = st.sampled_from(["i-059b4b99b4f2e9739", "i-1"]) | st.from_regex(
     r"i-[A-Za-z0-9]{1,32}", fullmatch=True
 )
@@ -233,8 +239,8 @@ VALID_SCALING_LOG_RECORDS = record_of(
 )
 VALID_NODE_REPORTS = record_of(
     kind=optional_key(st.just("script_run"), none=False),
-    cluster_id=CLUSTER_IDS,
-    compute_node_group_id=GROUP_IDS,
+    cluster_id=PCS_IDS,
+    compute_node_group_id=PCS_IDS,
     instance_id=INSTANCE_IDS,
     node_id=optional_key(NODE_NAMES),
     boot=st.integers(1, 1_000_000),

@@ -176,6 +176,19 @@ def test_a_record_whose_key_comes_twice_is_left_to_the_parser() -> None:
     assert not passed_over(text[:-1] + ', "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}')
 
 
+@pytest.mark.parametrize("key", ["reason\\u005fcode", "\\u0072eason_code", "reason_cod\\u0065"])
+def test_a_key_spelled_with_an_escape_is_read_as_json_reads_it_never_passed_over(key: str) -> None:
+    """JSON reads `"reason\\u005fcode"` as a second `reason_code`, the one it keeps: a record of a pair passed
+    over with such a key is a bootstrap failure to the parser, and must reach it."""
+    passed = {**ARTICLE_FAILURE, "reason_code": "SCHEDULER_REQUESTED"}
+    text = json.dumps(passed)[:-1] + f', "{key}": "BOOTSTRAP_FAILED"}}'
+    parsed = parse_scaling_log_record(text)
+    assert isinstance(parsed, ScalingLogRecord)
+    assert parsed.reason_code == "BOOTSTRAP_FAILED"
+    assert not passed_over(text)
+    assert read_scaling_log_message(text) == parsed
+
+
 @given(
     status=st.sampled_from([*sorted(KNOWN_REASONS), "HIBERNATED"]),
     reason=st.one_of(st.none(), st.sampled_from(sorted(set().union(*KNOWN_REASONS.values())))),

@@ -6,7 +6,9 @@ before it reaches a decision, a DynamoDB key or an item; what fails is skipped a
 - **Ids** match PCS's own patterns, read from the vendored service model (`ClusterIdentifier`,
   `ComputeNodeGroupIdentifier`), and are at most `ID_MAX_CHARS` long: the model bounds names (40 and 25
   characters) but not ids (`pcs_` and ten characters in practice), and a group's partition key
-  (`GROUP#<cluster>#<group>`) must stay far below DynamoDB's 2,048 bytes.
+  (`GROUP#<cluster>#<group>`) must stay far below DynamoDB's 2,048 bytes. A node report names its cluster
+  and group by id alone (`PCS_ID`): a group named by its name would be another key, another state, and
+  reports could open an episode for a group its scaling log already speaks of under its id.
 - **Instance ids** are `i-` and up to 32 letters or digits (EC2's are 8 or 17 hex digits); Slurm node
   names at most 128 characters of letters, digits, `.`, `_` and `-`; script names PCS's own pattern.
   None of them can hold the `#` that separates the parts of a sort key (at most 1,024 bytes).
@@ -47,6 +49,8 @@ __all__ = [
     "NODE_NAME",
     "NODE_NAME_PATTERN",
     "PAST_MS",
+    "PCS_ID",
+    "PCS_ID_PATTERN",
     "REASON_MAX_CHARS",
     "REVISION_MAX",
     "SCRIPT_NAME",
@@ -101,6 +105,9 @@ def pcs_pattern(shape_name: str) -> str:
 # The bounds as checks of `lifeguard.schema`, for the record classes.
 CLUSTER_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
 GROUP_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
+# An id, never a name: the identifiers' first alternative (names hold no `_`, so none passes for an id).
+PCS_ID_PATTERN = r"^pcs_[a-zA-Z0-9]+$"
+PCS_ID: Check = string(max_length=ID_MAX_CHARS, pattern=PCS_ID_PATTERN)
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)
 NODE_NAME: Check = string(pattern=NODE_NAME_PATTERN)
 SCRIPT_NAME: Check = string(max_length=64, pattern=pcs_pattern("NodeLifecycleScriptNameString"))
@@ -155,7 +162,9 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u20
 def clip(text: object, limit: int = 200) -> str:
     """A value as one short printable line for a log or an error: control characters replaced, cut at
     `limit` characters."""
-    shown = _CONTROL.sub("?", str(text))
+    # Every character `_CONTROL` replaces is one `isprintable` refuses (Cc, Cf): printable text, most
+    # values (a listing clips every group's name and status), needs no pattern run.
+    shown = text if type(text) is str and text.isprintable() else _CONTROL.sub("?", str(text))
     return shown if len(shown) <= limit else shown[: limit - 1] + "…"
 
 

@@ -195,12 +195,13 @@ def _pcs_id(value: str | None) -> str | None:
 
 
 def parse_config_call(
-    event: object, *, now_ms: int, account: str | None = None
+    event: object, *, now_ms: int, account: str | None = None, region: str | None = None
 ) -> ConfigCall | CallIgnored | CallParseError:
     """The configuration call in `event` (see the module's docstring); `now_ms` is the invocation's clock,
     against which `eventTime` must be plausible. With `account` (the function's own), a call recorded in
     another account (its `recipientAccountId`, or the event's `account`: forwarded between buses) is
-    ignored: its groups are not this stack's."""
+    ignored: its groups are not this stack's; so is one made in another `region` (`awsRegion`, or the
+    event's `region`), whose groups this stack neither watches nor can read."""
     record = cloudtrail_record(event)
     if isinstance(record, str):
         return CallParseError(record, None, reason_of(record))
@@ -211,6 +212,11 @@ def parse_config_call(
         for recorded_in in (record.get("recipientAccountId"), envelope):
             if recorded_in is not None and recorded_in != account:
                 return CallIgnored(f"recorded in account {clip(recorded_in, 20)}, not this stack's", where)
+    if region is not None:
+        envelope = event.get("region") if isinstance(event, Mapping) and "detail" in event else None
+        for made_in in (record.get("awsRegion"), envelope):
+            if made_in is not None and made_in != region:
+                return CallIgnored(f"made in region {clip(made_in, 30)}, not this stack's", where)
     name = record.get("eventName")
     if name not in CHANGE_CALLS:
         return CallIgnored(f"{clip(name, 64)} sets no configuration", where)

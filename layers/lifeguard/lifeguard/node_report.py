@@ -12,11 +12,10 @@ from typing import Any, Literal, get_args
 
 from lifeguard._records import describe_validation_error, load_json_object, reason_of
 from lifeguard.bounds import (
-    CLUSTER_ID,
     EPOCH_S_MAX,
-    GROUP_ID,
     INSTANCE_ID,
     NODE_NAME,
+    PCS_ID,
     SCRIPT_NAME,
     clip,
 )
@@ -31,8 +30,8 @@ RunOutcome = Literal["succeeded", "failed", "skipped"]
 
 @checked(
     kind=literal("script_run"),
-    cluster_id=CLUSTER_ID,
-    compute_node_group_id=GROUP_ID,
+    cluster_id=PCS_ID,
+    compute_node_group_id=PCS_ID,
     instance_id=INSTANCE_ID,
     node_id=optional(NODE_NAME),
     boot=integer(ge=1, le=1_000_000),

@@ -248,8 +248,9 @@ def passed_over(raw: str) -> bool:
 
 def _two_codes(raw: str) -> bool:
     """Two `_code"` in all: no second status or reason key whose value is not a string the patterns read
-    (and, as the filter cannot tell, no value ending in `_code`)."""
-    return raw.count('_code"') == 2
+    (and, as the filter cannot tell, no value ending in `_code`), and no `\\u` escape, which could spell a
+    key the patterns do not see (`"reason\\u005fcode"`, which JSON reads as a second `reason_code`)."""
+    return raw.count('_code"') == 2 and "\\u" not in raw
 
 
 def read_scaling_log_message(

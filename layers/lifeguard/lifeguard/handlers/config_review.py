@@ -110,11 +110,14 @@ class ConfigReviewHandler:
         self.metric = metric or uncounted
         self.clock = clock  # the invocation's clock, against which eventTime must be plausible
 
-    def handle_event(self, event: Mapping[str, Any], *, account: str | None = None) -> ReviewSummary:
+    def handle_event(
+        self, event: Mapping[str, Any], *, account: str | None = None, region: str | None = None
+    ) -> ReviewSummary:
         """One EventBridge event of a PCS call (CloudTrail); raises only on a transient AWS failure. With
-        `account` (the function's own), a call recorded in another account is ignored."""
+        `account` and `region` (the function's own), a call recorded in another account or made in another
+        region is ignored."""
         summary = ReviewSummary()
-        call = parse_config_call(event, now_ms=int(self.clock() * 1000), account=account)
+        call = parse_config_call(event, now_ms=int(self.clock() * 1000), account=account, region=region)
         if isinstance(call, CallIgnored):
             return self._ignore(summary, call.message, call.where)
         if isinstance(call, CallParseError):

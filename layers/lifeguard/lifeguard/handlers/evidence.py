@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from lifeguard.attribution import BootRuns, boot_runs, failed_runs, known_scripts
+from lifeguard.attribution import (
+    LAUNCH_BOOT_AFTER_OUTCOME_MS,
+    BootRuns,
+    boot_runs,
+    failed_runs,
+    known_scripts,
+)
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import GroupStore, Runs
@@ -69,9 +75,18 @@ class GroupEvidence:
         instance = outcome.instance_id
         group = self._read()
         reports = group.reports
+        at = outcome.event_timestamp  # the launch boot's runs only (a reboot's say nothing of it)
         if not group.reports_complete and (own := self._instance_read(instance)) is not None:
             reports = own.reports
-        at = outcome.event_timestamp  # the launch boot's runs only (a reboot's say nothing of it)
+            if not own.reports_complete and scripts:
+                # A flood under the instance's own id: its runs of the configuration's scripts in that boot
+                # are read script by script, on their own key ranges.
+                low = since // 1000 - 1 if since is not None else 0
+                high = (at + LAUNCH_BOOT_AFTER_OUTCOME_MS) // 1000
+                launch = self.store.read_launch_failures(
+                    self._state.cluster_id, self._state.group_id, instance, scripts, (low, high)
+                )
+                reports = reports + launch
         failed = failed_runs(reports, instance, since, scripts, outcome_ms=at)
         if failed:
             return BootRuns(failed, 0)

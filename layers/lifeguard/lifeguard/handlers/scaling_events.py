@@ -9,6 +9,7 @@ group per `proven_good_refresh_seconds` of event time.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ from lifeguard.scaling_log import (
 )
 from lifeguard.store.groups import GroupStore
 
-__all__ = ["BatchSummary", "ScalingEventsHandler"]
+__all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
 # The pairs, besides every LAUNCHED, that a group's state takes in: outcomes and unhealthy terminations.
 _FOLDED = BOOTSTRAP_OUTCOMES | {UNHEALTHY_TERMINATION}
@@ -92,6 +93,16 @@ class BatchSummary(Skips):
             "unreadable_groups": self.unreadable_groups,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
+
+
+# The stream PCS writes a cluster's scaling log to (DESIGN): `AWSLogs/PCS/<cluster-id>/node_lifecycle.log`.
+_CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/")
+
+
+def stream_cluster(log_stream: str) -> str | None:
+    """The cluster whose scaling log a stream is, when it is named as PCS names it; else None."""
+    found = _CLUSTER_STREAM.match(log_stream)
+    return found.group(1) if found else None
 
 
 def _implausible(summary: BatchSummary, record: ScalingLogRecord, where: str, now_ms: int) -> None:
@@ -141,12 +152,16 @@ class ScalingEventsHandler:
         batch = data_batch(event, self.metric)
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
-        return self.handle_messages(batch.messages())
+        return self.handle_messages(batch.messages(), cluster=stream_cluster(batch.log_stream))
 
-    def handle_messages(self, messages: Iterable[tuple[str, str]]) -> BatchSummary:
+    def handle_messages(
+        self, messages: Iterable[tuple[str, str]], *, cluster: str | None = None
+    ) -> BatchSummary:
         """Log-event messages with where they came from; a bad or implausible one is logged, counted with
         its reason and skipped, and the rest of the batch goes on. A record of a status the detection never
-        reads (REGISTERED, TERMINATED/SCHEDULER_REQUESTED, ...: `passed_over`) is ignored unvalidated."""
+        reads (REGISTERED, TERMINATED/SCHEDULER_REQUESTED, ...: `passed_over`) is ignored unvalidated.
+        `cluster`: the cluster whose scaling log the messages are (its stream's, `stream_cluster`); a record
+        naming another one is skipped: PCS writes a cluster's records to its own stream alone."""
         summary = BatchSummary()
         now_ms = int(self.clock() * 1000)
         earliest, latest = plausible_times(now_ms)
@@ -158,6 +173,12 @@ class ScalingEventsHandler:
                 summary.ignored += 1
             elif isinstance(record, ScalingLogParseError):
                 summary.skip(record.reason, where, record.message)
+            elif cluster is not None and record.resource_id not in (None, cluster):
+                summary.skip(
+                    "another cluster's resource_id",
+                    where,
+                    f"names {record.resource_id}, in the scaling log of {cluster}",
+                )
             elif earliest <= record.event_timestamp <= latest:
                 kept.append(record)
             else:

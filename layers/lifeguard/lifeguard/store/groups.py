@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "INSTANCE_RUNS_MAX",
+    "LAUNCH_RUNS_MAX",
     "REPORT_TTL_SECONDS",
     "RUNS_READ_MAX",
     "GroupStore",
@@ -56,6 +57,8 @@ RUNS_READ_MAX = 5_000
 # The runs of one instance read at most, of each kind: a real instance's are its scripts (at most 20 a stage)
 # times its boots in a fortnight.
 INSTANCE_RUNS_MAX = 1_000
+# Failed runs read for one script of one launch boot, when an instance's own runs fill their read.
+LAUNCH_RUNS_MAX = 3_000
 # The state item's attributes holding its configuration's `checked_at` when only that moved (epoch ms), and
 # the item's version they were written at: a write that does not know them (an older release's, during a
 # deploy or after a rollback) moves the version on and leaves them out of date, so they are then ignored.
@@ -301,6 +304,7 @@ class GroupStore:
         "save_many": ("dynamodb:PutItem", "dynamodb:UpdateItem"),
         "put_reports": ("dynamodb:BatchWriteItem",),
         "read_runs": ("dynamodb:Query",),
+        "read_launch_failures": ("dynamodb:Query",),
         "all_states": ("dynamodb:Scan",),
     }
 
@@ -445,6 +449,32 @@ class GroupStore:
             items[(item["pk"]["S"], item["sk"]["S"])] = item
         self._table.put_many(list(items.values()))
         return len(items)
+
+    def read_launch_failures(
+        self,
+        cluster_id: str,
+        group_id: str,
+        instance: str,
+        scripts: Iterable[tuple[str, str]],
+        started: tuple[int, int],
+    ) -> list[NodeReport]:
+        """The failed runs an instance reported of `scripts` ((stage, name)) in its launch boot (boot 1),
+        started from `started[0]` to `started[1]` (epoch seconds): one Query per script on its own key
+        range, so no number of runs of other scripts, boots or times hides them (a node may write any run
+        under any instance). A range holds, besides runs of that time, only start times of fewer digits that
+        sort among them (sort keys compare as text), at most a ninth of its seconds: `LAUNCH_RUNS_MAX`
+        reads past them in a range of up to 7 hours (a launch boot's runs start until 6 hours after its
+        outcome, `attribution.launch_boot`)."""
+        pk = group_key(cluster_id, group_id)
+        low, high = started
+        found: list[NodeReport] = []
+        for stage, script in sorted(scripts):
+            run = f"{REPORT}{instance}#{1:06d}#{stage}#{script}#"
+            items = list(self._table.query(pk, f"{run}{low}", upto=f"{run}{high}", most=LAUNCH_RUNS_MAX))
+            if len(items) >= LAUNCH_RUNS_MAX:
+                logger.warning("group %s: %s's runs of %r fill their read", group_id, instance, script)
+            found.extend(NodeReport.model_validate_json(item["report"]["S"]) for item in items)
+        return found
 
     def read_runs(
         self, cluster_id: str, group_id: str, instance: str | None = None, *, marks: bool = True

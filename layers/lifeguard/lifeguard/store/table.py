@@ -29,13 +29,12 @@ naming the operation. The stores decide what each means (a lost race, a lease he
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lifeguard.errors import AwsCallError, LifeguardError
 
@@ -114,20 +113,23 @@ def stored_bytes(text: str) -> int:
     return len(value.get("S") or value["B"])
 
 
-@contextlib.contextmanager
-def _translated(operation: str) -> Iterator[None]:
+_T = TypeVar("_T")
+
+
+def _translated(operation: str, exc: Exception) -> None:
+    """Raise botocore's error `exc` of `operation` as the stores' (`ConditionFailedError`,
+    `TransactionConflictError`, else `AwsCallError`); return when it is not botocore's (the caller raises
+    it as it is)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    try:
-        yield
-    except ClientError as exc:
+    if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code")
         if code == "ConditionalCheckFailedException":
             raise ConditionFailedError(f"{operation}: the condition failed") from None
         if code in ("TransactionCanceledException", "TransactionConflictException"):
             raise TransactionConflictError(f"{operation}: {code}") from None
         raise AwsCallError.from_exception(operation, exc) from exc
-    except BotoCoreError as exc:
+    if isinstance(exc, BotoCoreError):
         raise AwsCallError.from_exception(operation, exc) from exc
 
 
@@ -140,11 +142,21 @@ class Table:
         self.calls = 0
         self.sleep: Callable[[float], None] = time.sleep  # between rounds of unprocessed keys or items
 
+    def _request(self, operation: str, call: Callable[..., _T], **request: Any) -> _T:
+        """One request of `operation`, counted; its error as the stores' (`_translated`). A plain call, not
+        a context manager: that costs more than the rest of a small batch's write."""
+        self.calls += 1
+        try:
+            return call(**request)
+        except Exception as exc:
+            _translated(operation, exc)
+            raise
+
     def get(self, key: Item) -> Item | None:
         """One item, read consistently (None when there is none)."""
-        self.calls += 1
-        with _translated("GetItem"):
-            response = self.client.get_item(TableName=self.name, Key=key, ConsistentRead=True)
+        response = self._request(
+            "GetItem", self.client.get_item, TableName=self.name, Key=key, ConsistentRead=True
+        )
         return response.get("Item")
 
     def put(self, item: Item, *, condition: str | None = None, values: Item | None = None) -> None:
@@ -154,9 +166,7 @@ class Table:
             request["ConditionExpression"] = condition
         if values:
             request["ExpressionAttributeValues"] = values
-        self.calls += 1
-        with _translated("PutItem"):
-            self.client.put_item(**request)
+        self._request("PutItem", self.client.put_item, **request)
 
     def delete(self, key: Item, *, condition: str | None = None, values: Item | None = None) -> None:
         """Delete one item, on a condition when given."""
@@ -165,21 +175,19 @@ class Table:
             request["ConditionExpression"] = condition
         if values:
             request["ExpressionAttributeValues"] = values
-        self.calls += 1
-        with _translated("DeleteItem"):
-            self.client.delete_item(**request)
+        self._request("DeleteItem", self.client.delete_item, **request)
 
     def add(self, key: Item, attribute: str, *, expires_at: int) -> int:
         """Add one to a counter attribute (created at 0) and set the item's expiry; returns the new count."""
-        self.calls += 1
-        with _translated("UpdateItem"):
-            response = self.client.update_item(
-                TableName=self.name,
-                Key=key,
-                UpdateExpression=f"ADD {attribute} :one SET expires_at = :ttl",
-                ExpressionAttributeValues={":one": {"N": "1"}, ":ttl": {"N": str(expires_at)}},
-                ReturnValues="UPDATED_NEW",
-            )
+        response = self._request(
+            "UpdateItem",
+            self.client.update_item,
+            TableName=self.name,
+            Key=key,
+            UpdateExpression=f"ADD {attribute} :one SET expires_at = :ttl",
+            ExpressionAttributeValues={":one": {"N": "1"}, ":ttl": {"N": str(expires_at)}},
+            ReturnValues="UPDATED_NEW",
+        )
         return int(response["Attributes"][attribute]["N"])
 
     def query(
@@ -190,14 +198,21 @@ class Table:
         last: int | None = None,
         most: int | None = None,
         descending: bool = False,
+        upto: str | None = None,
     ) -> Iterator[Item]:
         """The partition's items whose sort key starts with `prefix`, in key order (`descending`: the
         reverse; only the `last` ones, newest first, when given; at most the first `most`, when given).
+        With `upto`, the items whose sort key is from `prefix` to `upto` instead (both included).
         Read consistently: a handler decides on what it has just written."""
+        values = {":pk": {"S": pk}, ":prefix": {"S": prefix}}
+        condition = "pk = :pk AND begins_with(sk, :prefix)"
+        if upto is not None:
+            condition = "pk = :pk AND sk BETWEEN :prefix AND :upto"
+            values[":upto"] = {"S": upto}
         request: dict[str, Any] = {
             "TableName": self.name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": {"S": pk}, ":prefix": {"S": prefix}},
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
             "ConsistentRead": True,
         }
         if descending:
@@ -219,9 +234,7 @@ class Table:
     def _pages(self, operation: str, request: dict[str, Any], *, once: bool = False) -> Iterator[Item]:
         call = self.client.query if operation == "Query" else self.client.scan
         while True:
-            self.calls += 1
-            with _translated(operation):
-                page = call(**request)
+            page = self._request(operation, call, **request)
             yield from page.get("Items", [])
             if once or "LastEvaluatedKey" not in page:
                 return
@@ -236,9 +249,7 @@ class Table:
             for round_ in range(ROUNDS):
                 if round_:
                     self.sleep(backoff(round_))
-                self.calls += 1
-                with _translated("BatchGetItem"):
-                    response = self.client.batch_get_item(RequestItems=request)
+                response = self._request("BatchGetItem", self.client.batch_get_item, RequestItems=request)
                 yield from response.get("Responses", {}).get(self.name, [])
                 request = response.get("UnprocessedKeys") or {}
                 if not request:
@@ -252,9 +263,9 @@ class Table:
         retries = 0  # rounds that came back with unprocessed items (not chunks: a backlog has many)
         while pending:
             chunk, pending = pending[:BATCH_WRITE_MAX], pending[BATCH_WRITE_MAX:]
-            self.calls += 1
-            with _translated("BatchWriteItem"):
-                response = self.client.batch_write_item(RequestItems={self.name: chunk})
+            response = self._request(
+                "BatchWriteItem", self.client.batch_write_item, RequestItems={self.name: chunk}
+            )
             unprocessed = response.get("UnprocessedItems", {}).get(self.name, [])
             if unprocessed:
                 retries += 1
@@ -268,13 +279,9 @@ class Table:
         """One write, a PutItem or an UpdateItem (conditional when its fields say so)."""
         kind, fields = write
         call = self.client.put_item if kind == "Put" else self.client.update_item
-        self.calls += 1
-        with _translated(f"{kind}Item"):
-            call(TableName=self.name, **fields)
+        self._request(f"{kind}Item", call, TableName=self.name, **fields)
 
     def write_together(self, writes: Sequence[Write]) -> None:
         """Up to 100 writes (puts and updates, each on its condition) in one transaction: all or none."""
         items: Any = [{kind: {"TableName": self.name, **fields}} for kind, fields in writes]
-        self.calls += 1
-        with _translated("TransactWriteItems"):
-            self.client.transact_write_items(TransactItems=items)
+        self._request("TransactWriteItems", self.client.transact_write_items, TransactItems=items)
