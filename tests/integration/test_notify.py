@@ -215,6 +215,42 @@ def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_i
         SecretWebhook(secrets, name)()
 
 
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("https://", "no host"),
+        ("https:///services/T0/B0/x", "no host"),
+        ("https://hooks.slack.com:abc/services/T0/B0/x", "its port is not a number"),
+        ("https://169.254.169.254/latest/meta-data/", "a link-local address"),
+        ("https://[fe80::1]/services/T0/B0/x", "a link-local address"),
+        ("http://hooks.slack.com/services/T0/B0/x", "not https"),
+    ],
+)
+def test_a_secret_whose_url_is_no_webhook_to_post_to_is_one_error_naming_why_never_the_url(
+    env: Env, url: str, problem: str
+) -> None:
+    from lifeguard.notify.slack import SlackError
+
+    secrets = aws_client("secretsmanager", env.local.moto.endpoint_url)
+    name = f"lifeguard/odd-url-{uuid.uuid4().hex[:6]}"
+    secrets.create_secret(Name=name, SecretString=url)
+    with pytest.raises(SlackError) as raised:
+        SecretWebhook(secrets, name)()
+    assert str(raised.value) == f"secret {name} does not hold an https webhook URL: {problem}"
+
+
+def test_a_local_slack_over_http_is_refused_inside_a_lambda_whose_loopback_is_its_runtime_api(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lifeguard.notify.slack import SlackError
+
+    secrets = aws_client("secretsmanager", env.local.moto.endpoint_url)
+    assert SecretWebhook(secrets, env.channels.slack_secret)().startswith("http://127.0.0.1:")
+    monkeypatch.setenv("AWS_LAMBDA_RUNTIME_API", "127.0.0.1:9001")
+    with pytest.raises(SlackError, match="does not hold an https webhook URL: not https"):
+        SecretWebhook(secrets, env.channels.slack_secret)()
+
+
 def test_a_webhook_slack_says_is_gone_is_read_again_from_its_secret_once_and_a_rotated_one_used_at_once(
     env: Env,
 ) -> None:

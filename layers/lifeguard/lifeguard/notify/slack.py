@@ -7,8 +7,12 @@ webhook. Messages stay within Block Kit's limits (header 150 characters, section
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import json
+import os
+import socket
 import threading
 import time
 import urllib.error
@@ -135,6 +139,142 @@ def slack_message(
 
 # What Slack answers a post to a webhook that is no more: revoked (403, 404) or its channel archived (410).
 _GONE = frozenset({403, 404, 410})
+# Slack's answer to a post it took is `ok`; an answer is read up to this many bytes.
+_ANSWER_MAX_BYTES = 1024
+
+
+def _refused(code: int) -> str:
+    if 300 <= code < 400:
+        return f"Slack refused the message: HTTP {code}, a redirect (not followed: Slack answers directly)"
+    return f"Slack refused the message: HTTP {code}"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a way on: urllib would follow it as a GET and take that page's 200."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class _Connections:
+    """The sockets of one attempt, cut when its time is up (a socket's timeout bounds each read, not the
+    attempt: a far end that answers a byte at a time would hold it for as long as it likes). Each is kept
+    once connected: urllib lets go of a connection's socket once the answer's head is read, and the body
+    is read from it after."""
+
+    def __init__(self) -> None:
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self.cut = False
+
+    def plain(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        connection = http.client.HTTPConnection(host, **kwargs)
+        connection.connect = self._watched(connection)  # type: ignore[method-assign]
+        return connection
+
+    def tls(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        connection = http.client.HTTPSConnection(host, **kwargs)
+        connection.connect = self._watched(connection)  # type: ignore[method-assign]
+        return connection
+
+    def _watched(self, connection: http.client.HTTPConnection) -> Callable[[], None]:
+        connect = connection.connect
+
+        def watched() -> None:
+            connect()
+            with self._lock:
+                self._sockets.append(connection.sock)
+                if self.cut:
+                    _shut(connection.sock)
+
+        return watched
+
+    def stop(self) -> None:
+        with self._lock:
+            self.cut = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _Http(urllib.request.HTTPHandler):
+    def __init__(self, connections: _Connections) -> None:
+        super().__init__()
+        self._connections = connections
+
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._connections.plain, req)
+
+
+class _Https(urllib.request.HTTPSHandler):
+    def __init__(self, connections: _Connections) -> None:
+        super().__init__()
+        self._connections = connections
+
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(self._connections.tls, req)
+
+
+def _post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+    """POST `body` as JSON; (status, the answer's first bytes), within `seconds` in all. Raises urllib's
+    HTTPError for an answer of 300 or more (a redirect too: not followed), TimeoutError when the time ran
+    out, and what urllib and http.client raise for no answer or one that is not HTTP. A 200 whose body is
+    cut short after Slack's `ok` is `ok`: Slack has the message, and a retry would post it twice."""
+    connections = _Connections()
+    opener = urllib.request.build_opener(_NoRedirect(), _Http(connections), _Https(connections))
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    timer = threading.Timer(seconds, connections.stop)
+    timer.daemon = True
+    timer.start()
+    try:
+        with opener.open(request, timeout=seconds) as response:
+            try:
+                answer = response.read(_ANSWER_MAX_BYTES)
+            except http.client.IncompleteRead as exc:
+                answer = exc.partial
+            answer = answer.strip()
+            if connections.cut and answer != b"ok":  # cut mid-answer: what came is not all of it
+                raise TimeoutError(f"no whole answer within {seconds:g} s")
+            return response.status, answer
+    except (OSError, http.client.HTTPException) as exc:
+        if connections.cut and not isinstance(exc, urllib.error.HTTPError):
+            raise TimeoutError(f"no whole answer within {seconds:g} s") from None
+        raise
+    finally:
+        timer.cancel()
+
+
+def _unusable(url: str) -> str | None:
+    """Why a webhook URL is not one to post to, or None. Slack's are https to hooks.slack.com; any https
+    host is taken (a Slack-compatible service, a relay), but none that is no host, or an address of the
+    machine's own link (169.254.0.0/16, fe80::/10: the instance metadata service). Plain http only to this
+    machine, and not inside a Lambda, whose loopback is its runtime's API (a local Slack, for tests and
+    `lifeguard replay`)."""
+    import ipaddress  # here: read with the secret, not at every cold start
+
+    if not (url.isascii() and url.isprintable() and " " not in url):
+        return "not a printable URL"
+    parts = urlsplit(url)
+    try:
+        host, _ = parts.hostname, parts.port
+    except ValueError:
+        return "its port is not a number"
+    if not host:
+        return "no host"
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_link_local:
+            return "a link-local address"
+    if parts.scheme == "https":
+        return None
+    if parts.scheme == "http" and host in _LOOPBACK and not os.environ.get("AWS_LAMBDA_RUNTIME_API"):
+        return None
+    return "not https"
 
 
 class SecretWebhook:
@@ -176,13 +316,10 @@ class SecretWebhook:
                 url = str(data.get("url") or data.get("webhook_url") or "")
             except (ValueError, AttributeError):
                 url = ""
-        parts = urlsplit(url)
-        printable = url.isascii() and url.isprintable() and " " not in url
-        if not printable or not (
-            parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)
-        ):
+        problem = _unusable(url)
+        if problem is not None:
             # Named by the secret, never by its value: the URL is the credential.
-            raise SlackError(f"secret {self.secret_id} does not hold an https webhook URL")
+            raise SlackError(f"secret {self.secret_id} does not hold an https webhook URL: {problem}")
         return url
 
     def _counted(self, **_: Any) -> None:
@@ -224,7 +361,10 @@ class SlackChannel:
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
         """Post the event; raises SlackError when every attempt failed. A URL Slack says is gone (403,
         404, 410: revoked, or its channel archived) is read again from its secret once, past the cache: a
-        URL rotated there is used at once, not only once the cache expires."""
+        URL rotated there is used at once, not only once the cache expires. Delivered means Slack's own
+        answer, 200 and `ok`: a redirect is not followed, and another page (a proxy's, a portal's) is not
+        taken for Slack's. Each attempt takes at most `timeout_seconds` in all, however slowly the far end
+        answers."""
         url = self._webhook()
         reread = False
         body = json.dumps(slack_message(summary, detail, sequence=sequence)).encode()
@@ -233,12 +373,7 @@ class SlackChannel:
             self._pace(url)
             delay = min(8.0, 0.5 * 2 ** (attempt - 1))
             try:
-                request = urllib.request.Request(
-                    url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-                )
-                with urllib.request.urlopen(request, timeout=self.timeout_seconds) as response:
-                    response.read()
-                return
+                status, answer = _post(url, body, self.timeout_seconds)
             except urllib.error.HTTPError as exc:
                 problem = f"HTTP {exc.code}"
                 if exc.code == 429:
@@ -252,14 +387,22 @@ class SlackChannel:
                         continue  # the next attempt, at once, on the rotated URL
                     raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
                 elif exc.code < 500:
-                    raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
-            except (urllib.error.URLError, TimeoutError, OSError) as exc:
+                    raise SlackError(_refused(exc.code)) from None
+            except http.client.InvalidURL:  # its message quotes the URL: the credential
+                raise SlackError("Slack message not sent: the webhook URL is not valid") from None
+            except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+                # No answer, a cut connection, a reply that is not HTTP, or the attempt's time ran out.
                 reason = getattr(exc, "reason", exc)
                 problem = "timed out" if isinstance(reason, TimeoutError) else type(reason).__name__
-            except ValueError as exc:  # http.client's InvalidURL and kin quote the URL: the credential
+                if isinstance(reason, str):  # urllib's own words may quote the URL: the credential
+                    problem = "the URL could not be used"
+            else:
+                if status == 200 and answer == b"ok":
+                    return
                 raise SlackError(
-                    f"Slack message not sent: the webhook URL is not valid ({type(exc).__name__})"
-                ) from None
+                    f"Slack did not take the message: HTTP {status} without Slack's `ok` (a proxy or "
+                    "portal answered? is the secret's URL a Slack webhook?)"
+                )
             if attempt < self.attempts:
                 self._metric("SlackRetries", 1)
                 self._sleep(delay)
