@@ -11,6 +11,7 @@ import re
 import signal
 import stat
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ import pytest
 from lifeguard.node.layout import NodeLayout
 from lifeguard.remediation import DRAIN_SCRIPT_NAME, ActionContext, NodeBundle, action_for
 from lifeguard_cli.node_bundle import build_node_bundle
-from tests.conftest import NODE_PYTHON
+from tests.conftest import NODE_PYTHON, REPO
 from tests.integration.conftest import LIFEGUARD_NODE, Node, NodeRun
 
 pytestmark = pytest.mark.integration
@@ -260,3 +261,39 @@ def test_the_step_returns_at_once_and_its_watcher_ends_at_its_bound(node: Node, 
         .splitlines()[-1]
         .endswith(f"not drained: no lifecycle script stopped its sequence this boot within {bound:g} s")
     )
+
+
+_DATING = """
+import json, sys
+from pathlib import Path
+from lifeguard.node.drain import stopped_scripts
+from lifeguard.node.layout import NodeLayout, ensure_dir
+layout = NodeLayout(Path(sys.argv[1]))
+ensure_dir(layout.actions)
+failure = {"level": "ERROR", "message": "lifecycle script failed; stopping remaining scripts",
+           "stage": "nodeBootstrapped", "script": "fail-stop-sequence", "on_error": "StopSequence"}
+layout.executor_log.write_text("".join(
+    json.dumps({**failure, "timestamp": stamp}) + "\\n" for stamp in sys.argv[2:]))
+print(json.dumps(stopped_scripts(layout, since=1792546200.0)))  # this boot began at 01:30:00Z
+"""
+
+
+@pytest.mark.parametrize("fraction", ["", ".8", ".868", ".868622", ".868622123"])
+def test_the_previous_boots_failures_are_dated_so_on_the_nodes_python_as_on_any(
+    tmp_path: Path, fraction: str
+) -> None:
+    """RFC 3339 allows a fraction of any length; Python 3.9's fromisoformat (the node's) reads 3 or 6
+    digits only, and a record it could not date counted as this boot's: a quarantined node was drained
+    again on every reboot for a failure of the boot before."""
+    earlier = f"2026-10-21T00:57:27{fraction}Z"
+    pythons = [sys.executable, *([str(NODE_PYTHON)] if NODE_PYTHON.exists() else [])]
+    for python in pythons:
+        done = subprocess.run(
+            [python, "-c", _DATING, str(tmp_path / Path(python).name), earlier],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(REPO / "layers" / "lifeguard"), "PATH": "/usr/bin:/bin"},
+            timeout=60,
+            check=True,
+        )
+        assert json.loads(done.stdout) == [], (python, done.stdout)

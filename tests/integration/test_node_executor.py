@@ -293,6 +293,55 @@ def test_cache_once_keeps_running_the_first_boot_copy_after_the_object_changed(n
     assert last[1] == "changed-in-place\n"
 
 
+def test_a_cached_copy_changed_on_disk_is_fetched_again_when_a_checksum_pins_it(node: Node) -> None:
+    """A checksum says what runs: a CACHE_ONCE copy changed since its download (by an earlier script, a
+    package, a bad disk) is never run as root; the script is fetched again and checked."""
+    import hashlib
+
+    from tests.conftest import ARTICLE_SCRIPTS
+
+    config = node.config("article-first-boot-every-boot")
+    digest = hashlib.sha256((ARTICLE_SCRIPTS / "record-boot.sh").read_bytes()).hexdigest()
+    for script in config["stages"]["nodeBootstrapped"]:
+        script["scriptSource"]["checksum"] = digest
+    assert node.boot(config).returncode == 0
+    planted = node.root / "planted"
+    cached = node.root / "etc/amazon/pcs/lifecycle/actions/config/scripts/nodeBootstrapped/record-every-boot"
+    cached.write_text(f"#!/bin/bash\ntouch {planted}\n")
+    assert node.boot(config).returncode == 0
+    assert not planted.exists()
+    last = blocks(node.script_log("nodeBootstrapped", "record-every-boot"), "record-every-boot")[-1]
+    assert last[1] == "recorded bootstrapped-every-boot\n"
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == digest  # the copy fetched again
+    assert messages(node, "Reusing cached script (CACHE_ONCE)") == []
+
+
+def test_a_boot_stopped_while_a_script_runs_records_that_script_failed_with_it(node: Node) -> None:
+    """systemd stopping the boot at a shutdown, or a person: the running script is stopped with it, and its
+    end marker and its record say so, or the script that held the node is never reported."""
+    node.put_script("scripts/hang.sh", "#!/bin/bash\necho mounting /fsx\nsleep 60\n")
+    config = node.script_config(
+        {"nodeBootstrapped": [{"name": "mount-fsx", "scriptSource": {"scriptLocation": "scripts/hang.sh"}}]}
+    )
+    path = node.root.parent / "hang.json"
+    path.write_text(json.dumps(config))
+    command = [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root)]
+    boot = subprocess.Popen(command, env=node.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = node.actions / "nodeBootstrapped" / "mount-fsx.log"
+    deadline = time.monotonic() + 30
+    while not (log.exists() and b"mounting" in log.read_bytes()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    boot.send_signal(signal.SIGTERM)
+    assert boot.wait(timeout=30) == 128 + signal.SIGTERM
+    [failure] = messages(node, "lifecycle script failed; terminating node")
+    assert failure["script"] == "mount-fsx"
+    assert failure["exit_code"] == 143
+    assert failure["error"] == "script 'mount-fsx' was stopped with the boot (signal 15)"
+    assert blocks(node.script_log("nodeBootstrapped", "mount-fsx"), "mount-fsx") == [
+        ("[]", "mounting /fsx\n", "143")
+    ]
+
+
 def test_a_script_over_its_timeout_fails_and_its_children_are_killed(node: Node) -> None:
     marker = node.root / "child-survived"
     node.put_script("scripts/slow.sh", f"#!/bin/bash\n(sleep 3; touch {marker}) &\nsleep 30\n")

@@ -15,9 +15,12 @@ import pytest
 
 from lifeguard.node import fetch
 from lifeguard.node.fetch import MAX_SCRIPT_BYTES, FetchError, HttpsFetcher, ScriptFetcher, fetch_script
+from tests.conftest import NODE_PYTHON, REPO
 
 pytestmark = pytest.mark.integration
 SCRIPT = b"#!/bin/bash\necho from https\n"
+# A script whose first 25 bytes are another script: `rm -rf /var/t`.
+WHOLE = b"#!/bin/bash\nrm -rf /var/tmp/build-cache/stale-objects\necho cleaned\n"
 
 
 class Scripts(BaseHTTPRequestHandler):
@@ -29,6 +32,20 @@ class Scripts(BaseHTTPRequestHandler):
             self.send_header("Location", f"{scheme}://localhost:{self.server.server_address[1]}/ok.sh")
             self.send_header("Content-Length", "0")
             self.end_headers()
+            return
+        if path == "/cut.sh":  # the connection drops after 25 of the 67 bytes said
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(WHOLE)))
+            self.end_headers()
+            self.wfile.write(WHOLE[:25])
+            self.close_connection = True
+            return
+        if path == "/slow-head.sh":  # the answer's head a byte every 0.1 s: no body read ever starts
+            self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            for byte in b"X-Padding: " + b"x" * 60 + b"\r\n":
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(0.1)
             return
         if path == "/slow.sh":  # a byte every 0.1 s: each read is quick, the whole never ends in time
             self.send_response(200)
@@ -149,6 +166,29 @@ def test_a_download_that_trickles_is_cut_at_the_timeout_in_all(
     assert time.monotonic() - began < 3
 
 
+def test_a_body_cut_short_is_a_failed_fetch_never_a_shorter_script(https_server: tuple[str, str]) -> None:
+    """http.client ends a read where the connection dropped as it ends one at the body's end: the first
+    part of a script is another script, run as root."""
+    base, ca = https_server
+    with pytest.raises(FetchError, match="the download was cut short: 25 of 67 bytes"):
+        fetch_script(
+            f"{base}/cut.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep
+        )
+
+
+def test_an_answer_whose_head_trickles_is_cut_at_the_time_a_try_has_in_all(
+    https_server: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fetch, "TRY_SECONDS", 0.5)
+    base, ca = https_server
+    began = time.monotonic()
+    with pytest.raises(FetchError, match=r"the download took longer than 0.5 s"):
+        fetch_script(
+            f"{base}/slow-head.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep
+        )
+    assert time.monotonic() - began < 2
+
+
 class Flaky(ScriptFetcher):
     """Fails a given number of times, then serves the content."""
 
@@ -210,6 +250,85 @@ class Unavailable(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         pass
+
+
+class BrokenS3(BaseHTTPRequestHandler):
+    """S3 whose GetObject answers the whole script's length, then sends 25 bytes and drops the connection
+    (`/bucket/cut.sh`), or sends its bytes one every 0.2 s (`/bucket/slow.sh`)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(WHOLE)))
+        self.send_header("Content-Type", "binary/octet-stream")
+        self.end_headers()
+        if self.path.startswith("/bucket/cut.sh"):
+            self.wfile.write(WHOLE[:25])
+            self.close_connection = True
+            return
+        for byte in WHOLE:
+            self.wfile.write(bytes([byte]))
+            self.wfile.flush()
+            time.sleep(0.2)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def broken_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The S3 endpoint of `BrokenS3` for boto3, through the environment as on a node; yields that
+    environment."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BrokenS3)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    environ = {
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{server.server_port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    yield environ
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_s3_body_cut_short_is_a_failed_fetch_on_the_nodes_python(broken_s3: dict[str, str]) -> None:
+    """botocore checks a body's length only on a read of all of it: a sized read that comes back short is
+    returned as it is (on the node's Python 3.9 and its urllib3 1.26, as here)."""
+    with pytest.raises(FetchError, match="cut short: 25 of 67 bytes"):
+        fetch_script("s3://bucket/cut.sh", attempts=1, sleep=no_sleep)
+    if NODE_PYTHON.exists():
+        program = (
+            "from lifeguard.node.fetch import FetchError, fetch_script\n"
+            "try:\n"
+            "    fetch_script('s3://bucket/cut.sh', attempts=1, sleep=lambda s: None)\n"
+            "except FetchError as exc:\n"
+            "    print(exc)\n"
+        )
+        environ = {**broken_s3, "PYTHONPATH": str(REPO / "layers" / "lifeguard"), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(
+            [str(NODE_PYTHON), "-c", program],
+            capture_output=True,
+            text=True,
+            env=environ,
+            timeout=60,
+            check=False,
+        )
+        assert "cut short: 25 of 67 bytes" in done.stdout, done.stdout + done.stderr
+
+
+def test_an_s3_download_that_trickles_is_bounded_in_all_as_an_https_one_is(
+    broken_s3: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fetch, "TRY_SECONDS", 1.0)
+    began = time.monotonic()
+    with pytest.raises(FetchError, match=r"the download took longer than 1 s"):
+        fetch_script("s3://bucket/slow.sh", attempts=1, sleep=no_sleep)
+    assert time.monotonic() - began < 3
 
 
 def test_an_s3_download_that_keeps_failing_is_three_requests_not_botocores_five_each(

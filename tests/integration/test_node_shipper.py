@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -62,25 +63,22 @@ def ship(node: Node, log_group: str, *args: str) -> subprocess.CompletedProcess[
     )
 
 
-def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_seconds(
-    node: Node, local: Any, log_group: str
-) -> None:
-    shipper = subprocess.Popen(
-        ship_command(
-            node,
-            log_group,
-            "--instance-id",
-            INSTANCE,
-            "--cluster-id",
-            "pcs_abc123de45",
-            "--compute-node-group-id",
-            "pcs_abcdef01",
-        ),
+def start_shipper(node: Node, log_group: str, *args: str) -> subprocess.Popen[str]:
+    """`lifeguard-node ship` started in the background as on the node, its ids given."""
+    ids = ["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"]
+    return subprocess.Popen(
+        ship_command(node, log_group, "--instance-id", INSTANCE, *ids, *args),
         env=node.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_seconds(
+    node: Node, local: Any, log_group: str
+) -> None:
+    shipper = start_shipper(node, log_group)
     try:
         time.sleep(1.0)  # the shipper is up and tailing before the node boots
         assert node.boot(node.config("article-terminate")).returncode == 4
@@ -108,6 +106,19 @@ def test_a_terminate_failure_under_a_running_shipper_is_shipped_within_two_secon
     assert (failure.node_id, failure.boot, failure.first_boot) == ("lca-static-1", 1, True)
     assert failure.script_sha256 is not None
     assert len(failure.script_sha256) == 64
+
+
+def test_a_shipper_stopped_by_the_shutdown_ships_what_was_logged_since_its_last_look(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """A TERMINATE failure ends the instance: systemd stops the shipper with SIGTERM, maybe before its next
+    poll. It takes one last look and ships the failure before it exits."""
+    shipper = start_shipper(node, log_group, "--poll-interval", "5")
+    time.sleep(1.0)  # up, its first look taken: the next is 5 s away
+    assert node.boot(node.config("article-terminate")).returncode == 4
+    shipper.send_signal(signal.SIGTERM)
+    assert shipper.wait(timeout=30) == 0
+    assert "fail-terminate" in [r.script for r in shipped(local, log_group) if r.outcome == "failed"]
 
 
 def test_the_logs_client_is_made_when_shipping_starts_not_when_the_first_failure_is_read(
@@ -195,6 +206,33 @@ def test_a_crash_between_delivery_and_bookkeeping_sends_no_duplicate(
     assert node.boot(node.config("article-terminate")).returncode == 4
     assert restarted.poll() == 3
     assert len(shipped(local, log_group)) == 6
+
+
+def test_a_restart_that_finds_over_5000_reports_pending_ships_them(tmp_path: Path, local: Any) -> None:
+    """A restart reads its stream's tail to send nothing twice; GetLogEvents takes a `limit` of at most
+    10,000, and twice 5,001 pending reports (a node rebooted often, its FIRST_BOOT_ONLY scripts each
+    skipped) was refused on every poll: that node never shipped again, its TERMINATE failures included."""
+    logs = local.client("logs")
+    group = f"/pcs-lifeguard/node-reports-{uuid.uuid4().hex[:8]}"
+    logs.create_log_group(logGroupName=group)
+    layout = NodeLayout(tmp_path)
+    layout.actions.mkdir(parents=True)
+    record = {
+        "timestamp": "2026-10-21T00:49:33.129571Z",
+        "level": "INFO",
+        "message": "script skipped",
+        "stage": "nodeBootstrapped",
+        "reason": "FIRST_BOOT_ONLY script on a reboot",
+    }
+    layout.executor_log.write_text(
+        "".join(json.dumps({**record, "script": f"setup-{i % 20:02d}"}) + "\n" for i in range(5001))
+    )
+    identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", INSTANCE, "lca-static-1")
+    with pytest.raises(SystemExit):
+        Shipper(layout, identity, DeliverThenCrash(group, identity.stream, logs)).poll()
+    restarted = Shipper(layout, identity, CloudWatchSink(group, identity.stream, logs))
+    assert restarted.poll() == 5001 - 1000  # the first batch of 1,000 had left before the crash
+    assert len(shipped(local, group, identity.stream)) == 5001
 
 
 class FailingSink(CloudWatchSink):
@@ -476,13 +514,7 @@ def test_defect_9_a_100_mb_script_log_costs_the_shipper_no_more_memory_than_a_li
 def running_shipper(node: Node, log_group: str) -> Iterator[None]:
     """`lifeguard-node ship` running as on a node (the long-running shipper), a second to start, stopped
     after."""
-    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
-    shipper = subprocess.Popen(
-        ship_command(node, log_group, "--instance-id", INSTANCE, *ids),
-        env=node.env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    shipper = start_shipper(node, log_group)
     try:
         time.sleep(1.0)
         yield
@@ -616,6 +648,218 @@ def test_a_refusing_cloudwatch_logs_is_retried_with_backoff_not_hammered_at_the_
     assert attempts <= 8, (
         f"{attempts} PutLogEvents and {calls.count('CreateLogStream')} CreateLogStream in 5 s"
     )
+
+
+class OutageSink(CloudWatchSink):
+    """CloudWatch Logs out of reach until `up_at` (monotonic time), then itself; when each report left."""
+
+    def __init__(self, *args: Any, up_at: float) -> None:
+        super().__init__(*args)
+        self.up_at = up_at
+        self.left: list[tuple[float, str]] = []
+
+    def put(self, messages: list[str]) -> None:
+        if time.monotonic() < self.up_at:
+            raise ConnectionError("Could not connect to the endpoint URL")
+        super().put(messages)
+        self.left += [(time.monotonic(), message) for message in messages]
+
+
+def test_a_terminate_failure_right_after_an_outage_is_shipped_within_two_seconds(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """A delivery that fails is tried again less and less often (up to 30 s apart), but a new record in
+    the executor's log cuts the wait short: after 6.5 s of an unreachable CloudWatch Logs (the network,
+    DNS or credentials not ready early in a boot), a TERMINATE failure still leaves within 2 s of its end."""
+    layout, identity, failure = _outage_node(node)
+    sink = OutageSink(log_group, identity.stream, local.client("logs"), up_at=time.monotonic() + 6.5)
+    shipper = Shipper(layout, identity, sink, end_marker_grace_seconds=0.0)
+    stop = threading.Event()
+    runner = threading.Thread(target=shipper.run, kwargs={"poll_interval": 0.1, "stop": stop.is_set})
+    runner.start()
+    time.sleep(max(0.0, sink.up_at - time.monotonic()))
+    failed_at = time.monotonic()
+    with layout.executor_log.open("a") as log:
+        log.write(json.dumps(failure) + "\n")
+    while time.monotonic() < failed_at + 10 and not any('"mount-fsx"' in m for _, m in sink.left):
+        time.sleep(0.05)
+    stop.set()
+    runner.join(timeout=35)
+    left = [at for at, message in sink.left if '"mount-fsx"' in message]
+    assert left, "the TERMINATE failure was never shipped"
+    assert left[0] - failed_at < 2.0
+
+
+class OutageDuringPut(CloudWatchSink):
+    """CloudWatch Logs out of reach until `up`; `during` runs inside each refused put (a put to an endpoint
+    out of reach takes its connect timeout: most of an outage is spent inside put)."""
+
+    def __init__(self, *args: Any, during: Callable[[int], None]) -> None:
+        super().__init__(*args)
+        self.up = False
+        self.refused = 0
+        self.during = during
+        self.left: list[tuple[float, str]] = []
+
+    def put(self, messages: list[str]) -> None:
+        if not self.up:
+            self.refused += 1
+            self.during(self.refused)
+            raise ConnectionError("Could not connect to the endpoint URL")
+        super().put(messages)
+        self.left += [(time.monotonic(), message) for message in messages]
+
+
+@contextlib.contextmanager
+def monkeypatched_environ(environ: dict[str, str]) -> Iterator[None]:
+    """The process's environment as `environ` (the node's), for a command run in-process."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _outage_node(node: Node) -> tuple[NodeLayout, ShipperIdentity, dict[str, Any]]:
+    layout = NodeLayout(node.root)
+    layout.actions.mkdir(parents=True, exist_ok=True)
+    base = {"level": "INFO", "stage": "nodeBootstrapped", "on_error": "Continue", "exit_code": 0}
+    first = {**base, "timestamp": "2026-10-21T01:06:01.000000Z", "message": "script completed", "script": "a"}
+    layout.executor_log.write_text(json.dumps(first) + "\n")
+    failure = {
+        **base,
+        "timestamp": "2026-10-21T01:06:20.100000Z",
+        "level": "ERROR",
+        "message": "lifecycle script failed; terminating node",
+        "script": "mount-fsx",
+        "on_error": "Terminate",
+        "exit_code": 1,
+    }
+    return layout, ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", INSTANCE, "lca-static-1"), failure
+
+
+def test_a_terminate_failure_logged_while_a_put_fails_is_shipped_within_two_seconds(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """The wait after a failed put is cut short by a record logged since the put began, not only since it
+    failed."""
+    layout, identity, failure = _outage_node(node)
+    logged: list[float] = []
+
+    def during(refused: int) -> None:
+        if refused == 6:  # the wait is at 3.2 s by now (0.1 s, doubling)
+            with layout.executor_log.open("a") as log:
+                log.write(json.dumps(failure) + "\n")
+            logged.append(time.monotonic())
+            sink.up = True
+
+    sink = OutageDuringPut(log_group, identity.stream, local.client("logs"), during=during)
+    shipper = Shipper(layout, identity, sink, end_marker_grace_seconds=0.0)
+    stop = threading.Event()
+    runner = threading.Thread(target=shipper.run, kwargs={"poll_interval": 0.1, "stop": stop.is_set})
+    runner.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any('"mount-fsx"' in m for _, m in sink.left):
+        time.sleep(0.05)
+    stop.set()
+    runner.join(timeout=35)
+    left = [at for at, message in sink.left if '"mount-fsx"' in message]
+    assert logged
+    assert left, "the TERMINATE failure was never shipped"
+    assert left[0] - logged[0] < 2.0
+
+
+def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came_since(
+    node: Node, local: Any, log_group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A last look that only sent the pending batch never read the TERMINATE failure logged since."""
+    from lifeguard.node import cli as node_cli
+    from lifeguard.node import shipper as node_shipper
+
+    layout, identity, failure = _outage_node(node)
+    made: list[OutageDuringPut] = []
+
+    def sink(group: str, stream: str) -> OutageDuringPut:
+        made.append(OutageDuringPut(group, stream, local.client("logs"), during=lambda _: None))
+        return made[-1]
+
+    monkeypatch.setattr(node_shipper, "CloudWatchSink", sink)
+
+    def shutdown() -> None:
+        while not made or made[0].refused < 1:
+            time.sleep(0.01)
+        made[0].up = True  # the network is back
+        with layout.executor_log.open("a") as log:
+            log.write(json.dumps(failure) + "\n")  # the boot's TERMINATE failure
+        os.kill(os.getpid(), signal.SIGTERM)  # and the instance shuts down
+
+    previous = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=shutdown, daemon=True).start()
+    try:
+        status = node_cli.main(
+            [
+                *["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE],
+                *["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"],
+                *["--poll-interval", "1"],
+            ]
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert status == 0
+    assert [r.script for r in shipped(local, log_group, identity.stream)] == ["a", "mount-fsx"]
+
+
+def test_ship_run_in_a_process_of_its_callers_gives_sigterm_back_as_it_was(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """The last look's SIGTERM handler (and its deadline, which ends the process) belongs to `ship` alone:
+    a caller of `main` gets SIGTERM back as it was, however `ship` ended."""
+    from lifeguard.node import cli as node_cli
+
+    _outage_node(node)
+    previous = signal.getsignal(signal.SIGTERM)
+    ids = ["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"]
+    arguments = ["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE, *ids]
+    with monkeypatched_environ(node.env):
+        assert node_cli.main([*arguments, "--once"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_stopped_while_cloudwatch_logs_does_not_answer_the_shipper_is_out_within_seconds(
+    node: Node, log_group: str
+) -> None:
+    """A put in flight to an endpoint that takes the connection and never answers would hold a shutdown
+    until systemd's SIGKILL (90 s): the shipper told to stop is out within its last look's 5 s."""
+    import socket
+
+    from lifeguard.node.cli import LAST_LOOK_SECONDS
+
+    _outage_node(node)  # the executor's log with a run to ship
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        environ = {
+            **node.env,
+            "AWS_ENDPOINT_URL_CLOUDWATCH_LOGS": f"http://127.0.0.1:{silent.getsockname()[1]}",
+        }
+        environ.pop("AWS_ENDPOINT_URL_LOGS", None)
+        shipper = subprocess.Popen(
+            ship_command(
+                node,
+                log_group,
+                *["--instance-id", INSTANCE, "--cluster-id", "pcs_abc123de45"],
+                *["--compute-node-group-id", "pcs_abcdef01"],
+            ),
+            env=environ,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(1.5)  # its first put is in flight, unanswered
+        stopped_at = time.monotonic()
+        shipper.send_signal(signal.SIGTERM)
+        assert shipper.wait(timeout=30) == 0
+        assert time.monotonic() - stopped_at < LAST_LOOK_SECONDS + 2
 
 
 def test_a_pcs_agent_download_failure_is_shipped_within_two_seconds(

@@ -38,3 +38,27 @@ def test_a_stamp_is_the_one_datetime_writes(seconds: float) -> None:
     moment = datetime.fromtimestamp(seconds, UTC)
     assert clock.utc_stamp(seconds) == moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     assert clock.utc_stamp(seconds, fraction=False) == moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@pytest.mark.parametrize(
+    ("stamp", "seconds"),
+    [
+        ("2026-10-21T00:57:27.868622Z", 1792544247.868622),
+        ("2026-10-21T00:57:27.868622123Z", 1792544247.868622123),  # 9 digits: Python 3.9 reads 3 or 6
+        ("2026-10-21T00:57:27.8Z", 1792544247.8),
+        ("2026-10-21t00:57:27z", 1792544247.0),  # RFC 3339 allows the lower case
+        ("2026-10-21T02:57:27+02:00", 1792544247.0),
+        ("2026-10-21T00:57:27", 1792544247.0),  # no zone: UTC, as the executors write
+    ],
+)
+def test_an_rfc3339_stamp_is_read_whatever_its_fraction_case_or_zone(stamp: str, seconds: float) -> None:
+    from lifeguard.node.clock import read_stamp
+
+    assert read_stamp(stamp) == pytest.approx(seconds, abs=1e-6)
+
+
+@pytest.mark.parametrize("stamp", ["soon", "2026-10-21", 1792544247, None, "2026-13-40T00:00:00Z"])
+def test_what_is_no_rfc3339_stamp_reads_as_none(stamp: object) -> None:
+    from lifeguard.node.clock import read_stamp
+
+    assert read_stamp(stamp) is None

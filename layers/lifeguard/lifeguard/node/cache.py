@@ -2,13 +2,15 @@
 
 A script is fetched by its location (retried, size- and checksum-checked: `lifeguard.node.fetch`), then
 kept as `<stage>/<name>`, next to `<name>.source.json`, the record of the source it came from. A cached
-copy is reused only for that same source (location, S3 version, checksum): a config that points a script
-elsewhere never runs the old copy. Whether to reuse at all (scriptCachingPolicy) is the executor's call.
+copy is reused only for that same source (location, S3 version, checksum), and, when a checksum pins it,
+only while its content is still that: a config that points a script elsewhere never runs the old copy, nor
+does one whose copy changed on disk. Whether to reuse at all (scriptCachingPolicy) is the executor's call.
 The fetcher (urllib, ssl) is imported at the first fetch: a reboot that reuses every copy never loads it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -55,14 +57,19 @@ class ScriptCache:
         return self.layout.cached_script(stage, name)
 
     def cached(self, stage: str, name: str, source: ScriptSource) -> bytes | None:
-        """The cached copy, when it was fetched from `source`; None when there is no usable one."""
+        """The cached copy, when it was fetched from `source` (and, when the source pins a `checksum`, its
+        content still is that: a copy changed on disk since its download is fetched again, never run);
+        None when there is no usable one."""
         path = self.path(stage, name)
         try:
-            if json.loads(_record_path(path).read_text()) == source.as_record():
-                return path.read_bytes()
+            if json.loads(_record_path(path).read_text()) != source.as_record():
+                return None
+            content = path.read_bytes()
         except (OSError, ValueError):
-            pass
-        return None
+            return None
+        if source.checksum is not None and hashlib.sha256(content).hexdigest() != source.checksum.lower():
+            return None
+        return content
 
     def fetch(
         self,

@@ -19,6 +19,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -47,6 +48,8 @@ __all__ = ["main"]
 
 # argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), its documented code.
 _EXIT_BAD_USAGE = 2
+# How long a shipper told to stop (SIGTERM) may take its last look before it is out, put in flight or not.
+LAST_LOOK_SECONDS = 5.0
 
 
 def _columns() -> int:
@@ -298,7 +301,26 @@ def _ship(args: argparse.Namespace) -> int:
         )
         interval = setting("poll_interval_seconds", args.poll_interval, POLL_INTERVAL_SECONDS, float)
         shipper = Shipper(layout, identity, CloudWatchSink(args.log_group, identity.stream))
-        shipper.run(once=args.once, poll_interval=interval)
+        # Stopped (systemd, as the instance a TERMINATE failure ends shuts down): a last look at what was
+        # logged since the last poll, then out; that failure is the report that matters most. Out within
+        # LAST_LOOK_SECONDS of the signal whatever a put in flight does: a shutdown is not held up.
+        stopped: list[threading.Timer] = []
+
+        def stop_soon(_signum: int, _frame: object) -> None:
+            if not stopped:
+                stopped.append(threading.Timer(LAST_LOOK_SECONDS, os._exit, args=(0,)))
+                stopped[0].daemon = True
+                stopped[0].start()
+
+        previous = signal.signal(signal.SIGTERM, stop_soon)
+        try:
+            shipper.run(once=args.once, poll_interval=interval, stop=lambda: bool(stopped))
+            if stopped:
+                shipper.last_look()
+        finally:  # on every way out: the deadline let go, SIGTERM as it was
+            if stopped:
+                stopped[0].cancel()
+            signal.signal(signal.SIGTERM, previous)
     except (ShipperError, ValueError) as exc:
         print(f"lifeguard-node ship: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 
-__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset", "utc_stamp"]
+__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset", "read_stamp", "utc_stamp"]
 
 CLOCK_OFFSET_VARIABLE = "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS"
 _MAX_OFFSET_SECONDS = 366 * 24 * 3600.0
@@ -45,3 +46,25 @@ def utc_stamp(seconds: float, *, fraction: bool = True) -> str:
         whole, micro = whole - 1, micro + 1_000_000
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(int(whole)))
     return f"{stamp}.{micro:06d}Z" if fraction else f"{stamp}Z"
+
+
+# RFC 3339 as the executors write it: a fraction of any length, `Z` or an offset (none: UTC).
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)?", re.ASCII)
+
+
+def read_stamp(stamp: object) -> float | None:
+    """Epoch seconds of an RFC 3339 time, or None when it is not one. Read the same on every Python: 3.9's
+    `datetime.fromisoformat` (the node's) takes a fraction of 3 or 6 digits only, so the fraction is read
+    apart."""
+    from datetime import datetime  # here: a boot writes times, and reads them only to date records
+
+    found = _RFC3339.fullmatch(stamp) if isinstance(stamp, str) else None
+    if found is None:
+        return None
+    whole, fraction, zone = found.groups()
+    try:
+        zone = "+00:00" if zone in (None, "Z", "z") else zone
+        seconds = datetime.fromisoformat(whole.replace("t", "T") + zone).timestamp()
+    except ValueError:
+        return None
+    return seconds + (float(fraction) if fraction else 0.0)

@@ -25,7 +25,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from lifeguard.node import clock as node_clock
@@ -82,15 +81,6 @@ def booted_at(proc_stat: Path = Path("/proc/stat")) -> float:
     return 0.0
 
 
-def _epoch(timestamp: object) -> float | None:
-    if not isinstance(timestamp, str):
-        return None
-    try:
-        return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: bool) -> _Scan:
     """The STOP_SEQUENCE failures in executor.log's complete lines from byte `offset` (a line still being
     written waits for the next look), dated `since` or later when given. With `to_boot_end`, reading stops
@@ -114,7 +104,7 @@ def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: 
             continue
         if not isinstance(record, dict):
             continue
-        at = _epoch(record.get("timestamp"))
+        at = node_clock.read_stamp(record.get("timestamp"))
         if since is not None and at is not None and at < since:
             continue
         message = record.get("message")

@@ -31,7 +31,7 @@ from lifeguard.lifecycle_rules import (
 from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
 from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
-from lifeguard.node.process import CANNOT_START_EXIT_CODE, KILL_GRACE_SECONDS, run_script
+from lifeguard.node.process import CANNOT_START_EXIT_CODE, KILL_GRACE_SECONDS, run_script, stop_signal
 
 if TYPE_CHECKING:
     from lifeguard.node.fetch import ScriptFetcher
@@ -158,6 +158,15 @@ class ScriptSpec(NamedTuple):
     def source(self) -> ScriptSource:
         """What identifies the content: a cached copy of another source is never reused."""
         return ScriptSource(self.location, self.version_id, self.checksum)
+
+
+class _StoppedWhileRunning(Exception):
+    """The boot was stopped while a script ran: `run` says so, `cause` is how it was stopped."""
+
+    def __init__(self, run: ScriptRun, cause: KeyboardInterrupt) -> None:
+        super().__init__(run.error)
+        self.run = run
+        self.cause = cause
 
 
 class ScriptRun(NamedTuple):
@@ -386,6 +395,11 @@ class Executor:
                 return self._not_run(spec, result, log, f"cannot be cached: {exc.strerror or exc}")
         try:
             run = self._execute(spec, content, env)
+        except _StoppedWhileRunning as stopped:
+            # The boot is stopped (SIGTERM at a shutdown, Ctrl-C) while the script runs, the script with it:
+            # its record says so, or the shipper has nothing to report of the script that held the node.
+            self._log_outcome(log, result, stopped.run)
+            raise stopped.cause from None
         except OSError as exc:  # its log cannot be written: a script failure, judged by its onError
             return self._not_run(spec, result, log, f"its log cannot be written: {exc.strerror or exc}")
         except ValueError as exc:  # an argument the kernel cannot pass (a NUL byte): judged as above
@@ -408,19 +422,34 @@ class Executor:
     def _execute(self, spec: ScriptSpec, content: bytes, env: dict[str, str]) -> ScriptRun:
         digest = hashlib.sha256(content).hexdigest()
         started = int(self.clock())
-        process = run_script(
-            spec.name,
-            self.cache.path(spec.stage, spec.name),
-            spec.arguments,
-            content=content,
-            log=self.layout.script_log(spec.stage, spec.name),
-            env=env,
-            cwd=self.layout.root,
-            started=started,
-            timeout_seconds=self.script_timeout_seconds,
-            kill_grace_seconds=self.kill_grace_seconds,
-            clock=self.clock,
-        )
+        try:
+            process = run_script(
+                spec.name,
+                self.cache.path(spec.stage, spec.name),
+                spec.arguments,
+                content=content,
+                log=self.layout.script_log(spec.stage, spec.name),
+                env=env,
+                cwd=self.layout.root,
+                started=started,
+                timeout_seconds=self.script_timeout_seconds,
+                kill_grace_seconds=self.kill_grace_seconds,
+                clock=self.clock,
+            )
+        except KeyboardInterrupt as exc:
+            signum = stop_signal(exc)
+            stopped = ScriptRun(
+                spec.stage,
+                spec.name,
+                spec.on_error,
+                "failed",
+                128 + signum,
+                f"script '{spec.name}' was stopped with the boot (signal {signum})",
+                started,
+                int(self.clock()),
+                digest,
+            )
+            raise _StoppedWhileRunning(stopped, exc) from exc
         return ScriptRun(
             spec.stage,
             spec.name,

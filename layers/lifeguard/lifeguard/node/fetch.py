@@ -2,19 +2,23 @@
 rules around them.
 
 A fetch is tried three times with exponential backoff; a script over 2 MiB, or whose sha256 is not its
-`checksum`, is a failed fetch. Locations are logged without query string or fragment, ever.
+`checksum`, or a download shorter than its answer said, or one try that took over `TRY_SECONDS` in all,
+is a failed fetch. Locations are logged without query string or fragment, ever.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import ssl
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 from lifeguard.errors import LifeguardError
@@ -37,6 +41,8 @@ MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 FETCH_ATTEMPTS = 3
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
 CONNECT_TIMEOUT_SECONDS = 10.0
+# One try in all, from its connection to its last byte, whatever the scheme.
+TRY_SECONDS = CONNECT_TIMEOUT_SECONDS + DOWNLOAD_TIMEOUT_SECONDS
 
 
 class FetchError(LifeguardError):
@@ -102,11 +108,13 @@ class S3Fetcher(ScriptFetcher):
         request: dict[str, str] = {"Bucket": bucket, "Key": key}
         if version_id:
             request["VersionId"] = version_id
-        body = self._s3().get_object(**request)["Body"]
+        response = self._s3().get_object(**request)
+        body = response["Body"]
         try:
             data: bytes = body.read(MAX_SCRIPT_BYTES + 1)
         finally:
             body.close()
+        _whole(data, response.get("ContentLength"))
         return data
 
 
@@ -138,11 +146,48 @@ class HttpsFetcher(ScriptFetcher):
                     data += chunk
                     if time.monotonic() > deadline:
                         raise FetchError(f"the download took longer than {DOWNLOAD_TIMEOUT_SECONDS:g} s")
+                length = response.headers.get("Content-Length")
         except urllib.error.HTTPError as exc:
             raise FetchError(f"HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             raise FetchError(str(exc.reason)) from None
+        except http.client.HTTPException as exc:  # a chunked body cut short, an answer that is not HTTP
+            raise FetchError(f"the download broke off ({type(exc).__name__})") from None
+        _whole(bytes(data), int(length) if length is not None and length.isdigit() else None)
         return bytes(data)
+
+
+def _whole(data: bytes, length: int | None) -> None:
+    """Refuse a body shorter than the length its answer gave: a connection cut mid-body ends a read as the
+    body's end would (neither http.client nor botocore on the node says otherwise), and the first part of
+    a script is another script, run as root."""
+    if length is not None and len(data) < length and len(data) <= MAX_SCRIPT_BYTES:
+        raise FetchError(f"the download was cut short: {len(data)} of {length} bytes")
+
+
+def _in_time(call: Callable[[], bytes], seconds: float) -> bytes:
+    """`call()` (one try of a fetch), or FetchError once it has taken `seconds` in all: a socket's timeout
+    bounds each read, not the whole, and a far end that sends a byte at a time (a header, a body) would
+    hold the boot for as long as it liked. The try is left to end in its thread (a daemon: the boot goes
+    on, and its process exits without waiting for it)."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller as it is
+            outcome.append((False, exc))
+
+    worker = threading.Thread(target=run, name="fetch", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if not outcome:
+        raise FetchError(f"the download took longer than {seconds:g} s")
+    done, value = outcome[0]
+    if not done:
+        raise value
+    data: bytes = value
+    return data
 
 
 class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
@@ -185,7 +230,9 @@ def fetch_script(
     reason = "no attempt made"
     for attempt in range(1, attempts + 1):
         try:
-            return _verified(fetcher.fetch_once(location, version_id), checksum)
+            return _verified(
+                _in_time(partial(fetcher.fetch_once, location, version_id), TRY_SECONDS), checksum
+            )
         except Exception as exc:  # noqa: BLE001 - any failure of a try is retried, then reported
             reason = _describe(exc).replace(location, safe)
         if attempt < attempts:

@@ -42,6 +42,7 @@ __all__ = [
     "TIMEOUT_EXIT_CODE",
     "ProcessResult",
     "run_script",
+    "stop_signal",
 ]
 
 KILL_GRACE_SECONDS = 5.0
@@ -85,26 +86,41 @@ def run_script(
         command = [str(script), *arguments]
         if not content.startswith(b"#!"):
             command = ["/bin/bash", str(script), *arguments]
-        exit_code, error = _run(
-            name,
-            command,
-            fd,
-            env=env,
-            cwd=cwd,
-            timeout_seconds=timeout_seconds,
-            kill_grace_seconds=kill_grace_seconds,
-        )
+        try:
+            exit_code, error = _run(
+                name,
+                command,
+                fd,
+                env=env,
+                cwd=cwd,
+                timeout_seconds=timeout_seconds,
+                kill_grace_seconds=kill_grace_seconds,
+            )
+        except KeyboardInterrupt as exc:  # stopped with the boot: its block ends as any run's does
+            _end_marker(fd, name, 128 + stop_signal(exc), clock)
+            raise
         # The script has run: its exit status decides, as PCS judges a script, even when a full disk
         # takes its end marker (the shipper then reports it from the executor's record).
-        with contextlib.suppress(OSError):
-            size = os.lseek(fd, 0, os.SEEK_END)
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                os.write(fd, b"\n")  # the end marker starts its own line even after output without one
-            os.write(fd, f"[end {name} exit={exit_code} @ {int(clock())}]\n".encode())
+        _end_marker(fd, name, exit_code, clock)
         log_end = os.lseek(fd, 0, os.SEEK_END)
     finally:
         os.close(fd)
     return ProcessResult(exit_code, error, (log_start, log_end))
+
+
+def stop_signal(stopped: KeyboardInterrupt) -> int:
+    """The signal that stopped the boot: the one a SIGTERM handler names (`signum`), else Ctrl-C's."""
+    signum = getattr(stopped, "signum", signal.SIGINT)
+    return int(signum)
+
+
+def _end_marker(fd: int, name: str, exit_code: int, clock: Callable[[], float]) -> None:
+    """The run's end marker, on its own line (a disk that refuses it costs the run nothing)."""
+    with contextlib.suppress(OSError):
+        size = os.lseek(fd, 0, os.SEEK_END)
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            os.write(fd, b"\n")  # the end marker starts its own line even after output without one
+        os.write(fd, f"[end {name} exit={exit_code} @ {int(clock())}]\n".encode())
 
 
 class _Spawned:

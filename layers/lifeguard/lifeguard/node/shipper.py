@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,8 +47,13 @@ __all__ = [
 # end (DESIGN) with the marker or without it (a script PCS's agent could not download has no log at all).
 END_MARKER_GRACE_SECONDS = 1.0
 # A delivery that fails is tried again after the poll interval, doubling up to this: a node whose log group
-# is missing or whose role may not write to it must not spend the account's CloudWatch Logs quota.
+# is missing or whose role may not write to it must not spend the account's CloudWatch Logs quota. A new
+# record in the executor's log cuts the wait short (a TERMINATE failure is shipped within 2 s of its end,
+# an outage before it or not: the node is about to go).
 RETRY_MAX_SECONDS = 30.0
+# The most events GetLogEvents returns (its `limit`'s bound): a restart reads at most this much of its
+# stream's tail. A crash leaves at most one batch sent and still pending, as each is let go once sent.
+RECENT_EVENTS_MAX = 10_000
 # A time this far behind the last one sent is a clock set back (chrony stepping it): the events take it.
 CLOCK_STEP_MS = 60_000
 MAX_BATCH_EVENTS = 1000
@@ -421,9 +426,9 @@ class Shipper:
     def _recover_pending(self) -> None:
         if not self.state.pending:
             return
-        already = self.sink.recent(limit=max(len(self.state.pending), 1) * 2)
+        already = self.sink.recent(limit=min(RECENT_EVENTS_MAX, max(len(self.state.pending), 1) * 2))
         # The pending batch went out in order: whatever prefix of it the stream already ends with is sent.
-        for count in range(len(self.state.pending), 0, -1):
+        for count in range(min(len(self.state.pending), len(already)), 0, -1):
             if already[-count:] == self.state.pending[:count]:
                 self.state.pending = self.state.pending[count:]
                 break
@@ -444,6 +449,9 @@ class Shipper:
         self.sink.connect()
         retry_in = poll_interval
         while not stop():
+            # What the log held before this try: a record the executor adds while a put fails (a
+            # connection timing out takes most of an outage) cuts the wait that follows short too.
+            logged = self._executor_log_size()
             try:
                 delivered = self.poll()
             except ShipperError:
@@ -451,16 +459,34 @@ class Shipper:
             except Exception:  # a failed delivery stays pending and is retried, less and less often
                 if once:
                     raise
-                _sleep(retry_in, poll_interval, stop)
+                _sleep(retry_in, poll_interval, partial(self._stopped_or_logged, stop, logged))
                 retry_in = min(RETRY_MAX_SECONDS, retry_in * 2)
                 continue
             retry_in = poll_interval
             if once and delivered == 0 and not self.state.pending:
                 return
             if not delivered:
-                time.sleep(poll_interval)
+                _sleep(poll_interval, min(poll_interval, 0.1), stop)
+
+    def last_look(self) -> None:
+        """What is pending, then what was logged since, until a look ships nothing or fails: a shipper
+        stopped while a batch waits for its retry still reads the record that came meanwhile."""
+        self.end_marker_grace_seconds = 0.0
+        with contextlib.suppress(Exception):  # a failed last try is what it would have been anyway
+            while self.poll():  # the pending batch, then what was read after it, then nothing more
+                pass
 
     # -- reading --
+
+    def _stopped_or_logged(self, stop: Callable[[], bool], size: int) -> bool:
+        """Whether to wait no longer: told to stop, or the executor's log is no longer `size` long."""
+        return stop() or self._executor_log_size() != size
+
+    def _executor_log_size(self) -> int:
+        try:
+            return self.layout.executor_log.stat().st_size
+        except OSError:
+            return -1
 
     def _collect(self) -> list[str]:
         path = self.layout.executor_log
@@ -768,21 +794,10 @@ def _int_or(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-# An RFC 3339 time as the agents write it, with a fraction of any length: Python 3.9's fromisoformat (the
-# node's) takes only 3 or 6 digits, so the fraction is cut before it reads the rest.
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)?", re.ASCII)
-
-
 def _epoch_seconds(timestamp: object) -> int:
     """The whole epoch second of a record's time; now, when it has none that can be read."""
-    found = _RFC3339.fullmatch(timestamp) if isinstance(timestamp, str) else None
-    if found is not None:
-        zone = found.group(2) or "Z"
-        try:
-            return int(datetime.fromisoformat(found.group(1) + zone.replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            pass
-    return int(node_clock.now())
+    seconds = node_clock.read_stamp(timestamp)
+    return int(seconds if seconds is not None else node_clock.now())
 
 
 def _exit_code_of(error: object) -> int | None:
