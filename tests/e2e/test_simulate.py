@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -347,6 +348,28 @@ def test_a_run_past_its_budget_of_boots_is_refused_with_what_to_change(
     assert "give horizon_minutes fewer minutes" in str(raised.value)
 
 
+def test_a_run_past_its_real_time_is_refused_though_it_boots_no_node(
+    simulator: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A day of launches failing for capacity boots nothing, yet each failure is a record delivered and
+    judged: a run of 200 nodes retrying every second took hours. The run has a budget of real time too."""
+    from lifeguard_cli.simulate import twin
+
+    monkeypatch.setattr(twin, "MAX_RUN_SECONDS", 2.0)
+    scenario = _scenario(
+        horizon_minutes=1440,
+        timings={"capacity_retry": 1},
+        faults=[{"kind": "insufficient_capacity", "group": "grp", "at_minute": 0}],
+    )
+    scenario["groups"][0]["min"] = 50
+    began = time.monotonic()
+    with pytest.raises(ScenarioError) as raised:
+        simulator.run(parse_scenario(scenario), seed=1)
+    assert time.monotonic() - began < 30
+    assert str(raised.value).startswith("one node: the lifeguard run took over 2 s of real time by minute ")
+    assert "give horizon_minutes fewer minutes" in str(raised.value)
+
+
 def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_out_once(
     simulator: Simulator,
 ) -> None:
@@ -465,6 +488,19 @@ def simulate_cli(*args: str, columns: int = 80) -> subprocess.CompletedProcess[s
     )
 
 
+def test_the_built_in_scenarios_are_listed_as_a_table_that_fits_or_as_json() -> None:
+    names = sorted(path.stem for path in BUILT_IN.glob("*.yaml"))
+    listed = simulate_cli("--list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    scenarios = json.loads(listed.stdout)["scenarios"]
+    assert [entry["scenario"] for entry in scenarios] == names
+    assert next(e for e in scenarios if e["scenario"] == "article-loop")["name"] == "article TERMINATE loop"
+    table = simulate_cli("--list", columns=60)
+    assert table.returncode == 0, table.stderr
+    assert max(len(line) for line in table.stdout.splitlines()) <= 60
+    assert all(name in table.stdout for name in names)
+
+
 def test_the_json_document_holds_the_contract_and_the_baseline() -> None:
     done = simulate_cli("article-loop", "--json", "--baseline", "pcs", "--seed", "3")
     assert done.returncode == 0, done.stderr
@@ -569,3 +605,22 @@ def test_the_html_report_is_written_from_the_run(tmp_path: Path) -> None:
     unwritable = simulate_cli("article-loop", "--html", str(tmp_path / "missing" / "r.html"))
     assert unwritable.returncode == 2
     assert "is not a directory one can write to" in unwritable.stderr
+
+
+def test_ctrl_c_stops_a_simulation_in_one_line_with_no_traceback() -> None:
+    """Ctrl-C reaches the whole process group, the node host the twin boots its nodes in included."""
+    import signal
+
+    running = subprocess.Popen(
+        [str(LIFEGUARD), "simulate", "wave-50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "80"},
+    )
+    time.sleep(4)  # the twin is up, its node host booting nodes
+    os.killpg(running.pid, signal.SIGINT)
+    _, err = running.communicate(timeout=60)
+    assert running.returncode == 130
+    assert "Traceback" not in err

@@ -142,6 +142,80 @@ def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_pat
         load_scenario(broken)
 
 
+@pytest.mark.parametrize(
+    ("name", "text", "said"),
+    [
+        (
+            "dup.yaml",
+            "name: x\nhorizon_minutes: 1\nhorizon_minutes: 1440\n",
+            "not valid YAML (line 3): duplicate key",
+        ),
+        (
+            "dup.json",
+            '{"name": "x", "horizon_minutes": 1, "horizon_minutes": 1440}',
+            "not valid JSON: duplicate key",
+        ),
+        ("nul.yaml", "name: x\u0000\n", "not valid YAML: special characters are not allowed"),
+    ],
+)
+def test_a_key_given_twice_or_a_character_yaml_refuses_is_one_line(
+    tmp_path: Path, name: str, text: str, said: str
+) -> None:
+    """YAML forbids a key twice, and JSON readers keep the last: a second `horizon_minutes` replaced the first
+    without a word."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert said in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_merge_key_may_still_override_what_it_brings(tmp_path: Path) -> None:
+    path = tmp_path / "merged.yaml"
+    data = {key: value for key, value in article().items() if key != "timings"}
+    merged = "timings: {<<: {register: 10, relaunch: 100}, relaunch: 120}\n"
+    path.write_text(yaml.safe_dump(data) + merged)
+    timings = load_scenario(path).timings
+    assert (timings.register, timings.relaunch) == (10, 120)
+
+
+@pytest.mark.parametrize("merge", ["*i", "[*i]"])
+def test_a_merge_override_in_an_anchor_merged_higher_up_is_no_duplicate(tmp_path: Path, merge: str) -> None:
+    """Building resolves a merge in place, in the anchor too: keys are checked on the nodes as written."""
+    path = tmp_path / "nested.yaml"
+    path.write_text(f"defaults: &d\n  x: 1\na:\n  inner: &i\n    <<: *d\n    x: 2\nb:\n  <<: {merge}\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert "duplicate key" not in str(caught.value)
+    assert "unknown key" in str(caught.value)  # read whole, then judged as a scenario
+
+
+def test_an_int_key_and_a_string_key_of_the_same_text_are_two_keys(tmp_path: Path) -> None:
+    path = tmp_path / "keys.yaml"
+    path.write_text("1: a\n'1': b\n")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(path)
+    assert "duplicate key" not in str(caught.value)
+
+
+def test_a_key_holding_a_line_break_is_shown_on_its_line() -> None:
+    message = refused({**article(), "evil\nlifeguard simulate: all good": 1})
+    assert "evil⏎lifeguard simulate: all good: unknown key" in message
+
+
+def test_a_scenario_read_from_a_device_is_read_to_its_bound(tmp_path: Path) -> None:
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"yes name >> {fifo}"])
+    try:
+        with pytest.raises(ScenarioError, match="over 16777216 bytes: not a scenario"):
+            load_scenario(fifo)
+    finally:
+        writer.kill()
+        writer.wait()
+
+
 def test_every_fault_kind_says_what_it_does_and_parses() -> None:
     for kind, (keys, doing) in FAULT_KINDS.items():
         assert doing, kind

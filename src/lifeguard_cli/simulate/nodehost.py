@@ -105,4 +105,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the CLI says it, not the host
+        sys.exit(130)

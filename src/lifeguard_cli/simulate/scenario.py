@@ -17,6 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from lifeguard.bounds import clip, one_line
 from lifeguard.errors import LifeguardError
 from lifeguard_cli.resources import resource
 
@@ -212,9 +213,11 @@ def load_scenario(source: str | Path) -> Scenario:
     if not path.exists() and (BUILT_IN / f"{source}.yaml").exists():
         path = BUILT_IN / f"{source}.yaml"
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
+        with path.open("rb") as file:  # read to its bound: a FIFO or a device says no size beforehand
+            raw = file.read(MAX_FILE_BYTES + 1)
+        if len(raw) > MAX_FILE_BYTES:
             raise ScenarioError(f"{path}: over {MAX_FILE_BYTES} bytes: not a scenario")
-        text = path.read_text(encoding="utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except FileNotFoundError:
         names = ", ".join(p.stem for p in built_in_scenarios())
         raise ScenarioError(f"{source}: no such file, nor a built-in scenario ({names})") from None
@@ -226,7 +229,7 @@ def load_scenario(source: str | Path) -> Scenario:
 def _parse_text(text: str, path: Path) -> Any:
     if path.suffix.lower() == ".json":
         try:
-            return json.loads(text)
+            return json.loads(text, object_pairs_hook=_once_each)
         except ValueError as exc:
             raise ScenarioError(f"{path.name}: not valid JSON: {exc}") from None
         except RecursionError:
@@ -234,7 +237,7 @@ def _parse_text(text: str, path: Path) -> Any:
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     try:
-        return yaml.safe_load(text)
+        return _strict_yaml(yaml, text)
     except RecursionError:
         raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4,300)
@@ -242,7 +245,55 @@ def _parse_text(text: str, path: Path) -> Any:
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
-        raise ScenarioError(f"{path.name}: not valid YAML{line}: {getattr(exc, 'problem', exc)}") from None
+        said = getattr(exc, "problem", None) or getattr(exc, "reason", None) or exc
+        raise ScenarioError(one_line(clip(f"{path.name}: not valid YAML{line}: {said}", 500))) from None
+
+
+def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys each come once: a second `horizon_minutes` would replace the first,
+    silently."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"duplicate key {clip(key, 60)!r}")
+        found[key] = value
+    return found
+
+
+def _strict_yaml(yaml: Any, text: str) -> Any:
+    """The document, read as PyYAML's SafeLoader reads it, but refused where a mapping gives a key twice
+    (YAML forbids it; PyYAML keeps the last, silently). Checked on the document's nodes as written, before
+    anything is built: building resolves merges (`<<`) in place, and what a merge brings is YAML's to
+    override."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _each_key_once(yaml, node, set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _each_key_once(yaml: Any, node: Any, seen: set[int]) -> None:
+    if id(node) in seen:  # an alias: checked where its anchor stands
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys: set[tuple[str, str]] = set()
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if (key.tag, key.value) in keys:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {clip(key.value, 60)!r}", key.start_mark
+                    )
+                keys.add((key.tag, key.value))
+            _each_key_once(yaml, key, seen)
+            _each_key_once(yaml, value, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _each_key_once(yaml, item, seen)
 
 
 def _leading(value: int) -> str:
@@ -322,8 +373,9 @@ class _Checker:
         self.problems: list[str] = []
 
     def note(self, where: str, problem: str) -> None:
-        """A problem; the check goes on."""
-        self.problems.append(f"{self.file}: {where or '(the document)'}: {problem}")
+        """A problem; the check goes on. Said on one line: a key of the file may hold a line break or a
+        terminal's escape, shown as `?`."""
+        self.problems.append(one_line(clip(f"{self.file}: {where or '(the document)'}: {problem}", 2000)))
 
     def fail(self, where: str, problem: str) -> NoReturn:
         """A problem that stops the part being read."""

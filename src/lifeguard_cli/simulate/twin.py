@@ -72,6 +72,9 @@ MAX_ACTIONS = 1_000_000  # transitions in one run: far more than 100 nodes make 
 # what to change rather than left running for hours.
 MAX_BOOTS = 1_000
 MAX_BOOT_SECONDS = 600.0
+# And a run takes at most this much real time in all: what is not a boot (a launch that failed for capacity,
+# its record delivered and judged) costs real time too, and a day of them would run for hours.
+MAX_RUN_SECONDS = 900.0
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 # Whether slurmd runs yet: PCS starts it after nodeBootstrapped (the article: Slurm commands are "Not
@@ -333,6 +336,7 @@ class _Twin:
         for fault in self.scenario.faults:
             self.at(fault.at_minute * 60, functools.partial(self._arm, fault))
         shown, done = -1, 0
+        began = time.monotonic()
         while self._queue and self._queue[0][0] <= self.horizon:
             seconds, _, action = heapq.heappop(self._queue)
             done += 1
@@ -341,6 +345,12 @@ class _Twin:
                 raise ScenarioError(
                     f"{self.scenario.name}: more than {MAX_ACTIONS} transitions by minute {minute:.1f}: "
                     "are some timings 0?"
+                )
+            if done % 64 == 0 and time.monotonic() - began > MAX_RUN_SECONDS:
+                raise ScenarioError(
+                    f"{self.scenario.name}: the {self.options.label} run took over {MAX_RUN_SECONDS:.0f} s "
+                    f"of real time by minute {self.now / 60:.1f}: give horizon_minutes fewer minutes, the "
+                    "groups fewer nodes, or timings a longer cycle"
                 )
             self.now = max(self.now, seconds)
             self.clock.set(self.moment())
@@ -640,7 +650,8 @@ class _Twin:
         quanta = max(1, math.ceil((time.monotonic() - started) / BOOT_QUANTUM_SECONDS))
         _wait_for_watcher(root)
         seconds = BOOT_QUANTUM_SECONDS * quanta
-        drained = slurm_log.exists() and "State=DRAIN" in slurm_log.read_text()
+        # Slurm takes `state=drain` in any case, as `scontrol update nodename=X state=drain` writes it.
+        drained = slurm_log.exists() and "state=drain" in slurm_log.read_text().lower()
         bootstrapped = _stage_over(
             root / "var/log/amazon/pcs/lifecycle/actions/executor.log", "nodeBootstrapped"
         )
