@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "${PYTHON312:-.venv/bin/python3.12}" -m venv "$tmp/venv"
-"$tmp/venv/bin/pip" install --quiet --disable-pip-version-check '.[cli,dev]' 2> >(grep -v '^WARNING: Location' >&2)
+"$tmp/venv/bin/pip" install --quiet --disable-pip-version-check '.[dev]' 2> >(grep -v '^WARNING: Location' >&2)
 {
     echo "# Every package of the development environment, pinned. Regenerate with scripts/lock.sh."
     "$tmp/venv/bin/pip" freeze --exclude pcs-lifeguard

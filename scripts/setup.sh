@@ -40,7 +40,7 @@ want=$(cat pyproject.toml requirements-lock.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing pinned dependencies into $VENV (about a minute on a new machine)"
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements-lock.txt \
-        -e '.[cli,dev]' 2> >(grep -v '^WARNING: Location' >&2)
+        -e '.[dev]' 2> >(grep -v '^WARNING: Location' >&2)
     echo "$want" > "$stamp"
 fi
 

@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
@@ -122,7 +123,8 @@ def replay(
         typer.Argument(
             metavar="FILE",
             help="Scaling-log records or node reports (JSON lines), subscription events, aws logs "
-            "filter-log-events / get-log-events output, EventBridge or CloudTrail events; in order.",
+            "filter-log-events / get-log-events output, EventBridge or CloudTrail events; in order. "
+            "- for stdin.",
         ),
     ],
     config: Annotated[
@@ -228,21 +230,39 @@ def replay(
     if not keep:
         run()
         return
+    if Path("-") in files:
+        typer.echo("lifeguard replay: --keep reads files, not stdin (-): save it to a file first", err=True)
+        raise typer.Exit(2)
     from lifeguard_cli.local import background
 
     def kept(ready: Any) -> None:
         def keep_up(aws: Any, stack: Any, result: Any) -> None:
+            from lifeguard_cli.local.stack import describe_replay_stack
+
             show(result)
-            # The replay's mode stands for the stack's DefaultMode when status shows a group's mode.
-            environ = {**aws.environ(), "LIFEGUARD_DEFAULT_MODE": mode.value}
-            typer.echo(f"\nkept: the local AWS serves on with this replay's table {stack.table}", err=True)
+            # A stack of the replay's table, with its mode and dry run as the stack's parameters: status
+            # shows them as a deployed stack's.
+            parameters = {"DefaultMode": mode.value, "DryRun": str(dry_run).lower()}
+            describe_replay_stack(aws.client, LOCAL_STACK, stack, parameters)
+            environ = {
+                **aws.environ(),
+                "LIFEGUARD_STACK_NAME": LOCAL_STACK,
+                "LIFEGUARD_DEFAULT_MODE": mode.value,
+            }
+            typer.echo(
+                f"\nkept: the local AWS serves on with this replay's stack {LOCAL_STACK}, "
+                f"table {stack.table}",
+                err=True,
+            )
             typer.echo(
                 "lifeguard status --local  (and history, undo); lifeguard local down to stop", err=True
             )
             # One local AWS at a time: the replay's replaces the one running, once it has run (a replay
             # refused, whatever the reason, leaves that one as it was).
-            background.stop()
-            ready({"environ": environ, "table": stack.table, "stack_name": None})
+            replaced = background.stop()
+            if replaced is not None:
+                typer.echo(f"kept: it replaces the local AWS that was up (pid {replaced})", err=True)
+            ready({"environ": environ, "table": None, "stack_name": LOCAL_STACK, "mode": mode.value})
             background.serve_until_stopped()
 
         try:
@@ -400,7 +420,9 @@ def simulate(
             "protected mode, and compare.",
         ),
     ] = None,
-    list_scenarios: Annotated[bool, typer.Option("--list", help="List the built-in scenarios.")] = False,
+    list_scenarios: Annotated[
+        bool, typer.Option("--list", help="List the built-in scenarios (a table, or --json).")
+    ] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="The handlers' warnings on stderr.")] = False,
 ) -> None:
     """Run a twin of a PCS cluster on a virtual clock, where Lifeguard's own changes decide what boots next.
@@ -417,16 +439,36 @@ def simulate(
 
     console = _console()
     if list_scenarios:
-        from lifeguard_cli.simulate.scenario import load_scenario as read
+        from lifeguard_cli.tables import show as show_table
+        from lifeguard_cli.tables import table as make_table
 
-        for path in built_in_scenarios():
-            console.print(f"{path.stem:<28} {read(path).name}", markup=False)
+        listed = [(path.stem, load_scenario(path)) for path in built_in_scenarios()]
+        if as_json:
+            scenarios = [
+                {
+                    "scenario": stem,
+                    "name": found.name,
+                    "groups": len(found.groups),
+                    "horizon_minutes": found.horizon_minutes,
+                }
+                for stem, found in listed
+            ]
+            typer.echo(json.dumps({"scenarios": scenarios}, indent=2))
+            return
+        made = make_table("scenario", "what it runs", "groups", "minutes", right=("groups", "minutes"))
+        for stem, found in listed:
+            made.add_row(stem, found.name, str(len(found.groups)), f"{found.horizon_minutes:g}")
+        show_table(console, made)
         return
     if not scenario:
         typer.echo("lifeguard simulate: give a SCENARIO (a file, or a built-in name: --list)", err=True)
         raise typer.Exit(2)
-    if html is not None and not (html.parent.is_dir() and os.access(html.parent, os.W_OK)):
-        problem = f"{html.parent} is not a directory one can write to"
+    if html is not None and (html.is_dir() or not (html.parent.is_dir() and os.access(html.parent, os.W_OK))):
+        problem = (
+            "a directory: name a file"
+            if html.is_dir()
+            else f"{html.parent} is not a directory one can write to"
+        )
         typer.echo(f"lifeguard simulate: --html {html}: {problem}", err=True)
         raise typer.Exit(2)
     try:
@@ -528,18 +570,25 @@ def _steps(what: str, *, after_seconds: float = 1.0) -> Iterator[Any]:
 
 @contextlib.contextmanager
 def _progress(what: str) -> Iterator[Any]:
-    """Progress on stderr: a bar per run on a terminal, a line per run otherwise."""
+    """Progress on stderr: a bar per run on a terminal, else a line as each run starts and every 10 s."""
+    import time
+
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn
 
     err = _console_err()
     if not err.is_terminal:
-        said: set[str] = set()
+        said: dict[str, float] = {}
 
         def line(run: str, fraction: float) -> None:
+            # Its start, then how far it is every 10 s: a CI log shows a long run going on.
+            now = time.monotonic()
             if run not in said:
-                said.add(run)
-                err.print(f"simulating {what}: the {run} run…", markup=False)
+                said[run] = now
+                err.print(f"simulating {what}: the {run} run…", markup=False, soft_wrap=True)
+            elif now - said[run] >= 10.0:
+                said[run] = now
+                err.print(f"simulating {what}: the {run} run, {fraction:.0%}", markup=False, soft_wrap=True)
 
         yield line
         return
@@ -562,6 +611,24 @@ def _region_name(value: str | None) -> str | None:
         return None  # `--region "$REGION"` with REGION unset: the default region, as before
     if not re.fullmatch(r"[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?", value):
         raise typer.BadParameter(f"{value!r} is not a region name (as us-east-1)")
+    return value
+
+
+def _stack_name(value: str | None) -> str | None:
+    """A stack name as CloudFormation takes one (or a stack's ARN), refused here as bad usage."""
+    import re
+
+    if not value:
+        return None
+    if not (
+        re.fullmatch(r"[A-Za-z][A-Za-z0-9-]{0,127}", value)
+        or re.fullmatch(
+            r"arn:aws[a-z-]*:cloudformation:[a-z0-9-]+:\d{12}:stack/[A-Za-z][A-Za-z0-9-]*/[\w-]+", value
+        )
+    ):
+        raise typer.BadParameter(
+            f"{value!r} is not a stack name (a letter, then letters, digits and hyphens, at most 128)"
+        )
     return value
 
 
@@ -598,7 +665,11 @@ _TABLE = typer.Option(
     metavar="TABLE",
     help="Lifeguard's DynamoDB table, instead of the stack's (default: $LIFEGUARD_TABLE).",
 )
-_LOCAL = typer.Option("--local", help="Use the local AWS named by AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS.")
+_LOCAL = typer.Option(
+    "--local",
+    help="Use the local AWS: the one lifeguard local up (or replay --keep) left running, else "
+    "AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_PCS on loopback.",
+)
 _CLUSTER = typer.Option(
     "--cluster",
     metavar="CLUSTER",
@@ -609,6 +680,7 @@ _STACK = typer.Option(
     "--stack-name",
     metavar="NAME",
     help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, pcs-lifeguard).",
+    callback=_stack_name,
 )
 _REGION = typer.Option(
     "--region",
@@ -619,16 +691,30 @@ _REGION = typer.Option(
 _PROFILE = typer.Option("--profile", metavar="PROFILE", help="AWS CLI profile to use.")
 
 
+def _unused_with_local(region: str | None, profile: str | None) -> None:
+    """Say which of --region and --profile, given with --local, go unused."""
+    unused = [
+        f"{option} {value}" for option, value in (("--region", region), ("--profile", profile)) if value
+    ]
+    if unused:
+        typer.echo(
+            f"lifeguard: --local: {' and '.join(unused)} not used "
+            "(the local AWS is one region, with test keys)",
+            err=True,
+        )
+
+
 def _operator(
     table: str | None, local: bool, stack_name: str | None, region: str | None, profile: str | None
 ) -> Any:
-    from lifeguard_cli.operate import OperatorError, open_operator
+    """The operator of the command's table and PCS; what it cannot open (no local AWS for --local, no stack)
+    is an OperatorError or a DeploymentError: the command's one line, exit 1 (`_one_line_errors`). With
+    --local, a --region or --profile given is said to go unused (the local AWS has one region, test keys)."""
+    from lifeguard_cli.operate import open_operator
 
-    try:
-        return open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
-    except OperatorError as exc:
-        typer.echo(f"lifeguard: {exc}", err=True)
-        raise typer.Exit(2) from None
+    if local:
+        _unused_with_local(region, profile)
+    return open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
 
 
 @contextlib.contextmanager
@@ -696,12 +782,7 @@ def status(
             else "-"
         )
         last = row.last_action
-        last_text = (
-            f"{format_time(last['at'])} {last['decision']} {last['action'] or ''}"
-            + (" (dry run)" if last["dry_run"] else "")
-            if last
-            else "-"
-        )
+        last_text = _last_action_text(last, format_time) if last else "-"
         view.add_row(row.cluster_id, row.group_id, row.shown_mode, open_text, last_text)
     console = _console()
     if stack:
@@ -805,7 +886,7 @@ def undo(
                 typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
                 raise typer.Exit(2)
             # On stderr: stdout stays the result's (--json).
-            typer.echo(f"{preview.cluster_id}/{preview.group_id}: " + "\n".join(preview.lines[:-1]), err=True)
+            _say_undo(_console_err(), preview.cluster_id, preview.group_id, preview.lines[:-1])
             if not typer.confirm("Put this configuration back?", default=False, err=True):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
@@ -817,7 +898,37 @@ def undo(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    typer.echo(f"{result.cluster_id}/{result.group_id}: " + "\n".join(result.lines))
+    _say_undo(_console(), result.cluster_id, result.group_id, result.lines)
+
+
+def _last_action_text(last: dict[str, Any], format_time: Any) -> str:
+    """`2026-10-21 01:13 applied quarantine`, `... skipped`, `... undo` (its decision and its action are
+    one word: not said twice), `(dry run)` after one that was."""
+    words = [format_time(last["at"]), last["decision"]]
+    if last["action"] and last["action"] != last["decision"]:
+        words.append(last["action"])
+    return " ".join(words) + (" (dry run)" if last["dry_run"] else "")
+
+
+def _say_undo(out: Console, cluster_id: str, group_id: str, lines: list[str]) -> None:
+    """The group, then what the undo does, line by line (`_say`)."""
+    _say(out, [f"{cluster_id}/{group_id}:", *lines])
+
+
+def _say(out: Console, lines: list[str]) -> None:
+    """Lines for people, each wrapped between words to the width, its continuation indented under it."""
+    for line in lines:
+        indent = line[: len(line) - len(line.lstrip())]
+        # Between words only: an ARN or an S3 location is copied whole, its hyphens no place to break.
+        parts = textwrap.wrap(
+            line,
+            width=max(20, out.width),
+            subsequent_indent=indent + "  ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        for part in parts or [""]:
+            out.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -826,27 +937,23 @@ def enroll(
         str,
         typer.Argument(
             metavar="GROUP",
-            help="Compute node group id or name.",
-            callback=_node_group_name,
+            help="Compute node group id or name (or CLUSTER/GROUP).",
+            callback=_group_name,
         ),
     ],
     cluster: Annotated[
-        str,
-        typer.Option(
-            "--cluster", metavar="CLUSTER", help="The group's cluster (id or name).", callback=_cluster_name
-        ),
-    ],
-    stack_name: Annotated[
         str | None,
         typer.Option(
-            "--stack-name",
-            metavar="NAME",
-            help="Lifeguard's stack (default: $LIFEGUARD_STACK_NAME, samconfig.toml's stack_name, "
-            "pcs-lifeguard).",
+            "--cluster",
+            metavar="CLUSTER",
+            help="The group's cluster (id or name), unless GROUP is CLUSTER/GROUP.",
+            callback=_cluster_name,
         ),
     ] = None,
+    stack_name: Annotated[str | None, _STACK] = None,
     region: Annotated[str | None, _REGION] = None,
     profile: Annotated[str | None, _PROFILE] = None,
+    local: Annotated[bool, _LOCAL] = False,
     remove: Annotated[bool, typer.Option("--remove", help="Take the shipper out instead.")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the change; change nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before changing the group.")] = False,
@@ -866,8 +973,30 @@ def enroll(
     from lifeguard_cli.deployment import read_deployment
     from lifeguard_cli.enroll import ShipperEntry, change_enrollment
 
+    named_cluster, _, named_group = group.rpartition("/")
+    if named_cluster and cluster and named_cluster != cluster:
+        typer.echo(f"lifeguard enroll: --cluster {cluster} and {group} name two clusters; give one", err=True)
+        raise typer.Exit(2)
+    group, cluster = named_group, cluster or named_cluster
+    if not cluster:
+        typer.echo("lifeguard enroll: which cluster? pass --cluster, or GROUP as CLUSTER/GROUP", err=True)
+        raise typer.Exit(2)
     with _one_line_errors("enroll"):
-        deployment = read_deployment(stack_name, region=region, profile=profile)
+        if local:
+            from lifeguard_cli.operate import local_target
+
+            _unused_with_local(region, profile)
+            target = local_target(None, stack_name)
+            deployment = read_deployment(target.stack_name, session=target.session)
+            if "ShipperLifecycleEntry" not in deployment.outputs:
+                typer.echo(
+                    "lifeguard enroll: the local AWS replay --keep left publishes no shipper: enroll on the "
+                    "one lifeguard local up starts",
+                    err=True,
+                )
+                raise typer.Exit(1)
+        else:
+            deployment = read_deployment(stack_name, region=region, profile=profile)
         entry = ShipperEntry.from_deployment(deployment)
         change = partial(change_enrollment, "remove" if remove else "enroll")
         pcs = PcsGateway(deployment.client("pcs"))
@@ -876,7 +1005,7 @@ def enroll(
             if not sys.stdin.isatty():
                 typer.echo("lifeguard enroll: this changes the group in PCS: pass --yes to confirm", err=True)
                 raise typer.Exit(2)
-            typer.echo("\n".join(preview.lines()[:-1]), err=True)  # stdout stays the result's (--json)
+            _say(_console_err(), preview.lines()[:-1])  # stdout stays the result's (--json)
             if not typer.confirm("Make this change?", default=False, err=True):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
@@ -890,7 +1019,7 @@ def enroll(
     policy = deployment.outputs.get("NodePolicyArn")
     if policy and result.action == "enroll":
         lines.insert(-1, f"  instances need the managed policy {policy}")
-    typer.echo("\n".join(lines))
+    _say(_console(), lines)
 
 
 local_app = typer.Typer(
@@ -905,8 +1034,9 @@ LOCAL_STACK = "pcs-lifeguard-local"
 @local_app.command("up")
 def local_up(
     mode: Annotated[
-        ReplayMode, typer.Option("--mode", help="The local stack's DefaultMode parameter.")
-    ] = ReplayMode.notify,
+        ReplayMode | None,
+        typer.Option("--mode", help="The local stack's DefaultMode parameter.  [default: notify]"),
+    ] = None,
 ) -> None:
     """Start a local AWS in the background with a local deployment of the stack, and print the variables
     that point the AWS CLI at it. `--local` finds it; `lifeguard local down` stops it.
@@ -915,26 +1045,37 @@ def local_up(
     """
     from lifeguard_cli.local import background
 
+    wanted = (mode or ReplayMode.notify).value
+
     def up(ready: Any) -> None:
         from lifeguard_cli.local import LocalPcs, local_aws
         from lifeguard_cli.local.stack import create_deployed_stack
 
         with local_aws(LocalPcs(update_seconds=0)) as aws:
             deployed = create_deployed_stack(
-                aws.client, "local", stack_name=LOCAL_STACK, parameters={"DefaultMode": mode.value}
+                aws.client, "local", stack_name=LOCAL_STACK, parameters={"DefaultMode": wanted}
             )
             environ = {**aws.environ(), "LIFEGUARD_STACK_NAME": deployed.stack_name}
             typer.echo(f"# the local AWS is up: stack {deployed.stack_name}, table {deployed.stack.table}")
             typer.echo(background.exports(environ))
-            ready({"environ": environ, "table": None, "stack_name": deployed.stack_name})
+            ready({"environ": environ, "table": None, "stack_name": deployed.stack_name, "mode": wanted})
             background.serve_until_stopped()
 
     with background.starting() as lock:
         running = background.read_state()
         if running is not None:
+            serving = running.get("mode") or running["environ"].get("LIFEGUARD_DEFAULT_MODE")
+            if mode is not None and serving and serving != mode.value:
+                typer.echo(
+                    f"lifeguard local up: the local AWS is up already (pid {running['pid']}) with "
+                    f"DefaultMode {serving}: lifeguard local down, then local up --mode {mode.value}",
+                    err=True,
+                )
+                raise typer.Exit(1)
             typer.echo(f"# the local AWS is up already (pid {running['pid']})")
             typer.echo(background.exports(background.shell_environ(running)))
             return
+        typer.echo("starting the local AWS and its stack…", err=True)  # about two seconds
         code = background.in_background(up, close_in_child=(lock,))
     if code:
         raise typer.Exit(code)
@@ -964,10 +1105,20 @@ def _console_err() -> Console:
     return console(stderr=True)
 
 
+def _debug_first(arguments: list[str]) -> list[str]:
+    """The command line with a `--debug` given after the command moved before it, where it is an option of
+    `lifeguard` itself (`lifeguard status --debug` as `lifeguard --debug status`); none after `--`."""
+    before = arguments[: arguments.index("--")] if "--" in arguments else arguments
+    if "--debug" not in before[1:]:
+        return arguments
+    at = before.index("--debug", 1)
+    return ["--debug", *arguments[:at], *arguments[at + 1 :]]
+
+
 def main() -> None:
     """Console-script entry point: an unforeseen error is one line and exit 1 (its traceback with --debug)."""
     try:
-        app()
+        app(args=_debug_first(sys.argv[1:]))
     except BrokenPipeError:  # typer.echo's reader went away (rich's console says so itself)
         from lifeguard_cli.tables import stop_on_broken_pipe
 

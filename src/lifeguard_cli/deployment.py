@@ -136,16 +136,35 @@ def aws_error_line(exc: BaseException) -> str | None:
     if isinstance(exc, aws.SSOError | aws.TokenRetrievalError | aws.UnauthorizedSSOTokenError):
         return f"the AWS SSO session cannot be used ({exc}): run aws sso login"
     if isinstance(exc, aws.EndpointConnectionError | aws.ConnectTimeoutError | aws.ReadTimeoutError):
-        return f"cannot reach AWS: {exc}; check the region and the network"
+        return _unreachable(str(exc))
     if isinstance(exc, aws.ClientError):
         error = exc.response.get("Error", {})
         operation, code, message = exc.operation_name, error.get("Code", "Error"), error.get("Message", "")
         return _refused(operation, code, message) or f"{operation} failed: {code}: {message}"
     if isinstance(exc, AwsCallError):  # a call of the layer's gateways, translated there: its own words
+        if exc.code in _UNREACHABLE:
+            return _unreachable(f"{exc.operation}: {exc.message}")
         return _refused(exc.operation, exc.code, exc.message) or _unset(exc)  # but for what to do
     if isinstance(exc, aws.BotoCoreError):
         return str(exc)
     return None
+
+
+# botocore's names for a call that got no answer (a gateway's translation keeps them as its code).
+_UNREACHABLE = frozenset(
+    {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError"}
+)
+
+
+def _unreachable(what: str) -> str:
+    """A call that got no answer: what to check, the endpoint the shell points AWS at first."""
+    line = f"cannot reach AWS ({what}): check --region and the network"
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        line += (
+            f"; AWS_ENDPOINT_URL sends every call to {endpoint}: is it up (lifeguard local up), or unset it"
+        )
+    return line
 
 
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})
@@ -272,7 +291,7 @@ def read_deployment(
     except ProfileNotFound as exc:
         raise DeploymentError(str(aws_error_line(exc))) from None
     except BotoCoreError as exc:
-        raise DeploymentError(f"cannot read {where}: {exc}") from None
+        raise DeploymentError(f"cannot read {where}: {aws_error_line(exc) or exc}") from None
     if not stacks:
         raise DeploymentError(f"no {where}")
     stack = stacks[0]

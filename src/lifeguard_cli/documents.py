@@ -94,7 +94,8 @@ def read_source(source: str | Path) -> tuple[str, str]:
     """The name to show for `source` and its text. A string is an input as typed (a path, `file://PATH`,
     or `-` for stdin); a `Path` is that file.
 
-    Raises `UnreadableInputError` when it cannot be read, is over `MAX_INPUT_BYTES`, or is not UTF-8.
+    Raises `UnreadableInputError` when it cannot be read, is over `MAX_INPUT_BYTES`, or is not text (UTF-8,
+    or UTF-16 with its byte-order mark).
     """
     if source == STDIN:
         name = _STDIN_NAME
@@ -103,6 +104,8 @@ def read_source(source: str | Path) -> tuple[str, str]:
         name = str(source)
         if isinstance(source, str) and source.startswith(_FILE_PREFIX):
             name = os.path.expandvars(os.path.expanduser(source.removeprefix(_FILE_PREFIX)))
+        if not name:
+            raise UnreadableInputError(f"{source!r}", "no file named: an empty path")
         try:
             with open(name, "rb") as file:
                 content = file.read(MAX_INPUT_BYTES + 1)
@@ -112,12 +115,14 @@ def read_source(source: str | Path) -> tuple[str, str]:
             raise UnreadableInputError(name, f"cannot read it: {exc}") from None
     if len(content) > MAX_INPUT_BYTES:
         raise UnreadableInputError(name, f"over {MAX_INPUT_BYTES // 1024 // 1024} MB: not read")
-    if content.startswith(_UTF16_BOMS):
-        raise UnreadableInputError(name, "is UTF-16 text (as Windows PowerShell writes it): save it as UTF-8")
+    utf16 = content.startswith(_UTF16_BOMS)  # as Windows PowerShell's `>` writes it
     try:
-        return name, content.decode("utf-8-sig")
+        return name, content.decode("utf-16" if utf16 else "utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UnreadableInputError(name, f"not UTF-8 text: {exc.reason} at byte offset {exc.start}") from None
+        kind = "UTF-16" if utf16 else "UTF-8"
+        raise UnreadableInputError(
+            name, f"not {kind} text: {exc.reason} at byte offset {exc.start}"
+        ) from None
 
 
 def parse_document(name: str, text: str) -> tuple[Any, Problem | None]:

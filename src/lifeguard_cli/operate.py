@@ -40,11 +40,13 @@ CLOCK_SKEW_SECONDS = 120.0
 
 __all__ = [
     "GroupStatus",
+    "LocalTarget",
     "Operator",
     "OperatorError",
     "StackView",
     "UndoResult",
     "format_time",
+    "local_target",
     "open_operator",
 ]
 
@@ -139,6 +141,41 @@ class StackView:
         }
 
 
+@dataclass(frozen=True)
+class LocalTarget:
+    """What `--local` reaches: a session of the local AWS, and the table or stack to read there."""
+
+    session: Any
+    table: str | None
+    stack_name: str | None
+    replayed_mode: str | None
+
+
+def local_target(table: str | None, stack_name: str | None) -> LocalTarget:
+    """The local AWS running now (`lifeguard local up`, or `replay --keep`, which replaces it), before the
+    shell's variables, which may be the exports of one it replaced; its table or stack unless the command
+    line names one. Raises OperatorError when there is none on loopback."""
+    from lifeguard_cli.deployment import LOOPBACK, LoopbackSession
+    from lifeguard_cli.local.background import read_state
+
+    endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
+    replayed_mode = None
+    running = read_state()
+    if running is not None:
+        given = running["environ"]
+        endpoints = (str(given.get("AWS_ENDPOINT_URL", "")), str(given.get("AWS_ENDPOINT_URL_PCS", "")))
+        replayed_mode = str(given.get("LIFEGUARD_DEFAULT_MODE") or "") or None  # replay --keep's mode
+        if not (table or stack_name):  # its table or stack (not the shell's), unless the command line's
+            table, stack_name = running.get("table") or "", running.get("stack_name")
+    if not all(urlsplit(url).hostname in LOOPBACK for url in endpoints):
+        raise OperatorError(
+            "--local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
+            "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
+        )
+    # Every call to the local AWS, with test keys, whatever the shell, its profile or --profile say.
+    return LocalTarget(LoopbackSession(*endpoints), table, stack_name, replayed_mode)
+
+
 def open_operator(
     *,
     table: str | None = None,
@@ -148,37 +185,14 @@ def open_operator(
     profile: str | None = None,
 ) -> Operator:
     """The operator of the deployed stack (see the module docstring for what is read from where)."""
-    from lifeguard_cli.deployment import (
-        LOOPBACK,
-        LoopbackSession,
-        aws_session,
-        read_deployment,
-        read_samconfig,
-        session_client,
-    )
+    from lifeguard_cli.deployment import aws_session, read_deployment, read_samconfig, session_client
 
     session: Any = None
     replayed_mode: str | None = None
     if local:
-        from lifeguard_cli.local.background import read_state
-
-        endpoints = (os.environ.get("AWS_ENDPOINT_URL", ""), os.environ.get("AWS_ENDPOINT_URL_PCS", ""))
-        # The local AWS running now (`lifeguard local up`, or `replay --keep`, which replaces it) before the
-        # shell's variables, which may be the exports of one it replaced.
-        running = read_state()
-        if running is not None:
-            given = running["environ"]
-            endpoints = (str(given.get("AWS_ENDPOINT_URL", "")), str(given.get("AWS_ENDPOINT_URL_PCS", "")))
-            replayed_mode = str(given.get("LIFEGUARD_DEFAULT_MODE") or "") or None  # replay --keep's mode
-            if not (table or stack_name):  # its table or stack (not the shell's), unless the command line's
-                table, stack_name = running.get("table") or "", running.get("stack_name")
-        if not all(urlsplit(url).hostname in LOOPBACK for url in endpoints):
-            raise OperatorError(
-                "--local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
-                "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
-            )
-        # Every call to the local AWS, with test keys, whatever the shell, its profile or --profile say.
-        session = LoopbackSession(*endpoints)
+        target = local_target(table, stack_name)
+        session, table, stack_name = target.session, target.table, target.stack_name
+        replayed_mode = target.replayed_mode
     name = table if table is not None else setting("table", None, "", str)
     if name:
         session = session or aws_session(region, profile, read_samconfig().region)

@@ -145,12 +145,21 @@ def test_enroll_puts_the_pinned_shipper_first_and_the_config_passes_the_lint(
 def test_the_summary_names_the_pins_and_the_node_policy(env: Env) -> None:
     done = env.run(env.group_id, "--cluster", env.cluster_id)
     assert done.returncode == 0, done.stderr
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80  # piped: 80 columns, between words
+    said = " ".join(done.stdout.split())
     outputs = env.deployed.outputs
-    assert "nodeBootstrapped › lifeguard-shipper: added" in done.stdout
-    assert f"version {outputs['NodeBundleVersionId']} sha256 {outputs['NodeBundleSha256']}" in done.stdout
-    assert f"version {outputs['ShipperInstallerVersionId']}" in done.stdout
-    assert outputs["NodePolicyArn"] in done.stdout
-    assert done.stdout.rstrip().endswith("nodes launched from now on run it")
+    assert "nodeBootstrapped › lifeguard-shipper: added" in said
+    assert f"version {outputs['NodeBundleVersionId']} sha256 {outputs['NodeBundleSha256']}" in said
+    assert f"version {outputs['ShipperInstallerVersionId']}" in said
+    assert outputs["NodePolicyArn"] in said
+    assert said.endswith("nodes launched from now on run it")
+    # Wrapped between words only: what is copied (an ARN, an S3 location) stays whole on its line.
+    env.environ["COLUMNS"] = "40"
+    narrow = env.run(env.group_id, "--cluster", env.cluster_id, "--remove", "--dry-run").stdout
+    narrow += env.run(env.group_id, "--cluster", env.cluster_id, "--remove").stdout
+    narrow += env.run(env.group_id, "--cluster", env.cluster_id, "--dry-run").stdout
+    assert outputs["NodePolicyArn"] in narrow.split()
+    assert outputs["NodeBundleLocation"] in narrow.split()
 
 
 def test_without_a_terminal_to_ask_on_enroll_changes_nothing_unless_told_yes(env: Env) -> None:

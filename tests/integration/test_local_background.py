@@ -19,6 +19,7 @@ from tests.conftest import EVENTS
 pytestmark = pytest.mark.integration
 LIFEGUARD = Path(sys.executable).parent / "lifeguard"
 STREAMS = EVENTS / "streams"
+ARTICLE = EVENTS / "configs" / "article-terminate.json"
 
 
 def lifeguard(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -61,6 +62,7 @@ def alive(pid: int) -> bool:
 def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) -> None:
     up = lifeguard("local", "up", "--mode", "quarantine", env=env)
     assert up.returncode == 0, up.stderr
+    assert up.stderr.startswith("starting the local AWS and its stack…\n")  # about two seconds
     assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in up.stdout
     assert "export LIFEGUARD_STACK_NAME=pcs-lifeguard-local" in up.stdout
     pid = json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())["pid"]
@@ -69,6 +71,12 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
     assert status.returncode == 0, status.stderr
     stack = json.loads(status.stdout)["stack"]
     assert (stack["stack_name"], stack["default_mode"]) == ("pcs-lifeguard-local", "quarantine")
+    elsewhere = lifeguard("status", "--local", "--json", "--region", "eu-west-1", env=env)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert json.loads(elsewhere.stdout)["stack"]["region"] == stack["region"]
+    assert elsewhere.stderr.splitlines()[0] == (
+        "lifeguard: --local: --region eu-west-1 not used (the local AWS is one region, with test keys)"
+    )
     again = lifeguard("local", "up", env=env)
     assert again.stdout.startswith(f"# the local AWS is up already (pid {pid})")
     down = lifeguard("local", "down", env=env)
@@ -76,8 +84,10 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
     assert not alive(pid)
     assert not Path(env["LIFEGUARD_LOCAL_STATE"]).exists()
     gone = lifeguard("status", "--local", env=env)
-    assert gone.returncode == 2
-    assert gone.stderr.startswith("lifeguard: --local needs a local AWS: lifeguard local up")
+    assert gone.returncode == 1
+    assert gone.stderr.splitlines()[-1].startswith(
+        "lifeguard status: --local needs a local AWS: lifeguard local"
+    )
 
 
 def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[str, str]) -> None:
@@ -105,6 +115,75 @@ def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[st
     decisions = [entry["decision"] for entry in history["entries"]]
     assert decisions[:1] == ["applied"]
     assert "undo" in decisions
+
+
+def test_replay_keep_leaves_a_stack_of_its_mode_and_dry_run_in_place_of_the_local_aws_up(
+    env: dict[str, str],
+) -> None:
+    up = lifeguard("local", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    pid = json.loads(Path(env["LIFEGUARD_LOCAL_STATE"]).read_text())["pid"]
+    again = lifeguard("local", "up", "--mode", "revert", env=env)
+    assert (again.returncode, again.stdout) == (1, "")
+    assert again.stderr == (
+        f"lifeguard local up: the local AWS is up already (pid {pid}) with DefaultMode notify: lifeguard "
+        "local down, then local up --mode revert\n"
+    )
+    loop = str(STREAMS / "article-terminate-loop.jsonl")
+    kept = lifeguard("replay", "--keep", "--dry-run", "--mode", "quarantine", loop, env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert f"kept: it replaces the local AWS that was up (pid {pid})" in kept.stderr
+    status = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)
+    assert (status["stack"]["default_mode"], status["stack"]["dry_run"]) == ("quarantine", True)
+    assert lifeguard("local", "up", env=env).stdout.startswith("# the local AWS is up already")
+
+
+def test_enroll_can_be_tried_on_a_group_made_in_the_local_aws(env: dict[str, str]) -> None:
+    """`lifeguard local up`, a group made there as the AWS CLI would (the exported endpoint), then enroll
+    --local puts the local stack's shipper first in it; GROUP may be CLUSTER/GROUP."""
+    from lifeguard_cli.deployment import LoopbackSession
+    from tests.integration.test_local_pcs import create_cluster, create_group
+
+    up = lifeguard("local", "up", env=env)
+    assert up.returncode == 0, up.stderr
+    shell = exported(env, up.stdout)
+    pcs = LoopbackSession(shell["AWS_ENDPOINT_URL"], shell["AWS_ENDPOINT_URL_PCS"]).client("pcs")
+    cluster_id = create_cluster(pcs)
+    create_group(pcs, cluster_id, nodeLifecycleActions=json.loads(ARTICLE.read_text()))
+    shown = lifeguard("enroll", "lca/lca-static", "--local", "--dry-run", env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "dry run" in shown.stdout
+    done = lifeguard("enroll", "lca-static", "--cluster", "lca", "--local", "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+    group = pcs.get_compute_node_group(clusterIdentifier="lca", computeNodeGroupIdentifier="lca-static")
+    first = group["computeNodeGroup"]["nodeLifecycleActions"]["stages"]["nodeBootstrapped"][0]
+    assert first["name"] == "lifeguard-shipper"
+    kept = lifeguard("replay", "--keep", str(STREAMS / "article-terminate-loop.jsonl"), env=env)
+    assert kept.returncode == 0, kept.stderr
+    replayed = lifeguard("enroll", "pcs_abc123de45/pcs_abcdef01", "--local", "--dry-run", env=env)
+    assert (replayed.returncode, replayed.stderr.splitlines()[-1]) == (
+        1,
+        "lifeguard enroll: the local AWS replay --keep left publishes no shipper: enroll on the one "
+        "lifeguard local up starts",
+    )
+    piped = subprocess.run(
+        [str(LIFEGUARD), "replay", "--keep", "-"],
+        input=(STREAMS / "article-terminate-loop.jsonl").read_text(),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (piped.returncode, piped.stderr) == (
+        2,
+        "lifeguard replay: --keep reads files, not stdin (-): save it to a file first\n",
+    )
+    unnamed = lifeguard("enroll", "lca-static", "--local", "--dry-run", env=env)
+    assert (unnamed.returncode, unnamed.stderr) == (
+        2,
+        "lifeguard enroll: which cluster? pass --cluster, or GROUP as CLUSTER/GROUP\n",
+    )
 
 
 @pytest.mark.parametrize(

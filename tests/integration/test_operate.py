@@ -137,6 +137,9 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert preview.returncode == 0, preview.stderr
     assert "onError STOP_SEQUENCE → TERMINATE" in preview.stdout
     assert "dry run: nothing changed" in preview.stdout
+    narrow = Env({**env.environ, "COLUMNS": "60"}, env.api).run("undo", GROUP, "--dry-run").stdout
+    assert max(len(line) for line in narrow.splitlines()) <= 60
+    assert " ".join(narrow.split()) == " ".join(preview.stdout.split())  # wrapped between words alone
     assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
     asked = env.run("undo", GROUP)  # no terminal to ask on, and no --yes
     assert asked.returncode == 2
@@ -153,6 +156,9 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
         ("applied", "lifeguard"),
         ("undo", "operator"),
     ]
+    shown = " ".join(Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout.split())
+    assert " undo" in shown
+    assert "undo undo" not in shown  # the decision and the action of an undo are one word
     assert history["entries"][1]["config_after"] == TERMINATE
     assert "undo" in env.run("history", f"{CLUSTER}/{GROUP}").stdout
 
@@ -174,13 +180,14 @@ def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: En
 def test_local_without_a_local_endpoint_is_one_clear_line(env: Env) -> None:
     env.environ.pop("AWS_ENDPOINT_URL")
     done = env.run("status")
-    assert done.returncode == 2
-    assert done.stderr.strip() == (
-        "lifeguard: --local needs a local AWS: lifeguard local up (or replay --keep), or AWS_ENDPOINT_URL "
-        "and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
+    assert done.returncode == 1  # what the machine lacks, not bad usage
+    assert done.stderr.splitlines()[-1] == (
+        "lifeguard status: --local needs a local AWS: lifeguard local up (or replay --keep), or "
+        "AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_PCS pointing at one on loopback"
     )
     unknown = env.run("history", "pcs_nosuchgroup")
-    assert unknown.returncode == 2  # the same missing endpoint, found before anything else
+    assert unknown.returncode == 1  # the same missing endpoint, found before anything else
+    assert unknown.stderr.splitlines()[-1].startswith("lifeguard history: --local needs a local AWS: ")
 
 
 def test_an_aws_that_does_not_answer_is_said_on_stderr_within_seconds() -> None:
@@ -223,6 +230,38 @@ def test_an_aws_that_does_not_answer_is_said_on_stderr_within_seconds() -> None:
             connection.close()
     assert held  # it did reach the endpoint, which never answered
     assert "reading Lifeguard's stack, table and PCS…" in err
+
+
+@pytest.mark.parametrize("table", [None, "lifeguard-state"], ids=["stack", "table"])
+def test_an_aws_that_cannot_be_reached_is_one_line_naming_the_region_and_the_endpoint_set(
+    table: str | None,
+) -> None:
+    """A stale AWS_ENDPOINT_URL (a local AWS since stopped), a region with no endpoint, no network."""
+    environ = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LIFEGUARD_"))},
+        "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "y",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+        "AWS_MAX_ATTEMPTS": "1",
+    }
+    where = ["--table", table] if table else []
+    done = subprocess.run(
+        [str(LIFEGUARD), "status", "--region", "us-east-1", *where],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    [line] = [line for line in done.stderr.splitlines() if not line.startswith("reading ")]
+    assert line.startswith("lifeguard status: "), line
+    assert "cannot reach AWS (" in line
+    assert line.endswith(
+        "check --region and the network; AWS_ENDPOINT_URL sends every call to http://127.0.0.1:9: is it up "
+        "(lifeguard local up), or unset it"
+    )
 
 
 def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
@@ -355,6 +394,20 @@ def test_a_call_aws_refuses_is_one_line_naming_what_to_grant_or_refresh(
     assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"  # as remediated
 
 
+def test_debug_may_follow_the_command_and_a_stack_name_cloudformation_refuses_is_bad_usage(env: Env) -> None:
+    environ = {**env.environ, "LIFEGUARD_LOCAL_STATE": os.devnull}
+    environ.pop("AWS_ENDPOINT_URL")
+    told = Env(environ, env.api).run("status", "--debug")  # as `lifeguard --debug status`
+    assert told.returncode == 1
+    assert "Traceback (most recent call last)" in told.stderr
+    assert "OperatorError: --local needs a local AWS" in told.stderr
+    bad = Env(environ, env.api).run("history", GROUP, "--stack-name", "bad name", local=False)
+    assert bad.returncode == 2
+    assert "'bad name' is not a stack name" in bad.stderr
+    arn = "arn:aws:cloudformation:us-east-1:123456789012:stack/pcs-lifeguard/0a1b2c3d-4e5f"
+    assert "is not a stack name" not in Env(environ, env.api).run("status", "--stack-name", arn).stderr
+
+
 def test_a_region_set_empty_is_no_region_not_an_internal_error(env: Env) -> None:
     """`AWS_DEFAULT_REGION=` (set, empty) made botocore build https://cloudformation..amazonaws.com."""
     environ = {k: v for k, v in env.environ.items() if k not in {"AWS_REGION", "AWS_DEFAULT_REGION"}}
@@ -435,8 +488,8 @@ def test_local_never_reaches_beyond_loopback_whatever_the_shell_says(env: Env) -
     assert json.loads(done.stdout)["groups"][0]["compute_node_group_id"] == GROUP
     env.environ["AWS_ENDPOINT_URL_PCS"] = "https://pcs.us-east-1.amazonaws.com"
     refused = env.run("history", GROUP)
-    assert refused.returncode == 2
-    assert refused.stderr.startswith("lifeguard: --local needs a local AWS")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1].startswith("lifeguard history: --local needs a local AWS")
 
 
 def test_undo_makes_only_the_change_that_was_shown(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -72,6 +72,16 @@ def test_reports_after_the_detection_update_the_same_episode() -> None:
     assert [d["revision"] for d in details] == [1, 2]
 
 
+def test_stdin_is_read_as_a_file_and_one_record_is_said_as_one() -> None:
+    loop = (STREAMS / "article-terminate-loop.jsonl").read_text()
+    piped = runner.invoke(app, ["replay", "--json", "--mode", "notify", "-"], input=loop)
+    assert piped.exit_code == 0, piped.output
+    assert kinds(json.loads(piped.stdout)) == ["BootstrapLoopDetected"]
+    one = runner.invoke(app, ["replay", "--mode", "notify", "-"], input=loop.splitlines()[0] + "\n")
+    assert one.exit_code == 0, one.output
+    assert "\n1 record replayed, 0 skipped; no controller event" in one.stdout
+
+
 def test_the_same_stream_three_times_yields_the_same_single_event() -> None:
     loop = str(STREAMS / "article-terminate-loop.jsonl")
     assert kinds(replay_json(loop, loop, loop)) == ["BootstrapLoopDetected"]
@@ -111,10 +121,14 @@ def test_threshold_and_window_tune_the_detection() -> None:
 @pytest.mark.parametrize(
     ("args", "environ", "said"),
     [
-        (["--threshold", "101"], {}, "101 is not from 1 to 100"),
-        (["--window-minutes", "100000"], {}, "100000 is not from 1 to 10080"),
+        (["--threshold", "101"], {}, "--threshold 101 is not from 1 to 100"),
+        (["--window-minutes", "100000"], {}, "--window-minutes 100000 is not from 1 to 10080"),
         ([], {"LIFEGUARD_THRESHOLD": "abc"}, "LIFEGUARD_THRESHOLD"),
-        ([], {"LIFEGUARD_WINDOW_MINUTES": "5000000"}, "5000000 is not from 1 to 10080"),
+        (
+            [],
+            {"LIFEGUARD_WINDOW_MINUTES": "5000000"},
+            "LIFEGUARD_WINDOW_MINUTES: 5000000 is not from 1 to 10080",
+        ),
     ],
 )
 def test_a_threshold_or_window_out_of_its_bounds_is_bad_usage(

@@ -3,6 +3,7 @@ recorded events, scenarios, template and functions it needs shipped as package d
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -110,6 +111,28 @@ def test_the_demo_runs_from_any_directory(installed: Path, tmp_path: Path, recor
     assert list(tmp_path.iterdir()) == []  # nothing written where it ran
 
 
+def test_the_readmes_replay_of_recorded_streams_runs_from_any_directory(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The README names them as the checkout has them (`events/streams/...`), or by their bare name."""
+    done = run(
+        installed / "bin" / "lifeguard",
+        "replay",
+        "--json",
+        "--mode",
+        "quarantine",
+        "events/streams/article-terminate-loop.jsonl",
+        "article-terminate-node-reports",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = [event["detail-type"] for event in json.loads(done.stdout)["events"]]
+    assert kinds[:2] == ["BootstrapLoopDetected", "RemediationApplied"]
+    missing = run(installed / "bin" / "lifeguard", "replay", "no-such-stream", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "no-such-stream: cannot read it: No such file or directory" in missing.stderr
+
+
 def test_lint_and_the_node_tool_run_from_the_wheel(installed: Path, tmp_path: Path) -> None:
     config = installed.glob(
         "lib/python3*/site-packages/lifeguard_cli/_data/events/configs/article-terminate.json"
@@ -144,3 +167,18 @@ def test_a_wheel_built_from_the_source_distribution_carries_the_same_files(tmp_p
         "lifeguard/data/pcs/2023-02-10/service-2.json.gz",
     ):
         assert shipped in names
+
+
+def test_the_wheel_requires_what_lifeguard_runs_on_with_no_extra_to_name(tmp_path: Path) -> None:
+    """`pipx install .` installs no extra: a `lifeguard` whose typer came only with `[cli]` died at its first
+    line. Every dependency of the CLI is the package's own."""
+    wheel = build_wheel(checkout_copy(tmp_path / "source"), tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as zipped:
+        (metadata,) = [name for name in zipped.namelist() if name.endswith(".dist-info/METADATA")]
+        lines = zipped.read(metadata).decode().splitlines()
+    required = {
+        line.removeprefix("Requires-Dist: ").split("=")[0].split("[")[0]
+        for line in lines
+        if line.startswith("Requires-Dist: ") and "extra ==" not in line
+    }
+    assert {"typer", "rich", "moto", "boto3", "pydantic", "aws-lambda-powertools"} <= required

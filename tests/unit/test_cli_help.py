@@ -41,3 +41,22 @@ def test_help_fits_80_columns_and_its_example_runs_as_pasted(command: list[str])
     words = " ".join(line.removesuffix("\\") for line in pasted).split()
     assert words[:2] == ["lifeguard", command[0]]
     assert all(" \\" not in line.removesuffix(" \\") for line in pasted)
+
+
+def test_progress_with_no_terminal_says_each_run_and_how_far_it_is_every_ten_seconds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A CI log: one line as the run starts, then nothing for minutes, was all a long simulation said."""
+    from lifeguard_cli import cli
+
+    now = [0.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    with cli._progress("article TERMINATE loop (mode quarantine)") as update:
+        for at, fraction in ((0.0, 0.0), (4.0, 0.1), (10.0, 0.25), (15.0, 0.4), (21.0, 0.6)):
+            now[0] = at
+            update("lifeguard", fraction)
+    assert capsys.readouterr().err.splitlines() == [
+        "simulating article TERMINATE loop (mode quarantine): the lifeguard run…",
+        "simulating article TERMINATE loop (mode quarantine): the lifeguard run, 25%",
+        "simulating article TERMINATE loop (mode quarantine): the lifeguard run, 60%",
+    ]

@@ -130,6 +130,10 @@ def _utf16(path: Path) -> None:
     path.write_bytes(json.dumps(article()).encode("utf-16"))
 
 
+def _broken_utf16(path: Path) -> None:
+    path.write_bytes(b"\xff\xfe\x00\xdc")  # a low surrogate alone
+
+
 def _over_the_limit(path: Path) -> None:
     with path.open("wb") as file:
         file.truncate(MAX_INPUT_BYTES + 1)
@@ -141,10 +145,10 @@ def _over_the_limit(path: Path) -> None:
         (None, "cannot read it: No such file or directory"),
         (Path.mkdir, "cannot read it: Is a directory"),
         (_not_utf8, "not UTF-8 text: invalid continuation byte at byte offset 15"),
-        (_utf16, "is UTF-16 text (as Windows PowerShell writes it): save it as UTF-8"),
+        (_broken_utf16, "not UTF-16 text: illegal encoding at byte offset 2"),
         (_over_the_limit, "over 10 MB: not read"),
     ],
-    ids=["missing", "directory", "not-utf8", "utf16", "over-10mb"],
+    ids=["missing", "directory", "not-utf8", "broken-utf16", "over-10mb"],
 )
 def test_an_unreadable_input_is_one_line_on_stderr(tmp_path: Path, make: Any, reason: str) -> None:
     path = tmp_path / "input.json"
@@ -152,6 +156,20 @@ def test_an_unreadable_input_is_one_line_on_stderr(tmp_path: Path, make: Any, re
         make(path)
     assert error_lines(lint(str(path))) == [f"lifeguard lint: {path}: {reason}"]
     assert error_lines(lint(f"file://{path}")) == [f"lifeguard lint: {path}: {reason}"]
+
+
+def test_utf16_with_its_byte_order_mark_is_read_as_replay_reads_it(tmp_path: Path) -> None:
+    """What Windows PowerShell's `>` writes."""
+    path = tmp_path / "input.json"
+    _utf16(path)
+    done = lint(str(path), "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["valid"] is True
+
+
+@pytest.mark.parametrize("given", ["", "file://"])
+def test_an_empty_path_is_named_as_given(given: str) -> None:
+    assert error_lines(lint(given)) == [f"lifeguard lint: {given!r}: no file named: an empty path"]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")

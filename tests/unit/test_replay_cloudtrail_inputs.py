@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lifeguard_cli.replay.inputs import ApiCall, LogLines, api_call, read_inputs, seen_groups
 from tests.conftest import EVENTS, load_event
 
@@ -83,3 +85,60 @@ def test_calls_that_set_no_configuration_are_passed_over_wherever_they_are(tmp_p
     assert [item.record for item in inputs.items if isinstance(item, ApiCall)] == [recorded()["detail"]]
     assert len(inputs.items) == 1
     assert (inputs.skipped, inputs.notes) == (0, ())
+
+
+def test_cloudtrail_lookup_events_output_is_read_as_its_records_oldest_first(tmp_path: Path) -> None:
+    """`aws cloudtrail lookup-events` lists the newest first, each record as the JSON text of its event's
+    `CloudTrailEvent`: read as the records themselves, in the order they were made."""
+    first = recorded()["detail"]
+    later = {**first, "eventID": "later", "eventTime": "2026-10-21T01:30:00Z"}
+    lookup = {
+        "Events": [
+            {
+                "EventId": record["eventID"],
+                "EventName": record["eventName"],
+                "ReadOnly": "false",
+                "EventTime": record["eventTime"],
+                "EventSource": record["eventSource"],
+                "Username": "someone",
+                "Resources": [],
+                "CloudTrailEvent": json.dumps(record),
+            }
+            for record in (later, first)
+        ],
+        "NextToken": "more",
+    }
+    path = tmp_path / "lookup-events.json"
+    path.write_text(json.dumps(lookup, indent=4))
+    inputs = read_inputs([path])
+    assert [item.record["eventID"] for item in inputs.items if isinstance(item, ApiCall)] == [
+        first["eventID"],
+        "later",
+    ]
+    assert inputs.skipped == 0
+    # Two calls of one second: still in the order they were made (the CLI lists the newest first).
+    same = {**later, "eventID": "same-second", "eventTime": later["eventTime"]}
+    lookup["Events"].insert(0, {**lookup["Events"][0], "CloudTrailEvent": json.dumps(same)})
+    path.write_text(json.dumps(lookup))
+    assert [item.record["eventID"] for item in read_inputs([path]).items if isinstance(item, ApiCall)] == [
+        first["eventID"],
+        "later",
+        "same-second",
+    ]
+    lookup["Events"][0]["CloudTrailEvent"] = "{not json"
+    path.write_text(json.dumps(lookup))
+    damaged = read_inputs([path])
+    assert damaged.skipped == 1
+    assert damaged.notes == (
+        f"{path}: skipped 1 damaged entry: line 1: Events[0].CloudTrailEvent (not JSON)",
+    )
+
+
+def test_lookup_events_names_its_first_problem_first(tmp_path: Path) -> None:
+    from lifeguard_cli.replay.inputs import UnreadableInputError
+
+    path = tmp_path / "lookup.json"
+    events = [{"CloudTrailEvent": "{bad"}, {"CloudTrailEvent": 5}, {"CloudTrailEvent": "[]"}]
+    path.write_text(json.dumps({"Events": events}))
+    with pytest.raises(UnreadableInputError, match=r"Events\[0\]"):
+        read_inputs([path])

@@ -274,6 +274,29 @@ def test_an_input_of_no_accepted_shape_is_one_error(
     assert "\n" not in message
 
 
+def test_a_line_that_is_not_utf8_is_skipped_and_counted_and_the_rest_is_read(tmp_path: Path) -> None:
+    """A byte of Latin-1 in one line of an export (a garbled copy, a script's output): that line is damage,
+    not the file."""
+    lines = GOOD.encode().splitlines(keepends=True)
+    path = write(tmp_path, b"".join(lines[:3]) + b'{"resource_id": "caf\xe9"}\n' + b"".join(lines[3:]))
+    read = read_inputs([path])
+    assert read.skipped == 1
+    assert len(read.items) == len(read_inputs([LOOP]).items)
+    assert read.notes == (f"{path}: skipped 1 damaged entry: line 4 (not UTF-8 text)",)
+
+
+def test_a_pretty_printed_document_with_a_byte_that_is_not_utf8_is_refused_as_not_text(
+    tmp_path: Path,
+) -> None:
+    """Read line by line for that byte, no line of an indented document is JSON: it is said to be what it
+    is, not 'not JSON' at its first line."""
+    document = json.dumps({"events": [{"timestamp": 1, "message": "caf"}]}, indent=2).encode()
+    path = write(tmp_path, document.replace(b'"caf"', b'"caf\xe9"'), "export.json")
+    with pytest.raises(UnreadableInputError) as raised:
+        read_inputs([path])
+    assert "not text (bytes that are neither UTF-8 nor UTF-16)" in str(raised.value)
+
+
 @pytest.mark.parametrize(
     ("control", "says"),
     [

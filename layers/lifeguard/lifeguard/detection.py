@@ -33,7 +33,7 @@ from lifeguard.scaling_log import (
     UNHEALTHY_TERMINATION,
     ScalingLogRecord,
 )
-from lifeguard.settings import setting
+from lifeguard.settings import ENV_PREFIX, setting
 
 __all__ = [
     "DEFAULT_MODE",
@@ -97,12 +97,13 @@ class DetectionSettings:
     def stack_defaults(
         cls, mode: str | None = None, threshold: int | None = None, window_minutes: int | None = None
     ) -> DetectionSettings:
-        """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins."""
+        """Explicit values, else LIFEGUARD_DEFAULT_MODE / _THRESHOLD / _WINDOW_MINUTES, else built-ins. A
+        value out of its bounds is a ValueError naming where it came from (`threshold`, or the variable)."""
         return cls(
             mode=stack_mode(mode),
-            threshold=_within(setting("threshold", threshold, DEFAULT_THRESHOLD, int), MAX_THRESHOLD),
-            window_minutes=_within(
-                setting("window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, int), MAX_WINDOW_MINUTES
+            threshold=_bounded("threshold", threshold, DEFAULT_THRESHOLD, MAX_THRESHOLD),
+            window_minutes=_bounded(
+                "window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, MAX_WINDOW_MINUTES
             ),
         )
 
@@ -172,6 +173,15 @@ def _mode(value: str) -> str:
     if value not in MODES:
         raise ValueError(f"{clip(value, 40)!r} is not one of {', '.join(MODES)}")
     return value
+
+
+def _bounded(name: str, given: int | None, default: int, most: int) -> int:
+    value = setting(name, given, default, int)  # a variable that is no number: said, naming it
+    try:
+        return _within(value, most)
+    except ValueError as exc:
+        source = name if given is not None else f"{ENV_PREFIX}{name.upper()}"
+        raise ValueError(f"{source}: {exc}") from None
 
 
 def _within(value: int, most: int) -> int:

@@ -25,6 +25,7 @@ __all__ = [
     "create_notification_channels",
     "create_stack",
     "create_state_table",
+    "describe_replay_stack",
     "publish_bundle",
 ]
 
@@ -203,6 +204,29 @@ def _node_policy(bucket: str, log_group: str) -> dict[str, Any]:
             },
         ],
     }
+
+
+def describe_replay_stack(
+    client: Callable[[str], Any], stack_name: str, stack: LocalStack, parameters: Mapping[str, str]
+) -> None:
+    """A CloudFormation stack `stack_name` that names a replay's table and bus as the deployed stack's
+    outputs do, with `parameters` (its DefaultMode, DryRun) over the template's defaults: what `lifeguard
+    status --local` reads of a stack, for the outcome `replay --keep` leaves."""
+    template = {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Parameters": {key: {"Type": "String", "Default": value} for key, value in STACK_PARAMETERS.items()},
+        "Resources": {"Events": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": f"{stack_name}-q"}}},
+        "Outputs": {
+            "StateTableName": {"Value": stack.table},
+            "EventBusName": {"Value": stack.event_bus},
+        },
+    }
+    values = {**STACK_PARAMETERS, **parameters}
+    client("cloudformation").create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()],
+    )
 
 
 def create_deployed_stack(

@@ -7,7 +7,9 @@ or each line, is one of:
 - a CloudWatch Logs subscription event (as `sam local invoke -e` takes it), fed as it is;
 - the output of `aws logs filter-log-events` or `aws logs get-log-events` (`--output json`, auto-paginated
   or not): `{"events": [{"timestamp", "message", ...}], ...}`, each message an entry as below;
-- a CloudTrail log file as CloudTrail writes it to S3, `{"Records": [...]}`, each record an entry;
+- a CloudTrail log file as CloudTrail writes it to S3, `{"Records": [...]}`, each record an entry, or the
+  output of `aws cloudtrail lookup-events`, `{"Events": [{"CloudTrailEvent": "...", ...}]}`, each event's
+  record an entry, replayed oldest first;
 - an entry: a PCS scaling-log record; a node report (`"kind": "script_run"`); a CloudTrail record of a
   PCS call, bare or as EventBridge delivers it (`AWS API Call via CloudTrail`); a controller event as
   Lifeguard puts it on its own bus (source `lifeguard`); or a `lifeguard_replay` control line that
@@ -33,6 +35,7 @@ import gzip
 import io
 import json
 import re
+import sys
 import uuid
 import zlib
 from collections.abc import Mapping
@@ -50,6 +53,7 @@ from lifeguard.lifecycle_rules import find_problems
 from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 from lifeguard_cli.cloudformation import is_template
 from lifeguard_cli.replay.errors import UnreadableInputError
+from lifeguard_cli.resources import resource
 
 __all__ = [
     "ACCEPTED_SHAPES",
@@ -82,7 +86,7 @@ ACCEPTED_SHAPES = (
     "a CloudWatch Logs subscription event",
     "the output of aws logs filter-log-events or get-log-events (--output json)",
     "EventBridge events: Lifeguard's own, or PCS's AWS API Call via CloudTrail",
-    'CloudTrail records, or a CloudTrail log file ({"Records": [...]})',
+    'CloudTrail records, a CloudTrail log file ({"Records": [...]}), or aws cloudtrail lookup-events output',
 )
 _ACCEPTED = "A replay reads " + "; ".join(ACCEPTED_SHAPES)
 # The fields that make an object a scaling-log record (a malformed one, when the others are wrong).
@@ -155,7 +159,11 @@ class LogLines:
         if self.reports:
             stream = f"{first.get('cluster_id', 'unknown')}/{first.get('instance_id', 'unknown')}"
         else:
-            stream = f"AWSLogs/PCS/{first.get('resource_id', 'unknown')}/node_lifecycle.log"
+            # A cluster's stream when the lines are all of one cluster, as PCS writes them; lines of several
+            # go in one stream named for none (the handler holds a record to the cluster its stream names).
+            clusters = {row.get("resource_id") for row in self.rows}
+            named = first.get("resource_id") if len(clusters) == 1 else "replay"
+            stream = f"AWSLogs/PCS/{named or 'unknown'}/node_lifecycle.log"
         return encode_subscription(log_group, stream, [(self.at or 0, message) for message in self.messages])
 
 
@@ -318,21 +326,41 @@ def read_inputs(paths: list[Path]) -> Inputs:
     items: list[Item] = []
     skipped = 0
     notes: list[str] = []
-    for path in paths:
+    for given in paths:
+        path = shipped(given)
         reading = _Reading(path)
-        reading.read(_text(path))
+        text, reading.damaged = _text(path)
+        reading.read(text)
         items.extend(reading.items)
         skipped += len(reading.malformed)
         notes.extend(reading.notes())
     return Inputs(items, skipped, tuple(notes))
 
 
-def _text(path: Path) -> str:
-    """The file's text: read at most `MAX_FILE_BYTES` (uncompressed when gzip), decoded by its BOM."""
+def shipped(path: Path) -> Path:
+    """`path` itself when it exists; else the recorded file Lifeguard ships under that name, so the
+    README's examples run from any directory: `events/streams/X.jsonl` (relative to the checkout), or a
+    recorded stream's bare name (`article-terminate-loop`). The path as given when neither is there."""
+    if path.exists() or path.is_absolute():
+        return path
+    parts = path.parts
+    candidates = [resource(*parts)] if parts[:1] == ("events",) else []
+    if len(parts) == 1:
+        candidates.append(resource("events", "streams", f"{path.name}.jsonl"))
+    return next((candidate for candidate in candidates if candidate.is_file()), path)
+
+
+def _text(path: Path) -> tuple[str, bool]:
+    """The file's text: read at most `MAX_FILE_BYTES` (uncompressed when gzip), decoded by its BOM; and
+    whether some of it is not UTF-8 (those bytes kept as lone surrogates, so that the lines holding them
+    are skipped as damaged and the rest is read)."""
     limit = f"over the {MAX_FILE_BYTES // (1024 * 1024)} MB a replay reads from one file"
     try:
-        with path.open("rb") as file:
-            raw = file.read(MAX_FILE_BYTES + 1)
+        if str(path) == "-":  # stdin: `aws logs filter-log-events ... | lifeguard replay -`
+            raw = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
+        else:
+            with path.open("rb") as file:
+                raw = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise UnreadableInputError(str(path), f"cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
@@ -345,13 +373,37 @@ def _text(path: Path) -> str:
             raise UnreadableInputError(str(path), f"a gzip file that cannot be read ({exc})") from None
         if len(raw) > MAX_FILE_BYTES:
             raise UnreadableInputError(str(path), f"{limit} (once uncompressed)")
-    encoding = "utf-16" if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     try:
-        return raw.decode(encoding)
+        return raw.decode("utf-16" if utf16 else "utf-8-sig"), False
     except UnicodeDecodeError:
-        raise UnreadableInputError(
-            str(path), "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
-        ) from None
+        if utf16 or b"\0" in raw:  # binary, not text with a damaged line
+            raise UnreadableInputError(
+                str(path), "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
+            ) from None
+        return raw.decode("utf-8-sig", errors="surrogateescape"), True
+
+
+def _is_trail_lookup(data: Mapping[str, Any]) -> bool:
+    """Whether a document is `aws cloudtrail lookup-events` output: `Events` whose entries carry their
+    record as `CloudTrailEvent` text."""
+    events = data.get("Events")
+    return (
+        isinstance(events, list)
+        and set(data) <= {"Events", "NextToken"}
+        and all(isinstance(event, Mapping) and "CloudTrailEvent" in event for event in events)
+    )
+
+
+def _utf8(text: str) -> bool:
+    """Whether the text holds none of the bytes that were not UTF-8 (kept as lone surrogates)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass
@@ -365,6 +417,7 @@ class _Reading:
     malformed: list[tuple[str, str]] = field(default_factory=list)
     recognised: int = 0
     exports: int = 0  # log-event exports read, whose events may be none
+    damaged: bool = False  # some bytes are not UTF-8: read as lines, and those holding them skipped
 
     def read(self, text: str) -> None:
         """The file as one document when it parses whole (a one-line document has no length cap but the
@@ -375,6 +428,8 @@ class _Reading:
             raise UnreadableInputError(str(self.path), "empty", accepted=_ACCEPTED)
         document_error: json.JSONDecodeError | None = None
         try:
+            if self.damaged:
+                raise ValueError("not UTF-8")  # read line by line: a damaged line is the damage's bound
             document = json.loads(text)
         except (ValueError, RecursionError) as exc:
             document_error = exc if isinstance(exc, json.JSONDecodeError) else None
@@ -386,6 +441,10 @@ class _Reading:
             self._document(document, "1" if one_line else "", stripped if one_line else None)
         if self.recognised or not self.malformed:
             return
+        if self.damaged:  # read line by line for its bytes that are not UTF-8: not what a replay reads
+            raise UnreadableInputError(
+                str(self.path), "not text (bytes that are neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
+            )
         where, why = self.malformed[0]
         multiline = "\n" in stripped
         if why.startswith("not JSON") and document_error is not None and multiline and where[:1].isdigit():
@@ -428,6 +487,9 @@ class _Reading:
         if len(text) > MAX_ENTRY_CHARS:
             self.malformed.append((where, f"longer than {MAX_ENTRY_CHARS // 1024} KiB"))
             return
+        if self.damaged and not _utf8(text):
+            self.malformed.append((where, "not UTF-8 text"))
+            return
         try:
             data = json.loads(text)
         except (ValueError, RecursionError) as exc:
@@ -458,8 +520,33 @@ class _Reading:
         elif isinstance(data.get("Records"), list):
             for index, record in enumerate(data["Records"]):
                 self._row(record, _within(where, f"Records[{index}]"), None)
+        elif _is_trail_lookup(data):
+            self._lookup(data["Events"], where)
         else:
             self._row(data, where, text)
+
+    def _lookup(self, events: list[Any], where: str) -> None:
+        """`aws cloudtrail lookup-events` output: each event's record is the JSON text of its
+        `CloudTrailEvent`; the CLI lists the newest first, so they are replayed by `eventTime`."""
+        records: list[tuple[str, int, str, dict[str, Any]]] = []
+        for index, event in enumerate(events):
+            at = _within(where, f"Events[{index}].CloudTrailEvent")
+            text = event.get("CloudTrailEvent") if isinstance(event, Mapping) else None
+            if not isinstance(text, str) or len(text) > MAX_ENTRY_CHARS:
+                self.malformed.append((at, "not a CloudTrail event's record (JSON text, at most 1 MiB)"))
+                continue
+            try:
+                record = json.loads(text)
+            except (ValueError, RecursionError):
+                self.malformed.append((at, "not JSON"))
+                continue
+            if not isinstance(record, dict):
+                self.malformed.append((at, "not a JSON object"))
+                continue
+            records.append((str(record.get("eventTime", "")), -index, at, record))
+        # Oldest first, ties too (the CLI lists the newest first): calls of one second in the order made.
+        for _, _, at, record in sorted(records, key=lambda found: found[:2]):
+            self._row(record, at, None)
 
     def _row(self, row: object, where: str, text: str | None) -> None:
         """One entry: a record, a report, a call, a controller event or a control line."""

@@ -119,7 +119,8 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
     for event in result.events:
         kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "no controller event"
-    console.print(f"\n{result.records} records replayed, {result.skipped_records} skipped; {summary}")
+    replayed = "1 record" if result.records == 1 else f"{result.records} records"
+    console.print(f"\n{replayed} replayed, {result.skipped_records} skipped; {summary}")
     channels: dict[str, int] = {}
     for notification in result.notifications:
         channels[notification["channel"]] = channels.get(notification["channel"], 0) + 1

@@ -104,7 +104,11 @@ def replay(
     try:
         detection = DetectionSettings.stack_defaults(mode, threshold, window_minutes)
     except ValueError as exc:  # out of its bounds, given or from LIFEGUARD_THRESHOLD/_WINDOW_MINUTES
-        raise ReplayError(f"the detection's threshold or window: {exc}") from None
+        said = str(exc)
+        for name, option in (("threshold:", "--threshold"), ("window_minutes:", "--window-minutes")):
+            if said.startswith(name):  # given: named as the command line gave it
+                said = option + said.removeprefix(name)
+        raise ReplayError(f"the detection's threshold or window: {said}") from None
     remediation = RemediationSettings.from_environment(
         default_mode=mode,
         dry_run=dry_run,
