@@ -658,39 +658,28 @@ def test_a_location_that_reverses_its_own_text_shows_as_written_in_sns_and_slack
         assert not {"\u202e", "\u202c"} & set(shown)
 
 
-@pytest.mark.parametrize("where", ["recipientAccountId", "account"])
-def test_a_call_recorded_in_another_account_is_ignored_and_nothing_is_read_kept_or_published(
-    where: str,
+@pytest.mark.parametrize(
+    ("where", "other", "own"),
+    [
+        ("account", "999999999999", {"account": "123456789012"}),
+        ("detail.recipientAccountId", "999999999999", {"account": "123456789012"}),
+        ("region", "eu-west-1", {"region": "us-east-1"}),
+        ("detail.awsRegion", "eu-west-1", {"region": "us-east-1"}),
+    ],
+)
+def test_a_call_of_another_account_or_region_is_ignored_and_nothing_is_read_kept_or_published(
+    where: str, other: str, own: dict[str, str]
 ) -> None:
     """An organization that forwards CloudTrail's events between buses delivers other accounts' PCS calls too
-    (source aws.pcs is kept): their groups are not this stack's, whatever their ids."""
+    (source aws.pcs is kept), and a bus that gathers several regions' events delivers calls on groups of
+    another region: neither is this stack's, which watches (and can read) its own account's and region's."""
     world = World()
     world.knows(BEFORE)
     event = recorded()
-    if where == "account":
-        event["account"] = "999999999999"
-    else:
-        event["detail"]["recipientAccountId"] = "999999999999"
-    summary = world.handler.handle_event(event, account="123456789012")
+    *parents, leaf = where.split(".")
+    (event[parents[0]] if parents else event)[leaf] = other
+    summary = world.handler.handle_event(event, **own)
     assert (summary.reviewed, summary.ignored, summary.skipped) == (0, 1, 0)
     assert world.reviews() == []
     assert world.pcs_reads() == 0
-    assert world.handler.handle_event(recorded(), account="123456789012").reviewed == 1  # its own account's
-
-
-@pytest.mark.parametrize("where", ["awsRegion", "region"])
-def test_a_call_made_in_another_region_is_ignored_and_nothing_is_read_kept_or_published(where: str) -> None:
-    """A bus that gathers several regions' CloudTrail events delivers calls on groups of another region: not
-    this stack's, which watches (and can read) the groups of its own region alone."""
-    world = World()
-    world.knows(BEFORE)
-    event = recorded()
-    if where == "region":
-        event["region"] = "eu-west-1"
-    else:
-        event["detail"]["awsRegion"] = "eu-west-1"
-    summary = world.handler.handle_event(event, region="us-east-1")
-    assert (summary.reviewed, summary.ignored, summary.skipped) == (0, 1, 0)
-    assert world.reviews() == []
-    assert world.pcs_reads() == 0
-    assert world.handler.handle_event(recorded(), region="us-east-1").reviewed == 1  # its own region's
+    assert world.handler.handle_event(recorded(), **own).reviewed == 1  # its own account's and region's
