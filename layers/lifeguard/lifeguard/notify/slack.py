@@ -168,16 +168,13 @@ class _Connections:
         self.cut = False
 
     def plain(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
-        connection = http.client.HTTPConnection(host, **kwargs)
-        connection.connect = self._watched(connection)  # type: ignore[method-assign]
-        return connection
+        return self._watched(http.client.HTTPConnection(host, **kwargs))
 
     def tls(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
-        connection = http.client.HTTPSConnection(host, **kwargs)
-        connection.connect = self._watched(connection)  # type: ignore[method-assign]
-        return connection
+        return self._watched(http.client.HTTPSConnection(host, **kwargs))
 
-    def _watched(self, connection: http.client.HTTPConnection) -> Callable[[], None]:
+    def _watched(self, connection: http.client.HTTPConnection) -> http.client.HTTPConnection:
+        """`connection`, whose socket is kept (and cut at once when the time is already up) on connect."""
         connect = connection.connect
 
         def watched() -> None:
@@ -187,7 +184,8 @@ class _Connections:
                 if self.cut:
                     _shut(connection.sock)
 
-        return watched
+        connection.connect = watched  # type: ignore[method-assign]
+        return connection
 
     def stop(self) -> None:
         with self._lock:
