@@ -20,6 +20,12 @@ delivery carries at most one PutLogEvents batch (1 MiB), about 2,500 of these re
     .venv/bin/python bench/ingest.py --local-aws           # against moto and the local PCS, over HTTP
     .venv/bin/python bench/ingest.py --json
     .venv/bin/python bench/ingest.py --wired               # built by lifeguard.wiring, its lookups included
+    .venv/bin/python bench/ingest.py --phases              # the handler's own time split by phase
+
+`--phases` splits the handler's own time into reading the records (decode, parse, validate, filter),
+deciding (the detection's work on each group's state), writing the states (the updates' own work, not the
+answer) and the rest, each over the bare loop's time: where a cell's ratio comes from, and what it would
+be if the writes cost nothing (its "all but the writes").
 
 `--memory` runs the 1,000-group workload (batches of 10,000, one batch in memory at a time, as a function
 holds its event) in a fresh process and reports its peak RSS, the whole process as Lambda counts it, then
@@ -474,6 +480,9 @@ class Cell:
     events: dict[str, int]  # published, by detail-type
     calls: dict[str, int]
     aws_s: float = 0.0  # the instant AWS's answering, taken out of handler_s
+    # With --phases: the handler's own time by phase (`PHASES`), the instant AWS's answering taken out.
+    phases: dict[str, float] | None = None
+    group_batches: int = 0  # the groups the batches touched, counted once a batch (with --phases)
 
     @property
     def ratio(self) -> float:
@@ -495,20 +504,75 @@ class Cell:
         }
 
 
+# The handler's own work by phase (`--phases`): what each is, in the order printed.
+PHASES = {
+    "read": "decode the batch, parse, validate and filter its records",
+    "decide": "the detection's work on each group's state (its PCS reads' own work included)",
+    "write": "the state writes' own work: the updates' expressions and what the store notes of them",
+    "rest": "grouping the records, loading the states, publishing",
+}
+
+
+def _timed_phases(handler: ScalingEventsHandler, aws: _InstantAws, cell: Cell) -> None:
+    """Time the phases of `handler` into `cell.phases` (made a split by `_phase_split`): its methods are
+    wrapped on the instance (a timer costs about 0.2 µs a call, counted in the phase it times), the instant
+    AWS's answering taken out; the groups each batch touched are counted."""
+    spent = cell.phases = {"batch": 0.0, "decide": 0.0, "write": 0.0}
+
+    def timed(owner: Any, name: str, phase: str) -> None:
+        method = getattr(owner, name)
+
+        @functools.wraps(method)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            answering, started = aws.seconds, time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[phase] += time.perf_counter() - started - (aws.seconds - answering)
+
+        setattr(owner, name, wrapper)
+
+    timed(handler, "_handle", "batch")  # all but reading the records
+    timed(handler.updater, "_apply", "decide")
+    timed(handler.store, "save_many", "write")
+    update_many = handler.updater.update_many
+
+    def counted(mutations: Any) -> Any:
+        cell.group_batches += len(mutations)
+        return update_many(mutations)
+
+    handler.updater.update_many = counted  # type: ignore[method-assign]
+
+
+def _phase_split(cell: Cell) -> None:
+    """`cell.phases` as timed (`_handle` holds `_apply` and `save_many`) made into `PHASES`."""
+    timed = cell.phases
+    assert timed is not None
+    batch = timed.pop("batch")
+    timed["read"] = max(0.0, cell.handler_s - batch)
+    timed["rest"] = max(0.0, batch - timed["decide"] - timed["write"])
+    cell.phases = {phase: timed[phase] for phase in PHASES}
+
+
 def measure(
     groups: int,
     batch: int,
     records_wanted: int,
     profiler: cProfile.Profile | None = None,
     build: Callable[[Any], ScalingEventsHandler] = build_handler,
+    *,
+    phases: bool = False,
 ) -> Cell:
     """Time a fresh handler (`build` over instant AWS) and the bare loop batch by batch, in turn, over
-    `records_wanted` records (at least two batches)."""
+    `records_wanted` records (at least two batches); with `phases`, its own time by phase too."""
     ids = group_ids(groups)
     count = record_count(max(records_wanted, 2 * batch))
     events = list(batches(records(ids, count), batch))
     aws = _InstantAws(ids)
     handler = build(aws)
+    cell = Cell(groups, batch, count, len(events), 0.0, 0.0, {}, {})
+    if phases:
+        _timed_phases(handler, aws, cell)
     # The records and batches this process holds for the benchmark are no part of a Lambda's heap: keep
     # them out of the garbage collector's scans, which would otherwise slow the handler, not the bare loop.
     gc.collect()
@@ -535,8 +599,11 @@ def measure(
                 bare_s += time.perf_counter() - started
     finally:
         gc.unfreeze()
-    own_s = handler_s - aws.seconds
-    return Cell(groups, batch, count, len(events), own_s, bare_s, dict(emitted), dict(aws.calls), aws.seconds)
+    cell.handler_s, cell.bare_s, cell.aws_s = handler_s - aws.seconds, bare_s, aws.seconds
+    cell.events, cell.calls = dict(emitted), dict(aws.calls)
+    if phases:
+        _phase_split(cell)
+    return cell
 
 
 def _warm_up(build: Callable[[Any], ScalingEventsHandler]) -> None:
@@ -557,6 +624,15 @@ def _print_line(cell: Cell) -> None:
         f"  events: {_events(cell)}\n"
         f"  AWS calls a batch: {calls or 'none'}"
     )
+    if cell.phases is not None:
+        print(
+            f"  the handler's own time by phase, over the bare loop's time, and a group's share in a batch"
+            f" ({cell.group_batches:,} groups in all the batches):"
+        )
+        for phase, spent in cell.phases.items():
+            each = spent / cell.group_batches * 1e6 if cell.group_batches else 0.0
+            print(f"    {phase:<7}{spent / cell.bare_s:>6.2f}x {each:>7.1f} µs  {PHASES[phase]}")
+        print(f"  all but the writes: {(cell.handler_s - cell.phases['write']) / cell.bare_s:.2f}x")
 
 
 def _print_table(cells: list[Cell], records_wanted: int) -> None:
@@ -577,6 +653,12 @@ def _print_table(cells: list[Cell], records_wanted: int) -> None:
         f" {records_wanted:,} records\na cell (two batches at least)\n"
     )
     grid("handler time / bare-loop time (lower is better)", lambda c: f"{c.ratio:.2f}x")
+    if all(c.phases is not None for c in cells):
+        print("by phase, each over the bare loop's time: read / decide / write / rest (`--phases` above)")
+        print(f"{'groups':>8}" + "".join(f"{f'batch {b:,}':>22}" for b in columns))
+        for g in rows:
+            print(f"{g:>8,}" + "".join(f"{_split(at[(g, b)]):>22}" for b in columns))
+        print()
     grid(
         "handler records/s (bare loop)",
         lambda c: f"{c.records / c.handler_s / 1000:.0f}k ({c.records / c.bare_s / 1000:.0f}k)",
@@ -600,6 +682,11 @@ def _print_table(cells: list[Cell], records_wanted: int) -> None:
     else:
         for c in cells:
             print(f"events published at groups {c.groups:,} × batch {c.batch:,}: {_events(c)}")
+
+
+def _split(cell: Cell) -> str:
+    phases = cell.phases or {}
+    return "/".join(f"{phases.get(phase, 0.0) / cell.bare_s:.2f}" for phase in PHASES)
 
 
 def _events(cell: Cell) -> str:
@@ -629,8 +716,10 @@ def run_table(
     as_json: bool,
     profile: bool,
     build: Callable[[Any], ScalingEventsHandler] = build_handler,
+    phases: bool = False,
 ) -> int:
-    """The cells of `groups` × `sizes`, printed as tables (as one line when there is one cell)."""
+    """The cells of `groups` × `sizes`, printed as tables (as one line when there is one cell); with
+    `phases`, the handler's own time by phase too (`PHASES`)."""
     _quiet_lifeguard_log()
     _warm_up(build)
     profiler = cProfile.Profile() if profile else None
@@ -639,7 +728,7 @@ def run_table(
     for g in groups:
         for b in sizes:
             cell_started = time.perf_counter()
-            cells.append(measure(g, b, records_wanted, profiler, build))
+            cells.append(measure(g, b, records_wanted, profiler, build, phases=phases))
             print(
                 f"  groups {g:,} × batch {b:,}: {cells[-1].ratio:.2f}x"
                 f" ({time.perf_counter() - cell_started:.1f} s)",
@@ -906,6 +995,11 @@ def main() -> int:
         action="store_true",
         help="the table: the handler built by lifeguard.wiring, as the function builds it",
     )
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="the handler's own time by phase: reading the records, deciding, writing the states, the rest",
+    )
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -940,6 +1034,7 @@ def main() -> int:
         as_json=args.json,
         profile=args.profile,
         build=build_wired if args.wired else build_handler,
+        phases=args.phases,
     )
 
 
