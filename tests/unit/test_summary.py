@@ -214,3 +214,18 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45")
     assert console_url("pcs_abc123de45", None) is None
     assert console_url("../x", "eu-west-1") is None
+
+
+@pytest.mark.parametrize(
+    ("region", "host"),
+    [
+        ("us-east-1", "us-east-1.console.aws.amazon.com"),
+        ("us-gov-west-1", "console.amazonaws-us-gov.com"),
+        ("cn-northwest-1", "console.amazonaws.cn"),
+    ],
+)
+def test_the_console_link_is_the_regions_partitions_console(region: str, host: str) -> None:
+    from lifeguard.event_contract import console_url
+
+    link = f"https://{host}/pcs/home?region={region}#/clusters/pcs_abc123de45"
+    assert console_url("pcs_abc123de45", region) == link

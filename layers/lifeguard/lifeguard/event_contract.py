@@ -350,12 +350,22 @@ def deployed_in() -> tuple[str | None, str | None]:
 
 
 def console_url(cluster_id: str, region: str | None) -> str | None:
-    """The cluster's page in the AWS PCS console (None without a region or with an id not of PCS's form)."""
+    """The cluster's page in the AWS PCS console of the region's partition (None without a region or with
+    an id not of PCS's form)."""
     import re
 
     if not region or not re.fullmatch(r"pcs_[a-z0-9]{10}", cluster_id):
         return None
-    return f"https://{region}.console.aws.amazon.com/pcs/home?region={region}#/clusters/{cluster_id}"
+    return f"https://{_console_host(region)}/pcs/home?region={region}#/clusters/{cluster_id}"
+
+
+def _console_host(region: str) -> str:
+    """The console's host for a region: GovCloud's and China's consoles are their partitions' own."""
+    if region.startswith("us-gov-"):
+        return "console.amazonaws-us-gov.com"
+    if region.startswith("cn-"):
+        return "console.amazonaws.cn"
+    return f"{region}.console.aws.amazon.com"
 
 
 def change_sentence(changed_by: Mapping[str, Any] | None) -> str | None:
