@@ -9,6 +9,7 @@ REGISTERED quarter of these unvalidated.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -75,6 +76,9 @@ def _ratio(name: str, candidate: Callable[[], object], baseline: Callable[[], ob
 
 
 def main() -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()  # no options: --help says what it measures
     lines = _records()
     config_text = (EVENTS / "configs" / "article-first-boot-every-boot.json").read_text()
     configs = [config_text] * 2_000

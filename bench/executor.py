@@ -12,6 +12,7 @@ Rounds interleave so noise hits every side alike.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -67,6 +68,9 @@ def _line(label: str, seconds: float, bash_s: float) -> str:
 
 
 def main() -> int:
+    argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    ).parse_args()  # no options: --help says what it measures
     config = {
         "stages": {
             "nodeBootstrapped": [

@@ -32,7 +32,8 @@ OTHERS = {
         "lifeguard.notify.slack",
         "lifeguard.cloudtrail",
     ),
-    "notify": (
+    "notify": (  # SNS alone, as the stack's default (no Slack webhook)
+        "lifeguard.notify.slack",
         "lifeguard.detection",
         "lifeguard.handlers.scaling_events",
         "lifeguard.remediation.remediator",
@@ -78,9 +79,7 @@ ENVIRONMENT = {
 }
 
 
-@pytest.mark.parametrize("function", sorted(OTHERS))
-def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(function: str) -> None:
-    asked = ["boto3", "pydantic", OWN[function], *OTHERS[function]]
+def _probe(function: str, asked: list[str], environment: dict[str, str]) -> dict[str, object]:
     done = subprocess.run(
         [
             sys.executable,
@@ -91,12 +90,25 @@ def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(func
             str(REPO / "layers" / "lifeguard"),
             json.dumps(asked),
         ],
-        env=ENVIRONMENT,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.splitlines()[-1])
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+@pytest.mark.parametrize("function", sorted(OTHERS))
+def test_a_function_loads_its_own_code_and_boto3_only_with_its_first_client(function: str) -> None:
+    result = _probe(function, ["boto3", "pydantic", OWN[function], *OTHERS[function]], ENVIRONMENT)
     assert result == {"at_import": [OWN[function]], "after_a_client": True, "pydantic": False}
+
+
+def test_notify_with_slack_alone_loads_no_sns_code() -> None:
+    environment = {k: v for k, v in ENVIRONMENT.items() if k != "LIFEGUARD_TOPIC_ARN"}
+    environment["LIFEGUARD_SLACK_SECRET"] = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hook-AbCdEf"
+    result = _probe("notify", ["lifeguard.notify.sns", "lifeguard.notify.slack"], environment)
+    assert result["at_import"] == ["lifeguard.notify.slack"]

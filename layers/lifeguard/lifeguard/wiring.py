@@ -224,18 +224,21 @@ def build_notify(
     """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
     webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none),
     never waiting for a slot longer than the invocation has left (`time_left`, seconds)."""
-    from lifeguard.notify import Notifier, SecretWebhook, SlackChannel, SnsChannel
-    from lifeguard.notify.notifier import Channel
+    from lifeguard.notify.notifier import Channel, Notifier
     from lifeguard.store.notices import NoticeStore
 
     table_name = setting("table", table, "", str)
     notices = NoticeStore(clients("dynamodb"), table_name, clock=clock or time.time) if table_name else None
     channels: list[Channel] = []
     topic = setting("topic_arn", topic_arn, "", str)
-    if topic:
+    if topic:  # each channel's module loaded only when the stack sets it up
+        from lifeguard.notify.sns import SnsChannel
+
         channels.append(SnsChannel(clients("sns"), topic))
     secret = setting("slack_secret", slack_secret, "", str)
     if secret:
+        from lifeguard.notify.slack import SecretWebhook, SlackChannel
+
         # Paced through the table: concurrent invocations keep one message a second per webhook.
         pacer = notices.reserve_post if notices else None
         webhook = SecretWebhook(clients("secretsmanager"), secret)
