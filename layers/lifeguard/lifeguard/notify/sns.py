@@ -20,6 +20,8 @@ def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
     """The body: summary, then the detail as JSON, trimmed (log tail, then configs) to fit."""
     budget = SNS_MAX_BYTES - _HEADROOM_BYTES
     trimmed: dict[str, Any] = dict(detail)
+    if "undo" in trimmed:
+        trimmed["undo"] = summary.undo  # the command the summary made, never the event's text
     # Text that is not Unicode (a lone surrogate in a value the event carries as it came) is shown as
     # its escape: SNS takes UTF-8 only, and a retry would fail the same way.
     text = summary.text().encode("utf-8", "backslashreplace").decode("utf-8")

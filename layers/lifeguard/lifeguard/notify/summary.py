@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lifeguard.bounds import clip, one_line, printable_lines, utc
-from lifeguard.event_contract import console_url, deployed_in
+from lifeguard.bounds import PCS_ID_PATTERN, clip, one_line, printable_lines, utc
+from lifeguard.event_contract import console_url, deployed_in, undo_command
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = [
@@ -166,7 +166,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         action = f"{detail.get('action') or detail.get('mode') or '-'} in mode {detail.get('mode')}{dry}"
     diff = tuple(diff_line(change) for change in detail.get("diff") or [])
     log_tail = str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] if suspect else ""
-    undo = detail.get("undo")
+    undo = _undo_line(detail, cluster, group)
     # Every value from an event is shown as text: none can forge a line of the message (an "Undo:" line of
     # its own) or reach a terminal or mail reader as an escape sequence.
     return Summary(
@@ -179,12 +179,27 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         log_tail=printable_lines(log_tail) if log_tail else None,
         action=one_line(action) if action else None,
         diff=tuple(one_line(line) for line in diff),
-        undo=one_line(undo) if undo else None,
+        undo=undo,
         console=console_url(str(cluster), deployed_in()[1]),
         console_group=one_line(group),
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
+
+
+def _undo_line(detail: Mapping[str, Any], cluster: object, group: object) -> str | None:
+    """The command that undoes the event's change, when it says there is one: made here from the group's
+    ids, as this stack's functions make it (`undo_command`: the stack and region, or `--local` in a
+    replay), never the event's own text. A command people are told to paste is not taken from the bus (a
+    forged or recorded event would have them run another account's undo, or anything at all)."""
+    import re
+
+    if not detail.get("undo"):
+        return None
+    ids = (cluster, group)
+    if not all(isinstance(i, str) and len(i) <= 64 and re.fullmatch(PCS_ID_PATTERN, i) for i in ids):
+        return None
+    return undo_command(str(cluster), str(group))
 
 
 def _change_headline(group: str, cluster: str, detail: Mapping[str, Any]) -> str:
