@@ -21,6 +21,7 @@ from typing import Any, Literal
 from lifeguard.errors import InvalidLifecycleConfigError, LifeguardError, Problem
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard_cli.cloudformation import NodeGroupLint, is_template
+from lifeguard_cli.resources import shipped_file
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -107,7 +108,8 @@ def read_source(source: str | Path) -> tuple[str, str]:
         if not name:
             raise UnreadableInputError(f"{source!r}", "no file named: an empty path")
         try:
-            with open(name, "rb") as file:
+            # A shipped example named as the README names it (`events/configs/…`) from any directory.
+            with open(shipped_file(Path(name)), "rb") as file:
                 content = file.read(MAX_INPUT_BYTES + 1)
         except OSError as exc:
             raise UnreadableInputError(name, f"cannot read it: {exc.strerror or exc}") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["BUNDLED", "BUNDLED_PATHS", "CHECKOUT", "resource"]
+__all__ = ["BUNDLED", "BUNDLED_PATHS", "CHECKOUT", "resource", "shipped_file"]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 BUNDLED = Path(__file__).resolve().parent / "_data"
@@ -23,3 +23,17 @@ def resource(*parts: str) -> Path:
     """The path of a shipped file, e.g. `resource("events", "configs", "article-terminate.json")`."""
     base = CHECKOUT if (CHECKOUT / "template.yaml").is_file() and (CHECKOUT / "events").is_dir() else BUNDLED
     return base.joinpath(*parts)
+
+
+def shipped_file(path: Path) -> Path:
+    """`path` itself when it exists (or is absolute); else, for a relative path under `events/` or the
+    template, the copy Lifeguard ships under that name, so the README's and `--help`'s examples run from any
+    directory once installed. The path as given when there is no such copy either."""
+    if path.exists() or path.is_absolute():
+        return path
+    parts = path.parts
+    if parts[:1] == ("events",) or parts == ("template.yaml",):
+        candidate = resource(*parts)
+        if candidate.is_file():
+            return candidate
+    return path

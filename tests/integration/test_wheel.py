@@ -139,6 +139,26 @@ def test_lint_and_the_node_tool_run_from_the_wheel(installed: Path, tmp_path: Pa
     )
     linted = run(installed / "bin" / "lifeguard", "lint", next(config), cwd=tmp_path)
     assert linted.returncode == 0, linted.stderr
+    # As the README and `lint -h` name them: the shipped copies, from any directory.
+    for shipped in ("events/configs/article-terminate.json", "events/templates/pcs-cluster.yaml"):
+        linted = run(installed / "bin" / "lifeguard", "lint", shipped, cwd=tmp_path)
+        assert linted.returncode == 0, linted.stderr
+    reverted = run(
+        installed / "bin" / "lifeguard",
+        "replay",
+        "--json",
+        "--config",
+        "events/configs/article-reverted.json",
+        "--mode",
+        "revert",
+        "events/streams/bad-change-then-loop.jsonl",
+        cwd=tmp_path,
+    )
+    assert reverted.returncode == 0, reverted.stderr
+    assert "RemediationApplied" in [event["detail-type"] for event in json.loads(reverted.stdout)["events"]]
+    missing = run(installed / "bin" / "lifeguard", "lint", "events/configs/no-such.json", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "events/configs/no-such.json: cannot read it: No such file or directory" in missing.stderr
     node = run(installed / "bin" / "lifeguard-node", "--version", cwd=tmp_path)
     assert (node.returncode, node.stdout) == (0, "lifeguard-node 0.1.0\n")
 

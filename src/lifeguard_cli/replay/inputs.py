@@ -53,7 +53,7 @@ from lifeguard.lifecycle_rules import find_problems
 from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 from lifeguard_cli.cloudformation import is_template
 from lifeguard_cli.replay.errors import UnreadableInputError
-from lifeguard_cli.resources import resource
+from lifeguard_cli.resources import resource, shipped_file
 
 __all__ = [
     "ACCEPTED_SHAPES",
@@ -341,13 +341,11 @@ def shipped(path: Path) -> Path:
     """`path` itself when it exists; else the recorded file Lifeguard ships under that name, so the
     README's examples run from any directory: `events/streams/X.jsonl` (relative to the checkout), or a
     recorded stream's bare name (`article-terminate-loop`). The path as given when neither is there."""
-    if path.exists() or path.is_absolute():
-        return path
-    parts = path.parts
-    candidates = [resource(*parts)] if parts[:1] == ("events",) else []
-    if len(parts) == 1:
-        candidates.append(resource("events", "streams", f"{path.name}.jsonl"))
-    return next((candidate for candidate in candidates if candidate.is_file()), path)
+    found = shipped_file(path)
+    if found is not path or len(path.parts) != 1:
+        return found
+    stream = resource("events", "streams", f"{path.name}.jsonl")
+    return stream if stream.is_file() else path
 
 
 def _text(path: Path) -> tuple[str, bool]:
