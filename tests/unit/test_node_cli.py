@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,33 @@ def test_bad_usage_of_boot_exits_64(
     assert err.startswith("usage: lifeguard-node boot")
     assert err.splitlines()[-1].startswith("lifeguard-node boot: ")
     assert message in err.splitlines()[-1]
+
+
+def test_ship_that_cannot_tell_the_nodes_ids_is_bad_usage_and_without_boto3_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ship` exits 2 when it must be told the ids (as argparse's bad usage: 64 is `boot`'s alone), and 1
+    when this Python cannot run it at all."""
+    from lifeguard.node import shipper
+    from lifeguard.node.boto import MissingBoto3Error
+
+    for variable in ("PCS_CLUSTER_ID", "PCS_COMPUTE_NODE_GROUP_ID", "LIFEGUARD_INSTANCE_ID"):
+        monkeypatch.delenv(variable, raising=False)
+    command = ["ship", "--root", str(tmp_path), "--log-group", "g", "--once"]
+    assert main(command) == 2
+    assert capsys.readouterr().err == "lifeguard-node ship: cannot tell this node's ids: pass --cluster-id\n"
+
+    def no_boto3() -> None:
+        raise MissingBoto3Error("no boto3 on this Python: install it, or use the node bundle")
+
+    monkeypatch.setattr(shipper, "_logs_client", no_boto3)
+    ids = [
+        "--cluster-id",
+        "pcs_a",
+        "--compute-node-group-id",
+        "pcs_b",
+        "--instance-id",
+        "i-0123456789abcdef0",
+    ]
+    assert main([*command, *ids]) == 1
+    assert "no boto3" in capsys.readouterr().err

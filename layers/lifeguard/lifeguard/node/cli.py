@@ -7,7 +7,7 @@ Any other bad usage exits 2, as argparse's own: no command, an unknown command, 
 `drain`. `drain` (the nodeReady step of a quarantine) exits 0 whether or not it drained (and when it left a
 watcher to follow the rest of the boot), 1 when scontrol failed or the watcher could not start, 2 when a
 bound (`--watch-seconds`, `--follow-from`, LIFEGUARD_DRAIN_WATCH_SECONDS) is out of range or unreadable.
-`ship` exits 64 when it cannot start (no ids, no instance id, no boto3).
+`ship` exits 2 when it cannot tell the node's ids (pass them), 1 when this Python has no boto3.
 The shipper is imported by `ship` alone, so a boot pays nothing for it.
 """
 
@@ -278,6 +278,7 @@ def _ship(args: argparse.Namespace) -> int:
         Shipper,
         ShipperError,
         ShipperIdentity,
+        ShipperUnavailableError,
         identity_from_executor_log,
         instance_id_from_imds,
     )
@@ -321,9 +322,12 @@ def _ship(args: argparse.Namespace) -> int:
             if stopped:
                 stopped[0].cancel()
             signal.signal(signal.SIGTERM, previous)
-    except (ShipperError, ValueError) as exc:
+    except ShipperUnavailableError as exc:
         print(f"lifeguard-node ship: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return 1
+    except (ShipperError, ValueError) as exc:  # ids it cannot tell, a setting out of its bounds: pass them
+        print(f"lifeguard-node ship: {exc}", file=sys.stderr)
+        return _EXIT_BAD_USAGE
     if shipper.skipped_lines:
         print(
             f"lifeguard-node ship: skipped {shipper.skipped_lines} unreadable executor.log lines",

@@ -78,6 +78,10 @@ class ShipperError(LifeguardError):
     """The shipper cannot start: a missing identity or an unusable sink."""
 
 
+class ShipperUnavailableError(ShipperError):
+    """The shipper cannot run on this Python at all (no boto3): not a matter of how it was started."""
+
+
 class RejectedEventsError(LifeguardError):
     """CloudWatch Logs answered a PutLogEvents without keeping its events (their time): tried again."""
 
@@ -175,7 +179,7 @@ class CloudWatchSink(ReportSink):
             try:
                 self._client = self._client_factory()
             except MissingBoto3Error as exc:
-                raise ShipperError(str(exc)) from None
+                raise ShipperUnavailableError(str(exc)) from None
         return self._client
 
     def put(self, messages: list[str]) -> None:
