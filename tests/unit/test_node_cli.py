@@ -92,6 +92,7 @@ def test_help_is_as_wide_as_columns_says(
     [
         ([], "the following arguments are required: command"),
         (["bogus"], "argument command: invalid choice: 'bogus'"),
+        (["--nosuch"], "lifeguard-node: unrecognized arguments: --nosuch"),
         (
             ["--bogus", "ship", "--root", "/", "--log-group", "g"],
             "lifeguard-node: unrecognized arguments: --bogus",
@@ -111,6 +112,7 @@ def test_help_is_as_wide_as_columns_says(
     ids=[
         "no-command",
         "unknown-command",
+        "unknown-option-alone",
         "unknown-top-level-option",
         "ship-without-log-group",
         "ship-without-root",
@@ -179,3 +181,19 @@ def test_ship_that_cannot_tell_the_nodes_ids_is_bad_usage_and_without_boto3_an_e
     ]
     assert main([*command, *ids]) == 1
     assert "no boto3" in capsys.readouterr().err
+
+
+def test_a_config_boot_cannot_read_is_named_with_why_in_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    binary = tmp_path / "actions.json"
+    binary.write_bytes(b"\xba\xbb{}")
+    gone = tmp_path / "gone.json"
+    cases = {
+        tmp_path: "Is a directory",
+        gone: "No such file or directory",
+        binary: "not UTF-8 text (invalid start byte at byte offset 0)",
+    }
+    for config, said in cases.items():
+        assert main(["boot", "--config", str(config), "--root", str(tmp_path / "root")]) == 64
+        assert capsys.readouterr().err == f"lifeguard-node: cannot read {config}: {said}\n"

@@ -107,7 +107,9 @@ class _CommandParser(_Parser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="lifeguard-node", description="PCS Lifeguard on the node.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_CommandParser)
+    # Not `required`: argparse would then say a command is missing before it names an option it does not
+    # know (`lifeguard-node --nosuch`); `main` says a command is missing once the options were read.
+    commands = parser.add_subparsers(dest="command", parser_class=_CommandParser)
 
     boot = commands.add_parser(
         "boot",
@@ -184,7 +186,10 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; returns the exit status."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("the following arguments are required: command")
     try:
         return _COMMANDS[args.command](args)
     except KeyboardInterrupt as exc:
@@ -197,8 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _boot(args: argparse.Namespace) -> int:
     try:
         config: Any = json.loads(args.config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        print(f"lifeguard-node: cannot read {args.config}: {exc}", file=sys.stderr)
+    except OSError as exc:  # no such file, a directory, no permission: as the system says it
+        print(f"lifeguard-node: cannot read {args.config}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnicodeDecodeError as exc:
+        where = f"{exc.reason} at byte offset {exc.start}"
+        print(f"lifeguard-node: cannot read {args.config}: not UTF-8 text ({where})", file=sys.stderr)
         return EXIT_USAGE
     except (ValueError, RecursionError) as exc:  # nested thousands deep: not a configuration either
         print(f"lifeguard-node: {args.config} is not valid JSON: {exc}", file=sys.stderr)
