@@ -142,6 +142,18 @@ def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_pat
         load_scenario(broken)
 
 
+def test_a_directory_or_binary_file_is_refused_in_words(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError) as directory:
+        load_scenario(tmp_path)
+    assert str(directory.value) == f"{tmp_path}: cannot read it: Is a directory"
+    binary = tmp_path / "image.bin"
+    binary.write_bytes(b"\xba\xbb\x00")
+    with pytest.raises(ScenarioError) as undecodable:
+        load_scenario(binary)
+    said = f"{binary}: not a scenario: not UTF-8 text (invalid start byte at byte offset 0)"
+    assert str(undecodable.value) == said
+
+
 @pytest.mark.parametrize(
     ("name", "text", "said"),
     [

@@ -221,8 +221,11 @@ def load_scenario(source: str | Path) -> Scenario:
     except FileNotFoundError:
         names = ", ".join(p.stem for p in built_in_scenarios())
         raise ScenarioError(f"{source}: no such file, nor a built-in scenario ({names})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{path}: cannot read it: {exc}") from None
+    except OSError as exc:  # a directory, no permission: as the system says it
+        raise ScenarioError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        where = f"{exc.reason} at byte offset {exc.start}"
+        raise ScenarioError(f"{path}: not a scenario: not UTF-8 text ({where})") from None
     return parse_scenario(_parse_text(text, path), path)
 
 
