@@ -1072,7 +1072,8 @@ def local_up(
                     err=True,
                 )
                 raise typer.Exit(1)
-            typer.echo(f"# the local AWS is up already (pid {running['pid']})")
+            with_mode = f", DefaultMode {serving}" if serving else ""
+            typer.echo(f"# the local AWS is up already (pid {running['pid']}{with_mode})")
             typer.echo(background.exports(background.shell_environ(running)))
             return
         typer.echo("starting the local AWS and its stack…", err=True)  # about two seconds

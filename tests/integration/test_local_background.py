@@ -78,7 +78,7 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
         "lifeguard: --local: --region eu-west-1 not used (the local AWS is one region, with test keys)"
     )
     again = lifeguard("local", "up", env=env)
-    assert again.stdout.startswith(f"# the local AWS is up already (pid {pid})")
+    assert again.stdout.startswith(f"# the local AWS is up already (pid {pid}, DefaultMode quarantine)\n")
     down = lifeguard("local", "down", env=env)
     assert down.stdout == f"the local AWS (pid {pid}) is stopped\n"
     assert not alive(pid)
@@ -135,7 +135,10 @@ def test_replay_keep_leaves_a_stack_of_its_mode_and_dry_run_in_place_of_the_loca
     assert f"kept: it replaces the local AWS that was up (pid {pid})" in kept.stderr
     status = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)
     assert (status["stack"]["default_mode"], status["stack"]["dry_run"]) == ("quarantine", True)
-    assert lifeguard("local", "up", env=env).stdout.startswith("# the local AWS is up already")
+    # `local up` without --mode takes the one running, and says which mode that is.
+    reused = lifeguard("local", "up", env=env).stdout
+    assert reused.startswith("# the local AWS is up already (pid ")
+    assert reused.splitlines()[0].endswith(", DefaultMode quarantine)")
 
 
 def test_enroll_can_be_tried_on_a_group_made_in_the_local_aws(env: dict[str, str]) -> None:
