@@ -7,6 +7,7 @@ with the same rules.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -211,13 +212,39 @@ def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool
 
 
 def _labelled(console: Console, label: tuple[str, str], *messages: Text) -> None:
-    """`  error message…` for each message, wrapping under itself, not under the label."""
+    """`  error message…` for each message, wrapping under itself, not under the label; a location longer
+    than the line (a template's resource path) is broken after a `.` or before a `[`, not inside a name."""
     lines = Table.grid(padding=(0, 1), pad_edge=False)
     lines.add_column(no_wrap=True)
     lines.add_column(overflow="fold")
+    width = console.width - len(label[0]) - 3  # "  ", the label, the column's padding
     for message in messages:
-        lines.add_row(Text.assemble("  ", label), message)
+        lines.add_row(Text.assemble("  ", label), _path_broken(message, width))
     console.print(lines)
+
+
+_PATH_PARTS = re.compile(r"[^.\[]+\.?|\[[^\]]*\]\.?")
+
+
+def _path_broken(message: Text, width: int) -> Text:
+    """`message` with its leading location (`path: …`) broken into lines of at most `width` at its parts'
+    ends, when it is longer than that; as it is otherwise."""
+    path, colon, _ = message.plain.partition(": ")
+    if not colon or len(path) <= width or " " in path or width < 20:
+        return message
+    lines, line = [], ""
+    for part in _PATH_PARTS.findall(path):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    broken = message.copy()
+    at = 0
+    for done in lines:  # a line break in place of nothing: each ends where the next part begins
+        at += len(done)
+        broken = broken[:at] + Text("\n") + broken[at:]
+        at += 1
+    return broken
 
 
 def _table(config: NodeLifecycleActions, intrinsics: Mapping[str, str]) -> Table:

@@ -243,3 +243,22 @@ def test_a_columns_that_says_no_width_is_read_as_not_known_not_as_nothing_fits(
     assert result.exit_code == 1
     assert "TERMINATED" in result.stdout
     assert max(map(len, result.stdout.splitlines())) <= 80
+
+
+def test_a_templates_long_location_breaks_between_its_parts_not_inside_a_name() -> None:
+    """At 80 columns a resource path longer than the line goes on at a `.` or a `[`, never mid-name."""
+    result = runner.invoke(
+        app, ["lint", str(EVENTS / "templates" / "pcs-cluster.yaml")], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    starts = [n for n, line in enumerate(lines) if line.startswith("  warning Resources.Interactive")]
+    assert starts, result.stdout
+    for n in starts:
+        first, second = lines[n], lines[n + 1].strip()
+        assert first.endswith(".")  # Stages. / NodeBootstrapped[0]… on the next line
+        assert second.startswith("NodeBootstrapped[0].")
+        assert "Resources.Interactive.Properties.NodeLifecycleActions.Stages.NodeBootstrapped[0]." in (
+            first.split("warning ", 1)[1] + second
+        )
