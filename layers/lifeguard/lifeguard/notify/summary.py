@@ -90,7 +90,9 @@ class Summary:
         if self.suspect:
             lines.append(f"Failing script: {self.suspect}")
         if self.log_tail:
-            lines += ["Log tail:", *(f"  {line}" for line in self.log_tail.splitlines()[-20:])]
+            # Each line fenced: a tail is what a node wrote (any node can), and none of its lines may pass
+            # for one of the message's own (an `Undo:` line of its own).
+            lines += ["Log tail:", *(f"  | {line}".rstrip() for line in self.log_tail.splitlines()[-20:])]
         if self.action:
             lines.append(f"Action: {self.action}")
         if self.diff:
