@@ -172,10 +172,63 @@ def test_list_groups_pages_through_every_group_of_the_cluster() -> None:
     assert second.params["nextToken"] == "100"
 
 
-def test_list_tags_returns_the_group_s_tags() -> None:
-    world = World(tags={"lifeguard:mode": "revert", "team": "hpc"})
-    assert world.gateway.list_tags(ARN) == {"lifeguard:mode": "revert", "team": "hpc"}
+def test_list_tags_keeps_the_tags_lifeguard_reads_each_bounded() -> None:
+    world = World(tags={"lifeguard:mode": "revert", "team": "hpc", "managed-by": "terraform"})
+    assert world.gateway.list_tags(ARN) == {"lifeguard:mode": "revert", "managed-by": "terraform"}
     assert world.calls("ListTagsForResource") == 1
+
+
+def test_the_tags_read_are_every_tag_the_detection_and_the_owners_note_read() -> None:
+    from lifeguard.aws.pcs import TAGS_READ
+    from lifeguard.detection import TAG_DRAIN, TAG_MODE, TAG_THRESHOLD, TAG_WINDOW
+    from lifeguard.remediation.iac import TAG_CLOUDFORMATION, TAGS_TERRAFORM
+
+    assert {TAG_MODE, TAG_THRESHOLD, TAG_WINDOW, TAG_DRAIN, TAG_CLOUDFORMATION, *TAGS_TERRAFORM} == TAGS_READ
+
+
+class _OutOfFormAnswers(_OddAnswers):
+    """Answers whose ids, ARN and tags no PCS would give: 100 KB, and markup in them."""
+
+    def __init__(self, **group: Any) -> None:
+        self.changed = group
+
+    def _group(self) -> dict[str, Any]:
+        return {**super()._group(), **self.changed}
+
+    def list_tags_for_resource(self, **_: Any) -> dict[str, Any]:
+        many = {f"k{n}": "v" * 300_000 for n in range(1000)}
+        return {"tags": {**many, "lifeguard:mode": "quarantine" + " " * 300_000}}
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        {"id": "pcs_" + "a" * 100_000 + "\n<!channel>"},
+        {"clusterId": "not-an-id"},
+        {"arn": "arn:aws:pcs:" + "x" * 3000},
+        {"arn": None},
+    ],
+    ids=["huge-id", "cluster-name", "long-arn", "no-arn"],
+)
+def test_an_answer_whose_ids_or_arn_are_not_of_pcs_s_form_is_refused(changed: dict[str, Any]) -> None:
+    gateway = PcsGateway(_OutOfFormAnswers(**changed))  # type: ignore[arg-type]
+    with pytest.raises(AwsCallError) as raised:
+        gateway.get_group(CLUSTER, GROUP)
+    assert (raised.value.operation, raised.value.code) == ("GetComputeNodeGroup", "InvalidAnswer")
+    assert not is_transient(raised.value)  # the group's records wait for a later read
+    assert len(str(raised.value)) < 1000
+
+
+def test_a_listing_passes_over_an_id_not_of_pcs_s_form_and_an_arn_out_of_bounds() -> None:
+    assert PcsGateway(_OutOfFormAnswers(id="pcs_x" * 30_000)).list_groups(CLUSTER) == {}  # type: ignore[arg-type]
+    listed = PcsGateway(_OutOfFormAnswers(arn="a" * 3000)).list_groups(CLUSTER)  # type: ignore[arg-type]
+    assert listed[GROUP].arn is None
+
+
+def test_tags_out_of_bounds_keep_only_those_read_and_clipped() -> None:
+    tags = PcsGateway(_OutOfFormAnswers()).list_tags(ARN)  # type: ignore[arg-type]
+    assert list(tags) == ["lifeguard:mode"]
+    assert len(tags["lifeguard:mode"]) == 256
 
 
 def test_an_update_sends_only_the_lifecycle_actions_and_its_client_token_applies_once() -> None:

@@ -4,13 +4,14 @@ that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchRe
 from __future__ import annotations
 
 import logging
+import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, ID_MAX_CHARS, PCS_ID_PATTERN, clip
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
@@ -18,6 +19,7 @@ from lifeguard.store.table import stored_bytes
 
 __all__ = [
     "RETRYABLE_CODES",
+    "TAGS_READ",
     "UPDATE_REQUIRES",
     "BatchReads",
     "GroupSnapshot",
@@ -98,13 +100,50 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
 STATUS_MAX, NAME_MAX = 40, 64
 
 
-def _snapshot(group: Mapping[str, Any]) -> GroupSnapshot:
+# An ARN as Lifeguard keeps it (IAM's bound of one); an id must be of PCS's form (`PCS_ID_PATTERN`): both
+# become keys of the table, fields of events and arguments of later calls.
+ARN_MAX = 2048
+# The tags Lifeguard reads of a group (`detection`'s lifeguard:*, `remediation.iac`'s owners), each value
+# at most AWS's 256 characters: no other tag is kept in its state, whatever a group carries.
+TAGS_READ = frozenset(
+    {
+        "lifeguard:mode",
+        "lifeguard:threshold",
+        "lifeguard:window-minutes",
+        "lifeguard:drain",
+        "aws:cloudformation:stack-name",
+        "managed-by",
+        "ManagedBy",
+    }
+)
+TAG_VALUE_MAX = 256
+
+
+def _is_id(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= ID_MAX_CHARS
+        and re.fullmatch(PCS_ID_PATTERN, value) is not None
+    )
+
+
+def _is_arn(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= ARN_MAX and value.isprintable()
+
+
+def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
+    """The group as an answer describes it, its ids and ARN held to their form: an answer with others is
+    refused (not transient: the group's records wait for a later read)."""
+    cluster_id, group_id, arn = group.get("clusterId"), group.get("id"), group.get("arn")
+    if not (_is_id(cluster_id) and _is_id(group_id) and _is_arn(arn)):
+        shown = f"id {clip(group_id, 80)!r}, clusterId {clip(cluster_id, 80)!r}, arn {clip(arn, 80)!r}"
+        raise AwsCallError(operation, "InvalidAnswer", f"ids or ARN not of PCS's form: {shown}")
     modified: datetime = group["modifiedAt"]
     return GroupSnapshot(
-        cluster_id=group["clusterId"],
-        group_id=group["id"],
+        cluster_id=str(cluster_id),
+        group_id=str(group_id),
         name=clip(group["name"], NAME_MAX),
-        arn=group["arn"],
+        arn=str(arn),
         status=clip(group["status"], STATUS_MAX),
         modified_at_ms=int(modified.timestamp() * 1000),
         node_lifecycle_actions=group.get("nodeLifecycleActions"),
@@ -205,7 +244,7 @@ class PcsGateway:
             )["computeNodeGroup"]
         except (ClientError, BotoCoreError) as exc:
             raise _translate("GetComputeNodeGroup", exc) from exc
-        return _snapshot(group)
+        return _snapshot(group, "GetComputeNodeGroup")
 
     def cluster_id(self, identifier: str) -> str:
         """The id of the cluster named or identified by `identifier` (GetCluster, as PCS takes either);
@@ -235,7 +274,7 @@ class PcsGateway:
             )["computeNodeGroup"]
         except (ClientError, BotoCoreError) as exc:
             raise _translate("UpdateComputeNodeGroup", exc) from exc
-        return _snapshot(group)
+        return _snapshot(group, "UpdateComputeNodeGroup")
 
     def list_tags(self, arn: str) -> dict[str, str]:
         """ListTagsForResource."""
@@ -243,9 +282,14 @@ class PcsGateway:
 
         self.calls += 1
         try:
-            return dict(self._client.list_tags_for_resource(resourceArn=arn).get("tags", {}))
+            tags = self._client.list_tags_for_resource(resourceArn=arn).get("tags", {})
         except (ClientError, BotoCoreError) as exc:
             raise _translate("ListTagsForResource", exc) from exc
+        return {
+            key: clip(value, TAG_VALUE_MAX)
+            for key, value in (tags.items() if isinstance(tags, Mapping) else ())
+            if key in TAGS_READ and isinstance(value, str)
+        }
 
     def list_groups(self, cluster_id: str) -> dict[str, GroupSummary]:
         """Every compute node group of a cluster by id (ListComputeNodeGroups, all pages of 100, at most
@@ -260,12 +304,15 @@ class PcsGateway:
                 self.calls += 1
                 page = self._client.list_compute_node_groups(**request)
                 for group in page.get("computeNodeGroups", []):
+                    if not _is_id(group["id"]):
+                        continue  # no state of Lifeguard's can have such an id: nothing to tell of it
+                    arn = group.get("arn")
                     found[group["id"]] = GroupSummary(
                         group["id"],
                         clip(group["name"], NAME_MAX),
                         clip(group["status"], STATUS_MAX),
                         group["modifiedAt"],
-                        group.get("arn"),
+                        arn if _is_arn(arn) else None,
                     )
                 if not page.get("nextToken") or pages >= LIST_PAGES_MAX:
                     self.listing_pages[cluster_id] = pages
