@@ -639,3 +639,34 @@ def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -
     read = [row for row in rows if (row["status_code"], row["reason_code"]) not in PASSED_OVER]
     assert summary["skipped_reasons"] == {"another cluster's resource_id": len(read)}
     assert env.wiring.store.all_states() == []
+
+
+@pytest.mark.parametrize(
+    "log_stream",
+    [f"AWSLogs/PCS/{CLUSTER}-x/node_lifecycle.log", "AWSLogs/PCS/pcs_other00001", "AWSLogs/PCS/"],
+)
+def test_a_stream_named_as_pcs_names_them_but_not_of_its_form_is_skipped_whole(
+    env: Env, log_stream: str
+) -> None:
+    """A writer held to one cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`) may make
+    `AWSLogs/PCS/pcs_abc123de45-x/…`: no PCS names a stream so, and its records could name any cluster."""
+    env.pcs.add_cluster("other", cluster_id="pcs_other00001")
+    env.pcs.add_compute_node_group(
+        "pcs_other00001",
+        "other-group",
+        group_id="pcs_og00000001",
+        node_lifecycle_actions=load_event("configs/article-terminate.json"),
+    )
+    rows = [
+        {**row, "resource_id": "pcs_other00001", "compute_node_group_id": "pcs_og00000001"}
+        for row in stream("article-terminate-loop")
+    ]
+    messages = [(row["event_timestamp"], json.dumps(row)) for row in rows]
+    env.catch_up(max(row["event_timestamp"] for row in rows))
+    summary = env.scaling.handle_event(
+        encode_subscription("/aws/vendedlogs/pcs", log_stream, messages)
+    ).to_dict()
+    assert summary["events"] == []
+    assert (summary["records"], summary["skipped"]) == (len(rows), len(rows))
+    assert summary["skipped_reasons"] == {"stream not of PCS's form": len(rows)}
+    assert env.wiring.store.all_states() == []

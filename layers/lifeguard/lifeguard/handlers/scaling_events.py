@@ -17,7 +17,7 @@ from typing import Any
 
 from lifeguard.attribution import BootRuns, find_suspect, known_scripts
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
-from lifeguard.bounds import FUTURE_SKEW_MS, implausible_time, plausible_times, utc
+from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
     Detection,
     DetectionSettings,
@@ -97,6 +97,7 @@ class BatchSummary(Skips):
 
 # The stream PCS writes a cluster's scaling log to (DESIGN): `AWSLogs/PCS/<cluster-id>/node_lifecycle.log`.
 _CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/")
+_PCS_STREAMS = "AWSLogs/PCS/"
 
 
 def stream_cluster(log_stream: str) -> str | None:
@@ -152,7 +153,24 @@ class ScalingEventsHandler:
         batch = data_batch(event, self.metric)
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
-        return self.handle_messages(batch.messages(), cluster=stream_cluster(batch.log_stream))
+        cluster = stream_cluster(batch.log_stream)
+        if cluster is None and batch.log_stream.startswith(_PCS_STREAMS):
+            return self._refused_stream(batch.log_stream, len(batch.raw_events))
+        return self.handle_messages(batch.messages(), cluster=cluster)
+
+    def _refused_stream(self, log_stream: str, count: int) -> BatchSummary:
+        """A batch of a stream named as PCS names a cluster's, but not for a cluster id of PCS's form
+        (`AWSLogs/PCS/pcs_abc123de45-x/…`): no PCS wrote it, and a writer held to one cluster's streams by
+        a prefix could name any other cluster in it. Its records are skipped, counted in one line."""
+        summary = BatchSummary(records=count)
+        reason = "stream not of PCS's form"
+        summary.skipped = count
+        summary.skipped_reasons[reason] = count
+        logger.warning("skipped the %d message(s) of stream %s: %s", count, clip(log_stream), reason)
+        self.metric("RecordsProcessed", count)
+        if count:
+            self.metric("RecordsSkipped", count)
+        return summary
 
     def handle_messages(
         self, messages: Iterable[tuple[str, str]], *, cluster: str | None = None
