@@ -561,3 +561,67 @@ def test_an_intermittent_failure_after_a_containment_is_not_told_as_a_loop_in_a_
     detected = [e["detail"] for e in result["events"] if e["detail-type"] == "BootstrapLoopDetected"]
     wrong = [d for d in detected if d["kind"] == "intermittent" and "in a row" in (d["reason"] or "")]
     assert not wrong, wrong[0]["reason"]
+
+
+# -- A fixed group whose healthy nodes PCS replaces as unhealthy keeps Lifeguard's drain step --
+
+DRAIN_BUNDLE = "s3://lifeguard-bundles/lifeguard-node.pyz"
+MINUTE = 60_000
+
+
+def _drained_loop_fixed_in_place() -> list[dict]:
+    """A loop, quarantined with the drain step; a node kept (contained); the owners fix the script's object
+    in place (the configuration stays Lifeguard's), and a node boots clean: the loop is resolved."""
+    lines: list[dict] = []
+    for k, iid in enumerate(("i-00000000000000a01", "i-00000000000000a02")):
+        t = T0 + k * 5 * MINUTE
+        lines += [
+            rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", iid),
+            rep((t + 90_000) // 1000, iid, "fail-terminate", "failed"),
+            rec(t + 2 * MINUTE, "TERMINATED", "BOOTSTRAP_FAILED", iid),
+        ]
+    kept, t = "i-00000000000000k01", T0 + 20 * MINUTE
+    lines += [
+        rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", kept),
+        rep((t + 90_000) // 1000, kept, "fail-terminate", "failed", on_error="STOP_SEQUENCE"),
+        rec(t + 2 * MINUTE, "ACTIVE", "BOOTSTRAP_SUCCESS", kept),
+    ]
+    return lines + _clean_boot(T0 + 58 * MINUTE, "i-00000000000000r01")
+
+
+def _clean_boot(t: int, iid: str) -> list[dict]:
+    """A node of the quarantined configuration, every script run and none failed (the drain step too)."""
+    return [
+        rec(t, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", iid),
+        rep((t + 80_000) // 1000, iid, "fail-terminate", "succeeded", on_error="STOP_SEQUENCE"),
+        rep((t + 85_000) // 1000, iid, "record-after-fail", "succeeded"),
+        rec(t + 2 * MINUTE, "ACTIVE", "BOOTSTRAP_SUCCESS", iid),
+        rep(
+            (t + 125_000) // 1000, iid, "lifeguard-drain", "succeeded", on_error="CONTINUE", stage="nodeReady"
+        ),
+        rep((t + 126_000) // 1000, iid, "ready-check", "succeeded", on_error="CONTINUE", stage="nodeReady"),
+    ]
+
+
+def test_healthy_nodes_replaced_as_unhealthy_after_the_fix_leave_the_drain_step_in_place(
+    tmp_path: Path,
+) -> None:
+    """Two nodes boot clean and PCS replaces each as unhealthy (an EC2 status check): a replacement loop is
+    told, but the drain step drained none of them, so Lifeguard does not take it out of a fixed group."""
+    lines = _drained_loop_fixed_in_place()
+    for k, iid in enumerate(("i-00000000000000u01", "i-00000000000000u02")):
+        t = T0 + (90 + 10 * k) * MINUTE
+        lines += [*_clean_boot(t, iid), rec(t + 20 * MINUTE, "TERMINATED", "UNHEALTHY_NODE", iid)]
+    result = replay(tmp_path, lines, "quarantine", "--node-bundle", DRAIN_BUNDLE)
+    assert "LoopResolved" in kinds(result)
+    actions = [e["detail"]["action"] for e in result["events"] if e["detail-type"] == "RemediationApplied"]
+    assert actions == ["quarantine"]
+    replacement = [e["detail"] for e in result["events"] if e["detail"].get("kind") == "replacement"]
+    detected = next(
+        d for d in replacement if d.get("failures") and "reason" in d and "drained none" in d["reason"]
+    )
+    assert [f["instance_id"] for f in detected["failures"]] == ["i-00000000000000u01", "i-00000000000000u02"]
+    skipped = [e["detail"] for e in result["events"] if e["detail-type"] == "RemediationSkipped"]
+    assert any("drained none of them, so it stays" in (d.get("reason") or "") for d in skipped)
+    ready = result["groups"][0]["node_lifecycle_actions"]["stages"]["nodeReady"]
+    assert ready[0]["name"] == "lifeguard-drain"

@@ -336,7 +336,7 @@ class ScalingEventsHandler:
                 if failure and state.episode is not None:
                     self._bear_out(state, change, runs)
                 if unhealthy:
-                    self._detect_replacement(state, refresh, change)
+                    self._detect_replacement(state, refresh, change, runs)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= revoke_proof_of_older_launch(state, records)
@@ -553,10 +553,15 @@ class ScalingEventsHandler:
         reason = f"{reason}; {said}" if said else reason
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
-    def _detect_replacement(self, state: GroupState, refresh: Callable[..., bool], change: Change) -> None:
+    def _detect_replacement(
+        self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
+    ) -> None:
         """Nodes of the current configuration replaced as unhealthy, again and again: a `replacement` loop,
         a new episode, or a new revision of the open one (a drain/replace loop after a quarantine kept and
-        drained its nodes). Only unhealthy terminations after the last such detection count again."""
+        drained its nodes). Only unhealthy terminations after the last such detection count again. A new
+        episode whose replaced nodes all reported every nodeBootstrapped script run and none failed is no
+        drain/replace loop (Lifeguard's drain step drains a node only after a failed script): it says so
+        (`Episode.no_script_failed`), and remediation leaves the drain step in place."""
         episode = state.episode
         if episode is not None and episode.replacement_revision is not None and episode.unhealthy:
             since: int | None = max(f.event_timestamp for f in episode.unhealthy)
@@ -571,14 +576,19 @@ class ScalingEventsHandler:
             return
         settings, config, detection = confirmed
         drained = drains_kept_nodes(config.node_lifecycle_actions)
+        booted_clean = episode is None and drained and runs.no_script_failed(detection.failures)
+        if booted_clean:
+            why = (
+                ": their reports show every nodeBootstrapped script ran and none failed, so Lifeguard's "
+                "drain step drained none of them"
+            )
+        elif drained:
+            why = ": PCS replaces the nodes Lifeguard's drain step drains, a drain/replace loop"
+        else:
+            why = ""
         reason = (
             f"{len(detection.failures)} instances launched on the current configuration were terminated as "
-            f"unhealthy (TERMINATED/UNHEALTHY_NODE) within {settings.window_minutes} min"
-            + (
-                ": PCS replaces the nodes Lifeguard's drain step drains, a drain/replace loop"
-                if drained
-                else ""
-            )
+            f"unhealthy (TERMINATED/UNHEALTHY_NODE) within {settings.window_minutes} min{why}"
         )
         if episode is None:
             episode = Episode(
@@ -588,6 +598,7 @@ class ScalingEventsHandler:
                 failures=list(detection.failures),
                 signals=["scaling_log"],
                 replacement_revision=1,
+                no_script_failed=booted_clean,
             )
             state.episode = episode
         else:

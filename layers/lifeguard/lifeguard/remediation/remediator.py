@@ -58,6 +58,11 @@ from lifeguard.store.remediations import RemediationStore
 __all__ = ["RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
 
 # The answer to a replacement loop that no change of Lifeguard's caused.
+_REPLACED_CLEAN = (
+    "The nodes replaced as unhealthy reported every nodeBootstrapped script run and none failed: Lifeguard's "
+    "drain step drained none of them, so it stays. Look at the nodes' health (EC2 status checks, slurmd, "
+    "Slurm's drain reason)."
+)
 _REPLACED_NOT_BY_LIFEGUARD = (
     "Nodes launched on the current configuration were replaced as unhealthy, and no change of Lifeguard's "
     "drains them: no script to switch, nothing to take out. Look at the nodes' health (EC2 status checks, "
@@ -330,6 +335,8 @@ class Remediator:
         if detection.kind == "replacement":
             if not drains_kept_nodes(before) or not _drain_step_is_lifeguards(ledger):
                 return _Verdict("skipped", mode, None, _REPLACED_NOT_BY_LIFEGUARD, True, before)
+            if state.episode.no_script_failed:
+                return _Verdict("skipped", mode, None, _REPLACED_CLEAN, True, before)
             # A drain/replace loop of Lifeguard's own drain step: the step is taken out at once (like an
             # escalation, neither the cooldown nor the daily cap holds back undoing Lifeguard's own harm).
             plan, lead, paced = TakeOutDrain().plan(ActionContext(before)), None, False
