@@ -302,4 +302,4 @@ def test_terminal_escapes_in_a_value_or_a_log_tail_never_reach_a_message() -> No
     summary = summarize("RemediationFailed", cleaned)
     text = sns_message(summary, cleaned).split("\n{", 1)[0]
     assert not any(c in text for c in "\x1b\x07\r"), repr(text)
-    assert "  mount failed\n  ?]8;;https://evil.example/?Open the runbook?]8;;?\n  exit 1\n" in text
+    assert "  | mount failed\n  | ?]8;;https://evil.example/?Open the runbook?]8;;?\n  | exit 1\n" in text
