@@ -617,8 +617,8 @@ def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(
     assert episode.contained_at is not None
 
 
-def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -> None:
-    """PCS writes a cluster's records to the cluster's own stream (`AWSLogs/PCS/<cluster-id>/...`)."""
+def _another_clusters_loop(env: Env, log_stream: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The article's loop in a second cluster's group, delivered in `log_stream`: its rows and the summary."""
     env.pcs.add_cluster("other", cluster_id="pcs_other00001")
     env.pcs.add_compute_node_group(
         "pcs_other00001",
@@ -632,9 +632,13 @@ def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -
     ]
     messages = [(row["event_timestamp"], json.dumps(row)) for row in rows]
     env.catch_up(max(row["event_timestamp"] for row in rows))
-    summary = env.scaling.handle_event(
-        encode_subscription("/aws/vendedlogs/pcs", SCALING_STREAM, messages)
-    ).to_dict()
+    summary = env.scaling.handle_event(encode_subscription("/aws/vendedlogs/pcs", log_stream, messages))
+    return rows, summary.to_dict()
+
+
+def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -> None:
+    """PCS writes a cluster's records to the cluster's own stream (`AWSLogs/PCS/<cluster-id>/...`)."""
+    rows, summary = _another_clusters_loop(env, SCALING_STREAM)
     assert summary["events"] == []
     read = [row for row in rows if (row["status_code"], row["reason_code"]) not in PASSED_OVER]
     assert summary["skipped_reasons"] == {"another cluster's resource_id": len(read)}
@@ -650,22 +654,7 @@ def test_a_stream_named_as_pcs_names_them_but_not_of_its_form_is_skipped_whole(
 ) -> None:
     """A writer held to one cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`) may make
     `AWSLogs/PCS/pcs_abc123de45-x/…`: no PCS names a stream so, and its records could name any cluster."""
-    env.pcs.add_cluster("other", cluster_id="pcs_other00001")
-    env.pcs.add_compute_node_group(
-        "pcs_other00001",
-        "other-group",
-        group_id="pcs_og00000001",
-        node_lifecycle_actions=load_event("configs/article-terminate.json"),
-    )
-    rows = [
-        {**row, "resource_id": "pcs_other00001", "compute_node_group_id": "pcs_og00000001"}
-        for row in stream("article-terminate-loop")
-    ]
-    messages = [(row["event_timestamp"], json.dumps(row)) for row in rows]
-    env.catch_up(max(row["event_timestamp"] for row in rows))
-    summary = env.scaling.handle_event(
-        encode_subscription("/aws/vendedlogs/pcs", log_stream, messages)
-    ).to_dict()
+    rows, summary = _another_clusters_loop(env, log_stream)
     assert summary["events"] == []
     assert (summary["records"], summary["skipped"]) == (len(rows), len(rows))
     assert summary["skipped_reasons"] == {"stream not of PCS's form": len(rows)}
