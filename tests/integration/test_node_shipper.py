@@ -36,6 +36,11 @@ def log_group(local: Any) -> str:
 
 
 def shipped(local: Any, log_group: str, stream: str = STREAM) -> list[NodeReport]:
+    return [report for report, _ in shipped_when(local, log_group, stream)]
+
+
+def shipped_when(local: Any, log_group: str, stream: str = STREAM) -> list[tuple[NodeReport, int]]:
+    """The stream's reports, each with when CloudWatch Logs took it in (`ingestionTime`, epoch ms)."""
     logs = local.client("logs")
     try:
         events = logs.get_log_events(logGroupName=log_group, logStreamName=stream, startFromHead=True)[
@@ -43,8 +48,8 @@ def shipped(local: Any, log_group: str, stream: str = STREAM) -> list[NodeReport
         ]
     except logs.exceptions.ResourceNotFoundException:
         return []
-    reports = [parse_node_report(event["message"]) for event in events]
-    assert all(isinstance(report, NodeReport) for report in reports), reports
+    reports = [(parse_node_report(event["message"]), event["ingestionTime"]) for event in events]
+    assert all(isinstance(report, NodeReport) for report, _ in reports), reports
     return reports  # type: ignore[return-value]
 
 
@@ -526,12 +531,14 @@ def running_shipper(node: Node, log_group: str) -> Iterator[None]:
 def first_shipped(
     local: Any, log_group: str, wanted: Callable[[NodeReport], bool], within: float = 8.0
 ) -> tuple[NodeReport | None, float]:
-    """The first shipped report `wanted`, and the seconds from now until it was in the stream."""
-    since = time.monotonic()
+    """The first shipped report `wanted`, and the seconds from now until CloudWatch Logs took it in (its
+    `ingestionTime`: when the shipper delivered it, not when this test's polling, slower on a busy machine,
+    saw it)."""
+    since, started = time.monotonic(), time.time()
     while time.monotonic() - since < within:
-        found = next((report for report in shipped(local, log_group) if wanted(report)), None)
+        found = next(((r, at) for r, at in shipped_when(local, log_group) if wanted(r)), None)
         if found is not None:
-            return found, time.monotonic() - since
+            return found[0], found[1] / 1000 - started
         time.sleep(0.05)
     return None, within
 
