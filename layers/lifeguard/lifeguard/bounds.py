@@ -62,6 +62,7 @@ __all__ = [
     "clock_time",
     "event_time",
     "implausible_time",
+    "is_pcs_id",
     "one_line",
     "pcs_pattern",
     "plausible_times",
@@ -108,6 +109,18 @@ GROUP_ID: Check = string(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNo
 # An id, never a name: the identifiers' first alternative (names hold no `_`, so none passes for an id).
 PCS_ID_PATTERN = r"^pcs_[a-zA-Z0-9]+$"
 PCS_ID: Check = string(max_length=ID_MAX_CHARS, pattern=PCS_ID_PATTERN)
+
+
+def is_pcs_id(value: object) -> bool:
+    """Whether `value` is a PCS id (`PCS_ID`'s checks, without a problem to say): a text that goes into a
+    table's key, an event or a command only when it is."""
+    return (
+        isinstance(value, str)
+        and len(value) <= ID_MAX_CHARS
+        and re.fullmatch(PCS_ID_PATTERN, value) is not None
+    )
+
+
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)
 NODE_NAME: Check = string(pattern=NODE_NAME_PATTERN)
 SCRIPT_NAME: Check = string(max_length=64, pattern=pcs_pattern("NodeLifecycleScriptNameString"))

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard._records import describe_validation_error
-from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, PCS_ID_PATTERN, clip, pcs_pattern
+from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, clip, is_pcs_id, pcs_pattern
 from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
 from lifeguard.event_contract import DETAIL_TYPES
 from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
@@ -165,7 +165,7 @@ class LogLines:
             named = first.get("resource_id") if len(clusters) == 1 else None
             stream = (
                 f"AWSLogs/PCS/{named}/node_lifecycle.log"
-                if isinstance(named, str) and re.fullmatch(PCS_ID_PATTERN, named)
+                if is_pcs_id(named)
                 else "replay/several-clusters"  # a stream named as PCS's holds one cluster of PCS's form
             )
         return encode_subscription(log_group, stream, [(self.at or 0, message) for message in self.messages])

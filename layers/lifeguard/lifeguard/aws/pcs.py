@@ -4,14 +4,13 @@ that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchRe
 from __future__ import annotations
 
 import logging
-import re
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, ID_MAX_CHARS, PCS_ID_PATTERN, clip
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip, is_pcs_id
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
@@ -100,7 +99,7 @@ def _translate(operation: str, exc: Exception) -> AwsCallError:
 STATUS_MAX, NAME_MAX = 40, 64
 
 
-# An ARN as Lifeguard keeps it (IAM's bound of one); an id must be of PCS's form (`PCS_ID_PATTERN`): both
+# An ARN as Lifeguard keeps it (IAM's bound of one); an id must be of PCS's form (`is_pcs_id`): both
 # become keys of the table, fields of events and arguments of later calls.
 ARN_MAX = 2048
 # The tags Lifeguard reads of a group (`detection`'s lifeguard:*, `remediation.iac`'s owners), each value
@@ -119,14 +118,6 @@ TAGS_READ = frozenset(
 TAG_VALUE_MAX = 256
 
 
-def _is_id(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and len(value) <= ID_MAX_CHARS
-        and re.fullmatch(PCS_ID_PATTERN, value) is not None
-    )
-
-
 def _is_arn(value: object) -> bool:
     return isinstance(value, str) and len(value) <= ARN_MAX and value.isprintable()
 
@@ -135,7 +126,7 @@ def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
     """The group as an answer describes it, its ids and ARN held to their form: an answer with others is
     refused (not transient: the group's records wait for a later read)."""
     cluster_id, group_id, arn = group.get("clusterId"), group.get("id"), group.get("arn")
-    if not (_is_id(cluster_id) and _is_id(group_id) and _is_arn(arn)):
+    if not (is_pcs_id(cluster_id) and is_pcs_id(group_id) and _is_arn(arn)):
         shown = f"id {clip(group_id, 80)!r}, clusterId {clip(cluster_id, 80)!r}, arn {clip(arn, 80)!r}"
         raise AwsCallError(operation, "InvalidAnswer", f"ids or ARN not of PCS's form: {shown}")
     modified: datetime = group["modifiedAt"]
@@ -304,7 +295,7 @@ class PcsGateway:
                 self.calls += 1
                 page = self._client.list_compute_node_groups(**request)
                 for group in page.get("computeNodeGroups", []):
-                    if not _is_id(group["id"]):
+                    if not is_pcs_id(group["id"]):
                         continue  # no state of Lifeguard's can have such an id: nothing to tell of it
                     arn = group.get("arn")
                     found[group["id"]] = GroupSummary(

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lifeguard.bounds import PCS_ID_PATTERN, clip, one_line, printable_lines, utc
+from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
 from lifeguard.event_contract import console_url, deployed_in, undo_command
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
@@ -194,12 +194,7 @@ def _undo_line(detail: Mapping[str, Any], cluster: object, group: object) -> str
     ids, as this stack's functions make it (`undo_command`: the stack and region, or `--local` in a
     replay), never the event's own text. A command people are told to paste is not taken from the bus (a
     forged or recorded event would have them run another account's undo, or anything at all)."""
-    import re
-
-    if not detail.get("undo"):
-        return None
-    ids = (cluster, group)
-    if not all(isinstance(i, str) and len(i) <= 64 and re.fullmatch(PCS_ID_PATTERN, i) for i in ids):
+    if not (detail.get("undo") and is_pcs_id(cluster) and is_pcs_id(group)):
         return None
     return undo_command(str(cluster), str(group))
 
