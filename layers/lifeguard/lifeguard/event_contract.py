@@ -352,9 +352,9 @@ def deployed_in() -> tuple[str | None, str | None]:
 def console_url(cluster_id: str, region: str | None) -> str | None:
     """The cluster's page in the AWS PCS console of the region's partition (None without a region or with
     an id not of PCS's form)."""
-    import re
+    from lifeguard.bounds import is_pcs_id
 
-    if not region or not re.fullmatch(r"pcs_[a-z0-9]{10}", cluster_id):
+    if not region or not is_pcs_id(cluster_id):
         return None
     return f"https://{_console_host(region)}/pcs/home?region={region}#/clusters/{cluster_id}"
 
