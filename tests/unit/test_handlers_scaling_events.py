@@ -1472,6 +1472,46 @@ def remediate_last_detection(world: World) -> dict[str, Any]:
     return dict(event.detail)
 
 
+def _loop_of(group: str, first_minute: int, tag: str) -> list[dict[str, Any]]:
+    """Two nodes launched six minutes apart, each failing five minutes after its launch, from 01:MM."""
+    rows = []
+    for n in range(2):
+        instance = f"i-0{tag}{n:015d}"
+        start = at(1, first_minute + 6 * n)
+        rows.append(
+            {**row(instance, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", start), "compute_node_group_id": group}
+        )
+        rows.append(failed(instance, start + 5 * 60_000, group=group))
+    return rows
+
+
+@pytest.mark.parametrize("second_key", [GROUP, "lca-static"], ids=["by-id", "by-name"])
+def test_records_naming_the_group_by_its_name_get_around_no_cooldown(second_key: str) -> None:
+    """PCS writes a group's id in its scaling log, and its calls take a name as well: records naming the
+    group by its name (forged) would be another state, episode and rails for the same group, and get it
+    changed again inside its cooldown. They are skipped, each with its reason."""
+    world = World()
+    world.feed(_loop_of(GROUP, 4, "a"))
+    assert remediate_last_detection(world)["mode"] == "quarantine"
+    world.person_sets(TERMINATE, at(1, 18))  # the owners put TERMINATE back
+    summary = world.feed(_loop_of(second_key, 19, "b"))
+    for _, detail in [e for e in world.bus.events() if e[0] == "BootstrapLoopDetected"][1:]:
+        remediator(world).handle_event({"detail-type": "BootstrapLoopDetected", "detail": detail})
+    by_lifeguard = [
+        call.params["computeNodeGroupIdentifier"]
+        for call in world.pcs.calls
+        if call.operation == "UpdateComputeNodeGroup"
+        and call.error is None
+        and str(call.params.get("clientToken", "")).startswith("lifeguard-")
+    ]
+    assert by_lifeguard == [GROUP]
+    if second_key != GROUP:
+        assert summary.skipped == 4
+        [reason] = summary.skipped_reasons
+        assert "compute_node_group_id" in reason
+        assert world.state("lca-static").version == 0  # nothing stored under the name
+
+
 def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:
     """A node forges two TERMINATE failures of `record-after-fail` on made-up instances of a group Lifeguard
     has no state of yet. Then the article's real loop comes: `fail-terminate` fails on FIRST and SECOND,

@@ -38,13 +38,8 @@ from lifeguard.schema import Invalid, Model
 # --- The reference: the pydantic models and parsers as they were (same class names, since pydantic's
 # messages name them) --------------------------------------------------------------------------------
 
-ClusterId = Annotated[
-    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ClusterIdentifier"))
-]
-GroupId = Annotated[
-    str, StringConstraints(max_length=ID_MAX_CHARS, pattern=pcs_pattern("ComputeNodeGroupIdentifier"))
-]
-# A node report names its cluster and group by id alone, never by name (a name would be another key).
+# A scaling-log record and a node report name their cluster and group by id alone, never by name (a name
+# would be another key: another state, episode and rails for the same group). PCS writes ids.
 PcsId = Annotated[str, StringConstraints(max_length=ID_MAX_CHARS, pattern=PCS_ID_PATTERN)]
 InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
 NodeName = Annotated[str, StringConstraints(pattern=NODE_NAME_PATTERN)]
@@ -69,9 +64,9 @@ class ScalingLogRecord(BaseModel):
     event_timestamp: int = Field(ge=0, lt=EPOCH_MS_MAX, description="epoch milliseconds")
     status_code: Code
     reason_code: Code | None = None
-    resource_id: ClusterId | None = None
+    resource_id: PcsId | None = None
     resource_type: Word | None = None
-    compute_node_group_id: GroupId | None = None
+    compute_node_group_id: PcsId | None = None
     scheduler_node_id: NodeName | None = None
     details: ScalingLogDetails = Field(default_factory=ScalingLogDetails)
 

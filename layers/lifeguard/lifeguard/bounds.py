@@ -6,9 +6,10 @@ before it reaches a decision, a DynamoDB key or an item; what fails is skipped a
 - **Ids** match PCS's own patterns, read from the vendored service model (`ClusterIdentifier`,
   `ComputeNodeGroupIdentifier`), and are at most `ID_MAX_CHARS` long: the model bounds names (40 and 25
   characters) but not ids (`pcs_` and ten characters in practice), and a group's partition key
-  (`GROUP#<cluster>#<group>`) must stay far below DynamoDB's 2,048 bytes. A node report names its cluster
-  and group by id alone (`PCS_ID`): a group named by its name would be another key, another state, and
-  reports could open an episode for a group its scaling log already speaks of under its id.
+  (`GROUP#<cluster>#<group>`) must stay far below DynamoDB's 2,048 bytes. A scaling-log record and a node
+  report name their cluster and group by id alone (`PCS_ID`), as PCS writes them: a group named by its name
+  would be another key, another state, episode and rails (its cooldown and cap) for the same group, which
+  PCS's calls take by name as well.
 - **Instance ids** are `i-` and up to 32 letters or digits (EC2's are 8 or 17 hex digits); Slurm node
   names at most 128 characters of letters, digits, `.`, `_` and `-`; script names PCS's own pattern.
   None of them can hold the `#` that separates the parts of a sort key (at most 1,024 bytes).

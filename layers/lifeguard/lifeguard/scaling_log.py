@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard._records import describe_validation_error, load_json_object, read_from_json, reason_of
-from lifeguard.bounds import CLUSTER_ID, EPOCH_MS_MAX, GROUP_ID, INSTANCE_ID, NODE_NAME, WORD
+from lifeguard.bounds import EPOCH_MS_MAX, INSTANCE_ID, NODE_NAME, PCS_ID, WORD
 from lifeguard.schema import (
     BAD,
     Check,
@@ -154,9 +154,9 @@ class ScalingLogDetails(Model):
     event_timestamp=integer(ge=0, lt=EPOCH_MS_MAX),
     status_code=CODE,
     reason_code=optional(CODE),
-    resource_id=optional(CLUSTER_ID),
+    resource_id=optional(PCS_ID),
     resource_type=optional(WORD),
-    compute_node_group_id=optional(GROUP_ID),
+    compute_node_group_id=optional(PCS_ID),
     scheduler_node_id=optional(NODE_NAME),
     details=model(ScalingLogDetails),
 )
@@ -370,9 +370,9 @@ def _built(
     cluster, kind, group, node = names
     problems: list[Problem] = []  # unread: a problem sends the record to the full check
     if (
-        (cluster is not None and CLUSTER_ID(cluster, (), problems) is BAD)
+        (cluster is not None and PCS_ID(cluster, (), problems) is BAD)
         or (kind is not None and WORD(kind, (), problems) is BAD)
-        or (group is not None and GROUP_ID(group, (), problems) is BAD)
+        or (group is not None and PCS_ID(group, (), problems) is BAD)
         or (node is not None and NODE_NAME(node, (), problems) is BAD)
     ):
         return None
