@@ -17,6 +17,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError
+from lifeguard.group_state import GroupState
 from lifeguard.handlers.config_review import ConfigReviewHandler
 from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
@@ -105,8 +106,35 @@ def test_a_loop_s_batch_during_an_outage_fails_whole_for_lambda_s_retry(
     batch = encode_subscription(
         "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
     )
+    # A group seen before (a group seen for the first time is looked up in its cluster's listing first).
+    store.save(GroupState(cluster_id=rows[0]["resource_id"], group_id=rows[0]["compute_node_group_id"]))
     with pytest.raises(AwsCallError) as raised:  # not a group counted unreadable, the loop left untold
         handler.handle_event(batch)
     assert raised.value.code == "503"
     assert "GetComputeNodeGroup" in asked
     assert bus.events() == []
+
+
+def test_a_first_sight_during_an_outage_fails_the_batch_whole_too(
+    outage: tuple[PcsGateway, list[str]],
+) -> None:
+    """The listing that says whether a group seen for the first time exists: an outage fails the batch for
+    Lambda's retry, and keeps nothing of it (no group is taken for made up)."""
+    gateway, asked = outage
+    rows = stream("article-terminate-loop")
+    store, bus = GroupStore(FakeDynamoDB(), "t"), FakeEventBridge()
+    handler = ScalingEventsHandler(
+        store,
+        gateway,
+        GroupUpdater(store, EventPublisher(bus, "bus", sleep=lambda _: None)),
+        DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
+        clock=lambda: rows[-1]["event_timestamp"] / 1000 + 60,
+    )
+    batch = encode_subscription(
+        "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
+    )
+    with pytest.raises(AwsCallError) as raised:
+        handler.handle_event(batch)
+    assert raised.value.code == "503"
+    assert asked == ["ListComputeNodeGroups"]
+    assert store.load(rows[0]["resource_id"], rows[0]["compute_node_group_id"]).version == 0

@@ -274,9 +274,11 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
         ("pcs_denied001", "AccessDeniedException"),
         (GROUP, None),
     ]
-    # Three groups of one cluster in a batch: one listing says which exist (the deleted one does not).
+    # Three groups of one cluster in a batch: one listing says which exist (the deleted one does not: its
+    # records are skipped, and it is never read).
     assert world.pcs_calls("ListComputeNodeGroups") == 1
-    assert (summary.groups, summary.unreadable_groups) == (3, 1)
+    assert (summary.groups, summary.unreadable_groups) == (2, 1)
+    assert summary.skipped_reasons == {"a group its cluster does not have": len(loop)}
     assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
         ("BootstrapLoopDetected", GROUP)
     ]
@@ -306,8 +308,10 @@ def test_a_group_deleted_under_a_batch_is_let_go_and_the_others_go_on() -> None:
         for c in world.pcs.calls
         if c.operation == "GetComputeNodeGroup"
     ]
-    assert reads == [("pcs_deleted01", "ResourceNotFoundException"), (GROUP, None)]
-    assert (summary.groups, summary.unreadable_groups) == (2, 0)
+    # The batch's listing shows the deleted group gone: its records are skipped, without a read of it.
+    assert reads == [(GROUP, None)]
+    assert (summary.groups, summary.unreadable_groups) == (1, 0)
+    assert summary.skipped_reasons == {"a group its cluster does not have": len(loop)}
     assert [t for t, _ in world.bus.events()] == ["BootstrapLoopDetected"]
     assert world.state("pcs_deleted01").episode is None
 
@@ -334,7 +338,8 @@ def test_a_warm_container_proves_later_successes_from_the_listing_it_kept_withou
     world.feed(booted("i-0a0", at(1, 5), at(1, 9), GROUP))  # the group read alone, at 01:09
     others = other_groups(world, 3)
     world.feed([r for n, g in enumerate(others) for r in booted(f"i-0b{n}", at(1, 15), at(1, 20), g)])
-    assert world.pcs_calls("ListComputeNodeGroups") == 1  # three groups: the listing pays at once
+    # Each batch naming groups Lifeguard has no state of lists their cluster once, whatever their number.
+    assert world.pcs_calls("ListComputeNodeGroups") == 2
     world.pcs.calls.clear()
     # A node of the group launched after its read and before the listing: proved from the kept listing.
     world.feed(booted("i-0a1", at(1, 16), at(1, 25), GROUP))
@@ -453,7 +458,9 @@ def test_pcs_is_read_only_when_a_detection_needs_it() -> None:
     world = World()
     world.feed([r for r in ARTICLE if r["reason_code"] != "BOOTSTRAP_FAILED"])
     world.feed([ARTICLE[2]])
-    assert world.pcs.calls == []  # launches, registrations and one failure decide nothing
+    # Launches, registrations and one failure decide nothing: the group, seen for the first time, is only
+    # looked up in its cluster's listing (it exists), not read.
+    assert [c.operation for c in world.pcs.calls] == ["ListComputeNodeGroups"]
     world.feed([ARTICLE[5]])
     assert (world.pcs_calls("GetComputeNodeGroup"), world.pcs_calls("ListTagsForResource")) == (1, 1)
     # The loop goes on: the configuration is read again at most once a minute of event time.
@@ -476,7 +483,7 @@ def test_successes_read_the_configuration_at_most_once_a_minute() -> None:
             ]
         )
     assert world.pcs_calls("GetComputeNodeGroup") == 2  # at 02:00:15 and at 02:01:15
-    assert [c.operation for c in world.pcs.calls] == ["GetComputeNodeGroup"] * 2
+    assert [c.operation for c in world.pcs.calls] == ["ListComputeNodeGroups"] + ["GetComputeNodeGroup"] * 2
     proof = world.state().proven_good
     assert proof is not None
     assert proof.node_lifecycle_actions == TERMINATE
@@ -1510,6 +1517,24 @@ def test_records_naming_the_group_by_its_name_get_around_no_cooldown(second_key:
         [reason] = summary.skipped_reasons
         assert "compute_node_group_id" in reason
         assert world.state("lca-static").version == 0  # nothing stored under the name
+
+
+def test_records_of_groups_pcs_does_not_list_store_nothing() -> None:
+    """Whoever can write the scaling log could name a made-up group in every record: each would get a state
+    stored, never to expire. A group Lifeguard has no state of is kept only once PCS lists it in its
+    cluster (one listing a batch, however many groups are named); the others' records are skipped."""
+    world = World()
+    made_up = [f"pcs_madeup{n:04d}" for n in range(300)]
+    rows = [
+        {**launched(f"i-0{n:016x}", at(1, 5)), "compute_node_group_id": group}
+        for n, group in enumerate(made_up)
+    ]
+    summary = world.feed([*rows, launched("i-0real00000000000", at(1, 5))])
+    assert summary.skipped_reasons == {"a group its cluster does not have": 300}
+    assert summary.groups == 1
+    assert world.pcs_calls("ListComputeNodeGroups") == 1
+    assert all(world.state(group).version == 0 for group in made_up)  # nothing stored
+    assert "i-0real00000000000" in world.state().launches
 
 
 def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:

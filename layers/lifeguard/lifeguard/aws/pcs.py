@@ -414,7 +414,34 @@ class BatchReads:
         self._now_ms = now_ms
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
+        self.unlisted: set[tuple[str, str]] = set()  # groups named that PCS does not list (`listed`)
+        self._unlistable: dict[str, AwsCallError] = {}  # clusters PCS refused to list in this batch
         self.proof_reads = self.PROOF_READS
+
+    def listed(self, state: GroupState, batch_time: int) -> KnownConfig | None:
+        """A group Lifeguard has no state of yet, as its cluster's listing shows it (the cluster listed
+        once a batch, pages of 100): when it last changed, not its scripts (`KnownConfig.actions_read`
+        False). None when PCS lists no such group (`unlisted`) or refuses to list the cluster
+        (`unreadable`). A group is kept only once PCS lists it: else whoever can write the scaling log
+        could have a state stored, never to expire, for every id it makes up."""
+        key = (state.cluster_id, state.group_id)
+        try:
+            refused = self._unlistable.get(state.cluster_id)
+            if refused is not None:
+                raise refused
+            listing = self._listing(state.cluster_id, batch_time, needed=True) or {}
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise  # the batch is retried whole
+            self._unlistable[state.cluster_id] = exc
+            self.unreadable[key] = exc.code
+            logger.error("group %s of cluster %s cannot be listed: %s", state.group_id, state.cluster_id, exc)
+            return None
+        summary = listing.get(state.group_id)
+        if summary is None:
+            self.unlisted.add(key)
+            return None
+        return _listed(summary, None, batch_time, self.tag_refresh_ms)
 
     def current(
         self, state: GroupState, batch_time: int, *, tags: bool, proof: bool = False

@@ -106,6 +106,21 @@ def stream_cluster(log_stream: str) -> str | None:
     return found.group(1) if found else None
 
 
+def _unlisted(summary: BatchSummary, key: tuple[str, str], records: list[ScalingLogRecord]) -> None:
+    """Skip the records of a group Lifeguard has no state of and PCS does not list in their cluster (no
+    PCS wrote them, or the group is gone), counted by record, said in one line."""
+    reason = "a group its cluster does not have"
+    summary.skipped += len(records)
+    summary.skipped_reasons[reason] += len(records)
+    logger.warning(
+        "skipped %d record(s) of group %s: %s (PCS does not list it in %s)",
+        len(records),
+        clip(key[1]),
+        reason,
+        clip(key[0]),
+    )
+
+
 def _implausible(summary: BatchSummary, record: ScalingLogRecord, where: str, now_ms: int) -> None:
     """Skip a record whose time cannot be genuine at the invocation's clock (`plausible_times`)."""
     at = record.event_timestamp
@@ -257,7 +272,9 @@ class ScalingEventsHandler:
             )
         if mutations:
             summary.events.extend(self.updater.update_many(mutations))
-        summary.groups = len(by_group)
+        for key in sorted(reads.unlisted):
+            _unlisted(summary, key, by_group[key])
+        summary.groups = len(by_group) - len(reads.unlisted)
         summary.unreadable_groups = len(reads.unreadable)
         self.metric("RecordsProcessed", summary.records)
         if summary.skipped:
@@ -296,16 +313,24 @@ class ScalingEventsHandler:
             return True
 
         def mutate(state: GroupState) -> Change:
+            nonlocal configs_set
             configs_before, proven_before = configs_set, state.proven_good
+            learned = False
+            if state.version == 0:  # no state of it stored yet: only a group PCS lists gets one
+                listed = reads.listed(state, batch_time)
+                if listed is None:
+                    return Change()
+                state.config, learned = listed, True
+                configs_set += 1
             if self._settings(state).mode == "off":
                 # Its records are not kept; its tags are read again (at most every tag_refresh_ms of event
                 # time, on a failure), so a group whose tag was taken off is watched again.
                 if not self._tags_due(state, records):
-                    return Change()
+                    return Change(changed=learned)
                 refreshed = refresh(state, tags=True)
                 if self._settings(state).mode == "off":
-                    return Change(changed=refreshed)
-            change = Change(changed=state.forget_after(latest_ms))
+                    return Change(changed=refreshed or learned)
+            change = Change(changed=state.forget_after(latest_ms) or learned)
             fold = RecordFolder(state)
             runs = GroupEvidence(self.store, state)
             # Beyond the launches and outcomes, a batch changes a state only through an episode (open
