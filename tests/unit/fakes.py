@@ -23,6 +23,31 @@ if TYPE_CHECKING:
 Key = tuple[str, str]
 
 
+# DynamoDB: "The aggregate size of the items in the transaction cannot exceed 4 MB."
+TRANSACTION_BYTES = 4_000_000
+
+
+def item_size(value: Mapping[str, Any]) -> int:
+    """An item's size as DynamoDB counts it: each attribute's name and value (UTF-8 text, binary bytes,
+    a number's digits by pairs, a map's or list's entries and 3 bytes of its own)."""
+    return sum(len(name.encode()) + _value_size(inner) for name, inner in value.items())
+
+
+def _value_size(value: Mapping[str, Any]) -> int:
+    ((kind, inner),) = value.items()
+    if kind == "S":
+        return len(inner.encode())
+    if kind == "B":
+        return len(inner)
+    if kind == "N":
+        return (len(inner.lstrip("-").replace(".", "").strip("0")) + 1) // 2 + 1
+    if kind == "M":
+        return 3 + sum(len(name.encode()) + 1 + _value_size(entry) for name, entry in inner.items())
+    if kind == "L":
+        return 3 + sum(1 + _value_size(entry) for entry in inner)
+    return 1  # BOOL, NULL
+
+
 def client_error(code: str, operation: str, message: str = "refused") -> ClientError:
     """A botocore ClientError as a service answers it."""
     return ClientError({"Error": {"Code": code, "Message": message}}, operation)
@@ -173,11 +198,22 @@ class FakeDynamoDB:
                 raise client_error(
                     "TransactionCanceledException", "TransactWriteItems", "ConditionalCheckFailed"
                 )
+        keys = [self._key(fields["Item"] if kind == "Put" else fields["Key"]) for kind, fields in writes]
+        before = {key: self.items.get(key) for key in keys}
         for kind, fields in writes:
             if kind == "Put":
                 self.items[self._key(fields["Item"])] = copy.deepcopy(fields["Item"])
             else:
                 self._update(fields)
+        if sum(item_size(self.items[key]) for key in keys) > TRANSACTION_BYTES:
+            for key, item in before.items():  # all or none
+                if item is None:
+                    self.items.pop(key, None)
+                else:
+                    self.items[key] = item
+            raise client_error(
+                "ValidationException", "TransactWriteItems", "Transaction request cannot be larger than 4 MB"
+            )
         return {}
 
     def batch_write_item(self, **request: Any) -> dict[str, Any]:

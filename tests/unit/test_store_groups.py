@@ -13,7 +13,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lifeguard.errors import AwsCallError
-from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, KnownConfig
+from lifeguard.group_state import (
+    OUTCOME_LIMIT,
+    PENDING_LAUNCH_LIMIT,
+    BootOutcome,
+    Episode,
+    Failure,
+    GroupState,
+    KnownConfig,
+)
 from lifeguard.node_report import NodeReport
 from lifeguard.store import groups as groups_store
 from lifeguard.store.groups import (
@@ -24,7 +32,7 @@ from lifeguard.store.groups import (
     VersionConflictError,
 )
 from lifeguard.store.table import group_key
-from tests.unit.fakes import FakeDynamoDB, client_error
+from tests.unit.fakes import TRANSACTION_BYTES, FakeDynamoDB, client_error, item_size
 from tests.unit.test_group_state import CLUSTER, GROUP, T0, state_with
 from tests.unit.test_node_report import REPORT
 
@@ -640,3 +648,27 @@ def test_an_outcome_of_values_read_back_from_an_item_is_stored_as_json_dumps_wri
     GroupStore(client, "table").save(state)
     stored = state_item(client)["outcomes"]["M"]["i-row"]["S"]
     assert stored == json.dumps([node, at, 1, launched])
+
+
+def test_states_at_their_bounds_are_written_in_transactions_dynamodb_takes() -> None:
+    """DynamoDB refuses a transaction whose items add up to more than 4 MB, on every retry: 100 busy groups
+    (records can fill each to its bounds: 1,000 pending launches, 100 outcomes, ids and node names at
+    their longest) take more, so they are written in as many transactions as fit, none of them refused."""
+    table = FakeDynamoDB()
+    store = GroupStore(table, "t")
+    states = []
+    for g in range(100):
+        state = GroupState(cluster_id=CLUSTER, group_id=f"pcs_busy{g:06d}")
+        for n in range(PENDING_LAUNCH_LIMIT):
+            state.launches[f"i-{g:06d}{'l' * 20}{n:06d}"] = T0 + n
+        for n in range(OUTCOME_LIMIT):
+            instance = f"i-{g:06d}{'o' * 20}{n:06d}"
+            state.outcomes[instance] = BootOutcome(instance, "n" * 128, T0 + n, True, T0)
+        states.append(state)
+    assert store.save_many(states) == []
+    transactions = table.requests["TransactWriteItems"]
+    assert len(transactions) > 1
+    for request in transactions:
+        keys = [(w["Put"]["Item"]["pk"]["S"], w["Put"]["Item"]["sk"]["S"]) for w in request["TransactItems"]]
+        assert sum(item_size(table.items[key]) for key in keys) <= TRANSACTION_BYTES
+    assert all(store.load(CLUSTER, s.group_id).version == 1 for s in states)

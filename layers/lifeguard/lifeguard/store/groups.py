@@ -10,7 +10,7 @@ import json
 import logging
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -227,6 +227,43 @@ _MAP_WRITES = tuple(
 )
 
 
+# DynamoDB refuses a transaction whose items add up to more than 4 MB (a ValidationException on every
+# retry: the batch would fail whole, its genuine records with it). A state's item is counted at its bound:
+# its key and numbers, its body (the JSON, no smaller compressed), and each entry of its maps at the most an
+# entry of its kind can take (an instance id of 34 characters; a launch's time; an outcome's row with a node
+# name of 128). Pruned states hold at most PENDING_LAUNCH_LIMIT launches and OUTCOME_LIMIT outcomes.
+TRANSACTION_BYTES_MAX = 3_500_000
+_ITEM_BASE_BYTES = 1_024
+_ENTRY_MAX_BYTES = {"launches": 64, "outcomes": 256}
+
+
+def _item_bound(state: GroupState, body: str) -> int:
+    """The most a state's item can take in DynamoDB once written with `body` (its JSON)."""
+    body_bytes = len(body) if body.isascii() else len(body.encode())
+    return (
+        _ITEM_BASE_BYTES
+        + body_bytes
+        + len(state.launches) * _ENTRY_MAX_BYTES["launches"]
+        + len(state.outcomes) * _ENTRY_MAX_BYTES["outcomes"]
+    )
+
+
+def _transactions(
+    states: list[GroupState], writes: list[tuple[Write, str, bool, MapChanges | None]]
+) -> Iterator[slice]:
+    """The states (and their writes) of each transaction, in order: at most TRANSACTION_MAX, and items of
+    at most TRANSACTION_BYTES_MAX in all (`_item_bound`)."""
+    start, size = 0, 0
+    for index, (state, (_, body, _, _)) in enumerate(zip(states, writes, strict=True)):
+        bound = _item_bound(state, body)
+        if index > start and (index - start == TRANSACTION_MAX or size + bound > TRANSACTION_BYTES_MAX):
+            yield slice(start, index)
+            start, size = index, 0
+        size += bound
+    if start < len(states):
+        yield slice(start, len(states))
+
+
 def _body(text: str) -> Item:
     return {"B": zlib.compress(text.encode(), 1)}
 
@@ -396,16 +433,17 @@ class GroupStore:
     def save_many(
         self, states: list[GroupState], *, written: list[GroupState] | None = None
     ) -> list[GroupState]:
-        """Write many states in one transaction per 100, each on its version. Returns the states not
+        """Write many states in transactions of at most 100 whose items stay within DynamoDB's 4 MB
+        (`_transactions`), each on its version. Returns the states not
         written: those of a transaction in which some version had moved (the caller retries them).
         `written`, when given, gets the states written as each transaction goes through (what a failure
         of a later one leaves written)."""
         unwritten: list[GroupState] = []
-        for start in range(0, len(states), TRANSACTION_MAX):
-            chunk = states[start : start + TRANSACTION_MAX]
-            for state in chunk:
-                state.prune()
-            writes = [_versioned_write(state) for state in chunk]
+        for state in states:
+            state.prune()
+        all_writes = [_versioned_write(state) for state in states]
+        for part in _transactions(states, all_writes):
+            chunk, writes = states[part], all_writes[part]
             try:
                 self._table.write_together([write for write, _, _, _ in writes])
             except TransactionConflictError:
