@@ -4,6 +4,8 @@ EventBridge's size."""
 from __future__ import annotations
 
 import json
+import sys
+import unicodedata
 from typing import Any
 
 import pytest
@@ -16,8 +18,11 @@ from lifeguard.bounds import (
     INSTANCE_ID,
     PAST_MS,
     SCRIPT_NAME,
+    clip,
     implausible_time,
+    one_line,
     pcs_pattern,
+    printable_lines,
     utc,
 )
 from lifeguard.event_contract import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
@@ -169,3 +174,46 @@ def test_times_for_people_and_for_programs_have_one_writer_each() -> None:
     ms = int(moment.timestamp() * 1000)
     assert (clock_time(ms), utc(ms)) == ("2026-10-21 01:12:42", "2026-10-21 01:12:42 UTC")
     assert clock_time("soon") == "?"
+
+
+# Every format character (Unicode's Cf) of the Python that runs the tests: each hides or reorders text.
+_FORMAT_CHARACTERS = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+
+
+@pytest.mark.parametrize("show", [clip, one_line, printable_lines])
+def test_no_format_character_is_shown_as_it_is(show: Any) -> None:
+    """A word joiner, a zero-width joiner, a soft hyphen, a byte-order mark or a tag character in a script's
+    location would show `set<U+2060>up.sh` as `setup.sh`: another object read as the one the operator
+    knows. Every format character shows as `?`, as the bidirectional controls always did."""
+    assert len(_FORMAT_CHARACTERS) > 150
+    shown = [show(f"set{character}up.sh") for character in _FORMAT_CHARACTERS]
+    assert set(shown) == {"set?up.sh"}
+
+
+def test_a_lookalike_location_shows_its_hidden_character_in_sns_and_slack() -> None:
+    from lifeguard.lifecycle import NodeLifecycleActions, diff_configs
+    from lifeguard.notify.slack import shown_text, slack_message
+    from lifeguard.notify.summary import summarize
+
+    def config(location: str) -> dict[str, Any]:
+        script = {"name": "setup", "scriptSource": {"scriptLocation": location}, "onError": "TERMINATE"}
+        return {"stages": {"nodeBootstrapped": [script]}}
+
+    before = NodeLifecycleActions.from_api(config("s3://team-scripts/setup.sh"))
+    after = NodeLifecycleActions.from_api(config("s3://team-scripts/set\u2060up.sh"))  # PCS takes it
+    detail, problems = clean_detail(
+        make_detail(
+            cluster_id="pcs_abc123de45",
+            compute_node_group_id="pcs_abcdef01",
+            config_before=before.to_api(),
+            config_after=after.to_api(),
+            diff=[change.to_detail() for change in diff_configs(before, after)],
+            risks=[],
+        )
+    )
+    summary = summarize("ConfigChangeReviewed", detail, problems=problems)
+    blocks = slack_message(summary, detail)["blocks"]
+    slack = shown_text("\n".join(block["text"]["text"] for block in blocks if "text" in block))
+    for shown in (summary.text(), slack):
+        assert "s3://team-scripts/setup.sh → s3://team-scripts/set?up.sh" in shown
+        assert "\u2060" not in shown

@@ -167,10 +167,15 @@ def clock_time(ms: object) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-# C0, DEL and C1 (\x9b: CSI); and the characters that reorder or hide text where it is shown (bidirectional
-# embeddings, overrides and isolates, zero-width space, marks): a value cannot show as another ("Trojan
-# Source": a location whose name reads backwards).
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0, DEL and C1 (\x9b: CSI); and every format character (Unicode's Cf, as of 15.0), which reorders or hides
+# text where it is shown: bidirectional embeddings, overrides and isolates and marks, zero-width spaces and
+# joiners, the word joiner, the soft hyphen, the byte-order mark, tag characters. A value cannot show as
+# another ("Trojan Source": a location whose name reads backwards, or `set<U+2060>up.sh` read as `setup.sh`).
+_CONTROL = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    r"\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    r"\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
 
 
 def clip(text: object, limit: int = 200) -> str:
