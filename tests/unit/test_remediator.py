@@ -425,6 +425,15 @@ def test_a_detection_that_names_no_valid_group_is_dropped_without_an_event() -> 
     assert world.history() == []
 
 
+@pytest.mark.parametrize("event", [None, [], "BootstrapLoopDetected", 42])
+def test_an_event_that_is_no_json_object_is_ignored(event: Any) -> None:
+    """EventBridge delivers objects; the function invoked directly with anything else changes nothing."""
+    world = World()
+    assert world.remediator().handle_event(event) == []
+    assert world.bus.entries == []
+    assert world.history() == []
+
+
 def test_a_valid_detection_of_no_open_episode_is_refused_without_a_pcs_call() -> None:
     world = World()
     event = world.detection("ep-1")

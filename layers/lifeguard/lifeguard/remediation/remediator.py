@@ -137,6 +137,9 @@ class Remediator:
     ) -> list[ControllerEvent]:
         """One EventBridge event; `remaining_ms` is the time the invocation has left (Lambda's context).
         Anything but a BootstrapLoopDetected is left alone; an invalid one is refused."""
+        if not isinstance(event, Mapping):  # what EventBridge delivers is an object; anything else is not
+            logger.error("event ignored: not a JSON object (%s)", type(event).__name__)
+            return []
         if event.get("detail-type") != "BootstrapLoopDetected":
             logger.info(
                 "not a BootstrapLoopDetected event (%s): nothing to remediate", clip(event.get("detail-type"))
