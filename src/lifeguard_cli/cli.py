@@ -819,7 +819,7 @@ def history(
     Example: lifeguard history pcs_abcdef01
     """
     from lifeguard.notify.summary import diff_line
-    from lifeguard_cli.operate import format_time
+    from lifeguard_cli.operate import epoch_ms, format_time
     from lifeguard_cli.tables import show as show_table
     from lifeguard_cli.tables import table as make_table
 
@@ -830,7 +830,7 @@ def history(
         document = {
             "cluster_id": cluster_id,
             "compute_node_group_id": group_id,
-            "entries": [entry.model_dump() for entry in entries],
+            "entries": [{**entry.model_dump(), "at": epoch_ms(entry.at)} for entry in entries],
         }
         typer.echo(json.dumps(document, indent=2))
         return
@@ -904,7 +904,7 @@ def undo(
 def _last_action_text(last: dict[str, Any], format_time: Any) -> str:
     """`2026-10-21 01:13 applied quarantine`, `... skipped`, `... undo` (its decision and its action are
     one word: not said twice), `(dry run)` after one that was."""
-    words = [format_time(last["at"]), last["decision"]]
+    words = [format_time(last["at"] / 1000), last["decision"]]  # `at` in epoch ms, as --json gives it
     if last["action"] and last["action"] != last["decision"]:
         words.append(last["action"])
     return " ".join(words) + (" (dry run)" if last["dry_run"] else "")

@@ -115,7 +115,7 @@ class UndoResult:
             "undoes": {
                 "episode_id": self.change.episode_id,
                 "action": self.change.action,
-                "at": self.change.at,
+                "at": epoch_ms(self.change.at),
             },
             "config_after": self.change.config_before,
             "diff": self.diff,
@@ -601,9 +601,15 @@ def _milestone(at_ms: int, decision: str, episode_id: str, reason: str) -> Audit
     return AuditEntry(at=at_ms / 1000, decision=decision, episode_id=episode_id, reason=reason)
 
 
+def epoch_ms(seconds: float) -> int:
+    """A moment Lifeguard's ledger holds in seconds, as every `--json` document gives times: epoch ms, as
+    scaling-log records and controller events do."""
+    return round(seconds * 1000)
+
+
 def _last_action(entry: AuditEntry) -> dict[str, Any]:
     return {
-        "at": entry.at,
+        "at": epoch_ms(entry.at),
         "decision": entry.decision,
         "action": entry.action,
         "dry_run": entry.dry_run,

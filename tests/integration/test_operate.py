@@ -117,6 +117,10 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     assert (row["cluster_id"], row["compute_node_group_id"], row["mode"]) == (CLUSTER, GROUP, "quarantine")
     assert row["open_episode"]["episode_id"] == "ep-7"
     assert (row["last_action"]["decision"], row["last_action"]["action"]) == ("applied", "quarantine")
+    # Every time of the document in epoch ms, as records and events give them (not seconds beside ms).
+    opened, acted = row["open_episode"]["opened_at"], row["last_action"]["at"]
+    assert isinstance(acted, int)
+    assert abs(acted - opened) < 24 * 3600 * 1000
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
     assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns
@@ -160,6 +164,7 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert " undo" in shown
     assert "undo undo" not in shown  # the decision and the action of an undo are one word
     assert history["entries"][1]["config_after"] == TERMINATE
+    assert all(isinstance(e["at"], int) and e["at"] > 10**12 for e in history["entries"])  # epoch ms
     assert "undo" in env.run("history", f"{CLUSTER}/{GROUP}").stdout
 
 
