@@ -180,6 +180,13 @@ def _locate(data: object) -> tuple[DocumentKind, str, object, str | None]:
 def config_document(name: str, data: object) -> ConfigDocument:
     """Validate the config in a parsed bare config, request or response."""
     kind, prefix, config, without = _locate(data)
+    if without == _RESPONSE:
+        # A group without lifecycle scripts: PCS leaves the key out. Valid, as a template without node
+        # groups is (a loop over every group's `get-compute-node-group` passes it).
+        note = Problem(
+            prefix, f"{without} without nodeLifecycleActions (the group runs none): nothing to lint"
+        )
+        return ConfigDocument(name, kind, None, (), notes=(note,))
     if without is not None:
         problem = Problem(prefix, f"{without} without nodeLifecycleActions: nothing to lint")
         return ConfigDocument(name, kind, None, (problem,))

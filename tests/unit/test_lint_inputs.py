@@ -268,20 +268,34 @@ def test_a_yaml_request_points_problems_into_the_request(tmp_path: Path) -> None
             "",
             "a create/update-compute-node-group request without nodeLifecycleActions: nothing to lint",
         ),
-        (
-            {"computeNodeGroup": {"id": "pcs_x", "status": "ACTIVE"}},
-            "computeNodeGroup",
-            "a get-compute-node-group response without nodeLifecycleActions: nothing to lint",
-        ),
     ],
-    ids=["update-request", "create-request", "request", "get-response"],
+    ids=["update-request", "create-request", "request"],
 )
-def test_a_request_or_response_without_a_config_says_so(
+def test_a_request_without_a_config_says_so(
     tmp_path: Path, document: dict[str, Any], where: str, message: str
 ) -> None:
     path = tmp_path / "input.json"
     path.write_text(json.dumps(document))
     assert only_problem(lint(str(path))) == (where, message)
+
+
+def test_a_response_of_a_group_without_scripts_passes_and_says_so() -> None:
+    """PCS leaves `nodeLifecycleActions` out of a group that runs none: `aws pcs get-compute-node-group …
+    | lifeguard lint -` over every group of a cluster must pass it, as a template without node groups."""
+    response = {"computeNodeGroup": {"id": "pcs_x", "status": "ACTIVE"}}
+    result = lint("-", stdin=json.dumps(response).encode())
+    assert result.exit_code == 0
+    [verdict] = verdicts(result)
+    assert verdict["problems"] == []
+    [note] = verdict["notes"]
+    assert (note["path"], note["message"]) == (
+        "computeNodeGroup",
+        "a get-compute-node-group response without nodeLifecycleActions (the group runs none): "
+        "nothing to lint",
+    )
+    shown = runner.invoke(app, ["lint", "-"], input=json.dumps(response).encode())
+    assert shown.exit_code == 0
+    assert "the group runs none" in " ".join(shown.stdout.split())
 
 
 # Content that is not a config: one problem, exit 1, no traceback.
