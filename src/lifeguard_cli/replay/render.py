@@ -65,7 +65,8 @@ def _event_line(detail: Mapping[str, Any], detail_type: str) -> str:
     suspect = detail.get("suspect")
     if suspect:
         where = f"{suspect['stage']}/{suspect['script']}"
-        how = f"exit {suspect['exit_code']}, onError {suspect['on_error']}"
+        exit_code = suspect.get("exit_code")  # none when the script never ran (it could not be fetched)
+        how = f"exit {exit_code if exit_code is not None else '?'}, onError {suspect['on_error']}"
         parts.append(f"suspect {where} ({how}, {len(suspect['instances'])} of {len(failures)} instances)")
     elif detail.get("reason"):
         parts.append(str(detail["reason"]))
