@@ -37,6 +37,22 @@ setattr(typer.core.TyperArgument, "display_type_rich", lambda self, ctx: None)  
 _DEBUG = {"on": False}
 
 
+# Typer carries its own Click (`typer._click`): its commands raise that Click's usage errors.
+_UsageError = typer._click.exceptions.UsageError
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose every usage error shows the command's usage and `-h` above its `Error:` line: Click's
+    parser raises some (`Option '--cluster' requires an argument.`) without the context that shows them."""
+
+    def parse_args(self, ctx: typer._click.core.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except _UsageError as exc:
+            exc.ctx = exc.ctx or ctx
+            raise
+
+
 class ReplayMode(StrEnum):
     """Remediation modes a replay can run with."""
 
@@ -68,7 +84,7 @@ def _root(
     _DEBUG["on"] = debug
 
 
-@app.command()
+@app.command(cls=_Command)
 def lint(
     files: Annotated[
         list[str],
@@ -116,7 +132,7 @@ def lint(
     raise typer.Exit(0 if passed else 1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def replay(
     files: Annotated[
         list[Path],
@@ -276,7 +292,7 @@ def replay(
         raise typer.Exit(code)
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON document: each scenario's outcome.")
@@ -385,7 +401,7 @@ class Baseline(StrEnum):
     parallelcluster = "parallelcluster"
 
 
-@app.command()
+@app.command(cls=_Command)
 def simulate(
     scenario: Annotated[
         str,
@@ -461,8 +477,9 @@ def simulate(
         show_table(console, made)
         return
     if not scenario:
-        typer.echo("lifeguard simulate: give a SCENARIO (a file, or a built-in name: --list)", err=True)
-        raise typer.Exit(2)
+        raise _UsageError(
+            "give a SCENARIO (a file, or a built-in name: --list)", typer._click.globals.get_current_context()
+        )
     if html is not None and (html.is_dir() or not (html.parent.is_dir() and os.access(html.parent, os.W_OK))):
         problem = (
             "a directory: name a file"
@@ -738,7 +755,7 @@ def _one_line_errors(command: str) -> Iterator[None]:
         raise typer.Exit(1) from None
 
 
-@app.command()
+@app.command(cls=_Command)
 def status(
     cluster: Annotated[
         str | None,
@@ -798,7 +815,7 @@ def status(
         console.print("Lifeguard has seen no compute node group yet.")
 
 
-@app.command()
+@app.command(cls=_Command)
 def history(
     group: Annotated[
         str,
@@ -846,7 +863,7 @@ def history(
         show_table(console, view)
 
 
-@app.command()
+@app.command(cls=_Command)
 def undo(
     group: Annotated[
         str,
@@ -931,7 +948,7 @@ def _say(out: Console, lines: list[str]) -> None:
             out.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=_Command)
 def enroll(
     group: Annotated[
         str,
@@ -1031,7 +1048,7 @@ app.add_typer(local_app, name="local")
 LOCAL_STACK = "pcs-lifeguard-local"
 
 
-@local_app.command("up")
+@local_app.command("up", cls=_Command)
 def local_up(
     mode: Annotated[
         ReplayMode | None,
@@ -1082,7 +1099,7 @@ def local_up(
         raise typer.Exit(code)
 
 
-@local_app.command("down")
+@local_app.command("down", cls=_Command)
 def local_down() -> None:
     """Stop the local AWS that `lifeguard local up` or `replay --keep` left running.
 

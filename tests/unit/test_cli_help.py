@@ -60,3 +60,29 @@ def test_progress_with_no_terminal_says_each_run_and_how_far_it_is_every_ten_sec
         "simulating article TERMINATE loop (mode quarantine): the lifeguard run, 25%",
         "simulating article TERMINATE loop (mode quarantine): the lifeguard run, 60%",
     ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["status", "--cluster"],
+        ["history", "g", "--cluster"],
+        ["lint", "--previous"],
+        ["replay", "--config"],
+        ["simulate", "--seed"],
+        ["undo", "g", "--stack-name"],
+        ["local", "up", "--mode"],
+        ["simulate"],
+    ],
+    ids=" ".join,
+)
+def test_every_usage_error_shows_the_usage_above_its_one_error_line(command: list[str]) -> None:
+    """README (Operating): a command line it cannot take shows the command's usage and `-h` above its one
+    `Error:` line, exit 2; an option given without its value too (Click raises that one without them)."""
+    shown = CliRunner().invoke(app, command)
+    assert shown.exit_code == 2
+    lines = shown.stderr.splitlines()
+    name = " ".join(word for word in command if not word.startswith("-") and word != "g")
+    assert lines[0].startswith(f"Usage: lifeguard {name} ")
+    assert lines[1] == f"Try 'lifeguard {name} -h' for help."
+    assert [line for line in lines if line.startswith("Error:")] == [lines[-1]]
