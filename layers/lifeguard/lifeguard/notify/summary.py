@@ -145,7 +145,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
     reason = detail.get("reason")
     if reason:
-        headline = f"{headline} {reason}"
+        headline = f"{headline} {_sentence(str(reason))}"
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
     evidence = tuple(
@@ -187,6 +187,15 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
+
+
+def _sentence(text: str) -> str:
+    """A reason as a sentence of its own after the headline's: its first word capitalized when it is a
+    plain lowercase word (not an id such as `pcs_…` or `lca-static`), a full stop at its end."""
+    first = text.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."
 
 
 def _undo_line(detail: Mapping[str, Any], cluster: object, group: object) -> str | None:
