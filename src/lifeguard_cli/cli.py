@@ -33,6 +33,16 @@ app = typer.Typer(
 # An argument's help names what it takes by its metavar (GROUP, FILE...), not by typer's Python type
 # (`<str>`, `<list[Path]>`); options with a value have metavars, flags show none in plain help.
 setattr(typer.core.TyperArgument, "display_type_rich", lambda self, ctx: None)  # noqa: B010
+# A usage line as the README writes the commands and as Click and POSIX do: a required argument bare
+# (`undo [OPTIONS] GROUP`), an optional one in brackets; not typer's `{GROUP}`.
+setattr(  # noqa: B010
+    typer.core.TyperArgument,
+    "_usage_display_name",
+    lambda self: (
+        (self.display_name_raw if self.required else f"[{self.display_name_raw}]")
+        + ("..." if self.nargs != 1 else "")
+    ),
+)
 # --debug (or LIFEGUARD_DEBUG=1): an unforeseen error shows its traceback instead of one line.
 _DEBUG = {"on": False}
 
@@ -858,7 +868,7 @@ def history(
         changes = "\n".join(diff_line(change) for change in entry.diff) or "-"
         view.add_row(format_time(entry.at), entry.decision, episode, action, changes, entry.reason or "")
     console = _console()
-    console.print(f"{cluster_id}/{group_id}: {len(entries)} entries")
+    console.print(f"{cluster_id}/{group_id}: {len(entries)} {'entry' if len(entries) == 1 else 'entries'}")
     if entries:
         show_table(console, view)
 

@@ -121,6 +121,7 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     opened, acted = row["open_episode"]["opened_at"], row["last_action"]["at"]
     assert isinstance(acted, int)
     assert abs(acted - opened) < 24 * 3600 * 1000
+    assert f"{CLUSTER}/{GROUP}: 1 entry\n" in env.run("history", GROUP).stdout  # not "1 entries"
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
     assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns

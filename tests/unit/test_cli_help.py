@@ -86,3 +86,20 @@ def test_every_usage_error_shows_the_usage_above_its_one_error_line(command: lis
     assert lines[0].startswith(f"Usage: lifeguard {name} ")
     assert lines[1] == f"Try 'lifeguard {name} -h' for help."
     assert [line for line in lines if line.startswith("Error:")] == [lines[-1]]
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (["undo"], "Usage: lifeguard undo [OPTIONS] GROUP"),
+        (["history"], "Usage: lifeguard history [OPTIONS] GROUP"),
+        (["lint"], "Usage: lifeguard lint [OPTIONS] FILE..."),
+        (["simulate"], "Usage: lifeguard simulate [OPTIONS] [SCENARIO]"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, list) else None,
+)
+def test_usage_writes_arguments_as_the_readme_does(command: list[str], usage: str) -> None:
+    """A required argument bare, an optional one in brackets, as Click and POSIX write them (not
+    typer's `{GROUP}`)."""
+    shown = CliRunner().invoke(app, [*command, "-h"], env={"COLUMNS": "80"})
+    assert shown.stdout.splitlines()[0] == usage
