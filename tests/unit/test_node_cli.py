@@ -197,3 +197,27 @@ def test_a_config_boot_cannot_read_is_named_with_why_in_words(
     for config, said in cases.items():
         assert main(["boot", "--config", str(config), "--root", str(tmp_path / "root")]) == 64
         assert capsys.readouterr().err == f"lifeguard-node: cannot read {config}: {said}\n"
+
+
+def test_a_failed_scripts_line_says_its_exit_once_and_other_errors_in_full(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """executor.log keeps PCS's words for an exit status (`ExitStatus(unix_wait_status(256))`, the article);
+    the boot's summary for people says `exit=1` alone. An error of another kind is shown."""
+    from lifeguard.node.cli import _report
+    from lifeguard.node.executor import BootResult, ScriptRun
+
+    result = BootResult(1, True)
+    result.exit_code = 4
+    failed = "script 'fail' failed with exit status ExitStatus(unix_wait_status(256))"
+    result.runs = [
+        ScriptRun("nodeBootstrapped", "fail", "TERMINATE", "failed", 1, failed),
+        ScriptRun(
+            "nodeBootstrapped", "fetch", "CONTINUE", "failed", None, "s3 download failed: AccessDenied"
+        ),
+    ]
+    _report(result, as_json=False)
+    out = capsys.readouterr().out
+    assert "unix_wait_status" not in out
+    assert "  nodeBootstrapped  fail  failed    exit=1  onError TERMINATE\n" in out
+    assert "s3 download failed: AccessDenied" in out

@@ -430,13 +430,16 @@ def _report(result: BootResult, *, as_json: bool) -> None:
     for run in result.runs:
         code = "" if run.exit_code is None else f" exit={run.exit_code}"
         line = f"  {run.stage:<17} {run.script:<{names}} {run.outcome:<9}{code}  onError {run.on_error}"
-        if run.error and len(line) + 2 + len(run.error) <= width:
-            line += f"  {run.error}"
-        elif run.error:  # under its run, wrapped between words
+        error = run.error
+        if error and run.exit_code is not None and "ExitStatus(unix_wait_status(" in error:
+            error = None  # PCS's words for the exit status (executor.log keeps them): exit= says it here
+        if error and len(line) + 2 + len(error) <= width:
+            line += f"  {error}"
+        elif error:  # under its run, wrapped between words
             import textwrap
 
             line += "\n" + textwrap.fill(
-                run.error, max(width, 40), initial_indent=" " * 6, subsequent_indent=" " * 6
+                error, max(width, 40), initial_indent=" " * 6, subsequent_indent=" " * 6
             )
         print(line)
 
