@@ -186,6 +186,26 @@ def test_once_ships_what_ran_before_the_shipper_started_and_restarts_send_no_dup
     assert {(r.boot, r.first_boot) for r in after[3:]} == {(2, False)}
 
 
+def test_once_to_a_log_group_that_does_not_exist_says_so_and_keeps_the_reports(
+    node: Node, local: Any, log_group: str
+) -> None:
+    """A missing log group is the node's configuration, not an internal error: one line naming the group
+    and what CloudWatch Logs said, exit 1; the reports stay pending and go once the group is there."""
+    assert node.boot(node.config("article-stop-sequence")).returncode == 3
+    missing = f"{log_group}-missing"
+    failed = ship(node, missing, "--once")
+    assert failed.returncode == 1
+    assert failed.stderr.startswith(
+        f"lifeguard-node ship: could not deliver the reports to log group {missing}: "
+        "ResourceNotFoundException"
+    )
+    assert "internal error" not in failed.stderr
+    assert len(failed.stderr.splitlines()) == 1
+    local.client("logs").create_log_group(logGroupName=missing)
+    assert ship(node, missing, "--once").returncode == 0
+    assert len(shipped(local, missing)) == 3
+
+
 class DeliverThenCrash(CloudWatchSink):
     """Delivers the batch, then dies before the shipper can record that it did."""
 

@@ -284,6 +284,7 @@ def _seconds(what: str, value: float, *, least: float) -> float:
 def _ship(args: argparse.Namespace) -> int:
     from lifeguard.node.shipper import (
         CloudWatchSink,
+        DeliveryFailedError,
         Shipper,
         ShipperError,
         ShipperIdentity,
@@ -331,7 +332,7 @@ def _ship(args: argparse.Namespace) -> int:
             if stopped:
                 stopped[0].cancel()
             signal.signal(signal.SIGTERM, previous)
-    except ShipperUnavailableError as exc:
+    except (ShipperUnavailableError, DeliveryFailedError) as exc:  # no boto3; --once could not deliver
         print(f"lifeguard-node ship: {exc}", file=sys.stderr)
         return 1
     except (ShipperError, ValueError) as exc:  # ids it cannot tell, a setting out of its bounds: pass them

@@ -34,6 +34,7 @@ __all__ = [
     "LOG_TAIL_BYTES",
     "POLL_INTERVAL_SECONDS",
     "CloudWatchSink",
+    "DeliveryFailedError",
     "RejectedEventsError",
     "ReportSink",
     "Shipper",
@@ -80,6 +81,11 @@ class ShipperError(LifeguardError):
 
 class ShipperUnavailableError(ShipperError):
     """The shipper cannot run on this Python at all (no boto3): not a matter of how it was started."""
+
+
+class DeliveryFailedError(LifeguardError):
+    """`ship --once` could not deliver the reports (the log group missing, no permission, no network): they
+    stay pending for the next run."""
 
 
 class RejectedEventsError(LifeguardError):
@@ -460,9 +466,13 @@ class Shipper:
                 delivered = self.poll()
             except ShipperError:
                 raise
-            except Exception:  # a failed delivery stays pending and is retried, less and less often
+            except Exception as exc:  # a failed delivery stays pending and is retried, less and less often
                 if once:
-                    raise
+                    where = getattr(self.sink, "log_group", None)
+                    to = f" to log group {where}" if where else ""
+                    raise DeliveryFailedError(
+                        f"could not deliver the reports{to}: {type(exc).__name__}: {exc}"
+                    ) from exc
                 _sleep(retry_in, poll_interval, partial(self._stopped_or_logged, stop, logged))
                 retry_in = min(RETRY_MAX_SECONDS, retry_in * 2)
                 continue
