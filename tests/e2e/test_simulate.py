@@ -541,7 +541,10 @@ def test_for_people_the_timeline_the_diff_the_slack_message_and_the_table() -> N
     out = done.stdout
     assert "TERMINATED/BOOTSTRAP_FAILED" in out
     assert "stages.nodeBootstrapped[0].onError: TERMINATE → STOP_SEQUENCE" in out
-    assert "Slack (" in out
+    assert "Slack: the message of Lifeguard's last change (" in out
+    # Its undo line cannot run once the simulation's local AWS is gone: said so under the message.
+    assert "lifeguard undo " in out
+    assert "that undo is for the simulation's own local AWS, gone with it" in " ".join(out.split())
     assert "instances burned (BOOTSTRAP_FAILED)" in out
     assert "PCS alone" in out
 

@@ -115,13 +115,23 @@ def render_simulation(document: Mapping[str, Any], console: Console, *, timeline
         # The message of Lifeguard's last change, as the channel shows it; else the last one sent.
         changed = [n for n in slack if "RemediationApplied" in slack_text(n["message"]).rsplit("\n", 1)[-1]]
         shown = (changed or slack)[-1]
+        which = "the message of Lifeguard's last change" if changed else "the last message"
         console.print()
-        console.print(f"[bold]Slack ({len(slack)} messages), message {slack.index(shown) + 1}[/bold]")
-        for line in slack_text(shown["message"]).splitlines():
+        # Not numbered: the message's own footer numbers it within its episode.
+        console.print(f"[bold]Slack: {which} ({len(slack)} sent in all)[/bold]")
+        text_shown = slack_text(shown["message"])
+        for line in text_shown.splitlines():
             # Wrapped here, not by the console, so each wrapped line keeps the gutter.
             text = console.render_str(line, markup=False)  # :wrench: as the channel shows it
             for part in text.wrap(console, max(console.width - 4, 20)) or [Text()]:
                 console.print(Text.assemble("  │ ", part), soft_wrap=True)
+        if "lifeguard undo " in text_shown:
+            note = Text(
+                "(that undo is for the simulation's own local AWS, gone with it: `lifeguard replay --keep` "
+                "leaves one up to try undo on)"
+            )
+            for part in note.wrap(console, max(console.width - 2, 20)):
+                console.print(Text.assemble("  ", part), soft_wrap=True)
     invocations = document.get("invocations") or {}
     if invocations.get("failed"):
         console.print(
