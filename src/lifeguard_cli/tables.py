@@ -177,6 +177,7 @@ _UNDER = 4  # the indent of a last column shown under its row
 
 def _show_last_under(out: Console, made: Table, word_max: int) -> bool:
     from rich.padding import Padding
+    from rich.text import Text
 
     *lead, last = made.columns
     heading = _like(made, lead, title=made.title)
@@ -189,6 +190,8 @@ def _show_last_under(out: Console, made: Table, word_max: int) -> bool:
     for column in heading.columns:
         column._cells.clear()
     out.print(heading)
+    # The last column's own heading, where its values go: under the others', indented as they are.
+    out.print(Text(" " * _UNDER + _text(last.header), style="bold"))
     for index in range(made.row_count):
         row = _like(made, lead, header=False)
         for column, width in zip(row.columns, widths, strict=True):

@@ -47,8 +47,9 @@ def test_a_last_column_too_wide_goes_under_each_row() -> None:
     ] * 2
     lines = rendered(60, *rows).splitlines()
     assert lines[0].split() == ["time", "what"]
-    assert lines[1].split() == ["2026-11-30", "10:00:05", "LAUNCHED/MAINTAIN_MIN_CAPACITY"]
-    assert lines[2].startswith("    nodeBootstrapped/fail-terminate")
+    assert lines[1] == "    detail"  # the last column's heading, where its values go
+    assert lines[2].split() == ["2026-11-30", "10:00:05", "LAUNCHED/MAINTAIN_MIN_CAPACITY"]
+    assert lines[3].startswith("    nodeBootstrapped/fail-terminate")
     assert sum(line.startswith("2026-11-30") for line in lines) == 2
     assert max(len(line.rstrip()) for line in lines) <= 60
 
@@ -162,7 +163,7 @@ def test_a_slack_message_wrapped_at_80_columns_keeps_its_gutter_on_every_line() 
     }
     out = io.StringIO()
     render_simulation(document, Console(file=out, width=80, color_system=None), timeline=False)
-    lines = out.getvalue().split("message 1\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    lines = out.getvalue().split("(1 sent in all)\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert len(lines) >= 3  # wrapped
     assert all(line.startswith("  │ ") and len(line) <= 80 for line in lines)
     assert lines[0].startswith("  │ 🔧 Lifeguard changed")  # the shortcode as the channel shows it
