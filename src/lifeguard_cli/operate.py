@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
-from lifeguard.bounds import clock_time
+from lifeguard.bounds import clock_time, is_pcs_id
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.group_state import GroupState
@@ -288,12 +288,19 @@ class Operator:
             try:
                 return self._ids(cluster, group)
             except GroupNotFoundError:
+                if self._cluster_id(cluster) is None:  # the cluster is what PCS does not know
+                    raise OperatorError(f"no cluster {cluster} in PCS; check --cluster") from None
                 raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
         matches = sorted(pair for pair in known if pair[1] == group)
         if not matches:  # a name: ask PCS in each cluster Lifeguard knows
             for cluster_id in sorted({pair[0] for pair in known}):
                 with contextlib.suppress(GroupNotFoundError):
                     matches.append(self._ids(cluster_id, group))
+        if not matches and is_pcs_id(group):  # an id, which only its cluster's PCS could confirm
+            raise OperatorError(
+                f"Lifeguard has seen no compute node group {group}: it acted on none by that id (pass "
+                "--cluster to look it up in PCS)"
+            )
         if not matches:
             raise OperatorError(
                 f"no compute node group {group} in Lifeguard's table; check the name or id, or pass --cluster"

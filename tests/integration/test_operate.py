@@ -271,11 +271,24 @@ def test_an_aws_that_cannot_be_reached_is_one_line_naming_the_region_and_the_end
 
 
 def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
-    done = env.run("history", "pcs_nosuchgroup")
+    done = env.run("history", "nosuchgroup")
     assert done.returncode == 1
     assert done.stderr.strip() == (
-        "lifeguard history: no compute node group pcs_nosuchgroup in Lifeguard's table; "
+        "lifeguard history: no compute node group nosuchgroup in Lifeguard's table; "
         "check the name or id, or pass --cluster"
+    )
+    # An id may be right and only unseen: not "check the name or id".
+    unseen = env.run("undo", "pcs_nosuchgroup", "--dry-run")
+    assert unseen.returncode == 1
+    assert unseen.stderr.strip() == (
+        "lifeguard undo: Lifeguard has seen no compute node group pcs_nosuchgroup: it acted on none by that "
+        "id (pass --cluster to look it up in PCS)"
+    )
+    # A cluster PCS does not know is named as what is wrong, not the group in it.
+    other = env.run("history", GROUP, "--cluster", "no-such-cluster")
+    assert (other.returncode, other.stderr) == (
+        1,
+        "lifeguard history: no cluster no-such-cluster in PCS; check --cluster\n",
     )
 
 
