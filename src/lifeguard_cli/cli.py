@@ -792,6 +792,7 @@ def status(
     with _one_line_errors("status"), _working(_READING):
         operator = _operator(table, local, stack_name, region, profile)
         rows = operator.status(cluster)
+    _say_unreadable("status", operator.unreadable)
     stack = operator.stack
     if as_json:
         document = {"stack": stack.to_dict() if stack else None, "groups": [row.to_dict() for row in rows]}
@@ -853,6 +854,7 @@ def history(
     with _one_line_errors("history"), _working(_READING):
         operator = _operator(table, local, stack_name, region, profile)
         cluster_id, group_id, entries = operator.history(group, cluster)
+    _say_unreadable("history", operator.unreadable)
     if as_json:
         document = {
             "cluster_id": cluster_id,
@@ -926,6 +928,12 @@ def undo(
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
     _say_undo(_console(), result.cluster_id, result.group_id, result.lines)
+
+
+def _say_unreadable(command: str, unreadable: list[str]) -> None:
+    """One line on stderr for each state item of the table that could not be read, and was left out."""
+    for item in unreadable:
+        typer.echo(f"lifeguard {command}: left out a state item that cannot be read: {item}", err=True)
 
 
 def _last_action_text(last: dict[str, Any], format_time: Any) -> str:

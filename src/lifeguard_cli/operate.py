@@ -221,6 +221,7 @@ class Operator:
         self.client = client
         dynamodb = client("dynamodb")
         self.states = GroupStore(dynamodb, table)
+        self.unreadable: list[str] = []  # state items of the table that could not be read (left out)
         self.remediation = RemediationStore(dynamodb, table)
         self._pcs_client: PcsGateway | None = None
         self.stack = stack
@@ -237,7 +238,7 @@ class Operator:
 
     def status(self, cluster: str | None = None) -> list[GroupStatus]:
         """Every group Lifeguard knows (of one cluster, by name or id, when given)."""
-        states = self.states.all_states()
+        states = self.states.all_states(self.unreadable)
         cluster_id = cluster
         if cluster and not any(state.cluster_id == cluster for state in states):
             cluster_id = self._cluster_id(cluster)
@@ -281,7 +282,7 @@ class Operator:
             if cluster and cluster != named and len({self._cluster_id(c) or c for c in (cluster, named)}) > 1:
                 raise OperatorError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
             cluster = named
-        known = {(s.cluster_id, s.group_id) for s in self.states.all_states()}
+        known = {(s.cluster_id, s.group_id) for s in self.states.all_states(self.unreadable)}
         if cluster:
             if (cluster, group) in known:
                 return cluster, group

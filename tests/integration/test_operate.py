@@ -21,7 +21,7 @@ from lifeguard.event_contract import make_detail
 from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.wiring import build_remediate
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
 from lifeguard_cli.local.stack import create_deployed_stack
@@ -540,3 +540,26 @@ def test_bad_usage_is_exit_2_before_any_call_and_a_missing_table_says_what_to_ch
         "lifeguard status: Scan: no such table of Lifeguard's in this region: check --table (or "
         "$LIFEGUARD_TABLE), --stack-name and --region\n"
     )
+
+
+def test_a_state_item_that_cannot_be_read_hides_no_other_group(env: Env) -> None:
+    """An item no release of Lifeguard wrote (edited by hand, or damaged) is left out with one line naming
+    it: the other groups are shown, not `internal error: KeyError: 'state'` for all of them."""
+    dynamodb = aws_client("dynamodb", env.environ["AWS_ENDPOINT_URL"])
+    table = env.environ["LIFEGUARD_TABLE"]
+    dynamodb.put_item(
+        TableName=table,
+        Item={"pk": {"S": f"GROUP#{CLUSTER}#pcs_damaged01"}, "sk": {"S": "STATE"}, "version": {"N": "1"}},
+    )
+    done = env.run("status", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [row["compute_node_group_id"] for row in json.loads(done.stdout)["groups"]] == [GROUP]
+    assert done.stderr == (
+        f"lifeguard status: left out a state item that cannot be read: GROUP#{CLUSTER}#pcs_damaged01: "
+        "KeyError: 'state'\n"
+    )
+    store = GroupStore(dynamodb, table)
+    with pytest.raises(
+        UnreadableStateError, match="the state item of pcs_damaged01 cannot be read: KeyError"
+    ):
+        store.load(CLUSTER, "pcs_damaged01")

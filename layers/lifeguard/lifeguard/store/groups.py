@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from lifeguard.bounds import EPOCH_MS_MAX
+from lifeguard.bounds import EPOCH_MS_MAX, clip
 from lifeguard.errors import LifeguardError
 from lifeguard.group_state import MAPS, BootOutcome, GroupState, MapChanges
 from lifeguard.node_report import NodeReport
@@ -120,6 +120,19 @@ def _state_of(item: Item) -> GroupState:
     if all(name in item for name in MAPS):  # else the next write puts the item whole
         state.stored(raw.decode(), checked_apart=checked is not None)
     return state
+
+
+# What reading an item that is no state of Lifeguard's raises: an attribute missing or of another type,
+# a body that is not compressed JSON of a state (`Invalid` is a ValueError), a map entry of another form.
+_UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError, zlib.error)
+
+
+class UnreadableStateError(LifeguardError):
+    """A group's state item that no release of Lifeguard wrote: edited by hand, or damaged."""
+
+
+def _why(exc: Exception) -> str:
+    return clip(f"{type(exc).__name__}: {exc}", 300)
 
 
 def _checked_at(item: Item) -> int | None:
@@ -405,13 +418,27 @@ class GroupStore:
                 self._weight -= remembered[1]
 
     def load(self, cluster_id: str, group_id: str) -> GroupState:
-        """The group's state (a fresh one when there is none), read consistently."""
+        """The group's state (a fresh one when there is none), read consistently; raises
+        UnreadableStateError for an item no release of Lifeguard wrote (edited by hand, or damaged)."""
         item = self._table.get(item_key(group_key(cluster_id, group_id), STATE))
-        return _state_of(item) if item is not None else GroupState(cluster_id=cluster_id, group_id=group_id)
+        if item is None:
+            return GroupState(cluster_id=cluster_id, group_id=group_id)
+        try:
+            return _state_of(item)
+        except _UNREADABLE as exc:
+            raise UnreadableStateError(f"the state item of {group_id} cannot be read: {_why(exc)}") from None
 
-    def all_states(self) -> list[GroupState]:
-        """Every group's state (a Scan: for the operator CLI, not for the handlers)."""
-        found = [_state_of(item) for item in self._table.scan(STATE)]
+    def all_states(self, unreadable: list[str] | None = None) -> list[GroupState]:
+        """Every group's state (a Scan: for the operator CLI, not for the handlers). An item no release of
+        Lifeguard wrote is left out, and said in `unreadable` (its key and why), so one bad item hides no
+        other group."""
+        found = []
+        for item in self._table.scan(STATE):
+            try:
+                found.append(_state_of(item))
+            except _UNREADABLE as exc:
+                if unreadable is not None:
+                    unreadable.append(f"{clip(item.get('pk', {}).get('S'), 200)}: {_why(exc)}")
         return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
 
     def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
