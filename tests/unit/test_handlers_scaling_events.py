@@ -1537,6 +1537,23 @@ def test_records_of_groups_pcs_does_not_list_store_nothing() -> None:
     assert "i-0real00000000000" in world.state().launches
 
 
+def test_a_group_first_seen_after_its_cluster_was_listed_costs_no_listing_of_its_own() -> None:
+    """A warm container keeps each cluster's last listing: a group it shows is known to exist without a
+    call; a group it does not show (new since, or made up) has the cluster listed again, once a batch."""
+    world = World()
+    world.handler = world.container()
+    others = other_groups(world, 2)
+    world.feed([launched("i-0first0000000000", at(1, 5))])  # the first sight of the cluster: listed
+    assert world.pcs_calls("ListComputeNodeGroups") == 1
+    world.feed([{**launched("i-0secnd0000000000", at(1, 6)), "compute_node_group_id": others[0]}])
+    assert world.pcs_calls("ListComputeNodeGroups") == 1  # shown by the kept listing
+    assert "i-0secnd0000000000" in world.state(others[0]).launches
+    madeup = {**launched("i-0third0000000000", at(1, 7)), "compute_node_group_id": "pcs_madeup0001"}
+    summary = world.feed([madeup, madeup | {"event_timestamp": at(1, 8)}])
+    assert world.pcs_calls("ListComputeNodeGroups") == 2  # not shown: listed again, once for the batch
+    assert summary.skipped_reasons == {"a group its cluster does not have": 2}
+
+
 def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:
     """A node forges two TERMINATE failures of `record-after-fail` on made-up instances of a group Lifeguard
     has no state of yet. Then the article's real loop comes: `fail-terminate` fails on FIRST and SECOND,

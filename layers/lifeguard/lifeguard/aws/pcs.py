@@ -359,6 +359,13 @@ class KeptListings:
             dropped, _ = self._listings.popitem(last=False)
             self._direct.pop(dropped, None)
 
+    def listed(self, cluster_id: str, group_id: str) -> tuple[int, GroupSummary] | None:
+        """The group as the cluster's kept listing shows it, with when that listing was made; None when
+        no listing of the cluster is kept or it does not show the group."""
+        kept = self._listings.get(cluster_id)
+        summary = kept[1].get(group_id) if kept is not None else None
+        return (kept[0], summary) if kept is not None and summary is not None else None
+
     def unchanged(self, state: GroupState, known: KnownConfig) -> KnownConfig | None:
         """The group's configuration confirmed up to the cluster's kept listing: when that listing is later
         than the last read and lists the group unchanged; else None."""
@@ -423,8 +430,13 @@ class BatchReads:
         once a batch, pages of 100): when it last changed, not its scripts (`KnownConfig.actions_read`
         False). None when PCS lists no such group (`unlisted`) or refuses to list the cluster
         (`unreadable`). A group is kept only once PCS lists it: else whoever can write the scaling log
-        could have a state stored, never to expire, for every id it makes up."""
+        could have a state stored, never to expire, for every id it makes up. A group the cluster's kept
+        listing shows (`KeptListings`) costs no call; only one it does not (new since, or made up) has the
+        cluster listed again, once a batch."""
         key = (state.cluster_id, state.group_id)
+        kept = self._kept.listed(state.cluster_id, state.group_id)
+        if kept is not None:  # listed by PCS in an earlier batch: a group of the cluster, as of then
+            return _listed(kept[1], None, kept[0], self.tag_refresh_ms)
         try:
             refused = self._unlistable.get(state.cluster_id)
             if refused is not None:
