@@ -90,10 +90,11 @@ def test_a_review_that_must_read_pcs_during_an_outage_fails_for_lambda_s_retry(
     assert bus.events() == []
 
 
-def test_a_loop_s_batch_during_an_outage_fails_whole_for_lambda_s_retry(
-    outage: tuple[PcsGateway, list[str]],
-) -> None:
-    gateway, asked = outage
+def _the_articles_loop(
+    gateway: PcsGateway,
+) -> tuple[list[dict[str, Any]], GroupStore, FakeEventBridge, ScalingEventsHandler, dict[str, Any]]:
+    """The article's loop as one subscription batch, and a scaling_events handler on `gateway`: its rows,
+    store, bus, handler and the batch."""
     rows = stream("article-terminate-loop")
     store, bus = GroupStore(FakeDynamoDB(), "t"), FakeEventBridge()
     handler = ScalingEventsHandler(
@@ -106,6 +107,14 @@ def test_a_loop_s_batch_during_an_outage_fails_whole_for_lambda_s_retry(
     batch = encode_subscription(
         "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
     )
+    return rows, store, bus, handler, batch
+
+
+def test_a_loop_s_batch_during_an_outage_fails_whole_for_lambda_s_retry(
+    outage: tuple[PcsGateway, list[str]],
+) -> None:
+    gateway, asked = outage
+    rows, store, bus, handler, batch = _the_articles_loop(gateway)
     # A group seen before (a group seen for the first time is looked up in its cluster's listing first).
     store.save(GroupState(cluster_id=rows[0]["resource_id"], group_id=rows[0]["compute_node_group_id"]))
     with pytest.raises(AwsCallError) as raised:  # not a group counted unreadable, the loop left untold
@@ -121,18 +130,7 @@ def test_a_first_sight_during_an_outage_fails_the_batch_whole_too(
     """The listing that says whether a group seen for the first time exists: an outage fails the batch for
     Lambda's retry, and keeps nothing of it (no group is taken for made up)."""
     gateway, asked = outage
-    rows = stream("article-terminate-loop")
-    store, bus = GroupStore(FakeDynamoDB(), "t"), FakeEventBridge()
-    handler = ScalingEventsHandler(
-        store,
-        gateway,
-        GroupUpdater(store, EventPublisher(bus, "bus", sleep=lambda _: None)),
-        DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
-        clock=lambda: rows[-1]["event_timestamp"] / 1000 + 60,
-    )
-    batch = encode_subscription(
-        "/aws/vendedlogs/pcs", SCALING_STREAM, [(r["event_timestamp"], json.dumps(r)) for r in rows]
-    )
+    rows, store, _, handler, batch = _the_articles_loop(gateway)
     with pytest.raises(AwsCallError) as raised:
         handler.handle_event(batch)
     assert raised.value.code == "503"
