@@ -19,7 +19,7 @@ from html import escape
 from typing import Any
 
 from lifeguard.notify.summary import diff_line
-from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, acting_modes
 
 __all__ = ["render_html"]
 
@@ -91,7 +91,7 @@ def render_html(document: Mapping[str, Any]) -> str:
     baseline: Mapping[str, Any] | None = document.get("baseline") or None
     horizon = float(document["horizon_minutes"]) or 1.0
     groups: Mapping[str, Mapping[str, Any]] = document["groups"]
-    title = f"{document['scenario']}: Lifeguard ({document['mode']})"
+    title = f"{document['scenario']}: Lifeguard ({acting_modes(document)})"
     subtitle = [f"seed {document.get('seed')}", f"horizon {_number(document['horizon_minutes'])} minutes"]
     if baseline is not None:
         subtitle.append(f"against {_baseline_name(baseline)}")
@@ -103,7 +103,8 @@ def render_html(document: Mapping[str, Any]) -> str:
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style>",
         "</head><body>",
-        f"<h1>{_e(document['scenario'])} <span class='sub'>· Lifeguard ({_e(document['mode'])})</span></h1>",
+        f"<h1>{_e(document['scenario'])} <span class='sub'>· Lifeguard ({_e(acting_modes(document))})"
+        "</span></h1>",
         f"<p class='sub'>{_e(', '.join(subtitle))}</p>",
         _summary_table(document, baseline),
         _legend(),
@@ -117,7 +118,7 @@ def render_html(document: Mapping[str, Any]) -> str:
 
 
 def _summary_table(document: Mapping[str, Any], baseline: Mapping[str, Any] | None) -> str:
-    head = ["<th>measure</th>", f"<th>Lifeguard ({_e(document['mode'])})</th>"]
+    head = ["<th>measure</th>", f"<th>Lifeguard ({_e(acting_modes(document))})</th>"]
     if baseline is not None:
         head.append(f"<th>{_e(_baseline_name(baseline))}</th>")
     rows = []
@@ -188,7 +189,7 @@ def _group_section(
         f"<p class='sub'>{_e(_slots(group.get('nodes')))}</p>"
     )
     charts = [
-        f"<h3>Lifeguard ({_e(document['mode'])})</h3>",
+        f"<h3>Lifeguard ({_e(acting_modes(document))})</h3>",
         _lanes(slots, mine, _for_group(document.get("changes"), name), horizon, f"{name}, Lifeguard"),
     ]
     if baseline is not None:

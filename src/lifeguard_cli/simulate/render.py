@@ -13,7 +13,7 @@ from rich.text import Text
 from lifeguard.notify.slack import shown_text
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.render import STYLES
-from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, acting_modes
 from lifeguard_cli.tables import show
 from lifeguard_cli.tables import table as make_table
 
@@ -63,7 +63,7 @@ def _minute(value: Any) -> str:
 def summary_table(document: Mapping[str, Any]) -> Table:
     """Per group: the outcome with Lifeguard, and with the baseline when there is one."""
     baseline = document.get("baseline")
-    mine = f"Lifeguard ({document['mode']})"
+    mine = f"Lifeguard ({acting_modes(document)})"
     other_name = _baseline_name(baseline["name"]) if baseline else None
     columns = ("group", "measure", mine, *([other_name] if other_name else []))
     table = make_table(*columns, right=(mine, *([other_name] if other_name else [])))

@@ -883,3 +883,15 @@ def iter_groups(run: TwinRun) -> Iterator[tuple[str, dict[str, Any]]]:
     """Each group's summary, in the scenario's order."""
     for name in run.groups:
         yield name, run.group_summary(name)
+
+
+def acting_modes(document: Mapping[str, Any]) -> str:
+    """The modes Lifeguard acted in during a run, as its column is headed (`quarantine`, or
+    `quarantine, revert` where a group's `lifeguard:mode` tag said otherwise): the modes its events carry,
+    in order, else the stack's default."""
+    modes: list[str] = []
+    for event in document.get("events") or []:
+        mode = (event.get("detail") or {}).get("mode")
+        if isinstance(mode, str) and mode not in modes:
+            modes.append(mode)
+    return ", ".join(modes) or str(document["mode"])
