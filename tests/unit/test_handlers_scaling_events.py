@@ -1554,6 +1554,20 @@ def test_a_group_first_seen_after_its_cluster_was_listed_costs_no_listing_of_its
     assert summary.skipped_reasons == {"a group its cluster does not have": 2}
 
 
+def test_a_cluster_pcs_refuses_to_list_is_asked_once_a_batch_and_stores_nothing_of_new_groups() -> None:
+    world = World()
+    others = other_groups(world, 2)
+    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups")
+    rows = [
+        {**launched(f"i-0new{n}000000000000", at(1, 5)), "compute_node_group_id": group}
+        for n, group in enumerate(others)
+    ]
+    summary = world.feed(rows)
+    assert world.pcs_calls("ListComputeNodeGroups") == 1
+    assert summary.unreadable_groups == 2
+    assert all(world.state(group).version == 0 for group in others)
+
+
 def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:
     """A node forges two TERMINATE failures of `record-after-fail` on made-up instances of a group Lifeguard
     has no state of yet. Then the article's real loop comes: `fail-terminate` fails on FIRST and SECOND,

@@ -422,7 +422,7 @@ class BatchReads:
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
         self.unlisted: set[tuple[str, str]] = set()  # groups named that PCS does not list (`listed`)
-        self._unlistable: dict[str, AwsCallError] = {}  # clusters PCS refused to list in this batch
+        self._unlistable: dict[str, str] = {}  # clusters PCS refused to list in this batch: its error code
         self.proof_reads = self.PROOF_READS
 
     def listed(self, state: GroupState, batch_time: int) -> KnownConfig | None:
@@ -437,16 +437,16 @@ class BatchReads:
         kept = self._kept.listed(state.cluster_id, state.group_id)
         if kept is not None:  # listed by PCS in an earlier batch: a group of the cluster, as of then
             return _listed(kept[1], None, kept[0], self.tag_refresh_ms)
+        refused = self._unlistable.get(state.cluster_id)
+        if refused is not None:  # asked once a batch: the answer holds for its other groups
+            self.unreadable[key] = refused
+            return None
         try:
-            refused = self._unlistable.get(state.cluster_id)
-            if refused is not None:
-                raise refused
             listing = self._listing(state.cluster_id, batch_time, needed=True) or {}
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # the batch is retried whole
-            self._unlistable[state.cluster_id] = exc
-            self.unreadable[key] = exc.code
+            self._unlistable[state.cluster_id] = self.unreadable[key] = exc.code
             logger.error("group %s of cluster %s cannot be listed: %s", state.group_id, state.cluster_id, exc)
             return None
         summary = listing.get(state.group_id)

@@ -247,7 +247,7 @@ _MAP_WRITES = tuple(
 # name of 128). Pruned states hold at most PENDING_LAUNCH_LIMIT launches and OUTCOME_LIMIT outcomes.
 TRANSACTION_BYTES_MAX = 3_500_000
 _ITEM_BASE_BYTES = 1_024
-_ENTRY_MAX_BYTES = {"launches": 64, "outcomes": 256}
+_LAUNCH_MAX_BYTES, _OUTCOME_MAX_BYTES = 64, 256
 
 
 def _item_bound(state: GroupState, body: str) -> int:
@@ -256,8 +256,8 @@ def _item_bound(state: GroupState, body: str) -> int:
     return (
         _ITEM_BASE_BYTES
         + body_bytes
-        + len(state.launches) * _ENTRY_MAX_BYTES["launches"]
-        + len(state.outcomes) * _ENTRY_MAX_BYTES["outcomes"]
+        + len(state.launches) * _LAUNCH_MAX_BYTES
+        + len(state.outcomes) * _OUTCOME_MAX_BYTES
     )
 
 
