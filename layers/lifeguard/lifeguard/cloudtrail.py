@@ -20,14 +20,13 @@ when the record has them, else by the request's identifiers, which may be names 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from lifeguard._records import describe_validation_error, reason_of
-from lifeguard.bounds import CLUSTER_ID, GROUP_ID, anchored, clip, implausible_time
+from lifeguard.bounds import CLUSTER_ID, GROUP_ID, PCS_ID, anchored, clip, implausible_time, is_pcs_id
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.schema import Invalid, Model, checked, json_object, model, optional, string
@@ -52,10 +51,7 @@ CHANGE_CALLS = ("CreateComputeNodeGroup", "UpdateComputeNodeGroup")
 CONFIG_MAX_BYTES = 256 * 1024
 ARN_MAX_CHARS = 2048
 _ARN_PATTERN = r"arn:aws[a-z-]*:[a-z0-9-]{1,64}:[a-z0-9-]*:[0-9]{0,12}:[^\x00-\x1f\x7f]+"
-_PCS_ID_PATTERN = r"pcs_[A-Za-z0-9]{1,60}"
 _GROUP_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]{2,25}"
-
-_PCS_ID = string(pattern=anchored(_PCS_ID_PATTERN))
 
 # Checked strictly (a string is a `str`, an object a JSON object); keys besides these are CloudTrail's own
 # and are ignored.
@@ -83,7 +79,7 @@ class _Request(Model):
     clientToken: str | None = None
 
 
-@checked(id=optional(_PCS_ID), clusterId=optional(_PCS_ID))
+@checked(id=optional(PCS_ID), clusterId=optional(PCS_ID))
 @dataclass(slots=True, kw_only=True)
 class _Group(Model):
     id: str | None = None
@@ -191,7 +187,7 @@ def _epoch_ms(text: str) -> int | None:
 
 
 def _pcs_id(value: str | None) -> str | None:
-    return value if value is not None and re.fullmatch(_PCS_ID_PATTERN, value) else None
+    return value if is_pcs_id(value) else None
 
 
 def parse_config_call(
