@@ -374,6 +374,14 @@ class Operator:
                 f"Lifeguard's {never.action} of {format_time(never.at)} was set out but PCS has not "
                 "taken it: nothing to undo (the remediation's retry settles it)"
             )
+        if change.status == "unconfirmed":
+            # Not even --force: the group changed before the change was confirmed, so what it holds is
+            # someone else's, and what an undo would put back may be the configuration that looped.
+            raise OperatorError(
+                f"Lifeguard's {change.action} of {format_time(change.at)} was never confirmed: the group "
+                "changed before it was (PCS may have made it); what the group holds is not Lifeguard's "
+                "to take back"
+            )
         if shown is not None and (
             (change.at, change.episode_id) != (shown.change.at, shown.change.episode_id)
             or fingerprint_of(current) != shown.fingerprint_then

@@ -121,6 +121,20 @@ def test_a_lost_ledger_write_after_pcs_took_the_change_is_raised_so_the_retry_fi
     assert change.fingerprint_after == fingerprint_of(world.actions())
 
 
+def test_an_intent_no_one_can_confirm_any_more_is_recorded_unconfirmed_and_still_counts() -> None:
+    world, ledger = World(), Ledger()
+    intent = world.intent()
+    world.maker.record(CLUSTER, GROUP, ledger=ledger, intent=intent)
+    world.maker.unconfirmed(CLUSTER, GROUP, ledger=ledger, intent=intent)
+    stored = world.store.ledger(CLUSTER, GROUP)
+    assert [c.status for c in stored.changes] == ["unconfirmed"]
+    assert stored.made_since(0) == [intent.at]  # the cooldown and the cap count it
+    assert stored.of_episode("ep-1") == stored.changes  # and the ladder
+    found = stored.intent("ep-1", 1)
+    assert found is not None
+    assert found.status == "unconfirmed"  # a retry finds it settled, not pending
+
+
 def test_an_intent_that_will_not_be_made_is_recorded_abandoned_and_no_longer_counts() -> None:
     world, ledger = World(), Ledger()
     intent = world.intent()

@@ -34,6 +34,7 @@ from lifeguard.remediation import (
     Remediator,
 )
 from lifeguard.remediation.actions import ActionContext, Quarantine
+from lifeguard.remediation.records import AppliedChange
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import Wiring, build_remediate
@@ -573,9 +574,10 @@ def test_a_redrive_does_not_make_again_a_change_pcs_took_and_a_person_took_back(
     [answer] = remediator.handle_event(event)
     assert answer.detail_type == "RemediationSkipped"
     assert "The group changed after Lifeguard's quarantine was set out" in answer.detail["reason"]
+    assert "PCS may have made it, so it counts as Lifeguard's change" in answer.detail["reason"]
     assert world.group()["nodeLifecycleActions"] == TERMINATE
     [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
-    assert change.status == "abandoned"
+    assert change.status == "unconfirmed"  # PCS did make it: it is no change never made
 
 
 def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undone() -> None:
@@ -709,7 +711,11 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
     assert "RemediationApplied" not in [answer.detail_type for answer in answers]
     assert world.group()["nodeLifecycleActions"] == GOOD
     [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
-    assert change.status == "abandoned"
+    # PCS's 500s do not say it was never made, and the group changed since: no one can tell any more.
+    assert change.status == "unconfirmed"
+    with pytest.raises(OperatorError, match="was never confirmed: the group changed before it was"):
+        operator.undo(GROUP, CLUSTER, force=True)
+    assert world.group()["nodeLifecycleActions"] == GOOD
 
 
 def _parked_for_good(world: World, remediator: Remediator, event: dict[str, Any]) -> None:
@@ -757,6 +763,91 @@ def test_a_change_parked_for_good_that_pcs_never_made_counts_for_neither_the_coo
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
     ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
     assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "abandoned"), ("ep-2", "applied")]
+
+
+def test_a_change_pcs_took_whose_answer_was_lost_still_counts_after_a_person_took_it_back() -> None:
+    """PCS takes Lifeguard's change and the answer is lost; a person puts the old configuration back before
+    the retry. The change was made: the next loops of the group within the cooldown (and past the daily
+    cap) are only reported, however often this happens."""
+    world = World()
+    update, read, asked = world.api.update_compute_node_group, world.api.get_compute_node_group, []
+
+    def taken_but_answer_lost(**params: Any) -> Any:
+        asked.append(params)
+        update(**params)
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def unanswered_once_asked(**params: Any) -> Any:
+        if asked:  # PCS stops answering: not even the retry's look at the group gets through
+            raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+        return read(**params)
+
+    event = world.detection("ep-1")
+    world.api.update_compute_node_group = taken_but_answer_lost
+    world.api.get_compute_node_group = unanswered_once_asked
+    with pytest.raises(RemediationParkedError):
+        world.remediator(cooldown_seconds=1800, daily_cap=1).handle_event(event)
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    world.person_sets(TERMINATE)  # the old configuration back, by hand, before Lambda's retry
+    [answer] = world.remediator(cooldown_seconds=1800, daily_cap=1).handle_event(event)
+    assert "PCS may have made it" in answer.detail["reason"]
+    for episode in ("ep-2", "ep-3"):  # the loop again, minutes apart
+        world.clock.advance(300)
+        [answer] = world.remediator(cooldown_seconds=1800, daily_cap=1).handle_event(world.detection(episode))
+        assert answer.detail["reason"].startswith("Cooldown: Lifeguard changed this group"), episode
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert len(world.lifeguard_updates()) == 1
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "unconfirmed")]
+    assert len(ledger.made_since(0)) == 1
+
+
+def test_a_retry_that_finds_its_change_unconfirmed_changes_nothing_and_says_so() -> None:
+    """The decision was lost after the change was recorded unconfirmed (the invocation ended): the retry
+    of its detection takes the ledger's word, asks PCS for nothing and makes nothing."""
+    world = World()
+    event = world.detection("ep-1")
+    store = RemediationStore(world.table, TABLE)
+    ledger = store.ledger(CLUSTER, GROUP)
+    ledger.changes.append(
+        AppliedChange(
+            at=world.now(),
+            episode_id="ep-1",
+            revision=1,
+            action="quarantine",
+            config_before=TERMINATE,
+            config_after=QUARANTINED,
+            fingerprint_before=fingerprint_of(TERMINATE),
+            fingerprint_after=fingerprint_of(QUARANTINED),
+            status="unconfirmed",
+            client_token="lifeguard-0123",
+        )
+    )
+    store.save_ledger(CLUSTER, GROUP, ledger)
+    [answer] = world.remediator().handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert answer.detail["reason"].startswith("The group changed before Lifeguard's quarantine was confirmed")
+    assert world.calls("UpdateComputeNodeGroup") == []
+    assert [c.status for c in store.ledger(CLUSTER, GROUP).changes] == ["unconfirmed"]
+
+
+def test_a_change_parked_for_good_and_the_group_changed_since_is_unconfirmed_and_still_counts() -> None:
+    """A change PCS failed until its event was parked, settled by the next decision under the lock: the
+    group holds neither it nor, untouched, the configuration from before (a person changed it; PCS may
+    have made the change first), so it counts for the cooldown; and one whose configuration from before
+    was set again after it was set out counts too."""
+    for then in (GOOD, TERMINATE):
+        world = World()
+        remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+        _parked_for_good(world, remediator, world.detection("ep-1"))
+        world.person_sets(then)
+        if then is GOOD:
+            world.person_sets(TERMINATE)  # the loop comes back, on the configuration that looped
+        [event] = remediator.handle_event(world.detection("ep-2"))
+        assert event.detail["reason"].startswith("Cooldown: Lifeguard changed this group"), then
+        assert world.group()["nodeLifecycleActions"] == TERMINATE
+        ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+        assert [(c.episode_id, c.status) for c in ledger.changes] == [("ep-1", "unconfirmed")]
 
 
 def test_a_change_parked_for_good_that_pcs_did_make_is_recorded_as_made_and_still_counts() -> None:

@@ -51,3 +51,9 @@ class ChangeMaker:
         """Record that the intent will not be made: PCS refused it, or the group moved on without it."""
         intent.status = "abandoned"
         self.store.save_ledger(cluster_id, group_id, ledger)
+
+    def unconfirmed(self, cluster_id: str, group_id: str, *, ledger: Ledger, intent: AppliedChange) -> None:
+        """Record that whether PCS made the intent can no longer be told (the group changed before it was
+        confirmed): it is tried no more, and counts as made (`AppliedChange`)."""
+        intent.status = "unconfirmed"
+        self.store.save_ledger(cluster_id, group_id, ledger)

@@ -249,7 +249,9 @@ def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> str 
 
 
 def _already(last: AppliedChange) -> str:
-    done = "was applied" if last.status == "applied" else "was set out (not yet confirmed)"
+    done = {"applied": "was applied", "unconfirmed": "was set out (never confirmed)"}.get(
+        last.status, "was set out (not yet confirmed)"
+    )
     return (
         f"Already remediated: {last.action} {done} at {utc(int(last.at * 1000))}; "
         "this detection is of the configuration before it."

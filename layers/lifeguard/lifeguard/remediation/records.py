@@ -3,7 +3,8 @@
 answered from it), and the audit trail (every decision, with the configuration before and after).
 
 A change is written to the ledger as `pending` (with its clientToken) before PCS is asked to make it, and
-marked `applied` once PCS took it, so a change whose confirmation was lost is recognised on the retry.
+marked `applied` once PCS took it, so a change whose confirmation was lost is recognised on the retry;
+`abandoned` when it was never made, `unconfirmed` when no one can tell any more (below).
 Where they are stored is `lifeguard.store.remediations`'s business.
 """
 
@@ -29,7 +30,7 @@ from lifeguard.schema import (
 
 __all__ = ["DAY_SECONDS", "AppliedChange", "AuditEntry", "Decision", "Ledger"]
 
-ChangeStatus = Literal["pending", "applied", "abandoned"]
+ChangeStatus = Literal["pending", "applied", "abandoned", "unconfirmed"]
 
 # These records are Lifeguard's own documents, read back from its table: their checks hold each value to
 # its type (a time may be stored as a whole number) and no further; what comes from outside was bounded
@@ -58,8 +59,12 @@ _CONFIG = optional(json_object())
 @dataclass(slots=True, kw_only=True)
 class AppliedChange(Model):
     """A configuration change Lifeguard made (or an undo of one). `pending` from just before PCS is asked
-    until PCS took it (`applied`); `abandoned` when someone else changed the group before a pending change
-    could be confirmed."""
+    until PCS took it (`applied`); `abandoned` when it will never be made (PCS refused it, or the group,
+    read again, still held the configuration from before, untouched since); `unconfirmed` when the group,
+    read again, held neither it nor the untouched configuration from before: PCS may have made it before
+    someone changed the group. An unconfirmed change counts, as a made one does, for the ladder, the
+    cooldown and the daily cap (a lost answer and a person's edit must not free Lifeguard to change the
+    group again), but is no one's to undo: what the group holds is someone else's."""
 
     at: float
     episode_id: str

@@ -387,9 +387,11 @@ class Remediator:
     def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
         """Changes set out for other detections and still pending (PCS failed them until their events were
         parked, and no retry came back): settled by what the group holds, read under the lock. PCS holds
-        one: it is recorded as applied. It does not: it is let go, as never made. Left pending, a change
-        never made would count as Lifeguard's for the ladder, the cooldown and the daily cap; a redrive of
-        its event then decides afresh, on the group as it is."""
+        one: it is recorded as applied. The group holds the configuration from before, unchanged since the
+        change was set out: it is let go, as never made (left pending, it would count as Lifeguard's for the
+        ladder, the cooldown and the daily cap; a redrive of its event then decides afresh, on the group as
+        it is). The group changed since, to something else: PCS may have made it first, so it is recorded
+        `unconfirmed` and still counts."""
         current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
         for change in ledger.changes:
             if change.status != "pending" or change.action == "undo" or ledger.undo_of(change) is not None:
@@ -404,8 +406,12 @@ class Remediator:
                     intent=change,
                     updated=group,
                 )
-            else:
+            elif change.fingerprint_before == current and group.modified_at_ms <= change.at * 1000:
                 self.changes.abandoned(
+                    detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=change
+                )
+            else:
+                self.changes.unconfirmed(
                     detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=change
                 )
             logger.warning(
@@ -466,6 +472,9 @@ class Remediator:
             return _Verdict("skipped", mode, intent.action, undone, True, intent.config_before, plan)
         if intent.status == "applied":
             return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
+        if intent.status == "unconfirmed":
+            why = _unconfirmed_reason(f"the group changed before Lifeguard's {intent.action} was confirmed")
+            return _Verdict("skipped", mode, intent.action, why, True, intent.config_before)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
         except GroupNotFoundError:
@@ -486,12 +495,12 @@ class Remediator:
             if group.modified_at_ms != detection.config_modified_at:
                 # The configuration from before, but set again since (PCS took the change and someone put
                 # the old one back, or changed something else): made now, it would undo their work.
-                return self._abandon(
+                return self._unconfirmed(
                     detection,
                     ledger,
                     intent,
                     f"the group changed after Lifeguard's {intent.action} was set out (clientToken "
-                    f"{intent.client_token}); nothing more was done",
+                    f"{intent.client_token})",
                 )
             try:
                 unwanted = self._no_longer_wanted(detection, intent, group, deadline)
@@ -501,12 +510,12 @@ class Remediator:
             if unwanted is not None:
                 return self._abandon(detection, ledger, intent, unwanted)
             return self._make_change(detection, ledger, intent, plan, deadline)
-        return self._abandon(
+        return self._unconfirmed(
             detection,
             ledger,
             intent,
             f"someone changed the group before Lifeguard's {intent.action} could be confirmed "
-            f"(clientToken {intent.client_token}); nothing more was done",
+            f"(clientToken {intent.client_token})",
         )
 
     def _no_longer_wanted(
@@ -532,6 +541,25 @@ class Remediator:
         return _Verdict(
             "skipped", mode, intent.action, why[0].upper() + why[1:] + ".", True, intent.config_before
         )
+
+    def _unconfirmed(
+        self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, what: str
+    ) -> _Verdict:
+        """A change set out before that PCS may have made before someone changed the group (`what` says
+        how it was found): recorded `unconfirmed`, so it counts as made; nothing more is done."""
+        self.changes.unconfirmed(
+            detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=intent
+        )
+        logger.warning(
+            "group %s: %s of %s (revision %d) unconfirmed: %s",
+            detection.compute_node_group_id,
+            intent.action,
+            intent.episode_id,
+            intent.revision,
+            what,
+        )
+        mode = intent.mode or self.settings.default_mode
+        return _Verdict("skipped", mode, intent.action, _unconfirmed_reason(what), True, intent.config_before)
 
     def _make_change(
         self, detection: LoopDetection, ledger: Ledger, intent: AppliedChange, plan: Plan, deadline: float
@@ -730,3 +758,11 @@ def _proof(good: ProvenGood) -> str:
     """Which node proved a configuration, when, and on what evidence."""
     evidence = f" ({good.evidence})" if good.evidence else ""
     return f"{good.instance_id} at {utc(good.proven_at)}{evidence}"
+
+
+def _unconfirmed_reason(what: str) -> str:
+    """Why an unconfirmed change (`what` happened to it) ends the decision, as its one sentence."""
+    return (
+        f"{what[0].upper()}{what[1:]}: PCS may have made it, so it counts as Lifeguard's change for the "
+        "cooldown and the daily cap; nothing more was done."
+    )
