@@ -219,6 +219,35 @@ def test_a_node_is_active_once_node_bootstrapped_is_over_while_node_ready_still_
     assert slow["first_active_minute"] is not None
 
 
+def test_a_node_ready_script_failing_under_terminate_ends_an_active_node_and_its_loop_is_broken(
+    simulator: Simulator,
+) -> None:
+    # PCS logs the node ACTIVE before nodeReady runs (the article), so a nodeReady script that fails under
+    # TERMINATE ends a node that was ACTIVE: ACTIVE, then TERMINATED/BOOTSTRAP_FAILED, node after node.
+    ready = [
+        {
+            "name": "ready-fail",
+            "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"},
+            "onError": "TERMINATE",
+        }
+    ]
+    data = _scenario(
+        horizon_minutes=30, scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"}
+    )
+    data["groups"][0]["config"]["stages"]["nodeReady"] = ready
+    document = simulator.run(parse_scenario(data), seed=1, baseline="pcs")
+    first = document["instances"][0]
+    told = [line["what"] for line in document["timeline"] if first["instance_id"] in line["detail"]]
+    assert told.index("ACTIVE/BOOTSTRAP_SUCCESS") < told.index("TERMINATED/BOOTSTRAP_FAILED")
+    assert document["baseline"]["groups"]["grp"]["serving_at_end"] == 0  # PCS alone: the loop goes on
+    assert "BootstrapLoopDetected" in kinds(document)  # each failure counts, though its node was ACTIVE
+    [change] = lifeguards(document)
+    assert change["action"] == "quarantine"
+    summary = group(document)
+    assert summary["bootstrap_failed"] == 2
+    assert summary["serving_at_end"] == 1
+
+
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("capacity-shortage"), seed=1)
     found = group(document)

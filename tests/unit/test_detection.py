@@ -91,6 +91,10 @@ def state_of(spec: str) -> GroupState:
         ("S1@0 F2@5 S3@10 F4@15", SETTINGS, None, None),
         ("S1@0 F2@5 S3@10 F4@15 S5@20 S6@25", SETTINGS, None, None),
         ("S1@0 F2@5 S3@10 F4@15 S5@70 F6@75 S7@80", SETTINGS, None, None),  # the window slides
+        # A nodeReady script failing under TERMINATE: PCS logs each node ACTIVE once nodeBootstrapped is
+        # over, then its failure. A failure outranks its node's success: a loop, in either order.
+        ("L1@0 S1@2 F1@3 L2@6 S2@8 F2@9", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("L1@0 F1@3 S1@2 L2@6 F2@9 S2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),
     ],
 )
 def test_detection_rules(
@@ -117,6 +121,18 @@ def test_records_in_any_order_or_twice_give_the_same_detection(tokens: list[str]
     assert detect(shuffled, SETTINGS, None) == in_order
     assert in_order is not None
     assert [f.instance_id for f in in_order.failures] == ["i-4", "i-5"]
+
+
+@given(st.permutations(["L1@0", "S1@2", "F1@3", "L2@6", "S2@8", "F2@9", "L3@12", "S3@14"]))
+def test_a_failure_after_its_node_s_success_counts_whatever_the_order(tokens: list[str]) -> None:
+    state = state_of(" ".join(tokens + tokens))
+    assert {i: o.succeeded for i, o in state.outcomes.items()} == {"i-1": False, "i-2": False, "i-3": True}
+    assert {i: o.event_timestamp for i, o in state.outcomes.items()} == {
+        "i-1": T0 + 3 * MIN,
+        "i-2": T0 + 9 * MIN,
+        "i-3": T0 + 14 * MIN,
+    }
+    assert state.oldest_outcome_at() == T0 + 3 * MIN
 
 
 def test_applying_a_record_twice_changes_nothing() -> None:

@@ -1256,6 +1256,26 @@ def test_a_launch_delivered_after_its_success_withdraws_the_proof_of_a_configura
     assert world.state().proven_good is None  # withdrawn: the node never booted TERMINATE
 
 
+def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_proof_and_counts() -> None:
+    """PCS logs a node ACTIVE once nodeBootstrapped is over, before nodeReady runs (the article); a nodeReady
+    script failing under TERMINATE then ends it. Its success proved nothing; its failure counts."""
+    world = World()
+    world.person_sets(TERMINATE, at(1, 2))
+    first, second = "i-0ready00000000001", "i-0ready00000000002"
+    world.feed([launched(first, at(1, 3)), succeeded(first, at(1, 6))])
+    proof = world.state().proven_good
+    assert proof is not None  # proven by its BOOTSTRAP_SUCCESS, as any
+    assert proof.instance_id == first
+    world.feed([failed(first, at(1, 7))])  # nodeReady failed under TERMINATE
+    assert world.state().proven_good is None
+    summary = world.feed(
+        [launched(second, at(1, 10)), succeeded(second, at(1, 13)), failed(second, at(1, 14))]
+    )
+    assert [e.detail_type for e in summary.events] == ["BootstrapLoopDetected"]
+    _, detail = world.bus.events()[-1]
+    assert [f["instance_id"] for f in detail["failures"]] == [first, second]
+
+
 def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> None:
     world = World()
     other = "pcs_abcdef02"

@@ -244,8 +244,12 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     if not (succeeded or pair == BOOTSTRAP_FAILED):
         return False
     known_outcome = state.outcomes.get(instance)
-    # An instance bootstraps once: its first outcome is the one that counts.
-    if known_outcome is not None and known_outcome.event_timestamp <= record.event_timestamp:
+    # An instance bootstraps once: its first outcome is the one that counts, but a failure outranks a
+    # success. PCS logs a node ACTIVE (BOOTSTRAP_SUCCESS) once nodeBootstrapped is over, before nodeReady
+    # runs (the article); a nodeReady script failing under TERMINATE then ends that node as a failure.
+    if known_outcome is not None and (
+        (known_outcome.succeeded, known_outcome.event_timestamp) <= (succeeded, record.event_timestamp)
+    ):
         return False
     launched_at = state.launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
     if launched_at is None and known_outcome is not None:

@@ -401,9 +401,9 @@ class GroupState(Model):
         self._by_age = None
 
     def outcome_added(self, outcome: BootOutcome) -> None:
-        """Keep the outcomes' order known after `outcome` was set (new, or earlier than the one it
-        replaced: an outcome's time only ever moves earlier, and the entry of its later time is passed over
-        when it comes to the top)."""
+        """Keep the outcomes' order known after `outcome` was set (new, earlier than the one it replaced,
+        or a failure in place of a success: the entry of the time it had is passed over when it comes to
+        the top)."""
         known = self._by_age
         if known is not None and known[0] is self.outcomes:
             heapq.heappush(known[1], (outcome.event_timestamp, outcome.instance_id))

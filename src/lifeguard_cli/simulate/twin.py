@@ -500,11 +500,16 @@ class _Twin:
             return
         exit_code, drained, seconds, ready, root = self._run_boot(group, instance)
         instance.booted = True
-        if exit_code in (0, 3):
+        if ready is not None:
             # slurmd registers once nodeBootstrapped is over, and PCS logs the node ACTIVE then: nodeReady
             # runs beside it (the article: ACTIVE at 00:57:52, its nodeReady check at 00:57:54), so a slow
-            # nodeReady script does not hold the node back from jobs.
-            self.at(self.now + ready + self.timings.active, lambda: self._active(group, instance))
+            # nodeReady script does not hold the node back from jobs, and PCS logs the node ACTIVE before
+            # it knows how nodeReady ends: a TERMINATE failure there ends a node that was ACTIVE.
+            failing = exit_code not in (0, 3)
+            self.at(
+                self.now + ready + self.timings.active,
+                lambda: self._active(group, instance, failing=failing),
+            )
         # Nodes boot side by side: this boot's time delays this node only.
         self.at(self.now + seconds, lambda: self._booted(group, instance, exit_code, drained, root))
 
@@ -527,13 +532,14 @@ class _Twin:
         if exit_code not in (0, 3):
             self.at(self.now + self.timings.fail_to_terminated, lambda: self._failed(group, instance))
 
-    def _active(self, group: _Group, instance: Instance) -> None:
+    def _active(self, group: _Group, instance: Instance, *, failing: bool = False) -> None:
         # A node PCS put in PENDING_REPLACEMENT while it booted takes no jobs, as it neither registers nor
         # boots once pending: it is replaced without going ACTIVE, and never served.
         if not instance.alive or instance.pending_replacement:
             return
         instance.active = self.now
-        group.consecutive_failures = 0
+        if not failing:  # a node whose nodeReady fails under TERMINATE is one more failure in a row
+            group.consecutive_failures = 0
         self._scaling(instance, "ACTIVE", "BOOTSTRAP_SUCCESS", "active bootstrap success")
         if instance.drained is not None:
             self._replace_if_drained(group, instance)
@@ -593,9 +599,11 @@ class _Twin:
             for fault in self.scenario.faults
         )
 
-    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, float, Path]:
+    def _run_boot(self, group: _Group, instance: Instance) -> tuple[int, bool, float, float | None, Path]:
         """`lifeguard-node boot` on the node's configuration: the exit status, whether the node was drained,
-        the boot's virtual seconds, those until nodeBootstrapped was over, and the node's root."""
+        the boot's virtual seconds, those until nodeBootstrapped was over (None when the node never got to
+        nodeReady: a TERMINATE failure in nodeBootstrapped, or a boot that did not run), and the node's
+        root."""
         self._within_budget()
         self.result.boots += 1
         home = self.workdir / self.prefix / f"{instance.node}-{instance.instance_id}"
@@ -652,9 +660,10 @@ class _Twin:
         seconds = BOOT_QUANTUM_SECONDS * quanta
         # Slurm takes `state=drain` in any case, as `scontrol update nodename=X state=drain` writes it.
         drained = slurm_log.exists() and "state=drain" in slurm_log.read_text().lower()
-        bootstrapped = _stage_over(
-            root / "var/log/amazon/pcs/lifecycle/actions/executor.log", "nodeBootstrapped"
-        )
+        executor_log = root / "var/log/amazon/pcs/lifecycle/actions/executor.log"
+        bootstrapped = _stage_over(executor_log, "nodeBootstrapped")
+        if exit_code not in (0, 3) and (exit_code != 4 or _terminated_in(executor_log, "nodeBootstrapped")):
+            return exit_code, drained, seconds, None, root
         ready = 0.0
         if bootstrapped is not None:
             ready = min(
@@ -851,6 +860,28 @@ def _stage_over(executor_log: Path, stage: str) -> float | None:
         if at is not None:
             last = at if last is None else max(last, at)
     return last
+
+
+def _terminated_in(executor_log: Path, stage: str) -> bool:
+    """Whether a script of `stage` failed under onError TERMINATE, as the node's executor.log says (the
+    boot ended there; the later stage's scripts were skipped). A log that cannot be read says so."""
+    try:
+        lines = executor_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if (
+            isinstance(record, dict)
+            and record.get("stage") == stage
+            and record.get("level") == "ERROR"
+            and record.get("on_error") == "Terminate"
+        ):
+            return True
+    return False
 
 
 def _wait_for_watcher(root: Path, seconds: float = 5.0) -> None:

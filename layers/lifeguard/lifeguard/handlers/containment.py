@@ -185,6 +185,19 @@ def revoke_proof_of_older_launch(state: GroupState, records: Sequence[ScalingLog
     return _revoke(state, f"{proof.instance_id} was launched before it took effect")
 
 
+def revoke_proof_of_failed_node(state: GroupState) -> bool:
+    """Forget the proven-good configuration when the node that proved it failed after all: PCS logs a node
+    ACTIVE once nodeBootstrapped is over, before nodeReady runs, and a nodeReady script failing under
+    TERMINATE then ends it as BOOTSTRAP_FAILED (its outcome, `detection.apply_record`); True when it did."""
+    proof = state.proven_good
+    if proof is None:
+        return False
+    outcome = state.outcomes.get(proof.instance_id)
+    if outcome is None or outcome.succeeded:
+        return False
+    return _revoke(state, f"{proof.instance_id} failed after its BOOTSTRAP_SUCCESS (in nodeReady)")
+
+
 def _revoke(state: GroupState, why: str) -> bool:
     """Forget the group's proven-good configuration, and say why; True."""
     proof = state.proven_good

@@ -32,7 +32,7 @@ from lifeguard.detection import (
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import revoke_proof_of_older_launch, settle
+from lifeguard.handlers.containment import revoke_proof_of_failed_node, revoke_proof_of_older_launch, settle
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import (
@@ -340,10 +340,14 @@ class ScalingEventsHandler:
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
+                known = state.outcomes.get(record.instance_id or "")
                 if not fold(record):
                     continue
                 change.changed = True
                 failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
+                # A node ACTIVE, then failing (in nodeReady, under TERMINATE): its success read the
+                # configuration just before, so the failure is looked at on what that read found.
+                failed_after_active = failure and known is not None and known.succeeded
                 beyond_maps |= unhealthy
                 # A LAUNCHED delivered after its node's failure says which configuration the node ran: the
                 # failure may count now, as when it came.
@@ -352,7 +356,7 @@ class ScalingEventsHandler:
                     self._detect(state, refresh, change, runs)
                 elif (
                     (failure and self._may_have_changed(state, record))
-                    or (late_launch and _changed(state))
+                    or ((failed_after_active or late_launch) and _changed(state))
                     or (failure and _a_loop_of_the_same_configuration(state, self._settings(state)))
                 ):
                     self._detect_again(state, refresh, change, runs)
@@ -365,6 +369,7 @@ class ScalingEventsHandler:
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= revoke_proof_of_older_launch(state, records)
+            change.changed |= revoke_proof_of_failed_node(state)
             change.changed |= self._prove_good(state, records, refresh, runs)
             proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
