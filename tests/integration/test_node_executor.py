@@ -115,10 +115,15 @@ def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> No
         "fail-stop-sequence",
         "StopSequence",
     )
-    # The article's record, word for word.
+    # The article's record, word for word, its fields in PCS's order (a grep copied from it finds it).
     assert (
         failure["error"]
         == "script 'fail-stop-sequence' failed with exit status ExitStatus(unix_wait_status(256))"
+    )
+    assert list(failure)[:7] == ["timestamp", "level", "message", "stage", "script", "on_error", "error"]
+    assert (
+        '"script":"fail-stop-sequence","on_error":"StopSequence","error":"script '
+        in (node.actions / "executor.log").read_text()
     )
     [skipped] = messages(node, "script skipped")
     assert skipped["script"] == "record-after-fail"

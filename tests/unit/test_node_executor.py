@@ -35,3 +35,24 @@ def test_a_boot_whose_count_a_full_disk_refuses_is_still_the_boot_its_scripts_ma
     assert result.exit_code == EXIT_COMPLETED
     assert [run.outcome for run in result.runs] == ["succeeded"]
     assert "the boot count cannot be saved" in capsys.readouterr().err
+
+
+def test_a_local_node_is_named_as_pcs_names_one_not_by_its_host_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The article: the Slurm node name (lca-static-1) differs from the host name, so scripts must use
+    PCS_NODE_ID. A local boot without the flags names its node `<group name>-1` and its group by a name
+    that is not its id, so a script that takes one for the other fails here as it would on PCS."""
+    for name in ("PCS_CLUSTER_ID", "PCS_CLUSTER_NAME", "PCS_COMPUTE_NODE_GROUP_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("PCS_COMPUTE_NODE_GROUP_NAME", raising=False)
+    monkeypatch.delenv("PCS_NODE_ID", raising=False)
+    local = NodeIdentity.resolve()
+    assert (local.compute_node_group_id, local.compute_node_group_name, local.node_id) == (
+        "pcs_localgroup",
+        "local-group",
+        "local-group-1",
+    )
+    named = NodeIdentity.resolve(compute_node_group_id="pcs_abcdef01", compute_node_group_name="lca-static")
+    assert named.node_id == "lca-static-1"
+    monkeypatch.setenv("PCS_NODE_ID", "gpu-7")  # as PCS sets it for a lifecycle action
+    assert NodeIdentity.resolve().node_id == "gpu-7"
+    assert NodeIdentity.resolve(node_id="n1").node_id == "n1"

@@ -122,11 +122,17 @@ def _parser() -> argparse.ArgumentParser:
         "--config", required=True, type=Path, help="nodeLifecycleActions JSON, as the PCS API takes it"
     )
     boot.add_argument("--root", required=True, type=Path, help="the node's root directory (/ on a node)")
-    boot.add_argument("--node-id", help="Slurm node name (PCS_NODE_ID); default: short host name")
+    boot.add_argument(
+        "--node-id",
+        help="Slurm node name (PCS_NODE_ID); default: <group name>-1, not the host name, as on PCS",
+    )
     boot.add_argument("--cluster-id", help="PCS_CLUSTER_ID")
     boot.add_argument("--cluster-name", help="PCS_CLUSTER_NAME; default: the cluster id")
     boot.add_argument("--compute-node-group-id", help="PCS_COMPUTE_NODE_GROUP_ID")
-    boot.add_argument("--compute-node-group-name", help="PCS_COMPUTE_NODE_GROUP_NAME; default: the group id")
+    boot.add_argument(
+        "--compute-node-group-name",
+        help="PCS_COMPUTE_NODE_GROUP_NAME; default: the group id if given, else local-group",
+    )
     boot.add_argument(
         "--script-timeout",
         type=float,

@@ -93,18 +93,24 @@ class NodeIdentity(NamedTuple):
         compute_node_group_name: str | None = None,
         node_id: str | None = None,
     ) -> NodeIdentity:
-        """Flags first, then the PCS_* variables already in the environment, then local defaults."""
+        """Flags first, then the PCS_* variables already in the environment, then local defaults. As on
+        PCS, the local node's Slurm name (`<group name>-1`) is not its host name, and its group's name
+        is not its id: a script that takes one for the other fails here as it would there (the article's
+        ready-check uses PCS_NODE_ID for that reason)."""
         env = os.environ
         cluster = cluster_id or env.get("PCS_CLUSTER_ID") or "pcs_local"
-        group = compute_node_group_id or env.get("PCS_COMPUTE_NODE_GROUP_ID") or "pcs_localgroup"
+        group = compute_node_group_id or env.get("PCS_COMPUTE_NODE_GROUP_ID")
+        group_name = (
+            compute_node_group_name
+            or env.get("PCS_COMPUTE_NODE_GROUP_NAME")
+            or (group if group is not None else "local-group")
+        )
         return cls(
             cluster_id=cluster,
             cluster_name=cluster_name or env.get("PCS_CLUSTER_NAME") or cluster,
-            compute_node_group_id=group,
-            compute_node_group_name=compute_node_group_name
-            or env.get("PCS_COMPUTE_NODE_GROUP_NAME")
-            or group,
-            node_id=node_id or env.get("PCS_NODE_ID") or os.uname().nodename.split(".")[0],
+            compute_node_group_id=group or "pcs_localgroup",
+            compute_node_group_name=group_name,
+            node_id=node_id or env.get("PCS_NODE_ID") or f"{group_name}-1",
         )
 
     def environ(self, first_boot: bool) -> dict[str, str]:
@@ -472,12 +478,13 @@ class Executor:
         log.write(
             level,
             message,
+            # PCS's own fields first, in its order (`"script":…,"on_error":…,"error":…`), then Lifeguard's.
             stage=run.stage,
             script=run.script,
-            boot=result.boot,
-            first_boot=result.first_boot,
             on_error=PCS_ON_ERROR_NAMES[run.on_error],
             error=run.error,
+            boot=result.boot,
+            first_boot=result.first_boot,
             # A run that never started (the fetch failed) says so with an explicit null exit code.
             exit_code=run.exit_code if run.exit_code is not None else _NULL,
             started_at=run.started_at,
