@@ -394,11 +394,24 @@ class Operator:
             return earlier
         lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
         lines += [f"  lets go {c.action} of {format_time(c.at)}: set out, never taken by PCS" for c in unmade]
-        if fingerprint_of(current) != change.fingerprint_after:
+        # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
+        # fingerprint, a later modifiedAt than Lifeguard's change left.
+        set_again = (
+            change.modified_at_after is not None
+            and group.modified_at_ms != change.modified_at_after
+            and fingerprint_of(current) == change.fingerprint_after
+        )
+        if fingerprint_of(current) != change.fingerprint_after or set_again:
             if not force:
+                how = (
+                    f"its configuration was set again at {format_time(group.modified_at_ms / 1000)}, after "
+                    "Lifeguard's"
+                    if set_again
+                    else "someone else changed it"
+                )
                 raise OperatorError(
                     f"{group_id} changed since Lifeguard's {change.action} of {format_time(change.at)}: "
-                    "someone else changed it; use --force to put back the configuration from before anyway"
+                    f"{how}; use --force to put back the configuration from before anyway"
                 )
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"

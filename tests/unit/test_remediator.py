@@ -694,6 +694,26 @@ def test_an_undo_whose_answer_pcs_lost_stays_set_out_and_the_next_run_writes_it_
     ]
 
 
+def test_undo_refuses_when_lifeguard_s_configuration_was_set_again_by_someone_else() -> None:
+    """After Lifeguard's quarantine, someone changes the group and later puts Lifeguard's configuration in
+    again (a template that took the change in, as the notification advises): the group is theirs now, so
+    the undo asks for --force, as for any change since."""
+    world = World()
+    world.remediator().handle_event(world.detection())
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    world.person_sets(GOOD)
+    world.person_sets(QUARANTINED)  # Lifeguard's configuration, set again by a deploy
+    operator = world.operator()
+    with pytest.raises(OperatorError, match=r"its configuration was set again at .*, after Lifeguard's"):
+        operator.undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    done = operator.undo(GROUP, CLUSTER, force=True)
+    assert done.applied
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_not_call_it_applied() -> None:
     world = World()
     world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
