@@ -4,12 +4,13 @@ wait goes through the sleep the composition root is given, which moves that cloc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import re
 import string
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -120,6 +121,29 @@ class World:
             clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=actions
         )
         self.settle()
+
+    @contextlib.contextmanager
+    def answers_lost(self) -> Iterator[None]:
+        """PCS takes the update and its answer is lost; from then on it answers nothing, not even the
+        retry's look at the group (until the block ends)."""
+        update, read, asked = self.api.update_compute_node_group, self.api.get_compute_node_group, []
+
+        def taken_but_answer_lost(**params: Any) -> Any:
+            asked.append(params)
+            update(**params)
+            raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+        def unanswered_once_asked(**params: Any) -> Any:
+            if asked:
+                raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+            return read(**params)
+
+        self.api.update_compute_node_group = taken_but_answer_lost
+        self.api.get_compute_node_group = unanswered_once_asked
+        try:
+            yield
+        finally:
+            self.api.update_compute_node_group, self.api.get_compute_node_group = update, read
 
     def settle(self) -> None:
         self.clock.advance(120)
@@ -549,24 +573,9 @@ def test_a_redrive_of_a_parked_change_after_its_episode_ended_changes_nothing() 
 
 def test_a_redrive_does_not_make_again_a_change_pcs_took_and_a_person_took_back() -> None:
     world = World()
-    update, read, asked = world.api.update_compute_node_group, world.api.get_compute_node_group, []
-
-    def taken_but_answer_lost(**params: Any) -> Any:
-        asked.append(params)
-        update(**params)
-        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
-
-    def unanswered_once_asked(**params: Any) -> Any:
-        if asked:  # PCS stops answering: not even the retry's look at the group gets through
-            raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
-        return read(**params)
-
-    world.api.update_compute_node_group = taken_but_answer_lost
-    world.api.get_compute_node_group = unanswered_once_asked
     remediator, event = world.remediator(), world.detection()
-    with pytest.raises(RemediationParkedError):
+    with world.answers_lost(), pytest.raises(RemediationParkedError):
         remediator.handle_event(event)
-    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
     world.settle()
     assert world.group()["nodeLifecycleActions"] == QUARANTINED  # PCS took it; the answer was lost
     world.person_sets(TERMINATE)  # someone puts the old configuration back (the script fixed in S3)
@@ -790,24 +799,9 @@ def test_a_change_pcs_took_whose_answer_was_lost_still_counts_after_a_person_too
     the retry. The change was made: the next loops of the group within the cooldown (and past the daily
     cap) are only reported, however often this happens."""
     world = World()
-    update, read, asked = world.api.update_compute_node_group, world.api.get_compute_node_group, []
-
-    def taken_but_answer_lost(**params: Any) -> Any:
-        asked.append(params)
-        update(**params)
-        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
-
-    def unanswered_once_asked(**params: Any) -> Any:
-        if asked:  # PCS stops answering: not even the retry's look at the group gets through
-            raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
-        return read(**params)
-
     event = world.detection("ep-1")
-    world.api.update_compute_node_group = taken_but_answer_lost
-    world.api.get_compute_node_group = unanswered_once_asked
-    with pytest.raises(RemediationParkedError):
+    with world.answers_lost(), pytest.raises(RemediationParkedError):
         world.remediator(cooldown_seconds=1800, daily_cap=1).handle_event(event)
-    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
     world.person_sets(TERMINATE)  # the old configuration back, by hand, before Lambda's retry
     [answer] = world.remediator(cooldown_seconds=1800, daily_cap=1).handle_event(event)
     assert "PCS may have made it" in answer.detail["reason"]
@@ -1014,7 +1008,7 @@ def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_over
             )
         sleep(seconds)
 
-    world.sleep = sleep_while_the_owner_mends_it  # type: ignore[method-assign]
+    world.sleep = sleep_while_the_owner_mends_it
     [answer] = world.remediator().handle_event(event)
     assert fixed == [60]  # PCS's retryAfterSeconds, honoured
     assert answer.detail_type == "RemediationSkipped"

@@ -662,7 +662,9 @@ class _Twin:
         drained = slurm_log.exists() and "state=drain" in slurm_log.read_text().lower()
         executor_log = root / "var/log/amazon/pcs/lifecycle/actions/executor.log"
         bootstrapped = _stage_over(executor_log, "nodeBootstrapped")
-        if exit_code not in (0, 3) and (exit_code != 4 or _terminated_in(executor_log, "nodeBootstrapped")):
+        if exit_code not in (0, 3) and (
+            exit_code != 4 or not executor_log.is_file() or _terminated_in(executor_log, "nodeBootstrapped")
+        ):
             return exit_code, drained, seconds, None, root
         ready = 0.0
         if bootstrapped is not None:
@@ -839,49 +841,46 @@ class _Twin:
         )
 
 
-def _stage_over(executor_log: Path, stage: str) -> float | None:
-    """When the node's executor.log last wrote of `stage` (epoch seconds on the node's clock): the stage was
-    over then. None when it wrote nothing of it."""
-    last = None
+def _executor_records(executor_log: Path) -> Iterator[dict[str, Any]]:
+    """The node's executor.log records, as JSON objects (lines that are not are passed over); none when it
+    cannot be read."""
     try:
         lines = executor_log.read_text(errors="replace").splitlines()
     except OSError:
-        return None
-    for line in lines:
-        try:
-            record = json.loads(line)
-            at = (
-                datetime.fromisoformat(record["timestamp"]).timestamp()
-                if record.get("stage") == stage
-                else None
-            )
-        except (ValueError, TypeError, KeyError, AttributeError):
-            continue
-        if at is not None:
-            last = at if last is None else max(last, at)
-    return last
-
-
-def _terminated_in(executor_log: Path, stage: str) -> bool:
-    """Whether a script of `stage` failed under onError TERMINATE, as the node's executor.log says (the
-    boot ended there; the later stage's scripts were skipped). A log that cannot be read says so."""
-    try:
-        lines = executor_log.read_text(errors="replace").splitlines()
-    except OSError:
-        return True
+        return
     for line in lines:
         try:
             record = json.loads(line)
         except ValueError:
             continue
-        if (
-            isinstance(record, dict)
-            and record.get("stage") == stage
-            and record.get("level") == "ERROR"
-            and record.get("on_error") == "Terminate"
-        ):
-            return True
-    return False
+        if isinstance(record, dict):
+            yield record
+
+
+def _stage_over(executor_log: Path, stage: str) -> float | None:
+    """When the node's executor.log last wrote of `stage` (epoch seconds on the node's clock): the stage was
+    over then. None when it wrote nothing of it."""
+    last = None
+    for record in _executor_records(executor_log):
+        if record.get("stage") != stage:
+            continue
+        try:
+            at = datetime.fromisoformat(record["timestamp"]).timestamp()
+        except (ValueError, TypeError, KeyError):
+            continue
+        last = at if last is None else max(last, at)
+    return last
+
+
+def _terminated_in(executor_log: Path, stage: str) -> bool:
+    """Whether a script of `stage` failed under onError TERMINATE, as the node's executor.log says (the
+    boot ended there; the later stage's scripts were skipped)."""
+    return any(
+        record.get("stage") == stage
+        and record.get("level") == "ERROR"
+        and record.get("on_error") == "Terminate"
+        for record in _executor_records(executor_log)
+    )
 
 
 def _wait_for_watcher(root: Path, seconds: float = 5.0) -> None:
