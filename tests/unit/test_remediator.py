@@ -1020,6 +1020,44 @@ def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_over
     assert change.status == "abandoned"
 
 
+def test_a_hand_fix_made_after_an_attempt_pcs_may_have_taken_leaves_the_change_unconfirmed() -> None:
+    """The first attempt's answer is lost (PCS took it); while Lifeguard waits to retry, the owner changes
+    the group: their change stays, and Lifeguard's, which PCS did make, still counts."""
+    world = World()
+    event = world.detection()
+    update, sleep, fixed = world.api.update_compute_node_group, world.sleep, []
+
+    def taken_but_answer_lost(**params: Any) -> Any:
+        world.api.update_compute_node_group = update
+        update(**params)
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def sleep_while_the_owner_mends_it(seconds: float) -> None:
+        if not fixed:
+            fixed.append(seconds)
+            world.settle()  # Lifeguard's update is over
+            world.api.update_compute_node_group(
+                clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
+            )
+        sleep(seconds)
+
+    world.api.update_compute_node_group = taken_but_answer_lost
+    world.sleep = sleep_while_the_owner_mends_it  # type: ignore[method-assign]
+    [answer] = world.remediator(cooldown_seconds=1800).handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert (
+        "changed while Lifeguard's quarantine waited to be retried: PCS may have made it"
+        in (answer.detail["reason"])
+    )
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "unconfirmed"
+    world.person_sets(TERMINATE)
+    [later] = world.remediator(cooldown_seconds=1800).handle_event(world.detection("ep-2"))
+    assert later.detail["reason"].startswith("Cooldown: Lifeguard changed this group")
+
+
 # PCS's own 5xx, and a front end's (a gateway timeout with an HTML body, which botocore names by its status).
 @pytest.mark.parametrize("lost_by", ["InternalServerException", "504"])
 def test_a_retried_change_whose_first_answer_was_lost_is_taken_as_made_not_as_someone_elses(

@@ -78,7 +78,18 @@ class RemediationBusyError(LifeguardError):
 
 
 class _MovedOnError(LifeguardError):
-    """The group's configuration is no longer the one a change was planned on."""
+    """The group's configuration is no longer the one a change was planned on; `maybe_made` when an attempt
+    before failed in a way that does not say PCS did not take it (a 5xx, a lost answer)."""
+
+    def __init__(self, maybe_made: bool) -> None:
+        super().__init__("the group's configuration moved on")
+        self.maybe_made = maybe_made
+
+
+# Failures of an update that say PCS did not take it: refused (throttled, a conflict) or never sent.
+_NOT_TAKEN = frozenset(
+    {"ThrottlingException", "ConflictException", "429", "EndpointConnectionError", "ConnectTimeoutError"}
+)
 
 
 class RemediationParkedError(LifeguardError):
@@ -575,8 +586,10 @@ class Remediator:
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
-        except _MovedOnError:
+        except _MovedOnError as moved:
             why = f"the group's configuration changed while Lifeguard's {intent.action} waited to be retried"
+            if moved.maybe_made:  # an attempt before may have been taken, and someone changed it since
+                return self._unconfirmed(detection, ledger, intent, why)
             return self._abandon(detection, ledger, intent, f"{why}; nothing was changed")
         except AwsCallError as exc:
             attempts = self.attempts
@@ -601,10 +614,10 @@ class Remediator:
         the one before (a conflict, throttling) and someone may have changed the group while Lifeguard
         waited; their change is never overwritten (`_MovedOnError`). A group that holds the intent's
         configuration already took the attempt before (its answer was lost): that is the answer."""
-        attempts = 0
+        attempts, maybe_made = 0, False
 
         def attempt() -> GroupSnapshot:
-            nonlocal attempts
+            nonlocal attempts, maybe_made
             attempts += 1
             if attempts > 1:
                 group = self.pcs.get_group(cluster_id, group_id)
@@ -612,8 +625,12 @@ class Remediator:
                 if held == intent.fingerprint_after:
                     return group
                 if held != intent.fingerprint_before:
-                    raise _MovedOnError
-            return update()
+                    raise _MovedOnError(maybe_made)
+            try:
+                return update()
+            except AwsCallError as exc:
+                maybe_made = maybe_made or exc.code not in _NOT_TAKEN
+                raise
 
         return attempt
 
