@@ -239,7 +239,11 @@ def test_a_node_ready_script_failing_under_terminate_ends_an_active_node_and_its
     first = document["instances"][0]
     told = [line["what"] for line in document["timeline"] if first["instance_id"] in line["detail"]]
     assert told.index("ACTIVE/BOOTSTRAP_SUCCESS") < told.index("TERMINATED/BOOTSTRAP_FAILED")
-    assert document["baseline"]["groups"]["grp"]["serving_at_end"] == 0  # PCS alone: the loop goes on
+    alone = document["baseline"]["groups"]["grp"]
+    assert alone["serving_at_end"] == 0  # PCS alone: the loop goes on
+    assert alone["first_active_minute"] is not None  # its nodes went ACTIVE ...
+    assert alone["first_serving_minute"] is None  # ... and none stayed to serve: their minutes are wasted
+    assert alone["instance_minutes_wasted"] > 10
     assert "BootstrapLoopDetected" in kinds(document)  # each failure counts, though its node was ACTIVE
     [change] = lifeguards(document)
     assert change["action"] == "quarantine"

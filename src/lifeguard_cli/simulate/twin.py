@@ -155,8 +155,13 @@ class Instance:
         return self.ended is None
 
     def served(self) -> bool:
-        """Became ACTIVE and took jobs: not drained before it became active."""
-        return self.active is not None and (self.drained is None or self.drained > self.active)
+        """Became ACTIVE and took jobs: not drained before it became active, nor failed after (a nodeReady
+        script under TERMINATE ends a node PCS logged ACTIVE: the jobs it took were lost with it)."""
+        return (
+            self.active is not None
+            and (self.drained is None or self.drained > self.active)
+            and self.end != "BOOTSTRAP_FAILED"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """As the document lists it, in minutes."""
