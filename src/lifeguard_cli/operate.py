@@ -365,7 +365,8 @@ class Operator:
             raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
         group = self.pcs.get_group(cluster, group_id)
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
-        change, unmade = _to_undo(ledger, fingerprint_of(current))
+        held = fingerprint_of(current)
+        change, unmade = _to_undo(ledger, held)
         if change is None:
             # Not even --force: PCS never took it, so what it would put back is not Lifeguard's to give (it
             # may be the very configuration that looped, which someone has mended since).
@@ -384,7 +385,7 @@ class Operator:
             )
         if shown is not None and (
             (change.at, change.episode_id) != (shown.change.at, shown.change.episode_id)
-            or fingerprint_of(current) != shown.fingerprint_then
+            or held != shown.fingerprint_then
         ):
             raise OperatorError(
                 f"{group_id} changed while you were asked: nothing was undone; run lifeguard undo again"
@@ -396,12 +397,11 @@ class Operator:
         lines += [f"  lets go {c.action} of {format_time(c.at)}: set out, never taken by PCS" for c in unmade]
         # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
         # fingerprint, a later modifiedAt than Lifeguard's change left.
-        set_again = (
-            change.modified_at_after is not None
-            and group.modified_at_ms != change.modified_at_after
-            and fingerprint_of(current) == change.fingerprint_after
+        set_again = held == change.fingerprint_after and change.modified_at_after not in (
+            None,
+            group.modified_at_ms,
         )
-        if fingerprint_of(current) != change.fingerprint_after or set_again:
+        if held != change.fingerprint_after or set_again:
             if not force:
                 how = (
                     f"its configuration was set again at {format_time(group.modified_at_ms / 1000)}, after "
@@ -439,7 +439,7 @@ class Operator:
             action="undo",
             config_before=current,
             config_after=change.config_before,
-            fingerprint_before=fingerprint_of(current),
+            fingerprint_before=held,
             fingerprint_after=fingerprint_of(change.config_before),
             client_token=token,
         )
