@@ -252,6 +252,28 @@ def test_a_node_ready_script_failing_under_terminate_ends_an_active_node_and_its
     assert summary["serving_at_end"] == 1
 
 
+def test_a_node_ready_loop_left_to_go_on_stays_one_open_episode(simulator: Simulator) -> None:
+    # Mode notify: nothing changes the group, so node after node goes ACTIVE and then fails its nodeReady
+    # script under TERMINATE. No ACTIVE of such a node ends the loop: one episode, told once, never resolved.
+    ready = [
+        {
+            "name": "ready-fail",
+            "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"},
+            "onError": "TERMINATE",
+        }
+    ]
+    data = _scenario(
+        horizon_minutes=60, scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"}
+    )
+    data["groups"][0]["config"]["stages"]["nodeReady"] = ready
+    document = simulator.run(parse_scenario(data), mode="notify", seed=1)
+    assert group(document)["bootstrap_failed"] >= 8  # the loop went on for the whole hour
+    told = kinds(document)
+    assert "LoopResolved" not in told
+    assert told.count("BootstrapLoopDetected") == 1
+    assert document["changes"] == []
+
+
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("capacity-shortage"), seed=1)
     found = group(document)

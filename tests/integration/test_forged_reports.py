@@ -376,6 +376,24 @@ def test_control_nodeready_terminate_failure_reported_after_active_resolves(tmp_
     assert "LoopResolved" in kinds(result), ", ".join(kinds(result))
 
 
+def test_a_nodeready_terminate_loop_left_to_go_on_is_one_episode_till_a_node_stays_up(tmp_path: Path) -> None:
+    """Notify, the article's timing: each node is ACTIVE, then its ready-check (onError TERMINATE) fails
+    and PCS ends it, node after node. No ACTIVE of such a node ends the loop (it waits for the node's
+    ready-check); the first node whose ready-check passes does, when its report comes."""
+    lines: list[dict] = []
+    for k in range(5):
+        t, iid = T0 + k * 360000, f"i-00000000000000e0{k}"
+        lines += boot_ok(t, iid, ready="failed")
+        lines.append(rec(t + 130000, "TERMINATED", "BOOTSTRAP_FAILED", iid))
+    lines += boot_ok(T0 + 5 * 360000, "i-00000000000000e09")
+    result = replay_config(tmp_path, lines, "notify", article_with("TERMINATE"))
+    told = kinds(result)
+    assert "BootstrapLoopDetected" in told
+    assert told.count("LoopResolved") == 1, ", ".join(told)
+    resolved = next(e for e in result["events"] if e["detail-type"] == "LoopResolved")
+    assert "i-00000000000000e09" in resolved["detail"]["reason"]
+
+
 @pytest.mark.parametrize("end", ["BOOTSTRAP_FAILED", "UNHEALTHY_NODE", "SCHEDULER_REQUESTED"])
 def test_nodeready_terminate_failure_delivered_before_active_never_lets_the_loop_resolve(
     tmp_path: Path, end: str

@@ -1276,6 +1276,42 @@ def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_pro
     assert [f["instance_id"] for f in detail["failures"]] == [first, second]
 
 
+def test_a_node_ready_loop_whose_nodes_send_no_reports_is_one_episode_told_again_once() -> None:
+    """No node reports: the first node ACTIVE after the loop's detection ends it (nothing says otherwise),
+    then fails (its nodeReady script, under TERMINATE): the episode is open again, told once more, and on
+    that configuration a success ends it only once its node stayed up for the reports' grace."""
+    ready = copy.deepcopy(TERMINATE)
+    ready["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world = World()
+    world.person_sets(ready, at(1, 2))
+    nodes = [f"i-0ready0000000000{k}" for k in range(6)]
+    world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
+    world.feed([launched(nodes[1], at(1, 9)), failed(nodes[1], at(1, 12))])
+    world.feed([launched(nodes[2], at(1, 15)), succeeded(nodes[2], at(1, 18))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]  # nothing said otherwise, yet
+    world.feed([failed(nodes[2], at(1, 19))])
+    assert world.published()[-1] == "BootstrapLoopDetected"
+    _, detail = world.bus.events()[-1]
+    assert detail["revision"] == 2
+    assert "the LoopResolved of" in detail["reason"]
+    assert nodes[2] in [f["instance_id"] for f in detail["failures"]]
+    state = world.state()
+    assert state.episode is not None
+    assert state.last_episode is None
+    # The loop goes on: node after node ACTIVE, then failed. Nothing more is told.
+    for k, minute in ((3, 22), (4, 30)):
+        world.feed([launched(nodes[k], at(1, minute)), succeeded(nodes[k], at(1, minute + 3))])
+        world.feed([failed(nodes[k], at(1, minute + 4))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved", "BootstrapLoopDetected"]
+    # A node that stays up: its success ends the loop once the grace has passed (the next batch after it).
+    world.feed([launched(nodes[5], at(1, 40)), succeeded(nodes[5], at(1, 43))])
+    assert world.published()[-1] == "BootstrapLoopDetected"
+    world.feed([launched("i-0ready00000000099", at(1, 54))])
+    assert world.published()[-1] == "LoopResolved"
+    _, detail = world.bus.events()[-1]
+    assert nodes[5] in detail["reason"]
+
+
 def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> None:
     world = World()
     other = "pcs_abcdef02"

@@ -179,6 +179,7 @@ _FAILURES = list_of(model(Failure))
     changed_by=optional(json_object()),
     replacement_revision=optional(integer()),
     unhealthy=_FAILURES,
+    failed_after_active_on=optional(integer()),
 )
 @dataclass(slots=True, kw_only=True)
 class Episode(Model):
@@ -204,6 +205,9 @@ class Episode(Model):
     # a drain/replace loop inside a contained episode), and the unhealthy terminations it rests on.
     replacement_revision: int | None = None
     unhealthy: list[Failure] = field(default_factory=list)
+    # The configuration (its modifiedAt) on which a node of the loop failed after PCS logged it ACTIVE (a
+    # nodeReady script under TERMINATE): a success on it ends nothing until its node is seen to stay up.
+    failed_after_active_on: int | None = None
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""

@@ -29,6 +29,7 @@ __all__ = [
     "hides_failures",
     "holds_quarantine",
     "holds_script",
+    "ready_checks",
     "scripts_of",
     "stopping_scripts",
     "terminating_scripts",
@@ -147,6 +148,12 @@ def terminating_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str
         for stage, script in _named_scripts(actions)
         if script.get("onError") in (None, DEFAULT_ON_ERROR)
     }
+
+
+def ready_checks(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """(stage, name) of every nodeReady script of a configuration whose failure gets the node terminated:
+    PCS logs a node ACTIVE before nodeReady runs, so such a script's failure ends a node that was ACTIVE."""
+    return {(stage, name) for stage, name in terminating_scripts(actions) if stage == "nodeReady"}
 
 
 def _named_scripts(actions: Mapping[str, Any] | None) -> Iterator[tuple[str, Mapping[str, Any]]]:

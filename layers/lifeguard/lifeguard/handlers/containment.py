@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from lifeguard.attribution import (
     KEPT_LIMIT,
+    LAUNCH_BOOT_AFTER_OUTCOME_MS,
     BootRuns,
     failed_runs,
     known_scripts,
@@ -20,15 +21,18 @@ from lifeguard.attribution import (
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
-from lifeguard.group_state import BootOutcome, GroupState
-from lifeguard.lifecycle_rules import drains_kept_nodes, scripts_of
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
+from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, scripts_of
 from lifeguard.node_report import NodeReport
 
 if TYPE_CHECKING:
     from lifeguard.scaling_log import ScalingLogRecord
 
 __all__ = [
+    "REPORTS_GRACE_MS",
+    "awaits_ready_checks",
     "contain",
+    "reopen_after_ready_failure",
     "reopen_as_contained",
     "resolve",
     "revoke_false_proof",
@@ -37,6 +41,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("lifeguard")
+
+# How long a success waits for what its node's reports, or PCS's end of the node, may still say of its boot.
+REPORTS_GRACE_MS = 10 * 60 * 1000
 
 
 def contain(
@@ -121,19 +128,83 @@ def settle(
     boot: BootRuns,
     *,
     unreported: bool,
+    held: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it: contained when
-    its node reported a run of that boot that leaves the loop's script failing (`still_failing`), resolved
-    when it reported runs and none does, or, when it reported nothing, resolved if
-    `unreported` (the success alone is to be believed) and nothing yet otherwise. `lifeguards()` as for
-    `contain`, asked only when the loop is contained (it may read Lifeguard's ledger)."""
+    its node reported a run of that boot that leaves the loop's script failing (`still_failing`); else
+    nothing yet when `held` (`awaits_ready_checks`); resolved when it reported runs and none does, or, when
+    it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing yet
+    otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained (it may read
+    Lifeguard's ledger)."""
     failing = still_failing(boot.failed, state.episode.suspect if state.episode else None)
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
+    if held:
+        return []
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence())
     return []
+
+
+def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
+    """Whether `success` ends nothing yet: PCS logs a node ACTIVE before nodeReady runs (the article), and a
+    nodeReady script failing under TERMINATE then ends the node (`ready_checks`). So, for
+    `REPORTS_GRACE_MS` after it, a success does not end the open episode while its node reported such a
+    run of that boot failed (PCS's end of the node is on its way), or has not yet reported a run of each
+    such script where its reports are expected: the group's nodes ship reports (the episode rests on them),
+    or a node of this loop already failed after its ACTIVE on this very configuration. After that, the
+    success is judged as any (a report that named a failure PCS never acted on was not its boot's, or not
+    true). Nor while the configuration as last read may not be the one the node booted (read before its
+    launch): a script that is gone holds nothing back."""
+    episode, config = state.episode, state.config
+    if episode is None or config is None or now_ms - success.event_timestamp > REPORTS_GRACE_MS:
+        return False
+    if config.checked_at < (state.launched_at(success) or success.event_timestamp):
+        return False
+    checks = ready_checks(config.node_lifecycle_actions)
+    if not checks:
+        return False
+    if any((run.stage, run.script) in checks and run.on_error == "TERMINATE" for run in boot.failed):
+        return True
+    expected = "node_reports" in episode.signals or episode.failed_after_active_on == config.modified_at
+    return expected and not checks <= boot.ran
+
+
+def reopen_after_ready_failure(
+    state: GroupState, settings: DetectionSettings, failure: BootOutcome
+) -> list[ControllerEvent]:
+    """When the node whose success ended the last episode fails after all (PCS logged it ACTIVE, then a
+    nodeReady script under TERMINATE ended it): the loop never ended. The episode is open again, the
+    failure its newest, told again (BootstrapLoopDetected: its LoopResolved was wrong), and a success on
+    this configuration ends it only once its node is seen to stay up (`awaits_ready_checks`)."""
+    last = state.last_episode
+    if last is None or last.resolved_by != failure.instance_id or last.resolved_at is None:
+        return []
+    if failure.event_timestamp - last.resolved_at > LAUNCH_BOOT_AFTER_OUTCOME_MS:
+        return []  # not of the boot that ended it (nodeReady's scripts run within that bound)
+    resolved_at = last.resolved_at
+    last.resolved_at = last.resolved_by = None
+    last.revision += 1
+    known = {f.instance_id for f in last.failures}
+    if failure.instance_id not in known:
+        failed = Failure(
+            instance_id=failure.instance_id,
+            scheduler_node_id=failure.scheduler_node_id,
+            event_timestamp=failure.event_timestamp,
+        )
+        last.failures = [*last.failures, failed][-OUTCOME_LIMIT:]
+    if state.config is not None:
+        last.failed_after_active_on = state.config.modified_at
+    state.episode, state.last_episode = last, None
+    node = f" ({failure.scheduler_node_id})" if failure.scheduler_node_id else ""
+    reason = (
+        f"{failure.instance_id}{node} failed at {utc(failure.event_timestamp)}, after its BOOTSTRAP_SUCCESS "
+        f"(a nodeReady script under TERMINATE): the loop did not end, the LoopResolved of "
+        f"{utc(resolved_at)} was wrong"
+    )
+    logger.warning("group %s: %s", state.group_id, reason)
+    return [episode_event("BootstrapLoopDetected", state, last, settings, reason=reason)]
 
 
 def resolve(

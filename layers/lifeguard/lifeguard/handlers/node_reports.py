@@ -30,7 +30,12 @@ from lifeguard.detection import Detection, DetectionSettings, detect, episode_id
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import reopen_as_contained, revoke_false_proof, settle
+from lifeguard.handlers.containment import (
+    awaits_ready_checks,
+    reopen_as_contained,
+    revoke_false_proof,
+    settle,
+)
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
@@ -266,7 +271,13 @@ class NodeReportsHandler:
             return []
         boot = GroupEvidence(self.store, state).of(success)
         return settle(
-            state, settings, success, boot, unreported=False, lifeguards=lambda: self._lifeguards(state)
+            state,
+            settings,
+            success,
+            boot,
+            unreported=False,
+            held=awaits_ready_checks(state, success, boot, int(self.clock() * 1000)),
+            lifeguards=lambda: self._lifeguards(state),
         )
 
     def _settings(self, state: GroupState) -> DetectionSettings:

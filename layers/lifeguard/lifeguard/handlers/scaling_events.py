@@ -32,7 +32,14 @@ from lifeguard.detection import (
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
-from lifeguard.handlers.containment import revoke_proof_of_failed_node, revoke_proof_of_older_launch, settle
+from lifeguard.handlers.containment import (
+    REPORTS_GRACE_MS,
+    awaits_ready_checks,
+    reopen_after_ready_failure,
+    revoke_proof_of_failed_node,
+    revoke_proof_of_older_launch,
+    settle,
+)
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import (
@@ -40,6 +47,7 @@ from lifeguard.lifecycle_rules import (
     hides_failures,
     holds_quarantine,
     holds_script,
+    ready_checks,
     stopping_scripts,
 )
 from lifeguard.metrics import Metric, uncounted
@@ -59,9 +67,6 @@ __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 _FOLDED = BOOTSTRAP_OUTCOMES | {UNHEALTHY_TERMINATION}
 
 logger = logging.getLogger("lifeguard")
-# How long a success's node may take to send its reports before the success is judged without them: the
-# shipper sends each run as it ends, so they are normally in before PCS logs the node ACTIVE.
-REPORTS_GRACE_MS = 10 * 60 * 1000
 
 
 @dataclass
@@ -352,6 +357,8 @@ class ScalingEventsHandler:
                 # A LAUNCHED delivered after its node's failure says which configuration the node ran: the
                 # failure may count now, as when it came.
                 late_launch = _launch_of_a_failure(state, record)
+                if failed_after_active:
+                    self._failed_after_active(state, record.instance_id or "", change)
                 if (failure or late_launch) and state.episode is None:
                     self._detect(state, refresh, change, runs)
                 elif (
@@ -397,7 +404,10 @@ class ScalingEventsHandler:
         boot = runs.of(success) if success is not None else None
         if success is None or boot is None:
             return
-        if boot.failed or not boot.reported:
+        # What did it boot? Read when its reports cannot say: a quarantine, a drain step, or a nodeReady
+        # script under TERMINATE of the configuration as last read may be gone from it.
+        config = state.config
+        if boot.failed or not boot.reported or (config and ready_checks(config.node_lifecycle_actions)):
             change.changed |= self._read_launched_config(state, success, refresh)
         unreported = not boot.failed and not self._proves_nothing(state, success, boot)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
@@ -408,11 +418,23 @@ class ScalingEventsHandler:
             success,
             boot,
             unreported=unreported,
+            held=awaits_ready_checks(state, success, boot, int(self.clock() * 1000)),
             lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
         )
         if settled:
             change.changed = True
             change.events.extend(settled)
+
+    def _failed_after_active(self, state: GroupState, instance_id: str, change: Change) -> None:
+        """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the loop goes on
+        on the configuration as known. An episode its success had ended is open again
+        (`reopen_after_ready_failure`); an open one notes it, so a success on that configuration waits to
+        be seen to stay up (`awaits_ready_checks`)."""
+        outcome = state.outcomes.get(instance_id)
+        if state.episode is None and outcome is not None:
+            change.events.extend(reopen_after_ready_failure(state, self._settings(state), outcome))
+        if state.episode is not None and state.config is not None:
+            state.episode.failed_after_active_on = state.config.modified_at
 
     @staticmethod
     def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
