@@ -394,6 +394,23 @@ def test_a_nodeready_terminate_loop_left_to_go_on_is_one_episode_till_a_node_sta
     assert "i-00000000000000e09" in resolved["detail"]["reason"]
 
 
+def test_a_forged_nodeready_terminate_failure_does_not_hold_a_fixed_loops_end_back(tmp_path: Path) -> None:
+    """The loop of fail-terminate is fixed in place (notify); no node of it failed after its ACTIVE. Another
+    node writes a report that the first fixed node's ready-check (onError TERMINATE) failed; the node's
+    own report says it passed, and PCS never ends it. A report alone cannot make a success wait: the loop
+    is resolved by that node."""
+    fixed = "i-00000000000000d03"
+    lines = failed_boot(T0, "i-00000000000000d01") + failed_boot(T0 + 300000, "i-00000000000000d02")
+    boot = boot_ok(T0 + 600000, fixed)
+    forged = rep((T0 + 690000) // 1000, fixed, "ready-check", "failed", stage="nodeReady")
+    lines += [*boot[:4], forged, *boot[4:]]
+    lines += boot_ok(T0 + 900000, "i-00000000000000d04")
+    result = replay_config(tmp_path, lines, "notify", article_with("TERMINATE"))
+    resolved = [e for e in result["events"] if e["detail-type"] == "LoopResolved"]
+    assert resolved, ", ".join(kinds(result))
+    assert fixed in resolved[0]["detail"]["reason"]
+
+
 @pytest.mark.parametrize("end", ["BOOTSTRAP_FAILED", "UNHEALTHY_NODE", "SCHEDULER_REQUESTED"])
 def test_nodeready_terminate_failure_delivered_before_active_never_lets_the_loop_resolve(
     tmp_path: Path, end: str

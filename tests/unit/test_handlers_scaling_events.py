@@ -1276,20 +1276,31 @@ def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_pro
     assert [f["instance_id"] for f in detail["failures"]] == [first, second]
 
 
-def test_a_node_ready_loop_whose_nodes_send_no_reports_is_one_episode_told_again_once() -> None:
-    """No node reports: the first node ACTIVE after the loop's detection ends it (nothing says otherwise),
-    then fails (its nodeReady script, under TERMINATE): the episode is open again, told once more, and on
-    that configuration a success ends it only once its node stayed up for the reports' grace."""
+READY_NODES = [f"i-0ready0000000000{k}" for k in range(6)]
+
+
+def _ready_loop() -> World:
+    """A group whose nodes send no reports, its ready-check under TERMINATE: two nodes fail (the loop),
+    the third goes ACTIVE (nothing says otherwise: the loop ends) and then fails after its ACTIVE."""
     ready = copy.deepcopy(TERMINATE)
     ready["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
     world = World()
     world.person_sets(ready, at(1, 2))
-    nodes = [f"i-0ready0000000000{k}" for k in range(6)]
+    nodes = READY_NODES
     world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
     world.feed([launched(nodes[1], at(1, 9)), failed(nodes[1], at(1, 12))])
     world.feed([launched(nodes[2], at(1, 15)), succeeded(nodes[2], at(1, 18))])
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]  # nothing said otherwise, yet
     world.feed([failed(nodes[2], at(1, 19))])
+    return world
+
+
+def test_a_node_ready_loop_whose_nodes_send_no_reports_is_one_episode_told_again_once() -> None:
+    """The node that ended the loop fails after its ACTIVE (its nodeReady script, under TERMINATE): the
+    episode is open again, told once more, and on that configuration a success ends it only once its node
+    stayed up for the reports' grace."""
+    world = _ready_loop()
+    nodes = READY_NODES
     assert world.published()[-1] == "BootstrapLoopDetected"
     _, detail = world.bus.events()[-1]
     assert detail["revision"] == 2
@@ -1310,6 +1321,43 @@ def test_a_node_ready_loop_whose_nodes_send_no_reports_is_one_episode_told_again
     assert world.published()[-1] == "LoopResolved"
     _, detail = world.bus.events()[-1]
     assert nodes[5] in detail["reason"]
+
+
+def test_a_success_waiting_to_be_seen_up_is_judged_before_a_later_loop_is_folded_in() -> None:
+    """A node that stayed up ends the loop, though nothing came until the next day's failures (a quiet
+    group): those are a new loop, told as one, not the old one going on."""
+    world = _ready_loop()
+    world.feed([launched(READY_NODES[5], at(1, 40)), succeeded(READY_NODES[5], at(1, 43))])
+    day = 24 * 3600 * 1000
+    later = ["i-0nextday00000001", "i-0nextday00000002"]
+    world.feed([launched(later[0], at(1, 3) + day), failed(later[0], at(1, 6) + day)])
+    world.feed([launched(later[1], at(1, 9) + day), failed(later[1], at(1, 12) + day)])
+    assert world.published()[-2:] == ["LoopResolved", "BootstrapLoopDetected"]
+    _, detail = world.bus.events()[-1]
+    assert [f["instance_id"] for f in detail["failures"]] == later
+    assert detail["revision"] == 1
+
+
+def test_a_node_launched_before_a_fix_fails_after_its_active_without_holding_the_fix_back() -> None:
+    """After the loop was told again, a node launched on the looping configuration comes up after a fix
+    was pushed, then fails after its ACTIVE: it waits (it booted the loop's configuration), and fails;
+    the fix's own node, which stays up, ends the loop when its wait is over."""
+    world = _ready_loop()
+    fixed = copy.deepcopy(TERMINATE)  # its ready-check back under CONTINUE
+    old, new = "i-0oldconfig000001", "i-0newconfig000001"
+    world.feed([launched(old, at(1, 21))])
+    world.person_sets(fixed, at(1, 22))
+    world.feed([succeeded(old, at(1, 24))])
+    world.feed([failed(old, at(1, 25))])
+    world.feed([launched(new, at(1, 26)), succeeded(new, at(1, 29))])
+    assert world.published() == [
+        "BootstrapLoopDetected",
+        "LoopResolved",
+        "BootstrapLoopDetected",
+        "LoopResolved",
+    ]
+    _, detail = world.bus.events()[-1]
+    assert new in detail["reason"]
 
 
 def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> None:

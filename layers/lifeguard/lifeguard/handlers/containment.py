@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORTS_GRACE_MS",
     "awaits_ready_checks",
+    "booted_current",
     "contain",
     "reopen_after_ready_failure",
     "reopen_as_contained",
@@ -148,54 +149,65 @@ def settle(
 
 
 def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
-    """Whether `success` ends nothing yet: PCS logs a node ACTIVE before nodeReady runs (the article), and a
-    nodeReady script failing under TERMINATE then ends the node (`ready_checks`). So, for
-    `REPORTS_GRACE_MS` after it, a success does not end the open episode while its node reported such a
-    run of that boot failed (PCS's end of the node is on its way), or has not yet reported a run of each
-    such script where its reports are expected: the group's nodes ship reports (the episode rests on them),
-    or a node of this loop already failed after its ACTIVE on this very configuration. After that, the
-    success is judged as any (a report that named a failure PCS never acted on was not its boot's, or not
-    true). Nor while the configuration as last read may not be the one the node booted (read before its
-    launch): a script that is gone holds nothing back."""
+    """Whether `success` ends nothing yet. PCS logs a node ACTIVE before nodeReady runs (the article), and a
+    nodeReady script failing under TERMINATE then ends the node (`ready_checks`). Once a node of the open
+    loop did just that (`Episode.failed_after_active_on`, from PCS's records alone), a node that booted the
+    same configuration is not taken at its ACTIVE for `REPORTS_GRACE_MS` (to `now_ms`), unless its reports
+    show a run of each such script of that boot that did not fail. A report can only end the wait early (as
+    before the wait existed: a false one is undone by PCS's end of the node, `reopen_after_ready_failure`);
+    none can start it. Only a node known to have booted that configuration waits: launched on it, before any
+    newer one, the group read since its launch."""
     episode, config = state.episode, state.config
-    if episode is None or config is None or now_ms - success.event_timestamp > REPORTS_GRACE_MS:
+    if episode is None or config is None or episode.failed_after_active_on is None:
         return False
-    if config.checked_at < (state.launched_at(success) or success.event_timestamp):
+    if now_ms - success.event_timestamp > REPORTS_GRACE_MS:
         return False
-    checks = ready_checks(config.node_lifecycle_actions)
+    launched = state.launched_at(success)
+    looped_on = episode.failed_after_active_on
+    if launched is None or launched < looped_on or config.checked_at < launched:
+        return False
+    if config.modified_at != looped_on and launched >= config.modified_at:
+        return False  # it booted a newer configuration
+    checks = ready_checks(config.node_lifecycle_actions) if config.modified_at == looped_on else None
     if not checks:
-        return False
-    if any((run.stage, run.script) in checks and run.on_error == "TERMINATE" for run in boot.failed):
-        return True
-    expected = "node_reports" in episode.signals or episode.failed_after_active_on == config.modified_at
-    return expected and not checks <= boot.ran
+        return config.modified_at != looped_on  # an older one, whose scripts are not known here
+    return not checks <= boot.ran
+
+
+def booted_current(state: GroupState, outcome: BootOutcome) -> bool:
+    """Whether the outcome's node is known to have booted the group's configuration as last read: launched
+    on it (at or after its modifiedAt), the group read since."""
+    config, launched = state.config, state.launched_at(outcome)
+    return config is not None and launched is not None and config.modified_at <= launched <= config.checked_at
 
 
 def reopen_after_ready_failure(
     state: GroupState, settings: DetectionSettings, failure: BootOutcome
 ) -> list[ControllerEvent]:
     """When the node whose success ended the last episode fails after all (PCS logged it ACTIVE, then a
-    nodeReady script under TERMINATE ended it): the loop never ended. The episode is open again, the
-    failure its newest, told again (BootstrapLoopDetected: its LoopResolved was wrong), and a success on
-    this configuration ends it only once its node is seen to stay up (`awaits_ready_checks`)."""
-    last = state.last_episode
-    if last is None or last.resolved_by != failure.instance_id or last.resolved_at is None:
+    nodeReady script under TERMINATE ended it) on the episode's own configuration: the loop never ended.
+    The episode is open again, the failure its newest, told again (BootstrapLoopDetected: its LoopResolved
+    was wrong), and a node on that configuration ends it only once it is seen to stay up
+    (`awaits_ready_checks`). A node of another configuration failing so is that configuration's first
+    failure: a loop of its own, told as any."""
+    last, config = state.last_episode, state.config
+    if last is None or config is None or last.resolved_by != failure.instance_id or last.resolved_at is None:
         return []
     if failure.event_timestamp - last.resolved_at > LAUNCH_BOOT_AFTER_OUTCOME_MS:
         return []  # not of the boot that ended it (nodeReady's scripts run within that bound)
+    if last.config_modified_at != config.modified_at or not booted_current(state, failure):
+        return []
     resolved_at = last.resolved_at
     last.resolved_at = last.resolved_by = None
     last.revision += 1
-    known = {f.instance_id for f in last.failures}
-    if failure.instance_id not in known:
+    if failure.instance_id not in {f.instance_id for f in last.failures}:
         failed = Failure(
             instance_id=failure.instance_id,
             scheduler_node_id=failure.scheduler_node_id,
             event_timestamp=failure.event_timestamp,
         )
         last.failures = [*last.failures, failed][-OUTCOME_LIMIT:]
-    if state.config is not None:
-        last.failed_after_active_on = state.config.modified_at
+    last.failed_after_active_on = config.modified_at
     state.episode, state.last_episode = last, None
     node = f" ({failure.scheduler_node_id})" if failure.scheduler_node_id else ""
     reason = (

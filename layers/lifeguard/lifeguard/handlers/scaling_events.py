@@ -35,6 +35,7 @@ from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
     awaits_ready_checks,
+    booted_current,
     reopen_after_ready_failure,
     revoke_proof_of_failed_node,
     revoke_proof_of_older_launch,
@@ -346,6 +347,10 @@ class ScalingEventsHandler:
             # the same records delivered one by one would.
             for record in records:
                 known = state.outcomes.get(record.instance_id or "")
+                if record.is_bootstrap_failure and _awaiting(state):
+                    # A success waiting to be seen to stay up is judged at this failure's time first: a
+                    # failure after its wait is over is another loop's, not this one's going on.
+                    self._settle(state, refresh, change, runs, now_ms=record.event_timestamp)
                 if not fold(record):
                     continue
                 change.changed = True
@@ -357,8 +362,8 @@ class ScalingEventsHandler:
                 # A LAUNCHED delivered after its node's failure says which configuration the node ran: the
                 # failure may count now, as when it came.
                 late_launch = _launch_of_a_failure(state, record)
-                if failed_after_active:
-                    self._failed_after_active(state, record.instance_id or "", change)
+                if failed_after_active and state.episode is None:
+                    self._reopen(state, record.instance_id or "", change)
                 if (failure or late_launch) and state.episode is None:
                     self._detect(state, refresh, change, runs)
                 elif (
@@ -371,6 +376,8 @@ class ScalingEventsHandler:
                     self._settle(state, refresh, change, runs)
                 if failure and state.episode is not None:
                     self._bear_out(state, change, runs)
+                if failed_after_active:
+                    _note_failed_after_active(state, record.instance_id or "")
                 if unhealthy:
                     self._detect_replacement(state, refresh, change, runs)
             if state.episode is not None and state.episode.contained_at is None and change.changed:
@@ -394,11 +401,18 @@ class ScalingEventsHandler:
         return config is None or records[-1].event_timestamp - config.tags_checked_at >= self.tag_refresh_ms
 
     def _settle(
-        self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
+        self,
+        state: GroupState,
+        refresh: Callable[..., bool],
+        change: Change,
+        runs: GroupEvidence,
+        *,
+        now_ms: int | None = None,
     ) -> None:
         """The success that ends the open episode, if any: contained when its node reported a failed script
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
-        proves nothing yet (`_proves_nothing`)."""
+        proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
+        `now_ms`, the invocation's clock unless given)."""
         settings = self._settings(state)
         success = resolves(state, settings)
         boot = runs.of(success) if success is not None else None
@@ -418,23 +432,23 @@ class ScalingEventsHandler:
             success,
             boot,
             unreported=unreported,
-            held=awaits_ready_checks(state, success, boot, int(self.clock() * 1000)),
+            held=awaits_ready_checks(
+                state, success, boot, int(self.clock() * 1000) if now_ms is None else now_ms
+            ),
             lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
         )
         if settled:
             change.changed = True
             change.events.extend(settled)
 
-    def _failed_after_active(self, state: GroupState, instance_id: str, change: Change) -> None:
-        """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the loop goes on
-        on the configuration as known. An episode its success had ended is open again
-        (`reopen_after_ready_failure`); an open one notes it, so a success on that configuration waits to
-        be seen to stay up (`awaits_ready_checks`)."""
+    def _reopen(self, state: GroupState, instance_id: str, change: Change) -> None:
+        """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the episode its
+        success had ended is open again (`reopen_after_ready_failure`)."""
         outcome = state.outcomes.get(instance_id)
-        if state.episode is None and outcome is not None:
-            change.events.extend(reopen_after_ready_failure(state, self._settings(state), outcome))
-        if state.episode is not None and state.config is not None:
-            state.episode.failed_after_active_on = state.config.modified_at
+        if outcome is not None:
+            reopened = reopen_after_ready_failure(state, self._settings(state), outcome)
+            change.events.extend(reopened)
+            change.changed |= bool(reopened)
 
     @staticmethod
     def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
@@ -790,6 +804,19 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
     # contained one's kept nodes come up between its fresh failures, and say the script fails already.
     again_for_a_loop = episode.kind == "intermittent" or episode.contained_at is not None
     return found is not None and (not again_for_a_loop or found.kind == "loop")
+
+
+def _awaiting(state: GroupState) -> bool:
+    """Whether the open episode's successes may wait to be seen to stay up (`awaits_ready_checks`)."""
+    return state.episode is not None and state.episode.failed_after_active_on is not None
+
+
+def _note_failed_after_active(state: GroupState, instance_id: str) -> None:
+    """A node PCS logged ACTIVE failed after all, in the open loop: when it booted the configuration as
+    known, the loop's nodes on it are not taken at their ACTIVE from now on (`awaits_ready_checks`)."""
+    episode, outcome = state.episode, state.outcomes.get(instance_id)
+    if episode is not None and state.config is not None and outcome and booted_current(state, outcome):
+        episode.failed_after_active_on = state.config.modified_at
 
 
 def _changed(state: GroupState) -> bool:
