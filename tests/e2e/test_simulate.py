@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from lifeguard_cli.simulate import Simulator, load_scenario
-from lifeguard_cli.simulate.scenario import BUILT_IN, ScenarioError, parse_scenario
+from lifeguard_cli.simulate.scenario import BUILT_IN, Scenario, ScenarioError, parse_scenario
 
 pytestmark = pytest.mark.e2e
 LIFEGUARD = Path(sys.executable).parent / "lifeguard"
@@ -219,23 +219,23 @@ def test_a_node_is_active_once_node_bootstrapped_is_over_while_node_ready_still_
     assert slow["first_active_minute"] is not None
 
 
+def _node_ready_loop(horizon_minutes: int) -> Scenario:
+    """One group whose nodeBootstrapped script passes and whose nodeReady script fails under TERMINATE."""
+    data = _scenario(
+        horizon_minutes=horizon_minutes,
+        scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"},
+    )
+    fail = {"name": "ready-fail", "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"}}
+    data["groups"][0]["config"]["stages"]["nodeReady"] = [{**fail, "onError": "TERMINATE"}]
+    return parse_scenario(data)
+
+
 def test_a_node_ready_script_failing_under_terminate_ends_an_active_node_and_its_loop_is_broken(
     simulator: Simulator,
 ) -> None:
     # PCS logs the node ACTIVE before nodeReady runs (the article), so a nodeReady script that fails under
     # TERMINATE ends a node that was ACTIVE: ACTIVE, then TERMINATED/BOOTSTRAP_FAILED, node after node.
-    ready = [
-        {
-            "name": "ready-fail",
-            "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"},
-            "onError": "TERMINATE",
-        }
-    ]
-    data = _scenario(
-        horizon_minutes=30, scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"}
-    )
-    data["groups"][0]["config"]["stages"]["nodeReady"] = ready
-    document = simulator.run(parse_scenario(data), seed=1, baseline="pcs")
+    document = simulator.run(_node_ready_loop(30), seed=1, baseline="pcs")
     first = document["instances"][0]
     told = [line["what"] for line in document["timeline"] if first["instance_id"] in line["detail"]]
     assert told.index("ACTIVE/BOOTSTRAP_SUCCESS") < told.index("TERMINATED/BOOTSTRAP_FAILED")
@@ -255,18 +255,7 @@ def test_a_node_ready_script_failing_under_terminate_ends_an_active_node_and_its
 def test_a_node_ready_loop_left_to_go_on_stays_one_open_episode(simulator: Simulator) -> None:
     # Mode notify: nothing changes the group, so node after node goes ACTIVE and then fails its nodeReady
     # script under TERMINATE. No ACTIVE of such a node ends the loop: one episode, told once, never resolved.
-    ready = [
-        {
-            "name": "ready-fail",
-            "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"},
-            "onError": "TERMINATE",
-        }
-    ]
-    data = _scenario(
-        horizon_minutes=60, scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"}
-    )
-    data["groups"][0]["config"]["stages"]["nodeReady"] = ready
-    document = simulator.run(parse_scenario(data), mode="notify", seed=1)
+    document = simulator.run(_node_ready_loop(60), mode="notify", seed=1)
     assert group(document)["bootstrap_failed"] >= 8  # the loop went on for the whole hour
     told = kinds(document)
     assert "LoopResolved" not in told
