@@ -219,11 +219,13 @@ def test_a_node_is_active_once_node_bootstrapped_is_over_while_node_ready_still_
     assert slow["first_active_minute"] is not None
 
 
-def _node_ready_loop(horizon_minutes: int) -> Scenario:
-    """One group whose nodeBootstrapped script passes and whose nodeReady script fails under TERMINATE."""
+def _node_ready_loop(horizon_minutes: int, **fields: Any) -> Scenario:
+    """One group whose nodeBootstrapped script passes and whose nodeReady script fails under TERMINATE
+    (`fields` over the scenario)."""
     data = _scenario(
         horizon_minutes=horizon_minutes,
         scripts={"ok.sh": "#!/bin/bash\necho ok\n", "fail.sh": "#!/bin/bash\nexit 1\n"},
+        **fields,
     )
     fail = {"name": "ready-fail", "scriptSource": {"scriptLocation": "s3://sim-scripts/fail.sh"}}
     data["groups"][0]["config"]["stages"]["nodeReady"] = [{**fail, "onError": "TERMINATE"}]
@@ -261,6 +263,16 @@ def test_a_node_ready_loop_left_to_go_on_stays_one_open_episode(simulator: Simul
     assert "LoopResolved" not in told
     assert told.count("BootstrapLoopDetected") == 1
     assert document["changes"] == []
+
+
+def test_a_node_ready_loop_delivered_late_stays_one_open_episode(simulator: Simulator) -> None:
+    # The scaling log delivered 700 s late from minute 10: a node's wait is judged in PCS's event time, so
+    # a late delivery ends none of them.
+    late = _node_ready_loop(60, faults=[{"kind": "log_delay", "at_minute": 10, "seconds": 700}])
+    document = simulator.run(late, mode="notify", seed=1)
+    told = kinds(document)
+    assert "LoopResolved" not in told
+    assert told.count("BootstrapLoopDetected") == 1
 
 
 def test_a_capacity_shortage_is_no_loop_and_changes_no_script(simulator: Simulator) -> None:

@@ -1279,11 +1279,11 @@ def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_pro
 READY_NODES = [f"i-0ready0000000000{k}" for k in range(6)]
 
 
-def _ready_loop() -> World:
+def _ready_loop(ready_on_error: str = "TERMINATE") -> World:
     """A group whose nodes send no reports, its ready-check under TERMINATE: two nodes fail (the loop),
     the third goes ACTIVE (nothing says otherwise: the loop ends) and then fails after its ACTIVE."""
     ready = copy.deepcopy(TERMINATE)
-    ready["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    ready["stages"]["nodeReady"][0]["onError"] = ready_on_error
     world = World()
     world.person_sets(ready, at(1, 2))
     nodes = READY_NODES
@@ -1358,6 +1358,91 @@ def test_a_node_launched_before_a_fix_fails_after_its_active_without_holding_the
     ]
     _, detail = world.bus.events()[-1]
     assert new in detail["reason"]
+
+
+def test_a_waiting_node_whose_own_failure_comes_after_the_grace_neither_ends_nor_reopens_the_loop() -> None:
+    """A slow nodeReady check: the node's failure comes 11 minutes after its ACTIVE. It did not stay up:
+    nothing is told (neither a LoopResolved at its failure's time nor the episode opened again)."""
+    world = _ready_loop()
+    told = world.published()
+    slow = "i-0slowready000001"
+    world.feed([launched(slow, at(1, 22)), succeeded(slow, at(1, 25))])
+    world.feed([failed(slow, at(1, 36))])
+    assert world.published() == told
+    state = world.state()
+    assert state.episode is not None  # still open
+    assert state.last_episode is None
+
+
+def test_nodes_failing_after_their_active_on_a_configuration_with_no_such_script_keep_one_episode() -> None:
+    """The ready-check under CONTINUE, yet nodes fail after their ACTIVE (what PCS logs wins over what the
+    configuration says): no script a report could show passed, so a node of that configuration waits the
+    whole grace, and the loop stays one episode."""
+    world = _ready_loop("CONTINUE")
+    told = world.published()
+    assert told[-1] == "BootstrapLoopDetected"  # opened again
+    for k, minute in ((3, 22), (4, 30)):
+        world.feed([launched(READY_NODES[k], at(1, minute)), succeeded(READY_NODES[k], at(1, minute + 3))])
+        world.feed([failed(READY_NODES[k], at(1, minute + 4))])
+    assert world.published() == told
+
+
+def _run(instance: str, stage: str, script: str, outcome: str, *, on_error: str, at_s: int) -> dict[str, Any]:
+    """A node report of one script run, shaped as the recorded ones."""
+    return {
+        **REPORTED[0],
+        "instance_id": instance,
+        "stage": stage,
+        "script": script,
+        "outcome": outcome,
+        "on_error": on_error,
+        "exit_code": 1 if outcome == "failed" else 0,
+        "started_at": at_s,
+        "ended_at": at_s,
+    }
+
+
+def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_told_again_once() -> None:
+    """Contained (a kept node's CONTINUE failure of a nodeBootstrapped script), then ended by a node with no
+    failed run, which fails after its ACTIVE (its ready-check, under TERMINATE): one BootstrapLoopDetected,
+    the episode opened again, not a second for the contained loop going on."""
+    config = copy.deepcopy(TERMINATE)
+    config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
+    config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world = World()
+    handler = reports_handler(world)
+    world.person_sets(config, at(1, 2))
+    a, b, kept, f, n = (f"i-0contained00000{k}" for k in range(5))
+    world.feed([launched(a, at(1, 3)), failed(a, at(1, 6))])
+    world.feed([launched(b, at(1, 9)), failed(b, at(1, 12))])
+    world.feed([launched(kept, at(1, 13))])
+    ship(
+        world,
+        handler,
+        [
+            _run(
+                kept,
+                "nodeBootstrapped",
+                "record-after-fail",
+                "failed",
+                on_error="CONTINUE",
+                at_s=at(1, 15) // 1000,
+            )
+        ],
+    )
+    world.feed([succeeded(kept, at(1, 16))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]
+    world.feed([launched(f, at(1, 17)), failed(f, at(1, 20))])
+    world.feed([launched(n, at(1, 24))])
+    clean = [
+        _run(n, "nodeBootstrapped", name, "succeeded", on_error=on_error, at_s=at(1, 26) // 1000)
+        for name, on_error in (("fail-terminate", "TERMINATE"), ("record-after-fail", "CONTINUE"))
+    ]
+    ship(world, handler, clean)
+    world.feed([succeeded(n, at(1, 30))])
+    before = len(world.published())
+    world.feed([failed(n, at(1, 31))])
+    assert world.published()[before:] == ["BootstrapLoopDetected"]
 
 
 def test_a_batch_retried_after_its_publish_failed_publishes_the_detections() -> None:

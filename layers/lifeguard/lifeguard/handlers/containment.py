@@ -33,6 +33,7 @@ __all__ = [
     "awaits_ready_checks",
     "booted_current",
     "contain",
+    "newest_event_ms",
     "reopen_after_ready_failure",
     "reopen_as_contained",
     "resolve",
@@ -152,7 +153,8 @@ def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns,
     """Whether `success` ends nothing yet. PCS logs a node ACTIVE before nodeReady runs (the article), and a
     nodeReady script failing under TERMINATE then ends the node (`ready_checks`). Once a node of the open
     loop did just that (`Episode.failed_after_active_on`, from PCS's records alone), a node that booted the
-    same configuration is not taken at its ACTIVE for `REPORTS_GRACE_MS` (to `now_ms`), unless its reports
+    same configuration is not taken at its ACTIVE for `REPORTS_GRACE_MS` of event time (to `now_ms`: PCS's
+    time, so a late delivery ends no wait), unless its reports
     show a run of each such script of that boot that did not fail. A report can only end the wait early (as
     before the wait existed: a false one is undone by PCS's end of the node, `reopen_after_ready_failure`);
     none can start it. Only a node known to have booted that configuration waits: launched on it, before any
@@ -170,8 +172,16 @@ def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns,
         return False  # it booted a newer configuration
     checks = ready_checks(config.node_lifecycle_actions) if config.modified_at == looped_on else None
     if not checks:
-        return config.modified_at != looped_on  # an older one, whose scripts are not known here
+        return True  # no script a report could show passed (an older configuration's are not known here)
     return not checks <= boot.ran
+
+
+def newest_event_ms(state: GroupState) -> int:
+    """The group's newest event time known (its newest launch or outcome): the time a wait is judged at."""
+    return max(
+        max((o.event_timestamp for o in state.outcomes.values()), default=0),
+        max(state.launches.values(), default=0),
+    )
 
 
 def booted_current(state: GroupState, outcome: BootOutcome) -> bool:

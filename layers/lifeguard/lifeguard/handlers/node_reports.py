@@ -32,6 +32,7 @@ from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, data_batch
 from lifeguard.handlers.containment import (
     awaits_ready_checks,
+    newest_event_ms,
     reopen_as_contained,
     revoke_false_proof,
     settle,
@@ -276,7 +277,7 @@ class NodeReportsHandler:
             success,
             boot,
             unreported=False,
-            held=awaits_ready_checks(state, success, boot, int(self.clock() * 1000)),
+            held=awaits_ready_checks(state, success, boot, newest_event_ms(state)),
             lifeguards=lambda: self._lifeguards(state),
         )
 

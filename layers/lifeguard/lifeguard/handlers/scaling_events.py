@@ -36,6 +36,7 @@ from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
     awaits_ready_checks,
     booted_current,
+    newest_event_ms,
     reopen_after_ready_failure,
     revoke_proof_of_failed_node,
     revoke_proof_of_older_launch,
@@ -350,7 +351,14 @@ class ScalingEventsHandler:
                 if record.is_bootstrap_failure and _awaiting(state):
                     # A success waiting to be seen to stay up is judged at this failure's time first: a
                     # failure after its wait is over is another loop's, not this one's going on.
-                    self._settle(state, refresh, change, runs, now_ms=record.event_timestamp)
+                    self._settle(
+                        state,
+                        refresh,
+                        change,
+                        runs,
+                        now_ms=record.event_timestamp,
+                        failing=record.instance_id,
+                    )
                 if not fold(record):
                     continue
                 change.changed = True
@@ -362,11 +370,14 @@ class ScalingEventsHandler:
                 # A LAUNCHED delivered after its node's failure says which configuration the node ran: the
                 # failure may count now, as when it came.
                 late_launch = _launch_of_a_failure(state, record)
-                if failed_after_active and state.episode is None:
-                    self._reopen(state, record.instance_id or "", change)
+                reopened = (
+                    failed_after_active
+                    and state.episode is None
+                    and self._reopen(state, record.instance_id or "", change)
+                )
                 if (failure or late_launch) and state.episode is None:
                     self._detect(state, refresh, change, runs)
-                elif (
+                elif not reopened and (
                     (failure and self._may_have_changed(state, record))
                     or ((failed_after_active or late_launch) and _changed(state))
                     or (failure and _a_loop_of_the_same_configuration(state, self._settings(state)))
@@ -408,14 +419,16 @@ class ScalingEventsHandler:
         runs: GroupEvidence,
         *,
         now_ms: int | None = None,
+        failing: str | None = None,
     ) -> None:
         """The success that ends the open episode, if any: contained when its node reported a failed script
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
         proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
-        `now_ms`, the invocation's clock unless given)."""
+        `now_ms`, the group's newest event time unless given). Not the success of `failing`, whose failure
+        is about to be taken in: it did not stay up."""
         settings = self._settings(state)
         success = resolves(state, settings)
-        boot = runs.of(success) if success is not None else None
+        boot = runs.of(success) if success is not None and success.instance_id != failing else None
         if success is None or boot is None:
             return
         # What did it boot? Read when its reports cannot say: a quarantine, a drain step, or a nodeReady
@@ -433,7 +446,7 @@ class ScalingEventsHandler:
             boot,
             unreported=unreported,
             held=awaits_ready_checks(
-                state, success, boot, int(self.clock() * 1000) if now_ms is None else now_ms
+                state, success, boot, newest_event_ms(state) if now_ms is None else now_ms
             ),
             lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
         )
@@ -441,14 +454,14 @@ class ScalingEventsHandler:
             change.changed = True
             change.events.extend(settled)
 
-    def _reopen(self, state: GroupState, instance_id: str, change: Change) -> None:
+    def _reopen(self, state: GroupState, instance_id: str, change: Change) -> bool:
         """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the episode its
-        success had ended is open again (`reopen_after_ready_failure`)."""
+        success had ended is open again (`reopen_after_ready_failure`), told once; whether it was."""
         outcome = state.outcomes.get(instance_id)
-        if outcome is not None:
-            reopened = reopen_after_ready_failure(state, self._settings(state), outcome)
-            change.events.extend(reopened)
-            change.changed |= bool(reopened)
+        reopened = reopen_after_ready_failure(state, self._settings(state), outcome) if outcome else []
+        change.events.extend(reopened)
+        change.changed |= bool(reopened)
+        return bool(reopened)
 
     @staticmethod
     def _read_launched_config(state: GroupState, success: BootOutcome, refresh: Callable[..., bool]) -> bool:
