@@ -7,10 +7,14 @@ import os
 import sys
 import threading
 import time
+import uuid
 from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
+
+from lifeguard_cli.local.stack import LocalStack, describe_replay_stack
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +112,18 @@ def test_cloudwatch_logs_keeps_events_in_order(local: Any) -> None:
     )
     events = logs.get_log_events(logGroupName="/lifeguard/it", logStreamName="pcs_a/i-1")["events"]
     assert [event["message"] for event in events] == ["m0", "m1", "m2"]
+
+
+def test_a_stack_create_retried_after_its_answer_was_lost_finds_its_own_stack(local: Any) -> None:
+    """On a busy machine the client may send CreateStack again after the local AWS made the stack: the
+    second finds that very stack (same outputs) and goes on; a stack of that name naming another table is
+    still an error, as CloudFormation's AlreadyExistsException."""
+    name = f"retried-{uuid.uuid4().hex[:8]}"
+    stack = LocalStack(table=f"{name}-table", event_bus=f"{name}-bus", events_queue_url="-")
+    describe_replay_stack(local.client, name, stack, {"DefaultMode": "quarantine"})
+    describe_replay_stack(local.client, name, stack, {"DefaultMode": "quarantine"})  # the retry
+    outputs = local.client("cloudformation").describe_stacks(StackName=name)["Stacks"][0]["Outputs"]
+    assert {o["OutputKey"]: o["OutputValue"] for o in outputs}["StateTableName"] == f"{name}-table"
+    other = LocalStack(table="another-table", event_bus=f"{name}-bus", events_queue_url="-")
+    with pytest.raises(ClientError, match="AlreadyExists"):
+        describe_replay_stack(local.client, name, other, {})

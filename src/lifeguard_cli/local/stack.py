@@ -222,11 +222,7 @@ def describe_replay_stack(
         },
     }
     values = {**STACK_PARAMETERS, **parameters}
-    client("cloudformation").create_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(template),
-        Parameters=[{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()],
-    )
+    _create_stack(client("cloudformation"), stack_name, template, values)
 
 
 def create_deployed_stack(
@@ -292,12 +288,7 @@ def create_deployed_stack(
     }
     name = stack_name or f"{prefix}-stack"
     cloudformation = client("cloudformation")
-    cloudformation.create_stack(
-        StackName=name,
-        TemplateBody=json.dumps(template),
-        Parameters=[{"ParameterKey": key, "ParameterValue": value} for key, value in values.items()],
-    )
-    described = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    described = _create_stack(cloudformation, name, template, values)
     return LocalDeployment(
         stack_name=name,
         bucket=bucket,
@@ -306,3 +297,40 @@ def create_deployed_stack(
         parameters=values,
         stack=stack,
     )
+
+
+def _create_stack(
+    cloudformation: Any, name: str, template: Mapping[str, Any], parameters: Mapping[str, str]
+) -> dict[str, Any]:
+    """Create the stack `name` in the local AWS and describe it. A create that was made but whose answer
+    was lost (a busy machine: the client tried again) finds its own stack there: the same outputs, taken
+    as made; any other stack of that name is an error, as CloudFormation's."""
+    from botocore.exceptions import ClientError
+
+    try:
+        cloudformation.create_stack(
+            StackName=name,
+            TemplateBody=json.dumps(template),
+            Parameters=[{"ParameterKey": key, "ParameterValue": value} for key, value in parameters.items()],
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+        found: dict[str, Any] = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+        literal, outputs = _literal_outputs(template), _outputs(found)
+        if {key: outputs.get(key) for key in literal} != literal:
+            raise
+        return found
+    described: dict[str, Any] = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    return described
+
+
+def _outputs(described: Mapping[str, Any]) -> dict[str, str]:
+    """The literal outputs of a described stack (what a `Ref` output is depends on its resources)."""
+    return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+
+
+def _literal_outputs(template: Mapping[str, Any]) -> dict[str, str]:
+    """The outputs of a template whose value is a literal, as a described stack gives them."""
+    outputs = template["Outputs"].items()
+    return {key: output["Value"] for key, output in outputs if isinstance(output["Value"], str)}
