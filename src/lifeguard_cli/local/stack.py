@@ -293,7 +293,7 @@ def create_deployed_stack(
         stack_name=name,
         bucket=bucket,
         log_group=log_group,
-        outputs={o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])},
+        outputs=_outputs(described),
         parameters=values,
         stack=stack,
     )
@@ -307,6 +307,7 @@ def _create_stack(
     as made; any other stack of that name is an error, as CloudFormation's."""
     from botocore.exceptions import ClientError
 
+    retried: ClientError | None = None
     try:
         cloudformation.create_stack(
             StackName=name,
@@ -316,17 +317,16 @@ def _create_stack(
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
             raise
-        found: dict[str, Any] = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
-        literal, outputs = _literal_outputs(template), _outputs(found)
-        if {key: outputs.get(key) for key in literal} != literal:
-            raise
-        return found
+        retried = exc
     described: dict[str, Any] = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
+    literal, outputs = _literal_outputs(template), _outputs(described)
+    if retried is not None and {key: outputs.get(key) for key in literal} != literal:
+        raise retried
     return described
 
 
 def _outputs(described: Mapping[str, Any]) -> dict[str, str]:
-    """The literal outputs of a described stack (what a `Ref` output is depends on its resources)."""
+    """A described stack's outputs, by key."""
     return {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
 
 

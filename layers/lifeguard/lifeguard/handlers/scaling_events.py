@@ -49,7 +49,6 @@ from lifeguard.lifecycle_rules import (
     hides_failures,
     holds_quarantine,
     holds_script,
-    ready_checks,
     stopping_scripts,
 )
 from lifeguard.metrics import Metric, uncounted
@@ -431,10 +430,9 @@ class ScalingEventsHandler:
         boot = runs.of(success) if success is not None and success.instance_id != failing else None
         if success is None or boot is None:
             return
-        # What did it boot? Read when its reports cannot say: a quarantine, a drain step, or a nodeReady
-        # script under TERMINATE of the configuration as last read may be gone from it.
-        config = state.config
-        if boot.failed or not boot.reported or (config and ready_checks(config.node_lifecycle_actions)):
+        # What did it boot? Read when its reports cannot say (a quarantine, a drain step may be gone from
+        # the configuration as last read), or when it may wait (`awaits_ready_checks` needs the read).
+        if boot.failed or not boot.reported or _awaiting(state):
             change.changed |= self._read_launched_config(state, success, refresh)
         unreported = not boot.failed and not self._proves_nothing(state, success, boot)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
