@@ -16,7 +16,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
 from lifeguard.detection import DetectionSettings
-from lifeguard.errors import AwsCallError
+from lifeguard.errors import AwsCallError, UnlistedClusterError
 from lifeguard.group_state import OUTCOME_LIMIT, GroupState
 from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
@@ -1744,17 +1744,62 @@ def test_a_group_first_seen_after_its_cluster_was_listed_costs_no_listing_of_its
 
 
 def test_a_cluster_pcs_refuses_to_list_is_asked_once_a_batch_and_stores_nothing_of_new_groups() -> None:
+    """PCS refuses to list the cluster (a permission missing): the groups seen for the first time are not
+    stored (a group is kept only once PCS lists it), the group Lifeguard knows has its loop told, and the
+    batch then fails, naming what to grant, so that Lambda retries it and parks it rather than lose the new
+    groups' records. Sent again once PCS answers, it stores them and tells the known group's loop no
+    second time."""
     world = World()
+    world.feed(LOOP[:1])  # the article's group is known from here on
     others = other_groups(world, 2)
     world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups")
     rows = [
         {**launched(f"i-0new{n}000000000000", at(1, 5)), "compute_node_group_id": group}
         for n, group in enumerate(others)
     ]
-    summary = world.feed(rows)
-    assert world.pcs_calls("ListComputeNodeGroups") == 1
-    assert summary.unreadable_groups == 2
+    lists = world.pcs_calls("ListComputeNodeGroups")
+    with pytest.raises(UnlistedClusterError) as refused:
+        world.feed(rows + LOOP[1:])
+    assert str(refused.value).startswith(
+        f"2 record(s) of 2 group(s) seen for the first time are held: PCS refused to list cluster {CLUSTER} "
+        "(AccessDeniedException); grant pcs:ListComputeNodeGroups on it."
+    )
+    assert world.pcs_calls("ListComputeNodeGroups") == lists + 1
     assert all(world.state(group).version == 0 for group in others)
+    assert world.published() == ["BootstrapLoopDetected"]  # the rest of the batch was done
+    summary = world.feed(rows + LOOP[1:])  # the batch sent again from the failed-batches queue
+    assert (summary.groups, summary.unreadable_groups, summary.skipped) == (3, 0, 0)
+    assert [sorted(world.state(group).launches) for group in others] == [
+        ["i-0new0000000000000"],
+        ["i-0new1000000000000"],
+    ]
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
+def test_a_new_groups_loop_held_by_a_refused_listing_is_told_when_its_batch_is_sent_again() -> None:
+    """The article's loop in a group seen for the first time, in a batch whose listing PCS refuses: nothing
+    of it is lost. Sent again (a retry, or from the failed-batches queue), it is told at the article's
+    second failure, not two failures later."""
+    world = World()
+    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups")
+    with pytest.raises(UnlistedClusterError, match=r"^5 record\(s\) of 1 group\(s\)"):
+        world.feed(LOOP)
+    assert world.state().version == 0
+    assert world.published() == []
+    world.feed(LOOP)
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
+def test_the_records_of_a_cluster_pcs_does_not_have_are_skipped_as_of_no_group() -> None:
+    """ListComputeNodeGroups answers ResourceNotFoundException (the cluster deleted, or made up): its groups
+    are none of PCS's, their records skipped and counted, and the batch's other records go on."""
+    world = World()
+    world.pcs.inject_fault("ResourceNotFoundException", operation="ListComputeNodeGroups")
+    summary = world.feed(LOOP)
+    assert summary.skipped_reasons == {"a group its cluster does not have": len(LOOP)}
+    assert (summary.groups, summary.unreadable_groups) == (0, 0)
+    assert world.state().version == 0
+    assert world.published() == []
 
 
 def test_forged_reports_that_open_the_episode_choose_the_script_the_real_loop_gets_switched() -> None:

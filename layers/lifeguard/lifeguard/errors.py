@@ -32,6 +32,7 @@ __all__ = [
     "LifeguardError",
     "Problem",
     "ServiceModelError",
+    "UnlistedClusterError",
 ]
 
 
@@ -98,6 +99,12 @@ class AwsCallError(LifeguardError, RuntimeError):
             if isinstance(retry_after, int) and not isinstance(retry_after, bool) and retry_after >= 0
             else None,
         )
+
+
+class UnlistedClusterError(LifeguardError):
+    """A batch named groups seen for the first time whose cluster PCS refused to list: no state can keep
+    their records (a group is kept only once PCS lists it), so the batch fails once the rest of it is done,
+    to be retried by Lambda and then parked with its records (the failed-batches queue), not lost."""
 
 
 class GroupNotFoundError(AwsCallError):

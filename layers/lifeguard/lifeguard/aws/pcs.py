@@ -422,31 +422,37 @@ class BatchReads:
         self._current: dict[tuple[str, str], KnownConfig | None] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
         self.unlisted: set[tuple[str, str]] = set()  # groups named that PCS does not list (`listed`)
+        # Groups seen for the first time whose cluster PCS refused to list: no state may keep their records
+        # (`listed`), so the batch is parked for them (`UnlistedClusterError`). Their refusal's error code.
+        self.unlearned: dict[tuple[str, str], str] = {}
         self._unlistable: dict[str, str] = {}  # clusters PCS refused to list in this batch: its error code
         self.proof_reads = self.PROOF_READS
 
     def listed(self, state: GroupState, batch_time: int) -> KnownConfig | None:
         """A group Lifeguard has no state of yet, as its cluster's listing shows it (the cluster listed
         once a batch, pages of 100): when it last changed, not its scripts (`KnownConfig.actions_read`
-        False). None when PCS lists no such group (`unlisted`) or refuses to list the cluster
-        (`unreadable`). A group is kept only once PCS lists it: else whoever can write the scaling log
-        could have a state stored, never to expire, for every id it makes up. A group the cluster's kept
-        listing shows (`KeptListings`) costs no call; only one it does not (new since, or made up) has the
-        cluster listed again, once a batch."""
+        False). None when PCS lists no such group (`unlisted`; a cluster PCS does not have lists none) or
+        refuses to list the cluster (`unreadable`, and `unlearned`: no state keeps its records). A group
+        is kept only once PCS lists it: else whoever can write the scaling log could have a state stored,
+        never to expire, for every id it makes up. A group the cluster's kept listing shows
+        (`KeptListings`) costs no call; only one it does not (new since, or made up) has the cluster
+        listed again, once a batch."""
         key = (state.cluster_id, state.group_id)
         kept = self._kept.listed(state.cluster_id, state.group_id)
         if kept is not None:  # listed by PCS in an earlier batch: a group of the cluster, as of then
             return _listed(kept[1], None, kept[0], self.tag_refresh_ms)
         refused = self._unlistable.get(state.cluster_id)
         if refused is not None:  # asked once a batch: the answer holds for its other groups
-            self.unreadable[key] = refused
+            self.unreadable[key] = self.unlearned[key] = refused
             return None
         try:
             listing = self._listing(state.cluster_id, batch_time, needed=True) or {}
+        except GroupNotFoundError:
+            listing = self._listings[state.cluster_id] = {}  # no such cluster: none of its groups is kept
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # the batch is retried whole
-            self._unlistable[state.cluster_id] = self.unreadable[key] = exc.code
+            self._unlistable[state.cluster_id] = self.unreadable[key] = self.unlearned[key] = exc.code
             logger.error("group %s of cluster %s cannot be listed: %s", state.group_id, state.cluster_id, exc)
             return None
         summary = listing.get(state.group_id)
@@ -544,7 +550,10 @@ class BatchReads:
         return self._kept.unchanged(state, known)
 
     def _listing(self, cluster_id: str, batch_time: int, *, needed: bool) -> dict[str, GroupSummary] | None:
-        """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None."""
+        """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None
+        (always for a cluster PCS refused to list in this batch: its groups are read one by one)."""
+        if cluster_id in self._unlistable:
+            return None
         if cluster_id not in self._listings:
             many = self.groups_per_cluster.get(cluster_id, 0) >= self.LISTING_FROM_GROUPS
             paid = self._kept.direct_reads(cluster_id) + 1 >= self.pcs.listing_pages.get(cluster_id, 1)

@@ -29,6 +29,7 @@ from lifeguard.detection import (
     proven_good,
     resolves,
 )
+from lifeguard.errors import UnlistedClusterError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
 from lifeguard.handlers.batch import Skips, data_batch
@@ -124,6 +125,22 @@ def _unlisted(summary: BatchSummary, key: tuple[str, str], records: list[Scaling
         clip(key[1]),
         reason,
         clip(key[0]),
+    )
+
+
+def _unlearned(
+    refused: Mapping[tuple[str, str], str], by_group: Mapping[tuple[str, str], list[ScalingLogRecord]]
+) -> UnlistedClusterError:
+    """The error that parks a batch whose new groups' clusters PCS refused to list, in one line: what is
+    held, which clusters, PCS's answer and what to grant."""
+    records = sum(len(by_group[key]) for key in refused)
+    clusters = sorted({(cluster, code) for (cluster, _), code in refused.items()})
+    named = ", ".join(f"{clip(cluster)} ({clip(code, 100)})" for cluster, code in clusters[:5])
+    more = f" and {len(clusters) - 5} more" if len(clusters) > 5 else ""
+    return UnlistedClusterError(
+        f"{records} record(s) of {len(refused)} group(s) seen for the first time are held: PCS refused to "
+        f"list cluster {named}{more}; grant pcs:ListComputeNodeGroups on it. The rest of the batch is "
+        "done; it fails so that Lambda retries it, then parks it in the failed-batches queue to send again."
     )
 
 
@@ -293,6 +310,8 @@ class ScalingEventsHandler:
             self.metric("LaunchFailures", summary.launch_failures)
         for event in summary.events:
             self.metric(event.detail_type, 1)
+        if reads.unlearned:
+            raise _unlearned(reads.unlearned, by_group)
 
     def _mutation(
         self,
