@@ -179,16 +179,45 @@ def test_forged_failed_run_for_resolving_node_does_not_silence_next_real_loop(tm
 
 
 def test_a_loop_after_a_containment_on_the_same_configuration_is_told(tmp_path: Path) -> None:
-    """A failed CONTINUE run of the loop's own script for the node that ended the loop (its own, or written
-    by another node: either may be): the loop is contained, the script still failing. Fresh instances
-    failing in a row on the same configuration hours later are a loop all the same, told."""
-    late = [
-        rep((T0 + 690000) // 1000, RESOLVER, "fail-terminate", "failed", on_error="CONTINUE"),
+    """The loop quarantined (fail-terminate under STOP_SEQUENCE), and the next node kept with it still
+    failing: contained. Fresh instances failing in a row on that same configuration hours later (its other
+    TERMINATE script fails now) are a loop all the same, told, as the loop going on after the change."""
+    kept = [
+        rec(T0 + 600000, "LAUNCHED", "MAINTAIN_MIN_CAPACITY", RESOLVER),
+        rec(T0 + 660000, "REGISTERED", "REGISTER_SUCCESS", RESOLVER),
+        rep((T0 + 680000) // 1000, RESOLVER, "fail-terminate", "failed", on_error="STOP_SEQUENCE"),
+        rec(T0 + 720000, "ACTIVE", "BOOTSTRAP_SUCCESS", RESOLVER),
     ]
-    result = replay(tmp_path, _resolved_loop() + late + _next_loop(), "notify")
+    t = T0 + 3 * HOUR
+    again = [
+        line
+        for k in range(3)
+        for line in failed_boot(t + k * 300000, f"i-0000000000000a00{4 + k}", report="record-after-fail")
+    ]
+    lines = failed_boot(T0, "i-0000000000000a001") + failed_boot(T0 + 300000, "i-0000000000000a002")
+    result = replay(tmp_path, lines + kept + again, "quarantine")
     assert "LoopContained" in kinds(result)
     (told,) = detections_after(result, T0 + 3 * HOUR)
-    assert told["detail"]["reason"].startswith("the group loops again after its loop was contained")
+    assert told["detail"]["reason"].startswith("the loop went on after the configuration changed")
+    assert told["detail"]["suspect"]["script"] == "record-after-fail"
+    (contained,) = [e for e in result["events"] if e["detail-type"] == "LoopContained"]
+    assert told["detail"]["episode_id"] == contained["detail"]["episode_id"]
+
+
+@pytest.mark.parametrize("on_error", ["CONTINUE", "STOP_SEQUENCE"])
+def test_a_report_the_resolving_nodes_configuration_rules_out_contains_nothing(
+    tmp_path: Path, on_error: str
+) -> None:
+    """Any node writes that the node which ended the loop had fail-terminate fail under CONTINUE (or
+    STOP_SEQUENCE), though the configuration it booted runs that script under TERMINATE: PCS would have
+    ended the node. The loop stays resolved and its proof of good stands; the next real loop on that
+    configuration is told as a loop of its own."""
+    late = [rep((T0 + 690000) // 1000, RESOLVER, "fail-terminate", "failed", on_error=on_error)]
+    result = replay(tmp_path, _resolved_loop() + late + _next_loop(), "notify")
+    assert "LoopContained" not in kinds(result), kinds(result)
+    assert kinds(result)[:3] == ["BootstrapLoopDetected", "RemediationSkipped", "LoopResolved"]
+    (told,) = detections_after(result, T0 + 3 * HOUR)
+    assert not told["detail"]["reason"].startswith("the group loops again after its loop was contained")
 
 
 def test_continue_failure_of_resolving_node_does_not_silence_next_real_loop(tmp_path: Path) -> None:

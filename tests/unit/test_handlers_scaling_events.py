@@ -551,6 +551,28 @@ def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_ho
     assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
 
 
+def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_is_told_again() -> None:
+    """The owners switch the script to STOP_SEQUENCE, and nodes of that configuration still fail (their boot
+    fails elsewhere): the loop goes on after the change. A node kept with the script failing contains it;
+    fresh instances of that same configuration failing in a row after it are the loop again, told."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    stopping = json.loads(json.dumps(TERMINATE))
+    stopping["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    world.person_sets(stopping, at(1, 13))
+    world.feed([launched("i-0went0000000000a", at(1, 14)), failed("i-0went0000000000a", at(1, 18))])
+    world.feed([launched("i-0went0000000000b", at(1, 19)), failed("i-0went0000000000b", at(1, 23))])
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 27), world)
+    world.feed([launched(kept, at(1, 24)), succeeded(kept, at(1, 29))])
+    assert world.published()[-1] == "LoopContained"
+    world.feed([launched("i-0agan0000000000a", at(1, 30)), failed("i-0agan0000000000a", at(1, 34))])
+    world.feed([launched("i-0agan0000000000b", at(1, 35)), failed("i-0agan0000000000b", at(1, 39))])
+    told = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert told[-1]["reason"].startswith("the group loops again after its loop was contained")
+    assert len({d["episode_id"] for d in told}) == 1
+
+
 def test_after_containment_a_node_that_boots_with_no_failed_script_resolves_the_loop_and_proves_good() -> (
     None
 ):

@@ -10,12 +10,12 @@ is delivered. A loop's failures are its newest `OUTCOME_LIMIT`, however many ins
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from lifeguard.group_state import OUTCOME_LIMIT, Failure, GroupState, Suspect
-from lifeguard.lifecycle_rules import scripts_of
+from lifeguard.lifecycle_rules import on_errors, scripts_of
 from lifeguard.node_report import NodeReport
 
 __all__ = [
@@ -114,14 +114,20 @@ class BootRuns:
         return f"its reports show {self.others} script run(s), none failed"
 
 
-def still_failing(failed: Iterable[NodeReport], suspect: Suspect | None) -> list[NodeReport]:
+def still_failing(
+    failed: Iterable[NodeReport], suspect: Suspect | None, booted: Mapping[str, Any] | None = None
+) -> list[NodeReport]:
     """Of the failed runs of a node PCS logged ACTIVE, those that leave the loop's script failing on a node
     that stays up: under STOP_SEQUENCE (a quarantine, or the owners'), or under CONTINUE of the loop's own
     script (`suspect`: the owners let it go on; with none named, any of nodeBootstrapped, the loop's
     stage). Not a CONTINUE failure of another script (the article's nodeReady ready-check: not the loop),
     nor a TERMINATE one, which PCS answers by terminating the node: not its boot's, or not true, or (in
-    nodeReady, after ACTIVE) another script's, the loop's having passed."""
+    nodeReady, after ACTIVE) another script's, the loop's having passed. Given the configuration the node
+    is known to have booted (`booted`, its `nodeLifecycleActions`), a run counts only under the onError
+    that configuration gives its script: a report of a STOP_SEQUENCE failure of a script it runs under
+    TERMINATE cannot be true (PCS would have ended the node), whoever wrote it."""
     named = (suspect.stage, suspect.script) if suspect is not None else None
+    given = on_errors(booted) if booted is not None else None
 
     def loops(run: NodeReport) -> bool:
         return (run.stage, run.script) == named if named is not None else run.stage == "nodeBootstrapped"
@@ -129,7 +135,8 @@ def still_failing(failed: Iterable[NodeReport], suspect: Suspect | None) -> list
     return [
         run
         for run in failed
-        if run.on_error == "STOP_SEQUENCE" or (run.on_error == "CONTINUE" and loops(run))
+        if (run.on_error == "STOP_SEQUENCE" or (run.on_error == "CONTINUE" and loops(run)))
+        and (given is None or given.get((run.stage, run.script)) == run.on_error)
     ]
 
 

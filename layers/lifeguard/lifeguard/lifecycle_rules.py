@@ -128,6 +128,14 @@ def stopping_scripts(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     }
 
 
+def on_errors(actions: Mapping[str, Any] | None) -> dict[tuple[str, str], str]:
+    """The onError of every script of a configuration by (stage, name), PCS's default where none is given."""
+    return {
+        (stage, script["name"]): script.get("onError", DEFAULT_ON_ERROR)
+        for stage, script in _named_scripts(actions)
+    }
+
+
 def scripts_of(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """(stage, name) of every script of a configuration."""
     return {(stage, script["name"]) for stage, script in _named_scripts(actions)}

@@ -6,8 +6,8 @@ after the success."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.attribution import (
     KEPT_LIMIT,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORTS_GRACE_MS",
     "awaits_ready_checks",
+    "booted_actions",
     "booted_current",
     "contain",
     "newest_event_ms",
@@ -111,7 +112,7 @@ def reopen_as_contained(
         known_scripts(state),
         outcome_ms=last.resolved_at,
     )
-    runs = still_failing(runs, last.suspect)
+    runs = still_failing(runs, last.suspect, booted_actions(state, outcome))
     if not runs:
         return []  # the proof it made, if any, `revoke_false_proof` takes back
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
@@ -139,7 +140,8 @@ def settle(
     it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing yet
     otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained (it may read
     Lifeguard's ledger)."""
-    failing = still_failing(boot.failed, state.episode.suspect if state.episode else None)
+    suspect = state.episode.suspect if state.episode else None
+    failing = still_failing(boot.failed, suspect, booted_actions(state, success))
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
     if held:
@@ -189,6 +191,15 @@ def booted_current(state: GroupState, outcome: BootOutcome) -> bool:
     on it (at or after its modifiedAt), the group read since."""
     config, launched = state.config, state.launched_at(outcome)
     return config is not None and launched is not None and config.modified_at <= launched <= config.checked_at
+
+
+def booted_actions(state: GroupState, outcome: BootOutcome) -> Mapping[str, Any] | None:
+    """The lifecycle actions the outcome's node booted, when known (`booted_current`, the actions read);
+    else None (its reports are then taken at their word)."""
+    config = state.config
+    if config is None or not config.actions_read or not booted_current(state, outcome):
+        return None
+    return config.node_lifecycle_actions or {}
 
 
 def reopen_after_ready_failure(
