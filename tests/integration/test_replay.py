@@ -100,7 +100,6 @@ def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
     ("name", "expected"),
     [
         ("article-terminate-revert", ["BootstrapLoopDetected", "LoopResolved"]),
-        ("article-quarantine-contained", ["BootstrapLoopDetected", "LoopContained"]),
         ("article-stop-sequence", []),
         ("healthy-scale-up", []),
         ("capacity-shortage", []),
@@ -109,6 +108,20 @@ def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
 )
 def test_each_recorded_stream(name: str, expected: list[str]) -> None:
     assert kinds(replay_json(str(STREAMS / f"{name}.jsonl"))) == expected
+
+
+def test_the_recorded_quarantine_keeps_its_node_contained_when_replayed_with_the_quarantine() -> None:
+    """article-quarantine-contained was recorded under Lifeguard's quarantine: its third node booted
+    fail-terminate under STOP_SEQUENCE, failed it and was kept. Replayed with the quarantine (the local PCS
+    takes it, as PCS did), the loop is contained, not resolved. In notify the group keeps the configuration
+    that runs the script under TERMINATE, so that node's report of a STOP_SEQUENCE failure cannot be true of
+    what it booted: its success ends the loop."""
+    stream = str(STREAMS / "article-quarantine-contained.jsonl")
+    done = runner.invoke(app, ["replay", "--json", "--mode", "quarantine", stream])
+    assert done.exit_code == 0, done.output
+    told = [event["detail-type"] for event in json.loads(done.stdout)["events"]]
+    assert told == ["BootstrapLoopDetected", "RemediationApplied", "LoopContained"]
+    assert kinds(replay_json(stream)) == ["BootstrapLoopDetected", "LoopResolved"]
 
 
 def test_threshold_and_window_tune_the_detection() -> None:
@@ -122,6 +135,8 @@ def test_threshold_and_window_tune_the_detection() -> None:
     ("args", "environ", "said"),
     [
         (["--threshold", "101"], {}, "--threshold 101 is not from 1 to 100"),
+        (["--threshold", "0"], {}, "--threshold 0 is not from 1 to 100"),
+        (["--window-minutes", "0"], {}, "--window-minutes 0 is not from 1 to 10080"),
         (["--window-minutes", "100000"], {}, "--window-minutes 100000 is not from 1 to 10080"),
         ([], {"LIFEGUARD_THRESHOLD": "abc"}, "LIFEGUARD_THRESHOLD"),
         (
