@@ -16,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
 from lifeguard_cli.documents import read_config_document
 from lifeguard_cli.lint import lint_files, render_lint
 
@@ -163,15 +164,15 @@ def replay(
     ] = None,
     threshold: Annotated[
         int | None,
-        typer.Option("--threshold", min=1, metavar="N", help="Failures that make a loop (1 to 100)."),
+        # The bounds are checked with the environment's (one line, exit 2, whichever gave the value).
+        typer.Option("--threshold", metavar="N", help=f"Failures that make a loop (1 to {MAX_THRESHOLD})."),
     ] = None,
     window_minutes: Annotated[
         int | None,
         typer.Option(
             "--window-minutes",
-            min=1,
             metavar="MINUTES",
-            help="The window those failures must fall in (1 to 10080, a week).",
+            help=f"The window those failures must fall in (1 to {MAX_WINDOW_MINUTES}, a week).",
         ),
     ] = None,
     mode: Annotated[
@@ -905,15 +906,15 @@ def undo(
 
     Example: lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --dry-run
     """
+    if not dry_run and not yes and not sys.stdin.isatty():  # bad usage: said before AWS is asked anything
+        typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
+        raise typer.Exit(2)
     with _one_line_errors("undo"):
         with _working(_READING):
             operator = _operator(table, local, stack_name, region, profile)
         if not dry_run and not yes:
             with _working(_READING):
                 preview = operator.undo(group, cluster, dry_run=True, force=force)
-            if not sys.stdin.isatty():
-                typer.echo("lifeguard undo: this changes the group in PCS: pass --yes to confirm", err=True)
-                raise typer.Exit(2)
             # On stderr: stdout stays the result's (--json).
             _say_undo(_console_err(), preview.cluster_id, preview.group_id, preview.lines[:-1])
             if not typer.confirm("Put this configuration back?", default=False, err=True):
@@ -1016,6 +1017,9 @@ def enroll(
     if not cluster:
         typer.echo("lifeguard enroll: which cluster? pass --cluster, or GROUP as CLUSTER/GROUP", err=True)
         raise typer.Exit(2)
+    if not dry_run and not yes and not sys.stdin.isatty():  # bad usage: said before AWS is asked anything
+        typer.echo("lifeguard enroll: this changes the group in PCS: pass --yes to confirm", err=True)
+        raise typer.Exit(2)
     with _one_line_errors("enroll"):
         if local:
             from lifeguard_cli.operate import local_target
@@ -1037,9 +1041,6 @@ def enroll(
         pcs = PcsGateway(deployment.client("pcs"))
         if not dry_run and not yes:
             preview = change(pcs, entry, group, cluster, dry_run=True)
-            if not sys.stdin.isatty():
-                typer.echo("lifeguard enroll: this changes the group in PCS: pass --yes to confirm", err=True)
-                raise typer.Exit(2)
             _say(_console_err(), preview.lines()[:-1])  # stdout stays the result's (--json)
             if not typer.confirm("Make this change?", default=False, err=True):
                 typer.echo("nothing changed", err=True)

@@ -103,3 +103,26 @@ def test_usage_writes_arguments_as_the_readme_does(command: list[str], usage: st
     typer's `{GROUP}`)."""
     shown = CliRunner().invoke(app, [*command, "-h"], env={"COLUMNS": "80"})
     assert shown.stdout.splitlines()[0] == usage
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["undo", "lca-static"], "lifeguard undo: this changes the group in PCS: pass --yes to confirm\n"),
+        (
+            ["enroll", "pcs_abc123de45/lca-static"],
+            "lifeguard enroll: this changes the group in PCS: pass --yes to confirm\n",
+        ),
+    ],
+    ids=["undo", "enroll"],
+)
+def test_a_change_without_yes_and_no_terminal_is_bad_usage_before_aws_is_asked(
+    command: list[str], said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No terminal to ask on and no --yes: exit 2 naming --yes, whatever AWS would have said (here: no
+    region, no credentials; the usage is told first)."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    done = CliRunner().invoke(app, command)
+    assert (done.exit_code, done.stderr) == (2, said)
