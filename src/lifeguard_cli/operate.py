@@ -249,7 +249,7 @@ class Operator:
             if cluster_id and state.cluster_id != cluster_id:
                 continue
             last = self.remediation.history(state.cluster_id, state.group_id, last=1)
-            tags = state.config.tags if state.config else {}
+            tags = self._tags_now(state)
             mode, problem = mode_of(tags, self.default_mode)
             rows.append(
                 GroupStatus(
@@ -264,6 +264,19 @@ class Operator:
                 )
             )
         return rows
+
+    def _tags_now(self, state: GroupState) -> dict[str, str]:
+        """The group's tags as PCS has them now (the functions read them again before they act, so a tag set
+        since they last did is the mode they will act in); the ones Lifeguard last read when PCS cannot
+        say (the group gone, the call refused)."""
+        config = state.config
+        if config is None:
+            return {}
+        try:
+            arn = config.arn or self.pcs.get_group(state.cluster_id, state.group_id).arn
+            return self.pcs.list_tags(arn) if arn else config.tags
+        except AwsCallError:
+            return config.tags
 
     def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:
         """The audit trail of a group, oldest first, with how its episodes ended as the group's state tells

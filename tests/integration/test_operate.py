@@ -62,7 +62,11 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
     with serve_local_pcs(pcs) as server:
         pcs.add_cluster("lca", cluster_id=CLUSTER)
         group = pcs.add_compute_node_group(
-            CLUSTER, "lca-static", group_id=GROUP, node_lifecycle_actions=TERMINATE
+            CLUSTER,
+            "lca-static",
+            group_id=GROUP,
+            node_lifecycle_actions=TERMINATE,
+            tags={"lifeguard:mode": "quarantine"},
         )
         deployed = deploy(local, monkeypatch, server.endpoint_url, "op")
         stack, wiring = deployed.stack, deployed.wiring
@@ -135,6 +139,21 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
         1,
         "lifeguard status: no cluster pcs_nosuch in PCS, nor in Lifeguard's table\n",
     )
+
+
+def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> None:
+    """A tag set after Lifeguard last read the group is the mode its functions act in next (they read the
+    tags again before they act): status shows it, and a tag it cannot take is named at once."""
+    arn = env.api.get_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)[
+        "computeNodeGroup"
+    ]["arn"]
+    env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "revert"})
+    (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
+    assert (row["mode"], row["mode_source"], row["mode_problem"]) == ("revert", "tag", None)
+    env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "bogus"})
+    (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
+    assert row["mode_source"] == "default"
+    assert "bogus" in row["mode_problem"]
 
 
 def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: Env) -> None:
