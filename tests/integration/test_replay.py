@@ -184,6 +184,8 @@ def test_malformed_lines_are_counted_never_fatal(tmp_path: Path) -> None:
     document = replay_json(str(broken))
     assert document["skipped_records"] == 3
     assert kinds(document) == ["BootstrapLoopDetected"]
+    # Each line counted once: replayed, or skipped (the record the function skips is not replayed too).
+    assert document["records"] == len(lines) - 3
 
 
 def test_a_missing_file_is_one_clean_line_and_exit_2(tmp_path: Path) -> None:

@@ -36,6 +36,7 @@ class ReplayResult:
         """The `--json` document."""
         return {
             "events": self.events,
+            "records": self.records,
             "skipped_records": self.skipped_records,
             "notifications": self.notifications,
             "groups": self.groups,

@@ -376,12 +376,14 @@ class _Feeder:
             summary: Skips
             if item.reports:
                 reports = self.handlers.reports.handle_event(event)
-                self.result.records += reports.reports
+                read = reports.reports
                 summary = reports
             else:
                 batch = self.handlers.scaling.handle_event(event)
-                self.result.records += batch.records
+                read = batch.records
                 summary = batch
+            # A record the function skipped is counted once: skipped, not replayed.
+            self.result.records += read - summary.skipped
             self.result.skipped_records += summary.skipped
             if isinstance(item, LogLines) and item.rows and summary.skipped == len(item.rows):
                 # A line the handler skipped: its fields would read as an event it never was.
