@@ -288,7 +288,11 @@ def replay(
             # refused, whatever the reason, leaves that one as it was).
             replaced = background.stop()
             if replaced is not None:
-                typer.echo(f"kept: it replaces the local AWS that was up (pid {replaced})", err=True)
+                typer.echo(
+                    f"kept: it replaces the local AWS that was up (pid {replaced}); the shell's exports of "
+                    'that one point nowhere now: eval "$(lifeguard local up)" exports this one\'s',
+                    err=True,
+                )
             ready({"environ": environ, "table": None, "stack_name": LOCAL_STACK, "mode": mode.value})
             background.serve_until_stopped()
 

@@ -133,6 +133,7 @@ def test_replay_keep_leaves_a_stack_of_its_mode_and_dry_run_in_place_of_the_loca
     kept = lifeguard("replay", "--keep", "--dry-run", "--mode", "quarantine", loop, env=env)
     assert kept.returncode == 0, kept.stderr
     assert f"kept: it replaces the local AWS that was up (pid {pid})" in kept.stderr
+    assert 'eval "$(lifeguard local up)" exports this one\'s' in " ".join(kept.stderr.split())
     status = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)
     assert (status["stack"]["default_mode"], status["stack"]["dry_run"]) == ("quarantine", True)
     # `local up` without --mode takes the one running, and says which mode that is.
