@@ -35,15 +35,6 @@ if [ ! -x "$VENV/bin/python${RUNTIME}" ]; then
     "$python" -m venv "$VENV"
 fi
 
-stamp="$VENV/.installed"
-want=$(cat pyproject.toml requirements-lock.txt | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: installing pinned dependencies into $VENV (about a minute on a new machine)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements-lock.txt \
-        -e '.[dev]' 2> >(grep -v '^WARNING: Location' >&2)
-    echo "$want" > "$stamp"
-fi
-
 side_venv() {  # side_venv DIR PYTHON REQUIREMENTS WHAT -> DIR holds exactly REQUIREMENTS (reinstalled when they change)
     local dir=$1 python=$2 requirements=$3 what=$4 want
     want=$(sha256sum "$requirements" | cut -d' ' -f1)
@@ -58,15 +49,33 @@ side_venv() {  # side_venv DIR PYTHON REQUIREMENTS WHAT -> DIR holds exactly REQ
     echo "$want" > "$dir/.installed"
 }
 
+# The side venvs install beside the project's own (each waits on the package index as much as it computes).
+side_pids=()
+
 # checkov checks the template; its pins clash with the project's, so it has a venv of its own.
-side_venv .venv/checkov "$VENV/bin/python" requirements-checkov.txt "checkov, pinned"
+side_venv .venv/checkov "$VENV/bin/python" requirements-checkov.txt "checkov, pinned" &
+side_pids+=($!)
 
 # The node code runs on the node's Python 3.9; tests run the node bundle with it when it is there.
 if node_python=$(find_python "$NODE_PYTHON"); then
-    side_venv "$NODE_VENV" "$node_python" requirements-node39.txt "the node's Python"
+    side_venv "$NODE_VENV" "$node_python" requirements-node39.txt "the node's Python" &
+    side_pids+=($!)
 else
     echo "setup: python${NODE_PYTHON} not found; the node bundle's Python ${NODE_PYTHON} tests will be skipped" >&2
 fi
+
+stamp="$VENV/.installed"
+want=$(cat pyproject.toml requirements-lock.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: installing pinned dependencies into $VENV (about a minute on a new machine)"
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c requirements-lock.txt \
+        -e '.[dev]' 2> >(grep -v '^WARNING: Location' >&2)
+    echo "$want" > "$stamp"
+fi
+
+for pid in "${side_pids[@]}"; do
+    wait "$pid" || { echo "setup: a side venv failed to install (above)" >&2; exit 1; }
+done
 
 # The HTML report of `lifeguard simulate` is tested in a real headless browser: Debian's chromium.
 if [ ! -x /usr/bin/chromium ]; then
