@@ -1812,6 +1812,91 @@ def test_a_new_groups_loop_held_by_a_refused_listing_is_told_when_its_batch_is_s
     assert world.published() == ["BootstrapLoopDetected"]
 
 
+BOOTSTRAPPED = "nodeBootstrapped"
+
+
+def _known_groups_then_listing_refused(world: World, count: int) -> list[str]:
+    """`count` more groups of the article's cluster, each known to Lifeguard (with the article's), then
+    ListComputeNodeGroups refused for good (GetComputeNodeGroup allowed), seen by a cold container."""
+    others = other_groups(world, count)
+    known = [
+        launched(f"i-0k{n:015d}", at(0, 50)) | {"compute_node_group_id": o} for n, o in enumerate(others)
+    ]
+    world.feed([launched("i-0aaaa00000000000", at(0, 50)), *known])
+    assert all(world.state(group).version > 0 for group in others)
+    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups", times=1000)
+    world.handler = world.container()
+    return others
+
+
+def test_a_loop_of_a_known_group_is_told_when_its_cluster_cannot_be_listed() -> None:
+    """Three known groups of a cluster PCS will not list, in one batch: the listing that would spare their
+    reads is refused once, and they are read one by one; the loop among them is told, nothing parked."""
+    world = World()
+    others = _known_groups_then_listing_refused(world, 2)
+    rows = [{**launched(f"i-0o{n:015d}", at(1, 1)), "compute_node_group_id": g} for n, g in enumerate(others)]
+    lists = world.pcs_calls("ListComputeNodeGroups")
+    summary = world.feed(rows + LOOP)
+    assert world.published() == ["BootstrapLoopDetected"]
+    assert world.pcs_calls("ListComputeNodeGroups") == lists + 1
+    assert summary.unreadable_groups == 0
+
+
+def test_proofs_in_a_cluster_that_cannot_be_listed_keep_to_their_reads_a_batch() -> None:
+    """Thirty groups prove their configuration in one batch while PCS will not list their cluster: at most
+    `BatchReads.PROOF_READS` are read for it, the rest wait (no listing can stand in for their reads)."""
+    world = World()
+    others = _known_groups_then_listing_refused(world, 30)
+    gets = world.pcs_calls("GetComputeNodeGroup")
+    rows = [r for n, g in enumerate(others) for r in booted(f"i-0b{n:015d}", at(1, 1), at(1, 5), g)]
+    world.feed(rows)
+    assert world.pcs_calls("GetComputeNodeGroup") - gets == BatchReads.PROOF_READS
+    assert sum(world.state(group).proven_good is not None for group in others) == BatchReads.PROOF_READS
+
+
+def test_reports_loops_of_groups_of_a_cluster_that_cannot_be_listed_are_each_told() -> None:
+    """Three groups loop by their reports alone while PCS will not list their cluster: each is told."""
+    world = World()
+    others = other_groups(world, 2)
+    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups", times=1000)
+    groups = [GROUP, *others]
+    reports = [
+        {**r, "compute_node_group_id": g, "instance_id": r["instance_id"][:-1] + "abc"[i]}
+        for i, g in enumerate(groups)
+        for r in REPORTED
+    ]
+    ship(world, reports_handler(world), reports)
+    assert world.published().count("BootstrapLoopDetected") == 3
+
+
+@pytest.mark.parametrize("on_error", ["STOP_SEQUENCE", "CONTINUE"])
+def test_a_report_its_configuration_rules_out_takes_no_proof_back(on_error: str) -> None:
+    """The node that ended the loop proved its configuration good. Any node then writes that it had
+    fail-terminate fail under STOP_SEQUENCE (or CONTINUE), which that configuration runs under TERMINATE:
+    not true of that boot. The proof stands and no loop is reopened."""
+    world = World()
+    handler = reports_handler(world)
+    world.feed(ARTICLE)
+    node, t = "i-0resolver000000a", at(1, 20) // 1000
+    ship(
+        world,
+        handler,
+        [
+            _run(node, BOOTSTRAPPED, "fail-terminate", "succeeded", on_error="TERMINATE", at_s=t),
+            _run(node, BOOTSTRAPPED, "record-after-fail", "succeeded", on_error="TERMINATE", at_s=t + 1),
+            _run(node, "nodeReady", "ready-check", "succeeded", on_error="CONTINUE", at_s=t + 40),
+        ],
+    )
+    world.feed([launched(node, at(1, 18)), succeeded(node, at(1, 21))])
+    proof = world.state().proven_good
+    assert proof is not None
+    assert proof.instance_id == node
+    forged = _run(node, BOOTSTRAPPED, "fail-terminate", "failed", on_error=on_error, at_s=t + 2)
+    ship(world, handler, [forged])
+    assert world.state().proven_good == proof
+    assert "LoopContained" not in world.published()
+
+
 def test_the_records_of_a_cluster_pcs_does_not_have_are_skipped_as_of_no_group() -> None:
     """ListComputeNodeGroups answers ResourceNotFoundException (the cluster deleted, or made up): its groups
     are none of PCS's, their records skipped and counted, and the batch's other records go on."""

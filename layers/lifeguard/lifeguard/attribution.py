@@ -22,6 +22,7 @@ __all__ = [
     "LAUNCH_BOOT_AFTER_OUTCOME_MS",
     "BootRuns",
     "ReportedLoop",
+    "as_configured",
     "boot_runs",
     "contradicted",
     "failed_runs",
@@ -127,17 +128,24 @@ def still_failing(
     that configuration gives its script: a report of a STOP_SEQUENCE failure of a script it runs under
     TERMINATE cannot be true (PCS would have ended the node), whoever wrote it."""
     named = (suspect.stage, suspect.script) if suspect is not None else None
-    given = on_errors(booted) if booted is not None else None
 
     def loops(run: NodeReport) -> bool:
         return (run.stage, run.script) == named if named is not None else run.stage == "nodeBootstrapped"
 
+    if booted is not None:
+        failed = as_configured(failed, booted)
     return [
         run
         for run in failed
-        if (run.on_error == "STOP_SEQUENCE" or (run.on_error == "CONTINUE" and loops(run)))
-        and (given is None or given.get((run.stage, run.script)) == run.on_error)
+        if run.on_error == "STOP_SEQUENCE" or (run.on_error == "CONTINUE" and loops(run))
     ]
+
+
+def as_configured(runs: Iterable[NodeReport], actions: Mapping[str, Any]) -> list[NodeReport]:
+    """The runs whose onError is the one `actions` (the configuration their node booted) gives their script:
+    a report of a run under another cannot be true of that boot, whoever wrote it."""
+    given = on_errors(actions)
+    return [run for run in runs if given.get((run.stage, run.script)) == run.on_error]
 
 
 def boot_runs(

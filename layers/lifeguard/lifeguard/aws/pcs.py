@@ -441,19 +441,9 @@ class BatchReads:
         kept = self._kept.listed(state.cluster_id, state.group_id)
         if kept is not None:  # listed by PCS in an earlier batch: a group of the cluster, as of then
             return _listed(kept[1], None, kept[0], self.tag_refresh_ms)
-        refused = self._unlistable.get(state.cluster_id)
-        if refused is not None:  # asked once a batch: the answer holds for its other groups
-            self.unreadable[key] = self.unlearned[key] = refused
-            return None
-        try:
-            listing = self._listing(state.cluster_id, batch_time, needed=True) or {}
-        except GroupNotFoundError:
-            listing = self._listings[state.cluster_id] = {}  # no such cluster: none of its groups is kept
-        except AwsCallError as exc:
-            if is_transient(exc):
-                raise  # the batch is retried whole
-            self._unlistable[state.cluster_id] = self.unreadable[key] = self.unlearned[key] = exc.code
-            logger.error("group %s of cluster %s cannot be listed: %s", state.group_id, state.cluster_id, exc)
+        listing = self._listing(state.cluster_id, batch_time, needed=True)
+        if listing is None:  # PCS refused to list the cluster (asked once a batch): no state keeps these
+            self.unreadable[key] = self.unlearned[key] = self._unlistable[state.cluster_id]
             return None
         summary = listing.get(state.group_id)
         if summary is None:
@@ -497,6 +487,8 @@ class BatchReads:
         # the configuration they act on: a quarantine in it, a drain step).
         listing_will_do = proof and not self.proof_reads and state.episode is None
         listing = self._listing(state.cluster_id, batch_time, needed=listing_will_do)
+        if listing is None and listing_will_do and known is not None:
+            return known  # the cluster cannot be listed: the proof waits (its reads are spent), unread
         if listing is not None:
             summary = listing.get(state.group_id)
             if summary is None:
@@ -550,8 +542,10 @@ class BatchReads:
         return self._kept.unchanged(state, known)
 
     def _listing(self, cluster_id: str, batch_time: int, *, needed: bool) -> dict[str, GroupSummary] | None:
-        """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None
-        (always for a cluster PCS refused to list in this batch: its groups are read one by one)."""
+        """The cluster's listing of this batch, listed now if it is `needed` or pays for itself; else None,
+        as for a cluster PCS refused to list (asked once a batch, `_unlistable`: its known groups are read one
+        by one, and its new ones are `unlearned`). A cluster PCS does not have lists no group; a transient
+        failure is raised (the batch is retried whole)."""
         if cluster_id in self._unlistable:
             return None
         if cluster_id not in self._listings:
@@ -559,7 +553,17 @@ class BatchReads:
             paid = self._kept.direct_reads(cluster_id) + 1 >= self.pcs.listing_pages.get(cluster_id, 1)
             if not (needed or (many and paid)):
                 return None
-            listing = self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
+            try:
+                listing = self._listings[cluster_id] = self.pcs.list_groups(cluster_id)
+            except GroupNotFoundError:
+                self._listings[cluster_id] = {}  # no such cluster: none of its groups is kept
+                return self._listings[cluster_id]
+            except AwsCallError as exc:
+                if is_transient(exc):
+                    raise
+                self._unlistable[cluster_id] = exc.code
+                logger.error("cluster %s cannot be listed: %s", cluster_id, exc)
+                return None
             self._kept.keep(
                 cluster_id, batch_time if self._now_ms is None else min(batch_time, self._now_ms), listing
             )

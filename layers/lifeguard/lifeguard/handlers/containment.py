@@ -13,6 +13,7 @@ from lifeguard.attribution import (
     KEPT_LIMIT,
     LAUNCH_BOOT_AFTER_OUTCOME_MS,
     BootRuns,
+    as_configured,
     failed_runs,
     known_scripts,
     still_failing,
@@ -258,15 +259,17 @@ def resolve(
 
 def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:
     """Forget the proven-good configuration when the node that proved it reported a failed script of it
-    for that boot after all (its reports came after the scaling log's success, as a nodeReady run does);
-    True when it did."""
+    for that boot after all (its reports came after the scaling log's success, as a nodeReady run does),
+    under the onError that configuration gives the script (the one the node booted: a run under another
+    cannot be true of it); True when it did."""
     proof = state.proven_good
     if proof is None:
         return False
     outcome = state.outcomes.get(proof.instance_id)
     since = state.launched_at(outcome) if outcome is not None else None
-    scripts = scripts_of(proof.node_lifecycle_actions)
-    runs = failed_runs(reports, proof.instance_id, since, scripts, outcome_ms=proof.proven_at)
+    actions = proof.node_lifecycle_actions or {}
+    runs = failed_runs(reports, proof.instance_id, since, scripts_of(actions), outcome_ms=proof.proven_at)
+    runs = as_configured(runs, actions)
     if not runs:
         return False
     return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
