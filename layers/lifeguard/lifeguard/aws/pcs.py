@@ -451,6 +451,14 @@ class BatchReads:
             return None
         return _listed(summary, None, batch_time, self.tag_refresh_ms)
 
+    def proof_waits(self, state: GroupState) -> bool:
+        """Whether a proof of the group would learn nothing it can prove with in this batch: its
+        configuration is known from a listing alone (no actions, which a proof needs) and the batch's proof
+        reads are spent, so a read would only find it listed again. It waits for a later batch, whose
+        success asks again (`detection.needs_fresh_config`)."""
+        known = state.config
+        return known is not None and not known.actions_read and not self.proof_reads and state.episode is None
+
     def current(
         self, state: GroupState, batch_time: int, *, tags: bool, proof: bool = False
     ) -> KnownConfig | None:

@@ -329,6 +329,8 @@ class ScalingEventsHandler:
 
         def refresh(state: GroupState, *, tags: bool = False, proof: bool = False) -> bool:
             nonlocal configs_set
+            if proof and not tags and reads.proof_waits(state):
+                return False
             current = reads.current(state, batch_time, tags=tags, proof=proof)
             if current is None:
                 return False
