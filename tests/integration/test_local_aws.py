@@ -14,7 +14,13 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from lifeguard_cli.local.stack import LocalStack, describe_replay_stack
+from lifeguard_cli.local.stack import (
+    LocalStack,
+    Sends,
+    create_notification_channels,
+    create_stack,
+    describe_replay_stack,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +49,36 @@ def test_sns_delivers_to_an_sqs_subscription_over_http(local: Any) -> None:
     sns.publish(TopicArn=topic, Subject="loop detected", Message="lca-static is looping")
     [message] = sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1)["Messages"]
     assert json.loads(message["Body"])["Message"] == "lca-static is looping"
+
+
+def test_what_sns_and_eventbridge_were_sent_is_in_the_reading_queues_when_the_call_returns(
+    local: Any,
+) -> None:
+    """Replay and simulate read the stack's queues only after a Publish or PutEvents (`Sends`): that holds
+    only because the local AWS delivers within the call, which this checks, with no wait in the reads."""
+    sends = Sends()
+    clients = {name: local.client(name) for name in ("sns", "sqs", "events", "dynamodb", "secretsmanager")}
+    for name, client in clients.items():
+        sends.watch(name, client)
+    prefix = f"sends-{uuid.uuid4().hex[:8]}"
+    stack = create_stack(clients["dynamodb"], clients["events"], clients["sqs"], prefix)
+    channels = create_notification_channels(
+        clients["sns"], clients["sqs"], clients["secretsmanager"], prefix, "http://127.0.0.1:9/hook"
+    )
+    assert (sends.take("sns"), sends.take("events")) == (False, False)  # making the stack sends nothing
+
+    clients["sns"].publish(TopicArn=channels.topic_arn, Subject="loop", Message="lca-static is looping")
+    assert (sends.take("sns"), sends.take("sns"), sends.take("events")) == (True, False, False)
+    assert [sent["message"] for sent in channels.received_sns(clients["sqs"])] == ["lca-static is looping"]
+
+    entry = {"Source": "lifeguard", "DetailType": "LoopResolved", "Detail": "{}"}
+    clients["events"].put_events(Entries=[{**entry, "EventBusName": stack.event_bus}])
+    assert (sends.take("events"), sends.take("events"), sends.take("sns")) == (True, False, False)
+    assert [event["detail-type"] for event in stack.received_events(clients["sqs"])] == ["LoopResolved"]
+
+    with pytest.raises(ClientError):  # refused: noted all the same (a queue read once too often)
+        clients["sns"].publish(TopicArn=channels.topic_arn + "-gone", Message="x")
+    assert sends.take("sns")
 
 
 def keyed_table(local: Any, name: str) -> Any:

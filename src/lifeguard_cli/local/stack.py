@@ -75,6 +75,35 @@ class LocalStack:
                 sqs.delete_message(QueueUrl=self.events_queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
+# The calls that fill the local stack's reading queues, by service.
+_SENDS = {"sns": "Publish", "events": "PutEvents"}
+
+
+class Sends:
+    """Whether the functions called SNS's Publish or EventBridge's PutEvents since the queue that reads each
+    back was last read. Both deliver to those queues within the call (moto does so before it answers), so
+    a queue no call can have filled is not read: a replay or a simulation reads it after each invocation.
+    `watch` is `LocalClients`' `configure`: it hooks each client as it is made."""
+
+    def __init__(self) -> None:
+        self._sent = dict.fromkeys(_SENDS, False)
+
+    def watch(self, service: str, client: Any) -> None:
+        if service in _SENDS:
+            client.meta.events.register(f"after-call.{service}.{_SENDS[service]}", self._noter(service))
+
+    def _noter(self, service: str) -> Callable[..., None]:
+        def note(**_: Any) -> None:  # answered or refused: a queue is read once too often, never too few
+            self._sent[service] = True
+
+        return note
+
+    def take(self, service: str) -> bool:
+        """Whether `service` was called since the last `take` of it."""
+        sent, self._sent[service] = self._sent[service], False
+        return sent
+
+
 def create_stack(dynamodb: Any, events: Any, sqs: Any, prefix: str) -> LocalStack:
     """A table, an event bus, and a rule that copies every `lifeguard` event on it to an SQS queue."""
     table = f"{prefix}-state"

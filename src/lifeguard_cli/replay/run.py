@@ -90,7 +90,7 @@ def replay(
     from lifeguard.remediation import RemediationSettings
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
     from lifeguard_cli.local.slack import serve_slack
-    from lifeguard_cli.local.stack import create_notification_channels, create_stack
+    from lifeguard_cli.local.stack import Sends, create_notification_channels, create_stack
 
     bundle = node_bundle_at(node_bundle) if node_bundle is not None else None
     inputs = read_inputs(paths)
@@ -125,7 +125,8 @@ def replay(
         handler_logs(verbose),
         on_local_aws(),
     ):
-        clients = LocalClients(aws)
+        sends = Sends()
+        clients = LocalClients(aws, configure=sends.watch)
         sqs, pcs = clients("sqs"), clients("pcs")
         prefix = f"replay-{uuid.uuid4().hex[:8]}"
         stack = create_stack(clients("dynamodb"), clients("events"), sqs, prefix)
@@ -138,6 +139,8 @@ def replay(
         _create_groups(aws.pcs, groups, clock, actions, given=config is not None)
 
         def published() -> list[dict[str, Any]]:
+            if not sends.take("events"):
+                return []
             # EventBridge stamps an event with the time it was put: here, the stream's.
             at = event_time(clock())
             return [{**event, "time": at} for event in stack.received_events(sqs)]

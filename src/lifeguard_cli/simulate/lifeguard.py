@@ -48,7 +48,7 @@ class LocalLifeguard:
     """The stack in the twin."""
 
     def __init__(self, twin: _Twin, mode: str) -> None:
-        from lifeguard_cli.local.stack import create_notification_channels, create_stack
+        from lifeguard_cli.local.stack import Sends, create_notification_channels, create_stack
         from lifeguard_cli.replay.bus import LocalBus, template_rules
         from lifeguard_cli.replay.run import LocalClients, build_handlers
 
@@ -61,6 +61,7 @@ class LocalLifeguard:
         # CloudTrail's event ids: drawn apart from the twin's own random (its instance ids), so a baseline
         # run, which has no CloudTrail, launches the same instances as this run.
         self._event_ids = random.Random(f"cloudtrail/{twin.options.seed}")
+        self._sends = Sends()
         clients = LocalClients(twin.aws, configure=self._configure)
         self._sqs = clients("sqs")
         self.stack = create_stack(clients("dynamodb"), clients("events"), self._sqs, twin.prefix)
@@ -185,6 +186,8 @@ class LocalLifeguard:
 
     def _published(self) -> list[dict[str, Any]]:
         self.twin.sync()  # EventBridge stamps an event when it is put: after the handler's own waits
+        if not self._sends.take("events"):
+            return []
         at = event_time(self.twin.moment())
         return [{**event, "time": at} for event in self.stack.received_events(self._sqs)]
 
@@ -226,7 +229,7 @@ class LocalLifeguard:
     def collect(self) -> None:
         """What SNS and Slack received since the last look, on the twin's clock."""
         minute = round(self.twin.now / 60, 1)
-        for sent in self.channels.received_sns(self._sqs):
+        for sent in self.channels.received_sns(self._sqs) if self._sends.take("sns") else []:
             self.twin.result.notifications.append({**sent, "minute": minute})
         messages = self.twin.slack.messages
         for message in messages[self._slack_seen :]:
@@ -280,7 +283,9 @@ class LocalLifeguard:
             self._die_after_update = True
 
     def _configure(self, service: str, client: Any) -> None:
-        """Hooks on the functions' clients: the armed HTTP faults, and the remediate invocation's death."""
+        """Hooks on the functions' clients: what they send to SNS and EventBridge, the armed HTTP faults,
+        and the remediate invocation's death."""
+        self._sends.watch(service, client)
         if service in ("dynamodb", "events"):
             client.meta.events.register(
                 f"before-send.{client.meta.service_model.service_id.hyphenize()}", self._failing(service)
