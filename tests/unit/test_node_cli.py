@@ -183,6 +183,35 @@ def test_ship_that_cannot_tell_the_nodes_ids_is_bad_usage_and_without_boto3_an_e
     assert "no boto3" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("interval", ["nan", "inf", "-1", "0", "3600"])
+@pytest.mark.parametrize("given", ["option", "environment"])
+def test_a_poll_interval_out_of_its_bounds_is_refused_before_the_shipper_starts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    interval: str,
+    given: str,
+) -> None:
+    """`nan` crashed the shipper once it ran, 0 or less spun a core (and PutLogEvents in an outage), `inf`
+    never looked: refused at start, as bad usage, before any AWS client is made."""
+    from lifeguard.node import shipper
+
+    def no_client() -> None:
+        raise AssertionError("a client was made")
+
+    monkeypatch.setattr(shipper, "_logs_client", no_client)
+    command = ["ship", "--root", str(tmp_path), "--log-group", "g", "--cluster-id", "pcs_a"]
+    command += ["--compute-node-group-id", "pcs_b", "--instance-id", "i-0123456789abcdef0"]
+    if given == "option":
+        command += ["--poll-interval", interval]
+    else:
+        monkeypatch.setenv("LIFEGUARD_POLL_INTERVAL_SECONDS", interval)
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lifeguard-node ship: the poll interval must be from 0.05 to 60 seconds, not ")
+    assert err.count("\n") == 1
+
+
 def test_a_config_boot_cannot_read_is_named_with_why_in_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

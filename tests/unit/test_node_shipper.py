@@ -3,6 +3,7 @@ start from."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import lifeguard.node.shipper
+from lifeguard.node.executor import EXIT_TERMINATE, Executor, NodeIdentity
 from lifeguard.node.layout import NodeLayout
 from lifeguard.node.shipper import (
     EVENT_OVERHEAD_BYTES,
@@ -25,7 +27,15 @@ from lifeguard.node.shipper import (
     _batches,
     _State,
 )
-from tests.unit.test_node_report_schema import SHIPPER_IDENTITY, ListSink, booted
+from lifeguard.node_report import NodeReport, parse_node_report
+from tests.unit.test_node_report_schema import (
+    FAILING,
+    PASSING,
+    SHIPPER_IDENTITY,
+    BucketFetcher,
+    ListSink,
+    booted,
+)
 
 
 def test_batches_keep_the_order_and_within_putlogevents_count_and_bytes() -> None:
@@ -329,3 +339,86 @@ def test_a_records_time_is_read_whatever_its_fraction_as_on_the_nodes_python() -
     """Python 3.9's fromisoformat takes a fraction of 3 or 6 digits only; agents write others too."""
     for written in ("2026-10-21T00:47:39Z", "2026-10-21T00:47:39.5Z", "2026-10-21T00:47:39.551852123Z"):
         assert lifeguard.node.shipper._epoch_seconds(written) == FIRST_RUN
+
+
+# -- what executor.log holds is bounded before it becomes a report --
+
+
+def _executor_record(**fields: object) -> str:
+    at = datetime.fromtimestamp(FIRST_RUN, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    record = {"timestamp": at, "level": "ERROR", "message": "lifecycle script failed; terminating node"}
+    return json.dumps({**record, "stage": "nodeBootstrapped", "on_error": "Terminate", **fields}) + "\n"
+
+
+def test_a_record_no_executor_writes_is_passed_over_and_holds_up_no_report(tmp_path: Path) -> None:
+    """Any process on the node may write executor.log. A record naming a script by 170,000 characters
+    became a report of 2 MB, over PutLogEvents' 1 MiB: refused at every poll, it held up every report after
+    it, the TERMINATE one too. A record of no stage or no name PCS takes is passed over; a value beyond
+    what the controller takes is left out of the report, never sent to be refused there."""
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
+    with layout.executor_log.open("w") as log:
+        log.write(_executor_record(script="\u4e00" * 170_000, exit_code=1))
+        log.write(_executor_record(script="x" * 65, exit_code=1))
+        log.write(_executor_record(stage="nodeSomewhere", script="fail-terminate", exit_code=1))
+        log.write(_executor_record(stage=["nodeBootstrapped"], script="fail-terminate", exit_code=1))
+        log.write(
+            _executor_record(
+                script="fail-terminate",
+                exit_code=2**40,
+                started_at=10**30,
+                ended_at=-5,
+                script_sha256="Z" * 5000,
+                error="exit status 1",
+            )
+        )
+    sink = ListSink()
+    identity = dataclasses.replace(SHIPPER_IDENTITY, node_id="lca static 1\n" * 400)
+    shipper = Shipper(layout, identity, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    shipper.run(once=True)
+    assert shipper.skipped_lines == 4
+    [message] = sink.messages
+    report = parse_node_report(message)  # what the controller takes
+    assert isinstance(report, NodeReport), report
+    assert (report.script, report.outcome, report.on_error) == ("fail-terminate", "failed", "TERMINATE")
+    assert (report.exit_code, report.node_id, report.script_sha256) == (None, None, None)
+    assert report.started_at == report.ended_at == FIRST_RUN  # the record's own time
+    assert len(message) < 2_000
+
+
+def test_a_skipped_script_is_reported_under_its_own_on_error(tmp_path: Path) -> None:
+    """A script skipped after a TERMINATE failure was reported as TERMINATE whatever its onError: its
+    executor.log record left it out."""
+    layout = NodeLayout(tmp_path)
+
+    def script(name: str, location: str, on_error: str) -> dict[str, object]:
+        return {"name": name, "scriptSource": {"scriptLocation": location}, "onError": on_error}
+
+    ok, fail = "s3://lca-scripts-example/scripts/ok.sh", "s3://lca-scripts-example/scripts/fail.sh"
+    config = {
+        "stages": {
+            "nodeBootstrapped": [script("fail-terminate", fail, "TERMINATE"), script("ok3", ok, "CONTINUE")],
+            "nodeReady": [script("ready-check", ok, "STOP_SEQUENCE")],
+        }
+    }
+    fetcher = BucketFetcher({ok: PASSING, fail: FAILING})
+    identity = NodeIdentity("pcs_abc123de45", "lca", "pcs_abcdef01", "lca-static", "lca-static-1")
+    executor = Executor(config, layout, identity, fetchers={"s3": fetcher}, fetch_backoff_seconds=0)
+    assert executor.boot().exit_code == EXIT_TERMINATE
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink).run(once=True)
+    reports = [json.loads(message) for message in sink.messages]
+    assert [(r["script"], r["outcome"], r["on_error"]) for r in reports] == [
+        ("fail-terminate", "failed", "TERMINATE"),
+        ("ok3", "skipped", "CONTINUE"),
+        ("ready-check", "skipped", "STOP_SEQUENCE"),
+    ]
+
+
+def test_the_shippers_bounds_are_the_controllers() -> None:
+    """The node's Python cannot import `lifeguard.bounds`: the shipper holds its own copies."""
+    from lifeguard import bounds
+    from lifeguard.node import shipper
+
+    assert "^" + shipper._NODE_NAME.pattern + "$" == bounds.NODE_NAME_PATTERN
+    assert shipper._EPOCH_S_MAX == bounds.EPOCH_S_MAX

@@ -158,7 +158,10 @@ def _parser() -> argparse.ArgumentParser:
     ship.add_argument("--node-id", help="Slurm node name; default: PCS_NODE_ID, else the executor's")
     ship.add_argument("--instance-id", help="default: LIFEGUARD_INSTANCE_ID, else IMDSv2")
     ship.add_argument(
-        "--poll-interval", type=float, help=f"seconds between looks (default {POLL_INTERVAL_SECONDS})"
+        "--poll-interval",
+        type=float,
+        help=f"seconds between looks, {POLL_INTERVAL_LEAST_SECONDS:g} to {POLL_INTERVAL_MOST_SECONDS:g} "
+        f"(default {POLL_INTERVAL_SECONDS})",
     )
     drain = commands.add_parser(
         "drain",
@@ -277,13 +280,16 @@ def _interrupted(signum: int, _frame: object) -> None:
 
 # The longest wait a setting may ask for: a day (a script's timeout, a fetch's backoff).
 SECONDS_MOST = 24 * 3600.0
+# The shipper's look at executor.log: a failure report is wanted within seconds, and an idle look is a stat.
+POLL_INTERVAL_LEAST_SECONDS, POLL_INTERVAL_MOST_SECONDS = 0.05, 60.0
 
 
-def _seconds(what: str, value: float, *, least: float) -> float:
+def _seconds(what: str, value: float, *, least: float, most: float = SECONDS_MOST) -> float:
     """A duration from the command line or the environment, within bounds: `nan`, `inf` or a negative
-    value would start a script the boot could not wait for, or fail every script at once."""
-    if not least <= value <= SECONDS_MOST:  # False for nan, too
-        raise ValueError(f"the {what} must be from {least:g} to {SECONDS_MOST:g} seconds, not {value:g}")
+    value would start a script the boot could not wait for, fail every script at once, or have the
+    shipper spin or never look."""
+    if not least <= value <= most:  # False for nan, too
+        raise ValueError(f"the {what} must be from {least:g} to {most:g} seconds, not {value:g}")
     return value
 
 
@@ -316,7 +322,12 @@ def _ship(args: argparse.Namespace) -> int:
         identity = ShipperIdentity(
             cluster_id, group_id, instance_id, args.node_id or env.get("PCS_NODE_ID") or logged.get("node_id")
         )
-        interval = setting("poll_interval_seconds", args.poll_interval, POLL_INTERVAL_SECONDS, float)
+        interval = _seconds(
+            "poll interval",
+            setting("poll_interval_seconds", args.poll_interval, POLL_INTERVAL_SECONDS, float),
+            least=POLL_INTERVAL_LEAST_SECONDS,
+            most=POLL_INTERVAL_MOST_SECONDS,
+        )
         shipper = Shipper(layout, identity, CloudWatchSink(args.log_group, identity.stream))
         # Stopped (systemd, as the instance a TERMINATE failure ends shuts down): a last look at what was
         # logged since the last poll, then out; that failure is the report that matters most. Out within

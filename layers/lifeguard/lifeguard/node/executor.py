@@ -68,6 +68,7 @@ PCS_ON_ERROR_NAMES = {"TERMINATE": "Terminate", "STOP_SEQUENCE": "StopSequence",
 # The records that open and close a boot in executor.log (the drain watcher ends at either).
 BOOT_STARTED = "boot started"
 BOOT_COMPLETED = "boot completed"
+SKIPPED = "script skipped"  # a script not run: its onError given, as in its other records
 FAILURE_MESSAGES = {
     "TERMINATE": "lifecycle script failed; terminating node",
     "STOP_SEQUENCE": "lifecycle script failed; stopping remaining scripts",
@@ -356,7 +357,8 @@ class Executor:
             for spec in specs:
                 skip = self._skip_reason(spec, result.first_boot, terminated_by, stopped_by)
                 if skip is not None:
-                    log.write("INFO", "script skipped", stage=stage, script=spec.name, reason=skip)
+                    on_error = PCS_ON_ERROR_NAMES[spec.on_error]  # as its other records say it
+                    log.write("INFO", SKIPPED, stage=stage, script=spec.name, on_error=on_error, reason=skip)
                     result.runs.append(ScriptRun(stage, spec.name, spec.on_error, "skipped", error=skip))
                     continue
                 # For each script: the one before may have removed the log folder (cleaning up).

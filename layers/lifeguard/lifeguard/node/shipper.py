@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from lifeguard.errors import LifeguardError
-from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS
+from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
 from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, output_tail
 from lifeguard.node.report import ScriptRunReport
+from lifeguard.pcs_model import validate_shape
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -73,6 +74,14 @@ _MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 25
 _END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
 _END_SKEW_SECONDS = 2  # the end marker is written just before the executor.log record, in whole seconds
 _EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for the next
+# What a report holds is held to what the controller takes (`lifeguard.node_report`, whose bounds the
+# node's Python cannot import: a test keeps them the same). A value of executor.log beyond them is
+# written by something other than an executor: the record is passed over, or the value left out.
+_NODE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # lifeguard.bounds.NODE_NAME_PATTERN
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_EPOCH_S_MAX = 4_102_444_800  # lifeguard.bounds.EPOCH_S_MAX
+_BOOT_MAX = 1_000_000
+_EXIT_CODE_BOUND = 2**31  # an exit status is a C int
 
 
 class ShipperError(LifeguardError):
@@ -560,7 +569,7 @@ class Shipper:
             and _epoch_seconds(record.get("timestamp")) >= kernel.started_at - _BOOT_TIME_SLACK_SECONDS
         )
         if message == "boot started":  # Lifeguard's executor says which boot it is
-            self.state.boot = _int_or(record.get("boot"), self.state.boot + 1)
+            self.state.boot = min(max(_int_or(record.get("boot"), self.state.boot + 1), 1), _BOOT_MAX)
             self.state.first_boot = bool(record.get("first_boot", self.state.boot == 1))
             if now and kernel is not None:
                 self.state.boot_id = kernel.boot_id
@@ -579,7 +588,9 @@ class Shipper:
         else:
             return "done"
         stage, script = record.get("stage"), record.get("script")
-        if not isinstance(stage, str) or not isinstance(script, str):
+        if not (stage in STAGES and isinstance(script, str) and _script_name(script)):
+            # Not a stage, or not a name PCS takes (at most 64 characters): never a report, which could
+            # be too large for PutLogEvents and hold up every report after it.
             self.skipped_lines += 1
             return "done"
         run: dict[str, Any] | None = None
@@ -716,13 +727,16 @@ class Shipper:
         # executor.log says how the script ended; its own log only says what it printed.
         told = _exit_of(record, outcome)
         exit_code = told if told is not None else (run["exit_code"] if run else None)
+        if exit_code is not None and not -_EXIT_CODE_BOUND <= exit_code < _EXIT_CODE_BOUND:
+            exit_code = None
         note = str(record.get("error") or record.get("reason") or "")
         sha256 = record.get("script_sha256")
+        node_id = self.node_id
         return ScriptRunReport(
             cluster_id=self.identity.cluster_id,
             compute_node_group_id=self.identity.compute_node_group_id,
             instance_id=self.identity.instance_id,
-            node_id=self.node_id,
+            node_id=node_id if isinstance(node_id, str) and _NODE_NAME.fullmatch(node_id) else None,
             boot=self.state.boot,
             first_boot=self.state.first_boot,
             stage=stage,
@@ -730,10 +744,10 @@ class Shipper:
             on_error=on_error,
             exit_code=exit_code,
             outcome=outcome,
-            started_at=run["started_at"] if run else _int_or(record.get("started_at"), when),
-            ended_at=run["ended_at"] if run else _int_or(record.get("ended_at"), when),
+            started_at=_epoch_or(run["started_at"] if run else record.get("started_at"), when),
+            ended_at=_epoch_or(run["ended_at"] if run else record.get("ended_at"), when),
             log_tail=output_tail(run["log_tail"] if run and run["log_tail"] else note),
-            script_sha256=sha256 if isinstance(sha256, str) else None,
+            script_sha256=sha256 if isinstance(sha256, str) and _SHA256.fullmatch(sha256) else None,
         )
 
 
@@ -808,10 +822,21 @@ def _int_or(value: object, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def _epoch_or(value: object, default: int) -> int:
+    """An epoch second as a report holds one (1970 to 2100); `default` for anything else."""
+    return value if isinstance(value, int) and 0 <= value < _EPOCH_S_MAX else default
+
+
 def _epoch_seconds(timestamp: object) -> int:
-    """The whole epoch second of a record's time; now, when it has none that can be read."""
+    """The whole epoch second of a record's time; now, when it has none that can be read (or none a
+    report can hold)."""
     seconds = node_clock.read_stamp(timestamp)
-    return int(seconds if seconds is not None else node_clock.now())
+    return _epoch_or(int(seconds) if seconds is not None else None, int(node_clock.now()))
+
+
+def _script_name(name: str) -> bool:
+    """Whether `name` is a script name PCS takes."""
+    return not validate_shape("NodeLifecycleScriptNameString", name)
 
 
 def _exit_code_of(error: object) -> int | None:
