@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import os
+import threading
 import time
 import tracemalloc
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ from lifeguard.node.shipper import (
     ShipperIdentity,
     _batches,
     _State,
+    identity_from_executor_log,
 )
 from lifeguard.node_report import NodeReport, parse_node_report
 from tests.unit.test_node_report_schema import (
@@ -422,3 +425,48 @@ def test_the_shippers_bounds_are_the_controllers() -> None:
 
     assert "^" + shipper._NODE_NAME.pattern + "$" == bounds.NODE_NAME_PATTERN
     assert shipper._EPOCH_S_MAX == bounds.EPOCH_S_MAX
+
+
+@pytest.mark.parametrize("planted", ["fifo", "link to /dev/zero", "directory"])
+def test_a_script_log_that_is_no_regular_file_holds_up_no_report(tmp_path: Path, planted: str) -> None:
+    """A FIFO in a script log's place held the shipper in `open` forever, and a link to /dev/zero in an
+    endless read: the TERMINATE report after it was never shipped. Only a regular file, not reached
+    through a link, is read; the report goes without the log's tail."""
+    layout = NodeLayout(tmp_path)
+    stage = layout.stage_dir("nodeBootstrapped")
+    stage.mkdir(parents=True)
+    log = layout.script_log("nodeBootstrapped", "fail-terminate")
+    if planted == "fifo":
+        os.mkfifo(log)
+    elif planted == "directory":
+        log.mkdir()
+    else:
+        log.symlink_to("/dev/zero")
+    with layout.executor_log.open("w") as file:
+        file.write(_executor_record(script="fail-terminate", exit_code=1, error="exit status 1"))
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    running = threading.Thread(target=shipper.run, kwargs={"once": True}, daemon=True)
+    running.start()
+    running.join(timeout=20)
+    assert not running.is_alive(), "the shipper is held by the planted log"
+    [report] = map(json.loads, sink.messages)
+    assert (report["script"], report["outcome"], report["exit_code"]) == ("fail-terminate", "failed", 1)
+
+
+def test_an_executor_log_of_one_endless_line_costs_no_more_memory_to_find_the_nodes_ids(
+    tmp_path: Path,
+) -> None:
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True)
+    boot = {"message": "boot started", "cluster_id": "pcs_abc123de45", "node_id": "lca-static-1"}
+    with layout.executor_log.open("wb") as file:
+        file.write(b"x" * (40 * 1024 * 1024) + b"\n" + json.dumps(boot).encode() + b"\n")
+    tracemalloc.start()
+    try:
+        found = identity_from_executor_log(layout)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == {"cluster_id": "pcs_abc123de45", "node_id": "lca-static-1"}
+    assert peak < 4 * 1024 * 1024

@@ -30,7 +30,7 @@ from pathlib import Path
 from lifeguard.node import clock as node_clock
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS
 from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES
-from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir
+from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir, open_log
 
 __all__ = [
     "DRAIN_POLL_SECONDS",
@@ -86,7 +86,7 @@ def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: 
     written waits for the next look), dated `since` or later when given. With `to_boot_end`, reading stops
     at the first record that ends the boot: what follows belongs to another boot."""
     try:
-        with layout.executor_log.open("rb") as file:
+        with open_log(layout.executor_log) as file:
             if os.fstat(file.fileno()).st_size < offset:
                 offset = 0  # truncated or replaced: read it anew
             file.seek(offset)

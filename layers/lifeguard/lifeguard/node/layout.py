@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = [
     "DIR_MODE",
@@ -15,6 +17,7 @@ __all__ = [
     "UnsafeNameError",
     "atomic_write",
     "ensure_dir",
+    "open_log",
 ]
 
 # As PCS lays them out: stage folders drwxr-x---, script logs -rw-r-----, executor.log -rw-r--r--.
@@ -70,6 +73,20 @@ def _child(parent: Path, name: str) -> Path:
     if not name or name in (".", "..") or "/" in name or "\0" in name or name != os.path.basename(name):
         raise UnsafeNameError(f"unsafe file name {name!r}")
     return parent / name
+
+
+def open_log(path: Path) -> BinaryIO:
+    """A log of the node layout, opened to be read: a regular file, not reached through a symlink, opened
+    without waiting. A FIFO in a log's place held its reader forever, and a link to `/dev/zero` never ends:
+    anything but a regular file raises OSError, as a log that cannot be read does."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def ensure_dir(path: Path) -> Path:

@@ -27,7 +27,7 @@ from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
-from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, output_tail
+from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, open_log, output_tail
 from lifeguard.node.report import ScriptRunReport
 from lifeguard.pcs_model import validate_shape
 
@@ -526,9 +526,12 @@ class Shipper:
             return []  # nothing new: an idle poll is one stat
         if size < self.state.executor_offset:  # truncated: start over
             self.state.executor_offset = 0
-        with path.open("rb") as file:
-            file.seek(self.state.executor_offset)
-            data = file.read(_EXECUTOR_READ_BYTES)
+        try:
+            with open_log(path) as file:
+                file.seek(self.state.executor_offset)
+                data = file.read(_EXECUTOR_READ_BYTES)
+        except OSError:
+            return []  # gone since, or not a file: nothing to read (this time)
         reports: list[str] = []
         offset = self.state.executor_offset
         if len(data) == _EXECUTOR_READ_BYTES and b"\n" not in data:
@@ -618,7 +621,7 @@ class Shipper:
             return None
         try:
             path = self.layout.script_log(stage, script)
-            with path.open("rb") as file:
+            with open_log(path) as file:
                 file.seek(start)
                 first = file.readline(_MARKER_MAX_BYTES)
                 window_from = max(start + len(first), end - LOG_TAIL_BYTES - _END_MARKER_MAX_BYTES)
@@ -662,7 +665,7 @@ class Shipper:
         found: dict[str, Any] | None = None
         tail = bytearray()
         try:
-            with path.open("rb") as file:
+            with open_log(path) as file:
                 offset = self._read_from(key, file)
                 file.seek(offset)
                 for raw, end_offset in _lines(file, offset):
@@ -755,8 +758,8 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
     """The ids Lifeguard's executor wrote in its last `boot started` record (empty for the PCS agent's)."""
     found: dict[str, str] = {}
     try:
-        with layout.executor_log.open("rb") as file:
-            for line in file:
+        with open_log(layout.executor_log) as file:
+            for line, _ in _lines(file, 0):  # in chunks: a line of any length costs no more memory
                 if b'"boot started"' not in line:
                     continue
                 try:
