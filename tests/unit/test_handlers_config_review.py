@@ -247,7 +247,16 @@ def test_a_request_without_a_configuration_is_read_back_from_pcs_by_name() -> No
     [review] = world.reviews()
     assert (review["cluster_id"], review["compute_node_group_id"]) == (CLUSTER, GROUP)
     assert review["config_after"] == NEW
-    assert world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW)) is not None
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    # The call changed something else: who put the configuration in place is not known, and the caller is
+    # named as the one whose call it was read back after, never as the one who changed it.
+    assert review["changed_by"] == {"arn": None, "at": AT, "source": "unknown"}
+    assert review["reason"].startswith(
+        f"UpdateComputeNodeGroup by {ARN} carried no nodeLifecycleActions: reviewed is the configuration PCS "
+        "holds after it, put in place by whom is not known."
+    )
+    assert (found.arn, found.source, found.read_back) == (None, "unknown", True)
 
 
 def test_an_update_of_something_else_leaves_the_known_configuration_and_is_ignored() -> None:
@@ -404,7 +413,7 @@ def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_
     world = World()
     world.knows(BEFORE)
     world.handler.clock = lambda: AT / 1000 + 700
-    world.review(scaling_update(BOB))  # delivered first: nobody known put NEW in place, so it is Bob's
+    world.review(scaling_update(BOB))  # delivered first: NEW read back after it, put there by nobody known
     world.review(recorded())  # Alice's call, earlier, carrying NEW: she put it in place
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None

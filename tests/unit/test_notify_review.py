@@ -95,6 +95,21 @@ def test_a_change_whose_caller_is_unnamed_says_so() -> None:
     assert summary.headline.startswith("Someone (CloudTrail named no caller) changed the lifecycle actions")
 
 
+def test_a_configuration_read_back_after_a_call_that_changed_something_else_names_no_one_as_its_author() -> (
+    None
+):
+    """A scaling update carries no lifecycle actions: the review of what PCS holds after it said its caller
+    "changed the lifecycle actions"."""
+    event = review([RISK])
+    event["detail"]["changed_by"] = {"arn": None, "at": 1792544400000, "source": "unknown"}
+    summary = summarize("ConfigChangeReviewed", event["detail"])
+    assert summary.headline == (
+        "The lifecycle actions of pcs_abcdef01 (pcs_abc123de45), in place at 2026-10-21 01:00:00 UTC (put "
+        "there by whom is not known), with 1 risk(s)."
+    )
+    assert "changed the lifecycle actions" not in summary.text()
+
+
 def test_a_review_of_a_call_delivered_twice_is_one_message_though_the_table_learned_more_in_between() -> None:
     """EventBridge delivers at least once: the second review of the same CloudTrail record may say more
     (the detection read the group in between: another reason, another diff), and is the same change."""

@@ -158,10 +158,13 @@ class ConfigReviewHandler:
                     cluster_id=target.cluster_id,
                     group_id=target.group_id,
                     fingerprint=target.config.fingerprint(),
-                    arn=call.arn,
+                    # A call that carried no configuration changed none: read back, it is kept as the
+                    # time the configuration was known to be in place, by nobody known.
+                    arn=call.arn if target.carried else None,
                     at=call.at,
                     event_name=call.event_name,
                     event_id=call.event_id,
+                    source="cloudtrail" if target.carried else "unknown",
                     read_back=not target.carried,
                 )
             )
@@ -332,6 +335,16 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
     if already_known and not target.carried:
         return None  # an update of something else: the configuration is the one already known
     unknown_before = already_known and previous is None
+    changed_by = call.changed_by()
+    if not target.carried:
+        # Reviewed is what PCS holds after a call that changed something else: not laid at its door.
+        changed_by = {"arn": None, "at": call.at, "source": "unknown"}
+        by = clip(call.arn or "an unnamed caller", 300)
+        read_back = (
+            f"{call.event_name} by {by} carried no nodeLifecycleActions: reviewed is the configuration PCS "
+            "holds after it, put in place by whom is not known."
+        )
+        reason = f"{read_back} {reason}" if reason else read_back
     risks = find_risks(new, previous) if new is not None else []
     if len(risks) > _RISKS_MAX:
         listed = f"The review found {len(risks)} risks; the event lists the first {_RISKS_MAX}."
@@ -344,7 +357,7 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
         config_after=new.to_api() if new is not None else None,
         diff=diff,
         reason=reason,
-        changed_by=call.changed_by(),
+        changed_by=changed_by,
         risks=[
             {
                 "code": risk.code,

@@ -215,8 +215,11 @@ def _change_headline(group: str, cluster: str, detail: Mapping[str, Any]) -> str
     if not isinstance(changed_by, Mapping):
         return f"The lifecycle actions of {group} ({cluster}) changed, {risks}."
     arn, at = changed_by.get("arn"), changed_by.get("at")
-    who = clip(arn, 300) if arn else "Someone (CloudTrail named no caller)"
     when = f" at {utc(at)}" if at is not None else ""
+    if changed_by.get("source") == "unknown":  # read back after a call that changed something else
+        unknown = "(put there by whom is not known)"
+        return f"The lifecycle actions of {group} ({cluster}), in place{when} {unknown}, {risks}."
+    who = clip(arn, 300) if arn else "Someone (CloudTrail named no caller)"
     return f"{who} changed the lifecycle actions of {group} ({cluster}){when}, {risks}."
 
 
