@@ -85,6 +85,63 @@ def test_an_event_still_too_big_keeps_only_its_last_ten_failures_then_loses_its_
     assert detail == original  # the event itself is not changed
 
 
+# More than an entry holds once the configurations are out: what is trimmed after them.
+_MANY_FAILURES = [
+    {"instance_id": f"i-{n:017d}", "event_timestamp": n, "note": "x" * 3000} for n in range(100)
+]
+
+
+def _huge_config(tag: str) -> dict[str, Any]:
+    """About 240 KB of valid lifecycle actions: 20 scripts a stage, long locations, 20 long arguments."""
+
+    def script(n: int) -> dict[str, Any]:
+        location = f"s3://lca-scripts-example/{tag}/{'d' * 880}/{n}.sh"
+        return {"name": f"s{n}", "scriptSource": {"scriptLocation": location}, "arguments": ["a" * 256] * 20}
+
+    return {"stages": {stage: [script(n) for n in range(20)] for stage in ("nodeBootstrapped", "nodeReady")}}
+
+
+@pytest.mark.parametrize(
+    ("detail_type", "kept"),
+    [
+        ("RemediationApplied", "`lifeguard history` shows them"),
+        ("ConfigChangeReviewed", "`aws pcs get-compute-node-group` shows the configuration in place"),
+    ],
+)
+def test_configurations_left_out_to_fit_are_null_and_the_reason_says_so(detail_type: str, kept: str) -> None:
+    """A configuration too big for the entry was replaced by a note where the contract has an object or
+    null: the notification then listed it as "not valid in the event" (and a review's pointed to a history
+    that does not keep it)."""
+    detail = make_detail(
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        config_before=_huge_config("before"),
+        config_after=_huge_config("after"),
+        reason="Applied quarantine.",
+        failures=_MANY_FAILURES,
+    )
+    entry = ControllerEvent(detail_type, detail, "k").to_entry("bus")
+    assert entry_size(entry) <= ENTRY_MAX_BYTES
+    sent = json.loads(entry["Detail"])
+    assert (sent["config_before"], sent["config_after"], len(sent["failures"])) == (None, None, 10)
+    assert sent["reason"] == (
+        f"Applied quarantine. config_before and config_after left out to fit EventBridge's 256 KB ({kept})."
+    )
+    cleaned, problems = clean_detail(sent)
+    assert problems == []
+    assert cleaned["reason"] == sent["reason"]
+
+
+def test_a_reason_at_its_bound_keeps_the_note_of_what_was_left_out() -> None:
+    detail = make_detail(config_after=_huge_config("after"), reason="r" * 8000, failures=_MANY_FAILURES)
+    sent = json.loads(ControllerEvent("RemediationApplied", detail, "k").to_entry("bus")["Detail"])
+    assert sent["reason"].endswith(
+        "config_after left out to fit EventBridge's 256 KB (`lifeguard history` shows them)."
+    )
+    assert len(sent["reason"]) <= 8000
+    assert clean_detail(sent)[1] == []
+
+
 def test_a_big_diff_is_kept_when_trimming_the_failures_is_enough() -> None:
     failures = [{"instance_id": f"i-{n}", "event_timestamp": n, "note": "x" * 3000} for n in range(100)]
     diff = [{"path": "stages.nodeBootstrapped[0].onError", "old": "TERMINATE", "new": "STOP_SEQUENCE"}]

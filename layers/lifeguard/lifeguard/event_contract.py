@@ -95,10 +95,28 @@ DETAIL_KEYS: tuple[str, ...] = (
 # PutEvents: an entry, and a whole request, under 256 KB (Source, DetailType, Detail and resources).
 ENTRY_MAX_BYTES = 256 * 1024 - 1024
 _TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
+# Where a configuration left out of an event can be read: a remediation's audit entry keeps both; what a
+# review read is what PCS holds.
+_CONFIGS_KEPT = {
+    "ConfigChangeReviewed": "`aws pcs get-compute-node-group` shows the configuration in place",
+}
+_CONFIGS_KEPT_ELSEWHERE = "`lifeguard history` shows them"
 _TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", "risks")
 # A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
 # characters of text JSON writes six bytes each): the table's change record keeps them whole.
 _RISKS_KEPT, _RISK_MESSAGE_KEPT = 50, 200
+
+
+def _with_left_out(detail_type: str, reason: object, left_out: list[str]) -> str:
+    """An event's reason, and which of its configurations were left out to fit an entry (within the
+    reason's bound)."""
+    from lifeguard.bounds import REASON_MAX_CHARS
+
+    kept = _CONFIGS_KEPT.get(detail_type, _CONFIGS_KEPT_ELSEWHERE)
+    note = f"{' and '.join(left_out)} left out to fit EventBridge's 256 KB ({kept})."
+    said = reason if isinstance(reason, str) and reason else ""
+    room = REASON_MAX_CHARS - len(note) - 1
+    return f"{said[:room]} {note}" if said else note
 
 
 def entry_size(entry: Mapping[str, Any]) -> int:
@@ -125,8 +143,9 @@ class ControllerEvent:
 
     def to_entry(self, bus_name: str) -> dict[str, Any]:
         """The PutEvents entry, within EventBridge's 256 KB an entry (`entry_size`): an event too big
-        for it loses its log tail, then its configurations, then most of its evidence, each replaced by a
-        note (the audit trail in the table keeps the configurations), then a review's risks are cut."""
+        for it loses its log tail (replaced by a note), then its configurations (null, and `reason` says
+        where to read them: the audit trail keeps a remediation's), then most of its evidence, then a
+        review's risks are cut."""
         head = {"Source": SOURCE, "DetailType": self.detail_type}
         detail = self.fitted(ENTRY_MAX_BYTES - entry_size(head))
         return {**head, "Detail": json.dumps(detail, separators=(",", ":")), "EventBusName": bus_name}
@@ -138,6 +157,7 @@ class ControllerEvent:
         if len(text.encode()) <= max_bytes:
             return self.detail
         detail = dict(self.detail)
+        left_out: list[str] = []
         for step in _TRIM_ORDER:
             if step == "log_tail" and isinstance(detail.get("suspect"), Mapping):
                 detail["suspect"] = {**detail["suspect"], "log_tail": _TRIMMED}
@@ -146,7 +166,12 @@ class ControllerEvent:
             elif step == "risks":
                 detail["risks"] = [_cut_risk(risk) for risk in list(detail.get("risks") or [])[:_RISKS_KEPT]]
             elif detail.get(step) not in (None, []):
-                detail[step] = _TRIMMED if step.startswith("config") else []
+                # A configuration is an object or null (the contract): one left out is null, and `reason`
+                # says so (it is not taken for "none known").
+                detail[step] = None if step.startswith("config") else []
+                if step.startswith("config"):
+                    left_out.append(step)
+                    detail["reason"] = _with_left_out(self.detail_type, self.detail.get("reason"), left_out)
             if len(json.dumps(detail, separators=(",", ":")).encode()) <= max_bytes:
                 break
         return detail
