@@ -224,6 +224,9 @@ def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_i
         ("https://169.254.169.254/latest/meta-data/", "a link-local address"),
         ("https://[fe80::1]/services/T0/B0/x", "a link-local address"),
         ("http://hooks.slack.com/services/T0/B0/x", "not https"),
+        ("https://[::1/services/T0/B0/x", "not a URL"),
+        ('["https://hooks.slack.com/services/T0/B0/x"]', "no host"),
+        ("https://hooks..slack.com/services/T0/B0/x", "no host"),
     ],
 )
 def test_a_secret_whose_url_is_no_webhook_to_post_to_is_one_error_naming_why_never_the_url(

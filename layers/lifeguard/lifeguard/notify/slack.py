@@ -258,13 +258,16 @@ def _unusable(url: str) -> str | None:
 
     if not (url.isascii() and url.isprintable() and " " not in url):
         return "not a printable URL"
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # `https://[::1/x`: a bracket not closed
+        return "not a URL"
     try:
         host, _ = parts.hostname, parts.port
     except ValueError:
         return "its port is not a number"
-    if not host:
-        return "no host"
+    if not host or any(not label for label in host.rstrip(".").split(".")):
+        return "no host"  # `hooks..slack.com` too: an empty label, which no name has
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(host).is_link_local:
             return "a link-local address"
