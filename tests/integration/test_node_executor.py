@@ -699,3 +699,36 @@ def test_two_boots_at_once_on_one_root_do_not_both_run_first_boot_only_scripts(n
         thread.join()
     ran = (node.root / "var/lib/once.log").read_text().splitlines()
     assert ran == ["ran first_boot=1"], ran
+
+
+@pytest.mark.parametrize("stdout", ["full", "closed"])
+def test_the_boots_verdict_is_its_exit_status_when_its_summary_cannot_be_written(
+    node: Node, stdout: str
+) -> None:
+    """`boot > /dev/full`, or `boot | true`: printing the summary failed after the boot, and the boot exited
+    1 (an internal error) where its verdict was 4 (TERMINATE): whoever ran it read the wrong outcome."""
+    from tests.integration.conftest import LIFEGUARD_NODE
+
+    config = node.root.parent / "terminate.json"
+    config.write_text(json.dumps(node.config("article-terminate")))
+    command = [str(LIFEGUARD_NODE), "boot", "--config", str(config), "--root", str(node.root)]
+    command += ["--node-id", "lca-static-1", "--cluster-id", "pcs_abc123de45"]
+    command += ["--compute-node-group-id", "pcs_abcdef01"]
+    if stdout == "full":
+        with open("/dev/full", "w") as full:
+            boot = subprocess.run(
+                command, env=node.env, stdout=full, stderr=subprocess.PIPE, text=True, check=False
+            )
+        code, err = boot.returncode, boot.stderr
+    else:
+        started = subprocess.Popen(
+            command, env=node.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert started.stdout is not None
+        assert started.stderr is not None
+        started.stdout.close()  # nobody reads what it prints
+        err = started.stderr.read()
+        code = started.wait(timeout=120)
+    assert code == 4, err
+    assert "internal error" not in err
+    assert "the summary was not written" in err

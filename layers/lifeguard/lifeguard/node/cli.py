@@ -262,7 +262,14 @@ def _boot(args: argparse.Namespace) -> int:
     # Stopped (systemd, a person): as Ctrl-C, so the running script's process group is stopped with it.
     signal.signal(signal.SIGTERM, _interrupted)
     result = executor.boot()
-    _report(result, as_json=args.json)
+    try:
+        _report(result, as_json=args.json)
+        sys.stdout.flush()
+    except OSError as exc:  # stdout closed (`| true`) or full: the boot's verdict is its exit status still
+        # What is left to flush would fail again at exit, which would then exit 120: it goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        with contextlib.suppress(OSError):
+            print(f"lifeguard-node boot: the summary was not written: {exc.strerror or exc}", file=sys.stderr)
     return result.exit_code
 
 
