@@ -769,7 +769,7 @@ def _outage_node(node: Node) -> tuple[NodeLayout, ShipperIdentity, dict[str, Any
 
 
 def test_a_terminate_failure_logged_while_a_put_fails_is_shipped_within_two_seconds(
-    node: Node, local: Any, log_group: str
+    node: Node, local: Any, log_group: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The wait after a failed put is cut short by a record logged since the put began, not only since it
     failed."""
@@ -797,6 +797,9 @@ def test_a_terminate_failure_logged_while_a_put_fails_is_shipped_within_two_seco
     assert logged
     assert left, "the TERMINATE failure was never shipped"
     assert left[0] - logged[0] < 2.0
+    said = capsys.readouterr().err.splitlines()
+    assert [line.split("; try ")[1].split(" ")[0] for line in said if "; try " in line] == ["1", "2", "4"]
+    assert said[-1] == "lifeguard-node ship: delivered again after 6 failed tries"
 
 
 def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came_since(
@@ -837,6 +840,57 @@ def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came
         signal.signal(signal.SIGTERM, previous)
     assert status == 0
     assert [r.script for r in shipped(local, log_group, identity.stream)] == ["a", "mount-fsx"]
+
+
+def test_a_shipper_that_cannot_deliver_says_so_and_says_what_it_was_stopped_with(
+    node: Node,
+    local: Any,
+    log_group: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A shipper whose puts failed (an outage, a log group that is not there) said nothing, and stopped by
+    the shutdown with the TERMINATE report undelivered it said nothing either: its journal held no sign."""
+    from lifeguard.node import cli as node_cli
+    from lifeguard.node import shipper as node_shipper
+
+    layout, _, failure = _outage_node(node)
+    with layout.executor_log.open("a") as log:
+        log.write(json.dumps(failure) + "\n")
+    made: list[OutageDuringPut] = []
+
+    def sink(group: str, stream: str) -> OutageDuringPut:
+        made.append(OutageDuringPut(group, stream, local.client("logs"), during=lambda _: None))
+        return made[-1]
+
+    monkeypatch.setattr(node_shipper, "CloudWatchSink", sink)
+
+    def shutdown() -> None:
+        while not made or made[0].refused < 3:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)  # the outage goes on: the instance shuts down
+
+    previous = signal.getsignal(signal.SIGTERM)
+    threading.Thread(target=shutdown, daemon=True).start()
+    try:
+        status = node_cli.main(
+            [
+                *["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE],
+                *["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"],
+                *["--poll-interval", "0.05"],
+            ]
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert status == 0  # stopped as asked; what it could not do is said
+    lines = capsys.readouterr().err.splitlines()
+    said = [line for line in lines if "failed, the next in" in line]
+    assert said[0] == (
+        f"lifeguard-node ship: 2 report(s) not delivered to log group {log_group} (ConnectionError: Could "
+        "not connect to the endpoint URL); try 1 failed, the next in 0.05 s"
+    )
+    assert [line.split("; try ")[1].split(" ")[0] for line in said] == ["1", "2"]  # not at every try
+    assert lines[-1] == "lifeguard-node ship: stopped with 2 report(s) not delivered"
 
 
 def test_ship_run_in_a_process_of_its_callers_gives_sigterm_back_as_it_was(

@@ -343,7 +343,7 @@ def _ship(args: argparse.Namespace) -> int:
 
         def stop_soon(_signum: int, _frame: object) -> None:
             if not stopped:
-                stopped.append(threading.Timer(LAST_LOOK_SECONDS, os._exit, args=(0,)))
+                stopped.append(threading.Timer(LAST_LOOK_SECONDS, _out_of_time, args=(shipper,)))
                 stopped[0].daemon = True
                 stopped[0].start()
 
@@ -352,6 +352,11 @@ def _ship(args: argparse.Namespace) -> int:
             shipper.run(once=args.once, poll_interval=interval, stop=lambda: bool(stopped))
             if stopped:
                 shipper.last_look()
+                if shipper.state.pending:  # kept in its state: the shipper's next start sends them
+                    left = len(shipper.state.pending)
+                    print(
+                        f"lifeguard-node ship: stopped with {left} report(s) not delivered", file=sys.stderr
+                    )
         finally:  # on every way out: the deadline let go, SIGTERM as it was
             if stopped:
                 stopped[0].cancel()
@@ -368,6 +373,18 @@ def _ship(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _out_of_time(shipper: Any) -> None:
+    """The end of a stopped shipper whose last look took longer than LAST_LOOK_SECONDS (a put unanswered)."""
+    with contextlib.suppress(Exception):
+        left = len(shipper.state.pending)
+        print(
+            f"lifeguard-node ship: stopped after {LAST_LOOK_SECONDS:g} s with {left} report(s) not delivered",
+            file=sys.stderr,
+            flush=True,
+        )
+    os._exit(0)
 
 
 def _drain(args: argparse.Namespace) -> int:

@@ -467,6 +467,7 @@ class Shipper:
             self.end_marker_grace_seconds = 0.0  # ship what is there now, even a run without its log
         self.sink.connect()
         retry_in = poll_interval
+        failed = 0  # tries in a row that could not deliver
         while not stop():
             # What the log held before this try: a record the executor adds while a put fails (a
             # connection timing out takes most of an outage) cuts the wait that follows short too.
@@ -482,14 +483,31 @@ class Shipper:
                     raise DeliveryFailedError(
                         f"could not deliver the reports{to}: {type(exc).__name__}: {exc}"
                     ) from exc
+                failed += 1
+                if failed & (failed - 1) == 0:  # the 1st, 2nd, 4th, 8th, ...: said, and not at every try
+                    print(
+                        f"lifeguard-node ship: {self._undelivered(exc)}; try {failed} failed, the next in "
+                        f"{retry_in:g} s",
+                        file=sys.stderr,
+                    )
                 _sleep(retry_in, poll_interval, partial(self._stopped_or_logged, stop, logged))
                 retry_in = min(RETRY_MAX_SECONDS, retry_in * 2)
                 continue
+            if failed:
+                print(f"lifeguard-node ship: delivered again after {failed} failed tries", file=sys.stderr)
+                failed = 0
             retry_in = poll_interval
             if once and delivered == 0 and not self.state.pending:
                 return
             if not delivered:
                 _sleep(poll_interval, min(poll_interval, 0.1), stop)
+
+    def _undelivered(self, exc: BaseException) -> str:
+        """What a failed delivery left, in one line."""
+        where = getattr(self.sink, "log_group", None)
+        to = f" to log group {where}" if where else ""
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())
+        return f"{len(self.state.pending)} report(s) not delivered{to} ({why[:300]})"
 
     def last_look(self) -> None:
         """What is pending, then what was logged since, until a look ships nothing or fails: a shipper
