@@ -512,8 +512,10 @@ def test_scripts_get_the_pcs_environment_and_their_arguments_exactly(node: Node)
     assert code == "0"
 
 
-def test_a_crash_mid_boot_leaves_the_next_boot_a_first_boot(node: Node) -> None:
-    # The second script kills the executor itself: the boot never finishes.
+def test_a_crash_mid_boot_makes_the_next_boot_a_reboot(node: Node) -> None:
+    """The second script kills the executor itself: the boot never finishes, and the machine was not
+    terminated. The next boot on the same disk is a reboot (DESIGN: every later boot on the same root),
+    not the first boot again; only a TERMINATE boot leaves the next a first boot (a replacement's)."""
     node.put_script("scripts/crash.sh", "#!/bin/bash\nkill -9 $PPID\nsleep 1\n")
     config = node.script_config(
         {
@@ -533,7 +535,39 @@ def test_a_crash_mid_boot_leaves_the_next_boot_a_first_boot(node: Node) -> None:
     assert node.boot(config).returncode == 0
     assert node.boot(config).returncode == 0
     firsts = [line.split("first_boot=")[1][0] for line in node.record_file.read_text().splitlines()]
-    assert firsts == ["1", "1", "0"]
+    assert firsts == ["1", "0", "0"]
+    assert [r["boot"] for r in messages(node, "boot started")] == [1, 2, 3]
+
+
+def test_a_first_boot_only_script_that_reboots_the_node_runs_once(node: Node) -> None:
+    """A FIRST_BOOT_ONLY script that installs a driver and reboots (here: stops the boot as a shutdown
+    does) ran again at every boot, each one a first boot: the node rebooted forever."""
+    node.put_script(
+        "scripts/install-and-reboot.sh", "#!/bin/bash\necho installed\nkill -TERM $PPID\nsleep 5\n"
+    )
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {
+                    "name": "record",
+                    "arguments": ["x"],
+                    "executionPolicy": "EVERY_BOOT",
+                    "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
+                },
+                {
+                    "name": "install-and-reboot",
+                    "onError": "CONTINUE",
+                    "scriptSource": {"scriptLocation": "scripts/install-and-reboot.sh"},
+                },
+            ]
+        }
+    )
+    assert node.boot(config).returncode == 128 + signal.SIGTERM
+    assert node.boot(config).returncode == 0
+    assert node.boot(config).returncode == 0
+    firsts = [line.split("first_boot=")[1][0] for line in node.record_file.read_text().splitlines()]
+    assert firsts == ["1", "0", "0"]
+    assert node.script_log("nodeBootstrapped", "install-and-reboot").count("[start install-and-reboot ") == 1
 
 
 def test_output_without_a_final_newline_still_ends_with_the_marker_on_its_own_line(node: Node) -> None:

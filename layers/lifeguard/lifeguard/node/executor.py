@@ -296,15 +296,25 @@ class Executor:
 
     def _completed_boots(self) -> int:
         """The boots completed on this node as the state file says; 0 (this is a first boot) when it is
-        missing or not what `_mark_boot_done` writes (a count from 0: not Infinity, -1 or text)."""
+        missing or not what `_mark_boot` writes (a count from 0: not Infinity, -1 or text). A boot that
+        started and never ended (`started`: a script rebooted the node, a power loss) counts: the next is
+        a reboot, as on PCS, and a FIRST_BOOT_ONLY script that reboots the node runs once, not forever."""
         try:
-            count = json.loads(self.layout.boot_state.read_text())["completed_boots"]
-        except (OSError, ValueError, KeyError, TypeError):
+            state = json.loads(self.layout.boot_state.read_text())
+            count, started = state["completed_boots"], state.get("started")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return 0
-        return count if type(count) is int and 0 <= count < 2**31 else 0
+        if not (type(count) is int and 0 <= count < 2**31):
+            return 0
+        return started if started == count + 1 and type(started) is int else count
 
-    def _mark_boot_done(self, boot: int) -> None:
-        atomic_write(self.layout.boot_state, json.dumps({"completed_boots": boot}).encode(), FILE_MODE)
+    def _mark_boot(self, completed: int, *, started: int | None = None) -> None:
+        """Save how many boots completed, and the one under way (`started`), if any."""
+        state = {"completed_boots": completed, **({"started": started} if started is not None else {})}
+        try:
+            atomic_write(self.layout.boot_state, json.dumps(state).encode(), FILE_MODE)
+        except OSError as exc:  # a full disk: the boot is what its scripts made it all the same
+            print(f"lifeguard-node boot: the boot count cannot be saved ({exc})", file=sys.stderr)
 
     # -- the boot --
 
@@ -324,6 +334,7 @@ class Executor:
     def _boot(self) -> BootResult:
         completed = self._completed_boots()
         result = BootResult(boot=completed + 1, first_boot=completed == 0)
+        self._mark_boot(completed, started=result.boot)
         log = ExecutorLog(self.layout.executor_log)
         try:
             log.write(
@@ -339,12 +350,10 @@ class Executor:
             log.write("INFO", BOOT_COMPLETED, boot=result.boot, exit_code=result.exit_code)
         finally:
             log.close()
-        # A boot that ended in TERMINATE takes the node with it; only a finished boot makes the next a reboot.
-        if result.exit_code in (EXIT_COMPLETED, EXIT_STOP_SEQUENCE):
-            try:
-                self._mark_boot_done(result.boot)
-            except OSError as exc:  # a full disk: the boot is what its scripts made it all the same
-                print(f"lifeguard-node boot: the boot count cannot be saved ({exc})", file=sys.stderr)
+        # A boot that ended in TERMINATE takes the node with it (a replacement boots anew); one that finished,
+        # or was cut short (by a reboot, above), makes the next a reboot.
+        finished = result.exit_code in (EXIT_COMPLETED, EXIT_STOP_SEQUENCE)
+        self._mark_boot(result.boot if finished else completed)
         return result
 
     def _run_stages(self, result: BootResult, log: ExecutorLog) -> None:
