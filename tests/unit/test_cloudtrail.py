@@ -203,6 +203,32 @@ def test_a_hostile_value_is_a_reason_to_skip(event: object, reason: str) -> None
     assert len(str(found)) < 1000
 
 
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        ("detail.recipientAccountId", 123456789012),
+        ("account", 123456789012),
+        ("detail.awsRegion", ["us-east-1"]),
+        ("region", 1),
+    ],
+)
+def test_an_account_or_region_not_a_string_is_an_invalid_event_not_another_stacks(
+    path: str, value: object
+) -> None:
+    """The account as a number, equal to the stack's own, was ignored as "recorded in account
+    123456789012, not this stack's": counted as another stack's call, not as the malformed event it is."""
+    found = parse_config_call(_set(path, value), now_ms=NOW, account="123456789012", region="us-east-1")
+    assert isinstance(found, CallParseError), found
+    key = path.rsplit(".", 1)[-1]
+    assert (found.reason, found.message) == (f"invalid {key}", f"{key} is not a string")
+
+
+def test_an_event_of_another_source_is_skipped_naming_its_source() -> None:
+    found = parse(_set("source", "aws.ec2"))
+    assert isinstance(found, CallParseError)
+    assert found.message == "not a CloudTrail event of PCS (source 'aws.ec2')"
+
+
 def test_an_update_that_names_no_group_is_refused() -> None:
     event = recorded()
     del event["detail"]["requestParameters"]["computeNodeGroupIdentifier"]

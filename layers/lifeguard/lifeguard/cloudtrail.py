@@ -166,8 +166,10 @@ def cloudtrail_record(event: object) -> Mapping[str, Any] | str:
     if not isinstance(event, Mapping):
         return "not a JSON object"
     if "detail" in event or "detail-type" in event:
-        if event.get("detail-type") != CLOUDTRAIL_DETAIL_TYPE or event.get("source") != PCS_SOURCE:
+        if event.get("detail-type") != CLOUDTRAIL_DETAIL_TYPE:
             return f"not a CloudTrail event of PCS (detail-type {clip(event.get('detail-type'), 60)!r})"
+        if event.get("source") != PCS_SOURCE:
+            return f"not a CloudTrail event of PCS (source {clip(event.get('source'), 60)!r})"
         event = event.get("detail")
         if not isinstance(event, Mapping):
             return "detail is not a JSON object"
@@ -205,12 +207,19 @@ def parse_config_call(
     where = clip(raw_id, 64) if isinstance(raw_id, str) else None
     if account is not None:
         envelope = event.get("account") if isinstance(event, Mapping) and "detail" in event else None
-        for recorded_in in (record.get("recipientAccountId"), envelope):
+        for key, recorded_in in (
+            ("recipientAccountId", record.get("recipientAccountId")),
+            ("account", envelope),
+        ):
+            if recorded_in is not None and type(recorded_in) is not str:  # 123456789012 as a number: no id
+                return CallParseError(f"{key} is not a string", where, f"invalid {key}")
             if recorded_in is not None and recorded_in != account:
                 return CallIgnored(f"recorded in account {clip(recorded_in, 20)}, not this stack's", where)
     if region is not None:
         envelope = event.get("region") if isinstance(event, Mapping) and "detail" in event else None
-        for made_in in (record.get("awsRegion"), envelope):
+        for key, made_in in (("awsRegion", record.get("awsRegion")), ("region", envelope)):
+            if made_in is not None and type(made_in) is not str:
+                return CallParseError(f"{key} is not a string", where, f"invalid {key}")
             if made_in is not None and made_in != region:
                 return CallIgnored(f"made in region {clip(made_in, 30)}, not this stack's", where)
     name = record.get("eventName")
