@@ -213,6 +213,26 @@ def test_a_script_whose_log_cannot_be_written_fails_by_its_on_error_not_the_boot
     assert ran_after == (on_error == "CONTINUE")
 
 
+def test_a_symlink_where_a_scripts_log_goes_is_not_followed(node: Node) -> None:
+    """A link planted in a script log's place had the script's output appended to its target, and the
+    target's mode changed to the log's: the script fails by its onError, as with any log it cannot write."""
+    config = node.config("article-terminate")
+    config["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    target = node.root.parent / "not-a-log"
+    target.write_text("kept\n")
+    target.chmod(0o600)
+    (node.actions / "nodeBootstrapped").mkdir(parents=True)
+    (node.actions / "nodeBootstrapped" / "fail-terminate.log").symlink_to(target)
+    result = node.boot(config)
+    assert result.returncode == 0, result.stderr
+    [failure] = [
+        r for r in node.executor_records() if r.get("script") == "fail-terminate" and "failed" in r["message"]
+    ]
+    assert (failure["exit_code"], "its log cannot be written" in failure["error"]) == (126, True)
+    assert target.read_text() == "kept\n"
+    assert target.stat().st_mode & 0o777 == 0o600
+
+
 def test_a_full_disk_fails_the_script_that_filled_it_and_the_boot_goes_on(node: Node) -> None:
     """A script that fills the disk (here: the boot's file-size limit) fails, by its own exit status (its
     writer killed by SIGXFSZ, as on a full disk it gets ENOSPC); its CONTINUE holds, and the next stage

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tomllib
@@ -250,3 +251,53 @@ def test_a_failed_scripts_line_says_its_exit_once_and_other_errors_in_full(
     assert "unix_wait_status" not in out
     assert "  nodeBootstrapped  fail  failed    exit=1  onError TERMINATE\n" in out
     assert "s3 download failed: AccessDenied" in out
+
+
+def _a_config(tmp_path: Path) -> Path:
+    config = tmp_path / "actions.json"
+    script = {"name": "ok", "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/ok.sh"}}
+    config.write_text(json.dumps({"stages": {"nodeBootstrapped": [script]}}))
+    return config
+
+
+@pytest.mark.parametrize("given", ["--node-id", "PCS_CLUSTER_ID"])
+def test_an_id_that_is_not_utf8_is_bad_usage_and_nothing_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, given: str
+) -> None:
+    """`--node-id $'node\\xff'` (Python's argv holds it as a surrogate) failed writing the boot's first
+    record: an internal error, exit 1, where DESIGN has 64 for bad usage, nothing run."""
+    root = tmp_path / "root"
+    command = ["boot", "--config", str(_a_config(tmp_path)), "--root", str(root)]
+    bad = b"node\xff".decode("utf-8", "surrogateescape")
+    if given == "--node-id":
+        command += ["--node-id", bad]
+    else:
+        monkeypatch.setenv("PCS_CLUSTER_ID", bad)
+    assert main(command) == 64
+    err = capsys.readouterr().err
+    assert err.startswith("lifeguard-node: the node's id ")
+    assert "is not UTF-8 text" in err
+    assert err.count("\n") == 1
+    assert not (root / "var/log/amazon/pcs/lifecycle/actions/executor.log").exists()
+
+
+@pytest.mark.parametrize("planted", ["directory", "symlink"])
+def test_an_executor_log_that_cannot_be_a_log_is_bad_usage_and_no_link_is_followed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
+) -> None:
+    """A directory in executor.log's place was an internal error (exit 1); a symlink had the boot's
+    records appended to, and the mode of, whatever it pointed at."""
+    root = tmp_path / "root"
+    log = root / "var/log/amazon/pcs/lifecycle/actions/executor.log"
+    log.parent.mkdir(parents=True)
+    target = tmp_path / "secret"
+    target.write_text("kept\n")
+    target.chmod(0o600)
+    if planted == "directory":
+        log.mkdir()
+    else:
+        log.symlink_to(target)
+    assert main(["boot", "--config", str(_a_config(tmp_path)), "--root", str(root)]) == 64
+    assert "no node layout can be made there" in capsys.readouterr().err
+    assert target.read_text() == "kept\n"
+    assert target.stat().st_mode & 0o777 == 0o600

@@ -104,3 +104,18 @@ def test_paths_nest_through_structures_lists_and_maps() -> None:
         {"resourceArn": "arn:aws:pcs:us-east-1:123456789012:cluster/pcs_a", "tags": {"k": 5}},
     )
     assert problems == [Problem('tags["k"]', "expected a string, got number")]
+
+
+def test_a_lone_surrogate_is_no_text_pcs_can_be_sent() -> None:
+    """`"\\ud800"` in a JSON config decodes to a lone surrogate: no UTF-8 request can carry it, so PCS could
+    never hold it; the node ran it and failed the script with 126 under its onError instead."""
+    script = {
+        "name": "a",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/k.sh"},
+        "arguments": ["ok", "\ud800"],
+    }
+    problems = pcs_model.validate_shape("NodeLifecycleActions", {"stages": {"nodeBootstrapped": [script]}})
+    assert [(p.path, p.message) for p in problems] == [
+        ("stages.nodeBootstrapped[0].arguments[1]", "is not Unicode text (it holds a lone surrogate)")
+    ]
+    assert "Unicode" not in str(pcs_model.validate_shape("NodeLifecycleScriptNameString", "caf\u00e9"))

@@ -197,6 +197,12 @@ def _check_string(
     if not isinstance(value, str):
         out.append(Problem(path, f"expected a string, got {json_type_name(value)}"))
         return
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" in JSON): no UTF-8 request can carry it
+            out.append(Problem(path, "is not Unicode text (it holds a lone surrogate)"))
+            return
     if "enum" in spec:
         if value not in spec["enum"]:
             out.append(Problem(path, f"{_shorten(value)!r} is not one of {', '.join(spec['enum'])}"))

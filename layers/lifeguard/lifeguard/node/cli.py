@@ -35,6 +35,7 @@ from lifeguard.node.executor import (
     SCRIPT_TIMEOUT_SECONDS,
     BootResult,
     Executor,
+    ExecutorLog,
     NodeIdentity,
 )
 from lifeguard.node.layout import NodeLayout, ensure_dir
@@ -245,6 +246,7 @@ def _boot(args: argparse.Namespace) -> int:
         )
         for needed in (layout.state, layout.actions):  # a --root that cannot hold them: a file, /proc, …
             ensure_dir(needed)
+        ExecutorLog(layout.executor_log).close()  # nor its log: a directory, a symlink in its place
     except InvalidLifecycleConfigError as exc:
         print(f"lifeguard-node: {args.config}: nothing was run; {exc}", file=sys.stderr)
         return EXIT_USAGE

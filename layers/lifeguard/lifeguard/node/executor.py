@@ -99,6 +99,10 @@ class NodeIdentity(NamedTuple):
         is not its id: a script that takes one for the other fails here as it would there (the article's
         ready-check uses PCS_NODE_ID for that reason)."""
         env = os.environ
+        for given in (cluster_id, cluster_name, compute_node_group_id, compute_node_group_name, node_id):
+            _text(given)
+        for variable in _IDENTITY_VARIABLES:
+            _text(env.get(variable), variable)
         cluster = cluster_id or env.get("PCS_CLUSTER_ID") or "pcs_local"
         group = compute_node_group_id or env.get("PCS_COMPUTE_NODE_GROUP_ID")
         group_name = (
@@ -124,6 +128,27 @@ class NodeIdentity(NamedTuple):
             "PCS_NODE_ID": self.node_id,
             "PCS_IS_FIRST_BOOT": "1" if first_boot else "0",
         }
+
+
+_IDENTITY_VARIABLES = (
+    "PCS_CLUSTER_ID",
+    "PCS_CLUSTER_NAME",
+    "PCS_COMPUTE_NODE_GROUP_ID",
+    "PCS_COMPUTE_NODE_GROUP_NAME",
+    "PCS_NODE_ID",
+)
+
+
+def _text(value: str | None, name: str = "") -> None:
+    """Refuse (ValueError) an id or name that is not UTF-8 text: bytes a terminal or a variable passed that
+    no script's environment or executor.log record could carry."""
+    if value is None or value.isascii():
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        where = f"{name} " if name else ""
+        raise ValueError(f"the node's id {where}{value!r} is not UTF-8 text") from None
 
 
 class ScriptSpec(NamedTuple):
@@ -223,7 +248,7 @@ class ExecutorLog:
 
     def _open(self) -> int:
         ensure_dir(self._path.parent)
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, EXECUTOR_LOG_MODE)
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, EXECUTOR_LOG_MODE)
         os.fchmod(fd, EXECUTOR_LOG_MODE)
         return fd
 

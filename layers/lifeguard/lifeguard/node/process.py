@@ -77,7 +77,9 @@ def run_script(
 
     `started` is the epoch second the start marker carries; the end marker is dated by `clock`.
     """
-    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT, FILE_MODE)
+    # Never through a symlink: a link planted in a log's place would have the script's output appended to
+    # its target, and the target's mode changed.
+    fd = os.open(log, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, FILE_MODE)
     os.fchmod(fd, FILE_MODE)
     try:
         log_start = os.lseek(fd, 0, os.SEEK_END)
