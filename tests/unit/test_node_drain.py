@@ -322,3 +322,18 @@ def test_a_bad_bound_is_bad_usage_and_drains_nothing(
     code, out, err = run_drain(tmp_path, capsys, *args)
     assert (code, out) == (2, [])
     assert message in err
+
+
+def test_a_log_of_one_endless_line_is_read_in_chunks_and_the_records_after_it_found(tmp_path: Path) -> None:
+    """executor.log was read whole: one line of 300 MB took 310 MB to look for a STOP_SEQUENCE failure."""
+    import tracemalloc
+
+    layout = write_log(tmp_path, "x" * (40 * 1024 * 1024), record("mount-fsx"), '{"message": "half')
+    tracemalloc.start()
+    try:
+        found = stopped_scripts(layout, since=BOOT)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert found == ["nodeBootstrapped/mount-fsx"]
+    assert peak < 4 * 1024 * 1024

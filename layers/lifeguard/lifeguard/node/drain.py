@@ -23,9 +23,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from lifeguard.node import clock as node_clock
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS
@@ -84,37 +85,60 @@ def booted_at(proc_stat: Path = Path("/proc/stat")) -> float:
 def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: bool) -> _Scan:
     """The STOP_SEQUENCE failures in executor.log's complete lines from byte `offset` (a line still being
     written waits for the next look), dated `since` or later when given. With `to_boot_end`, reading stops
-    at the first record that ends the boot: what follows belongs to another boot."""
+    at the first record that ends the boot: what follows belongs to another boot. Read in chunks: a log of
+    any size, or a line of any length, costs no more memory."""
+    found: list[str] = []
     try:
         with open_log(layout.executor_log) as file:
             if os.fstat(file.fileno()).st_size < offset:
                 offset = 0  # truncated or replaced: read it anew
             file.seek(offset)
-            data = file.read()
+            for line, after in _complete_lines(file, offset):
+                offset = after
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(record, dict):
+                    continue
+                at = node_clock.read_stamp(record.get("timestamp"))
+                if since is not None and at is not None and at < since:
+                    continue
+                message = record.get("message")
+                if to_boot_end and message in _BOOT_ENDS:
+                    return _Scan(tuple(found), True, offset)
+                if message == _STOPPED:
+                    where = f"{record.get('stage', '?')}/{record.get('script', '?')}"
+                    if where not in found:
+                        found.append(where)
     except OSError:
-        return _Scan((), False, offset)
-    complete = data[: data.rfind(b"\n") + 1]
-    found: list[str] = []
-    read = 0
-    for line in complete.split(b"\n")[:-1]:
-        read += len(line) + 1
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(record, dict):
-            continue
-        at = node_clock.read_stamp(record.get("timestamp"))
-        if since is not None and at is not None and at < since:
-            continue
-        message = record.get("message")
-        if to_boot_end and message in _BOOT_ENDS:
-            return _Scan(tuple(found), True, offset + read)
-        if message == _STOPPED:
-            where = f"{record.get('stage', '?')}/{record.get('script', '?')}"
-            if where not in found:
-                found.append(where)
-    return _Scan(tuple(found), False, offset + len(complete))
+        pass
+    return _Scan(tuple(found), False, offset)
+
+
+# executor.log is read this much at a time; a line longer than a record can be is passed over unread.
+_CHUNK_BYTES = 64 * 1024
+_LINE_MAX_BYTES = 1024 * 1024
+
+
+def _complete_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
+    """Each complete line of `file` from `offset` (without its newline), with the offset after it."""
+    carry, passing_over = b"", False
+    while True:
+        chunk = file.read(_CHUNK_BYTES)
+        if not chunk:
+            return
+        data, start = carry + chunk, 0
+        newline = data.find(b"\n")
+        while newline >= 0:
+            offset += newline + 1 - start
+            if not passing_over:
+                yield data[start:newline], offset
+            passing_over, start = False, newline + 1
+            newline = data.find(b"\n", start)
+        carry = data[start:]
+        if len(carry) > _LINE_MAX_BYTES:
+            offset, carry, passing_over = offset + len(carry), b"", True
 
 
 def stopped_scripts(layout: NodeLayout, since: float) -> list[str]:
