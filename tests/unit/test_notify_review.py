@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lifeguard.event_contract import make_detail
+from lifeguard.event_contract import RISKS_LISTED_MAX, make_detail, risks_found_sentence
 from lifeguard.notify import Notifier
 from lifeguard.notify.slack import slack_message
 from lifeguard.notify.sns import sns_message
@@ -86,6 +86,18 @@ def test_the_risks_told_are_bounded_in_number_and_length() -> None:
     assert all(len(line) <= RISK_LINE_MAX_CHARS for line in summary.evidence)
     assert summary.evidence[-1].startswith("… and 5 more")
     assert len(summary.text()) < 5000
+
+
+def test_a_review_that_found_more_risks_than_its_event_lists_counts_them_all() -> None:
+    """120 risks, the event's first 100: the headline said "with 100 risk(s)", the reason "120"."""
+    event = review([RISK] * RISKS_LISTED_MAX)
+    event["detail"]["reason"] = risks_found_sentence(120)
+    summary = summarize("ConfigChangeReviewed", event["detail"])
+    assert (
+        ", with 120 risk(s). The review found 120 risks; the event lists the first 100." in summary.headline
+    )
+    event["detail"]["reason"] = None  # a reason that does not say: what the event lists
+    assert summarize("ConfigChangeReviewed", event["detail"]).headline.endswith(", with 100 risk(s).")
 
 
 def test_a_change_whose_caller_is_unnamed_says_so() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "DETAIL_TYPES",
     "ENTRY_MAX_BYTES",
     "LOCAL_AWS_VARIABLE",
+    "RISKS_LISTED_MAX",
     "SIGNALS",
     "SOURCE",
     "ControllerEvent",
@@ -53,6 +54,8 @@ __all__ = [
     "episode_event",
     "episode_signals",
     "make_detail",
+    "risks_found",
+    "risks_found_sentence",
     "undo_command",
 ]
 
@@ -105,6 +108,32 @@ _TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", 
 # A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
 # characters of text JSON writes six bytes each): the table's change record keeps them whole.
 _RISKS_KEPT, _RISK_MESSAGE_KEPT = 50, 200
+
+
+# A review's event lists at most this many risks; its reason then says how many were found.
+RISKS_LISTED_MAX = 100
+_RISKS_FOUND = "The review found {found} risks; the event lists the first {listed}."
+
+
+def risks_found_sentence(found: int) -> str:
+    """What a review's reason says when it found more risks than its event lists."""
+    return _RISKS_FOUND.format(found=found, listed=RISKS_LISTED_MAX)
+
+
+def risks_found(detail: Mapping[str, Any]) -> int:
+    """How many risks a review found: those its event lists, or the count its reason gives of more."""
+    listed = detail.get("risks")
+    count = len(listed) if isinstance(listed, list) else 0
+    reason = detail.get("reason")
+    if count == RISKS_LISTED_MAX and isinstance(reason, str):
+        import re
+
+        before, after = _RISKS_FOUND.split("{found}")
+        pattern = re.escape(before) + r"(\d{1,7})" + re.escape(after.format(listed=RISKS_LISTED_MAX))
+        said = re.search(pattern, reason)
+        if said is not None and int(said.group(1)) > count:
+            return int(said.group(1))
+    return count
 
 
 def _with_left_out(detail_type: str, reason: object, left_out: list[str]) -> str:

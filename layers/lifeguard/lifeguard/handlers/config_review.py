@@ -29,7 +29,7 @@ from lifeguard.aws.pcs import PcsGateway, is_transient
 from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
 from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
-from lifeguard.event_contract import ControllerEvent, make_detail
+from lifeguard.event_contract import RISKS_LISTED_MAX, ControllerEvent, make_detail, risks_found_sentence
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
@@ -47,7 +47,7 @@ logger = logging.getLogger("lifeguard")
 
 # `lifeguard lint` warns about risks (only --strict makes them errors): a review warns the same way.
 RISK_SEVERITY = "warning"
-_RISKS_MAX = 100  # what the event contract takes
+_RISKS_MAX = RISKS_LISTED_MAX  # what the event contract takes
 _RISK_MESSAGE_MAX_CHARS = 1000
 _PATH_MAX_CHARS = 200
 _CLOCKS_APART_MS = 5_000  # how far CloudTrail's eventTime and PCS's modifiedAt of one change may differ
@@ -347,7 +347,7 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
         reason = f"{read_back} {reason}" if reason else read_back
     risks = find_risks(new, previous) if new is not None else []
     if len(risks) > _RISKS_MAX:
-        listed = f"The review found {len(risks)} risks; the event lists the first {_RISKS_MAX}."
+        listed = risks_found_sentence(len(risks))
         reason = f"{reason} {listed}" if reason else listed
     diff = [] if unknown_before else [change.to_detail() for change in diff_configs(previous, new)]
     detail = make_detail(

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
-from lifeguard.event_contract import console_url, deployed_in, undo_command
+from lifeguard.event_contract import console_url, deployed_in, risks_found, undo_command
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = [
@@ -210,7 +210,7 @@ def _undo_line(detail: Mapping[str, Any], cluster: object, group: object) -> str
 
 def _change_headline(group: str, cluster: str, detail: Mapping[str, Any]) -> str:
     """Who changed which group when, and how many risks the review found."""
-    risks = f"with {len(detail.get('risks') or [])} risk(s)"
+    risks = f"with {risks_found(detail)} risk(s)"  # all it found (its reason says how many are listed)
     changed_by = detail.get("changed_by")
     if not isinstance(changed_by, Mapping):
         return f"The lifecycle actions of {group} ({cluster}) changed, {risks}."
