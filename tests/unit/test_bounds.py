@@ -129,8 +129,11 @@ def test_an_event_too_big_for_eventbridge_loses_its_log_tail_then_its_configurat
     assert entry_size(entry) <= ENTRY_MAX_BYTES
     sent = json.loads(entry["Detail"])
     assert sent["suspect"]["log_tail"].startswith("(trimmed")
-    assert sent["config_before"].startswith("(trimmed")
-    assert len(sent["failures"]) == 100  # trimmed no further than needed
+    # Left out, a configuration is null (the contract's object or null), and the reason says so.
+    assert sent["config_before"] is None
+    assert sent["reason"].startswith("config_before left out to fit EventBridge's 256 KB")
+    assert sent["config_after"] == detail["config_after"]  # trimmed no further than needed
+    assert len(sent["failures"]) == 100
 
 
 class _RecordingEvents:
