@@ -532,24 +532,24 @@ def test_scripts_get_the_pcs_environment_and_their_arguments_exactly(node: Node)
     assert code == "0"
 
 
+def _recorded_then(node: Node, script: dict[str, Any]) -> dict[str, Any]:
+    """A nodeBootstrapped stage that records each boot (EVERY_BOOT, first_boot in the record file), then
+    `script`."""
+    record = {
+        "name": "record",
+        "arguments": ["x"],
+        "executionPolicy": "EVERY_BOOT",
+        "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
+    }
+    return node.script_config({"nodeBootstrapped": [record, script]})
+
+
 def test_a_crash_mid_boot_makes_the_next_boot_a_reboot(node: Node) -> None:
     """The second script kills the executor itself: the boot never finishes, and the machine was not
     terminated. The next boot on the same disk is a reboot (DESIGN: every later boot on the same root),
     not the first boot again; only a TERMINATE boot leaves the next a first boot (a replacement's)."""
     node.put_script("scripts/crash.sh", "#!/bin/bash\nkill -9 $PPID\nsleep 1\n")
-    config = node.script_config(
-        {
-            "nodeBootstrapped": [
-                {
-                    "name": "record",
-                    "arguments": ["x"],
-                    "executionPolicy": "EVERY_BOOT",
-                    "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
-                },
-                {"name": "crash", "scriptSource": {"scriptLocation": "scripts/crash.sh"}},
-            ]
-        }
-    )
+    config = _recorded_then(node, {"name": "crash", "scriptSource": {"scriptLocation": "scripts/crash.sh"}})
     assert node.boot(config).returncode == -9
     config["stages"]["nodeBootstrapped"].pop()
     assert node.boot(config).returncode == 0
@@ -565,22 +565,13 @@ def test_a_first_boot_only_script_that_reboots_the_node_runs_once(node: Node) ->
     node.put_script(
         "scripts/install-and-reboot.sh", "#!/bin/bash\necho installed\nkill -TERM $PPID\nsleep 5\n"
     )
-    config = node.script_config(
+    config = _recorded_then(
+        node,
         {
-            "nodeBootstrapped": [
-                {
-                    "name": "record",
-                    "arguments": ["x"],
-                    "executionPolicy": "EVERY_BOOT",
-                    "scriptSource": {"scriptLocation": "scripts/record-boot.sh"},
-                },
-                {
-                    "name": "install-and-reboot",
-                    "onError": "CONTINUE",
-                    "scriptSource": {"scriptLocation": "scripts/install-and-reboot.sh"},
-                },
-            ]
-        }
+            "name": "install-and-reboot",
+            "onError": "CONTINUE",
+            "scriptSource": {"scriptLocation": "scripts/install-and-reboot.sh"},
+        },
     )
     assert node.boot(config).returncode == 128 + signal.SIGTERM
     assert node.boot(config).returncode == 0

@@ -802,14 +802,20 @@ def test_a_terminate_failure_logged_while_a_put_fails_is_shipped_within_two_seco
     assert said[-1] == "lifeguard-node ship: delivered again after 6 failed tries"
 
 
-def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came_since(
-    node: Node, local: Any, log_group: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A last look that only sent the pending batch never read the TERMINATE failure logged since."""
+def _ship_until_shut_down(
+    node: Node,
+    local: Any,
+    log_group: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    shutdown: Callable[[OutageDuringPut], None],
+    poll_interval: str,
+) -> int:
+    """`lifeguard-node ship` run in this process in an outage (`OutageDuringPut`) until the instance shuts
+    down: `shutdown`, run beside it once the sink is made, then SIGTERM. Its exit status."""
     from lifeguard.node import cli as node_cli
     from lifeguard.node import shipper as node_shipper
 
-    layout, identity, failure = _outage_node(node)
     made: list[OutageDuringPut] = []
 
     def sink(group: str, stream: str) -> OutageDuringPut:
@@ -818,27 +824,46 @@ def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came
 
     monkeypatch.setattr(node_shipper, "CloudWatchSink", sink)
 
-    def shutdown() -> None:
-        while not made or made[0].refused < 1:
+    def shut_down() -> None:
+        while not made:
             time.sleep(0.01)
-        made[0].up = True  # the network is back
-        with layout.executor_log.open("a") as log:
-            log.write(json.dumps(failure) + "\n")  # the boot's TERMINATE failure
-        os.kill(os.getpid(), signal.SIGTERM)  # and the instance shuts down
+        shutdown(made[0])
+        os.kill(os.getpid(), signal.SIGTERM)
 
     previous = signal.getsignal(signal.SIGTERM)
-    threading.Thread(target=shutdown, daemon=True).start()
+    threading.Thread(target=shut_down, daemon=True).start()
     try:
-        status = node_cli.main(
+        return node_cli.main(
             [
                 *["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE],
                 *["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"],
-                *["--poll-interval", "1"],
+                *["--poll-interval", poll_interval],
             ]
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert status == 0
+
+
+def _refused(sink: OutageDuringPut, times: int) -> None:
+    while sink.refused < times:
+        time.sleep(0.01)
+
+
+def test_stopped_while_a_batch_waits_for_its_retry_the_last_look_ships_what_came_since(
+    node: Node, local: Any, log_group: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A last look that only sent the pending batch never read the TERMINATE failure logged since."""
+    layout, identity, failure = _outage_node(node)
+
+    def shutdown(sink: OutageDuringPut) -> None:
+        _refused(sink, 1)
+        sink.up = True  # the network is back
+        with layout.executor_log.open("a") as log:
+            log.write(json.dumps(failure) + "\n")  # the boot's TERMINATE failure, and the instance shuts down
+
+    assert (
+        _ship_until_shut_down(node, local, log_group, monkeypatch, shutdown=shutdown, poll_interval="1") == 0
+    )
     assert [r.script for r in shipped(local, log_group, identity.stream)] == ["a", "mount-fsx"]
 
 
@@ -851,37 +876,13 @@ def test_a_shipper_that_cannot_deliver_says_so_and_says_what_it_was_stopped_with
 ) -> None:
     """A shipper whose puts failed (an outage, a log group that is not there) said nothing, and stopped by
     the shutdown with the TERMINATE report undelivered it said nothing either: its journal held no sign."""
-    from lifeguard.node import cli as node_cli
-    from lifeguard.node import shipper as node_shipper
-
     layout, _, failure = _outage_node(node)
     with layout.executor_log.open("a") as log:
         log.write(json.dumps(failure) + "\n")
-    made: list[OutageDuringPut] = []
-
-    def sink(group: str, stream: str) -> OutageDuringPut:
-        made.append(OutageDuringPut(group, stream, local.client("logs"), during=lambda _: None))
-        return made[-1]
-
-    monkeypatch.setattr(node_shipper, "CloudWatchSink", sink)
-
-    def shutdown() -> None:
-        while not made or made[0].refused < 3:
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGTERM)  # the outage goes on: the instance shuts down
-
-    previous = signal.getsignal(signal.SIGTERM)
-    threading.Thread(target=shutdown, daemon=True).start()
-    try:
-        status = node_cli.main(
-            [
-                *["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE],
-                *["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"],
-                *["--poll-interval", "0.05"],
-            ]
-        )
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # The outage goes on: the instance shuts down after three refused tries.
+    status = _ship_until_shut_down(
+        node, local, log_group, monkeypatch, shutdown=lambda sink: _refused(sink, 3), poll_interval="0.05"
+    )
     assert status == 0  # stopped as asked; what it could not do is said
     lines = capsys.readouterr().err.splitlines()
     said = [line for line in lines if "failed, the next in" in line]

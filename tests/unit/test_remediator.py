@@ -992,6 +992,41 @@ def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing() 
     ]
 
 
+def test_a_hand_fix_made_while_lifeguard_waits_to_read_the_tags_is_never_overwritten() -> None:
+    """The group is read, then its tags: a throttled ListTagsForResource waited on PCS's retryAfterSeconds
+    while the owner mended the group, and the first UpdateComputeNodeGroup, checked against nothing, put
+    the failing script back under the quarantine (and told of a one-field diff that never happened)."""
+    world = World()
+    event = world.detection()
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="ListTagsForResource", times=1, retry_after_seconds=30
+    )
+    sleep, fixed = world.sleep, []
+
+    def sleep_while_the_owner_mends_it(seconds: float) -> None:
+        sleep(seconds)
+        if not fixed:
+            fixed.append(seconds)
+            world.person_sets(GOOD)  # and PCS has made it (ACTIVE) before Lifeguard goes on
+
+    world.sleep = sleep_while_the_owner_mends_it
+    [answer] = world.remediator().handle_event(event)
+    assert fixed == [30]
+    assert answer.detail_type == "RemediationSkipped"
+    assert "configuration changed while Lifeguard's quarantine waited" in answer.detail["reason"]
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == GOOD
+    assert world.lifeguard_updates() == []
+
+
+def test_with_no_wait_after_the_read_the_change_is_made_on_it_without_reading_again() -> None:
+    world = World()
+    [answer] = world.remediator().handle_event(world.detection())
+    assert answer.detail_type == "RemediationApplied"
+    operations = [c.operation for c in world.pcs.calls]
+    assert operations[-3:] == ["GetComputeNodeGroup", "ListTagsForResource", "UpdateComputeNodeGroup"]
+
+
 def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_overwritten() -> None:
     world = World()
     event = world.detection()

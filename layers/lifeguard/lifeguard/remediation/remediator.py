@@ -135,6 +135,10 @@ class Remediator:
         self.metric = metric or uncounted
         self.retries = 0
         self.attempts = 0  # of the last call made through `_retrying`
+        # Waits made (`_wait`), and how many had been made when the group was last read to be planned on:
+        # a change is made on that read only while no wait came between (`_guarded`).
+        self.waits = 0
+        self._waits_at_read = 0
 
     @property
     def changes(self) -> ChangeMaker:
@@ -610,16 +614,17 @@ class Remediator:
     def _guarded(
         self, update: Callable[[], GroupSnapshot], cluster_id: str, group_id: str, intent: AppliedChange
     ) -> Callable[[], GroupSnapshot]:
-        """`update`, each attempt after the first made only on the group as the intent found it: PCS refused
-        the one before (a conflict, throttling) and someone may have changed the group while Lifeguard
-        waited; their change is never overwritten (`_MovedOnError`). A group that holds the intent's
-        configuration already took the attempt before (its answer was lost): that is the answer."""
+        """`update`, made only on the group as the intent found it whenever Lifeguard waited since it read
+        the group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
+        someone may have changed the group meanwhile, and their change is never overwritten
+        (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
+        (its answer was lost): that is the answer."""
         attempts, maybe_made = 0, False
 
         def attempt() -> GroupSnapshot:
             nonlocal attempts, maybe_made
             attempts += 1
-            if attempts > 1:
+            if attempts > 1 or self.waits != self._waits_at_read:
                 group = self.pcs.get_group(cluster_id, group_id)
                 held = fingerprint_of(dict(group.node_lifecycle_actions or {}) or None)
                 if held == intent.fingerprint_after:
@@ -634,6 +639,12 @@ class Remediator:
 
         return attempt
 
+    def _wait(self, seconds: float) -> None:
+        """A wait between AWS calls (a retry's backoff, a group UPDATING), counted: the group may change
+        meanwhile."""
+        self.waits += 1
+        self.sleep(seconds)
+
     def _settled_group(self, cluster_id: str, group_id: str, deadline: float) -> GroupSnapshot:
         """The group read fresh; while it is UPDATING (a change of its own in progress), it is read again
         every `update_poll_seconds` for up to `update_wait_seconds`, and never past the deadline."""
@@ -641,6 +652,7 @@ class Remediator:
         while True:
             group = self._retrying(lambda: self.pcs.get_group(cluster_id, group_id), deadline)
             if group.status != "UPDATING":
+                self._waits_at_read = self.waits
                 return group
             poll = self.settings.update_poll_seconds
             left = deadline - self.clock() - self.settings.reserve_seconds
@@ -650,7 +662,7 @@ class Remediator:
                     "StillUpdating",
                     f"{group_id} was still UPDATING after {int(waited)} s",
                 )
-            self.sleep(poll)
+            self._wait(poll)
             waited += poll
 
     def _tagged(
@@ -690,7 +702,7 @@ class Remediator:
             call,
             policy,
             time_left=lambda: deadline - self.clock() - self.settings.reserve_seconds,
-            sleep=self.sleep,
+            sleep=self._wait,
             on_retry=retried,
         )
         return answer
