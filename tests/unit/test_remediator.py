@@ -992,6 +992,31 @@ def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing() 
     ]
 
 
+@pytest.mark.parametrize("refusal", ["ConflictException", "ThrottlingException"])
+def test_a_change_pcs_refused_every_time_is_let_go_and_counts_for_no_rail(refusal: str) -> None:
+    """Six conflicts (or throttles) let the change go within the invocation, but the intent stayed pending:
+    the Lambda's retry, after the owner mended the group, recorded it as a change "PCS may have made", and
+    the next episode was refused by a cooldown for a change PCS never took."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800)
+    event = world.detection("ep-1")
+    world.pcs.inject_fault(refusal, operation="UpdateComputeNodeGroup", times=6)
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    assert world.lifeguard_updates() == []
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "abandoned"  # PCS refused every attempt: nothing was changed
+    world.person_sets(GOOD)
+    world.clock.advance(60)
+    [retried] = remediator.handle_event(event)
+    assert retried.detail_type == "RemediationSkipped"
+    assert "may have made it" not in retried.detail["reason"]
+    world.person_sets(TERMINATE)  # the failing script again, and a new loop
+    world.clock.advance(300)
+    [second] = remediator.handle_event(world.detection("ep-2"))
+    assert second.detail_type == "RemediationApplied", second.detail["reason"]
+
+
 def test_a_hand_fix_made_while_lifeguard_waits_to_read_the_tags_is_never_overwritten() -> None:
     """The group is read, then its tags: a throttled ListTagsForResource waited on PCS's retryAfterSeconds
     while the owner mended the group, and the first UpdateComputeNodeGroup, checked against nothing, put

@@ -581,12 +581,15 @@ class Remediator:
     ) -> _Verdict:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         mode = intent.mode or self.settings.default_mode
+        taken: list[bool] = []  # of each attempt that failed: whether PCS may have taken it all the same
         try:
             updated = self.changes.ask(
                 cluster_id,
                 group_id,
                 intent,
-                lambda call: self._retrying(self._guarded(call, cluster_id, group_id, intent), deadline),
+                lambda call: self._retrying(
+                    self._guarded(call, cluster_id, group_id, intent, taken), deadline
+                ),
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
@@ -599,10 +602,12 @@ class Remediator:
             attempts = self.attempts
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
-            if not is_transient(exc):
-                # PCS refused the change itself (a value, a permission): it did not make it, so the intent
-                # is let go, and a retry or redrive decides afresh. Left pending, it would hold off an
-                # operator's undo of Lifeguard's earlier change for good.
+            if not is_transient(exc) or not any(taken):
+                # PCS refused the change itself (a value, a permission), or refused every attempt for
+                # throttling or a conflict: it did not make it, so the intent is let go, and a retry or
+                # redrive decides afresh. Left pending, it would hold off an operator's undo of Lifeguard's
+                # earlier change for good, or be found after someone changed the group and counted as a
+                # change PCS may have made (the cooldown, the cap and the ladder with it).
                 self.changes.abandoned(cluster_id, group_id, ledger=ledger, intent=intent)
             # Else the intent stays pending: the retry finds out whether PCS took it after all.
             return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
@@ -612,13 +617,19 @@ class Remediator:
         return _Verdict("applied", mode, intent.action, said, False, intent.config_before, plan)
 
     def _guarded(
-        self, update: Callable[[], GroupSnapshot], cluster_id: str, group_id: str, intent: AppliedChange
+        self,
+        update: Callable[[], GroupSnapshot],
+        cluster_id: str,
+        group_id: str,
+        intent: AppliedChange,
+        taken: list[bool],
     ) -> Callable[[], GroupSnapshot]:
         """`update`, made only on the group as the intent found it whenever Lifeguard waited since it read
         the group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
         someone may have changed the group meanwhile, and their change is never overwritten
         (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
-        (its answer was lost): that is the answer."""
+        (its answer was lost): that is the answer. `taken` gets, for each attempt that fails, whether PCS may
+        have made it all the same (an answer lost, not a refusal)."""
         attempts, maybe_made = 0, False
 
         def attempt() -> GroupSnapshot:
@@ -634,7 +645,8 @@ class Remediator:
             try:
                 return update()
             except AwsCallError as exc:
-                maybe_made = maybe_made or exc.code not in _NOT_TAKEN
+                taken.append(exc.code not in _NOT_TAKEN)
+                maybe_made = maybe_made or taken[-1]
                 raise
 
         return attempt
