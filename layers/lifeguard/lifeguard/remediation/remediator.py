@@ -355,8 +355,9 @@ class Remediator:
                 return _Verdict("skipped", mode, None, _REPLACED_NOT_BY_LIFEGUARD, True, before)
             if state.episode.no_script_failed:
                 return _Verdict("skipped", mode, None, _REPLACED_CLEAN, True, before)
-            # A drain/replace loop of Lifeguard's own drain step: the step is taken out at once (like an
-            # escalation, neither the cooldown nor the daily cap holds back undoing Lifeguard's own harm).
+            # A drain/replace loop of Lifeguard's own drain step: the step is taken out at once (neither the
+            # cooldown nor the daily cap holds back undoing Lifeguard's own harm; an escalation, unlike it,
+            # is held back by the daily cap).
             plan, lead, paced = TakeOutDrain().plan(ActionContext(before)), None, False
         else:
             action, lead = rails.ladder(mode, earlier, detection.config_fingerprint)
