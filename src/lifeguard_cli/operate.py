@@ -409,10 +409,20 @@ class Operator:
         lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
         lines += [f"  lets go {c.action} of {format_time(c.at)}: set out, never taken by PCS" for c in unmade]
         # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
-        # fingerprint, a later modifiedAt than Lifeguard's change left.
-        set_again = held == change.fingerprint_after and change.modified_at_after not in (
-            None,
-            group.modified_at_ms,
+        # fingerprint, a later modifiedAt than Lifeguard's change left, or an undo of a later change of
+        # Lifeguard's that put it back (after quarantine, then revert, then an undo of the revert).
+        put_back = {
+            later.modified_at_after
+            for later in ledger.changes
+            if later.action == "undo"
+            and later.status == "applied"
+            and later.at > change.at
+            and later.fingerprint_after == change.fingerprint_after
+        }
+        set_again = (
+            held == change.fingerprint_after
+            and change.modified_at_after is not None
+            and group.modified_at_ms not in {change.modified_at_after, *put_back}
         )
         if held != change.fingerprint_after or set_again:
             if not force:

@@ -610,6 +610,26 @@ def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undon
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_undo_after_undo_takes_back_the_quarantine_the_revert_followed() -> None:
+    """Quarantine, a revert when the loop went on, an undo of the revert, then an undo again: the second
+    was refused, Lifeguard's own undo taken for someone setting the quarantine again ("use --force")."""
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())  # the quarantine
+    world.settle()
+    world.prove_good(GOOD)
+    [escalated] = remediator.handle_event(world.detection(revision=2))  # the loop goes on: revert
+    assert (escalated.detail_type, escalated.detail["action"]) == ("RemediationApplied", "revert")
+    world.settle()
+    operator = world.operator()
+    operator.undo(GROUP, CLUSTER)  # takes back the revert
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    operator.undo(GROUP, CLUSTER)  # takes back the quarantine, without --force
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_a_revert_on_a_configuration_pcs_gives_that_is_not_valid_is_skipped_audited_and_said() -> None:
     """A PCS answer is read as it comes: two scripts of one name in it must not crash the function (no
     audit, no event, a retry that crashes again), but skip with the reason."""
