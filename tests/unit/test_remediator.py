@@ -610,6 +610,52 @@ def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undon
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_a_change_a_later_decision_finds_pcs_made_is_audited_and_told_with_its_undo() -> None:
+    """PCS made the quarantine, but every answer was lost until its event was parked. The next decision,
+    on another episode, found the group holding it and recorded it applied, but the history still said
+    "failed" three times and the channels never heard of the change nor of how to undo it."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
+
+    def unanswered(**_: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def made_but_never_answered(**params: Any) -> Any:
+        if params.get("nodeLifecycleActions") == QUARANTINED:
+            update(**params)
+            world.api.get_compute_node_group = unanswered
+        return unanswered()
+
+    world.api.update_compute_node_group = made_but_never_answered
+    event = world.detection("ep-1")
+    for _ in range(3):  # the invocation and Lambda's two retries: parked
+        with pytest.raises(RemediationParkedError):
+            remediator.handle_event(event)
+        world.clock.advance(120)
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    remediator.handle_event(world.detection("ep-2"))
+    told = [(kind, detail["episode_id"], detail["revision"]) for kind, detail in world.bus.events()]
+    assert ("RemediationApplied", "ep-1", 1) in told
+    [(_, applied)] = [(k, d) for k, d in world.bus.events() if k == "RemediationApplied"]
+    assert applied["undo"] is not None
+    assert [c["path"] for c in applied["diff"]] == ["stages.nodeBootstrapped[0].onError"]
+    assert "found by a later decision" in applied["reason"]
+    history = RemediationStore(world.table, TABLE).history(CLUSTER, GROUP)
+    assert [(h.decision, h.episode_id) for h in history][-2] == ("applied", "ep-1")
+    published = len(world.bus.events())
+    world.clock.advance(60)
+    assert remediator.handle_event(event) == []  # a redrive of its event: answered from the decision
+    assert len(world.bus.events()) == published
+    last = RemediationStore(world.table, TABLE).history(CLUSTER, GROUP)[-1]
+    assert (last.decision, last.episode_id, (last.reason or "").endswith("already applied")) == (
+        "duplicate",
+        "ep-1",
+        True,
+    )
+
+
 def test_undo_after_undo_takes_back_the_quarantine_the_revert_followed() -> None:
     """Quarantine, a revert when the loop went on, an undo of the revert, then an undo again: the second
     was refused, Lifeguard's own undo taken for someone setting the quarantine again ("use --force")."""

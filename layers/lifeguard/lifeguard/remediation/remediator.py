@@ -139,6 +139,9 @@ class Remediator:
         # a change is made on that read only while no wait came between (`_guarded`).
         self.waits = 0
         self._waits_at_read = 0
+        # Changes of other detections a decision found PCS had made (`_settle_others`): audited and told
+        # once the decision is (`_tell_settled`).
+        self._settled: list[AppliedChange] = []
 
     @property
     def changes(self) -> ChangeMaker:
@@ -177,9 +180,11 @@ class Remediator:
             known = self.store.decision(cluster_id, group_id, detection.episode_id, detection.revision)
             if known is not None and known.status != "failed":
                 return self._duplicate(detection, known)
+            self._settled = []
             outcome, detection = self._decide(detection, deadline)
             event = self._event(detection, outcome)
             now = self.clock()
+            self._tell_settled(cluster_id, group_id, now)
             self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
             if outcome.refused:
                 # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
@@ -422,6 +427,7 @@ class Remediator:
                     intent=change,
                     updated=group,
                 )
+                self._settled.append(change)
             elif change.fingerprint_before == current and group.modified_at_ms <= change.at * 1000:
                 self.changes.abandoned(
                     detection.cluster_id, detection.compute_node_group_id, ledger=ledger, intent=change
@@ -438,6 +444,55 @@ class Remediator:
                 change.revision,
                 change.status,
             )
+
+    def _tell_settled(self, cluster_id: str, group_id: str, now: float) -> None:
+        """A change another decision found PCS had made (its own detection's event parked, its answers lost):
+        audited and published as RemediationApplied of its detection, with its diff and the undo command,
+        and stored as that detection's decision, so the trail and the channels say what the group holds
+        and a redrive of its event answers from it."""
+        for change in self._settled:
+            plan = _plan_of(change)
+            said = change.reason or f"Applied {change.action}."
+            reason = f"{said} (PCS had taken the change before it was confirmed; found by a later decision)"
+            mode = change.mode or self.settings.default_mode
+            detail = make_detail(
+                episode_id=change.episode_id,
+                cluster_id=cluster_id,
+                compute_node_group_id=group_id,
+                mode=mode,
+                config_before=change.config_before,
+                config_after=change.config_after,
+                diff=[c.to_detail() for c in plan.changes],
+                reason=reason,
+                undo=undo_command(cluster_id, group_id),
+                revision=change.revision,
+                action=change.action,
+            )
+            key = f"{change.episode_id}:RemediationApplied:{change.revision}"
+            event = ControllerEvent("RemediationApplied", detail, key)
+            self.store.audit(
+                cluster_id,
+                group_id,
+                AuditEntry(
+                    at=now,
+                    decision="applied",
+                    episode_id=change.episode_id,
+                    revision=change.revision,
+                    mode=mode,
+                    action=change.action,
+                    reason=reason,
+                    config_before=change.config_before,
+                    config_after=change.config_after,
+                    diff=list(detail["diff"]),
+                ),
+            )
+            decided = (change.episode_id, change.revision)
+            decision = Decision(status="applied", events=[event.to_dict()])
+            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+            self.metric("ChangesReconciled", 1)
+            self.publisher.publish([event])
+            decision.published = True
+            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
 
     def _apply(
         self,
