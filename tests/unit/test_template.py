@@ -410,10 +410,31 @@ def test_the_template_s_defaults_are_the_code_s() -> None:
 
     parameters = template()["Parameters"]
     assert parameters["DefaultMode"]["Default"] == DEFAULT_MODE
-    assert parameters["CooldownMinutes"]["Default"] == DEFAULT_COOLDOWN_MINUTES
-    assert parameters["DailyCap"]["Default"] == DEFAULT_DAILY_CAP
-    assert parameters["Threshold"]["Default"] == DEFAULT_THRESHOLD
-    assert parameters["WindowMinutes"]["Default"] == DEFAULT_WINDOW_MINUTES
+    assert float(parameters["CooldownMinutes"]["Default"]) == DEFAULT_COOLDOWN_MINUTES
+    assert parameters["DailyCap"]["Default"] == str(DEFAULT_DAILY_CAP)
+    assert parameters["Threshold"]["Default"] == str(DEFAULT_THRESHOLD)
+    assert parameters["WindowMinutes"]["Default"] == str(DEFAULT_WINDOW_MINUTES)
+
+
+@pytest.mark.parametrize(
+    ("name", "least", "most"),
+    [("Threshold", 1, 100), ("WindowMinutes", 1, 10080), ("CooldownMinutes", 0, 10080), ("DailyCap", 1, 100)],
+)
+def test_a_whole_number_parameter_takes_exactly_the_whole_numbers_the_functions_read(
+    name: str, least: int, most: int
+) -> None:
+    """A Number parameter took 2.5 (CloudFormation checks only its bounds), and every function then failed
+    at its start reading it as a whole number. The pattern takes the whole numbers within the bounds the
+    code reads them in, and nothing else."""
+    import re
+
+    parameter = template()["Parameters"][name]
+    pattern = re.compile(parameter["AllowedPattern"])
+    taken = [n for n in range(-5, 20_000) if pattern.fullmatch(str(n))]
+    assert taken == list(range(least, most + 1))
+    for refused in ("2.5", "2.0", "02", " 2", "1e2", "", "-0"):
+        assert pattern.fullmatch(refused) is None, refused
+    assert parameter["Type"] == "String"
 
 
 def test_the_template_is_read_exactly_as_the_sam_cli_reads_it() -> None:
