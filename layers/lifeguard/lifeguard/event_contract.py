@@ -98,12 +98,6 @@ DETAIL_KEYS: tuple[str, ...] = (
 # PutEvents: an entry, and a whole request, under 256 KB (Source, DetailType, Detail and resources).
 ENTRY_MAX_BYTES = 256 * 1024 - 1024
 _TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
-# Where a configuration left out of an event can be read: a remediation's audit entry keeps both; what a
-# review read is what PCS holds.
-_CONFIGS_KEPT = {
-    "ConfigChangeReviewed": "`aws pcs get-compute-node-group` shows the configuration in place",
-}
-_CONFIGS_KEPT_ELSEWHERE = "`lifeguard history` shows them"
 _TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", "risks")
 # A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
 # characters of text JSON writes six bytes each): the table's change record keeps them whole.
@@ -141,7 +135,11 @@ def _with_left_out(detail_type: str, reason: object, left_out: list[str]) -> str
     reason's bound)."""
     from lifeguard.bounds import REASON_MAX_CHARS
 
-    kept = _CONFIGS_KEPT.get(detail_type, _CONFIGS_KEPT_ELSEWHERE)
+    # A remediation's audit entry keeps both configurations; what a review read is what PCS holds.
+    if detail_type == "ConfigChangeReviewed":
+        kept = "`aws pcs get-compute-node-group` shows the configuration in place"
+    else:
+        kept = "`lifeguard history` shows them"
     note = f"{' and '.join(left_out)} left out to fit EventBridge's 256 KB ({kept})."
     said = reason if isinstance(reason, str) and reason else ""
     room = REASON_MAX_CHARS - len(note) - 1

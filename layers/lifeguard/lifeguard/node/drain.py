@@ -23,15 +23,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 from lifeguard.node import clock as node_clock
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS
 from lifeguard.node.executor import BOOT_COMPLETED, BOOT_STARTED, FAILURE_MESSAGES
-from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir, open_log
+from lifeguard.node.layout import FILE_MODE, NodeLayout, ensure_dir, open_log, read_lines
 
 __all__ = [
     "DRAIN_POLL_SECONDS",
@@ -93,8 +92,17 @@ def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: 
             if os.fstat(file.fileno()).st_size < offset:
                 offset = 0  # truncated or replaced: read it anew
             file.seek(offset)
-            for line, after in _complete_lines(file, offset):
+            held, over = b"", False  # the line's pieces read so far; whether it is longer than any record
+            for piece, after in read_lines(file, offset):
                 offset = after
+                if not over:
+                    held += piece
+                    over = len(held) > _RECORD_MAX_BYTES
+                if not piece.endswith(b"\n"):
+                    continue  # more of the line to come
+                line, passed_over, held, over = held, over, b"", False
+                if passed_over:
+                    continue
                 try:
                     record = json.loads(line)
                 except ValueError:
@@ -116,29 +124,8 @@ def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: 
     return _Scan(tuple(found), False, offset)
 
 
-# executor.log is read this much at a time; a line longer than a record can be is passed over unread.
-_CHUNK_BYTES = 64 * 1024
-_LINE_MAX_BYTES = 1024 * 1024
-
-
-def _complete_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
-    """Each complete line of `file` from `offset` (without its newline), with the offset after it."""
-    carry, passing_over = b"", False
-    while True:
-        chunk = file.read(_CHUNK_BYTES)
-        if not chunk:
-            return
-        data, start = carry + chunk, 0
-        newline = data.find(b"\n")
-        while newline >= 0:
-            offset += newline + 1 - start
-            if not passing_over:
-                yield data[start:newline], offset
-            passing_over, start = False, newline + 1
-            newline = data.find(b"\n", start)
-        carry = data[start:]
-        if len(carry) > _LINE_MAX_BYTES:
-            offset, carry, passing_over = offset + len(carry), b"", True
+# No executor.log record is longer: a line that is, is passed over unread.
+_RECORD_MAX_BYTES = 1024 * 1024
 
 
 def stopped_scripts(layout: NodeLayout, since: float) -> list[str]:

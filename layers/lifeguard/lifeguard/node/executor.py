@@ -99,10 +99,6 @@ class NodeIdentity(NamedTuple):
         is not its id: a script that takes one for the other fails here as it would there (the article's
         ready-check uses PCS_NODE_ID for that reason)."""
         env = os.environ
-        for given in (cluster_id, cluster_name, compute_node_group_id, compute_node_group_name, node_id):
-            _text(given)
-        for variable in _IDENTITY_VARIABLES:
-            _text(env.get(variable), variable)
         cluster = cluster_id or env.get("PCS_CLUSTER_ID") or "pcs_local"
         group = compute_node_group_id or env.get("PCS_COMPUTE_NODE_GROUP_ID")
         group_name = (
@@ -110,13 +106,16 @@ class NodeIdentity(NamedTuple):
             or env.get("PCS_COMPUTE_NODE_GROUP_NAME")
             or (group if group is not None else "local-group")
         )
-        return cls(
+        identity = cls(
             cluster_id=cluster,
             cluster_name=cluster_name or env.get("PCS_CLUSTER_NAME") or cluster,
             compute_node_group_id=group or "pcs_localgroup",
             compute_node_group_name=group_name,
             node_id=node_id or env.get("PCS_NODE_ID") or f"{group_name}-1",
         )
+        for name, value in identity._asdict().items():
+            _text(name, value)
+        return identity
 
     def environ(self, first_boot: bool) -> dict[str, str]:
         """The PCS_* variables every script gets."""
@@ -130,25 +129,15 @@ class NodeIdentity(NamedTuple):
         }
 
 
-_IDENTITY_VARIABLES = (
-    "PCS_CLUSTER_ID",
-    "PCS_CLUSTER_NAME",
-    "PCS_COMPUTE_NODE_GROUP_ID",
-    "PCS_COMPUTE_NODE_GROUP_NAME",
-    "PCS_NODE_ID",
-)
-
-
-def _text(value: str | None, name: str = "") -> None:
+def _text(name: str, value: str) -> None:
     """Refuse (ValueError) an id or name that is not UTF-8 text: bytes a terminal or a variable passed that
     no script's environment or executor.log record could carry."""
-    if value is None or value.isascii():
+    if value.isascii():
         return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        where = f"{name} " if name else ""
-        raise ValueError(f"the node's id {where}{value!r} is not UTF-8 text") from None
+        raise ValueError(f"the node's id {name} {value!r} is not UTF-8 text") from None
 
 
 class ScriptSpec(NamedTuple):

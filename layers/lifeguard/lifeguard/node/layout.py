@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,6 +19,7 @@ __all__ = [
     "atomic_write",
     "ensure_dir",
     "open_log",
+    "read_lines",
 ]
 
 # As PCS lays them out: stage folders drwxr-x---, script logs -rw-r-----, executor.log -rw-r--r--.
@@ -87,6 +89,37 @@ def open_log(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+# Logs are read this much at a time, and a line longer than a piece comes in pieces: a log of any size, or a
+# line of any length, costs no more memory to read.
+READ_CHUNK_BYTES = 64 * 1024
+LINE_PIECE_BYTES = 64 * 1024
+
+
+def read_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
+    """The complete lines of `file` from `offset` (each with its newline, and the offset after it), read in
+    chunks. A line longer than `LINE_PIECE_BYTES` comes in pieces, each but its last without a newline; a
+    line still being written (no newline yet, shorter than a piece) is not given."""
+    carry = b""
+    while True:
+        chunk = file.read(READ_CHUNK_BYTES)
+        if not chunk:
+            return
+        data = carry + chunk
+        start = 0
+        while True:
+            newline = data.find(b"\n", start)
+            if newline < 0:
+                break
+            offset += newline + 1 - start
+            yield data[start : newline + 1], offset
+            start = newline + 1
+        carry = data[start:]
+        if len(carry) > LINE_PIECE_BYTES:
+            offset += len(carry)
+            yield carry, offset
+            carry = b""
 
 
 def ensure_dir(path: Path) -> Path:

@@ -27,7 +27,17 @@ from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import MissingBoto3Error, node_client
 from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
-from lifeguard.node.layout import FILE_MODE, LOG_TAIL_BYTES, NodeLayout, atomic_write, open_log, output_tail
+from lifeguard.node.layout import (
+    FILE_MODE,
+    LINE_PIECE_BYTES,
+    LOG_TAIL_BYTES,
+    READ_CHUNK_BYTES,
+    NodeLayout,
+    atomic_write,
+    open_log,
+    output_tail,
+    read_lines,
+)
 from lifeguard.node.report import ScriptRunReport
 from lifeguard.pcs_model import validate_shape
 
@@ -69,8 +79,9 @@ _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_O
 _START_TIME = re.compile(rb" @ (\d{1,12})\]")
 _END_REST = re.compile(rb"(-?\d{1,10}) @ (\d{1,12})\]")
 _WAIT_STATUS = re.compile(r"unix_wait_status\((\d+)\)|exit status (-?\d+)")
-_CHUNK_BYTES = 64 * 1024
-_MARKER_MAX_BYTES = 64 * 1024  # a start marker holds at most 20 arguments of 256 characters
+_CHUNK_BYTES = READ_CHUNK_BYTES
+# A start marker holds at most 20 arguments of 256 characters: a line longer than a piece is none.
+_MARKER_MAX_BYTES = LINE_PIECE_BYTES
 _END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
 _END_SKEW_SECONDS = 2  # the end marker is written just before the executor.log record, in whole seconds
 _EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for the next
@@ -686,7 +697,7 @@ class Shipper:
             with open_log(path) as file:
                 offset = self._read_from(key, file)
                 file.seek(offset)
-                for raw, end_offset in _lines(file, offset):
+                for raw, end_offset in read_lines(file, offset):
                     line = raw.removesuffix(b"\n")
                     # Markers are matched by their known prefix, never by a backtracking pattern: a
                     # script's output is not trusted to be cheap to search.
@@ -777,7 +788,7 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
     found: dict[str, str] = {}
     try:
         with open_log(layout.executor_log) as file:
-            for line, _ in _lines(file, 0):  # in chunks: a line of any length costs no more memory
+            for line, _ in read_lines(file, 0):  # in chunks: a line of any length costs no more memory
                 if b'"boot started"' not in line:
                     continue
                 try:
@@ -790,30 +801,6 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
     except OSError:
         pass
     return found
-
-
-def _lines(file: Any, offset: int) -> Iterator[tuple[bytes, int]]:
-    """The complete lines of `file` from `offset` (each with its newline, and the offset after it), read
-    in chunks. A line longer than `_MARKER_MAX_BYTES` cannot be a marker: it comes in pieces."""
-    carry = b""
-    while True:
-        chunk = file.read(_CHUNK_BYTES)
-        if not chunk:
-            return
-        data = carry + chunk
-        start = 0
-        while True:
-            newline = data.find(b"\n", start)
-            if newline < 0:
-                break
-            offset += newline + 1 - start
-            yield data[start : newline + 1], offset
-            start = newline + 1
-        carry = data[start:]
-        if len(carry) > _MARKER_MAX_BYTES:
-            offset += len(carry)
-            yield carry, offset
-            carry = b""
 
 
 def _marker_time(line: bytes, prefix: bytes) -> int | None:

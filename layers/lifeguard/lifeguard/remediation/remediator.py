@@ -686,10 +686,10 @@ class Remediator:
         (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
         (its answer was lost): that is the answer. `taken` gets, for each attempt that fails, whether PCS may
         have made it all the same (an answer lost, not a refusal)."""
-        attempts, maybe_made = 0, False
+        attempts = 0
 
         def attempt() -> GroupSnapshot:
-            nonlocal attempts, maybe_made
+            nonlocal attempts
             attempts += 1
             if attempts > 1 or self.waits != self._waits_at_read:
                 group = self.pcs.get_group(cluster_id, group_id)
@@ -697,12 +697,11 @@ class Remediator:
                 if held == intent.fingerprint_after:
                     return group
                 if held != intent.fingerprint_before:
-                    raise _MovedOnError(maybe_made)
+                    raise _MovedOnError(any(taken))
             try:
                 return update()
             except AwsCallError as exc:
                 taken.append(exc.code not in _NOT_TAKEN)
-                maybe_made = maybe_made or taken[-1]
                 raise
 
         return attempt
