@@ -139,7 +139,11 @@ def lint_files(
     if previous is not None:
         prior = read_config_document(previous)
         if prior.config is None:
-            errors.extend(f"--previous {prior.name}: {problem}" for problem in prior.problems)
+            # A problem of the whole input (unreadable, not JSON) is said as the input's own, without a path.
+            errors.extend(
+                f"--previous {prior.name}: {problem if problem.path else problem.message}"
+                for problem in prior.problems
+            )
         before = prior.config
     results: list[LintResult] = []
     for source in sources:

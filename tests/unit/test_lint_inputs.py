@@ -188,7 +188,15 @@ def test_every_unreadable_input_is_reported_and_nothing_is_judged(tmp_path: Path
 def test_an_unreadable_previous_is_one_line_on_stderr(tmp_path: Path) -> None:
     missing = tmp_path / "old.json"
     assert error_lines(lint("--previous", str(missing), str(ARTICLE))) == [
-        f"lifeguard lint: --previous {missing}: (document): cannot read it: No such file or directory"
+        f"lifeguard lint: --previous {missing}: cannot read it: No such file or directory"
+    ]
+
+
+def test_an_invalid_previous_names_where_it_is_wrong(tmp_path: Path) -> None:
+    old = tmp_path / "old.json"
+    old.write_text('{"nodeLifecycleActions": {}}')
+    assert error_lines(lint("--previous", str(old), str(ARTICLE))) == [
+        f"lifeguard lint: --previous {old}: nodeLifecycleActions.stages: is required"
     ]
 
 
