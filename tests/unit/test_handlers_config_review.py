@@ -280,6 +280,7 @@ def test_a_group_pcs_no_longer_has_is_skipped() -> None:
     summary = world.review(event)
     assert dict(summary.skipped_reasons) == {"group not found": 1}
     assert world.bus.entries == []
+    assert world.metrics == ["GroupsUnreadable"]
 
 
 def test_pcs_refusing_the_read_is_a_skip_but_a_transient_failure_is_raised_for_a_retry() -> None:
@@ -289,6 +290,7 @@ def test_pcs_refusing_the_read_is_a_skip_but_a_transient_failure_is_raised_for_a
     world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
     summary = world.review(copy.deepcopy(event))
     assert dict(summary.skipped_reasons) == {"GetComputeNodeGroup refused (AccessDeniedException)": 1}
+    assert world.metrics == ["GroupsUnreadable"]  # a permission to grant, not an invalid event
     world.pcs.inject_fault("ThrottlingException", operation="GetComputeNodeGroup", times=10)
     with pytest.raises(AwsCallError):
         world.review(copy.deepcopy(event))

@@ -125,13 +125,15 @@ class ConfigReviewHandler:
         try:
             target = self._target(call)
         except GroupNotFoundError:
-            return self._skip(summary, "group not found", call.event_id, call.group_identifier)
+            return self._unreadable(summary, "group not found", call.event_id, call.group_identifier)
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
-            return self._skip(summary, f"GetComputeNodeGroup refused ({exc.code})", call.event_id, str(exc))
+            reason = f"GetComputeNodeGroup refused ({exc.code})"
+            return self._unreadable(summary, reason, call.event_id, str(exc))
         except InvalidLifecycleConfigError as exc:
-            return self._skip(summary, "invalid nodeLifecycleActions from PCS", call.event_id, str(exc))
+            reason = "invalid nodeLifecycleActions from PCS"
+            return self._unreadable(summary, reason, call.event_id, str(exc))
         own = self._lifeguards_own(call, target)
         if own is not None:
             return self._ignore(summary, own, call.event_id)
@@ -270,6 +272,15 @@ class ConfigReviewHandler:
     def _skip(self, summary: ReviewSummary, reason: str, where: str | None, detail: str) -> ReviewSummary:
         summary.skip(reason, where or "event", detail)
         self.metric("InvalidEvents", 1)
+        return summary
+
+    def _unreadable(
+        self, summary: ReviewSummary, reason: str, where: str | None, detail: str
+    ) -> ReviewSummary:
+        """A well-formed event whose group PCS would not give (gone, a permission missing, an answer that is
+        no valid configuration): skipped, and counted as what it is, not as an invalid event."""
+        summary.skip(reason, where or "event", detail)
+        self.metric("GroupsUnreadable", 1)
         return summary
 
 
