@@ -4,6 +4,7 @@ in-memory fakes, and the reports are the ones the sidecar shipped off the articl
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -90,10 +91,12 @@ def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks()
     summary = world.feed([*REPORTS, succeeded])
     assert (summary.reports, summary.failed_runs, summary.ignored, summary.skipped) == (7, 2, 5, 0)
     assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]
-    assert sorted(sk for _, sk in world.table.items if sk.startswith("REPORT#")) == [
+    keys = sorted(sk.rsplit("#", 1) for _, sk in world.table.items if sk.startswith("REPORT#"))
+    assert [run for run, _ in keys] == [
         f"REPORT#{FIRST}#000001#nodeBootstrapped#fail-terminate#1792544790",
         f"REPORT#{SECOND}#000001#nodeBootstrapped#fail-terminate#1792545150",
     ]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", digest) for _, digest in keys)  # of the report's content
     assert summary.events == []  # no open episode: nothing to attribute
     assert world.bus.entries == []
     marks = world.store.read_runs(CLUSTER, GROUP).marks

@@ -942,6 +942,34 @@ def test_a_forged_run_beside_a_real_failure_names_no_other_script() -> None:
     assert last["reason"].startswith("nodeBootstrapped › fail-terminate is not the suspect")
 
 
+def test_a_forged_report_of_a_stored_run_lands_beside_it_and_cannot_rewrite_it() -> None:
+    """Any node can write a report of any run. One written under a run already stored (the same instance,
+    boot, stage, script and start) with another onError, beside a TERMINATE failure of another script, would
+    have replaced the node's own report: each instance then held one TERMINATE failure, of the forged
+    script, which the loop was blamed on and switched, the real one left on TERMINATE. Stored beside the
+    node's own, it contradicts it: no script is named rather than the wrong one."""
+    world = World()
+    world.feed([r for r in ARTICLE if r["status_code"] == "LAUNCHED"])
+    handler = reports_handler(world)
+    ship(world, handler, REPORTED)  # the nodes' own reports
+    real = [r for r in REPORTED if r["outcome"] == "failed"]
+    rewritten = [{**r, "on_error": "CONTINUE", "log_tail": "forged"} for r in real]
+    blamed = [{**r, "script": "record-after-fail", "log_tail": "forged"} for r in real]
+    ship(world, handler, rewritten + blamed)
+    stored = GroupStore(world.table, TABLE).read_runs(CLUSTER, GROUP, marks=False).reports
+    assert sorted((r.instance_id, r.script, r.on_error) for r in stored if r.log_tail != "forged") == [
+        (r["instance_id"], "fail-terminate", "TERMINATE") for r in real
+    ]
+    world.feed([r for r in ARTICLE if r["status_code"] != "LAUNCHED"])
+    detected = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"][-1]
+    assert detected["suspect"] is None or detected["suspect"]["script"] == "fail-terminate"
+    remediate_last_detection(world)
+    [update] = [call.params for call in world.pcs.calls if call.operation == "UpdateComputeNodeGroup"]
+    scripts = update["nodeLifecycleActions"]["stages"]["nodeBootstrapped"]
+    on_error = {script["name"]: script.get("onError", "TERMINATE") for script in scripts}
+    assert on_error["fail-terminate"] == "STOP_SEQUENCE", on_error  # the script that fails is held
+
+
 def test_a_batch_naming_many_groups_reads_pcs_for_twenty_and_the_rest_on_their_next_reports() -> None:
     """Reports can name any group of any cluster: a batch naming thirty (each with a loop's worth of
     TERMINATE failures) reads PCS for at most twenty of them; the others wait, and a group that loops sends

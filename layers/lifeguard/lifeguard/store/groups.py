@@ -6,6 +6,7 @@ other's updates: the loser reloads and re-applies its records, which are idempot
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import zlib
@@ -51,6 +52,7 @@ STATE = "STATE"
 REPORT = "REPORT#"
 RAN = "RAN#"
 RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
+REPORT_DIGEST_CHARS = 16  # of the sha256 of a failed run's report, ending its key
 # The runs of one group read at most (each at most about 5 KB): its nodes write them, and a node can write
 # any number. A real group's fortnight of runs is far fewer; past this its evidence is partial, and said.
 RUNS_READ_MAX = 5_000
@@ -299,7 +301,12 @@ def _report_item(report: NodeReport) -> Item:
     expires = {"expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)}}
     if not report.failed:
         return {**item_key(pk, f"{RAN}{run}"), "outcome": {"S": report.outcome}, **expires}
-    return {**item_key(pk, f"{REPORT}{run}"), "report": {"S": report.to_json()}, **expires}
+    # A failed run is keyed by its content too: any node can write a report of any run, and one written
+    # under a run already stored (the same run with another onError, say) lands beside it, never over it,
+    # so the node's own report still says what it said. The same report sent again is the same item.
+    body = report.to_json()
+    digest = hashlib.sha256(body.encode()).hexdigest()[:REPORT_DIGEST_CHARS]
+    return {**item_key(pk, f"{REPORT}{run}#{digest}"), "report": {"S": body}, **expires}
 
 
 def _said_partial(group_id: str) -> None:
@@ -535,7 +542,8 @@ class GroupStore:
         found: list[NodeReport] = []
         for stage, script in sorted(scripts):
             run = f"{REPORT}{instance}#{1:06d}#{stage}#{script}#"
-            items = list(self._table.query(pk, f"{run}{low}", upto=f"{run}{high}", most=LAUNCH_RUNS_MAX))
+            # To `#~` after the last second: its keys go on with `#<digest>` (an older release's end there).
+            items = list(self._table.query(pk, f"{run}{low}", upto=f"{run}{high}#~", most=LAUNCH_RUNS_MAX))
             if len(items) >= LAUNCH_RUNS_MAX:
                 logger.warning("group %s: %s's runs of %r fill their read", group_id, instance, script)
             found.extend(NodeReport.model_validate_json(item["report"]["S"]) for item in items)

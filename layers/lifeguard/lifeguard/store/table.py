@@ -5,7 +5,8 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
     pk = GROUP#<cluster>#<group>
         sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`,
                                               and its pending launches as a map `launches`: instance -> ms)
-        sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>   a failed script run (`report`, JSON)
+        sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>#<digest>   a failed script run (`report`,
+                                              JSON; the digest is of the report: a different one lands beside)
         sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
                                               (no other sort key begins with R: one Query reads both)
         sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
