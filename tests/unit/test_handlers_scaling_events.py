@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -968,6 +969,71 @@ def test_a_forged_report_of_a_stored_run_lands_beside_it_and_cannot_rewrite_it()
     scripts = update["nodeLifecycleActions"]["stages"]["nodeBootstrapped"]
     on_error = {script["name"]: script.get("onError", "TERMINATE") for script in scripts}
     assert on_error["fail-terminate"] == "STOP_SEQUENCE", on_error  # the script that fails is held
+
+
+OTHER = "pcs_other0001"  # a second group of the article's cluster
+
+
+def _damage(item: dict[str, Any], how: str) -> None:
+    """Damage a stored state item as a hand edit or a bad restore might."""
+    if how == "no-version":
+        del item["version"]
+    elif how == "not-zlib":
+        item["state"] = {"B": b"not zlib"}
+    elif how == "cut-short":
+        body = zlib.decompress(item["state"]["B"])
+        item["state"] = {"B": zlib.compress(body[: len(body) // 2])}
+    elif how == "bad-map-entry":
+        item["outcomes"] = {"M": {"i-0x": {"S": "[1,2"}}}
+    elif how == "another-groups-state":
+        body = json.loads(zlib.decompress(item["state"]["B"]))
+        item["state"] = {"B": zlib.compress(json.dumps({**body, "group_id": GROUP}).encode())}
+
+
+def _world_with_a_damaged_group(how: str) -> World:
+    world = World()
+    world.pcs.add_compute_node_group(CLUSTER, "other", group_id=OTHER, node_lifecycle_actions=REVERTED)
+    world.feed([{**launched("i-0aaa0000000000001", at(1, 1)), "compute_node_group_id": OTHER}])
+    _damage(world.table.items[(f"GROUP#{CLUSTER}#{OTHER}", "STATE")], how)
+    world.handler = world.container()  # a fresh container reads it from the table
+    return world
+
+
+DAMAGE = ["no-version", "not-zlib", "cut-short", "bad-map-entry", "another-groups-state"]
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_a_damaged_state_item_holds_up_no_other_group_of_its_batch(how: str) -> None:
+    """A state item no release wrote (edited by hand, damaged) raised out of the batch read, so every batch
+    naming that group failed and was parked, and the loops of the cluster's other groups went unseen. Its
+    records are skipped, counted and said; the batch goes on, and so does every next one."""
+    world = _world_with_a_damaged_group(how)
+    others = [
+        {**failed("i-0aaa0000000000001", at(1, 6)), "compute_node_group_id": OTHER},
+        {**launched("i-0aaa0000000000002", at(1, 7)), "compute_node_group_id": OTHER},
+    ]
+    summary = world.feed(sorted(LOOP + others, key=lambda r: r["event_timestamp"]))
+    assert world.published() == ["BootstrapLoopDetected"]  # the article's group, in the same batch
+    assert dict(summary.skipped_reasons) == {"state item unreadable": 2}
+    assert (summary.skipped, summary.unreadable_groups) == (2, 1)
+    assert world.state().episode is not None
+    if how == "another-groups-state":  # its write would have gone to the other group's item
+        assert world.table.items[(f"GROUP#{CLUSTER}#{OTHER}", "STATE")]["version"] == {"N": "1"}
+
+
+def test_a_damaged_state_item_holds_up_no_other_groups_reports() -> None:
+    """Node reports of a group whose state item cannot be read are stored, not judged; the batch's other
+    groups are: the open loop is attributed to its script."""
+    world = _world_with_a_damaged_group("not-zlib")
+    world.feed(LOOP)
+    handler = reports_handler(world)
+    of_other = {**REPORTED[0], "compute_node_group_id": OTHER, "instance_id": "i-0aaa0000000000001"}
+    ship(world, handler, [of_other, *REPORTED])
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert episode.suspect.script == "fail-terminate"
+    assert any(sk.startswith("REPORT#i-0aaa") for pk, sk in world.table.items if OTHER in pk)
 
 
 def test_a_batch_naming_many_groups_reads_pcs_for_twenty_and_the_rest_on_their_next_reports() -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from lifeguard.attribution import contradicted, find_suspect, known_scripts, launched_instances, reported_loop
 from lifeguard.aws.pcs import BatchReads, PcsGateway
-from lifeguard.bounds import implausible_time, utc
+from lifeguard.bounds import clip, implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
@@ -42,7 +42,7 @@ from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import GroupStore, UnreadableStateError
 
 __all__ = ["DETECTION_READS_MAX", "NodeReportsHandler", "ReportsSummary"]
 
@@ -146,12 +146,18 @@ class NodeReportsHandler:
         budget = _JudgedGroups()
         if self.pcs is not None:
             reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
+        damaged: dict[tuple[str, str], str] = {}  # groups whose state item cannot be read, and why
         if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
-            stored = self.store.load_many(sorted(looping))
+            stored = self.store.load_many(sorted(looping), damaged)
             groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
         for cluster_id, group_id in groups:
+            if (cluster_id, group_id) in damaged:
+                continue
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
-            summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
+            try:
+                summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
+            except UnreadableStateError as exc:
+                damaged[(cluster_id, group_id)] = str(exc)
         # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
         # BatchGetItem for them all; a write only where an episode is open.
         quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
@@ -159,9 +165,14 @@ class NodeReportsHandler:
             # Read from the table, not this container's memory: scaling_events (another function) opens
             # and ends episodes, and a state remembered here would hide one it opened since.
             self.store.forget(quiet)
-            for (cluster_id, group_id), state in self.store.load_many(quiet).items():
+            for (cluster_id, group_id), state in self.store.load_many(quiet, damaged).items():
                 if state.episode is not None:
                     summary.events.extend(self._settle_open(cluster_id, group_id))
+        for (_, group_id), why in sorted(damaged.items()):
+            # Its reports are stored: they are judged once the item is mended or deleted.
+            logger.error("group %s not judged: %s; mend or delete its item (sk STATE)", clip(group_id), why)
+        if damaged:
+            self.metric("GroupsUnreadable", len(damaged))
         if budget.deferred:
             logger.warning(
                 "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS)",

@@ -62,6 +62,7 @@ from lifeguard.scaling_log import (
     read_scaling_log_message,
 )
 from lifeguard.store.groups import GroupStore
+from lifeguard.store.table import group_key
 
 __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
@@ -125,6 +126,22 @@ def _unlisted(summary: BatchSummary, key: tuple[str, str], records: list[Scaling
         clip(key[1]),
         reason,
         clip(key[0]),
+    )
+
+
+def _damaged(summary: BatchSummary, key: tuple[str, str], records: list[ScalingLogRecord], why: str) -> None:
+    """Skip the records of a group whose state item cannot be read (edited by hand, or damaged), counted by
+    record, said in one line: the batch's other groups go on, and so do this group's next batches, each
+    skipped alike until the item is mended or deleted (the group then starts afresh)."""
+    reason = "state item unreadable"
+    summary.skipped += len(records)
+    summary.skipped_reasons[reason] += len(records)
+    logger.error(
+        "skipped %d record(s) of group %s: %s; mend or delete its item (pk %s, sk STATE)",
+        len(records),
+        clip(key[1]),
+        why,
+        clip(group_key(*key), 300),
     )
 
 
@@ -293,17 +310,20 @@ class ScalingEventsHandler:
             mutations[(cluster_id, group_id)] = self._mutation(
                 cluster_id, group_id, group_records, reads, latest_ms
             )
+        damaged: dict[tuple[str, str], str] = {}
         if mutations:
-            summary.events.extend(self.updater.update_many(mutations))
+            summary.events.extend(self.updater.update_many(mutations, unreadable=damaged))
         for key in sorted(reads.unlisted):
             _unlisted(summary, key, by_group[key])
-        summary.groups = len(by_group) - len(reads.unlisted)
-        summary.unreadable_groups = len(reads.unreadable)
+        for key, why in sorted(damaged.items()):
+            _damaged(summary, key, by_group[key], why)
+        summary.groups = len(by_group) - len(reads.unlisted) - len(damaged)
+        summary.unreadable_groups = len(reads.unreadable) + len(damaged)
         self.metric("RecordsProcessed", summary.records)
         if summary.skipped:
             self.metric("RecordsSkipped", summary.skipped)
-        if reads.unreadable:
-            self.metric("GroupsUnreadable", len(reads.unreadable))
+        if summary.unreadable_groups:
+            self.metric("GroupsUnreadable", summary.unreadable_groups)
         if summary.unknown_codes:
             self.metric("UnknownCodes", summary.unknown_codes)
         if summary.launch_failures:

@@ -113,12 +113,16 @@ class GroupUpdater:
         return self._publish(cluster_id, group_id, stale + change.events + landed)
 
     def update_many(
-        self, mutations: Mapping[tuple[str, str], Callable[[GroupState], Change]]
+        self,
+        mutations: Mapping[tuple[str, str], Callable[[GroupState], Change]],
+        *,
+        unreadable: dict[tuple[str, str], str] | None = None,
     ) -> list[ControllerEvent]:
         """`update` for many groups with one read and one transactional write per 100 groups; groups whose
-        write lost a race are redone one by one."""
-        keys = list(mutations)
-        states = self.store.load_many(keys)
+        write lost a race are redone one by one. A group whose state item cannot be read is left as it is
+        and said in `unreadable` (why, by group), when given (`GroupStore.load_many`); else it raises."""
+        states = self.store.load_many(list(mutations), unreadable)
+        keys = [key for key in mutations if key in states]
         applied: dict[tuple[str, str], tuple[Change, list[ControllerEvent]]] = {}
         written: list[GroupState] = []
         try:

@@ -137,6 +137,20 @@ def _why(exc: Exception) -> str:
     return clip(f"{type(exc).__name__}: {exc}", 300)
 
 
+def _state_at(item: Item, key: tuple[str, str]) -> GroupState:
+    """The state an item keyed by `key` (cluster, group) holds; UnreadableStateError for an item no release
+    of Lifeguard wrote there (edited by hand, or damaged), one holding another group's state included: its
+    write would go to that group's item."""
+    try:
+        state = _state_of(item)
+    except _UNREADABLE as exc:
+        raise UnreadableStateError(f"the state item of {clip(key[1])} cannot be read: {_why(exc)}") from None
+    if (state.cluster_id, state.group_id) != key:
+        held = f"{clip(state.cluster_id)}/{clip(state.group_id)}"
+        raise UnreadableStateError(f"the state item of {clip(key[1])} holds the state of {held}")
+    return state
+
+
 def _checked_at(item: Item) -> int | None:
     """The configuration's `checked_at` the item holds on its own (newer than its body's), if it holds one
     written at its current version."""
@@ -430,10 +444,7 @@ class GroupStore:
         item = self._table.get(item_key(group_key(cluster_id, group_id), STATE))
         if item is None:
             return GroupState(cluster_id=cluster_id, group_id=group_id)
-        try:
-            return _state_of(item)
-        except _UNREADABLE as exc:
-            raise UnreadableStateError(f"the state item of {group_id} cannot be read: {_why(exc)}") from None
+        return _state_at(item, (cluster_id, group_id))
 
     def all_states(self, unreadable: list[str] | None = None) -> list[GroupState]:
         """Every group's state (a Scan: for the operator CLI, not for the handlers). An item no release of
@@ -448,20 +459,30 @@ class GroupStore:
                     unreadable.append(f"{clip(item.get('pk', {}).get('S'), 200)}: {_why(exc)}")
         return sorted(found, key=lambda state: (state.cluster_id, state.group_id))
 
-    def load_many(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], GroupState]:
+    def load_many(
+        self, keys: list[tuple[str, str]], unreadable: dict[tuple[str, str], str] | None = None
+    ) -> dict[tuple[str, str], GroupState]:
         """The states of many groups: the ones this store last wrote from memory, the others in one
-        BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell."""
+        BatchGetItem per 100 (consistent reads). A remembered state may be stale; its write will tell. An
+        item that cannot be read (as `load` says) is left out and said in `unreadable` (why, by group), so
+        one damaged item holds up no other group; without `unreadable`, it raises UnreadableStateError."""
         found: dict[tuple[str, str], GroupState] = {}
-        missing = []
+        wanted: dict[str, tuple[str, str]] = {}
         for key in keys:
             if key in self._written:
                 found[key] = self._written[key][0]
             else:
-                missing.append(item_key(group_key(*key), STATE))
+                wanted[group_key(*key)] = key
                 found[key] = GroupState(cluster_id=key[0], group_id=key[1])
-        for item in self._table.get_many(missing):
-            state = _state_of(item)
-            found[(state.cluster_id, state.group_id)] = state
+        for item in self._table.get_many([item_key(pk, STATE) for pk in wanted]):
+            key = wanted[item["pk"]["S"]]
+            try:
+                found[key] = _state_at(item, key)
+            except UnreadableStateError as exc:
+                if unreadable is None:
+                    raise
+                del found[key]
+                unreadable[key] = str(exc)
         return found
 
     def save_many(
