@@ -971,6 +971,25 @@ def test_a_forged_report_of_a_stored_run_lands_beside_it_and_cannot_rewrite_it()
     assert on_error["fail-terminate"] == "STOP_SEQUENCE", on_error  # the script that fails is held
 
 
+def test_a_record_of_a_followed_kind_that_names_no_node_is_a_counted_skip() -> None:
+    """DESIGN lets a record leave out `details` and each of its keys; a failure that names no instance
+    cannot be told from another, nor counted toward a loop. It was neither skipped nor ignored: a loop of
+    such records went unseen with nothing to say so."""
+    world = World()
+    no_id = failed("i-0unused", at(1, 5))
+    del no_id["details"]["instance_id"]
+    no_details = {k: v for k, v in failed("i-0unused", at(1, 6)).items() if k != "details"}
+    no_group = {k: v for k, v in launched("i-0abc", at(1, 7)).items() if k != "compute_node_group_id"}
+    summary = world.feed(
+        [no_id, no_details, no_group, row("i-0abc", "REGISTERED", "REGISTER_SUCCESS", at(1, 8))]
+    )
+    assert (summary.records, summary.skipped, summary.ignored) == (4, 3, 1)
+    assert dict(summary.skipped_reasons) == {
+        "TERMINATED record without details.instance_id": 2,
+        "LAUNCHED record without compute_node_group_id": 1,
+    }
+
+
 OTHER = "pcs_other0001"  # a second group of the article's cluster
 
 

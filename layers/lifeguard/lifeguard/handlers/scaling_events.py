@@ -283,7 +283,9 @@ class ScalingEventsHandler:
             if not is_known_pair(status, reason):
                 summary.unknown_codes += 1
                 logger.info(
-                    "unknown scaling-log codes %s (kept, not acted on)", ", ".join(record.unknown_codes)
+                    "unknown scaling-log codes %s (%s)",
+                    ", ".join(record.unknown_codes),
+                    "kept as a launch" if status == "LAUNCHED" else "kept, not acted on",
                 )
             if status == "LAUNCH_FAILED":
                 summary.launch_failures += 1
@@ -294,8 +296,20 @@ class ScalingEventsHandler:
                     record.compute_node_group_id,
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
-            if (status == "LAUNCHED" or (status, reason) in _FOLDED) and cluster_id and group_id:
+            acted_on = status == "LAUNCHED" or (status, reason) in _FOLDED
+            if acted_on and cluster_id and group_id and record.instance_id:
                 by_group.setdefault((cluster_id, group_id), []).append(record)
+            elif acted_on:  # a record of a node Lifeguard follows, that does not say which node or group
+                missing = [
+                    name
+                    for name, value in (
+                        ("resource_id", cluster_id),
+                        ("compute_node_group_id", group_id),
+                        ("details.instance_id", record.instance_id),
+                    )
+                    if not value
+                ]
+                summary.skip(f"{status} record without {' or '.join(missing)}", group_id or "(record)")
             else:
                 summary.ignored += 1
         mutations = {}
