@@ -537,9 +537,9 @@ def _timed_phases(handler: ScalingEventsHandler, aws: _InstantAws, cell: Cell) -
     timed(handler.store, "save_many", "write")
     update_many = handler.updater.update_many
 
-    def counted(mutations: Any) -> Any:
+    def counted(mutations: Any, **options: Any) -> Any:
         cell.group_batches += len(mutations)
-        return update_many(mutations)
+        return update_many(mutations, **options)
 
     handler.updater.update_many = counted  # type: ignore[method-assign]
 
