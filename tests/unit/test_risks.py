@@ -114,6 +114,20 @@ def test_setup_work_in_node_ready_races_jobs() -> None:
     assert codes(actions) == [("node-ready-races-jobs", "stages.nodeReady[0]")]
 
 
+def test_stop_sequence_is_flagged_as_hiding_failures() -> None:
+    """The article: a STOP_SEQUENCE failure showed nowhere but the node's own files (no scaling-log record,
+    the node ACTIVE), and PCS documents it for debugging; left in a configuration, a failing script goes
+    unseen on every node. CONTINUE and TERMINATE are decisions, not risks."""
+    actions = config(
+        ("nodeBootstrapped", script("mount-fsx", onError="STOP_SEQUENCE")),
+        ("nodeBootstrapped", script("hello", onError="CONTINUE")),
+        ("nodeReady", script("hello-ready", onError="TERMINATE")),
+    )
+    assert codes(actions) == [("stop-sequence-hides-failures", "stages.nodeBootstrapped[0].onError")]
+    stop_sequence = NodeLifecycleActions.from_api(load_event("configs/article-stop-sequence.json"))
+    assert "stop-sequence-hides-failures" in {risk.code for risk in find_risks(stop_sequence)}
+
+
 def test_article_configs_raise_only_known_codes() -> None:
     for name in ("first-boot-every-boot", "stop-sequence", "terminate", "reverted"):
         actions = NodeLifecycleActions.from_api(load_event(f"configs/article-{name}.json"))

@@ -18,6 +18,7 @@ RISK_CODES = (
     "stale-cache-every-boot",
     "updated-in-place",
     "node-ready-races-jobs",
+    "stop-sequence-hides-failures",
 )
 
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
@@ -119,6 +120,16 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 f"{script.name!r} looks optional but is left on the default onError TERMINATE: one failure "
                 "terminates the node and every replacement fails the same way; set CONTINUE (or "
                 "STOP_SEQUENCE while debugging)",
+            )
+        )
+    if script.on_error == "STOP_SEQUENCE":
+        risks.append(
+            Risk(
+                "stop-sequence-hides-failures",
+                f"{path}.onError",
+                f"{script.name!r} runs under STOP_SEQUENCE: PCS logs its failure as a success (the node "
+                "ACTIVE and serving, the rest of its stage skipped) and only the node's own logs tell; "
+                "meant for debugging: set TERMINATE or CONTINUE once it is fixed",
             )
         )
     if not source.is_pinned:

@@ -23,6 +23,7 @@ __all__ = [
     "NodeReadyRacesJobs",
     "OptionalScriptTerminates",
     "StaleCacheEveryBoot",
+    "StopSequenceHidesFailures",
     "UnpinnedMutableSource",
     "UpdatedInPlace",
 ]
@@ -136,6 +137,15 @@ class NodeReadyRacesJobs(_LifeguardRule, CloudFormationLintRule):  # type: ignor
     risk_code = "node-ready-races-jobs"
 
 
+class StopSequenceHidesFailures(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
+    """A script under STOP_SEQUENCE: PCS logs its failure as a success; meant for debugging."""
+
+    id = "W9106"
+    shortdesc = "Lifecycle script runs under STOP_SEQUENCE"
+    description = "A STOP_SEQUENCE failure is logged as a success and hides in the node's logs (Lifeguard)"
+    risk_code = "stop-sequence-hides-failures"
+
+
 # Each risk code of the layer (`lifeguard.risks.RISK_CODES`) and the rule that reports it.
 RISK_RULES: dict[str, type[_LifeguardRule]] = {
     str(rule.risk_code): rule
@@ -145,5 +155,6 @@ RISK_RULES: dict[str, type[_LifeguardRule]] = {
         StaleCacheEveryBoot,
         UpdatedInPlace,
         NodeReadyRacesJobs,
+        StopSequenceHidesFailures,
     )
 }
