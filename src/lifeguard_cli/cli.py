@@ -774,7 +774,12 @@ def _one_line_errors(command: str) -> Iterator[None]:
 def status(
     cluster: Annotated[
         str | None,
-        typer.Option("--cluster", metavar="CLUSTER", help="Only the groups of this cluster (name or id)."),
+        typer.Option(
+            "--cluster",
+            metavar="CLUSTER",
+            help="Only the groups of this cluster (name or id).",
+            callback=_cluster_name,
+        ),
     ] = None,
     stack_name: Annotated[str | None, _STACK] = None,
     region: Annotated[str | None, _REGION] = None,

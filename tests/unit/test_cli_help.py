@@ -88,6 +88,18 @@ def test_every_usage_error_shows_the_usage_above_its_one_error_line(command: lis
     assert [line for line in lines if line.startswith("Error:")] == [lines[-1]]
 
 
+@pytest.mark.parametrize("command", [["status"], ["history", "g"], ["undo", "g", "--yes"]], ids=" ".join)
+@pytest.mark.parametrize("cluster", ["ab", "pcs_", "-x", ""])
+def test_a_cluster_no_pcs_call_takes_is_bad_usage_on_every_command(command: list[str], cluster: str) -> None:
+    """`status --cluster ab` went to AWS and came back as GetCluster's ValidationException (exit 1), and
+    `--cluster ""` listed every cluster, where history and undo refused it as usage."""
+    shown = CliRunner().invoke(app, [*command, f"--cluster={cluster}"])
+    assert shown.exit_code == 2
+    assert shown.stderr.splitlines()[-1].endswith(
+        f"Invalid value for '--cluster': {cluster!r} is not a cluster name or id as PCS takes one"
+    )
+
+
 @pytest.mark.parametrize(
     ("command", "usage"),
     [
