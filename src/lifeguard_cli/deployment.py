@@ -157,14 +157,33 @@ _UNREACHABLE = frozenset(
 
 
 def _unreachable(what: str) -> str:
-    """A call that got no answer: what to check, the endpoint the shell points AWS at first."""
+    """A call that got no answer: what to check, and the variable that points the call where it went (a
+    service's own `AWS_ENDPOINT_URL_<SERVICE>` before `AWS_ENDPOINT_URL`, which sends every call)."""
     line = f"cannot reach AWS ({what}): check --region and the network"
-    endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    if endpoint:
-        line += (
-            f"; AWS_ENDPOINT_URL sends every call to {endpoint}: is it up (lifeguard local up), or unset it"
-        )
+    named = _endpoint_variable(what)
+    if named is not None:
+        name, endpoint = named
+        sends = "every call" if name == "AWS_ENDPOINT_URL" else "its service's calls"
+        line += f"; {name} sends {sends} to {endpoint}: is it up (lifeguard local up), or unset it"
     return line
+
+
+def _endpoint_variable(what: str) -> tuple[str, str] | None:
+    """The endpoint variable (name, value) whose host and port are those of the URL botocore names in
+    `what` (`... endpoint URL: "http://..."`); without one named, `AWS_ENDPOINT_URL` when it is set."""
+    import re
+
+    everything = os.environ.get("AWS_ENDPOINT_URL", "")
+    services = sorted(
+        (name, value) for name, value in os.environ.items() if name.startswith("AWS_ENDPOINT_URL_")
+    )
+    found = re.search(r'endpoint URL: "([^"]*)"', what)
+    if found is not None:
+        called = urlsplit(found.group(1)).netloc
+        for name, value in [*services, ("AWS_ENDPOINT_URL", everything)]:  # a service's own first
+            if value and urlsplit(value).netloc == called:
+                return name, value
+    return ("AWS_ENDPOINT_URL", everything) if everything else None
 
 
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})

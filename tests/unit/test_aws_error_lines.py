@@ -1,0 +1,56 @@
+"""The one line an operator command prints for an AWS failure (`lifeguard_cli.deployment.aws_error_line`):
+what to set, grant or start, naming what is at fault."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import EndpointConnectionError
+
+from lifeguard.errors import AwsCallError
+from lifeguard_cli.deployment import aws_error_line
+
+UP, DOWN = "http://127.0.0.1:37475", "http://127.0.0.1:9"
+
+
+@pytest.fixture(autouse=True)
+def _no_endpoints(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for name in [name for name in os.environ if name.startswith("AWS_ENDPOINT_URL")]:
+        monkeypatch.delenv(name)
+
+
+def test_an_unreachable_service_endpoint_is_named_not_the_one_that_is_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The local AWS up and only the PCS endpoint down: the line blamed AWS_ENDPOINT_URL, the one that is
+    up, for a call it did not send."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", UP)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PCS", DOWN)
+    refused = AwsCallError(
+        "GetComputeNodeGroup", "EndpointConnectionError", f'Could not connect to the endpoint URL: "{DOWN}/"'
+    )
+    line = aws_error_line(refused)
+    assert line is not None
+    assert line.endswith(
+        f"; AWS_ENDPOINT_URL_PCS sends its service's calls to {DOWN}: is it up (lifeguard local up), "
+        "or unset it"
+    )
+
+
+def test_the_endpoint_for_every_call_is_named_when_it_is_the_one_called(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", DOWN)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PCS", UP)
+    line = aws_error_line(EndpointConnectionError(endpoint_url=f"{DOWN}/"))
+    assert line is not None
+    assert line.endswith(
+        f"; AWS_ENDPOINT_URL sends every call to {DOWN}: is it up (lifeguard local up), or unset it"
+    )
+
+
+def test_no_endpoint_variable_says_only_what_to_check() -> None:
+    line = aws_error_line(EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/"))
+    assert line is not None
+    assert line.endswith("): check --region and the network")
