@@ -215,21 +215,39 @@ def _like(made: Table, columns: list[Any], *, header: bool = True, title: Any = 
 
 
 def _show_stacked(out: Console, made: Table) -> None:
+    """Each row a block of `column  value` lines; a value with a word too long to sit beside the column
+    names (a script's S3 location at 60 columns) goes under its name, indented, where a line holds it."""
+    from rich.padding import Padding
     from rich.table import Table
+    from rich.text import Text
 
     if made.title:
         out.print(made.title, style="italic")
+    label = max((len(_text(column.header)) for column in made.columns), default=0)
+    beside = out.width - label - 2
     for index in range(made.row_count):
-        block = Table.grid(padding=(0, 2))
-        block.add_column(style="bold", no_wrap=True)
-        block.add_column(overflow="fold")
-        for column in made.columns:
-            cell = column._cells[index]
-            if _text(cell).strip():
-                block.add_row(column.header, cell)
         if index:
             out.print()
-        out.print(block)
+        block: Table | None = None
+        for column in made.columns:
+            cell = column._cells[index]
+            words = _text(cell).split()
+            if not words:
+                continue
+            if max(map(len, words)) <= beside:
+                if block is None:
+                    block = Table.grid(padding=(0, 2))
+                    block.add_column(style="bold", no_wrap=True, min_width=label)
+                    block.add_column(overflow="fold")
+                block.add_row(column.header, cell)
+                continue
+            if block is not None:
+                out.print(block)
+                block = None
+            out.print(Text(_text(column.header), style="bold"))
+            out.print(Padding(cell, (0, 0, 0, _UNDER)))
+        if block is not None:
+            out.print(block)
 
 
 def _text(cell: Any) -> str:

@@ -79,6 +79,20 @@ def test_columns_too_many_for_the_width_are_stacked_one_block_a_row() -> None:
     assert "executionPolicy  ONCE" in blocks[0]
 
 
+def test_a_stacked_value_too_long_to_sit_beside_its_name_goes_under_it_whole() -> None:
+    """At 60 columns a 47-character S3 location does not fit beside a 15-character column name, but does
+    on a line of its own: it was folded there ("…/record-boo" / "t.sh")."""
+    columns = ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned")
+    location = "s3://lca-scripts-example/scripts/record-boot.sh"
+    row = ("nodeBootstrapped", "1", "record-after-fail", location, "after-fail", "TERMINATE", "ONCE", "no")
+    lines = rendered(60, row, columns=columns).splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 60
+    at = lines.index("source")
+    assert lines[at + 1].rstrip() == f"    {location}"
+    assert lines[at + 2].split() == ["args", "after-fail"]
+    assert lines[at - 1].index("record-after-fail") == lines[at + 2].index("after-fail")  # still aligned
+
+
 def test_piped_output_has_no_trailing_spaces_and_honours_columns() -> None:
     program = (
         "from lifeguard_cli.tables import console, show, table\n"
