@@ -1135,6 +1135,14 @@ def local_down() -> None:
     """
     from lifeguard_cli.local import background
 
+    foreign = background.foreign_state()
+    if foreign is not None:
+        typer.echo(
+            f"lifeguard local down: {foreign} is not a local AWS state file (LIFEGUARD_LOCAL_STATE?): "
+            "left as it is",
+            err=True,
+        )
+        raise typer.Exit(1)
     pid = background.stop()
     typer.echo("no local AWS was running" if pid is None else f"the local AWS (pid {pid}) is stopped")
 

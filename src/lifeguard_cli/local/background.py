@@ -23,6 +23,7 @@ from typing import Any
 
 __all__ = [
     "exports",
+    "foreign_state",
     "in_background",
     "read_state",
     "serve_until_stopped",
@@ -56,6 +57,26 @@ def read_state() -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return state if isinstance(state, dict) else None
+
+
+def _a_state(path: Path) -> bool:
+    """Whether `path` holds a state file as `lifeguard local up` writes one (its process running or not):
+    any other file is not this command's to delete, whatever `LIFEGUARD_LOCAL_STATE` names."""
+    try:
+        state = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(state, dict)
+        and isinstance(state.get("pid"), int)
+        and isinstance(state.get("environ"), dict)
+    )
+
+
+def foreign_state() -> Path | None:
+    """The state path, when a file is there that is not a state file (`_a_state`); else None."""
+    path = state_path()
+    return path if (path.exists() or path.is_symlink()) and not _a_state(path) else None
 
 
 def _started(pid: int) -> str | None:
@@ -203,8 +224,9 @@ def stop(timeout_seconds: float = 15.0) -> int | None:
     """Stop the running local AWS; its pid, or None when none was running."""
     state = read_state()
     if state is None:
-        with contextlib.suppress(OSError):
-            state_path().unlink()
+        if _a_state(state_path()):  # of a local AWS gone (a reboot, a kill): let go of
+            with contextlib.suppress(OSError):
+                state_path().unlink()
         return None
     pid = int(state["pid"])
     with contextlib.suppress(ProcessLookupError):
