@@ -300,9 +300,18 @@ def test_foreground_follows_the_boot_in_this_process_up_to_its_bound(
 @pytest.mark.parametrize(
     ("args", "env", "message"),
     [
-        (["--watch-seconds", "-1"], None, "--watch-seconds and --follow-from must be 0 or more"),
-        (["--watch-seconds", "nan"], None, "--watch-seconds and --follow-from must be 0 or more"),
-        (["--follow-from", "-5"], None, "--watch-seconds and --follow-from must be 0 or more"),
+        (
+            ["--watch-seconds", "-1"],
+            None,
+            "the watch (--watch-seconds) must be from 0 to 86400 seconds, not -1",
+        ),
+        (
+            ["--watch-seconds", "nan"],
+            None,
+            "the watch (--watch-seconds) must be from 0 to 86400 seconds, not nan",
+        ),
+        (["--watch-seconds", "1e9"], None, "must be from 0 to 86400 seconds, not 1e+09"),
+        (["--follow-from", "-5"], None, "the offset to follow from must be 0 or more, not -5"),
         ([], "soon", "LIFEGUARD_DRAIN_WATCH_SECONDS='soon' is not valid"),
     ],
 )

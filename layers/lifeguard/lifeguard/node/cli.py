@@ -397,11 +397,11 @@ def _drain(args: argparse.Namespace) -> int:
         root = args.root or Path(setting("node_root", None, "/", str))
         default_seconds = float(DRAIN_WATCH_SECONDS)
         seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
+        seconds = _seconds("watch (--watch-seconds)", seconds, least=0)
+        if args.follow_from is not None and args.follow_from < 0:  # the watcher's own, never a person's
+            raise ValueError(f"the offset to follow from must be 0 or more, not {args.follow_from}")
     except ValueError as exc:
         print(f"lifeguard-node drain: {exc}", file=sys.stderr)
-        return _EXIT_BAD_USAGE
-    if not 0 <= seconds < float("inf") or (args.follow_from is not None and args.follow_from < 0):
-        print("lifeguard-node drain: --watch-seconds and --follow-from must be 0 or more", file=sys.stderr)
         return _EXIT_BAD_USAGE
     layout = NodeLayout(root)
     offset = args.follow_from
