@@ -61,6 +61,8 @@ class _Command(typer.core.TyperCommand):
             return super().parse_args(ctx, args)
         except _UsageError as exc:
             exc.ctx = exc.ctx or ctx
+            # typer checks values through pydantic, which begins a ValueError's message so.
+            exc.message = exc.message.removeprefix("Value error, ")
             raise
 
 
@@ -222,8 +224,13 @@ def replay(
     if config is not None:
         document = read_config_document(config)
         if document.config is None:
-            problems = "; ".join(str(problem) for problem in document.problems)
-            typer.echo(f"lifeguard replay: --config {config}: {problems}", err=True)
+            # What stops lint stops a replay, in a replay's words: a problem of the whole input without
+            # a path, and a response of a group that runs no scripts is no configuration to replay with.
+            said = [
+                (str(problem) if problem.path else problem.message).removesuffix(": nothing to lint")
+                for problem in (*document.problems, *document.notes)
+            ]
+            typer.echo(f"lifeguard replay: --config {config}: {'; '.join(said)}", err=True)
             raise typer.Exit(2)
         actions = document.config.to_api()
 

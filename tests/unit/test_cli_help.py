@@ -4,6 +4,7 @@ word (a path cut after `article-`, `pcs-` of a stack name), so it runs as pasted
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -138,3 +139,46 @@ def test_a_change_without_yes_and_no_terminal_is_bad_usage_before_aws_is_asked(
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     done = CliRunner().invoke(app, command)
     assert (done.exit_code, done.stderr) == (2, said)
+
+
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (["replay", "--mode", "off", "x.jsonl"], "'off' is not one of 'quarantine', 'revert', 'notify'."),
+        (["local", "up", "--mode", "bogus"], "'bogus' is not one of 'quarantine', 'revert', 'notify'."),
+    ],
+    ids=["replay", "local-up"],
+)
+def test_a_value_not_taken_says_so_in_clicks_words_not_pydantics(command: list[str], error: str) -> None:
+    """typer checks values through pydantic, whose message began 'Value error, '."""
+    shown = CliRunner().invoke(app, command)
+    assert shown.exit_code == 2
+    assert shown.stderr.splitlines()[-1] == f"Error: Invalid value for '--mode': {error}"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "cannot read it: No such file or directory"),
+        (
+            '{"clusterIdentifier": "c", "computeNodeGroupIdentifier": "g"}',
+            "an update-compute-node-group request without nodeLifecycleActions",
+        ),
+        (
+            '{"computeNodeGroup": {"id": "pcs_abc", "clusterId": "pcs_x", "name": "n"}}',
+            "computeNodeGroup: a get-compute-node-group response without nodeLifecycleActions "
+            "(the group runs none)",
+        ),
+    ],
+    ids=["missing", "request", "response"],
+)
+def test_a_replay_config_with_no_configuration_says_why_in_one_line(
+    tmp_path: Path, content: str | None, said: str
+) -> None:
+    """Lint's words came through as they were ('(document): ...', '...: nothing to lint'), and a response of
+    a group that runs no scripts said nothing at all after its name."""
+    config = tmp_path / "config.json"
+    if content is not None:
+        config.write_text(content)
+    shown = CliRunner().invoke(app, ["replay", "--config", str(config), str(tmp_path / "x.jsonl")])
+    assert (shown.exit_code, shown.stderr) == (2, f"lifeguard replay: --config {config}: {said}\n")
