@@ -135,6 +135,9 @@ def aws_error_line(exc: BaseException) -> str | None:
         return f"no AWS profile {profile!r} in the AWS configuration (aws configure list-profiles)"
     if isinstance(exc, aws.SSOError | aws.TokenRetrievalError | aws.UnauthorizedSSOTokenError):
         return f"the AWS SSO session cannot be used ({exc}): run aws sso login"
+    if isinstance(exc, aws.CredentialRetrievalError):  # a credential_process that failed, maybe silently
+        said = str(exc).strip().rstrip(":")
+        return f"{said}: check the profile's credential source (aws configure export-credentials)"
     if isinstance(exc, aws.EndpointConnectionError | aws.ConnectTimeoutError | aws.ReadTimeoutError):
         return _unreachable(str(exc))
     if isinstance(exc, aws.ClientError):

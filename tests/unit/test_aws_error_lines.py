@@ -4,7 +4,7 @@ what to set, grant or start, naming what is at fault."""
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import EndpointConnectionError
+from botocore.exceptions import CredentialRetrievalError, EndpointConnectionError
 
 from lifeguard.errors import AwsCallError
 from lifeguard_cli.deployment import aws_error_line
@@ -54,3 +54,11 @@ def test_no_endpoint_variable_says_only_what_to_check() -> None:
     line = aws_error_line(EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/"))
     assert line is not None
     assert line.endswith("): check --region and the network")
+
+
+@pytest.mark.parametrize("said", ["", "token expired"])
+def test_a_credential_process_that_fails_says_where_to_look(said: str) -> None:
+    """A credential_process that failed without a word ended the line with a colon and nothing after."""
+    line = aws_error_line(CredentialRetrievalError(provider="custom-process", error_msg=said))
+    expected = "Error when retrieving credentials from custom-process" + (f": {said}" if said else "")
+    assert line == f"{expected}: check the profile's credential source (aws configure export-credentials)"
