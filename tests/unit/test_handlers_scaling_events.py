@@ -238,6 +238,35 @@ def test_a_node_launched_on_the_configuration_proves_it_good_and_an_older_node_d
     assert world.bus.entries == []  # a proof is kept, not announced
 
 
+@pytest.mark.parametrize("late", ["success first", "duplicate launch"])
+def test_a_success_delivered_before_its_launch_proves_the_configuration_once_the_launch_comes(
+    late: str,
+) -> None:
+    """Delivered in order, a node launched on the configuration proves it good. Its success delivered
+    before its LAUNCHED (a subscription does not order deliveries) counted only from 30 minutes after the
+    change, and the LAUNCHED, when it came, was not looked at again: a revert had nothing to go back to
+    until another node succeeded. A LAUNCHED delivered again after its success changes nothing."""
+    world = World()
+    world.feed([launched("i-0old0000000000001", at(1, 2))])
+    world.person_sets(REVERTED, at(1, 5))
+    if late == "success first":
+        world.feed([succeeded("i-0new0000000000001", at(1, 15))])
+        assert world.state().proven_good is None
+        world.feed([launched("i-0new0000000000001", at(1, 10))])
+    else:
+        world.feed([launched("i-0new0000000000001", at(1, 10)), succeeded("i-0new0000000000001", at(1, 15))])
+        writes = world.writes()
+        world.feed([launched("i-0new0000000000001", at(1, 10))])
+        assert world.writes() == writes
+    proof = world.state().proven_good
+    assert proof is not None
+    assert (proof.fingerprint, proof.instance_id, proof.proven_at) == (
+        fingerprint_of(REVERTED),
+        "i-0new0000000000001",
+        at(1, 15),
+    )
+
+
 def test_a_group_tagged_off_is_left_alone() -> None:
     world = World(tags={"lifeguard:mode": "off"})
     assert world.feed(ARTICLE).events == []

@@ -561,8 +561,17 @@ class ScalingEventsHandler:
         runs: GroupEvidence,
     ) -> bool:
         """Store the configuration a successful node was launched with as the group's proven-good one (the
-        rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says."""
-        successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
+        rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says. A
+        LAUNCHED delivered after its node's success stands for that success: the launch time it brings may
+        let it prove now, as it would have had the records come in order."""
+
+        def proves(record: ScalingLogRecord) -> bool:
+            if record.is_bootstrap_success:
+                return bool(record.instance_id)
+            outcome = state.outcomes.get(record.instance_id or "")
+            return record.status_code == "LAUNCHED" and outcome is not None and outcome.succeeded
+
+        successes = [r for r in records if proves(r)]
         if not successes:
             return False
         changed = False
