@@ -159,6 +159,7 @@ def test_more_evidence_for_the_same_script_is_kept_without_a_new_announcement() 
         (json.dumps({k: v for k, v in FAILED[0].items() if k != "instance_id"}), "missing instance_id"),
         (json.dumps({**FAILED[0], "boot": 0}), "invalid boot"),
         (json.dumps({**FAILED[0], "started_at": int(NOW) + 86_400}), "run time ahead of the clock"),
+        (json.dumps(FAILED[0])[:-1] + ', "outcome": "succeeded"}', "duplicate key"),
     ],
 )
 def test_a_bad_report_is_skipped_and_counted_by_reason_and_the_rest_is_stored(

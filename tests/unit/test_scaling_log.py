@@ -105,6 +105,12 @@ def test_extra_fields_from_newer_pcs_are_tolerated() -> None:
         ('{"event_timestamp": -5, "status_code": "X"}', "event_timestamp"),
         ('{"event_timestamp": 5, "status_code": 7}', "status_code"),
         ('{"event_timestamp": 5, "status_code": "X", "details": "i-1"}', "details"),
+        # A key given twice: readers differ on which value holds (json.loads keeps the last).
+        (
+            '{"event_timestamp": 5, "status_code": "REGISTERED", "status_code": "TERMINATED"}',
+            "duplicate key ('status_code' given twice",
+        ),
+        ('{"event_timestamp": 5, "details": {"instance_id": "i-1", "instance_id": "i-2"}}', "duplicate key"),
     ],
 )
 def test_non_records_become_typed_errors(raw: str, reason: str) -> None:
@@ -178,13 +184,15 @@ def test_a_record_whose_key_comes_twice_is_left_to_the_parser() -> None:
 
 @pytest.mark.parametrize("key", ["reason\\u005fcode", "\\u0072eason_code", "reason_cod\\u0065"])
 def test_a_key_spelled_with_an_escape_is_read_as_json_reads_it_never_passed_over(key: str) -> None:
-    """JSON reads `"reason\\u005fcode"` as a second `reason_code`, the one it keeps: a record of a pair passed
-    over with such a key is a bootstrap failure to the parser, and must reach it."""
+    """JSON reads `"reason\\u005fcode"` as a second `reason_code`: a record of a pair passed over with such
+    a key is no record passed over but one giving its reason twice, and must reach the parser, which skips
+    it as ambiguous (counted, with its reason) rather than take either value."""
     passed = {**ARTICLE_FAILURE, "reason_code": "SCHEDULER_REQUESTED"}
     text = json.dumps(passed)[:-1] + f', "{key}": "BOOTSTRAP_FAILED"}}'
     parsed = parse_scaling_log_record(text)
-    assert isinstance(parsed, ScalingLogRecord)
-    assert parsed.reason_code == "BOOTSTRAP_FAILED"
+    assert isinstance(parsed, ScalingLogParseError)
+    assert parsed.reason == "duplicate key"
+    assert "'reason_code' given twice" in parsed.message
     assert not passed_over(text)
     assert read_scaling_log_message(text) == parsed
 

@@ -18,12 +18,36 @@ _JSON_WORDING = {
 }
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object that gives a key twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"duplicate key {key[:50]!r}")
+        self.key = key
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members (`json.loads`' `object_pairs_hook`), each key once: an object that gives one
+    twice is ambiguous (readers differ on which value holds: `json.loads` keeps the last), so no record is
+    read from one. Raises DuplicateKeyError."""
+    made = dict(pairs)
+    if len(made) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return made
+
+
 def load_json_object(raw: str | bytes | Mapping[str, Any]) -> Mapping[str, Any] | str:
     """The record as a JSON object, or why it is not one."""
     data: object = raw
     if isinstance(raw, str | bytes):
         try:
-            data = json.loads(raw)
+            data = json.loads(raw, object_pairs_hook=unique_keys)
+        except DuplicateKeyError as exc:
+            return f"duplicate key ({exc.key[:50]!r} given twice: which value holds is ambiguous)"
         except (ValueError, RecursionError) as exc:  # RecursionError: JSON nested thousands deep
             return f"not JSON ({str(exc)[:100]})"
     if not isinstance(data, Mapping):

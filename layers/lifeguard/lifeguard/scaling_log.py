@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard._records import describe_validation_error, load_json_object, read_from_json, reason_of
+from lifeguard._records import (
+    describe_validation_error,
+    load_json_object,
+    read_from_json,
+    reason_of,
+    unique_keys,
+)
 from lifeguard.bounds import EPOCH_MS_MAX, INSTANCE_ID, NODE_NAME, PCS_ID, WORD
 from lifeguard.schema import (
     BAD,
@@ -278,7 +284,7 @@ def parse_scaling_log_record(
     through here, but for the records `_AS_WRITTEN` reads."""
     if type(raw) is str:  # the way of nearly every record: as PCS writes it, read at once
         try:
-            record = _as_pcs_writes_it(json.loads(raw))
+            record = _as_pcs_writes_it(json.loads(raw, object_pairs_hook=unique_keys))
         except (ValueError, RecursionError):
             record = None  # not JSON: `load_json_object` says why
         if record is not None:
