@@ -39,6 +39,7 @@ __all__ = [
     "BOOTSTRAP_FAILED",
     "BOOTSTRAP_OUTCOMES",
     "BOOTSTRAP_SUCCEEDED",
+    "KNOWN_PAIRS",
     "KNOWN_REASONS",
     "UNHEALTHY_TERMINATION",
     "ScalingLogDetails",
@@ -134,7 +135,7 @@ CODE: Check = string(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_]+$")
 
 
 # Every (status, reason) PCS documents, and each documented status without a reason.
-_KNOWN_PAIRS = frozenset(
+KNOWN_PAIRS = frozenset(
     [(status, reason) for status, reasons in KNOWN_REASONS.items() for reason in reasons]
     + [(status, None) for status in KNOWN_REASONS]
 )
@@ -142,7 +143,7 @@ _KNOWN_PAIRS = frozenset(
 
 def is_known_pair(status_code: str, reason_code: str | None) -> bool:
     """True when PCS documents the status code and, if given, the reason code with it."""
-    return (status_code, reason_code) in _KNOWN_PAIRS
+    return (status_code, reason_code) in KNOWN_PAIRS
 
 
 @checked(instance_id=optional(INSTANCE_ID), instance_type=optional(WORD), subnet_id=optional(WORD))

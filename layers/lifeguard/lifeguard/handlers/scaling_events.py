@@ -55,10 +55,10 @@ from lifeguard.lifecycle_rules import (
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
+    KNOWN_PAIRS,
     UNHEALTHY_TERMINATION,
     ScalingLogParseError,
     ScalingLogRecord,
-    is_known_pair,
     read_scaling_log_message,
 )
 from lifeguard.store.groups import GroupStore
@@ -280,7 +280,8 @@ class ScalingEventsHandler:
         by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
         for record in records:
             status, reason = record.status_code, record.reason_code
-            if not is_known_pair(status, reason):
+            pair = (status, reason)
+            if pair not in KNOWN_PAIRS:
                 summary.unknown_codes += 1
                 logger.info(
                     "unknown scaling-log codes %s (%s)",
@@ -296,9 +297,14 @@ class ScalingEventsHandler:
                     record.compute_node_group_id,
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
-            acted_on = status == "LAUNCHED" or (status, reason) in _FOLDED
-            if acted_on and cluster_id and group_id and record.instance_id:
-                by_group.setdefault((cluster_id, group_id), []).append(record)
+            acted_on = status == "LAUNCHED" or pair in _FOLDED
+            if acted_on and cluster_id and group_id and record.details.instance_id:
+                key = (cluster_id, group_id)
+                kept = by_group.get(key)
+                if kept is None:
+                    by_group[key] = [record]
+                else:
+                    kept.append(record)
             elif acted_on:  # a record of a node Lifeguard follows, that does not say which node or group
                 missing = [
                     name
@@ -398,6 +404,7 @@ class ScalingEventsHandler:
             # before, or opened now), a configuration read that found more than the group as it was, a
             # proof, or an unhealthy termination.
             beyond_maps = state.episode is not None
+            late_launches: list[ScalingLogRecord] = []  # LAUNCHED records of nodes already seen ACTIVE
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
@@ -416,6 +423,8 @@ class ScalingEventsHandler:
                 if not fold(record):
                     continue
                 change.changed = True
+                if known is not None and known.succeeded and record.status_code == "LAUNCHED":
+                    late_launches.append(record)
                 failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
                 # A node ACTIVE, then failing (in nodeReady, under TERMINATE): its success read the
                 # configuration just before, so the failure is looked at on what that read found.
@@ -449,7 +458,7 @@ class ScalingEventsHandler:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= revoke_proof_of_older_launch(state, records)
             change.changed |= revoke_proof_of_failed_node(state)
-            change.changed |= self._prove_good(state, records, refresh, runs)
+            change.changed |= self._prove_good(state, records, refresh, runs, late_launches)
             proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
             change.maps_only = not beyond_maps
@@ -559,19 +568,16 @@ class ScalingEventsHandler:
         records: list[ScalingLogRecord],
         refresh: Callable[..., bool],
         runs: GroupEvidence,
+        late_launches: list[ScalingLogRecord],
     ) -> bool:
         """Store the configuration a successful node was launched with as the group's proven-good one (the
         rule: `detection.proven_good`), reading PCS first only when `detection.needs_fresh_config` says. A
-        LAUNCHED delivered after its node's success stands for that success: the launch time it brings may
-        let it prove now, as it would have had the records come in order."""
-
-        def proves(record: ScalingLogRecord) -> bool:
-            if record.is_bootstrap_success:
-                return bool(record.instance_id)
-            outcome = state.outcomes.get(record.instance_id or "")
-            return record.status_code == "LAUNCHED" and outcome is not None and outcome.succeeded
-
-        successes = [r for r in records if proves(r)]
+        LAUNCHED delivered after its node's success (`late_launches`, each the first of its node) stands for
+        that success: the launch time it brings may let it prove now, as had the records come in order;
+        the batch's own successes go after them, newest last, and are looked at first."""
+        successes = [r for r in records if r.is_bootstrap_success and r.instance_id]
+        if late_launches:
+            successes = late_launches + successes
         if not successes:
             return False
         changed = False

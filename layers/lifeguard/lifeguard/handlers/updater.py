@@ -121,8 +121,10 @@ class GroupUpdater:
         """`update` for many groups with one read and one transactional write per 100 groups; groups whose
         write lost a race are redone one by one. A group whose state item cannot be read is left as it is
         and said in `unreadable` (why, by group), when given (`GroupStore.load_many`); else it raises."""
-        states = self.store.load_many(list(mutations), unreadable)
-        keys = [key for key in mutations if key in states]
+        keys = list(mutations)
+        states = self.store.load_many(keys, unreadable)
+        if len(states) < len(keys):
+            keys = [key for key in keys if key in states]
         applied: dict[tuple[str, str], tuple[Change, list[ControllerEvent]]] = {}
         written: list[GroupState] = []
         try:
