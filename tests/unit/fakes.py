@@ -84,9 +84,9 @@ class FakeDynamoDB:
         if condition == "attribute_not_exists(pk)":
             return current is None
         if condition == "attribute_not_exists(pk) OR version = :expected":
-            return current is None or current["version"] == values[":expected"]
-        if condition == "#v = :expected":  # the version, named
-            return current is not None and current["version"] == values[":expected"]
+            return current is None or current.get("version") == values[":expected"]
+        if condition == "#v = :expected":  # the version, named (an item without one fails it, as in DynamoDB)
+            return current is not None and current.get("version") == values[":expected"]
         if condition == "next_at = :taken":
             return current is not None and current["next_at"] == values[":taken"]
         if condition == "attribute_not_exists(pk) OR lease_until < :now OR holder = :me":

@@ -1069,6 +1069,30 @@ def test_a_damaged_state_item_holds_up_no_other_group_of_its_batch(how: str) -> 
         assert world.table.items[(f"GROUP#{CLUSTER}#{OTHER}", "STATE")]["version"] == {"N": "1"}
 
 
+@pytest.mark.parametrize("changes", [True, False], ids=["changing-it", "changing-nothing"])
+@pytest.mark.parametrize("how", ["no-version", "version-moved"])
+def test_a_state_item_damaged_while_a_warm_container_remembers_it_holds_up_no_other_group(
+    how: str, changes: bool
+) -> None:
+    """A warm container reads a group from memory: its write then lost to the damaged item's version (or,
+    changing nothing, the version check found it moved or gone), and the group was redone from the table,
+    whose read raised out of the batch: the loop in the same batch was kept in its outbox, unpublished."""
+    world = World()
+    world.pcs.add_compute_node_group(CLUSTER, "other", group_id=OTHER, node_lifecycle_actions=REVERTED)
+    world.feed([{**launched("i-0aaa0000000000001", at(1, 1)), "compute_node_group_id": OTHER}])
+    item = world.table.items[(f"GROUP#{CLUSTER}#{OTHER}", "STATE")]
+    if how == "no-version":
+        _damage(item, "no-version")
+    else:
+        _damage(item, "not-zlib")
+        item["version"] = {"N": "7"}  # a restore or a hand edit that moved it on
+    instance = "i-0aaa0000000000002" if changes else "i-0aaa0000000000001"
+    other = {**launched(instance, at(1, 7 if changes else 1)), "compute_node_group_id": OTHER}
+    summary = world.feed(sorted([*LOOP, other], key=lambda r: r["event_timestamp"]))
+    assert world.published() == ["BootstrapLoopDetected"]
+    assert (summary.unreadable_groups, dict(summary.skipped_reasons)) == (1, {"state item unreadable": 1})
+
+
 def test_a_damaged_state_item_holds_up_no_other_groups_reports() -> None:
     """Node reports of a group whose state item cannot be read are stored, not judged; the batch's other
     groups are: the open loop is attributed to its script."""

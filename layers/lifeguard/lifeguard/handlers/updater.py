@@ -23,7 +23,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent
 from lifeguard.group_state import GroupState
-from lifeguard.store.groups import GroupStore, VersionConflictError
+from lifeguard.store.groups import GroupStore, UnreadableStateError, VersionConflictError
 from lifeguard.store.table import stored_bytes
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
@@ -161,6 +161,10 @@ class GroupUpdater:
                 change, stale = applied[key]
                 if stale or change.events:
                     published.extend(self._publish(key[0], key[1], stale + change.events))
+            except UnreadableStateError as exc:  # remembered, damaged in the table since: redone from it
+                if unreadable is None:
+                    raise
+                unreadable[key] = str(exc)
             except AwsCallError as exc:
                 failure = failure or exc  # the other groups' events are still tried
         if failure is not None:

@@ -420,11 +420,15 @@ class GroupStore:
 
     def versions(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """The version the table holds of each group's state (groups without one left out), read
-        consistently in one BatchGetItem per 100; the states' bodies are not decoded."""
+        consistently in one BatchGetItem per 100; the states' bodies are not decoded. An item without a
+        version of a state's form is at version -1, which no state is read at: its group is read again,
+        and found unreadable there."""
         wanted = {group_key(*key): key for key in keys}
         found = {}
         for item in self._table.get_many([item_key(pk, STATE) for pk in wanted]):
-            found[wanted[item["pk"]["S"]]] = int(item["version"]["N"])
+            version = item.get("version", {}).get("N")
+            decimal = isinstance(version, str) and _decimal(version)
+            found[wanted[item["pk"]["S"]]] = int(version) if decimal else -1
         return found
 
     def remembered(self, keys: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
