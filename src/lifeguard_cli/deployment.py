@@ -173,7 +173,8 @@ def _unreachable(what: str) -> str:
 
 def _endpoint_variable(what: str) -> tuple[str, str] | None:
     """The endpoint variable (name, value) whose host and port are those of the URL botocore names in
-    `what` (`... endpoint URL: "http://..."`); without one named, `AWS_ENDPOINT_URL` when it is set."""
+    `what` (`... endpoint URL: "http://..."`), None when none is (the call went elsewhere); without a URL
+    named, `AWS_ENDPOINT_URL` when it is set."""
     import re
 
     everything = os.environ.get("AWS_ENDPOINT_URL", "")
@@ -181,12 +182,13 @@ def _endpoint_variable(what: str) -> tuple[str, str] | None:
         (name, value) for name, value in os.environ.items() if name.startswith("AWS_ENDPOINT_URL_")
     )
     found = re.search(r'endpoint URL: "([^"]*)"', what)
-    if found is not None:
-        called = urlsplit(found.group(1)).netloc
-        for name, value in [*services, ("AWS_ENDPOINT_URL", everything)]:  # a service's own first
-            if value and urlsplit(value).netloc == called:
-                return name, value
-    return ("AWS_ENDPOINT_URL", everything) if everything else None
+    if found is None:
+        return ("AWS_ENDPOINT_URL", everything) if everything else None
+    called = urlsplit(found.group(1)).netloc
+    for name, value in [*services, ("AWS_ENDPOINT_URL", everything)]:  # a service's own first
+        if value and urlsplit(value).netloc == called:
+            return name, value
+    return None
 
 
 _DENIED = frozenset({"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"})

@@ -50,7 +50,14 @@ def test_the_endpoint_for_every_call_is_named_when_it_is_the_one_called(
     )
 
 
-def test_no_endpoint_variable_says_only_what_to_check() -> None:
+@pytest.mark.parametrize("set_elsewhere", [False, True], ids=["none-set", "set-elsewhere"])
+def test_no_endpoint_variable_of_the_call_says_only_what_to_check(
+    monkeypatch: pytest.MonkeyPatch, set_elsewhere: bool
+) -> None:
+    """A call that went to AWS itself (a profile's own endpoint, or --local's) is not laid at the door of
+    an AWS_ENDPOINT_URL that points elsewhere."""
+    if set_elsewhere:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", UP)
     line = aws_error_line(EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/"))
     assert line is not None
     assert line.endswith("): check --region and the network")

@@ -313,6 +313,7 @@ def test_foreground_follows_the_boot_in_this_process_up_to_its_bound(
         (["--watch-seconds", "1e9"], None, "must be from 0 to 86400 seconds, not 1e+09"),
         (["--follow-from", "-5"], None, "the offset to follow from must be 0 or more, not -5"),
         ([], "soon", "LIFEGUARD_DRAIN_WATCH_SECONDS='soon' is not valid"),
+        ([], "1e9", "the watch (LIFEGUARD_DRAIN_WATCH_SECONDS) must be from 0 to 86400 seconds, not 1e+09"),
     ],
 )
 def test_a_bad_bound_is_bad_usage_and_drains_nothing(

@@ -397,7 +397,8 @@ def _drain(args: argparse.Namespace) -> int:
         root = args.root or Path(setting("node_root", None, "/", str))
         default_seconds = float(DRAIN_WATCH_SECONDS)
         seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
-        seconds = _seconds("watch (--watch-seconds)", seconds, least=0)
+        named = "--watch-seconds" if args.watch_seconds is not None else "LIFEGUARD_DRAIN_WATCH_SECONDS"
+        seconds = _seconds(f"watch ({named})", seconds, least=0)
         if args.follow_from is not None and args.follow_from < 0:  # the watcher's own, never a person's
             raise ValueError(f"the offset to follow from must be 0 or more, not {args.follow_from}")
     except ValueError as exc:
