@@ -267,6 +267,7 @@ def replay(
     if Path("-") in files:
         typer.echo("lifeguard replay: --keep reads files, not stdin (-): save it to a file first", err=True)
         raise typer.Exit(2)
+    _refuse_foreign_state("replay")
     from lifeguard_cli.local import background
 
     def kept(ready: Any) -> None:
@@ -1113,6 +1114,7 @@ def local_up(
             ready({"environ": environ, "table": None, "stack_name": deployed.stack_name, "mode": wanted})
             background.serve_until_stopped()
 
+    _refuse_foreign_state("local up")
     with background.starting() as lock:
         running = background.read_state()
         if running is not None:
@@ -1142,16 +1144,24 @@ def local_down() -> None:
     """
     from lifeguard_cli.local import background
 
+    _refuse_foreign_state("local down")
+    pid = background.stop()
+    typer.echo("no local AWS was running" if pid is None else f"the local AWS (pid {pid}) is stopped")
+
+
+def _refuse_foreign_state(command: str) -> None:
+    """Exit 1 when the state file's place holds a file no local AWS wrote (`LIFEGUARD_LOCAL_STATE` naming
+    another file): starting one would write over it, stopping one would delete it."""
+    from lifeguard_cli.local import background
+
     foreign = background.foreign_state()
     if foreign is not None:
         typer.echo(
-            f"lifeguard local down: {foreign} is not a local AWS state file (LIFEGUARD_LOCAL_STATE?): "
+            f"lifeguard {command}: {foreign} is not a local AWS state file (LIFEGUARD_LOCAL_STATE?): "
             "left as it is",
             err=True,
         )
         raise typer.Exit(1)
-    pid = background.stop()
-    typer.echo("no local AWS was running" if pid is None else f"the local AWS (pid {pid}) is stopped")
 
 
 def _console() -> Console:

@@ -278,16 +278,22 @@ def test_a_state_file_whose_process_is_another_now_is_not_stopped(env: dict[str,
 )
 def test_local_down_leaves_a_file_that_is_no_state_file_as_it_is(env: dict[str, str], content: bytes) -> None:
     """LIFEGUARD_LOCAL_STATE naming a file local up did not write (a slip of the variable) had that file
-    deleted, with 'no local AWS was running'."""
+    deleted by local down, with 'no local AWS was running', and written over by local up and replay
+    --keep, then deleted by the next local down."""
     path = Path(env["LIFEGUARD_LOCAL_STATE"])
     path.write_bytes(content)
-    down = lifeguard("local", "down", env=env)
-    assert (down.returncode, down.stdout) == (1, "")
-    assert down.stderr == (
-        f"lifeguard local down: {path} is not a local AWS state file (LIFEGUARD_LOCAL_STATE?): "
-        "left as it is\n"
-    )
-    assert path.read_bytes() == content
+    for command in (
+        ["local", "down"],
+        ["local", "up"],
+        ["replay", "--keep", str(STREAMS / "article-terminate-loop.jsonl")],
+    ):
+        done = lifeguard(*command, env=env)
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"lifeguard {' '.join(command[: 2 if command[0] == 'local' else 1])}: {path} is not a local AWS "
+            "state file (LIFEGUARD_LOCAL_STATE?): left as it is\n"
+        )
+        assert path.read_bytes() == content
 
 
 def test_two_local_up_at_once_leave_nothing_running_after_local_down(env: dict[str, str]) -> None:
