@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from lifeguard.scaling_log import ScalingLogParseError, read_scaling_log_message
 from lifeguard_cli.cli import app
 from lifeguard_cli.replay import ReplayError, replay
 from lifeguard_cli.replay import inputs as replay_inputs
@@ -143,6 +144,35 @@ def test_every_shape_also_reads_as_a_line_of_json_lines(tmp_path: Path) -> None:
     path = write(tmp_path, "".join(json.dumps(document) + "\n" for document in documents))
     kinds = [type(item).__name__ for item in read_inputs([path]).items]
     assert kinds == ["LogLines"] * 8 + ["ApiCall", "ControllerEvent", "SubscriptionFile"]
+
+
+@pytest.mark.parametrize("shape", ["pretty", "records"])
+def test_a_record_giving_a_key_twice_reaches_the_handler_as_given(tmp_path: Path, shape: str) -> None:
+    """The function skips a record that gives a key twice (which value holds is ambiguous). A replay read
+    a pretty-printed document, or a `Records` entry, into a dict and wrote it back: the last value held,
+    and the replay decided otherwise than the function would."""
+    first = json.loads(GOOD.splitlines()[0])
+    body = (
+        json.dumps(first, indent=2)[:-2]
+        + ',\n  "status_code": "ACTIVE",\n  "details": {"instance_id": "i-1", "instance_id": "i-2"}\n}'
+    )
+    text = body if shape == "pretty" else '{"Records": [' + body + "]}"
+    [item] = read_inputs([write(tmp_path, text, "input.json")]).items
+    assert isinstance(item, LogLines)
+    [message] = item.messages
+    assert message.count('"status_code"') == 2
+    assert '"details":{"instance_id":"i-1","instance_id":"i-2"}' in message  # nested, and given twice too
+    read = read_scaling_log_message(message)  # as the function reads the message it is given
+    assert isinstance(read, ScalingLogParseError)
+    assert read.reason == "duplicate key"
+
+
+def test_a_record_nested_deep_still_reads(tmp_path: Path) -> None:
+    first = json.loads(GOOD.splitlines()[0])
+    deep = "[" * 900 + "]" * 900
+    text = json.dumps(first, indent=1)[:-1] + f', "x": {deep}}}'
+    [item] = read_inputs([write(tmp_path, text, "input.json")]).items
+    assert isinstance(item, LogLines)
 
 
 # -- damage inside a stream: skipped, counted, said once --

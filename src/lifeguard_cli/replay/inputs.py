@@ -432,7 +432,7 @@ class _Reading:
         try:
             if self.damaged:
                 raise ValueError("not UTF-8")  # read line by line: a damaged line is the damage's bound
-            document = json.loads(text)
+            document = json.loads(text, object_pairs_hook=_as_given)
         except (ValueError, RecursionError) as exc:
             document_error = exc if isinstance(exc, json.JSONDecodeError) else None
             for number, line in enumerate(text.split("\n"), start=1):
@@ -493,7 +493,7 @@ class _Reading:
             self.malformed.append((where, "not UTF-8 text"))
             return
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_as_given)
         except (ValueError, RecursionError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
             self.malformed.append((where, f"not JSON: {reason}"))
@@ -583,9 +583,11 @@ class _Reading:
                 return
             self.items.append(ControllerEvent(row))
         elif row.get("kind") == "script_run" or any(key in row for key in _SCALING_LOG_KEYS):
-            message = (
-                text if text is not None and "\n" not in text else json.dumps(row, separators=(",", ":"))
-            )
+            try:
+                message = text if text is not None and "\n" not in text else _written(row)
+            except RecursionError:  # a key given twice in JSON nested deeper than it can be written back
+                self.malformed.append((where, "not JSON: nested too deep"))
+                return
             self.items.append(LogLines([row], [message], reports=row.get("kind") == "script_run"))
         else:
             raise UnreadableInputError(self._where(where), _what(row), accepted=_ACCEPTED)
@@ -605,6 +607,49 @@ class _Reading:
             if isinstance(row, dict):
                 rows.append(row)
         return SubscriptionFile(event, rows, any(row.get("kind") == "script_run" for row in rows))
+
+
+class _GivenTwice(dict[str, Any]):
+    """A JSON object that gives a key twice, with its members as given (`pairs`): written back so
+    (`_written`), the handlers read it as the functions would, and skip it as ambiguous."""
+
+    pairs: list[tuple[str, Any]]
+
+
+def _as_given(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`json.loads`' `object_pairs_hook`: the object, keeping its members as given when a key comes twice."""
+    made = dict(pairs)
+    if len(made) == len(pairs):
+        return made
+    twice = _GivenTwice(made)
+    twice.pairs = pairs
+    return twice
+
+
+def _written(value: Any) -> str:
+    """An entry read from a document, as one line of JSON for the handlers: as `json.dumps` writes it,
+    but an object that gave a key twice with both (`_GivenTwice`)."""
+    if not _holds_twice(value):
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, dict):
+        members = value.pairs if isinstance(value, _GivenTwice) else value.items()
+        return "{" + ",".join(f"{json.dumps(key)}:{_written(member)}" for key, member in members) + "}"
+    return "[" + ",".join(_written(member) for member in value) + "]"
+
+
+def _holds_twice(value: Any) -> bool:
+    """Whether `value` holds an object that gave a key twice, at any depth (looked through without
+    recursion: JSON nested as deep as `json.loads` reads stays readable)."""
+    pending = [value]
+    while pending:
+        found = pending.pop()
+        if isinstance(found, _GivenTwice):
+            return True
+        if isinstance(found, dict):
+            pending.extend(found.values())
+        elif isinstance(found, list):
+            pending.extend(found)
+    return False
 
 
 def _within(where: str, part: str) -> str:
