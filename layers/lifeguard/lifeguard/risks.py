@@ -129,7 +129,8 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 f"{path}.onError",
                 f"{script.name!r} runs under STOP_SEQUENCE: PCS logs its failure as a success (the node "
                 "ACTIVE and serving, the rest of its stage skipped) and only the node's own logs tell; "
-                "meant for debugging: set TERMINATE or CONTINUE once it is fixed",
+                "meant for debugging: once it is fixed, set TERMINATE or CONTINUE (`lifeguard undo` takes "
+                "back a quarantine of Lifeguard's)",
             )
         )
     if not source.is_pinned:

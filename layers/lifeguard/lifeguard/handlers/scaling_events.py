@@ -77,7 +77,8 @@ class BatchSummary(Skips):
     """What one batch did, for logs, metrics, tests and `lifeguard replay`.
 
     Every record is accounted for: `skipped` (not a valid record, or implausible; `skipped_reasons` says
-    why, by reason), `ignored` (valid, but of a status or without the ids the detection reads), or used.
+    why, by reason: a record of a status the detection reads that names no node or group among them),
+    `ignored` (valid, but of a status the detection does not read), or used.
     """
 
     records: int = 0
