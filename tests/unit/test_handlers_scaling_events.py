@@ -1100,7 +1100,10 @@ def test_a_damaged_state_item_holds_up_no_other_groups_reports() -> None:
     world.feed(LOOP)
     handler = reports_handler(world)
     of_other = {**REPORTED[0], "compute_node_group_id": OTHER, "instance_id": "i-0aaa0000000000001"}
-    ship(world, handler, [of_other, *REPORTED])
+    newest = max(r["ended_at"] for r in [of_other, *REPORTED]) + 60
+    world.clock.set(datetime.fromtimestamp(newest, UTC))
+    summary = handler.handle_messages((json.dumps(r), "(report)") for r in [of_other, *REPORTED])
+    assert summary.to_dict()["unreadable_groups"] == 1
     episode = world.state().episode
     assert episode is not None
     assert episode.suspect is not None

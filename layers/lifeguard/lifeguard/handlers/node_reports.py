@@ -62,6 +62,7 @@ class ReportsSummary(Skips):
     reports: int = 0
     ignored: int = 0
     failed_runs: int = 0
+    unreadable_groups: int = 0  # groups whose state item cannot be read: their reports stored, not judged
     events: list[ControllerEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +73,7 @@ class ReportsSummary(Skips):
             "skipped_reasons": dict(self.skipped_reasons),
             "ignored": self.ignored,
             "failed_runs": self.failed_runs,
+            "unreadable_groups": self.unreadable_groups,
             "events": [{"detail-type": e.detail_type, "detail": dict(e.detail)} for e in self.events],
         }
 
@@ -171,6 +173,7 @@ class NodeReportsHandler:
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
             logger.error("group %s not judged: %s; mend or delete its item (sk STATE)", clip(group_id), why)
+        summary.unreadable_groups = len(damaged)
         if damaged:
             self.metric("GroupsUnreadable", len(damaged))
         if budget.deferred:
