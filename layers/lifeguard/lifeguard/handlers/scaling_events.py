@@ -117,33 +117,33 @@ def stream_cluster(log_stream: str) -> str | None:
 
 def _unlisted(summary: BatchSummary, key: tuple[str, str], records: list[ScalingLogRecord]) -> None:
     """Skip the records of a group Lifeguard has no state of and PCS does not list in their cluster (no
-    PCS wrote them, or the group is gone), counted by record, said in one line."""
-    reason = "a group its cluster does not have"
-    summary.skipped += len(records)
-    summary.skipped_reasons[reason] += len(records)
-    logger.warning(
-        "skipped %d record(s) of group %s: %s (PCS does not list it in %s)",
-        len(records),
-        clip(key[1]),
-        reason,
-        clip(key[0]),
+    PCS wrote them, or the group is gone)."""
+    _skip_group(
+        summary, key, records, "a group its cluster does not have", f"PCS does not list it in {clip(key[0])}"
     )
 
 
 def _damaged(summary: BatchSummary, key: tuple[str, str], records: list[ScalingLogRecord], why: str) -> None:
-    """Skip the records of a group whose state item cannot be read (edited by hand, or damaged), counted by
-    record, said in one line: the batch's other groups go on, and so do this group's next batches, each
-    skipped alike until the item is mended or deleted (the group then starts afresh)."""
-    reason = "state item unreadable"
+    """Skip the records of a group whose state item cannot be read (edited by hand, or damaged): the
+    batch's other groups go on, and so do this group's next batches, each skipped alike until the item is
+    mended or deleted (the group then starts afresh)."""
+    said = f"{why}; mend or delete its item (pk {clip(group_key(*key), 300)}, sk STATE)"
+    _skip_group(summary, key, records, "state item unreadable", said, level=logging.ERROR)
+
+
+def _skip_group(
+    summary: BatchSummary,
+    key: tuple[str, str],
+    records: list[ScalingLogRecord],
+    reason: str,
+    said: str,
+    *,
+    level: int = logging.WARNING,
+) -> None:
+    """Skip the records of one group, counted by record under `reason`, said in one line."""
     summary.skipped += len(records)
     summary.skipped_reasons[reason] += len(records)
-    logger.error(
-        "skipped %d record(s) of group %s: %s; mend or delete its item (pk %s, sk STATE)",
-        len(records),
-        clip(key[1]),
-        why,
-        clip(group_key(*key), 300),
-    )
+    logger.log(level, "skipped %d record(s) of group %s: %s (%s)", len(records), clip(key[1]), reason, said)
 
 
 def _unlearned(
