@@ -180,7 +180,7 @@ def test_a_diff_entry_reads_as_one_line(change: dict[str, Any], line: str) -> No
 def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from lifeguard.event_contract import console_url, undo_command
+    from lifeguard.event_contract import console_url, nodes_console_url, undo_command
     from lifeguard.notify.slack import slack_message
     from lifeguard.notify.summary import summarize
 
@@ -199,13 +199,19 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     detail = {"cluster_id": "pcs_abc123de45", "compute_node_group_id": "pcs_abcdef01", "undo": command}
     summary = summarize("RemediationApplied", detail)
     assert summary.console == url
+    nodes = (
+        "https://eu-west-1.console.aws.amazon.com/ec2/home?region=eu-west-1"
+        "#Instances:tag:aws:pcs:compute-node-group-id=pcs_abcdef01"
+    )
+    assert summary.nodes == nodes
     assert summary.text().endswith(
-        f"Console: {url} (then Compute node groups › pcs_abcdef01)\nUndo: {command}\n"
+        f"Console: {url} (then Compute node groups › pcs_abcdef01)\nNodes: {nodes}\nUndo: {command}\n"
     )
     texts = [block["text"]["text"] for block in slack_message(summary, detail)["blocks"] if "text" in block]
     assert (
         f"<{url}|Open the cluster in the AWS PCS console>, then Compute node groups › pcs_abcdef01" in texts
     )
+    assert f"<{nodes}|The group's instances in the EC2 console>" in texts
     monkeypatch.setenv("LIFEGUARD_ON_LOCAL_AWS", "1")  # a replay's, pasted after it: never the stack's
     assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45 --local")
     monkeypatch.delenv("LIFEGUARD_ON_LOCAL_AWS")
@@ -214,6 +220,11 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     assert undo_command("pcs_abc123de45", "pcs_abcdef01").endswith("--cluster pcs_abc123de45")
     assert console_url("pcs_abc123de45", None) is None
     assert console_url("../x", "eu-west-1") is None
+    assert nodes_console_url("pcs_abcdef01", None) is None
+    assert nodes_console_url("x;y=z", "eu-west-1") is None  # no other filter rides on a group id
+    outside = summarize("RemediationApplied", {**detail, "compute_node_group_id": "x&y"})
+    assert outside.nodes is None
+    assert "Nodes:" not in outside.text()
 
 
 @pytest.mark.parametrize(
@@ -225,10 +236,14 @@ def test_in_the_stack_the_undo_line_runs_as_pasted_and_the_cluster_is_a_link(
     ],
 )
 def test_the_console_link_is_the_regions_partitions_console(region: str, host: str) -> None:
-    from lifeguard.event_contract import console_url
+    from lifeguard.event_contract import console_url, nodes_console_url
 
     link = f"https://{host}/pcs/home?region={region}#/clusters/pcs_abc123de45"
     assert console_url("pcs_abc123de45", region) == link
+    nodes = (
+        f"https://{host}/ec2/home?region={region}#Instances:tag:aws:pcs:compute-node-group-id=pcs_abcdef01"
+    )
+    assert nodes_console_url("pcs_abcdef01", region) == nodes
 
 
 def test_the_undo_line_is_made_from_the_ids_never_taken_from_the_event(

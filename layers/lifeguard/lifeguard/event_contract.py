@@ -41,6 +41,7 @@ __all__ = [
     "DETAIL_TYPES",
     "ENTRY_MAX_BYTES",
     "LOCAL_AWS_VARIABLE",
+    "NODE_GROUP_TAG",
     "RISKS_LISTED_MAX",
     "SIGNALS",
     "SOURCE",
@@ -54,12 +55,15 @@ __all__ = [
     "episode_event",
     "episode_signals",
     "make_detail",
+    "nodes_console_url",
     "risks_found",
     "risks_found_sentence",
     "undo_command",
 ]
 
 SOURCE = "lifeguard"
+# The tag PCS puts on each instance it launches, naming its compute node group's id.
+NODE_GROUP_TAG = "aws:pcs:compute-node-group-id"
 DetailType = Literal[
     "BootstrapLoopDetected",
     "RemediationApplied",
@@ -409,6 +413,20 @@ def console_url(cluster_id: str, region: str | None) -> str | None:
     if not region or not is_pcs_id(cluster_id):
         return None
     return f"https://{_console_host(region)}/pcs/home?region={region}#/clusters/{cluster_id}"
+
+
+def nodes_console_url(group_id: str, region: str | None) -> str | None:
+    """The group's instances in the EC2 console of the region's partition, found by the tag PCS puts on
+    every instance it launches for a group (`aws:pcs:compute-node-group-id`): the one address of the
+    console that opens on the group itself (None without a region or with an id not of PCS's form). Not
+    filtered by state: the instances a loop terminated show beside a node a quarantine kept."""
+    from lifeguard.bounds import is_pcs_id
+
+    if not region or not is_pcs_id(group_id):
+        return None
+    return (
+        f"https://{_console_host(region)}/ec2/home?region={region}#Instances:tag:{NODE_GROUP_TAG}={group_id}"
+    )
 
 
 def _console_host(region: str) -> str:

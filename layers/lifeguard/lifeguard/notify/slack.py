@@ -126,6 +126,8 @@ def slack_message(
     if summary.console:
         way = _escaped(summary.console_way)
         blocks.append(_section(f"<{summary.console}|Open the cluster in the AWS PCS console>, then {way}"))
+    if summary.nodes:
+        blocks.append(_section(f"<{summary.nodes}|The group's instances in the EC2 console>"))
     if summary.problems:
         lines = "\n".join(f"• {_escaped(line)}" for line in summary.problems)
         blocks.append(_section(f"*Not shown* (not valid in the event):\n{lines}"))

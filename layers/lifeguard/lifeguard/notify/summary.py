@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
-from lifeguard.event_contract import console_url, deployed_in, risks_found, undo_command
+from lifeguard.event_contract import console_url, deployed_in, nodes_console_url, risks_found, undo_command
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = [
@@ -75,6 +75,8 @@ class Summary:
     # of a group's own that AWS documents (its guide: select the cluster, Compute node groups, the group).
     console: str | None = None
     console_group: str = ""
+    # The group's own instances in the EC2 console (its failed nodes, a node a quarantine kept).
+    nodes: str | None = None
     evidence_title: str = "Evidence"  # a review's evidence is its risks
 
     @property
@@ -99,6 +101,8 @@ class Summary:
             lines += ["Change:", *(f"  {line}" for line in self.diff)]
         if self.console:
             lines.append(f"Console: {self.console} (then {self.console_way})")
+        if self.nodes:
+            lines.append(f"Nodes: {self.nodes}")
         if self.undo:
             lines.append(f"Undo: {self.undo}")
         if self.problems:
@@ -184,6 +188,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         undo=undo,
         console=console_url(str(cluster), deployed_in()[1]),
         console_group=one_line(group),
+        nodes=nodes_console_url(str(group), deployed_in()[1]),
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
