@@ -72,6 +72,7 @@ def test_the_article_loop_is_broken_by_a_quarantine_after_threshold_instances(si
     assert lca["final_config"] == expected
     # A node active with its failing script stopped: it serves (no drain step), and its reports said so.
     assert (lca["active_at_end"], lca["serving_at_end"], lca["drained_at_end"]) == (1, 1, 0)
+    assert lca["slurm_at_end"] == "idle"  # the article's STOP_SEQUENCE node: IDLE+CLOUD, taking jobs
     contained = document["events"][-1]["detail"]
     assert contained["suspect"]["script"] == "fail-terminate"
     assert contained["suspect"]["on_error"] == "STOP_SEQUENCE"
@@ -135,6 +136,12 @@ def test_against_pcs_alone_and_parallelclusters_protected_mode(simulator: Simula
     assert group(pcs)["first_serving_minute"] is None
     assert group(pcs)["bootstrap_failed"] >= 10
     assert group(pcs)["instance_minutes_wasted"] > 4 * group(alone)["instance_minutes_wasted"]
+    # As the article's sinfo: the node never reaches plain idle, and each failure's instance is the Reason.
+    assert {change["state"] for change in pcs["slurm"]} == {"idle#", "idle%", "idle~"}
+    reasons = {change["reason"] for change in pcs["slurm"] if change["state"] == "idle%"}
+    failed = [i["instance_id"] for i in pcs["instances"] if i["end"] == "BOOTSTRAP_FAILED"]
+    assert reasons == {f"Backing Instance Failed To Bootstrap: {instance}" for instance in failed}
+    assert group(pcs)["slurm_at_end"] != "idle"
     cluster = protected["baseline"]
     assert cluster["name"] == "parallelcluster"
     assert group(cluster)["bootstrap_failed"] == 10  # then it stops launching, and fixes nothing
@@ -445,6 +452,8 @@ def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_ou
     # Drained nodes were active, never serving: active and serving differ until the drain step is gone.
     drained = [i for i in document["instances"] if i["drained_minute"] is not None]
     assert len(drained) == THRESHOLD
+    assert "drain" in {change["state"] for change in document["slurm"]}
+    assert found["slurm_at_end"] == "idle"
     assert (
         found["final_config"]["stages"]["nodeReady"]
         == scenario_config("quarantine-drain-replaced")["stages"]["nodeReady"]
@@ -598,6 +607,7 @@ def test_for_people_the_timeline_the_diff_the_slack_message_and_the_table() -> N
     assert "TERMINATED/BOOTSTRAP_FAILED" in out
     assert "stages.nodeBootstrapped[0].onError: TERMINATE → STOP_SEQUENCE" in out
     assert "Slack: the message of Lifeguard's last change (" in out
+    assert "Slurm state at the end (sinfo)" in out
     # Its undo line cannot run once the simulation's local AWS is gone: said so under the message.
     assert "lifeguard undo " in out
     assert "that undo is for the simulation's own local AWS, gone with it" in " ".join(out.split())

@@ -155,6 +155,7 @@ def _run_part(run: Any) -> dict[str, Any]:
         "started_at": run.started_at,
         "groups": {name: run.group_summary(name) for name in run.groups},
         "instances": [instance.to_dict() for instance in run.instances],
+        "slurm": run.slurm(),
         "changes": run.changes,
         "timeline": run.timeline,
         "boots": run.boots,

@@ -42,6 +42,7 @@ from typing import Any
 
 from lifeguard.bounds import event_time
 from lifeguard_cli.simulate.scenario import SCRIPTS_BUCKET, Fault, GroupSpec, Scenario, ScenarioError
+from lifeguard_cli.simulate.slurm import node_states, states_at_end
 
 __all__ = ["BASELINE_NAMES", "MEASURES", "Instance", "RunOptions", "Surroundings", "TwinRun", "run_twin"]
 
@@ -58,6 +59,7 @@ MEASURES = (
     ("instance_minutes_wasted", "instance minutes wasted"),
     ("active_at_end", "nodes active at the end"),
     ("serving_at_end", "nodes serving at the end"),
+    ("slurm_at_end", "Slurm state at the end (sinfo)"),
 )
 BASELINE_NAMES = {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}
 # As Lambda retries an asynchronous invocation that failed: twice, about one and two minutes later.
@@ -147,6 +149,7 @@ class Instance:
     ended: float | None = None
     end: str | None = None
     pending_replacement: bool = False
+    pending_at: float | None = None
     booted: bool = False
 
     @property
@@ -173,6 +176,7 @@ class Instance:
             "registered_minute": _minutes(self.registered),
             "active_minute": _minutes(self.active),
             "drained_minute": _minutes(self.drained),
+            "pending_replacement_minute": _minutes(self.pending_at),
             "ended_minute": _minutes(self.ended),
             "end": self.end,
         }
@@ -241,7 +245,12 @@ class TwinRun:
             "replaced": ends.count("REPLACEMENT_REQUESTED"),
             "unhealthy": ends.count("UNHEALTHY_NODE"),
             "protected_minute": _minutes(group.protected_at),
+            "slurm_at_end": states_at_end(self.slurm(), name),
         }
+
+    def slurm(self) -> list[dict[str, Any]]:
+        """What Slurm showed of each node slot over the run (`slurm.node_states`)."""
+        return node_states((instance.to_dict() for instance in self.instances), self.horizon / 60)
 
     @staticmethod
     def _recovery(instances: list[Instance]) -> float | None:
@@ -577,7 +586,7 @@ class _Twin:
     def _pending(self, instance: Instance) -> None:
         if not instance.alive or instance.pending_replacement:
             return
-        instance.pending_replacement = True
+        instance.pending_replacement, instance.pending_at = True, self.now
         self._scaling(
             instance, "PENDING_REPLACEMENT", "NODE_GROUP_UPDATE", "pending replacement node group update"
         )
