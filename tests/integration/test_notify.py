@@ -46,6 +46,7 @@ class Env:
         slack = SlackChannel(
             webhook,
             sleep=self.sleeps.append,
+            clock=lambda: sum(self.sleeps),  # time passes as the channel sleeps, and only then
             timeout_seconds=timeout_seconds,
             metric=lambda name, value: self.metrics.append(name),
         )
@@ -140,6 +141,59 @@ def test_slack_pace_holds_across_concurrent_senders_through_the_table(env: Env) 
     second.send(summarize(applied["detail-type"], applied["detail"]), applied["detail"])
     assert env.sleeps == [1.0]
     assert len(env.slack.messages) == 1
+
+
+def test_a_retry_after_longer_than_the_sender_may_wait_is_not_posted_early_nor_by_the_next_sender(
+    env: Env,
+) -> None:
+    from lifeguard.notify.slack import SlackError
+
+    env.slack.fail_next(429, retry_after="120")
+    sleeps: list[float] = []
+
+    def channel() -> SlackChannel:  # one clock, passing only as the channels sleep
+        return SlackChannel(lambda: env.slack.url, sleep=sleeps.append, clock=lambda: sum(sleeps))
+
+    applied = event()
+    summary = summarize(applied["detail-type"], applied["detail"])
+    with pytest.raises(SlackError, match=r"no message for 120 s \(HTTP 429, Retry-After\)"):
+        channel().send(summary, applied["detail"])
+    assert (env.slack.attempts, sleeps) == (1, [])  # it gave up at once: nothing posted 30 s later
+    channel().send(summary, applied["detail"])  # the next sender on the webhook waits the rest out
+    assert sum(sleeps) >= 120
+    assert (env.slack.attempts, len(env.slack.messages)) == (2, 1)
+
+
+def test_a_retry_after_is_waited_in_the_shared_pace_within_the_time_the_invocation_has(env: Env) -> None:
+    from lifeguard.notify.slack import SEND_MARGIN_SECONDS, SlackError
+
+    sleeps: list[float] = []
+
+    def store() -> NoticeStore:
+        client = aws_client("dynamodb", env.local.moto.endpoint_url)
+        return NoticeStore(client, env.table, clock=lambda: 1.8e9 + sum(sleeps))
+
+    left = SEND_MARGIN_SECONDS + 20  # 20 s to wait in, at most
+    sender = SlackChannel(
+        lambda: env.slack.url,
+        sleep=sleeps.append,
+        pacer=store().reserve_post,
+        time_left=lambda: left - sum(sleeps),
+    )
+    applied = event()
+    summary = summarize(applied["detail-type"], applied["detail"])
+    env.slack.fail_next(429, retry_after="5")
+    sender.send(summary, applied["detail"])  # within what it may wait: waited in the pace, then posted
+    (waited,) = sleeps
+    assert 5.0 <= waited <= 6.0  # what Slack asked for, and at most the webhook's pace of a second more
+    assert (env.slack.attempts, len(env.slack.messages)) == (2, 1)
+    env.slack.fail_next(429, retry_after="30")
+    with pytest.raises(SlackError, match="longer than this invocation can wait"):
+        sender.send(summary, applied["detail"])
+    assert sum(sleeps) <= left - SEND_MARGIN_SECONDS  # never waited past the invocation's time
+    # Another invocation's sender finds the webhook held for the 30 s Slack asked for.
+    webhook = hashlib.sha256(env.slack.url.encode()).hexdigest()
+    assert store().reserve_post(webhook, 1.0) >= 29.0
 
 
 def test_slack_500s_and_a_timeout_are_retried(env: Env) -> None:

@@ -44,6 +44,8 @@ _NEXT_POST: dict[str, float] = {}
 Pacer = Callable[[str, float, "float | None"], "float | None"]
 # Of the invocation's time left, what a post needs after its wait: its attempts' timeouts and backoff.
 SEND_MARGIN_SECONDS = 40.0
+# The longest a 429's Retry-After is taken at: a webhook held for more is held for an hour.
+RETRY_AFTER_MAX_SECONDS = 3600.0
 
 
 class SlackError(LifeguardError):
@@ -380,7 +382,16 @@ class SlackChannel:
             except urllib.error.HTTPError as exc:
                 problem = f"HTTP {exc.code}"
                 if exc.code == 429:
-                    delay = self._retry_after(exc.headers.get("Retry-After"), delay)
+                    # No message before the time Slack asked for, from this sender or any other: the
+                    # webhook's pace is held that long, and the next attempt waits in it.
+                    hold = self._retry_after(exc.headers.get("Retry-After"), delay)
+                    self._hold(url, hold)
+                    if hold > self._longest_wait():
+                        raise SlackError(
+                            f"Slack asked for no message for {hold:g} s (HTTP 429, Retry-After), longer than "
+                            "this invocation can wait; it is retried once that time is over"
+                        ) from None
+                    delay = 0.0
                 elif exc.code in _GONE and not reread:
                     reread = True
                     fresh = getattr(self._webhook, "fresh", None)
@@ -408,14 +419,37 @@ class SlackChannel:
                 )
             if attempt < self.attempts:
                 self._metric("SlackRetries", 1)
-                self._sleep(delay)
+                if delay > 0:
+                    self._sleep(delay)
         raise SlackError(f"Slack message not delivered after {self.attempts} attempts: {problem}")
 
-    def _retry_after(self, header: str | None, default: float) -> float:
+    @staticmethod
+    def _retry_after(header: str | None, default: float) -> float:
+        """Seconds a 429's Retry-After asks for (`default` when it says none), at most an hour."""
         try:
-            return min(self.max_retry_after_seconds, max(0.0, float(header or default)))
+            seconds = float(header or default)
         except ValueError:
             return default
+        return min(RETRY_AFTER_MAX_SECONDS, seconds) if seconds > 0 else 0.0
+
+    def _longest_wait(self) -> float:
+        """The longest a post may wait here: `max_retry_after_seconds`, and no more than the invocation has
+        left for it (its time less what a post needs after its wait)."""
+        longest = self.max_retry_after_seconds
+        if self._time_left is not None:
+            longest = min(longest, self._time_left() - SEND_MARGIN_SECONDS)
+        return longest
+
+    def _hold(self, url: str, seconds: float) -> None:
+        """Take no message on the webhook for `seconds` from now, whoever sends it: the shared pace's next
+        free slot moves past that (the table's, for every invocation; else this process's)."""
+        key = hashlib.sha256(url.encode()).hexdigest()
+        if self._pacer is not None:
+            self._pacer(key, seconds, None)  # a slot now, the next one `seconds` after it
+            return
+        with self._guard:
+            until = self._clock() + seconds
+            _NEXT_POST[key] = max(_NEXT_POST.get(key, until), until)
 
     def _pace(self, url: str) -> None:
         key = hashlib.sha256(url.encode()).hexdigest()
