@@ -106,6 +106,21 @@ def test_words_are_matched_whole_with_their_endings_not_as_prefixes() -> None:
     assert codes(config(*ready)) == [("node-ready-races-jobs", "stages.nodeReady[0]")]
 
 
+def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
+    # PCS takes `VerifyMounts` as it takes `verify-mounts`: how a name is written decides no warning.
+    for name in ("VerifyMounts", "runHealthChecks", "GPUValidation", "ReportInventory"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [
+            ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+        ], name
+    for name in ("LoginNodeSetup", "RestoreCheckpointDir", "TestbedTune"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    ready = [("nodeReady", script(name, onError="CONTINUE")) for name in ("InstallCuda", "FSx", "hello")]
+    assert codes(config(*ready)) == [
+        ("node-ready-races-jobs", "stages.nodeReady[0]"),
+        ("node-ready-races-jobs", "stages.nodeReady[1]"),
+    ]
+
+
 def test_setup_work_in_node_ready_races_jobs() -> None:
     actions = config(
         ("nodeReady", script("install-cuda", onError="CONTINUE")),

@@ -79,8 +79,18 @@ _OPTIONAL = _words(_OPTIONAL_WORDS)
 _SETUP = _words(_SETUP_WORDS)
 
 
+# Where a name written in camelCase or PascalCase has a word boundary: `VerifyMounts`, `installCUDA`,
+# `NFSMount` read as the words kebab-case would give.
+_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
 def _has_word(text: str, words: re.Pattern[str]) -> bool:
-    return any(words.fullmatch(word) for word in re.split(r"[^a-z0-9]+", text.lower()) if word)
+    """Whether `text` holds one of `words`, read as written (`FSx`) and split at its case (`VerifyMounts`)."""
+    found = {
+        *re.split(r"[^a-z0-9]+", text.lower()),
+        *re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower()),
+    }
+    return any(words.fullmatch(word) for word in found if word)
 
 
 @dataclass(frozen=True)
