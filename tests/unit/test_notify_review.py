@@ -77,6 +77,8 @@ def test_a_risky_change_is_sent_as_a_warning_naming_who_which_group_when_and_the
     assert "Risks:" in sns_message(summary, detail)
     blocks = slack_message(summary, detail)["blocks"]
     assert any("unpinned-mutable-source" in block.get("text", {}).get("text", "") for block in blocks)
+    titled = [block["text"]["text"] for block in blocks if "unpinned-mutable-source" in str(block)]
+    assert titled[0].startswith("*Risks*\n")  # as the SNS text says: a review's evidence is its risks
 
 
 def test_the_risks_told_are_bounded_in_number_and_length() -> None:

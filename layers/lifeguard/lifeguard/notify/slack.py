@@ -114,7 +114,7 @@ def slack_message(
     ]
     if summary.evidence:
         lines = "\n".join(f"• {_escaped(line)}" for line in summary.evidence)
-        blocks.append(_section(f"*Evidence*\n{lines}"))
+        blocks.append(_section(f"*{summary.evidence_title}*\n{lines}"))
     if summary.suspect:
         blocks.append(_section(f"*Failing script*: {_escaped(summary.suspect)}"))
         if summary.log_tail:
