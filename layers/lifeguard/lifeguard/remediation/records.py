@@ -50,6 +50,7 @@ _CONFIG = optional(json_object())
     fingerprint_before=_TEXT,
     fingerprint_after=_TEXT,
     modified_at_after=optional(integer()),
+    modified_at_before=optional(integer()),
     undone_at=optional(number()),
     status=literal(*get_args(ChangeStatus)),
     client_token=_MAYBE_TEXT,
@@ -75,6 +76,9 @@ class AppliedChange(Model):
     fingerprint_before: str
     fingerprint_after: str
     modified_at_after: int | None = None
+    # The group's modifiedAt as read under the lock when the change was set out (None: an older
+    # release's): a retry that finds the configuration from before, set again since, makes nothing.
+    modified_at_before: int | None = None
     undone_at: float | None = None
     status: ChangeStatus = "applied"
     client_token: str | None = None

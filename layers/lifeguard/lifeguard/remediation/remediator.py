@@ -90,6 +90,9 @@ class _MovedOnError(LifeguardError):
 _NOT_TAKEN = frozenset(
     {"ThrottlingException", "ConflictException", "429", "EndpointConnectionError", "ConnectTimeoutError"}
 )
+# Failures after PCS answered the update as taken: an answer that cannot be read or trusted (ids or an ARN
+# not of PCS's form, a body cut short). PCS may have made the change: its intent is never let go for them.
+_ANSWERED = frozenset({"InvalidAnswer", "ResponseParserError", "IncompleteReadError"})
 
 
 class RemediationParkedError(LifeguardError):
@@ -307,26 +310,17 @@ class Remediator:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         ledger = self.store.ledger(cluster_id, group_id)
         intent = ledger.intent(detection.episode_id, detection.revision)
-        if intent is not None:
-            return self._reconcile(detection, ledger, intent, deadline), detection
         state = self.states.load(cluster_id, group_id)
+        if intent is not None:
+            # A retry or a redrive of a change set out before: whatever it says, what is decided and told
+            # is Lifeguard's own (the intent, the episode), as for a first delivery.
+            return self._reconcile(detection, ledger, intent, deadline), _as_known(detection, state)
         unmatched = rails.unmatched(detection, state, ledger)
         if unmatched is not None:
             self.metric("RefusedDetections", 1)
             refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)
             return refused, detection
-        episode = state.episode
-        assert episode is not None  # matched
-        replacement = episode.replacement_revision == detection.revision
-        detection = detection.model_copy(
-            update={
-                "kind": "replacement" if replacement else episode.kind,
-                "failures": [
-                    f.model_dump() for f in (episode.unhealthy if replacement else episode.failures)
-                ],
-                "suspect": episode.suspect.model_dump() if episode.suspect else None,
-            }
-        )
+        detection = _as_known(detection, state)
         return self._decide_matched(detection, state, ledger, deadline), detection
 
     def _decide_matched(
@@ -403,7 +397,16 @@ class Remediator:
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
         said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
-        return self._apply(detection, ledger, plan, before=before, mode=mode, said=said, deadline=deadline)
+        return self._apply(
+            detection,
+            ledger,
+            plan,
+            before=before,
+            modified_at=group.modified_at_ms,
+            mode=mode,
+            said=said,
+            deadline=deadline,
+        )
 
     def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
         """Changes set out for other detections and still pending (PCS failed them until their events were
@@ -501,11 +504,13 @@ class Remediator:
         plan: Plan,
         *,
         before: dict[str, Any] | None,
+        modified_at: int,
         mode: str,
         said: str,
         deadline: float,
     ) -> _Verdict:
-        """Record the intent of `plan`, then make the change (the one path for every change)."""
+        """Record the intent of `plan` (on the group as read under the lock: `before`, last modified at
+        `modified_at`), then make the change (the one path for every change)."""
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         now = self.clock()
         after = plan.config_after or {}
@@ -521,6 +526,7 @@ class Remediator:
             config_after=after,
             fingerprint_before=fingerprint_of(before),
             fingerprint_after=fingerprint_after,
+            modified_at_before=modified_at,
             status="pending",
             client_token=CLIENT_TOKEN_PREFIX + hashlib.sha256(seed.encode()).hexdigest()[:40],
             mode=mode,
@@ -563,7 +569,14 @@ class Remediator:
             text = f"{said} (PCS had taken the change before it was confirmed; recorded on a retry)"
             return _Verdict("applied", mode, intent.action, text, False, intent.config_before, plan)
         if current == intent.fingerprint_before:
-            if group.modified_at_ms != detection.config_modified_at:
+            # When the group was last changed before the change was set out, as read then (an older
+            # release's intent does not say: the detection's, which its rails matched to the group).
+            untouched_at = (
+                intent.modified_at_before
+                if intent.modified_at_before is not None
+                else detection.config_modified_at
+            )
+            if group.modified_at_ms != untouched_at:
                 # The configuration from before, but set again since (PCS took the change and someone put
                 # the old one back, or changed something else): made now, it would undo their work.
                 return self._unconfirmed(
@@ -658,7 +671,8 @@ class Remediator:
             attempts = self.attempts
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
-            if not is_transient(exc) or not any(taken):
+            refused = not is_transient(exc) and exc.code not in _ANSWERED
+            if refused or not any(taken):
                 # PCS refused the change itself (a value, a permission), or refused every attempt for
                 # throttling or a conflict: it did not make it, so the intent is let go, and a retry or
                 # redrive decides afresh. Left pending, it would hold off an operator's undo of Lifeguard's
@@ -838,6 +852,31 @@ def _drain_step_is_lifeguards(ledger: Ledger) -> bool:
         if before != after:
             put_in = after
     return put_in
+
+
+def _as_known(detection: LoopDetection, state: GroupState) -> LoopDetection:
+    """The detection with its evidence and suspect as its episode holds them (the open one, or the one
+    that ended last), not as the event says them: anyone who can put events on the bus can write those.
+    An episode the state no longer holds leaves the event's failures (ids and times of PCS's form) and
+    drops its suspect, whose log tail is the event's own text."""
+    episode = next(
+        (
+            e
+            for e in (state.episode, state.last_episode)
+            if e is not None and e.episode_id == detection.episode_id
+        ),
+        None,
+    )
+    if episode is None:
+        return detection.model_copy(update={"suspect": None})
+    replacement = episode.replacement_revision == detection.revision
+    return detection.model_copy(
+        update={
+            "kind": "replacement" if replacement else episode.kind,
+            "failures": [f.model_dump() for f in (episode.unhealthy if replacement else episode.failures)],
+            "suspect": episode.suspect.model_dump() if episode.suspect else None,
+        }
+    )
 
 
 def _plan_of(change: AppliedChange) -> Plan:
