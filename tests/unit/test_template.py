@@ -25,6 +25,7 @@ from lifeguard.store.remediations import RemediationStore
 from lifeguard_cli.template import expanded_template, load_template
 
 TEMPLATE = Path(__file__).parents[2] / "template.yaml"
+README = TEMPLATE.parent / "README.md"
 
 LAYER = TEMPLATE.parent / "layers" / "lifeguard" / "lifeguard"
 # What the Lambda runtime does for every function: write its own log group.
@@ -524,3 +525,68 @@ def test_the_role_check_refuses_what_iam_would_and_reads_a_transaction_item_by_i
         check.function.reset(token)
     check.call(client, "UpdateComputeNodeGroup", {})  # no function's code: a test's own setup
     assert check.refused == ["NotifyRole does not allow pcs:UpdateComputeNodeGroup (UpdateComputeNodeGroup)"]
+
+
+# The most ClusterIds the README and the template's description promise.
+CLUSTER_IDS_MAX = 20
+ROLE_INLINE_POLICIES_MAX = 10_240  # IAM: characters of all a role's inline policies, whitespace not counted
+
+
+def _policy_chars(document: Any, stack: str) -> int:
+    """A policy document's size as IAM counts it once deployed, its intrinsics given the longest values
+    they can take: a 128-character stack name in the GovCloud partition (physical names and ARNs made
+    from it are longest there)."""
+    text = json.dumps(document, separators=(",", ":"))
+    text = re.sub(r'\{"Fn::Sub":"([^"]*)"\}', lambda m: f'"{m.group(1)}"', text)
+    arn = "arn:aws-us-gov:service:us-gov-west-1:123456789012:{}-{}-ABCDEFGHIJKL:*"
+    text = re.sub(r'\{"Fn::GetAtt":\["(\w+)","Arn"\]\}', lambda m: f'"{arn.format(stack, m.group(1))}"', text)
+    text = re.sub(r'\{"Ref":"(\w+)"\}', lambda m: f'"{stack}-{m.group(1)}-ABCDEFGHIJKL"', text)
+    for name, value in {
+        "${AWS::Partition}": "aws-us-gov",
+        "${AWS::Region}": "us-gov-west-1",
+        "${AWS::AccountId}": "123456789012",
+        "${AWS::StackName}": stack,
+    }.items():
+        text = text.replace(name, value)
+    text = re.sub(r"\$\{[\w.]+\}", "p" * 150, text)  # a parameter or attribute (a secret's ARN, a bucket's)
+    assert "${" not in text, text  # every intrinsic given a value
+    assert '{"Fn::' not in text, text
+    return len(re.sub(r"\s", "", text))
+
+
+def test_every_role_s_inline_policies_fit_iam_s_limit_at_the_most_cluster_ids_promised() -> None:
+    # Each cluster id adds a policy to the roles: past IAM's 10,240 characters a role, the deploy fails.
+    stack = "s" * 128
+    ids = tuple(f"pcs_{n:010d}" for n in range(CLUSTER_IDS_MAX))  # PCS's ids: pcs_ and ten characters
+    everything = resources(ids)
+    sizes: dict[str, int] = {}
+    for name, resource in everything.items():
+        if resource["Type"] == "AWS::IAM::Role":
+            for listed in resource["Properties"].get("Policies", []):
+                sides = listed["Fn::If"][1:] if "Fn::If" in listed else [listed]
+                largest = max(
+                    _policy_chars(s["PolicyDocument"], stack) for s in sides if "PolicyDocument" in s
+                )
+                sizes[name] = sizes.get(name, 0) + largest
+    for resource in everything.values():
+        if resource["Type"] == "AWS::IAM::Policy" and resource.get("Condition") != "AnyCluster":
+            for role in resource["Properties"]["Roles"]:
+                size = _policy_chars(resource["Properties"]["PolicyDocument"], stack)
+                sizes[role["Ref"]] = sizes.get(role["Ref"], 0) + size
+    largest_role, largest = max(sizes.items(), key=lambda item: item[1])
+    assert largest <= ROLE_INLINE_POLICIES_MAX, f"{largest_role}: {largest} characters"
+    assert sizes["RemediateRole"] > 8_000  # the count sees the per-cluster policies (about 340 each)
+    promised = f"At most {CLUSTER_IDS_MAX}"
+    assert promised in README.read_text()
+    assert promised in " ".join(template()["Parameters"]["ClusterIds"]["Description"].split())
+
+
+def test_the_stack_set_steps_take_the_template_by_s3_when_it_is_past_what_a_body_takes() -> None:
+    # CreateStackSet's TemplateBody takes at most 51,200 bytes; past that, TemplateURL.
+    text = README.read_text()
+    steps = text[text.index("**Many accounts (StackSets).**") :]
+    steps = steps[: steps.index("\n## ")]
+    if TEMPLATE.stat().st_size > 51_200:
+        assert "--template-body file://" not in steps
+        assert "--template-url https://" in steps
+        assert "aws s3 cp packaged.yaml s3://" in steps
