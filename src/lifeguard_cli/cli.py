@@ -811,6 +811,13 @@ def status(
         operator = _operator(table, local, stack_name, region, profile)
         rows = operator.status(cluster)
     _say_unreadable("status", operator.unreadable)
+    if operator.tags_unread:
+        codes = ", ".join(sorted(set(operator.tags_unread.values()))[:3])
+        typer.echo(
+            f"lifeguard status: the mode of {len(operator.tags_unread)} group(s) is from the tags Lifeguard "
+            f"last read, not as they are now: PCS answered {codes} (grant pcs:ListTagsForResource)",
+            err=True,
+        )
     stack = operator.stack
     if as_json:
         document = {"stack": stack.to_dict() if stack else None, "groups": [row.to_dict() for row in rows]}

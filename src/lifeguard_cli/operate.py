@@ -72,6 +72,7 @@ class GroupStatus:
     episode: dict[str, Any] | None
     last_action: dict[str, Any] | None
     proven_good: str | None
+    tags_from: str = "pcs"  # "pcs" (read as status ran) or "table" (as Lifeguard last read them)
 
     @property
     def shown_mode(self) -> str:
@@ -88,6 +89,7 @@ class GroupStatus:
             "mode": self.mode,
             "mode_source": self.mode_source,
             "mode_problem": self.mode_problem,
+            "tags_from": self.tags_from,
             "open_episode": self.episode,
             "last_action": self.last_action,
             "proven_good_fingerprint": self.proven_good,
@@ -222,6 +224,8 @@ class Operator:
         dynamodb = client("dynamodb")
         self.states = GroupStore(dynamodb, table)
         self.unreadable: list[str] = []  # state items of the table that could not be read (left out)
+        # Groups whose tags PCS would not give as status ran (shown as last read): PCS's error code.
+        self.tags_unread: dict[tuple[str, str], str] = {}
         self.remediation = RemediationStore(dynamodb, table)
         self._pcs_client: PcsGateway | None = None
         self.stack = stack
@@ -261,6 +265,7 @@ class Operator:
                     episode=_episode(state),
                     last_action=_last_action(last[0]) if last else None,
                     proven_good=state.proven_good.fingerprint if state.proven_good else None,
+                    tags_from="table" if (state.cluster_id, state.group_id) in self.tags_unread else "pcs",
                 )
             )
         return rows
@@ -275,7 +280,8 @@ class Operator:
         try:
             arn = config.arn or self.pcs.get_group(state.cluster_id, state.group_id).arn
             return self.pcs.list_tags(arn) if arn else config.tags
-        except AwsCallError:
+        except AwsCallError as exc:
+            self.tags_unread[(state.cluster_id, state.group_id)] = exc.code
             return config.tags
 
     def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:

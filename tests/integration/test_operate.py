@@ -151,6 +151,17 @@ def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> N
     env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "revert"})
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
     assert (row["mode"], row["mode_source"], row["mode_problem"]) == ("revert", "tag", None)
+    assert row["tags_from"] == "pcs"
+    # Tags PCS will not give (the operator's role lacks the grant): the last read, and said so.
+    assert env.pcs is not None
+    env.pcs.inject_fault("AccessDeniedException", operation="ListTagsForResource", times=1)
+    refused = env.run("status", "--json")
+    (row,) = json.loads(refused.stdout)["groups"]
+    assert (row["mode"], row["tags_from"]) == ("quarantine", "table")  # as Lifeguard last read them
+    assert refused.stderr.splitlines()[-1] == (
+        "lifeguard status: the mode of 1 group(s) is from the tags Lifeguard last read, not as they are "
+        "now: PCS answered AccessDeniedException (grant pcs:ListTagsForResource)"
+    )
     env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "bogus"})
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
     assert row["mode_source"] == "default"
