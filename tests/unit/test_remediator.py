@@ -789,12 +789,18 @@ def test_undo_refuses_when_lifeguard_s_configuration_was_set_again_by_someone_el
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
-def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_not_call_it_applied() -> None:
+def _parked_once() -> tuple[World, Remediator, dict[str, Any]]:
+    """The article's group, and a detection whose quarantine PCS fails (500s) until the event is parked."""
     world = World()
     world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
     remediator, event = world.remediator(), world.detection()
     with pytest.raises(RemediationParkedError):
         remediator.handle_event(event)
+    return world, remediator, event
+
+
+def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_not_call_it_applied() -> None:
+    world, remediator, event = _parked_once()
     assert world.group()["nodeLifecycleActions"] == TERMINATE  # the quarantine is set out, not taken
     world.person_sets(GOOD)  # the owner mends the group by hand meanwhile
     operator = world.operator()
@@ -814,11 +820,7 @@ def test_a_change_pcs_never_took_is_not_undone_even_forced_and_its_retry_does_no
 
 
 def test_a_forged_redrive_naming_the_groups_new_modified_at_does_not_overwrite_a_persons_reset() -> None:
-    world = World()
-    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
-    remediator, event = world.remediator(), world.detection()
-    with pytest.raises(RemediationParkedError):
-        remediator.handle_event(event)
+    world, remediator, event = _parked_once()
     world.person_sets(TERMINATE)  # someone sets the group again: the same configuration, a new modifiedAt
     now_modified = int(world.group()["modifiedAt"].timestamp() * 1000)
     assert now_modified != event["detail"]["config_modified_at"]
@@ -834,11 +836,7 @@ def test_a_forged_redrive_naming_the_groups_new_modified_at_does_not_overwrite_a
 
 
 def test_a_redrive_tells_the_episodes_evidence_and_suspect_not_the_events() -> None:
-    world = World()
-    world.pcs.inject_fault("InternalServerException", operation="UpdateComputeNodeGroup", times=6)
-    remediator, event = world.remediator(), world.detection()
-    with pytest.raises(RemediationParkedError):
-        remediator.handle_event(event)
+    world, remediator, event = _parked_once()
     forged = copy.deepcopy(event)
     forged["detail"]["suspect"] = {
         **event["detail"]["suspect"],

@@ -48,6 +48,11 @@ SEND_MARGIN_SECONDS = 40.0
 RETRY_AFTER_MAX_SECONDS = 3600.0
 
 
+def _webhook_key(url: str) -> str:
+    """A webhook's key in the shared pace: its URL's hash (the URL is the credential, never stored)."""
+    return hashlib.sha256(url.encode()).hexdigest()
+
+
 class SlackError(LifeguardError):
     """A Slack message could not be delivered; the message never contains the webhook URL."""
 
@@ -443,7 +448,7 @@ class SlackChannel:
     def _hold(self, url: str, seconds: float) -> None:
         """Take no message on the webhook for `seconds` from now, whoever sends it: the shared pace's next
         free slot moves past that (the table's, for every invocation; else this process's)."""
-        key = hashlib.sha256(url.encode()).hexdigest()
+        key = _webhook_key(url)
         if self._pacer is not None:
             self._pacer(key, seconds, None)  # a slot now, the next one `seconds` after it
             return
@@ -452,7 +457,7 @@ class SlackChannel:
             _NEXT_POST[key] = max(_NEXT_POST.get(key, until), until)
 
     def _pace(self, url: str) -> None:
-        key = hashlib.sha256(url.encode()).hexdigest()
+        key = _webhook_key(url)
         if self._pacer is not None:
             # Shared by every concurrent invocation: each takes the webhook's next free slot, one it can
             # wait for; else the message is retried later (Lambda's retry), holding up no one meanwhile.

@@ -173,6 +173,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     diff = tuple(diff_line(change) for change in detail.get("diff") or [])
     log_tail = str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] if suspect else ""
     undo = _undo_line(detail, cluster, group)
+    region = deployed_in()[1]
     # Every value from an event is shown as text: none can forge a line of the message (an "Undo:" line of
     # its own) or reach a terminal or mail reader as an escape sequence.
     return Summary(
@@ -186,9 +187,9 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         action=one_line(action) if action else None,
         diff=tuple(one_line(line) for line in diff),
         undo=undo,
-        console=console_url(str(cluster), deployed_in()[1]),
+        console=console_url(str(cluster), region),
         console_group=one_line(group),
-        nodes=nodes_console_url(str(group), deployed_in()[1]),
+        nodes=nodes_console_url(str(group), region),
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
