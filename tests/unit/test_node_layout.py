@@ -3,6 +3,7 @@ and files written whole with PCS's modes."""
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 
@@ -68,6 +69,22 @@ def test_ensure_dir_sets_the_folder_mode_even_on_an_existing_folder(tmp_path: Pa
     folder.mkdir(mode=0o777)
     assert ensure_dir(folder) == folder
     assert stat.S_IMODE(folder.stat().st_mode) == DIR_MODE
+
+
+def test_ensure_dir_gives_every_folder_it_makes_the_mode_whatever_the_umask(tmp_path: Path) -> None:
+    """Under umask 000 the parents of the script cache must not be world-writable: anyone could swap the
+    cached script root runs on the next reboot."""
+    previous = os.umask(0)
+    try:
+        ensure_dir(tmp_path / "etc" / "amazon" / "cache")
+    finally:
+        os.umask(previous)
+    for folder in ("etc", "etc/amazon", "etc/amazon/cache"):
+        assert stat.S_IMODE((tmp_path / folder).stat().st_mode) == DIR_MODE, folder
+    (tmp_path / "opt").mkdir(mode=0o755)
+    os.chmod(tmp_path / "opt", 0o755)
+    ensure_dir(tmp_path / "opt" / "lifeguard")
+    assert stat.S_IMODE((tmp_path / "opt").stat().st_mode) == 0o755  # a folder it did not make is left
 
 
 def test_a_run_s_output_is_cut_to_its_last_4_kib_of_utf8_once_for_node_and_lambdas() -> None:

@@ -123,8 +123,18 @@ def read_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create `path` (and parents) with PCS's folder mode."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    """Create `path` (and the parents it lacks) with PCS's folder mode. Each folder made gets the mode
+    itself: `mkdir(parents=True)` leaves parents at the umask, and a world-writable parent of the script
+    cache would let anyone swap a script that root runs on the next reboot."""
+    missing: list[Path] = []
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile by another writer: given the mode below
+            made.mkdir(mode=DIR_MODE)
+        os.chmod(made, DIR_MODE)
     os.chmod(path, DIR_MODE)
     return path
 
