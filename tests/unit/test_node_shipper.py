@@ -389,6 +389,22 @@ def test_a_record_no_executor_writes_is_passed_over_and_holds_up_no_report(tmp_p
     assert len(message) < 2_000
 
 
+def test_a_carriage_return_in_executor_log_holds_up_no_report(tmp_path: Path) -> None:
+    """A line with a lone \\r (a process's progress bar written into executor.log) was split there, its
+    first piece taken for a record still being written: the shipper waited on it for ever, the TERMINATE
+    report after it too."""
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
+    with layout.executor_log.open("w", newline="") as log:
+        log.write("downloading 10%\rdownloading 100%\n")
+        log.write(_executor_record(script="fail-terminate", exit_code=1))
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    shipper.run(once=True)
+    assert [json.loads(m)["script"] for m in sink.messages] == ["fail-terminate"]
+    assert shipper.skipped_lines == 1
+
+
 def test_a_skipped_script_is_reported_under_its_own_on_error(tmp_path: Path) -> None:
     """A script skipped after a TERMINATE failure was reported as TERMINATE whatever its onError: its
     executor.log record left it out."""

@@ -568,9 +568,9 @@ class Shipper:
             self.state.executor_offset = offset + len(data)
             return reports
         waited = False
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break  # a record still being written (or the rest of this read)
+        start = 0
+        while (end := data.find(b"\n", start) + 1) > 0:  # lines end at \n only: a lone \r is a character
+            line, start = data[start:end], end
             outcome = self._handle(line, reports)
             if outcome == "wait":
                 waited = True
