@@ -84,6 +84,8 @@ def test_a_state_as_saved_is_loaded_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "shipper-state.json"
     saved = _State(
         executor_offset=120,
+        executor_inode=42,
+        executor_head=b'{"timestamp":"2026-10-21T00:49:33.129571Z"'.hex(),
         script_offsets={"a.log": 7},
         script_marks={"a.log": b"[end a exit=0 @ 1]\n".hex()},
         boot=3,
@@ -403,6 +405,54 @@ def test_a_carriage_return_in_executor_log_holds_up_no_report(tmp_path: Path) ->
     shipper.run(once=True)
     assert [json.loads(m)["script"] for m in sink.messages] == ["fail-terminate"]
     assert shipper.skipped_lines == 1
+
+
+def _failure_at(at: int, script: str) -> str:
+    when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return _executor_record(timestamp=when, script=script, exit_code=1)
+
+
+def _scripts_shipped(shipper: Shipper, sink: ListSink) -> list[str]:
+    shipper.run(once=True)
+    shipped = [json.loads(m)["script"] for m in sink.messages]
+    sink.messages.clear()
+    return shipped
+
+
+def test_executor_log_emptied_and_refilled_in_place_is_read_from_its_start(tmp_path: Path) -> None:
+    """logrotate's copytruncate keeps the inode: a log written past the saved offset while the shipper was
+    down was read from that offset, and the TERMINATE record before it was never shipped."""
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
+    layout.executor_log.write_text(_failure_at(FIRST_RUN, "first"))
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    assert _scripts_shipped(shipper, sink) == ["first"]
+    inode = layout.executor_log.stat().st_ino
+    with layout.executor_log.open("r+") as log:  # copytruncate: the same file, emptied, then written
+        log.truncate(0)
+        log.write(_failure_at(FIRST_RUN + 60, "fail-terminate") + _failure_at(FIRST_RUN + 61, "after-it"))
+    assert layout.executor_log.stat().st_ino == inode
+    restarted = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    assert _scripts_shipped(restarted, sink) == ["fail-terminate", "after-it"]
+    assert _scripts_shipped(restarted, sink) == []  # and not again
+
+
+def test_executor_log_renamed_by_a_rotation_is_read_to_its_end_before_the_new_one(tmp_path: Path) -> None:
+    """Records written to the log before it was renamed (executor.log.1) and not yet read are shipped, then
+    the new log's from its start."""
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
+    layout.executor_log.write_text(_failure_at(FIRST_RUN, "first"))
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    assert _scripts_shipped(shipper, sink) == ["first"]
+    with layout.executor_log.open("a") as log:
+        log.write(_failure_at(FIRST_RUN + 60, "fail-terminate"))
+    layout.executor_log.rename(layout.executor_log.with_name("executor.log.1"))
+    layout.executor_log.write_text(_failure_at(FIRST_RUN + 120, "in-the-new-log"))
+    assert _scripts_shipped(shipper, sink) == ["fail-terminate", "in-the-new-log"]
+    assert _scripts_shipped(shipper, sink) == []
 
 
 def test_a_skipped_script_is_reported_under_its_own_on_error(tmp_path: Path) -> None:

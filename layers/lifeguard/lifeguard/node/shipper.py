@@ -279,6 +279,9 @@ def _logs_client() -> Any:
 class _State:
     executor_offset: int = 0
     executor_inode: int = 0  # of the executor.log the offset is in (0: not known, a state saved before)
+    # Its first bytes (hex, up to _HEAD_BYTES): a log emptied and written again in place (logrotate's
+    # copytruncate) keeps its inode and may be longer than the offset by the next look, but not its start.
+    executor_head: str = ""
     script_offsets: dict[str, int] = field(default_factory=dict)
     # Of each script log, the end marker (hex) its offset is just after: a log whose bytes there are others
     # is another file, written anew (none: a state saved before).
@@ -302,6 +305,7 @@ class _State:
             state = cls(
                 executor_offset=_offset(data["executor_offset"]),
                 executor_inode=_offset(data.get("executor_inode", 0)),
+                executor_head=bytes.fromhex(data.get("executor_head", ""))[:_HEAD_BYTES].hex(),
                 script_offsets={str(k): _offset(v) for k, v in data["script_offsets"].items()},
                 script_marks={
                     str(k): bytes.fromhex(v).hex() for k, v in data.get("script_marks", {}).items()
@@ -327,6 +331,7 @@ class _State:
         data = {
             "executor_offset": self.executor_offset,
             "executor_inode": self.executor_inode,
+            "executor_head": self.executor_head,
             "script_offsets": self.script_offsets,
             "script_marks": self.script_marks,
             "boot": self.boot,
@@ -364,6 +369,9 @@ class KernelBoot(NamedTuple):
     boot_id: str
     started_at: int
 
+
+# The start of executor.log the shipper keeps to know the file again: a record's time is in its first bytes.
+_HEAD_BYTES = 64
 
 # /proc/stat's btime is the clock less the uptime: a clock adjusted since moves it by a second or so.
 _BOOT_TIME_SLACK_SECONDS = 2
@@ -540,29 +548,60 @@ class Shipper:
         except OSError:
             return -1
 
+    def _rotated(self) -> tuple[Path, os.stat_result] | None:
+        """The file the offset is in, renamed beside the log by a rotation (executor.log.1,
+        executor.log-20261021), while it holds records not read: the TERMINATE one may be among them."""
+        log = self.layout.executor_log
+        try:
+            names = os.listdir(log.parent)
+        except OSError:
+            return None
+        for name in names:
+            if name.startswith(log.name) and name != log.name:
+                try:
+                    found = (log.parent / name).lstat()
+                except OSError:
+                    continue
+                if found.st_ino == self.state.executor_inode and found.st_size > self.state.executor_offset:
+                    return log.parent / name, found
+        return None
+
     def _collect(self) -> list[str]:
         path = self.layout.executor_log
         try:
-            found = path.stat()
+            found: os.stat_result | None = path.stat()
         except FileNotFoundError:
-            return []
-        size, inode = found.st_size, found.st_ino
-        if inode != self.state.executor_inode:
-            if self.state.executor_inode:  # another file now (rotated: renamed, a new one made): its start
-                self.state.executor_offset = 0
-            self.state.executor_inode = inode
-        if size == self.state.executor_offset:
+            found = None
+        state = self.state
+        if found is None or found.st_ino != state.executor_inode:
+            rotated = self._rotated() if state.executor_inode else None
+            if rotated is not None:  # the rest of the file the offset is in first, under its new name
+                path, found = rotated
+            elif found is None:
+                return []
+            else:
+                if state.executor_inode:  # another file now (rotated: renamed, a new one made): its start
+                    state.executor_offset, state.executor_head = 0, ""
+                state.executor_inode = found.st_ino
+        size = found.st_size
+        if size == state.executor_offset:
             return []  # nothing new: an idle poll is one stat
-        if size < self.state.executor_offset:  # truncated: start over
-            self.state.executor_offset = 0
+        if size < state.executor_offset:  # truncated: start over
+            state.executor_offset, state.executor_head = 0, ""
         try:
             with open_log(path) as file:
-                file.seek(self.state.executor_offset)
+                if state.executor_offset and state.executor_head:
+                    head = bytes.fromhex(state.executor_head)
+                    if file.read(len(head)) != head:  # emptied and written again in place: its start
+                        state.executor_offset = 0
+                file.seek(state.executor_offset)
                 data = file.read(_EXECUTOR_READ_BYTES)
         except OSError:
             return []  # gone since, or not a file: nothing to read (this time)
+        if not state.executor_offset:
+            state.executor_head = data[:_HEAD_BYTES].hex()
         reports: list[str] = []
-        offset = self.state.executor_offset
+        offset = state.executor_offset
         if len(data) == _EXECUTOR_READ_BYTES and b"\n" not in data:
             self.skipped_lines += 1  # no record is a megabyte long: pass over it
             self.state.executor_offset = offset + len(data)
