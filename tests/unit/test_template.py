@@ -278,6 +278,82 @@ def test_every_rule_is_on_the_stack_bus_and_only_its_functions_may_put_events_th
     }
 
 
+def _translated(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The Resources as CloudFormation gets them: Fn::ForEach expanded, then SAM's transform (which makes
+    the functions' event rules), code locations stood in for by S3 ones as `sam package` writes them."""
+    from samtranslator.translator.transform import transform
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    document = expanded_template(TEMPLATE, ("pcs_abc123de45",))
+    for resource in document["Resources"].values():
+        for uri in ("CodeUri", "ContentUri"):
+            if uri in resource.get("Properties", {}):
+                resource["Properties"][uri] = "s3://bucket/key"
+
+    class NoManagedPolicies:
+        def load(self) -> dict[str, str]:
+            return {}
+
+    translated: dict[str, Any] = transform(document, {}, NoManagedPolicies())
+    return translated
+
+
+def _references(value: Any) -> list[str]:
+    """The logical ids `value` names by Ref or Fn::GetAtt."""
+    if isinstance(value, list):
+        return [name for item in value for name in _references(item)]
+    if not isinstance(value, dict):
+        return []
+    found = []
+    for key, inner in value.items():
+        if key == "Ref" and isinstance(inner, str):
+            found.append(inner)
+        elif key == "Fn::GetAtt":
+            found.append(inner[0] if isinstance(inner, list) else str(inner).split(".")[0])
+        else:
+            found.extend(_references(inner))
+    return found
+
+
+def test_every_reference_of_the_deployed_template_names_a_thing_in_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sam validate --lint` lets a Ref to a resource SAM never makes through (the template's language
+    extensions): checked here on SAM's own output."""
+    translated = _translated(monkeypatch)
+    names = set(translated["Resources"]) | set(translated.get("Parameters", {}))
+    missing = {name for name in _references(translated["Resources"]) if name not in names}
+    assert {name for name in missing if not name.startswith("AWS::")} == set()
+
+
+def test_an_event_a_rule_could_not_park_is_alarmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules park what they cannot deliver (DeadLetterConfig); one they could not park is lost, and
+    only the rule's InvocationsFailedToBeSentToDlq says so: each rule has its alarm, on its bus."""
+    everything = _translated(monkeypatch)["Resources"]
+    rules = {k: v for k, v in everything.items() if v["Type"] == "AWS::Events::Rule"}
+    assert len(rules) == 3
+    alarmed = {}
+    for alarm in (v["Properties"] for v in everything.values() if v["Type"] == "AWS::CloudWatch::Alarm"):
+        if alarm["MetricName"] == "InvocationsFailedToBeSentToDlq":
+            assert alarm["Namespace"] == "AWS/Events"
+            dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+            [rule] = _references(dimensions["RuleName"])
+            alarmed[rule] = dimensions
+            assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    assert set(alarmed) == set(rules)
+    for name, rule in rules.items():
+        [target] = rule["Properties"]["Targets"]
+        assert target["DeadLetterConfig"] == {"Arn": {"Fn::GetAtt": ["ParkedEventsQueue", "Arn"]}}
+        bus = rule["Properties"].get("EventBusName")
+        if bus is None:  # the default bus: the rule's name alone (its Ref)
+            assert alarmed[name] == {"RuleName": {"Ref": name}}
+        else:  # a custom bus's rule is `bus|name` to Ref
+            assert alarmed[name] == {
+                "EventBusName": bus,
+                "RuleName": {"Fn::Select": [1, {"Fn::Split": ["|", {"Ref": name}]}]},
+            }
+
+
 def test_failed_invocations_are_parked_not_dropped() -> None:
     everything = resources()
     # On-failure destinations, not dead-letter queues: a record names the function that failed its event
