@@ -190,6 +190,30 @@ def test_when_what_was_replaced_is_unknown_the_risks_are_still_told() -> None:
     assert "not known" in detail["reason"]
 
 
+@pytest.mark.parametrize("damaged", ["state", "ledger"])
+def test_a_group_whose_state_or_ledger_cannot_be_read_is_still_reviewed(damaged: str) -> None:
+    """A state or ledger item no release wrote (edited by hand, damaged) raised out of the review: the
+    CloudTrail event was retried, then parked, and so was every later change of the group. It is reviewed
+    as a group Lifeguard never saw, or as anyone's change (never passed over as Lifeguard's own)."""
+    world = World()
+    world.knows(BEFORE)
+    pk = f"GROUP#{CLUSTER}#{GROUP}"
+    if damaged == "state":
+        world.table.items[(pk, "STATE")]["state"] = {"B": b"not zlib"}
+    else:
+        world.table.items[(pk, "LEDGER")] = {
+            "pk": {"S": pk},
+            "sk": {"S": "LEDGER"},
+            "doc": {"S": '{"changes": 7}'},
+        }
+    event = recorded()
+    event["detail"]["requestParameters"]["clientToken"] = TOKEN
+    summary = world.review(event)
+    assert (summary.reviewed, summary.ignored, summary.skipped) == (1, 0, 0)
+    [detail] = world.reviews()
+    assert (detail["config_before"] is None) == (damaged == "state")
+
+
 def test_a_failed_call_is_ignored_and_nothing_is_read_kept_or_published() -> None:
     world = World()
     event = recorded()

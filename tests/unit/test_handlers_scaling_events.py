@@ -1069,6 +1069,72 @@ def test_a_damaged_state_item_holds_up_no_other_group_of_its_batch(how: str) -> 
         assert world.table.items[(f"GROUP#{CLUSTER}#{OTHER}", "STATE")]["version"] == {"N": "1"}
 
 
+def _other_loops(world: World) -> list[dict[str, Any]]:
+    """OTHER's two failed launches, with the article's loop of GROUP, in one batch."""
+    world.pcs.add_compute_node_group(CLUSTER, "other", group_id=OTHER, node_lifecycle_actions=REVERTED)
+    world.feed([{**launched("i-0aaa0000000000001", at(1, 1)), "compute_node_group_id": OTHER}])
+    others = [
+        {**failed("i-0aaa0000000000001", at(1, 6)), "compute_node_group_id": OTHER},
+        {**launched("i-0aaa0000000000002", at(1, 7)), "compute_node_group_id": OTHER},
+        {**failed("i-0aaa0000000000002", at(1, 12)), "compute_node_group_id": OTHER},
+    ]
+    return sorted(LOOP + others, key=lambda r: r["event_timestamp"])
+
+
+def test_a_stored_run_no_release_wrote_is_passed_over_and_holds_up_no_group(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A stored failed run that today's bounds refuse (an older release's `boot: 0`, a hand edit, a
+    restore) raised out of the read of the group's runs: the batch failed whole, and the loop of another
+    group in it went unseen. It is missing evidence: passed over and said, and both loops are seen."""
+    world = World()
+    batch = _other_loops(world)
+    report = {
+        "cluster_id": CLUSTER,
+        "compute_node_group_id": OTHER,
+        "instance_id": "i-0aaa0000000000001",
+        "boot": 1,
+        "first_boot": True,
+        "stage": "nodeBootstrapped",
+        "script": "x",
+        "on_error": "TERMINATE",
+        "exit_code": 1,
+        "outcome": "failed",
+        "started_at": at(1, 5) // 1000,
+    }
+    GroupStore(world.table, TABLE).put_reports([NodeReport.model_validate(report)])
+    [key] = [k for k in world.table.items if k[1].startswith("REPORT#")]
+    world.table.items[key]["report"]["S"] = json.dumps({**report, "boot": 0})
+    world.handler = world.container()
+    summary = world.feed(batch)
+    assert world.published() == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    assert world.state(GROUP).episode is not None
+    assert world.state(OTHER).episode is not None
+    assert (summary.skipped, summary.unreadable_groups) == (0, 0)
+    assert "passed over, it cannot be read: Invalid: boot" in caplog.text
+
+
+def test_a_ledger_item_no_release_wrote_holds_up_its_group_alone() -> None:
+    """A group's ledger is read for every detection (who put its configuration in place) and every
+    settling (is Lifeguard's quarantine in place?): a damaged one raised out of the batch, and the loop of
+    another group in it went unseen. Its group's records are skipped, counted and said, as a damaged
+    state's; the others go on."""
+    world = World()
+    batch = _other_loops(world)
+    pk = f"GROUP#{CLUSTER}#{OTHER}"
+    world.table.items[(pk, "LEDGER")] = {
+        "pk": {"S": pk},
+        "sk": {"S": "LEDGER"},
+        "doc": {"S": '{"changes": 7}'},
+    }
+    world.handler = world.container()
+    summary = world.feed(batch)
+    assert world.published() == ["BootstrapLoopDetected"]
+    assert world.state(GROUP).episode is not None
+    assert world.state(OTHER).episode is None
+    assert (summary.unreadable_groups, dict(summary.skipped_reasons)) == (1, {"state item unreadable": 3})
+
+
 @pytest.mark.parametrize("changes", [True, False], ids=["changing-it", "changing-nothing"])
 @pytest.mark.parametrize("how", ["no-version", "version-moved"])
 def test_a_state_item_damaged_while_a_warm_container_remembers_it_holds_up_no_other_group(

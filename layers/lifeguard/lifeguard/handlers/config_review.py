@@ -36,10 +36,10 @@ from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.risks import find_risks
 from lifeguard.store.changes import ChangeRecord, ChangeStore
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import GroupStore, UnreadableStateError
 
 if TYPE_CHECKING:
-    from lifeguard.remediation.records import Ledger
+    from lifeguard.remediation.records import AppliedChange, Ledger
 
 __all__ = ["RISK_SEVERITY", "ConfigReviewHandler", "ReviewSummary"]
 
@@ -143,7 +143,11 @@ class ConfigReviewHandler:
                 return self._ignore(
                     summary, f"{call.event_name} carried no nodeLifecycleActions; {known}", call.event_id
                 )
-        state = self.states.load(target.cluster_id, target.group_id)
+        try:
+            state = self.states.load(target.cluster_id, target.group_id)
+        except UnreadableStateError as exc:  # reviewed as a group Lifeguard never saw: no change is lost
+            logger.warning("%s; %s reviewed against no earlier configuration", exc, call.event_id)
+            state = GroupState(cluster_id=target.cluster_id, group_id=target.group_id)
         if target.carried:
             resent = self._resent(call, target, state)
             if resent is not None:
@@ -196,7 +200,7 @@ class ConfigReviewHandler:
         if self.ledger is None or token is None or not token.startswith(CLIENT_TOKEN_PREFIX):
             return None
         fingerprint = _fingerprint(target.config)
-        for change in self.ledger(target.cluster_id, target.group_id).changes:
+        for change in self._changes_made(target) or ():
             if (
                 change.client_token == token
                 and change.action != "undo"
@@ -213,10 +217,9 @@ class ConfigReviewHandler:
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
         if kept is not None and not kept.read_back and kept.at <= call.at:
             return f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
-        if self.ledger is not None:
-            for change in self.ledger(target.cluster_id, target.group_id).changes:
-                if change.fingerprint_after == fingerprint:
-                    return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
+        for change in self._changes_made(target) or ():
+            if change.fingerprint_after == fingerprint:
+                return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
         return None
 
     def _resent(self, call: ConfigCall, target: _Target, state: GroupState) -> str | None:
@@ -240,14 +243,27 @@ class ConfigReviewHandler:
         for change in self.changes.of_group(target.cluster_id, target.group_id):
             if since < change.at < call.at and change.fingerprint != config.fingerprint:
                 return None
-        if self.ledger is not None:
-            for made in self.ledger(target.cluster_id, target.group_id).changes:
-                if made.status != "abandoned" and since < made.at * 1000 < call.at:
-                    return None  # Lifeguard's change, or an undo PCS may not have taken
+        made_by_lifeguard = self._changes_made(target)
+        if made_by_lifeguard is None:
+            return None  # what Lifeguard did cannot be known: reviewed
+        for made in made_by_lifeguard:
+            if made.status != "abandoned" and since < made.at * 1000 < call.at:
+                return None  # Lifeguard's change, or an undo PCS may not have taken
         return (
             f"{call.event_name} sent the nodeLifecycleActions already in place (PCS showed them, modified "
             f"{utc(config.modified_at)}, at {utc(config.checked_at)}): no change"
         )
+
+    def _changes_made(self, target: _Target) -> list[AppliedChange] | None:
+        """Lifeguard's changes of the group (none without a ledger to read); None when its ledger item
+        cannot be read: the change is reviewed as anyone's, never passed over for Lifeguard's own."""
+        if self.ledger is None:
+            return []
+        try:
+            return self.ledger(target.cluster_id, target.group_id).changes
+        except UnreadableStateError as exc:
+            logger.warning("%s; Lifeguard's own changes of it are not known", exc)
+            return None
 
     def _target(self, call: ConfigCall) -> _Target:
         """The group's ids and its new configuration: the request's, or PCS's when the request carries

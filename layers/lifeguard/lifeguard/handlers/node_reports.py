@@ -148,7 +148,7 @@ class NodeReportsHandler:
         budget = _JudgedGroups()
         if self.pcs is not None:
             reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
-        damaged: dict[tuple[str, str], str] = {}  # groups whose state item cannot be read, and why
+        damaged: dict[tuple[str, str], str] = {}  # groups whose state or ledger cannot be read, and why
         if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
             stored = self.store.load_many(sorted(looping), damaged)
             groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
@@ -169,10 +169,13 @@ class NodeReportsHandler:
             self.store.forget(quiet)
             for (cluster_id, group_id), state in self.store.load_many(quiet, damaged).items():
                 if state.episode is not None:
-                    summary.events.extend(self._settle_open(cluster_id, group_id))
+                    try:
+                        summary.events.extend(self._settle_open(cluster_id, group_id))
+                    except UnreadableStateError as exc:  # its ledger
+                        damaged[(cluster_id, group_id)] = str(exc)
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
-            logger.error("group %s not judged: %s; mend or delete its item (sk STATE)", clip(group_id), why)
+            logger.error("group %s not judged: %s; mend or delete that item", clip(group_id), why)
         summary.unreadable_groups = len(damaged)
         if damaged:
             self.metric("GroupsUnreadable", len(damaged))

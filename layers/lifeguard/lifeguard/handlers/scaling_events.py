@@ -124,10 +124,10 @@ def _unlisted(summary: BatchSummary, key: tuple[str, str], records: list[Scaling
 
 
 def _damaged(summary: BatchSummary, key: tuple[str, str], records: list[ScalingLogRecord], why: str) -> None:
-    """Skip the records of a group whose state item cannot be read (edited by hand, or damaged): the
-    batch's other groups go on, and so do this group's next batches, each skipped alike until the item is
-    mended or deleted (the group then starts afresh)."""
-    said = f"{why}; mend or delete its item (pk {clip(group_key(*key), 300)}, sk STATE)"
+    """Skip the records of a group whose state item, or its ledger's, cannot be read (edited by hand, or
+    damaged; `why` names which): the batch's other groups go on, and so do this group's next batches, each
+    skipped alike until the item is mended or deleted (a state deleted starts the group afresh)."""
+    said = f"{why}; mend or delete that item (pk {clip(group_key(*key), 300)})"
     _skip_group(summary, key, records, "state item unreadable", said, level=logging.ERROR)
 
 

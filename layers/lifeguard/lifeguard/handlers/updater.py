@@ -119,8 +119,9 @@ class GroupUpdater:
         unreadable: dict[tuple[str, str], str] | None = None,
     ) -> list[ControllerEvent]:
         """`update` for many groups with one read and one transactional write per 100 groups; groups whose
-        write lost a race are redone one by one. A group whose state item cannot be read is left as it is
-        and said in `unreadable` (why, by group), when given (`GroupStore.load_many`); else it raises."""
+        write lost a race are redone one by one. A group whose state item, or another item its mutation
+        reads (its ledger), cannot be read is left as it is and said in `unreadable` (why, by group), when
+        given (`GroupStore.load_many`); else it raises."""
         keys = list(mutations)
         states = self.store.load_many(keys, unreadable)
         if len(states) < len(keys):
@@ -131,7 +132,14 @@ class GroupUpdater:
             to_write, unchanged = [], []
             for key in keys:
                 state = states[key]
-                change, _ = applied[key] = self._apply(state, mutations[key])
+                try:
+                    change, _ = applied[key] = self._apply(state, mutations[key])
+                except UnreadableStateError as exc:  # another item of the group (its ledger) is damaged
+                    if unreadable is None:
+                        raise
+                    unreadable[key] = str(exc)
+                    self.store.forget([key])  # the mutation may have changed it before it stopped
+                    continue
                 if change.changed or change.events:
                     state.changed_maps_only(change.maps_only and not change.events)
                     to_write.append(state)
@@ -152,7 +160,7 @@ class GroupUpdater:
             raise
         published: list[ControllerEvent] = []
         failure: AwsCallError | None = None
-        for key in keys:
+        for key in [key for key in keys if key in applied]:
             try:
                 if key in lost:
                     self.conflicts += 1

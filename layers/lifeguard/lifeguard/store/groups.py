@@ -6,6 +6,7 @@ other's updates: the loser reloads and re-applies its records, which are idempot
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -137,14 +138,23 @@ def _why(exc: Exception) -> str:
     return clip(f"{type(exc).__name__}: {exc}", 300)
 
 
+@contextlib.contextmanager
+def reading(what: str, group_id: str) -> Iterator[None]:
+    """Turn what reading a group's item raises when no release of Lifeguard wrote it (edited by hand, or
+    damaged) into UnreadableStateError naming the item (`what`: state, ledger) and the group."""
+    try:
+        yield
+    except _UNREADABLE as exc:
+        why = _why(exc)
+        raise UnreadableStateError(f"the {what} item of {clip(group_id)} cannot be read: {why}") from None
+
+
 def _state_at(item: Item, key: tuple[str, str]) -> GroupState:
     """The state an item keyed by `key` (cluster, group) holds; UnreadableStateError for an item no release
     of Lifeguard wrote there (edited by hand, or damaged), one holding another group's state included: its
     write would go to that group's item."""
-    try:
+    with reading("state", key[1]):
         state = _state_of(item)
-    except _UNREADABLE as exc:
-        raise UnreadableStateError(f"the state item of {clip(key[1])} cannot be read: {_why(exc)}") from None
     if (state.cluster_id, state.group_id) != key:
         held = f"{clip(state.cluster_id)}/{clip(state.group_id)}"
         raise UnreadableStateError(f"the state item of {clip(key[1])} holds the state of {held}")
@@ -305,6 +315,22 @@ class Runs(NamedTuple):
     marks: list[RunMark]
     reports_complete: bool
     marks_complete: bool
+
+
+def _reports_of(items: Iterable[Item], group_id: str) -> Iterator[NodeReport]:
+    """The stored failed runs of `items`. One no release of Lifeguard wrote as it is (edited by hand,
+    damaged, or beyond a bound tightened since) is passed over and said: missing evidence, not a reason to
+    hold up the group, or every group of its batch."""
+    for item in items:
+        try:
+            yield NodeReport.model_validate_json(item["report"]["S"])
+        except _UNREADABLE as exc:
+            logger.warning(
+                "group %s: stored run %s passed over, it cannot be read: %s",
+                clip(group_id),
+                clip(str(item.get("sk", {}).get("S")), 200),
+                _why(exc),
+            )
 
 
 def _report_item(report: NodeReport) -> Item:
@@ -571,7 +597,7 @@ class GroupStore:
             items = list(self._table.query(pk, f"{run}{low}", upto=f"{run}{high}#~", most=LAUNCH_RUNS_MAX))
             if len(items) >= LAUNCH_RUNS_MAX:
                 logger.warning("group %s: %s's runs of %r fill their read", group_id, instance, script)
-            found.extend(NodeReport.model_validate_json(item["report"]["S"]) for item in items)
+            found.extend(_reports_of(items, group_id))
         return found
 
     def read_runs(
@@ -612,10 +638,8 @@ class GroupStore:
                     INSTANCE_RUNS_MAX,
                 )
         found = Runs([], [], reports_complete, marks_complete)
+        found.reports.extend(_reports_of((i for i in items if i["sk"]["S"].startswith(REPORT)), group_id))
         for item in items:
-            sk = item["sk"]["S"]
-            if sk.startswith(REPORT):
-                found.reports.append(NodeReport.model_validate_json(item["report"]["S"]))
-            elif sk.startswith(RAN) and (mark := _mark_of(item)) is not None:
+            if item["sk"]["S"].startswith(RAN) and (mark := _mark_of(item)) is not None:
                 found.marks.append(mark)
         return found

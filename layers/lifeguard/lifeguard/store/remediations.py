@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from lifeguard.errors import AwsCallError
 from lifeguard.remediation.records import AuditEntry, Decision, Ledger
 from lifeguard.schema import Model
+from lifeguard.store.groups import reading
 from lifeguard.store.table import (
     ConditionFailedError,
     Item,
@@ -125,9 +126,15 @@ class RemediationStore:
         self._table.put(item)
 
     def ledger(self, cluster_id: str, group_id: str) -> Ledger:
-        """The group's ledger (empty when Lifeguard never changed it)."""
-        doc = self._get(cluster_id, group_id, LEDGER)
-        return Ledger.model_validate(doc) if doc else Ledger()
+        """The group's ledger (empty when Lifeguard never changed it); UnreadableStateError for an item no
+        release of Lifeguard wrote (edited by hand, or damaged): nothing Lifeguard did to the group can be
+        known, and what needs it holds off (a remediation above all), but no other group."""
+        item = self._table.get(self._key(cluster_id, group_id, LEDGER))
+        if item is None:
+            return Ledger()
+        with reading("ledger", group_id):
+            doc = decode_doc(item)
+            return Ledger.model_validate(doc) if doc else Ledger()
 
     def save_ledger(self, cluster_id: str, group_id: str, ledger: Ledger) -> None:
         """Write the ledger (by the lock holder only), its oldest changes let go while it is too big (when
