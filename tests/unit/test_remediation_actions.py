@@ -142,6 +142,20 @@ def test_revert_without_a_better_config_falls_back_to_quarantine(proven_good: An
     assert says in plan.notes[0]
 
 
+def test_revert_to_a_proven_good_config_pcs_would_refuse_now_says_so() -> None:
+    """A configuration proven good before a rule held it (two scripts of one name, say) cannot be put
+    back: the quarantine in its place said "the proven-good configuration is the current one", which was
+    false, in the audit trail, the event, Slack and SNS."""
+    good = copy.deepcopy(GOOD)
+    scripts = good["stages"]["nodeBootstrapped"]
+    scripts.append(copy.deepcopy(scripts[0]))
+    plan = action_for("revert").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), good))
+    assert plan.action == "quarantine"
+    assert plan.changes_something
+    assert plan.notes[0].startswith("the proven-good configuration would be invalid ("), plan.notes[0]
+    assert plan.notes[0].endswith(": quarantined instead")
+
+
 def test_notify_plans_what_quarantine_would_do() -> None:
     context = ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"))
     assert (

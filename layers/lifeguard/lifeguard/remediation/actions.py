@@ -253,6 +253,8 @@ class Revert(RemediationAction):
         by = f" by {context.proven_good_by}" if context.proven_good_by else ""
         notes = [f"back to the configuration proven good{by}"]
         plan = _planned(self.name, context.config, copy.deepcopy(dict(good)), notes)
+        if plan.config_after is None:  # kept before a rule PCS holds it to now: said as such, not as current
+            return self._quarantine_instead(context, plan.notes[-1].replace("planned", "proven-good", 1))
         same = _runs_as(good)
         if not plan.changes_something or same == _runs_as(context.config):
             return self._quarantine_instead(context, "the proven-good configuration is the current one")
