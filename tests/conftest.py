@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +23,12 @@ settings.load_profile("lifeguard")
 # Every claim that a write changed a group's launches and outcomes alone is checked, in every test that
 # writes one: a state changed beyond them fails the test instead of losing the change.
 lifeguard.group_state.CHECK_MAPS_ONLY = True
+
+# `--local` goes first to a local AWS `lifeguard local up` left running (its state file under the user's
+# cache): the tests' own local AWS must win over one a developer has up while the tests run.
+_LOCAL_STATE_DIR = tempfile.mkdtemp(prefix="lifeguard-tests-")
+atexit.register(shutil.rmtree, _LOCAL_STATE_DIR, True)
+os.environ["LIFEGUARD_LOCAL_STATE"] = str(Path(_LOCAL_STATE_DIR) / "local.json")
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "events"
