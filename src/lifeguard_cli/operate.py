@@ -200,10 +200,14 @@ def open_operator(
         session = session or aws_session(region, profile, read_samconfig().region)
         return Operator(name, client=partial(session_client, session), default_mode=replayed_mode)
     deployment = read_deployment(stack_name, region=region, profile=profile, session=session)
+    try:
+        default_mode = stack_mode(deployment.parameters.get("DefaultMode") or None)
+    except ValueError as exc:  # none in the stack, and LIFEGUARD_DEFAULT_MODE set to what is no mode
+        raise OperatorError(str(exc)) from None
     stack = StackView(
         stack_name=deployment.stack_name,
         region=deployment.region,
-        default_mode=stack_mode(deployment.parameters.get("DefaultMode") or None),
+        default_mode=default_mode,
         dry_run=deployment.parameters.get("DryRun", "false").lower() == "true",
     )
     return Operator(deployment.output("StateTableName"), client=deployment.client, stack=stack)
@@ -229,7 +233,10 @@ class Operator:
         self.remediation = RemediationStore(dynamodb, table)
         self._pcs_client: PcsGateway | None = None
         self.stack = stack
-        self.default_mode = stack.default_mode if stack else stack_mode(default_mode)
+        try:
+            self.default_mode = stack.default_mode if stack else stack_mode(default_mode)
+        except ValueError as exc:  # LIFEGUARD_DEFAULT_MODE set to what is no mode
+            raise OperatorError(str(exc)) from None
 
     @property
     def pcs(self) -> PcsGateway:

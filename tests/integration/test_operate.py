@@ -565,6 +565,17 @@ def test_bad_usage_is_exit_2_before_any_call_and_a_missing_table_says_what_to_ch
     assert (
         env.run("status", "--region", "").returncode == 0
     )  # `--region "$REGION"`, REGION unset: the default
+    spoilt = subprocess.run(
+        [str(LIFEGUARD), "status", "--local"],
+        env={**env.environ, "LIFEGUARD_DEFAULT_MODE": "bogus"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (spoilt.returncode, spoilt.stdout) == (1, "")
+    assert spoilt.stderr.startswith("lifeguard status: LIFEGUARD_DEFAULT_MODE='bogus' is not valid")
+    assert len(spoilt.stderr.splitlines()) == 1
     missing = env.run("status", "--table", "no-such-table")
     assert missing.returncode == 1
     assert missing.stderr == (

@@ -124,6 +124,20 @@ def test_the_recorded_quarantine_keeps_its_node_contained_when_replayed_with_the
     assert kinds(replay_json(stream)) == ["BootstrapLoopDetected", "LoopResolved"]
 
 
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("LIFEGUARD_COOLDOWN_MINUTES", "abc"), ("LIFEGUARD_DAILY_CAP", "abc")],
+)
+def test_a_remediation_setting_the_environment_spoils_is_said_not_an_internal_error(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(name, value)
+    result = runner.invoke(app, ["replay", str(STREAMS / "article-terminate-loop.jsonl")])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"lifeguard replay: the remediation's settings: {name}={value!r}")
+    assert len(result.stderr.splitlines()) == 1
+
+
 def test_threshold_and_window_tune_the_detection() -> None:
     loop = str(STREAMS / "article-terminate-loop.jsonl")
     assert kinds(replay_json("--threshold", "3", loop)) == []

@@ -109,13 +109,16 @@ def replay(
             if said.startswith(name):  # given: named as the command line gave it
                 said = option + said.removeprefix(name)
         raise ReplayError(f"the detection's threshold or window: {said}") from None
-    remediation = RemediationSettings.from_environment(
-        default_mode=mode,
-        dry_run=dry_run,
-        # A replay given a node bundle shows the drain step (DrainKeptNodes=true in the stack).
-        drain_kept_nodes=bundle is not None,
-        node_bundle=bundle,
-    )
+    try:
+        remediation = RemediationSettings.from_environment(
+            default_mode=mode,
+            dry_run=dry_run,
+            # A replay given a node bundle shows the drain step (DrainKeptNodes=true in the stack).
+            drain_kept_nodes=bundle is not None,
+            node_bundle=bundle,
+        )
+    except ValueError as exc:  # LIFEGUARD_COOLDOWN_MINUTES, _DAILY_CAP, … set to what is not one
+        raise ReplayError(f"the remediation's settings: {exc}") from None
     result = ReplayResult(skipped_records=inputs.skipped)
     told = progress or (lambda done, total: None)
     told(0, len(inputs.items))
