@@ -323,6 +323,28 @@ def test_the_recorded_cloudtrail_event_replays_alone_and_reads_in_the_timeline()
     assert "1 ConfigChangeReviewed" in result.stdout
 
 
+def test_a_cloudtrail_record_the_review_skips_is_skipped_not_replayed_and_in_the_timeline(
+    tmp_path: Path,
+) -> None:
+    """A record with a field the function refuses (here a clientToken over its bound) counts once, as a
+    skipped record, and reads in the timeline, as a skipped scaling-log record does."""
+    event = json.loads((EVENTS / "cloudtrail" / "update-compute-node-group.json").read_text())
+    event["detail"]["requestParameters"]["clientToken"] = "x" * 5000
+    path = tmp_path / "call.json"
+    path.write_text(json.dumps(event))
+    document = replay_json(str(path))
+    assert (document["records"], document["skipped_records"], document["events"]) == (0, 1, [])
+    result = runner.invoke(app, ["replay", "--mode", "notify", str(path)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[3:7] for line in result.stdout.splitlines() if line.startswith("2026-")]
+    # The call PCS took is replayed on the local PCS; the function skipped its record.
+    assert rows == [
+        ["config", "changed", "UpdateComputeNodeGroup", "by"],
+        ["skipped", "a", "CloudTrail", "record:"],
+    ]
+    assert "0 records replayed, 1 skipped" in result.stdout
+
+
 def test_a_kept_replays_pcs_runs_on_with_real_time_so_a_later_update_settles() -> None:
     """After `replay --keep`, an undo made on the kept local PCS settles a minute later, as on PCS: its
     clock runs on from the stream's end (stopped, a group once changed stayed UPDATING for good)."""

@@ -435,14 +435,27 @@ class _Feeder:
             self._failed(event, "remediation parked", exc)
 
     def review(self, event: Mapping[str, Any]) -> None:
-        """The review_changes function; a skipped call is counted as a skipped record, a failed review is
-        a timeline line."""
+        """The review_changes function; a skipped call is counted as a skipped record, not a replayed one,
+        and is a timeline line, as a failed review is."""
         try:
             summary = self.handlers.review.handle_event(event)
         except LifeguardError as exc:
             self._failed(event, "review failed", exc)
             return
-        self.result.skipped_records += summary.skipped
+        if summary.skipped:  # counted once: skipped, not replayed, and said in the timeline
+            self.result.records -= summary.skipped
+            self.result.skipped_records += summary.skipped
+            why = ", ".join(sorted(summary.skipped_reasons))
+            detail = event.get("detail")
+            asked = detail.get("requestParameters") if isinstance(detail, Mapping) else None
+            group = asked.get("computeNodeGroupIdentifier") if isinstance(asked, Mapping) else None
+            entry = TimelineEntry(
+                self.at,
+                clip(group if isinstance(group, str) else "", 64),
+                "skipped",
+                f"a CloudTrail record: {why}",
+            )
+            self.result.timeline.append(entry)
 
     def _call(self, item: ApiCall, bus: LocalBus) -> None:
         """The call made on the local PCS (when it succeeded and set nodeLifecycleActions), then its
