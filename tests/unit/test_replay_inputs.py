@@ -119,6 +119,26 @@ def test_a_cloudtrail_file_of_other_calls_only_says_so_in_one_note(tmp_path: Pat
     assert "nothing to replay: its 2 CloudTrail records are of other calls" in note
 
 
+def test_a_cloudtrail_event_eventbridge_would_not_deliver_or_naming_no_call_is_damaged(
+    tmp_path: Path,
+) -> None:
+    """An "AWS API Call via CloudTrail" event without its envelope, or a record naming no call, was
+    passed over as "of other calls" (exit 0, nothing said of the damage); one of another call is passed
+    over, said in the singular when it is one."""
+    recorded = json.loads((EVENTS / "cloudtrail" / "update-compute-node-group.json").read_text())
+    bare = {"detail-type": "AWS API Call via CloudTrail", "source": "aws.pcs", "detail": {}}
+    with pytest.raises(UnreadableInputError, match="not an event as EventBridge delivers it: version"):
+        read_inputs([write(tmp_path, json.dumps(bare), "bare.json")])
+    del recorded["detail"]["eventName"]
+    with pytest.raises(UnreadableInputError, match="a CloudTrail record without an eventName"):
+        read_inputs([write(tmp_path, json.dumps(recorded), "noname.json")])
+    recorded["detail"]["eventName"] = "ListClusters"
+    inputs = read_inputs([write(tmp_path, json.dumps(recorded), "other.json")])
+    assert (inputs.items, inputs.skipped) == ([], 0)
+    [note] = inputs.notes
+    assert "nothing to replay: its 1 CloudTrail record is of other calls" in note
+
+
 def test_lifeguards_own_events_are_read_with_the_group_and_config_they_name() -> None:
     path = EVENTS / "eventbridge" / "bootstrap-loop-detected.json"
     [event] = read_inputs([path]).items

@@ -467,10 +467,10 @@ class _Reading:
             entries = _plural(count, "entry", "entries")
             notes.append(f"{self.path}: skipped {count} damaged {entries}: {listed}{more}")
         if not self.items and self.passed_over:
-            records = _plural(self.passed_over, "CloudTrail record")
+            records = _plural(self.passed_over, "CloudTrail record is", "CloudTrail records are")
             calls = " and ".join(CHANGE_CALLS)
             notes.append(
-                f"{self.path}: nothing to replay: its {self.passed_over} {records} are of other calls than "
+                f"{self.path}: nothing to replay: its {self.passed_over} {records} of other calls than "
                 f"PCS's {calls}"
             )
         elif not self.items:
@@ -559,16 +559,23 @@ class _Reading:
         call = api_call(row)
         if isinstance(control, dict):
             self.items.append(_control(control, self._where(where)))
-        elif call is not None:
-            if call.record.get("eventName") not in CHANGE_CALLS:
-                self.passed_over += 1
-            elif (problem := _not_delivered(row)) is not None:
+        elif call is not None or _is_cloudtrail(row):
+            # An event EventBridge would not deliver is damaged, whatever call it names; a record that
+            # names none is no call; one of another call is passed over.
+            if (problem := _not_delivered(row)) is not None:
                 self.malformed.append((where, problem))
                 return
+            name = call.record.get("eventName") if call is not None else row.get("eventName")
+            detail = row.get("detail")
+            if call is None and isinstance(detail, Mapping):
+                name = detail.get("eventName")
+            if not isinstance(name, str):
+                self.malformed.append((where, "a CloudTrail record without an eventName"))
+                return
+            if call is None or name not in CHANGE_CALLS:
+                self.passed_over += 1
             else:
                 self.items.append(call)
-        elif _is_cloudtrail(row):
-            self.passed_over += 1
         elif row.get("source") == LIFEGUARD_SOURCE and "detail-type" in row:
             if row["detail-type"] not in DETAIL_TYPES:
                 kind = clip(row["detail-type"], 60)
