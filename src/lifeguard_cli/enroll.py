@@ -249,6 +249,10 @@ def change_enrollment(
     try:
         group = pcs.get_group(cluster_ref, group_ref)
     except GroupNotFoundError:
+        try:
+            pcs.cluster_id(cluster_ref)
+        except GroupNotFoundError:  # the cluster is what PCS does not know
+            raise EnrollError(f"no cluster {cluster_ref} in PCS; check --cluster") from None
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
     before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
     if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):

@@ -319,6 +319,10 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
     done = env.run("no-such-group", "--cluster", "lca")
     assert done.returncode == 1
     assert done.stderr.strip() == "lifeguard enroll: no compute node group no-such-group in cluster lca"
+    # A cluster PCS does not know is named, not the group (which it could not look for).
+    done = env.run("lca-static", "--cluster", "nosuch")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "lifeguard enroll: no cluster nosuch in PCS; check --cluster"
 
 
 def test_a_missing_stack_is_one_line_and_a_non_zero_exit(env: Env) -> None:
