@@ -623,7 +623,7 @@ def test_a_bad_scenario_is_one_line_naming_the_key_and_exit_2(tmp_path: Path) ->
     done = simulate_cli(str(bad))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "lifeguard simulate: bad.yaml: groups[0].min: 101 is out of range: from 0 to 100"
+        f"lifeguard simulate: {bad}: groups[0].min: 101 is out of range: from 0 to 100"
     ]
     missing = simulate_cli("no-such-scenario")
     assert missing.returncode == 2
@@ -635,7 +635,7 @@ def test_a_bad_scenario_is_one_line_naming_the_key_and_exit_2(tmp_path: Path) ->
     done = simulate_cli(str(refused))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "lifeguard simulate: refused.json: groups[0].config.stages.nodeBootstrapped[0].onError: 'EXPLODE' is "
+        f"lifeguard simulate: {refused}: groups[0].config.stages.nodeBootstrapped[0].onError: 'EXPLODE' is "
         "not one of TERMINATE, STOP_SEQUENCE, CONTINUE"
     ]
     assert "Traceback" not in done.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,16 @@ def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_pat
     broken.write_text("name: [unclosed\n")
     with pytest.raises(ScenarioError, match=r"broken.yaml: not valid YAML \(line 2\)"):
         load_scenario(broken)
+
+
+def test_a_scenario_s_problems_name_its_path_as_given(tmp_path: Path) -> None:
+    """`simulate sub/article.yaml` said `article.yaml: …`: which one, of several of that name?"""
+    (tmp_path / "sub").mkdir()
+    given = tmp_path / "sub" / "article.yaml"
+    given.write_text("name: x\ngroups: [{name: g, min: 120}]\n")
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(given)
+    assert f"{given}: groups[0].name: " in str(raised.value)
 
 
 def test_a_directory_or_binary_file_is_refused_in_words(tmp_path: Path) -> None:
@@ -282,7 +293,7 @@ def test_hostile_values_are_one_line_errors_not_tracebacks(tmp_path: Path) -> No
     # calendar, raises ValueError from the YAML reader itself.
     for name, text in (("long.yaml", "horizon_minutes: " + "9" * 5000), ("date.yaml", "name: 2026-13-45")):
         (tmp_path / name).write_text(text + "\n")
-        with pytest.raises(ScenarioError, match=rf"^{name.replace('.', '[.]')}: not valid YAML: "):
+        with pytest.raises(ScenarioError, match=rf"^{re.escape(str(tmp_path / name))}: not valid YAML: "):
             load_scenario(tmp_path / name)
     # Its hexadecimal form of any length is read (bases of two have no limit), and is out of range.
     (tmp_path / "hex.yaml").write_text("name: x\nhorizon_minutes: 0x" + "f" * 5000 + "\n")

@@ -234,22 +234,22 @@ def _parse_text(text: str, path: Path) -> Any:
         try:
             return json.loads(text, object_pairs_hook=_once_each)
         except ValueError as exc:
-            raise ScenarioError(f"{path.name}: not valid JSON: {exc}") from None
+            raise ScenarioError(f"{path}: not valid JSON: {exc}") from None
         except RecursionError:
-            raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
+            raise ScenarioError(f"{path}: nested too deep to be a scenario") from None
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     try:
         return _strict_yaml(yaml, text)
     except RecursionError:
-        raise ScenarioError(f"{path.name}: nested too deep to be a scenario") from None
+        raise ScenarioError(f"{path}: nested too deep to be a scenario") from None
     except ValueError as exc:  # an integer of more digits than Python converts (4,300)
-        raise ScenarioError(f"{path.name}: not valid YAML: {exc}") from None
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         said = getattr(exc, "problem", None) or getattr(exc, "reason", None) or exc
-        raise ScenarioError(one_line(clip(f"{path.name}: not valid YAML{line}: {said}", 500))) from None
+        raise ScenarioError(one_line(clip(f"{path}: not valid YAML{line}: {said}", 500))) from None
 
 
 def _once_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -310,7 +310,7 @@ def _leading(value: int) -> str:
 
 def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
     """A scenario from its parsed document; `path` locates `scripts_dir` and names the file in errors."""
-    check = _Checker(path.name if path else "scenario")
+    check = _Checker(str(path) if path else "scenario")
     try:
         top = check.mapping(data, "")
     except _Stop:
