@@ -130,7 +130,7 @@ def test_a_cloudtrail_event_eventbridge_would_not_deliver_or_naming_no_call_is_d
     with pytest.raises(UnreadableInputError, match="not an event as EventBridge delivers it: version"):
         read_inputs([write(tmp_path, json.dumps(bare), "bare.json")])
     del recorded["detail"]["eventName"]
-    with pytest.raises(UnreadableInputError, match="a CloudTrail record without an eventName"):
+    with pytest.raises(UnreadableInputError, match="a CloudTrail record of PCS without an eventName"):
         read_inputs([write(tmp_path, json.dumps(recorded), "noname.json")])
     recorded["detail"]["eventName"] = "ListClusters"
     inputs = read_inputs([write(tmp_path, json.dumps(recorded), "other.json")])

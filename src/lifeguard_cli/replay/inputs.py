@@ -559,23 +559,22 @@ class _Reading:
         call = api_call(row)
         if isinstance(control, dict):
             self.items.append(_control(control, self._where(where)))
-        elif call is not None or _is_cloudtrail(row):
-            # An event EventBridge would not deliver is damaged, whatever call it names; a record that
+        elif call is not None:
+            # A PCS event EventBridge would not deliver is damaged, whatever call it names; a record that
             # names none is no call; one of another call is passed over.
             if (problem := _not_delivered(row)) is not None:
                 self.malformed.append((where, problem))
                 return
-            name = call.record.get("eventName") if call is not None else row.get("eventName")
-            detail = row.get("detail")
-            if call is None and isinstance(detail, Mapping):
-                name = detail.get("eventName")
+            name = call.record.get("eventName")
             if not isinstance(name, str):
-                self.malformed.append((where, "a CloudTrail record without an eventName"))
+                self.malformed.append((where, "a CloudTrail record of PCS without an eventName"))
                 return
-            if call is None or name not in CHANGE_CALLS:
-                self.passed_over += 1
-            else:
+            if name in CHANGE_CALLS:
                 self.items.append(call)
+            else:
+                self.passed_over += 1
+        elif _is_cloudtrail(row):  # another service's: not a replay's to judge
+            self.passed_over += 1
         elif row.get("source") == LIFEGUARD_SOURCE and "detail-type" in row:
             if row["detail-type"] not in DETAIL_TYPES:
                 kind = clip(row["detail-type"], 60)
