@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
-from lifeguard_cli.documents import read_config_document
+from lifeguard_cli.documents import STDIN, read_config_document
 from lifeguard_cli.lint import lint_files, render_lint
 
 __all__ = ["app", "main"]
@@ -145,10 +145,33 @@ def lint(
     raise typer.Exit(0 if passed else 1)
 
 
+def _input_paths(command: str, given: list[str], config: str | None = None) -> list[Path]:
+    """The files named as `lint` takes them: a path, `file://PATH`, or `-` for stdin (once, with
+    `--config` too); an empty name is bad usage (exit 2), not the current directory."""
+    if [*given, config].count(STDIN) > 1:
+        typer.echo(
+            f"lifeguard {command}: {STDIN} (stdin) is given more than once: it can be read only once",
+            err=True,
+        )
+        raise typer.Exit(2)
+    paths = []
+    for name in given:
+        path = (
+            os.path.expandvars(os.path.expanduser(name.removeprefix("file://")))
+            if name.startswith("file://")
+            else name
+        )
+        if not path:
+            typer.echo(f"lifeguard {command}: {name!r}: no file named: an empty path", err=True)
+            raise typer.Exit(2)
+        paths.append(Path(path))
+    return paths
+
+
 @app.command(cls=_Command)
 def replay(
-    files: Annotated[
-        list[Path],
+    given: Annotated[
+        list[str],
         typer.Argument(
             metavar="FILE",
             help="Scaling-log records or node reports (JSON lines), subscription events, aws logs "
@@ -157,7 +180,7 @@ def replay(
         ),
     ],
     config: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--config",
             metavar="FILE",
@@ -220,6 +243,7 @@ def replay(
     from lifeguard_cli.replay import ReplayError, render_timeline
     from lifeguard_cli.replay import replay as run_replay
 
+    files = _input_paths("replay", given, config)
     actions = None
     if config is not None:
         document = read_config_document(config)
@@ -230,7 +254,7 @@ def replay(
                 (str(problem) if problem.path else problem.message).removesuffix(": nothing to lint")
                 for problem in (*document.problems, *document.notes)
             ]
-            typer.echo(f"lifeguard replay: --config {config}: {'; '.join(said)}", err=True)
+            typer.echo(f"lifeguard replay: --config {document.name}: {'; '.join(said)}", err=True)
             raise typer.Exit(2)
         actions = document.config.to_api()
 

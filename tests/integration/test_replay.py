@@ -138,6 +138,29 @@ def test_a_remediation_setting_the_environment_spoils_is_said_not_an_internal_er
     assert len(result.stderr.splitlines()) == 1
 
 
+def test_inputs_are_named_as_lint_takes_them(tmp_path: Path) -> None:
+    """`file://PATH`, as the AWS CLI takes it, was read as a relative path `file:/…`; an empty name as the
+    current directory; `-` twice as one stdin."""
+    loop, config = STREAMS / "article-terminate-loop.jsonl", EVENTS / "configs" / "article-terminate.json"
+    document = replay_json("--config", f"file://{config}", f"file://{loop}")
+    assert kinds(document) == ["BootstrapLoopDetected"]
+    for args, said in (
+        ([""], "lifeguard replay: '': no file named: an empty path"),
+        (["-", "-"], "lifeguard replay: - (stdin) is given more than once: it can be read only once"),
+        (
+            ["--config", "-", "-"],
+            "lifeguard replay: - (stdin) is given more than once: it can be read only once",
+        ),
+        (["--config", "", str(loop)], "lifeguard replay: --config '': no file named: an empty path"),
+        (
+            ["--config", f"file://{tmp_path}/nope.json", str(loop)],
+            f"lifeguard replay: --config {tmp_path}/nope.json: cannot read it: No such file or directory",
+        ),
+    ):
+        result = runner.invoke(app, ["replay", *args])
+        assert (result.exit_code, result.stderr.strip()) == (2, said)
+
+
 def test_threshold_and_window_tune_the_detection() -> None:
     loop = str(STREAMS / "article-terminate-loop.jsonl")
     assert kinds(replay_json("--threshold", "3", loop)) == []
