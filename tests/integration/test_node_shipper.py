@@ -430,6 +430,32 @@ def test_without_an_instance_id_the_error_is_one_clear_line(
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_off_ec2_without_a_region_the_error_says_to_set_it(node: Node, log_group: str) -> None:
+    env = {k: v for k, v in node.env.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION")}
+    env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there
+    env["AWS_CONFIG_FILE"] = os.devnull
+    ids = [
+        "--cluster-id",
+        "pcs_a",
+        "--compute-node-group-id",
+        "pcs_b",
+        "--instance-id",
+        "i-0123456789abcdef0",
+    ]
+    result = subprocess.run(
+        ship_command(node, log_group, "--once", *ids),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("lifeguard-node ship: cannot read placement/region from IMDSv2 at ")
+    assert result.stderr.strip().endswith("; off EC2, set AWS_REGION")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
 # -- 9. The shipper trusts a line that a script prints --
 
 FORGER = (

@@ -167,6 +167,9 @@ def test_ship_that_cannot_tell_the_nodes_ids_is_bad_usage_and_without_boto3_an_e
     command = ["ship", "--root", str(tmp_path), "--log-group", "g", "--once"]
     assert main(command) == 2
     assert capsys.readouterr().err == "lifeguard-node ship: cannot tell this node's ids: pass --cluster-id\n"
+    # A root that is not there is said as such, not as ids it could not find in it.
+    assert main(["ship", "--root", str(tmp_path / "nosuch"), "--log-group", "g", "--once"]) == 2
+    assert capsys.readouterr().err == f"lifeguard-node ship: --root {tmp_path / 'nosuch'}: no such folder\n"
 
     def no_boto3() -> None:
         raise MissingBoto3Error("no boto3 on this Python: install it, or use the node bundle")

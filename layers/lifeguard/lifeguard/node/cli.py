@@ -318,6 +318,8 @@ def _ship(args: argparse.Namespace) -> int:
     logged = identity_from_executor_log(layout)
     env = os.environ
     try:
+        if not Path(args.root).is_dir():  # not a node's root: its ids and logs cannot be there
+            raise ShipperError(f"--root {args.root}: no such folder")
         cluster_id = args.cluster_id or env.get("PCS_CLUSTER_ID") or logged.get("cluster_id")
         group_id = (
             args.compute_node_group_id

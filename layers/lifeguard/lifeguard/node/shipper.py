@@ -270,9 +270,17 @@ def _batches(messages: list[str]) -> Iterator[list[str]]:
         yield batch
 
 
+def _instance_region() -> str:
+    """The instance's own region, through IMDSv2 (off EC2: set AWS_REGION)."""
+    try:
+        return _imds("placement/region")
+    except ShipperError as exc:
+        raise ShipperError(f"{exc}; off EC2, set AWS_REGION") from None
+
+
 def _logs_client() -> Any:
     # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
-    return node_client("logs", "shipping reports", region=lambda: _imds("placement/region"))
+    return node_client("logs", "shipping reports", region=_instance_region)
 
 
 @dataclass
