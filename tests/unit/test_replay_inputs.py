@@ -422,6 +422,12 @@ def test_a_node_bundle_that_is_not_an_s3_or_https_location_is_refused_before_any
         replay([tmp_path / "never-read.jsonl"], node_bundle=location)
 
 
+def test_a_node_bundle_in_a_bucket_of_a_name_s3_cannot_have_says_so(tmp_path: Path) -> None:
+    """`s3://b/key` has the form asked for: what is wrong is the bucket's name, too short for S3."""
+    with pytest.raises(InvalidNodeBundleError, match=r"\(an S3 bucket's name is 3 to 63 characters\)"):
+        replay([tmp_path / "never-read.jsonl"], node_bundle="s3://b/lifeguard/lifeguard-node.pyz")
+
+
 def test_a_refused_node_bundle_repeats_no_secret(tmp_path: Path) -> None:
     location = "https://user:hunter2@example.com/?X-Amz-Signature=abc123"
     result = runner.invoke(app, ["replay", "--node-bundle", location, str(LOOP)])

@@ -30,8 +30,9 @@ class InvalidNodeBundleError(ReplayError, ValueError):
     """--node-bundle is not a location a lifecycle script can be fetched from; `shown` is the location
     without its query string (a presigned URL's signature is never repeated)."""
 
-    def __init__(self, shown: str) -> None:
+    def __init__(self, shown: str, why: str = "") -> None:
         self.shown = shown
         super().__init__(
-            f"--node-bundle {shown!r}: not a node bundle location: give s3://BUCKET/KEY or https://HOST/PATH"
+            f"--node-bundle {shown!r}: not a node bundle location{f' ({why})' if why else ''}: give "
+            "s3://BUCKET/KEY or https://HOST/PATH"
         )

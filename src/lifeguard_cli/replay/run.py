@@ -260,7 +260,9 @@ def node_bundle_at(location: str) -> NodeBundle:
             shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
         else:
             shown = location.split("?", 1)[0].split("#", 1)[0]
-        raise InvalidNodeBundleError(clip(shown, 120))
+        bucket = parts.netloc if parts is not None and parts.scheme == "s3" else None
+        why = "an S3 bucket's name is 3 to 63 characters" if bucket and not 3 <= len(bucket) <= 63 else ""
+        raise InvalidNodeBundleError(clip(shown, 120), why)
     return NodeBundle(location)
 
 
