@@ -1175,16 +1175,29 @@ def local_down() -> None:
     """
     from lifeguard_cli.local import background
 
-    _refuse_foreign_state("local down")
+    _refuse_foreign_state("local down", keeping=False)
     pid = background.stop()
     typer.echo("no local AWS was running" if pid is None else f"the local AWS (pid {pid}) is stopped")
 
 
-def _refuse_foreign_state(command: str) -> None:
+def _refuse_foreign_state(command: str, *, keeping: bool = True) -> None:
     """Exit 1 when the state file's place holds a file no local AWS wrote (`LIFEGUARD_LOCAL_STATE` naming
-    another file): starting one would write over it, stopping one would delete it."""
+    another file): starting one would write over it, stopping one would delete it; or, `keeping` a local
+    AWS up, when its folder cannot be made (a file in the way): said before anything starts."""
     from lifeguard_cli.local import background
 
+    if keeping:
+        place = background.state_path().parent
+        try:
+            place.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            typer.echo(
+                f"lifeguard {command}: cannot keep the local AWS's state in {place}: {why} "
+                "(LIFEGUARD_LOCAL_STATE?)",
+                err=True,
+            )
+            raise typer.Exit(1) from None
     foreign = background.foreign_state()
     if foreign is not None:
         typer.echo(

@@ -296,6 +296,23 @@ def test_local_down_leaves_a_file_that_is_no_state_file_as_it_is(env: dict[str, 
         assert path.read_bytes() == content
 
 
+def test_a_state_file_whose_folder_cannot_be_made_is_said_before_anything_starts(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """LIFEGUARD_LOCAL_STATE under a file (not a folder) was an internal error, and for `replay --keep`
+    only once the whole replay had run."""
+    blocking = tmp_path / "afile"
+    blocking.write_text("")
+    env = {**env, "LIFEGUARD_LOCAL_STATE": str(blocking / "state.json")}
+    for command in (["local", "up"], ["replay", "--keep", str(STREAMS / "article-terminate-loop.jsonl")]):
+        done = lifeguard(*command, env=env)
+        assert (done.returncode, done.stdout) == (1, "")
+        name = " ".join(command[: 2 if command[0] == "local" else 1])
+        assert done.stderr.startswith(f"lifeguard {name}: cannot keep the local AWS's state in {blocking}: ")
+        assert "replaying" not in done.stderr
+        assert len(done.stderr.splitlines()) == 1
+
+
 def test_two_local_up_at_once_leave_nothing_running_after_local_down(env: dict[str, str]) -> None:
     started = [
         subprocess.Popen(
