@@ -364,10 +364,9 @@ class Executor:
             log.write("INFO", BOOT_COMPLETED, boot=result.boot, exit_code=result.exit_code)
         finally:
             log.close()
-        # A boot that ended in TERMINATE takes the node with it (a replacement boots anew); one that finished,
-        # or was cut short (by a reboot, above), makes the next a reboot.
-        finished = result.exit_code in (EXIT_COMPLETED, EXIT_STOP_SEQUENCE)
-        self._mark_boot(result.boot if finished else completed)
+        # Every later boot on this root is a reboot (DESIGN), this one's end whatever it was: PCS replaces a
+        # node a TERMINATE failure ends with a new instance, whose disk is another root.
+        self._mark_boot(result.boot)
         return result
 
     def _run_stages(self, result: BootResult, log: ExecutorLog) -> None:
