@@ -14,10 +14,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["POWER_DOWN_MINUTES", "node_states", "states_at_end"]
+__all__ = ["NOT_RESPONDING_MINUTES", "POWER_DOWN_MINUTES", "POWER_UP_MINUTES", "node_states", "states_at_end"]
 
-# From powering down to powered down: the article's idle% at 01:07:08, idle~ at 01:08:19.
-POWER_DOWN_MINUTES = 70 / 60
+# The article's two failed instances, terminated at 01:06:42 and 01:12:42: still idle# at 01:06:50, idle%
+# (powering down) at 01:07:08 and 01:13:04, idle~ (powered down) at 01:08:19 and 01:14:15, and idle# again
+# (powering up for the next instance) at 01:09:12 and 01:15:08, before its launch at 01:09:44 and 01:15:45.
+NOT_RESPONDING_MINUTES = 24 / 60  # from the instance's end to idle%
+POWER_DOWN_MINUTES = 70 / 60  # from idle% to idle~
+POWER_UP_MINUTES = 53 / 60  # from idle~ to idle#, when another instance is to back the node
 FAILED_TO_BOOTSTRAP = "Backing Instance Failed To Bootstrap: {instance}"
 
 _Change = tuple[float, str, str | None]  # (minute, state, reason)
@@ -65,7 +69,10 @@ def _slot_changes(backing: list[Mapping[str, Any]], horizon: float) -> list[_Cha
     for index, instance in enumerate(backing):
         following = backing[index + 1 :]
         next_launch = min((float(i["launched_minute"]) for i in following), default=horizon + 1)
-        for minute, state, reason in _instance_changes(instance):
+        own = _instance_changes(instance)
+        if following and own[-1][1] == "idle~":  # powered up again for the instance to come
+            own.append((own[-1][0] + POWER_UP_MINUTES, "idle#", None))
+        for minute, state, reason in own:
             if minute <= horizon and minute < next_launch:
                 _put(changes, (minute, state, reason))
     return changes
@@ -93,7 +100,8 @@ def _instance_changes(instance: Mapping[str, Any]) -> list[_Change]:
             if end == "BOOTSTRAP_FAILED"
             else None
         )
-        changes += [(ended, "idle%", reason), (ended + POWER_DOWN_MINUTES, "idle~", reason)]
+        down = ended + NOT_RESPONDING_MINUTES
+        changes += [(down, "idle%", reason), (down + POWER_DOWN_MINUTES, "idle~", reason)]
     return sorted(changes, key=lambda change: change[0])
 
 
