@@ -180,6 +180,19 @@ def test_a_ready_check_that_asks_slurm_finds_the_node_registered(simulator: Simu
     assert kinds(document) == []
 
 
+def test_a_node_of_quick_scripts_is_active_25_s_after_they_start_as_the_article_found(
+    simulator: Simulator,
+) -> None:
+    # The article: the scripts start at 00:57:27, PCS logs the node ACTIVE at 00:57:52. A boot's time was
+    # rounded up to the twin's 5 s quantum before those 25 s: ACTIVE came 30 s after.
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    document = simulator.run(parse_scenario(data), seed=1)
+    [first, *_] = document["instances"]
+    timings = parse_scenario(data).timings
+    after = (first["active_minute"] - first["registered_minute"]) * 60  # minutes to a tenth: 6 s
+    assert abs(after - (timings.scripts_start + timings.active)) <= 3, after
+
+
 def test_slurm_is_not_available_in_node_bootstrapped_as_the_article_found(simulator: Simulator) -> None:
     # The article: nodeBootstrapped runs "before slurmd starts", Slurm commands "Not available" there;
     # nodeReady "after slurmd registers". A script that needs Slurm in nodeBootstrapped fails on PCS.

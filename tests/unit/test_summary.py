@@ -87,7 +87,12 @@ def test_each_event_type_has_its_severity_subject_and_headline(
 def test_only_remediation_events_state_an_action_and_a_dry_run_says_nothing_changed() -> None:
     assert summarize("RemediationApplied", detail()).action == "quarantine in mode quarantine"
     dry = summarize("RemediationSkipped", detail(dry_run=True, action=None, mode="revert")).action
-    assert dry == "revert in mode revert (dry run: nothing changed)"
+    # Nothing changed, and no dry run held it back (a skip, a failure): not told as a dry run.
+    assert dry == "no action in mode revert (nothing changed)"
+    held = detail(dry_run=True, mode="notify", reason="Dry run (mode notify), nothing was changed; would …")
+    assert (
+        summarize("RemediationSkipped", held).action == "quarantine in mode notify (dry run: nothing changed)"
+    )
     assert summarize("BootstrapLoopDetected", detail()).action is None
     assert summarize("LoopResolved", detail(dry_run=True)).action is None
 
@@ -310,3 +315,18 @@ def test_no_line_of_a_log_tail_passes_for_one_of_the_messages_own() -> None:
 def test_the_reason_reads_as_a_sentence_of_its_own_after_the_headline(reason: str, shown: str) -> None:
     summary = summarize("BootstrapLoopDetected", detail(reason=reason, suspect=None))
     assert shown in summary.headline
+
+
+def test_each_loop_kind_is_told_in_words_and_a_contained_loop_says_what_to_do_once() -> None:
+    """`kind` was pasted in: "is in a bootstrap-failure intermittent", "to break the replacement"; and a
+    containment's reason, which says what to do, was followed by the headline saying it again."""
+    intermittent = summarize("BootstrapLoopDetected", detail(kind="intermittent", reason=None))
+    assert "is in an intermittent bootstrap-failure loop: " in intermittent.headline
+    applied = summarize("RemediationApplied", detail(kind="replacement", reason=None))
+    assert applied.headline.endswith("to break the replacement loop.")
+    assert summarize("BootstrapLoopDetected", detail(kind="replacement")).subject.startswith(
+        "[Lifeguard] Replacement loop: "
+    )
+    reason = "i-1 came up with a script still failing. Fix the script and push a configuration."
+    contained = summarize("LoopContained", detail(reason=reason, undo=None))
+    assert contained.headline.count("Fix the script and push a configuration") == 1

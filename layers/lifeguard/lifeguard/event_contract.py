@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DETAIL_KEYS",
     "DETAIL_TYPES",
+    "DRY_RUN_SAID",
     "ENTRY_MAX_BYTES",
     "LOCAL_AWS_VARIABLE",
     "NODE_GROUP_TAG",
@@ -60,6 +61,10 @@ __all__ = [
     "risks_found_sentence",
     "undo_command",
 ]
+
+# How the reason of a remediation a dry run held back begins (mode notify, or the stack's DryRun): the
+# notifications tell it from a skip or a failure, which change nothing either.
+DRY_RUN_SAID = "Dry run ("
 
 SOURCE = "lifeguard"
 # The tag PCS puts on each instance it launches, naming its compute node group's id.

@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
-from lifeguard.event_contract import console_url, deployed_in, nodes_console_url, risks_found, undo_command
+from lifeguard.event_contract import (
+    DRY_RUN_SAID,
+    console_url,
+    deployed_in,
+    nodes_console_url,
+    risks_found,
+    undo_command,
+)
 from lifeguard.node.layout import LOG_TAIL_BYTES
 
 __all__ = [
@@ -39,6 +46,13 @@ SEVERITY = {
     "LoopResolved": "info",
     "ConfigChangeReviewed": "low",  # a warning for whoever changed the group, not a page
 }
+# What each loop kind is, in a sentence.
+_LOOP_WORDS = {
+    "loop": "bootstrap-failure loop",
+    "intermittent": "intermittent bootstrap-failure loop",
+    "replacement": "replacement loop",
+}
+
 _TITLES = {
     "BootstrapLoopDetected": "Bootstrap loop",
     "RemediationApplied": "Remediated",
@@ -119,6 +133,8 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     suspect = detail.get("suspect") or None
     title = _TITLES.get(detail_type, detail_type)
     revision = detail.get("revision") or 1
+    if detail_type == "BootstrapLoopDetected" and detail.get("kind") == "replacement":
+        title = "Replacement loop"
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         title = f"{title} (update {revision})"  # the same episode, better known or going on
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
@@ -127,27 +143,37 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     if len(subject) > SUBJECT_MAX_CHARS:
         subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
     kind = detail.get("kind") or "loop"
+    loop = _LOOP_WORDS.get(str(kind), "bootstrap-failure loop")
     detected = (
         f"Compute node group {group} of cluster {cluster} is in a replacement loop: {len(failures)} node(s) "
         "came up and were replaced as unhealthy."
         if kind == "replacement"
-        else f"Compute node group {group} of cluster {cluster} is in a bootstrap-failure {kind}: "
+        else f"Compute node group {group} of cluster {cluster} is in an {loop}: "
         f"{len(failures)} node(s) failed to bootstrap and were terminated."
+        if kind == "intermittent"
+        else f"Compute node group {group} of cluster {cluster} is in a {loop}: "
+        f"{len(failures)} node(s) failed to bootstrap and were terminated."
+    )
+    reason = detail.get("reason")
+    # The containment's own reason says what to do (an older one may not): said once.
+    instruction = (
+        ""
+        if reason and "Fix the script" in str(reason)
+        else " Fix the script and push a configuration"
+        + (", or undo Lifeguard's change." if detail.get("undo") else ".")
     )
     headline = {
         "BootstrapLoopDetected": detected,
         "RemediationApplied": f"Lifeguard changed the lifecycle actions of {group} ({cluster}) to break the "
-        f"{kind}.",
+        f"{'' if loop == _LOOP_WORDS['loop'] else kind + ' '}loop.",
         "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
         "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
         "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
-        f"{len(detail.get('kept') or [])} node(s) kept with the failure. Fix the script and push a "
-        "configuration" + (", or undo Lifeguard's change." if detail.get("undo") else "."),
+        f"{len(detail.get('kept') or [])} node(s) kept with the failure.{instruction}",
         # Why it is over (a node booted clean, or the failing script left the configuration) is the reason.
         "LoopResolved": f"The loop of {group} ({cluster}) is over.",
         "ConfigChangeReviewed": _change_headline(group, cluster, detail),
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
-    reason = detail.get("reason")
     if reason:
         headline = f"{headline} {_sentence(str(reason))}"
     if detail_type == "BootstrapLoopDetected" and revision > 1:
@@ -168,8 +194,13 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         )
     action = None
     if detail_type.startswith("Remediation"):
-        dry = " (dry run: nothing changed)" if detail.get("dry_run") else ""
-        action = f"{detail.get('action') or detail.get('mode') or '-'} in mode {detail.get('mode')}{dry}"
+        # `dry_run` says nothing was changed, whatever held it back: a dry run only when its reason says so
+        # (mode notify or the stack's DryRun, `remediation.rails.dry_run`), not for a skip or a failure.
+        held = str(reason or "").startswith(DRY_RUN_SAID)
+        dry = (
+            (" (dry run: nothing changed)" if held else " (nothing changed)") if detail.get("dry_run") else ""
+        )
+        action = f"{detail.get('action') or 'no action'} in mode {detail.get('mode') or '-'}{dry}"
     diff = tuple(diff_line(change) for change in detail.get("diff") or [])
     log_tail = str(suspect.get("log_tail") or "")[-LOG_TAIL_MAX_CHARS:] if suspect else ""
     undo = _undo_line(detail, cluster, group)

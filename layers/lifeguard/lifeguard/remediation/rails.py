@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.detection import TAG_MODE
-from lifeguard.event_contract import episode_signals
+from lifeguard.event_contract import DRY_RUN_SAID, episode_signals
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import DAY_SECONDS, AppliedChange, Ledger
@@ -222,7 +222,7 @@ def dry_run(mode: str, settings: RemediationSettings, would: str) -> str | None:
     if mode != "notify" and not settings.dry_run:
         return None
     why = "mode notify" if mode == "notify" else "the stack's DryRun is on"
-    return f"Dry run ({why}), nothing was changed; {would}".strip()
+    return f"{DRY_RUN_SAID}{why}), nothing was changed; {would}".strip()
 
 
 def cooldown(
