@@ -302,3 +302,48 @@ def test_an_episodes_numbers_have_no_gap_when_another_channel_is_retried() -> No
     notify.handle_event(applied_event("RemediationApplied"))  # the episode's second message
     assert [sequence for _, sequence in slack.sent] == [1, 2]
     assert [sequence for _, sequence in sns.sent] == [1, 2]
+
+
+class Keeping(Channel):
+    """A channel that keeps the detail it was given too."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.details: list[Mapping[str, Any]] = []
+
+    def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
+        super().send(summary, detail, sequence=sequence)
+        self.details.append(detail)
+
+
+def test_a_presigned_script_locations_credentials_reach_no_message() -> None:
+    """PCS takes https script locations, presigned ones too: their query string (X-Amz-Signature, a
+    token) went whole into the diff line, the SNS JSON and Slack. Shown as `?…`, and no user info."""
+    from lifeguard.notify.slack import slack_message
+    from lifeguard.notify.sns import sns_message
+
+    location = (
+        "https://alice:pw@scripts.example.com/fail.sh?X-Amz-Credential=AKIAEXAMPLE&X-Amz-Signature=SECRET"
+    )
+    event = applied_event("RemediationApplied")
+    script = {"name": "fail", "scriptSource": {"scriptLocation": location}}
+    event["detail"]["config_after"] = {"stages": {"nodeBootstrapped": [script]}}
+    event["detail"]["diff"] = [
+        {
+            "path": "stages.nodeBootstrapped[0].scriptSource.scriptLocation",
+            "old": "s3://b/x.sh",
+            "new": location,
+        }
+    ]
+    event["detail"]["reason"] = f"changed to {location}"
+    keeping = Keeping("sns")
+    notify, _ = controller(keeping)
+    notify.handle_event(event)
+    [(summary, _)] = keeping.sent
+    [detail] = keeping.details
+    shown = [summary.text(), sns_message(summary, detail), str(slack_message(summary, detail, sequence=1))]
+    for text in shown:
+        assert "SECRET" not in text
+        assert "AKIAEXAMPLE" not in text
+        assert "alice" not in text
+    assert "https://scripts.example.com/fail.sh?…" in summary.text()

@@ -68,6 +68,7 @@ __all__ = [
     "pcs_pattern",
     "plausible_times",
     "printable_lines",
+    "redacted",
     "utc",
 ]
 
@@ -200,3 +201,24 @@ def printable_lines(text: object) -> str:
     """A value of many lines (a script's output) as people are shown it: its lines kept, any other control
     character (a terminal's escapes, a carriage return) as `?`."""
     return _CONTROL.sub("?", str(text).replace("\r\n", "\n"))
+
+
+# A URL's query string or fragment, where a presigned URL (or a token in `?private_token=`) carries its
+# credentials, and its user info: none of it leaves Lifeguard in a message.
+_URL_SECRETS = re.compile(r"((?:https?|s3)://)(?:[^\s/@?#]*@)?([^\s?#]*)[?#][^\s\"'<>]*", re.IGNORECASE)
+_URL_USER = re.compile(r"((?:https?|s3)://)[^\s/@?#]*@", re.IGNORECASE)
+
+
+def redacted(value: object) -> object:
+    """`value` (text, or lists and mappings of it) with every URL's query string and fragment shown as
+    `?…`, and its user info left out: script locations in configurations, diffs and risks as they go to
+    people. Other values as they are."""
+    if isinstance(value, str):
+        if "://" not in value:
+            return value
+        return _URL_USER.sub(r"\1", _URL_SECRETS.sub(r"\1\2?…", value))
+    if isinstance(value, dict):
+        return {key: redacted(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redacted(item) for item in value]
+    return value

@@ -13,9 +13,9 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from lifeguard.bounds import clip
+from lifeguard.bounds import clip, redacted
 from lifeguard.errors import LifeguardError
 from lifeguard.event_contract import DETAIL_TYPES, clean_detail
 from lifeguard.metrics import Metric, uncounted
@@ -84,6 +84,9 @@ class Notifier:
             return result
         # What is valid is sent; what is not is named in the message instead of failing every channel.
         detail, problems = clean_detail(raw)
+        # No URL's query string (a presigned script location's credentials) goes to Slack or SNS.
+        detail = cast("dict[str, Any]", redacted(detail))
+        problems = [str(redacted(problem)) for problem in problems]
         if problems:
             self.metric("InvalidDetailFields", len(problems))
             logger.warning("%s with invalid fields: %s", detail_type, clip("; ".join(problems), 500))
