@@ -136,7 +136,7 @@ def test_slack_pace_holds_across_concurrent_senders_through_the_table(env: Env) 
 
     # A Slack sender keyed by its webhook: another invocation just posted, so this one waits its turn.
     senders[0].reserve_post(hashlib.sha256(env.slack.url.encode()).hexdigest(), 1.0)
-    second = SlackChannel(lambda: env.slack.url, sleep=env.sleeps.append, pacer=senders[1].reserve_post)
+    second = SlackChannel(lambda: env.slack.url, sleep=env.sleeps.append, pacer=senders[1])
     applied = event()
     second.send(summarize(applied["detail-type"], applied["detail"]), applied["detail"])
     assert env.sleeps == [1.0]
@@ -177,7 +177,7 @@ def test_a_retry_after_is_waited_in_the_shared_pace_within_the_time_the_invocati
     sender = SlackChannel(
         lambda: env.slack.url,
         sleep=sleeps.append,
-        pacer=store().reserve_post,
+        pacer=store(),
         time_left=lambda: left - sum(sleeps),
     )
     applied = event()

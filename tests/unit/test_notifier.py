@@ -180,7 +180,7 @@ def test_an_invocation_lambda_stopped_mid_send_leaves_the_message_to_its_retry()
         if clock.now - start > NOTIFY_TIMEOUT:
             raise LambdaTimedOut
 
-    slack = SlackChannel(lambda: SLACK_URL, sleep=sleep, clock=clock, pacer=store.reserve_post)
+    slack = SlackChannel(lambda: SLACK_URL, sleep=sleep, clock=clock, pacer=store)
     with pytest.raises(LambdaTimedOut):
         Notifier([slack], store).handle_event(applied_event())
     clock.now += 60  # Lambda's retry: a new invocation, the same table
@@ -247,7 +247,7 @@ def test_a_burst_reaches_slack_at_its_pace_with_no_slot_left_unused_and_nothing_
         slack = SlackChannel(
             lambda: SLACK_URL,
             sleep=sleep,
-            pacer=store.reserve_post,
+            pacer=store,
             time_left=lambda waited=waited: NOTIFY_TIMEOUT - waited[0],
         )
         try:
@@ -347,3 +347,38 @@ def test_a_presigned_script_locations_credentials_reach_no_message() -> None:
         assert "AKIAEXAMPLE" not in text
         assert "alice" not in text
     assert "https://scripts.example.com/fail.sh?…" in summary.text()
+
+
+def test_slack_holds_are_merged_and_kept_by_a_slot_taken_before_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 429's hold was added to the queue (`next_at + Retry-After`): 21 senders told "Retry-After: 30" put
+    the next slot 651 s out, past Lambda's retries, and the burst was parked. And a sender whose slot was
+    taken before another's 429 posted inside the time Slack asked for."""
+    import lifeguard.notify.slack
+
+    table, clock = FakeDynamoDB(), Clock()
+    store = NoticeStore(table, "t", clock=clock)
+    store.hold_post("hook", 30.0)
+    clock.now += 1
+    store.hold_post("hook", 30.0)  # another sender's 429 a second later: held to 31 s, not 61
+    assert store.held_for("hook") == pytest.approx(30.0)
+    assert store.reserve_post("hook", 1.0) == pytest.approx(30.0)
+
+    webhook = hashlib.sha256(SLACK_URL.encode()).hexdigest()
+    store.reserve_post(webhook, 1.0)  # another sender's slot: this one's comes a second later
+    posted: list[float] = []
+    held: list[float] = []
+
+    def post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+        posted.append(clock.now)
+        return 200, b"ok"
+
+    def sleep(seconds: float) -> None:
+        clock.now += seconds
+        if not held:  # while it waits for its slot, Slack answers another sender 429, Retry-After: 10
+            store.hold_post(webhook, 10.0)
+            held.append(clock.now + 10.0)
+
+    monkeypatch.setattr(lifeguard.notify.slack, "_post", post)
+    slack = SlackChannel(lambda: SLACK_URL, sleep=sleep, clock=clock, pacer=store)
+    Notifier([slack], store).handle_event(applied_event())
+    assert posted == [pytest.approx(held[0])]

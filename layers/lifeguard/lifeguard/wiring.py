@@ -240,7 +240,7 @@ def build_notify(
         from lifeguard.notify.slack import SecretWebhook, SlackChannel
 
         # Paced through the table: concurrent invocations keep one message a second per webhook.
-        pacer = notices.reserve_post if notices else None
+        pacer = notices
         webhook = SecretWebhook(clients("secretsmanager"), secret)
         channels.append(
             SlackChannel(

@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from lifeguard.errors import AwsCallError, LifeguardError
@@ -39,9 +39,25 @@ _EMOJI = {
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # When each webhook (by hash) may take its next message: shared by every channel of the process.
 _NEXT_POST: dict[str, float] = {}
+
+
 # (webhook key, interval, the longest wait the sender can take) -> seconds to wait before posting, or None
 # when the next free slot is further away than that (none is taken): a pace shared beyond this process.
-Pacer = Callable[[str, float, "float | None"], "float | None"]
+class Pacer(Protocol):
+    """The webhook's pace shared by every invocation (`lifeguard.store.notices.NoticeStore`)."""
+
+    def reserve_post(
+        self, webhook_key: str, interval_seconds: float, max_wait: float | None = None
+    ) -> float | None:
+        """Take the next free slot; the seconds to wait for it (None: none within `max_wait`)."""
+
+    def hold_post(self, webhook_key: str, seconds: float) -> None:
+        """No message for `seconds` from now, whoever sends it (held ends merged)."""
+
+    def held_for(self, webhook_key: str) -> float:
+        """Seconds from now no message is taken for (0: no hold)."""
+
+
 # Of the invocation's time left, what a post needs after its wait: its attempts' timeouts and backoff.
 SEND_MARGIN_SECONDS = 40.0
 # The longest a 429's Retry-After is taken at: a webhook held for more is held for an hour.
@@ -450,7 +466,7 @@ class SlackChannel:
         free slot moves past that (the table's, for every invocation; else this process's)."""
         key = _webhook_key(url)
         if self._pacer is not None:
-            self._pacer(key, seconds, None)  # a slot now, the next one `seconds` after it
+            self._pacer.hold_post(key, seconds)
             return
         with self._guard:
             until = self._clock() + seconds
@@ -462,7 +478,7 @@ class SlackChannel:
             # Shared by every concurrent invocation: each takes the webhook's next free slot, one it can
             # wait for; else the message is retried later (Lambda's retry), holding up no one meanwhile.
             most = self._time_left() - SEND_MARGIN_SECONDS if self._time_left is not None else None
-            wait = self._pacer(key, self.min_interval_seconds, most)
+            wait = self._pacer.reserve_post(key, self.min_interval_seconds, most)
             if wait is None:
                 raise SlackError(
                     "Slack message not sent yet: the webhook takes one message a second, and the ones queued "
@@ -470,6 +486,15 @@ class SlackChannel:
                 )
             if wait > 0:
                 self._sleep(wait)
+            # A slot taken before another sender's 429 is not used inside the time Slack asked for.
+            held = self._pacer.held_for(key)
+            if held > 0:
+                if held > self._longest_wait():
+                    raise SlackError(
+                        f"Slack asked for no message for {held:g} s more (HTTP 429 to another sender), "
+                        "longer than this invocation can wait; it is retried once that time is over"
+                    )
+                self._sleep(held)
             return
         with self._guard:
             now = self._clock()

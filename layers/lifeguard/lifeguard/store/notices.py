@@ -32,6 +32,8 @@ class NoticeStore:
         "unclaim": ("dynamodb:DeleteItem",),
         "sequence_of": ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"),
         "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
+        "hold_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
+        "held_for": ("dynamodb:GetItem",),
     }
 
     def __init__(self, client: DynamoDBClient, table: str, *, clock: Callable[[], float]) -> None:
@@ -93,10 +95,12 @@ class NoticeStore:
             if max_wait is not None and slot - now > max_wait:
                 return None
             try:
+                held = {"held_until": item["held_until"]} if item and "held_until" in item else {}
                 self._table.put(
                     {
                         **key,
                         "next_at": {"N": f"{slot + interval_seconds:.3f}"},
+                        **held,
                         "expires_at": {"N": str(int(now) + 3600)},
                     },
                     condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
@@ -106,6 +110,38 @@ class NoticeStore:
                 continue  # another sender took that slot: take the next one
             return slot - now
         return interval_seconds  # contended beyond reason: keep at least the interval
+
+    def hold_post(self, webhook_key: str, seconds: float, attempts: int = 32) -> None:
+        """Take no message on the webhook for `seconds` from now (Slack's Retry-After): its next free slot
+        is no earlier than that, and `held_until` says so to a sender whose slot was taken before. Holds
+        from several senders are merged (the latest end stands), never added up."""
+        key = item_key(f"WEBHOOK#{webhook_key}", "PACE")
+        for _ in range(attempts):
+            now = self._clock()
+            item = self._table.get(key)
+            taken = item["next_at"]["N"] if item else None
+            until = max(now + seconds, float(item.get("held_until", {}).get("N", 0)) if item else 0.0)
+            slot = max(until, float(taken) if taken is not None else until)
+            try:
+                self._table.put(
+                    {
+                        **key,
+                        "next_at": {"N": f"{slot:.3f}"},
+                        "held_until": {"N": f"{until:.3f}"},
+                        "expires_at": {"N": str(int(now) + 3600)},
+                    },
+                    condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
+                    values={":taken": {"N": taken}} if taken is not None else None,
+                )
+            except ConditionFailedError:
+                continue  # a slot was taken meanwhile: merge with what is there now
+            return
+
+    def held_for(self, webhook_key: str) -> float:
+        """Seconds from now the webhook takes no message for (a Retry-After's rest; 0 when none holds)."""
+        item = self._table.get(item_key(f"WEBHOOK#{webhook_key}", "PACE"))
+        until = float(item.get("held_until", {}).get("N", 0)) if item else 0.0
+        return max(0.0, until - self._clock())
 
     def sequence_of(self, group: Group, episode_id: str, key: str) -> int:
         """The number of the episode's message `key` (1, 2, …), so readers see the messages as one story:
