@@ -139,3 +139,15 @@ def test_a_review_of_a_call_delivered_twice_is_one_message_though_the_table_lear
     assert notify.handle_event(again).already_sent == ["slack"]
     assert notify.handle_event(other_call).sent == ["slack"]  # a later call by the same caller is news
     assert len(slack.sent) == 2
+
+
+def test_one_risk_of_another_shape_leaves_the_others_told() -> None:
+    """The whole list was refused for one bad risk: the message said "with 0 risk(s)" and showed none."""
+    from lifeguard.event_contract import clean_detail
+
+    good = {"code": "optional-script-terminates", "path": "stages.nodeReady[0].onError", "message": "m"}
+    detail, problems = clean_detail(review([good, {"code": 7}, good])["detail"])
+    assert detail["risks"] == [{**good, "severity": "warning"}] * 2
+    assert [problem.split(":")[0] for problem in problems] == ["risks[1]"]
+    headline = summarize("ConfigChangeReviewed", detail, problems=problems).headline
+    assert "with 2 risk(s)" in headline

@@ -370,11 +370,42 @@ def clean_detail(detail: object) -> tuple[dict[str, Any], list[str]]:
         except RecursionError:  # a configuration or diff value nested thousands deep
             problems.append(f"{key}: nested too deep")
             continue
+        if value is BAD and key in _LISTS_OF_RECORDS and isinstance(detail[key], list):
+            # One bad record leaves the others: a review with one risk of another shape still tells the
+            # rest (it said "0 risk(s)").
+            kept, bad = _good_items(check, detail[key][: _LISTS_OF_RECORDS[key]])
+            problems.extend(f"{key}[{index}]: {why}" for index, why in bad)
+            if len(detail[key]) > _LISTS_OF_RECORDS[key]:
+                problems.append(f"{key}: over {_LISTS_OF_RECORDS[key]} items, the rest left out")
+            cleaned[key] = kept
+            continue
         if value is BAD:
             problems.append(f"{key}: {describe_validation_error(Invalid(found))}")
             continue
         cleaned[key] = plain
     return cleaned, problems
+
+
+# The lists of records told one by one (a review's risks), and the most items each holds (`_detail_fields`).
+_LISTS_OF_RECORDS = {"risks": 100}
+
+
+def _good_items(check: Check, items: list[Any]) -> tuple[list[Any], list[tuple[int, str]]]:
+    """The items the list's `check` takes one by one, and (index, why) of each it does not."""
+    kept: list[Any] = []
+    bad: list[tuple[int, str]] = []
+    for index, item in enumerate(items):
+        found: list[Problem] = []
+        try:
+            value = check([item], (), found)
+        except RecursionError:
+            bad.append((index, "nested too deep"))
+            continue
+        if value is BAD:
+            bad.append((index, describe_validation_error(Invalid(found)).removeprefix("0.")))
+        else:
+            kept.extend(as_json(value))
+    return kept, bad
 
 
 def undo_command(cluster_id: str, group_id: str) -> str:
