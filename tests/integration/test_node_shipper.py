@@ -434,16 +434,13 @@ def test_off_ec2_without_a_region_the_error_says_to_set_it(node: Node, log_group
     env = {k: v for k, v in node.env.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION")}
     env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there
     env["AWS_CONFIG_FILE"] = os.devnull
-    ids = [
-        "--cluster-id",
-        "pcs_a",
-        "--compute-node-group-id",
-        "pcs_b",
-        "--instance-id",
-        "i-0123456789abcdef0",
-    ]
+    ids = {
+        "--cluster-id": "pcs_a",
+        "--compute-node-group-id": "pcs_b",
+        "--instance-id": "i-0123456789abcdef0",
+    }
     result = subprocess.run(
-        ship_command(node, log_group, "--once", *ids),
+        ship_command(node, log_group, "--once", *[part for pair in ids.items() for part in pair]),
         env=env,
         capture_output=True,
         text=True,

@@ -419,15 +419,21 @@ def _scripts_shipped(shipper: Shipper, sink: ListSink) -> list[str]:
     return shipped
 
 
-def test_executor_log_emptied_and_refilled_in_place_is_read_from_its_start(tmp_path: Path) -> None:
-    """logrotate's copytruncate keeps the inode: a log written past the saved offset while the shipper was
-    down was read from that offset, and the TERMINATE record before it was never shipped."""
+def _first_shipped(tmp_path: Path) -> tuple[NodeLayout, ListSink, Shipper]:
+    """A node whose executor.log holds one failure, shipped."""
     layout = NodeLayout(tmp_path)
     layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
     layout.executor_log.write_text(_failure_at(FIRST_RUN, "first"))
     sink = ListSink()
     shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
     assert _scripts_shipped(shipper, sink) == ["first"]
+    return layout, sink, shipper
+
+
+def test_executor_log_emptied_and_refilled_in_place_is_read_from_its_start(tmp_path: Path) -> None:
+    """logrotate's copytruncate keeps the inode: a log written past the saved offset while the shipper was
+    down was read from that offset, and the TERMINATE record before it was never shipped."""
+    layout, sink, _ = _first_shipped(tmp_path)
     inode = layout.executor_log.stat().st_ino
     with layout.executor_log.open("r+") as log:  # copytruncate: the same file, emptied, then written
         log.truncate(0)
@@ -441,12 +447,7 @@ def test_executor_log_emptied_and_refilled_in_place_is_read_from_its_start(tmp_p
 def test_executor_log_renamed_by_a_rotation_is_read_to_its_end_before_the_new_one(tmp_path: Path) -> None:
     """Records written to the log before it was renamed (executor.log.1) and not yet read are shipped, then
     the new log's from its start."""
-    layout = NodeLayout(tmp_path)
-    layout.executor_log.parent.mkdir(parents=True, exist_ok=True)
-    layout.executor_log.write_text(_failure_at(FIRST_RUN, "first"))
-    sink = ListSink()
-    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
-    assert _scripts_shipped(shipper, sink) == ["first"]
+    layout, sink, shipper = _first_shipped(tmp_path)
     with layout.executor_log.open("a") as log:
         log.write(_failure_at(FIRST_RUN + 60, "fail-terminate"))
     layout.executor_log.rename(layout.executor_log.with_name("executor.log.1"))
