@@ -214,10 +214,20 @@ class DeliverThenCrash(CloudWatchSink):
         raise SystemExit("crashed after delivery")
 
 
+def _terminating_every_boot(node: Node) -> dict[str, Any]:
+    """The article's TERMINATE config with every script EVERY_BOOT: each boot of one root (a reboot after
+    the first) fails the same way, three reports a boot."""
+    config = node.config("article-terminate")
+    for scripts in config["stages"].values():
+        for script in scripts:
+            script["executionPolicy"] = "EVERY_BOOT"
+    return config
+
+
 def test_a_crash_between_delivery_and_bookkeeping_sends_no_duplicate(
     node: Node, local: Any, log_group: str
 ) -> None:
-    assert node.boot(node.config("article-terminate")).returncode == 4
+    assert node.boot(_terminating_every_boot(node)).returncode == 4
     identity = ShipperIdentity("pcs_abc123de45", "pcs_abcdef01", INSTANCE, "lca-static-1")
     layout = NodeLayout(node.root)
     logs = local.client("logs")
@@ -228,7 +238,7 @@ def test_a_crash_between_delivery_and_bookkeeping_sends_no_duplicate(
     assert restarted.poll() == 0
     assert len(shipped(local, log_group)) == 3
     # A batch that never left is sent after the restart.
-    assert node.boot(node.config("article-terminate")).returncode == 4
+    assert node.boot(_terminating_every_boot(node)).returncode == 4
     assert restarted.poll() == 3
     assert len(shipped(local, log_group)) == 6
 
@@ -657,13 +667,13 @@ def test_reports_cloudwatch_rejects_for_their_timestamp_are_not_counted_as_deliv
         log_group, identity.stream, local.client("logs"), clock=lambda: time.time() + skew[0]
     )
     shipper = Shipper(NodeLayout(node.root), identity, sink)
-    assert node.boot(node.config("article-terminate")).returncode == 4
+    assert node.boot(_terminating_every_boot(node)).returncode == 4
     with pytest.raises(RejectedEventsError, match="is the node's clock right"):
         shipper.poll()
     assert len(shipper.state.pending) == 3  # kept, not counted as delivered
     skew[0] = 0.0  # chrony stepped the clock back
     assert shipper.poll() == 3
-    assert node.boot(node.config("article-terminate")).returncode == 4
+    assert node.boot(_terminating_every_boot(node)).returncode == 4
     assert shipper.poll() == 3
     assert len(shipped(local, log_group)) == 6, "reports were rejected by CloudWatch Logs and dropped"
 
