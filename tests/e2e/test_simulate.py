@@ -193,6 +193,23 @@ def test_a_node_of_quick_scripts_is_active_25_s_after_they_start_as_the_article_
     assert abs(after - (timings.scripts_start + timings.active)) <= 3, after
 
 
+def test_a_script_s_date_is_the_time_its_log_is_dated_by_as_on_the_article_s_node(
+    simulator: Simulator, tmp_path: Path
+) -> None:
+    # The article: record-boot.sh's `date -u` line (00:49:33) and its log's `@ 1792543773` marker are the
+    # same instant. The twin dated the markers on its clock and a script's `date` on the machine's.
+    seen = tmp_path / "seen.txt"
+    log = '"$LIFEGUARD_NODE_ROOT/var/log/amazon/pcs/lifecycle/actions/nodeBootstrapped/clock.log"'
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    data["scripts"]["clock.sh"] = f"#!/bin/bash\nhead -1 {log} > {seen}\ndate +%s >> {seen}\n"
+    source = {"scriptLocation": "s3://sim-scripts/clock.sh"}
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"] = [{"name": "clock", "scriptSource": source}]
+    simulator.run(parse_scenario(data), seed=1)
+    start, said = seen.read_text().splitlines()
+    marked = int(start.rsplit("@ ", 1)[1].rstrip("]"))
+    assert abs(int(said) - marked) <= 2, (start, said)
+
+
 def test_slurm_is_not_available_in_node_bootstrapped_as_the_article_found(simulator: Simulator) -> None:
     # The article: nodeBootstrapped runs "before slurmd starts", Slurm commands "Not available" there;
     # nodeReady "after slurmd registers". A script that needs Slurm in nodeBootstrapped fails on PCS.

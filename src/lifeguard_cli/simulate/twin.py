@@ -108,6 +108,17 @@ _SYSTEMCTL = (
     "fi\n"
 )
 
+# The twin's date: the node's clock runs on the twin's (executor.log and the script logs' markers are dated
+# on it), so a script's `date` without a date of its own tells that time too, as on a node, to the second.
+_DATE = (
+    "#!/bin/bash\n"
+    'for arg in "$@"; do\n'
+    '  case "$arg" in -d*|--date*|-r*|--reference*|-s*|--set*|-f*|--file*) exec /usr/bin/date "$@";; esac\n'
+    "done\n"
+    "offset=${LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS:-0}\n"
+    'exec /usr/bin/date -d "@$(( $(/usr/bin/date +%s) + ${offset%.*} ))" "$@"\n'
+)
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -626,7 +637,7 @@ class _Twin:
         (home / "actions.json").write_text(json.dumps(instance.config))
         tools = home / "bin"  # first on the scripts' PATH: the node's Slurm, as far as scripts see it
         tools.mkdir()
-        for name, text in (("scontrol", _SCONTROL), ("systemctl", _SYSTEMCTL)):
+        for name, text in (("scontrol", _SCONTROL), ("systemctl", _SYSTEMCTL), ("date", _DATE)):
             (tools / name).write_text(text)
             (tools / name).chmod(0o755)
         scontrol = tools / "scontrol"
