@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
-from lifeguard_cli.documents import STDIN, read_config_document
+from lifeguard_cli.documents import named_path, read_config_document, stdin_twice
 from lifeguard_cli.lint import lint_files, render_lint
 
 __all__ = ["app", "main"]
@@ -148,19 +148,13 @@ def lint(
 def _input_paths(command: str, given: list[str], config: str | None = None) -> list[Path]:
     """The files named as `lint` takes them: a path, `file://PATH`, or `-` for stdin (once, with
     `--config` too); an empty name is bad usage (exit 2), not the current directory."""
-    if [*given, config].count(STDIN) > 1:
-        typer.echo(
-            f"lifeguard {command}: {STDIN} (stdin) is given more than once: it can be read only once",
-            err=True,
-        )
+    twice = stdin_twice([*given, config])
+    if twice is not None:
+        typer.echo(f"lifeguard {command}: {twice}", err=True)
         raise typer.Exit(2)
     paths = []
     for name in given:
-        path = (
-            os.path.expandvars(os.path.expanduser(name.removeprefix("file://")))
-            if name.startswith("file://")
-            else name
-        )
+        path = named_path(name)
         if not path:
             typer.echo(f"lifeguard {command}: {name!r}: no file named: an empty path", err=True)
             raise typer.Exit(2)

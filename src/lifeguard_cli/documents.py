@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,9 +30,11 @@ __all__ = [
     "UnreadableInputError",
     "config_document",
     "group_document",
+    "named_path",
     "parse_document",
     "read_config_document",
     "read_source",
+    "stdin_twice",
     "template_without_groups",
 ]
 
@@ -91,6 +93,21 @@ class ConfigDocument:
         return not self.problems
 
 
+def named_path(source: str) -> str:
+    """The path an input names as typed: `file://PATH` as the AWS CLI takes it (`~` and variables
+    expanded), else the text itself ('' names no file)."""
+    if source.startswith(_FILE_PREFIX):
+        return os.path.expandvars(os.path.expanduser(source.removeprefix(_FILE_PREFIX)))
+    return source
+
+
+def stdin_twice(sources: Sequence[str | Path | None]) -> str | None:
+    """Why inputs cannot be read when `-` (stdin) is among them more than once, else None."""
+    if list(sources).count(STDIN) > 1:
+        return f"{STDIN} (stdin) is given more than once: it can be read only once"
+    return None
+
+
 def read_source(source: str | Path) -> tuple[str, str]:
     """The name to show for `source` and its text. A string is an input as typed (a path, `file://PATH`,
     or `-` for stdin); a `Path` is that file.
@@ -102,9 +119,7 @@ def read_source(source: str | Path) -> tuple[str, str]:
         name = _STDIN_NAME
         content = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     else:
-        name = str(source)
-        if isinstance(source, str) and source.startswith(_FILE_PREFIX):
-            name = os.path.expandvars(os.path.expanduser(source.removeprefix(_FILE_PREFIX)))
+        name = named_path(source) if isinstance(source, str) else str(source)
         if not name:
             raise UnreadableInputError(f"{source!r}", "no file named: an empty path")
         try:

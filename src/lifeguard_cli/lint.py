@@ -21,7 +21,6 @@ from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.risks import Risk, find_risks
 from lifeguard_cli.cloudformation import is_template, lint_template
 from lifeguard_cli.documents import (
-    STDIN,
     ConfigDocument,
     UnreadableInputError,
     config_document,
@@ -29,6 +28,7 @@ from lifeguard_cli.documents import (
     parse_document,
     read_config_document,
     read_source,
+    stdin_twice,
     template_without_groups,
 )
 from lifeguard_cli.tables import show
@@ -132,8 +132,9 @@ def lint_files(
     Returns the results and the errors that stop the run (one line each): an input cannot be read, `-` is
     given twice, `previous` is invalid, or a template is given with `previous`.
     """
-    if [*sources, previous].count(STDIN) > 1:
-        return [], [f"{STDIN} (stdin) is given more than once: it can be read only once"]
+    twice = stdin_twice([*sources, previous])
+    if twice is not None:
+        return [], [twice]
     errors: list[str] = []
     before: NodeLifecycleActions | None = None
     if previous is not None:

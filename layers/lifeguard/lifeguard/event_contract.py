@@ -41,6 +41,7 @@ __all__ = [
     "DETAIL_TYPES",
     "DRY_RUN_SAID",
     "ENTRY_MAX_BYTES",
+    "FIX_AND_PUSH",
     "LOCAL_AWS_VARIABLE",
     "NODE_GROUP_TAG",
     "RISKS_LISTED_MAX",
@@ -65,6 +66,8 @@ __all__ = [
 # How the reason of a remediation a dry run held back begins (mode notify, or the stack's DryRun): the
 # notifications tell it from a skip or a failure, which change nothing either.
 DRY_RUN_SAID = "Dry run ("
+# What a contained loop asks of its owners (the containment's reason says it; an older one may not).
+FIX_AND_PUSH = "Fix the script and push a configuration"
 
 SOURCE = "lifeguard"
 # The tag PCS puts on each instance it launches, naming its compute node group's id.

@@ -21,7 +21,7 @@ from lifeguard.attribution import (
 )
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
-from lifeguard.event_contract import ControllerEvent, episode_event, undo_command
+from lifeguard.event_contract import FIX_AND_PUSH, ControllerEvent, episode_event, undo_command
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
 from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, scripts_of
 from lifeguard.node_report import NodeReport
@@ -78,8 +78,7 @@ def contain(
     reason = (
         f"{kept.instance_id}{node} came up at {utc(kept.event_timestamp)} with {suspect.stage} › "
         f"{suspect.script} still failing (onError {suspect.on_error}): the loop stopped, the script is "
-        f"not fixed.{late} Fix the script and push a configuration"
-        + (", or undo Lifeguard's change." if lifeguards else ".")
+        f"not fixed.{late} {FIX_AND_PUSH}" + (", or undo Lifeguard's change." if lifeguards else ".")
     )
     logger.warning("group %s: %s", state.group_id, reason)
     drained = drains_kept_nodes(state.config.node_lifecycle_actions if state.config else None)

@@ -612,7 +612,7 @@ class Shipper:
         offset = state.executor_offset
         if len(data) == _EXECUTOR_READ_BYTES and b"\n" not in data:
             self.skipped_lines += 1  # no record is a megabyte long: pass over it
-            self.state.executor_offset = offset + len(data)
+            state.executor_offset = offset + len(data)
             return reports
         waited = False
         start = 0
@@ -627,8 +627,8 @@ class Shipper:
             # The grace runs from the first record of a pass that waited for its run's log: the records
             # after it (a moved bucket fails every download, none with a log) share it, so the TERMINATE
             # one is still shipped within 2 s.
-            self.state.waiting_since = None
-        self.state.executor_offset = offset
+            state.waiting_since = None
+        state.executor_offset = offset
         return reports
 
     def _handle(self, line: bytes, reports: list[str]) -> str:

@@ -484,9 +484,11 @@ class SlackChannel:
                     "Slack message not sent yet: the webhook takes one message a second, and the ones queued "
                     "before it take longer than this invocation has left; it is retried"
                 )
-            if wait > 0:
-                self._sleep(wait)
-            # A slot taken before another sender's 429 is not used inside the time Slack asked for.
+            if wait <= 0:
+                return  # a slot now: a hold before it moved the slots past its end (`hold_post`)
+            self._sleep(wait)
+            # A slot taken before another sender's 429 (while this one waited) is not used inside the time
+            # Slack asked for.
             held = self._pacer.held_for(key)
             if held > 0:
                 if held > self._longest_wait():

@@ -12,6 +12,7 @@ from typing import Any
 from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
 from lifeguard.event_contract import (
     DRY_RUN_SAID,
+    FIX_AND_PUSH,
     console_url,
     deployed_in,
     nodes_console_url,
@@ -46,11 +47,11 @@ SEVERITY = {
     "LoopResolved": "info",
     "ConfigChangeReviewed": "low",  # a warning for whoever changed the group, not a page
 }
-# What each loop kind is, in a sentence.
+# Each loop kind in a sentence: what the group is in, and what a remediation broke.
 _LOOP_WORDS = {
-    "loop": "bootstrap-failure loop",
-    "intermittent": "intermittent bootstrap-failure loop",
-    "replacement": "replacement loop",
+    "loop": ("a bootstrap-failure loop", "loop"),
+    "intermittent": ("an intermittent bootstrap-failure loop", "intermittent loop"),
+    "replacement": ("a replacement loop", "replacement loop"),
 }
 
 _TITLES = {
@@ -143,29 +144,25 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     if len(subject) > SUBJECT_MAX_CHARS:
         subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
     kind = detail.get("kind") or "loop"
-    loop = _LOOP_WORDS.get(str(kind), "bootstrap-failure loop")
-    detected = (
-        f"Compute node group {group} of cluster {cluster} is in a replacement loop: {len(failures)} node(s) "
-        "came up and were replaced as unhealthy."
+    in_words, broken = _LOOP_WORDS.get(str(kind), _LOOP_WORDS["loop"])
+    happened = (
+        "came up and were replaced as unhealthy"
         if kind == "replacement"
-        else f"Compute node group {group} of cluster {cluster} is in an {loop}: "
-        f"{len(failures)} node(s) failed to bootstrap and were terminated."
-        if kind == "intermittent"
-        else f"Compute node group {group} of cluster {cluster} is in a {loop}: "
-        f"{len(failures)} node(s) failed to bootstrap and were terminated."
+        else "failed to bootstrap and were terminated"
     )
+    where = f"Compute node group {group} of cluster {cluster}"
+    detected = f"{where} is in {in_words}: {len(failures)} node(s) {happened}."
     reason = detail.get("reason")
     # The containment's own reason says what to do (an older one may not): said once.
     instruction = (
         ""
-        if reason and "Fix the script" in str(reason)
-        else " Fix the script and push a configuration"
-        + (", or undo Lifeguard's change." if detail.get("undo") else ".")
+        if FIX_AND_PUSH in str(reason or "")
+        else f" {FIX_AND_PUSH}" + (", or undo Lifeguard's change." if detail.get("undo") else ".")
     )
     headline = {
         "BootstrapLoopDetected": detected,
         "RemediationApplied": f"Lifeguard changed the lifecycle actions of {group} ({cluster}) to break the "
-        f"{'' if loop == _LOOP_WORDS['loop'] else kind + ' '}loop.",
+        f"{broken}.",
         "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
         "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
         "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from lifeguard.store.table import ConditionFailedError, Table, group_key, item_key
+from lifeguard.store.table import ConditionFailedError, Item, Table, group_key, item_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -94,18 +94,9 @@ class NoticeStore:
             slot = max(now, float(taken) if taken is not None else now)
             if max_wait is not None and slot - now > max_wait:
                 return None
+            held = float(item["held_until"]["N"]) if item and "held_until" in item else None
             try:
-                held = {"held_until": item["held_until"]} if item and "held_until" in item else {}
-                self._table.put(
-                    {
-                        **key,
-                        "next_at": {"N": f"{slot + interval_seconds:.3f}"},
-                        **held,
-                        "expires_at": {"N": str(int(now) + 3600)},
-                    },
-                    condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
-                    values={":taken": {"N": taken}} if taken is not None else None,
-                )
+                self._put_pace(key, taken, slot + interval_seconds, held, now)
             except ConditionFailedError:
                 continue  # another sender took that slot: take the next one
             return slot - now
@@ -123,19 +114,22 @@ class NoticeStore:
             until = max(now + seconds, float(item.get("held_until", {}).get("N", 0)) if item else 0.0)
             slot = max(until, float(taken) if taken is not None else until)
             try:
-                self._table.put(
-                    {
-                        **key,
-                        "next_at": {"N": f"{slot:.3f}"},
-                        "held_until": {"N": f"{until:.3f}"},
-                        "expires_at": {"N": str(int(now) + 3600)},
-                    },
-                    condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
-                    values={":taken": {"N": taken}} if taken is not None else None,
-                )
+                self._put_pace(key, taken, slot, until, now)
             except ConditionFailedError:
                 continue  # a slot was taken meanwhile: merge with what is there now
             return
+
+    def _put_pace(
+        self, key: Item, taken: str | None, next_at: float, held_until: float | None, now: float
+    ) -> None:
+        """Write the webhook's pace over the `next_at` it was read with (`taken`; none: no item yet), or
+        raise ConditionFailedError when another sender moved it since."""
+        held = {"held_until": {"N": f"{held_until:.3f}"}} if held_until is not None else {}
+        self._table.put(
+            {**key, "next_at": {"N": f"{next_at:.3f}"}, **held, "expires_at": {"N": str(int(now) + 3600)}},
+            condition="next_at = :taken" if taken is not None else "attribute_not_exists(pk)",
+            values={":taken": {"N": taken}} if taken is not None else None,
+        )
 
     def held_for(self, webhook_key: str) -> float:
         """Seconds from now the webhook takes no message for (a Retry-After's rest; 0 when none holds)."""

@@ -129,11 +129,8 @@ class RemediationStore:
         """The group's ledger (empty when Lifeguard never changed it); UnreadableStateError for an item no
         release of Lifeguard wrote (edited by hand, or damaged): nothing Lifeguard did to the group can be
         known, and what needs it holds off (a remediation above all), but no other group."""
-        item = self._table.get(self._key(cluster_id, group_id, LEDGER))
-        if item is None:
-            return Ledger()
-        with reading("ledger", group_id):
-            doc = decode_doc(item)
+        with reading("ledger", group_id):  # the table's own errors are LifeguardErrors: they pass
+            doc = self._get(cluster_id, group_id, LEDGER)
             return Ledger.model_validate(doc) if doc else Ledger()
 
     def save_ledger(self, cluster_id: str, group_id: str, ledger: Ledger) -> None:
