@@ -72,6 +72,7 @@ from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.store.groups import GroupStore
+from lifeguard.wiring import settle_collector
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = (1, 10, 100, 1_000)
@@ -1010,6 +1011,8 @@ def main() -> int:
             parser.error(f"--{name} must be at least 1")
     if args.groups is not None and args.groups > 100_000:
         parser.error("--groups must be at most 100,000 (group ids have five digits)")
+    # The collector as the scaling_events function sets it once started (its figures and memory included).
+    settle_collector()
     if args.memory_child:
         print(json.dumps(_memory_child(args.groups, args.memory_child, args.traced)))
         return 0

@@ -9,7 +9,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lifeguard.wiring import build_node_reports
+from lifeguard.wiring import build_node_reports, settle_collector
 
 logger = Logger()
 metrics = Metrics()
@@ -17,6 +17,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"lifeguard"})
 handler = build_node_reports(
     metric=lambda name, value: metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 )
+settle_collector()
 
 
 @logger.inject_lambda_context

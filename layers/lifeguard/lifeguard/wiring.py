@@ -10,6 +10,7 @@ Environment (explicit argument > variable > default, as everywhere):
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,8 +43,25 @@ __all__ = [
     "build_notify",
     "build_remediate",
     "build_scaling_events",
+    "settle_collector",
     "wire",
 ]
+
+# Allocations between two young-generation collections of Python's garbage collector, in a function that
+# reads batches of records (Python's default: 700). A batch allocates tens of thousands of short-lived
+# objects, almost none of them in reference cycles (reference counting frees them): at 700, most young
+# collections find nothing to collect and walk what is alive. A cycle left waiting is held for at most
+# this many more allocations (a few MB).
+YOUNG_COLLECTION_EVERY = 10_000
+
+
+def settle_collector() -> None:
+    """At the end of a batch function's start: what it built goes into the collector's permanent
+    generation (never walked again), and young collections run every `YOUNG_COLLECTION_EVERY` allocations
+    (`bench/ingest.py`: 1,000 groups at batches of 100 4.80x -> 4.41x of the bare loop, 100 groups 3.58x ->
+    3.23x; the other cells within noise)."""
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
 
 
 @dataclass(frozen=True)
