@@ -210,6 +210,22 @@ def test_a_script_s_date_is_the_time_its_log_is_dated_by_as_on_the_article_s_nod
     assert abs(int(said) - marked) <= 2, (start, said)
 
 
+def test_node_ready_runs_just_after_pcs_logs_the_node_active_as_the_article_found(
+    simulator: Simulator, tmp_path: Path
+) -> None:
+    # The article: ACTIVE/BOOTSTRAP_SUCCESS at 00:57:52, its nodeReady check started at 00:57:54. The twin's
+    # nodeReady ran (and its reports went out) about 25 s before its node was ACTIVE.
+    seen = tmp_path / "seen.txt"
+    data = yaml.safe_load((BUILT_IN / "article-stop-sequence.yaml").read_text())
+    data["scripts"]["ready-check.sh"] = f"#!/bin/bash\ndate +%s.%N >> {seen}\n"
+    document = simulator.run(parse_scenario({**data, "horizon_minutes": 6}), seed=1)
+    [first, *_] = document["instances"]
+    started = datetime.fromisoformat(document["started_at"]).timestamp()
+    ran = (float(seen.read_text().splitlines()[0]) - started) / 60
+    # Minutes to a tenth (6 s) on the instance: nodeReady 2 s after ACTIVE, never the 25 s before.
+    assert first["active_minute"] - 0.06 <= ran <= first["active_minute"] + 0.1, (ran, first)
+
+
 def test_slurm_is_not_available_in_node_bootstrapped_as_the_article_found(simulator: Simulator) -> None:
     # The article: nodeBootstrapped runs "before slurmd starts", Slurm commands "Not available" there;
     # nodeReady "after slurmd registers". A script that needs Slurm in nodeBootstrapped fails on PCS.
@@ -482,6 +498,9 @@ def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_ou
     # Drained nodes were active, never serving: active and serving differ until the drain step is gone.
     drained = [i for i in document["instances"] if i["drained_minute"] is not None]
     assert len(drained) == THRESHOLD
+    # Their drain step runs in nodeReady, seconds after PCS logged them ACTIVE: still none of them served.
+    assert all(i["active_minute"] is not None for i in drained)
+    assert found["first_serving_minute"] > second["at_minute"]
     assert "drain" in {change["state"] for change in document["slurm"]}
     assert found["slurm_at_end"] == "idle"
     assert (

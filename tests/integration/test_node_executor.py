@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -163,6 +164,42 @@ def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> Non
     again = node.boot(node.config("article-terminate"))
     assert again.returncode == 0  # its TERMINATE script is FIRST_BOOT_ONLY: a reboot does not run it
     assert [r["first_boot"] for r in messages(node, "boot started")] == [True, False]
+
+
+def _marker(log: str, name: str, which: str) -> int:
+    """The epoch second of the first `[start NAME …]` or `[end NAME …]` marker of a script log."""
+    found = re.search(rf"^\[{which} {re.escape(name)} [^\n]*@ (\d+)\]$", log, re.MULTILINE)
+    assert found, log
+    return int(found.group(1))
+
+
+@pytest.mark.parametrize(("ready_after", "moved"), [(None, 0), ("27", 27), ("-5", 0), ("soon", 0)])
+def test_the_twins_node_clock_moves_on_between_the_stages_as_slurmd_starts(
+    node: Node, ready_after: str | None, moved: int
+) -> None:
+    # The twin's nodes only: PCS logs the article's node ACTIVE 25 s after nodeBootstrapped is over and runs
+    # its nodeReady check 2 s after that; the twin's node boots both stages at once, its clock moved on.
+    if ready_after is not None:
+        node.env = {**node.env, "LIFEGUARD_SIM_READY_AFTER_SECONDS": ready_after}
+    assert node.boot(node.config("article-stop-sequence")).returncode == 3
+    bootstrapped = _marker(
+        node.script_log("nodeBootstrapped", "fail-stop-sequence"), "fail-stop-sequence", "end"
+    )
+    ready = _marker(node.script_log("nodeReady", "ready-check"), "ready-check", "start")
+    assert moved <= ready - bootstrapped <= moved + 2
+    stamps = {r["stage"]: r["timestamp"] for r in node.executor_records() if "stage" in r}
+    gap = datetime.fromisoformat(stamps["nodeReady"]) - datetime.fromisoformat(stamps["nodeBootstrapped"])
+    assert moved <= gap.total_seconds() <= moved + 2
+
+
+def test_a_node_terminated_in_node_bootstrapped_never_gets_to_slurmd_on_the_twins_clock(node: Node) -> None:
+    node.env = {**node.env, "LIFEGUARD_SIM_READY_AFTER_SECONDS": "27"}
+    assert node.boot(node.config("article-terminate")).returncode == 4
+    records = node.executor_records()
+    spread = datetime.fromisoformat(records[-1]["timestamp"]) - datetime.fromisoformat(
+        records[0]["timestamp"]
+    )
+    assert spread.total_seconds() < 2  # its nodeReady scripts skipped at once, on the clock as it was
 
 
 def test_a_failure_is_one_even_when_the_boot_was_started_with_sigchld_ignored(node: Node) -> None:

@@ -28,6 +28,26 @@ def test_an_offset_shifts_every_time_the_node_side_takes(monkeypatch: pytest.Mon
     assert abs(clock.now() - (time.time() - 3600.5)) < 1
 
 
+@pytest.mark.parametrize(
+    ("raw", "seconds"), [(None, 0.0), ("27", 27.0), ("0.5", 0.5), ("-27", 0.0), ("nan", 0.0), ("7200", 0.0)]
+)
+def test_only_a_number_of_seconds_within_an_hour_moves_the_twins_node_clock_between_stages(
+    raw: str | None, seconds: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if raw is None:
+        monkeypatch.delenv(clock.READY_AFTER_VARIABLE, raising=False)
+    else:
+        monkeypatch.setenv(clock.READY_AFTER_VARIABLE, raw)
+    assert clock.ready_after() == seconds
+
+
+def test_advancing_the_clock_moves_this_process_and_what_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(clock.CLOCK_OFFSET_VARIABLE, "-3600")
+    assert clock.advance(27.25) == "-3572.750"
+    assert clock.offset() == -3572.75
+    assert abs(clock.now() - (time.time() - 3572.75)) < 1
+
+
 @given(st.floats(min_value=-4e9, max_value=4e9))
 @example(1792544247.9999996).via("rounds up into the next second")
 @example(1792544247.0000004).via("rounds down")

@@ -78,6 +78,9 @@ MAX_BOOT_SECONDS = 600.0
 # its record delivered and judged) costs real time too, and a day of them would run for hours.
 MAX_RUN_SECONDS = 900.0
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
+# nodeReady starts this long after PCS logged the node ACTIVE (the article: ACTIVE at 00:57:52, its
+# nodeReady check at 00:57:54): the node's clock moves on by `active` and this between the stages.
+READY_AFTER_ACTIVE_SECONDS = 2.0
 MAX_DELIVERY_EVENTS = 500  # log events in one subscription payload (CloudWatch Logs caps its size)
 # Whether slurmd runs yet: PCS starts it after nodeBootstrapped (the article: Slurm commands are "Not
 # available" there) and nodeReady runs once it registered, so the twin's node has it from the moment the
@@ -169,13 +172,11 @@ class Instance:
         return self.ended is None
 
     def served(self) -> bool:
-        """Became ACTIVE and took jobs: not drained before it became active, nor failed after (a nodeReady
-        script under TERMINATE ends a node PCS logged ACTIVE: the jobs it took were lost with it)."""
-        return (
-            self.active is not None
-            and (self.drained is None or self.drained > self.active)
-            and self.end != "BOOTSTRAP_FAILED"
-        )
+        """Became ACTIVE and took jobs: not drained by its boot (a drain in nodeReady, Lifeguard's drain step
+        keeping a failed node to debug, comes seconds after PCS logged the node ACTIVE), nor failed after (a
+        nodeReady script under TERMINATE ends a node PCS logged ACTIVE: the jobs it took were lost with
+        it)."""
+        return self.active is not None and self.drained is None and self.end != "BOOTSTRAP_FAILED"
 
     def to_dict(self) -> dict[str, Any]:
         """As the document lists it, in minutes."""
@@ -527,9 +528,10 @@ class _Twin:
         instance.booted = True
         if ready is not None:
             # slurmd registers once nodeBootstrapped is over, and PCS logs the node ACTIVE then: nodeReady
-            # runs beside it (the article: ACTIVE at 00:57:52, its nodeReady check at 00:57:54), so a slow
-            # nodeReady script does not hold the node back from jobs, and PCS logs the node ACTIVE before
-            # it knows how nodeReady ends: a TERMINATE failure there ends a node that was ACTIVE.
+            # runs after it (the article: ACTIVE at 00:57:52, its nodeReady check at 00:57:54; the node's
+            # clock moved on between the stages), so a slow nodeReady script does not hold the node back
+            # from jobs, and PCS logs the node ACTIVE before it knows how nodeReady ends: a TERMINATE
+            # failure there ends a node that was ACTIVE.
             failing = exit_code not in (0, 3)
             self.at(
                 self.now + ready + self.timings.active,
@@ -644,12 +646,14 @@ class _Twin:
         slurm_log = home / "slurm.log"
         began, started = time.time(), time.monotonic()
         offset = self.moment().timestamp() - began  # the node's clock runs on the twin's
+        ready_after = self.timings.active + READY_AFTER_ACTIVE_SECONDS
         env = {
             **self.aws.environ(),
             "PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "HOME": str(home),
             "LANG": "C.UTF-8",
             "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS": f"{offset:.3f}",
+            "LIFEGUARD_SIM_READY_AFTER_SECONDS": f"{ready_after:.3f}",
             "LIFEGUARD_SIM_SEED": str(self.options.seed),
             "LIFEGUARD_SIM_BOOT": str(self.result.boots),
             "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
@@ -700,7 +704,9 @@ class _Twin:
                 BOOT_QUANTUM_SECONDS
                 * math.floor(max(0.0, bootstrapped - offset - began) / BOOT_QUANTUM_SECONDS),
             )
-        return exit_code, drained, seconds, ready, root
+        # nodeReady ran `ready_after` later on the node's clock than the real time it took (the executor
+        # moved the clock on between the stages): the boot is over that much later.
+        return exit_code, drained, seconds + ready_after, ready, root
 
     def _within_budget(self) -> None:
         """Refuse the next boot past the run's budget of boots or of real time in them (MAX_BOOTS)."""

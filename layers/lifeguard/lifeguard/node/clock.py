@@ -2,7 +2,9 @@
 
 Only `lifeguard simulate` sets it: its nodes boot on the twin's virtual clock, so every time the node side
 writes (executor.log, the script logs' markers) or sends (node reports) is the twin's. A value that is not
-a finite number of seconds within a year is ignored: the node keeps the machine's clock.
+a finite number of seconds within a year is ignored: the node keeps the machine's clock. The twin also sets
+`LIFEGUARD_SIM_READY_AFTER_SECONDS`: how far its node's clock moves on between nodeBootstrapped's end and
+nodeReady's start (`ready_after`), which a real node spends starting slurmd.
 """
 
 from __future__ import annotations
@@ -12,22 +14,55 @@ import os
 import re
 import time
 
-__all__ = ["CLOCK_OFFSET_VARIABLE", "now", "offset", "read_stamp", "utc_stamp"]
+__all__ = [
+    "CLOCK_OFFSET_VARIABLE",
+    "READY_AFTER_VARIABLE",
+    "advance",
+    "now",
+    "offset",
+    "read_stamp",
+    "ready_after",
+    "utc_stamp",
+]
 
 CLOCK_OFFSET_VARIABLE = "LIFEGUARD_SIM_CLOCK_OFFSET_SECONDS"
+READY_AFTER_VARIABLE = "LIFEGUARD_SIM_READY_AFTER_SECONDS"
 _MAX_OFFSET_SECONDS = 366 * 24 * 3600.0
+_MAX_READY_AFTER_SECONDS = 3600.0
 
 
-def offset() -> float:
-    """Seconds added to the machine's clock (0 unless the twin set them)."""
-    raw = os.environ.get(CLOCK_OFFSET_VARIABLE)
+def _seconds(name: str, bound: float) -> float:
+    """The variable `name` as a finite number of seconds within `bound` either way; 0 when it is unset or
+    not one."""
+    raw = os.environ.get(name)
     if not raw:
         return 0.0
     try:
         seconds = float(raw)
     except ValueError:
         return 0.0
-    return seconds if math.isfinite(seconds) and abs(seconds) <= _MAX_OFFSET_SECONDS else 0.0
+    return seconds if math.isfinite(seconds) and abs(seconds) <= bound else 0.0
+
+
+def offset() -> float:
+    """Seconds added to the machine's clock (0 unless the twin set them)."""
+    return _seconds(CLOCK_OFFSET_VARIABLE, _MAX_OFFSET_SECONDS)
+
+
+def ready_after() -> float:
+    """Seconds the twin's node clock moves on between nodeBootstrapped's end and nodeReady's start: slurmd
+    starting and registering, and PCS logging the node ACTIVE before nodeReady runs (the article: 25 s, then
+    its nodeReady check 2 s later). 0 on a real node (unset, negative, or not a number of seconds within an
+    hour), where that time passes by itself."""
+    return max(0.0, _seconds(READY_AFTER_VARIABLE, _MAX_READY_AFTER_SECONDS))
+
+
+def advance(seconds: float) -> str:
+    """Move the node's clock on by `seconds`, for this process and what it starts from now on (the twin's
+    nodes only); the offset, as `CLOCK_OFFSET_VARIABLE` now holds it."""
+    moved = f"{offset() + seconds:.3f}"
+    os.environ[CLOCK_OFFSET_VARIABLE] = moved
+    return moved
 
 
 def now() -> float:
