@@ -215,6 +215,45 @@ def test_a_kept_node_still_failing_its_script_contains_the_loop_and_resolves_not
     assert "Contained, not fixed" in sent["sns"][-1]["subject"]
 
 
+def test_revert_never_puts_back_a_proven_configuration_that_looped_since(tmp_path: Path) -> None:
+    # The stream above, after a node proved the article's TERMINATE configuration good at 00:48:20: that
+    # configuration then looped (its script broke in place), Lifeguard quarantined it, the loop ended when
+    # someone put a new configuration in place, and that one loops. The proof is no way back.
+    def record(at: int, status: str, reason: str) -> str:
+        details = {"instance_id": "i-0aaaaaaaaaaaaaaa1", "instance_type": "c7i.large"}
+        return json.dumps(
+            {
+                "resource_id": "pcs_abc123de45",
+                "resource_type": "PCS_CLUSTER",
+                "event_timestamp": at,
+                "compute_node_group_id": "pcs_abcdef01",
+                "scheduler_node_id": "lca-static-1",
+                "status_code": status,
+                "reason_code": reason,
+                "description": status.lower(),
+                "details": details,
+            }
+        )
+
+    proven = [
+        record(1792543400000, "LAUNCHED", "MAINTAIN_MIN_CAPACITY"),
+        record(1792543480000, "REGISTERED", "REGISTER_SUCCESS"),
+        record(1792543700000, "ACTIVE", "BOOTSTRAP_SUCCESS"),
+        record(1792544600000, "TERMINATED", "SCHEDULER_REQUESTED"),
+    ]
+    stream = tmp_path / "proven-then-looped.jsonl"
+    stream.write_text(
+        "\n".join(proven) + "\n" + (STREAMS / "article-contained-then-bad-change.jsonl").read_text()
+    )
+    document = replay("--mode", "revert", str(stream))
+    assert kinds(document)[-2:] == ["BootstrapLoopDetected", "RemediationApplied"]
+    applied = document["events"][-1]["detail"]
+    assert applied["action"] == "quarantine", applied["reason"]
+    final = final_config(document)
+    assert "fail-terminate" not in [script["name"] for script in final["stages"]["nodeBootstrapped"]]
+    assert final["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+
+
 def test_revert_never_puts_back_a_configuration_whose_script_is_known_to_fail() -> None:
     # The contained loop above; then someone puts a good configuration back with a new, failing
     # mount-shared first. The contained loop is over (its script is gone); the new loop is a new episode,

@@ -2691,3 +2691,38 @@ def test_an_open_intermittent_episodes_loop_a_day_later_is_told_when_its_two_fai
     world.feed(rows)
     told = [detail for _, detail in world.bus.events()]
     assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1), ("loop", 2)]
+
+
+@pytest.mark.parametrize(
+    ("signals", "failed_at", "fingerprint", "revoked"),
+    [
+        (["scaling_log"], 1792545162000, "fp-good", True),  # looped since it was proven
+        (["scaling_log"], 1792540000000, "fp-good", False),  # looped before: the proof came after
+        (["node_reports"], 1792545162000, "fp-good", False),  # the nodes' reports alone decide nothing
+        (["scaling_log"], 1792545162000, "fp-other", False),  # another configuration looped
+    ],
+)
+def test_a_proven_configuration_the_scaling_log_shows_looping_since_is_proven_no_more(
+    signals: list[str], failed_at: int, fingerprint: str, revoked: bool
+) -> None:
+    from lifeguard.group_state import Episode, Failure, GroupState, ProvenGood
+    from lifeguard.handlers.containment import revoke_proof_of_looped_config
+
+    proof = ProvenGood(
+        fingerprint="fp-good",
+        node_lifecycle_actions={"stages": {}},
+        modified_at=1792540000000,
+        proven_at=1792543700000,
+        instance_id="i-0aaaaaaaaaaaaaaa1",
+    )
+    state = GroupState(cluster_id="pcs_abc123de45", group_id="pcs_abcdef01", proven_good=proof)
+    state.episode = Episode(
+        episode_id="ep-1",
+        kind="loop",
+        opened_at=failed_at,
+        config_fingerprint=fingerprint,
+        failures=[Failure(instance_id="i-059b4b99b4f2e9739", event_timestamp=failed_at)],
+        signals=signals,
+    )
+    assert revoke_proof_of_looped_config(state) is revoked
+    assert (state.proven_good is None) is revoked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -235,6 +236,23 @@ def test_revert_never_puts_back_the_configuration_the_loop_began_on() -> None:
     assert plan.notes[0].startswith("the proven-good configuration is the one this loop began on")
     assert plan.config_after is not None  # the suspect stays quarantined (not put back to TERMINATE)
     assert script(plan.config_after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"
+
+
+def test_revert_never_puts_back_a_configuration_lifeguard_changed_for_a_loop_since_it_was_proven() -> None:
+    # Proven good, then it looped (an earlier episode, which Lifeguard quarantined); now someone's new
+    # configuration loops: the proof's configuration is no way back.
+    bad_change = copy.deepcopy(TERMINATE)
+    bad_change["stages"]["nodeBootstrapped"][0]["name"] = "mount-shared"
+    context = ActionContext(
+        bad_change, ("nodeBootstrapped", "mount-shared"), TERMINATE, looped_since_proof=(TERMINATE,)
+    )
+    plan = action_for("revert").plan(context)
+    assert plan.action == "quarantine"
+    assert plan.notes[0].startswith("the proven-good configuration looped since it was proven")
+    assert plan.config_after is not None
+    assert script(plan.config_after, "nodeBootstrapped", "mount-shared")["onError"] == "STOP_SEQUENCE"
+    # Without that loop the revert goes ahead.
+    assert action_for("revert").plan(replace(context, looped_since_proof=())).action == "revert"
 
 
 @pytest.mark.parametrize(

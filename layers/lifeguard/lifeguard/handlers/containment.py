@@ -21,7 +21,13 @@ from lifeguard.attribution import (
 )
 from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
-from lifeguard.event_contract import FIX_AND_PUSH, ControllerEvent, episode_event, undo_command
+from lifeguard.event_contract import (
+    FIX_AND_PUSH,
+    ControllerEvent,
+    episode_event,
+    episode_signals,
+    undo_command,
+)
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
 from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, scripts_of
 from lifeguard.node_report import NodeReport
@@ -302,6 +308,22 @@ def revoke_proof_of_failed_node(state: GroupState) -> bool:
     if outcome is None or outcome.succeeded:
         return False
     return _revoke(state, f"{proof.instance_id} failed after its BOOTSTRAP_SUCCESS (in nodeReady)")
+
+
+def revoke_proof_of_looped_config(state: GroupState) -> bool:
+    """Forget the proven-good configuration when the scaling log shows it looping since it was proven (a
+    script it fetches broke in place, or its failures were intermittent): put back by a revert, it would
+    loop again; True when it did."""
+    proof, episode = state.proven_good, state.episode
+    if proof is None or episode is None or episode.config_fingerprint != proof.fingerprint:
+        return False
+    if "scaling_log" not in episode_signals(episode):  # the nodes' reports alone decide nothing
+        return False
+    since = [failure for failure in episode.failures if failure.event_timestamp > proof.proven_at]
+    if not since:
+        return False
+    last = since[-1]
+    return _revoke(state, f"it looped since ({last.instance_id} failed at {utc(last.event_timestamp)})")
 
 
 def _revoke(state: GroupState, why: str) -> bool:

@@ -40,6 +40,7 @@ from lifeguard.handlers.containment import (
     newest_event_ms,
     reopen_after_ready_failure,
     revoke_proof_of_failed_node,
+    revoke_proof_of_looped_config,
     revoke_proof_of_older_launch,
     settle,
 )
@@ -459,6 +460,7 @@ class ScalingEventsHandler:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= revoke_proof_of_older_launch(state, records)
             change.changed |= revoke_proof_of_failed_node(state)
+            change.changed |= revoke_proof_of_looped_config(state)
             change.changed |= self._prove_good(state, records, refresh, runs, late_launches)
             proved = state.proven_good is not proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before

@@ -69,6 +69,9 @@ class ActionContext:
     # The configurations the episode's loop ran on before Lifeguard's changes of it (an escalation's
     # current configuration is Lifeguard's own): a revert never puts one of them back.
     looped_on: tuple[Mapping[str, Any], ...] = ()
+    # The configurations Lifeguard changed for an earlier loop since the proven-good one was proven: a
+    # revert never puts one of them back either (a script it fetches may have broken in place since).
+    looped_since_proof: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -260,6 +263,9 @@ class Revert(RemediationAction):
             return self._quarantine_instead(context, "the proven-good configuration is the current one")
         if any(same == _runs_as(config) for config in context.looped_on):
             why = "the proven-good configuration is the one this loop began on (did what it fetches change?)"
+            return self._quarantine_instead(context, why)
+        if any(same == _runs_as(config) for config in context.looped_since_proof):
+            why = "the proven-good configuration looped since it was proven (did what it fetches change?)"
             return self._quarantine_instead(context, why)
         return plan
 

@@ -372,6 +372,7 @@ class Remediator:
                     _proof(good) if good else None,
                     state.episode.no_script_failed if state.episode else False,
                     tuple(change.config_before for change in earlier if change.config_before),
+                    _looped_since(ledger, good.proven_at) if good else (),
                 )
             )
             paced = True
@@ -900,4 +901,13 @@ def _unconfirmed_reason(what: str) -> str:
     return (
         f"{what[0].upper()}{what[1:]}: PCS may have made it, so it counts as Lifeguard's change for the "
         "cooldown and the daily cap; nothing more was done."
+    )
+
+
+def _looped_since(ledger: Ledger, proven_at_ms: int) -> tuple[dict[str, Any], ...]:
+    """The configurations Lifeguard changed for a loop after `proven_at_ms` (what each change replaced)."""
+    return tuple(
+        change.config_before
+        for change in ledger.changes
+        if change.counts and change.config_before and change.at * 1000 > proven_at_ms
     )
