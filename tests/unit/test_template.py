@@ -219,11 +219,43 @@ def test_the_node_policy_allows_what_the_node_code_calls_on_the_bundle_and_the_r
     assert by_sid["NodeReports"]["Resource"] == {"Fn::GetAtt": ["NodeReportLogGroup", "Arn"]}
 
 
-def test_nothing_but_ec2_describes_is_granted_on_every_resource() -> None:
+def _resource_types(action: str) -> list[str]:
+    """The resource types IAM takes for `action`, from cfn-lint's copy of the Service Authorization
+    Reference (an action that takes none is allowed on "*" alone: a statement naming ARNs never allows it)."""
+    import cfnlint.data.AdditionalSpecs
+
+    policies = json.loads(
+        (Path(cfnlint.data.AdditionalSpecs.__file__).parent / "Policies.json").read_text(encoding="utf-8")
+    )
+    service, name = action.split(":")
+    entry = policies[service]["Actions"][name.lower()]
+    types: list[str] = entry.get("Resources", [])
+    return types
+
+
+def test_nothing_but_ec2_describes_and_what_iam_cannot_scope_is_granted_on_every_resource() -> None:
     for function in FUNCTIONS:
         for statement in role_statements(f"{function}Role"):
             if statement["Resource"] == "*":
-                assert all(a.startswith("ec2:Describe") for a in actions_of([statement])), statement
+                for action in actions_of([statement]):
+                    assert action.startswith("ec2:Describe") or not _resource_types(action), statement
+
+
+@pytest.mark.parametrize("cluster_ids", [(), ("pcs_abc123de45",)])
+def test_every_pcs_action_granted_on_named_resources_is_one_iam_scopes_to_them(
+    cluster_ids: tuple[str, ...],
+) -> None:
+    # pcs:ListTagsForResource takes no resource type: granted on the clusters' ARNs it was refused, and no
+    # group's tags (its mode) could be read, in AWS; the local PCS checks no IAM.
+    for function in FUNCTIONS:
+        for statement in role_statements(f"{function}Role", cluster_ids or ("",)):
+            pcs = {a for a in actions_of([statement]) if a.startswith("pcs:")}
+            if pcs and statement["Resource"] != "*":
+                assert all(_resource_types(a) for a in pcs), statement
+            if "pcs:ListTagsForResource" in pcs:
+                assert statement["Resource"] == "*"
+    for function in ("ScalingEvents", "NodeReports", "Remediate"):
+        assert "pcs:ListTagsForResource" in allowed(function)
 
 
 def test_pass_role_reaches_only_pcs_instance_roles_for_ec2() -> None:
@@ -666,3 +698,20 @@ def test_the_stack_set_steps_take_the_template_by_s3_when_it_is_past_what_a_body
         assert "--template-body file://" not in steps
         assert "--template-url https://" in steps
         assert "aws s3 cp packaged.yaml s3://" in steps
+
+
+def test_a_group_lifeguard_cannot_read_is_alarmed() -> None:
+    # A PCS refusal (a permission missing) leaves the batch successful and the group unwatched: only the
+    # handlers' GroupsUnreadable metric says so, in the namespace and service the functions emit it under.
+    found = template()
+    environment = found["Globals"]["Function"]["Environment"]["Variables"]
+    alarms = [
+        r["Properties"]
+        for r in found["Resources"].values()
+        if isinstance(r, dict) and r.get("Type") == "AWS::CloudWatch::Alarm"
+    ]
+    (alarm,) = [a for a in alarms if a.get("MetricName") == "GroupsUnreadable"]
+    assert alarm["Namespace"] == environment["POWERTOOLS_METRICS_NAMESPACE"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
