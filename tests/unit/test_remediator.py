@@ -1177,6 +1177,42 @@ def test_a_hand_fix_made_while_lifeguard_waits_to_read_the_tags_is_never_overwri
     assert world.lifeguard_updates() == []
 
 
+@pytest.mark.parametrize("mode", ["quarantine", "revert"])
+def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode: str) -> None:
+    # PCS throttles the tag read (many groups looping at once); meanwhile a node boots clean and the
+    # scaling_events function ends the episode (LoopResolved). The group, untouched by anyone, was
+    # quarantined (or reverted) all the same, after its loop had ended.
+    world = World(tags={"lifeguard:mode": mode})
+    world.prove_good(GOOD)
+    event = world.detection()
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="ListTagsForResource", times=2, retry_after_seconds=60
+    )
+    sleep, ended = world.sleep, []
+
+    def sleep_while_a_node_boots_clean(seconds: float) -> None:
+        sleep(seconds)
+        if not ended:
+            state = world.store.load(CLUSTER, GROUP)
+            assert state.episode is not None
+            state.episode.resolved_at, state.episode.resolved_by = (
+                int(world.now() * 1000),
+                "i-0fffffffffffffff1",
+            )
+            state.last_episode, state.episode = state.episode, None
+            world.store.save(state)
+            ended.append(seconds)
+
+    world.sleep = sleep_while_a_node_boots_clean
+    [answer] = world.remediator().handle_event(event)
+    assert ended
+    assert answer.detail_type == "RemediationSkipped"
+    assert answer.detail["reason"].startswith("Not made (it changed while Lifeguard waited): episode ")
+    assert "nothing was changed" in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
 def test_with_no_wait_after_the_read_the_change_is_made_on_it_without_reading_again() -> None:
     world = World()
     [answer] = world.remediator().handle_event(world.detection())

@@ -142,6 +142,7 @@ class Remediator:
         # a change is made on that read only while no wait came between (`_guarded`).
         self.waits = 0
         self._waits_at_read = 0
+        self._waits_at_state = 0  # waits made when Lifeguard's state of the group was read (`_decide`)
         # Changes of other detections a decision found PCS had made (`_settle_others`): audited and told
         # once the decision is (`_tell_settled`).
         self._settled: list[AppliedChange] = []
@@ -311,6 +312,7 @@ class Remediator:
         ledger = self.store.ledger(cluster_id, group_id)
         intent = ledger.intent(detection.episode_id, detection.revision)
         state = self.states.load(cluster_id, group_id)
+        self._waits_at_state = self.waits
         if intent is not None:
             # A retry or a redrive of a change set out before: whatever it says, what is decided and told
             # is Lifeguard's own (the intent, the episode), as for a first delivery.
@@ -398,6 +400,9 @@ class Remediator:
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
         said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
+        ended = self._ended_meanwhile(detection, ledger)
+        if ended is not None:
+            return _Verdict("skipped", mode, plan.action, ended, True, before)
         return self._apply(
             detection,
             ledger,
@@ -408,6 +413,18 @@ class Remediator:
             said=said,
             deadline=deadline,
         )
+
+    def _ended_meanwhile(self, detection: LoopDetection, ledger: Ledger) -> str | None:
+        """Why the change is not to be made after all, when Lifeguard waited since it read its state of the
+        group (the group UPDATING, a call retried: minutes, at worst) and the episode no longer stands: a
+        node booted clean meanwhile (LoopResolved told), or it was about another configuration by now."""
+        if self.waits == self._waits_at_state:
+            return None
+        fresh = self.states.load(detection.cluster_id, detection.compute_node_group_id)
+        moved = rails.unmatched(detection, fresh, ledger)
+        if moved is None:
+            return None
+        return "Not made (it changed while Lifeguard waited): " + moved.removeprefix("Refused: ")
 
     def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
         """Changes set out for other detections and still pending (PCS failed them until their events were
