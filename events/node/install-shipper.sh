@@ -40,14 +40,26 @@ fi
 mkdir -p "$install_dir" "$(dirname "$unit")"
 download=$(mktemp "$install_dir/.bundle.XXXXXX")
 trap 'rm -f "$download"' EXIT
+# The bundle is about 150 KB: a download is refused past this, and past these times, so neither a wrong
+# location nor a stalled server fills the root volume or holds the boot.
+max_bytes=$((8 * 1024 * 1024))
+too_large() { say "the bundle at $shown_location is over $max_bytes bytes; nothing installed"; exit 3; }
 case "$bundle_location" in
     s3://*)
-        "$python" - "$bundle_location" "$download" "$bundle_version" <<'PY'
+        "$python" - "$bundle_location" "$download" "$bundle_version" "$max_bytes" <<'PY' || { [ $? -eq 3 ] && too_large; exit 1; }
 import os, sys, boto3
+from botocore.config import Config
 bucket, _, key = sys.argv[1][len("s3://"):].partition("/")
 endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-extra = {"VersionId": sys.argv[3]} if sys.argv[3] else None
-boto3.client("s3", endpoint_url=endpoint or None).download_file(bucket, key, sys.argv[2], ExtraArgs=extra)
+extra = {"VersionId": sys.argv[3]} if sys.argv[3] else {}
+limit = int(sys.argv[4])
+config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 3, "mode": "standard"})
+s3 = boto3.client("s3", endpoint_url=endpoint or None, config=config)
+data = s3.get_object(Bucket=bucket, Key=key, **extra)["Body"].read(limit + 1)
+if len(data) > limit:
+    sys.exit(3)
+with open(sys.argv[2], "wb") as out:
+    out.write(data)
 PY
         ;;
     https://*)
@@ -55,7 +67,13 @@ PY
             say "a version id applies to s3:// bundles only, not $shown_location; nothing installed"
             exit 2
         fi
-        curl --fail --silent --show-error --location --proto '=https' --retry 3 -o "$download" "$bundle_location"
+        code=0
+        curl --fail --silent --show-error --location --proto '=https' --retry 3 --retry-max-time 300 \
+            --connect-timeout 10 --max-time 120 --max-filesize "$max_bytes" \
+            -o "$download" "$bundle_location" || code=$?
+        if [ "$code" -eq 63 ]; then too_large; elif [ "$code" -ne 0 ]; then exit "$code"; fi
+        # A server that sends no length is stopped by size only after the fact: the size is checked too.
+        if [ "$(stat -c %s "$download")" -gt "$max_bytes" ]; then too_large; fi
         ;;
     *)
         say "cannot fetch $shown_location: only s3:// and https:// locations"

@@ -328,6 +328,28 @@ def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
     assert not (node.root / "systemctl.calls").exists()
 
 
+def test_install_shipper_refuses_a_bundle_over_its_bound_before_it_fills_the_disk(
+    node: Node, installable: dict[str, str]
+) -> None:
+    # A wrong location (a huge object, an endless server) was downloaded whole onto the root volume.
+    node.s3.put_object(Bucket=node.bucket, Key="lifeguard/huge.pyz", Body=b"\0" * (8 * 1024 * 1024 + 1))
+    huge = f"s3://{node.bucket}/lifeguard/huge.pyz"
+    result = subprocess.run(
+        ["bash", str(INSTALL_SHIPPER), huge, installable["sha256"], installable["log_group"]],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 3, result.stderr
+    assert (
+        result.stdout == f"install-shipper: the bundle at {huge} is over 8388608 bytes; nothing installed\n"
+    )
+    assert list((node.root / "opt/lifeguard").iterdir()) == []
+    assert not (node.root / "systemctl.calls").exists()
+
+
 def test_install_shipper_as_the_first_lifecycle_script_gets_a_terminate_failure_off_the_node(
     node: Node, installable: dict[str, str], local: Any
 ) -> None:

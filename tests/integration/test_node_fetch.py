@@ -135,6 +135,18 @@ def test_a_query_string_is_never_in_an_error(https_server: tuple[str, str]) -> N
     assert "AKIA" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("s3://my-bucket/setup#v2.sh", "s3://my-bucket/setup#v2.sh"),  # `#` and `?` are a key's characters
+        ("s3://my-bucket/tools?/setup.sh", "s3://my-bucket/tools?/setup.sh"),
+        ("https://example.com/s.sh?X-Amz-Signature=s3cr3t#frag", "https://example.com/s.sh"),
+    ],
+)
+def test_an_s3_key_is_named_whole_and_an_https_query_never(location: str, shown: str) -> None:
+    assert fetch.redact(location) == shown
+
+
 def test_a_script_over_2_mib_is_refused(https_server: tuple[str, str]) -> None:
     base, ca = https_server
     with pytest.raises(FetchError, match="larger than 2 MiB"):

@@ -533,6 +533,34 @@ def test_defect_9_in_the_pcs_agents_logs_too_the_exit_status_is_executor_logs(
     assert report.log_tail == "before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n"
 
 
+def test_a_run_left_without_its_end_is_no_part_of_the_next_runs_report(
+    node: Node, local: Any, log_group: str
+) -> None:
+    # Under the PCS agent: the first boot's run of `forger` never ended (the node rebooted mid-script), the
+    # second's failed. Its report held the first run's output and the second's start marker (its arguments,
+    # a password among them) as output, and the first run's start time.
+    unfinished = b"joining the domain (boot 1)...\n"
+    again = b'[start forger args=["--password","hunter2"] @ 1792544247]\n'
+    _pcs_agent_run(node, unfinished + again + b"realm: join failed\n", 256)
+    log = node.actions / "nodeBootstrapped" / "forger.log"
+    log.write_bytes(log.read_bytes().replace(b"@ 1792544247]\n", b"@ 1792544000]\n", 1))
+    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
+    assert ship(node, log_group, "--once", *ids).returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.outcome, report.exit_code, report.started_at) == ("failed", 1, 1792544247)
+    assert report.log_tail == "realm: join failed\n"
+
+
+def test_a_printed_start_marker_dated_later_is_output_and_loses_no_report(
+    node: Node, local: Any, log_group: str
+) -> None:
+    _pcs_agent_run(node, b"[start forger args=[] @ 4000000000]\nmount.lustre: fs-0abc not found\n", 256)
+    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
+    assert ship(node, log_group, "--once", *ids).returncode == 0
+    [report] = shipped(local, log_group)
+    assert report.log_tail == "[start forger args=[] @ 4000000000]\nmount.lustre: fs-0abc not found\n"
+
+
 def _max_rss_kib(command: list[str], env: dict[str, str]) -> int:
     """The peak resident memory of one run of `command` (its own process only), in KiB."""
     probe = (

@@ -203,6 +203,34 @@ def test_a_batch_delivered_before_a_failed_one_is_not_sent_again(tmp_path: Path)
     assert logs.stream == pending
 
 
+class ReadDenied(ThrottledOnce):
+    """CloudWatch Logs that takes every put but refuses GetLogEvents (a role without it, an SCP)."""
+
+    def put_log_events(self, logEvents: list[dict[str, object]], **_: object) -> dict[str, object]:
+        self.stream += [str(event["message"]) for event in logEvents]
+        return {}
+
+    def get_log_events(self, limit: int, **_: object) -> dict[str, object]:
+        raise PermissionError("AccessDeniedException: not authorized to perform logs:GetLogEvents")
+
+
+def test_a_stream_whose_tail_cannot_be_read_holds_back_no_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A restart with a report pending reads the stream's tail first, not to send it twice: a refused read
+    # failed every poll, and every later report (a TERMINATE failure's among them) stayed on the node.
+    layout = NodeLayout(tmp_path)
+    pending = [json.dumps({"kind": "script_run", "instance_id": SHIPPER_IDENTITY.instance_id, "script": "a"})]
+    _State(pending=pending).save(layout.shipper_state)
+    logs = ReadDenied()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, CloudWatchSink("g", SHIPPER_IDENTITY.stream, logs))
+    assert shipper.poll() == 1
+    assert logs.stream == pending
+    said = capsys.readouterr().err
+    assert "the stream's last reports cannot be read (PermissionError: AccessDeniedException" in said
+    assert "the 1 pending report(s) are sent again" in said
+
+
 # -- boots, under PCS's own agent (which writes no `boot started` record) --
 
 FIRST_RUN, REBOOT, SECOND_RUN = 1792543659, 1792543740, 1792543773  # the article's, and a reboot between

@@ -59,7 +59,10 @@ EXIT_STOP_SEQUENCE = 3
 EXIT_TERMINATE = 4
 EXIT_USAGE = 64
 
-SCRIPT_TIMEOUT_SECONDS = 30 * 60  # the node's whole registration window
+# Each script's, not the boot's: PCS gives a node about 30 minutes to join Slurm, so one script that takes
+# all of it has failed the node already (several long ones together can outlast the window: PCS, not the
+# executor, ends such a node).
+SCRIPT_TIMEOUT_SECONDS = 30 * 60
 
 _NULL = object()  # a field written as JSON null rather than left out
 

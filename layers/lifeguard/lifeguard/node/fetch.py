@@ -50,7 +50,11 @@ class FetchError(LifeguardError):
 
 
 def redact(location: str) -> str:
-    """The location without query string or fragment (presigned URLs carry credentials there)."""
+    """The location without query string or fragment (presigned URLs carry credentials there). An s3://
+    location is its bucket and key whole: `?` and `#` are characters of a key, and no credential rides in
+    one."""
+    if location.startswith("s3://"):
+        return location
     parts = urllib.parse.urlsplit(location)
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 

@@ -472,7 +472,18 @@ class Shipper:
     def _recover_pending(self) -> None:
         if not self.state.pending:
             return
-        already = self.sink.recent(limit=min(RECENT_EVENTS_MAX, max(len(self.state.pending), 1) * 2))
+        try:
+            already = self.sink.recent(limit=min(RECENT_EVENTS_MAX, max(len(self.state.pending), 1) * 2))
+        except Exception as exc:  # noqa: BLE001 - whatever stops the read (a role without logs:GetLogEvents)
+            # Never a reason to hold back every later report: the pending ones go out again, and the
+            # controller stores a report it already has once.
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            print(
+                f"lifeguard-node ship: the stream's last reports cannot be read ({why}); "
+                f"the {len(self.state.pending)} pending report(s) are sent again",
+                file=sys.stderr,
+            )
+            return
         # The pending batch went out in order: whatever prefix of it the stream already ends with is sent.
         for count in range(min(len(self.state.pending), len(already)), 0, -1):
             if already[-count:] == self.state.pending[:count]:
@@ -727,9 +738,10 @@ class Shipper:
         """The run the executor.log record is about, in the script's log: its start marker, then the last
         end marker with its exit code (when the record tells it) dated no later than the record. A line
         the script printed that looks like an end marker is output, not the end: the real end marker comes
-        after all of the script's output. The log is read in chunks, keeping only the last 4 KiB of output,
-        so a script that wrote 100 MB costs no more memory than one that wrote a line. None when the run is
-        not all there yet."""
+        after all of the script's output. A start marker dated no later than the record begins a run (one
+        left without its end, by a crash or a reboot, is no part of it); one dated later is output. The log
+        is read in chunks, keeping only the last 4 KiB of output, so a script that wrote 100 MB costs no
+        more memory than one that wrote a line. None when the run is not all there yet."""
         try:
             path = self.layout.script_log(stage, script)
         except ValueError:
@@ -749,11 +761,15 @@ class Shipper:
                     # Markers are matched by their known prefix, never by a backtracking pattern: a
                     # script's output is not trusted to be cheap to search.
                     start = _marker_time(line, start_prefix)
-                    if started_at is None:
-                        started_at = start
+                    if start is not None and found is not None:
+                        break  # the run the record is about ended before this one began
+                    if start is not None and start <= latest:
+                        # A run begins: one before it that never ended (a crash, a reboot mid-script) is
+                        # another run, neither its output nor this start marker (its arguments) this one's.
+                        started_at, tail = start, bytearray()
                         continue
-                    if start is not None and start > latest:
-                        break  # a later run of the script
+                    if started_at is None:
+                        continue  # before the first run
                     end = _END_REST.fullmatch(line, len(end_prefix)) if line.startswith(end_prefix) else None
                     if end is not None:
                         code, at = int(end.group(1)), int(end.group(2))
