@@ -47,7 +47,9 @@ class World:
     """The table, the bus, a PCS holding the group with the configuration the call set, and the handler on
     a clock a minute after the call."""
 
-    def __init__(self, pcs_config: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, pcs_config: dict[str, Any] | None = None, *, clusters: frozenset[str] = frozenset()
+    ) -> None:
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
         self.states = GroupStore(self.table, "t")
@@ -63,6 +65,7 @@ class World:
             ledger=RemediationStore(self.table, "t").ledger,
             metric=lambda name, _: self.metrics.append(name),
             clock=lambda: AT / 1000 + 60,
+            clusters=clusters,
         )
 
     def knows(
@@ -293,6 +296,31 @@ def test_an_update_of_something_else_leaves_the_known_configuration_and_is_ignor
     summary = world.review(event)
     assert (summary.reviewed, summary.ignored) == (0, 1)
     assert world.bus.entries == []
+
+
+@pytest.mark.parametrize("by_name", [False, True])
+def test_a_change_to_a_cluster_outside_the_stacks_cluster_ids_is_none_of_its_business(by_name: bool) -> None:
+    # With ClusterIds set, every PCS change of the account was reviewed and told (its scripts' locations
+    # and arguments to SNS and Slack); one naming no configuration failed the role's read, as unreadable.
+    world = World(clusters=frozenset({"pcs_0fedcba987"}))
+    world.knows(BEFORE)
+    event = recorded()
+    if by_name:  # the cluster is learnt from PCS: read, then let go
+        del event["detail"]["requestParameters"]["nodeLifecycleActions"]
+        del event["detail"]["responseElements"]
+        event["detail"]["requestParameters"].update(
+            clusterIdentifier="lca", computeNodeGroupIdentifier="lca-static"
+        )
+    summary = world.review(event)
+    assert (summary.reviewed, summary.skipped, summary.ignored) == (0, 0, 1)
+    assert world.bus.entries == []
+    assert world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW)) is None
+    assert world.metrics == ["ChangesIgnored"]
+    assert world.pcs_reads() == (1 if by_name else 0)
+    # The stack's own cluster is reviewed as before.
+    watched = World(clusters=frozenset({CLUSTER}))
+    watched.knows(BEFORE)
+    assert watched.review(recorded()).reviewed == 1
 
 
 def test_a_group_pcs_no_longer_has_is_skipped() -> None:
@@ -718,3 +746,22 @@ def test_a_call_of_another_account_or_region_is_ignored_and_nothing_is_read_kept
     assert world.reviews() == []
     assert world.pcs_reads() == 0
     assert world.handler.handle_event(recorded(), **own).reviewed == 1  # its own account's and region's
+
+
+def test_the_function_reviews_the_clusters_of_the_stacks_cluster_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.handlers.updater import GroupUpdater
+    from lifeguard.wiring import Wiring, build_config_review
+
+    world = World()
+    publisher = EventPublisher(world.bus, "bus", sleep=lambda _: None)
+    wiring = Wiring(
+        world.states,
+        world.handler.pcs,
+        GroupUpdater(world.states, publisher),
+        DetectionSettings("notify", 2, 60),
+    )
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", f"{CLUSTER},pcs_0fedcba987")
+    assert build_config_review(wiring).clusters == {CLUSTER, "pcs_0fedcba987"}
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "")
+    assert build_config_review(wiring).clusters == frozenset()

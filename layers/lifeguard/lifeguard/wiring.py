@@ -173,7 +173,8 @@ def change_lookup(w: Wiring) -> ChangedBy:
 
 def cluster_ids(explicit: str | None = None) -> frozenset[str]:
     """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose node reports may
-    detect a loop on their own; empty for every cluster of the account."""
+    detect a loop on their own, and whose configuration changes are reviewed; empty for every cluster of
+    the account."""
     listed = setting("cluster_ids", explicit, "", str)
     return frozenset(part.strip() for part in listed.split(",") if part.strip())
 
@@ -294,5 +295,12 @@ def build_config_review(
         return RemediationStore(w.store.client, w.store.table).ledger(cluster_id, group_id)
 
     return ConfigReviewHandler(
-        w.store, changes, w.pcs, w.publisher, ledger=ledger, metric=metric, clock=clock or time.time
+        w.store,
+        changes,
+        w.pcs,
+        w.publisher,
+        ledger=ledger,
+        metric=metric,
+        clock=clock or time.time,
+        clusters=cluster_ids(),
     )

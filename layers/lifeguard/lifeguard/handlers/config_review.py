@@ -85,6 +85,9 @@ class _Target:
     carried: bool  # the configuration is the request's, not read back from PCS
 
 
+_NOT_WATCHED = "cluster {cluster} is not one of the stack's ClusterIds"
+
+
 class ConfigReviewHandler:
     """Reviews each configuration change of a compute node group, and keeps who made it."""
 
@@ -101,8 +104,12 @@ class ConfigReviewHandler:
         ledger: Callable[[str, str], Ledger] | None = None,
         metric: Metric | None = None,
         clock: Callable[[], float] = time.time,
+        clusters: frozenset[str] = frozenset(),
     ) -> None:
         self.states = states
+        # The stack's ClusterIds (empty: every cluster of the account): a change to another cluster is none
+        # of this stack's, neither reviewed nor told (its role may not even read it).
+        self.clusters = clusters
         self.changes = changes
         self.ledger = ledger  # a group's ledger: Lifeguard's own changes, told apart by their clientToken
         self.pcs = pcs
@@ -122,6 +129,8 @@ class ConfigReviewHandler:
             return self._ignore(summary, call.message, call.where)
         if isinstance(call, CallParseError):
             return self._skip(summary, call.reason, call.where, call.message)
+        if self.clusters and call.cluster_id is not None and call.cluster_id not in self.clusters:
+            return self._ignore(summary, _NOT_WATCHED.format(cluster=clip(call.cluster_id)), call.event_id)
         try:
             target = self._target(call)
         except GroupNotFoundError:
@@ -134,6 +143,8 @@ class ConfigReviewHandler:
         except InvalidLifecycleConfigError as exc:
             reason = "invalid nodeLifecycleActions from PCS"
             return self._unreadable(summary, reason, call.event_id, str(exc))
+        if self.clusters and target.cluster_id not in self.clusters:
+            return self._ignore(summary, _NOT_WATCHED.format(cluster=clip(target.cluster_id)), call.event_id)
         own = self._lifeguards_own(call, target)
         if own is not None:
             return self._ignore(summary, own, call.event_id)
