@@ -424,12 +424,14 @@ class Operator:
         # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
         # fingerprint, a later modifiedAt than Lifeguard's change left, or an undo of a later change of
         # Lifeguard's that put it back (after quarantine, then revert, then an undo of the revert).
+        # Later in the ledger, not later by the clock: an undo is dated by the operator's clock, which may
+        # be behind the function's.
+        place = next((i for i, c in enumerate(ledger.changes) if c == change), len(ledger.changes))
         put_back = {
             later.modified_at_after
-            for later in ledger.changes
+            for later in ledger.changes[place + 1 :]
             if later.action == "undo"
             and later.status == "applied"
-            and later.at > change.at
             and later.fingerprint_after == change.fingerprint_after
         }
         set_again = (
@@ -440,8 +442,9 @@ class Operator:
         if held != change.fingerprint_after or set_again:
             if not force:
                 how = (
-                    f"its configuration was set again at {format_time(group.modified_at_ms / 1000)}, after "
-                    "Lifeguard's"
+                    f"it was updated at {format_time(group.modified_at_ms / 1000)}, after Lifeguard's (its "
+                    "lifecycle actions are still Lifeguard's: someone may have set them again, or changed "
+                    "something else of the group)"
                     if set_again
                     else "someone else changed it"
                 )

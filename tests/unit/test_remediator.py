@@ -780,11 +780,36 @@ def test_undo_refuses_when_lifeguard_s_configuration_was_set_again_by_someone_el
     world.person_sets(GOOD)
     world.person_sets(QUARANTINED)  # Lifeguard's configuration, set again by a deploy
     operator = world.operator()
-    with pytest.raises(OperatorError, match=r"its configuration was set again at .*, after Lifeguard's"):
+    with pytest.raises(OperatorError, match=r"it was updated at .*, after Lifeguard's \(its lifecycle"):
         operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
     done = operator.undo(GROUP, CLUSTER, force=True)
     assert done.applied
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_second_undo_is_not_refused_when_the_operators_clock_is_behind_the_functions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Quarantine, then revert; the operator undoes the revert (the quarantine is back, put back by that
+    # undo), then the quarantine. The undo, dated by a clock 5 minutes behind, counted as earlier than the
+    # revert it undid, and the second undo was refused as someone's setting the configuration again.
+    from lifeguard_cli import operate
+
+    world = World()
+    remediator = world.remediator()
+    remediator.handle_event(world.detection())
+    world.settle()
+    world.prove_good(GOOD)
+    remediator.handle_event(world.detection(revision=2))
+    world.settle()
+    monkeypatch.setattr(operate.time, "time", lambda: world.now() - 300)
+    operator = world.operator()
+    assert operator.undo(GROUP, CLUSTER).applied  # the revert
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    assert operator.undo(GROUP, CLUSTER).applied  # the quarantine
     world.settle()
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
