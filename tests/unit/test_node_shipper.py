@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import io
 import json
 import os
 import threading
@@ -14,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lifeguard.node.shipper
 from lifeguard.node.executor import EXIT_TERMINATE, Executor, NodeIdentity
@@ -229,6 +232,32 @@ def test_a_stream_whose_tail_cannot_be_read_holds_back_no_report(
     said = capsys.readouterr().err
     assert "the stream's last reports cannot be read (PermissionError: AccessDeniedException" in said
     assert "the 1 pending report(s) are sent again" in said
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.text(alphabet="x[\n", max_size=80).map(str.encode),
+    offset=st.integers(min_value=0, max_value=10),
+    chunk=st.integers(min_value=1, max_value=9),
+    longest=st.integers(min_value=1, max_value=6),
+)
+def test_the_marker_scan_gives_every_complete_bracketed_line_and_no_other(
+    text: bytes, offset: int, chunk: int, longest: int
+) -> None:
+    # Script output is passed over by bytes.find, in chunks (read line by line, 100 MB took the shipper
+    # 0.6-10 s): whatever the chunks cut, the lines it gives are those a line-by-line read finds.
+    head = b"y" * (offset - 1) + b"\n" if offset else b""
+    expected, at = [], len(head)
+    for line in text.splitlines(keepends=True):
+        at += len(line)
+        if line.endswith(b"\n") and line.startswith(b"[") and len(line) <= longest + 1:
+            expected.append((line, at))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lifeguard.node.shipper, "_SCAN_CHUNK_BYTES", chunk)
+        patch.setattr(lifeguard.node.shipper, "_MARKER_MAX_BYTES", longest)
+        file = io.BytesIO(head + text)
+        file.seek(len(head))
+        assert list(lifeguard.node.shipper._bracketed_lines(file, len(head))) == expected
 
 
 # -- boots, under PCS's own agent (which writes no `boot started` record) --

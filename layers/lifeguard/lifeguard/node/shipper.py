@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
@@ -750,13 +750,15 @@ class Shipper:
         start_prefix, end_prefix = f"[start {script} args=".encode(), f"[end {script} exit=".encode()
         latest = ended_at + _END_SKEW_SECONDS
         started_at: int | None = None
+        output_from = 0  # where the output of the run being read begins
         found: dict[str, Any] | None = None
-        tail = bytearray()
         try:
             with open_log(path) as file:
                 offset = self._read_from(key, file)
                 file.seek(offset)
-                for raw, end_offset in read_lines(file, offset):
+                # Only lines that begin with `[` can be markers: the others are the script's output, passed
+                # over at the speed of bytes.find, and its tail read once the run's end is found.
+                for raw, end_offset in _bracketed_lines(file, offset):
                     line = raw.removesuffix(b"\n")
                     # Markers are matched by their known prefix, never by a backtracking pattern: a
                     # script's output is not trusted to be cheap to search.
@@ -766,7 +768,7 @@ class Shipper:
                     if start is not None and start <= latest:
                         # A run begins: one before it that never ended (a crash, a reboot mid-script) is
                         # another run, neither its output nor this start marker (its arguments) this one's.
-                        started_at, tail = start, bytearray()
+                        started_at, output_from = start, end_offset
                         continue
                     if started_at is None:
                         continue  # before the first run
@@ -774,26 +776,27 @@ class Shipper:
                     if end is not None:
                         code, at = int(end.group(1)), int(end.group(2))
                         if at <= latest and exit_code in (None, code):
+                            output_to = end_offset - len(raw)
                             found = {
                                 "exit_code": code,
                                 "ended_at": at,
                                 "offset": end_offset,
                                 "mark": raw,
-                                "tail": bytes(tail[-LOG_TAIL_BYTES:]),
+                                "tail": (max(output_from, output_to - LOG_TAIL_BYTES), output_to),
                             }
-                    tail += raw
-                    if len(tail) > _CHUNK_BYTES:
-                        del tail[:-LOG_TAIL_BYTES]
+                if started_at is None or found is None:
+                    return None
+                tail_from, tail_to = found["tail"]
+                file.seek(tail_from)
+                tail = file.read(tail_to - tail_from)
         except OSError:  # not there (yet), or not a file one can read: the run is shipped without it
-            return None
-        if started_at is None or found is None:
             return None
         self._read_to(key, found["offset"], found["mark"])
         return {
             "started_at": started_at,
             "ended_at": found["ended_at"],
             "exit_code": found["exit_code"],
-            "log_tail": found["tail"].decode("utf-8", "replace"),
+            "log_tail": tail.decode("utf-8", "replace"),
         }
 
     def _read_from(self, key: str, file: Any) -> int:
@@ -864,6 +867,43 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
     except OSError:
         pass
     return found
+
+
+# Bytes read at a time when looking for markers among a script's output.
+_SCAN_CHUNK_BYTES = 1024 * 1024
+
+
+def _bracketed_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
+    """The complete lines of `file` from `offset` (a line's start) that begin with `[` and are no longer
+    than a marker can be, as `read_lines` gives lines (each with its newline, and the offset after it). The
+    lines between them are passed over by bytes.find, never one by one, so 100 MB of output costs what
+    reading it does; at most a marker's length is held beyond the chunk being read."""
+    data, base, at, line_start = b"", offset, 0, True
+    while True:
+        chunk = file.read(_SCAN_CHUNK_BYTES)
+        if not chunk:
+            return
+        data, base, at = data[at:] + chunk, base + at, 0
+        while at < len(data):
+            if not line_start:
+                candidate = data.find(b"\n[", at)
+                if candidate < 0:
+                    # No marker can begin before the end of what was read: a line starts after it only when
+                    # it ends with a newline.
+                    at, line_start = len(data), data.endswith(b"\n")
+                    break
+                at, line_start = candidate + 1, True
+            if data[at : at + 1] != b"[":
+                line_start = False
+                continue
+            newline = data.find(b"\n", at, at + _MARKER_MAX_BYTES + 1)
+            if newline >= 0:
+                yield data[at : newline + 1], base + newline + 1
+                at = newline + 1
+            elif len(data) - at > _MARKER_MAX_BYTES:
+                line_start = False  # longer than any marker: output
+            else:
+                break  # its end is in the next chunk (or not written yet): held until then
 
 
 def _marker_time(line: bytes, prefix: bytes) -> int | None:
