@@ -715,3 +715,18 @@ def test_a_group_lifeguard_cannot_read_is_alarmed() -> None:
     assert alarm["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_the_longest_cluster_id_the_stack_takes_names_a_delivery_source_cloudwatch_takes() -> None:
+    # AWS::Logs::DeliverySource names are at most 60 characters: lifeguard-<cluster id>-<8 of the stack id>.
+    pattern = template()["Parameters"]["ClusterIds"]["AllowedPattern"]
+    longest = "pcs_" + "a" * 37
+    assert re.fullmatch(pattern, longest)
+    assert not re.fullmatch(pattern, longest + "a")
+    (source,) = [r for key, r in resources((longest,)).items() if key.startswith("ScalingLogSource")]
+    shape, values = source["Properties"]["Name"]["Fn::Sub"]
+    assert shape == f"lifeguard-{longest}-${{Stack}}"
+    # The stack id's uuid, its first group: 8 hex digits.
+    assert values["Stack"]["Fn::Select"][0] == 0
+    assert values["Stack"]["Fn::Select"][1]["Fn::Split"][0] == "-"
+    assert len(shape.replace("${Stack}", "0" * 8)) == 60
