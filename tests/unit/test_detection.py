@@ -95,6 +95,27 @@ def state_of(spec: str) -> GroupState:
         # over, then its failure. A failure outranks its node's success: a loop, in either order.
         ("L1@0 S1@2 F1@3 L2@6 S2@8 F2@9", SETTINGS, None, ("loop", ["i-1", "i-2"])),
         ("L1@0 F1@3 S1@2 L2@6 F2@9 S2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        # A scale-up: twelve nodes launched at once, ten come up, the two slowest fail last. They booted
+        # beside nodes that came up: no loop (2 of 12), and none is intermittent either.
+        (
+            " ".join([f"L{n}@0" for n in range(1, 13)] + [f"S{n}@3" for n in range(1, 11)] + ["F11@5 F12@5"]),
+            SETTINGS,
+            None,
+            None,
+        ),
+        # Four at once, three fail: at least half the window's boots failed, and they count as a loop.
+        ("L1@0 L2@0 L3@0 L4@0 S1@2 F2@3 F3@3 F4@3", SETTINGS, None, ("loop", ["i-2", "i-3", "i-4"])),
+        # Launched after the last node came up, failing in a row: a loop whatever came up before.
+        (
+            " ".join(
+                [f"L{n}@0" for n in range(1, 11)]
+                + [f"S{n}@3" for n in range(1, 11)]
+                + ["L11@4 L12@4 F11@7 F12@7"]
+            ),
+            SETTINGS,
+            None,
+            ("loop", ["i-11", "i-12"]),
+        ),
     ],
 )
 def test_detection_rules(

@@ -332,15 +332,6 @@ def detect(
             break
         # A node launched on an older configuration says nothing of this one's boots; with the
         # configuration not known yet, any success may be such a node's (the caller confirms with it).
-    if tail:
-        newest = tail[0].event_timestamp
-        counted = [
-            o
-            for o in reversed(tail)
-            if is_relevant(state, o, modified_at) and o.event_timestamp > newest - settings.window_ms
-        ]
-        if len(counted) >= settings.threshold:
-            return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     newest = ordered[-1].event_timestamp
     recent = [
         o
@@ -348,9 +339,37 @@ def detect(
         if o.event_timestamp > newest - settings.window_ms and is_relevant(state, o, modified_at)
     ]
     failed = [o for o in recent if not o.succeeded]
+    if tail:
+        newest = tail[0].event_timestamp
+        # A failed node launched before a node of this configuration came up booted beside it (a scale-up
+        # launches many at once, and the slow ones fail last): the configuration boots, and such a failure
+        # counts towards a loop only when at least half the window's boots failed (2 of 12 is no loop).
+        came_up = (
+            None
+            if (cached and modified_at is None) or 2 * len(failed) >= len(recent)
+            else max(
+                (o.event_timestamp for o in ordered if o.succeeded and is_relevant(state, o, modified_at)),
+                default=None,
+            )
+        )
+        counted = [
+            o
+            for o in reversed(tail)
+            if is_relevant(state, o, modified_at)
+            and o.event_timestamp > newest - settings.window_ms
+            and not _booted_beside(state, o, came_up)
+        ]
+        if len(counted) >= settings.threshold:
+            return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
+
+
+def _booted_beside(state: GroupState, failure: BootOutcome, came_up: int | None) -> bool:
+    """Whether a failed node was launched before `came_up`, when a node of the configuration came up."""
+    launched = state.launched_at(failure)
+    return came_up is not None and launched is not None and launched < came_up
 
 
 def detect_replacement(
