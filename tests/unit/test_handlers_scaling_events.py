@@ -1490,6 +1490,29 @@ def test_a_replacement_episode_whose_nodes_then_stay_up_does_not_hide_a_later_bo
     assert kinds == ["replacement", "loop"]
 
 
+def test_a_replacement_episode_ends_after_a_replacement_beyond_its_evidence_once_nodes_stay_up() -> None:
+    # Three unhealthy replacements: the third came after the detection of two and never became evidence,
+    # and the episode waited for good for a boot after it. Two days later a loop of the same configuration
+    # was told as a revision of that stale episode.
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))
+    world.feed(booted_then_replaced("i-0sick000000000003", 32))
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched("i-0good000000000001", at(1, 40)), succeeded("i-0good000000000001", at(1, 43))])
+    # A whole window later the group is known to have stayed up.
+    world.feed([launched("i-0good000000000002", at(3, 0)), succeeded("i-0good000000000002", at(3, 3))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+    assert world.state().episode is None
+    a, b = "i-0aaaaaaaaaaaaaaa1", "i-0aaaaaaaaaaaaaaa2"
+    world.feed([launched(a, at(1, 0) + 2 * DAY_MS), failed(a, at(1, 5) + 2 * DAY_MS)])
+    world.feed([launched(b, at(1, 6) + 2 * DAY_MS), failed(b, at(1, 11) + 2 * DAY_MS)])
+    detected = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
+    assert [(d["kind"], d["revision"]) for d in detected] == [("replacement", 1), ("loop", 1)]
+    assert detected[0]["episode_id"] != detected[1]["episode_id"]
+
+
 def test_a_node_of_the_configuration_before_the_loop_does_not_resolve_it() -> None:
     world = World()  # the TERMINATE configuration took effect at 01:00
     old = "i-0old0000000000001"

@@ -422,9 +422,13 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         # Nodes replaced as unhealthy had booted: a boot after the last replacement ends it once a whole
         # window has passed without another (the newest thing known of the group tells the time; a
         # bootstrap failure since is another loop's, judged once this one is over).
-        last_unhealthy = max(f.event_timestamp for f in episode.unhealthy or episode.failures)
-        if any(t > last_unhealthy for t in state.unhealthy.values()):
-            return None  # the replacements go on
+        # The last replacement is the group's newest since the episode opened, evidence or not: one after
+        # the detection never becomes evidence (another detection needs `threshold` more), and waiting for
+        # one later than the evidence left the episode open for good.
+        last_unhealthy = max(
+            [f.event_timestamp for f in episode.unhealthy or episode.failures]
+            + [t for t in state.unhealthy.values() if t > episode.opened_at]
+        )
         newest = max((o.event_timestamp for o in state.outcomes.values()), default=last_unhealthy)
         if newest <= last_unhealthy + settings.window_ms:
             return None
