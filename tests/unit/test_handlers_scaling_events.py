@@ -1603,6 +1603,31 @@ def test_a_node_ready_loop_whose_nodes_send_no_reports_is_one_episode_told_again
     assert nodes[5] in detail["reason"]
 
 
+@pytest.mark.parametrize("in_order", [True, False])
+def test_a_node_ready_loop_is_one_episode_whether_an_active_comes_before_or_after_its_failure(
+    in_order: bool,
+) -> None:
+    # The loop's second node went ACTIVE, then failed (nodeReady, under TERMINATE); its ACTIVE delivered
+    # after its failure (in a later batch), nothing noted it failed after ACTIVE, and the next node's
+    # ACTIVE ended the loop (LoopResolved, then the loop told again) where PCS's order left one open episode.
+    ready = copy.deepcopy(TERMINATE)
+    ready["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world = World()
+    world.person_sets(ready, at(1, 2))
+    nodes = READY_NODES
+    world.feed([launched(nodes[0], at(1, 3)), succeeded(nodes[0], at(1, 5)), failed(nodes[0], at(1, 6))])
+    world.feed([launched(nodes[1], at(1, 9))])
+    second = [[succeeded(nodes[1], at(1, 11))], [failed(nodes[1], at(1, 12))]]
+    for batch in second if in_order else second[::-1]:  # a batch's records are taken in time order
+        world.feed(batch)
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched(nodes[2], at(1, 15)), succeeded(nodes[2], at(1, 18))])
+    assert world.published() == ["BootstrapLoopDetected"]  # seen to stay up first
+    world.feed([failed(nodes[2], at(1, 19))])
+    assert world.published() == ["BootstrapLoopDetected"]
+    assert world.state().episode is not None
+
+
 def test_a_success_waiting_to_be_seen_up_is_judged_before_a_later_loop_is_folded_in() -> None:
     """A node that stayed up ends the loop, though nothing came until the next day's failures (a quiet
     group): those are a new loop, told as one, not the old one going on."""

@@ -423,6 +423,13 @@ class ScalingEventsHandler:
                         failing=record.instance_id,
                     )
                 if not fold(record):
+                    if record.is_bootstrap_success and known is not None and not known.succeeded:
+                        # Its ACTIVE delivered after its failure: it failed after ACTIVE all the same (a
+                        # nodeReady script under TERMINATE), as had the records come in PCS's order.
+                        before = state.episode.failed_after_active_on if state.episode else None
+                        _note_failed_after_active(state, record.instance_id or "")
+                        after = state.episode.failed_after_active_on if state.episode else None
+                        change.changed |= after != before
                     continue
                 change.changed = True
                 if known is not None and known.succeeded and record.status_code == "LAUNCHED":
