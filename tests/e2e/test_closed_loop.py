@@ -254,6 +254,22 @@ def test_revert_never_puts_back_a_proven_configuration_that_looped_since(tmp_pat
     assert final["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
 
 
+def test_a_node_ready_loop_whose_reports_come_before_each_active_stays_one_open_episode() -> None:
+    # A group whose LAUNCHED records are not delivered; each node's report (mount-fsx, nodeReady, failed
+    # under TERMINATE) reaches Lifeguard before PCS's ACTIVE: each ACTIVE ended the loop, and the next
+    # failure opened another. One loop was four episodes in 40 minutes.
+    fixtures = Path(__file__).parents[1] / "fixtures" / "replay"
+    document = replay(
+        "--mode",
+        "notify",
+        "--config",
+        str(fixtures / "ready-loop-config.json"),
+        str(fixtures / "ready-loop-reports-before-active.jsonl"),
+    )
+    assert kinds(document) == ["BootstrapLoopDetected", "RemediationSkipped"]
+    assert document["events"][0]["detail"]["suspect"]["script"] == "mount-fsx"
+
+
 def test_revert_never_puts_back_a_configuration_whose_script_is_known_to_fail() -> None:
     # The contained loop above; then someone puts a good configuration back with a new, failing
     # mount-shared first. The contained loop is over (its script is gone); the new loop is a new episode,

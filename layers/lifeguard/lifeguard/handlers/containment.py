@@ -150,11 +150,27 @@ def settle(
     failing = still_failing(boot.failed, suspect, booted_actions(state, success))
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
-    if held:
+    if held or _reports_its_end(state, success, boot):
         return []
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence())
     return []
+
+
+def _reports_its_end(state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
+    """Whether `success`'s node reported, for that boot, a failed run of the open loop's own script under
+    TERMINATE (as the configuration it booted gives it, when known): PCS is ending that node, whatever its
+    ACTIVE said (a nodeReady loop), and its failure is on its way. A report holds a success back for
+    `REPORTS_GRACE_MS` of the group's event time at most: a false one delays the loop's end, no more."""
+    suspect = state.episode.suspect if state.episode else None
+    if suspect is None or newest_event_ms(state) - success.event_timestamp > REPORTS_GRACE_MS:
+        return False
+    booted = booted_actions(state, success)
+    runs = as_configured(boot.failed, booted) if booted is not None else boot.failed
+    return any(
+        (run.stage, run.script) == (suspect.stage, suspect.script) and run.on_error == "TERMINATE"
+        for run in runs
+    )
 
 
 def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
