@@ -31,7 +31,6 @@ from lifeguard.node.layout import (
     FILE_MODE,
     LINE_PIECE_BYTES,
     LOG_TAIL_BYTES,
-    READ_CHUNK_BYTES,
     NodeLayout,
     atomic_write,
     open_log,
@@ -79,7 +78,6 @@ _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_O
 _START_TIME = re.compile(rb" @ (\d{1,12})\]")
 _END_REST = re.compile(rb"(-?\d{1,10}) @ (\d{1,12})\]")
 _WAIT_STATUS = re.compile(r"unix_wait_status\((\d+)\)|exit status (-?\d+)")
-_CHUNK_BYTES = READ_CHUNK_BYTES
 # A start marker holds at most 20 arguments of 256 characters: a line longer than a piece is none.
 _MARKER_MAX_BYTES = LINE_PIECE_BYTES
 _END_MARKER_MAX_BYTES = 128  # `[end <name of 64 at most> exit=<code> @ <epoch s>]`
