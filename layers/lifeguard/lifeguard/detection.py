@@ -460,9 +460,10 @@ def _older(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> 
 
 
 def _successes_after(state: GroupState, episode: Episode, after: int) -> list[BootOutcome]:
-    """The episode's successes after `after`, oldest first: not of the nodes it kept, and of nodes launched
-    on its configuration or a later one (one launched before it booted an older one, and says nothing of
-    the loop)."""
+    """The episode's successes after `after`, oldest first (at one time, by instance id: the state's maps
+    come back from the table in no set order): not of the nodes it kept, and of nodes launched on its
+    configuration or a later one (one launched before it booted an older one, and says nothing of the
+    loop)."""
     return sorted(
         (
             o
@@ -472,7 +473,7 @@ def _successes_after(state: GroupState, episode: Episode, after: int) -> list[Bo
             and o.instance_id not in episode.kept
             and is_relevant(state, o, episode.config_modified_at)
         ),
-        key=lambda o: o.event_timestamp,
+        key=lambda o: (o.event_timestamp, o.instance_id),
     )
 
 
