@@ -551,6 +551,25 @@ def test_a_run_left_without_its_end_is_no_part_of_the_next_runs_report(
     assert report.log_tail == "realm: join failed\n"
 
 
+def test_a_script_that_prints_its_own_earlier_runs_is_reported_as_the_run_it_is(
+    node: Node, local: Any, log_group: str
+) -> None:
+    # A debug step that prints its own log (earlier boots' runs, markers and all): the printed start
+    # markers, dated before the run's, began "runs", and the report was an old printed one's.
+    printed = (
+        b"dumping my log:\n"
+        b"[start forger args=[] @ 1792544000]\nold1\n[end forger exit=1 @ 1792544001]\n"
+        b"[start forger args=[] @ 1792544100]\nold2\n[end forger exit=1 @ 1792544101]\n"
+        b"the real error\n"
+    )
+    _pcs_agent_run(node, printed, 256)
+    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
+    assert ship(node, log_group, "--once", *ids).returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.exit_code, report.started_at, report.ended_at) == (1, 1792544247, 1792544247)
+    assert report.log_tail == printed.decode()
+
+
 def test_a_printed_start_marker_dated_later_is_output_and_loses_no_report(
     node: Node, local: Any, log_group: str
 ) -> None:

@@ -736,10 +736,12 @@ class Shipper:
         """The run the executor.log record is about, in the script's log: its start marker, then the last
         end marker with its exit code (when the record tells it) dated no later than the record. A line
         the script printed that looks like an end marker is output, not the end: the real end marker comes
-        after all of the script's output. A start marker dated no later than the record begins a run (one
-        left without its end, by a crash or a reboot, is no part of it); one dated later is output. The log
-        is read in chunks, keeping only the last 4 KiB of output, so a script that wrote 100 MB costs no
-        more memory than one that wrote a line. None when the run is not all there yet."""
+        after all of the script's output. A start marker dated no later than the record, and no earlier than
+        the run being read, begins a run (one left without its end, by a crash or a reboot, is no part of
+        it); others, and end markers dated before the run's start, are output. The log is read in chunks,
+        only its lines that begin with `[` looked at, and the last 4 KiB of the run's output read once its
+        end is found: 100 MB of output costs no more memory than a line. None when the run is not all
+        there yet."""
         try:
             path = self.layout.script_log(stage, script)
         except ValueError:
@@ -761,11 +763,17 @@ class Shipper:
                     # Markers are matched by their known prefix, never by a backtracking pattern: a
                     # script's output is not trusted to be cheap to search.
                     start = _marker_time(line, start_prefix)
-                    if start is not None and found is not None:
-                        break  # the run the record is about ended before this one began
-                    if start is not None and start <= latest:
+                    if (
+                        start is not None
+                        and start <= latest
+                        and (started_at is None or start >= started_at)
+                        and (found is None or start >= found["ended_at"])
+                    ):
+                        if found is not None:
+                            break  # the next run: the one the record is about ended before it began
                         # A run begins: one before it that never ended (a crash, a reboot mid-script) is
                         # another run, neither its output nor this start marker (its arguments) this one's.
+                        # A marker dated before the run's own start is output (a script printing its log).
                         started_at, output_from = start, end_offset
                         continue
                     if started_at is None:
@@ -773,7 +781,7 @@ class Shipper:
                     end = _END_REST.fullmatch(line, len(end_prefix)) if line.startswith(end_prefix) else None
                     if end is not None:
                         code, at = int(end.group(1)), int(end.group(2))
-                        if at <= latest and exit_code in (None, code):
+                        if started_at <= at <= latest and exit_code in (None, code):
                             output_to = end_offset - len(raw)
                             found = {
                                 "exit_code": code,
