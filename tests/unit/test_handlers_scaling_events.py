@@ -1513,6 +1513,24 @@ def test_a_replacement_episode_ends_after_a_replacement_beyond_its_evidence_once
     assert detected[0]["episode_id"] != detected[1]["episode_id"]
 
 
+def test_a_replacement_episode_is_not_held_open_by_long_serving_nodes_failing_their_health_checks() -> None:
+    # A large group loses a node to hardware now and then: a node that served for hours and is then
+    # replaced as unhealthy is no part of the loop (the detection does not count it), nor holds it open.
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed([launched("i-0old0000000000001", at(1, 11)), succeeded("i-0old0000000000001", at(1, 13))])
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.feed(booted_then_replaced("i-0sick000000000002", 22))
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched("i-0good000000000001", at(1, 40)), succeeded("i-0good000000000001", at(1, 43))])
+    # Hours on, the node that served all along fails its health checks.
+    world.feed([row("i-0old0000000000001", "TERMINATED", "UNHEALTHY_NODE", at(4, 0))])
+    world.feed([launched("i-0good000000000002", at(4, 3)), succeeded("i-0good000000000002", at(4, 6))])
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+    _, detail = world.bus.events()[-1]
+    assert "i-0good000000000001" in detail["reason"]
+
+
 def test_a_node_of_the_configuration_before_the_loop_does_not_resolve_it() -> None:
     world = World()  # the TERMINATE configuration took effect at 01:00
     old = "i-0old0000000000001"

@@ -51,6 +51,7 @@ __all__ = [
     "drain_of",
     "episode_id_for",
     "forgotten_before",
+    "fresh_replacements",
     "is_relevant",
     "launch_of",
     "mode_of",
@@ -372,13 +373,11 @@ def _booted_beside(state: GroupState, failure: BootOutcome, came_up: int | None)
     return came_up is not None and launched is not None and launched < came_up
 
 
-def detect_replacement(
+def fresh_replacements(
     state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
-) -> Detection | None:
-    """`threshold` nodes terminated as unhealthy (TERMINATED/UNHEALTHY_NODE) within the window of the
-    newest, each a fresh instance (launched on the current configuration, after `modifiedAt`, and replaced
-    within a window of its launch), after `since`: a `replacement` loop. Other terminations
-    (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...) and launch failures never count."""
+) -> list[Failure]:
+    """The unhealthy terminations (TERMINATED/UNHEALTHY_NODE) after `since` of fresh instances: launched on
+    the configuration of `modified_at` (None: any) and replaced within a window of their launch."""
     fresh = []
     for instance, when in state.unhealthy.items():
         if since is not None and when <= since:
@@ -391,6 +390,17 @@ def detect_replacement(
             continue  # a node that served a while and then failed its health checks: no loop
         node = outcome.scheduler_node_id if outcome else None
         fresh.append(Failure(instance_id=instance, scheduler_node_id=node, event_timestamp=when))
+    return fresh
+
+
+def detect_replacement(
+    state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
+) -> Detection | None:
+    """`threshold` nodes terminated as unhealthy (TERMINATED/UNHEALTHY_NODE) within the window of the
+    newest, each a fresh instance (launched on the current configuration, after `modifiedAt`, and replaced
+    within a window of its launch), after `since`: a `replacement` loop. Other terminations
+    (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...) and launch failures never count."""
+    fresh = fresh_replacements(state, settings, modified_at, since)
     if not fresh:
         return None
     newest = max(f.event_timestamp for f in fresh)
@@ -422,12 +432,14 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         # Nodes replaced as unhealthy had booted: a boot after the last replacement ends it once a whole
         # window has passed without another (the newest thing known of the group tells the time; a
         # bootstrap failure since is another loop's, judged once this one is over).
-        # The last replacement is the group's newest since the episode opened, evidence or not: one after
-        # the detection never becomes evidence (another detection needs `threshold` more), and waiting for
-        # one later than the evidence left the episode open for good.
+        # The last replacement is the group's newest of a fresh node since the episode opened, evidence or
+        # not: one after the detection never becomes evidence (another detection needs `threshold` more),
+        # and waiting for one later than the evidence left the episode open for good. A node that served a
+        # while and then failed its health checks is no part of the loop, and holds nothing open.
+        replaced = fresh_replacements(state, settings, episode.config_modified_at, episode.opened_at)
         last_unhealthy = max(
             [f.event_timestamp for f in episode.unhealthy or episode.failures]
-            + [t for t in state.unhealthy.values() if t > episode.opened_at]
+            + [f.event_timestamp for f in replaced]
         )
         newest = max((o.event_timestamp for o in state.outcomes.values()), default=last_unhealthy)
         if newest <= last_unhealthy + settings.window_ms:
