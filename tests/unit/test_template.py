@@ -4,6 +4,7 @@ is dropped, and the stack wires the scaling logs of the clusters it is given."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -219,16 +220,22 @@ def test_the_node_policy_allows_what_the_node_code_calls_on_the_bundle_and_the_r
     assert by_sid["NodeReports"]["Resource"] == {"Fn::GetAtt": ["NodeReportLogGroup", "Arn"]}
 
 
-def _resource_types(action: str) -> list[str]:
-    """The resource types IAM takes for `action`, from cfn-lint's copy of the Service Authorization
-    Reference (an action that takes none is allowed on "*" alone: a statement naming ARNs never allows it)."""
+@functools.cache
+def _iam_actions() -> dict[str, Any]:
+    """cfn-lint's copy of the Service Authorization Reference (2 MB: read once)."""
     import cfnlint.data.AdditionalSpecs
 
-    policies = json.loads(
+    policies: dict[str, Any] = json.loads(
         (Path(cfnlint.data.AdditionalSpecs.__file__).parent / "Policies.json").read_text(encoding="utf-8")
     )
+    return policies
+
+
+def _resource_types(action: str) -> list[str]:
+    """The resource types IAM takes for `action` (an action that takes none is allowed on "*" alone: a
+    statement naming ARNs never allows it)."""
     service, name = action.split(":")
-    entry = policies[service]["Actions"][name.lower()]
+    entry = _iam_actions()[service]["Actions"][name.lower()]
     types: list[str] = entry.get("Resources", [])
     return types
 

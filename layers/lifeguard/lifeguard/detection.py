@@ -51,7 +51,6 @@ __all__ = [
     "drain_of",
     "episode_id_for",
     "forgotten_before",
-    "fresh_replacements",
     "is_relevant",
     "launch_of",
     "mode_of",
@@ -373,7 +372,7 @@ def _booted_beside(state: GroupState, failure: BootOutcome, came_up: int | None)
     return came_up is not None and launched is not None and launched < came_up
 
 
-def fresh_replacements(
+def _fresh_replacements(
     state: GroupState, settings: DetectionSettings, modified_at: int | None, since: int | None = None
 ) -> list[Failure]:
     """The unhealthy terminations (TERMINATED/UNHEALTHY_NODE) after `since` of fresh instances: launched on
@@ -400,7 +399,7 @@ def detect_replacement(
     newest, each a fresh instance (launched on the current configuration, after `modifiedAt`, and replaced
     within a window of its launch), after `since`: a `replacement` loop. Other terminations
     (REPLACEMENT_REQUESTED, SCHEDULER_REQUESTED, ...) and launch failures never count."""
-    fresh = fresh_replacements(state, settings, modified_at, since)
+    fresh = _fresh_replacements(state, settings, modified_at, since)
     if not fresh:
         return None
     newest = max(f.event_timestamp for f in fresh)
@@ -436,7 +435,7 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         # not: one after the detection never becomes evidence (another detection needs `threshold` more),
         # and waiting for one later than the evidence left the episode open for good. A node that served a
         # while and then failed its health checks is no part of the loop, and holds nothing open.
-        replaced = fresh_replacements(state, settings, episode.config_modified_at, episode.opened_at)
+        replaced = _fresh_replacements(state, settings, episode.config_modified_at, episode.opened_at)
         last_unhealthy = max(
             [f.event_timestamp for f in episode.unhealthy or episode.failures]
             + [f.event_timestamp for f in replaced]

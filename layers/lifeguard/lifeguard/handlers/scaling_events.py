@@ -426,10 +426,7 @@ class ScalingEventsHandler:
                     if record.is_bootstrap_success and known is not None and not known.succeeded:
                         # Its ACTIVE delivered after its failure: it failed after ACTIVE all the same (a
                         # nodeReady script under TERMINATE), as had the records come in PCS's order.
-                        before = state.episode.failed_after_active_on if state.episode else None
-                        _note_failed_after_active(state, record.instance_id or "")
-                        after = state.episode.failed_after_active_on if state.episode else None
-                        change.changed |= after != before
+                        change.changed |= _note_failed_after_active(state, record.instance_id or "")
                     continue
                 change.changed = True
                 if known is not None and known.succeeded and record.status_code == "LAUNCHED":
@@ -902,12 +899,16 @@ def _awaiting(state: GroupState) -> bool:
     return state.episode is not None and state.episode.failed_after_active_on is not None
 
 
-def _note_failed_after_active(state: GroupState, instance_id: str) -> None:
+def _note_failed_after_active(state: GroupState, instance_id: str) -> bool:
     """A node PCS logged ACTIVE failed after all, in the open loop: when it booted the configuration as
-    known, the loop's nodes on it are not taken at their ACTIVE from now on (`awaits_ready_checks`)."""
+    known, the loop's nodes on it are not taken at their ACTIVE from now on (`awaits_ready_checks`).
+    Whether the episode changed."""
     episode, outcome = state.episode, state.outcomes.get(instance_id)
-    if episode is not None and state.config is not None and outcome and booted_current(state, outcome):
-        episode.failed_after_active_on = state.config.modified_at
+    if episode is None or state.config is None or not outcome or not booted_current(state, outcome):
+        return False
+    changed = episode.failed_after_active_on != state.config.modified_at
+    episode.failed_after_active_on = state.config.modified_at
+    return changed
 
 
 def _changed(state: GroupState) -> bool:

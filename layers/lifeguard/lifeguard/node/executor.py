@@ -379,9 +379,11 @@ class Executor:
         for stage in STAGES:
             stopped_by: str | None = None
             specs = [spec for spec in self.specs if spec.stage == stage]
-            if stage == "nodeReady" and terminated_by is None and node_clock.ready_after():
-                # The twin's node: slurmd starts and registers, and PCS logs it ACTIVE, before nodeReady.
-                env[node_clock.CLOCK_OFFSET_VARIABLE] = node_clock.advance(node_clock.ready_after())
+            if stage == "nodeReady" and terminated_by is None:
+                # The twin's node (0 elsewhere): slurmd starts and registers, and PCS logs it ACTIVE, first.
+                slurmd_seconds = node_clock.ready_after()
+                if slurmd_seconds:
+                    env[node_clock.CLOCK_OFFSET_VARIABLE] = node_clock.advance(slurmd_seconds)
             for spec in specs:
                 skip = self._skip_reason(spec, result.first_boot, terminated_by, stopped_by)
                 if skip is not None:
