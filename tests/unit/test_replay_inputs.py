@@ -235,14 +235,16 @@ def test_an_event_eventbridge_would_not_deliver_is_damage_named_by_its_field(tmp
     untimed = {**detected, "time": "at dawn"}
     unaccounted = {key: value for key, value in detected.items() if key != "account"}
     nowhere = {**call, "resources": "arn:aws:pcs:us-east-1:123456789012:cluster/pcs_abc123de45"}
-    lines = [json.dumps(event) for event in (detected, untimed, unaccounted, call, nowhere)]
+    counted = {**detected, "time": 1792545162}  # a time the model parses, but not as EventBridge writes it
+    lines = [json.dumps(event) for event in (detected, untimed, unaccounted, call, nowhere, counted)]
     inputs = read_inputs([write(tmp_path, "\n".join(lines) + "\n")])
     assert [type(item).__name__ for item in inputs.items] == ["ControllerEvent", "ApiCall"]
-    assert inputs.skipped == 3
+    assert inputs.skipped == 4
     [note] = inputs.notes
     assert "line 2 (not an event as EventBridge delivers it: time: Input should be a valid datetime" in note
     assert "line 3 (not an event as EventBridge delivers it: account: Field required)" in note
     assert "line 5 (not an event as EventBridge delivers it: resources: Input should be a valid list)" in note
+    assert "line 6 (not an event as EventBridge delivers it: time: not a time as EventBridge writes" in note
 
 
 def test_a_bare_cloudtrail_record_needs_no_eventbridge_envelope(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from typing import Any
 from lifeguard._records import describe_validation_error
 from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, clip, is_pcs_id, pcs_pattern
 from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
+from lifeguard.envelope import envelope_problem
 from lifeguard.event_contract import DETAIL_TYPES
 from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
 from lifeguard.lifecycle_rules import find_problems
@@ -685,7 +686,8 @@ def _not_delivered(row: Mapping[str, Any]) -> str | None:
     """Why `row`, an EventBridge event, is not one as EventBridge delivers it (Powertools' `EventBridgeModel`:
     `version`, `id`, `account`, `time`, `region`, `resources` and the rest, each of its kind), else None.
     A bare CloudTrail record, which a replay wraps itself, is not asked. The functions a replay feeds read
-    what EventBridge gives them, and nothing less is fed to them."""
+    what EventBridge gives them, and nothing less is fed to them: nothing their own check of the envelope
+    would refuse."""
     if "detail-type" not in row:
         return None
     from aws_lambda_powertools.utilities.parser.models import EventBridgeModel  # pydantic: 0.1 s, once
@@ -695,7 +697,9 @@ def _not_delivered(row: Mapping[str, Any]) -> str | None:
         EventBridgeModel.model_validate(row)
     except ValidationError as exc:
         return f"not an event as EventBridge delivers it: {clip(describe_validation_error(exc), 200)}"
-    return None
+    # What the model would parse but the functions do not take (`lifeguard.envelope`: a time as a number).
+    problem = envelope_problem(row)
+    return None if problem is None else f"not an event as EventBridge delivers it: {clip(problem, 200)}"
 
 
 def _is_cloudtrail(row: Mapping[str, Any]) -> bool:
