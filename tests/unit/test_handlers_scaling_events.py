@@ -33,7 +33,7 @@ from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
 from lifeguard.wiring import Wiring, build_remediate, build_scaling_events
 from tests.conftest import EVENTS, load_event
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, local_pcs_with_group
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, Interleaved, local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -99,9 +99,10 @@ class World:
     def now(self) -> float:
         return self.clock().timestamp()
 
-    def container(self) -> ScalingEventsHandler:
-        """The handler as a fresh Lambda container builds it: its own store, remembering no state."""
-        store = GroupStore(self.table, TABLE)
+    def container(self, table: Any = None) -> ScalingEventsHandler:
+        """The handler as a fresh Lambda container builds it: its own store, remembering no state (on
+        `table`, the world's table as another invocation meets it, when given)."""
+        store = GroupStore(self.table if table is None else table, TABLE)
         updater = GroupUpdater(store, EventPublisher(self.bus, BUS, sleep=lambda _: None), clock=self.now)
         defaults = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
         return build_scaling_events(Wiring(store, PcsGateway(self.api), updater, defaults), clock=self.now)
@@ -1442,6 +1443,62 @@ def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_o
     else:
         assert episode is not None
         assert episode.kept == ["i-0new0000000000001"]
+
+
+def test_a_kept_nodes_report_stored_while_its_success_is_taken_in_still_contains_the_loop() -> None:
+    """node_reports (another function) stores the kept node's report while scaling_events, which read the
+    group's reports before it, takes in the node's success: each judged without the other's half, and the
+    loop stayed open for good (no later record need come). Its write moves the state's version on, so the
+    success is judged again with the report."""
+    world = World()
+    loop_seen_by_both_signals(world)
+    quarantined = quarantined_config()
+    quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0new0000000000001"
+    run = ran(kept, at(1, 16), outcome="failed", script="fail-terminate")
+    report = {**run.model_dump(mode="json"), "on_error": "STOP_SEQUENCE"}
+    racing = Interleaved(
+        world.table, "transact_write_items", lambda: ship(world, reports_handler(world), [report])
+    )
+    world.handler = world.container(racing)
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 17))])
+    assert racing.ran
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [kept]
+
+
+def test_a_failed_report_stored_while_a_success_proves_its_configuration_takes_the_proof_back() -> None:
+    """As above, under a CONTINUE script: the success was told as LoopResolved and proved the configuration
+    although the node's stored report says its script failed (a revert would have put it back)."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    kept_going = json.loads(json.dumps(TERMINATE))
+    kept_going["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    world.person_sets(kept_going, at(1, 13))
+    kept = "i-0kept00000000000"
+    report = {
+        **stream("article-terminate-node-reports")[0],
+        "instance_id": kept,
+        "on_error": "CONTINUE",
+        "started_at": at(1, 17) // 1000,
+        "ended_at": at(1, 17) // 1000,
+    }
+    store = GroupStore(world.table, TABLE)
+    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
+    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
+    racing = Interleaved(
+        world.table, "transact_write_items", lambda: reports.handle_messages([(json.dumps(report), "s:1")])
+    )
+    world.handler = world.container(racing)
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert racing.ran
+    world.feed([succeeded(kept, at(1, 21))])  # a minute on, as in the test of the two one after the other
+    assert world.published()[-1] == "LoopContained"
+    assert "LoopResolved" not in world.published()
+    assert world.state().proven_good is None
 
 
 def test_clean_reports_of_a_group_with_no_open_episode_write_no_state_and_publish_nothing() -> None:

@@ -161,7 +161,8 @@ class NodeReportsHandler:
             except UnreadableStateError as exc:
                 damaged[(cluster_id, group_id)] = str(exc)
         # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
-        # BatchGetItem for them all; a write only where an episode is open.
+        # BatchGetItem for them all; a write (of its version at least: `_witnessed`) only where an episode
+        # is open.
         quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
         if quiet:
             # Read from the table, not this container's memory: scaling_events (another function) opens
@@ -198,6 +199,9 @@ class NodeReportsHandler:
         self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups
     ) -> list[ControllerEvent]:
         def mutate(state: GroupState) -> Change:
+            return _witnessed(state, judge(state))
+
+        def judge(state: GroupState) -> Change:
             episode = state.episode
             ended = state.last_episode is not None and state.last_episode.resolved_by is not None
             if episode is None and not ended and state.proven_good is None and reads is None:
@@ -275,7 +279,7 @@ class NodeReportsHandler:
             if state.episode is None:
                 return Change()
             settled = self._settle(state)
-            return Change(bool(settled), settled)
+            return _witnessed(state, Change(bool(settled), settled))
 
         return self.updater.update(cluster_id, group_id, mutate)
 
@@ -362,6 +366,20 @@ class NodeReportsHandler:
         reason = f"{reason}; {began}" if began else reason
         logger.warning("group %s: %s", state.group_id, reason)
         return [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)]
+
+
+def _witnessed(state: GroupState, change: Change) -> Change:
+    """The change, written even when it changes nothing (the state's version moves on), for a group Lifeguard
+    keeps a state of. The reports were stored before the state was read, and scaling_events reads a group's
+    reports after its state: a scaling_events invocation taking in the success (or the failures) of the
+    same nodes at the same time, which read the reports before they were stored, then finds its own write
+    refused and judges again with them; or it wrote first, and this write is refused and judged again
+    with what it wrote. Without it, each side judged without the other's half and neither wrote: a kept
+    node's failed report and its success never contained the loop, and a CONTINUE script's failure left
+    the success that proved its configuration standing."""
+    if state.version == 0 or change.changed or change.events:
+        return change  # a group without a state is not made one here; a change is its own witness
+    return Change(changed=True, maps_only=True)
 
 
 class _JudgedGroups:
