@@ -1238,6 +1238,38 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     assert world.lifeguard_updates() == []
 
 
+@pytest.mark.parametrize("mode", ["quarantine", "revert"])
+def test_a_loop_that_ended_while_lifeguard_read_the_group_is_not_changed_after_all(mode: str) -> None:
+    # No wait this time: the episode ends (a node booted clean) while Lifeguard reads the group's tags.
+    world = World(tags={"lifeguard:mode": mode})
+    world.prove_good(GOOD)
+    event = world.detection()
+    list_tags, ended = world.api.list_tags_for_resource, []
+
+    def tags_read_while_a_node_boots_clean(**params: Any) -> Any:
+        if not ended:
+            state = world.store.load(CLUSTER, GROUP)
+            assert state.episode is not None
+            state.episode.resolved_at, state.episode.resolved_by = (
+                int(world.now() * 1000),
+                "i-0fffffffffffffff1",
+            )
+            state.last_episode, state.episode = state.episode, None
+            world.store.save(state)
+            ended.append(True)
+        return list_tags(**params)
+
+    world.api.list_tags_for_resource = tags_read_while_a_node_boots_clean
+    [answer] = world.remediator().handle_event(event)
+    assert ended
+    assert answer.detail_type == "RemediationSkipped"
+    assert answer.detail["reason"].startswith(
+        "Not made (it changed while Lifeguard read the group): episode "
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
 def test_with_no_wait_after_the_read_the_change_is_made_on_it_without_reading_again() -> None:
     world = World()
     [answer] = world.remediator().handle_event(world.detection())

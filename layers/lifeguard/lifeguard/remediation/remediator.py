@@ -415,16 +415,18 @@ class Remediator:
         )
 
     def _ended_meanwhile(self, detection: LoopDetection, ledger: Ledger) -> str | None:
-        """Why the change is not to be made after all, when Lifeguard waited since it read its state of the
-        group (the group UPDATING, a call retried: minutes, at worst) and the episode no longer stands: a
-        node booted clean meanwhile (LoopResolved told), or it was about another configuration by now."""
-        if self.waits == self._waits_at_state:
-            return None
+        """Why the change is not to be made after all, when the episode no longer stands since Lifeguard
+        read its state of the group: a node booted clean meanwhile (LoopResolved told), or it was about
+        another configuration by now. Read again just before the change is set out, waits or none: the
+        reads of PCS take seconds (the group UPDATING, a call retried: minutes, at worst), and
+        scaling_events ends an episode whenever a node comes up. (PCS takes no condition on an update: what
+        ends in the moment between this read and the change is told by the next LoopResolved.)"""
         fresh = self.states.load(detection.cluster_id, detection.compute_node_group_id)
         moved = rails.unmatched(detection, fresh, ledger)
         if moved is None:
             return None
-        return "Not made (it changed while Lifeguard waited): " + moved.removeprefix("Refused: ")
+        waited = "waited" if self.waits != self._waits_at_state else "read the group"
+        return f"Not made (it changed while Lifeguard {waited}): " + moved.removeprefix("Refused: ")
 
     def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
         """Changes set out for other detections and still pending (PCS failed them until their events were
