@@ -17,7 +17,7 @@ from lifeguard.notify import NotificationError, Notifier, SlackChannel
 from lifeguard.notify.summary import Summary
 from lifeguard.store.notices import CLAIM_LEASE_SECONDS, NoticeStore
 from tests.conftest import applied_event
-from tests.unit.fakes import FakeDynamoDB, client_error
+from tests.unit.fakes import FakeDynamoDB, Interleaved, client_error
 
 
 class Channel:
@@ -213,6 +213,23 @@ def test_a_claim_that_failed_never_deletes_the_note_that_the_message_went_out() 
         Notifier([slack], store).handle_event(applied_event())
     assert Notifier([slack], store).handle_event(applied_event()).already_sent == ["slack"]  # the retry
     assert len(slack.sent) == 1
+
+
+def test_a_claim_given_back_while_a_duplicate_looks_at_it_is_no_message_sent() -> None:
+    # A holds the claim; a duplicate delivery (B) is refused it; A's send fails and A gives it back; then B
+    # reads the claim: none. B took that for "sent" and sent nothing (the message out only if A's retries
+    # still came).
+    table, clock = FakeDynamoDB(), Clock()
+    group, key = ("pcs_abc123de45", "pcs_abcdef01"), "ep-1:RemediationApplied:1"
+    holder = NoticeStore(table, "t", clock=clock)
+    assert holder.claim(group, key, "slack") == "claimed"
+    given_back = Interleaved(table, "get_item", lambda: holder.unclaim(group, key, "slack"))
+    duplicate = NoticeStore(given_back, "t", clock=clock)  # type: ignore[arg-type]
+    assert duplicate.claim(group, key, "slack") == "claimed"
+    assert given_back.ran
+    assert holder.claim(group, key, "slack") == "sending"  # B's claim holds now
+    duplicate.sent(group, key, "slack")
+    assert holder.claim(group, key, "slack") == "sent"
 
 
 def test_a_burst_reaches_slack_at_its_pace_with_no_slot_left_unused_and_nothing_parked(

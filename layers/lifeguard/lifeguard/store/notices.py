@@ -18,6 +18,8 @@ NOTICE_TTL_SECONDS = 30 * 24 * 3600
 # Timeout, 600 s), so a live sender is never doubled, and short enough that the retry of an invocation
 # Lambda stopped (at its timeout, in a long wait for Slack) takes it over instead of finding it "sent".
 CLAIM_LEASE_SECONDS = 650.0
+# Claims tried when the one that held it is given back between the claim and its read (its send failed).
+CLAIM_ATTEMPTS = 3
 Group = tuple[str, str]  # (cluster id, compute node group id) an event is about
 Claim = Literal["claimed", "sent", "sending"]
 
@@ -47,23 +49,28 @@ class NoticeStore:
 
     def claim(self, group: Group, key: str, channel: str) -> Claim:
         """Claim sending `key` to `channel`, for `CLAIM_LEASE_SECONDS`: "claimed", or "sent" when it went
-        out already, or "sending" while another invocation's claim holds."""
-        now = self._clock()
+        out already, or "sending" while another invocation's claim holds. A claim given back between this
+        one's refusal and its read (the other's send failed) is no message sent: it is claimed again."""
         where = item_key(group_key(*group), f"NOTICE#{key}#{channel}")
-        try:
-            self._table.put(
-                {
-                    **where,
-                    "sending_until": {"N": f"{now + CLAIM_LEASE_SECONDS:.3f}"},
-                    "expires_at": {"N": str(int(now) + NOTICE_TTL_SECONDS)},
-                },
-                condition="attribute_not_exists(pk) OR sending_until < :now",
-                values={":now": {"N": f"{now:.3f}"}},
-            )
-        except ConditionFailedError:
-            held = self._table.get(where)
-            return "sending" if held is not None and "sending_until" in held else "sent"
-        return "claimed"
+        for _ in range(CLAIM_ATTEMPTS):
+            now = self._clock()
+            try:
+                self._table.put(
+                    {
+                        **where,
+                        "sending_until": {"N": f"{now + CLAIM_LEASE_SECONDS:.3f}"},
+                        "expires_at": {"N": str(int(now) + NOTICE_TTL_SECONDS)},
+                    },
+                    condition="attribute_not_exists(pk) OR sending_until < :now",
+                    values={":now": {"N": f"{now:.3f}"}},
+                )
+            except ConditionFailedError:
+                held = self._table.get(where)
+                if held is None:
+                    continue  # given back since (its send failed): nothing went out, the claim is free
+                return "sending" if "sending_until" in held else "sent"
+            return "claimed"
+        return "sending"  # given back and taken again meanwhile, each time: another invocation holds it
 
     def sent(self, group: Group, key: str, channel: str) -> None:
         """Note that `key` went out to `channel`: the claim holds for good (until it expires)."""
