@@ -307,7 +307,8 @@ def read_deployment(
             raise DeploymentError(
                 f"no {where}: pass --stack-name (or LIFEGUARD_STACK_NAME), or --region"
             ) from None
-        raise DeploymentError(f"cannot read {where}: {code}: {message}") from None
+        refused = _refused("DescribeStacks", code, message)  # what to grant or refresh, as for every call
+        raise DeploymentError(f"cannot read {where}: {refused or f'{code}: {message}'}") from None
     except NoCredentialsError:
         raise DeploymentError(
             f"cannot read {where}: no AWS credentials (pass --profile, or configure the AWS CLI)"

@@ -69,3 +69,49 @@ def test_a_credential_process_that_fails_says_where_to_look(said: str) -> None:
     line = aws_error_line(CredentialRetrievalError(provider="custom-process", error_msg=said))
     expected = "Error when retrieving credentials from custom-process" + (f": {said}" if said else "")
     assert line == f"{expected}: check the profile's credential source (aws configure export-credentials)"
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        (
+            "AccessDenied",
+            "DescribeStacks was denied: User: arn:aws:iam::123456789012:user/ops is not authorized to "
+            "perform: cloudformation:DescribeStacks (grant it to the credentials in use, or pass --profile)",
+        ),
+        (
+            "ExpiredToken",
+            "DescribeStacks: the AWS credentials are expired or invalid (ExpiredToken); refresh them",
+        ),
+        ("Throttling", "Throttling: Rate exceeded"),
+    ],
+)
+def test_the_stacks_read_says_what_to_grant_or_refresh_as_every_other_call_does(code: str, said: str) -> None:
+    """The stack is every operator command's first call: a refusal of it was printed as AWS worded it, without
+    the advice the later calls' lines give."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from lifeguard_cli.deployment import DeploymentError, read_deployment
+
+    session = boto3.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="us-east-1")
+    client = session.client("cloudformation")
+    messages = {
+        "AccessDenied": "User: arn:aws:iam::123456789012:user/ops is not authorized to perform: "
+        "cloudformation:DescribeStacks",
+        "ExpiredToken": "The security token included in the request is expired",
+        "Throttling": "Rate exceeded",
+    }
+    stubbed = Stubber(client)
+    stubbed.add_client_error("describe_stacks", service_error_code=code, service_message=messages[code])
+
+    class Session:
+        region_name = "us-east-1"
+
+        def client(self, service: str) -> object:
+            assert service == "cloudformation"
+            return client
+
+    with stubbed, pytest.raises(DeploymentError) as raised:
+        read_deployment("pcs-lifeguard", session=Session())
+    assert str(raised.value) == f"cannot read stack pcs-lifeguard in us-east-1: {said}"
