@@ -140,8 +140,11 @@ def lint(
     if as_json:
         document = {"valid": passed, "strict": strict, "files": [result.to_dict() for result in results]}
         typer.echo(json.dumps(document, indent=2))
-    else:
+    elif sys.stdout.isatty():  # what is printed, group by group, shows how far it is
         render_lint(results, _console(), strict=strict)
+    else:
+        with _steps("lint: printing the results of each file and group") as progress:
+            render_lint(results, _console(), strict=strict, told=progress)
     raise typer.Exit(0 if passed else 1)
 
 
@@ -367,9 +370,15 @@ def demo(
     err = _console_err()
     scenarios = demo_scenarios()
 
+    def start(number: int) -> None:
+        if number == 0:
+            err.print(f"{len(scenarios)} scenarios on the twin; starting the local AWS…", markup=False)
+        else:
+            err.print(f"[{number}/{len(scenarios)}] {scenarios[number - 1].name}…", markup=False)
+
     def show(number: int, document: dict[str, Any]) -> None:
         name = document["scenario"]
-        err.print(f"[{number}/{len(scenarios)}] {name}: done ({document['wall_seconds']:g} s)")
+        err.print(f"[{number}/{len(scenarios)}] {name}: done ({document['wall_seconds']:g} s)", markup=False)
         if as_json or quiet:
             return
         console.print(Rule(Text(f"{number}/{len(scenarios)} {name} (mode {document['mode']})")))
@@ -378,7 +387,7 @@ def demo(
         render_simulation(document, console)
         console.print()
 
-    documents = run_simulated_demo(scenarios, show)
+    documents = run_simulated_demo(scenarios, show, on_start=start)
     if as_json:
         typer.echo(json.dumps({"scenarios": documents}, indent=2))
         return

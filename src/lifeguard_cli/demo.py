@@ -142,15 +142,23 @@ def demo_scenarios() -> list[Any]:
 
 
 def run_simulated_demo(
-    scenarios: list[Any], on_scenario: Callable[[int, dict[str, Any]], None] | None = None
+    scenarios: list[Any],
+    on_scenario: Callable[[int, dict[str, Any]], None] | None = None,
+    *,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Each scenario with Lifeguard (mode quarantine; a group's tag may say otherwise) and with PCS alone,
-    in one local AWS; `on_scenario(number, document)` sees each as soon as it is done (progress)."""
+    in one local AWS; `on_start(number)` is told as each begins (0: the local AWS starting) and
+    `on_scenario(number, document)` sees each as soon as it is done (progress)."""
     from lifeguard_cli.simulate import Simulator, span_minutes
 
     documents = []
+    if on_start is not None:
+        on_start(0)
     with Simulator(sum(span_minutes(s, "pcs") for s in scenarios)) as simulator:
         for number, scenario in enumerate(scenarios, start=1):
+            if on_start is not None:
+                on_start(number)
             document = simulator.run(scenario, mode="quarantine", seed=1, baseline="pcs")
             documents.append(document)
             if on_scenario is not None:

@@ -8,7 +8,7 @@ with the same rules.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -170,50 +170,63 @@ def lint_files(
     return results, errors
 
 
-def render_lint(results: Sequence[LintResult], console: Console, *, strict: bool) -> None:
-    """Print a summary table per valid file or group, every problem of invalid ones, the risks and notes."""
-    for result in results:
-        document = result.document
-        header = Text(document.name, style="bold")
-        if document.resource is not None:
-            header.append(f" › {document.resource}", style="bold")
-        if not document.valid:
-            count = len(document.problems)
-            header.append(f"  invalid: {count} problem{'s' if count != 1 else ''}", style="bold red")
-            console.print(header)
-            shown = document.problems[:PROBLEMS_SHOWN]
-            _labelled(console, ("error", "red"), *(Text(str(problem)) for problem in shown))
-            if count > len(shown):
-                console.print(f"  … and {count - len(shown)} more (--json lists every one)", markup=False)
-        elif document.config is None and document.resource is None:
-            # A template without node groups: its one note is the verdict.
-            console.print(header.append(f"  {document.notes[0].message}" if document.notes else ""))
-            console.print()
-            continue
-        elif document.config is None:
-            console.print(header.append("  not checked", style="bold yellow"))
-        else:
-            config = document.config
-            policy: str = config.effective_script_caching_policy
-            policy_note = "" if config.script_caching_policy else " (default)"
-            function = _intrinsic_at(document.intrinsics, "scriptCachingPolicy")
-            if function is not None:
-                policy, policy_note = f"<{function}>", ""
-            header.append("  valid", style="bold green")
-            header.append(f"  {document.kind} · scriptCachingPolicy {policy}{policy_note}")
-            fingerprint = _fingerprint(document)
-            if fingerprint:
-                header.append(f" · fingerprint {fingerprint[:12]}")
-            console.print(header)
-            show(console, _table(config, document.intrinsics))
-            level = ("error", "red") if strict else ("warning", "yellow")
-            for risk in result.risks:
-                _labelled(
-                    console, level, Text.assemble(f"{risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
-                )
-        for note in document.notes:
-            _labelled(console, ("note", "cyan"), Text(str(note)))
+def render_lint(
+    results: Sequence[LintResult],
+    console: Console,
+    *,
+    strict: bool,
+    told: Callable[[int, int], None] | None = None,
+) -> None:
+    """Print a summary table per valid file or group, every problem of invalid ones, the risks and notes;
+    `told(done, total)` after each (progress: a template of thousands of groups prints for a while)."""
+    for done, result in enumerate(results, start=1):
+        _render_result(result, console, strict=strict)
+        if told is not None:
+            told(done, len(results))
+
+
+def _render_result(result: LintResult, console: Console, *, strict: bool) -> None:
+    document = result.document
+    header = Text(document.name, style="bold")
+    if document.resource is not None:
+        header.append(f" › {document.resource}", style="bold")
+    if not document.valid:
+        count = len(document.problems)
+        header.append(f"  invalid: {count} problem{'s' if count != 1 else ''}", style="bold red")
+        console.print(header)
+        shown = document.problems[:PROBLEMS_SHOWN]
+        _labelled(console, ("error", "red"), *(Text(str(problem)) for problem in shown))
+        if count > len(shown):
+            console.print(f"  … and {count - len(shown)} more (--json lists every one)", markup=False)
+    elif document.config is None and document.resource is None:
+        # A template without node groups: its one note is the verdict.
+        console.print(header.append(f"  {document.notes[0].message}" if document.notes else ""))
         console.print()
+        return
+    elif document.config is None:
+        console.print(header.append("  not checked", style="bold yellow"))
+    else:
+        config = document.config
+        policy: str = config.effective_script_caching_policy
+        policy_note = "" if config.script_caching_policy else " (default)"
+        function = _intrinsic_at(document.intrinsics, "scriptCachingPolicy")
+        if function is not None:
+            policy, policy_note = f"<{function}>", ""
+        header.append("  valid", style="bold green")
+        header.append(f"  {document.kind} · scriptCachingPolicy {policy}{policy_note}")
+        fingerprint = _fingerprint(document)
+        if fingerprint:
+            header.append(f" · fingerprint {fingerprint[:12]}")
+        console.print(header)
+        show(console, _table(config, document.intrinsics))
+        level = ("error", "red") if strict else ("warning", "yellow")
+        for risk in result.risks:
+            _labelled(
+                console, level, Text.assemble(f"{risk.path}: {risk.message} ", (f"({risk.code})", "dim"))
+            )
+    for note in document.notes:
+        _labelled(console, ("note", "cyan"), Text(str(note)))
+    console.print()
 
 
 def _labelled(console: Console, label: tuple[str, str], *messages: Text) -> None:

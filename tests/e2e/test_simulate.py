@@ -697,6 +697,11 @@ def test_the_demo_runs_the_twin_on_every_one_group_scenario_against_pcs_alone() 
     assert done.returncode == 0, done.stderr
     names = sorted(p.stem for p in BUILT_IN.glob("*.yaml") if p.stem != "wave-50")
     assert f"[{len(names)}/{len(names)}]" in done.stderr  # progress, apart from the document
+    # Said as the local AWS starts and as each scenario begins, not only when one is done (8 s of nothing).
+    said = done.stderr.splitlines()
+    assert said[0] == f"{len(names)} scenarios on the twin; starting the local AWS…"
+    assert said[1] == f"[1/{len(names)}] article TERMINATE loop…"
+    assert said[2].startswith(f"[1/{len(names)}] article TERMINATE loop: done (")
     documents = {d["scenario"]: d for d in json.loads(done.stdout)["scenarios"]}
     assert len(documents) == len(names)
     assert all(d["baseline"]["name"] == "pcs" for d in documents.values())

@@ -136,6 +136,34 @@ def test_human_output_shows_the_table_and_problems() -> None:
     assert "stages.nodeBootstrapped[0].onError: 'TERMINATED' is not one of" in out
 
 
+def test_the_results_of_a_template_of_many_groups_are_printed_with_progress(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,000 groups print for about ten seconds: with the output piped, nothing said how far it was."""
+    import functools
+
+    import lifeguard_cli.cli
+
+    resources = {
+        f"Group{n}": {
+            "Type": "AWS::PCS::ComputeNodeGroup",
+            "Properties": {"Name": f"g{n}", "NodeLifecycleActions": {"Stages": {}}},
+        }
+        for n in range(40)
+    }
+    template = tmp_path / "groups.json"
+    template.write_text(json.dumps({"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}))
+    # Progress from the start rather than past its first second, so these 40 show it.
+    steps = lifeguard_cli.cli._steps
+    monkeypatch.setattr(lifeguard_cli.cli, "_steps", functools.partial(steps, after_seconds=0.0))
+    result = runner.invoke(app, ["lint", str(template)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("valid  template") == 40
+    said = [line for line in result.stderr.splitlines() if line.startswith("lint: printing")]
+    assert said[0] == "lint: printing the results of each file and group: 1 of 40"
+    assert said[-1] == "lint: printing the results of each file and group: 40 of 40"
+
+
 def test_previous_flags_in_place_updates(tmp_path: Path) -> None:
     def write(name: str, checksum: str) -> Path:
         path = tmp_path / name
