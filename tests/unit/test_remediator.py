@@ -1238,6 +1238,40 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     assert world.lifeguard_updates() == []
 
 
+def test_one_change_is_audited_once_when_its_decision_could_not_be_written_the_first_time() -> None:
+    # The decision's write is throttled: Lambda's retry finds no decision, reconciles the change (made) and
+    # audited it a second time, so `lifeguard history` showed one change applied twice.
+    world = World()
+    remediator = world.remediator()
+    event = world.detection()
+    put, transact, failed = world.table.put_item, world.table.transact_write_items, []
+
+    def throttled(request: dict[str, Any]) -> None:
+        if "DECISION#" in repr(request) and not failed:
+            failed.append(True)
+            raise client_error("ProvisionedThroughputExceededException", "PutItem")
+
+    def put_item(**request: Any) -> Any:
+        throttled(request)
+        return put(**request)
+
+    def transact_write_items(**request: Any) -> Any:
+        throttled(request)
+        return transact(**request)
+
+    world.table.put_item, world.table.transact_write_items = put_item, transact_write_items  # type: ignore[method-assign]
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(event)
+    assert failed
+    world.clock.advance(60)
+    remediator.handle_event(event)  # Lambda's retry of the same event
+    assert len(world.lifeguard_updates()) == 1
+    assert [(e.decision, e.episode_id, e.action) for e in world.history()] == [
+        ("applied", "ep-1", "quarantine")
+    ]
+    assert [detail_type for detail_type, _ in world.bus.events()] == ["RemediationApplied"]
+
+
 @pytest.mark.parametrize("mode", ["quarantine", "revert"])
 def test_a_loop_that_ended_while_lifeguard_read_the_group_is_not_changed_after_all(mode: str) -> None:
     # No wait this time: the episode ends (a node booted clean) while Lifeguard reads the group's tags.

@@ -189,15 +189,18 @@ class Remediator:
             event = self._event(detection, outcome)
             now = self.clock()
             self._tell_settled(cluster_id, group_id, now)
-            self.store.audit(cluster_id, group_id, self._audit_entry(detection, outcome, event, now))
+            entry = self._audit_entry(detection, outcome, event, now)
             if outcome.refused:
                 # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
+                self.store.audit(cluster_id, group_id, entry)
                 self.publisher.publish([event])
                 self.metric(event.detail_type, 1)
             else:
                 decided = (detection.episode_id, detection.revision)
                 decision = Decision(status=outcome.status, events=[event.to_dict()])
-                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+                self.store.save_audited_decision(
+                    cluster_id, group_id, decided, decision=decision, entry=entry, now=now
+                )
                 # Counted once stored, whether or not it is published now: a retry then answers from the
                 # decision (DuplicateDetections); one that found none decides, and counts, again.
                 self.metric(event.detail_type, 1)

@@ -54,6 +54,7 @@ class RemediationStore:
         "save_ledger": ("dynamodb:PutItem",),
         "decision": ("dynamodb:GetItem",),
         "save_decision": ("dynamodb:PutItem",),
+        "save_audited_decision": ("dynamodb:PutItem",),  # one TransactWriteItems of two puts
         "audit": ("dynamodb:PutItem",),
         "history": ("dynamodb:Query",),
     }
@@ -120,10 +121,13 @@ class RemediationStore:
         return decode_doc(item) if item else None
 
     def _put(self, cluster_id: str, group_id: str, sk: str, doc: Model, ttl: int | None = None) -> None:
+        self._table.put(self._item(cluster_id, group_id, sk, doc, ttl))
+
+    def _item(self, cluster_id: str, group_id: str, sk: str, doc: Model, ttl: int | None = None) -> Item:
         item = {**self._key(cluster_id, group_id, sk), **encode_doc(doc.model_dump_json())}
         if ttl is not None:
             item["expires_at"] = {"N": str(ttl)}
-        self._table.put(item)
+        return item
 
     def ledger(self, cluster_id: str, group_id: str) -> Ledger:
         """The group's ledger (empty when Lifeguard never changed it); UnreadableStateError for an item no
@@ -155,10 +159,32 @@ class RemediationStore:
 
     def audit(self, cluster_id: str, group_id: str, entry: AuditEntry) -> None:
         """Append to the group's audit trail."""
+        self._table.put(self._audit_item(cluster_id, group_id, entry))
+
+    def save_audited_decision(
+        self,
+        cluster_id: str,
+        group_id: str,
+        detection: tuple[str, int],
+        *,
+        decision: Decision,
+        entry: AuditEntry,
+        now: float,
+    ) -> None:
+        """Write the decision on a detection and its line in the audit trail together (one transaction):
+        a retry after either failed finds no decision, decides again and audits once, where a trail
+        written before a decision that failed got the same change twice."""
+        key = _decision_key(*detection)
+        decided = self._item(cluster_id, group_id, key, decision, int(now + AUDIT_TTL_SECONDS))
+        self._table.write_together(
+            [("Put", {"Item": self._audit_item(cluster_id, group_id, entry)}), ("Put", {"Item": decided})]
+        )
+
+    def _audit_item(self, cluster_id: str, group_id: str, entry: AuditEntry) -> Item:
         # Entries of the same millisecond (duplicates arriving together) must not overwrite each other.
         where = f"{entry.episode_id or '-'}#{entry.revision or 0}#{entry.decision}#{uuid.uuid4().hex[:8]}"
         sk = f"{AUDIT}{int(entry.at * 1000):013d}#{where}"
-        self._put(cluster_id, group_id, sk, entry, int(entry.at + AUDIT_TTL_SECONDS))
+        return self._item(cluster_id, group_id, sk, entry, int(entry.at + AUDIT_TTL_SECONDS))
 
     def history(self, cluster_id: str, group_id: str, *, last: int | None = None) -> list[AuditEntry]:
         """The group's audit trail, oldest first (only the `last` entries when given)."""
