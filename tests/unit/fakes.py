@@ -102,6 +102,12 @@ class FakeDynamoDB:
             )
         if condition == "holder = :me":
             return current is not None and current.get("holder") == values[":me"]
+        if condition == "attribute_not_exists(pk) OR attribute_not_exists(witness) OR witness < :rank":
+            return (
+                current is None
+                or "witness" not in current
+                or int(current["witness"]["N"]) < int(values[":rank"]["N"])
+            )
         raise AssertionError(f"the fake does not know the condition {condition!r}")
 
     def get_item(self, **request: Any) -> dict[str, Any]:

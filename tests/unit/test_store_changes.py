@@ -82,3 +82,29 @@ def test_an_item_this_code_did_not_write_is_as_good_as_none() -> None:
     key = (f"GROUP#{CLUSTER}#{GROUP}", f"CHANGE#{FINGERPRINT}")
     table.items[key] = {"pk": {"S": key[0]}, "sk": {"S": key[1]}, "doc": {"S": '{"arn": 1}'}}
     assert ChangeStore(table, "t").find(CLUSTER, GROUP, FINGERPRINT) is None
+
+
+def test_two_reviews_at_once_keep_the_later_change_as_one_after_the_other_do() -> None:
+    """The review holding the older record read "nothing kept", the newer one was kept meanwhile, and the
+    older was written over it: the next loop on that configuration named the wrong person and time."""
+    from tests.unit.fakes import Interleaved
+
+    older = change()
+    newer = change(arn="arn:aws:iam::123456789012:user/bob", at=1792548000000, event_id="f" * 36)
+    for first, second in ((older, newer), (newer, older)):
+        one_after_the_other = ChangeStore(FakeDynamoDB(), "t")
+        one_after_the_other.put(first)
+        one_after_the_other.put(second)
+        assert one_after_the_other.find(CLUSTER, GROUP, FINGERPRINT) == newer
+    table = FakeDynamoDB()
+    other = ChangeStore(table, "t")
+    at_once = ChangeStore(Interleaved(table, "put_item", lambda: other.put(newer)), "t")  # type: ignore[arg-type]
+    at_once.put(older)
+    assert ChangeStore(table, "t").find(CLUSTER, GROUP, FINGERPRINT) == newer
+    # A record read back after a call does not write over one its call carried, at once either.
+    carried = change(at=1792540000000)
+    read_back = change(at=1792549000000, read_back=True, arn=None)
+    table = FakeDynamoDB()
+    other = ChangeStore(table, "t")
+    ChangeStore(Interleaved(table, "put_item", lambda: other.put(carried)), "t").put(read_back)  # type: ignore[arg-type]
+    assert ChangeStore(table, "t").find(CLUSTER, GROUP, FINGERPRINT) == carried

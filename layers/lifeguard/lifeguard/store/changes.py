@@ -11,7 +11,15 @@ import json
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from lifeguard.store.table import Item, Table, decode_doc, encode_doc, group_key, item_key
+from lifeguard.store.table import (
+    ConditionFailedError,
+    Item,
+    Table,
+    decode_doc,
+    encode_doc,
+    group_key,
+    item_key,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -73,6 +81,15 @@ def _witness(change: ChangeRecord) -> tuple[bool, int]:
     return not change.read_back, change.at
 
 
+def _witness_rank(change: ChangeRecord) -> int:
+    """`_witness` as one number the table compares (a carried call above any read back, then the later:
+    `at` is epoch ms, held below 2100 by the CloudTrail review's bounds)."""
+    return (0 if change.read_back else _CARRIED) + max(0, change.at)
+
+
+_CARRIED = 10**14  # above any epoch ms before the year 5000
+
+
 class ChangeStore:
     """The configuration changes of each group, by the fingerprint of the configuration they put in place;
     each kept 30 days after it was made."""
@@ -99,13 +116,25 @@ class ChangeStore:
         kept = self.find(change.cluster_id, change.group_id, change.fingerprint)
         if kept is not None and _witness(kept) > _witness(change):
             return
-        self._table.put(
-            {
-                **item_key(group_key(change.cluster_id, change.group_id), f"{CHANGE}{change.fingerprint}"),
-                **encode_doc(json.dumps(asdict(change), separators=(",", ":"))),
-                "expires_at": {"N": str(change.at // 1000 + CHANGE_TTL_SECONDS)},
-            }
-        )
+        rank = {"N": str(_witness_rank(change))}
+        try:
+            # On the kept one's rank too: a review of a later change may have kept it since the read above
+            # (two reviews at once), and this one must not write over it. An item of an older release,
+            # without its rank, was weighed by the read.
+            self._table.put(
+                {
+                    **item_key(
+                        group_key(change.cluster_id, change.group_id), f"{CHANGE}{change.fingerprint}"
+                    ),
+                    **encode_doc(json.dumps(asdict(change), separators=(",", ":"))),
+                    "witness": rank,
+                    "expires_at": {"N": str(change.at // 1000 + CHANGE_TTL_SECONDS)},
+                },
+                condition="attribute_not_exists(pk) OR attribute_not_exists(witness) OR witness < :rank",
+                values={":rank": rank},
+            )
+        except ConditionFailedError:
+            return  # a change as good or better is kept
 
     def find(self, cluster_id: str, group_id: str, fingerprint: str) -> ChangeRecord | None:
         """The last change that put the configuration `fingerprint` in place on the group, or None when
