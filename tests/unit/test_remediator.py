@@ -616,25 +616,7 @@ def test_a_change_a_later_decision_finds_pcs_made_is_audited_and_told_with_its_u
     "failed" three times and the channels never heard of the change nor of how to undo it."""
     world = World()
     remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
-    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
-
-    def unanswered(**_: Any) -> Any:
-        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
-
-    def made_but_never_answered(**params: Any) -> Any:
-        if params.get("nodeLifecycleActions") == QUARANTINED:
-            update(**params)
-            world.api.get_compute_node_group = unanswered
-        return unanswered()
-
-    world.api.update_compute_node_group = made_but_never_answered
-    event = world.detection("ep-1")
-    for _ in range(3):  # the invocation and Lambda's two retries: parked
-        with pytest.raises(RemediationParkedError):
-            remediator.handle_event(event)
-        world.clock.advance(120)
-    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
-    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    event = quarantine_made_but_parked(world, remediator)
     remediator.handle_event(world.detection("ep-2"))
     told = [(kind, detail["episode_id"], detail["revision"]) for kind, detail in world.bus.events()]
     assert ("RemediationApplied", "ep-1", 1) in told
@@ -654,6 +636,64 @@ def test_a_change_a_later_decision_finds_pcs_made_is_audited_and_told_with_its_u
         "ep-1",
         True,
     )
+
+
+def quarantine_made_but_parked(world: World, remediator: Remediator) -> dict[str, Any]:
+    """ep-1's quarantine made by PCS, every answer lost until its event was parked; returns that event."""
+    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
+
+    def unanswered(**_: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url="https://pcs.us-east-1.amazonaws.com")
+
+    def made_but_never_answered(**params: Any) -> Any:
+        if params.get("nodeLifecycleActions") == QUARANTINED:
+            update(**params)
+            world.api.get_compute_node_group = unanswered
+        return unanswered()
+
+    world.api.update_compute_node_group = made_but_never_answered
+    event = world.detection("ep-1")
+    for _ in range(3):  # the invocation and Lambda's two retries: parked
+        with pytest.raises(RemediationParkedError):
+            remediator.handle_event(event)
+        world.clock.advance(120)
+    world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    return event
+
+
+def test_a_change_a_later_decision_finds_pcs_made_is_told_when_that_decision_is_retried() -> None:
+    """The later decision recorded ep-1's change applied, then a write of Lambda's (throttled) failed
+    before it was told: the retry found nothing pending, and ep-1's change was never told nor audited."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    quarantine_made_but_parked(world, remediator)
+    put, failed = world.table.put_item, []
+
+    def first_audit_throttled(**request: Any) -> Any:
+        if request["Item"]["sk"]["S"].startswith("AUDIT#") and not failed:
+            failed.append(True)
+            raise client_error("ProvisionedThroughputExceededException", "PutItem")
+        return put(**request)
+
+    world.table.put_item = first_audit_throttled  # type: ignore[method-assign]
+    later = world.detection("ep-2")
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(later)
+    world.table.put_item = put  # type: ignore[method-assign]
+    world.clock.advance(60)
+    remediator.handle_event(later)  # Lambda's retry
+    told = [(kind, detail["episode_id"]) for kind, detail in world.bus.events()]
+    assert told.count(("RemediationApplied", "ep-1")) == 1
+    history = [(h.decision, h.episode_id) for h in world.history()]
+    assert history.count(("applied", "ep-1")) == 1
+    decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-1", 1)
+    assert decision is not None
+    assert decision.status == "applied"
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.status, change.untold) == ("applied", False)
+    remediator.handle_event(world.detection("ep-3"))  # told once: a later decision tells it no more
+    assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
 
 
 def test_undo_after_undo_takes_back_the_quarantine_the_revert_followed() -> None:

@@ -56,6 +56,7 @@ _CONFIG = optional(json_object())
     client_token=_MAYBE_TEXT,
     mode=_MAYBE_TEXT,
     reason=_MAYBE_TEXT,
+    untold=boolean(),
 )
 @dataclass(slots=True, kw_only=True)
 class AppliedChange(Model):
@@ -84,6 +85,9 @@ class AppliedChange(Model):
     client_token: str | None = None
     mode: str | None = None
     reason: str | None = None
+    # Found applied by a later decision (its own detection's event parked) and not told yet: that decision,
+    # or its retry, tells it (RemediationApplied of its detection), then clears this.
+    untold: bool = False
 
     @property
     def counts(self) -> bool:

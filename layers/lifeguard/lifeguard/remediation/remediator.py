@@ -146,6 +146,7 @@ class Remediator:
         # Changes of other detections a decision found PCS had made (`_settle_others`): audited and told
         # once the decision is (`_tell_settled`).
         self._settled: list[AppliedChange] = []
+        self._settled_in: Ledger | None = None  # the ledger `_settled` are entries of
 
     @property
     def changes(self) -> ChangeMaker:
@@ -184,7 +185,7 @@ class Remediator:
             known = self.store.decision(cluster_id, group_id, detection.episode_id, detection.revision)
             if known is not None and known.status != "failed":
                 return self._duplicate(detection, known)
-            self._settled = []
+            self._settled, self._settled_in = [], None
             outcome, detection = self._decide(detection, deadline)
             event = self._event(detection, outcome)
             now = self.clock()
@@ -438,14 +439,20 @@ class Remediator:
         change was set out: it is let go, as never made (left pending, it would count as Lifeguard's for the
         ladder, the cooldown and the daily cap; a redrive of its event then decides afresh, on the group as
         it is). The group changed since, to something else: PCS may have made it first, so it is recorded
-        `unconfirmed` and still counts."""
+        `unconfirmed` and still counts. One recorded applied is `untold` until `_tell_settled` told it: a
+        decision that failed before it did leaves it to its retry (or the next decision) to tell."""
         current = fingerprint_of(dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None)
+        self._settled_in = ledger
         for change in ledger.changes:
+            if change.status == "applied" and change.untold:
+                self._settled.append(change)  # settled by a decision that failed before it told it
+                continue
             if change.status != "pending" or change.action == "undo" or ledger.undo_of(change) is not None:
                 continue  # an operator's undo set out (and the change it undoes) is the next undo's to settle
             if (change.episode_id, change.revision) == (detection.episode_id, detection.revision):
                 continue
             if change.fingerprint_after == current:
+                change.untold = True  # saved with it: a retry of this decision tells it if this one cannot
                 self.changes.applied(
                     detection.cluster_id,
                     detection.compute_node_group_id,
@@ -519,6 +526,10 @@ class Remediator:
             self.publisher.publish([event])
             decision.published = True
             self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+        if self._settled and self._settled_in is not None:  # told: no retry tells them again
+            for change in self._settled:
+                change.untold = False
+            self.store.save_ledger(cluster_id, group_id, self._settled_in)
 
     def _apply(
         self,
