@@ -133,6 +133,16 @@ def test_a_bad_value_is_one_line_naming_the_file_and_the_key(change: Any, messag
     assert refused(data).startswith(message)
 
 
+def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`replay` and `lint` took `events/…` from any directory once installed; `simulate` refused it."""
+    monkeypatch.chdir(tmp_path)
+    assert load_scenario("events/scenarios/article-loop.yaml").name == "article TERMINATE loop"
+    with pytest.raises(ScenarioError, match="no such file, nor a built-in scenario"):
+        load_scenario("events/scenarios/nope.yaml")
+
+
 def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_path: Path) -> None:
     assert refused([1, 2]) == "s.yaml: (the document): must be a mapping of names to values"
     with pytest.raises(ScenarioError, match=r"nope: no such file, nor a built-in scenario \(article-loop"):

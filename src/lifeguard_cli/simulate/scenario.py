@@ -19,7 +19,7 @@ from typing import Any, NoReturn, TypeVar
 
 from lifeguard.bounds import clip, one_line
 from lifeguard.errors import LifeguardError
-from lifeguard_cli.resources import resource
+from lifeguard_cli.resources import resource, shipped_file
 
 __all__ = [
     "BUILT_IN",
@@ -208,8 +208,9 @@ def built_in_scenarios() -> list[Path]:
 
 
 def load_scenario(source: str | Path) -> Scenario:
-    """The scenario at `source`, a path or the name of a built-in one (`article-loop`)."""
-    path = Path(source)
+    """The scenario at `source`, a path (`events/scenarios/…` the shipped copy when there is no such file
+    here, as `replay` and `lint` take the README's paths) or the name of a built-in one (`article-loop`)."""
+    path = shipped_file(Path(source))
     if not path.exists() and (BUILT_IN / f"{source}.yaml").exists():
         path = BUILT_IN / f"{source}.yaml"
     try:
