@@ -870,6 +870,11 @@ def status(
         console.print(
             f"stack {stack.stack_name} ({stack.region}): DefaultMode {stack.default_mode}, DryRun {dry}"
         )
+        told = f"SNS {stack.topic}" if stack.topic else "no SNS topic"
+        told += " and Slack" if stack.slack else " (no Slack webhook)"
+        console.print(f"notifications: {told}; alarms: {stack.alarms or '-'}", markup=False)
+        if stack.parked:
+            console.print(f"parked events (inspect and redrive): {stack.parked}", markup=False)
     if rows:
         show_table(console, view)
     elif cluster:

@@ -132,6 +132,14 @@ class StackView:
     region: str
     default_mode: str
     dry_run: bool
+    # Where its events and notifications go (the stack's outputs; None where the stack has none): the bus,
+    # the SNS topic, whether Slack is on (its SlackWebhookSecretArn parameter), the alarms' topic, and
+    # the queue of events parked after every retry.
+    bus: str | None = None
+    topic: str | None = None
+    slack: bool = False
+    alarms: str | None = None
+    parked: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """As `--json` prints it."""
@@ -140,6 +148,11 @@ class StackView:
             "region": self.region,
             "default_mode": self.default_mode,
             "dry_run": self.dry_run,
+            "event_bus": self.bus,
+            "notification_topic": self.topic,
+            "slack": self.slack,
+            "alarm_topic": self.alarms,
+            "parked_events_queue": self.parked,
         }
 
 
@@ -209,6 +222,11 @@ def open_operator(
         region=deployment.region,
         default_mode=default_mode,
         dry_run=deployment.parameters.get("DryRun", "false").lower() == "true",
+        bus=deployment.outputs.get("EventBusName"),
+        topic=deployment.outputs.get("NotificationTopicArn"),
+        slack=bool(deployment.parameters.get("SlackWebhookSecretArn")),
+        alarms=deployment.outputs.get("AlarmTopicArn"),
+        parked=deployment.outputs.get("ParkedEventsQueueUrl"),
     )
     return Operator(deployment.output("StateTableName"), client=deployment.client, stack=stack)
 

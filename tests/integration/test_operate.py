@@ -358,11 +358,23 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
     done = Env(environ, env.api).run("status", "--stack-name", deployed.stack_name, "--json", local=False)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
+    outputs = {
+        output["OutputKey"]: output["OutputValue"]
+        for output in local.client("cloudformation").describe_stacks(StackName=deployed.stack_name)["Stacks"][
+            0
+        ]["Outputs"]
+    }
     assert document["stack"] == {
         "stack_name": deployed.stack_name,
         "region": "us-east-1",
         "default_mode": "quarantine",
         "dry_run": True,
+        # Where the events and notifications go, as the stack's outputs say (no Slack webhook given).
+        "event_bus": outputs["EventBusName"],
+        "notification_topic": outputs["NotificationTopicArn"],
+        "slack": False,
+        "alarm_topic": outputs["AlarmTopicArn"],
+        "parked_events_queue": outputs["ParkedEventsQueueUrl"],
     }
     (row,) = document["groups"]
     # Untagged: the stack's DefaultMode, not this shell's; a mode a program can compare, and its source.
@@ -372,6 +384,9 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
     assert " ".join(table.stdout.split()).startswith(
         f"stack {deployed.stack_name} (us-east-1): DefaultMode quarantine, DryRun true (every mode only says"
     )
+    said = " ".join(table.stdout.split())
+    assert f"notifications: SNS {outputs['NotificationTopicArn']} (no Slack webhook); alarms: " in said
+    assert f"parked events (inspect and redrive): {outputs['ParkedEventsQueueUrl']}" in said
     missing = Env(environ, env.api).run("status", "--stack-name", "no-such-stack", local=False)
     assert missing.returncode == 1
     assert missing.stderr.startswith("lifeguard status: no stack no-such-stack in us-east-1: ")
