@@ -83,16 +83,18 @@ ENVIRONMENT = {
 }
 
 
-def _probe(function: str, asked: list[str], environment: dict[str, str]) -> dict[str, object]:
+def run_in_function(function: str, script: str, argument: str, environment: dict[str, str]) -> str:
+    """What `script` prints, run in a fresh isolated interpreter as Lambda runs the function (its directory
+    and the layer first on the path: `sys.argv[1]` and `[2]`; `argument` is `sys.argv[3]`)."""
     done = subprocess.run(
         [
             sys.executable,
             "-I",
             "-c",
-            PROBE,
+            script,
             str(REPO / "functions" / function),
             str(REPO / "layers" / "lifeguard"),
-            json.dumps(asked),
+            argument,
         ],
         env=environment,
         capture_output=True,
@@ -101,7 +103,12 @@ def _probe(function: str, asked: list[str], environment: dict[str, str]) -> dict
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def _probe(function: str, asked: list[str], environment: dict[str, str]) -> dict[str, object]:
+    printed = run_in_function(function, PROBE, json.dumps(asked), environment)
+    result: dict[str, object] = json.loads(printed.splitlines()[-1])
     return result
 
 

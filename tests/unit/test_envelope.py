@@ -5,9 +5,6 @@ an event without the envelope in one line, unread, before it makes any AWS clien
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -17,7 +14,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from lifeguard.envelope import envelope_problem, eventbridge_only
-from tests.conftest import REPO, load_event
+from tests.conftest import load_event
+from tests.unit.test_cold_imports import ENVIRONMENT as COLD_START_ENVIRONMENT
+from tests.unit.test_cold_imports import run_in_function
 
 DELIVERED = {
     "version": "0",
@@ -184,40 +183,13 @@ class Context:
 answer = app.lambda_handler(json.loads(sys.argv[3]), Context())
 print(json.dumps({"answer": answer, "aws": "boto3" in sys.modules}))
 """
-ENVIRONMENT = {
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_CONFIG_FILE": os.devnull,
-    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-    "LIFEGUARD_TABLE": "lifeguard-test",
-    "LIFEGUARD_TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:lifeguard-test",
-    "POWERTOOLS_SERVICE_NAME": "lifeguard",
-    "POWERTOOLS_METRICS_NAMESPACE": "PCSLifeguard",
-    "PATH": os.environ.get("PATH", ""),
-}
+# As the cold-import probes run a function, its metrics named.
+ENVIRONMENT = {**COLD_START_ENVIRONMENT, "POWERTOOLS_METRICS_NAMESPACE": "PCSLifeguard"}
 
 
 def _invoke(function: str, event: object) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """What the function answered, whether it made an AWS client, and what it logged (JSON lines)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-I",
-            "-c",
-            PROBE,
-            str(REPO / "functions" / function),
-            str(REPO / "layers" / "lifeguard"),
-            json.dumps(event),
-        ],
-        env=ENVIRONMENT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    *logged, last = done.stdout.splitlines()
+    *logged, last = run_in_function(function, PROBE, json.dumps(event), ENVIRONMENT).splitlines()
     return json.loads(last), [json.loads(line) for line in logged if line.startswith("{")]
 
 

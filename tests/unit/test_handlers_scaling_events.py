@@ -617,24 +617,17 @@ def test_after_containment_a_node_that_boots_with_no_failed_script_resolves_the_
     assert state.last_episode.resolved_by == "i-0clean0000000000"
 
 
-def test_reports_that_come_after_the_success_turn_the_resolution_into_containment_and_unprove_it() -> None:
-    """The scaling log's success first: resolved (and, with the configuration read, proven good). Then the
-    kept node's report of the failed script: the episode is open again, contained, and nothing is proven."""
+def loop_of_a_script_set_to_continue() -> tuple[World, str, dict[str, Any], NodeReportsHandler]:
+    """The article's loop, then the owner lets the script fail and go on (CONTINUE): a success then proves
+    the configuration until a report says the script failed (under STOP_SEQUENCE the success alone would
+    prove nothing). Returns the world, the node that boots next, its report of the script failing (at
+    1:17) and the node_reports handler."""
     world = World()
     world.feed(ARTICLE[:6])
-    # The owner lets the script fail and go on (CONTINUE): a success then proves the configuration until
-    # a report says the script failed. (Under STOP_SEQUENCE the success alone would prove nothing.)
     kept_going = json.loads(json.dumps(TERMINATE))
     kept_going["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
     world.person_sets(kept_going, at(1, 13))
     kept = "i-0kept00000000000"
-    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
-    assert world.published()[-1] == "LoopResolved"
-    world.feed([succeeded(kept, at(1, 21))])  # a minute on: the configuration is read and proven
-    assert world.state().proven_good is not None
-    store = GroupStore(world.table, TABLE)
-    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
-    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
     report = {
         **stream("article-terminate-node-reports")[0],
         "instance_id": kept,
@@ -642,6 +635,20 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
         "started_at": at(1, 17) // 1000,
         "ended_at": at(1, 17) // 1000,
     }
+    store = GroupStore(world.table, TABLE)
+    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
+    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
+    return world, kept, report, reports
+
+
+def test_reports_that_come_after_the_success_turn_the_resolution_into_containment_and_unprove_it() -> None:
+    """The scaling log's success first: resolved (and, with the configuration read, proven good). Then the
+    kept node's report of the failed script: the episode is open again, contained, and nothing is proven."""
+    world, kept, report, reports = loop_of_a_script_set_to_continue()
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    world.feed([succeeded(kept, at(1, 21))])  # a minute on: the configuration is read and proven
+    assert world.state().proven_good is not None
     reports.handle_messages([(json.dumps(report), "stream:1")])
     assert world.published()[-1] == "LoopContained"
     state = world.state()
@@ -1473,22 +1480,7 @@ def test_a_kept_nodes_report_stored_while_its_success_is_taken_in_still_contains
 def test_a_failed_report_stored_while_a_success_proves_its_configuration_takes_the_proof_back() -> None:
     """As above, under a CONTINUE script: the success was told as LoopResolved and proved the configuration
     although the node's stored report says its script failed (a revert would have put it back)."""
-    world = World()
-    world.feed(ARTICLE[:6])
-    kept_going = json.loads(json.dumps(TERMINATE))
-    kept_going["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
-    world.person_sets(kept_going, at(1, 13))
-    kept = "i-0kept00000000000"
-    report = {
-        **stream("article-terminate-node-reports")[0],
-        "instance_id": kept,
-        "on_error": "CONTINUE",
-        "started_at": at(1, 17) // 1000,
-        "ended_at": at(1, 17) // 1000,
-    }
-    store = GroupStore(world.table, TABLE)
-    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
-    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
+    world, kept, report, reports = loop_of_a_script_set_to_continue()
     racing = Interleaved(
         world.table, "transact_write_items", lambda: reports.handle_messages([(json.dumps(report), "s:1")])
     )

@@ -1242,6 +1242,15 @@ def test_a_hand_fix_made_while_lifeguard_waits_to_read_the_tags_is_never_overwri
     assert world.lifeguard_updates() == []
 
 
+def a_node_boots_clean(world: World) -> None:
+    """The scaling_events function ends the open episode: a node booted clean (LoopResolved)."""
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.resolved_at, state.episode.resolved_by = int(world.now() * 1000), "i-0fffffffffffffff1"
+    state.last_episode, state.episode = state.episode, None
+    world.store.save(state)
+
+
 @pytest.mark.parametrize("mode", ["quarantine", "revert"])
 def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode: str) -> None:
     # PCS throttles the tag read (many groups looping at once); meanwhile a node boots clean and the
@@ -1258,14 +1267,7 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     def sleep_while_a_node_boots_clean(seconds: float) -> None:
         sleep(seconds)
         if not ended:
-            state = world.store.load(CLUSTER, GROUP)
-            assert state.episode is not None
-            state.episode.resolved_at, state.episode.resolved_by = (
-                int(world.now() * 1000),
-                "i-0fffffffffffffff1",
-            )
-            state.last_episode, state.episode = state.episode, None
-            world.store.save(state)
+            a_node_boots_clean(world)
             ended.append(seconds)
 
     world.sleep = sleep_while_a_node_boots_clean
@@ -1322,14 +1324,7 @@ def test_a_loop_that_ended_while_lifeguard_read_the_group_is_not_changed_after_a
 
     def tags_read_while_a_node_boots_clean(**params: Any) -> Any:
         if not ended:
-            state = world.store.load(CLUSTER, GROUP)
-            assert state.episode is not None
-            state.episode.resolved_at, state.episode.resolved_by = (
-                int(world.now() * 1000),
-                "i-0fffffffffffffff1",
-            )
-            state.last_episode, state.episode = state.episode, None
-            world.store.save(state)
+            a_node_boots_clean(world)
             ended.append(True)
         return list_tags(**params)
 
