@@ -696,6 +696,32 @@ def test_a_change_a_later_decision_finds_pcs_made_is_told_when_that_decision_is_
     assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
 
 
+def test_a_change_left_untold_that_its_own_redrive_told_is_not_told_again() -> None:
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    parked = quarantine_made_but_parked(world, remediator)
+    put, failed = world.table.put_item, []
+
+    def every_audit_throttled(**request: Any) -> Any:
+        if request["Item"]["sk"]["S"].startswith("AUDIT#") and not failed:
+            failed.append(True)
+            raise client_error("ProvisionedThroughputExceededException", "PutItem")
+        return put(**request)
+
+    world.table.put_item = every_audit_throttled  # type: ignore[method-assign]
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(world.detection("ep-2"))  # settles ep-1's change, fails before telling it
+    world.table.put_item = put  # type: ignore[method-assign]
+    world.clock.advance(60)
+    remediator.handle_event(parked)  # an operator redrives ep-1's parked event: it tells its own change
+    assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
+    world.clock.advance(60)
+    remediator.handle_event(world.detection("ep-3"))
+    assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.untold is False
+
+
 def test_undo_after_undo_takes_back_the_quarantine_the_revert_followed() -> None:
     """Quarantine, a revert when the loop went on, an undo of the revert, then an undo again: the second
     was refused, Lifeguard's own undo taken for someone setting the quarantine again ("use --force")."""

@@ -445,7 +445,16 @@ class Remediator:
         self._settled_in = ledger
         for change in ledger.changes:
             if change.status == "applied" and change.untold:
-                self._settled.append(change)  # settled by a decision that failed before it told it
+                # Settled by a decision that failed before it told it; unless a redrive of its own event
+                # told it since (its decision applied).
+                own = self.store.decision(
+                    detection.cluster_id, detection.compute_node_group_id, change.episode_id, change.revision
+                )
+                if own is not None and own.status == "applied":
+                    change.untold = False
+                    self.store.save_ledger(detection.cluster_id, detection.compute_node_group_id, ledger)
+                else:
+                    self._settled.append(change)
                 continue
             if change.status != "pending" or change.action == "undo" or ledger.undo_of(change) is not None:
                 continue  # an operator's undo set out (and the change it undoes) is the next undo's to settle
