@@ -872,9 +872,10 @@ def status(
         )
         told = f"SNS {stack.topic}" if stack.topic else "no SNS topic"
         told += " and Slack" if stack.slack else " (no Slack webhook)"
-        console.print(f"notifications: {told}; alarms: {stack.alarms or '-'}", markup=False)
+        lines = [f"notifications: {told}; alarms: {stack.alarms or '-'}"]
         if stack.parked:
-            console.print(f"parked events (inspect and redrive): {stack.parked}", markup=False)
+            lines.append(f"parked events (inspect and redrive): {stack.parked}")
+        _say(console, lines)  # an ARN, a queue's URL copied whole
     if rows:
         show_table(console, view)
     elif cluster:

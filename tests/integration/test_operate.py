@@ -387,6 +387,13 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
     said = " ".join(table.stdout.split())
     assert f"notifications: SNS {outputs['NotificationTopicArn']} (no Slack webhook); alarms: " in said
     assert f"parked events (inspect and redrive): {outputs['ParkedEventsQueueUrl']}" in said
+    # However narrow the terminal, an ARN and a queue's URL each stay on one line, to be copied whole.
+    narrow = Env({**environ, "COLUMNS": "40"}, env.api).run(
+        "status", "--stack-name", deployed.stack_name, local=False
+    )
+    lines = narrow.stdout.splitlines()
+    for whole in (outputs["NotificationTopicArn"], outputs["AlarmTopicArn"], outputs["ParkedEventsQueueUrl"]):
+        assert any(whole in line for line in lines), (whole, lines)
     missing = Env(environ, env.api).run("status", "--stack-name", "no-such-stack", local=False)
     assert missing.returncode == 1
     assert missing.stderr.startswith("lifeguard status: no stack no-such-stack in us-east-1: ")

@@ -638,6 +638,32 @@ def test_a_change_a_later_decision_finds_pcs_made_is_audited_and_told_with_its_u
     )
 
 
+@contextlib.contextmanager
+def first_write_throttled(world: World, marker: str) -> Iterator[list[bool]]:
+    """The first write carrying an item whose key holds `marker` (`AUDIT#`, `DECISION#`), a put or a
+    transaction, is throttled (once); yields the list that says it was."""
+    put, transact, failed = world.table.put_item, world.table.transact_write_items, []
+
+    def throttled(request: dict[str, Any]) -> None:
+        if marker in repr(request) and not failed:
+            failed.append(True)
+            raise client_error("ProvisionedThroughputExceededException", "PutItem")
+
+    def put_item(**request: Any) -> Any:
+        throttled(request)
+        return put(**request)
+
+    def transact_write_items(**request: Any) -> Any:
+        throttled(request)
+        return transact(**request)
+
+    world.table.put_item, world.table.transact_write_items = put_item, transact_write_items  # type: ignore[method-assign]
+    try:
+        yield failed
+    finally:
+        world.table.put_item, world.table.transact_write_items = put, transact  # type: ignore[method-assign]
+
+
 def quarantine_made_but_parked(world: World, remediator: Remediator) -> dict[str, Any]:
     """ep-1's quarantine made by PCS, every answer lost until its event was parked; returns that event."""
     update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
@@ -668,19 +694,10 @@ def test_a_change_a_later_decision_finds_pcs_made_is_told_when_that_decision_is_
     world = World()
     remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
     quarantine_made_but_parked(world, remediator)
-    put, failed = world.table.put_item, []
-
-    def first_audit_throttled(**request: Any) -> Any:
-        if request["Item"]["sk"]["S"].startswith("AUDIT#") and not failed:
-            failed.append(True)
-            raise client_error("ProvisionedThroughputExceededException", "PutItem")
-        return put(**request)
-
-    world.table.put_item = first_audit_throttled  # type: ignore[method-assign]
     later = world.detection("ep-2")
-    with pytest.raises(AwsCallError):
+    with first_write_throttled(world, "AUDIT#") as failed, pytest.raises(AwsCallError):
         remediator.handle_event(later)
-    world.table.put_item = put  # type: ignore[method-assign]
+    assert failed
     world.clock.advance(60)
     remediator.handle_event(later)  # Lambda's retry
     told = [(kind, detail["episode_id"]) for kind, detail in world.bus.events()]
@@ -700,18 +717,9 @@ def test_a_change_left_untold_that_its_own_redrive_told_is_not_told_again() -> N
     world = World()
     remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
     parked = quarantine_made_but_parked(world, remediator)
-    put, failed = world.table.put_item, []
-
-    def every_audit_throttled(**request: Any) -> Any:
-        if request["Item"]["sk"]["S"].startswith("AUDIT#") and not failed:
-            failed.append(True)
-            raise client_error("ProvisionedThroughputExceededException", "PutItem")
-        return put(**request)
-
-    world.table.put_item = every_audit_throttled  # type: ignore[method-assign]
-    with pytest.raises(AwsCallError):
+    with first_write_throttled(world, "AUDIT#") as failed, pytest.raises(AwsCallError):
         remediator.handle_event(world.detection("ep-2"))  # settles ep-1's change, fails before telling it
-    world.table.put_item = put  # type: ignore[method-assign]
+    assert failed
     world.clock.advance(60)
     remediator.handle_event(parked)  # an operator redrives ep-1's parked event: it tells its own change
     assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
@@ -720,6 +728,25 @@ def test_a_change_left_untold_that_its_own_redrive_told_is_not_told_again() -> N
     assert [(k, d["episode_id"]) for k, d in world.bus.events()].count(("RemediationApplied", "ep-1")) == 1
     [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
     assert change.untold is False
+
+
+def test_a_change_left_untold_and_undone_since_is_told_without_an_undo() -> None:
+    """Told after the operator undid it, it came with the undo command and no word of the undo."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    quarantine_made_but_parked(world, remediator)
+    later = world.detection("ep-2")
+    with first_write_throttled(world, "AUDIT#"), pytest.raises(AwsCallError):
+        remediator.handle_event(later)
+    world.settle()
+    world.operator().undo(GROUP, CLUSTER)  # the operator takes ep-1's quarantine back
+    world.settle()
+    world.clock.advance(60)
+    remediator.handle_event(later)  # Lambda's retry of ep-2
+    [applied] = [d for k, d in world.bus.events() if k == "RemediationApplied" and d["episode_id"] == "ep-1"]
+    assert applied["undo"] is None
+    assert "Since then: the operator undid Lifeguard's quarantine at " in applied["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
 def test_undo_after_undo_takes_back_the_quarantine_the_revert_followed() -> None:
@@ -1312,23 +1339,7 @@ def test_one_change_is_audited_once_when_its_decision_could_not_be_written_the_f
     world = World()
     remediator = world.remediator()
     event = world.detection()
-    put, transact, failed = world.table.put_item, world.table.transact_write_items, []
-
-    def throttled(request: dict[str, Any]) -> None:
-        if "DECISION#" in repr(request) and not failed:
-            failed.append(True)
-            raise client_error("ProvisionedThroughputExceededException", "PutItem")
-
-    def put_item(**request: Any) -> Any:
-        throttled(request)
-        return put(**request)
-
-    def transact_write_items(**request: Any) -> Any:
-        throttled(request)
-        return transact(**request)
-
-    world.table.put_item, world.table.transact_write_items = put_item, transact_write_items  # type: ignore[method-assign]
-    with pytest.raises(AwsCallError):
+    with first_write_throttled(world, "DECISION#") as failed, pytest.raises(AwsCallError):
         remediator.handle_event(event)
     assert failed
     world.clock.advance(60)

@@ -489,13 +489,18 @@ class Remediator:
 
     def _tell_settled(self, cluster_id: str, group_id: str, now: float) -> None:
         """A change another decision found PCS had made (its own detection's event parked, its answers lost):
-        audited and published as RemediationApplied of its detection, with its diff and the undo command,
-        and stored as that detection's decision, so the trail and the channels say what the group holds
-        and a redrive of its event answers from it."""
+        audited and published as RemediationApplied of its detection, with its diff and the undo command
+        (none when the operator undid it since: said so instead), and stored as that detection's decision
+        with its audit line (one transaction), so the trail and the channels say what the group holds and
+        a redrive of its event answers from it."""
         for change in self._settled:
             plan = _plan_of(change)
             said = change.reason or f"Applied {change.action}."
             reason = f"{said} (PCS had taken the change before it was confirmed; found by a later decision)"
+            undo: str | None = undo_command(cluster_id, group_id)
+            undone = rails.undone(self._settled_in, change) if self._settled_in is not None else None
+            if undone is not None:
+                reason, undo = f"{reason} Since then: {undone.removeprefix('Undone: ')}", None
             mode = change.mode or self.settings.default_mode
             detail = make_detail(
                 episode_id=change.episode_id,
@@ -506,31 +511,29 @@ class Remediator:
                 config_after=change.config_after,
                 diff=[c.to_detail() for c in plan.changes],
                 reason=reason,
-                undo=undo_command(cluster_id, group_id),
+                undo=undo,
                 revision=change.revision,
                 action=change.action,
             )
             key = f"{change.episode_id}:RemediationApplied:{change.revision}"
             event = ControllerEvent("RemediationApplied", detail, key)
-            self.store.audit(
-                cluster_id,
-                group_id,
-                AuditEntry(
-                    at=now,
-                    decision="applied",
-                    episode_id=change.episode_id,
-                    revision=change.revision,
-                    mode=mode,
-                    action=change.action,
-                    reason=reason,
-                    config_before=change.config_before,
-                    config_after=change.config_after,
-                    diff=list(detail["diff"]),
-                ),
+            entry = AuditEntry(
+                at=now,
+                decision="applied",
+                episode_id=change.episode_id,
+                revision=change.revision,
+                mode=mode,
+                action=change.action,
+                reason=reason,
+                config_before=change.config_before,
+                config_after=change.config_after,
+                diff=list(detail["diff"]),
             )
             decided = (change.episode_id, change.revision)
             decision = Decision(status="applied", events=[event.to_dict()])
-            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+            self.store.save_audited_decision(
+                cluster_id, group_id, decided, decision=decision, entry=entry, now=now
+            )
             self.metric("ChangesReconciled", 1)
             self.publisher.publish([event])
             decision.published = True
