@@ -730,6 +730,28 @@ def test_a_change_left_untold_that_its_own_redrive_told_is_not_told_again() -> N
     assert change.untold is False
 
 
+def test_a_change_left_untold_whose_publishing_failed_is_published_by_the_retry() -> None:
+    """The later decision stored ep-1's decision (applied, not yet published), then PutEvents failed: the
+    retry took the stored decision for told, and ep-1's RemediationApplied was never published."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    quarantine_made_but_parked(world, remediator)
+    later = world.detection("ep-2")
+    world.bus.refuse_calls = 3  # EventBridge fails every attempt of the first publish
+    with pytest.raises(AwsCallError):
+        remediator.handle_event(later)
+    world.clock.advance(60)
+    remediator.handle_event(later)  # Lambda's retry
+    world.clock.advance(60)
+    remediator.handle_event(world.detection("ep-3"))
+    told = [(kind, detail["episode_id"]) for kind, detail in world.bus.events()]
+    assert told.count(("RemediationApplied", "ep-1")) == 1
+    decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-1", 1)
+    assert decision is not None
+    assert (decision.status, decision.published) == ("applied", True)
+    assert [(h.decision, h.episode_id) for h in world.history()].count(("applied", "ep-1")) == 1
+
+
 def test_a_change_left_untold_and_undone_since_is_told_without_an_undo() -> None:
     """Told after the operator undid it, it came with the undo command and no word of the undo."""
     world = World()

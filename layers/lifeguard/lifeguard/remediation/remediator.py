@@ -451,6 +451,17 @@ class Remediator:
                     detection.cluster_id, detection.compute_node_group_id, change.episode_id, change.revision
                 )
                 if own is not None and own.status == "applied":
+                    if not own.published:  # decided and audited, its publishing failed: published now
+                        self.publisher.publish([ControllerEvent.from_dict(entry) for entry in own.events])
+                        own.published = True
+                        decided = (change.episode_id, change.revision)
+                        self.store.save_decision(
+                            detection.cluster_id,
+                            detection.compute_node_group_id,
+                            decided,
+                            decision=own,
+                            now=self.clock(),
+                        )
                     change.untold = False
                     self.store.save_ledger(detection.cluster_id, detection.compute_node_group_id, ledger)
                 else:
