@@ -232,6 +232,34 @@ def test_a_claim_given_back_while_a_duplicate_looks_at_it_is_no_message_sent() -
     assert holder.claim(group, key, "slack") == "sent"
 
 
+def test_a_claim_whose_answer_was_lost_is_this_invocations_own() -> None:
+    """The claim's PutItem was written, its answer lost, and botocore sent it again: it failed its own
+    condition and was taken for another invocation's ("sending"), through Lambda's retries too (inside the
+    lease): the event was parked unsent."""
+    table, clock = FakeDynamoDB(), Clock()
+    put, lost = table.put_item, []
+
+    def put_item(**request: Any) -> Any:
+        if "sending_until" in request["Item"] and not lost:
+            lost.append(True)
+            put(**request)  # written; the answer never comes, and the same request is sent again
+            clock.now += 1.0
+        return put(**request)
+
+    table.put_item = put_item  # type: ignore[method-assign]
+    sns = Channel("sns")
+    result = Notifier([sns], NoticeStore(table, "t", clock=clock)).handle_event(applied_event())
+    assert lost
+    assert result.sent == ["sns"]
+    assert len(sns.sent) == 1
+    assert (
+        NoticeStore(table, "t", clock=clock).claim(
+            ("pcs_abc123de45", "pcs_abcdef01"), "ep-1:RemediationApplied:1", "sns"
+        )
+        == "sent"
+    )
+
+
 def test_a_burst_reaches_slack_at_its_pace_with_no_slot_left_unused_and_nothing_parked(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -3,6 +3,7 @@ messages each episode had, and each webhook's pace."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -50,8 +51,11 @@ class NoticeStore:
     def claim(self, group: Group, key: str, channel: str) -> Claim:
         """Claim sending `key` to `channel`, for `CLAIM_LEASE_SECONDS`: "claimed", or "sent" when it went
         out already, or "sending" while another invocation's claim holds. A claim given back between this
-        one's refusal and its read (the other's send failed) is no message sent: it is claimed again."""
+        one's refusal and its read (the other's send failed) is no message sent: it is claimed again. A
+        claim whose answer was lost and that botocore sent again meets itself: it is known by its holder
+        (one id a call), not taken for another invocation's."""
         where = item_key(group_key(*group), f"NOTICE#{key}#{channel}")
+        holder = {"S": uuid.uuid4().hex}
         for _ in range(CLAIM_ATTEMPTS):
             now = self._clock()
             try:
@@ -59,6 +63,7 @@ class NoticeStore:
                     {
                         **where,
                         "sending_until": {"N": f"{now + CLAIM_LEASE_SECONDS:.3f}"},
+                        "holder": holder,
                         "expires_at": {"N": str(int(now) + NOTICE_TTL_SECONDS)},
                     },
                     condition="attribute_not_exists(pk) OR sending_until < :now",
@@ -68,7 +73,9 @@ class NoticeStore:
                 held = self._table.get(where)
                 if held is None:
                     continue  # given back since (its send failed): nothing went out, the claim is free
-                return "sending" if "sending_until" in held else "sent"
+                if "sending_until" not in held:
+                    return "sent"
+                return "claimed" if held.get("holder") == holder else "sending"
             return "claimed"
         return "sending"  # given back and taken again meanwhile, each time: another invocation holds it
 
