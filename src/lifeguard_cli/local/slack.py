@@ -25,6 +25,7 @@ class _Fault:
     status: int
     retry_after: str | None = None
     delay_seconds: float = 0.0
+    posted: bool = False  # a stalled post Slack posts all the same (it answers late, not never)
 
 
 @dataclass
@@ -42,16 +43,18 @@ class SlackSink:
         with self._lock:
             self._faults.extend(_Fault(status, retry_after) for _ in range(times))
 
-    def stall_next(self, seconds: float, *, times: int = 1) -> None:
-        """Hold the next `times` posts for `seconds` before answering 200 (a client times out first)."""
+    def stall_next(self, seconds: float, *, times: int = 1, posted: bool = False) -> None:
+        """Hold the next `times` posts for `seconds` before answering 200 (a client times out first);
+        `posted`: each is posted to the channel all the same, as Slack does with a message it answers
+        late."""
         with self._lock:
-            self._faults.extend(_Fault(200, None, seconds) for _ in range(times))
+            self._faults.extend(_Fault(200, None, seconds, posted) for _ in range(times))
 
     def _answer(self, body: bytes) -> _Fault:
         with self._lock:
             self.attempts += 1
             fault = self._faults.pop(0) if self._faults else _Fault(200)
-            if fault.status == 200 and not fault.delay_seconds:
+            if fault.status == 200 and (not fault.delay_seconds or fault.posted):
                 self.messages.append(json.loads(body))
             return fault
 

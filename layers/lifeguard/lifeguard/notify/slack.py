@@ -191,6 +191,7 @@ class _Connections:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
         self.cut = False
+        self.sent = False  # the whole request went out: Slack may have the message, answered or not
 
     def plain(self, host: str, **kwargs: Any) -> http.client.HTTPConnection:
         return self._watched(http.client.HTTPConnection(host, **kwargs))
@@ -210,6 +211,13 @@ class _Connections:
                     _shut(connection.sock)
 
         connection.connect = watched  # type: ignore[method-assign]
+        getresponse = connection.getresponse
+
+        def answered() -> http.client.HTTPResponse:
+            self.sent = True  # asked for the answer: the request and its body were written
+            return getresponse()
+
+        connection.getresponse = answered  # type: ignore[method-assign]
         return connection
 
     def stop(self) -> None:
@@ -263,14 +271,24 @@ def _post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
                 answer = exc.partial
             answer = answer.strip()
             if connections.cut and answer != b"ok":  # cut mid-answer: what came is not all of it
-                raise TimeoutError(f"no whole answer within {seconds:g} s")
+                raise _Unanswered(f"no whole answer within {seconds:g} s to the message sent")
             return response.status, answer
     except (OSError, http.client.HTTPException) as exc:
-        if connections.cut and not isinstance(exc, urllib.error.HTTPError):
+        if isinstance(exc, urllib.error.HTTPError | _Unanswered):
+            raise
+        timed_out = connections.cut or isinstance(exc, TimeoutError)
+        if timed_out and connections.sent:  # the time ran out waiting for the answer: Slack may have it
+            raise _Unanswered(f"no whole answer within {seconds:g} s to the message sent") from None
+        if connections.cut:
             raise TimeoutError(f"no whole answer within {seconds:g} s") from None
         raise
     finally:
         timer.cancel()
+
+
+class _Unanswered(OSError):
+    """The message went out whole and the time ran out before its whole answer came: Slack may have
+    posted it (a reply that is no HTTP, or a connection cut by the far end, is no such case)."""
 
 
 def _unusable(url: str) -> str | None:
@@ -425,6 +443,13 @@ class SlackChannel:
                     raise SlackError(_refused(exc.code)) from None
             except http.client.InvalidURL:  # its message quotes the URL: the credential
                 raise SlackError("Slack message not sent: the webhook URL is not valid") from None
+            except _Unanswered:
+                # Posted again here, a slow Slack that had it shows it once an attempt: Lambda's retries
+                # alone send it again (at least once, at most three times), each after a minute or more.
+                raise SlackError(
+                    f"Slack did not answer the message it was sent within {self.timeout_seconds:g} s (it may "
+                    "have been posted); not posted again in this invocation"
+                ) from None
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 # No answer, a cut connection, a reply that is not HTTP, or the attempt's time ran out.
                 reason = getattr(exc, "reason", exc)
