@@ -529,8 +529,10 @@ class GroupState(Model):
         `changes` are the `map_changes` the write held (worked out here when not given)."""
         if changes is None:
             changes = self.map_changes()
-        fresh = self._stored is None
-        stored = self._stored = self._stored or {name: {} for name in MAPS}
+        stored = self._stored
+        fresh = stored is None
+        if stored is None:
+            stored = self._stored = {name: {} for name in MAPS}
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
             if not isinstance(entries, Tracked):
@@ -540,10 +542,11 @@ class GroupState(Model):
                 stored[name] = dict(entries)
             else:
                 changed, gone = changes[name]
-                held = stored[name]
-                held.update(changed)
-                for key in gone:
-                    del held[key]
+                if changed or gone:
+                    held = stored[name]
+                    held.update(changed)
+                    for key in gone:
+                        del held[key]
             entries.touched = set()
 
     def map_changes(self) -> MapChanges | None:
@@ -558,9 +561,20 @@ class GroupState(Model):
             entries: dict[str, Any] = getattr(self, name)
             held = stored[name]
             touched = entries.touched if isinstance(entries, Tracked) else None
-            looked_at = entries if touched is None else touched
-            changed = {k: entries[k] for k in looked_at if k in entries and held.get(k) != entries[k]}
-            gone = [k for k in (held if touched is None else touched) if k not in entries and k in held]
+            changed: dict[str, Any] = {}
+            gone: list[str] = []
+            if touched is None:
+                changed = {k: v for k, v in entries.items() if held.get(k) != v}
+                gone = [k for k in held if k not in entries]
+            else:
+                # A batch touches a few keys: each is looked at once, in the order it was touched.
+                for k in touched:
+                    if k in entries:
+                        value = entries[k]
+                        if held.get(k) != value:
+                            changed[k] = value
+                    elif k in held:
+                        gone.append(k)
             changes[name] = (changed, gone)
         return changes
 

@@ -182,7 +182,8 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
     and outcomes are most of its state: when the table holds them, only the entries a batch changed are
     sent (an update), and the rest of the state only when it changed; a read of PCS that found the group as
     it was sends its time alone. A batch pays for what it changed."""
-    expected = {"N": str(state.version)}
+    version = state.version
+    expected = {"N": str(version)}
     unchanged = state.unchanged_body()
     changes = state.map_changes()
     key = item_key(group_key(state.cluster_id, state.group_id), STATE)
@@ -195,7 +196,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
             unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
         text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
         maps = {name: {"M": {k: _ENCODE[name](v) for k, v in getattr(state, name).items()}} for name in MAPS}
-        item = {**key, "version": {"N": str(state.version + 1)}, "state": _body(text), **maps}
+        item = {**key, "version": {"N": str(version + 1)}, "state": _body(text), **maps}
         condition = "attribute_not_exists(pk) OR version = :expected"
         put = {
             "Item": item,
@@ -204,7 +205,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
         }
         return ("Put", put), text, False, changes
     names = {"#v": "version"}
-    values: Item = {":expected": expected, ":next": {"N": str(state.version + 1)}}
+    values: Item = {":expected": expected, ":next": {"N": str(version + 1)}}
     sets = ["#v = :next"]
     removes: list[str] = []
     text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
@@ -227,17 +228,20 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
             apart = True
     for name, map_name, added, removed, encode in _MAP_WRITES:
         changed, gone = changes[name]
-        if not (changed or gone):
-            continue  # DynamoDB refuses a name the expressions do not use
-        names[map_name] = name
-        # Each change takes the next placeholder: there are MAP_CHANGES_MAX, and a map holds no more (above).
-        for (entry, value), (entry_name, value_name, assignment) in zip(changed.items(), added, strict=False):
-            names[entry_name] = entry
-            values[value_name] = encode(value)
-            sets.append(assignment)
-        for entry, (entry_name, removal) in zip(gone, removed, strict=False):
-            names[entry_name] = entry
-            removes.append(removal)
+        if changed:
+            names[map_name] = name
+            # Each change takes the next placeholder: there are MAP_CHANGES_MAX, and a map holds no more.
+            for n, (entry, value) in enumerate(changed.items()):
+                entry_name, value_name, assignment = added[n]
+                names[entry_name] = entry
+                values[value_name] = encode(value)
+                sets.append(assignment)
+        if gone:
+            names[map_name] = name  # DynamoDB refuses a name the expressions do not use: set only if used
+            for n, entry in enumerate(gone):
+                entry_name, removal = removed[n]
+                names[entry_name] = entry
+                removes.append(removal)
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
     update = {
         "Key": key,
