@@ -541,7 +541,8 @@ FAULTS: dict[str, tuple[dict[str, Any], str]] = {
         {"kind": "slack_error", "times": 2, "status": 429, "retry_after_seconds": 1},
         "SlackRetries",
     ),
-    "slack timeout": ({"kind": "slack_timeout"}, "SlackRetries"),
+    # A post unanswered in time may have been posted: not posted again at once, but by Lambda's retry.
+    "slack timeout": ({"kind": "slack_timeout"}, "NotificationFailures"),
     "remediate dies": ({"kind": "remediate_dies"}, "ChangesReconciled"),
     "late logs": ({"kind": "log_delay", "until_minute": 20, "seconds": 240}, "late"),
     "duplicated logs": ({"kind": "log_duplicate", "until_minute": 25}, "duplicates"),
