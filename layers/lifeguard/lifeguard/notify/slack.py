@@ -1,8 +1,9 @@
 """Slack: Block Kit messages through an incoming webhook whose URL lives in Secrets Manager.
 
 The URL is a credential: it is read once per `ttl` and never logged or put in an error message. Posting
-honours 429 `Retry-After`, retries 5xx and timeouts with backoff, and keeps to one message a second per
-webhook. Messages stay within Block Kit's limits (header 150 characters, section 3,000, 50 blocks).
+honours 429 `Retry-After`, retries 5xx and failed connections with backoff (a message sent whole and
+unanswered in time is left to Lambda's retry: Slack may have posted it), and keeps to one message a second
+per webhook. Messages stay within Block Kit's limits (header 150 characters, section 3,000, 50 blocks).
 """
 
 from __future__ import annotations
@@ -398,7 +399,7 @@ class SlackChannel:
         self._sleep = sleep
         self._clock = clock
         self._pacer = pacer
-        self._metric = metric  # SlackRetries: a post tried again (429, 5xx, no answer in time)
+        self._metric = metric  # SlackRetries: a post tried again (429, 5xx, a failed connection)
         # Seconds the invocation has left (None: no bound): no slot is taken that it could not wait for.
         self._time_left = time_left
 
@@ -445,7 +446,7 @@ class SlackChannel:
                 raise SlackError("Slack message not sent: the webhook URL is not valid") from None
             except _Unanswered:
                 # Posted again here, a slow Slack that had it shows it once an attempt: Lambda's retries
-                # alone send it again (at least once, at most three times), each after a minute or more.
+                # alone post it again (twice at most: three posts in all), each after a minute or more.
                 raise SlackError(
                     f"Slack did not answer the message it was sent within {self.timeout_seconds:g} s (it may "
                     "have been posted); not posted again in this invocation"
