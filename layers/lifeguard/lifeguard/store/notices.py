@@ -3,7 +3,7 @@ messages each episode had, and each webhook's pace."""
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -55,7 +55,7 @@ class NoticeStore:
         claim whose answer was lost and that botocore sent again meets itself: it is known by its holder
         (one id a call), not taken for another invocation's."""
         where = item_key(group_key(*group), f"NOTICE#{key}#{channel}")
-        holder = {"S": uuid.uuid4().hex}
+        holder = {"S": os.urandom(16).hex()}  # not uuid: 3-6 ms more of the notify function's cold start
         for _ in range(CLAIM_ATTEMPTS):
             now = self._clock()
             try:
