@@ -266,19 +266,8 @@ def test_install_shipper_verifies_installs_and_starts_the_service(
     node: Node, installable: dict[str, str]
 ) -> None:
     try:
-        result = subprocess.run(
-            [
-                "bash",
-                str(INSTALL_SHIPPER),
-                installable["location"],
-                installable["sha256"],
-                installable["log_group"],
-            ],
-            env=node.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        result = run_install_shipper(
+            node, installable["location"], installable["sha256"], installable["log_group"]
         )
         assert result.returncode == 0, result.stderr
         installed = node.root / "opt/lifeguard/lifeguard-node.pyz"
@@ -313,14 +302,7 @@ def test_install_shipper_verifies_installs_and_starts_the_service(
 def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
     node: Node, installable: dict[str, str]
 ) -> None:
-    result = subprocess.run(
-        ["bash", str(INSTALL_SHIPPER), installable["location"], "0" * 64, installable["log_group"]],
-        env=node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_install_shipper(node, installable["location"], "0" * 64, installable["log_group"])
     assert result.returncode == 3
     assert "checksum mismatch" in result.stdout
     assert not (node.root / "opt/lifeguard/lifeguard-node.pyz").exists()
@@ -334,14 +316,7 @@ def test_install_shipper_refuses_a_bundle_over_its_bound_before_it_fills_the_dis
     # A wrong location (a huge object, an endless server) was downloaded whole onto the root volume.
     node.s3.put_object(Bucket=node.bucket, Key="lifeguard/huge.pyz", Body=b"\0" * (8 * 1024 * 1024 + 1))
     huge = f"s3://{node.bucket}/lifeguard/huge.pyz"
-    result = subprocess.run(
-        ["bash", str(INSTALL_SHIPPER), huge, installable["sha256"], installable["log_group"]],
-        env=node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_install_shipper(node, huge, installable["sha256"], installable["log_group"])
     assert result.returncode == 3, result.stderr
     assert (
         result.stdout == f"install-shipper: the bundle at {huge} is over 8388608 bytes; nothing installed\n"

@@ -26,6 +26,8 @@ from tests.integration.conftest import DISK_FULL_NODE, LIFEGUARD_NODE, Node, new
 pytestmark = pytest.mark.integration
 INSTANCE = "i-059b4b99b4f2e9739"
 STREAM = f"pcs_abc123de45/{INSTANCE}"
+# The group a node of these tests is in, as its shipper is told.
+GROUP_IDS = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
 
 
 @pytest.fixture
@@ -70,9 +72,8 @@ def ship(node: Node, log_group: str, *args: str) -> subprocess.CompletedProcess[
 
 def start_shipper(node: Node, log_group: str, *args: str) -> subprocess.Popen[str]:
     """`lifeguard-node ship` started in the background as on the node, its ids given."""
-    ids = ["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"]
     return subprocess.Popen(
-        ship_command(node, log_group, "--instance-id", INSTANCE, *ids, *args),
+        ship_command(node, log_group, "--instance-id", INSTANCE, *GROUP_IDS, *args),
         env=node.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -526,8 +527,7 @@ def test_defect_9_in_the_pcs_agents_logs_too_the_exit_status_is_executor_logs(
     node: Node, local: Any, log_group: str
 ) -> None:
     _pcs_agent_run(node, b"before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n", 768)
-    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
-    assert ship(node, log_group, "--once", *ids).returncode == 0
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
     [report] = shipped(local, log_group)
     assert (report.outcome, report.exit_code, report.on_error) == ("failed", 3, "STOP_SEQUENCE")
     assert report.log_tail == "before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n"
@@ -544,8 +544,7 @@ def test_a_run_left_without_its_end_is_no_part_of_the_next_runs_report(
     _pcs_agent_run(node, unfinished + again + b"realm: join failed\n", 256)
     log = node.actions / "nodeBootstrapped" / "forger.log"
     log.write_bytes(log.read_bytes().replace(b"@ 1792544247]\n", b"@ 1792544000]\n", 1))
-    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
-    assert ship(node, log_group, "--once", *ids).returncode == 0
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
     [report] = shipped(local, log_group)
     assert (report.outcome, report.exit_code, report.started_at) == ("failed", 1, 1792544247)
     assert report.log_tail == "realm: join failed\n"
@@ -563,8 +562,7 @@ def test_a_script_that_prints_its_own_earlier_runs_is_reported_as_the_run_it_is(
         b"the real error\n"
     )
     _pcs_agent_run(node, printed, 256)
-    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
-    assert ship(node, log_group, "--once", *ids).returncode == 0
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
     [report] = shipped(local, log_group)
     assert (report.exit_code, report.started_at, report.ended_at) == (1, 1792544247, 1792544247)
     assert report.log_tail == printed.decode()
@@ -574,8 +572,7 @@ def test_a_printed_start_marker_dated_later_is_output_and_loses_no_report(
     node: Node, local: Any, log_group: str
 ) -> None:
     _pcs_agent_run(node, b"[start forger args=[] @ 4000000000]\nmount.lustre: fs-0abc not found\n", 256)
-    ids = ("--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01")
-    assert ship(node, log_group, "--once", *ids).returncode == 0
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
     [report] = shipped(local, log_group)
     assert report.log_tail == "[start forger args=[] @ 4000000000]\nmount.lustre: fs-0abc not found\n"
 
@@ -983,8 +980,16 @@ def test_ship_run_in_a_process_of_its_callers_gives_sigterm_back_as_it_was(
 
     _outage_node(node)
     previous = signal.getsignal(signal.SIGTERM)
-    ids = ["--cluster-id", "pcs_abc123de45", "--compute-node-group-id", "pcs_abcdef01"]
-    arguments = ["ship", "--root", str(node.root), "--log-group", log_group, "--instance-id", INSTANCE, *ids]
+    arguments = [
+        "ship",
+        "--root",
+        str(node.root),
+        "--log-group",
+        log_group,
+        "--instance-id",
+        INSTANCE,
+        *GROUP_IDS,
+    ]
     with monkeypatched_environ(node.env):
         assert node_cli.main([*arguments, "--once"]) == 0
     assert signal.getsignal(signal.SIGTERM) is previous

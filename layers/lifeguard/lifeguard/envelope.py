@@ -34,7 +34,6 @@ logger = logging.getLogger("lifeguard")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z")
 _STRING = "Input should be a valid string"
 _MISSING = "Field required"
-_ABSENT = object()
 
 Context = TypeVar("Context")
 Handler = Callable[[dict[str, Any], Context], dict[str, Any]]
@@ -45,36 +44,12 @@ def envelope_problem(event: object) -> str | None:
     (`field: what is wrong`, or `not a JSON object`)."""
     if type(event) is not dict:
         return "not a JSON object"
-    for name in ("version", "id", "source", "account"):
-        problem = _string(event, name)
+    for name, check in _FIELDS:  # in the model's order: its first problem is the one named
+        if name not in event:
+            return f"{name}: {_MISSING}"
+        problem = check(event[name], event)
         if problem is not None:
-            return problem
-    time = event.get("time", _ABSENT)
-    if time is _ABSENT:
-        return f"time: {_MISSING}"
-    if type(time) is not str or _TIME.fullmatch(time) is None or not _is_moment(time):
-        shown = clip(one_line(time), 40)
-        return f"time: not a time as EventBridge writes one, e.g. 2026-10-21T01:12:42Z ({shown})"
-    problem = _string(event, "region")
-    if problem is not None:
-        return problem
-    resources = event.get("resources", _ABSENT)
-    if resources is _ABSENT:
-        return f"resources: {_MISSING}"
-    if type(resources) is not list:
-        return "resources: Input should be a valid array"
-    for index, resource in enumerate(resources):
-        if type(resource) is not str:
-            return f"resources.{index}: {_STRING}"
-    problem = _string(event, "detail-type")
-    if problem is not None:
-        return problem
-    detail = event.get("detail", _ABSENT)
-    if detail is _ABSENT:
-        return f"detail: {_MISSING}"
-    # EventBridge Scheduler sends an empty detail as the text `{}` (the model takes it, as `{}`).
-    if type(detail) is not dict and not (detail == "{}" and event.get("source") == "aws.scheduler"):
-        return "detail: Input should be an object"
+            return f"{name}{problem}"
     # The replay's name, by its alias or (as the model takes it too) by its field's name.
     name = "replay-name" if "replay-name" in event else "replay_name"
     replay = event.get(name)
@@ -83,11 +58,45 @@ def envelope_problem(event: object) -> str | None:
     return None
 
 
-def _string(event: dict[str, Any], name: str) -> str | None:
-    value = event.get(name, _ABSENT)
-    if value is _ABSENT:
-        return f"{name}: {_MISSING}"
-    return None if type(value) is str else f"{name}: {_STRING}"
+def _text(value: object, _event: dict[str, Any]) -> str | None:
+    return None if type(value) is str else f": {_STRING}"
+
+
+def _time(value: object, _event: dict[str, Any]) -> str | None:
+    if type(value) is str and _TIME.fullmatch(value) is not None and _is_moment(value):
+        return None
+    shown = clip(one_line(value), 40)
+    return f": not a time as EventBridge writes one, e.g. 2026-10-21T01:12:42Z ({shown})"
+
+
+def _resources(value: object, _event: dict[str, Any]) -> str | None:
+    if type(value) is not list:
+        return ": Input should be a valid array"
+    for index, resource in enumerate(value):
+        if type(resource) is not str:
+            return f".{index}: {_STRING}"
+    return None
+
+
+def _detail(value: object, event: dict[str, Any]) -> str | None:
+    # EventBridge Scheduler sends an empty detail as the text `{}` (the model takes it, as `{}`).
+    if type(value) is dict or (value == "{}" and event.get("source") == "aws.scheduler"):
+        return None
+    return ": Input should be an object"
+
+
+# The envelope's fields in the model's order, each with its check: the problem after the field's name.
+_FIELDS: tuple[tuple[str, Callable[[object, dict[str, Any]], str | None]], ...] = (
+    ("version", _text),
+    ("id", _text),
+    ("source", _text),
+    ("account", _text),
+    ("time", _time),
+    ("region", _text),
+    ("resources", _resources),
+    ("detail-type", _text),
+    ("detail", _detail),
+)
 
 
 def _is_moment(text: str) -> bool:

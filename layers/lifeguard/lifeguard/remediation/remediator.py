@@ -205,9 +205,9 @@ class Remediator:
                 # Counted once stored, whether or not it is published now: a retry then answers from the
                 # decision (DuplicateDetections); one that found none decides, and counts, again.
                 self.metric(event.detail_type, 1)
-                self.publisher.publish([event])
-                decision.published = True
-                self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+                self._publish_decided(
+                    cluster_id, group_id, decided, decision=decision, events=[event], now=now
+                )
         finally:
             self.store.release(cluster_id, group_id, holder)
         if outcome.status == "failed":
@@ -452,14 +452,12 @@ class Remediator:
                 )
                 if own is not None and own.status == "applied":
                     if not own.published:  # decided and audited, its publishing failed: published now
-                        self.publisher.publish([ControllerEvent.from_dict(entry) for entry in own.events])
-                        own.published = True
-                        decided = (change.episode_id, change.revision)
-                        self.store.save_decision(
+                        self._publish_decided(
                             detection.cluster_id,
                             detection.compute_node_group_id,
-                            decided,
+                            (change.episode_id, change.revision),
                             decision=own,
+                            events=[ControllerEvent.from_dict(entry) for entry in own.events],
                             now=self.clock(),
                         )
                     change.untold = False
@@ -497,6 +495,22 @@ class Remediator:
                 change.revision,
                 change.status,
             )
+
+    def _publish_decided(
+        self,
+        cluster_id: str,
+        group_id: str,
+        decided: tuple[str, int],
+        *,
+        decision: Decision,
+        events: list[ControllerEvent],
+        now: float,
+    ) -> None:
+        """Publish a stored decision's events, then store it as published: a retry after a failed publish
+        finds it unpublished and publishes it (`_duplicate`, `_settle_others`)."""
+        self.publisher.publish(events)
+        decision.published = True
+        self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
 
     def _tell_settled(self, cluster_id: str, group_id: str, now: float) -> None:
         """A change another decision found PCS had made (its own detection's event parked, its answers lost):
@@ -546,9 +560,7 @@ class Remediator:
                 cluster_id, group_id, decided, decision=decision, entry=entry, now=now
             )
             self.metric("ChangesReconciled", 1)
-            self.publisher.publish([event])
-            decision.published = True
-            self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
+            self._publish_decided(cluster_id, group_id, decided, decision=decision, events=[event], now=now)
         if self._settled and self._settled_in is not None:  # told: no retry tells them again
             for change in self._settled:
                 change.untold = False
