@@ -23,7 +23,7 @@ from lifeguard.notify.sns import sns_message
 from lifeguard.notify.summary import summarize
 from lifeguard.remediation import AppliedChange, Ledger
 from lifeguard.remediation.records import ChangeStatus
-from lifeguard.store.changes import ChangeStore
+from lifeguard.store.changes import CHANGES_READ_MAX, ChangeRecord, ChangeStore
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 from tests.conftest import load_event
@@ -605,6 +605,22 @@ def test_a_call_is_no_change_only_when_nothing_may_have_come_between(meanwhile: 
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None
     assert found.arn == BOB
+
+
+def test_a_call_is_reviewed_when_the_groups_kept_changes_fill_their_read() -> None:
+    """A group's kept changes are read at most CHANGES_READ_MAX at once, in the order of their keys, not
+    of their times: past that bound, a change between the read and the call may be among those unread."""
+    world = World()
+    world.knows(BEFORE)
+    world.review(recorded())  # Alice puts NEW in place
+    detection_read(world, NEW, modified_at=AT + 800, checked_at=AT + 58 * MINUTE)
+    ci = "arn:aws:iam::123456789012:role/ci"
+    for n in range(CHANGES_READ_MAX):  # configurations a pinned deploy a day put in place this month
+        at = AT - 29 * 24 * 60 * MINUTE + n * MINUTE
+        change = ChangeRecord(CLUSTER, GROUP, f"{n:064x}", ci, at, "UpdateComputeNodeGroup", f"e{n}")
+        world.changes.put(change)
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    assert world.review(resent_by(BOB, minutes=60)).reviewed == 1
 
 
 def test_an_undo_pcs_may_not_have_taken_does_not_hide_the_looping_configuration_put_back() -> None:
