@@ -375,7 +375,8 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
     previous, reason, already_known = _previous(state, new_fingerprint, call.at)
     if already_known and not target.carried:
         return None  # an update of something else: the configuration is the one already known
-    unknown_before = already_known and previous is None
+    # What it replaced is not known (not: it replaced nothing): no diff, which would show every script added.
+    unknown_before = previous is None and (already_known or reason is _LATER)
     changed_by = call.changed_by()
     if not target.carried:
         # Reviewed is what PCS holds after a call that changed something else: not laid at its door.
