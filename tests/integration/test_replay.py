@@ -316,8 +316,8 @@ def test_a_risky_change_recorded_by_cloudtrail_is_reviewed_before_the_loop_it_ca
         "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/fail.sh"},
     }
     assert review["diff"] == [{"path": "stages.nodeBootstrapped[0]", "old": None, "new": new_script}]
-    assert [(r["code"], r["path"]) for r in review["risks"][:2]] == [
-        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError"),
+    # A mount check on TERMINATE, as the article advises: its risk is its unpinned source.
+    assert [(r["code"], r["path"]) for r in review["risks"][:1]] == [
         ("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource"),
     ]
     assert review["config_before"] == json.loads((EVENTS / "configs" / "article-reverted.json").read_text())

@@ -98,7 +98,7 @@ def test_words_are_matched_whole_with_their_endings_not_as_prefixes() -> None:
     # `setup-logical-volumes` to let it fail would let nodes come up without their volumes.
     for name in ("setup-logical-volumes", "restore-checkpoint-dir", "login-node-setup", "testbed-tune"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [], name
-    for name in ("checks", "verification", "logging", "validate_mounts", "report-inventory", "warmup"):
+    for name in ("checks", "verification", "logging", "validate_env", "report-inventory", "warmup"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [
             ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
         ], name
@@ -108,7 +108,7 @@ def test_words_are_matched_whole_with_their_endings_not_as_prefixes() -> None:
 
 def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
     # PCS takes `VerifyMounts` as it takes `verify-mounts`: how a name is written decides no warning.
-    for name in ("VerifyMounts", "runHealthChecks", "GPUValidation", "ReportInventory"):
+    for name in ("VerifyClock", "runHealthChecks", "GPUValidation", "ReportInventory"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [
             ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
         ], name
@@ -119,6 +119,14 @@ def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
         ("node-ready-races-jobs", "stages.nodeReady[0]"),
         ("node-ready-races-jobs", "stages.nodeReady[1]"),
     ]
+
+
+def test_a_check_of_the_nodes_setup_is_left_on_terminate() -> None:
+    """The article: TERMINATE "is suited for configurations where failure renders the node unusable, such
+    as shared storage mounts": a check of a mount or a driver is not told to let nodes come up without."""
+    guards = ("verify-mounts", "check-fsx-mount", "validate-lustre", "VerifyMounts", "check_nvidia_driver")
+    for name in guards:
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
 
 
 def test_setup_work_in_node_ready_races_jobs() -> None:

@@ -122,7 +122,9 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
     risks: list[Risk] = []
     source = script.script_source
     words = f"{script.name} {source.script_location.rsplit('/', 1)[-1]}"
-    if script.on_error is None and _has_word(words, _OPTIONAL):
+    # A check of the node's setup (`verify-mounts`) is no option: the article's case for TERMINATE is a
+    # failure that renders the node unusable, "such as shared storage mounts".
+    if script.on_error is None and _has_word(words, _OPTIONAL) and not _has_word(words, _SETUP):
         risks.append(
             Risk(
                 "optional-script-terminates",
