@@ -85,6 +85,30 @@ def test_every_boot_script_updated_in_place_against_the_previous_config() -> Non
     assert codes(moved, before) == []
 
 
+def test_an_update_in_place_is_new_content_pinned_at_the_same_location_fetched_by_no_version() -> None:
+    """Only a checksum changed at the same location, fetched there by no S3 version, says the object was
+    replaced in place: nodes booting between the upload and the update failed its checksum, whatever the
+    script's policies. Pinning an unpinned script, as `unpinned-mutable-source` advises, replaces nothing;
+    nodes that booted before the update run no old copy: PCS drains and replaces them (the article)."""
+    path = "stages.nodeBootstrapped[0].scriptSource"
+
+    def at(source: dict[str, Any], location: str = "s3://bkt/x.sh", **fields: Any) -> NodeLifecycleActions:
+        return config(("nodeBootstrapped", script("tune", location, source=source, **fields)))
+
+    old, new = {"checksum": "0" * 64}, {"checksum": "1" * 64}
+    every_boot = {"executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}
+    policies = ({}, {"executionPolicy": "FIRST_BOOT_ONLY"}, every_boot)
+    for fields in policies:
+        assert ("updated-in-place", path) in codes(at(new, **fields), at(old, **fields)), fields
+    assert ("updated-in-place", path) not in codes(at(new), at({}))  # pinned as lint advises
+    versioned = {"s3VersionId": "v1", "checksum": "0" * 64}  # nodes fetched v1 until the update
+    assert ("updated-in-place", path) not in codes(at({"s3VersionId": "v2", **new}), at(versioned))
+    https = "https://example.com/x.sh"
+    [risk] = [r for r in find_risks(at(new, https), at(old, https)) if r.code == "updated-in-place"]
+    assert "failed the script" in risk.message
+    assert "s3VersionId" not in risk.message
+
+
 def test_the_same_digest_in_another_case_is_not_an_update_in_place() -> None:
     # PCS takes a checksum in either case ([a-fA-F0-9]{64}): re-cased, it pins the same bytes.
     policy = {"executionPolicy": "EVERY_BOOT", "onError": "CONTINUE"}

@@ -114,7 +114,7 @@ def find_risks(config: NodeLifecycleActions, previous: NodeLifecycleActions | No
         path = f"stages.{stage}[{index}]"
         risks.extend(_script_risks(stage, path, script, cache_once))
         if previous is not None:
-            risks.extend(_in_place_update(stage, path, script, previous, cache_once))
+            risks.extend(_in_place_update(stage, path, script, previous))
     return risks
 
 
@@ -183,30 +183,39 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
 
 
 def _in_place_update(
-    stage: StageName, path: str, script: LifecycleScript, previous: NodeLifecycleActions, cache_once: bool
+    stage: StageName, path: str, script: LifecycleScript, previous: NodeLifecycleActions
 ) -> list[Risk]:
+    """A script pinned to a new checksum at the same location, fetched there by no S3 version before: the
+    object was replaced in place, and from its upload to the update (in either order) a node fetched content
+    that did not match the checksum it was given, and failed the script. Pinning an unpinned script (what
+    `unpinned-mutable-source` advises) replaces nothing, and the nodes that booted before the update are not
+    left running an old copy: PCS drains and replaces them (the article's update)."""
     found = previous.find_script(stage, script.name)
-    if found is None or not cache_once or script.effective_execution_policy != "EVERY_BOOT":
+    if found is None:
         return []
-    before = found[1].script_source
-    after = script.script_source
-    same_location = before.script_location == after.script_location
-    if same_location and _pinned_to(before) != _pinned_to(after):
-        return [
-            Risk(
-                "updated-in-place",
-                f"{path}.scriptSource",
-                f"{script.name!r} was updated in place at {after.script_location} and runs on EVERY_BOOT "
-                "under CACHE_ONCE: nodes that booted before the change keep running the old cached copy on "
-                "reboot; replace those nodes or use REFRESH_ON_REBOOT",
-            )
-        ]
-    return []
+    before, after = found[1].script_source, script.script_source
+    if before.script_location != after.script_location or _version(before) is not None:
+        return []
+    old, new = _digest(before), _digest(after)
+    if old is None or new is None or old == new:
+        return []
+    return [
+        Risk(
+            "updated-in-place",
+            f"{path}.scriptSource",
+            f"{script.name!r} was pinned to new content at the same location, {after.script_location}: the "
+            "object there was replaced in place, so between its upload and this update nodes fetched content "
+            "that did not match the checksum they were given and failed the script; put new content at a new "
+            "location" + (", or pin s3VersionId" if after.is_s3 else ""),
+        )
+    ]
 
 
-def _pinned_to(source: ScriptSource) -> tuple[str | None, str | None]:
-    """What a source is pinned to: its sha256 (hex, in either case as PCS takes it) and S3 version."""
-    checksum = source.checksum.lower() if source.checksum is not None else None
-    # The version `null` is no pin: it names the object as no version does (`ScriptSource.is_pinned`).
-    version = source.s3_version_id if source.s3_version_id != "null" else None
-    return checksum, version
+def _digest(source: ScriptSource) -> str | None:
+    """The sha256 a source is pinned to (hex, in either case as PCS takes it)."""
+    return source.checksum.lower() if source.checksum is not None else None
+
+
+def _version(source: ScriptSource) -> str | None:
+    """The S3 version a source is fetched at; the version `null` names the object as no version does."""
+    return source.s3_version_id if source.s3_version_id != "null" else None

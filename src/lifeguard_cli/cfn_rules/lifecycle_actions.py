@@ -124,7 +124,7 @@ class UpdatedInPlace(_LifeguardRule, CloudFormationLintRule):  # type: ignore[mi
 
     id = "W9104"
     shortdesc = "Lifecycle script updated in place"
-    description = "An EVERY_BOOT script changed at the same location under CACHE_ONCE (Lifeguard)"
+    description = "A script pinned to new content at the same location was replaced in place (Lifeguard)"
     risk_code = "updated-in-place"
 
 
