@@ -204,9 +204,9 @@ def _in_place_update(
             "updated-in-place",
             f"{path}.scriptSource",
             f"{script.name!r} was pinned to new content at the same location, {after.script_location}: the "
-            "object there was replaced in place, so between its upload and this update nodes fetched content "
-            "that did not match the checksum they were given and failed the script; put new content at a new "
-            "location" + (", or pin s3VersionId" if after.is_s3 else ""),
+            "object there was replaced in place, so a node that booted between its upload and this update "
+            "fetched content that did not match the checksum it was given and failed the script; put new "
+            "content at a new location" + (", or pin s3VersionId" if after.is_s3 else ""),
         )
     ]
 
