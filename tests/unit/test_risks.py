@@ -103,6 +103,20 @@ def test_an_update_in_place_is_new_content_pinned_at_the_same_location_fetched_b
     assert ("updated-in-place", path) not in codes(at(new), at({}))  # pinned as lint advises
     versioned = {"s3VersionId": "v1", "checksum": "0" * 64}  # nodes fetched v1 until the update
     assert ("updated-in-place", path) not in codes(at({"s3VersionId": "v2", **new}), at(versioned))
+    # Version null names the object as no version does: it was replaced in place all the same.
+    [null] = [
+        r for r in find_risks(at(new), at({"s3VersionId": "null", **old})) if r.code == "updated-in-place"
+    ]
+    assert "replaced in place" in null.message
+    # A version's content never changes: a new checksum for it means one of the two is wrong.
+    [same] = [
+        r for r in find_risks(at({"s3VersionId": "v1", **new}), at(versioned)) if r.code == "updated-in-place"
+    ]
+    assert "one of the two checksums is wrong" in same.message
+    [pinned] = [
+        r for r in find_risks(at({"s3VersionId": "v2", **new}), at(old)) if r.code == "updated-in-place"
+    ]
+    assert "s3VersionId" not in pinned.message  # it pins one already: no advice to
     https = "https://example.com/x.sh"
     [risk] = [r for r in find_risks(at(new, https), at(old, https)) if r.code == "updated-in-place"]
     assert "failed the script" in risk.message
@@ -145,12 +159,33 @@ def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
     ]
 
 
-def test_a_check_of_the_nodes_setup_is_left_on_terminate() -> None:
+def test_a_check_of_what_the_node_cannot_work_without_is_left_on_terminate() -> None:
     """The article: TERMINATE "is suited for configurations where failure renders the node unusable, such
-    as shared storage mounts": a check of a mount or a driver is not told to let nodes come up without."""
-    guards = ("verify-mounts", "check-fsx-mount", "validate-lustre", "VerifyMounts", "check_nvidia_driver")
+    as shared storage mounts": a check of a mount, storage or a driver is not told to let nodes come up
+    without them. Anything else optional is told, setting something up or not."""
+    terminates = [("optional-script-terminates", "stages.nodeBootstrapped[0].onError")]
+    guards = (
+        "verify-mounts",
+        "check-fsx-mount",
+        "validate-lustre",
+        "VerifyMounts",
+        "check_nvidia_driver",
+        "check-shared-storage",
+        "verify-scratch",
+        "check-beegfs",
+        "verify-efa",
+    )
     for name in guards:
         assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    optional = (
+        "setup-motd",
+        "install-monitoring-agent",
+        "sync-logs",
+        "configure-logging",
+        "report-mount-status",
+    )
+    for name in optional:
+        assert codes(config(("nodeBootstrapped", script(name)))) == terminates, name
 
 
 def test_setup_work_in_node_ready_races_jobs() -> None:

@@ -24,12 +24,16 @@ RISK_CODES = (
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
 # words with their usual endings, not prefixes: `setup-logical-volumes` or `restore-checkpoint` is not a log
 # or a check, and telling its owner to let it fail would let nodes come up without their volumes.
-_OPTIONAL_WORDS = (
-    r"optional",
+# Of them, the words of a check: one of what the node cannot work without (`_GUARDED_WORDS`) is no option.
+_CHECK_WORDS = (
     r"check(?:s|er|ers|ing|ed)?",
     r"verif(?:y|ies|ied|ier|ying|ication|ications)",
     r"validat(?:e|es|ed|ing|ion|ions|or|ors)",
     r"test(?:s|er|ers|ing|ed)?",
+)
+_OPTIONAL_WORDS = (
+    r"optional",
+    *_CHECK_WORDS,
     r"debug(?:s|ging|ger)?",
     r"diag(?:s|nose|noses|nosis|nostic|nostics)?",
     r"report(?:s|er|ers|ing|ed)?",
@@ -70,12 +74,31 @@ _SETUP_WORDS = (
     r"dataset(?:s)?",
 )
 
+# What a node cannot work without: the article's case for TERMINATE is a failure that renders the node
+# unusable, "such as shared storage mounts"; a driver or network adapter the node's jobs need is another.
+_GUARDED_WORDS = (
+    r"mount(?:s|er|ing|ed)?",
+    r"storage",
+    r"fsx",
+    r"efs",
+    r"lustre",
+    r"nfs",
+    r"beegfs",
+    r"gpfs",
+    r"weka",
+    r"scratch",
+    r"driver(?:s)?",
+    r"efa",
+)
+
 
 def _words(forms: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(forms))
 
 
 _OPTIONAL = _words(_OPTIONAL_WORDS)
+_CHECK = _words(_CHECK_WORDS)
+_GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
 
 
@@ -122,9 +145,9 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
     risks: list[Risk] = []
     source = script.script_source
     words = f"{script.name} {source.script_location.rsplit('/', 1)[-1]}"
-    # A check of the node's setup (`verify-mounts`) is no option: the article's case for TERMINATE is a
-    # failure that renders the node unusable, "such as shared storage mounts".
-    if script.on_error is None and _has_word(words, _OPTIONAL) and not _has_word(words, _SETUP):
+    # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option.
+    guard = _has_word(words, _CHECK) and _has_word(words, _GUARDED)
+    if script.on_error is None and _has_word(words, _OPTIONAL) and not guard:
         risks.append(
             Risk(
                 "optional-script-terminates",
@@ -185,30 +208,38 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
 def _in_place_update(
     stage: StageName, path: str, script: LifecycleScript, previous: NodeLifecycleActions
 ) -> list[Risk]:
-    """A script pinned to a new checksum at the same location, fetched there by no S3 version before: the
-    object was replaced in place, and from its upload to the update (in either order) a node fetched content
-    that did not match the checksum it was given, and failed the script. Pinning an unpinned script (what
-    `unpinned-mutable-source` advises) replaces nothing, and the nodes that booted before the update are not
-    left running an old copy: PCS drains and replaces them (the article's update)."""
+    """A script pinned to a new checksum at the same location. Fetched there by no S3 version before, the
+    object was replaced in place (or the old checksum was wrong), and from its upload to the update (in
+    either order) a node fetched content that did not match the checksum it was given, and failed the
+    script; at the same S3 version, whose content never changes, one of the two checksums is wrong.
+    Pinning an unpinned script (what `unpinned-mutable-source` advises) replaces nothing, and the nodes that
+    booted before the update are not left running an old copy: PCS drains and replaces them (the article's
+    update)."""
     found = previous.find_script(stage, script.name)
     if found is None:
         return []
     before, after = found[1].script_source, script.script_source
-    if before.script_location != after.script_location or _version(before) is not None:
-        return []
     old, new = _digest(before), _digest(after)
-    if old is None or new is None or old == new:
+    if before.script_location != after.script_location or old is None or new is None or old == new:
         return []
-    return [
-        Risk(
-            "updated-in-place",
-            f"{path}.scriptSource",
+    version = _version(before)
+    if version is None:
+        message = (
             f"{script.name!r} was pinned to new content at the same location, {after.script_location}: the "
-            "object there was replaced in place, so a node that booted between its upload and this update "
-            "fetched content that did not match the checksum it was given and failed the script; put new "
-            "content at a new location" + (", or pin s3VersionId" if after.is_s3 else ""),
+            "object there was replaced in place (or the old checksum was wrong), so a node that booted "
+            "between its upload and this update fetched content that did not match the checksum it was "
+            "given and failed the script; put new content at a new location"
+            + (", or pin s3VersionId" if after.is_s3 and _version(after) is None else "")
         )
-    ]
+    elif version == _version(after):
+        message = (
+            f"{script.name!r} has a new checksum for the same s3VersionId {version}, whose content never "
+            "changes: one of the two checksums is wrong, and if it is the new one every node fails the "
+            "script"
+        )
+    else:
+        return []  # nodes fetched the old version until the update, and the new one since
+    return [Risk("updated-in-place", f"{path}.scriptSource", message)]
 
 
 def _digest(source: ScriptSource) -> str | None:
