@@ -614,7 +614,10 @@ def test_a_call_is_reviewed_when_the_groups_kept_changes_fill_their_read() -> No
     world.review(recorded())  # Alice puts NEW in place
     detection_read(world, NEW, modified_at=AT + 800, checked_at=AT + 58 * MINUTE)
     ci = "arn:aws:iam::123456789012:role/ci"
-    for n in range(CHANGES_READ_MAX):  # configurations a pinned deploy a day put in place this month
+    # One item of the read cannot be decoded (edited by hand): it counts towards the bound all the same.
+    damaged = {"pk": {"S": f"GROUP#{CLUSTER}#{GROUP}"}, "sk": {"S": "CHANGE#" + "0" * 64}, "doc": {"S": "{}"}}
+    world.table.put_item(TableName="t", Item=damaged)
+    for n in range(1, CHANGES_READ_MAX):  # configurations a pinned deploy a day put in place this month
         at = AT - 29 * 24 * 60 * MINUTE + n * MINUTE
         change = ChangeRecord(CLUSTER, GROUP, f"{n:064x}", ci, at, "UpdateComputeNodeGroup", f"e{n}")
         world.changes.put(change)

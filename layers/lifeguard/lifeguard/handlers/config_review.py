@@ -35,7 +35,7 @@ from lifeguard.handlers.batch import Skips
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.risks import find_risks
-from lifeguard.store.changes import CHANGES_READ_MAX, ChangeRecord, ChangeStore
+from lifeguard.store.changes import ChangeRecord, ChangeStore
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 
 if TYPE_CHECKING:
@@ -251,8 +251,8 @@ class ConfigReviewHandler:
         ):
             return None
         since = config.modified_at
-        kept = self.changes.of_group(target.cluster_id, target.group_id)
-        if len(kept) >= CHANGES_READ_MAX:
+        kept, whole = self.changes.of_group(target.cluster_id, target.group_id)
+        if not whole:
             return None  # the read stopped at its bound, in no order of time: a change between may be unread
         for change in kept:
             if since < change.at < call.at and change.fingerprint != config.fingerprint:

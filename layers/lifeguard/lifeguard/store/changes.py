@@ -142,7 +142,10 @@ class ChangeStore:
         item = self._table.get(item_key(group_key(cluster_id, group_id), f"{CHANGE}{fingerprint}"))
         return _record_of(item) if item is not None else None
 
-    def of_group(self, cluster_id: str, group_id: str) -> list[ChangeRecord]:
-        """The group's kept changes, one a configuration (at most `CHANGES_READ_MAX`, in one Query)."""
-        items = self._table.query(group_key(cluster_id, group_id), CHANGE, most=CHANGES_READ_MAX)
-        return [change for item in items if (change := _record_of(item)) is not None]
+    def of_group(self, cluster_id: str, group_id: str) -> tuple[list[ChangeRecord], bool]:
+        """The group's kept changes, one a configuration (at most `CHANGES_READ_MAX`, in one Query, in the
+        order of their keys), and whether that is all of them: the read did not stop at its bound (items it
+        read that cannot be decoded are counted, and left out)."""
+        items = list(self._table.query(group_key(cluster_id, group_id), CHANGE, most=CHANGES_READ_MAX))
+        kept = [change for item in items if (change := _record_of(item)) is not None]
+        return kept, len(items) < CHANGES_READ_MAX
