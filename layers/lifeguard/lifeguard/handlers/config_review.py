@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway, is_transient
@@ -314,36 +314,48 @@ class ConfigReviewHandler:
         return summary
 
 
-def _previous(
-    state: GroupState, new_fingerprint: str, call_at: int
-) -> tuple[NodeLifecycleActions | None, str | None, bool]:
-    """The configuration the change replaced, a sentence when it is not the last known one, and whether
-    the last known configuration already is the new one. A configuration set after the call (one delivered
-    late) is not what it replaced."""
+class _Before(NamedTuple):
+    """What a change replaced, as far as Lifeguard can tell."""
+
+    config: NodeLifecycleActions | None  # the configuration it replaced, when known
+    reason: str | None  # a sentence when that is not the last known configuration
+    already_known: bool  # the last known configuration already is the new one
+    unknown: bool  # what it replaced is not known (not: it replaced nothing)
+
+
+def _previous(state: GroupState, new_fingerprint: str, call_at: int) -> _Before:
+    """The configuration the change replaced, a sentence when it is not the last known one, whether the
+    last known configuration already is the new one, and whether what it replaced is not known. A
+    configuration set after the call (one delivered late) is not what it replaced."""
     known = state.config
     if known is None:
-        return None, "Lifeguard had not seen this group before: every script is new to it.", False
+        return _Before(
+            None, "Lifeguard had not seen this group before: every script is new to it.", False, False
+        )
     if not known.actions_read:
-        return (
+        return _Before(
             None,
             "Lifeguard knew when this group last changed, not its scripts: every script is new to it.",
+            False,
             False,
         )
     if known.fingerprint != new_fingerprint:
         if known.modified_at > call_at:
-            return None, _LATER, False
-        return _parsed(known.node_lifecycle_actions), None, False
+            return _Before(None, _LATER, False, True)
+        return _Before(_parsed(known.node_lifecycle_actions), None, False, False)
     proven = state.proven_good
     if proven is not None and proven.fingerprint != new_fingerprint and proven.modified_at <= call_at:
-        return (
+        return _Before(
             _parsed(proven.node_lifecycle_actions),
             "Compared with the configuration last proven good: Lifeguard had read the new one from PCS "
             "before the change was reported.",
             True,
+            False,
         )
-    return (
+    return _Before(
         None,
         "What this change replaced is not known: Lifeguard had read the new one from PCS before.",
+        True,
         True,
     )
 
@@ -372,11 +384,9 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
     `_RISKS_MAX`), or None when it changed nothing Lifeguard can tell."""
     new = target.config
     new_fingerprint = _fingerprint(new)
-    previous, reason, already_known = _previous(state, new_fingerprint, call.at)
+    previous, reason, already_known, unknown_before = _previous(state, new_fingerprint, call.at)
     if already_known and not target.carried:
         return None  # an update of something else: the configuration is the one already known
-    # What it replaced is not known (not: it replaced nothing): no diff, which would show every script added.
-    unknown_before = previous is None and (already_known or reason is _LATER)
     changed_by = call.changed_by()
     if not target.carried:
         # Reviewed is what PCS holds after a call that changed something else: not laid at its door.
