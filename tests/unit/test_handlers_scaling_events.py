@@ -2136,6 +2136,8 @@ def test_a_cluster_pcs_refuses_to_list_is_asked_once_a_batch_and_stores_nothing_
         f"2 record(s) of 2 group(s) seen for the first time are held: PCS refused to list cluster {CLUSTER} "
         "(AccessDeniedException); grant pcs:ListComputeNodeGroups on it."
     )
+    # PCS's model: AccessDeniedException also when "the cluster ID doesn't exist".
+    assert "for a cluster id it does not have too" in str(refused.value)
     assert world.pcs_calls("ListComputeNodeGroups") == lists + 1
     assert all(world.state(group).version == 0 for group in others)
     assert world.published() == ["BootstrapLoopDetected"]  # the rest of the batch was done

@@ -156,9 +156,16 @@ def _unlearned(
     clusters = sorted({(cluster, code) for (cluster, _), code in refused.items()})
     named = ", ".join(f"{clip(cluster)} ({clip(code, 100)})" for cluster, code in clusters[:5])
     more = f" and {len(clusters) - 5} more" if len(clusters) > 5 else ""
+    # PCS answers a cluster id it does not have (a cluster deleted since) as it answers a missing grant.
+    gone = (
+        " PCS answers AccessDeniedException for a cluster id it does not have too: the records of a cluster "
+        "deleted since can be let go from the queue."
+        if any(code == "AccessDeniedException" for _, code in clusters)
+        else ""
+    )
     return UnlistedClusterError(
         f"{records} record(s) of {len(refused)} group(s) seen for the first time are held: PCS refused to "
-        f"list cluster {named}{more}; grant pcs:ListComputeNodeGroups on it. The rest of the batch is "
+        f"list cluster {named}{more}; grant pcs:ListComputeNodeGroups on it.{gone} The rest of the batch is "
         "done; it fails so that Lambda retries it, then parks it in the failed-batches queue to send again."
     )
 
