@@ -107,13 +107,19 @@ _SETUP = _words(_SETUP_WORDS)
 _CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-def _has_word(text: str, words: re.Pattern[str]) -> bool:
-    """Whether `text` holds one of `words`, read as written (`FSx`) and split at its case (`VerifyMounts`)."""
+def _words_of(text: str) -> set[str]:
+    """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`)."""
     found = {
         *re.split(r"[^a-z0-9]+", text.lower()),
         *re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower()),
     }
-    return any(words.fullmatch(word) for word in found if word)
+    found.discard("")
+    return found
+
+
+def _has_word(found: set[str], words: re.Pattern[str]) -> bool:
+    """Whether one of `found` (`_words_of`) is one of `words`."""
+    return any(words.fullmatch(word) for word in found)
 
 
 @dataclass(frozen=True)
@@ -144,10 +150,10 @@ def find_risks(config: NodeLifecycleActions, previous: NodeLifecycleActions | No
 def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_once: bool) -> list[Risk]:
     risks: list[Risk] = []
     source = script.script_source
-    words = f"{script.name} {source.script_location.rsplit('/', 1)[-1]}"
+    words = _words_of(f"{script.name} {source.script_location.rsplit('/', 1)[-1]}")
     # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option.
-    guard = _has_word(words, _CHECK) and _has_word(words, _GUARDED)
-    if script.on_error is None and _has_word(words, _OPTIONAL) and not guard:
+    optional = script.on_error is None and _has_word(words, _OPTIONAL)
+    if optional and not (_has_word(words, _CHECK) and _has_word(words, _GUARDED)):
         risks.append(
             Risk(
                 "optional-script-terminates",
