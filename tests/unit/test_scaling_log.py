@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from types import MappingProxyType
 from typing import Any
 
@@ -286,6 +287,37 @@ def test_a_record_as_pcs_writes_it_is_read_without_json(
     assert read_scaling_log_message(text) == expected
     passed = {**record, "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}
     assert read_scaling_log_message(json.dumps(passed, separators=separators)) is None
+
+
+_AT_THE_BOUNDS = [
+    "x" * 64,
+    "x" * 65,
+    "pcs_" + "a" * 60,
+    "pcs_" + "a" * 61,
+    "pcs_",
+    "i-" + "a" * 32,
+    "i-" + "a" * 33,
+    "n" * 128,
+    "n" * 129,
+    "",
+    "n\ud800",
+    "é",
+    "a.b_c-d",
+    "pcs_abc\n",
+]
+
+
+@settings(max_examples=300)
+@given(value=st.one_of(st.sampled_from(_AT_THE_BOUNDS), st.text(max_size=70)))
+@example(value="x" * 65)
+def test_a_value_the_fast_reading_matches_passes_the_check_it_stands_for(value: str) -> None:
+    """A record `_AS_WRITTEN` matches is made without its checks: each of its patterns may take only what
+    its check takes (a value it leaves is checked the long way)."""
+    text = json.dumps(value, ensure_ascii=False)  # as the message holds it
+    for pattern, check in scaling_log._MATCHED_CHECKS:
+        if re.fullmatch(pattern, text):
+            problems: list[Any] = []
+            assert check(value, (), problems) == value, (pattern, value, problems)
 
 
 # Values near what the fast reading takes: escapes, quotes, control characters, non-ASCII and lone

@@ -20,7 +20,7 @@ from lifeguard._records import (
     reason_of,
     unique_keys,
 )
-from lifeguard.bounds import EPOCH_MS_MAX, INSTANCE_ID, NODE_NAME, PCS_ID, WORD
+from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, INSTANCE_ID, NODE_NAME, PCS_ID, WORD
 from lifeguard.schema import (
     BAD,
     Check,
@@ -99,8 +99,22 @@ _RAW_EXCERPT_CHARS = 200
 # backslash or control character, so the text matched is exactly the string JSON decodes from it; the time
 # is an integer JSON writes; the description is passed over as any JSON string (runs of plain characters
 # between escapes). A record in any other form (keys in another order, an escape in a value kept, a null, a
-# float) is read the way of `json.loads`.
+# float) is read the way of `json.loads`. The names and the details are matched only as their checks take
+# them (`_MATCHED_CHECKS`): a match needs no check run, and anything else is checked the long way.
 _TEXT = r'"([^"\\\x00-\x1f]*)"'
+# What PCS_ID, WORD, NODE_NAME and INSTANCE_ID take, in a JSON string without escapes: a WORD is at most 64
+# characters, none a lone surrogate (no UTF-8 holds one: the check refuses it).
+_PCS_ID_TEXT = f'"(pcs_[a-zA-Z0-9]{{1,{ID_MAX_CHARS - 4}}})"'
+_WORD_TEXT = r'"([^"\\\x00-\x1f\ud800-\udfff]{0,64})"'
+_NODE_NAME_TEXT = r'"([A-Za-z0-9._-]{1,128})"'
+_INSTANCE_ID_TEXT = r'"(i-[A-Za-z0-9]{1,32})"'
+# Each of those with the check it stands for (the tests hold every match to its check).
+_MATCHED_CHECKS = (
+    (_PCS_ID_TEXT, PCS_ID),
+    (_WORD_TEXT, WORD),
+    (_NODE_NAME_TEXT, NODE_NAME),
+    (_INSTANCE_ID_TEXT, INSTANCE_ID),
+)
 _ANY_TEXT = r'"[^"\\\x00-\x1f]*(?:\\(?:["\\/bfnrt]|u[0-9A-Fa-f]{4})[^"\\\x00-\x1f]*)*"'
 
 
@@ -114,17 +128,19 @@ def _member(name: str, value: str) -> str:
 
 _AS_WRITTEN = re.compile(
     _object(
-        _member("resource_id", _TEXT),
-        _member("resource_type", _TEXT),
+        _member("resource_id", _PCS_ID_TEXT),
+        _member("resource_type", _WORD_TEXT),
         _member("event_timestamp", "(0|[1-9][0-9]{0,15})"),
-        _member("compute_node_group_id", _TEXT),
-        _member("scheduler_node_id", _TEXT),
+        _member("compute_node_group_id", _PCS_ID_TEXT),
+        _member("scheduler_node_id", _NODE_NAME_TEXT),
         _member("status_code", _TEXT),
         _member("reason_code", _TEXT) + f"(?:, ?{_member('description', _ANY_TEXT)})?",
         _member(
             "details",
             _object(
-                _member("instance_id", _TEXT), _member("instance_type", _TEXT), _member("subnet_id", _TEXT)
+                _member("instance_id", _INSTANCE_ID_TEXT),
+                _member("instance_type", _WORD_TEXT),
+                _member("subnet_id", _WORD_TEXT),
             ),
         ),
     )
@@ -265,16 +281,19 @@ def read_scaling_log_message(
 ) -> ScalingLogRecord | ScalingLogParseError | None:
     """One log event's message as the handler reads it: None when it is `passed_over`, else what
     `parse_scaling_log_record` makes of it. A record as PCS writes it (`_AS_WRITTEN`) is read without
-    `json.loads`: its values are the ones JSON decodes, held to the same checks, so it comes out as the
-    parser would make it, for about the cost of `json.loads` alone."""
+    `json.loads`: its values are the ones JSON decodes, matched only as their checks take them, so it comes
+    out as the parser would make it, for about the cost of `json.loads` alone."""
     found = _AS_WRITTEN(raw)
     if found is None:
         return None if passed_over(raw) else parse_scaling_log_record(raw, where=where)
     cluster, kind, at, group, node, status, reason, instance, instance_type, subnet = found.groups()
     if (status, reason) in PASSED_OVER:  # as `passed_over` says, so the same records are ignored
         return None if _two_codes(raw) else parse_scaling_log_record(raw, where=where)
-    record = _built(int(at), status, reason, (cluster, kind, group, node), (instance, instance_type, subnet))
-    return record if record is not None else parse_scaling_log_record(raw, where=where)
+    at_ms = int(at)
+    if at_ms >= EPOCH_MS_MAX or status not in _DOCUMENTED_CODES or reason not in _DOCUMENTED_CODES:
+        return parse_scaling_log_record(raw, where=where)
+    # Every value matched as its check takes it (`_MATCHED_CHECKS`): made without running the checks.
+    return _made(at_ms, status, reason, (cluster, kind, group, node), (instance, instance_type, subnet))
 
 
 def parse_scaling_log_record(
@@ -383,9 +402,7 @@ def _built(
         or (node is not None and NODE_NAME(node, (), problems) is BAD)
     ):
         return None
-    if details is None:
-        made = _NO_DETAILS
-    else:
+    if details is not None:
         instance, instance_type, subnet = details
         if (
             (instance is not None and INSTANCE_ID(instance, (), problems) is BAD)
@@ -393,10 +410,26 @@ def _built(
             or (subnet is not None and WORD(subnet, (), problems) is BAD)
         ):
             return None
+    return _made(at, status, reason, names, details)
+
+
+def _made(
+    at: int,
+    status: str,
+    reason: str | None,
+    names: tuple[Any, Any, Any, Any],
+    details: tuple[Any, Any, Any] | None,
+) -> ScalingLogRecord:
+    """The record of values that passed their checks (`_built`'s arguments), filled in as `__init__`
+    would."""
+    cluster, kind, group, node = names
+    if details is None:
+        made = _NO_DETAILS
+    else:
         made = object.__new__(ScalingLogDetails)
-        _INSTANCE(made, instance)
-        _INSTANCE_TYPE(made, instance_type)
-        _SUBNET(made, subnet)
+        _INSTANCE(made, details[0])
+        _INSTANCE_TYPE(made, details[1])
+        _SUBNET(made, details[2])
     record = object.__new__(ScalingLogRecord)
     _AT(record, at)
     _STATUS(record, status)
