@@ -4,6 +4,7 @@ keeps growing."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -197,3 +198,61 @@ def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
     ]
     dropped = [key for key in (f"ep-1:Detected:{n}" for n in range(1, 9)) if key not in kept]
     assert all(any(key in line for line in said) for key in dropped)
+
+
+def test_a_change_whose_events_would_pass_the_item_bound_keeps_them_trimmed_and_the_group_writable(
+    world: Any, local: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One batch can make several events of a group (a loop detected, resolved and detected again), each
+    carrying the configuration: with configurations of tens of KiB of random arguments, kept whole they
+    would take the item past DynamoDB's 400 KB, and every write of the group would fail from then on."""
+    from lifeguard.group_state import KnownConfig, ProvenGood
+    from lifeguard.lifecycle import canonical_json, fingerprint_of_json
+    from lifeguard.store.table import stored_bytes
+
+    stack, _, _, working = world
+    store = GroupStore(local.client("dynamodb"), stack.table)
+    good, broken = big_config(), big_config()
+    state = store.load(CLUSTER, GROUP)
+    state.config = KnownConfig(
+        modified_at=2,
+        fingerprint=fingerprint_of_json(canonical_json(broken)),
+        node_lifecycle_actions=broken,
+        checked_at=2,
+    )
+    state.proven_good = ProvenGood(
+        fingerprint="f", node_lifecycle_actions=good, modified_at=1, proven_at=1, instance_id="i-0"
+    )
+    store.save(state)
+    publisher = EventPublisher(local.client("events"), "no-such-bus", sleep=lambda _: None)
+    updater = GroupUpdater(store, publisher)
+    made: list[ControllerEvent] = []
+
+    def several(s: GroupState) -> Change:
+        before = s.config.node_lifecycle_actions
+        events = [
+            ControllerEvent(
+                "BootstrapLoopDetected",
+                make_detail(episode_id="ep-1", reason="looped", config_before=before),
+                f"ep-1:Detected:{n}",
+            )
+            for n in range(1, 5)
+        ]
+        made[:] = events
+        return Change(True, events)
+
+    with pytest.raises(AwsCallError, match="PutEvents"):  # written, then EventBridge refused them
+        updater.update(CLUSTER, GROUP, several)
+    state = store.load(CLUSTER, GROUP)
+    assert [entry["key"] for entry in state.outbox] == [event.key for event in made]
+    assert sum(stored_bytes(json.dumps(entry)) for entry in state.outbox) <= 96 * 1024
+    for entry in state.outbox:
+        assert entry["detail"]["config_before"] is None
+        assert entry["detail"]["reason"].startswith("looped config_before left out to fit EventBridge")
+    assert any("kept in the outbox as EventBridge would trim them" in r.getMessage() for r in caplog.records)
+    # The group stays writable: its next batch goes through, and publishes the events left, as kept.
+    published = GroupUpdater(store, working).update(CLUSTER, GROUP, lambda s: Change(True))
+    assert [event.key for event in published] == [event.key for event in made]
+    after = store.load(CLUSTER, GROUP)
+    assert after.version > state.version  # written (and written again once the outbox was published)
+    assert after.outbox == []

@@ -37,7 +37,12 @@ MAX_ATTEMPTS = 10
 # are kept, at most OUTBOX_MAX of them taking at most OUTBOX_MAX_STORED_BYTES compressed (a configuration
 # Lifeguard keeps takes up to 64 KiB, and the item also holds the group's and its proven-good one), the
 # events of the change being written always. Far more than a group's events between two invocations; one
-# dropped is logged as an error. Events are kept whole: one published from the outbox is the one made.
+# dropped is logged as an error. Events are kept whole: one published from the outbox is the one made,
+# unless the change's own events take more than OUTBOX_MAX_STORED_BYTES between them (several events of
+# one batch, each carrying a configuration of tens of KiB of random arguments): each is then kept as
+# EventBridge would trim it to its share of that (`ControllerEvent.fitted`: its configurations left out,
+# its reason saying so), or the item would pass DynamoDB's 400 KB and no write of the group would ever
+# go through again. The events published at once, after the write, are the ones made.
 OUTBOX_MAX = 16
 OUTBOX_MAX_STORED_BYTES = 96 * 1024
 logger = logging.getLogger("lifeguard")
@@ -215,7 +220,7 @@ class GroupUpdater:
         change = mutate(state)
         if change.events:
             by = {"by": attempt} if attempt is not None else {}
-            state.outbox.extend({**event.to_dict(), "queued_at": now, **by} for event in change.events)
+            state.outbox.extend({**entry, "queued_at": now, **by} for entry in _kept_entries(change.events))
             kept = _bounded(state.outbox, len(change.events))
             if len(kept) < len(state.outbox):
                 dropped = state.outbox[: len(state.outbox) - len(kept)]
@@ -278,6 +283,24 @@ class GroupUpdater:
             group_id,
             self.max_attempts,
         )
+
+
+def _kept_entries(events: list[ControllerEvent]) -> list[dict[str, Any]]:
+    """The outbox entries of a change's events: whole, unless they take more than OUTBOX_MAX_STORED_BYTES
+    between them; then each fitted to its share of that (its JSON, no smaller compressed)."""
+    entries = [event.to_dict() for event in events]
+    if sum(stored_bytes(json.dumps(entry)) for entry in entries) <= OUTBOX_MAX_STORED_BYTES:
+        return entries
+    share = OUTBOX_MAX_STORED_BYTES // len(events)
+    fitted = [ControllerEvent(e.detail_type, e.fitted(share), e.key).to_dict() for e in events]
+    logger.warning(
+        "%d event(s) of one change take more than %d KB: kept in the outbox as EventBridge would trim them "
+        "(%s); published whole now",
+        len(events),
+        OUTBOX_MAX_STORED_BYTES // 1024,
+        ", ".join(event.key for event in events),
+    )
+    return fitted
 
 
 def _bounded(outbox: list[dict[str, Any]], fresh: int) -> list[dict[str, Any]]:
