@@ -669,3 +669,30 @@ def test_states_at_their_bounds_are_written_in_transactions_dynamodb_takes() -> 
         keys = [(w["Put"]["Item"]["pk"]["S"], w["Put"]["Item"]["sk"]["S"]) for w in request["TransactItems"]]
         assert sum(item_size(table.items[key]) for key in keys) <= TRANSACTION_BYTES
     assert all(store.load(CLUSTER, s.group_id).version == 1 for s in states)
+
+
+def test_a_state_s_configurations_weigh_in_the_cache_as_what_they_take_in_memory() -> None:
+    """A configuration may take hundreds of KB (40 scripts of 20 arguments of 256 characters): a thousand
+    such groups held by their count alone would take the function's 256 MB. Each state weighs its JSON
+    too, so the cache lets the least recent go before it holds more than its bound."""
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    store.CACHE_ENTRIES = 10 * 50 + 1_000  # ten bare states, and room to spare
+    bare = [GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n:08d}") for n in range(10)]
+    store.save_many(bare)
+    assert store.cached == 10
+    big = GroupState(cluster_id=CLUSTER, group_id="pcs_big00001")
+    scripts = [
+        {"name": f"s{n}", "scriptSource": {"scriptLocation": "s3://b/x.sh"}, "arguments": ["a" * 256] * 20}
+        for n in range(20)
+    ]
+    actions = {"nodeBootstrapped": scripts}
+    big.config = KnownConfig(
+        modified_at=T0, fingerprint="f" * 64, node_lifecycle_actions=actions, checked_at=T0
+    )
+    store.save(big)
+    assert big.stored_chars > 100_000
+    # Over 100,000 characters weigh more than 1,500 units: every bare state went, the big one stays.
+    assert store.cached == 1
+    store.load_many([(CLUSTER, "pcs_big00001")])
+    assert client.calls("BatchGetItem") == 0

@@ -481,6 +481,12 @@ class GroupState(Model):
             return None
         return config.checked_at
 
+    @property
+    def stored_chars(self) -> int:
+        """How many characters the JSON of the rest of the state (`unchanged_body`) takes, as last read or
+        written (0 before either): what it holds beyond its maps, its configurations among them."""
+        return len(self._stored_body or "")
+
     def body_changed(self, body: str) -> bool:
         """Whether the rest of the state, as JSON, differs from what the table holds."""
         return body != self._stored_body

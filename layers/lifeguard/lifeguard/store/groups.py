@@ -388,12 +388,16 @@ class GroupStore:
     The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
     read): every write is conditional on the version, so a state another container changed meanwhile
     makes the write fail, and the caller redoes that group from a fresh read. The cache holds every group
-    the account has, up to `CACHE_ENTRIES` (a state weighs 50, plus one a launch or outcome it holds;
-    an entry is about 150 bytes in memory: 75 MB at most, a state at its bounds 180 KB), least recently
-    written first out.
+    the account has, up to `CACHE_ENTRIES` (a state weighs 50, its JSON up to `BODY_CHARS_FREE`
+    characters included, plus one a launch or outcome it holds and one each `BODY_CHARS_A_UNIT` characters
+    of JSON beyond: its configurations, which may take hundreds of KB each; a unit is about 150 bytes in
+    memory: 75 MB at most), least recently written first out.
     """
 
     CACHE_ENTRIES = 500_000
+    # A state in memory takes about 2.3 bytes a character of its JSON (the JSON kept to compare with, and
+    # the strings, dicts and lists it holds: measured with configurations of random arguments).
+    BODY_CHARS_FREE, BODY_CHARS_A_UNIT = 3_000, 60
     # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "load": ("dynamodb:GetItem",),
@@ -436,7 +440,8 @@ class GroupStore:
 
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
-        weight = 50 + len(state.launches) + len(state.outcomes)
+        beyond = max(0, state.stored_chars - self.BODY_CHARS_FREE) // self.BODY_CHARS_A_UNIT
+        weight = 50 + len(state.launches) + len(state.outcomes) + beyond
         written = self._written
         held = written.get(key)
         if held is not None:
