@@ -538,6 +538,19 @@ def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_a_group_tagged_off_before_its_remediation_is_skipped_with_a_mode_of_the_contract() -> None:
+    """DESIGN's `mode` is quarantine, revert or notify (null where it does not apply): a consumer switching
+    on those gets no fourth value for a group Lifeguard leaves alone."""
+    world = World()
+    event = world.detection()
+    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": "off"})
+    [skipped] = world.remediator().handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["mode"] is None
+    assert "the group's tag lifeguard:mode is off" in skipped.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_a_change_held_back_by_the_stacks_default_mode_names_the_stack_not_a_tag() -> None:
     world = World()
     _, event = _parked(world)

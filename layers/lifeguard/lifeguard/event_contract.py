@@ -336,6 +336,7 @@ def _detail_fields() -> Mapping[str, Check]:
         "kind": optional(literal("loop", "intermittent", "replacement")),
         "failures": list_of(model(FailureDetail), max_length=100),
         "suspect": optional(model(SuspectDetail)),
+        # "off" is read still (events and audit entries of earlier releases); none is published with it.
         "mode": optional(literal("quarantine", "revert", "notify", "off")),
         "dry_run": boolean(),
         "config_before": optional(json_object()),

@@ -531,7 +531,7 @@ class Remediator:
                 episode_id=change.episode_id,
                 cluster_id=cluster_id,
                 compute_node_group_id=group_id,
-                mode=mode,
+                mode=None if mode == "off" else mode,  # as `_event` says
                 config_before=change.config_before,
                 config_after=change.config_after,
                 diff=[c.to_detail() for c in plan.changes],
@@ -873,7 +873,9 @@ class Remediator:
             kind=detection.kind,
             failures=detection.failures,
             suspect=detection.suspect,
-            mode=outcome.mode,
+            # DESIGN's modes are quarantine, revert and notify: a group left alone has none (its reason says
+            # which tag or the stack's DefaultMode made it off).
+            mode=None if outcome.mode == "off" else outcome.mode,
             dry_run=outcome.dry_run,
             config_before=outcome.config_before,
             config_after=plan.config_after if plan else None,
