@@ -98,6 +98,11 @@ def test_logs_are_laid_out_with_pcs_permissions(node: Node) -> None:
     ]
     record = node.executor_records()[2]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", record["timestamp"])
+    # DESIGN: every record carries at least these (a boot's own records are of no stage or script: null).
+    for each in node.executor_records():
+        assert {"timestamp", "level", "message", "stage", "script"} <= set(each), each
+    [started] = messages(node, "boot started")
+    assert (started["stage"], started["script"]) == (None, None)
 
 
 def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> None:

@@ -354,9 +354,12 @@ class Executor:
         self._mark_boot(completed, started=result.boot)
         log = ExecutorLog(self.layout.executor_log)
         try:
+            # DESIGN: every record carries `stage` and `script`; a boot's own records are of neither (null).
             log.write(
                 "INFO",
                 BOOT_STARTED,
+                stage=_NULL,
+                script=_NULL,
                 boot=result.boot,
                 first_boot=result.first_boot,
                 cluster_id=self.identity.cluster_id,
@@ -364,7 +367,8 @@ class Executor:
                 node_id=self.identity.node_id,
             )
             self._run_stages(result, log)
-            log.write("INFO", BOOT_COMPLETED, boot=result.boot, exit_code=result.exit_code)
+            ended = {"boot": result.boot, "exit_code": result.exit_code}
+            log.write("INFO", BOOT_COMPLETED, stage=_NULL, script=_NULL, **ended)
         finally:
             log.close()
         # Every later boot on this root is a reboot (DESIGN), this one's end whatever it was: PCS replaces a
