@@ -54,9 +54,12 @@ REPORT = "REPORT#"
 RAN = "RAN#"
 RUNS = "R"  # what REPORT# and RAN# begin with, and no other sort key
 REPORT_DIGEST_CHARS = 16  # of the sha256 of a failed run's report, ending its key
-# The runs of one group read at most (each at most about 5 KB): its nodes write them, and a node can write
-# any number. A real group's fortnight of runs is far fewer; past this its evidence is partial, and said.
-RUNS_READ_MAX = 5_000
+# The runs of one group read at most: its nodes write them, and a node can write any number. A failed run
+# takes about 5 KB (up to 24 KB with an escaped log tail), and a group looping for days in notify mode keeps
+# thousands of them for a fortnight: at 5,000 each of its batches read 25-120 MB (1 MB pages, one after the
+# other). Past this bound the evidence is partial, and said: the instances a decision is about are then
+# read one by one (`lifeguard.handlers.evidence`), a few KB each.
+RUNS_READ_MAX = 1_000
 # The runs of one instance read at most, of each kind: a real instance's are its scripts (at most 20 a stage)
 # times its boots in a fortnight.
 INSTANCE_RUNS_MAX = 1_000
