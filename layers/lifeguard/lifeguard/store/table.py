@@ -4,7 +4,8 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
 
     pk = GROUP#<cluster>#<group>
         sk = STATE                            the group's state (`GroupState`: zlib JSON `state`, `version`,
-                                              and its pending launches as a map `launches`: instance -> ms)
+                                              its pending launches as a map `launches`: instance -> ms, and
+                                              its outcomes as a map `outcomes`: instance -> JSON row)
         sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>#<digest>   a failed script run (`report`,
                                               JSON; the digest is of the report: a different one lands beside)
         sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
@@ -15,11 +16,14 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
         sk = AUDIT#<time ms>#<episode>#<revision>#<decision>#<nonce>   the audit trail (`doc`/`docz`)
         sk = NOTICE#<event key>#<channel>     an (event, channel) claimed by notify
         sk = EPISODE#<episode>#NOTICES        how many messages an episode had (`messages`)
+        sk = EPISODE#<episode>#NUMBER#<event key>   the number of one of its messages (`number`)
         sk = CHANGE#<fingerprint>             who put that configuration in place, and when (`doc`)
     pk = WEBHOOK#<sha256 of the URL>
         sk = PACE                             the webhook's next free slot (`next_at`)
 
-Items that age out carry `expires_at` (epoch seconds, the table's TTL attribute). Documents are JSON text
+Items that age out carry `expires_at` (epoch seconds, the table's TTL attribute): all but a group's STATE
+and LEDGER, which stay while the table does (a group deleted from PCS keeps its two, a few KB to a few
+hundred; `lifeguard status` lists it). Documents are JSON text
 (`doc`), or zlib-compressed JSON (`docz`) once large, so an item holding two lifecycle configurations stays
 far below DynamoDB's 400 KB.
 
