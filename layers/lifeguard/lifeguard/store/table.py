@@ -23,7 +23,7 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
 
 Items that age out carry `expires_at` (epoch seconds, the table's TTL attribute): all but a group's STATE
 and LEDGER, which stay while the table does (a group deleted from PCS keeps its two, a few KB to a few
-hundred; `lifeguard status` lists it). Documents are JSON text
+hundred, until deleted by hand). Documents are JSON text
 (`doc`), or zlib-compressed JSON (`docz`) once large, so an item holding two lifecycle configurations stays
 far below DynamoDB's 400 KB.
 
