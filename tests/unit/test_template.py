@@ -713,9 +713,12 @@ def test_the_stack_set_steps_take_the_template_by_s3_when_it_is_past_what_a_body
         assert "aws s3 cp packaged.yaml s3://" in steps
 
 
-def test_a_group_lifeguard_cannot_read_is_alarmed() -> None:
-    # A PCS refusal (a permission missing) leaves the batch successful and the group unwatched: only the
-    # handlers' GroupsUnreadable metric says so, in the namespace and service the functions emit it under.
+@pytest.mark.parametrize("metric", ["GroupsUnreadable", "LaunchFailures"])
+def test_what_a_successful_batch_cannot_say_is_alarmed(metric: str) -> None:
+    # A PCS refusal (a permission missing) leaves the batch successful and the group unwatched, and PCS
+    # failing to launch nodes (capacity, a quota: DESIGN says report it, never fix a script for it) leaves
+    # the queue without nodes: only the handlers' metrics say so, in the namespace and service the
+    # functions emit them under.
     found = template()
     environment = found["Globals"]["Function"]["Environment"]["Variables"]
     alarms = [
@@ -723,7 +726,7 @@ def test_a_group_lifeguard_cannot_read_is_alarmed() -> None:
         for r in found["Resources"].values()
         if isinstance(r, dict) and r.get("Type") == "AWS::CloudWatch::Alarm"
     ]
-    (alarm,) = [a for a in alarms if a.get("MetricName") == "GroupsUnreadable"]
+    (alarm,) = [a for a in alarms if a.get("MetricName") == metric]
     assert alarm["Namespace"] == environment["POWERTOOLS_METRICS_NAMESPACE"]
     assert alarm["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
