@@ -835,6 +835,33 @@ def test_reports_alone_detect_the_loop_once_and_the_scaling_log_bearing_it_out_a
     assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["scaling_log", "node_reports"])
 
 
+def test_reports_alone_detect_a_loop_past_a_group_read_full_of_older_failed_runs() -> None:
+    """A group whose scaling log is not delivered that looped before keeps its failed runs for a fortnight:
+    its read stops at its bound, in key order (by instance, not time), before the new loop's. No instance
+    is named to read one by one, so the runs for a loop the reports alone show are read further."""
+    from lifeguard.node_report import NodeReport
+
+    world = World()
+    store = GroupStore(world.table, TABLE)
+    template = next(r for r in REPORTED if r["outcome"] == "failed")
+    older = [
+        NodeReport.model_validate(
+            {
+                **template,
+                "instance_id": f"i-f{n:016x}",
+                "started_at": template["started_at"] - 3 * 86_400,
+                "ended_at": template["ended_at"] - 3 * 86_400,
+            }
+        )
+        for n in range(RUNS_READ_MAX + 10)
+    ]
+    store.put_reports(older)  # three days before, sorting after the new loop's instances
+    ship(world, reports_handler(world), REPORTED)
+    [(detail_type, detail)] = world.bus.events()
+    assert detail_type == "BootstrapLoopDetected"
+    assert [f["instance_id"] for f in detail["failures"]] == [FIRST, SECOND]
+
+
 def test_the_scaling_log_first_then_the_reports_is_still_one_episode() -> None:
     world = World()
     world.feed(ARTICLE)

@@ -18,7 +18,7 @@ from lifeguard.attribution import (
 )
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.node_report import NodeReport
-from lifeguard.store.groups import GroupStore, Runs
+from lifeguard.store.groups import REPORTED_LOOP_READ_MAX, GroupStore, Runs
 
 __all__ = ["INSTANCES_READ_MAX", "GroupEvidence"]
 
@@ -51,6 +51,15 @@ class GroupEvidence:
     def reports(self) -> list[NodeReport]:
         """The group's failed runs, as one read holds them."""
         return self._read().reports
+
+    def reports_for_a_loop(self) -> list[NodeReport]:
+        """The group's failed runs for a loop the reports alone show: the group's read, and past its bound
+        a read of up to REPORTED_LOOP_READ_MAX of them (no instance is named to read one by one)."""
+        group = self._read()
+        if group.reports_complete:
+            return group.reports
+        cluster_id, group_id = self._state.cluster_id, self._state.group_id
+        return self.store.read_runs(cluster_id, group_id, marks=False, most=REPORTED_LOOP_READ_MAX).reports
 
     def reports_of(self, instances: Iterable[str]) -> list[NodeReport]:
         """The failed runs of `instances` (among others, when the group's read holds them all)."""

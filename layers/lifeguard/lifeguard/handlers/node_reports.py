@@ -217,7 +217,7 @@ class NodeReportsHandler:
                 revoked = revoke_false_proof(state, reports)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
-                detected = self._detect(state, evidence.reports(), reads, budget)
+                detected = self._detect(state, evidence, reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports)
             settled = self._settle(state)
@@ -315,11 +315,12 @@ class NodeReportsHandler:
         return holds_quarantine(actions, lambda: quarantined(state.cluster_id, state.group_id))
 
     def _detect(
-        self, state: GroupState, reports: list[NodeReport], reads: BatchReads, budget: _JudgedGroups
+        self, state: GroupState, evidence: GroupEvidence, reads: BatchReads, budget: _JudgedGroups
     ) -> list[ControllerEvent]:
         """A loop from the reports alone (module docstring), or nothing."""
         if launched_instances(state) is not None:
             return []  # its scaling log is delivered: that opens loops, the reports name the script
+        reports = evidence.reports_for_a_loop()
         since = state.last_episode.resolved_at if state.last_episode else None
         settings = self._settings(state)
         if reported_loop(reports, settings.threshold, settings.window_ms, since) is None:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INSTANCE_RUNS_MAX",
     "LAUNCH_RUNS_MAX",
+    "REPORTED_LOOP_READ_MAX",
     "REPORT_TTL_SECONDS",
     "RUNS_READ_MAX",
     "GroupStore",
@@ -60,6 +61,11 @@ REPORT_DIGEST_CHARS = 16  # of the sha256 of a failed run's report, ending its k
 # other). Past this bound the evidence is partial, and said: the instances a decision is about are then
 # read one by one (`lifeguard.handlers.evidence`), a few KB each.
 RUNS_READ_MAX = 1_000
+# The failed runs read for a loop the reports alone show (a group whose scaling log is not delivered): its
+# failures are not named by the scaling log, so past the group's read there is no instance to read one by
+# one, and a partial read (keys sort by instance, not time) could miss the newest. Read only for such a
+# group, and only when its 1,000 did not hold them all.
+REPORTED_LOOP_READ_MAX = 5_000
 # The runs of one instance read at most, of each kind: a real instance's are its scripts (at most 20 a stage)
 # times its boots in a fortnight.
 INSTANCE_RUNS_MAX = 1_000
@@ -613,7 +619,13 @@ class GroupStore:
         return found
 
     def read_runs(
-        self, cluster_id: str, group_id: str, instance: str | None = None, *, marks: bool = True
+        self,
+        cluster_id: str,
+        group_id: str,
+        instance: str | None = None,
+        *,
+        marks: bool = True,
+        most: int | None = None,
     ) -> Runs:
         """A group's stored failed runs, and (`marks`) the marks of its runs that did not fail; of one
         `instance` only, when given. The group's are one Query (their sort keys are the only ones that begin
@@ -621,14 +633,13 @@ class GroupStore:
         marks (RAN#): a flood of runs that did not fail never pushes the evidence of the failed ones past
         the read's bound. A flood of failed runs can (any node may write them): a read that stops at its
         bound says so (`Runs.reports_complete`), and the instances a decision is about are then read one
-        by one (`lifeguard.handlers.evidence`)."""
+        by one (`lifeguard.handlers.evidence`). `most`: the group's read's bound (RUNS_READ_MAX)."""
         pk = group_key(cluster_id, group_id)
         if instance is None:
-            items = list(
-                self._table.query(pk, RUNS if marks else REPORT, most=RUNS_READ_MAX, descending=True)
-            )
+            most = RUNS_READ_MAX if most is None else most
+            items = list(self._table.query(pk, RUNS if marks else REPORT, most=most, descending=True))
             items.reverse()  # each kind in key order, as before
-            whole = len(items) < RUNS_READ_MAX
+            whole = len(items) < most
             # Read from the end, every failed run comes before any mark: a mark read says they all were.
             reports_complete = whole or items[0]["sk"]["S"].startswith(RAN)
             marks_complete = whole and marks
