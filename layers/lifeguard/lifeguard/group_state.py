@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import sys
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
@@ -482,10 +483,13 @@ class GroupState(Model):
         return config.checked_at
 
     @property
-    def stored_chars(self) -> int:
-        """How many characters the JSON of the rest of the state (`unchanged_body`) takes, as last read or
-        written (0 before either): what it holds beyond its maps, its configurations among them."""
-        return len(self._stored_body or "")
+    def stored_footprint(self) -> int:
+        """About the bytes the rest of the state (its maps aside: its configurations among it) takes in
+        memory, as last read or written (0 before either): its JSON kept to compare with, at its width (1,
+        2 or 4 bytes a character: one character past Latin-1 widens all of it), and what that JSON holds,
+        about 1.5 bytes a character (measured: 2.44, 3.44 and 5.45 bytes a character in all)."""
+        body = self._stored_body
+        return 0 if body is None else sys.getsizeof(body) + len(body) * 3 // 2
 
     def body_changed(self, body: str) -> bool:
         """Whether the rest of the state, as JSON, differs from what the table holds."""

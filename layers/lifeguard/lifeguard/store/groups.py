@@ -397,16 +397,14 @@ class GroupStore:
     The states this store last wrote are kept in memory (a warm Lambda container's next batch skips the
     read): every write is conditional on the version, so a state another container changed meanwhile
     makes the write fail, and the caller redoes that group from a fresh read. The cache holds every group
-    the account has, up to `CACHE_ENTRIES` (a state weighs 50, its JSON up to `BODY_CHARS_FREE`
-    characters included, plus one a launch or outcome it holds and one each `BODY_CHARS_A_UNIT` characters
-    of JSON beyond: its configurations, which may take hundreds of KB each; a unit is about 150 bytes in
-    memory: 75 MB at most), least recently written first out.
+    the account has, up to `CACHE_ENTRIES` (a unit is about 150 bytes in memory: 75 MB at most; a state
+    weighs 50, plus one a launch or outcome it holds and one each 150 bytes its other fields take past
+    the 50's 7,500, `GroupState.stored_footprint`: its configurations, which may take hundreds of KB
+    each), least recently written first out.
     """
 
     CACHE_ENTRIES = 500_000
-    # A state in memory takes about 2.3 bytes a character of its JSON (the JSON kept to compare with, and
-    # the strings, dicts and lists it holds: measured with configurations of random arguments).
-    BODY_CHARS_FREE, BODY_CHARS_A_UNIT = 3_000, 60
+    UNIT_BYTES = 150
     # What each method needs the table's policy to allow (a test holds template.yaml's roles to it).
     PERMISSIONS: ClassVar[dict[str, tuple[str, ...]]] = {
         "load": ("dynamodb:GetItem",),
@@ -449,7 +447,7 @@ class GroupStore:
 
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
-        beyond = max(0, state.stored_chars - self.BODY_CHARS_FREE) // self.BODY_CHARS_A_UNIT
+        beyond = max(0, state.stored_footprint // self.UNIT_BYTES - 50)
         weight = 50 + len(state.launches) + len(state.outcomes) + beyond
         written = self._written
         held = written.get(key)
