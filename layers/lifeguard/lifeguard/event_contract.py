@@ -110,6 +110,7 @@ DETAIL_KEYS: tuple[str, ...] = (
 # PutEvents: an entry, and a whole request, under 256 KB (Source, DetailType, Detail and resources).
 ENTRY_MAX_BYTES = 256 * 1024 - 1024
 _TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
+_ENTRY = "EventBridge's 256 KB"
 _TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", "risks")
 # A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
 # characters of text JSON writes six bytes each): the table's change record keeps them whole.
@@ -142,17 +143,17 @@ def risks_found(detail: Mapping[str, Any]) -> int:
     return count
 
 
-def _with_left_out(detail_type: str, reason: object, left_out: list[str]) -> str:
-    """An event's reason, and which of its configurations were left out to fit an entry (within the
+def _with_left_out(detail_type: str, reason: object, left_out: list[str], into: str) -> str:
+    """An event's reason, and which of its configurations were left out to fit `into` (within the
     reason's bound)."""
     from lifeguard.bounds import REASON_MAX_CHARS
 
-    # A remediation's audit entry keeps both configurations; what a review read is what PCS holds.
-    if detail_type == "ConfigChangeReviewed":
-        kept = "`aws pcs get-compute-node-group` shows the configuration in place"
-    else:
+    # A remediation's audit entry keeps both configurations; a review's and a detection's is what PCS held.
+    if detail_type.startswith("Remediation"):
         kept = "`lifeguard history` shows them"
-    note = f"{' and '.join(left_out)} left out to fit EventBridge's 256 KB ({kept})."
+    else:
+        kept = "`aws pcs get-compute-node-group` shows the configuration in place"
+    note = f"{' and '.join(left_out)} left out to fit {into} ({kept})."
     said = reason if isinstance(reason, str) and reason else ""
     room = REASON_MAX_CHARS - len(note) - 1
     return f"{said[:room]} {note}" if said else note
@@ -189,17 +190,18 @@ class ControllerEvent:
         detail = self.fitted(ENTRY_MAX_BYTES - entry_size(head))
         return {**head, "Detail": json.dumps(detail, separators=(",", ":")), "EventBusName": bus_name}
 
-    def fitted(self, max_bytes: int) -> Mapping[str, Any]:
+    def fitted(self, max_bytes: int, *, into: str = _ENTRY) -> Mapping[str, Any]:
         """The detail, trimmed (`_TRIM_ORDER`) until its JSON takes at most `max_bytes`, or as far as it
-        goes."""
+        goes; what was left out is said as left out to fit `into` (a PutEvents entry, unless said)."""
         text = json.dumps(self.detail, separators=(",", ":"))
         if len(text.encode()) <= max_bytes:
             return self.detail
         detail = dict(self.detail)
         left_out: list[str] = []
+        trimmed = _TRIMMED if into == _ENTRY else f"(trimmed to fit {into})"
         for step in _TRIM_ORDER:
             if step == "log_tail" and isinstance(detail.get("suspect"), Mapping):
-                detail["suspect"] = {**detail["suspect"], "log_tail": _TRIMMED}
+                detail["suspect"] = {**detail["suspect"], "log_tail": trimmed}
             elif step == "failures":
                 detail["failures"] = list(detail.get("failures") or [])[-10:]
             elif step == "risks":
@@ -210,7 +212,8 @@ class ControllerEvent:
                 detail[step] = None if step.startswith("config") else []
                 if step.startswith("config"):
                     left_out.append(step)
-                    detail["reason"] = _with_left_out(self.detail_type, self.detail.get("reason"), left_out)
+                    reason = self.detail.get("reason")
+                    detail["reason"] = _with_left_out(self.detail_type, reason, left_out, into)
             if len(json.dumps(detail, separators=(",", ":")).encode()) <= max_bytes:
                 break
         return detail

@@ -39,10 +39,11 @@ MAX_ATTEMPTS = 10
 # events of the change being written always. Far more than a group's events between two invocations; one
 # dropped is logged as an error. Events are kept whole: one published from the outbox is the one made,
 # unless the change's own events take more than OUTBOX_MAX_STORED_BYTES between them (several events of
-# one batch, each carrying a configuration of tens of KiB of random arguments): each is then kept as
-# EventBridge would trim it to its share of that (`ControllerEvent.fitted`: its configurations left out,
-# its reason saying so), or the item would pass DynamoDB's 400 KB and no write of the group would ever
-# go through again. The events published at once, after the write, are the ones made.
+# one batch, each carrying a configuration of tens of KiB of random arguments): each is then kept
+# trimmed as EventBridge's entries are, to its share of that (`ControllerEvent.fitted`: its
+# configurations left out, its reason saying so), or the item would pass DynamoDB's 400 KB and no write
+# of the group would ever go through again. The events published right after the write are the ones
+# made; one published from the outbox (after a lost answer, a timeout or a failed put) is the trimmed.
 OUTBOX_MAX = 16
 OUTBOX_MAX_STORED_BYTES = 96 * 1024
 logger = logging.getLogger("lifeguard")
@@ -292,10 +293,11 @@ def _kept_entries(events: list[ControllerEvent]) -> list[dict[str, Any]]:
     if sum(stored_bytes(json.dumps(entry)) for entry in entries) <= OUTBOX_MAX_STORED_BYTES:
         return entries
     share = OUTBOX_MAX_STORED_BYTES // len(events)
-    fitted = [ControllerEvent(e.detail_type, e.fitted(share), e.key).to_dict() for e in events]
+    into = f"the group's outbox ({OUTBOX_MAX_STORED_BYTES // 1024} KB, in its table item)"
+    fitted = [ControllerEvent(e.detail_type, e.fitted(share, into=into), e.key).to_dict() for e in events]
     logger.warning(
-        "%d event(s) of one change take more than %d KB: kept in the outbox as EventBridge would trim them "
-        "(%s); published whole now",
+        "%d event(s) of one change take more than %d KB: kept in the outbox trimmed (%s); published whole "
+        "right after the write, trimmed if from the outbox",
         len(events),
         OUTBOX_MAX_STORED_BYTES // 1024,
         ", ".join(event.key for event in events),
