@@ -731,6 +731,8 @@ def test_what_a_successful_batch_cannot_say_is_alarmed(metric: str) -> None:
     assert alarm["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    if metric == "LaunchFailures":  # a moment's shortage, which PCS's next launch gets past, pages no one
+        assert (alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (300, 3, 2)
 
 
 def test_the_longest_cluster_id_the_stack_takes_names_a_delivery_source_cloudwatch_takes() -> None:
