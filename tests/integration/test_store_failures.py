@@ -141,19 +141,11 @@ def big_config() -> dict[str, Any]:
     return {"stages": {"nodeBootstrapped": scripts}}
 
 
-def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
-    world: Any, local: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
+def stored_with(store: GroupStore, good: dict[str, Any], broken: dict[str, Any]) -> None:
+    """The group's state stored with `broken` its configuration and `good` its proven-good one."""
     from lifeguard.group_state import KnownConfig, ProvenGood
     from lifeguard.lifecycle import canonical_json, fingerprint_of_json
-    from lifeguard.store.table import stored_bytes
 
-    stack, _, _, _ = world
-    store = GroupStore(local.client("dynamodb"), stack.table)
-    good, broken = big_config(), big_config()
-    for config in (good, broken):
-        assert stored_bytes(canonical_json(config)) <= CONFIG_MAX_STORED_BYTES  # kept whole
     state = store.load(CLUSTER, GROUP)
     state.config = KnownConfig(
         modified_at=2,
@@ -165,6 +157,21 @@ def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
         fingerprint="f", node_lifecycle_actions=good, modified_at=1, proven_at=1, instance_id="i-0"
     )
     store.save(state)
+
+
+def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
+    world: Any, local: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
+    from lifeguard.lifecycle import canonical_json
+    from lifeguard.store.table import stored_bytes
+
+    stack, _, _, _ = world
+    store = GroupStore(local.client("dynamodb"), stack.table)
+    good, broken = big_config(), big_config()
+    for config in (good, broken):
+        assert stored_bytes(canonical_json(config)) <= CONFIG_MAX_STORED_BYTES  # kept whole
+    stored_with(store, good, broken)
     # EventBridge refuses every put (the bus deleted, a policy changed, an outage): each revision of the
     # episode (a config change, escalation) queues an event that carries config_before.
     publisher = EventPublisher(local.client("events"), "no-such-bus", sleep=lambda _: None)
@@ -206,24 +213,11 @@ def test_a_change_whose_events_would_pass_the_item_bound_keeps_them_trimmed_and_
     """One batch can make several events of a group (a loop detected, resolved and detected again), each
     carrying the configuration: with configurations of tens of KiB of random arguments, kept whole they
     would take the item past DynamoDB's 400 KB, and every write of the group would fail from then on."""
-    from lifeguard.group_state import KnownConfig, ProvenGood
-    from lifeguard.lifecycle import canonical_json, fingerprint_of_json
     from lifeguard.store.table import stored_bytes
 
     stack, _, _, working = world
     store = GroupStore(local.client("dynamodb"), stack.table)
-    good, broken = big_config(), big_config()
-    state = store.load(CLUSTER, GROUP)
-    state.config = KnownConfig(
-        modified_at=2,
-        fingerprint=fingerprint_of_json(canonical_json(broken)),
-        node_lifecycle_actions=broken,
-        checked_at=2,
-    )
-    state.proven_good = ProvenGood(
-        fingerprint="f", node_lifecycle_actions=good, modified_at=1, proven_at=1, instance_id="i-0"
-    )
-    store.save(state)
+    stored_with(store, big_config(), big_config())
     publisher = EventPublisher(local.client("events"), "no-such-bus", sleep=lambda _: None)
     updater = GroupUpdater(store, publisher)
     made: list[ControllerEvent] = []
