@@ -17,6 +17,11 @@
 # the stack's managed policy NodePolicyArn (s3:GetObject and s3:GetObjectVersion on the bundle and this
 # script; logs:CreateLogStream, logs:PutLogEvents, logs:GetLogEvents on the log group).
 set -euo pipefail
+# Root's files are root's alone to change, whatever umask the agent runs scripts with, and Python imports
+# nothing from the directory it was started in (`-c` and `-` put it first on the path): a user who can write
+# there would otherwise have root run their boto3.py.
+umask 022
+cd /
 
 usage="usage: install-shipper.sh BUNDLE_LOCATION BUNDLE_SHA256 LOG_GROUP [BUNDLE_VERSION_ID]"
 bundle_location=${1:?$usage}
@@ -38,6 +43,9 @@ if ! "$python" -c 'import boto3' 2>/dev/null; then
 fi
 
 mkdir -p "$install_dir" "$(dirname "$unit")"
+# A directory left from before with other modes or owner (the bundle and its temporary file live in it).
+chmod 0755 "$install_dir"
+if [ "$(id -u)" -eq 0 ]; then chown 0:0 "$install_dir"; fi
 download=$(mktemp "$install_dir/.bundle.XXXXXX")
 trap 'rm -f "$download"' EXIT
 # The bundle is about 150 KB: a download is refused past this, and past these times, so neither a wrong
@@ -105,6 +113,7 @@ RestartSec=2
 [Install]
 WantedBy=multi-user.target
 UNIT
+chmod 0644 "$unit.tmp"
 mv -f "$unit.tmp" "$unit"
 
 systemctl daemon-reload

@@ -132,7 +132,7 @@ def _publish_file(s3: Any, bucket: str, key: str, path: Path) -> PublishedObject
     except OSError as exc:
         raise PublishError(f"{path.name} is not in the function's package: {exc.strerror}") from None
     digest = hashlib.sha256(body).hexdigest()
-    current = _current_version(s3, bucket, key, digest)
+    current = _current_version(s3, bucket, key, digest, len(body))
     if current is not None:
         logger.info("%s is unchanged (sha256 %s): keeping version %s", location, digest, current)
         return PublishedObject(location, current, digest)
@@ -154,9 +154,11 @@ def _publish_file(s3: Any, bucket: str, key: str, path: Path) -> PublishedObject
     return PublishedObject(location, str(version), digest)
 
 
-def _current_version(s3: Any, bucket: str, key: str, digest: str) -> str | None:
-    """The version id of the object at `key` when it already holds these bytes (by the sha256 recorded
-    when it was published), else None."""
+def _current_version(s3: Any, bucket: str, key: str, digest: str, size: int) -> str | None:
+    """The version id of the object at `key` when it already holds these bytes, else None. The sha256
+    recorded when it was published says which to look at; the bytes are read back and hashed, since
+    anyone who may put an object there may write that label on other bytes (the next release's digest is
+    known: the build is reproducible), and the pins would then name them."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
@@ -164,9 +166,18 @@ def _current_version(s3: Any, bucket: str, key: str, digest: str) -> str | None:
     except (ClientError, BotoCoreError):
         return None  # absent or unreadable: PutObject says what is wrong, if anything
     version = head.get("VersionId")
-    if head.get("Metadata", {}).get(_SHA256_METADATA) == digest and version and version != "null":
-        return str(version)
-    return None
+    if head.get("Metadata", {}).get(_SHA256_METADATA) != digest or not version or version == "null":
+        return None
+    try:
+        held = s3.get_object(Bucket=bucket, Key=key, VersionId=version)["Body"].read(size + 1)
+    except (ClientError, BotoCoreError):
+        return None
+    if hashlib.sha256(held).hexdigest() != digest:
+        logger.warning(
+            "s3://%s/%s version %s is labelled sha256 %s but holds other bytes", bucket, key, version, digest
+        )
+        return None
+    return str(version)
 
 
 def _s3_client() -> Any:

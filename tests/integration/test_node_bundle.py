@@ -299,6 +299,39 @@ def test_install_shipper_verifies_installs_and_starts_the_service(
         stop_shipper(node)
 
 
+def test_install_shipper_leaves_root_s_files_root_s_whatever_the_umask_and_directory_it_runs_in(
+    node: Node, installable: dict[str, str], tmp_path: Path
+) -> None:
+    """PCS's agent runs lifecycle scripts as root with its own umask, in a directory of its choosing: the
+    installed bundle, its directory and the unit root runs from stay writable by root alone, and Python
+    imports no boto3.py from that directory."""
+    here = tmp_path / "agent-cwd"
+    here.mkdir()
+    planted = tmp_path / "planted"
+    (here / "boto3.py").write_text(f"open({str(planted)!r}, 'w').write('imported')\n")
+    (node.root / "opt/lifeguard").mkdir(parents=True)
+    (node.root / "opt/lifeguard").chmod(0o777)  # left from before, open to all
+    args = [installable["location"], installable["sha256"], installable["log_group"]]
+    try:
+        result = subprocess.run(
+            ["bash", "-c", 'umask 000 && exec bash "$0" "$@"', str(INSTALL_SHIPPER), *args],
+            env=node.env,
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert not planted.exists()
+        mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+        assert mode(node.root / "opt/lifeguard") == 0o755
+        assert mode(node.root / "opt/lifeguard/lifeguard-node.pyz") == 0o755
+        assert mode(node.root / "etc/systemd/system/lifeguard-shipper.service") == 0o644
+    finally:
+        stop_shipper(node)
+
+
 def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
     node: Node, installable: dict[str, str]
 ) -> None:

@@ -248,6 +248,25 @@ def test_an_update_with_the_same_files_keeps_every_version(
     assert len(versions) == 2
 
 
+def test_other_bytes_labelled_with_the_bundle_s_digest_are_not_pinned(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
+    """Anyone who may put an object in the bucket may label other bytes with the next release's digest
+    (the build is reproducible): the pins must name the bundle's bytes, not the label's."""
+    bucket = versioned_bucket(aws)
+    bundle = (package / "lifeguard-node.pyz").read_bytes()
+    digest = hashlib.sha256(bundle).hexdigest()
+    forged = aws.client("s3").put_object(
+        Bucket=bucket, Key="lifeguard/lifeguard-node.pyz", Body=b"not the bundle", Metadata={"sha256": digest}
+    )["VersionId"]
+    load_function(package).lambda_handler(cfn_event("Create", answers.url, bucket), FakeContext())
+    answer = answers.received[0][2]
+    assert answer["Status"] == "SUCCESS", answer["Reason"]
+    pinned = answer["Data"]
+    assert pinned["BundleVersionId"] != forged
+    assert read_version(aws, pinned["BundleLocation"], pinned["BundleVersionId"]) == bundle
+
+
 def test_delete_answers_success_and_leaves_every_object(
     package: Path, answers: ResponseSink, aws: Any
 ) -> None:
