@@ -52,8 +52,9 @@ REASON_MAX_CHARS = 1000
 # Answer FAILED this long before Lambda's own timeout would leave CloudFormation waiting for an hour.
 TIMEOUT_MARGIN_SECONDS = 5.0
 # What the function's role must allow under lifeguard/ (a test holds template.yaml to it): HeadObject,
-# to keep an unchanged file's version, is authorised as s3:GetObject.
-PERMISSIONS = ("s3:PutObject", "s3:GetObject")
+# to keep an unchanged file's version, is authorised as s3:GetObject; reading its bytes back, by version, as
+# s3:GetObjectVersion.
+PERMISSIONS = ("s3:PutObject", "s3:GetObject", "s3:GetObjectVersion")
 RESPONSE_ATTEMPTS = 3
 RESPONSE_TIMEOUT_SECONDS = 10.0
 _SHA256_METADATA = "sha256"
