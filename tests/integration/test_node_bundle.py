@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
+import http.server
 import json
 import os
 import shlex
@@ -13,6 +14,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import zipfile
@@ -330,6 +332,47 @@ def test_install_shipper_leaves_root_s_files_root_s_whatever_the_umask_and_direc
         assert mode(node.root / "etc/systemd/system/lifeguard-shipper.service") == 0o644
     finally:
         stop_shipper(node)
+
+
+class _Imds(http.server.BaseHTTPRequestHandler):
+    """IMDSv2 on loopback: a token for a PUT, the region for a GET that carries it."""
+
+    def do_PUT(self) -> None:
+        self._answer(b"token-1" if self.path == "/latest/api/token" else None)
+
+    def do_GET(self) -> None:
+        known = self.headers.get("X-aws-ec2-metadata-token") == "token-1"
+        wanted = self.path == "/latest/meta-data/placement/region"
+        self._answer(b"us-gov-west-1" if known and wanted else None)
+
+    def _answer(self, body: bytes | None) -> None:
+        self.send_response(200 if body is not None else 401)
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_install_shipper_fetches_in_the_instance_s_region_which_pcs_does_not_give_its_scripts(
+    node: Node, installable: dict[str, str]
+) -> None:
+    """Without AWS_REGION, boto3 goes to the commercial partition's S3, which refuses GovCloud's and
+    China's credentials: the installer asks IMDSv2 for the instance's region, as the shipper does."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Imds)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        node.env.pop(name, None)
+    node.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = f"http://127.0.0.1:{server.server_port}"
+    try:
+        result = run_install_shipper(
+            node, installable["location"], installable["sha256"], installable["log_group"]
+        )
+        assert result.returncode == 0, result.stderr
+        assert "fetching from S3 in us-gov-west-1" in result.stderr
+    finally:
+        stop_shipper(node)
+        server.shutdown()
 
 
 def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
