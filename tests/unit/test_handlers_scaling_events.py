@@ -139,6 +139,30 @@ class World:
         return self.table.single_writes() + self.table.calls("TransactWriteItems")
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["by its stream", "by its records"])
+def test_a_cluster_outside_the_stacks_cluster_ids_is_ignored_not_parked(
+    named: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stacks that deliver to one scaling-log group each see the others' clusters, which their roles may
+    not list: those records are ignored and counted, not held as a cluster PCS refused to list (the batch
+    failed, was retried and parked, and alarmed, batch after batch)."""
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "pcs_0fedcba987")
+    world = World()
+    rows = ARTICLE
+    if named:
+        summary = world.feed(rows)
+    else:  # a stream not named as PCS names it (a replay, a group wired by hand): each record says
+        world.clock.set(datetime.fromtimestamp(max(r["event_timestamp"] for r in rows) / 1000, UTC))
+        summary = world.handler.handle_messages((json.dumps(r), "(record)") for r in rows)
+    assert (summary.records, summary.ignored, summary.skipped, summary.groups) == (len(rows), len(rows), 0, 0)
+    assert world.bus.entries == []
+    assert world.pcs_calls("ListComputeNodeGroups") == world.pcs_calls("GetComputeNodeGroup") == 0
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", f"pcs_0fedcba987,{CLUSTER}")
+    world.handler = world.container()
+    world.feed(ARTICLE)
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:
     world = World()
     summary = world.feed(ARTICLE)

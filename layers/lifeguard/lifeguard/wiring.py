@@ -141,6 +141,7 @@ def build_scaling_events(
         clock=clock or time.time,
         quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
         changed_by=change_lookup(w),
+        clusters=cluster_ids(),
     )
 
 
@@ -172,9 +173,9 @@ def change_lookup(w: Wiring) -> ChangedBy:
 
 
 def cluster_ids(explicit: str | None = None) -> frozenset[str]:
-    """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose node reports may
-    detect a loop on their own, and whose configuration changes are reviewed; empty for every cluster of
-    the account."""
+    """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose scaling logs are
+    read, whose node reports may detect a loop on their own, and whose configuration changes are reviewed;
+    empty for every cluster of the account."""
     listed = setting("cluster_ids", explicit, "", str)
     return frozenset(part.strip() for part in listed.split(",") if part.strip())
 

@@ -79,7 +79,8 @@ class BatchSummary(Skips):
 
     Every record is accounted for: `skipped` (not a valid record, or implausible; `skipped_reasons` says
     why, by reason: a record of a status the detection reads that names no node or group among them),
-    `ignored` (valid, but of a status the detection does not read), or used.
+    `ignored` (valid, but of a status the detection does not read, or of a cluster outside the stack's
+    ClusterIds), or used.
     """
 
     records: int = 0
@@ -192,6 +193,7 @@ class ScalingEventsHandler:
         tag_refresh_seconds: float = 300.0,
         quarantined: Callable[[str, str], set[tuple[str, str]]] = lambda _cluster, _group: set(),
         changed_by: ChangedBy = lambda _cluster, _group, _config: None,
+        clusters: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
         self.pcs = pcs
@@ -209,6 +211,10 @@ class ScalingEventsHandler:
         self.changed_by = changed_by
         # Each cluster's last listing, for the proofs of later batches (`KeptListings`).
         self.listings = KeptListings()
+        # The stack's ClusterIds (empty: every cluster of the account). A scaling-log group several stacks
+        # deliver to holds other stacks' clusters, which this stack may not read: their records are
+        # ignored, counted, not parked as a cluster PCS refused to list.
+        self.clusters = clusters
 
     # -- entry points --
 
@@ -220,7 +226,22 @@ class ScalingEventsHandler:
         cluster = stream_cluster(batch.log_stream)
         if cluster is None and batch.log_stream.startswith(_PCS_STREAMS):
             return self._refused_stream(batch.log_stream, len(batch.raw_events))
+        if cluster is not None and not self._watched(cluster):
+            return self._unwatched_stream(cluster, len(batch.raw_events))
         return self.handle_messages(batch.messages(), cluster=cluster)
+
+    def _watched(self, cluster_id: str) -> bool:
+        return not self.clusters or cluster_id in self.clusters
+
+    def _unwatched_stream(self, cluster: str, count: int) -> BatchSummary:
+        """A batch of the scaling log of a cluster outside the stack's ClusterIds (another stack's, in a
+        group both deliver to): ignored, counted, said in one line."""
+        summary = BatchSummary(records=count, ignored=count)
+        logger.info(
+            "ignored %d record(s) of cluster %s: not among the stack's ClusterIds", count, clip(cluster)
+        )
+        self.metric("RecordsProcessed", count)
+        return summary
 
     def _refused_stream(self, log_stream: str, count: int) -> BatchSummary:
         """A batch of a stream named as PCS names a cluster's, but not for a cluster id of PCS's form
@@ -287,6 +308,8 @@ class ScalingEventsHandler:
 
     def _handle(self, records: list[ScalingLogRecord], summary: BatchSummary) -> None:
         by_group: dict[tuple[str, str], list[ScalingLogRecord]] = {}
+        unwatched: set[str] = set()
+        watched = self.clusters  # empty: every cluster
         for record in records:
             status, reason = record.status_code, record.reason_code
             pair = (status, reason)
@@ -307,7 +330,10 @@ class ScalingEventsHandler:
                 )
             cluster_id, group_id = record.resource_id, record.compute_node_group_id
             acted_on = status == "LAUNCHED" or pair in _FOLDED
-            if acted_on and cluster_id and group_id and record.details.instance_id:
+            if cluster_id and watched and cluster_id not in watched:
+                summary.ignored += 1  # another stack's cluster (`clusters`)
+                unwatched.add(cluster_id)
+            elif acted_on and cluster_id and group_id and record.details.instance_id:
                 key = (cluster_id, group_id)
                 kept = by_group.get(key)
                 if kept is None:
@@ -327,6 +353,13 @@ class ScalingEventsHandler:
                 summary.skip(f"{status} record without {' or '.join(missing)}", group_id or "(record)")
             else:
                 summary.ignored += 1
+        if unwatched:
+            named = ", ".join(clip(cluster) for cluster in sorted(unwatched)[:5])
+            logger.info(
+                "ignored the records of %d cluster(s) not among the stack's ClusterIds: %s",
+                len(unwatched),
+                named,
+            )
         mutations = {}
         per_cluster: dict[str, int] = {}
         for cluster_id, _ in by_group:
