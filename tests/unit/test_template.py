@@ -203,6 +203,18 @@ def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
     assert publish["Resource"] == {"Fn::Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
 
 
+def test_only_the_bundle_publisher_may_put_or_delete_what_nodes_run() -> None:
+    # Anyone else who could put an object there could have the next deploy pin it, or delete the versions
+    # enrolled nodes pin (their shipper then gone without a word: the installer is CONTINUE).
+    policy = resources()["NodeBundleBucketPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    (deny,) = [s for s in policy if s.get("Sid") == "OnlyThePublisherWrites"]
+    assert (deny["Effect"], deny["Principal"]) == ("Deny", "*")
+    assert set(deny["Action"]) == {"s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion"}
+    assert deny["Condition"] == {
+        "ArnNotEquals": {"aws:PrincipalArn": {"Fn::GetAtt": ["NodeBundleRole", "Arn"]}}
+    }
+
+
 def test_the_node_policy_allows_what_the_node_code_calls_on_the_bundle_and_the_report_group() -> None:
     from lifeguard.node.fetch import S3Fetcher
     from lifeguard.node.shipper import CloudWatchSink
