@@ -148,13 +148,15 @@ def test_a_cluster_outside_the_stacks_cluster_ids_is_ignored_not_parked(
     failed, was retried and parked, and alarmed, batch after batch)."""
     monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "pcs_0fedcba987")
     world = World()
-    rows = ARTICLE
+    capacity = {**ARTICLE[0], "status_code": "LAUNCH_FAILED", "reason_code": "INSUFFICIENT_CAPACITY"}
+    rows = [*ARTICLE, capacity]  # another stack's capacity problem is that stack's to report
     if named:
         summary = world.feed(rows)
     else:  # a stream not named as PCS names it (a replay, a group wired by hand): each record says
         world.clock.set(datetime.fromtimestamp(max(r["event_timestamp"] for r in rows) / 1000, UTC))
         summary = world.handler.handle_messages((json.dumps(r), "(record)") for r in rows)
     assert (summary.records, summary.ignored, summary.skipped, summary.groups) == (len(rows), len(rows), 0, 0)
+    assert summary.launch_failures == 0
     assert world.bus.entries == []
     assert world.pcs_calls("ListComputeNodeGroups") == world.pcs_calls("GetComputeNodeGroup") == 0
     monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", f"pcs_0fedcba987,{CLUSTER}")

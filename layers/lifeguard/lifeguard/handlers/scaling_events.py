@@ -311,6 +311,11 @@ class ScalingEventsHandler:
         unwatched: set[str] = set()
         watched = self.clusters  # empty: every cluster
         for record in records:
+            cluster_id = record.resource_id
+            if cluster_id and watched and cluster_id not in watched:
+                summary.ignored += 1  # another stack's cluster (`clusters`): not counted, nor told
+                unwatched.add(cluster_id)
+                continue
             status, reason = record.status_code, record.reason_code
             pair = (status, reason)
             if pair not in KNOWN_PAIRS:
@@ -328,12 +333,9 @@ class ScalingEventsHandler:
                     record.reason_code,
                     record.compute_node_group_id,
                 )
-            cluster_id, group_id = record.resource_id, record.compute_node_group_id
+            group_id = record.compute_node_group_id
             acted_on = status == "LAUNCHED" or pair in _FOLDED
-            if cluster_id and watched and cluster_id not in watched:
-                summary.ignored += 1  # another stack's cluster (`clusters`)
-                unwatched.add(cluster_id)
-            elif acted_on and cluster_id and group_id and record.details.instance_id:
+            if acted_on and cluster_id and group_id and record.details.instance_id:
                 key = (cluster_id, group_id)
                 kept = by_group.get(key)
                 if kept is None:
