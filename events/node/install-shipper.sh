@@ -65,8 +65,8 @@ config = Config(connect_timeout=10, read_timeout=60, retries={"max_attempts": 3,
 # The agent gives scripts no AWS_REGION, and boto3 would then go to the commercial partition's S3, which
 # refuses GovCloud's credentials: the instance's own region, through IMDSv2, as the shipper finds it.
 region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-if not region:
-    import urllib.request
+if not region and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "true":
+    import http.client, urllib.request
     imds = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://169.254.169.254").rstrip("/")
     def imds_read(path, method="GET", **headers):
         request = urllib.request.Request(imds + path, method=method, headers=headers)
@@ -74,8 +74,8 @@ if not region:
     try:
         token = imds_read("/latest/api/token", "PUT", **{"X-aws-ec2-metadata-token-ttl-seconds": "60"})
         region = imds_read("/latest/meta-data/placement/region", **{"X-aws-ec2-metadata-token": token})
-    except (OSError, ValueError):
-        region = None
+    except (OSError, ValueError, http.client.HTTPException):
+        region = None  # boto3's own default: the commercial partition
 print(f"install-shipper: fetching from S3 in {region or 'the default region'}", file=sys.stderr)
 s3 = boto3.client("s3", region_name=region or None, endpoint_url=endpoint or None, config=config)
 data = s3.get_object(Bucket=bucket, Key=key, **extra)["Body"].read(limit + 1)

@@ -171,7 +171,10 @@ def _current_version(s3: Any, bucket: str, key: str, digest: str, size: int) -> 
         return None
     try:
         held = s3.get_object(Bucket=bucket, Key=key, VersionId=version)["Body"].read(size + 1)
-    except (ClientError, BotoCoreError):
+    except (ClientError, BotoCoreError) as exc:
+        logger.warning(
+            "cannot read s3://%s/%s version %s back (%s): publishing it again", bucket, key, version, exc
+        )
         return None
     if hashlib.sha256(held).hexdigest() != digest:
         logger.warning(

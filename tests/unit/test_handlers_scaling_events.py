@@ -152,15 +152,17 @@ def test_a_cluster_outside_the_stacks_cluster_ids_is_ignored_not_parked(
     rows = [*ARTICLE, capacity]  # another stack's capacity problem is that stack's to report
     if named:
         summary = world.feed(rows)
-    else:  # a stream not named as PCS names it (a replay, a group wired by hand): each record says
-        world.clock.set(datetime.fromtimestamp(max(r["event_timestamp"] for r in rows) / 1000, UTC))
+    else:  # a stream not named as PCS names it (a replay, a group wired by hand): each record says, and
+        # one of a time this stack would skip is another stack's to judge
+        latest = max(r["event_timestamp"] for r in rows) / 1000
+        world.clock.set(datetime.fromtimestamp(latest + 30 * 86_400, UTC))
         summary = world.handler.handle_messages((json.dumps(r), "(record)") for r in rows)
     assert (summary.records, summary.ignored, summary.skipped, summary.groups) == (len(rows), len(rows), 0, 0)
     assert summary.launch_failures == 0
     assert world.bus.entries == []
     assert world.pcs_calls("ListComputeNodeGroups") == world.pcs_calls("GetComputeNodeGroup") == 0
     monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", f"pcs_0fedcba987,{CLUSTER}")
-    world.handler = world.container()
+    world = World()
     world.feed(ARTICLE)
     assert world.published() == ["BootstrapLoopDetected"]
 

@@ -269,6 +269,7 @@ class ScalingEventsHandler:
         now_ms = int(self.clock() * 1000)
         earliest, latest = plausible_times(now_ms)
         kept: list[ScalingLogRecord] = []
+        watched = self.clusters  # a record of another (another stack's) is set aside by `_handle`, uncounted
         for message, where in messages:
             summary.records += 1
             record = read_scaling_log_message(message, where=where)
@@ -282,7 +283,7 @@ class ScalingEventsHandler:
                     where,
                     f"names {record.resource_id}, in the scaling log of {cluster}",
                 )
-            elif earliest <= record.event_timestamp <= latest:
+            elif earliest <= record.event_timestamp <= latest or _unwatched(record, watched):
                 kept.append(record)
             else:
                 _implausible(summary, record, where, now_ms)
@@ -295,9 +296,10 @@ class ScalingEventsHandler:
         now_ms = int(self.clock() * 1000)
         earliest, latest = plausible_times(now_ms)
         kept: list[ScalingLogRecord] = []
+        watched = self.clusters
         for record in records:
             summary.records += 1
-            if earliest <= record.event_timestamp <= latest:
+            if earliest <= record.event_timestamp <= latest or _unwatched(record, watched):
                 kept.append(record)
             else:
                 _implausible(summary, record, "(record)", now_ms)
@@ -899,6 +901,11 @@ class ScalingEventsHandler:
             )
         logger.warning("group %s: %s", state.group_id, reason)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+
+def _unwatched(record: ScalingLogRecord, watched: frozenset[str]) -> bool:
+    """Whether the record is of a cluster outside the stack's ClusterIds (`watched`; empty: none is)."""
+    return bool(watched) and record.resource_id is not None and record.resource_id not in watched
 
 
 def _new_failures_since(episode: Episode) -> int | None:
