@@ -226,12 +226,9 @@ class ScalingEventsHandler:
         cluster = stream_cluster(batch.log_stream)
         if cluster is None and batch.log_stream.startswith(_PCS_STREAMS):
             return self._refused_stream(batch.log_stream, len(batch.raw_events))
-        if cluster is not None and not self._watched(cluster):
-            return self._unwatched_stream(cluster, len(batch.raw_events))
+        if (other := _other_cluster(cluster, self.clusters)) is not None:
+            return self._unwatched_stream(other, len(batch.raw_events))
         return self.handle_messages(batch.messages(), cluster=cluster)
-
-    def _watched(self, cluster_id: str) -> bool:
-        return not self.clusters or cluster_id in self.clusters
 
     def _unwatched_stream(self, cluster: str, count: int) -> BatchSummary:
         """A batch of the scaling log of a cluster outside the stack's ClusterIds (another stack's, in a
@@ -283,7 +280,7 @@ class ScalingEventsHandler:
                     where,
                     f"names {record.resource_id}, in the scaling log of {cluster}",
                 )
-            elif earliest <= record.event_timestamp <= latest or _unwatched(record, watched):
+            elif earliest <= record.event_timestamp <= latest or _other_cluster(record.resource_id, watched):
                 kept.append(record)
             else:
                 _implausible(summary, record, where, now_ms)
@@ -299,7 +296,7 @@ class ScalingEventsHandler:
         watched = self.clusters
         for record in records:
             summary.records += 1
-            if earliest <= record.event_timestamp <= latest or _unwatched(record, watched):
+            if earliest <= record.event_timestamp <= latest or _other_cluster(record.resource_id, watched):
                 kept.append(record)
             else:
                 _implausible(summary, record, "(record)", now_ms)
@@ -314,9 +311,9 @@ class ScalingEventsHandler:
         watched = self.clusters  # empty: every cluster
         for record in records:
             cluster_id = record.resource_id
-            if cluster_id and watched and cluster_id not in watched:
+            if watched and (other := _other_cluster(cluster_id, watched)) is not None:
                 summary.ignored += 1  # another stack's cluster (`clusters`): not counted, nor told
-                unwatched.add(cluster_id)
+                unwatched.add(other)
                 continue
             status, reason = record.status_code, record.reason_code
             pair = (status, reason)
@@ -903,9 +900,9 @@ class ScalingEventsHandler:
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
 
-def _unwatched(record: ScalingLogRecord, watched: frozenset[str]) -> bool:
-    """Whether the record is of a cluster outside the stack's ClusterIds (`watched`; empty: none is)."""
-    return bool(watched) and record.resource_id is not None and record.resource_id not in watched
+def _other_cluster(cluster_id: str | None, watched: frozenset[str]) -> str | None:
+    """`cluster_id` when it is a cluster outside the stack's ClusterIds (`watched`; empty: none is)."""
+    return cluster_id if watched and cluster_id is not None and cluster_id not in watched else None
 
 
 def _new_failures_since(episode: Episode) -> int | None:

@@ -221,8 +221,9 @@ class GroupUpdater:
         change = mutate(state)
         if change.events:
             by = {"by": attempt} if attempt is not None else {}
-            state.outbox.extend({**entry, "queued_at": now, **by} for entry in _kept_entries(change.events))
-            kept = _bounded(state.outbox, len(change.events))
+            fresh, fresh_bytes = _kept_entries(change.events, {"queued_at": now, **by})
+            state.outbox.extend(fresh)
+            kept = _bounded(state.outbox, len(fresh), fresh_bytes)
             if len(kept) < len(state.outbox):
                 dropped = state.outbox[: len(state.outbox) - len(kept)]
                 state.outbox = kept
@@ -286,15 +287,20 @@ class GroupUpdater:
         )
 
 
-def _kept_entries(events: list[ControllerEvent]) -> list[dict[str, Any]]:
-    """The outbox entries of a change's events: whole, unless they take more than OUTBOX_MAX_STORED_BYTES
-    between them; then each fitted to its share of that (its JSON, no smaller compressed)."""
-    entries = [event.to_dict() for event in events]
-    if sum(stored_bytes(json.dumps(entry)) for entry in entries) <= OUTBOX_MAX_STORED_BYTES:
-        return entries
+def _kept_entries(events: list[ControllerEvent], extra: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """The outbox entries of a change's events (with `extra`), and what they take stored: whole, unless they
+    take more than OUTBOX_MAX_STORED_BYTES between them; then each fitted to its share of that (its JSON, no
+    smaller compressed)."""
+    entries = [{**event.to_dict(), **extra} for event in events]
+    size = _stored_size(entries)
+    if size <= OUTBOX_MAX_STORED_BYTES:
+        return entries, size
     share = OUTBOX_MAX_STORED_BYTES // len(events)
     into = f"the group's outbox ({OUTBOX_MAX_STORED_BYTES // 1024} KB, in its table item)"
-    fitted = [ControllerEvent(e.detail_type, e.fitted(share, into=into), e.key).to_dict() for e in events]
+    fitted = [
+        {**ControllerEvent(e.detail_type, e.fitted(share, into=into), e.key).to_dict(), **extra}
+        for e in events
+    ]
     logger.warning(
         "%d event(s) of one change take more than %d KB: kept in the outbox trimmed (%s); published whole "
         "right after the write, trimmed if from the outbox",
@@ -302,15 +308,20 @@ def _kept_entries(events: list[ControllerEvent]) -> list[dict[str, Any]]:
         OUTBOX_MAX_STORED_BYTES // 1024,
         ", ".join(event.key for event in events),
     )
-    return fitted
+    return fitted, _stored_size(fitted)
 
 
-def _bounded(outbox: list[dict[str, Any]], fresh: int) -> list[dict[str, Any]]:
+def _stored_size(entries: list[dict[str, Any]]) -> int:
+    """What outbox entries take stored (each as its own document: no less than in the state's body)."""
+    return sum(stored_bytes(json.dumps(entry)) for entry in entries)
+
+
+def _bounded(outbox: list[dict[str, Any]], fresh: int, fresh_bytes: int) -> list[dict[str, Any]]:
     """The newest entries of `outbox` within OUTBOX_MAX and OUTBOX_MAX_STORED_BYTES; its last `fresh` (the
-    change being written) kept whatever they take."""
+    change being written, taking `fresh_bytes` stored) kept whatever they take."""
     if len(outbox) <= fresh:
         return outbox
-    size = sum(stored_bytes(json.dumps(entry)) for entry in outbox[-fresh:]) if fresh else 0
+    size = fresh_bytes
     start = len(outbox) - fresh
     while start > 0 and len(outbox) - start < OUTBOX_MAX:
         size += stored_bytes(json.dumps(outbox[start - 1]))
