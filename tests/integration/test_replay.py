@@ -385,3 +385,26 @@ def test_a_kept_replays_pcs_runs_on_with_real_time_so_a_later_update_settles() -
     replay([EVENTS / "streams" / "article-terminate-loop.jsonl"], keep=keep)
     ((before, after),) = seen
     assert (after - before).total_seconds() >= 1.0
+
+
+def test_records_of_a_cluster_outside_the_exported_cluster_ids_are_said_ignored_not_replayed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replay reads LIFEGUARD_CLUSTER_IDS as the stack does: a stream of another cluster is ignored,
+    and the replay says so, record by record and in its totals, instead of counting it replayed."""
+    stream = str(STREAMS / "article-terminate-loop.jsonl")
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "pcs_other00001")
+    document = replay_json(stream)
+    assert document["events"] == []
+    assert document["records"] == 0
+    assert document["ignored_records"] > 0
+    shown = runner.invoke(app, ["replay", "--mode", "notify", stream])
+    assert shown.exit_code == 0, shown.output
+    said = f"0 records replayed, 0 skipped, {document['ignored_records']} ignored (their cluster is not among"
+    assert said in " ".join(shown.output.split())
+    assert "cluster pcs_abc123de45 is not among LIFEGUARD_CLUSTER_IDS" in " ".join(shown.output.split())
+
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "pcs_other00001, pcs_abc123de45")
+    watched = replay_json(stream)
+    assert kinds(watched) == ["BootstrapLoopDetected"]
+    assert (watched["ignored_records"], watched["records"]) == (0, document["ignored_records"])

@@ -121,7 +121,12 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
         kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "no controller event"
     replayed = "1 record" if result.records == 1 else f"{result.records} records"
-    console.print(f"\n{replayed} replayed, {result.skipped_records} skipped; {summary}")
+    ignored = (
+        f", {result.ignored_records} ignored (their cluster is not among LIFEGUARD_CLUSTER_IDS)"
+        if result.ignored_records
+        else ""
+    )
+    console.print(f"\n{replayed} replayed, {result.skipped_records} skipped{ignored}; {summary}")
     channels: dict[str, int] = {}
     for notification in result.notifications:
         channels[notification["channel"]] = channels.get(notification["channel"], 0) + 1

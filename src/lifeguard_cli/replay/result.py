@@ -29,6 +29,8 @@ class ReplayResult:
     timeline: list[TimelineEntry] = field(default_factory=list)
     skipped_records: int = 0
     records: int = 0
+    # Records of clusters the stack does not watch (LIFEGUARD_CLUSTER_IDS), which the function ignores.
+    ignored_records: int = 0
     notifications: list[dict[str, Any]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
 
@@ -38,6 +40,7 @@ class ReplayResult:
             "events": self.events,
             "records": self.records,
             "skipped_records": self.skipped_records,
+            "ignored_records": self.ignored_records,
             "notifications": self.notifications,
             "groups": self.groups,
         }

@@ -405,7 +405,16 @@ class _Feeder:
             for row in item.rows:
                 # In a batch the handler partly skipped, the rows it could not read are said to be skipped.
                 unread = _unreadable(row, now_ms, reports=item.reports) if summary.skipped else None
-                if unread is None:
+                cluster = row.get("resource_id")
+                outside = isinstance(cluster, str) and not self.handlers.scaling.watches(cluster)
+                if unread is None and not item.reports and outside:
+                    # Read as the stack reads it: a cluster outside LIFEGUARD_CLUSTER_IDS is not looked at.
+                    self.result.records -= 1
+                    self.result.ignored_records += 1
+                    group = clip(row.get("compute_node_group_id") or "", 64)
+                    said = f"cluster {clip(cluster, 64)} is not among LIFEGUARD_CLUSTER_IDS"
+                    self.result.timeline.append(TimelineEntry(self.at, group, "ignored", said))
+                elif unread is None:
                     self.result.timeline.append(row_entry(row))
                 else:
                     group = clip(row.get("compute_node_group_id") or "", 64)

@@ -216,6 +216,11 @@ class ScalingEventsHandler:
         # ignored, counted, not parked as a cluster PCS refused to list.
         self.clusters = clusters
 
+    def watches(self, cluster_id: str | None) -> bool:
+        """Whether the records of `cluster_id` are read: it is among the stack's ClusterIds, or the stack
+        names none (every cluster of the account). A record naming no cluster is read, and judged."""
+        return _other_cluster(cluster_id, self.clusters) is None
+
     # -- entry points --
 
     def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
