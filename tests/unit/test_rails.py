@@ -3,6 +3,8 @@ and the time."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from lifeguard.detection import mode_of
@@ -320,3 +322,41 @@ def test_an_undrain_after_someone_else_s_change_is_no_rung_and_the_ladder_starts
     # Script b loops under theirs (after Lifeguard took its drain step out of it).
     action, why = rails.ladder("quarantine", [quarantine, undrain], fingerprint_of(_THEIRS))
     assert action == "quarantine", why
+
+
+def test_a_configuration_is_too_large_to_change_from_the_first_byte_past_what_lifeguard_keeps() -> None:
+    """Held at its bound: a configuration whose stored size passes CONFIG_MAX_STORED_BYTES by a little is
+    not changed (its undo could not be kept), one at the bound is."""
+    import random
+    import string
+
+    from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
+    from lifeguard.lifecycle import canonical_json
+    from lifeguard.store.table import stored_bytes
+
+    rng = random.Random(5)
+    config: dict[str, Any] = {"stages": {"nodeBootstrapped": [], "nodeReady": []}}
+    size = 0
+    while size <= CONFIG_MAX_STORED_BYTES:
+        under = size
+        # Scripts of PCS's largest arguments (20 of 256) until near the bound, then of one short one.
+        near = size > CONFIG_MAX_STORED_BYTES - 8 * 1024
+        scripts = config["stages"]["nodeReady" if near else "nodeBootstrapped"]
+        scripts.append(
+            {
+                "name": f"pad-{len(scripts)}",
+                "onError": "CONTINUE",
+                "scriptSource": {"scriptLocation": "s3://bucket-x/pad.sh"},
+                "arguments": [
+                    "".join(rng.choice(string.ascii_letters) for _ in range(40 if near else 256))
+                    for _ in range(1 if near else 20)
+                ],
+            }
+        )
+        size = stored_bytes(canonical_json(config))
+        if size <= CONFIG_MAX_STORED_BYTES:
+            assert rails.configuration_too_large(config) is None
+    assert under <= CONFIG_MAX_STORED_BYTES < size < CONFIG_MAX_STORED_BYTES + 1024  # just past it
+    said = rails.configuration_too_large(config)
+    assert said is not None
+    assert f"more than the {CONFIG_MAX_STORED_BYTES // 1024} KiB Lifeguard keeps" in said

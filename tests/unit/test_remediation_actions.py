@@ -85,6 +85,29 @@ def test_quarantine_with_the_node_bundle_adds_a_drain_step_first_in_node_ready()
     ) == 1
 
 
+def test_quarantine_of_a_configuration_that_holds_the_drain_step_already_adds_no_second_one() -> None:
+    """The owners kept Lifeguard's drain step through their own change (or added it as its message says),
+    and the failing script is back on TERMINATE: the quarantine switches it and keeps the one drain step (a
+    second of the same name would be a configuration PCS refuses, and the loop would go on)."""
+    drained = (
+        action_for("quarantine")
+        .plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE))
+        .config_after
+    )
+    assert drained is not None
+    put_back = copy.deepcopy(drained)
+    for script in put_back["stages"]["nodeBootstrapped"]:
+        if script["name"] == "fail-terminate":
+            script["onError"] = "TERMINATE"
+    plan = action_for("quarantine").plan(
+        ActionContext(put_back, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    assert plan.changes_something
+    assert plan.config_after == drained
+    names = [script["name"] for script in plan.config_after["stages"]["nodeReady"]]
+    assert names.count(DRAIN_SCRIPT_NAME) == 1
+
+
 def test_a_bundle_known_only_by_location_is_written_as_it_is() -> None:
     bare = NodeBundle("https://example.com/lifeguard-node.pyz", "ignored-off-s3")
     assert bare.script_source() == {"scriptLocation": "https://example.com/lifeguard-node.pyz"}
@@ -189,9 +212,28 @@ def test_kept_nodes_are_drained_only_when_the_stack_says_so(monkeypatch: pytest.
 
     monkeypatch.setenv("LIFEGUARD_DRAIN_KEPT_NODES", "true")
     assert RemediationSettings.from_environment().drain_bundle == BUNDLE
+    monkeypatch.setenv("LIFEGUARD_DRAIN_KEPT_NODES", "1")
+    assert RemediationSettings.from_environment().drain_bundle == BUNDLE
     monkeypatch.setenv("LIFEGUARD_NODE_BUNDLE_SHA256", "not-a-digest")
     with pytest.raises(ValueError, match="LIFEGUARD_NODE_BUNDLE_SHA256"):
         RemediationSettings.from_environment()
+
+
+def test_the_stacks_cooldown_minutes_daily_cap_and_dry_run_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The template sets them in minutes and words (CooldownMinutes, DailyCap, DryRun); the rails count in
+    seconds."""
+    from lifeguard.remediation import RemediationSettings
+
+    monkeypatch.setenv("LIFEGUARD_COOLDOWN_MINUTES", "30")
+    monkeypatch.setenv("LIFEGUARD_DAILY_CAP", "4")
+    monkeypatch.setenv("LIFEGUARD_DRY_RUN", "1")
+    read = RemediationSettings.from_environment()
+    assert (read.cooldown_seconds, read.daily_cap, read.dry_run) == (1800, 4, True)
+    monkeypatch.setenv("LIFEGUARD_DRY_RUN", "false")
+    assert RemediationSettings.from_environment().dry_run is False
+    assert RemediationSettings.from_environment(cooldown_minutes=2).cooldown_seconds == 120
 
 
 def test_undrain_takes_out_only_lifeguards_drain_step() -> None:

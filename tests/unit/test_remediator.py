@@ -348,9 +348,10 @@ def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
     assert [e.decision for e in world.history()] == ["applied", "skipped", "applied"]
 
 
-def test_the_daily_cap_holds_when_the_ledger_lets_changes_of_large_configurations_go() -> None:
+@pytest.mark.parametrize("spacing", [120, 2 * 3600])
+def test_the_daily_cap_holds_when_the_ledger_lets_changes_of_large_configurations_go(spacing: int) -> None:
     # Two ~57 KiB configurations a change (under the 64 KiB Lifeguard keeps): the ledger item holds two
-    # changes, and the cap of three still counts the ones it let go.
+    # changes, and the cap of three still counts the ones it let go, hours after it let them go.
     rng = random.Random(1)
     large = copy.deepcopy(TERMINATE)
     large["stages"]["nodeReady"] += [
@@ -370,7 +371,7 @@ def test_the_daily_cap_holds_when_the_ledger_lets_changes_of_large_configuration
         [event] = remediator.handle_event(world.detection(f"ep-{n}"))
         decided.append(event.detail_type)
         world.person_sets(large)  # the failing script put back: a new loop
-        world.clock.advance(120)
+        world.clock.advance(spacing)
     assert decided == ["RemediationApplied"] * 3 + ["RemediationSkipped"]
     ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
     assert len(ledger.changes) < 3  # the item let some go
@@ -534,6 +535,34 @@ def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_
     assert skipped.detail_type == "RemediationSkipped"
     assert skipped.detail["reason"] == (
         "The group's tag lifeguard:mode is off: Lifeguard's quarantine, set out before, was not made."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_notify() -> None:
+    """notify is a stand-down switch too: a change set out before it, parked, is not made by a retry or a
+    redrive after it."""
+    world = World()
+    remediator, event = _parked(world)
+    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": "notify"})
+    world.clock.advance(60)
+    [skipped] = remediator.handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == (
+        "Dry run (mode notify), nothing was changed: Lifeguard's quarantine, set out before, was not made."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_stack_is_dry_run() -> None:
+    world = World()
+    _, event = _parked(world)
+    world.clock.advance(60)
+    [skipped] = world.remediator(dry_run=True).handle_event(event)  # redeployed with DryRun true
+    assert skipped.detail_type == "RemediationSkipped"
+    assert skipped.detail["reason"] == (
+        "Dry run (the stack's DryRun is on), nothing was changed: Lifeguard's quarantine, set out before, "
+        "was not made."
     )
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
