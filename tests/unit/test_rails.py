@@ -360,3 +360,15 @@ def test_a_configuration_is_too_large_to_change_from_the_first_byte_past_what_li
     said = rails.configuration_too_large(config)
     assert said is not None
     assert f"more than the {CONFIG_MAX_STORED_BYTES // 1024} KiB Lifeguard keeps" in said
+
+
+@pytest.mark.parametrize("status", ["pending", "applied", "unconfirmed"])
+def test_an_undo_pcs_refused_for_good_is_no_undo_of_the_change(status: str) -> None:
+    """An operator's undo PCS refused (abandoned) leaves the change in place: it is still the episode's
+    change, which later detections build on, not one that was undone."""
+    made = change(100.0, status="applied")
+    undo = change(200.0, "undo", status=status)
+    assert Ledger(changes=[made, undo]).undo_of(made) == undo
+    refused = change(200.0, "undo", status="abandoned")
+    assert Ledger(changes=[made, refused]).undo_of(made) is None
+    assert Ledger(changes=[made, refused, undo]).undo_of(made) == undo  # tried again, and set out

@@ -567,6 +567,23 @@ def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_stack_is_dry_run
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_a_loop_known_from_node_reports_alone_changes_nothing() -> None:
+    """Any node can write any report: until PCS's scaling log bears the loop out, nothing is changed."""
+    from lifeguard.remediation.rails import NOT_BORNE_OUT
+
+    world = World()
+    event = world.detection()
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.signals = ["node_reports"]
+    world.store.save(state)
+    [skipped] = world.remediator().handle_event(event)
+    assert skipped.detail_type == "RemediationSkipped"
+    assert NOT_BORNE_OUT in skipped.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
 def test_a_group_tagged_off_before_its_remediation_is_skipped_with_a_mode_of_the_contract() -> None:
     """DESIGN's `mode` is quarantine, revert or notify (null where it does not apply): a consumer switching
     on those gets no fourth value for a group Lifeguard leaves alone."""
@@ -1655,6 +1672,41 @@ def test_a_replacement_loop_after_lifeguards_drain_step_takes_the_step_out_at_on
     ]
 
 
+def test_a_drain_step_lifeguard_put_in_and_the_operator_undid_is_not_lifeguards_once_the_owners_add_one() -> (
+    None
+):
+    """Lifeguard's quarantine put the drain step in and the operator undid it; the owners then added the
+    step themselves: it is theirs, and a replacement loop does not make Lifeguard take it out."""
+    from lifeguard.remediation.records import Ledger
+    from lifeguard.remediation.remediator import _drain_step_is_lifeguards
+
+    bundle = NodeBundle("s3://bundles/lifeguard/lifeguard-node.pyz", "v1", "a" * 64)
+    drained = (
+        Quarantine()
+        .plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=bundle))
+        .config_after
+    )
+    assert drained is not None
+    assert drains_kept_nodes(drained)
+
+    def made(**more: Any) -> AppliedChange:
+        return AppliedChange(
+            at=100.0,
+            episode_id="ep-1",
+            revision=1,
+            action="quarantine",
+            config_before=TERMINATE,
+            config_after=drained,
+            fingerprint_before=fingerprint_of(TERMINATE),
+            fingerprint_after=fingerprint_of(drained),
+            **more,
+        )
+
+    assert _drain_step_is_lifeguards(Ledger(changes=[made()]))
+    assert not _drain_step_is_lifeguards(Ledger(changes=[made(undone_at=200.0)]))
+    assert not _drain_step_is_lifeguards(Ledger(changes=[made(status="abandoned")]))
+
+
 def test_a_replacement_loop_no_change_of_lifeguards_caused_changes_nothing() -> None:
     world = World()
     event = replacement_after_drain(world, drained=False)
@@ -1737,6 +1789,36 @@ def test_an_escalation_does_not_revert_to_the_configuration_the_loop_began_on() 
     assert "the one this loop began on" in second.detail["reason"]
 
 
+def test_a_configuration_proven_good_after_lifeguard_changed_it_for_a_loop_is_reverted_to() -> None:
+    """The configuration looped and was quarantined; its owners mended what it fetches and put it back, and
+    a node proved it good since. A later bad change is reverted to it: only a loop after its proof says it
+    may loop again."""
+    world = World(tags={"lifeguard:mode": "revert"})
+    remediator = world.remediator()
+    [first] = remediator.handle_event(world.detection("ep-1"))
+    assert "no proven-good configuration is known: quarantined instead" in first.detail["reason"]
+    world.person_sets(TERMINATE)  # what it fetches mended in S3, the configuration put back
+    state = world.store.load(CLUSTER, GROUP)
+    state.episode = None
+    state.proven_good = ProvenGood(
+        fingerprint=fingerprint_of(TERMINATE),
+        node_lifecycle_actions=TERMINATE,
+        modified_at=int(world.group()["modifiedAt"].timestamp() * 1000),
+        proven_at=int(world.now() * 1000),
+        instance_id="i-0a1b2c3d4e5f60718",
+    )
+    world.store.save(state)
+    world.clock.advance(3600)
+    broken = copy.deepcopy(TERMINATE)
+    broken["stages"]["nodeBootstrapped"][0]["arguments"] = ["--mount", "/does-not-exist"]
+    world.person_sets(broken)
+    [second] = remediator.handle_event(world.detection("ep-2"))
+    assert (second.detail_type, second.detail["action"]) == ("RemediationApplied", "revert"), second.detail[
+        "reason"
+    ]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_in_revert_mode_a_revert_that_found_nothing_proven_good_is_the_reverts_step_too() -> None:
     """Mode revert, nothing proven good: the revert quarantines instead (recorded as a quarantine). That
     was the revert's rung: if the loop goes on, the next step is a person, not one more quarantine."""
@@ -1753,11 +1835,10 @@ def test_in_revert_mode_a_revert_that_found_nothing_proven_good_is_the_reverts_s
     assert "a person must look" in second.detail["reason"]
 
 
-def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_nothing_more() -> None:
+def _an_undo_of_a_revert_both_answered_by_no_one() -> tuple[World, Remediator, Operator]:
     """Quarantine (made), then the revert (PCS made it, its answer lost: left pending, the group holds it).
     The operator undoes the revert; PCS makes that too and loses the answer ('run lifeguard undo again to
-    find out'). Run again, the undo must find its own undo made and write it down (README), not take back
-    the quarantine as well and put the looping configuration back."""
+    find out'): the revert and its undo are both pending in the ledger."""
     world = World()
     remediator = world.remediator()
     remediator.handle_event(world.detection())  # quarantine, made
@@ -1791,7 +1872,32 @@ def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_
     world.api.update_compute_node_group = update
     world.settle()
     assert world.group()["nodeLifecycleActions"] == QUARANTINED  # the undo of the revert was made
+    return world, remediator, operator
 
+
+def test_running_undo_again_after_pcs_lost_its_answer_writes_it_down_and_undoes_nothing_more() -> None:
+    """Run again, the undo must find its own undo made and write it down (README), not take back the
+    quarantine as well and put the looping configuration back."""
+    world, _, operator = _an_undo_of_a_revert_both_answered_by_no_one()
+    _undo_again_finds_its_undo_made(world, operator)
+
+
+def test_a_detection_meanwhile_leaves_a_change_whose_undo_is_set_out_to_the_undo() -> None:
+    """A detection decided between the two undos settles the other changes it finds pending, but not one
+    whose undo the operator set out: that is the undo's to settle (else the revert would be called
+    unconfirmed, the group holding neither it nor what it replaced)."""
+    world, remediator, operator = _an_undo_of_a_revert_both_answered_by_no_one()
+    remediator.handle_event(world.detection(revision=3))
+    ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
+    assert [(c.action, c.status) for c in ledger.changes][:3] == [
+        ("quarantine", "applied"),
+        ("revert", "pending"),
+        ("undo", "pending"),
+    ]
+    _undo_again_finds_its_undo_made(world, operator)
+
+
+def _undo_again_finds_its_undo_made(world: World, operator: Operator) -> None:
     again = operator.undo(GROUP, CLUSTER)
     assert world.group()["nodeLifecycleActions"] == QUARANTINED, again.lines  # nothing more undone
     ledger = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP)
