@@ -702,8 +702,24 @@ def test_stopping_the_boot_stops_the_script_it_is_running(node: Node, signum: in
     )
     path = node.root.parent / "slow.json"
     path.write_text(json.dumps(config))
+    # Started as from a terminal, SIGINT at its default: a background job (a CI runner's) starts with it
+    # ignored, which the boot then keeps, as every program does.
+    from_a_terminal = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
+    command = [
+        str(LIFEGUARD_NODE),
+        "boot",
+        "--config",
+        str(path),
+        "--root",
+        str(node.root),
+        "--node-id",
+        "n1",
+    ]
     boot = subprocess.Popen(
-        [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root), "--node-id", "n1"],
+        [sys.executable, "-c", from_a_terminal, *command],
         env=node.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
