@@ -56,7 +56,11 @@ class Scripts(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.1)
             return
-        body = {"/ok.sh": SCRIPT, "/big.sh": b"#" * (MAX_SCRIPT_BYTES + 1)}.get(path)
+        body = {
+            "/ok.sh": SCRIPT,
+            "/big.sh": b"#" * (MAX_SCRIPT_BYTES + 1),
+            "/largest.sh": b"#" * MAX_SCRIPT_BYTES,
+        }.get(path)
         self.send_response(200 if body is not None else 404)
         self.send_header("Content-Length", str(len(body or b"")))
         self.end_headers()
@@ -151,6 +155,13 @@ def test_a_script_over_2_mib_is_refused(https_server: tuple[str, str]) -> None:
     base, ca = https_server
     with pytest.raises(FetchError, match="larger than 2 MiB"):
         fetch_script(f"{base}/big.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, sleep=no_sleep)
+
+
+def test_a_script_of_2_mib_exactly_is_fetched(https_server: tuple[str, str]) -> None:
+    """DESIGN: scripts of up to 2 MiB; the largest is taken, not failed (a TERMINATE loop of its own)."""
+    base, ca = https_server
+    fetched = fetch_script(f"{base}/largest.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, sleep=no_sleep)
+    assert fetched == b"#" * MAX_SCRIPT_BYTES
 
 
 def test_a_redirect_is_followed_to_https_only(https_server: tuple[str, str]) -> None:

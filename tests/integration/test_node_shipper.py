@@ -499,8 +499,11 @@ def test_defect_9_a_script_that_prints_an_end_marker_cannot_change_its_report(
     )
 
 
-def _pcs_agent_run(node: Node, output: bytes, wait_status: int) -> None:
-    """A run of `forger` as the PCS agent logs it (its executor.log records carry no log offsets)."""
+def _pcs_agent_run(
+    node: Node, output: bytes, wait_status: int, on_error: str | None = "StopSequence"
+) -> None:
+    """A run of `forger` as the PCS agent logs it (its executor.log records carry no log offsets); its
+    record names no `on_error` when `on_error` is None."""
     stage = node.actions / "nodeBootstrapped"
     stage.mkdir(parents=True, exist_ok=True)
     with (stage / "forger.log").open("wb") as log:
@@ -515,7 +518,7 @@ def _pcs_agent_run(node: Node, output: bytes, wait_status: int) -> None:
                 "message": "lifecycle script failed; stopping remaining scripts",
                 "stage": "nodeBootstrapped",
                 "script": "forger",
-                "on_error": "StopSequence",
+                **({"on_error": on_error} if on_error is not None else {}),
                 "error": f"script 'forger' failed with exit status ExitStatus(unix_wait_status({wait_status}))",  # noqa: E501
             }
         )
@@ -531,6 +534,27 @@ def test_defect_9_in_the_pcs_agents_logs_too_the_exit_status_is_executor_logs(
     [report] = shipped(local, log_group)
     assert (report.outcome, report.exit_code, report.on_error) == ("failed", 3, "STOP_SEQUENCE")
     assert report.log_tail == "before\n[end forger exit=0 @ 1792544247]\nafter: the real error\n"
+
+
+@pytest.mark.parametrize(("wait_status", "exit_code"), [(256, 1), (9, 137), (0x80 | 15, 143)])
+def test_the_pcs_agents_wait_status_is_read_as_the_shell_reads_it(
+    node: Node, local: Any, log_group: str, wait_status: int, exit_code: int
+) -> None:
+    """A script the kernel killed (SIGKILL: out of memory; SIGTERM, dumped or not) exits 128 + the signal,
+    as `$?` says it: not 0, which would read as no failure at all in the suspect."""
+    _pcs_agent_run(node, b"killed\n", wait_status)
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.outcome, report.exit_code) == ("failed", exit_code)
+
+
+def test_a_pcs_agent_record_naming_no_on_error_is_of_pcss_default_terminate(
+    node: Node, local: Any, log_group: str
+) -> None:
+    _pcs_agent_run(node, b"failed\n", 256, on_error=None)
+    assert ship(node, log_group, "--once", *GROUP_IDS).returncode == 0
+    [report] = shipped(local, log_group)
+    assert (report.outcome, report.exit_code, report.on_error) == ("failed", 1, "TERMINATE")
 
 
 def test_a_run_left_without_its_end_is_no_part_of_the_next_runs_report(

@@ -56,3 +56,67 @@ def test_a_local_node_is_named_as_pcs_names_one_not_by_its_host_name(monkeypatch
     monkeypatch.setenv("PCS_NODE_ID", "gpu-7")  # as PCS sets it for a lifecycle action
     assert NodeIdentity.resolve().node_id == "gpu-7"
     assert NodeIdentity.resolve(node_id="n1").node_id == "n1"
+
+
+def test_a_presigned_locations_credentials_reach_no_log(tmp_path: Path) -> None:
+    """executor.log is readable by every user of the node (as PCS's is): a location's query string (a
+    presigned URL's signature and key) and fragment are left out of every record and log, ever."""
+    signed = (
+        "https://lca-scripts-example.s3.amazonaws.com/scripts/mount-fsx.sh"
+        "?X-Amz-Credential=AKIAEXAMPLEKEY&X-Amz-Signature=s3cr3tsignature#fragment"
+    )
+    config = {
+        "stages": {"nodeBootstrapped": [{"name": "mount-fsx", "scriptSource": {"scriptLocation": signed}}]}
+    }
+    executor = Executor(
+        config,
+        NodeLayout(tmp_path),
+        IDENTITY,
+        fetchers={"https": BucketFetcher({signed: PASSING})},
+        fetch_backoff_seconds=0,
+    )
+    result = executor.boot()
+    assert [run.outcome for run in result.runs] == ["succeeded"]
+    logs = tmp_path / "var" / "log"
+    written = {path: path.read_bytes() for path in logs.rglob("*") if path.is_file()}
+    assert any(b"scripts/mount-fsx.sh" in content for content in written.values())  # the location, redacted
+    for path, content in written.items():
+        for secret in (b"s3cr3tsignature", b"AKIAEXAMPLEKEY", b"fragment"):
+            assert secret not in content, path
+    # The script cache keeps the whole location, to tell whether its copy is still that source's: no one's
+    # but root's (and its group's, as PCS lays out its own files).
+    for path in tmp_path.rglob("*.source.json"):
+        assert path.stat().st_mode & 0o007 == 0, oct(path.stat().st_mode)
+
+
+def test_the_nodes_identity_wins_over_what_the_boots_environment_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A service environment left with a PCS_* variable (a stale PCS_IS_FIRST_BOOT=1, another node's id)
+    does not reach the scripts: a reboot is no first boot (the article's first_boot=0), and the node is the
+    one the boot was given."""
+    out = tmp_path / "seen"
+    script = f'#!/bin/bash\necho "$PCS_NODE_ID $PCS_IS_FIRST_BOOT $PCS_COMPUTE_NODE_GROUP_ID" >> {out}\n'
+    config = {
+        "stages": {
+            "nodeBootstrapped": [
+                {"name": "env", "scriptSource": {"scriptLocation": MOUNT}, "executionPolicy": "EVERY_BOOT"}
+            ]
+        }
+    }
+    monkeypatch.setenv("PCS_IS_FIRST_BOOT", "1")
+    monkeypatch.setenv("PCS_NODE_ID", "stale-node")
+    monkeypatch.setenv("PCS_COMPUTE_NODE_GROUP_ID", "pcs_stale00001")
+    for _ in range(2):
+        executor = Executor(
+            config,
+            NodeLayout(tmp_path / "root"),
+            IDENTITY,
+            fetchers={"s3": BucketFetcher({MOUNT: script.encode()})},
+            fetch_backoff_seconds=0,
+        )
+        assert executor.boot().exit_code == EXIT_COMPLETED
+    assert out.read_text().splitlines() == [
+        "lca-static-1 1 pcs_abcdef01",
+        "lca-static-1 0 pcs_abcdef01",
+    ]

@@ -150,6 +150,10 @@ def test_the_script_gets_exactly_the_environment_and_directory_given(tmp_path: P
 def test_the_script_gets_no_descriptor_but_its_stdin_stdout_and_stderr(tmp_path: Path) -> None:
     given = os.open(tmp_path / "given-by-a-parent", os.O_WRONLY | os.O_CREAT, 0o600)
     os.set_inheritable(given, True)  # as a descriptor this process was started with would be
+    # The boot's own stdin a pipe (a terminal, a service's socket): the script reads none of it.
+    read_end, write_end = os.pipe()
+    own_stdin = os.dup(0)
+    os.dup2(read_end, 0)
     try:
         result, log = run(
             tmp_path,
@@ -157,7 +161,9 @@ def test_the_script_gets_no_descriptor_but_its_stdin_stdout_and_stderr(tmp_path:
             "ls /proc/$$/fd\n",  # ls's own descriptors are not bash's
         )
     finally:
-        os.close(given)
+        os.dup2(own_stdin, 0)
+        for fd in (own_stdin, read_end, write_end, given):
+            os.close(fd)
     assert result.exit_code == 0
     seen = {line for line in log.splitlines() if line.isdigit()}
     assert str(given) not in seen
@@ -182,6 +188,22 @@ def test_a_timeout_kills_the_whole_process_group_and_exits_124(tmp_path: Path) -
     assert log.endswith(f"[end script exit=124 @ {ENDED}]\n")
     time.sleep(0.8)
     assert not survived.exists()
+
+
+def test_on_a_timeout_the_scripts_children_are_sent_sigterm_before_the_kill(tmp_path: Path) -> None:
+    """The whole group gets SIGTERM first, so a child can clean up (unmount, release a lock) in the grace,
+    not only the script itself."""
+    termed, ready = tmp_path / "child-termed", tmp_path / "child-ready"
+    body = (
+        f"#!/bin/bash\n(trap 'touch {termed}; exit' TERM; touch {ready}; sleep 30 & wait) &\n"
+        f"until [ -e {ready} ]; do sleep 0.01; done\nsleep 30\n"  # timed out once the child listens
+    )
+    result, _ = run(tmp_path, body, timeout_seconds=1.5, kill_grace_seconds=2.0)
+    assert result.exit_code == 124
+    deadline = time.monotonic() + 3
+    while not termed.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert termed.exists()
 
 
 def test_without_pidfds_popen_s_own_polling_times_a_script_out(

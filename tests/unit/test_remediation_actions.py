@@ -257,6 +257,7 @@ def test_revert_to_a_proven_good_config_that_only_spells_out_the_defaults_quaran
     proven["scriptCachingPolicy"] = "CACHE_ONCE"
     proven["stages"]["nodeBootstrapped"][1]["onError"] = "TERMINATE"
     proven["stages"]["nodeBootstrapped"][1]["executionPolicy"] = "FIRST_BOOT_ONLY"
+    proven["stages"]["nodeReady"][0]["arguments"] = []  # no arguments, written out
     plan = action_for("revert").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), proven))
     assert plan.action == "quarantine", [c.describe() for c in plan.changes]
     assert plan.notes[0] == "the proven-good configuration is the current one: quarantined instead"
