@@ -105,6 +105,34 @@ def test_logs_are_laid_out_with_pcs_permissions(node: Node) -> None:
     assert (started["stage"], started["script"]) == (None, None)
 
 
+@pytest.mark.parametrize("umask", [0o077, 0o002])
+def test_the_logs_modes_are_pcss_whatever_the_umask(node: Node, umask: int) -> None:
+    """The PCS agent's service may run under any umask (a hardened AMI's 077): the folders and logs are
+    laid out as the article shows them all the same, neither tighter (the shipper reads them) nor looser."""
+    was = os.umask(umask)
+    try:
+        assert node.boot(node.config("article-first-boot-every-boot")).returncode == 0
+    finally:
+        os.umask(was)
+    mode = lambda path: stat.S_IMODE(path.stat().st_mode)  # noqa: E731
+    assert mode(node.actions / "executor.log") == 0o644
+    assert mode(node.actions / "nodeBootstrapped") == 0o750
+    assert mode(node.actions / "nodeBootstrapped" / "record-first-boot.log") == 0o640
+    made = [node.root / "var" / "log" / "amazon", *(node.root / "var" / "log" / "amazon").rglob("*")]
+    assert {str(p): oct(mode(p)) for p in made if p.is_dir() and mode(p) != 0o750} == {}
+
+
+def test_a_script_log_left_with_another_mode_is_given_pcss(node: Node) -> None:
+    stage = node.actions / "nodeBootstrapped"
+    stage.mkdir(parents=True)
+    log = stage / "record-first-boot.log"
+    log.write_text("an earlier boot's\n")
+    log.chmod(0o666)
+    assert node.boot(node.config("article-first-boot-every-boot")).returncode == 0
+    assert stat.S_IMODE(log.stat().st_mode) == 0o640
+    assert log.read_text().startswith("an earlier boot's\n")  # appended to, as PCS's are
+
+
 def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> None:
     result = node.boot(node.config("article-stop-sequence"))
     assert result.returncode == 3, result.stderr

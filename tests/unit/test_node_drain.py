@@ -347,3 +347,14 @@ def test_a_log_of_one_endless_line_is_read_in_chunks_and_the_records_after_it_fo
         tracemalloc.stop()
     assert found == ["nodeBootstrapped/mount-fsx"]
     assert peak < 4 * 1024 * 1024
+
+
+def test_the_drain_reason_is_cut_to_what_slurm_keeps(tmp_path: Path) -> None:
+    """A node's Reason is kept to SLURM_REASON_MAX_CHARS (255): a long one (a long --reason, many stopped
+    scripts) is cut there, so `sinfo -R` stays readable and the drain itself goes through."""
+    layout = write_log(tmp_path, BOOT_STARTED, ready("configure-gpu"))
+    scontrol, calls = fake_scontrol(tmp_path)
+    decision = drain(layout, "k" * 300, node_id="n1", since=BOOT, scontrol=scontrol)
+    assert decision.drained
+    [call] = calls.read_text().splitlines()
+    assert call == "update NodeName=n1 State=DRAIN Reason=" + "k" * 255

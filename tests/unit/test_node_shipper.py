@@ -594,3 +594,29 @@ def test_an_executor_log_of_one_endless_line_costs_no_more_memory_to_find_the_no
         tracemalloc.stop()
     assert found == {"cluster_id": "pcs_abc123de45", "node_id": "lca-static-1"}
     assert peak < 4 * 1024 * 1024
+
+
+class Unreachable(ListSink):
+    """CloudWatch Logs out of reach: every put fails."""
+
+    def put(self, messages: list[str]) -> None:
+        raise OSError(errno.ENETUNREACH, "Network is unreachable")
+
+
+def test_failed_deliveries_are_tried_again_less_and_less_often_up_to_every_30_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An outage is not hammered, and once it is over the reports wait at most 30 s more (when no record
+    of the executor's cuts the wait short)."""
+    layout = booted(tmp_path)
+    waits: list[float] = []
+
+    def sleep(seconds: float, step: float, stop: object) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr(lifeguard.node.shipper, "_sleep", sleep)
+    Shipper(layout, SHIPPER_IDENTITY, Unreachable()).run(poll_interval=1.0, stop=lambda: len(waits) >= 8)
+    assert waits == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    said = capsys.readouterr().err
+    assert "try 1 failed, the next in 1 s" in said
+    assert "try 8 failed, the next in 30 s" in said
