@@ -85,3 +85,36 @@ def test_the_log_tail_and_exit_code_are_the_latest_runs() -> None:
     suspect = find_suspect(FAILURES, reports)
     assert suspect is not None
     assert (suspect.exit_code, suspect.log_tail) == (3, "second\n")
+
+
+def test_the_script_that_terminated_the_node_is_the_suspect_not_one_that_stopped_a_stage_before_it() -> None:
+    """On each node a STOP_SEQUENCE script failed in nodeBootstrapped (PCS went on to nodeReady), then a
+    TERMINATE one in nodeReady ended the node: that one is the loop's, and a quarantine of the first
+    would change nothing."""
+    reports = []
+    for instance in ("i-1", "i-2", "i-3"):
+        reports.append(run(instance, "debug-probe", on_error="STOP_SEQUENCE", started_at=10, ended_at=11))
+        reports.append(
+            run(instance, "mount-fsx", stage="nodeReady", on_error="TERMINATE", started_at=20, ended_at=21)
+        )
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert (suspect.stage, suspect.script, suspect.on_error) == ("nodeReady", "mount-fsx", "TERMINATE")
+
+
+def test_failures_of_scripts_that_terminate_no_node_are_no_loop_of_reports() -> None:
+    """The article's ready-check (nodeReady, CONTINUE) failing on every node of a group that serves jobs:
+    nodes that stay up are no loop, however many report it."""
+    from lifeguard.attribution import reported_loop
+
+    kept = [
+        run(instance, "ready-check", stage="nodeReady", on_error=on_error, started_at=10 + n, ended_at=11 + n)
+        for on_error in ("CONTINUE", "STOP_SEQUENCE")
+        for n, instance in enumerate(("i-1", "i-2", "i-3"))
+    ]
+    assert reported_loop(kept, 2, 3_600_000) is None
+    terminated = [
+        run(instance, "mount-fsx", started_at=10 + n, ended_at=11 + n)
+        for n, instance in enumerate(("i-4", "i-5"))
+    ]
+    assert reported_loop(kept + terminated, 2, 3_600_000) is not None

@@ -10,6 +10,7 @@ from lifeguard.detection import (
     DetectionSettings,
     apply_record,
     detect,
+    detect_replacement,
     drain_of,
     episode_id_for,
     mode_tagged,
@@ -60,6 +61,26 @@ def state_of(spec: str) -> GroupState:
 
 
 @pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        # Fresh instances replaced as unhealthy within the window of each other: a replacement loop.
+        ("L1@0 U1@10 L2@12 U2@22", ["i-1", "i-2"]),
+        # Two of the same kind hours apart (EC2's health checks now and then): no loop.
+        ("L1@0 U1@10 L2@200 U2@210", None),
+        # A node that served for longer than the window before it was found unhealthy: no part of a loop.
+        ("L1@0 U1@100 L2@102 U2@112", None),
+    ],
+)
+def test_replacement_loop_rules(spec: str, expected: list[str] | None) -> None:
+    detection = detect_replacement(state_of(spec), SETTINGS, None)
+    if expected is None:
+        assert detection is None
+        return
+    assert detection is not None
+    assert (detection.kind, [f.instance_id for f in detection.failures]) == ("replacement", expected)
+
+
+@pytest.mark.parametrize(
     ("spec", "settings", "modified_minute", "expected"),
     [
         ("L1@0 F1@2 L2@5 F2@8", SETTINGS, None, ("loop", ["i-1", "i-2"])),
@@ -68,6 +89,11 @@ def state_of(spec: str) -> GroupState:
         ("F1@2 F1@3", SETTINGS, None, None),  # one instance counts once
         ("F1@0 F2@61", SETTINGS, None, None),  # outside the window
         ("F1@0 F2@59", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("F1@0 F2@60", SETTINGS, None, None),  # 60 min apart: not within 60 min
+        # Five outcomes, three of them failures: the fewest an intermittent group is told at.
+        ("F1@0 S2@5 F3@10 S4@15 F5@20", SETTINGS, None, ("intermittent", ["i-1", "i-3", "i-5"])),
+        # A scale-out of four, half of it failing: a loop (at least half), not a scale-up's odd failure.
+        ("L1@0 L2@0 L3@0 L4@0 S1@2 S2@2 F3@3 F4@3", SETTINGS, None, ("loop", ["i-3", "i-4"])),
         ("F1@0 F2@5 F3@9", DetectionSettings("notify", 3, 60), None, ("loop", ["i-1", "i-2", "i-3"])),
         ("F1@0 F2@5", DetectionSettings("notify", 3, 60), None, None),
         ("F1@0 F2@5", DetectionSettings("notify", 2, 4), None, None),
