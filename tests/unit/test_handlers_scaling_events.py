@@ -2898,3 +2898,90 @@ def test_a_proven_configuration_the_scaling_log_shows_looping_since_is_proven_no
     )
     assert revoke_proof_of_looped_config(state) is revoked
     assert (state.proven_good is None) is revoked
+
+
+def _script(name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "scriptSource": {"scriptLocation": f"s3://lca-scripts-example/scripts/{name}.sh"},
+        **fields,
+    }
+
+
+@pytest.mark.parametrize("outcome", ["failed", "succeeded"])
+def test_a_node_whose_reports_show_a_script_failed_under_continue_proves_nothing(outcome: str) -> None:
+    """No script of the configuration stops a sequence, so a success alone would prove it (a group whose
+    nodes send no reports); but this node reported a script failing (under CONTINUE, so PCS logged it
+    ACTIVE): a configuration is proven good only by a boot whose reports show no failed script."""
+    world = World()
+    config = {
+        "stages": {
+            "nodeBootstrapped": [
+                _script("setup", onError="TERMINATE"),
+                _script("optional-tool", onError="CONTINUE"),
+            ]
+        }
+    }
+    world.person_sets(config, at(1, 13))
+    node = "i-0b00000000000001"
+    base = stream("article-terminate-node-reports")[0]
+    runs = [
+        {**base, "script": "setup", "on_error": "TERMINATE", "outcome": "succeeded", "exit_code": 0},
+        {**base, "script": "optional-tool", "on_error": "CONTINUE", "outcome": outcome},
+    ]
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            NodeReport.model_validate(
+                {
+                    **run,
+                    "instance_id": node,
+                    "exit_code": 1 if run["outcome"] == "failed" else 0,
+                    "log_tail": "",
+                    "started_at": at(1, 16) // 1000,
+                    "ended_at": at(1, 16) // 1000,
+                }
+            )
+            for run in runs
+        ]
+    )
+    world.feed([launched(node, at(1, 14)), succeeded(node, at(1, 19))])
+    world.feed([succeeded(node, at(1, 21))])  # a minute on: the configuration is read, and judged
+    proof = world.state().proven_good
+    if outcome == "failed":
+        assert proof is None
+    else:
+        assert proof is not None
+        assert proof.instance_id == node
+        assert proof.fingerprint == fingerprint_of(config)
+
+
+def test_a_ready_check_of_pcss_default_onerror_failing_after_active_takes_the_proof_back() -> None:
+    """Most configurations leave onError out (TERMINATE, PCS's default): the proving node's report that
+    such a nodeReady check failed (the node terminated after its ACTIVE) takes its proof back, as one of
+    an onError written out does."""
+    world = World()
+    config = {
+        "stages": {
+            "nodeBootstrapped": [_script("setup", onError="TERMINATE")],
+            "nodeReady": [_script("mount-check")],
+        }
+    }
+    world.person_sets(config, at(1, 13))
+    node = "i-0b00000000000005"
+    world.feed([launched(node, at(1, 14)), succeeded(node, at(1, 19))])
+    world.feed([succeeded(node, at(1, 21))])  # a minute on: read, and proven on the success alone
+    assert world.state().proven_good is not None
+    store = GroupStore(world.table, TABLE)
+    updater = GroupUpdater(store, EventPublisher(world.bus, BUS, sleep=lambda _: None), clock=world.now)
+    reports = NodeReportsHandler(store, updater, DetectionSettings("quarantine", 2, 60), clock=world.now)
+    report = {
+        **stream("article-terminate-node-reports")[0],
+        "instance_id": node,
+        "stage": "nodeReady",
+        "script": "mount-check",
+        "on_error": "TERMINATE",
+        "started_at": at(1, 20) // 1000,
+        "ended_at": at(1, 20) // 1000,
+    }
+    reports.handle_messages([(json.dumps(report), "stream:1")])
+    assert world.state().proven_good is None
