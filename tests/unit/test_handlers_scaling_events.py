@@ -1479,6 +1479,8 @@ def test_a_success_without_reports_ends_a_loop_unless_it_may_be_a_quarantined_fa
 def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_reports() -> None:
     world = quarantined_node_up_without_reports()
     assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([launched("i-0other000000000", at(1, 25))])  # 8 min on: within the 10 min of the grace
+    assert world.published() == ["BootstrapLoopDetected"]
     world.feed([launched("i-0other000000001", at(1, 28))])  # any later record of the group, past the grace
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
     (_, resolved) = world.bus.events()[-1]
@@ -2673,6 +2675,50 @@ def test_a_reboots_failure_a_day_after_the_resolution_reopens_nothing() -> None:
     assert world.published()[-1] == "LoopResolved"
     ship(world, reports_handler(world), [_reboot_failure(at(1, 19) + DAY_MS)])
     assert world.published()[-1] == "LoopResolved"
+
+
+def test_the_resolving_nodes_termination_days_later_in_the_scaling_log_reopens_nothing() -> None:
+    """The loop ended on its own configuration (what it fetched was mended in place), and the node that
+    ended it is TERMINATED/BOOTSTRAP_FAILED two days later (an EVERY_BOOT script failing on a reboot): no
+    nodeReady script of the boot that ended the loop runs that late, so the LoopResolved stands; one
+    failure is no loop."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(NEW_NODE, at(1, 16), script="fail-terminate"),
+            ran(NEW_NODE, at(1, 16)),
+            ran(NEW_NODE, at(1, 17), script="ready-check"),
+        ]
+    )
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    world.feed([failed(NEW_NODE, at(1, 19) + 2 * DAY_MS)])
+    assert world.published()[-1] == "LoopResolved"
+    assert world.published().count("BootstrapLoopDetected") == 1
+    assert world.state().episode is None
+
+
+def test_failures_from_before_a_resolution_count_toward_no_later_episode() -> None:
+    """The loop ended on its own configuration; later one more node fails among successes. The failures
+    the LoopResolved ended are not counted again (they would make the group look intermittent now, and the
+    new episode's id would be the ended one's)."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(NEW_NODE, at(1, 16), script="fail-terminate"),
+            ran(NEW_NODE, at(1, 16)),
+            ran(NEW_NODE, at(1, 17), script="ready-check"),
+        ]
+    )
+    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    later = ["i-0later000000001", "i-0later000000002"]
+    world.feed([launched(later[0], at(1, 20)), succeeded(later[0], at(1, 24))])
+    world.feed([launched(later[1], at(1, 25)), failed(later[1], at(1, 29))])
+    assert world.published().count("BootstrapLoopDetected") == 1
+    assert world.state().episode is None
 
 
 def test_a_busy_groups_fortnight_of_runs_that_did_not_fail_costs_the_detection_no_more_reads() -> None:
