@@ -1683,11 +1683,14 @@ def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_pro
 READY_NODES = [f"i-0ready0000000000{k}" for k in range(6)]
 
 
-def _ready_loop(ready_on_error: str = "TERMINATE") -> World:
-    """A group whose nodes send no reports, its ready-check under TERMINATE: two nodes fail (the loop),
-    the third goes ACTIVE (nothing says otherwise: the loop ends) and then fails after its ACTIVE."""
+def _ready_loop(ready_on_error: str | None = "TERMINATE") -> World:
+    """A group whose nodes send no reports, its ready-check under TERMINATE (None: its onError left out,
+    PCS's default): two nodes fail (the loop), the third goes ACTIVE (nothing says otherwise: the loop
+    ends) and then fails after its ACTIVE."""
     ready = copy.deepcopy(TERMINATE)
     ready["stages"]["nodeReady"][0]["onError"] = ready_on_error
+    if ready_on_error is None:
+        del ready["stages"]["nodeReady"][0]["onError"]
     world = World()
     world.person_sets(ready, at(1, 2))
     nodes = READY_NODES
@@ -1829,6 +1832,33 @@ def _run(instance: str, stage: str, script: str, outcome: str, *, on_error: str,
         "started_at": at_s,
         "ended_at": at_s,
     }
+
+
+@pytest.mark.parametrize("ready_on_error", ["TERMINATE", None], ids=["written out", "left out"])
+def test_a_node_whose_reports_show_its_ready_check_ran_ends_a_node_ready_loop_at_once(
+    ready_on_error: str | None,
+) -> None:
+    """Its reports show the nodeReady check that failed the loop's nodes after their ACTIVE ran and passed:
+    nothing is left to fail it, so its success ends the loop without waiting the reports' grace, whether
+    the check's onError is written out or left to PCS's default."""
+    world = _ready_loop(ready_on_error)
+    assert world.published()[-1] == "BootstrapLoopDetected"  # opened again
+    node = "i-0readyran0000001"
+    world.feed([launched(node, at(1, 22))])
+    ship(
+        world,
+        reports_handler(world),
+        [
+            _run(node, stage, script, "succeeded", on_error=on_error, at_s=at(1, minute) // 1000)
+            for stage, script, on_error, minute in (
+                ("nodeBootstrapped", "fail-terminate", "TERMINATE", 23),
+                ("nodeBootstrapped", "record-after-fail", "CONTINUE", 23),
+                ("nodeReady", "ready-check", "TERMINATE", 26),
+            )
+        ],
+    )
+    world.feed([succeeded(node, at(1, 25))])
+    assert world.published()[-1] == "LoopResolved"
 
 
 def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_told_again_once() -> None:
