@@ -1683,14 +1683,16 @@ def test_a_node_whose_nodeready_script_fails_after_its_success_withdraws_its_pro
 READY_NODES = [f"i-0ready0000000000{k}" for k in range(6)]
 
 
-def _ready_loop(ready_on_error: str | None = "TERMINATE") -> World:
+def _ready_loop(ready_on_error: str | None = "TERMINATE", *, second_check: bool = False) -> World:
     """A group whose nodes send no reports, its ready-check under TERMINATE (None: its onError left out,
-    PCS's default): two nodes fail (the loop), the third goes ACTIVE (nothing says otherwise: the loop
-    ends) and then fails after its ACTIVE."""
+    PCS's default; `second_check`: and a second such check after it): two nodes fail (the loop), the
+    third goes ACTIVE (nothing says otherwise: the loop ends) and then fails after its ACTIVE."""
     ready = copy.deepcopy(TERMINATE)
     ready["stages"]["nodeReady"][0]["onError"] = ready_on_error
     if ready_on_error is None:
         del ready["stages"]["nodeReady"][0]["onError"]
+    if second_check:
+        ready["stages"]["nodeReady"].append({**ready["stages"]["nodeReady"][0], "name": "ready-check-2"})
     world = World()
     world.person_sets(ready, at(1, 2))
     nodes = READY_NODES
@@ -1859,6 +1861,34 @@ def test_a_node_whose_reports_show_its_ready_check_ran_ends_a_node_ready_loop_at
     )
     world.feed([succeeded(node, at(1, 25))])
     assert world.published()[-1] == "LoopResolved"
+
+
+@pytest.mark.parametrize("ran_both", [True, False], ids=["both checks ran", "one check ran"])
+def test_a_node_ready_loop_is_ended_at_once_only_by_a_node_whose_reports_show_every_check_ran(
+    ran_both: bool,
+) -> None:
+    """Two nodeReady checks under TERMINATE: a node whose reports show only the first ran may still fail
+    the second after its ACTIVE, so its success waits the reports' grace."""
+    world = _ready_loop(second_check=True)
+    assert world.published()[-1] == "BootstrapLoopDetected"  # opened again
+    node = "i-0readyran0000002"
+    world.feed([launched(node, at(1, 22))])
+    checks = ["ready-check", "ready-check-2"] if ran_both else ["ready-check"]
+    runs = [
+        ("nodeBootstrapped", "fail-terminate", "TERMINATE"),
+        ("nodeBootstrapped", "record-after-fail", "CONTINUE"),
+        *(("nodeReady", check, "TERMINATE") for check in checks),
+    ]
+    ship(
+        world,
+        reports_handler(world),
+        [
+            _run(node, stage, script, "succeeded", on_error=on_error, at_s=at(1, 24) // 1000)
+            for stage, script, on_error in runs
+        ],
+    )
+    world.feed([succeeded(node, at(1, 25))])
+    assert world.published()[-1] == ("LoopResolved" if ran_both else "BootstrapLoopDetected")
 
 
 def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_told_again_once() -> None:
@@ -3061,3 +3091,37 @@ def test_a_ready_check_of_pcss_default_onerror_failing_after_active_takes_the_pr
     }
     reports.handle_messages([(json.dumps(report), "stream:1")])
     assert world.state().proven_good is None
+
+
+def test_a_boot_proves_a_configuration_that_hides_failures_once_its_bootstrapped_runs_are_reported() -> None:
+    """Scripts under STOP_SEQUENCE hide a failure behind BOOTSTRAP_SUCCESS: a proof needs a report of each
+    nodeBootstrapped one, all passed. A nodeReady one runs after ACTIVE and is reported later: its run is
+    not waited for (its failure, when it comes, takes the proof back)."""
+    world = World()
+    config = {
+        "stages": {
+            "nodeBootstrapped": [_script("mount", onError="STOP_SEQUENCE")],
+            "nodeReady": [_script("warm-cache", onError="STOP_SEQUENCE")],
+        }
+    }
+    world.person_sets(config, at(1, 13))
+    node = "i-0b00000000000009"
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            NodeReport.model_validate(
+                _run(
+                    node,
+                    "nodeBootstrapped",
+                    "mount",
+                    "succeeded",
+                    on_error="STOP_SEQUENCE",
+                    at_s=at(1, 16) // 1000,
+                )
+            )
+        ]
+    )
+    world.feed([launched(node, at(1, 14)), succeeded(node, at(1, 19))])
+    world.feed([succeeded(node, at(1, 21))])  # a minute on: the configuration is read, and judged
+    proof = world.state().proven_good
+    assert proof is not None
+    assert proof.instance_id == node

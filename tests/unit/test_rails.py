@@ -372,3 +372,30 @@ def test_an_undo_pcs_refused_for_good_is_no_undo_of_the_change(status: str) -> N
     refused = change(200.0, "undo", status="abandoned")
     assert Ledger(changes=[made, refused]).undo_of(made) is None
     assert Ledger(changes=[made, refused, undo]).undo_of(made) == undo  # tried again, and set out
+
+
+def test_the_scripts_lifeguard_quarantined_are_those_of_changes_made_and_not_undone() -> None:
+    """What a configuration holds of Lifeguard's own work: a quarantine undone, or never made, is none of
+    it (a node booting those scripts proves the owners' configuration)."""
+    stopped = {
+        "stages": {
+            "nodeBootstrapped": [{**CONFIG["stages"]["nodeBootstrapped"][0], "onError": "STOP_SEQUENCE"}]
+        }
+    }
+
+    def quarantine(**more: object) -> AppliedChange:
+        return change(100.0, config_after=stopped, fingerprint_after=fingerprint_of(stopped), **more)
+
+    assert Ledger(changes=[quarantine()]).quarantined() == {("nodeBootstrapped", "a")}
+    assert Ledger(changes=[quarantine(undone_at=200.0)]).quarantined() == set()
+    assert Ledger(changes=[quarantine(status="abandoned")]).quarantined() == set()
+
+
+def test_an_undo_of_a_change_the_ledger_let_go_is_told_by_its_time() -> None:
+    """A change no longer in the ledger (let go to bound the item) is matched to an undo recorded after it,
+    by time: not to one recorded before it."""
+    gone = change(300.0, status="applied")
+    before = change(200.0, "undo", status="applied")
+    after = change(400.0, "undo", status="applied")
+    assert Ledger(changes=[before]).undo_of(gone) is None
+    assert Ledger(changes=[after]).undo_of(gone) == after
