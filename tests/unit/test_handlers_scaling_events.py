@@ -632,6 +632,41 @@ def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_
     assert len({d["episode_id"] for d in told}) == 1
 
 
+def test_a_contained_loop_with_fresh_failures_between_kept_nodes_is_not_told_again() -> None:
+    """Contained: each fresh node of the configuration fails, each kept one stays up with the script
+    failing, turn about. Not a loop in a row, and the episode already says the script fails: nothing is
+    told again, and it stays contained (remediation is not re-armed)."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    stopping = json.loads(json.dumps(TERMINATE))
+    stopping["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    world.person_sets(stopping, at(1, 13))
+    world.feed([launched("i-0went0000000000a", at(1, 14)), failed("i-0went0000000000a", at(1, 18))])
+    world.feed([launched("i-0went0000000000b", at(1, 19)), failed("i-0went0000000000b", at(1, 23))])
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 27), world)
+    world.feed([launched(kept, at(1, 24)), succeeded(kept, at(1, 29))])
+    assert world.published()[-1] == "LoopContained"
+    opened = world.state().episode
+    assert opened is not None
+    contained_at = opened.contained_at
+    assert contained_at is not None
+    told = world.published()
+    minute = 30
+    for n in range(3):
+        fresh = f"i-0turn0000000000{n}"
+        world.feed([launched(fresh, at(1, minute)), failed(fresh, at(1, minute + 3))])
+        if n < 2:
+            other = f"i-0kept0000000001{n}"
+            kept_report(other, at(1, minute + 5), world)
+            world.feed([launched(other, at(1, minute + 4)), succeeded(other, at(1, minute + 7))])
+        minute += 8
+    assert world.published() == told
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.contained_at == contained_at
+
+
 def test_after_containment_a_node_that_boots_with_no_failed_script_resolves_the_loop_and_proves_good() -> (
     None
 ):
