@@ -194,11 +194,13 @@ def test_on_a_timeout_the_scripts_children_are_sent_sigterm_before_the_kill(tmp_
     """The whole group gets SIGTERM first, so a child can clean up (unmount, release a lock) in the grace,
     not only the script itself."""
     termed, ready = tmp_path / "child-termed", tmp_path / "child-ready"
+    # The child notes both with bash's own redirections (no process to start on a busy machine), and
+    # the script is timed out well after the child listens.
     body = (
-        f"#!/bin/bash\n(trap 'touch {termed}; exit' TERM; touch {ready}; sleep 30 & wait) &\n"
-        f"until [ -e {ready} ]; do sleep 0.01; done\nsleep 30\n"  # timed out once the child listens
+        f"#!/bin/bash\n(trap ': > {termed}; exit' TERM; : > {ready}; sleep 30 & wait) &\n"
+        f"until [ -e {ready} ]; do sleep 0.01; done\nsleep 30\n"
     )
-    result, _ = run(tmp_path, body, timeout_seconds=1.5, kill_grace_seconds=2.0)
+    result, _ = run(tmp_path, body, timeout_seconds=3.0, kill_grace_seconds=2.0)
     assert result.exit_code == 124
     deadline = time.monotonic() + 3
     while not termed.exists() and time.monotonic() < deadline:
