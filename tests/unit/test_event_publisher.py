@@ -106,3 +106,30 @@ def test_every_put_tried_again_is_counted_so_a_failure_the_retries_absorbed_stil
     )
     assert sorted(client.put) == ["ep-0", "ep-1"]
     assert counted == [("PublishRetries", 1), ("PublishRetries", 1)]
+
+
+class _Recording:
+    """EventBridge taking every entry, keeping each request."""
+
+    def __init__(self) -> None:
+        self.requests: list[list[dict[str, Any]]] = []
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        self.requests.append(Entries)
+        return {"FailedEntryCount": 0, "Entries": [{"EventId": str(n)} for n in range(len(Entries))]}
+
+
+def test_a_putevents_request_holds_no_more_than_eventbridge_takes_in_one() -> None:
+    """Three events of 100 KB: one request of them would be refused whole (256 KB), on every try, and they
+    would stay in the outbox for good. They go in two."""
+    from lifeguard.event_contract import ENTRY_MAX_BYTES, entry_size
+
+    client = _Recording()
+    events = [
+        ControllerEvent("LoopResolved", make_detail(episode_id=f"ep-{n}", reason="x" * 100_000), f"k{n}")
+        for n in range(3)
+    ]
+    EventPublisher(client, "bus", sleep=lambda _: None).publish(events)
+    assert len(client.requests) == 2
+    for request in client.requests:
+        assert sum(entry_size(entry) for entry in request) <= ENTRY_MAX_BYTES

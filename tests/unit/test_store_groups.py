@@ -700,3 +700,72 @@ def test_a_state_s_configurations_weigh_in_the_cache_as_what_they_take_in_memory
     assert store.cached == cached
     store.load_many([(CLUSTER, "pcs_big00001")])
     assert client.calls("BatchGetItem") == 0
+
+
+def test_a_transaction_that_lost_a_race_is_forgotten_with_its_unwritten_changes() -> None:
+    table = FakeDynamoDB()
+    store = GroupStore(table, "t")
+    store.save(GroupState(cluster_id=CLUSTER, group_id=GROUP))
+    state = store.load_many([(CLUSTER, GROUP)])[(CLUSTER, GROUP)]  # the remembered object itself
+    state.launches["i-9"] = 1
+    table.fail["TransactWriteItems"] = [
+        client_error("TransactionCanceledException", "TransactWriteItems", "ConditionalCheckFailed")
+    ]
+    assert store.save_many([state]) == [state]
+    assert store.remembered([(CLUSTER, GROUP)]) == set()
+
+
+def test_a_states_outcomes_weigh_in_the_cache() -> None:
+    """Each outcome a remembered state holds counts toward the cache's bound (CACHE_ENTRIES), as each
+    pending launch does: states of a hundred outcomes take three times a bare one's place."""
+    store = GroupStore(FakeDynamoDB(), "t")
+    store.CACHE_ENTRIES = 10 * 150
+    for g in range(11):
+        state = GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{g:08d}")
+        for n in range(100):
+            state.outcomes[f"i-{n:017d}"] = BootOutcome(f"i-{n:017d}", None, T0 + n, True, None)
+        store.save(state)
+    assert store.cached == 10
+
+
+def test_outcomes_count_toward_a_transactions_4_mb() -> None:
+    """A hundred groups each with a configuration of ~22 KB of random arguments and a hundred outcomes of
+    128-character node names: more than 4 MB in one transaction, which DynamoDB refuses on every retry.
+    They are written in more than one."""
+    import secrets
+
+    table = FakeDynamoDB()
+    store = GroupStore(table, "t")
+    states = []
+    for g in range(100):
+        state = GroupState(cluster_id=CLUSTER, group_id=f"pcs_busy{g:06d}")
+        actions = {
+            "nodeBootstrapped": [
+                {
+                    "name": "s",
+                    "scriptSource": {"scriptLocation": "s3://b/x.sh"},
+                    "arguments": [secrets.token_urlsafe(22_000)],
+                }
+            ]
+        }
+        state.config = KnownConfig(
+            modified_at=T0, fingerprint="f" * 64, node_lifecycle_actions=actions, checked_at=T0
+        )
+        for n in range(100):
+            instance = f"i-{g:06d}{'o' * 20}{n:06d}"
+            state.outcomes[instance] = BootOutcome(instance, "n" * 128, T0 + n, True, T0)
+        states.append(state)
+    assert store.save_many(states) == []
+    assert table.calls("TransactWriteItems") >= 2
+
+
+def test_each_transaction_keeps_to_its_byte_bound() -> None:
+    from lifeguard.store.groups import TRANSACTION_BYTES_MAX, _item_bound, _transactions
+
+    states = [GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{g:08d}") for g in range(10)]
+    writes: list[Any] = [(None, "x" * 390_000, False, None)] * 10
+    parts = list(_transactions(states, writes))
+    assert len(parts) > 1
+    for part in parts:
+        bound = sum(_item_bound(s, w[1]) for s, w in zip(states[part], writes[part], strict=True))
+        assert bound <= TRANSACTION_BYTES_MAX

@@ -13,7 +13,8 @@ from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, make_detail
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import GroupStore, UnreadableStateError
+from lifeguard.store.table import group_key
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, client_error
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
@@ -266,3 +267,50 @@ def test_while_eventbridge_refuses_every_put_the_outbox_keeps_the_newest_sixteen
     ]
     assert len(dropped) == 4
     assert "ep-0:LoopResolved:1" in dropped[0]
+
+
+A, B = (CLUSTER, "pcs_aaaaaaa1"), (CLUSTER, "pcs_bbbbbbb1")
+
+
+def test_a_batch_that_raises_forgets_the_remembered_states_it_changed_and_its_retry_writes_them() -> None:
+    """A mutation changes the remembered state in place; another group's raises before anything is written.
+    The retry (same warm container) must not find the change made already and write nothing: the records
+    would be lost."""
+    world = World()
+    updater = world.updater()
+    updater.update_many({A: launch("i-0"), B: launch("i-0")})  # both remembered at version 1
+
+    def fails(state: GroupState) -> Change:
+        raise RuntimeError("the mutation of B failed")
+
+    with pytest.raises(RuntimeError):
+        updater.update_many({A: launch("i-1"), B: fails})
+    updater.update_many({A: launch("i-1")})
+    assert world.state(A[1]).launches == {"i-0": 1, "i-1": 1}
+
+
+def test_a_group_whose_ledger_is_unreadable_is_forgotten_with_what_its_mutation_changed() -> None:
+    world = World()
+    updater = world.updater()
+    updater.update_many({A: launch("i-0")})
+
+    def partly(state: GroupState) -> Change:
+        state.launches["i-2"] = 1
+        raise UnreadableStateError("the ledger item cannot be read")
+
+    unreadable: dict[tuple[str, str], str] = {}
+    updater.update_many({A: partly}, unreadable=unreadable)
+    assert A in unreadable
+    updater.update_many({A: launch("i-2")})
+    assert world.state(A[1]).launches == {"i-0": 1, "i-2": 1}
+
+
+def test_a_remembered_state_whose_item_was_deleted_is_redone_from_the_table() -> None:
+    """Someone deleted the group's state item (as the README says to, for a damaged one): a warm container
+    whose batch changes nothing must not go on with its remembered copy, never written again."""
+    world = World()
+    updater = world.updater()
+    updater.update_many({A: launch("i-0")})
+    del world.table.items[(group_key(*A), "STATE")]
+    updater.update_many({A: launch("i-0")})
+    assert world.state(A[1]).launches == {"i-0": 1}
