@@ -577,14 +577,20 @@ def _forged_failure(instance: str, n: int, at: int) -> dict[str, Any]:
     }
 
 
-def _quarantine_kept_node(env: Env, *, flood: bool) -> list[str]:
+def _quarantine_kept_node(env: Env, *, flood: bool, started_at: int | None = None) -> list[str]:
     """The article's loop, its script switched to STOP_SEQUENCE before the third node launches, and that
-    node's real failure reported; with `flood`, 5,000 forged failed runs first, 1,000 of them under the
-    kept node's own id (any node can read the ids off the report log group and write under them)."""
+    node's real failure reported (its runs at `started_at`, when given, epoch seconds); with `flood`,
+    5,000 forged failed runs first, 1,000 of them under the kept node's own id (any node can read the ids
+    off the report log group and write under them)."""
     rows = stream("article-quarantine-contained")
     cut = 1792545162000
     scaling = [row for row in rows if "status_code" in row]
     reports = [row for row in rows if row.get("kind") == "script_run"]
+    if started_at is not None:
+        reports = [
+            {**r, "started_at": started_at, "ended_at": started_at} if r["instance_id"] == KEPT else r
+            for r in reports
+        ]
     seen = [e["detail-type"] for e in env.feed([row for row in scaling if row["event_timestamp"] <= cut])]
     seen += [e["detail-type"] for e in env.feed_reports([r for r in reports if r["instance_id"] != KEPT])]
     config = load_event("configs/article-terminate.json")
@@ -607,11 +613,22 @@ def test_the_kept_nodes_failure_contains_the_loop(env: Env) -> None:
     assert _quarantine_kept_node(env, flood=False)[-1] == "LoopContained"
 
 
-def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(env: Env) -> None:
+# The kept node's launch (its LAUNCHED record), in epoch seconds.
+KEPT_LAUNCHED_S = 1792545526
+
+
+@pytest.mark.parametrize(
+    "started_at",
+    [None, KEPT_LAUNCHED_S, KEPT_LAUNCHED_S - 1],
+    ids=["as recorded", "in its launch second", "a second before (the node's clock behind)"],
+)
+def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(
+    env: Env, started_at: int | None
+) -> None:
     """The group's read and the instance's own both stop at their bounds before the real run: its runs of
-    the configuration's scripts in that boot are read script by script, and the loop stays contained (not
-    told resolved while the script still fails)."""
-    seen = _quarantine_kept_node(env, flood=True)
+    the configuration's scripts in that boot are read script by script, from a second before its launch,
+    and the loop stays contained (not told resolved while the script still fails)."""
+    seen = _quarantine_kept_node(env, flood=True, started_at=started_at)
     assert seen[-1] == "LoopContained", seen
     episode = env.wiring.store.load(CLUSTER, GROUP).episode
     assert episode is not None
