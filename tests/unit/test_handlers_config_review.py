@@ -783,3 +783,53 @@ def test_the_function_reviews_the_clusters_of_the_stacks_cluster_ids(monkeypatch
     assert build_config_review(wiring).clusters == {CLUSTER, "pcs_0fedcba987"}
     monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", "")
     assert build_config_review(wiring).clusters == frozenset()
+
+
+def test_an_abandoned_change_of_lifeguards_does_not_make_a_configuration_sent_again_a_change() -> None:
+    """Alice put NEW in place; Lifeguard set out a quarantine and abandoned it (never made); Bob's apply
+    sends NEW again. NEW is still Alice's, and no second warning is laid at Bob's door."""
+    world = World()
+    world.knows(BEFORE)
+    world.review(recorded())
+    detection_read(world, NEW, modified_at=AT + 800, checked_at=AT + 57 * MINUTE)
+    change = ledger_change(NEW, quarantined_new(), at_s=(AT + 58 * MINUTE) / 1000, status="abandoned")
+    RemediationStore(world.table, "t").save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    summary = world.review(resent_by(BOB, minutes=60))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert len(world.reviews()) == 1
+
+
+def test_a_review_with_one_risk_more_than_it_lists_says_how_many_it_found() -> None:
+    def script(name: str) -> dict[str, Any]:
+        return {
+            "name": name,
+            "executionPolicy": "EVERY_BOOT",
+            "scriptSource": {"scriptLocation": f"s3://lca-scripts-example/{name}.sh"},
+        }
+
+    config = {
+        "stages": {
+            "nodeBootstrapped": [script(f"verify-{n}") for n in range(7)],
+            "nodeReady": [script(f"install-check-{n}") for n in range(20)],
+        }
+    }
+    world = World(pcs_config=config)
+    counted: dict[str, float] = {}
+    world.handler.metric = lambda name, value: counted.__setitem__(name, counted.get(name, 0) + value)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = config
+    world.review(event)
+    [review] = world.reviews()
+    assert (len(review["risks"]), counted["RisksFound"]) == (100, 101)
+    assert "The review found 101 risks; the event lists the first 100." in review["reason"]
+
+
+def test_a_scaling_change_of_a_cluster_outside_cluster_ids_is_let_be_without_reading_it() -> None:
+    """An update of another stack's cluster that carries no lifecycle actions (a scaling change): the role
+    may not read that cluster, and a refused read would count as an unreadable group and alarm."""
+    world = World(clusters=frozenset({"pcs_0fedcba987"}))
+    world.knows(BEFORE)
+    summary = world.review(scaling_update(BOB))
+    assert (summary.reviewed, summary.skipped, summary.ignored) == (0, 0, 1)
+    assert world.pcs_reads() == 0

@@ -236,3 +236,30 @@ def test_s3_version_null_and_no_version_are_the_same_unpinned_source_not_an_upda
         codes = [r.code for r in find_risks(config(after), config(before))]
         assert "updated-in-place" not in codes
         assert "unpinned-mutable-source" in codes
+
+
+def test_a_scripts_file_name_says_what_it_does_as_much_as_its_name() -> None:
+    """Generic names (step-1, step-2): the file a script runs tells the review it is telemetry under PCS's
+    TERMINATE, or a long install in nodeReady."""
+    config = NodeLifecycleActions.from_api(
+        {
+            "stages": {
+                "nodeBootstrapped": [
+                    {
+                        "name": "step-1",
+                        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/send-metrics.sh"},
+                    }
+                ],
+                "nodeReady": [
+                    {
+                        "name": "step-2",
+                        "onError": "CONTINUE",
+                        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/install-cuda.sh"},
+                    }
+                ],
+            }
+        }
+    )
+    found = {(risk.code, risk.path) for risk in find_risks(config)}
+    assert ("optional-script-terminates", "stages.nodeBootstrapped[0].onError") in found
+    assert ("node-ready-races-jobs", "stages.nodeReady[0]") in found

@@ -1,0 +1,180 @@
+"""What keeps a notice deliverable: SNS's 256 KiB for the whole message (body, subject and attributes), what
+goes first when a body is trimmed, and how Slack is waited for (backoff, Retry-After and its cap, a hold
+another sender met)."""
+
+from __future__ import annotations
+
+import io
+import urllib.error
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from lifeguard.event_contract import make_detail
+from lifeguard.notify import slack as slack_module
+from lifeguard.notify.slack import SlackChannel, SlackError
+from lifeguard.notify.sns import SNS_MAX_BYTES, sns_message
+from lifeguard.notify.summary import summarize
+
+Post = Callable[[str, bytes, float], tuple[int, bytes]]
+
+
+def detail(**fields: Any) -> dict[str, Any]:
+    return make_detail(cluster_id="pcs_abc123de45", compute_node_group_id="pcs_abcdef01", **fields)
+
+
+def config_of(length: int) -> dict[str, Any]:
+    """A configuration whose one location is `length` characters long."""
+    location = "s3://b/" + "k" * length
+    return {"stages": {"nodeBootstrapped": [{"name": "a", "scriptSource": {"scriptLocation": location}}]}}
+
+
+def test_an_sns_message_leaves_room_for_its_subject_and_attributes() -> None:
+    """SNS counts the subject and the message attributes in its 256 KiB: a body of 256 KiB alone would be
+    refused on every retry."""
+
+    def body_for(length: int) -> tuple[str, dict[str, Any]]:
+        made = detail(config_before=config_of(length))
+        return sns_message(summarize("RemediationApplied", made), made), made
+
+    probe, _ = body_for(1000)
+    body, made = body_for(1000 + SNS_MAX_BYTES - 100 - len(probe.encode()))  # just under 256 KiB whole
+    summary = summarize("RemediationApplied", made)
+    attributes = {
+        "cluster_id": "pcs_abc123de45",
+        "compute_node_group_id": "pcs_abcdef01",
+        "event": summary.detail_type,
+        "severity": summary.severity,
+    }
+    attribute_bytes = sum(len(name) + len(str(value)) + len("String") for name, value in attributes.items())
+    assert len(body.encode()) + len(summary.subject.encode()) + attribute_bytes <= SNS_MAX_BYTES
+
+
+def test_an_sns_message_fits_however_its_text_grows_on_one_line() -> None:
+    """The text above the JSON writes each line break as `⏎` (3 bytes to JSON's 2): a diff of many line
+    breaks can take the text alone past the bound after every JSON field is trimmed; the body is still cut
+    to fit."""
+    made = detail(
+        diff=[
+            {"path": f"stages.nodeBootstrapped[{n}].arguments", "old": None, "new": "\n" * 400}
+            for n in range(300)
+        ]
+    )
+    assert len(sns_message(summarize("RemediationApplied", made), made).encode()) <= SNS_MAX_BYTES
+
+
+def test_an_sns_body_over_its_bound_lets_the_log_tail_go_before_the_configuration_to_restore() -> None:
+    """The log tail is in the text above the JSON already; the configuration from before is what an
+    operator restores from."""
+    suspect = {
+        "stage": "nodeBootstrapped",
+        "script": "a",
+        "on_error": "TERMINATE",
+        "exit_code": 1,
+        "log_tail": "e" * 4000,
+        "instances": [],
+    }
+
+    def body_for(length: int) -> str:
+        made = detail(config_before=config_of(length), suspect=suspect)
+        return sns_message(summarize("RemediationApplied", made), made)
+
+    probe = body_for(1000)
+    length = 1000 + SNS_MAX_BYTES - 1048 - len(probe.encode())  # about a kilobyte over the body's budget
+    body = body_for(length)
+    assert "(trimmed to fit SNS)" in body
+    assert "k" * length in body
+
+
+def _refused(status: int, headers: dict[str, str] | None = None) -> Post:
+    def post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+        raise urllib.error.HTTPError(url, status, "refused", headers or {}, io.BytesIO(b""))  # type: ignore[arg-type]
+
+    return post
+
+
+class Pacer:
+    """The table pacer's calls, answered as given: a slot at once, no hold; holds set are kept."""
+
+    def __init__(self, wait: float = 0.0, held: float = 0.0) -> None:
+        self.wait, self.held = wait, held
+        self.holds: list[float] = []
+
+    def reserve_post(self, key: str, interval: float, max_wait: float | None = None) -> float:
+        return self.wait
+
+    def hold_post(self, key: str, seconds: float) -> None:
+        self.holds.append(seconds)
+
+    def held_for(self, key: str) -> float:
+        return self.held
+
+
+def send(channel: SlackChannel) -> None:
+    made = detail()
+    channel.send(summarize("LoopResolved", made), made)
+
+
+def test_slack_5xx_answers_are_tried_again_after_half_a_second_then_one_then_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(slack_module, "_post", _refused(503))
+    slept: list[float] = []
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/x",
+        attempts=4,
+        min_interval_seconds=0,
+        sleep=slept.append,
+        clock=lambda: 0.0,
+    )
+    with pytest.raises(SlackError):
+        send(channel)
+    assert [seconds for seconds in slept if seconds > 0] == [0.5, 1.0, 2.0]
+
+
+def test_a_retry_after_of_a_week_holds_the_webhook_an_hour_at_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A proxy's or a broken endpoint's Retry-After would silence every loop's alert for its length."""
+    monkeypatch.setattr(slack_module, "_post", _refused(429, {"Retry-After": "604800"}))
+    pacer = Pacer()
+    channel = SlackChannel(lambda: "https://hooks.example.com/x", pacer=pacer, sleep=lambda _: None)
+    with pytest.raises(SlackError):
+        send(channel)
+    assert pacer.holds == [3600.0]
+
+
+def test_a_retry_after_of_exactly_the_longest_wait_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers: list[Post | None] = [_refused(429, {"Retry-After": "30"}), None]
+
+    def post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+        refuse = answers.pop(0)
+        if refuse is not None:
+            refuse(url, body, seconds)
+        return 200, b"ok"
+
+    monkeypatch.setattr(slack_module, "_post", post)
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/y",
+        pacer=Pacer(),
+        sleep=lambda _: None,
+        max_retry_after_seconds=30.0,
+    )
+    send(channel)  # delivered on its second try
+    assert answers == []
+
+
+def test_a_slot_taken_before_another_senders_429_waits_out_that_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table pacer gave a slot a second away; meanwhile another invocation met a 429 (Retry-After 5 s):
+    the post waits that out too, instead of inviting more 429s mid-incident."""
+    seen: list[float | str] = []
+
+    def post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+        seen.append("post")
+        return 200, b"ok"
+
+    monkeypatch.setattr(slack_module, "_post", post)
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/z", pacer=Pacer(wait=1.0, held=5.0), sleep=seen.append
+    )
+    send(channel)
+    assert seen == [1.0, 5.0, "post"]
