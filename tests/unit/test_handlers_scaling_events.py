@@ -610,11 +610,9 @@ def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_ho
     assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
 
 
-def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_is_told_again() -> None:
-    """The owners switch the script to STOP_SEQUENCE, and nodes of that configuration still fail (their boot
-    fails elsewhere): the loop goes on after the change. A node kept with the script failing contains it;
-    fresh instances of that same configuration failing in a row after it are the loop again, told."""
-    world = World()
+def contained_after_the_owners_switch(world: World) -> None:
+    """The article's loop; the owners switch its script to STOP_SEQUENCE and nodes of that configuration
+    still fail (their boot fails elsewhere), until one is kept with the script failing: contained."""
     world.feed(ARTICLE[:6])
     stopping = json.loads(json.dumps(TERMINATE))
     stopping["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
@@ -625,6 +623,14 @@ def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_
     kept_report(kept, at(1, 27), world)
     world.feed([launched(kept, at(1, 24)), succeeded(kept, at(1, 29))])
     assert world.published()[-1] == "LoopContained"
+
+
+def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_is_told_again() -> None:
+    """The owners switch the script to STOP_SEQUENCE, and nodes of that configuration still fail (their boot
+    fails elsewhere): the loop goes on after the change. A node kept with the script failing contains it;
+    fresh instances of that same configuration failing in a row after it are the loop again, told."""
+    world = World()
+    contained_after_the_owners_switch(world)
     world.feed([launched("i-0agan0000000000a", at(1, 30)), failed("i-0agan0000000000a", at(1, 34))])
     world.feed([launched("i-0agan0000000000b", at(1, 35)), failed("i-0agan0000000000b", at(1, 39))])
     told = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
@@ -637,16 +643,7 @@ def test_a_contained_loop_with_fresh_failures_between_kept_nodes_is_not_told_aga
     failing, turn about. Not a loop in a row, and the episode already says the script fails: nothing is
     told again, and it stays contained (remediation is not re-armed)."""
     world = World()
-    world.feed(ARTICLE[:6])
-    stopping = json.loads(json.dumps(TERMINATE))
-    stopping["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
-    world.person_sets(stopping, at(1, 13))
-    world.feed([launched("i-0went0000000000a", at(1, 14)), failed("i-0went0000000000a", at(1, 18))])
-    world.feed([launched("i-0went0000000000b", at(1, 19)), failed("i-0went0000000000b", at(1, 23))])
-    kept = "i-0kept00000000000"
-    kept_report(kept, at(1, 27), world)
-    world.feed([launched(kept, at(1, 24)), succeeded(kept, at(1, 29))])
-    assert world.published()[-1] == "LoopContained"
+    contained_after_the_owners_switch(world)
     opened = world.state().episode
     assert opened is not None
     contained_at = opened.contained_at
@@ -2772,11 +2769,9 @@ def test_a_reboots_failure_a_day_after_the_resolution_reopens_nothing() -> None:
     assert world.published()[-1] == "LoopResolved"
 
 
-def test_the_resolving_nodes_termination_days_later_in_the_scaling_log_reopens_nothing() -> None:
-    """The loop ended on its own configuration (what it fetched was mended in place), and the node that
-    ended it is TERMINATED/BOOTSTRAP_FAILED two days later (an EVERY_BOOT script failing on a reboot): no
-    nodeReady script of the boot that ended the loop runs that late, so the LoopResolved stands; one
-    failure is no loop."""
+def resolved_on_its_own_configuration() -> World:
+    """The article's loop ended on its own configuration (what it fetched was mended in place): a node whose
+    reports show every script passed goes ACTIVE."""
     world = World()
     world.feed(ARTICLE[:6])
     GroupStore(world.table, TABLE).put_reports(
@@ -2788,6 +2783,15 @@ def test_the_resolving_nodes_termination_days_later_in_the_scaling_log_reopens_n
     )
     world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
     assert world.published()[-1] == "LoopResolved"
+    return world
+
+
+def test_the_resolving_nodes_termination_days_later_in_the_scaling_log_reopens_nothing() -> None:
+    """The loop ended on its own configuration (what it fetched was mended in place), and the node that
+    ended it is TERMINATED/BOOTSTRAP_FAILED two days later (an EVERY_BOOT script failing on a reboot): no
+    nodeReady script of the boot that ended the loop runs that late, so the LoopResolved stands; one
+    failure is no loop."""
+    world = resolved_on_its_own_configuration()
     world.feed([failed(NEW_NODE, at(1, 19) + 2 * DAY_MS)])
     assert world.published()[-1] == "LoopResolved"
     assert world.published().count("BootstrapLoopDetected") == 1
@@ -2798,17 +2802,7 @@ def test_failures_from_before_a_resolution_count_toward_no_later_episode() -> No
     """The loop ended on its own configuration; later one more node fails among successes. The failures
     the LoopResolved ended are not counted again (they would make the group look intermittent now, and the
     new episode's id would be the ended one's)."""
-    world = World()
-    world.feed(ARTICLE[:6])
-    GroupStore(world.table, TABLE).put_reports(
-        [
-            ran(NEW_NODE, at(1, 16), script="fail-terminate"),
-            ran(NEW_NODE, at(1, 16)),
-            ran(NEW_NODE, at(1, 17), script="ready-check"),
-        ]
-    )
-    world.feed([launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))])
-    assert world.published()[-1] == "LoopResolved"
+    world = resolved_on_its_own_configuration()
     later = ["i-0later000000001", "i-0later000000002"]
     world.feed([launched(later[0], at(1, 20)), succeeded(later[0], at(1, 24))])
     world.feed([launched(later[1], at(1, 25)), failed(later[1], at(1, 29))])

@@ -23,6 +23,7 @@ from lifeguard.scaling_log import (
     read_scaling_log_message,
 )
 from tests.unit.test_handlers_node_reports import FAILED, NOW, World
+from tests.unit.test_node_report import REPORT
 
 RECORD: dict[str, Any] = {
     "resource_id": "pcs_abc123de45",
@@ -34,23 +35,6 @@ RECORD: dict[str, Any] = {
     "reason_code": "BOOTSTRAP_FAILED",
     "description": "the article's",
     "details": {"instance_id": "i-059b4b99b4f2e9739", "instance_type": "c7i.large", "subnet_id": "subnet-1"},
-}
-REPORT: dict[str, Any] = {
-    "kind": "script_run",
-    "cluster_id": "pcs_abc123de45",
-    "compute_node_group_id": "pcs_abcdef01",
-    "instance_id": "i-059b4b99b4f2e9739",
-    "node_id": "lca-static-1",
-    "boot": 1,
-    "first_boot": True,
-    "stage": "nodeBootstrapped",
-    "script": "fail-terminate",
-    "on_error": "TERMINATE",
-    "exit_code": 1,
-    "outcome": "failed",
-    "started_at": 1792544247,
-    "ended_at": 1792544247,
-    "log_tail": "x\n",
 }
 
 

@@ -526,31 +526,23 @@ def _parked(world: World) -> tuple[Any, dict[str, Any]]:
     return remediator, event
 
 
-def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_off() -> None:
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("off", "The group's tag lifeguard:mode is off"),
+        ("notify", "Dry run (mode notify), nothing was changed"),  # notify is a stand-down switch too
+    ],
+)
+def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_to_stand_down(
+    mode: str, said: str
+) -> None:
     world = World()
     remediator, event = _parked(world)
-    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": "off"})
+    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": mode})
     world.clock.advance(60)
     [skipped] = remediator.handle_event(event)
     assert skipped.detail_type == "RemediationSkipped"
-    assert skipped.detail["reason"] == (
-        "The group's tag lifeguard:mode is off: Lifeguard's quarantine, set out before, was not made."
-    )
-    assert world.group()["nodeLifecycleActions"] == TERMINATE
-
-
-def test_a_retry_of_a_parked_change_makes_it_no_longer_once_the_group_is_tagged_notify() -> None:
-    """notify is a stand-down switch too: a change set out before it, parked, is not made by a retry or a
-    redrive after it."""
-    world = World()
-    remediator, event = _parked(world)
-    world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": "notify"})
-    world.clock.advance(60)
-    [skipped] = remediator.handle_event(event)
-    assert skipped.detail_type == "RemediationSkipped"
-    assert skipped.detail["reason"] == (
-        "Dry run (mode notify), nothing was changed: Lifeguard's quarantine, set out before, was not made."
-    )
+    assert skipped.detail["reason"] == f"{said}: Lifeguard's quarantine, set out before, was not made."
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
