@@ -290,3 +290,29 @@ def test_a_templates_long_location_breaks_between_its_parts_not_inside_a_name() 
         assert "Resources.Interactive.Properties.NodeLifecycleActions.Stages.NodeBootstrapped[0]." in (
             first.split("warning ", 1)[1] + second
         )
+
+
+def test_lint_json_says_whether_it_was_strict() -> None:
+    article = str(CONFIGS / "article-terminate.json")
+    plain = json.loads(runner.invoke(app, ["lint", "--json", article]).stdout)
+    strict = json.loads(runner.invoke(app, ["lint", "--json", "--strict", article]).stdout)
+    assert (plain["valid"], plain["strict"]) == (True, False)
+    assert (strict["valid"], strict["strict"]) == (False, True)
+
+
+def test_strict_labels_the_risks_that_fail_it_as_errors() -> None:
+    """With --strict the run fails on its risks: whoever reads it sees them as errors, not warnings."""
+    article = str(CONFIGS / "article-terminate.json")
+    plain = runner.invoke(app, ["lint", article], env={"COLUMNS": "160"})
+    strict = runner.invoke(app, ["lint", "--strict", article], env={"COLUMNS": "160"})
+    assert (plain.exit_code, strict.exit_code) == (0, 1)
+
+    def labels(output: str) -> set[str]:
+        return {
+            line.split()[0]
+            for line in output.splitlines()
+            if line.startswith("  ") and line.split()[0] in ("error", "warning")
+        }
+
+    assert labels(plain.stdout) == {"warning"}
+    assert labels(strict.stdout) == {"error"}

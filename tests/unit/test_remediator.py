@@ -2032,3 +2032,68 @@ def test_a_refused_detection_is_counted_skipped_once_when_its_event_was_put_on_t
     remediator.handle_event(event)  # Lambda's retry puts it
     assert [kind for kind, _ in world.bus.events()] == ["RemediationSkipped"]
     assert counted.count("RemediationSkipped") == 1, counted
+
+
+def test_undo_json_says_what_it_puts_back_and_whether_it_did() -> None:
+    """`lifeguard undo --json`: `config_after` is the configuration the undo puts back (what Lifeguard's
+    change replaced), `applied` false for a dry run and true once made."""
+    world, _ = _quarantined()
+    operator = world.operator()
+    shown = operator.undo(GROUP, CLUSTER, dry_run=True).to_dict()
+    assert shown["applied"] is False
+    assert shown["config_after"] == TERMINATE
+    assert (shown["cluster_id"], shown["compute_node_group_id"]) == (CLUSTER, GROUP)
+    assert shown["undoes"]["action"] == "quarantine"
+    assert [d["path"] for d in shown["diff"]] == ["stages.nodeBootstrapped[0].onError"]
+    done = operator.undo(GROUP, CLUSTER).to_dict()
+    assert done["applied"] is True
+    assert done["config_after"] == TERMINATE
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_a_group_name_in_two_clusters_is_refused_not_guessed() -> None:
+    """`lifeguard undo lca-static` without --cluster, two clusters each holding a group of that name:
+    refused, not the first cluster's taken."""
+    world, _ = _quarantined()
+    other_cluster, other_group = "pcs_zzz999zz99", "pcs_zzzzzz99"
+    world.pcs.add_cluster("other", cluster_id=other_cluster)
+    world.pcs.add_compute_node_group(
+        other_cluster, "lca-static", group_id=other_group, node_lifecycle_actions=TERMINATE
+    )
+    world.store.save(GroupState(cluster_id=other_cluster, group_id=other_group))
+    operator = world.operator()
+    with pytest.raises(OperatorError, match="is in several clusters; pass --cluster"):
+        operator.resolve("lca-static")
+    with pytest.raises(OperatorError, match="several clusters"):
+        operator.undo("lca-static", dry_run=True)
+
+
+def test_an_undo_of_a_group_not_active_is_refused_before_pcs_is_asked() -> None:
+    """Lifeguard's change not settled yet (the group UPDATING): the undo says to try again when ACTIVE,
+    and sets out nothing in the ledger."""
+    world = World()
+    world.remediator().handle_event(world.detection())
+    assert world.group()["status"] != "ACTIVE"
+    operator = world.operator()
+    with pytest.raises(OperatorError, match="try again when it is ACTIVE"):
+        operator.undo(GROUP, CLUSTER)
+    assert [c.action for c in operator.remediation.ledger(CLUSTER, GROUP).changes] == ["quarantine"]
+
+
+def test_a_forced_undo_is_audited_as_forced() -> None:
+    world, _ = _quarantined()
+    world.person_sets(TERMINATE | {"scriptCachingPolicy": "REFRESH_ON_REBOOT"})  # someone else's change
+    operator = world.operator()
+    with pytest.raises(OperatorError, match="use --force"):
+        operator.undo(GROUP, CLUSTER)
+    operator.undo(GROUP, CLUSTER, force=True)
+    last = operator.remediation.history(CLUSTER, GROUP)[-1]
+    assert (last.decision, last.actor) == ("undo", "operator")
+    assert last.reason.endswith("(--force)")
+
+
+def test_status_json_names_the_proven_good_fingerprint() -> None:
+    world, _ = _quarantined()
+    world.prove_good(GOOD)
+    (row,) = world.operator().status()
+    assert row.to_dict()["proven_good_fingerprint"] == fingerprint_of(GOOD)
