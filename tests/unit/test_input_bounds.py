@@ -24,18 +24,9 @@ from lifeguard.scaling_log import (
 )
 from tests.unit.test_handlers_node_reports import FAILED, NOW, World
 from tests.unit.test_node_report import REPORT
+from tests.unit.test_scaling_log import ARTICLE_FAILURE
 
-RECORD: dict[str, Any] = {
-    "resource_id": "pcs_abc123de45",
-    "resource_type": "PCS_CLUSTER",
-    "event_timestamp": 1792544247000,
-    "compute_node_group_id": "pcs_abcdef01",
-    "scheduler_node_id": "lca-static-1",
-    "status_code": "TERMINATED",
-    "reason_code": "BOOTSTRAP_FAILED",
-    "description": "the article's",
-    "details": {"instance_id": "i-059b4b99b4f2e9739", "instance_type": "c7i.large", "subnet_id": "subnet-1"},
-}
+RECORD: dict[str, Any] = ARTICLE_FAILURE
 
 
 def refused(raw: str) -> str:
@@ -86,7 +77,7 @@ def test_the_values_at_a_records_bounds_are_taken() -> None:
 
 def test_a_bad_unicode_escape_in_a_record_as_pcs_writes_it_is_not_json() -> None:
     """The reader that takes PCS's form without json.loads must refuse what json.loads refuses."""
-    raw = json.dumps(RECORD, separators=(",", ":")).replace("the article's", "\\uZZZZ")
+    raw = json.dumps({**RECORD, "description": "HOLE"}, separators=(",", ":")).replace("HOLE", "\\uZZZZ")
     found = read_scaling_log_message(raw)
     assert isinstance(found, ScalingLogParseError)
     assert found.reason == "not JSON"

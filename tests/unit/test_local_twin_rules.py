@@ -5,7 +5,6 @@ default TERMINATE cycle is the article's 5-6 minutes and its timings are bounded
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,7 @@ import yaml
 
 from lifeguard_cli.local.pcs import LocalPcs, ManualClock
 from lifeguard_cli.simulate.scenario import BUILT_IN, ScenarioError, Timings, parse_scenario
-
-START = datetime(2026, 10, 21, 1, 0, tzinfo=UTC)
-CLUSTER = {
-    "clusterName": "lca",
-    "scheduler": {"type": "SLURM", "version": "25.05"},
-    "size": "SMALL",
-    "networking": {"subnetIds": ["subnet-0123456789abcdef0"]},
-}
-GROUP = {
-    "clusterIdentifier": "lca",
-    "computeNodeGroupName": "lca-static",
-    "subnetIds": ["subnet-0123456789abcdef0"],
-    "customLaunchTemplate": {"id": "lt-0123456789abcdef0", "version": "1"},
-    "iamInstanceProfileArn": "arn:aws:iam::123456789012:instance-profile/pcs-compute",
-    "scalingConfiguration": {"minInstanceCount": 1, "maxInstanceCount": 1},
-    "instanceConfigs": [{"instanceType": "c7i.large"}],
-}
+from tests.unit.test_local_pcs_model import CLUSTER, GROUP, START
 
 
 def call(pcs: LocalPcs, op: str, **params: Any) -> tuple[int, dict[str, Any]]:
