@@ -85,6 +85,18 @@ def test_launch_changes_count_from_what_the_table_holds() -> None:
     assert launch_changes(state) == ({}, [])
 
 
+def test_an_entry_touched_back_to_what_the_table_holds_is_not_sent_and_a_write_starts_afresh() -> None:
+    state = state_with(2, launches={"i-a": T0})
+    state.maps_stored()
+    state.launches["i-a"] = T0 + 7
+    state.launches["i-a"] = T0  # as stored again
+    state.outcomes["i-0001"] = replace(state.outcomes["i-0001"])  # an equal outcome, another object
+    assert state.map_changes() == {"launches": ({}, []), "outcomes": ({}, [])}
+    state.launches["i-b"] = T0 + 1
+    state.maps_stored()
+    assert (state.launches.touched, state.outcomes.touched) == (set(), set())
+
+
 def test_an_outcome_that_learns_its_launch_is_a_change_of_its_map() -> None:
     state = state_with(2)
     state.maps_stored()

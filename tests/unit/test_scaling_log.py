@@ -75,6 +75,25 @@ def test_only_terminated_bootstrap_failed_is_a_bootstrap_failure(
     assert record.is_known
 
 
+@pytest.mark.parametrize(
+    ("status", "reason"),
+    [("ACTIVE", "BOOTSTRAP_FAILED"), ("REGISTERED", "UNHEALTHY_NODE"), ("TERMINATED", "BOOTSTRAP_SUCCESS")],
+)
+def test_a_reason_under_another_status_is_not_the_outcome_it_names(status: str, reason: str) -> None:
+    """Pairs PCS does not write, of codes it documents: read as they are (unknown pairs), never as a
+    failure, a success or an unhealthy node, which each take both codes."""
+    record = read_scaling_log_message(
+        json.dumps({**ARTICLE_FAILURE, "status_code": status, "reason_code": reason})
+    )
+    assert isinstance(record, ScalingLogRecord), record
+    assert not record.is_known
+    assert (record.is_bootstrap_failure, record.is_bootstrap_success, record.is_unhealthy_termination) == (
+        False,
+        False,
+        False,
+    )
+
+
 def test_unknown_codes_are_kept_and_flagged() -> None:
     record = parse({**ARTICLE_FAILURE, "status_code": "HIBERNATED", "reason_code": "USER_ASKED"})
     assert record.status_code == "HIBERNATED"

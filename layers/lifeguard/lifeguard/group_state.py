@@ -60,6 +60,7 @@ _V = TypeVar("_V")
 MAPS = ("launches", "outcomes")
 # Per map, the entries added or changed and the keys gone since the table last held it (`map_changes`).
 MapChanges = dict[str, tuple[dict[str, Any], list[str]]]
+_ABSENT: Any = object()  # no entry (a map's values are never None, but `get` would not say so)
 
 # Whether `GroupState.unchanged_body` checks the claim it rests on, writing the state out to compare (the
 # tests set it: a mutation that said `maps_only` wrongly fails them instead of losing a change).
@@ -545,19 +546,22 @@ class GroupState(Model):
             stored = self._stored = {name: {} for name in MAPS}
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
-            if not isinstance(entries, Tracked):
+            if type(entries) is not Tracked:
                 entries = Tracked(entries)
                 setattr(self, name, entries)
-            if fresh or changes is None or entries.touched is None:
+            touched = entries.touched
+            if fresh or changes is None or touched is None:
                 stored[name] = dict(entries)
-            else:
+                entries.touched = set()
+                continue
+            if touched:  # else nothing was touched, nor changed
                 changed, gone = changes[name]
-                if changed or gone:
-                    held = stored[name]
+                held = stored[name]
+                if changed:
                     held.update(changed)
-                    for key in gone:
-                        del held[key]
-            entries.touched = set()
+                for key in gone:
+                    del held[key]
+                touched.clear()  # a set of its own: `map_changes` made new containers of what it found
 
     def map_changes(self) -> MapChanges | None:
         """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
@@ -570,21 +574,24 @@ class GroupState(Model):
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
             held = stored[name]
-            touched = entries.touched if isinstance(entries, Tracked) else None
+            touched = entries.touched if type(entries) is Tracked else None
             changed: dict[str, Any] = {}
             gone: list[str] = []
             if touched is None:
                 changed = {k: v for k, v in entries.items() if held.get(k) != v}
                 gone = [k for k in held if k not in entries]
             else:
-                # A batch touches a few keys: each is looked at once, in the order it was touched.
+                # A batch touches a few keys: each is looked at once, in the order it was touched. An
+                # entry new since is changed without comparing (a comparison of records runs Python).
                 for k in touched:
-                    if k in entries:
-                        value = entries[k]
-                        if held.get(k) != value:
-                            changed[k] = value
-                    elif k in held:
-                        gone.append(k)
+                    value = entries.get(k, _ABSENT)
+                    if value is _ABSENT:
+                        if k in held:
+                            gone.append(k)
+                        continue
+                    old = held.get(k, _ABSENT)
+                    if old is _ABSENT or (old is not value and old != value):
+                        changed[k] = value
             changes[name] = (changed, gone)
         return changes
 

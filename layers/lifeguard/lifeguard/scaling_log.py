@@ -57,6 +57,10 @@ BOOTSTRAP_SUCCEEDED = ("ACTIVE", "BOOTSTRAP_SUCCESS")
 BOOTSTRAP_OUTCOMES = frozenset({BOOTSTRAP_FAILED, BOOTSTRAP_SUCCEEDED})
 # A node PCS found unhealthy and replaced: a loop of these on fresh instances is a `replacement` loop.
 UNHEALTHY_TERMINATION = ("TERMINATED", "UNHEALTHY_NODE")
+# The same pairs apart, for the records' predicates (read for every record of a batch: no tuple made).
+_FAILED_STATUS, _FAILED_REASON = BOOTSTRAP_FAILED
+_SUCCEEDED_STATUS, _SUCCEEDED_REASON = BOOTSTRAP_SUCCEEDED
+_UNHEALTHY_STATUS, _UNHEALTHY_REASON = UNHEALTHY_TERMINATION
 
 # The status/reason pairs PCS documents for its scaling log.
 KNOWN_REASONS: Mapping[str, frozenset[str]] = {
@@ -225,17 +229,17 @@ class ScalingLogRecord(Model):
     @property
     def is_bootstrap_failure(self) -> bool:
         """TERMINATED/BOOTSTRAP_FAILED: a lifecycle script (or PCS's own setup) failed the boot."""
-        return (self.status_code, self.reason_code) == BOOTSTRAP_FAILED
+        return self.reason_code == _FAILED_REASON and self.status_code == _FAILED_STATUS
 
     @property
     def is_bootstrap_success(self) -> bool:
         """ACTIVE/BOOTSTRAP_SUCCESS: the node finished bootstrapping and joined Slurm."""
-        return (self.status_code, self.reason_code) == BOOTSTRAP_SUCCEEDED
+        return self.reason_code == _SUCCEEDED_REASON and self.status_code == _SUCCEEDED_STATUS
 
     @property
     def is_unhealthy_termination(self) -> bool:
         """TERMINATED/UNHEALTHY_NODE: PCS replaced a node it found unhealthy (maybe a drained static one)."""
-        return (self.status_code, self.reason_code) == UNHEALTHY_TERMINATION
+        return self.reason_code == _UNHEALTHY_REASON and self.status_code == _UNHEALTHY_STATUS
 
     @property
     def is_launch_failure(self) -> bool:

@@ -49,7 +49,7 @@ OUTBOX_MAX_STORED_BYTES = 96 * 1024
 logger = logging.getLogger("lifeguard")
 
 
-@dataclass
+@dataclass(slots=True)
 class Change:
     """What a mutation did: whether the state changed, and the events it makes true. `maps_only`: what
     changed, if anything, is the pending launches and outcomes alone (`GroupState.MAPS`), and perhaps when
