@@ -702,6 +702,26 @@ def test_a_state_s_configurations_weigh_in_the_cache_as_what_they_take_in_memory
     assert client.calls("BatchGetItem") == 0
 
 
+def test_a_state_weighs_in_the_cache_what_its_last_write_holds() -> None:
+    """A group first written bare, then with a large configuration, weighs the second: the cache lets the
+    least recent go then, not at the next state it takes in."""
+    store = GroupStore(FakeDynamoDB(), "table")
+    store.CACHE_ENTRIES = 10 * 50 + 2_200  # ten bare states, and a 100,000-character state of ASCII
+    store.save_many([GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n:08d}") for n in range(10)])
+    grown = GroupState(cluster_id=CLUSTER, group_id="pcs_big00001")
+    store.save(grown)
+    assert store.cached == 11
+    actions = {"nodeBootstrapped": [{"name": "s", "arguments": ["a" * 256] * 520}]}
+    grown.config = KnownConfig(
+        modified_at=T0, fingerprint="f" * 64, node_lifecycle_actions=actions, checked_at=T0
+    )
+    store.save(grown)
+    assert store.cached == 9  # about 2,300 units: the two least recent bare states go
+    assert store.remembered([(CLUSTER, "pcs_big00001"), (CLUSTER, "pcs_g00000000")]) == {
+        (CLUSTER, "pcs_big00001")
+    }
+
+
 def test_a_transaction_that_lost_a_race_is_forgotten_with_its_unwritten_changes() -> None:
     table = FakeDynamoDB()
     store = GroupStore(table, "t")

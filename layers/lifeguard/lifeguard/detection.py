@@ -28,9 +28,6 @@ from lifeguard.group_state import (
     ProvenGood,
 )
 from lifeguard.scaling_log import (
-    BOOTSTRAP_FAILED,
-    BOOTSTRAP_SUCCEEDED,
-    UNHEALTHY_TERMINATION,
     ScalingLogRecord,
 )
 from lifeguard.settings import ENV_PREFIX, setting
@@ -215,47 +212,46 @@ class RecordFolder:
 
 
 def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bool:
-    instance = record.instance_id
+    instance = record.details.instance_id
     if instance is None:
         return False
-    unknown = instance not in state.outcomes and instance not in state.launches
-    if unknown and cutoff is not None and record.event_timestamp < cutoff:
+    outcomes, launches, at = state.outcomes, state.launches, record.event_timestamp
+    if cutoff is not None and at < cutoff and instance not in outcomes and instance not in launches:
         return False
     if record.status_code == "LAUNCHED":
-        seen = state.outcomes.get(instance)
+        seen = outcomes.get(instance)
         if seen is not None:
-            if seen.launched_at is None or record.event_timestamp < seen.launched_at:
-                state.outcomes[instance] = replace(seen, launched_at=record.event_timestamp)
+            if seen.launched_at is None or at < seen.launched_at:
+                outcomes[instance] = replace(seen, launched_at=at)
                 return True
             return False
-        known = state.launches.get(instance)
-        if known is None or record.event_timestamp < known:
-            state.launches[instance] = record.event_timestamp
+        known = launches.get(instance)
+        if known is None or at < known:
+            launches[instance] = at
             return True
         return False
-    pair = (record.status_code, record.reason_code)
-    if pair == UNHEALTHY_TERMINATION:
+    if record.is_unhealthy_termination:
         known_at = state.unhealthy.get(instance)
-        if known_at is not None and known_at <= record.event_timestamp:
+        if known_at is not None and known_at <= at:
             return False
-        state.unhealthy[instance] = record.event_timestamp
+        state.unhealthy[instance] = at
         return True
-    succeeded = pair == BOOTSTRAP_SUCCEEDED
-    if not (succeeded or pair == BOOTSTRAP_FAILED):
+    succeeded = record.is_bootstrap_success
+    if not (succeeded or record.is_bootstrap_failure):
         return False
-    known_outcome = state.outcomes.get(instance)
+    known_outcome = outcomes.get(instance)
     # An instance bootstraps once: its first outcome is the one that counts, but a failure outranks a
     # success. PCS logs a node ACTIVE (BOOTSTRAP_SUCCESS) once nodeBootstrapped is over, before nodeReady
     # runs (the article); a nodeReady script failing under TERMINATE then ends that node as a failure.
     if known_outcome is not None and (
-        (known_outcome.succeeded, known_outcome.event_timestamp) <= (succeeded, record.event_timestamp)
+        (known_outcome.succeeded, known_outcome.event_timestamp) <= (succeeded, at)
     ):
         return False
-    launched_at = state.launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
+    launched_at = launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
     if launched_at is None and known_outcome is not None:
         launched_at = known_outcome.launched_at
-    outcome = BootOutcome(instance, record.scheduler_node_id, record.event_timestamp, succeeded, launched_at)
-    state.outcomes[instance] = outcome
+    outcome = BootOutcome(instance, record.scheduler_node_id, at, succeeded, launched_at)
+    outcomes[instance] = outcome
     state.outcome_added(outcome)
     return True
 
