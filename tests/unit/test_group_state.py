@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifeguard.group_state import (
+    ABSENT,
     MAPS,
     OUTCOME_LIMIT,
     PENDING_LAUNCH_LIMIT,
@@ -94,7 +95,17 @@ def test_an_entry_touched_back_to_what_the_table_holds_is_not_sent_and_a_write_s
     assert state.map_changes() == {"launches": ({}, []), "outcomes": ({}, [])}
     state.launches["i-b"] = T0 + 1
     state.maps_stored()
-    assert (state.launches.touched, state.outcomes.touched) == (set(), set())
+    assert (state.launches.touched, state.outcomes.touched) == ({}, {})
+
+
+def test_an_entry_added_and_gone_within_a_batch_is_not_sent() -> None:
+    state = state_with(launches={"i-a": T0})
+    state.maps_stored()
+    state.launches["i-new"] = T0 + 1
+    del state.launches["i-new"]
+    state.launches.pop("i-a")
+    state.launches["i-a"] = T0 + 2  # gone, then back with another time: a change
+    assert launch_changes(state) == ({"i-a": T0 + 2}, [])
 
 
 def test_an_outcome_that_learns_its_launch_is_a_change_of_its_map() -> None:
@@ -160,25 +171,39 @@ def test_outcomes_are_stored_as_rows_and_read_back_the_same() -> None:
     assert GroupState.model_validate_json(state.model_dump_json()).outcomes == state.outcomes
 
 
-def test_tracked_launches_name_only_what_a_batch_touched_and_lose_track_safely() -> None:
+def test_tracked_launches_name_only_what_a_batch_touched_however_it_touched_them() -> None:
     state = state_with(launches={f"i-{n:04d}": T0 + n for n in range(500)})
     state.maps_stored()
     assert isinstance(state.launches, Tracked)
-    assert state.launches.touched == set()
+    assert state.launches.touched == {}
     state.launches["i-new"] = T0 + 9000
     state.launches.pop("i-0007")
     state.launches.pop("i-never", None)  # not there: nothing to send
-    assert state.launches.touched == {"i-new", "i-0007"}
-    assert launch_changes(state) == ({"i-new": T0 + 9000}, ["i-0007"])
+    state.launches["i-new"] = T0 + 9001  # touched again: what the table held is kept from the first touch
+    assert state.launches.touched == {"i-new": ABSENT, "i-0007": T0 + 7}
+    assert launch_changes(state) == ({"i-new": T0 + 9001}, ["i-0007"])
     state.maps_stored()
     assert launch_changes(state) == ({}, [])
-    state.launches.update({"i-0001": T0 - 1})  # a change it cannot follow: every launch is compared
-    assert state.launches.touched is None
+    state.launches.update({"i-0001": T0 - 1}, **{"i-0002": T0 + 2})  # followed as the others
     assert launch_changes(state) == ({"i-0001": T0 - 1}, [])
-    state.launches = {"i-only": T0}  # a plain dict put in its place: compared whole, too
-    changed, gone = launch_changes(state) or ({}, [])
-    assert changed == {"i-only": T0}
+    state.launches.setdefault("i-0003", T0)  # there: nothing changed
+    state.launches.setdefault("i-more", T0)
+    state.launches |= {"i-0004": T0 - 4}
+    state.launches.popitem()  # the last in: i-more
+    assert launch_changes(state) == ({"i-0001": T0 - 1, "i-0004": T0 - 4}, [])
+    state.maps_stored()
+    state.launches.popitem()
+    assert launch_changes(state) == ({}, ["i-new"])  # the last in
+    state.launches.clear()
+    changed, gone = launch_changes(state) or ({"?": 0}, [])
+    assert changed == {}
     assert sorted(gone) == sorted([*(f"i-{n:04d}" for n in range(500) if n != 7), "i-new"])
+    state.maps_stored()
+    state.launches = {"i-only": T0}  # a plain dict put in its place: not followed, written whole
+    assert state.map_changes() is None
+    state.maps_stored()
+    assert isinstance(state.launches, Tracked)
+    assert launch_changes(state) == ({}, [])
 
 
 @settings(max_examples=150, deadline=None)
@@ -196,38 +221,39 @@ def test_tracked_launches_name_only_what_a_batch_touched_and_lose_track_safely()
         max_size=6,
     )
 )
-def test_a_write_s_own_changes_note_the_maps_stored_as_a_look_at_what_was_touched_does(
+def test_a_write_s_changes_make_the_table_s_maps_the_state_s(
     batches: list[list[tuple[str, str, int, int]]],
 ) -> None:
-    """Batches change the maps (as the detection does, or in ways the maps cannot follow); after each,
-    one state is noted stored with the changes its write held, the other working them out itself: what
-    each then reports as changed is the same, and nothing once stored."""
-    given_changes, looked = state_with(2), state_with(2)
-    for state in (given_changes, looked):
-        state.maps_stored()
+    """Batches change the maps (as the detection does, or with any other method of a dict); after each, the
+    table's maps are written as a write would, with the changes (`map_changes`): the table then holds the
+    state's maps, and nothing is changed once they are stored."""
+    state = state_with(2)
+    state.maps_stored()
+    table = {name: dict(getattr(state, name)) for name in MAPS}
     for steps in batches:
-        for state in (given_changes, looked):
-            for action, name, number, seconds in steps:
-                entries: dict[str, Any] = getattr(state, name)
-                instance = f"i-{number:04d}"
-                value = (
-                    T0 + seconds if name == "launches" else BootOutcome(instance, None, T0 + seconds, True)
-                )
-                if action == "set":
-                    entries[instance] = value
-                elif action == "del" and instance in entries:
-                    del entries[instance]
-                elif action == "pop":
-                    entries.pop(instance, None)
-                elif action == "update":
-                    entries.update({instance: value})  # not followed: the map is compared whole
-        changes = given_changes.map_changes()
-        assert changes == looked.map_changes()
-        given_changes.maps_stored(changes)
-        looked.maps_stored()
-        assert given_changes.map_changes() == looked.map_changes() == {name: ({}, []) for name in MAPS}
-    assert given_changes.launches == looked.launches
-    assert given_changes.outcomes == looked.outcomes
+        for action, name, number, seconds in steps:
+            entries: dict[str, Any] = getattr(state, name)
+            instance = f"i-{number:04d}"
+            value = T0 + seconds if name == "launches" else BootOutcome(instance, None, T0 + seconds, True)
+            if action == "set":
+                entries[instance] = value
+            elif action == "del" and instance in entries:
+                del entries[instance]
+            elif action == "pop":
+                entries.pop(instance, None)
+            elif action == "update":
+                entries.update({instance: value})
+        changes = state.map_changes()
+        assert changes is not None
+        for name, (changed, gone) in changes.items():
+            assert all(table[name].get(key) != value for key, value in changed.items())
+            assert all(key in table[name] for key in gone)
+            table[name].update(changed)
+            for key in gone:
+                del table[name][key]
+        state.maps_stored()
+        assert table == {name: dict(getattr(state, name)) for name in MAPS}
+        assert state.map_changes() == {name: ({}, []) for name in MAPS}
 
 
 def test_the_oldest_outcome_stays_known_as_outcomes_come_and_the_oldest_go() -> None:

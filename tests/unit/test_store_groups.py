@@ -783,7 +783,7 @@ def test_each_transaction_keeps_to_its_byte_bound() -> None:
     from lifeguard.store.groups import TRANSACTION_BYTES_MAX, _item_bound, _transactions
 
     states = [GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{g:08d}") for g in range(10)]
-    writes: list[Any] = [(None, "x" * 390_000, False, None)] * 10
+    writes: list[Any] = [(None, "x" * 390_000, False)] * 10
     parts = list(_transactions(states, writes))
     assert len(parts) > 1
     for part in parts:

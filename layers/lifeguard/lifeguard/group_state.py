@@ -7,7 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
 from operator import attrgetter
@@ -60,7 +60,7 @@ _V = TypeVar("_V")
 MAPS = ("launches", "outcomes")
 # Per map, the entries added or changed and the keys gone since the table last held it (`map_changes`).
 MapChanges = dict[str, tuple[dict[str, Any], list[str]]]
-_ABSENT: Any = object()  # no entry (a map's values are never None, but `get` would not say so)
+ABSENT: Any = object()  # no entry (a map's values are never None, but `get` would not say so)
 
 # Whether `GroupState.unchanged_body` checks the claim it rests on, writing the state out to compare (the
 # tests set it: a mutation that said `maps_only` wrongly fails them instead of losing a change).
@@ -68,51 +68,61 @@ CHECK_MAPS_ONLY = False
 
 
 class Tracked(dict[str, _V]):
-    """A map of a group's state (its pending launches, its outcomes) that notes which instances a batch
-    touched since the table last held it (`touched`), so a write sends those alone. A change it cannot
-    follow (`update`, `clear`, ...) makes it lose track (`touched` None): the next write compares it all."""
+    """A map of a group's state (its pending launches, its outcomes) that notes each instance a batch
+    touched since the table last held it, with what the table holds of it (`touched`: its value then, or
+    ABSENT), so a write sends what changed alone, without a copy of the map to compare with. Every way of
+    changing a dict is followed; a plain dict put in a map's place is not (`map_changes`: the next write
+    puts the state whole)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.touched: set[str] | None = None
+        self.touched: dict[str, Any] | None = None
+
+    def _touch(self, keys: Iterable[str]) -> None:
+        """Note what the table holds of `keys`, unless noted since it was stored."""
+        touched = self.touched
+        if touched is not None:
+            for key in keys:
+                if key not in touched:
+                    touched[key] = dict.get(self, key, ABSENT)
 
     def __setitem__(self, key: str, value: _V) -> None:
+        touched = self.touched  # the way of nearly every change: `_touch` inlined
+        if touched is not None and key not in touched:
+            touched[key] = dict.get(self, key, ABSENT)
         super().__setitem__(key, value)
-        if self.touched is not None:
-            self.touched.add(key)
 
     def __delitem__(self, key: str) -> None:
+        self._touch((key,))
         super().__delitem__(key)
-        if self.touched is not None:
-            self.touched.add(key)
 
     def pop(self, key: str, *default: Any) -> Any:
-        if self.touched is not None and key in self:
-            self.touched.add(key)
+        if key in self:
+            self._touch((key,))
         return super().pop(key, *default)
 
-    def _lost(self) -> None:
-        self.touched = None
-
     def update(self, *args: Any, **kwargs: Any) -> None:
-        self._lost()
-        super().update(*args, **kwargs)
+        entries = dict(*args, **kwargs)
+        self._touch(entries)
+        super().update(entries)
 
     def clear(self) -> None:
-        self._lost()
+        self._touch(list(self))
         super().clear()
 
     def setdefault(self, key: str, default: Any = None) -> Any:
-        self._lost()
+        if key not in self:
+            self._touch((key,))
         return super().setdefault(key, default)
 
     def popitem(self) -> tuple[str, _V]:
-        self._lost()
+        if self:
+            self._touch((next(reversed(self)),))  # the last in, which `popitem` takes
         return super().popitem()
 
     def __ior__(self, other: Any) -> Tracked[_V]:  # type: ignore[override,misc]
-        self._lost()
-        return super().__ior__(other)
+        self.update(other)
+        return self
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,8 +364,6 @@ class GroupState(Model):
     )
     # No launch or outcome is dated after this (set by `forget_after`, in memory only).
     _bounded_at: int | None = field(default=None, init=False, repr=False, compare=False)
-    # The maps (`MAPS`) as the table holds them, when it holds them on their own (None: it does not, yet).
-    _stored: dict[str, dict[str, Any]] | None = field(default=None, init=False, repr=False, compare=False)
     # The rest, as JSON, as the table holds it.
     _stored_body: str | None = field(default=None, init=False, repr=False, compare=False)
     # What that takes in memory (`stored_footprint`), worked out when it changes: a write of the maps alone
@@ -463,11 +471,11 @@ class GroupState(Model):
         for instance in [i for i in self.launches if i not in pending]:
             del self.launches[instance]  # one by one, as the outcomes: the map notes each
 
-    def stored(self, body: str, *, checked_apart: bool = False, changes: MapChanges | None = None) -> None:
-        """Note that the table now holds this state: its maps (`maps_stored`, with the `changes` written,
-        if known) and the rest as the JSON `body` (read, or written), but for the configuration's
-        `checked_at` when it holds that on its own (`checked_apart`: the body's is older)."""
-        self.maps_stored(changes)
+    def stored(self, body: str, *, checked_apart: bool = False) -> None:
+        """Note that the table now holds this state: its maps (`maps_stored`) and the rest as the JSON
+        `body` (read, or written), but for the configuration's `checked_at` when it holds that on its own
+        (`checked_apart`: the body's is older)."""
+        self.maps_stored()
         if body is not self._stored_body:
             self._stored_body = body
             self._footprint = sys.getsizeof(body) + len(body) * 3 // 2
@@ -539,63 +547,42 @@ class GroupState(Model):
         if body != stored:
             raise AssertionError(f"{self.group_id}: the state changed beyond its maps: {body}")
 
-    def maps_stored(self, changes: MapChanges | None = None) -> None:
-        """Note that the table now holds the maps (`MAPS`) on their own (`map_changes` counts from here);
-        `changes` are the `map_changes` the write held (worked out here when not given)."""
-        if changes is None:
-            changes = self.map_changes()
-        stored = self._stored
-        fresh = stored is None
-        if stored is None:
-            stored = self._stored = {name: {} for name in MAPS}
+    def maps_stored(self) -> None:
+        """Note that the table now holds the maps (`MAPS`) on their own, as they are: `map_changes` counts
+        from here."""
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
             if type(entries) is not Tracked:
                 entries = Tracked(entries)
                 setattr(self, name, entries)
             touched = entries.touched
-            if fresh or changes is None or touched is None:
-                stored[name] = dict(entries)
-                entries.touched = set()
-                continue
-            if touched:  # else nothing was touched, nor changed
-                changed, gone = changes[name]
-                held = stored[name]
-                if changed:
-                    held.update(changed)
-                for key in gone:
-                    del held[key]
-                touched.clear()  # a set of its own: `map_changes` made new containers of what it found
+            if touched is None:
+                entries.touched = {}
+            elif touched:
+                touched.clear()
 
     def map_changes(self) -> MapChanges | None:
         """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
-        None when it does not hold them on their own (the next write must write them all). Only the keys
-        touched since are looked at, unless the map lost track of them."""
-        stored = self._stored
-        if stored is None:
-            return None
+        None when it does not hold them on their own, or a map is a plain dict put in its place (the next
+        write puts them whole). Only the keys touched since are looked at, each against what the table
+        held."""
         changes = {}
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
-            held = stored[name]
             touched = entries.touched if type(entries) is Tracked else None
+            if touched is None:  # not held on their own yet (`maps_stored` starts it), or not followed
+                return None
             changed: dict[str, Any] = {}
             gone: list[str] = []
-            if touched is None:
-                changed = {k: v for k, v in entries.items() if held.get(k) != v}
-                gone = [k for k in held if k not in entries]
-            else:
-                # A batch touches a few keys: each is looked at once, in the order it was touched. An
-                # entry new since is changed without comparing (a comparison of records runs Python).
-                for k in touched:
-                    value = entries.get(k, _ABSENT)
-                    if value is _ABSENT:
-                        if k in held:
-                            gone.append(k)
-                        continue
-                    old = held.get(k, _ABSENT)
-                    if old is _ABSENT or (old is not value and old != value):
-                        changed[k] = value
+            # A batch touches a few keys: each is looked at once, in the order it was touched. An entry
+            # new since is changed without comparing (a comparison of records runs Python).
+            for k, held in touched.items():
+                value = entries.get(k, ABSENT)
+                if value is ABSENT:
+                    if held is not ABSENT:
+                        gone.append(k)
+                elif held is ABSENT or (held is not value and held != value):
+                    changed[k] = value
             changes[name] = (changed, gone)
         return changes
 

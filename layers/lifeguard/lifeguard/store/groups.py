@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.bounds import EPOCH_MS_MAX, clip
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import MAPS, BootOutcome, GroupState, MapChanges
+from lifeguard.group_state import MAPS, BootOutcome, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.table import (
     TRANSACTION_MAX,
@@ -184,10 +184,10 @@ def _decimal(text: str) -> bool:
     return text.isascii() and text.isdigit() and len(text) <= 20
 
 
-def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | None]:
+def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
     """The state's write, made only over the version it was read at (or where there is none), the JSON of
-    the rest of the state it holds, whether it holds the configuration's `checked_at` on its own
-    (`CHECKED`), and the map changes it holds (`GroupState.map_changes`). A busy group's pending launches
+    the rest of the state it holds, and whether it holds the configuration's `checked_at` on its own
+    (`CHECKED`). A busy group's pending launches
     and outcomes are most of its state: when the table holds them, only the entries a batch changed are
     sent (an update), and the rest of the state only when it changed; a read of PCS that found the group as
     it was sends its time alone. A batch pays for what it changed."""
@@ -212,7 +212,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
             "ConditionExpression": condition,
             "ExpressionAttributeValues": {":expected": expected},
         }
-        return ("Put", put), text, False, changes
+        return ("Put", put), text, False
     names = {"#v": "version"}
     values: Item = {":expected": expected, ":next": {"N": str(version + 1)}}
     sets = ["#v = :next"]
@@ -259,7 +259,7 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool, MapChanges | 
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    return ("Update", update), text, apart, changes
+    return ("Update", update), text, apart
 
 
 # Each map's placeholders in an update: its name's, and (name, value, assignment) of each entry it sets, and
@@ -300,13 +300,11 @@ def _item_bound(state: GroupState, body: str) -> int:
     )
 
 
-def _transactions(
-    states: list[GroupState], writes: list[tuple[Write, str, bool, MapChanges | None]]
-) -> Iterator[slice]:
+def _transactions(states: list[GroupState], writes: list[tuple[Write, str, bool]]) -> Iterator[slice]:
     """The states (and their writes) of each transaction, in order: at most TRANSACTION_MAX, and items of
     at most TRANSACTION_BYTES_MAX in all (`_item_bound`)."""
     start, size = 0, 0
-    for index, (state, (_, body, _, _)) in enumerate(zip(states, writes, strict=True)):
+    for index, (state, (_, body, _)) in enumerate(zip(states, writes, strict=True)):
         bound = _item_bound(state, body)
         if index > start and (index - start == TRANSACTION_MAX or size + bound > TRANSACTION_BYTES_MAX):
             yield slice(start, index)
@@ -546,7 +544,7 @@ class GroupStore:
         for part in _transactions(states, all_writes):
             chunk, writes = states[part], all_writes[part]
             try:
-                self._table.write_together([write for write, _, _, _ in writes])
+                self._table.write_together([write for write, _, _ in writes])
             except TransactionConflictError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 unwritten.extend(chunk)
@@ -554,9 +552,9 @@ class GroupStore:
             except LifeguardError:
                 self.forget((state.cluster_id, state.group_id) for state in chunk)
                 raise
-            for state, (_, text, apart, changes) in zip(chunk, writes, strict=True):
+            for state, (_, text, apart) in zip(chunk, writes, strict=True):
                 state.version += 1
-                state.stored(text, checked_apart=apart, changes=changes)
+                state.stored(text, checked_apart=apart)
                 self._remember(state)
             if written is not None:
                 written.extend(chunk)
@@ -566,7 +564,7 @@ class GroupStore:
         """Write the state if nobody else did since it was loaded; raises VersionConflictError otherwise."""
         state.prune()
         expected = state.version
-        write, text, apart, changes = _versioned_write(state)
+        write, text, apart = _versioned_write(state)
         try:
             self._table.write(write)
         except ConditionFailedError:
@@ -576,7 +574,7 @@ class GroupStore:
             self.forget([(state.cluster_id, state.group_id)])
             raise
         state.version = expected + 1
-        state.stored(text, checked_apart=apart, changes=changes)
+        state.stored(text, checked_apart=apart)
         self._remember(state)
 
     def put_reports(self, reports: Iterable[NodeReport]) -> int:
