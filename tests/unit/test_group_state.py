@@ -3,6 +3,7 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import fields, replace
 from typing import Any
 
@@ -126,6 +127,61 @@ def test_prune_caps_pending_launches_at_the_newest_thousand_in_time_order() -> N
     assert len(state.launches) == 1000
     assert min(state.launches.values()) == T0 + 200
     assert list(state.launches.values()) == sorted(state.launches.values())
+
+
+def launches_kept_as_prune_kept_them_by_sorting(state: GroupState) -> dict[str, int]:
+    """The launches a pruned state keeps, worked out as `prune` did before it found them without sorting
+    them all: the reference of the test below."""
+    launches, outcomes = dict(state.launches), state.outcomes
+    if len(launches) <= PENDING_LAUNCH_LIMIT:
+        return launches
+    newest = max(max((o.event_timestamp for o in outcomes.values()), default=0), *launches.values())
+    pending = {i: t for i, t in launches.items() if t >= newest - HOUR_MS and i not in outcomes}
+    if len(pending) > PENDING_LAUNCH_LIMIT:
+        newest_first = sorted(((t, i) for i, t in pending.items()), reverse=True)[:PENDING_LAUNCH_LIMIT]
+        pending = {i: t for t, i in newest_first}
+    return {i: t for i, t in launches.items() if i in pending}
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    seed=st.integers(min_value=0, max_value=2**32),
+    count=st.integers(min_value=PENDING_LAUNCH_LIMIT - 3, max_value=PENDING_LAUNCH_LIMIT + 150),
+    span_ms=st.sampled_from([1_000, 600_000, HOUR_MS, 3 * HOUR_MS]),  # 1,000 distinct times: ties
+    outcomes=st.integers(min_value=0, max_value=OUTCOME_LIMIT),
+    waiting_too=st.integers(min_value=0, max_value=5),  # instances with an outcome, still waiting
+)
+def test_prune_keeps_the_launches_it_kept_when_it_sorted_them_all(
+    seed: int, count: int, span_ms: int, outcomes: int, waiting_too: int
+) -> None:
+    rng = random.Random(seed)
+    state = state_with()
+    for n in range(outcomes):  # some may come hours after every launch: the newest time is theirs
+        at = T0 + rng.randrange(span_ms + 2 * HOUR_MS)
+        state.outcomes[f"i-{n:04d}"] = BootOutcome(f"i-{n:04d}", None, at, n % 2 == 0)
+    for instance in list(state.outcomes)[:waiting_too]:
+        state.launches[instance] = T0 + rng.randrange(span_ms)
+    for n in range(count):
+        state.launches[f"i-{rng.randrange(10**6):07d}{n}"] = T0 + rng.randrange(span_ms) // 1000 * 1000
+    state.maps_stored()
+    expected = launches_kept_as_prune_kept_them_by_sorting(state)
+    before = dict(state.launches)
+    state.prune()
+    assert state.launches == expected
+    assert list(state.launches) == [i for i in before if i in expected]  # in the order they came
+    changes = state.map_changes()
+    assert changes is not None
+    changed, gone = changes["launches"]
+    assert (changed, sorted(gone)) == ({}, sorted(i for i in before if i not in expected))  # each noted
+
+
+def test_launches_of_instances_with_outcomes_go_before_the_oldest_are_counted_past_the_bound() -> None:
+    state = state_with(5)  # their launches are the oldest: they go as waiting no more, not as the oldest
+    for n in range(5):
+        state.launches[f"i-{n:04d}"] = T0 - HOUR_MS // 2 + n
+    state.launches.update({f"i-w{n:04d}": T0 + n for n in range(PENDING_LAUNCH_LIMIT + 10)})
+    state.prune()
+    assert state.launches == {f"i-w{n:04d}": T0 + n for n in range(10, PENDING_LAUNCH_LIMIT + 10)}
 
 
 def test_prune_of_an_empty_state_changes_nothing() -> None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
+from itertools import compress
 from operator import attrgetter
 from typing import Any, Final, TypeVar
 
@@ -86,20 +87,25 @@ class Tracked(dict[str, _V]):
                 if key not in touched:
                     touched[key] = dict.get(self, key, ABSENT)
 
+    # The ways of nearly every change, `_touch` written out in each, and the dict's own method called
+    # directly: a batch makes a few of them for every group it touches.
     def __setitem__(self, key: str, value: _V) -> None:
-        touched = self.touched  # the way of nearly every change: `_touch` inlined
+        touched = self.touched
         if touched is not None and key not in touched:
             touched[key] = dict.get(self, key, ABSENT)
-        super().__setitem__(key, value)
+        dict.__setitem__(self, key, value)
 
     def __delitem__(self, key: str) -> None:
-        self._touch((key,))
-        super().__delitem__(key)
+        touched = self.touched
+        if touched is not None and key not in touched:
+            touched[key] = dict.get(self, key, ABSENT)
+        dict.__delitem__(self, key)
 
     def pop(self, key: str, *default: Any) -> Any:
-        if key in self:
-            self._touch((key,))
-        return super().pop(key, *default)
+        touched = self.touched
+        if touched is not None and key not in touched and key in self:
+            touched[key] = dict.__getitem__(self, key)
+        return dict.pop(self, key, *default)
 
     def update(self, *args: Any, **kwargs: Any) -> None:
         entries = dict(*args, **kwargs)
@@ -458,18 +464,29 @@ class GroupState(Model):
             if oldest is None:
                 break
             del outcomes[oldest[1]]
-        if len(self.launches) <= PENDING_LAUNCH_LIMIT:
+        launches = self.launches
+        if len(launches) <= PENDING_LAUNCH_LIMIT:
             return  # a busy group's launches are most of its state: a batch touches only what it changed
-        outcomes = self.outcomes
+        # Over the bound, a burst of launches stays there, a few more each batch: what goes is found with
+        # the times sorted, not (time, instance) pairs made and sorted for every launch. One by one, as the
+        # outcomes: the map notes each.
+        times = sorted(launches.values())
         newest_outcome = max((o.event_timestamp for o in outcomes.values()), default=0)
-        newest = max(newest_outcome, *self.launches.values())
-        oldest_kept = newest - PENDING_LAUNCH_MS
-        pending = {i: t for i, t in self.launches.items() if t >= oldest_kept and i not in outcomes}
-        if len(pending) > PENDING_LAUNCH_LIMIT:
-            newest_first = sorted(((t, i) for i, t in pending.items()), reverse=True)[:PENDING_LAUNCH_LIMIT]
-            pending = {i: t for t, i in sorted(newest_first)}
-        for instance in [i for i in self.launches if i not in pending]:
-            del self.launches[instance]  # one by one, as the outcomes: the map notes each
+        oldest_kept = max(newest_outcome, times[-1]) - PENDING_LAUNCH_MS
+        # An instance with an outcome waits no more (the fold keeps none such: an older release's may have).
+        gone = [instance for instance in outcomes if instance in launches]
+        if times[0] < oldest_kept:
+            gone.extend(i for i, t in launches.items() if t < oldest_kept and i not in outcomes)
+        if gone:
+            for instance in gone:
+                del launches[instance]
+            times = sorted(launches.values())
+        excess = len(launches) - PENDING_LAUNCH_LIMIT
+        if excess > 0:  # the oldest go, ties by instance: of those no later than the last time that goes
+            last = times[excess - 1]
+            going = sorted((launches[i], i) for i in compress(launches, map(last.__ge__, launches.values())))
+            for _, instance in going[:excess]:
+                del launches[instance]
 
     def stored(self, body: str, *, checked_apart: bool = False) -> None:
         """Note that the table now holds this state: its maps (`maps_stored`) and the rest as the JSON

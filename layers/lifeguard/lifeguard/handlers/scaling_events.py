@@ -9,6 +9,7 @@ group per `proven_good_refresh_seconds` of event time.
 from __future__ import annotations
 
 import logging
+import operator
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -69,6 +70,7 @@ __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
 # The pairs, besides every LAUNCHED, that a group's state takes in: outcomes and unhealthy terminations.
 _FOLDED = BOOTSTRAP_OUTCOMES | {UNHEALTHY_TERMINATION}
+_EVENT_TIME = operator.attrgetter("event_timestamp")  # a group's records are taken in time order
 
 logger = logging.getLogger("lifeguard")
 
@@ -374,7 +376,7 @@ class ScalingEventsHandler:
         reads = BatchReads(self.pcs, self.tag_refresh_ms, per_cluster, kept=self.listings, now_ms=now_ms)
         latest_ms = now_ms + FUTURE_SKEW_MS
         for (cluster_id, group_id), group_records in by_group.items():
-            group_records.sort(key=lambda r: r.event_timestamp)
+            group_records.sort(key=_EVENT_TIME)
             mutations[(cluster_id, group_id)] = self._mutation(
                 cluster_id, group_id, group_records, reads, latest_ms
             )

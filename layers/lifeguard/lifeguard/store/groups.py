@@ -187,10 +187,10 @@ def _decimal(text: str) -> bool:
 def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
     """The state's write, made only over the version it was read at (or where there is none), the JSON of
     the rest of the state it holds, and whether it holds the configuration's `checked_at` on its own
-    (`CHECKED`). A busy group's pending launches
-    and outcomes are most of its state: when the table holds them, only the entries a batch changed are
-    sent (an update), and the rest of the state only when it changed; a read of PCS that found the group as
-    it was sends its time alone. A batch pays for what it changed."""
+    (`CHECKED`). A busy group's pending launches and outcomes are most of its state: when the table holds
+    them, only the entries a batch changed are sent (an update), and the rest of the state only when it
+    changed; a read of PCS that found the group as it was sends its time alone. A batch pays for what it
+    changed."""
     version = state.version
     expected = {"N": str(version)}
     unchanged = state.unchanged_body()
