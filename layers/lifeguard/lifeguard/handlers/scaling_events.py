@@ -458,8 +458,9 @@ class ScalingEventsHandler:
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
-                known = state.outcomes.get(record.instance_id or "")
-                if record.is_bootstrap_failure and _awaiting(state):
+                known = state.outcomes.get(record.details.instance_id or "")
+                failure = record.is_bootstrap_failure
+                if failure and _awaiting(state):
                     # A success waiting to be seen to stay up is judged at this failure's time first: a
                     # failure after its wait is over is another loop's, not this one's going on.
                     self._settle(
@@ -477,9 +478,14 @@ class ScalingEventsHandler:
                         change.changed |= _note_failed_after_active(state, record.instance_id or "")
                     continue
                 change.changed = True
-                if known is not None and known.succeeded and record.status_code == "LAUNCHED":
+                launched = record.status_code == "LAUNCHED"
+                # Most records are a node's first: its launch, or its success outside a loop. Nothing below
+                # acts on those (a success proves its configuration after the records: `_prove_good`).
+                if known is None and (launched or (state.episode is None and record.is_bootstrap_success)):
+                    continue
+                if known is not None and known.succeeded and launched:
                     late_launches.append(record)
-                failure, unhealthy = record.is_bootstrap_failure, record.is_unhealthy_termination
+                unhealthy = record.is_unhealthy_termination
                 # A node ACTIVE, then failing (in nodeReady, under TERMINATE): its success read the
                 # configuration just before, so the failure is looked at on what that read found.
                 failed_after_active = failure and known is not None and known.succeeded
