@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -220,8 +221,13 @@ def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
     """gzip's members decompressed, refused as soon as they hold more than `max_bytes`."""
-    import zlib
-
+    inflater = zlib.decompressobj(wbits=31)
+    try:
+        whole = inflater.decompress(data, max_bytes + 1)
+    except zlib.error:
+        whole = b""  # said below, member by member
+    if inflater.eof and not inflater.unused_data and len(whole) <= max_bytes:
+        return whole  # one member, as CloudWatch Logs sends it: no copy
     out = bytearray()
     while data:
         inflater = zlib.decompressobj(wbits=31)
