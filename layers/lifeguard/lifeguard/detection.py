@@ -27,9 +27,7 @@ from lifeguard.group_state import (
     KnownConfig,
     ProvenGood,
 )
-from lifeguard.scaling_log import (
-    ScalingLogRecord,
-)
+from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import ENV_PREFIX, setting
 
 __all__ = [
