@@ -3,6 +3,8 @@ store keeps it is tests/unit/test_store_groups.py)."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import random
 from dataclasses import fields, replace
 from typing import Any
@@ -107,6 +109,31 @@ def test_an_entry_added_and_gone_within_a_batch_is_not_sent() -> None:
     state.launches.pop("i-a")
     state.launches["i-a"] = T0 + 2  # gone, then back with another time: a change
     assert launch_changes(state) == ({"i-a": T0 + 2}, [])
+
+
+@pytest.mark.parametrize("how", ["copy", "deepcopy", "pickle", "model_copy"])
+def test_a_copy_of_a_stored_state_s_maps_is_written_whole_and_leaves_the_original_s_notes(how: str) -> None:
+    state = state_with(1, launches={"i-a": T0, "i-b": T0 + 1})
+    state.maps_stored()
+    del state.launches["i-a"]
+    if how == "model_copy":
+        duplicate = state.model_copy(deep=True)
+        launches = duplicate.launches
+    else:
+        copied = {
+            "copy": copy.copy,
+            "deepcopy": copy.deepcopy,
+            "pickle": lambda m: pickle.loads(pickle.dumps(m)),
+        }
+        launches = copied[how](state.launches)
+        duplicate = replace(state, launches=launches)
+    assert isinstance(launches, Tracked)
+    assert launches == {"i-b": T0 + 1}
+    launches.pop("i-b")
+    assert launches.touched is None
+    assert duplicate.map_changes() is None  # no table holds the copy: its write is whole
+    assert launch_changes(state) == ({}, ["i-a"])  # the original's notes, as they were
+    assert state.launches == {"i-b": T0 + 1}
 
 
 def test_an_outcome_that_learns_its_launch_is_a_change_of_its_map() -> None:

@@ -130,6 +130,12 @@ class Tracked(dict[str, _V]):
         self.update(other)
         return self
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """How a copy (`copy`, `deepcopy`, pickle) is made: as a map no table holds yet, which follows
+        nothing (its state's next write puts it whole) and leaves the original's notes as they were (the
+        default would share them, then note every entry as new)."""
+        return (Tracked, (dict(self),))
+
 
 @dataclass(frozen=True, slots=True)
 class BootOutcome:
