@@ -271,16 +271,19 @@ class FakeDynamoDB:
 
 
 class FakeEventBridge:
-    """EventBridge that keeps every entry put, and refuses its next `refuse_calls` calls outright."""
+    """EventBridge that keeps every entry put (and each request's, `requests`), and refuses its next
+    `refuse_calls` calls outright."""
 
     def __init__(self) -> None:
         self.entries: list[dict[str, Any]] = []
+        self.requests: list[list[dict[str, Any]]] = []
         self.refuse_calls = 0
 
     def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         if self.refuse_calls:
             self.refuse_calls -= 1
             raise client_error("InternalException", "PutEvents", "unavailable")
+        self.requests.append(copy.deepcopy(Entries))
         self.entries.extend(copy.deepcopy(Entries))
         return {"FailedEntryCount": 0, "Entries": [{"EventId": str(n)} for n in range(len(Entries))]}
 

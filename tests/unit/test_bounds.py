@@ -28,6 +28,7 @@ from lifeguard.bounds import (
 from lifeguard.event_contract import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
 from lifeguard.pcs_model import shape
 from lifeguard.schema import BAD, Check
+from tests.unit.fakes import FakeEventBridge
 
 
 def _takes(check: Check, value: str) -> bool:
@@ -136,17 +137,6 @@ def test_an_event_too_big_for_eventbridge_loses_its_log_tail_then_its_configurat
     assert len(sent["failures"]) == 100
 
 
-class _RecordingEvents:
-    """EventBridge that takes every entry and remembers each request."""
-
-    def __init__(self) -> None:
-        self.requests: list[list[dict[str, Any]]] = []
-
-    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        self.requests.append(Entries)
-        return {"FailedEntryCount": 0, "Entries": [{"EventId": str(i)} for i in range(len(Entries))]}
-
-
 def test_putevents_requests_stay_under_256_kb_and_10_entries() -> None:
     events = [
         ControllerEvent(
@@ -154,7 +144,7 @@ def test_putevents_requests_stay_under_256_kb_and_10_entries() -> None:
         )
         for i in range(8)
     ]
-    client = _RecordingEvents()
+    client = FakeEventBridge()
     EventPublisher(client, "bus").publish(events)
     assert [json.loads(e["Detail"])["episode_id"] for r in client.requests for e in r] == [
         f"ep-{i}" for i in range(8)

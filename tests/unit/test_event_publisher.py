@@ -11,7 +11,7 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, make_detail
-from tests.unit.fakes import client_error
+from tests.unit.fakes import FakeEventBridge, client_error
 
 
 class FlakyEvents:
@@ -108,23 +108,12 @@ def test_every_put_tried_again_is_counted_so_a_failure_the_retries_absorbed_stil
     assert counted == [("PublishRetries", 1), ("PublishRetries", 1)]
 
 
-class _Recording:
-    """EventBridge taking every entry, keeping each request."""
-
-    def __init__(self) -> None:
-        self.requests: list[list[dict[str, Any]]] = []
-
-    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-        self.requests.append(Entries)
-        return {"FailedEntryCount": 0, "Entries": [{"EventId": str(n)} for n in range(len(Entries))]}
-
-
 def test_a_putevents_request_holds_no_more_than_eventbridge_takes_in_one() -> None:
     """Three events of 100 KB: one request of them would be refused whole (256 KB), on every try, and they
     would stay in the outbox for good. They go in two."""
     from lifeguard.event_contract import ENTRY_MAX_BYTES, entry_size
 
-    client = _Recording()
+    client = FakeEventBridge()
     events = [
         ControllerEvent("LoopResolved", make_detail(episode_id=f"ep-{n}", reason="x" * 100_000), f"k{n}")
         for n in range(3)

@@ -723,16 +723,26 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
 
 
 def ran(
-    instance: str, when: int, *, outcome: str = "succeeded", script: str = "record-after-fail"
+    instance: str,
+    when: int,
+    *,
+    outcome: str = "succeeded",
+    script: str = "record-after-fail",
+    stage: str | None = None,
+    on_error: str | None = None,
 ) -> NodeReport:
-    """A run the instance reported at `when` (epoch ms), of the article's report stream's shape."""
+    """A run the instance reported at `when` (epoch ms), of the article's report stream's shape (its stage
+    and onError unless given)."""
     failed = outcome == "failed"
+    first = stream("article-terminate-node-reports")[0]
     return NodeReport.model_validate(
         {
-            **stream("article-terminate-node-reports")[0],
+            **first,
             "instance_id": instance,
+            "stage": stage or first["stage"],
             "script": script,
             "outcome": outcome,
+            "on_error": on_error or first["on_error"],
             "exit_code": 1 if failed else 0,
             "log_tail": "",
             "started_at": when // 1000,
@@ -2074,9 +2084,10 @@ def test_a_kept_nodes_later_continue_failure_is_not_what_still_fails() -> None:
     world.person_sets(quarantined_config(), at(1, 13))
     kept = "i-0kept00000000000"
     kept_report(kept, at(1, 17), world)  # fail-terminate under STOP_SEQUENCE, nodeBootstrapped
-    ready = ran(kept, at(1, 18), outcome="failed", script="ready-check").model_dump(mode="json")
-    ready.update(stage="nodeReady", on_error="CONTINUE")
-    GroupStore(world.table, TABLE).put_reports([NodeReport.model_validate(ready)])
+    ready = ran(
+        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="CONTINUE"
+    )
+    GroupStore(world.table, TABLE).put_reports([ready])
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
     (detail,) = [d for t, d in world.bus.events() if t == "LoopContained"]
     assert detail["suspect"]["script"] == "fail-terminate"
@@ -3135,20 +3146,8 @@ def test_a_boot_proves_a_configuration_that_hides_failures_once_its_bootstrapped
     }
     world.person_sets(config, at(1, 13))
     node = "i-0b00000000000009"
-    GroupStore(world.table, TABLE).put_reports(
-        [
-            NodeReport.model_validate(
-                _run(
-                    node,
-                    "nodeBootstrapped",
-                    "mount",
-                    "succeeded",
-                    on_error="STOP_SEQUENCE",
-                    at_s=at(1, 16) // 1000,
-                )
-            )
-        ]
-    )
+    mount = ran(node, at(1, 16), script="mount", stage="nodeBootstrapped", on_error="STOP_SEQUENCE")
+    GroupStore(world.table, TABLE).put_reports([mount])
     world.feed([launched(node, at(1, 14)), succeeded(node, at(1, 19))])
     world.feed([succeeded(node, at(1, 21))])  # a minute on: the configuration is read, and judged
     proof = world.state().proven_good
