@@ -5,6 +5,7 @@ are the article's loop as PCS writes it: LAUNCHED, REGISTERED, TERMINATED/BOOTST
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import random
 import zlib
@@ -186,6 +187,38 @@ def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publ
     assert episode is not None
     assert episode.episode_id == detail["episode_id"]
     assert [f.instance_id for f in episode.failures] == [FIRST, SECOND]
+
+
+def test_a_batch_is_read_with_the_garbage_collector_paused_and_it_resumes_after() -> None:
+    world = World()
+    collecting: list[bool] = []
+
+    def clock() -> float:
+        collecting.append(gc.isenabled())
+        return world.now()
+
+    world.handler.clock = clock
+    assert gc.isenabled()
+    assert world.feed(ARTICLE).events  # the loop is found with the collector paused
+    assert collecting
+    assert not any(collecting)
+    assert gc.isenabled()
+
+    def broken() -> float:
+        raise RuntimeError("clock")
+
+    world.handler.clock = broken
+    with pytest.raises(RuntimeError, match="clock"):
+        world.feed([succeeded("i-0aaaaaaaaaaaaaaa1", at(14, 30))])
+    assert gc.isenabled()  # resumed when the batch failed too
+
+    gc.disable()  # a caller that paused it itself: left paused
+    try:
+        world.handler.clock = world.now
+        world.feed([succeeded("i-0aaaaaaaaaaaaaaa2", at(14, 31))])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
 
 
 def test_one_failure_is_not_a_loop() -> None:

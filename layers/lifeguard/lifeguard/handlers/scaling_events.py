@@ -8,6 +8,7 @@ group per `proven_good_refresh_seconds` of event time.
 
 from __future__ import annotations
 
+import gc
 import logging
 import operator
 import re
@@ -226,7 +227,22 @@ class ScalingEventsHandler:
     # -- entry points --
 
     def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
-        """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored)."""
+        """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored), read with Python's
+        cyclic garbage collector paused. What a batch makes (its records, the states' changes, their
+        writes) holds no reference cycle: reference counting frees it. A collection during the batch only
+        walks what the batch still holds (`bench/ingest.py`, 1,000 groups at batches of 1,000: 63 young
+        collections and 5 older ones, 85 ms of the handler's 1 s, finding 101 objects to free). The
+        collector resumes when the batch ends, over whatever cycles it left (a batch is at most one
+        PutLogEvents call's records, 1 MiB); a collector the caller had paused stays paused."""
+        running = gc.isenabled()
+        gc.disable()
+        try:
+            return self._handle_event(event)
+        finally:
+            if running:
+                gc.enable()
+
+    def _handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
         batch = data_batch(event, self.metric)
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
