@@ -229,7 +229,7 @@ class ScalingEventsHandler:
     def handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
         """One CloudWatch Logs subscription event (CONTROL_MESSAGE batches are ignored), read with Python's
         cyclic garbage collector paused. What a batch makes (its records, the states' changes, their
-        writes) holds no reference cycle: reference counting frees it. A collection during the batch only
+        writes) holds almost no reference cycle: reference counting frees it. A collection during the batch
         walks what the batch still holds (`bench/ingest.py`, 1,000 groups at batches of 1,000: 63 young
         collections and 5 older ones, 85 ms of the handler's 1 s, finding 101 objects to free). The
         collector resumes when the batch ends, over whatever cycles it left (a batch is at most one
