@@ -10,10 +10,12 @@ message and keeps the statuses the handler acts on. The handler runs against AWS
 memory (`_InstantAws`): DynamoDB holds what it was written, as a table does, so the state reads and writes
 are of their real size; PCS lists a cluster's groups in pages as PCS does. What is timed is the handler's
 own work: the time the in-memory AWS takes to answer (its own bookkeeping, which a real service does on
-its own machines) is taken out. Not timed, though they run in the function: the AWS SDK's side of each call
-(the in-memory AWS takes the requests as the clients would; botocore's validating, serializing, signing and
-parsing cost about 0.9 ms for a TransactWriteItems of six updates, `--local-aws` includes them) and
-Powertools' wrapper of the handler (`app.lambda_handler`: +23% at 10 groups and batches of ten). Each
+its own machines) is taken out; the garbage collection a batch leaves for after it (the handler pauses
+the collector while it reads one) is counted in, wherever it runs. Not timed, though they run in the
+function: the AWS SDK's side of each call (the in-memory AWS takes the requests as the clients would;
+botocore's validating, serializing, signing and parsing cost about 0.9 ms for a TransactWriteItems of six
+updates, `--local-aws` includes them) and Powertools' wrapper of the handler (`app.lambda_handler`: +23% at
+10 groups and batches of ten). Each
 batch is timed on both sides in turn, so machine noise hits both alike. The AWS calls a batch makes are
 counted by operation. A batch of 10,000 is an upper bound: a delivery carries at most one PutLogEvents batch
 (1 MiB), about 2,500 of these records.
@@ -485,6 +487,8 @@ class Cell:
     events: dict[str, int]  # published, by detail-type
     calls: dict[str, int]
     aws_s: float = 0.0  # the instant AWS's answering, taken out of handler_s
+    # Python's garbage collector outside the handler's calls, in handler_s (`_Collections`).
+    collector_s: float = 0.0
     # With --phases: the handler's own time by phase (`PHASES`), the instant AWS's answering taken out.
     phases: dict[str, float] | None = None
     group_batches: int = 0  # the groups the batches touched, counted once a batch (with --phases)
@@ -514,7 +518,7 @@ PHASES = {
     "read": "decode the batch, parse, validate and filter its records",
     "decide": "the detection's work on each group's state (its PCS reads' own work included)",
     "write": "the state writes' own work: the updates' expressions and what the store notes of them",
-    "rest": "grouping the records, loading the states, publishing",
+    "rest": "grouping the records, loading the states, publishing, collecting garbage after a batch",
 }
 
 
@@ -554,9 +558,38 @@ def _phase_split(cell: Cell) -> None:
     timed = cell.phases
     assert timed is not None
     batch = timed.pop("batch")
-    timed["read"] = max(0.0, cell.handler_s - batch)
-    timed["rest"] = max(0.0, batch - timed["decide"] - timed["write"])
+    timed["read"] = max(0.0, cell.handler_s - cell.collector_s - batch)
+    timed["rest"] = max(0.0, batch - timed["decide"] - timed["write"]) + cell.collector_s
     cell.phases = {phase: timed[phase] for phase in PHASES}
+
+
+class _Collections:
+    """The time Python's garbage collector takes outside the handler's calls: the handler pauses it for a
+    batch (`handle_event`), so what a batch leaves is collected after it, in whatever runs next (here the
+    bare loop's turn, or the loop's own bookkeeping). A function runs nothing else: that time is the
+    handler's, and the part of it inside the bare loop's turn is not the bare loop's."""
+
+    def __init__(self) -> None:
+        self.where = ""  # "handler", "bare" or "" (the loop's own)
+        self.outside_s = 0.0  # every collection outside the handler's calls
+        self.in_bare_s = 0.0  # those inside the bare loop's turn
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if self.where == "handler":
+            return  # inside the handler's time already
+        if phase == "start":
+            self._started = time.perf_counter()
+            return
+        spent = time.perf_counter() - self._started
+        self.outside_s += spent
+        if self.where == "bare":
+            self.in_bare_s += spent
+
+    def charged(self, handler_s: float, bare_s: float) -> tuple[float, float]:
+        """The handler's and the bare loop's times as timed, with the collections outside the handler's
+        calls moved to the handler."""
+        return handler_s + self.outside_s, bare_s - self.in_bare_s
 
 
 def measure(
@@ -584,27 +617,37 @@ def measure(
     gc.freeze()
     handler_s = bare_s = 0.0
     emitted: Counter[str] = Counter()
+    collections = _Collections()
+    gc.callbacks.append(collections)
     try:
         for index, event in enumerate(events):
             if index % 2:  # which side goes first alternates, so neither always finds the caches warm
+                collections.where = "bare"
                 started = time.perf_counter()
                 bare(event)
                 bare_s += time.perf_counter() - started
             if profiler:
                 profiler.enable()
+            collections.where = "handler"
             started = time.perf_counter()
             summary = handler.handle_event(event)
             handler_s += time.perf_counter() - started
+            collections.where = ""
             if profiler:
                 profiler.disable()
             emitted.update(published.detail_type for published in summary.events)
             if not index % 2:
+                collections.where = "bare"
                 started = time.perf_counter()
                 bare(event)
                 bare_s += time.perf_counter() - started
+            collections.where = ""
     finally:
+        gc.callbacks.remove(collections)
         gc.unfreeze()
-    cell.handler_s, cell.bare_s, cell.aws_s = handler_s - aws.seconds, bare_s, aws.seconds
+    cell.handler_s, cell.bare_s = collections.charged(handler_s - aws.seconds, bare_s)
+    cell.aws_s = aws.seconds
+    cell.collector_s = collections.outside_s
     cell.events, cell.calls = dict(emitted), dict(aws.calls)
     if phases:
         _phase_split(cell)

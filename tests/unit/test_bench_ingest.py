@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import itertools
 import json
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -56,6 +58,55 @@ def test_without_phases_nothing_is_wrapped(ingest: ModuleType) -> None:
     cell = ingest.measure(5, 10, 400)
     assert cell.phases is None
     assert cell.group_batches == 0
+
+
+def test_collections_outside_the_handlers_calls_are_the_handlers_not_the_bare_loops(
+    ingest: ModuleType,
+) -> None:
+    collections = ingest._Collections()
+    for where, spent in (("handler", 5), ("bare", 3), ("", 2)):
+        collections.where = where
+        collections("start", {})
+        collections._started -= spent  # as if the collection took `spent` seconds
+        collections("stop", {})
+    assert collections.outside_s == pytest.approx(5)  # the bare loop's 3 and the loop's own 2
+    assert collections.in_bare_s == pytest.approx(3)
+    assert collections.charged(100, 40) == pytest.approx((105, 37))
+
+
+def test_a_handler_that_leaves_garbage_for_after_its_batch_is_charged_for_its_collection(
+    ingest: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Littering:
+        """The real handler, leaving reference cycles behind each batch for the collector to find."""
+
+        def __init__(self, aws: Any) -> None:
+            self.handler = ingest.build_handler(aws)
+
+        def handle_event(self, event: Any) -> Any:
+            gc.disable()  # as the handler does for its batch: the cycles wait for after it
+            try:
+                for _ in range(3_000):
+                    cycle: list[Any] = []
+                    cycle.append(cycle)
+                return self.handler.handle_event(event)
+            finally:
+                gc.enable()
+
+    charged: list[tuple[float, float]] = []
+    real = ingest._Collections.charged
+
+    def charging(collections: Any, handler_s: float, bare_s: float) -> tuple[float, float]:
+        charged.append(real(collections, handler_s, bare_s))
+        return charged[-1]
+
+    monkeypatch.setattr(ingest._Collections, "charged", charging)
+    assert gc.isenabled()
+    cell = ingest.measure(3, 10, 400, build=Littering)
+    assert cell.collector_s > 0  # collected in the bare loop's turn or between, and charged here
+    assert [(cell.handler_s, cell.bare_s)] == charged
+    assert cell.handler_s > cell.collector_s
+    assert ingest.measure(3, 10, 400).collector_s < cell.collector_s
 
 
 def test_the_command_prints_the_phases_and_their_json() -> None:
