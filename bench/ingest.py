@@ -15,10 +15,9 @@ the collector while it reads one) is counted in, wherever it runs. Not timed, th
 function: the AWS SDK's side of each call (the in-memory AWS takes the requests as the clients would;
 botocore's validating, serializing, signing and parsing cost about 0.9 ms for a TransactWriteItems of six
 updates, `--local-aws` includes them) and Powertools' wrapper of the handler (`app.lambda_handler`: +23% at
-10 groups and batches of ten). Each
-batch is timed on both sides in turn, so machine noise hits both alike. The AWS calls a batch makes are
-counted by operation. A batch of 10,000 is an upper bound: a delivery carries at most one PutLogEvents batch
-(1 MiB), about 2,500 of these records.
+10 groups and batches of ten). Each batch is timed on both sides in turn, so machine noise hits both alike.
+The AWS calls a batch makes are counted by operation. A batch of 10,000 is an upper bound: a delivery
+carries at most one PutLogEvents batch (1 MiB), about 2,500 of these records.
 
     .venv/bin/python bench/ingest.py                       # groups 1-1,000 × batch 10-10,000 (1-2 minutes)
     .venv/bin/python bench/ingest.py --groups 1000 --batch 10 [--records 40000] [--profile]
