@@ -8,6 +8,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -107,6 +108,37 @@ def test_a_handler_that_leaves_garbage_for_after_its_batch_is_charged_for_its_co
     assert [(cell.handler_s, cell.bare_s)] == charged
     assert cell.handler_s > cell.collector_s
     assert ingest.measure(3, 10, 400).collector_s < cell.collector_s
+
+
+def test_a_collection_in_the_bare_loops_turn_is_taken_out_of_its_time(
+    ingest: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare = ingest.bare
+    timed: list[float] = []
+    collected = [0.0]  # the time of the collections made in the bare loop's turns, as timed there
+
+    def collecting(event: Any) -> int:
+        started = time.perf_counter()
+        gc.collect()  # a collection in the bare loop's turn, as the handler's garbage can make one there
+        collected[0] += time.perf_counter() - started
+        return int(bare(event))
+
+    charged: list[tuple[float, float, float]] = []
+    real = ingest._Collections.charged
+
+    def charging(collections: Any, handler_s: float, bare_s: float) -> tuple[float, float]:
+        charged.append((collections.in_bare_s, handler_s, bare_s))
+        timed.append(collections.outside_s)
+        result: tuple[float, float] = real(collections, handler_s, bare_s)
+        return result
+
+    monkeypatch.setattr(ingest, "bare", collecting)
+    monkeypatch.setattr(ingest._Collections, "charged", charging)
+    cell = ingest.measure(3, 10, 400)
+    [(in_bare, handler_s, bare_s)] = charged
+    assert in_bare > 0.8 * collected[0]  # every one of them, whichever side went first
+    assert cell.bare_s == pytest.approx(bare_s - in_bare)
+    assert cell.handler_s == pytest.approx(handler_s + timed[0])
 
 
 def test_the_command_prints_the_phases_and_their_json() -> None:

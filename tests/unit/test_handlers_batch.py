@@ -4,14 +4,16 @@ messages told apart, and skipped messages counted by reason."""
 from __future__ import annotations
 
 import base64
+import gc
 import gzip
 import json
 import logging
+import threading
 from typing import Any
 
 import pytest
 
-from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.batch import CollectorPause, Skips, data_batch
 from lifeguard.log_subscription import (
     InvalidSubscriptionEventError,
     LogBatch,
@@ -104,3 +106,61 @@ def test_skips_are_counted_by_reason_and_logged_in_one_bounded_line(caplog: pyte
     assert "\r" not in first
     assert len(first) < 300
     assert second == "skipped the message at s:2: not JSON"
+
+
+def test_the_collector_resumes_when_the_last_of_overlapping_batches_ends() -> None:
+    pause = CollectorPause()
+    assert gc.isenabled()
+    pause.__enter__()  # a batch begins
+    pause.__enter__()  # another, before the first ends (nested, or another thread)
+    pause.__exit__(None, None, None)  # the first ends: the second still reads
+    assert not gc.isenabled()
+    pause.__exit__(None, None, None)
+    assert gc.isenabled()
+
+
+def test_a_batch_that_raises_resumes_the_collector_and_one_paused_before_stays_paused() -> None:
+    pause = CollectorPause()
+
+    def interrupted() -> None:
+        with pause:
+            assert not gc.isenabled()
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
+    assert gc.isenabled()
+    gc.disable()  # paused by the caller itself
+    try:
+        with pause:
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_batches_in_threads_leave_the_collector_running() -> None:
+    pause = CollectorPause()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with pause:
+            first_in.set()
+            second_in.wait(5)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait(5)
+        with pause:
+            second_in.set()
+            first_out.wait(5)
+            seen.append(gc.isenabled())  # the first ended while this one reads
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [False]
+    assert gc.isenabled()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import logging
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import Any, Literal
 
 from lifeguard.bounds import clip
@@ -44,3 +47,33 @@ def data_batch(event: Mapping[str, Any], metric: Metric) -> LogBatch | Literal["
         metric("ControlMessages", 1)
         return "control"
     return batch
+
+
+class CollectorPause:
+    """Python's cyclic garbage collector paused while any batch is read (`with`), and resumed when the last
+    one ends, however it ends; a collector that was paused when the first began stays paused. Batches read
+    at once (nested, or in threads) are counted under a lock, so none resumes it under another."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reading = 0
+        self._resume = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if not self._reading:
+                self._resume = gc.isenabled()
+                gc.disable()
+            self._reading += 1
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        with self._lock:
+            self._reading -= 1
+            if not self._reading and self._resume:
+                gc.enable()
+
+
+# The one pause of this process's batch functions (the collector is the process's).
+collector_paused = CollectorPause()

@@ -8,7 +8,6 @@ group per `proven_good_refresh_seconds` of event time.
 
 from __future__ import annotations
 
-import gc
 import logging
 import operator
 import re
@@ -34,7 +33,7 @@ from lifeguard.detection import (
 from lifeguard.errors import UnlistedClusterError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
-from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.batch import Skips, collector_paused, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
     awaits_ready_checks,
@@ -234,14 +233,9 @@ class ScalingEventsHandler:
         collections inside the batches, 72 ms of the handler's 1 s; the run's collections freed about 100
         objects in all). The collector resumes when the batch ends, over whatever cycles it left (a batch
         is at most one PutLogEvents call's records, 1 MiB); a collector the caller had paused stays
-        paused."""
-        running = gc.isenabled()
-        gc.disable()
-        try:
+        paused (`CollectorPause`)."""
+        with collector_paused:
             return self._handle_event(event)
-        finally:
-            if running:
-                gc.enable()
 
     def _handle_event(self, event: Mapping[str, Any]) -> BatchSummary:
         batch = data_batch(event, self.metric)
