@@ -585,6 +585,16 @@ class _Collections:
         if self.where == "bare":
             self.in_bare_s += spent
 
+    def timed(self, where: str, call: Callable[[Any], Any], event: Any) -> tuple[Any, float]:
+        """`call(event)`'s answer and its time, the collections during it noted as `where`'s."""
+        self.where = where
+        try:
+            started = time.perf_counter()
+            answer = call(event)
+            return answer, time.perf_counter() - started
+        finally:
+            self.where = ""
+
     def charged(self, handler_s: float, bare_s: float) -> tuple[float, float]:
         """The handler's and the bare loop's times as timed, with the collections outside the handler's
         calls moved to the handler."""
@@ -621,27 +631,16 @@ def measure(
     try:
         for index, event in enumerate(events):
             if index % 2:  # which side goes first alternates, so neither always finds the caches warm
-                collections.where = "bare"
-                started = time.perf_counter()
-                bare(event)
-                bare_s += time.perf_counter() - started
-                collections.where = ""
+                bare_s += collections.timed("bare", bare, event)[1]
             if profiler:
                 profiler.enable()
-            collections.where = "handler"
-            started = time.perf_counter()
-            summary = handler.handle_event(event)
-            handler_s += time.perf_counter() - started
-            collections.where = ""
+            summary, spent = collections.timed("handler", handler.handle_event, event)
+            handler_s += spent
             if profiler:
                 profiler.disable()
             emitted.update(published.detail_type for published in summary.events)
             if not index % 2:
-                collections.where = "bare"
-                started = time.perf_counter()
-                bare(event)
-                bare_s += time.perf_counter() - started
-            collections.where = ""
+                bare_s += collections.timed("bare", bare, event)[1]
     finally:
         gc.callbacks.remove(collections)
         gc.unfreeze()
@@ -951,18 +950,12 @@ def run_local_aws(groups: int, batch: int, records_wanted: int, *, profile: bool
                 for index, event in enumerate(delivered, start=1):
                     if profiler:
                         profiler.enable()
-                    collections.where = "handler"
-                    started = time.perf_counter()
-                    emitted += len(controller.handle_event(event).events)
-                    handler_s += time.perf_counter() - started
-                    collections.where = ""
+                    summary, spent = collections.timed("handler", controller.handle_event, event)
+                    emitted += len(summary.events)
+                    handler_s += spent
                     if profiler:
                         profiler.disable()
-                    collections.where = "bare"
-                    started = time.perf_counter()
-                    bare(event)
-                    bare_s += time.perf_counter() - started
-                    collections.where = ""
+                    bare_s += collections.timed("bare", bare, event)[1]
                     if index % 20 == 0:
                         print(f"  pass {attempt + 1}: {index}/{len(delivered)} batches", file=sys.stderr)
             finally:

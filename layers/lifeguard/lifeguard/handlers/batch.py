@@ -1,4 +1,5 @@
-"""What both handlers do first with their event: decode it, or say why there is nothing to do."""
+"""What both handlers do first with their event: decode it, or say why there is nothing to do; and the
+pause of Python's garbage collector while a batch is read (`CollectorPause`)."""
 
 from __future__ import annotations
 
