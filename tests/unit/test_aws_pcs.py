@@ -341,6 +341,31 @@ def test_a_group_is_read_once_per_batch() -> None:
     assert world.calls("GetComputeNodeGroup") == 2
 
 
+def test_what_a_read_finds_is_known_as_of_its_batch_but_never_later_than_the_clock() -> None:
+    """A batch's newest record may be dated ahead of the invocation's clock (the skew its times may have):
+    what a read finds is known up to when it was made, by a direct read, its tags, a listing."""
+    world = World()
+    new, known = world.add_groups(2)
+    ahead = START_MS + 240_000
+    reads = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, now_ms=START_MS)
+    read = reads.current(GroupState(cluster_id=CLUSTER, group_id=GROUP), ahead, tags=True)
+    assert read is not None
+    assert (read.checked_at, read.tags_checked_at) == (START_MS, START_MS)
+    state = world.known(known, START_MS - 1000)
+    listed = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 3}, now_ms=START_MS)
+    learned = listed.listed(GroupState(cluster_id=CLUSTER, group_id=new), ahead)
+    confirmed = listed.current(state, ahead, tags=False)
+    assert world.calls("ListComputeNodeGroups") == 1
+    assert world.calls("GetComputeNodeGroup") == 0
+    assert learned is not None
+    assert confirmed is not None
+    assert (learned.checked_at, confirmed.checked_at) == (START_MS, START_MS)
+    behind = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, now_ms=ahead)
+    again = behind.current(GroupState(cluster_id=CLUSTER, group_id=GROUP), START_MS + 1000, tags=False)
+    assert again is not None
+    assert again.checked_at == START_MS + 1000  # a batch behind the clock is known as of its own time
+
+
 def test_several_known_groups_of_a_cluster_are_listed_and_only_those_that_moved_read_again() -> None:
     world = World()
     others = world.add_groups(3)

@@ -444,6 +444,27 @@ def test_a_warm_container_proves_later_successes_from_the_listing_it_kept_withou
     assert proven.fingerprint == fingerprint_of(TERMINATE)
 
 
+def test_a_record_dated_ahead_of_the_clock_does_not_stretch_what_a_read_of_pcs_knows() -> None:
+    """A read of PCS knows the group as of when it is made: a record dated ahead of the invocation's clock
+    (within the skew allowed) does not make the configuration known until then, so a node launched after
+    the read, on a configuration changed since, does not prove the configuration read."""
+    world = World()
+    world.clock.set(datetime.fromtimestamp(at(1, 10) / 1000, UTC))
+    # A node launched before the configuration came up (it proves nothing, but has the group read), and
+    # another node's launch dated four minutes ahead of the clock.
+    early = [launched("i-0e0", at(0, 55)), succeeded("i-0e0", at(1, 5)), launched("i-0e1", at(1, 14))]
+    world.handler.handle_event(encode_subscription(LOG_GROUP, LOG_STREAM, world.messages(early)))
+    config = world.state().config
+    assert config is not None
+    assert config.checked_at == at(1, 10)  # when it was read, not the newest record's time
+    assert world.state().proven_good is None
+    world.person_sets(REVERTED, at(1, 11))
+    world.feed([launched("i-0e2", at(1, 12)), succeeded("i-0e2", at(1, 13))])
+    proven = world.state().proven_good
+    assert proven is not None
+    assert proven.fingerprint == fingerprint_of(REVERTED)  # what its node booted, read again for the proof
+
+
 def test_a_mutation_run_again_after_a_lost_race_is_judged_on_its_fresh_state_not_on_a_kept_listing() -> None:
     world = World()
     first = world.handler
@@ -936,6 +957,20 @@ def test_reports_alone_detect_the_loop_once_and_the_scaling_log_bearing_it_out_a
     episode = world.state().episode
     assert episode is not None
     assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["scaling_log", "node_reports"])
+
+
+def test_reports_dated_ahead_of_the_clock_do_not_stretch_what_a_read_of_pcs_knows() -> None:
+    """A node's clock may run ahead of the invocation's: the configuration read to judge a loop from its
+    reports is known as of the read, not of the newest report."""
+    world = World()
+    handler = reports_handler(world)
+    newest = max(r["ended_at"] for r in REPORTED)
+    world.clock.set(datetime.fromtimestamp(newest - 120, UTC))
+    handler.handle_messages((json.dumps(r), "(report)") for r in REPORTED)
+    assert world.published() == ["BootstrapLoopDetected"]
+    config = world.state().config
+    assert config is not None
+    assert config.checked_at == config.tags_checked_at == (newest - 120) * 1000
 
 
 def test_reports_alone_detect_a_loop_past_a_group_read_full_of_older_failed_runs() -> None:

@@ -393,12 +393,13 @@ class BatchReads:
     `PROOF_READS` groups a batch; past that it is learned from the listing (when it last changed, not its
     scripts: `KnownConfig.actions_read` False), and proves its configuration with a later success. The first
     batch of an account of a thousand groups makes a few calls, not a thousand. Tags are read only when a
-    decision needs them, at most every `tag_refresh_ms` of event time.
+    decision needs them, at most every `tag_refresh_ms` of event time. Given `now_ms` (the invocation's
+    clock), what a read finds is known as of the batch's time but never later than it (`_as_of`).
 
     Given `kept` (the handler's, from batch to batch), a proof of a group not read in this batch first looks
     at the cluster's kept listing (`KeptListings`) unless the batch listed the cluster itself, the direct
-    reads count from the cluster's last listing in any batch, and a listing made here is kept as of
-    `min(batch time, now_ms)`.
+    reads count from the cluster's last listing in any batch, and a listing made here is kept as of that
+    time too.
     """
 
     LISTING_FROM_GROUPS = 3  # below this, reading the groups directly costs no more than listing them
@@ -449,7 +450,7 @@ class BatchReads:
         if summary is None:
             self.unlisted.add(key)
             return None
-        return _listed(summary, None, batch_time, self.tag_refresh_ms)
+        return _listed(summary, None, self._as_of(batch_time), self.tag_refresh_ms)
 
     def proof_waits(self, state: GroupState) -> bool:
         """Whether a proof of the group would learn nothing it can prove with in this batch: its
@@ -476,7 +477,7 @@ class BatchReads:
                 found = self._current[key] = self._read(state, batch_time, proof=proof)
             if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
                 found.tags = self.pcs.list_tags(found.arn or "")
-                found.tags_checked_at = batch_time
+                found.tags_checked_at = self._as_of(batch_time)
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # the batch is retried whole; what it already wrote is idempotent
@@ -490,7 +491,7 @@ class BatchReads:
         return found.model_copy(update={"tags": dict(found.tags)}) if found else None
 
     def _read(self, state: GroupState, batch_time: int, *, proof: bool) -> KnownConfig | None:
-        known = state.config
+        known, as_of = state.config, self._as_of(batch_time)
         # Only a proof may go without the actions, and only where no episode is open (its decisions read
         # the configuration they act on: a quarantine in it, a drain step).
         listing_will_do = proof and not self.proof_reads and state.episode is None
@@ -503,9 +504,9 @@ class BatchReads:
                 return self._gone(state)
             unchanged = known is not None and summary.modified_at_ms == known.modified_at
             if known is not None and unchanged and (known.actions_read or listing_will_do):
-                return known.model_copy(update={"checked_at": batch_time, "status": summary.status})
+                return known.model_copy(update={"checked_at": as_of, "status": summary.status})
             if listing_will_do:
-                return _listed(summary, known, batch_time, self.tag_refresh_ms)
+                return _listed(summary, known, as_of, self.tag_refresh_ms)
         if proof:
             self.proof_reads = max(0, self.proof_reads - 1)
         if known is not None and known.actions_read:
@@ -533,9 +534,16 @@ class BatchReads:
             arn=snapshot.arn,
             status=snapshot.status,
             tags=dict(known.tags) if known else {},
-            checked_at=batch_time,
+            checked_at=as_of,
             tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
         )
+
+    def _as_of(self, batch_time: int) -> int:
+        """The time a read made in this batch knows the group as of: the batch's (its newest record's), but
+        never later than `now_ms`, when the read is made. A record may be dated ahead of the invocation's
+        clock (`FUTURE_SKEW_MS`): a configuration taken as known up to then would let a node launched
+        between the read and that time, on a newer configuration, prove the one read."""
+        return batch_time if self._now_ms is None else min(batch_time, self._now_ms)
 
     def _kept_unchanged(self, state: GroupState) -> KnownConfig | None:
         """For a proof, the state's own configuration confirmed up to the cluster's kept listing (not made
@@ -572,9 +580,7 @@ class BatchReads:
                 self._unlistable[cluster_id] = exc.code
                 logger.error("cluster %s cannot be listed: %s", cluster_id, exc)
                 return None
-            self._kept.keep(
-                cluster_id, batch_time if self._now_ms is None else min(batch_time, self._now_ms), listing
-            )
+            self._kept.keep(cluster_id, self._as_of(batch_time), listing)
         return self._listings[cluster_id]
 
     @staticmethod

@@ -147,7 +147,8 @@ class NodeReportsHandler:
         reads = None
         budget = _JudgedGroups()
         if self.pcs is not None:
-            reads = BatchReads(self.pcs, self.tag_refresh_ms, Counter(cluster for cluster, _ in looping))
+            looped = Counter(cluster for cluster, _ in looping)
+            reads = BatchReads(self.pcs, self.tag_refresh_ms, looped, now_ms=now_ms)
         damaged: dict[tuple[str, str], str] = {}  # groups whose state or ledger cannot be read, and why
         if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
             stored = self.store.load_many(sorted(looping), damaged)
