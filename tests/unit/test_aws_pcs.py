@@ -622,6 +622,33 @@ def test_a_group_pcs_refuses_to_show_is_unreadable_and_the_others_go_on() -> Non
     assert world.calls("GetComputeNodeGroup") == 2
 
 
+def test_a_group_asked_for_again_by_another_state_is_made_of_it_from_what_pcs_answered() -> None:
+    """A mutation run again after its write lost a race asks on the state read fresh: the configuration is
+    made again of that state (its tags as the other writer read them), of PCS's answers in this batch."""
+    world = World(tags={"lifeguard:mode": "off"})
+    reads = world.reads()
+    lost = GroupState(cluster_id=CLUSTER, group_id=GROUP)
+    first = reads.current(lost, START_MS, tags=True)
+    assert first is not None
+    assert (first.tags, first.tags_checked_at) == ({"lifeguard:mode": "off"}, START_MS)
+    newer = {"lifeguard:mode": "notify"}
+    fresh = world.known(GROUP, START_MS - 1000, tags=newer, tags_checked_at=START_MS - 1000)
+    again = reads.current(fresh, START_MS, tags=False)
+    assert again is not None
+    assert (again.tags, again.tags_checked_at, again.checked_at) == (newer, START_MS - 1000, START_MS)
+    stale = world.known(GROUP, START_MS - 1000)  # tags never read: due, and taken as this batch read them
+    due = reads.current(stale, START_MS, tags=True)
+    assert due is not None
+    assert (due.tags, due.tags_checked_at) == ({"lifeguard:mode": "off"}, START_MS)
+    assert (world.calls("GetComputeNodeGroup"), world.calls("ListTagsForResource")) == (0, 0)
+    read_since = world.known(GROUP, START_MS - 1000)
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
+    refusing = world.reads()
+    assert refusing.current(GroupState(cluster_id=CLUSTER, group_id=GROUP), START_MS, tags=False) is None
+    assert refusing.current(read_since, START_MS, tags=False) is None
+    assert world.calls("GetComputeNodeGroup") == 1  # refused once: not asked again this batch
+
+
 def test_a_group_whose_tags_are_refused_is_unreadable() -> None:
     world = World()
     world.pcs.inject_fault("AccessDeniedException", operation="ListTagsForResource")

@@ -495,6 +495,37 @@ def test_a_mutation_run_again_after_a_lost_race_is_judged_on_its_fresh_state_not
     assert len(world.bus.entries) == published
 
 
+def test_a_mutation_run_again_after_a_lost_race_keeps_the_tags_the_other_writer_read() -> None:
+    """What a batch read of PCS was made of the state that lost the race (its tags as then known): run
+    again on the state read fresh, the configuration is made again of that one, the tags another
+    container read since kept, and PCS not asked again."""
+    tags = {"lifeguard:mode": "notify", "lifeguard:threshold": "3"}
+    world = World(tags=tags)
+    first = world.handler
+    world.feed([launched("i-0t1", at(1, 5)), succeeded("i-0t1", at(1, 9))])
+    assert world.state().config is not None
+    assert world.state().config.tags == {}  # a proof reads no tags
+    # Another container judges two failures: it reads the tags (threshold 3: no loop) and stores them.
+    world.handler = world.container()
+    world.feed([launched("i-0t2", at(1, 10)), launched("i-0t3", at(1, 11))])
+    world.feed([failed("i-0t2", at(1, 15)), failed("i-0t3", at(1, 17))])
+    config = world.state().config
+    assert config is not None
+    assert (config.tags, config.tags_checked_at) == (tags, at(1, 17))
+    assert world.state().episode is None
+    # The first container's next success has it read the group for a proof on its stale state: its
+    # write loses, and it runs again on the state just read.
+    world.handler = first
+    reads = world.pcs_calls("GetComputeNodeGroup")
+    world.feed([launched("i-0t4", at(1, 20)), succeeded("i-0t4", at(1, 25))])
+    assert first.updater.conflicts >= 1
+    assert world.pcs_calls("GetComputeNodeGroup") == reads + 1
+    config = world.state().config
+    assert config is not None
+    assert (config.tags, config.tags_checked_at) == (tags, at(1, 17))
+    assert config.checked_at == at(1, 25)
+
+
 def test_a_first_batch_of_many_groups_learns_them_from_one_listing_and_proves_a_few_a_batch() -> None:
     world = World()
     groups = [f"pcs_many{n:06d}" for n in range(30)]

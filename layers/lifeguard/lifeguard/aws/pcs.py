@@ -420,7 +420,12 @@ class BatchReads:
         self._listings: dict[str, dict[str, GroupSummary]] = {}
         self._kept = kept if kept is not None else KeptListings()
         self._now_ms = now_ms
-        self._current: dict[tuple[str, str], KnownConfig | None] = {}
+        # Each group's configuration as made for the state that asked (None: gone, or refused), and PCS's
+        # answers it was made of: a mutation run again on the state read fresh after its write lost a race
+        # has it made again of that state (`current`), without asking PCS again.
+        self._current: dict[tuple[str, str], tuple[GroupState, KnownConfig | None]] = {}
+        self._snapshots: dict[tuple[str, str], GroupSnapshot | AwsCallError] = {}
+        self._tags: dict[tuple[str, str], tuple[dict[str, str], int] | AwsCallError] = {}
         self.unreadable: dict[tuple[str, str], str] = {}
         self.unlisted: set[tuple[str, str]] = set()  # groups named that PCS does not list (`listed`)
         # Groups seen for the first time whose cluster PCS refused to list: no state may keep their records
@@ -467,23 +472,29 @@ class BatchReads:
         `proof` only (no decision waits on it), it may come from the listing, without its actions
         (`KnownConfig.actions_read` False), once this batch's proof reads are spent."""
         key = (state.cluster_id, state.group_id)
-        if proof and not tags and key not in self._current:
+        made = self._current.get(key)
+        if made is not None and made[0] is not state:
+            # The mutation runs again, on the state read fresh after its write lost a race: what was made
+            # of the state that lost (its configuration as then known, its tags) is made again of this one,
+            # from what PCS answered in this batch. Another writer may have read newer tags meanwhile.
+            made = None
+        if proof and not tags and made is None:
             confirmed = self._kept_unchanged(state)
             if confirmed is not None:
                 return confirmed
         try:
-            found = self._current.get(key)
-            if key not in self._current or (found is not None and not found.actions_read and not proof):
-                found = self._current[key] = self._read(state, batch_time, proof=proof)
+            found = made[1] if made is not None else None
+            if made is None or (found is not None and not found.actions_read and not proof):
+                found = self._read(state, batch_time, proof=proof)
+                self._current[key] = (state, found)
             if found is not None and tags and batch_time - found.tags_checked_at >= self.tag_refresh_ms:
-                found.tags = self.pcs.list_tags(found.arn or "")
-                found.tags_checked_at = self._as_of(batch_time)
+                found.tags, found.tags_checked_at = self._tags_of(key, found, batch_time)
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # the batch is retried whole; what it already wrote is idempotent
             # PCS refuses this group (permissions, a value it will not take): the other groups go on, and
             # this one's records stay in its state for the next batch to judge.
-            self._current[key] = None
+            self._current[key] = (state, None)
             self.unreadable[key] = exc.code
             logger.error("group %s of cluster %s cannot be read: %s", state.group_id, state.cluster_id, exc)
             return None
@@ -507,16 +518,26 @@ class BatchReads:
                 return known.model_copy(update={"checked_at": as_of, "status": summary.status})
             if listing_will_do:
                 return _listed(summary, known, as_of, self.tag_refresh_ms)
-        if proof:
-            self.proof_reads = max(0, self.proof_reads - 1)
-        if known is not None and known.actions_read:
-            # A read a listing could have spared (it would show the group unchanged): a group seen for the
-            # first time, or known from a listing alone, is read for its actions, which no listing holds.
-            self._kept.read_directly(state.cluster_id)
-        try:
-            snapshot = self.pcs.get_group(state.cluster_id, state.group_id)
-        except GroupNotFoundError:
+        key = (state.cluster_id, state.group_id)
+        snapshot = self._snapshots.get(key)
+        if snapshot is None:  # not read yet in this batch
+            if proof:
+                self.proof_reads = max(0, self.proof_reads - 1)
+            if known is not None and known.actions_read:
+                # A read a listing could have spared (it would show the group unchanged): a group seen for
+                # the first time, or known from a listing alone, is read for its actions, which no listing
+                # holds.
+                self._kept.read_directly(state.cluster_id)
+            try:
+                snapshot = self._snapshots[key] = self.pcs.get_group(state.cluster_id, state.group_id)
+            except AwsCallError as exc:  # a group gone (GroupNotFoundError), or refused: kept as PCS's answer
+                if is_transient(exc):
+                    raise  # no answer: a later call asks again
+                snapshot = self._snapshots[key] = exc
+        if isinstance(snapshot, GroupNotFoundError):
             return self._gone(state)
+        if isinstance(snapshot, AwsCallError):
+            raise snapshot
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
         text = canonical_json(actions)
         fingerprint, kept = fingerprint_of_json(text), actions
@@ -537,6 +558,22 @@ class BatchReads:
             checked_at=as_of,
             tags_checked_at=known.tags_checked_at if known else -self.tag_refresh_ms,
         )
+
+    def _tags_of(
+        self, key: tuple[str, str], found: KnownConfig, batch_time: int
+    ) -> tuple[dict[str, str], int]:
+        """The group's tags read from PCS (once a batch) and the time they are known as of."""
+        read = self._tags.get(key)
+        if read is None:
+            try:
+                read = self._tags[key] = (self.pcs.list_tags(found.arn or ""), self._as_of(batch_time))
+            except AwsCallError as exc:
+                if is_transient(exc):
+                    raise
+                read = self._tags[key] = exc
+        if isinstance(read, AwsCallError):
+            raise read
+        return dict(read[0]), read[1]
 
     def _as_of(self, batch_time: int) -> int:
         """The time a read made in this batch knows the group as of: the batch's (its newest record's), but
