@@ -182,6 +182,46 @@ def test_a_failure_after_its_node_s_success_counts_whatever_the_order(tokens: li
     assert state.oldest_outcome_at() == T0 + 3 * MIN
 
 
+OLD_SUCCESSES = "L1@0 S1@2 L2@1 S2@3 L3@2 S3@4 L4@3 S4@5"
+
+
+@pytest.mark.parametrize(
+    ("spec", "settings", "known_minute", "expected"),
+    [
+        # Nodes came up, then two launched after the configuration was last known failed, one launched
+        # before the last success came up. On what was known that is no loop; on a configuration changed
+        # after it was known, those successes say nothing, and it may be: the check fires, to read it.
+        ("L1@0 L2@1 L3@2 S1@4 S2@5 S3@6 L4@7 L5@8 S4@9 L6@10 F5@12 F6@13", SETTINGS, 6, "loop"),
+        ("L1@0 L2@1 L3@2 S1@4 S2@5 S3@6 L4@7 L5@8 S4@9 L6@10 F5@12 F6@13", SETTINGS, 11, None),
+        # Only a success's node launched after it: the failed nodes ran what was known, and it holds.
+        ("L1@0 L2@1 L5@3 L6@3 S1@4 S2@5 L4@7 F5@12 F6@13 S4@14", SETTINGS, 6, None),
+        # Failures whose launches were not seen, after the configuration was last known: as launched after.
+        ("L1@0 S1@2 L2@30 S2@38 F5@40 F6@41 L3@35 S3@42", SETTINGS, 39, "loop"),
+        ("L1@0 S1@2 L2@30 S2@38 F5@40 F6@41 L3@35 S3@42", SETTINGS, 45, None),
+        # Intermittent on a configuration newer than the four old nodes' (threshold 5: no run of failures
+        # reaches it): three failures are half of what that configuration's own five boots may be.
+        (
+            f"{OLD_SUCCESSES} L5@10 F5@15 L6@11 S6@16 L7@12 F7@17 L8@13 S8@18 L9@14 F9@19",
+            DetectionSettings(mode="quarantine", threshold=5, window_minutes=60),
+            6,
+            "intermittent",
+        ),
+        (
+            f"{OLD_SUCCESSES} L5@10 F5@15 L6@11 S6@16 L7@12 F7@17 L8@13 S8@18 L9@14 F9@19",
+            DetectionSettings(mode="quarantine", threshold=5, window_minutes=60),
+            20,
+            None,
+        ),
+    ],
+)
+def test_a_check_on_what_was_known_counts_no_success_once_a_failed_node_was_launched_after_it(
+    spec: str, settings: DetectionSettings, known_minute: int, expected: str | None
+) -> None:
+    detection = detect(state_of(spec), settings, T0, cached=True, known_until=T0 + known_minute * MIN)
+    assert (detection.kind if detection else None) == expected
+    assert detect(state_of(spec), settings, T0) is None  # the rule itself, on what was known
+
+
 def test_applying_a_record_twice_changes_nothing() -> None:
     state = state_of("L1@0 F1@2")
     assert not apply_record(state, rec("F", "i-1", 2))

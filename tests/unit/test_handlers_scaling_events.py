@@ -221,6 +221,44 @@ def test_a_batch_is_read_with_the_garbage_collector_paused_and_it_resumes_after(
         gc.enable()
 
 
+def test_a_loop_under_a_configuration_changed_since_the_last_read_is_not_hidden_by_older_successes() -> None:
+    """The configuration is judged on what was last read until a rule fires; a node that failed after
+    being launched past that read may have run a newer configuration, on which the successes of nodes
+    launched before say nothing: the group is read, and the loop under the new configuration found."""
+    world = World()
+    world.feed(
+        [
+            r
+            for n in range(3)
+            for r in (launched(f"i-0c{n}", at(1, 1 + n)), succeeded(f"i-0c{n}", at(1, 5 + n)))
+        ]
+    )
+    config = world.state().config
+    assert config is not None
+    assert config.checked_at == at(1, 7)  # read to prove it
+    world.person_sets(REVERTED, at(1, 7, 30))
+    # Within a minute of that read, so the success proves nothing and reads nothing: the two failures'
+    # nodes were launched on the new configuration, one before that success came up.
+    summary = world.feed(
+        [
+            launched("i-0c3", at(1, 7, 40)),
+            launched("i-0c4", at(1, 7, 45)),
+            succeeded("i-0c3", at(1, 7, 50)),
+            launched("i-0c5", at(1, 7, 55)),
+            failed("i-0c4", at(1, 9)),
+            failed("i-0c5", at(1, 9, 10)),
+        ]
+    )
+    assert [e.detail_type for e in summary.events] == ["BootstrapLoopDetected"]
+    episode = world.state().episode
+    assert episode is not None
+    assert [f.instance_id for f in episode.failures] == ["i-0c4", "i-0c5"]
+    assert (episode.config_modified_at, episode.config_fingerprint) == (
+        at(1, 7, 30),
+        fingerprint_of(REVERTED),
+    )
+
+
 def test_one_failure_is_not_a_loop() -> None:
     world = World()
     assert world.feed(ARTICLE[:3]).events == []

@@ -303,14 +303,17 @@ def detect(
     since: int | None = None,
     *,
     cached: bool = False,
+    known_until: int | None = None,
 ) -> Detection | None:
     """The loop rule if it fires, else the intermittent rule if it fires, else None.
 
     Only outcomes after `since` (the end of the group's previous episode) are evidence; `modified_at` is
     when the group's configuration took effect (None: every outcome counts). `cached`: `modified_at` is
     what was last known (None: nothing), and the configuration may be newer, so that fewer nodes ran it:
-    the rule fires wherever it could, for the caller to confirm it with the configuration read: no success
-    then breaks a run when nothing is known.
+    the rule fires wherever it could, for the caller to confirm it with the configuration read. No success
+    then counts when nothing is known, nor when a failed node was launched after `known_until` (when the
+    configuration was last confirmed): a newer one may have taken effect before that node, and the
+    successes of nodes launched earlier say nothing of it (with them, the failures would not count).
     """
     ordered = sorted(
         (o for o in state.outcomes.values() if since is None or o.event_timestamp > since),
@@ -318,11 +321,12 @@ def detect(
     )
     if not ordered:
         return None
+    unknown = cached and (modified_at is None or _launched_after(state, ordered, known_until))
     tail: list[BootOutcome] = []
     for outcome in reversed(ordered):
         if not outcome.succeeded:
             tail.append(outcome)
-        elif not (cached and modified_at is None) and is_relevant(state, outcome, modified_at):
+        elif not unknown and is_relevant(state, outcome, modified_at):
             break
         # A node launched on an older configuration says nothing of this one's boots; with the
         # configuration not known yet, any success may be such a node's (the caller confirms with it).
@@ -340,7 +344,7 @@ def detect(
         # counts towards a loop only when at least half the window's boots failed (2 of 12 is no loop).
         came_up = (
             None
-            if (cached and modified_at is None) or 2 * len(failed) >= len(recent)
+            if unknown or 2 * len(failed) >= len(recent)
             else max(
                 (o.event_timestamp for o in ordered if o.succeeded and is_relevant(state, o, modified_at)),
                 default=None,
@@ -355,9 +359,26 @@ def detect(
         ]
         if len(counted) >= settings.threshold:
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
-    if len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent):
+    if unknown:  # without the successes: as many failures as half of enough outcomes of a newer one
+        intermittent = 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
+    else:
+        intermittent = len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
+    if intermittent:
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
+
+
+def _launched_after(state: GroupState, outcomes: list[BootOutcome], known_until: int | None) -> bool:
+    """Whether a failed node among `outcomes` was launched after `known_until` (when its launch is not
+    known, failed after it)."""
+    if known_until is None:
+        return False
+    for outcome in outcomes:
+        if not outcome.succeeded:
+            launched = state.launched_at(outcome)
+            if (outcome.event_timestamp if launched is None else launched) > known_until:
+                return True
+    return False
 
 
 def _booted_beside(state: GroupState, failure: BootOutcome, came_up: int | None) -> bool:

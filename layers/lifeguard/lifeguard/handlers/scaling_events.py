@@ -714,8 +714,14 @@ class ScalingEventsHandler:
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
         since = state.last_episode.resolved_at if state.last_episode else None
+        # What is known of the configuration holds until it was last confirmed (`checked_at`).
         confirmed = self._confirmed(
-            state, refresh, change, lambda s, t, m, cached: detect(s, t, m, since, cached=cached)
+            state,
+            refresh,
+            change,
+            lambda s, t, m, cached: detect(
+                s, t, m, since, cached=cached, known_until=s.config.checked_at if s.config else None
+            ),
         )
         if confirmed is None:
             return
