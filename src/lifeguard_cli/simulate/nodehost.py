@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -77,6 +78,7 @@ def _boot_child(request: Mapping[str, Any]) -> None:
     os.dup2(output, 2)
     code = 1
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a Ctrl-C held off is taken here
         code = cli.main(request["argv"])
     except SystemExit as exc:  # argparse's usage errors
         code = exc.code if isinstance(exc.code, int) else 1
@@ -95,9 +97,14 @@ def main() -> int:
     boto3.client("s3", region_name=os.environ.get("AWS_REGION", "us-east-1"))  # the models, loaded once
     for line in sys.stdin:
         request = json.loads(line)
+        # Ctrl-C reaches the whole process group: held off across the fork, so that the child takes it
+        # once its output is the node's file, not in the handlers a fork runs (their traceback went to the
+        # terminal), and the host right after.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         pid = os.fork()
         if pid == 0:
             _boot_child(request)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         _, status = os.waitpid(pid, 0)
         sys.stdout.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
         sys.stdout.flush()
