@@ -192,15 +192,16 @@ def test_a_timeout_kills_the_whole_process_group_and_exits_124(tmp_path: Path) -
 
 def test_on_a_timeout_the_scripts_children_are_sent_sigterm_before_the_kill(tmp_path: Path) -> None:
     """The whole group gets SIGTERM first, so a child can clean up (unmount, release a lock) in the grace,
-    not only the script itself."""
+    not only the script itself: the grace lasts until the whole group has ended, not the script alone
+    (which, without a trap, ends at once)."""
     termed, ready = tmp_path / "child-termed", tmp_path / "child-ready"
-    # The child notes both with bash's own redirections (no process to start on a busy machine), and
-    # the script is timed out well after the child listens.
+    # The child notes both with bash's own redirections, its clean-up taking half a second, and the
+    # script is timed out well after the child listens.
     body = (
-        f"#!/bin/bash\n(trap ': > {termed}; exit' TERM; : > {ready}; sleep 30 & wait) &\n"
+        f"#!/bin/bash\n(trap 'sleep 0.5; : > {termed}; exit' TERM; : > {ready}; sleep 30 & wait) &\n"
         f"until [ -e {ready} ]; do sleep 0.01; done\nsleep 30\n"
     )
-    result, _ = run(tmp_path, body, timeout_seconds=3.0, kill_grace_seconds=2.0)
+    result, _ = run(tmp_path, body, timeout_seconds=3.0, kill_grace_seconds=5.0)
     assert result.exit_code == 124
     deadline = time.monotonic() + 3
     while not termed.exists() and time.monotonic() < deadline:

@@ -318,11 +318,46 @@ def _ended(pidfd: int, timeout_seconds: float) -> bool:
 
 
 def _kill(process: _Process, grace_seconds: float) -> None:
-    """SIGTERM the script's process group, then SIGKILL whatever is left of it after the grace."""
+    """SIGTERM the script's process group, then SIGKILL whatever is left of it after the grace. The grace
+    ends early once the whole group has ended, not the script alone: a script without a trap ends at once,
+    and its children, sent the same SIGTERM, may still be cleaning up (unmounting, releasing a lock)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_seconds
     with contextlib.suppress(TimeoutError):
         _waited(process, grace_seconds)
+    pause = 0.005
+    while (left := deadline - time.monotonic()) > 0 and _group_runs(process.pid):
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.1)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
+
+
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of the group `pgid` still runs (a zombie, ended and not yet reaped, does not);
+    where there is no /proc to tell, whether the group has any process at all."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # a process of it this one may not signal: it is there
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    group = str(pgid).encode()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                line = stat.read()
+        except OSError:  # ended meanwhile
+            continue
+        state, _, pgrp = line[line.rfind(b")") + 2 :].split(b" ", 3)[:3]  # after the name: state ppid pgrp
+        if pgrp == group and state != b"Z":
+            return True
+    return False
