@@ -70,8 +70,9 @@ def test_collections_outside_the_handlers_calls_are_the_handlers_not_the_bare_lo
         collections("start", {})
         collections._started -= spent  # as if the collection took `spent` seconds
         collections("stop", {})
-    assert collections.outside_s == pytest.approx(5)  # the bare loop's 3 and the loop's own 2
-    assert collections.in_bare_s == pytest.approx(3)
+    # Within the moments between each start and stop (microseconds; more on a busy machine).
+    assert collections.outside_s == pytest.approx(5, abs=0.05)  # the bare loop's 3 and the loop's own 2
+    assert collections.in_bare_s == pytest.approx(3, abs=0.05)
     assert collections.charged(100, 40) == pytest.approx((105, 37))
 
 
