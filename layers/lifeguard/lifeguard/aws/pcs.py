@@ -518,9 +518,8 @@ class BatchReads:
                 return known.model_copy(update={"checked_at": as_of, "status": summary.status})
             if listing_will_do:
                 return _listed(summary, known, as_of, self.tag_refresh_ms)
-        key = (state.cluster_id, state.group_id)
-        snapshot = self._snapshots.get(key)
-        if snapshot is None:  # not read yet in this batch
+
+        def read() -> GroupSnapshot:
             if proof:
                 self.proof_reads = max(0, self.proof_reads - 1)
             if known is not None and known.actions_read:
@@ -528,16 +527,12 @@ class BatchReads:
                 # the first time, or known from a listing alone, is read for its actions, which no listing
                 # holds.
                 self._kept.read_directly(state.cluster_id)
-            try:
-                snapshot = self._snapshots[key] = self.pcs.get_group(state.cluster_id, state.group_id)
-            except AwsCallError as exc:  # a group gone (GroupNotFoundError), or refused: kept as PCS's answer
-                if is_transient(exc):
-                    raise  # no answer: a later call asks again
-                snapshot = self._snapshots[key] = exc
-        if isinstance(snapshot, GroupNotFoundError):
+            return self.pcs.get_group(state.cluster_id, state.group_id)
+
+        try:
+            snapshot = _asked(self._snapshots, (state.cluster_id, state.group_id), read)
+        except GroupNotFoundError:
             return self._gone(state)
-        if isinstance(snapshot, AwsCallError):
-            raise snapshot
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
         text = canonical_json(actions)
         fingerprint, kept = fingerprint_of_json(text), actions
@@ -563,17 +558,10 @@ class BatchReads:
         self, key: tuple[str, str], found: KnownConfig, batch_time: int
     ) -> tuple[dict[str, str], int]:
         """The group's tags read from PCS (once a batch) and the time they are known as of."""
-        read = self._tags.get(key)
-        if read is None:
-            try:
-                read = self._tags[key] = (self.pcs.list_tags(found.arn or ""), self._as_of(batch_time))
-            except AwsCallError as exc:
-                if is_transient(exc):
-                    raise
-                read = self._tags[key] = exc
-        if isinstance(read, AwsCallError):
-            raise read
-        return dict(read[0]), read[1]
+        tags, as_of = _asked(
+            self._tags, key, lambda: (self.pcs.list_tags(found.arn or ""), self._as_of(batch_time))
+        )
+        return dict(tags), as_of
 
     def _as_of(self, batch_time: int) -> int:
         """The time a read made in this batch knows the group as of: the batch's (its newest record's), but
@@ -625,6 +613,25 @@ class BatchReads:
         logger.warning(
             "group %s of cluster %s no longer exists; records ignored", state.group_id, state.cluster_id
         )
+
+
+def _asked[A](
+    answers: dict[tuple[str, str], A | AwsCallError], key: tuple[str, str], ask: Callable[[], A]
+) -> A:
+    """PCS's answer to `ask` about the group `key`, asked once a batch: an answer, or a refusal (a group
+    gone among them), is kept in `answers` and raised again; a transient error is not kept (a later call
+    asks again)."""
+    answer = answers.get(key)
+    if answer is None:
+        try:
+            answer = answers[key] = ask()
+        except AwsCallError as exc:
+            if is_transient(exc):
+                raise
+            answer = answers[key] = exc
+    if isinstance(answer, AwsCallError):
+        raise answer
+    return answer
 
 
 def _listed(
