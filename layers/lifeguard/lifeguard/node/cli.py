@@ -353,6 +353,14 @@ def _ship(args: argparse.Namespace) -> int:
 
         previous = signal.signal(signal.SIGTERM, stop_soon)
         try:
+            if not args.once:  # a service: its journal says when it began to look, and where it sends
+                shipper.sink.connect()
+                print(
+                    f"lifeguard-node ship: shipping {layout.executor_log} to {args.log_group}/"
+                    f"{identity.stream}, every {interval:g} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
             shipper.run(once=args.once, poll_interval=interval, stop=lambda: bool(stopped))
             if stopped:
                 shipper.last_look()
