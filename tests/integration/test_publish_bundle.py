@@ -381,15 +381,17 @@ def test_an_invocation_about_to_time_out_answers_failed_once(
 def test_the_handler_returns_only_once_a_fired_watchdog_has_answered(
     package: Path, answers: ResponseSink, aws: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The watchdog answers FAILED before the timeout; CloudFormation's URL answers 503 once, so that answer
-    is retried a second later, while the publication fails and the handler ends. The handler must not
-    return before the answer is sent: Lambda freezes the process then, and CloudFormation would wait an
-    hour."""
+    """The watchdog answers FAILED before the timeout (0.5 s here); CloudFormation's URL answers 503 once,
+    so that answer is retried a second later, while the publication fails and the handler ends. The
+    handler must not return before the answer is sent: Lambda freezes the process then, and CloudFormation
+    would wait an hour."""
     answers.refuse = 1
     function = load_function(package)
 
     def slow_then_failing(*_: object) -> None:
-        time.sleep(0.6)  # the watchdog has fired at 0.3 s
+        deadline = time.monotonic() + 30.0
+        while answers.refuse and time.monotonic() < deadline:  # until the watchdog's first answer is refused
+            time.sleep(0.05)
         raise function.PublishError("S3 gave up")
 
     monkeypatch.setattr(function, "publish_node_bundle", slow_then_failing)
