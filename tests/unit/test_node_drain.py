@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lifeguard.node.cli import main
-from lifeguard.node.drain import booted_at, drain, stopped_scripts, watch
+from lifeguard.node.drain import booted_at, drain, find_scontrol, stopped_scripts, watch
 from lifeguard.node.layout import NodeLayout
 
 STOPPED = "lifecycle script failed; stopping remaining scripts"
@@ -268,6 +268,56 @@ def test_drain_at_once_says_so_and_leaves_no_watcher(
     assert (code, out, err) == (0, ["drained: lifeguard: kept (nodeBootstrapped/mount-fsx)"], "")
     assert calls.read_text().count("\n") == 1
     assert not layout.drain_watch_log.exists()
+
+
+def pcs_scontrol(root: Path, version: str, calls: Path) -> Path:
+    """An scontrol where PCS installs Slurm on a node, recording each call's arguments."""
+    script = root / "opt/aws/pcs/scheduler" / f"slurm-{version}" / "bin" / "scontrol"
+    script.parent.mkdir(parents=True)
+    script.write_text(f'#!/bin/sh\necho "{version} $@" >> {calls}\n')
+    script.chmod(0o755)
+    return script
+
+
+def test_a_node_whose_path_holds_no_scontrol_is_drained_with_pcss_own_of_the_newest_slurm(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lifecycle script's PATH does not hold Slurm on a PCS node: it is under
+    /opt/aws/pcs/scheduler/slurm-<version>/bin (the article's ready-check looks there). A bare `scontrol`
+    failed to run, and the kept node took jobs."""
+    write_log(tmp_path, BOOT_STARTED, record("mount-fsx"))
+    calls = tmp_path / "scontrol.calls"
+    for version in ("9.11", "25.05", "26.05"):
+        pcs_scontrol(tmp_path, version, calls)
+    pcs_scontrol(tmp_path, "27.05", calls).chmod(0o644)  # an install half done: not one to run
+    monkeypatch.delenv("LIFEGUARD_SCONTROL", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no scontrol on PATH
+    code, out, err = run_drain(tmp_path, capsys, "--since", str(BOOT))
+    assert (code, out, err) == (0, ["drained: lifeguard: kept (nodeBootstrapped/mount-fsx)"], "")
+    assert calls.read_text() == (
+        "26.05 update NodeName=n1 State=DRAIN Reason=lifeguard: kept (nodeBootstrapped/mount-fsx)\n"
+    )
+
+
+def test_scontrol_on_path_is_used_before_pcss_own(tmp_path: Path) -> None:
+    on_path, _ = fake_scontrol(tmp_path)
+    pcs_scontrol(tmp_path, "26.05", tmp_path / "calls")
+    assert find_scontrol(tmp_path, path=str(Path(on_path).parent)) == on_path
+    assert find_scontrol(tmp_path, path=str(tmp_path / "empty")) == str(
+        tmp_path / "opt/aws/pcs/scheduler/slurm-26.05/bin/scontrol"
+    )
+
+
+def test_a_node_with_no_scontrol_anywhere_is_not_drained_and_says_where_it_looked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_log(tmp_path, BOOT_STARTED, record("mount-fsx"))
+    monkeypatch.delenv("LIFEGUARD_SCONTROL", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    code, out, err = run_drain(tmp_path, capsys, "--since", str(BOOT))
+    assert code != 0
+    said = "scontrol could not run: No such file or directory (not on PATH, nor in /opt/aws/pcs/scheduler/"
+    assert said in "\n".join(out) + err
 
 
 def test_watch_seconds_zero_checks_once_as_before(

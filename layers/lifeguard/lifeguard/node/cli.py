@@ -403,8 +403,8 @@ def _drain(args: argparse.Namespace) -> int:
     from lifeguard.node import drain as node_drain  # here: a boot never loads the drain step
 
     try:
-        scontrol = setting("scontrol", None, "scontrol", str)
         root = args.root or Path(setting("node_root", None, "/", str))
+        scontrol = setting("scontrol", None, "", str) or node_drain.find_scontrol(root)
         default_seconds = float(DRAIN_WATCH_SECONDS)
         seconds = setting("drain_watch_seconds", args.watch_seconds, default_seconds, float)
         named = "--watch-seconds" if args.watch_seconds is not None else "LIFEGUARD_DRAIN_WATCH_SECONDS"

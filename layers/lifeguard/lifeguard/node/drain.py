@@ -1,6 +1,7 @@
 """`lifeguard-node drain`: the nodeReady step a quarantine adds. When a lifecycle script fails with
 STOP_SEQUENCE during this boot, the node is half-configured: drain it in Slurm, with a reason naming the
-script, so it is kept for debugging but takes no jobs. A node whose scripts all ran is left in service.
+script, so it is kept for debugging and given no new job (nodeReady runs after slurmd registered the node:
+a job Slurm gave it before the step keeps running). A node whose scripts all ran is left in service.
 
 The step is first in nodeReady, since a STOP_SEQUENCE failure skips the rest of its own stage. When it runs,
 executor.log can hold a failure of nodeBootstrapped, but not yet one of the nodeReady scripts after it:
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -39,6 +42,7 @@ __all__ = [
     "DrainDecision",
     "booted_at",
     "drain",
+    "find_scontrol",
     "start_watcher",
     "stopped_scripts",
     "watch",
@@ -46,6 +50,9 @@ __all__ = [
 
 SLURM_REASON_MAX_CHARS = 255
 SCONTROL_TIMEOUT_SECONDS = 60
+# Where PCS installs Slurm on a node, one folder a version (the article's ready-check looks there too: a
+# lifecycle script's PATH does not hold it).
+PCS_SLURM_BINS = "opt/aws/pcs/scheduler/slurm-*/bin"
 DRAIN_POLL_SECONDS = 0.25
 NOTHING_STOPPED = "no lifecycle script stopped its sequence this boot"
 _STOPPED = FAILURE_MESSAGES["STOP_SEQUENCE"]
@@ -177,6 +184,28 @@ def watch(
         sleep(min(poll_seconds, left))
 
 
+def find_scontrol(root: Path, path: str | None = None) -> str:
+    """The node's scontrol: the one on PATH (`path`, default the environment's), else PCS's own under
+    `root` (`PCS_SLURM_BINS`), of the newest Slurm version there; "scontrol" when neither has one (its run
+    then says so)."""
+    found = shutil.which("scontrol", path=path)
+    if found:
+        return found
+    installed = [
+        candidate
+        for candidate in root.glob(PCS_SLURM_BINS + "/scontrol")
+        if candidate.is_file() and os.access(candidate, os.X_OK)
+    ]
+    if not installed:
+        return "scontrol"
+    return str(max(installed, key=_slurm_version))
+
+
+def _slurm_version(scontrol: Path) -> tuple[int, ...]:
+    """(26, 5) of `…/slurm-26.05/bin/scontrol`: 9.x sorts before 10.x, as `sort` would not."""
+    return tuple(int(part) for part in re.findall(r"\d+", scontrol.parent.parent.name))
+
+
 def _drain_node(scan: _Scan, reason: str, node_id: str | None, scontrol: str) -> DrainDecision:
     stopped = scan.stopped
     node = node_id or os.environ.get("PCS_NODE_ID") or socket.gethostname().split(".")[0]
@@ -186,6 +215,10 @@ def _drain_node(scan: _Scan, reason: str, node_id: str | None, scontrol: str) ->
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_SECONDS, check=False
         )
+    except FileNotFoundError as exc:
+        where = f" (not on PATH, nor in /{PCS_SLURM_BINS})" if os.sep not in scontrol else ""
+        error = f"{scontrol} could not run: {exc.strerror}{where}"
+        return DrainDecision(stopped, False, text, error, scan.offset)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return DrainDecision(stopped, False, text, f"{scontrol} could not run: {exc}", scan.offset)
     if done.returncode != 0:
