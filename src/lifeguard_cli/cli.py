@@ -1054,8 +1054,9 @@ def enroll(
 ) -> None:
     """Put the stack's shipper first in GROUP's nodeBootstrapped stage, pinned to the published bundle.
 
-    The entry is the stack's ShipperLifecycleEntry output (onError CONTINUE, EVERY_BOOT). Nodes launched
-    afterwards ship their script outcomes to Lifeguard; their instance role needs the NodePolicyArn output.
+    The entry is the stack's ShipperLifecycleEntry output (onError CONTINUE, EVERY_BOOT). PCS drains the
+    group's running nodes and replaces them; nodes launched afterwards ship their script outcomes to
+    Lifeguard; their instance role needs the NodePolicyArn output.
     It shows the change and asks first, unless --yes (without a terminal to ask on, --yes is required).
 
     Example: lifeguard enroll lca-static --cluster lca --dry-run

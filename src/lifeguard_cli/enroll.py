@@ -217,10 +217,13 @@ class EnrollResult:
                 f"sha256 {pins['bundle_sha256']}",
                 f"  reports   to the log group {pins['log_group']}",
             ]
+        run = "run it" if self.action == "enroll" else "run without it"
+        # As the article saw: an update of the lifecycle actions has PCS drain the group's nodes and
+        # replace them; whoever confirms should know the running ones go.
+        lines.append(f"  PCS drains the group's running nodes and replaces them with nodes that {run}")
         if not self.applied:
             lines.append("dry run: nothing changed")
         else:
-            run = "run it" if self.action == "enroll" else "run without it"
             lines.append(f"applied (the group is {self.status}); nodes launched from now on {run}")
         return lines
 

@@ -191,6 +191,8 @@ def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, c
     assert done.returncode == code, done.stderr
     assert "nodeBootstrapped › lifeguard-shipper: added" in done.stderr
     assert "Make this change?" in done.stderr
+    drained = "PCS drains the group's running nodes and replaces them with nodes that run it"
+    assert drained in " ".join(done.stderr.split())  # asked knowing the running nodes go
     if answer == "y":
         assert done.stdout.rstrip().endswith("nodes launched from now on run it")
         assert env.config()["stages"]["nodeBootstrapped"][0] == shipper_entry(env.deployed)
@@ -223,6 +225,8 @@ def test_the_summary_of_a_removal_says_new_nodes_run_without_the_shipper(env: En
     removed = env.run("lca-static", "--cluster", "lca", "--remove")
     assert removed.returncode == 0, removed.stderr
     assert removed.stdout.rstrip().endswith("nodes launched from now on run without it")
+    said = " ".join(removed.stdout.split())
+    assert "PCS drains the group's running nodes and replaces them with nodes that run without it" in said
 
 
 def test_enrolling_twice_is_refused_and_changes_nothing(env: Env) -> None:
