@@ -23,7 +23,7 @@ from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.scaling_log import ScalingLogRecord
 
 MIN = 60_000
-T0 = 1_792_545_885_000  # 2026-10-21 01:04:45 UTC, the article's first launch
+T0 = 1_792_544_685_000  # 2026-10-21 01:04:45 UTC, the article's first launch
 SETTINGS = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
 
 
