@@ -71,6 +71,8 @@ def test_first_boot_then_reboot_runs_every_boot_scripts_again_from_the_cache(nod
     assert [(r["script"], r["stage"], r["level"]) for r in reuse] == [
         ("record-every-boot", "nodeBootstrapped", "INFO")
     ]
+    # The article's record, field by field in its order: timestamp, level, message, script, stage.
+    assert list(reuse[0])[:5] == ["timestamp", "level", "message", "script", "stage"]
     fetched = [r["script"] for r in messages(node, "fetching script")]
     assert fetched == ["record-first-boot", "record-every-boot", "ready-check"]  # none on the reboot
     completed = [(r["script"], r["boot"]) for r in messages(node, "script completed")]
