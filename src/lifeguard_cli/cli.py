@@ -292,14 +292,14 @@ def replay(
     from lifeguard_cli.local import background
 
     def kept(ready: Any) -> None:
-        def keep_up(aws: Any, stack: Any, result: Any) -> None:
+        def keep_up(aws: Any, stack: Any, channels: Any, result: Any) -> None:
             from lifeguard_cli.local.stack import describe_replay_stack
 
             show(result)
             # A stack of the replay's table, with its mode and dry run as the stack's parameters: status
             # shows them as a deployed stack's.
             parameters = {"DefaultMode": mode.value, "DryRun": str(dry_run).lower()}
-            describe_replay_stack(aws.client, LOCAL_STACK, stack, parameters)
+            describe_replay_stack(aws.client, LOCAL_STACK, stack, parameters, channels=channels)
             environ = {
                 **aws.environ(),
                 "LIFEGUARD_STACK_NAME": LOCAL_STACK,
@@ -436,7 +436,7 @@ def _recorded_demo(*, as_json: bool, quiet: bool) -> None:
 
 
 class SimulateMode(StrEnum):
-    """The stack's DefaultMode in a simulation."""
+    """The stack's DefaultMode in a simulation, or of the local stack (`local up`): all of its values."""
 
     quarantine = "quarantine"
     revert = "revert"
@@ -1128,7 +1128,7 @@ LOCAL_STACK = "pcs-lifeguard-local"
 @local_app.command("up", cls=_Command)
 def local_up(
     mode: Annotated[
-        ReplayMode | None,
+        SimulateMode | None,
         typer.Option("--mode", help="The local stack's DefaultMode parameter.  [default: notify]"),
     ] = None,
 ) -> None:
@@ -1139,7 +1139,7 @@ def local_up(
     """
     from lifeguard_cli.local import background
 
-    wanted = (mode or ReplayMode.notify).value
+    wanted = (mode or SimulateMode.notify).value
 
     def up(ready: Any) -> None:
         from lifeguard_cli.local import LocalPcs, local_aws

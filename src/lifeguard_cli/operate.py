@@ -67,7 +67,7 @@ class GroupStatus:
     cluster_id: str
     group_id: str
     mode: str  # quarantine, revert, notify or off
-    mode_source: str  # "tag" (lifeguard:mode) or "default" (the stack's DefaultMode)
+    mode_source: str  # "tag" (lifeguard:mode, one that is no mode too) or "default" (the stack's DefaultMode)
     mode_problem: str | None  # why the group's tag was not taken, if it was not
     episode: dict[str, Any] | None
     last_action: dict[str, Any] | None
@@ -285,7 +285,8 @@ class Operator:
                     cluster_id=state.cluster_id,
                     group_id=state.group_id,
                     mode=mode,
-                    mode_source="tag" if problem is None and mode_tagged(tags) else "default",
+                    # A tag that is no mode decides too: notify (or off), not the stack's DefaultMode.
+                    mode_source="tag" if mode_tagged(tags) else "default",
                     mode_problem=problem,
                     episode=_episode(state),
                     last_action=_last_action(last[0]) if last else None,

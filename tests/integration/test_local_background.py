@@ -59,8 +59,9 @@ def alive(pid: int) -> bool:
     return True
 
 
-def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) -> None:
-    up = lifeguard("local", "up", "--mode", "quarantine", env=env)
+@pytest.mark.parametrize("mode", ["quarantine", "off"])  # any of the stack's DefaultModes
+def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str], mode: str) -> None:
+    up = lifeguard("local", "up", "--mode", mode, env=env)
     assert up.returncode == 0, up.stderr
     assert up.stderr.startswith("starting the local AWS and its stack…\n")  # about two seconds
     assert "export AWS_ENDPOINT_URL=http://127.0.0.1:" in up.stdout
@@ -70,7 +71,7 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
     status = lifeguard("status", "--local", "--json", env=env)
     assert status.returncode == 0, status.stderr
     stack = json.loads(status.stdout)["stack"]
-    assert (stack["stack_name"], stack["default_mode"]) == ("pcs-lifeguard-local", "quarantine")
+    assert (stack["stack_name"], stack["default_mode"]) == ("pcs-lifeguard-local", mode)
     elsewhere = lifeguard("status", "--local", "--json", "--region", "eu-west-1", env=env)
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert json.loads(elsewhere.stdout)["stack"]["region"] == stack["region"]
@@ -78,7 +79,7 @@ def test_local_up_serves_a_deployed_stack_until_local_down(env: dict[str, str]) 
         "lifeguard: --local: --region eu-west-1 not used (the local AWS is one region, with test keys)"
     )
     again = lifeguard("local", "up", env=env)
-    assert again.stdout.startswith(f"# the local AWS is up already (pid {pid}, DefaultMode quarantine)\n")
+    assert again.stdout.startswith(f"# the local AWS is up already (pid {pid}, DefaultMode {mode})\n")
     down = lifeguard("local", "down", env=env)
     assert down.stdout == f"the local AWS (pid {pid}) is stopped\n"
     assert not alive(pid)
@@ -98,12 +99,19 @@ def test_replay_keep_leaves_its_outcome_for_status_history_and_undo(env: dict[st
         e["detail"] for e in json.loads(kept.stdout)["events"] if e["detail-type"] == "RemediationApplied"
     ]
     assert "kept: the local AWS serves on" in kept.stderr
-    (row,) = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)["groups"]
+    status = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)
+    (row,) = status["groups"]
     assert (row["compute_node_group_id"], row["mode"], row["mode_source"]) == (
         "pcs_abcdef01",
         "quarantine",
         "default",
     )
+    # Where the replay's notifications went (its topic, beside its bus), as a deployed stack's status names
+    # its own: it said there was no topic.
+    assert any(m["channel"] == "sns" for m in json.loads(kept.stdout)["notifications"])
+    replay = status["stack"]["event_bus"].removesuffix("-bus")
+    assert status["stack"]["notification_topic"].endswith(f":{replay}-notifications")
+    assert status["stack"]["slack"] is True
     # The notification's undo line, pasted as it is (--yes: no terminal here to answer its question).
     assert applied["undo"] == "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45 --local"
     program, *arguments = shlex.split(applied["undo"])

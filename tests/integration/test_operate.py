@@ -172,7 +172,8 @@ def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> N
     ]
     env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "bogus"})
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
-    assert row["mode_source"] == "default"
+    # The tag decided, failing closed: not the default (quarantine, above), which "default" said it was.
+    assert (row["mode"], row["mode_source"]) == ("notify", "tag")
     assert "bogus" in row["mode_problem"]
 
 

@@ -236,21 +236,28 @@ def _node_policy(bucket: str, log_group: str) -> dict[str, Any]:
 
 
 def describe_replay_stack(
-    client: Callable[[str], Any], stack_name: str, stack: LocalStack, parameters: Mapping[str, str]
+    client: Callable[[str], Any],
+    stack_name: str,
+    stack: LocalStack,
+    parameters: Mapping[str, str],
+    *,
+    channels: LocalChannels | None = None,
 ) -> None:
-    """A CloudFormation stack `stack_name` that names a replay's table and bus as the deployed stack's
-    outputs do, with `parameters` (its DefaultMode, DryRun) over the template's defaults: what `lifeguard
-    status --local` reads of a stack, for the outcome `replay --keep` leaves."""
+    """A CloudFormation stack `stack_name` that names a replay's table and bus (and `channels`' topic and
+    Slack secret, where its notifications went) as the deployed stack's outputs and parameters do, with
+    `parameters` (its DefaultMode, DryRun) over the template's defaults: what `lifeguard status --local`
+    reads of a stack, for the outcome `replay --keep` leaves."""
+    outputs = {"StateTableName": stack.table, "EventBusName": stack.event_bus}
+    values = {**STACK_PARAMETERS, **parameters}
+    if channels is not None:
+        outputs["NotificationTopicArn"] = channels.topic_arn
+        values["SlackWebhookSecretArn"] = channels.slack_secret
     template = {
         "AWSTemplateFormatVersion": "2010-09-09",
-        "Parameters": {key: {"Type": "String", "Default": value} for key, value in STACK_PARAMETERS.items()},
+        "Parameters": {key: {"Type": "String", "Default": STACK_PARAMETERS.get(key, "")} for key in values},
         "Resources": {"Events": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": f"{stack_name}-q"}}},
-        "Outputs": {
-            "StateTableName": {"Value": stack.table},
-            "EventBusName": {"Value": stack.event_bus},
-        },
+        "Outputs": {key: {"Value": value} for key, value in outputs.items()},
     }
-    values = {**STACK_PARAMETERS, **parameters}
     _create_stack(client("cloudformation"), stack_name, template, values)
 
 

@@ -79,13 +79,13 @@ def replay(
     node_bundle: str | None = None,
     verbose: bool = False,
     progress: Callable[[int, int], None] | None = None,
-    keep: Callable[[LocalAWS, LocalStack, ReplayResult], None] | None = None,
+    keep: Callable[[LocalAWS, LocalStack, LocalChannels, ReplayResult], None] | None = None,
 ) -> ReplayResult:
     """Feed the inputs, in order, to the real handlers against a fresh local AWS; the remediate and notify
     handlers run on the events the others publish, as template.yaml routes them (SNS is read back through
     an SQS subscription, Slack is a loopback sink). `progress(done, total)` hears of each input fed (and
-    of none yet, while the local AWS starts). `keep(aws, stack, result)` is called with the local AWS
-    still up once the replay is done (`replay --keep` serves it on from there)."""
+    of none yet, while the local AWS starts). `keep(aws, stack, channels, result)` is called with the local
+    AWS still up once the replay is done (`replay --keep` serves it on from there)."""
     from lifeguard.detection import DetectionSettings
     from lifeguard.remediation import RemediationSettings
     from lifeguard_cli.local import LocalPcs, ManualClock, local_aws
@@ -179,7 +179,7 @@ def replay(
             # ACTIVE, so `lifeguard undo` can be tried on them.
             clock.set(clock() + timedelta(seconds=PCS_UPDATE_SECONDS + 1))
             clock.run()  # and one made from now on settles as on PCS, a minute later
-            keep(aws, stack, result)
+            keep(aws, stack, channels, result)
     return result
 
 
