@@ -377,7 +377,7 @@ def test_a_kept_replays_pcs_runs_on_with_real_time_so_a_later_update_settles() -
 
     seen: list[tuple[Any, Any]] = []
 
-    def keep(aws: Any, stack: Any, result: Any) -> None:
+    def keep(aws: Any, stack: Any, channels: Any, result: Any) -> None:
         before = aws.pcs.clock()
         time.sleep(1.2)
         seen.append((before, aws.pcs.clock()))
