@@ -204,12 +204,14 @@ def test_damaged_lines_in_a_stream_are_skipped_counted_and_said_in_one_note(tmp_
     lines.insert(4, "[1, 2, 3]")
     lines.insert(6, "{" + " " * replay_inputs.MAX_ENTRY_CHARS + "}")
     lines.insert(8, json.dumps({"status_code": "TERMINATED"}))  # a record with its fields missing
+    lines.insert(10, '{"status_code": "TERMIN')  # cut short
     inputs = read_inputs([write(tmp_path, "\n".join(lines) + "\n", "broken.jsonl")])
-    assert inputs.skipped == 3
+    assert inputs.skipped == 4
     [note] = inputs.notes
     assert note == (
-        f"{tmp_path / 'broken.jsonl'}: skipped 3 damaged entries: line 3 (not JSON: Expecting property name "
-        "enclosed in double quotes), line 5 (not a JSON object), line 7 (longer than 1024 KiB)"
+        f"{tmp_path / 'broken.jsonl'}: skipped 4 damaged entries: line 3 (not JSON: Expecting property name "
+        "enclosed in double quotes at column 2), line 5 (not a JSON object), line 7 (longer than 1024 KiB), "
+        "line 11 (not JSON: Unterminated string starting at column 17)"
     )
     # The damaged record is of an accepted kind: fed, for the handler to skip and count as in the stack.
     assert {"status_code": "TERMINATED"} in rows_of_items(inputs.items)

@@ -496,7 +496,13 @@ class _Reading:
         try:
             data = json.loads(text, object_pairs_hook=_as_given)
         except (ValueError, RecursionError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
+            # json's own words end in " at" where the position follows ("Unterminated string starting at").
+            at = (
+                f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+                if isinstance(exc, json.JSONDecodeError)
+                else ""
+            )
+            reason = at or "nested too deep"
             self.malformed.append((where, f"not JSON: {reason}"))
             return
         if document:
