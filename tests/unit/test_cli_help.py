@@ -145,7 +145,10 @@ def test_a_change_without_yes_and_no_terminal_is_bad_usage_before_aws_is_asked(
     ("command", "error"),
     [
         (["replay", "--mode", "off", "x.jsonl"], "'off' is not one of 'quarantine', 'revert', 'notify'."),
-        (["local", "up", "--mode", "bogus"], "'bogus' is not one of 'quarantine', 'revert', 'notify'."),
+        (
+            ["local", "up", "--mode", "bogus"],
+            "'bogus' is not one of 'quarantine', 'revert', 'notify', 'off'.",
+        ),
     ],
     ids=["replay", "local-up"],
 )
