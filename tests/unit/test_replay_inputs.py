@@ -209,9 +209,9 @@ def test_damaged_lines_in_a_stream_are_skipped_counted_and_said_in_one_note(tmp_
     assert inputs.skipped == 4
     [note] = inputs.notes
     assert note == (
-        f"{tmp_path / 'broken.jsonl'}: skipped 4 damaged entries: line 3 (not JSON: Expecting property name "
-        "enclosed in double quotes at column 2), line 5 (not a JSON object), line 7 (longer than 1024 KiB), "
-        "line 11 (not JSON: Unterminated string starting at column 17)"
+        f"{tmp_path / 'broken.jsonl'}: skipped 4 damaged entries: line 3 (not JSON at column 2: Expecting "
+        "property name enclosed in double quotes), line 5 (not a JSON object), line 7 (longer than 1024 "
+        "KiB), line 11 (not JSON at column 17: Unterminated string starting at)"
     )
     # The damaged record is of an accepted kind: fed, for the handler to skip and count as in the stack.
     assert {"status_code": "TERMINATED"} in rows_of_items(inputs.items)

@@ -496,14 +496,10 @@ class _Reading:
         try:
             data = json.loads(text, object_pairs_hook=_as_given)
         except (ValueError, RecursionError) as exc:
-            # json's own words end in " at" where the position follows ("Unterminated string starting at").
-            at = (
-                f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
-                if isinstance(exc, json.JSONDecodeError)
-                else ""
-            )
-            reason = at or "nested too deep"
-            self.malformed.append((where, f"not JSON: {reason}"))
+            # Where it broke, as a document's error says it (`documents.py`): json's words lead up to it.
+            at = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
+            self.malformed.append((where, f"not JSON{at}: {reason}"))
             return
         if document:
             self._document(data, where, text)
