@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
 from lifeguard.errors import GroupNotFoundError, LifeguardError
+from lifeguard.event_contract import NODES_REPLACED
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.lifecycle_rules import STAGES, find_problems
 from lifeguard.pcs_model import shape
@@ -220,7 +221,7 @@ class EnrollResult:
         run = "run it" if self.action == "enroll" else "run without it"
         # As the article saw: an update of the lifecycle actions has PCS drain the group's nodes and
         # replace them; whoever confirms should know the running ones go.
-        lines.append(f"  PCS drains the group's running nodes and replaces them with nodes that {run}")
+        lines.append(f"  {NODES_REPLACED} with nodes that {run}")
         if not self.applied:
             lines.append("dry run: nothing changed")
         else:

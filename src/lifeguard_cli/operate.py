@@ -25,6 +25,7 @@ from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
 from lifeguard.bounds import clock_time, is_pcs_id
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
+from lifeguard.event_contract import NODES_REPLACED
 from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
@@ -476,6 +477,12 @@ class Operator:
             )
         changes = diff_api_configs(current, change.config_before)
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
+        if changes:
+            # A quarantine's kept node goes with the rest: whoever still debugs on it should know first.
+            lines.append(
+                f"  {NODES_REPLACED} with nodes that boot the configuration from before, a node kept for "
+                "debugging among them"
+            )
         diff = [c.to_detail() for c in changes]
         if dry_run:
             return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)

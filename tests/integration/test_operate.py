@@ -182,6 +182,9 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert preview.returncode == 0, preview.stderr
     assert "onError STOP_SEQUENCE → TERMINATE" in preview.stdout
     assert "dry run: nothing changed" in preview.stdout
+    # The kept node goes with the undo: said before anything changes.
+    replaced = "PCS drains the group's running nodes and replaces them with nodes that boot the configuration"
+    assert replaced in " ".join(preview.stdout.split())
     narrow = Env({**env.environ, "COLUMNS": "60"}, env.api).run("undo", GROUP, "--dry-run").stdout
     assert max(len(line) for line in narrow.splitlines()) <= 60
     assert " ".join(narrow.split()) == " ".join(preview.stdout.split())  # wrapped between words alone
@@ -556,6 +559,8 @@ def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: st
         "onError STOP_SEQUENCE → TERMINATE" in done.stderr
     )  # the prompt is on stderr: stdout is the result's
     assert "Put this configuration back? [y/N]" in done.stderr
+    asked = " ".join(done.stderr.split())
+    assert asked.index("PCS drains the group's running nodes") < asked.index("Put this configuration back?")
     assert (done.returncode, env.config() == TERMINATE) == ((0, True) if changed else (1, False))
     assert ("nothing changed" in done.stderr) is not changed
     assert done.stdout.rstrip().endswith("applied") is changed

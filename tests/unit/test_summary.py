@@ -33,7 +33,8 @@ def detail(**changed: Any) -> dict[str, Any]:
             "medium",
             "[Lifeguard] Remediated: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
             "Lifeguard changed the lifecycle actions of pcs_abcdef01 (pcs_abc123de45) to break the loop. "
-            "Applied quarantine.",
+            "Applied quarantine. PCS drains the group's running nodes and replaces them with nodes that boot "
+            "the new configuration.",
         ),
         (
             "RemediationSkipped",
@@ -95,6 +96,18 @@ def test_only_remediation_events_state_an_action_and_a_dry_run_says_nothing_chan
     )
     assert summarize("BootstrapLoopDetected", detail()).action is None
     assert summarize("LoopResolved", detail(dry_run=True)).action is None
+
+
+def test_a_change_made_says_pcs_replaces_the_running_nodes_and_one_held_back_does_not() -> None:
+    """The article: after an update of the lifecycle actions the running node was drained and a new
+    instance took its place. Whoever reads that Lifeguard changed a group learns its nodes go (in an
+    intermittent loop some served jobs); a dry run, a skip or a failure changed nothing."""
+    replaced = "PCS drains the group's running nodes and replaces them"
+    assert replaced in summarize("RemediationApplied", detail()).headline
+    held = detail(dry_run=True, mode="notify", reason="Dry run (mode notify), nothing was changed; would …")
+    assert replaced not in summarize("RemediationApplied", held).headline
+    for detail_type in ("RemediationSkipped", "RemediationFailed", "BootstrapLoopDetected", "LoopResolved"):
+        assert replaced not in summarize(detail_type, detail()).headline
 
 
 def test_an_event_without_group_or_suspect_reads_with_question_marks_and_no_script() -> None:
@@ -323,7 +336,7 @@ def test_each_loop_kind_is_told_in_words_and_a_contained_loop_says_what_to_do_on
     intermittent = summarize("BootstrapLoopDetected", detail(kind="intermittent", reason=None))
     assert "is in an intermittent bootstrap-failure loop: " in intermittent.headline
     applied = summarize("RemediationApplied", detail(kind="replacement", reason=None))
-    assert applied.headline.endswith("to break the replacement loop.")
+    assert "to break the replacement loop. PCS drains" in applied.headline
     assert summarize("BootstrapLoopDetected", detail(kind="replacement")).subject.startswith(
         "[Lifeguard] Replacement loop: "
     )

@@ -43,6 +43,7 @@ __all__ = [
     "ENTRY_MAX_BYTES",
     "FIX_AND_PUSH",
     "LOCAL_AWS_VARIABLE",
+    "NODES_REPLACED",
     "NODE_GROUP_TAG",
     "RISKS_LISTED_MAX",
     "SIGNALS",
@@ -68,6 +69,10 @@ __all__ = [
 DRY_RUN_SAID = "Dry run ("
 # What a contained loop asks of its owners (the containment's reason says it; an older one may not).
 FIX_AND_PUSH = "Fix the script and push a configuration"
+# What PCS does on every update of a group's lifecycle actions (the article: the running node was drained
+# and a new instance took its place): whoever makes or undoes a change is told, the notifications and the
+# CLI in the same words.
+NODES_REPLACED = "PCS drains the group's running nodes and replaces them"
 
 SOURCE = "lifeguard"
 # The tag PCS puts on each instance it launches, naming its compute node group's id.

@@ -13,6 +13,7 @@ from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
 from lifeguard.event_contract import (
     DRY_RUN_SAID,
     FIX_AND_PUSH,
+    NODES_REPLACED,
     console_url,
     deployed_in,
     nodes_console_url,
@@ -173,6 +174,9 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
     if reason:
         headline = f"{headline} {_sentence(str(reason))}"
+    if detail_type == "RemediationApplied" and not detail.get("dry_run"):
+        # The nodes that booted before the change go too (in an intermittent loop, some may serve jobs).
+        headline = f"{headline} {NODES_REPLACED} with nodes that boot the new configuration."
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
     evidence = tuple(
