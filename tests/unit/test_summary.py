@@ -189,6 +189,19 @@ def test_problems_are_named_at_the_end_at_most_ten_each_clipped() -> None:
             "stages.nodeReady[0]: {…} → (unset)",
         ),
         ({}, "None: (unset) → (unset)"),
+        # A field left out reads as what PCS does then, as `lifeguard undo` shows it.
+        (
+            {"path": "stages.nodeBootstrapped[0].onError", "old": None, "new": "STOP_SEQUENCE"},
+            "stages.nodeBootstrapped[0].onError: TERMINATE (default) → STOP_SEQUENCE",
+        ),
+        (
+            {"path": "stages.nodeReady[0].executionPolicy", "old": "EVERY_BOOT", "new": None},
+            "stages.nodeReady[0].executionPolicy: EVERY_BOOT → FIRST_BOOT_ONLY (default)",
+        ),
+        (
+            {"path": "scriptCachingPolicy", "old": None, "new": "NO_CACHE"},
+            "scriptCachingPolicy: CACHE_ONCE (default) → NO_CACHE",
+        ),
     ],
 )
 def test_a_diff_entry_reads_as_one_line(change: dict[str, Any], line: str) -> None:

@@ -20,6 +20,7 @@ from lifeguard.lifecycle_rules import (
     DEFAULT_SCRIPT_CACHING_POLICY,
     find_problems,
 )
+from lifeguard.pcs_model import LEFT_OUT
 from lifeguard.schema import (
     BAD,
     Invalid,
@@ -353,11 +354,6 @@ class ConfigChange:
         return f"{where}: {field} {_show(field, self.old)} → {_show(field, self.new)}"
 
 
-_DEFAULTS = {
-    "onError": DEFAULT_ON_ERROR,
-    "executionPolicy": DEFAULT_EXECUTION_POLICY,
-    "scriptCachingPolicy": DEFAULT_SCRIPT_CACHING_POLICY,
-}
 _SCRIPT_FIELDS = (
     "scriptSource.scriptLocation",
     "scriptSource.s3VersionId",
@@ -370,7 +366,7 @@ _SCRIPT_FIELDS = (
 
 def _show(field: str, value: Any) -> str:
     if value is None:
-        default = _DEFAULTS.get(field)
+        default = LEFT_OUT.get(field)
         return f"{default} (default)" if default else "(unset)"
     return value if isinstance(value, str) else json.dumps(value)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lifeguard.errors import Problem
-from lifeguard.pcs_model import join_path, shape, validate_shape
+from lifeguard.pcs_model import LEFT_OUT, join_path, shape, validate_shape
 
 __all__ = [
     "DEFAULT_EXECUTION_POLICY",
@@ -42,12 +42,12 @@ ON_ERRORS: tuple[str, ...] = tuple(shape("OnError")["enum"])
 EXECUTION_POLICIES: tuple[str, ...] = tuple(shape("ExecutionPolicy")["enum"])
 SCRIPT_CACHING_POLICIES: tuple[str, ...] = tuple(shape("ScriptCachingPolicy")["enum"])
 
-# What PCS does when a field is omitted (PCS user guide, "node lifecycle actions").
-DEFAULT_ON_ERROR = "TERMINATE"
+# What PCS does when a field is omitted (`LEFT_OUT`).
+DEFAULT_ON_ERROR = LEFT_OUT["onError"]
 # The step a quarantine adds (with draining on) to drain the node it keeps: a script of Lifeguard's own.
 DRAIN_SCRIPT_NAME = "lifeguard-drain"
-DEFAULT_EXECUTION_POLICY = "FIRST_BOOT_ONLY"
-DEFAULT_SCRIPT_CACHING_POLICY = "CACHE_ONCE"
+DEFAULT_EXECUTION_POLICY = LEFT_OUT["executionPolicy"]
+DEFAULT_SCRIPT_CACHING_POLICY = LEFT_OUT["scriptCachingPolicy"]
 
 
 def find_problems(config: object, path: str = "") -> list[Problem]:

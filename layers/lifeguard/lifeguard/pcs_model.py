@@ -26,6 +26,7 @@ from lifeguard.errors import Problem, ServiceModelError
 __all__ = [
     "API_VERSION",
     "DATA_PATH",
+    "LEFT_OUT",
     "PATTERN_HINTS",
     "join_path",
     "json_type_name",
@@ -35,6 +36,9 @@ __all__ = [
 ]
 
 API_VERSION = "2023-02-10"
+# What PCS does when a script leaves a field out (PCS user guide, "node lifecycle actions"; the model does
+# not say): the rules, the node's executor and every message that shows a field left out go by these.
+LEFT_OUT = {"onError": "TERMINATE", "executionPolicy": "FIRST_BOOT_ONLY", "scriptCachingPolicy": "CACHE_ONCE"}
 _MODEL_RESOURCE = f"data/pcs/{API_VERSION}/service-2.json.gz"
 # A directory where the package is unpacked (the layer, the CLI); in the node bundle's zip, only the model's
 # bytes are read, through the loader that read this module (what pkgutil.get_data does, without its imports).
