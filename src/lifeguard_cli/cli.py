@@ -838,6 +838,13 @@ def status(
         operator = _operator(table, local, stack_name, region, profile)
         rows = operator.status(cluster)
     _say_unreadable("status", operator.unreadable)
+    if operator.gone:
+        named = ", ".join(group for _, group in sorted(operator.gone)[:5])
+        typer.echo(
+            f"lifeguard status: {len(operator.gone)} group(s) no longer in PCS (deleted since Lifeguard last "
+            f"read them): {named}; shown as Lifeguard last recorded them",
+            err=True,
+        )
     if operator.tags_unread:
         codes = ", ".join(sorted(set(operator.tags_unread.values()))[:3])
         typer.echo(
@@ -863,7 +870,8 @@ def status(
         )
         last = row.last_action
         last_text = _last_action_text(last, format_time) if last else "-"
-        view.add_row(row.cluster_id, row.group_id, row.shown_mode, open_text, last_text)
+        group_text = row.group_id if row.in_pcs else f"{row.group_id} (no longer in PCS)"
+        view.add_row(row.cluster_id, group_text, row.shown_mode, open_text, last_text)
     console = _console()
     if stack:
         dry = "true (every mode only says what it would do)" if stack.dry_run else "false"

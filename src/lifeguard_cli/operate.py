@@ -74,6 +74,7 @@ class GroupStatus:
     last_action: dict[str, Any] | None
     proven_good: str | None
     tags_from: str = "pcs"  # "pcs" (read as status ran) or "table" (as Lifeguard last read them)
+    in_pcs: bool = True  # False: PCS has no such group any more (deleted): the row is Lifeguard's last record
 
     @property
     def shown_mode(self) -> str:
@@ -91,6 +92,7 @@ class GroupStatus:
             "mode_source": self.mode_source,
             "mode_problem": self.mode_problem,
             "tags_from": self.tags_from,
+            "in_pcs": self.in_pcs,
             "open_episode": self.episode,
             "last_action": self.last_action,
             "proven_good_fingerprint": self.proven_good,
@@ -249,6 +251,8 @@ class Operator:
         self.unreadable: list[str] = []  # state items of the table that could not be read (left out)
         # Groups whose tags PCS would not give as status ran (shown as last read): PCS's error code.
         self.tags_unread: dict[tuple[str, str], str] = {}
+        # Groups PCS no longer has (deleted since Lifeguard last read them): their rows are as last recorded.
+        self.gone: set[tuple[str, str]] = set()
         self.remediation = RemediationStore(dynamodb, table)
         self._pcs_client: PcsGateway | None = None
         self.stack = stack
@@ -278,7 +282,8 @@ class Operator:
         for state in states:
             if cluster_id and state.cluster_id != cluster_id:
                 continue
-            last = self.remediation.history(state.cluster_id, state.group_id, last=1)
+            key = (state.cluster_id, state.group_id)
+            last = self.remediation.history(*key, last=1)
             tags = self._tags_now(state)
             mode, problem = mode_of(tags, self.default_mode)
             rows.append(
@@ -292,7 +297,8 @@ class Operator:
                     episode=_episode(state),
                     last_action=_last_action(last[0]) if last else None,
                     proven_good=state.proven_good.fingerprint if state.proven_good else None,
-                    tags_from="table" if (state.cluster_id, state.group_id) in self.tags_unread else "pcs",
+                    tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
+                    in_pcs=key not in self.gone,
                 )
             )
         return rows
@@ -307,6 +313,9 @@ class Operator:
         try:
             arn = config.arn or self.pcs.get_group(state.cluster_id, state.group_id).arn
             return self.pcs.list_tags(arn) if arn else config.tags
+        except GroupNotFoundError:  # deleted: no grant would give its tags
+            self.gone.add((state.cluster_id, state.group_id))
+            return config.tags
         except AwsCallError as exc:
             self.tags_unread[(state.cluster_id, state.group_id)] = exc.code
             return config.tags
@@ -409,7 +418,12 @@ class Operator:
         ledger = self.remediation.ledger(cluster, group_id)
         if not any(c.counts and c.undone_at is None for c in ledger.changes):
             raise OperatorError(f"Lifeguard has no change of {group_id} to undo")
-        group = self.pcs.get_group(cluster, group_id)
+        try:
+            group = self.pcs.get_group(cluster, group_id)
+        except GroupNotFoundError:
+            raise OperatorError(
+                f"{group_id} is no longer in cluster {cluster} (PCS): nothing to undo"
+            ) from None
         current = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
         held = fingerprint_of(current)
         change, unmade = _to_undo(ledger, held)

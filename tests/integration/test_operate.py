@@ -159,7 +159,7 @@ def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> N
     env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "revert"})
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
     assert (row["mode"], row["mode_source"], row["mode_problem"]) == ("revert", "tag", None)
-    assert row["tags_from"] == "pcs"
+    assert (row["tags_from"], row["in_pcs"]) == ("pcs", True)
     # Tags PCS will not give (the operator's role lacks the grant): the last read, and said so.
     assert env.pcs is not None
     env.pcs.inject_fault("AccessDeniedException", operation="ListTagsForResource", times=1)
@@ -175,6 +175,27 @@ def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> N
     # The tag decided, failing closed: not the default (quarantine, above), which "default" said it was.
     assert (row["mode"], row["mode_source"]) == ("notify", "tag")
     assert "bogus" in row["mode_problem"]
+
+
+def test_a_group_deleted_in_pcs_is_said_gone_not_a_grant_to_give(env: Env) -> None:
+    """A group deleted since Lifeguard last read it: PCS answers ResourceNotFoundException for its tags,
+    which status told as a grant to give (pcs:ListTagsForResource), and its row looked like any other."""
+    env.api.delete_compute_node_group(clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP)
+    done = env.run("status", "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads(done.stdout)["groups"]
+    assert (row["in_pcs"], row["tags_from"], row["mode"]) == (False, "table", "quarantine")
+    assert done.stderr.splitlines() == [
+        f"lifeguard status: 1 group(s) no longer in PCS (deleted since Lifeguard last read them): {GROUP}; "
+        "shown as Lifeguard last recorded them"
+    ]
+    shown = " ".join(Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout.split())
+    assert f"{GROUP} (no longer in PCS) quarantine" in shown
+    undone = env.run("undo", GROUP, "--dry-run")
+    assert (undone.returncode, undone.stderr) == (
+        1,
+        f"lifeguard undo: {GROUP} is no longer in cluster {CLUSTER} (PCS): nothing to undo\n",
+    )
 
 
 def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: Env) -> None:
