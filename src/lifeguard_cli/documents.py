@@ -45,7 +45,7 @@ MAX_INPUT_BYTES = 10 * 1024 * 1024
 
 # As the AWS CLI's `--cli-input-json file://…` (awscli/paramfile.py): the prefix is case-sensitive.
 _FILE_PREFIX = "file://"
-_STDIN_NAME = "<stdin>"
+STDIN_NAME = "<stdin>"  # how stdin (`-`) is named in what a command says of its input
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 # Suffixes read as JSON only: a broken JSON file is reported as JSON, not half-read as YAML.
@@ -116,7 +116,7 @@ def read_source(source: str | Path) -> tuple[str, str]:
     or UTF-16 with its byte-order mark).
     """
     if source == STDIN:
-        name = _STDIN_NAME
+        name = STDIN_NAME
         content = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
     else:
         name = named_path(source) if isinstance(source, str) else str(source)

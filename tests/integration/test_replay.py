@@ -80,6 +80,12 @@ def test_stdin_is_read_as_a_file_and_one_record_is_said_as_one() -> None:
     one = runner.invoke(app, ["replay", "--mode", "notify", "-"], input=loop.splitlines()[0] + "\n")
     assert one.exit_code == 0, one.output
     assert "\n1 record replayed, 0 skipped; no controller event" in one.stdout
+    # Named as `lifeguard lint` names it: `<stdin>`, not `-`.
+    damaged = runner.invoke(app, ["replay", "--mode", "notify", "-"], input=loop + '{"status_code": \n')
+    assert damaged.exit_code == 0, damaged.output
+    assert "lifeguard replay: <stdin>: skipped 1 damaged entry: line 9 (not JSON" in damaged.stderr
+    empty = runner.invoke(app, ["replay", "-"], input="")
+    assert (empty.exit_code, empty.stderr.startswith("lifeguard replay: <stdin>: empty")) == (2, True)
 
 
 def test_the_same_stream_three_times_yields_the_same_single_event() -> None:

@@ -53,6 +53,7 @@ from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
 from lifeguard_cli.cloudformation import is_template
+from lifeguard_cli.documents import STDIN_NAME
 from lifeguard_cli.replay.errors import UnreadableInputError
 from lifeguard_cli.resources import resource, shipped_file
 
@@ -353,11 +354,17 @@ def shipped(path: Path) -> Path:
     return stream if stream.is_file() else path
 
 
+def named(path: Path) -> str:
+    """An input as messages name it: its path, or `<stdin>` for `-`, as `lifeguard lint` names it."""
+    return STDIN_NAME if str(path) == "-" else str(path)
+
+
 def _text(path: Path) -> tuple[str, bool]:
     """The file's text: read at most `MAX_FILE_BYTES` (uncompressed when gzip), decoded by its BOM; and
     whether some of it is not UTF-8 (those bytes kept as lone surrogates, so that the lines holding them
     are skipped as damaged and the rest is read)."""
     limit = f"over the {MAX_FILE_BYTES // (1024 * 1024)} MB a replay reads from one file"
+    name = named(path)
     try:
         if str(path) == "-":  # stdin: `aws logs filter-log-events ... | lifeguard replay -`
             raw = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)
@@ -365,24 +372,24 @@ def _text(path: Path) -> tuple[str, bool]:
             with path.open("rb") as file:
                 raw = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise UnreadableInputError(str(path), f"cannot read it: {exc.strerror or exc}") from None
+        raise UnreadableInputError(name, f"cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:
-        raise UnreadableInputError(str(path), f"{limit}: export a shorter time range, or split it")
+        raise UnreadableInputError(name, f"{limit}: export a shorter time range, or split it")
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
                 raw = unzipped.read(MAX_FILE_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:
-            raise UnreadableInputError(str(path), f"a gzip file that cannot be read ({exc})") from None
+            raise UnreadableInputError(name, f"a gzip file that cannot be read ({exc})") from None
         if len(raw) > MAX_FILE_BYTES:
-            raise UnreadableInputError(str(path), f"{limit} (once uncompressed)")
+            raise UnreadableInputError(name, f"{limit} (once uncompressed)")
     utf16 = raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
     try:
         return raw.decode("utf-16" if utf16 else "utf-8-sig"), False
     except UnicodeDecodeError:
         if utf16 or b"\0" in raw:  # binary, not text with a damaged line
             raise UnreadableInputError(
-                str(path), "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
+                name, "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
             ) from None
         return raw.decode("utf-8-sig", errors="surrogateescape"), True
 
@@ -422,13 +429,18 @@ class _Reading:
     exports: int = 0  # log-event exports read, whose events may be none
     damaged: bool = False  # some bytes are not UTF-8: read as lines, and those holding them skipped
 
+    @property
+    def name(self) -> str:
+        """The file as what a replay says of it names it."""
+        return named(self.path)
+
     def read(self, text: str) -> None:
         """The file as one document when it parses whole (a one-line document has no length cap but the
         file's: CloudTrail writes its log files on one line), else as JSON lines; refused when none of its
         entries is of an accepted kind but some are damaged (it is not what a replay reads)."""
         stripped = text.strip()
         if not stripped:
-            raise UnreadableInputError(str(self.path), "empty", accepted=_ACCEPTED)
+            raise UnreadableInputError(self.name, "empty", accepted=_ACCEPTED)
         document_error: json.JSONDecodeError | None = None
         try:
             if self.damaged:
@@ -446,7 +458,7 @@ class _Reading:
             return
         if self.damaged:  # read line by line for its bytes that are not UTF-8: not what a replay reads
             raise UnreadableInputError(
-                str(self.path), "not text (bytes that are neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
+                self.name, "not text (bytes that are neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
             )
         where, why = self.malformed[0]
         multiline = "\n" in stripped
@@ -466,24 +478,24 @@ class _Reading:
             )
             more = f" and {count - _MALFORMED_LISTED} more" if count > _MALFORMED_LISTED else ""
             entries = _plural(count, "entry", "entries")
-            notes.append(f"{self.path}: skipped {count} damaged {entries}: {listed}{more}")
+            notes.append(f"{self.name}: skipped {count} damaged {entries}: {listed}{more}")
         if not self.items and self.passed_over:
             records = _plural(self.passed_over, "CloudTrail record is", "CloudTrail records are")
             calls = " and ".join(CHANGE_CALLS)
             notes.append(
-                f"{self.path}: nothing to replay: its {self.passed_over} {records} of other calls than "
+                f"{self.name}: nothing to replay: its {self.passed_over} {records} of other calls than "
                 f"PCS's {calls}"
             )
         elif not self.items:
             notes.append(
-                f"{self.path}: nothing to replay: {'no log events' if self.exports else 'no records'}"
+                f"{self.name}: nothing to replay: {'no log events' if self.exports else 'no records'}"
             )
         return notes
 
     def _where(self, where: str) -> str:
         if not where:
-            return str(self.path)
-        return f"{self.path}:{where}" if where[0].isdigit() else f"{self.path}: {where}"
+            return self.name
+        return f"{self.name}:{where}" if where[0].isdigit() else f"{self.name}: {where}"
 
     def _entry(self, text: str, where: str, *, document: bool) -> None:
         """A line (`document`: it may be a whole document) or a log event's message."""
