@@ -118,3 +118,20 @@ def test_failures_of_scripts_that_terminate_no_node_are_no_loop_of_reports() -> 
         for n, instance in enumerate(("i-4", "i-5"))
     ]
     assert reported_loop(kept + terminated, 2, 3_600_000) is not None
+
+
+def test_a_launch_boots_runs_are_its_first_boots_until_six_hours_after_its_outcome() -> None:
+    """nodeReady runs after the success PCS logs (`launch_boot`): a first boot's run up to
+    LAUNCH_BOOT_AFTER_OUTCOME_MS after the outcome is the launch's; one started later, or a reboot's, says
+    nothing of what the launch proved."""
+    from lifeguard.attribution import LAUNCH_BOOT_AFTER_OUTCOME_MS, launch_boot
+
+    outcome_ms = 1_796_000_000_000
+    bound_s = (outcome_ms + LAUNCH_BOOT_AFTER_OUTCOME_MS) // 1000
+    assert LAUNCH_BOOT_AFTER_OUTCOME_MS == 6 * 3600 * 1000
+    assert launch_boot(run("i-1", "ready-check", started_at=outcome_ms // 1000 - 300), outcome_ms)
+    assert launch_boot(run("i-1", "ready-check", started_at=bound_s), outcome_ms)
+    assert not launch_boot(run("i-1", "ready-check", started_at=bound_s + 1), outcome_ms)
+    assert not launch_boot(
+        run("i-1", "ready-check", boot=2, first_boot=False, started_at=bound_s - 60), outcome_ms
+    )
