@@ -10,7 +10,7 @@ import textwrap
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from rich.text import Text
 from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
 from lifeguard_cli.documents import named_path, read_config_document, stdin_twice
 from lifeguard_cli.lint import lint_files, render_lint
+
+if TYPE_CHECKING:
+    from lifeguard.errors import AwsCallError
 
 __all__ = ["app", "main"]
 
@@ -846,10 +849,11 @@ def status(
             err=True,
         )
     if operator.tags_unread:
-        codes = ", ".join(sorted(set(operator.tags_unread.values()))[:3])
+        errors = list(operator.tags_unread.values())
+        codes = ", ".join(sorted({error.code for error in errors})[:3])
         typer.echo(
-            f"lifeguard status: the mode of {len(operator.tags_unread)} group(s) is from the tags Lifeguard "
-            f"last read, not as they are now: PCS answered {codes} (grant pcs:ListTagsForResource)",
+            f"lifeguard status: the mode of {len(errors)} group(s) is from the tags Lifeguard last read, not "
+            f"as they are now: PCS answered {codes}{_unread_hint(errors)}",
             err=True,
         )
     stack = operator.stack
@@ -1009,6 +1013,21 @@ def _last_action_text(last: dict[str, Any], format_time: Any) -> str:
     if last["action"] and last["action"] != last["decision"]:
         words.append(last["action"])
     return " ".join(words) + (" (dry run)" if last["dry_run"] else "")
+
+
+def _unread_hint(errors: list[AwsCallError]) -> str:
+    """What to do about PCS's refusals of status's reads: a grant for the calls denied (the call that
+    failed: GetComputeNodeGroup too, for a group known without its ARN), another run for a throttle or an
+    outage; nothing for another refusal, which no grant mends."""
+    from lifeguard.aws.pcs import is_transient
+
+    hints = []
+    denied = sorted({error.operation for error in errors if error.code == "AccessDeniedException"})
+    if denied:
+        hints.append("grant " + ", ".join(f"pcs:{operation}" for operation in denied))
+    if any(is_transient(error) for error in errors):
+        hints.append("PCS is throttling or unavailable: run it again in a minute")
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def _say_undo(out: Console, cluster_id: str, group_id: str, lines: list[str]) -> None:

@@ -249,8 +249,8 @@ class Operator:
         dynamodb = client("dynamodb")
         self.states = GroupStore(dynamodb, table)
         self.unreadable: list[str] = []  # state items of the table that could not be read (left out)
-        # Groups whose tags PCS would not give as status ran (shown as last read): PCS's error code.
-        self.tags_unread: dict[tuple[str, str], str] = {}
+        # Groups whose tags PCS would not give as status ran (shown as last read): PCS's error.
+        self.tags_unread: dict[tuple[str, str], AwsCallError] = {}
         # Groups PCS no longer has (deleted since Lifeguard last read them): their rows are as last recorded.
         self.gone: set[tuple[str, str]] = set()
         self.remediation = RemediationStore(dynamodb, table)
@@ -277,7 +277,10 @@ class Operator:
         if cluster and not any(state.cluster_id == cluster for state in states):
             cluster_id = self._cluster_id(cluster)
             if cluster_id is None:
-                raise OperatorError(f"no cluster {cluster} in PCS, nor in Lifeguard's table")
+                raise OperatorError(
+                    f"no cluster {cluster} in PCS, nor in Lifeguard's table (it knows clusters by id: "
+                    "lifeguard status lists them)"
+                )
         rows = []
         for state in states:
             if cluster_id and state.cluster_id != cluster_id:
@@ -317,7 +320,7 @@ class Operator:
             self.gone.add((state.cluster_id, state.group_id))
             return config.tags
         except AwsCallError as exc:
-            self.tags_unread[(state.cluster_id, state.group_id)] = exc.code
+            self.tags_unread[(state.cluster_id, state.group_id)] = exc
             return config.tags
 
     def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:
@@ -344,8 +347,11 @@ class Operator:
             try:
                 return self._ids(cluster, group)
             except GroupNotFoundError:
-                if self._cluster_id(cluster) is None:  # the cluster is what PCS does not know
+                cluster_id = self._cluster_id(cluster)
+                if cluster_id is None:  # the cluster is what PCS does not know
                     raise OperatorError(f"no cluster {cluster} in PCS; check --cluster") from None
+                if (cluster_id, group) in known:  # a group PCS no longer has, its cluster given by name
+                    return cluster_id, group
                 raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
         matches = sorted(pair for pair in known if pair[1] == group)
         if not matches:  # a name: ask PCS in each cluster Lifeguard knows

@@ -146,7 +146,8 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     typo = env.run("status", "--cluster", "pcs_nosuch")
     assert (typo.returncode, typo.stderr) == (
         1,
-        "lifeguard status: no cluster pcs_nosuch in PCS, nor in Lifeguard's table\n",
+        "lifeguard status: no cluster pcs_nosuch in PCS, nor in Lifeguard's table (it knows clusters by id: "
+        "lifeguard status lists them)\n",
     )
 
 
@@ -170,6 +171,14 @@ def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> N
         "lifeguard status: the mode of 1 group(s) is from the tags Lifeguard last read, not as they are "
         "now: PCS answered AccessDeniedException (grant pcs:ListTagsForResource)"
     ]
+    # PCS throttling past botocore's retries: no grant mends that (it was told as one).
+    env.pcs.inject_fault("ThrottlingException", operation="ListTagsForResource", times=5)  # every attempt
+    throttled = env.run("status", "--json")
+    assert json.loads(throttled.stdout)["groups"][0]["tags_from"] == "table"
+    assert throttled.stderr.splitlines() == [
+        "lifeguard status: the mode of 1 group(s) is from the tags Lifeguard last read, not as they are "
+        "now: PCS answered ThrottlingException (PCS is throttling or unavailable: run it again in a minute)"
+    ]
     env.api.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "bogus"})
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
     # The tag decided, failing closed: not the default (quarantine, above), which "default" said it was.
@@ -191,6 +200,9 @@ def test_a_group_deleted_in_pcs_is_said_gone_not_a_grant_to_give(env: Env) -> No
     ]
     shown = " ".join(Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout.split())
     assert f"{GROUP} (no longer in PCS) quarantine" in shown
+    # Its cluster by name (PCS still has the cluster): its history, as by the group's id alone.
+    by_name = env.run("history", GROUP, "--cluster", "lca")
+    assert (by_name.returncode, f"{CLUSTER}/{GROUP}: 1 entry" in by_name.stdout) == (0, True), by_name.stderr
     undone = env.run("undo", GROUP, "--dry-run")
     assert (undone.returncode, undone.stderr) == (
         1,
