@@ -30,6 +30,7 @@ from lifeguard.group_state import GroupState
 from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
+from lifeguard.remediation.rails import left_to_people
 from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
@@ -503,6 +504,8 @@ class Operator:
                 f"  {NODES_REPLACED} with nodes that boot the configuration from before, a node kept for "
                 "debugging among them"
             )
+            # Should the group loop on, the remediation holds back (`rails.undone`): whoever undoes knows.
+            lines.append(f"  then Lifeguard {left_to_people(f'episode {change.episode_id}')}")
         diff = [c.to_detail() for c in changes]
         if dry_run:
             return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)

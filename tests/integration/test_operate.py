@@ -218,6 +218,10 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     # The kept node goes with the undo: said before anything changes.
     replaced = "PCS drains the group's running nodes and replaces them with nodes that boot the configuration"
     assert replaced in " ".join(preview.stdout.split())
+    # Should the group loop on after the undo, Lifeguard holds back (`Undone: …`): said before, too.
+    episode = json.loads(env.run("status", "--json").stdout)["groups"][0]["open_episode"]["episode_id"]
+    left = f"then Lifeguard leaves episode {episode} to people (a fix, or the group's lifeguard:mode tag"
+    assert left in " ".join(preview.stdout.split())
     narrow = Env({**env.environ, "COLUMNS": "60"}, env.api).run("undo", GROUP, "--dry-run").stdout
     assert max(len(line) for line in narrow.splitlines()) <= 60
     assert " ".join(narrow.split()) == " ".join(preview.stdout.split())  # wrapped between words alone

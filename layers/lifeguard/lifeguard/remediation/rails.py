@@ -45,10 +45,17 @@ __all__ = [
     "dry_run",
     "group_unfit",
     "ladder",
+    "left_to_people",
     "not_borne_out",
     "undone",
     "unmatched",
 ]
+
+
+def left_to_people(episode: str = "this episode") -> str:
+    """What Lifeguard does with an episode once the operator undid its change: said by the remediation that
+    then holds back (`undone`), and by `lifeguard undo` before it asks."""
+    return f"leaves {episode} to people (a fix, or the group's lifeguard:mode tag, ends it)"
 
 
 def unmatched(detection: LoopDetection, state: GroupState, ledger: Ledger) -> str | None:
@@ -143,8 +150,8 @@ def undone(ledger: Ledger, change: AppliedChange) -> str | None:
         return None
     at = change.undone_at if change.undone_at is not None else (undo.at if undo is not None else change.at)
     return (
-        f"Undone: the operator undid Lifeguard's {change.action} at {utc(int(at * 1000))}; Lifeguard leaves "
-        "this episode to people (a fix, or the group's lifeguard:mode tag, ends it)."
+        f"Undone: the operator undid Lifeguard's {change.action} at {utc(int(at * 1000))}; Lifeguard "
+        f"{left_to_people()}."
     )
 
 
