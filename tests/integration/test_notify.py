@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -327,6 +328,29 @@ def test_a_local_slack_over_http_is_refused_inside_a_lambda_whose_loopback_is_it
         SecretWebhook(secrets, env.channels.slack_secret)()
 
 
+@pytest.mark.parametrize(
+    ("status", "body", "said"),
+    [
+        (410, b"channel_is_archived", "HTTP 410 channel_is_archived"),
+        (400, b"invalid_payload\n", "HTTP 400 invalid_payload"),
+        # Not one of Slack's words (a proxy's page, a word too long): the status alone, nothing of it shown.
+        (403, b"<html>Forbidden: see https://evil.example</html>", "HTTP 403"),
+        (404, b"x" * 41, "HTTP 404"),
+    ],
+)
+def test_a_refusal_says_slacks_word_for_why_and_nothing_else_of_the_answer(
+    env: Env, status: int, body: bytes, said: str
+) -> None:
+    controller = env.controller()
+    env.slack.fail_next(status, times=3, body=body)
+    with pytest.raises(NotificationError) as raised:
+        controller.handle_event(event())
+    reason = str(raised.value)
+    assert re.search(rf"Slack refused the message: {said}(?=[);,]|$)", reason), reason
+    for unshown in ("html", "evil", "xxxx"):  # nothing of an answer that is no word of Slack's
+        assert unshown not in reason
+
+
 def test_a_webhook_slack_says_is_gone_is_read_again_from_its_secret_once_and_a_rotated_one_used_at_once(
     env: Env,
 ) -> None:
@@ -349,7 +373,8 @@ def test_a_webhook_slack_says_is_gone_is_read_again_from_its_secret_once_and_a_r
     assert webhook.reads == 2
     assert "SlackRetries" not in env.metrics  # no retry wait: the rotated URL is posted to at once
     env.slack.fail_next(404, times=3)
-    with pytest.raises(NotificationError):
+    # Slack's word for why (`no_service`: the webhook was revoked) is said: each refusal asks another fix.
+    with pytest.raises(NotificationError, match=r"Slack refused the message: HTTP 404 no_service"):
         controller.handle_event(event(revision=3))
     assert env.slack.attempts == attempts + 3
     assert webhook.reads == 3

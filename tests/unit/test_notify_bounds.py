@@ -97,11 +97,11 @@ def _refused(status: int, headers: dict[str, str] | None = None) -> Post:
 class Pacer:
     """The table pacer's calls, answered as given: a slot at once, no hold; holds set are kept."""
 
-    def __init__(self, wait: float = 0.0, held: float = 0.0) -> None:
+    def __init__(self, wait: float | None = 0.0, held: float = 0.0) -> None:
         self.wait, self.held = wait, held
         self.holds: list[float] = []
 
-    def reserve_post(self, key: str, interval: float, max_wait: float | None = None) -> float:
+    def reserve_post(self, key: str, interval: float, max_wait: float | None = None) -> float | None:
         return self.wait
 
     def hold_post(self, key: str, seconds: float) -> None:
@@ -138,9 +138,42 @@ def test_a_retry_after_of_a_week_holds_the_webhook_an_hour_at_most(monkeypatch: 
     monkeypatch.setattr(slack_module, "_post", _refused(429, {"Retry-After": "604800"}))
     pacer = Pacer()
     channel = SlackChannel(lambda: "https://hooks.example.com/x", pacer=pacer, sleep=lambda _: None)
-    with pytest.raises(SlackError):
+    # Lambda's two retries come within minutes: past them the event is parked (it was said to be retried
+    # once the hour was over, which nothing does).
+    with pytest.raises(
+        SlackError, match=r"no message for 3600 s .*; Lambda retries it about 1 and 3 minutes"
+    ):
         send(channel)
     assert pacer.holds == [3600.0]
+
+
+@pytest.mark.parametrize(
+    ("held", "said"),
+    [
+        (3500.0, "Slack asked for no message for 3500 s more (HTTP 429, Retry-After), longer than this"),
+        (0.0, "the webhook takes one message a second, and the ones queued before it take longer than this"),
+    ],
+)
+def test_a_message_the_pace_has_no_slot_for_says_why_and_what_becomes_of_it(
+    monkeypatch: pytest.MonkeyPatch, held: float, said: str
+) -> None:
+    """No slot within the invocation: behind Slack's 429 (told as the queue of other senders' messages,
+    which there need not be), or behind that queue."""
+    posts: list[str] = []
+    monkeypatch.setattr(slack_module, "_post", lambda url, body, seconds: posts.append(url))
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/q",
+        pacer=Pacer(wait=None, held=held),
+        sleep=lambda _: None,
+        time_left=lambda: 60.0,
+    )
+    with pytest.raises(SlackError) as raised:
+        send(channel)
+    assert said in str(raised.value)
+    assert str(raised.value).endswith(
+        "; Lambda retries it about 1 and 3 minutes later, then parks it for a redrive"
+    )
+    assert posts == []
 
 
 def test_a_retry_after_of_exactly_the_longest_wait_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -26,6 +26,16 @@ class _Fault:
     retry_after: str | None = None
     delay_seconds: float = 0.0
     posted: bool = False  # a stalled post Slack posts all the same (it answers late, not never)
+    body: bytes | None = None  # the answer's body (None: Slack's word for the status, `_SLACK_SAYS`)
+
+
+# What Slack's webhooks answer a refused post with (its documented errors of each status): a word naming why.
+_SLACK_SAYS = {
+    400: b"invalid_payload",
+    403: b"invalid_token",
+    404: b"no_service",
+    410: b"channel_is_archived",
+}
 
 
 @dataclass
@@ -38,10 +48,13 @@ class SlackSink:
     _faults: list[_Fault] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fail_next(self, status: int, *, times: int = 1, retry_after: str | None = None) -> None:
-        """Answer the next `times` posts with HTTP `status` (and a Retry-After header when given)."""
+    def fail_next(
+        self, status: int, *, times: int = 1, retry_after: str | None = None, body: bytes | None = None
+    ) -> None:
+        """Answer the next `times` posts with HTTP `status` (and a Retry-After header when given), its body
+        Slack's word for the status unless `body` is given."""
         with self._lock:
-            self._faults.extend(_Fault(status, retry_after) for _ in range(times))
+            self._faults.extend(_Fault(status, retry_after, body=body) for _ in range(times))
 
     def stall_next(self, seconds: float, *, times: int = 1, posted: bool = False) -> None:
         """Hold the next `times` posts for `seconds` before answering 200 (a client times out first);
@@ -70,7 +83,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(fault.status)
         if fault.retry_after is not None:
             self.send_header("Retry-After", fault.retry_after)
-        text = b"ok" if fault.status == 200 else b"error"
+        text = b"ok" if fault.status == 200 else fault.body
+        if text is None:
+            text = _SLACK_SAYS.get(fault.status, b"")
         self.send_header("Content-Length", str(len(text)))
         self.end_headers()
         with contextlib.suppress(OSError):  # the client may have given up waiting

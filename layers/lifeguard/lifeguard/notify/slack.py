@@ -13,6 +13,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -169,10 +170,40 @@ _GONE = frozenset({403, 404, 410})
 _ANSWER_MAX_BYTES = 1024
 
 
-def _refused(code: int) -> str:
+# Slack names why it refused a post in a word of its answer (`channel_not_found`, `invalid_token`,
+# `no_service`, `channel_is_archived`, `invalid_payload`): each asks for another fix, so it is said. Read up
+# to this many bytes, and taken only when it is such a word.
+_REFUSAL_MAX_BYTES = 64
+_REFUSAL_WORD = re.compile(r"[a-z_]{1,40}")
+
+
+class _Refused(urllib.error.HTTPError):
+    """An answer of 300 or more, with the word Slack said why in (`slack_error`, empty when none)."""
+
+    def __init__(self, refused: urllib.error.HTTPError, slack_error: str) -> None:
+        super().__init__(refused.url, refused.code, refused.msg, refused.headers, None)
+        self.slack_error = slack_error
+
+
+def _refusal_word(refused: urllib.error.HTTPError) -> str:
+    """The word a refusal's answer begins with, when it is one of Slack's (read while the post's time
+    runs: a body that stalls is cut with it)."""
+    try:
+        text = refused.read(_REFUSAL_MAX_BYTES).strip().decode("ascii")
+    except (OSError, http.client.HTTPException, ValueError):
+        return ""
+    return text if _REFUSAL_WORD.fullmatch(text) else ""
+
+
+# What becomes of a message not sent in its invocation: the stack's notify function is retried twice by
+# Lambda (EventInvokeConfig), then its event is parked in ParkedEventsQueue for a redrive.
+RETRIED_THEN_PARKED = "Lambda retries it about 1 and 3 minutes later, then parks it for a redrive"
+
+
+def _refused(code: int, slack_error: str = "") -> str:
     if 300 <= code < 400:
         return f"Slack refused the message: HTTP {code}, a redirect (not followed: Slack answers directly)"
-    return f"Slack refused the message: HTTP {code}"
+    return f"Slack refused the message: HTTP {code}" + (f" {slack_error}" if slack_error else "")
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -275,7 +306,9 @@ def _post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
                 raise _Unanswered(f"no whole answer within {seconds:g} s to the message sent")
             return response.status, answer
     except (OSError, http.client.HTTPException) as exc:
-        if isinstance(exc, urllib.error.HTTPError | _Unanswered):
+        if isinstance(exc, urllib.error.HTTPError):
+            raise _Refused(exc, _refusal_word(exc)) from None
+        if isinstance(exc, _Unanswered):
             raise
         timed_out = connections.cut or isinstance(exc, TimeoutError)
         if timed_out and connections.sent:  # the time ran out waiting for the answer: Slack may have it
@@ -420,7 +453,8 @@ class SlackChannel:
             try:
                 status, answer = _post(url, body, self.timeout_seconds)
             except urllib.error.HTTPError as exc:
-                problem = f"HTTP {exc.code}"
+                said = getattr(exc, "slack_error", "")
+                problem = f"HTTP {exc.code}" + (f" {said}" if said else "")
                 if exc.code == 429:
                     # No message before the time Slack asked for, from this sender or any other: the
                     # webhook's pace is held that long, and the next attempt waits in it.
@@ -429,7 +463,7 @@ class SlackChannel:
                     if hold > self._longest_wait():
                         raise SlackError(
                             f"Slack asked for no message for {hold:g} s (HTTP 429, Retry-After), longer than "
-                            "this invocation can wait; it is retried once that time is over"
+                            f"this invocation can wait; {RETRIED_THEN_PARKED}"
                         ) from None
                     delay = 0.0
                 elif exc.code in _GONE and not reread:
@@ -439,9 +473,9 @@ class SlackChannel:
                     if newer != url:
                         url = newer
                         continue  # the next attempt, at once, on the rotated URL
-                    raise SlackError(f"Slack refused the message: HTTP {exc.code}") from None
+                    raise SlackError(_refused(exc.code, said)) from None
                 elif exc.code < 500:
-                    raise SlackError(_refused(exc.code)) from None
+                    raise SlackError(_refused(exc.code, said)) from None
             except http.client.InvalidURL:  # its message quotes the URL: the credential
                 raise SlackError("Slack message not sent: the webhook URL is not valid") from None
             except _Unanswered:
@@ -506,9 +540,16 @@ class SlackChannel:
             most = self._time_left() - SEND_MARGIN_SECONDS if self._time_left is not None else None
             wait = self._pacer.reserve_post(key, self.min_interval_seconds, most)
             if wait is None:
+                # Past a 429's hold (Slack's), or behind the other senders' messages (the pace's).
+                held = self._pacer.held_for(key)
+                why = (
+                    f"Slack asked for no message for {held:.0f} s more (HTTP 429, Retry-After), longer than"
+                    if held > 0
+                    else "the webhook takes one message a second, and the ones queued before it take "
+                    "longer than"
+                )
                 raise SlackError(
-                    "Slack message not sent yet: the webhook takes one message a second, and the ones queued "
-                    "before it take longer than this invocation has left; it is retried"
+                    f"Slack message not sent yet: {why} this invocation has left; {RETRIED_THEN_PARKED}"
                 )
             if wait <= 0:
                 return  # a slot now: a hold before it moved the slots past its end (`hold_post`)
@@ -520,7 +561,7 @@ class SlackChannel:
                 if held > self._longest_wait():
                     raise SlackError(
                         f"Slack asked for no message for {held:g} s more (HTTP 429 to another sender), "
-                        "longer than this invocation can wait; it is retried once that time is over"
+                        f"longer than this invocation can wait; {RETRIED_THEN_PARKED}"
                     )
                 self._sleep(held)
             return
