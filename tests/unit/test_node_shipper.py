@@ -620,3 +620,61 @@ def test_failed_deliveries_are_tried_again_less_and_less_often_up_to_every_30_s(
     said = capsys.readouterr().err
     assert "try 1 failed, the next in 1 s" in said
     assert "try 8 failed, the next in 30 s" in said
+
+
+def test_a_logs_endpoint_that_takes_the_connection_and_never_answers_costs_a_try_seconds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore's defaults (a 60 s read timeout, 5 attempts) held one try 5 minutes: the shipper's own
+    tries, which a new record cuts short, never got their turn, and the TERMINATE report waited behind it
+    until the instance was gone. One request a try, bounded."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # the kernel takes the connection; nothing ever answers
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LOGS", f"http://127.0.0.1:{listener.getsockname()[1]}")
+    for name, value in (
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_ACCESS_KEY_ID", "t"),
+        ("AWS_SECRET_ACCESS_KEY", "t"),
+    ):
+        monkeypatch.setenv(name, value)
+    try:
+        client = lifeguard.node.shipper._logs_client()
+        config = client.meta.config
+        assert (config.connect_timeout, config.read_timeout, config.retries["total_max_attempts"]) == (
+            3,
+            5,
+            1,
+        )
+        started = time.monotonic()
+        with pytest.raises(Exception, match="Read timeout"):
+            CloudWatchSink("reports", "pcs_abc123de45/i-0123456789abcdef0", client).put(["a report"])
+        assert time.monotonic() - started < 15
+    finally:
+        listener.close()
+
+
+def test_a_node_clients_region_is_boto3s_then_aws_region_then_the_instances(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """boto3 reads AWS_DEFAULT_REGION, not AWS_REGION, which the shipper's error told people to set off EC2
+    (and other SDKs, and Lambda, use): both are taken, before the instance's own region is asked."""
+    from lifeguard.node.boto import node_client
+
+    asked: list[str] = []
+
+    def instance_region() -> str:
+        asked.append("imds")
+        return "ap-northeast-1"
+
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    assert node_client("logs", "reports", region=instance_region).meta.region_name == "ap-northeast-1"
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert node_client("logs", "reports", region=instance_region).meta.region_name == "eu-west-1"
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    assert node_client("logs", "reports", region=instance_region).meta.region_name == "us-east-2"
+    assert asked == ["imds"]

@@ -24,7 +24,8 @@ def node_client(
     config: Mapping[str, Any] | None = None,
 ) -> Any:
     """A boto3 client of `service`, honouring AWS_ENDPOINT_URL_<SERVICE> / AWS_ENDPOINT_URL even where boto3
-    predates them; `region` is asked when boto3's configuration names none; `config`: botocore Config's
+    predates them; its region is boto3's (AWS_DEFAULT_REGION, the profile), else AWS_REGION (which boto3
+    does not read, though other SDKs and Lambda set it), else `region`'s answer; `config`: botocore Config's
     arguments (its retries, timeouts)."""
     try:
         import boto3
@@ -34,7 +35,9 @@ def node_client(
             "(on Amazon Linux 2023: dnf install -y python3-boto3)"
         ) from None
     endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL")
-    region_name = boto3.session.Session().region_name or (region() if region else None)
+    region_name = (
+        boto3.session.Session().region_name or os.environ.get("AWS_REGION") or (region() if region else None)
+    )
     extra: dict[str, Any] = {}
     if config:
         from botocore.config import Config

@@ -276,9 +276,15 @@ def _instance_region() -> str:
         raise ShipperError(f"{exc}; off EC2, set AWS_REGION") from None
 
 
+# One request a try, bounded: the shipper's own tries (`Shipper.run`, backing off, cut short by a new
+# record) are the retries. botocore's defaults (a 60 s read timeout, 5 attempts) held one try for 5 minutes
+# against an endpoint that took the connection and never answered, the TERMINATE report waiting behind it.
+LOGS_CONFIG = {"retries": {"total_max_attempts": 1}, "connect_timeout": 3, "read_timeout": 5}
+
+
 def _logs_client() -> Any:
     # A systemd service has no AWS_REGION; on EC2 the instance's own region is the one.
-    return node_client("logs", "shipping reports", region=_instance_region)
+    return node_client("logs", "shipping reports", region=_instance_region, config=LOGS_CONFIG)
 
 
 @dataclass
