@@ -408,3 +408,52 @@ def test_the_drain_reason_is_cut_to_what_slurm_keeps(tmp_path: Path) -> None:
     assert decision.drained
     [call] = calls.read_text().splitlines()
     assert call == "update NodeName=n1 State=DRAIN Reason=" + "k" * 255
+
+
+def test_an_earlier_boots_stop_dated_ahead_by_its_clock_is_not_this_boots(tmp_path: Path) -> None:
+    """The boot's date alone let an earlier boot's STOP_SEQUENCE through when that boot's clock was ahead:
+    a node that booted clean after it was drained. The executor's record of this boot's start ends what
+    came before; PCS's agent writes none, and the date decides alone there (the first test)."""
+    layout = write_log(
+        tmp_path,
+        {**BOOT_STARTED, "timestamp": "2026-10-21T01:50:00Z"},
+        record("mount-fsx", "2026-10-21T01:52:00Z"),  # boot 1, an hour ahead
+        {**BOOT_STARTED, "timestamp": "2026-10-21T00:54:00Z"},  # boot 2, the clock set right
+        record("mount-fsx", message="script completed"),
+    )
+    assert stopped_scripts(layout, since=BOOT) == []
+    decision = drain(layout, "quarantined by Lifeguard", since=BOOT, scontrol="/nonexistent/scontrol")
+    assert (decision.stopped, decision.drained) == ((), False)
+    again = write_log(tmp_path / "again", BOOT_STARTED, record("mount-fsx"), record("ready", message="x"))
+    assert stopped_scripts(again, since=BOOT) == ["nodeBootstrapped/mount-fsx"]  # this boot's own: kept
+
+
+def test_a_slurmctld_out_of_reach_is_tried_again_and_the_node_drained_once_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurmctld busy with a wave of registrations (or failing over) as nodeReady runs: one try left the
+    kept node in service, taking jobs. Tried again, 3 times in all; any other refusal is final (above)."""
+    import lifeguard.node.drain as drain_module
+
+    monkeypatch.setattr(drain_module, "SCONTROL_PAUSE_SECONDS", 0.0)
+    layout = write_log(tmp_path, BOOT_STARTED, record("mount-fsx"))
+    tries = tmp_path / "tries"
+    flaky = tmp_path / "scontrol"
+    flaky.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{tries}"\n'
+        f'if [ "$(wc -l < "{tries}")" -le "$FAILS" ]; then\n'
+        "  echo 'slurm_update error: Unable to contact slurm controller (connect failure)' >&2; exit 1\n"
+        "fi\n"
+    )
+    flaky.chmod(0o755)
+    monkeypatch.setenv("FAILS", "2")
+    decision = drain(layout, "kept", since=BOOT, node_id="n1", scontrol=str(flaky))
+    assert (decision.drained, decision.error, len(tries.read_text().splitlines())) == (True, None, 3)
+    tries.unlink()
+    monkeypatch.setenv("FAILS", "3")
+    decision = drain(layout, "kept", since=BOOT, node_id="n1", scontrol=str(flaky))
+    assert (decision.drained, len(tries.read_text().splitlines())) == (False, 3)
+    assert decision.error == (
+        f"{flaky} failed: slurm_update error: Unable to contact slurm controller (connect failure) (3 tries)"
+    )

@@ -49,7 +49,13 @@ __all__ = [
 ]
 
 SLURM_REASON_MAX_CHARS = 255
-SCONTROL_TIMEOUT_SECONDS = 60
+# A drain is tried again while slurmctld cannot be reached (busy with a wave of nodes registering, or
+# failing over): the kept node would otherwise stay in service. Three tries of at most 20 s, 5 s apart: the
+# minute one try had. Any other refusal (a node name Slurm does not know) is final at once.
+SCONTROL_TIMEOUT_SECONDS = 20
+SCONTROL_TRIES = 3
+SCONTROL_PAUSE_SECONDS = 5.0
+_UNREACHED = "Unable to contact slurm controller"
 # Where PCS installs Slurm on a node, one folder a version (the article's ready-check looks there too: a
 # lifecycle script's PATH does not hold it).
 PCS_SLURM_BINS = "opt/aws/pcs/scheduler/slurm-*/bin"
@@ -91,8 +97,10 @@ def booted_at(proc_stat: Path = Path("/proc/stat")) -> float:
 def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: bool) -> _Scan:
     """The STOP_SEQUENCE failures in executor.log's complete lines from byte `offset` (a line still being
     written waits for the next look), dated `since` or later when given. With `to_boot_end`, reading stops
-    at the first record that ends the boot: what follows belongs to another boot. Read in chunks: a log of
-    any size, or a line of any length, costs no more memory."""
+    at the first record that ends the boot: what follows belongs to another boot. Without it, a boot's
+    start (the executor's record) lets go of what was found before it: an earlier boot's, whatever its
+    date (a clock that was ahead then); PCS's agent writes no such record, and its date alone decides. Read
+    in chunks: a log of any size, or a line of any length, costs no more memory."""
     found: list[str] = []
     try:
         with open_log(layout.executor_log) as file:
@@ -122,6 +130,8 @@ def _scan(layout: NodeLayout, since: float | None, offset: int, *, to_boot_end: 
                 message = record.get("message")
                 if to_boot_end and message in _BOOT_ENDS:
                     return _Scan(tuple(found), True, offset)
+                if message == BOOT_STARTED:
+                    found.clear()
                 if message == _STOPPED:
                     where = f"{record.get('stage', '?')}/{record.get('script', '?')}"
                     if where not in found:
@@ -211,20 +221,39 @@ def _drain_node(scan: _Scan, reason: str, node_id: str | None, scontrol: str) ->
     node = node_id or os.environ.get("PCS_NODE_ID") or socket.gethostname().split(".")[0]
     text = f"{reason} ({', '.join(stopped)})"[:SLURM_REASON_MAX_CHARS]
     command = [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={text}"]
+    error = ""
+    for tried in range(1, SCONTROL_TRIES + 1):
+        if tried > 1:
+            time.sleep(SCONTROL_PAUSE_SECONDS)
+        error, final = _run_scontrol(command)
+        if not error:
+            return DrainDecision(stopped, True, text, read_to=scan.offset)
+        if final:
+            break
+        error = f"{error} ({tried} {'try' if tried == 1 else 'tries'})"
+    return DrainDecision(stopped, False, text, error, scan.offset)
+
+
+def _run_scontrol(command: list[str]) -> tuple[str, bool]:
+    """Run scontrol once: ("", _) when it drained the node, else its error and whether it is final (only
+    slurmctld out of reach, or no answer in time, is worth another try)."""
+    scontrol = command[0]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=SCONTROL_TIMEOUT_SECONDS, check=False
         )
     except FileNotFoundError as exc:
         where = f" (not on PATH, nor in /{PCS_SLURM_BINS})" if os.sep not in scontrol else ""
-        error = f"{scontrol} could not run: {exc.strerror}{where}"
-        return DrainDecision(stopped, False, text, error, scan.offset)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return DrainDecision(stopped, False, text, f"{scontrol} could not run: {exc}", scan.offset)
+        return f"{scontrol} could not run: {exc.strerror}{where}", True
+    except subprocess.TimeoutExpired as exc:
+        return f"{scontrol} could not run: {exc}", False
+    except OSError as exc:
+        return f"{scontrol} could not run: {exc}", True
     if done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        return DrainDecision(stopped, False, text, f"{scontrol} failed: {detail[0]}", scan.offset)
-    return DrainDecision(stopped, True, text, read_to=scan.offset)
+        said = (done.stderr or done.stdout).strip()
+        detail = said.splitlines()[-1:] or [f"exit {done.returncode}"]
+        return f"{scontrol} failed: {detail[0]}", _UNREACHED not in said
+    return "", True
 
 
 def start_watcher(
