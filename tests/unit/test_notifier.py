@@ -201,6 +201,36 @@ def test_a_message_another_invocation_is_sending_is_retried_not_taken_for_sent()
     assert Notifier([sns], store).handle_event(applied_event()).already_sent == ["sns"]
 
 
+def test_a_duplicate_delivery_waits_for_the_other_invocations_send_instead_of_failing() -> None:
+    """EventBridge delivers at least once: two invocations of one event at once. The one that found the
+    message being sent raised, an error of the function that pages whoever watches NotifyErrorsAlarm,
+    though nothing went wrong. It looks again every second, up to `wait_for_others_seconds`."""
+    table, clock = FakeDynamoDB(), Clock()
+    store = NoticeStore(table, "t", clock=clock)
+    group, key = ("pcs_abc123de45", "pcs_abcdef01"), "ep-1:RemediationApplied:1"
+    assert store.claim(group, key, "sns") == "claimed"  # the other invocation, sending
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.now += seconds
+        if len(waits) == 3:
+            store.sent(group, key, "sns")  # the other one is done
+
+    sns = Channel("sns")
+    waiting = Notifier([sns], store, wait_for_others_seconds=20.0, sleep=sleep, clock=clock)
+    result = waiting.handle_event(applied_event())
+    assert (result.sent, result.already_sent, result.failed, waits) == ([], ["sns"], {}, [1.0, 1.0, 1.0])
+    assert sns.sent == []
+    # Another that never finishes (its lease still holds): given up after the wait, left to Lambda's retry.
+    assert store.claim(group, "ep-1:RemediationApplied:2", "sns") == "claimed"
+    waits.clear()
+    with pytest.raises(NotificationError, match="being sent by another invocation"):
+        waiting.handle_event(applied_event(revision=2))
+    assert waits == [1.0] * 20
+    assert sns.sent == []
+
+
 def test_a_claim_that_failed_never_deletes_the_note_that_the_message_went_out() -> None:
     table = FakeDynamoDB()
     store = NoticeStore(table, "t", clock=Clock())

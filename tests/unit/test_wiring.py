@@ -77,6 +77,8 @@ def test_notify_uses_the_channels_that_are_set_and_paces_slack_as_told() -> None
     slack = notifier.channels[1]
     assert isinstance(slack, SlackChannel)
     assert slack.min_interval_seconds == 0
+    # A duplicate delivery running beside the first waits for its send (`Notifier._claim`), not raises.
+    assert notifier.wait_for_others_seconds == 20.0
     assert sorted(service for service, _ in clients.asked) == ["dynamodb", "secretsmanager", "sns"]
     only_sns = build_notify(topic_arn="arn:aws:sns:us-east-1:123456789012:t", clients=Clients())
     assert [c.name for c in only_sns.channels] == ["sns"]

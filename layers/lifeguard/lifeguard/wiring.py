@@ -244,7 +244,7 @@ def build_notify(
     """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
     webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none),
     never waiting for a slot longer than the invocation has left (`time_left`, seconds)."""
-    from lifeguard.notify.notifier import Channel, Notifier
+    from lifeguard.notify.notifier import WAIT_FOR_OTHERS_SECONDS, Channel, Notifier
     from lifeguard.store.notices import NoticeStore
 
     table_name = setting("table", table, "", str)
@@ -275,7 +275,7 @@ def build_notify(
         raise LifeguardError(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
         )
-    return Notifier(channels, notices, metric=metric)
+    return Notifier(channels, notices, metric=metric, wait_for_others_seconds=WAIT_FOR_OTHERS_SECONDS)
 
 
 def build_config_review(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -59,15 +60,41 @@ class NotifyResult:
         }
 
 
+# How long an invocation waits for another one sending the same message (a duplicate delivery, both
+# running at once) to be done, looking every second: most sends take under a second, and a raise (Lambda's
+# retry a minute later) counts as the function's error, which pages whoever watches NotifyErrorsAlarm.
+WAIT_FOR_OTHERS_SECONDS = 20.0
+
+
 class Notifier:
     """Fans one controller event out to the channels."""
 
     def __init__(
-        self, channels: Sequence[Channel], notices: NoticeStore | None = None, *, metric: Metric | None = None
+        self,
+        channels: Sequence[Channel],
+        notices: NoticeStore | None = None,
+        *,
+        metric: Metric | None = None,
+        wait_for_others_seconds: float = 0.0,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.channels = list(channels)
         self.notices = notices
         self.metric = metric or uncounted
+        self.wait_for_others_seconds = wait_for_others_seconds
+        self._sleep = sleep
+        self._clock = clock
+
+    def _claim(self, notices: NoticeStore, group: tuple[str, str], key: str, channel: str) -> str:
+        """The claim of (`key`, `channel`); while another invocation is sending it, looked at again every
+        second for `wait_for_others_seconds`: it is sent by then (or given back, and claimed here)."""
+        claim = notices.claim(group, key, channel)
+        until = self._clock() + self.wait_for_others_seconds
+        while claim == "sending" and self._clock() + 1.0 <= until:
+            self._sleep(1.0)
+            claim = notices.claim(group, key, channel)
+        return claim
 
     def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
         """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""
@@ -106,14 +133,16 @@ class Notifier:
             claim: str | None = None  # what the claim found, once it answered
             try:
                 claim = (
-                    self.notices.claim(group, key, channel.name) if self.notices is not None else "claimed"
+                    self._claim(self.notices, group, key, channel.name)
+                    if self.notices is not None
+                    else "claimed"
                 )
                 if claim == "sent":
                     result.already_sent.append(channel.name)
                     continue
                 if claim == "sending":
-                    # Another invocation holds it (a duplicate delivery): retried, it finds it sent, or
-                    # takes it over once that invocation's lease ran out (Lambda stopped it).
+                    # Another invocation still holds it (a duplicate delivery, its send slow): retried,
+                    # it finds it sent, or takes it over once that invocation's lease ran out.
                     result.failed[channel.name] = "being sent by another invocation"
                     continue
                 if sequence is None and self.notices is not None and detail["episode_id"]:
