@@ -2518,6 +2518,28 @@ def test_reports_loops_of_groups_of_a_cluster_that_cannot_be_listed_are_each_tol
     assert world.published().count("BootstrapLoopDetected") == 3
 
 
+def test_a_group_pcs_will_not_give_to_a_reports_batch_is_counted_unreadable_and_the_others_told() -> None:
+    """As scaling_events counts them: a group PCS refused is `unreadable_groups` and GroupsUnreadable (its
+    alarm), not a silent log line; its reports are stored, judged again with the next."""
+    world = World()
+    others = other_groups(world, 2)
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
+    groups = [GROUP, *others]
+    reports = [
+        {**r, "compute_node_group_id": g, "instance_id": r["instance_id"][:-1] + "abc"[i]}
+        for i, g in enumerate(groups)
+        for r in REPORTED
+    ]
+    metrics: list[tuple[str, float]] = []
+    handler = reports_handler(world)
+    handler.metric = lambda name, value: metrics.append((name, value))
+    world.clock.set(datetime.fromtimestamp(max(r["ended_at"] for r in reports) + 60, UTC))
+    summary = handler.handle_messages((json.dumps(r), "(report)") for r in reports)
+    assert world.published().count("BootstrapLoopDetected") == 2
+    assert summary.unreadable_groups == 1
+    assert ("GroupsUnreadable", 1) in metrics
+
+
 @pytest.mark.parametrize("on_error", ["STOP_SEQUENCE", "CONTINUE"])
 def test_a_report_its_configuration_rules_out_takes_no_proof_back(on_error: str) -> None:
     """The node that ended the loop proved its configuration good. Any node then writes that it had

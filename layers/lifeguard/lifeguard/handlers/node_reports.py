@@ -62,7 +62,8 @@ class ReportsSummary(Skips):
     reports: int = 0
     ignored: int = 0
     failed_runs: int = 0
-    unreadable_groups: int = 0  # groups whose state item cannot be read: their reports stored, not judged
+    # Groups whose state item cannot be read, or that PCS would not give: their reports stored, not judged.
+    unreadable_groups: int = 0
     events: list[ControllerEvent] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -178,9 +179,12 @@ class NodeReportsHandler:
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
             logger.error("group %s not judged: %s; mend or delete that item", clip(group_id), why)
-        summary.unreadable_groups = len(damaged)
-        if damaged:
-            self.metric("GroupsUnreadable", len(damaged))
+        # And groups PCS would not give (a refused read: permissions, a value it will not take), as
+        # scaling_events counts them: their reports are stored and judged again with the next report.
+        unreadable = set(damaged) | set(reads.unreadable if reads is not None else ())
+        summary.unreadable_groups = len(unreadable)
+        if unreadable:
+            self.metric("GroupsUnreadable", len(unreadable))
         if budget.deferred:
             logger.warning(
                 "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS)",
