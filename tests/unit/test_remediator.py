@@ -640,6 +640,48 @@ def test_a_redrive_does_not_make_again_a_change_pcs_took_and_a_person_took_back(
     assert change.status == "unconfirmed"  # PCS did make it: it is no change never made
 
 
+def test_a_change_pcs_may_have_made_is_not_let_go_for_a_refusal_of_the_look_after_it() -> None:
+    """PCS took the quarantine and answered InternalServerException; the retry's look at the group was
+    refused once (AccessDenied). That last error was taken for PCS refusing the change itself: the change was
+    let go (`abandoned`, no undo, outside the cooldown and the cap) while the group held it. It stays set
+    out, and the event's retry writes it down applied, with its undo."""
+    world = World()
+    remediator = world.remediator()
+    update, read = world.api.update_compute_node_group, world.api.get_compute_node_group
+    asked: list[dict[str, Any]] = []
+    denied: list[bool] = []
+
+    def taken_then_5xx(**params: Any) -> Any:
+        asked.append(params)
+        update(**params)
+        raise client_error("InternalServerException", "UpdateComputeNodeGroup")
+
+    def denied_once_after(**params: Any) -> Any:
+        if asked and not denied:
+            denied.append(True)
+            raise client_error("AccessDeniedException", "GetComputeNodeGroup")
+        return read(**params)
+
+    event = world.detection()
+    world.api.update_compute_node_group, world.api.get_compute_node_group = taken_then_5xx, denied_once_after
+    try:
+        with pytest.raises(RemediationParkedError, match="AccessDeniedException"):
+            remediator.handle_event(event)
+    finally:
+        world.api.update_compute_node_group, world.api.get_compute_node_group = update, read
+    world.settle()
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED  # PCS took it
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.action, change.status) == ("quarantine", "pending")
+    world.clock.advance(60)  # Lambda's retry
+    remediator.handle_event(event)
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.action, change.status) == ("quarantine", "applied")
+    assert len(asked) == 1  # made once
+    [(_, applied)] = [(k, d) for k, d in world.bus.events() if k == "RemediationApplied"]
+    assert applied["undo"] is not None
+
+
 def test_a_change_pcs_refuses_for_good_is_let_go_so_the_earlier_one_can_be_undone() -> None:
     world = World()
     remediator = world.remediator()

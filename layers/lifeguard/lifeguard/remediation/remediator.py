@@ -740,13 +740,14 @@ class Remediator:
             attempts = self.attempts
             plural = "s" if attempts != 1 else ""
             reason = f"{exc} (after {attempts} attempt{plural}); the event is parked for a retry"
-            refused = not is_transient(exc) and exc.code not in _ANSWERED
-            if refused or not any(taken):
+            if not any(taken):
                 # PCS refused the change itself (a value, a permission), or refused every attempt for
                 # throttling or a conflict: it did not make it, so the intent is let go, and a retry or
-                # redrive decides afresh. Left pending, it would hold off an operator's undo of Lifeguard's
-                # earlier change for good, or be found after someone changed the group and counted as a
-                # change PCS may have made (the cooldown, the cap and the ladder with it).
+                # redrive decides afresh. Left pending, it would hold off an operator's undo of
+                # Lifeguard's earlier change for good, or be found after someone changed the group and
+                # counted as a change PCS may have made (the cooldown, the cap and the ladder with it).
+                # Not when an attempt may have been taken (its answer lost), whatever failed after it (the
+                # next attempt's refusal, or that attempt's look at the group).
                 self.changes.abandoned(cluster_id, group_id, ledger=ledger, intent=intent)
             # Else the intent stays pending: the retry finds out whether PCS took it after all.
             return _Verdict("failed", mode, intent.action, reason, False, intent.config_before, plan)
@@ -784,7 +785,10 @@ class Remediator:
             try:
                 return update()
             except AwsCallError as exc:
-                taken.append(exc.code not in _NOT_TAKEN)
+                # Taken perhaps: an answer lost or unreadable. Not: throttled, a conflict, no connection,
+                # or a refusal of the change itself (a value, a permission: PCS made nothing).
+                refused = not is_transient(exc) and exc.code not in _ANSWERED
+                taken.append(exc.code not in _NOT_TAKEN and not refused)
                 raise
 
         return attempt
