@@ -321,16 +321,18 @@ def test_a_change_to_a_cluster_outside_the_stacks_cluster_ids_is_none_of_its_bus
     assert watched.review(recorded()).reviewed == 1
 
 
-def test_a_group_pcs_no_longer_has_is_skipped() -> None:
+def test_a_group_pcs_no_longer_has_is_ignored_not_told_as_unwatched() -> None:
+    """Deleted since the call: nothing to review. It was counted GroupsUnreadable, whose alarm says a group
+    goes unwatched until it can be read: a page for a group that is gone."""
     world = World()
     event = recorded()
     del event["detail"]["requestParameters"]["nodeLifecycleActions"]
     event["detail"]["requestParameters"]["computeNodeGroupIdentifier"] = "pcs_0fedcba987"
     del event["detail"]["responseElements"]
     summary = world.review(event)
-    assert dict(summary.skipped_reasons) == {"group not found": 1}
+    assert (summary.ignored, dict(summary.skipped_reasons)) == (1, {})
     assert world.bus.entries == []
-    assert world.metrics == ["GroupsUnreadable"]
+    assert world.metrics == ["ChangesIgnored"]
 
 
 def test_pcs_refusing_the_read_is_a_skip_but_a_transient_failure_is_raised_for_a_retry() -> None:

@@ -134,7 +134,10 @@ class ConfigReviewHandler:
         try:
             target = self._target(call)
         except GroupNotFoundError:
-            return self._unreadable(summary, "group not found", call.event_id, call.group_identifier)
+            # Deleted since the call: nothing is left to review or watch. Not GroupsUnreadable, whose alarm
+            # says a group goes unwatched until it can be read.
+            gone = f"{clip(call.group_identifier)} is no longer in PCS (deleted since the call)"
+            return self._ignore(summary, gone, call.event_id)
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
