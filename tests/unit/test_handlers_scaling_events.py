@@ -2503,17 +2503,21 @@ def test_proofs_in_a_cluster_that_cannot_be_listed_keep_to_their_reads_a_batch()
     assert sum(world.state(group).proven_good is not None for group in others) == BatchReads.PROOF_READS
 
 
-def test_reports_loops_of_groups_of_a_cluster_that_cannot_be_listed_are_each_told() -> None:
-    """Three groups loop by their reports alone while PCS will not list their cluster: each is told."""
-    world = World()
-    others = other_groups(world, 2)
-    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups", times=1000)
-    groups = [GROUP, *others]
-    reports = [
+def three_groups_reporting_loops(world: World) -> list[dict[str, Any]]:
+    """The article's loop reported by the nodes of three groups of the cluster (two added to the world)."""
+    groups = [GROUP, *other_groups(world, 2)]
+    return [
         {**r, "compute_node_group_id": g, "instance_id": r["instance_id"][:-1] + "abc"[i]}
         for i, g in enumerate(groups)
         for r in REPORTED
     ]
+
+
+def test_reports_loops_of_groups_of_a_cluster_that_cannot_be_listed_are_each_told() -> None:
+    """Three groups loop by their reports alone while PCS will not list their cluster: each is told."""
+    world = World()
+    reports = three_groups_reporting_loops(world)
+    world.pcs.inject_fault("AccessDeniedException", operation="ListComputeNodeGroups", times=1000)
     ship(world, reports_handler(world), reports)
     assert world.published().count("BootstrapLoopDetected") == 3
 
@@ -2522,14 +2526,8 @@ def test_a_group_pcs_will_not_give_to_a_reports_batch_is_counted_unreadable_and_
     """As scaling_events counts them: a group PCS refused is `unreadable_groups` and GroupsUnreadable (its
     alarm), not a silent log line; its reports are stored, judged again with the next."""
     world = World()
-    others = other_groups(world, 2)
+    reports = three_groups_reporting_loops(world)
     world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
-    groups = [GROUP, *others]
-    reports = [
-        {**r, "compute_node_group_id": g, "instance_id": r["instance_id"][:-1] + "abc"[i]}
-        for i, g in enumerate(groups)
-        for r in REPORTED
-    ]
     metrics: list[tuple[str, float]] = []
     handler = reports_handler(world)
     handler.metric = lambda name, value: metrics.append((name, value))
