@@ -4,7 +4,10 @@ another sender met)."""
 
 from __future__ import annotations
 
+import http.client
 import io
+import socket
+import ssl
 import urllib.error
 from collections.abc import Callable
 from typing import Any
@@ -211,3 +214,43 @@ def test_a_slot_taken_before_another_senders_429_waits_out_that_hold(monkeypatch
     )
     send(channel)
     assert seen == [1.0, 5.0, "post"]
+
+
+@pytest.mark.parametrize(
+    ("reason", "said", "tries"),
+    [
+        (socket.gaierror(-2, "Name or service not known"), "the webhook's host name does not resolve", 4),
+        (http.client.RemoteDisconnected("closed"), "the connection was closed without an answer", 4),
+        # The same certificate on every try: said at once.
+        (ssl.SSLCertVerificationError(1, "certificate verify failed"), "TLS certificate is not valid", 1),
+    ],
+)
+def test_a_post_that_got_no_answer_says_why_in_words(
+    monkeypatch: pytest.MonkeyPatch, reason: Exception, said: str, tries: int
+) -> None:
+    """They were named by Python's class (`gaierror`, `SSLCertVerificationError`, `RemoteDisconnected`),
+    and a certificate that cannot verify was tried four times."""
+    posts: list[str] = []
+
+    def post(url: str, body: bytes, seconds: float) -> tuple[int, bytes]:
+        posts.append(url)
+        if isinstance(reason, http.client.HTTPException):  # raised by the answer's read, unwrapped
+            raise reason
+        raise urllib.error.URLError(reason)
+
+    monkeypatch.setattr(slack_module, "_post", post)
+    channel = SlackChannel(lambda: "https://hooks.example.com/w", attempts=4, sleep=lambda _: None)
+    with pytest.raises(SlackError, match=said) as raised:
+        send(channel)
+    assert len(posts) == tries
+    assert type(reason).__name__ not in str(raised.value)
+
+
+def test_a_refused_connection_is_said_as_such() -> None:
+    """A real post to a loopback port nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    channel = SlackChannel(lambda: f"http://127.0.0.1:{port}/services/x", attempts=2, sleep=lambda _: None)
+    with pytest.raises(SlackError, match="after 2 attempts: the connection was refused"):
+        send(channel)

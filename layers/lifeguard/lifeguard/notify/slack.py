@@ -15,6 +15,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -198,6 +199,24 @@ def _refusal_word(refused: urllib.error.HTTPError) -> str:
 # What becomes of a message not sent in its invocation: the stack's notify function is retried twice by
 # Lambda (EventInvokeConfig), then its event is parked in ParkedEventsQueue for a redrive.
 RETRIED_THEN_PARKED = "Lambda retries it about 1 and 3 minutes later, then parks it for a redrive"
+
+
+def _unreached(reason: object) -> str:
+    """Why a post got no answer, in words (never the exception's own text: urllib's may quote the URL, the
+    credential)."""
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    if isinstance(reason, str):
+        return "the URL could not be used"
+    if isinstance(reason, socket.gaierror):
+        return "the webhook's host name does not resolve (DNS, or no route out of the VPC)"
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return "the webhook's TLS certificate is not valid for its host (a proxy that intercepts TLS?)"
+    if isinstance(reason, ConnectionRefusedError):
+        return "the connection was refused"
+    if isinstance(reason, ConnectionResetError | http.client.RemoteDisconnected):
+        return "the connection was closed without an answer"
+    return type(reason).__name__
 
 
 def _refused(code: int, slack_error: str = "") -> str:
@@ -488,9 +507,10 @@ class SlackChannel:
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 # No answer, a cut connection, a reply that is not HTTP, or the attempt's time ran out.
                 reason = getattr(exc, "reason", exc)
-                problem = "timed out" if isinstance(reason, TimeoutError) else type(reason).__name__
-                if isinstance(reason, str):  # urllib's own words may quote the URL: the credential
-                    problem = "the URL could not be used"
+                problem = _unreached(reason)
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    # The same certificate on every try: said at once, not retried.
+                    raise SlackError(f"Slack message not sent: {problem}") from None
             else:
                 if status == 200 and answer == b"ok":
                     return
