@@ -301,6 +301,8 @@ def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_i
         ("https://[::1/services/T0/B0/x", "not a URL"),
         ('["https://hooks.slack.com/services/T0/B0/x"]', "no host"),
         ("https://hooks..slack.com/services/T0/B0/x", "no host"),
+        # urllib takes no credentials from a URL: it failed only at the post, as "not a valid URL".
+        ("https://user:secret@hooks.slack.com/services/T0/B0/x", "a user name or password in it"),
     ],
 )
 def test_a_secret_whose_url_is_no_webhook_to_post_to_is_one_error_naming_why_never_the_url(

@@ -364,6 +364,8 @@ def _unusable(url: str) -> str | None:
         return "its port is not a number"
     if not host or any(not label for label in host.rstrip(".").split(".")):
         return "no host"  # `hooks..slack.com` too: an empty label, which no name has
+    if "@" in parts.netloc:  # urllib takes no credentials from a URL: every post would fail, later
+        return "a user name or password in it"
     with contextlib.suppress(ValueError):
         if ipaddress.ip_address(host).is_link_local:
             return "a link-local address"
