@@ -427,6 +427,28 @@ def test_an_unreadable_and_a_deleted_group_do_not_stop_the_other_groups_of_the_b
     assert world.state("pcs_deleted01").episode is None
 
 
+@pytest.mark.parametrize("then", ["the batch again", "its next launch"])
+def test_a_detection_pcs_refusing_the_read_held_back_is_made_by_the_groups_next_batch(then: str) -> None:
+    """PCS refused the group's read as its loop was to be detected: its failures were stored, and only its
+    next failure, a cycle later, detected it; a redelivery of the batch (a redrive once the permission is
+    granted) folded nothing new and detected nothing. The next batch holding any record of it does."""
+    world = World()
+    world.pcs.add_compute_node_group(CLUSTER, "denied", group_id="pcs_denied001")
+    denied = [{**r, "compute_node_group_id": "pcs_denied001"} for r in LOOP]
+    world.feed(denied[:1])  # its first launch: a state stored, so the mark is a change of one
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")  # its read, once
+    assert world.feed(denied).unreadable_groups == 1
+    assert (world.published(), world.state("pcs_denied001").detection_due) == ([], True)
+    later = [{**launched("i-0third00000000000", at(1, 13)), "compute_node_group_id": "pcs_denied001"}]
+    world.feed(denied if then == "the batch again" else later)
+    assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
+        ("BootstrapLoopDetected", "pcs_denied001")
+    ]
+    assert not world.state("pcs_denied001").detection_due
+    world.feed(later)  # nothing more to make
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
 def test_a_group_deleted_under_a_batch_is_let_go_and_the_others_go_on() -> None:
     world = World()
     world.pcs.add_compute_node_group(CLUSTER, "deleted", group_id="pcs_deleted01")

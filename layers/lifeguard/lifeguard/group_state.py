@@ -354,6 +354,7 @@ _OPTIONAL_EPISODE = optional(model(Episode))
     episode=_OPTIONAL_EPISODE,
     last_episode=_OPTIONAL_EPISODE,
     outbox=list_of(json_object()),
+    detection_due=boolean(),
 )
 @dataclass(slots=True, kw_only=True)
 class GroupState(Model):
@@ -370,6 +371,9 @@ class GroupState(Model):
     episode: Episode | None = None
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = field(default_factory=list)
+    # A detection a batch could not make (PCS refused the group's read): the next batch with any record of
+    # the group makes it (`ScalingEventsHandler._mutation`).
+    detection_due: bool = False
     # (event time, instance) of the outcomes, oldest on top, for the map it was made from (`_oldest`).
     _by_age: tuple[object, list[tuple[int, str]]] | None = field(
         default=None, init=False, repr=False, compare=False

@@ -525,6 +525,20 @@ class ScalingEventsHandler:
                     _note_failed_after_active(state, record.instance_id or "")
                 if unhealthy:
                     self._detect_replacement(state, refresh, change, runs)
+            # A detection PCS's refusal of the group's read held back is made by the next batch holding any
+            # record of the group (its redelivery too: its failures are stored, and fold no more), not only
+            # by its next failure, a cycle later.
+            was_due = state.detection_due
+            if was_due and state.episode is None:
+                self._detect(state, refresh, change, runs)
+            due = (
+                state.episode is None
+                and (cluster_id, group_id) in reads.unreadable
+                and (was_due or any(r.is_bootstrap_failure for r in records))
+            )
+            if due != was_due:
+                state.detection_due = due
+                change.changed = beyond_maps = True
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
             change.changed |= revoke_proof_of_older_launch(state, records)
