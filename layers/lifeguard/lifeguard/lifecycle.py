@@ -20,7 +20,7 @@ from lifeguard.lifecycle_rules import (
     DEFAULT_SCRIPT_CACHING_POLICY,
     find_problems,
 )
-from lifeguard.pcs_model import LEFT_OUT
+from lifeguard.pcs_model import left_out_shown
 from lifeguard.schema import (
     BAD,
     Invalid,
@@ -366,8 +366,7 @@ _SCRIPT_FIELDS = (
 
 def _show(field: str, value: Any) -> str:
     if value is None:
-        default = LEFT_OUT.get(field)
-        return f"{default} (default)" if default else "(unset)"
+        return left_out_shown(field)
     return value if isinstance(value, str) else json.dumps(value)
 
 

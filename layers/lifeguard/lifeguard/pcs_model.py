@@ -30,6 +30,7 @@ __all__ = [
     "PATTERN_HINTS",
     "join_path",
     "json_type_name",
+    "left_out_shown",
     "service_model",
     "shape",
     "validate_shape",
@@ -43,6 +44,13 @@ _MODEL_RESOURCE = f"data/pcs/{API_VERSION}/service-2.json.gz"
 # A directory where the package is unpacked (the layer, the CLI); in the node bundle's zip, only the model's
 # bytes are read, through the loader that read this module (what pkgutil.get_data does, without its imports).
 DATA_PATH = Path(__file__).resolve().parent / "data"
+
+
+def left_out_shown(field: str) -> str:
+    """A field a configuration leaves out, as people are shown it: what PCS does then (`TERMINATE
+    (default)`), or `(unset)` for one PCS has no default for."""
+    default = LEFT_OUT.get(field)
+    return f"{default} (default)" if default else "(unset)"
 
 
 @cache

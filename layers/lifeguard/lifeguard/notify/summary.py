@@ -21,7 +21,7 @@ from lifeguard.event_contract import (
     undo_command,
 )
 from lifeguard.node.layout import LOG_TAIL_BYTES
-from lifeguard.pcs_model import LEFT_OUT
+from lifeguard.pcs_model import left_out_shown
 
 __all__ = [
     "LOG_TAIL_MAX_CHARS",
@@ -280,11 +280,11 @@ def risk_lines(risks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 def diff_line(change: Mapping[str, Any]) -> str:
     """One `diff` entry of an event as a line: `path: old → new` (a script shown by its name; a field left
     out as what PCS does then, `TERMINATE (default)`, as `lifeguard undo` shows it)."""
-    left_out = LEFT_OUT.get(str(change.get("path")).rpartition(".")[2])
+    field = str(change.get("path")).rpartition(".")[2]
 
     def show(value: Any) -> str:
         if value is None:
-            return f"{left_out} (default)" if left_out else "(unset)"
+            return left_out_shown(field)
         if isinstance(value, Mapping):
             return str(value.get("name", "{…}"))
         return str(value)
