@@ -1508,6 +1508,25 @@ def test_nodes_of_the_configuration_replaced_as_unhealthy_again_and_again_are_a_
     assert (episode.kind, episode.replacement_revision) == ("replacement", 1)
 
 
+@pytest.mark.parametrize("then", ["the batch again", "its next launch"])
+def test_a_replacement_loop_pcs_refusing_the_read_held_back_is_made_by_the_groups_next_batch(
+    then: str,
+) -> None:
+    """As a bootstrap-failure loop's: PCS refused the group's read as its nodes' unhealthy terminations
+    made a loop; the next batch holding any record of the group detects it, not only the next termination."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(booted_then_replaced("i-0sick000000000001", 12))
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")  # its read, once
+    second = booted_then_replaced("i-0sick000000000002", 22)
+    assert world.feed(second).unreadable_groups == 1
+    assert (world.published(), world.state().detection_due) == ([], True)
+    world.feed(second if then == "the batch again" else [launched("i-0next000000000001", at(1, 31))])
+    [(detail_type, detail)] = world.bus.events()
+    assert (detail_type, detail["kind"]) == ("BootstrapLoopDetected", "replacement")
+    assert not world.state().detection_due
+
+
 @pytest.fixture
 def claims(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Every claim of a write that it changed the launches and outcomes alone, as it is made."""

@@ -525,16 +525,18 @@ class ScalingEventsHandler:
                     _note_failed_after_active(state, record.instance_id or "")
                 if unhealthy:
                     self._detect_replacement(state, refresh, change, runs)
-            # A detection PCS's refusal of the group's read held back is made by the next batch holding any
-            # record of the group (its redelivery too: its failures are stored, and fold no more), not only
-            # by its next failure, a cycle later.
+            # A detection PCS's refusal of the group's read held back (of either loop) is made by the next
+            # batch holding any record of the group (its redelivery too: its failures are stored, and fold
+            # no more), not only by its next failure, a cycle later.
             was_due = state.detection_due
             if was_due and state.episode is None:
                 self._detect(state, refresh, change, runs)
+                if state.episode is None:
+                    self._detect_replacement(state, refresh, change, runs)
             due = (
                 state.episode is None
                 and (cluster_id, group_id) in reads.unreadable
-                and (was_due or any(r.is_bootstrap_failure for r in records))
+                and (was_due or any(r.is_bootstrap_failure or r.is_unhealthy_termination for r in records))
             )
             if due != was_due:
                 state.detection_due = due
