@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from lifeguard.errors import LifeguardError
-from lifeguard.notify import SlackChannel, SnsChannel
+from lifeguard.notify import NotificationError, SlackChannel, SnsChannel
 from lifeguard.wiring import build_notify, build_remediate, build_scaling_events, wire
+from tests.conftest import applied_event
+from tests.unit.fakes import client_error
 
 
 class Clients:
@@ -83,6 +85,30 @@ def test_notify_uses_the_channels_that_are_set_and_paces_slack_as_told() -> None
     only_sns = build_notify(topic_arn="arn:aws:sns:us-east-1:123456789012:t", clients=Clients())
     assert [c.name for c in only_sns.channels] == ["sns"]
     assert only_sns.notices is None  # no table: nothing claimed, every channel sent
+
+
+class _SnsDown:
+    def publish(self, **_: Any) -> None:
+        raise client_error("Publish", "InternalErrorException")
+
+
+@pytest.mark.parametrize("retried", [True, False])
+def test_a_channel_that_failed_says_what_becomes_of_the_event(retried: bool) -> None:
+    """In the stack the event is tried three times, then parked, and the error says so on every try (the
+    last one too); a replay, which tries nothing again, says nothing of it."""
+    notifier = build_notify(
+        topic_arn="arn:aws:sns:us-east-1:123456789012:t",
+        clients=lambda service, **_: _SnsDown(),
+        retried=retried,
+    )
+    with pytest.raises(NotificationError) as raised:
+        notifier.handle_event(applied_event())
+    text = str(raised.value)
+    assert "not delivered to sns (" in text
+    assert "Publish failed" in text
+    then = "; the notify function tries an event three times, about 1 and 3 minutes apart, then parks it"
+    assert text.endswith(then) is retried
+    assert "will be retried" not in text
 
 
 def test_who_changed_a_configuration_is_lifeguard_when_its_ledger_holds_that_very_change() -> None:

@@ -240,11 +240,14 @@ def build_notify(
     clients: Clients = lazy_client,
     slack_interval_seconds: float = 1.0,
     time_left: Callable[[], float] | None = None,
+    retried: bool = True,
 ) -> Notifier:
     """The notify Lambda's notifier: SNS when a topic is set, Slack when a webhook secret is set, each
     webhook paced to one message every `slack_interval_seconds` (Slack's limit; a local sink needs none),
-    never waiting for a slot longer than the invocation has left (`time_left`, seconds)."""
-    from lifeguard.notify.notifier import WAIT_FOR_OTHERS_SECONDS, Channel, Notifier
+    never waiting for a slot longer than the invocation has left (`time_left`, seconds). A channel's failure
+    says what becomes of the event in the stack (`TRIED_THEN_PARKED`) unless nothing retries it
+    (`retried=False`: a replay)."""
+    from lifeguard.notify.notifier import TRIED_THEN_PARKED, WAIT_FOR_OTHERS_SECONDS, Channel, Notifier
     from lifeguard.store.notices import NoticeStore
 
     table_name = setting("table", table, "", str)
@@ -275,7 +278,13 @@ def build_notify(
         raise LifeguardError(
             "neither LIFEGUARD_TOPIC_ARN nor LIFEGUARD_SLACK_SECRET is set: nowhere to notify"
         )
-    return Notifier(channels, notices, metric=metric, wait_for_others_seconds=WAIT_FOR_OTHERS_SECONDS)
+    return Notifier(
+        channels,
+        notices,
+        metric=metric,
+        wait_for_others_seconds=WAIT_FOR_OTHERS_SECONDS,
+        failed_then=TRIED_THEN_PARKED if retried else "",
+    )
 
 
 def build_config_review(

@@ -234,6 +234,7 @@ def build_handlers(
             clients=clients,
             slack_interval_seconds=0.0,
             metric=metric,
+            retried=False,  # a channel's failure is a line of the timeline; nothing tries it again
         ),
     )
 

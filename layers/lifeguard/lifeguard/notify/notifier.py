@@ -65,6 +65,13 @@ class NotifyResult:
 # retry a minute later) counts as the function's error, which pages whoever watches NotifyErrorsAlarm.
 WAIT_FOR_OTHERS_SECONDS = 20.0
 
+# What becomes of an event a channel did not get, in the stack: the notify function's asynchronous
+# invocation is tried three times in all (EventInvokeConfig: two retries, about 1 and 3 minutes apart), then
+# the event is parked in ParkedEventsQueue. True on every try, the last one too.
+TRIED_THEN_PARKED = (
+    "the notify function tries an event three times, about 1 and 3 minutes apart, then parks it"
+)
+
 
 class Notifier:
     """Fans one controller event out to the channels."""
@@ -76,6 +83,7 @@ class Notifier:
         *,
         metric: Metric | None = None,
         wait_for_others_seconds: float = 0.0,
+        failed_then: str = "",
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -83,6 +91,7 @@ class Notifier:
         self.notices = notices
         self.metric = metric or uncounted
         self.wait_for_others_seconds = wait_for_others_seconds
+        self.failed_then = failed_then  # what becomes of an event a channel did not get, said with it
         self._sleep = sleep
         self._clock = clock
 
@@ -169,7 +178,8 @@ class Notifier:
                         logger.exception("could not release the %s claim of %s", channel.name, key)
         if result.failed:
             failed = ", ".join(f"{name} ({why})" for name, why in result.failed.items())
-            raise NotificationError(f"{key}: not delivered to {failed}; the event will be retried")
+            then = f"; {self.failed_then}" if self.failed_then else ""
+            raise NotificationError(f"{key}: not delivered to {failed}{then}")
         return result
 
 
