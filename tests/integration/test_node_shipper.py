@@ -171,6 +171,8 @@ def test_once_ships_what_ran_before_the_shipper_started_and_restarts_send_no_dup
     assert node.boot(node.config("article-stop-sequence")).returncode == 3
     first = ship(node, log_group, "--once")
     assert first.returncode == 0, first.stderr
+    stream = f"{log_group}/pcs_abc123de45/"
+    assert first.stdout.startswith(f"lifeguard-node ship: delivered 3 report(s) to {stream}i-")
     reports = shipped(local, log_group)
     assert [(r.stage, r.script, r.outcome, r.exit_code) for r in reports] == [
         ("nodeBootstrapped", "fail-stop-sequence", "failed", 1),
@@ -181,7 +183,10 @@ def test_once_ships_what_ran_before_the_shipper_started_and_restarts_send_no_dup
     assert "stopped" in reports[1].log_tail
     # The ids came from what the executor logged: no flags needed.
     assert reports[0].cluster_id == "pcs_abc123de45"
-    assert ship(node, log_group, "--once").returncode == 0
+    again = ship(node, log_group, "--once")
+    assert again.returncode == 0
+    assert again.stdout.startswith(f"lifeguard-node ship: nothing new to deliver to {stream}i-")
+    assert len(again.stdout.splitlines()) == 1
     assert len(shipped(local, log_group)) == 3
     assert node.boot(node.config("article-stop-sequence")).returncode == 0  # a reboot
     assert ship(node, log_group, "--once").returncode == 0

@@ -362,6 +362,13 @@ def _ship(args: argparse.Namespace) -> int:
                     flush=True,
                 )
             shipper.run(once=args.once, poll_interval=interval, stop=lambda: bool(stopped))
+            if args.once:  # run by hand: what it did, in one line
+                sent = shipper.delivered
+                print(
+                    f"lifeguard-node ship: delivered {sent} report(s) to {args.log_group}/{identity.stream}"
+                    if sent
+                    else f"lifeguard-node ship: nothing new to deliver to {args.log_group}/{identity.stream}"
+                )
             if stopped:
                 shipper.last_look()
                 if shipper.state.pending:  # kept in its state: the shipper's next start sends them

@@ -435,6 +435,7 @@ class Shipper:
         if self._kernel is not None and not self.state.boot_id:
             self.state.boot_id = self._kernel.boot_id
         self.skipped_lines = 0
+        self.delivered = 0  # reports delivered since it started
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
         self._unsaved = False  # the state could not be saved (`_save`)
@@ -458,6 +459,7 @@ class Shipper:
         for batch in list(_batches(self.state.pending)):
             self.sink.put(batch)
             delivered += len(batch)
+            self.delivered += len(batch)
             self.state.pending = self.state.pending[len(batch) :]
             self._save()
         return delivered
