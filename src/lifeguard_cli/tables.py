@@ -71,8 +71,31 @@ def stop_on_broken_pipe() -> None:
 
 
 def console(*, stderr: bool = False) -> Console:
-    """The console for people: the terminal's width (or `COLUMNS`, else 80); piped, no trailing spaces."""
-    from rich.console import Console
+    """The console for people: the terminal's width (or `COLUMNS`, else 80); piped, no trailing spaces.
+    Whatever it prints shows a control character of its text (a terminal's escape, a carriage return, a
+    bidirectional override: a script's location or argument, a key of a document, an AWS answer may hold
+    any) as `?`: no value can clear the screen, hide a link or reorder what a prompt asks to confirm. Lines
+    and tabs are kept, and so are the console's own styles and cursor moves."""
+    from rich.console import Console, ConsoleOptions, RenderableType, RenderHook, RenderResult
+    from rich.segment import Segment
+
+    from lifeguard.bounds import printable_lines
+
+    class _Printable:
+        def __init__(self, renderable: RenderableType) -> None:
+            self.renderable = renderable
+
+        def __rich_console__(self, out: Console, options: ConsoleOptions) -> RenderResult:
+            for segment in out.render(self.renderable, options):
+                text = segment.text
+                if segment.control or text.isprintable() or text in ("\n", ""):
+                    yield segment
+                else:
+                    yield Segment(printable_lines(text), segment.style)
+
+    class _PrintableOnly(RenderHook):
+        def process_renderables(self, renderables: list[Any]) -> list[Any]:
+            return [_Printable(renderable) for renderable in renderables]
 
     class _Console(Console):
         def on_broken_pipe(self) -> None:
@@ -81,8 +104,11 @@ def console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     width = None if _columns_usable() else _unknown_width(stream)
     if stream.isatty():
-        return _Console(highlight=False, stderr=stderr, width=width)
-    return _Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)), width=width)
+        made = _Console(highlight=False, stderr=stderr, width=width)
+    else:
+        made = _Console(highlight=False, file=cast(IO[str], _TrimmedLines(stream)), width=width)
+    made.push_render_hook(_PrintableOnly())
+    return made
 
 
 def _columns_usable() -> bool:

@@ -306,6 +306,30 @@ def test_a_response_of_a_group_without_scripts_passes_and_says_so() -> None:
     assert "the group runs none" in " ".join(shown.stdout.split())
 
 
+def test_a_config_holding_a_terminals_escapes_is_shown_without_them() -> None:
+    """PCS takes a location of `s3://bucket/.+` and arguments of any characters: a config read from PCS
+    may hold escapes that would clear the screen or hide a link, in a value or in a key. Lint shows them
+    as `?`."""
+    script = {
+        "name": "setup",
+        "scriptSource": {"scriptLocation": "s3://bkt/\x1b[2J\x1b[31mFAKE\u202etxt.sh"},
+        "arguments": ["\x1b]8;;https://evil.example\x1b\\click\x1b]8;;\x1b\\"],
+    }
+    valid = {"stages": {"nodeBootstrapped": [script]}}
+    a_key = {"stages": {"nodeBootstrapped": [], "node\x1b[2JX": []}}
+    for config, status, expected in (
+        (valid, 0, ["s3://bkt/?[2J?[31mFAKE?txt.sh", "?]8;;https://evil.example?\\click"]),
+        (a_key, 1, ["stages.node?[2JX"]),
+    ):
+        shown = runner.invoke(app, ["lint", "-"], input=json.dumps(config).encode())
+        assert shown.exit_code == status, shown.stdout
+        assert "\x1b" not in shown.stdout
+        assert "\u202e" not in shown.stdout
+        text = "".join(shown.stdout.split())
+        for value in expected:
+            assert value in text
+
+
 # Content that is not a config: one problem, exit 1, no traceback.
 
 

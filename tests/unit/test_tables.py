@@ -181,3 +181,64 @@ def test_a_slack_message_wrapped_at_80_columns_keeps_its_gutter_on_every_line() 
     assert len(lines) >= 3  # wrapped
     assert all(line.startswith("  │ ") and len(line) <= 80 for line in lines)
     assert lines[0].startswith("  │ 🔧 Lifeguard changed")  # the shortcode as the channel shows it
+
+
+_HOSTILE_PRINTS = (
+    "from rich.text import Text\n"
+    "from lifeguard_cli.tables import console, show, table\n"
+    "out = console()\n"
+    "out.print('[bold]own style[/bold]')\n"
+    "out.print('location s3://b/\\x1b[2J\\x1b[Hall good\\u202ehs.lairt', markup=False)\n"
+    "out.print(Text('arg \\x1b]8;;https://evil.example\\x1b\\\\click\\x1b]8;;\\x1b\\\\'))\n"
+    "t = table('script', 'source')\n"
+    "t.add_row('set\\u2060up', 's3://b/\\x1b[31mred\\rover')\n"
+    "show(out, t)\n"
+)
+
+
+@pytest.mark.parametrize("where", ["a pipe", "a terminal"])
+def test_a_value_printed_cannot_send_the_terminal_its_own_escapes(where: str) -> None:
+    """A script's location or argument may hold a terminal's escapes or a bidirectional override (PCS's
+    patterns let them through): whatever the console prints shows them as `?`, on a terminal too, where the
+    console's own styles still go out."""
+    import os
+
+    env = {"COLUMNS": "100", "PATH": "", "TERM": "xterm-256color"}
+    if where == "a pipe":
+        done = subprocess.run(
+            [sys.executable, "-c", _HOSTILE_PRINTS], capture_output=True, check=True, env=env
+        )
+        shown = done.stdout.decode()
+    else:
+        leader, follower = os.openpty()
+        try:
+            done = subprocess.run(  # a few hundred bytes: the terminal's buffer holds them all
+                [sys.executable, "-c", _HOSTILE_PRINTS],
+                stdout=follower,
+                stderr=subprocess.PIPE,
+                env=env,
+                check=False,
+                timeout=60,
+            )
+            os.close(follower)
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the writer is gone
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(leader)
+        assert done.returncode == 0, done.stderr
+        shown = b"".join(chunks).decode()
+        assert "\x1b[1mown style" in shown  # the console's own style
+    for hostile in ("\x1b[2J", "\x1b[H", "\x1b]8", "\x1b[31m", "\u202e", "\u2060", "\rover"):
+        assert hostile not in shown
+    assert "?[2J?[Hall good?hs.lairt" in shown
+    assert "set?up" in shown
+    assert "?]8;;https://evil.example?\\click" in shown
+    if where == "a pipe":
+        assert "\x1b" not in shown
