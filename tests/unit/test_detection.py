@@ -334,14 +334,16 @@ def test_history_the_state_already_let_go_of_is_not_taken_back() -> None:
     assert apply_record(state, rec("F", "i-new", 10 + OUTCOME_LIMIT))
 
 
-@pytest.mark.parametrize("value", ["0", "101", "-3", "two", "9" * 256, ""])
+@pytest.mark.parametrize("value", ["0", "1", "101", "-3", "two", "9" * 256, ""])
 def test_a_threshold_tag_out_of_its_bounds_is_ignored_and_said(value: str) -> None:
-    settings, problems = SETTINGS.with_tags(
+    """A tag cannot make one failure a loop (whoever may tag a group would have a group tagged `revert`
+    changed on a single failure); the stack's Threshold can be 1."""
+    settings, problems = DetectionSettings("revert", 3, 60).with_tags(
         {"lifeguard:threshold": value, "lifeguard:window-minutes": "10081"}
     )
-    assert (settings.threshold, settings.window_minutes) == (SETTINGS.threshold, SETTINGS.window_minutes)
+    assert (settings.threshold, settings.window_minutes) == (3, 60)
     assert problems[0].startswith("tag lifeguard:threshold: ")
-    assert problems[0].endswith("is not a whole number from 1 to 100")
+    assert problems[0].endswith("is not a whole number from 2 to 100")
     assert problems[1].endswith("is not a whole number from 1 to 10080")
     assert all(len(problem) < 120 for problem in problems)
 
@@ -351,6 +353,9 @@ def test_tags_within_their_bounds_tune_the_group() -> None:
         {"lifeguard:threshold": "100", "lifeguard:window-minutes": "10080"}
     )
     assert (settings.threshold, settings.window_minutes, problems) == (100, 10080, [])
+    settings, problems = SETTINGS.with_tags({"lifeguard:threshold": "2", "lifeguard:window-minutes": "1"})
+    assert (settings.threshold, settings.window_minutes, problems) == (2, 1, [])
+    assert DetectionSettings("notify", 1, 60).threshold == 1  # the stack's own
 
 
 # -- the proven-good rule --

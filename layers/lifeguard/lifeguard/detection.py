@@ -63,6 +63,10 @@ INTERMITTENT_RESOLVE_STREAK = 3  # successes in a row that end an intermittent e
 # Bounds of the tunables (tags are set by whoever may tag a group): a loop cannot be longer than the
 # outcomes a group keeps, and a week is the longest window that still tells a loop from bad luck.
 MAX_THRESHOLD = OUTCOME_LIMIT
+# The least threshold a tag may set. Whoever may tag a group (not only who may change it) could otherwise
+# make one failure (a spot interruption during boot, a fetch that failed once) a loop, and have a group
+# tagged `revert` changed that never looped. The stack's Threshold may be 1: its deployer's choice.
+TAG_THRESHOLD_LEAST = 2
 # How long after a configuration change an instance whose LAUNCHED was not seen may still have been launched
 # before it: longer than a PCS node takes from launch to its bootstrap outcome (the article's: 2-7 minutes).
 UNSEEN_LAUNCH_MS = 30 * 60 * 1000
@@ -111,16 +115,16 @@ class DetectionSettings:
         mode, problem = mode_of(tags, mode)
         if problem:
             problems.append(problem)
-        for tag, current, most in (
-            (TAG_THRESHOLD, threshold, MAX_THRESHOLD),
-            (TAG_WINDOW, window, MAX_WINDOW_MINUTES),
+        for tag, current, least, most in (
+            (TAG_THRESHOLD, threshold, TAG_THRESHOLD_LEAST, MAX_THRESHOLD),
+            (TAG_WINDOW, window, 1, MAX_WINDOW_MINUTES),
         ):
             if tag in tags:
                 try:
-                    value = _within(int(tags[tag]), most)
+                    value = _within(int(tags[tag]), most, least)
                 except ValueError:
                     problems.append(
-                        f"tag {tag}: {clip(tags[tag], 40)!r} is not a whole number from 1 to {most}"
+                        f"tag {tag}: {clip(tags[tag], 40)!r} is not a whole number from {least} to {most}"
                     )
                     value = current
                 threshold, window = (value, window) if tag == TAG_THRESHOLD else (threshold, value)
@@ -179,9 +183,9 @@ def _bounded(name: str, given: int | None, default: int, most: int) -> int:
         raise ValueError(f"{source}: {exc}") from None
 
 
-def _within(value: int, most: int) -> int:
-    if not 1 <= value <= most:
-        raise ValueError(f"{value} is not from 1 to {most}")
+def _within(value: int, most: int, least: int = 1) -> int:
+    if not least <= value <= most:
+        raise ValueError(f"{value} is not from {least} to {most}")
     return value
 
 
