@@ -304,3 +304,34 @@ def test_an_executor_log_that_cannot_be_a_log_is_bad_usage_and_no_link_is_follow
     assert "no node layout can be made there" in capsys.readouterr().err
     assert target.read_text() == "kept\n"
     assert target.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_readme_gives_each_node_command_with_the_options_it_takes() -> None:
+    """README (The node side): its synopsis of `lifeguard-node` names every option of each command, and
+    none that the command does not take."""
+    import argparse
+    import re
+
+    from lifeguard.node.cli import _parser
+
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("## The node side", 1)[1].split("```", 2)[1]
+    synopsis: dict[str, set[str]] = {}
+    command = ""
+    for line in block.splitlines():
+        if line.startswith("lifeguard-node "):
+            command = line.split()[1]
+        synopsis.setdefault(command, set()).update(re.findall(r"--[a-z-]+", line))
+    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    taken = {  # what `--help` shows: an option for the step's own watcher is not
+        name: {
+            option
+            for action in sub._actions
+            if action.help != argparse.SUPPRESS
+            for option in action.option_strings
+            if option.startswith("--") and option != "--help"
+        }
+        for name, sub in commands.choices.items()
+    }
+    synopsis.pop("", None)
+    assert synopsis == taken
