@@ -384,7 +384,7 @@ def demo(
         err.print(f"[{number}/{len(scenarios)}] {name}: done ({document['wall_seconds']:g} s)", markup=False)
         if as_json or quiet:
             return
-        console.print(Rule(Text(f"{number}/{len(scenarios)} {name} (mode {document['mode']})")))
+        console.print(Rule(Text(_scenario_heading(number, len(scenarios), document))))
         console.print(scenarios[number - 1].description.strip(), markup=False)
         console.print()
         render_simulation(document, console)
@@ -395,6 +395,14 @@ def demo(
         typer.echo(json.dumps({"scenarios": documents}, indent=2))
         return
     show_table(console, demo_table(documents))
+
+
+def _scenario_heading(number: int, count: int, document: dict[str, Any]) -> str:
+    """A demo scenario's heading, with the modes Lifeguard acted in (a group's `lifeguard:mode` tag may
+    say another than the stack's), as its column in the table is headed."""
+    from lifeguard_cli.simulate.twin import acting_modes
+
+    return f"{number}/{count} {document['scenario']} (mode {acting_modes(document)})"
 
 
 def _recorded_demo(*, as_json: bool, quiet: bool) -> None:

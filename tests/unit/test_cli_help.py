@@ -185,3 +185,18 @@ def test_a_replay_config_with_no_configuration_says_why_in_one_line(
         config.write_text(content)
     shown = CliRunner().invoke(app, ["replay", "--config", str(config), str(tmp_path / "x.jsonl")])
     assert (shown.exit_code, shown.stderr) == (2, f"lifeguard replay: --config {config}: {said}\n")
+
+
+def test_a_demo_scenario_is_headed_by_the_modes_lifeguard_acted_in() -> None:
+    """The demo runs under a quarantine stack; a group tagged `revert` is reverted, and its heading says
+    so, as the table's column does, not the stack's default alone."""
+    from lifeguard_cli import cli
+
+    tagged = {
+        "scenario": "bad change, then revert",
+        "mode": "quarantine",
+        "events": [{"detail": {"mode": "revert"}}, {"detail": {"mode": "revert"}}],
+    }
+    assert cli._scenario_heading(3, 8, tagged) == "3/8 bad change, then revert (mode revert)"
+    quiet = {"scenario": "healthy scale-up", "mode": "quarantine", "events": []}
+    assert cli._scenario_heading(5, 8, quiet) == "5/8 healthy scale-up (mode quarantine)"
