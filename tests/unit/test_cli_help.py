@@ -200,3 +200,31 @@ def test_a_demo_scenario_is_headed_by_the_modes_lifeguard_acted_in() -> None:
     assert cli._scenario_heading(3, 8, tagged) == "3/8 bad change, then revert (mode revert)"
     quiet = {"scenario": "healthy scale-up", "mode": "quarantine", "events": []}
     assert cli._scenario_heading(5, 8, quiet) == "5/8 healthy scale-up (mode quarantine)"
+
+
+def test_the_readme_gives_each_operating_command_with_the_options_it_takes() -> None:
+    """README (Operating): its block names each command's own options, and none it does not take; the
+    options of every command that reach the stack (`--stack-name`, `--region`, `--profile`, `--table`,
+    `--local`) are said once, under it."""
+    import typer
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("## Operating", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    given: dict[str, set[str]] = {}
+    for line in block.splitlines():
+        if line.startswith("lifeguard "):
+            given[line.split()[1]] = set(re.findall(r"--[a-z-]+|-[a-z]\b", line.split("#")[0]))
+    group = typer.main.get_command(app)
+    shared = {"--stack-name", "--region", "--profile", "--table", "--local", "--help", "-h"}
+    taken = {
+        name: {
+            option
+            for param in group.commands[name].params  # type: ignore[attr-defined]
+            for option in (*param.opts, *param.secondary_opts)
+            if option.startswith("-")
+        }
+        - shared
+        for name in given
+    }
+    assert set(given) == {"status", "history", "undo"}
+    assert given == taken
