@@ -4,6 +4,7 @@ webhook, the webhook URL from Secrets Manager; faults on each channel."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 import uuid
@@ -109,6 +110,34 @@ def test_a_duplicate_event_sends_nothing_twice_and_the_episode_messages_are_numb
         False,
     ]
     assert "message 2" in env.slack.messages[1]["blocks"][-1]["elements"][0]["text"]
+
+
+def test_a_detection_delivered_after_its_episodes_resolution_is_told_as_late_not_as_a_page(env: Env) -> None:
+    """A notify invocation retried a minute later, or events of one PutEvents started in any order: the
+    detection arrives after LoopResolved. It goes out once, said as late and as news of the past (severity
+    info, no page); a reopened episode's detection (a higher revision) is a loop again."""
+    controller = env.controller()
+    controller.handle_event(event("RemediationApplied"))
+    controller.handle_event(event("LoopResolved"))
+    controller.handle_event(event("BootstrapLoopDetected"))
+    again = controller.handle_event(event("BootstrapLoopDetected"))
+    assert (again.sent, again.already_sent) == ([], ["sns", "slack"])
+    sns = env.sns()
+    assert [m["attributes"]["event"] for m in sns] == [
+        "RemediationApplied",
+        "LoopResolved",
+        "BootstrapLoopDetected",
+    ]
+    late = sns[-1]
+    assert late["attributes"]["severity"] == "info"
+    assert late["subject"].startswith("[Lifeguard] Bootstrap loop, delivered late: ")
+    assert late["message"].startswith("Delivered late: episode ep-1 was resolved before this message arrived")
+    assert "Delivered late: episode ep-1" in json.dumps(env.slack.messages[-1])
+    reopened = controller.handle_event(event("BootstrapLoopDetected", revision=2))
+    assert reopened.sent == ["sns", "slack"]
+    [loop] = env.sns()
+    assert loop["attributes"]["severity"] == "high"
+    assert "delivered late" not in loop["subject"]
 
 
 def test_slack_429_is_retried_after_its_retry_after_and_messages_are_paced(env: Env) -> None:

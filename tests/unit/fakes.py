@@ -108,6 +108,8 @@ class FakeDynamoDB:
                 or "witness" not in current
                 or int(current["witness"]["N"]) < int(values[":rank"]["N"])
             )
+        if condition == "attribute_not_exists(pk) OR revision < :revision":
+            return current is None or int(current["revision"]["N"]) < int(values[":revision"]["N"])
         raise AssertionError(f"the fake does not know the condition {condition!r}")
 
     def get_item(self, **request: Any) -> dict[str, Any]:

@@ -457,3 +457,22 @@ def test_slack_holds_are_merged_and_kept_by_a_slot_taken_before_them(monkeypatch
     slack = SlackChannel(lambda: SLACK_URL, sleep=sleep, clock=clock, pacer=store)
     Notifier([slack], store).handle_event(applied_event())
     assert posted == [pytest.approx(held[0])]
+
+
+def test_an_episode_is_noted_resolved_at_its_highest_revision_and_a_failed_note_holds_nothing_up() -> None:
+    """Resolutions of one episode arriving out of order keep the highest revision (a detection of a
+    reopened episode is of a higher one); the table failing to say makes no message late, and sends it."""
+    table = FakeDynamoDB()
+    store = NoticeStore(table, "t", clock=Clock())
+    group = ("pcs_abc123de45", "pcs_abcdef01")
+    assert store.resolved_revision(group, "ep-1") is None
+    store.note_resolved(group, "ep-1", 3)
+    store.note_resolved(group, "ep-1", 2)
+    assert store.resolved_revision(group, "ep-1") == 3
+    assert store.resolved_revision(group, "ep-2") is None
+    table.fail["GetItem"] = [client_error("InternalServerError", "GetItem")]
+    sns = Channel("sns")
+    Notifier([sns], store).handle_event(applied_event("BootstrapLoopDetected", revision=3))
+    [(summary, _)] = sns.sent
+    assert summary.severity == "high"
+    assert not summary.headline.startswith("Delivered late")

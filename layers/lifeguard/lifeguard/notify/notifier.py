@@ -105,6 +105,28 @@ class Notifier:
             claim = notices.claim(group, key, channel)
         return claim
 
+    def _late(self, group: tuple[str, str], detail_type: str, detail: Mapping[str, Any]) -> bool:
+        """Whether a detection comes after its episode's LoopResolved (at its revision or a later one: a
+        reopened episode's detection is of a higher one); a LoopResolved is noted for the detections
+        after it. Without the table, or when it fails, none is late: a message is never held up by it."""
+        episode = detail["episode_id"]
+        if (
+            self.notices is None
+            or not episode
+            or detail_type not in ("BootstrapLoopDetected", "LoopResolved")
+        ):
+            return False
+        revision = int(detail.get("revision") or 1)
+        try:
+            if detail_type == "LoopResolved":
+                self.notices.note_resolved(group, str(episode), revision)
+                return False
+            resolved = self.notices.resolved_revision(group, str(episode))
+        except Exception:  # the message goes out as it is
+            logger.exception("could not look up whether episode %s was resolved", episode)
+            return False
+        return resolved is not None and revision <= resolved
+
     def handle_event(self, event: Mapping[str, Any]) -> NotifyResult:
         """One EventBridge event (`detail-type`, `detail`); raises NotificationError if a channel failed."""
         if not isinstance(event, Mapping):  # what EventBridge delivers is an object; anything else is not
@@ -134,8 +156,10 @@ class Notifier:
             )
             self.metric("NotificationsNotNeeded", 1)
             return result
-        summary = summarize(detail_type, detail, problems=problems)
         group = (str(detail["cluster_id"] or "-"), str(detail["compute_node_group_id"] or "-"))
+        summary = summarize(
+            detail_type, detail, problems=problems, late=self._late(group, detail_type, detail)
+        )
         key = _notice_key(detail_type, detail, raw)
         sequence: int | None = None
         for channel in self.channels:

@@ -127,9 +127,12 @@ class Summary:
         return "\n".join(lines).rstrip() + "\n"
 
 
-def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence[str] = ()) -> Summary:
+def summarize(
+    detail_type: str, detail: Mapping[str, Any], *, problems: Sequence[str] = (), late: bool = False
+) -> Summary:
     """The summary of one controller event (a detail `clean_detail` checked; `problems` are the fields it
-    found invalid, named at the end)."""
+    found invalid, named at the end). `late`: a detection that arrived after its episode's LoopResolved
+    (a retry, a delivery out of order), told as past news: no page for a loop that is over."""
     group = detail.get("compute_node_group_id") or "?"
     cluster = detail.get("cluster_id") or "?"
     failures = detail.get("failures") or []
@@ -142,6 +145,8 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         title = f"{title} (update {revision})"  # the same episode, better known or going on
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
     what = f" ({suspect.get('script')})" if suspect else ""
+    if late:
+        title = f"{title}, delivered late"
     subject = _ascii_line(f"[Lifeguard] {title}: {group}{what} in {cluster}")
     if len(subject) > SUBJECT_MAX_CHARS:
         subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
@@ -180,6 +185,11 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
         headline = f"{headline} {NODES_REPLACED} with nodes that boot the new configuration."
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
+    if late:
+        headline = (
+            f"Delivered late: episode {detail.get('episode_id')} was resolved before this message arrived, "
+            f"so the loop it tells of is over. {headline}"
+        )
     evidence = tuple(
         f"{f.get('instance_id')} ({f.get('scheduler_node_id') or '-'}) "
         f"failed at {utc(f.get('event_timestamp'))}"
@@ -211,7 +221,7 @@ def summarize(detail_type: str, detail: Mapping[str, Any], *, problems: Sequence
     # its own) or reach a terminal or mail reader as an escape sequence.
     return Summary(
         detail_type=detail_type,
-        severity=SEVERITY.get(detail_type, "info"),
+        severity="info" if late else SEVERITY.get(detail_type, "info"),
         subject=subject,
         headline=one_line(headline),
         evidence=tuple(one_line(line) for line in evidence),

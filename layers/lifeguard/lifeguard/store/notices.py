@@ -3,6 +3,7 @@ messages each episode had, and each webhook's pace."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Literal
@@ -37,6 +38,8 @@ class NoticeStore:
         "reserve_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
         "hold_post": ("dynamodb:GetItem", "dynamodb:PutItem"),
         "held_for": ("dynamodb:GetItem",),
+        "note_resolved": ("dynamodb:PutItem",),
+        "resolved_revision": ("dynamodb:GetItem",),
     }
 
     def __init__(self, client: DynamoDBClient, table: str, *, clock: Callable[[], float]) -> None:
@@ -150,6 +153,26 @@ class NoticeStore:
         item = self._table.get(item_key(f"WEBHOOK#{webhook_key}", "PACE"))
         until = float(item.get("held_until", {}).get("N", 0)) if item else 0.0
         return max(0.0, until - self._clock())
+
+    def note_resolved(self, group: Group, episode_id: str, revision: int) -> None:
+        """Note that the episode was resolved at `revision` (the highest noted stands): a detection of it
+        at that revision or before that arrives later (a retry, a delivery out of order) is told as late."""
+        with contextlib.suppress(ConditionFailedError):  # noted at this revision or a later one already
+            self._table.put(
+                {
+                    **item_key(group_key(*group), f"EPISODE#{episode_id}#RESOLVED"),
+                    "revision": {"N": str(revision)},
+                    "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
+                },
+                condition="attribute_not_exists(pk) OR revision < :revision",
+                values={":revision": {"N": str(revision)}},
+            )
+
+    def resolved_revision(self, group: Group, episode_id: str) -> int | None:
+        """The revision at which the episode was noted resolved (`note_resolved`), if it was."""
+        item = self._table.get(item_key(group_key(*group), f"EPISODE#{episode_id}#RESOLVED"))
+        text = item.get("revision", {}).get("N") if item else None
+        return int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 9 else None
 
     def sequence_of(self, group: Group, episode_id: str, key: str) -> int:
         """The number of the episode's message `key` (1, 2, …), so readers see the messages as one story:
