@@ -42,7 +42,14 @@ class World:
             self.store, EventPublisher(self.bus, BUS, sleep=lambda _: None), clock=self.now
         )
         defaults = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
-        self.handler = NodeReportsHandler(self.store, updater, defaults, clock=self.now)
+        self.metrics: list[tuple[str, float]] = []
+        self.handler = NodeReportsHandler(
+            self.store,
+            updater,
+            defaults,
+            clock=self.now,
+            metric=lambda name, value: self.metrics.append((name, value)),
+        )
 
     @staticmethod
     def now() -> float:
@@ -114,6 +121,7 @@ def test_an_open_episode_is_attributed_from_the_reports_and_announced_at_the_nex
     summary = world.feed(REPORTS)
     [(detail_type, detail)] = world.bus.events()
     assert [e.detail_type for e in summary.events] == [detail_type] == ["BootstrapLoopDetected"]
+    assert ("BootstrapLoopDetected", 1) in world.metrics  # charted, as scaling_events' events are
     assert (detail["episode_id"], detail["revision"]) == (episode_id, 2)
     assert detail["suspect"] == ARTICLE_SUSPECT
     assert detail["mode"] == "quarantine"

@@ -760,3 +760,15 @@ def test_the_longest_cluster_id_the_stack_takes_names_a_delivery_source_cloudwat
     assert values["Stack"]["Fn::Select"][0] == 0
     assert values["Stack"]["Fn::Select"][1]["Fn::Split"][0] == "-"
     assert len(shape.replace("${Stack}", "0" * 8)) == 60
+
+
+def test_the_dashboard_charts_every_controller_event() -> None:
+    """Each event the detectors and remediate publish is counted as a metric of its name; the dashboard's
+    first widget charts all of them (LoopContained was missing)."""
+    from lifeguard.event_contract import DETAIL_TYPES
+
+    body = resources()["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
+    widget = body.split('"title": "Loops and remediations"', 1)[1].split("]]}}", 1)[0]
+    charted = set(re.findall(r'"(\w+)", "service"|\[".", "(\w+)"', widget))
+    names = {first or second for first, second in charted}
+    assert names >= set(DETAIL_TYPES)

@@ -195,6 +195,8 @@ class NodeReportsHandler:
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
+        for event in summary.events:  # as scaling_events counts its own: the dashboard charts both
+            self.metric(event.detail_type, 1)
         return summary
 
     def _watched(self, cluster_id: str) -> bool:
