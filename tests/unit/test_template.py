@@ -469,7 +469,12 @@ def test_no_concurrency_is_reserved_unless_asked_and_every_function_follows_the_
     assert reserved == {
         "Fn::If": ["ReserveNotifyConcurrency", {"Ref": "NotifyConcurrency"}, {"Ref": "AWS::NoValue"}]
     }
-    assert template()["Parameters"]["NotifyConcurrency"]["Default"] == 0
+    parameter = template()["Parameters"]["NotifyConcurrency"]
+    assert parameter["Default"] == "0"
+    # Whole numbers only: "0.0" would pass the condition as not "0" and reserve nothing at all.
+    taken = re.compile(parameter["AllowedPattern"])
+    assert [v for v in ("0", "1", "5", "999", "1000") if taken.fullmatch(v)] == ["0", "1", "5", "999", "1000"]
+    assert [v for v in ("0.0", "2.5", "00", "01", "1001", "-1", "") if taken.fullmatch(v)] == []
     assert template()["Globals"]["Function"]["Architectures"] == [{"Ref": "Architecture"}]
     assert template()["Parameters"]["Architecture"]["Default"] == "arm64"
     for function in FUNCTIONS:
