@@ -448,6 +448,7 @@ def test_what_holds_state_is_retained() -> None:
     everything = resources()
     for name in ("StateTable", "NodeBundleBucket", "ParkedEventsQueue", "FailedBatchesQueue"):
         assert everything[name]["DeletionPolicy"] == everything[name]["UpdateReplacePolicy"] == "Retain"
+    assert everything["StateTable"]["Properties"]["DeletionProtectionEnabled"] is True  # from a hand's delete
 
 
 def test_scaling_log_deliveries_one_per_cluster_guarded_for_an_empty_list() -> None:
