@@ -32,7 +32,7 @@ from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.remediation.rails import left_to_people
 from lifeguard.settings import setting
-from lifeguard.store.groups import GroupStore
+from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.store.remediations import RemediationStore
 
 # `lifeguard undo`'s lock: its lease, on the operator's clock (released when the undo ends: a longer lease
@@ -386,6 +386,15 @@ class Operator:
 
     # -- undo --
 
+    def _episode_over(self, cluster: str, group_id: str, episode_id: str) -> bool | None:
+        """Whether the episode is over (the group's state no longer holds it open), None when the state
+        cannot be read."""
+        try:
+            state = self.states.load(cluster, group_id)
+        except (UnreadableStateError, AwsCallError):
+            return None
+        return state.episode is None or state.episode.episode_id != episode_id
+
     def undo(
         self,
         group: str,
@@ -491,7 +500,8 @@ class Operator:
                 )
                 raise OperatorError(
                     f"{group_id} changed since Lifeguard's {change.action} of {format_time(change.at)}: "
-                    f"{how}; use --force to put back the configuration from before anyway"
+                    f"{how}; --force would put back the configuration from before over theirs (undo "
+                    f"{group_id} --dry-run --force shows it first)"
                 )
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"
@@ -500,12 +510,19 @@ class Operator:
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
         if changes:
             # A quarantine's kept node goes with the rest: whoever still debugs on it should know first.
-            lines.append(
-                f"  {NODES_REPLACED} with nodes that boot the configuration from before, a node kept for "
-                "debugging among them"
-            )
-            # Should the group loop on, the remediation holds back (`rails.undone`): whoever undoes knows.
-            lines.append(f"  then Lifeguard {left_to_people(f'episode {change.episode_id}')}")
+            kept = ", a node kept for debugging among them" if change.action == "quarantine" else ""
+            lines.append(f"  {NODES_REPLACED} with nodes that boot the configuration from before{kept}")
+            over = self._episode_over(cluster, group_id, change.episode_id)
+            if over is not True:  # open, or not known: what an undo brings back is said
+                # The configuration put back is the one the loop ran on: its nodes may fail the same way,
+                # and the remediation holds back (`rails.undone`). Whoever undoes knows both first.
+                lines.append(
+                    f"  episode {change.episode_id} is not over: its nodes failed on the configuration put "
+                    "back, and new nodes may fail the same way"
+                    if over is False
+                    else f"  if episode {change.episode_id} is not over, new nodes may fail the same way"
+                )
+                lines.append(f"  then Lifeguard {left_to_people(f'episode {change.episode_id}')}")
         diff = [c.to_detail() for c in changes]
         if dry_run:
             return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)

@@ -222,6 +222,10 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     episode = json.loads(env.run("status", "--json").stdout)["groups"][0]["open_episode"]["episode_id"]
     left = f"then Lifeguard leaves episode {episode} to people (a fix, or the group's lifeguard:mode tag"
     assert left in " ".join(preview.stdout.split())
+    # The episode is open: what the undo brings back is the configuration its nodes failed on.
+    back = f"episode {episode} is not over: its nodes failed on the configuration put back, and new nodes"
+    assert back in " ".join(preview.stdout.split())
+    assert "a node kept for debugging among them" in " ".join(preview.stdout.split())  # a quarantine's
     narrow = Env({**env.environ, "COLUMNS": "60"}, env.api).run("undo", GROUP, "--dry-run").stdout
     assert max(len(line) for line in narrow.splitlines()) <= 60
     assert " ".join(narrow.split()) == " ".join(preview.stdout.split())  # wrapped between words alone
@@ -249,13 +253,31 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert "undo" in env.run("history", f"{CLUSTER}/{GROUP}").stdout
 
 
+def test_undo_of_an_episode_that_is_over_says_no_loop_comes_back(env: Env, local: Any) -> None:
+    """The loop ended (a node booted clean on Lifeguard's configuration): the undo's preview says nothing
+    of a loop coming back, nor of Lifeguard leaving an episode that is over to people."""
+    store = GroupStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
+    state = store.load(CLUSTER, GROUP)
+    state.last_episode, state.episode = state.episode, None
+    store.save(state)
+    preview = " ".join(env.run("undo", GROUP, "--dry-run").stdout.split())
+    assert "onError STOP_SEQUENCE → TERMINATE" in preview
+    assert "PCS drains the group's running nodes" in preview
+    assert "is not over" not in preview
+    assert "to people" not in preview
+
+
 def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: Env) -> None:
     env.api.update_compute_node_group(
         clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
     )
     refused = env.run("undo", GROUP, "--yes")
     assert refused.returncode == 1
-    assert "someone else changed it; use --force" in refused.stderr
+    # What --force would do, and how to see it first: their change is what it would undo.
+    assert (
+        "someone else changed it; --force would put back the configuration from before over theirs "
+        f"(undo {GROUP} --dry-run --force shows it first)"
+    ) in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert env.config() == GOOD
     forced = env.run("undo", GROUP, "--force", "-y")
