@@ -869,7 +869,7 @@ def status(
         document = {"stack": stack.to_dict() if stack else None, "groups": [row.to_dict() for row in rows]}
         typer.echo(json.dumps(document, indent=2))
         return
-    view = make_table("cluster", "group", "mode", "open episode", "last action")
+    view = make_table("cluster", "group", "mode", "open episode", "last action (UTC)")
     for row in rows:
         episode = row.episode
         open_text = (
@@ -882,6 +882,9 @@ def status(
         )
         last = row.last_action
         last_text = _last_action_text(last, format_time) if last else "-"
+        if row.standing:  # behind a later skip: the change that holds the group still
+            standing = row.standing
+            last_text += f"; {standing['action']} of {format_time(standing['at'] / 1000)} stands"
         group_text = row.group_id if row.in_pcs else f"{row.group_id} (no longer in PCS)"
         view.add_row(row.cluster_id, group_text, row.shown_mode, open_text, last_text)
     console = _console()

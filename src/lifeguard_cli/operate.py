@@ -74,6 +74,9 @@ class GroupStatus:
     episode: dict[str, Any] | None
     last_action: dict[str, Any] | None
     proven_good: str | None
+    # Lifeguard's last change not undone (what `undo` would put back), when a later entry (a skip) is the
+    # last action: a quarantine that stands is not hidden behind "skipped".
+    standing: dict[str, Any] | None = None
     tags_from: str = "pcs"  # "pcs" (read as status ran) or "table" (as Lifeguard last read them)
     in_pcs: bool = True  # False: PCS has no such group any more (deleted): the row is Lifeguard's last record
 
@@ -96,6 +99,7 @@ class GroupStatus:
             "in_pcs": self.in_pcs,
             "open_episode": self.episode,
             "last_action": self.last_action,
+            "standing_change": self.standing,
             "proven_good_fingerprint": self.proven_good,
         }
 
@@ -301,11 +305,27 @@ class Operator:
                     episode=_episode(state),
                     last_action=_last_action(last[0]) if last else None,
                     proven_good=state.proven_good.fingerprint if state.proven_good else None,
+                    standing=self._standing(key, last[0] if last else None),
                     tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
                     in_pcs=key not in self.gone,
                 )
             )
         return rows
+
+    def _standing(self, key: tuple[str, str], last: AuditEntry | None) -> dict[str, Any] | None:
+        """Lifeguard's last change of the group not undone, `{"at", "action", "episode_id"}` (`at` in
+        epoch ms), when the last action is another entry; None when there is none, or its ledger cannot be
+        read."""
+        if last is None or last.decision == "applied":
+            return None
+        try:
+            ledger = self.remediation.ledger(*key)
+        except (UnreadableStateError, AwsCallError):
+            return None
+        change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
+        if change is None:
+            return None
+        return {"at": epoch_ms(change.at), "action": change.action, "episode_id": change.episode_id}
 
     def _tags_now(self, state: GroupState) -> dict[str, str]:
         """The group's tags as PCS has them now (the functions read them again before they act, so a tag set

@@ -151,6 +151,32 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     )
 
 
+def test_status_says_which_change_stands_behind_a_later_skip(env: Env, local: Any) -> None:
+    """A detection of the same episode after the quarantine was skipped ("already remediated"): the last
+    action is that skip, and the quarantine that holds the group still is said beside it, not hidden."""
+    from lifeguard.remediation import AuditEntry
+    from lifeguard.store.remediations import RemediationStore
+
+    store = RemediationStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
+    (applied,) = store.history(CLUSTER, GROUP)
+    later = AuditEntry(
+        at=applied.at + 360, decision="skipped", episode_id="ep-7", revision=2, reason="Already"
+    )
+    store.audit(CLUSTER, GROUP, later)
+    (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
+    assert row["last_action"]["decision"] == "skipped"
+    standing = row["standing_change"]
+    assert (standing["action"], standing["episode_id"]) == ("quarantine", "ep-7")
+    assert abs(standing["at"] - applied.at * 1000) < 1000  # the ledger's time of the change, epoch ms
+    wide = Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout
+    assert "skipped; quarantine of " in wide
+    assert " stands" in wide
+    assert "last action (UTC)" in wide
+    env.run("undo", GROUP, "--yes")  # undone: nothing stands
+    (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
+    assert row["standing_change"] is None
+
+
 def test_status_shows_the_mode_of_the_groups_tags_as_they_are_now(env: Env) -> None:
     """A tag set after Lifeguard last read the group is the mode its functions act in next (they read the
     tags again before they act): status shows it, and a tag it cannot take is named at once."""
