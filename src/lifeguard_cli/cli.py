@@ -885,7 +885,8 @@ def status(
         if row.standing:  # behind a later skip: the change that holds the group still
             standing = row.standing
             last_text += f"; {standing['action']} of {format_time(standing['at'] / 1000)} stands"
-        group_text = row.group_id if row.in_pcs else f"{row.group_id} (no longer in PCS)"
+        group_text = f"{row.name} ({row.group_id})" if row.name else row.group_id
+        group_text = group_text if row.in_pcs else f"{row.group_id} (no longer in PCS)"
         view.add_row(row.cluster_id, group_text, row.shown_mode, open_text, last_text)
     console = _console()
     if stack:

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
-from lifeguard.bounds import clock_time, is_pcs_id
+from lifeguard.bounds import clip, clock_time, is_pcs_id
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import NODES_REPLACED
@@ -77,6 +77,7 @@ class GroupStatus:
     # Lifeguard's last change not undone (what `undo` would put back), when a later entry (a skip) is the
     # last action: a quarantine that stands is not hidden behind "skipped".
     standing: dict[str, Any] | None = None
+    name: str | None = None  # the group's name, as PCS lists it now (None: PCS would not list it)
     tags_from: str = "pcs"  # "pcs" (read as status ran) or "table" (as Lifeguard last read them)
     in_pcs: bool = True  # False: PCS has no such group any more (deleted): the row is Lifeguard's last record
 
@@ -92,6 +93,7 @@ class GroupStatus:
         return {
             "cluster_id": self.cluster_id,
             "compute_node_group_id": self.group_id,
+            "compute_node_group_name": self.name,
             "mode": self.mode,
             "mode_source": self.mode_source,
             "mode_problem": self.mode_problem,
@@ -287,9 +289,12 @@ class Operator:
                     "lifeguard status lists them)"
                 )
         rows = []
+        names: dict[str, dict[str, str]] = {}  # each cluster's groups' names, listed once
         for state in states:
             if cluster_id and state.cluster_id != cluster_id:
                 continue
+            if state.cluster_id not in names:
+                names[state.cluster_id] = self._group_names(state.cluster_id)
             key = (state.cluster_id, state.group_id)
             last = self.remediation.history(*key, last=1)
             tags = self._tags_now(state)
@@ -306,11 +311,23 @@ class Operator:
                     last_action=_last_action(last[0]) if last else None,
                     proven_good=state.proven_good.fingerprint if state.proven_good else None,
                     standing=self._standing(key, last[0] if last else None),
+                    name=names[state.cluster_id].get(state.group_id),
                     tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
                     in_pcs=key not in self.gone,
                 )
             )
         return rows
+
+    def _group_names(self, cluster_id: str) -> dict[str, str]:
+        """The cluster's groups' names by id, as PCS lists them now; none when it will not list them (the
+        ids alone are shown then)."""
+        try:
+            return {
+                group_id: clip(group.name, 128)
+                for group_id, group in self.pcs.list_groups(cluster_id).items()
+            }
+        except AwsCallError:
+            return {}
 
     def _standing(self, key: tuple[str, str], last: AuditEntry | None) -> dict[str, Any] | None:
         """Lifeguard's last change of the group not undone, `{"at", "action", "episode_id"}` (`at` in

@@ -128,6 +128,7 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     assert done.returncode == 0, done.stderr
     (row,) = json.loads(done.stdout)["groups"]
     assert (row["cluster_id"], row["compute_node_group_id"], row["mode"]) == (CLUSTER, GROUP, "quarantine")
+    assert row["compute_node_group_name"] == "lca-static"  # as PCS lists it: the name people know it by
     assert row["open_episode"]["episode_id"] == "ep-7"
     assert (row["last_action"]["decision"], row["last_action"]["action"]) == ("applied", "quarantine")
     # Every time of the document in epoch ms, as records and events give them (not seconds beside ms).
@@ -137,6 +138,8 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     assert f"{CLUSTER}/{GROUP}: 1 entry\n" in env.run("history", GROUP).stdout  # not "1 entries"
     table = env.run("status", "--cluster", CLUSTER)
     assert GROUP in table.stdout
+    wide = Env({**env.environ, "COLUMNS": "200"}, env.api).run("status", "--cluster", CLUSTER).stdout
+    assert f"lca-static ({GROUP})" in wide
     assert "applied quarantine" in " ".join(table.stdout.split())  # wrapped at 80 columns
     assert env.pcs is not None
     env.pcs.add_cluster("other", cluster_id="pcs_other")
