@@ -378,9 +378,10 @@ class Operator:
             if cluster and cluster != named and len({self._cluster_id(c) or c for c in (cluster, named)}) > 1:
                 raise OperatorError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
             cluster = named
-        known = {(s.cluster_id, s.group_id) for s in self.states.all_states(self.unreadable)}
         if cluster:
-            if (cluster, group) in known:
+            # Both ids (the undo command a notification gives): the group's own item says, read alone. The
+            # whole table is scanned only to find a group by its name or id without its cluster.
+            if self._held(cluster, group):
                 return cluster, group
             try:
                 return self._ids(cluster, group)
@@ -388,9 +389,10 @@ class Operator:
                 cluster_id = self._cluster_id(cluster)
                 if cluster_id is None:  # the cluster is what PCS does not know
                     raise OperatorError(f"no cluster {cluster} in PCS; check --cluster") from None
-                if (cluster_id, group) in known:  # a group PCS no longer has, its cluster given by name
+                if self._held(cluster_id, group):  # a group PCS no longer has, its cluster given by name
                     return cluster_id, group
                 raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
+        known = {(s.cluster_id, s.group_id) for s in self.states.all_states(self.unreadable)}
         matches = sorted(pair for pair in known if pair[1] == group)
         if not matches:  # a name: ask PCS in each cluster Lifeguard knows
             for cluster_id in sorted({pair[0] for pair in known}):
@@ -408,6 +410,15 @@ class Operator:
         if len(matches) > 1:
             raise OperatorError(f"{group} is in several clusters; pass --cluster")
         return matches[0]
+
+    def _held(self, cluster_id: str, group_id: str) -> bool:
+        """Whether the table holds a readable state of the group (of these ids), read with one GetItem."""
+        if not (is_pcs_id(cluster_id) and is_pcs_id(group_id)):
+            return False
+        try:
+            return self.states.load(cluster_id, group_id).version > 0
+        except UnreadableStateError:  # left out, as a Scan leaves it out
+            return False
 
     def _ids(self, cluster: str, group: str) -> tuple[str, str]:
         """(cluster id, group id) as PCS knows the group of these names or ids."""

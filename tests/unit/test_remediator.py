@@ -2126,7 +2126,9 @@ def test_a_forced_undo_is_audited_as_forced() -> None:
     world, _ = _quarantined()
     world.person_sets(TERMINATE | {"scriptCachingPolicy": "REFRESH_ON_REBOOT"})  # someone else's change
     operator = world.operator()
-    with pytest.raises(OperatorError, match="use --force"):
+    with pytest.raises(
+        OperatorError, match="--force would put back the configuration from before over theirs"
+    ):
         operator.undo(GROUP, CLUSTER)
     operator.undo(GROUP, CLUSTER, force=True)
     last = operator.remediation.history(CLUSTER, GROUP)[-1]
@@ -2139,3 +2141,18 @@ def test_status_json_names_the_proven_good_fingerprint() -> None:
     world.prove_good(GOOD)
     (row,) = world.operator().status()
     assert row.to_dict()["proven_good_fingerprint"] == fingerprint_of(GOOD)
+
+
+def test_undo_of_a_group_named_with_its_cluster_reads_its_own_items_not_the_whole_table() -> None:
+    """The undo command a notification gives names both ids: the group's items are read, and the table
+    (node reports, notices, audits of every group: a Scan of all of it) is not, mid-incident. Only a group
+    given without its cluster is looked for among every group's state."""
+    world = World()
+    [applied] = world.remediator().handle_event(world.detection())
+    assert applied.detail_type == "RemediationApplied"
+    world.table.requests.clear()
+    world.operator().undo(GROUP, CLUSTER, dry_run=True)
+    world.operator().undo(f"{CLUSTER}/{GROUP}", dry_run=True)
+    assert "Scan" not in world.table.requests
+    world.operator().undo(GROUP, dry_run=True)
+    assert len(world.table.requests["Scan"]) == 1
