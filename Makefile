@@ -61,6 +61,7 @@ bench: setup
 	$(BIN)/python bench/shipper.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/status.py
 	$(BIN)/sam build
 	$(BIN)/python bench/package.py
 	$(BIN)/python bench/cold_start.py

@@ -15,7 +15,8 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -38,6 +39,8 @@ from lifeguard.store.remediations import RemediationStore
 # `lifeguard undo`'s lock: its lease, on the operator's clock (released when the undo ends: a longer lease
 # holds off remediations only after an undo that died), and how far that clock may run ahead of the Lambdas'.
 UNDO_LEASE_SECONDS = 600.0
+# Groups `status` reads at once: its reads are round trips, and PCS throttles a caller of many at a time.
+STATUS_READERS = 4
 CLOCK_SKEW_SECONDS = 120.0
 
 __all__ = [
@@ -288,35 +291,36 @@ class Operator:
                     f"no cluster {cluster} in PCS, nor in Lifeguard's table (it knows clusters by id: "
                     "lifeguard status lists them)"
                 )
-        rows = []
-        names: dict[str, dict[str, str]] = {}  # each cluster's groups' names, listed once
-        for state in states:
-            if cluster_id and state.cluster_id != cluster_id:
-                continue
-            if state.cluster_id not in names:
-                names[state.cluster_id] = self._group_names(state.cluster_id)
-            key = (state.cluster_id, state.group_id)
-            last = self.remediation.history(*key, last=1)
-            tags = self._tags_now(state)
-            mode, problem = mode_of(tags, self.default_mode)
-            rows.append(
-                GroupStatus(
-                    cluster_id=state.cluster_id,
-                    group_id=state.group_id,
-                    mode=mode,
-                    # A tag that is no mode decides too: notify (or off), not the stack's DefaultMode.
-                    mode_source="tag" if mode_tagged(tags) else "default",
-                    mode_problem=problem,
-                    episode=_episode(state),
-                    last_action=_last_action(last[0]) if last else None,
-                    proven_good=state.proven_good.fingerprint if state.proven_good else None,
-                    standing=self._standing(key, last[0] if last else None),
-                    name=names[state.cluster_id].get(state.group_id),
-                    tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
-                    in_pcs=key not in self.gone,
-                )
-            )
-        return rows
+        chosen = [state for state in states if not cluster_id or state.cluster_id == cluster_id]
+        # Each cluster's groups' names, listed once.
+        names = {cluster: self._group_names(cluster) for cluster in sorted({s.cluster_id for s in chosen})}
+        # A group's row is three reads (its last entry, its tags, its ledger), each a round trip: a few
+        # groups at a time, in the table's order, so an account of thousands of groups is not read one call
+        # after another. The first failure is the command's, as it would be one by one.
+        with ThreadPoolExecutor(max_workers=STATUS_READERS) as pool:
+            return list(pool.map(lambda state: self._row(state, names[state.cluster_id]), chosen))
+
+    def _row(self, state: GroupState, names: Mapping[str, str]) -> GroupStatus:
+        """The group's row of `status`."""
+        key = (state.cluster_id, state.group_id)
+        last = self.remediation.history(*key, last=1)
+        tags = self._tags_now(state)
+        mode, problem = mode_of(tags, self.default_mode)
+        return GroupStatus(
+            cluster_id=state.cluster_id,
+            group_id=state.group_id,
+            mode=mode,
+            # A tag that is no mode decides too: notify (or off), not the stack's DefaultMode.
+            mode_source="tag" if mode_tagged(tags) else "default",
+            mode_problem=problem,
+            episode=_episode(state),
+            last_action=_last_action(last[0]) if last else None,
+            proven_good=state.proven_good.fingerprint if state.proven_good else None,
+            standing=self._standing(key, last[0] if last else None),
+            name=names.get(state.group_id),
+            tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
+            in_pcs=key not in self.gone,
+        )
 
     def _group_names(self, cluster_id: str) -> dict[str, str]:
         """The cluster's groups' names by id, as PCS lists them now; none when it will not list them (the
