@@ -402,6 +402,11 @@ class Operator:
             for cluster_id in sorted({pair[0] for pair in known}):
                 with contextlib.suppress(GroupNotFoundError):
                     matches.append(self._ids(cluster_id, group))
+        if not matches and any(cluster_id == group for cluster_id, _ in known):
+            raise OperatorError(
+                f"{group} is a cluster, not a compute node group: lifeguard status --cluster {group} lists "
+                "its groups"
+            )
         if not matches and is_pcs_id(group):  # an id, which only its cluster's PCS could confirm
             raise OperatorError(
                 f"Lifeguard has seen no compute node group {group}: it acted on none by that id (pass "

@@ -419,6 +419,13 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
         "lifeguard undo: Lifeguard has seen no compute node group pcs_nosuchgroup: it acted on none by that "
         "id (pass --cluster to look it up in PCS)"
     )
+    # A cluster's id given as the group (status lists both): said as what it is, and how to see its groups.
+    cluster = env.run("history", CLUSTER)
+    assert (cluster.returncode, cluster.stderr) == (
+        1,
+        f"lifeguard history: {CLUSTER} is a cluster, not a compute node group: lifeguard status --cluster "
+        f"{CLUSTER} lists its groups\n",
+    )
     # A cluster PCS does not know is named as what is wrong, not the group in it.
     other = env.run("history", GROUP, "--cluster", "no-such-cluster")
     assert (other.returncode, other.stderr) == (
