@@ -877,6 +877,11 @@ def status(
             + (f", {episode['suspect']})" if episode["suspect"] else ")")
             + (f"; contained, not fixed: {len(episode['kept'])} kept" if episode["contained_at"] else "")
             + (f", {len(episode['replaced'])} replaced as unhealthy" if episode["replaced"] else "")
+            + (
+                f"; now a replacement loop: {episode['replacement_loop']} nodes replaced as unhealthy"
+                if episode["replacement_loop"]
+                else ""
+            )
             if episode
             else "-"
         )

@@ -758,6 +758,9 @@ def _episode(state: GroupState) -> dict[str, Any] | None:
         # A kept node PCS has since terminated as unhealthy is kept no more.
         "kept": [instance for instance in episode.kept if instance not in state.unhealthy],
         "replaced": [instance for instance in episode.kept if instance in state.unhealthy],
+        # Told again as a replacement loop (its nodes replaced as unhealthy, again and again: a drain step
+        # PCS answers by replacing the node): how many, else 0. The loop goes on, whatever kept it before.
+        "replacement_loop": len(episode.unhealthy) if episode.replacement_revision is not None else 0,
     }
 
 

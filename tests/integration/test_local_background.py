@@ -227,6 +227,10 @@ def test_status_and_history_tell_kept_nodes_pcs_has_since_replaced_as_unhealthy(
     assert (row["open_episode"]["kept"], row["open_episode"]["replaced"]) == ([], gone)
     shown = lifeguard("status", "--local", env=env).stdout
     assert "0 kept, 2 replaced as" in " ".join(shown.split())  # the table wraps its cells
+    # The loop goes on as a replacement loop (told again as one): not left at "contained".
+    assert row["open_episode"]["replacement_loop"] == 2
+    wide = lifeguard("status", "--local", env={**env, "COLUMNS": "300"}).stdout
+    assert "contained, not fixed: 0 kept, 2 replaced as unhealthy; now a replacement loop: 2 nodes" in wide
     assert "(dry run)" not in shown
     history = json.loads(lifeguard("history", "pcs_abcdef01", "--local", "--json", env=env).stdout)
     ends = [
