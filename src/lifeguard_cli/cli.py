@@ -955,6 +955,8 @@ def history(
         action = f"{entry.action or '-'}{' (dry run)' if entry.dry_run else ''}"
         episode = f"{entry.episode_id or '-'} r{entry.revision or 0}"
         changes = "\n".join(diff_line(change) for change in entry.diff) or "-"
+        if entry.diff and entry.decision not in ("applied", "undo"):  # a dry run's, a skip's: not made
+            changes = f"not made:\n{changes}"
         view.add_row(format_time(entry.at), entry.decision, episode, action, changes, entry.reason or "")
     console = _console()
     console.print(f"{cluster_id}/{group_id}: {len(entries)} {'entry' if len(entries) == 1 else 'entries'}")

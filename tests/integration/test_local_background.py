@@ -144,6 +144,10 @@ def test_replay_keep_leaves_a_stack_of_its_mode_and_dry_run_in_place_of_the_loca
     assert 'eval "$(lifeguard local up)" exports this one\'s' in " ".join(kept.stderr.split())
     status = json.loads(lifeguard("status", "--local", "--json", env=env).stdout)
     assert (status["stack"]["default_mode"], status["stack"]["dry_run"]) == ("quarantine", True)
+    # The dry run's change is in the history, said as not made: it does not read as a change made.
+    history = lifeguard("history", "pcs_abcdef01", "--local", env={**env, "COLUMNS": "200"}).stdout
+    assert "not made:" in history
+    assert "onError: TERMINATE → STOP_SEQUENCE" in history
     # `local up` without --mode takes the one running, and says which mode that is.
     reused = lifeguard("local", "up", env=env).stdout
     assert reused.startswith("# the local AWS is up already (pid ")
