@@ -61,8 +61,14 @@ class OperatorError(LifeguardError):
 
 
 def format_time(seconds: float | None) -> str:
-    """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC), `-` for none."""
+    """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC), `-` for none: a table's cell, under a heading
+    that says UTC."""
     return "-" if seconds is None else clock_time(int(seconds * 1000))
+
+
+def said_time(seconds: float) -> str:
+    """A time in a sentence: `YYYY-MM-DD HH:MM:SS UTC` (a sentence has no heading to say the zone)."""
+    return f"{format_time(seconds)} UTC"
 
 
 @dataclass(frozen=True)
@@ -505,14 +511,14 @@ class Operator:
             # may be the very configuration that looped, which someone has mended since).
             never = unmade[0]
             raise OperatorError(
-                f"Lifeguard's {never.action} of {format_time(never.at)} was set out but PCS has not "
+                f"Lifeguard's {never.action} of {said_time(never.at)} was set out but PCS has not "
                 "taken it: nothing to undo (the remediation's retry settles it)"
             )
         if change.status == "unconfirmed":
             # Not even --force: the group changed before the change was confirmed, so what it holds is
             # someone else's, and what an undo would put back may be the configuration that looped.
             raise OperatorError(
-                f"Lifeguard's {change.action} of {format_time(change.at)} was never confirmed: the group "
+                f"Lifeguard's {change.action} of {said_time(change.at)} was never confirmed: the group "
                 "changed before it was (PCS may have made it); what the group holds is not Lifeguard's "
                 "to take back"
             )
@@ -526,8 +532,8 @@ class Operator:
         earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
         if earlier is not None:
             return earlier
-        lines = [f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})"]
-        lines += [f"  lets go {c.action} of {format_time(c.at)}: set out, never taken by PCS" for c in unmade]
+        lines = [f"undoes {change.action} of {said_time(change.at)} (episode {change.episode_id})"]
+        lines += [f"  lets go {c.action} of {said_time(c.at)}: set out, never taken by PCS" for c in unmade]
         # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
         # fingerprint, a later modifiedAt than Lifeguard's change left, or an undo of a later change of
         # Lifeguard's that put it back (after quarantine, then revert, then an undo of the revert).
@@ -549,14 +555,14 @@ class Operator:
         if held != change.fingerprint_after or set_again:
             if not force:
                 how = (
-                    f"it was updated at {format_time(group.modified_at_ms / 1000)}, after Lifeguard's (its "
+                    f"it was updated at {said_time(group.modified_at_ms / 1000)}, after Lifeguard's (its "
                     "lifecycle actions are still Lifeguard's: someone may have set them again, or changed "
                     "something else of the group)"
                     if set_again
                     else "someone else changed it"
                 )
                 raise OperatorError(
-                    f"{group_id} changed since Lifeguard's {change.action} of {format_time(change.at)}: "
+                    f"{group_id} changed since Lifeguard's {change.action} of {said_time(change.at)}: "
                     f"{how}; --force would put back the configuration from before over theirs (undo "
                     f"{group_id} --dry-run --force shows it first)"
                 )
@@ -643,7 +649,7 @@ class Operator:
                 episode_id=change.episode_id,
                 revision=change.revision,
                 action="undo",
-                reason=f"operator undid {change.action} of {format_time(change.at)}"
+                reason=f"operator undid {change.action} of {said_time(change.at)}"
                 + (" (--force)" if force else ""),
                 config_before=current,
                 config_after=change.config_before,
@@ -677,8 +683,8 @@ class Operator:
             return None
         diff = [c.to_detail() for c in diff_api_configs(undo.config_before, undo.config_after)]
         lines = [
-            f"undoes {change.action} of {format_time(change.at)} (episode {change.episode_id})",
-            f"  already made by the undo of {format_time(undo.at)}: PCS holds it; written down now",
+            f"undoes {change.action} of {said_time(change.at)} (episode {change.episode_id})",
+            f"  already made by the undo of {said_time(undo.at)}: PCS holds it; written down now",
         ]
         if dry_run:
             return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)
@@ -697,7 +703,7 @@ class Operator:
                 episode_id=change.episode_id,
                 revision=change.revision,
                 action="undo",
-                reason=f"operator undid {change.action} of {format_time(change.at)} (written down by a "
+                reason=f"operator undid {change.action} of {said_time(change.at)} (written down by a "
                 "later run: the table had failed after PCS took it)",
                 config_before=undo.config_before,
                 config_after=undo.config_after,

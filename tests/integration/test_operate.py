@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -244,6 +245,8 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert preview.returncode == 0, preview.stderr
     assert "onError STOP_SEQUENCE → TERMINATE" in preview.stdout
     assert "dry run: nothing changed" in preview.stdout
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"  # a time in a sentence says its zone
+    assert re.search(rf"undoes quarantine of {when} \(episode ep-7\)", preview.stdout)
     # The kept node goes with the undo: said before anything changes.
     replaced = "PCS drains the group's running nodes and replaces them with nodes that boot the configuration"
     assert replaced in " ".join(preview.stdout.split())
