@@ -39,9 +39,9 @@ from lifeguard.store.remediations import RemediationStore
 # `lifeguard undo`'s lock: its lease, on the operator's clock (released when the undo ends: a longer lease
 # holds off remediations only after an undo that died), and how far that clock may run ahead of the Lambdas'.
 UNDO_LEASE_SECONDS = 600.0
+CLOCK_SKEW_SECONDS = 120.0
 # Groups `status` reads at once: its reads are round trips, and PCS throttles a caller of many at a time.
 STATUS_READERS = 4
-CLOCK_SKEW_SECONDS = 120.0
 
 __all__ = [
     "GroupStatus",
@@ -563,8 +563,8 @@ class Operator:
                 )
                 raise OperatorError(
                     f"{group_id} changed since Lifeguard's {change.action} of {said_time(change.at)}: "
-                    f"{how}; --force would put back the configuration from before over theirs (undo "
-                    f"{group_id} --dry-run --force shows it first)"
+                    f"{how}; --force would put back the configuration from before over theirs (lifeguard "
+                    f"undo {group_id} --dry-run --force shows it first)"
                 )
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"

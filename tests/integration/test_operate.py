@@ -308,7 +308,7 @@ def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: En
     # What --force would do, and how to see it first: their change is what it would undo.
     assert (
         "someone else changed it; --force would put back the configuration from before over theirs "
-        f"(undo {GROUP} --dry-run --force shows it first)"
+        f"(lifeguard undo {GROUP} --dry-run --force shows it first)"
     ) in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
     assert env.config() == GOOD
