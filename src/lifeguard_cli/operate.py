@@ -302,7 +302,8 @@ class Operator:
         names = {cluster: self._group_names(cluster) for cluster in sorted({s.cluster_id for s in chosen})}
         # A group's row is three reads (its last entry, its tags, its ledger), each a round trip: a few
         # groups at a time, in the table's order, so an account of thousands of groups is not read one call
-        # after another. The first failure is the command's, as it would be one by one.
+        # after another. The first failure is the command's, as it would be one by one: `map` lets the groups
+        # not yet begun go with it (and at Ctrl-C), rather than reading them to no end.
         with ThreadPoolExecutor(max_workers=STATUS_READERS) as pool:
             return list(pool.map(lambda state: self._row(state, names[state.cluster_id]), chosen))
 

@@ -2156,3 +2156,32 @@ def test_undo_of_a_group_named_with_its_cluster_reads_its_own_items_not_the_whol
     assert "Scan" not in world.table.requests
     world.operator().undo(GROUP, dry_run=True)
     assert len(world.table.requests["Scan"]) == 1
+
+
+def test_status_lets_the_groups_it_has_not_begun_go_when_one_read_fails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """status reads a few groups at a time; the first failure is the command's, and the groups not begun
+    are let go with it, not read on (against an AWS that fails slowly, minutes before it is said)."""
+    import threading
+
+    from lifeguard_cli import operate
+
+    operator = World().operator()
+    states = [GroupState(cluster_id=CLUSTER, group_id=f"pcs_g{n:07d}") for n in range(40)]
+    monkeypatch.setattr(operator.states, "all_states", lambda unreadable: states)
+    monkeypatch.setattr(operator, "_group_names", lambda cluster: {})
+    released, begun = threading.Event(), []
+
+    def row(state: GroupState, names: Any) -> Any:
+        begun.append(state.group_id)
+        if state is states[0]:
+            raise AwsCallError("Query", "InternalServerError", "the table failed")
+        released.wait(5)  # the others, slow: still reading as the first fails
+        return None
+
+    monkeypatch.setattr(operator, "_row", row)
+    threading.Timer(0.5, released.set).start()
+    with pytest.raises(AwsCallError, match="the table failed"):
+        operator.status()
+    assert len(begun) <= 2 * operate.STATUS_READERS
