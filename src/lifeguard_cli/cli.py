@@ -927,6 +927,10 @@ def history(
     profile: Annotated[str | None, _PROFILE] = None,
     table: Annotated[str | None, _TABLE] = None,
     local: Annotated[bool, _LOCAL] = False,
+    last: Annotated[
+        int | None,
+        typer.Option("--last", min=1, max=100_000, metavar="N", help="Only the N latest entries."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON document.")] = False,
 ) -> None:
     """The audit trail of a group: every decision, with the configuration before and after.
@@ -940,7 +944,7 @@ def history(
 
     with _one_line_errors("history"), _working(_READING):
         operator = _operator(table, local, stack_name, region, profile)
-        cluster_id, group_id, entries = operator.history(group, cluster)
+        cluster_id, group_id, entries = operator.history(group, cluster, last=last)
     _say_unreadable("history", operator.unreadable)
     if as_json:
         document = {

@@ -372,14 +372,19 @@ class Operator:
             self.tags_unread[(state.cluster_id, state.group_id)] = exc
             return config.tags
 
-    def history(self, group: str, cluster_id: str | None = None) -> tuple[str, str, list[AuditEntry]]:
+    def history(
+        self, group: str, cluster_id: str | None = None, *, last: int | None = None
+    ) -> tuple[str, str, list[AuditEntry]]:
         """The audit trail of a group, oldest first, with how its episodes ended as the group's state tells
-        it (contained by a kept node, or resolved): a contained loop is not a resolved one."""
+        it (contained by a kept node, or resolved): a contained loop is not a resolved one. `last`: only the
+        latest entries, read as such (a group remediated and undone for months keeps 90 days of entries,
+        each with two configurations)."""
         cluster, group_id = self.resolve(group, cluster_id)
-        entries = self.remediation.history(cluster, group_id) + _episode_ends(
+        entries = self.remediation.history(cluster, group_id, last=last) + _episode_ends(
             self.states.load(cluster, group_id)
         )
-        return cluster, group_id, sorted(entries, key=lambda entry: entry.at)
+        entries.sort(key=lambda entry: entry.at)
+        return cluster, group_id, entries[-last:] if last else entries
 
     def resolve(self, group: str, cluster: str | None = None) -> tuple[str, str]:
         """(cluster id, group id) of `GROUP`, a group's name or id, or `CLUSTER/GROUP`; the cluster is a

@@ -243,6 +243,12 @@ def test_status_and_history_tell_kept_nodes_pcs_has_since_replaced_as_unhealthy(
     assert [decision for decision, _ in ends] == ["contained", "replaced", "replaced"]
     assert gone[1] not in ends[0][1]  # kept after the loop was first contained
     assert [gone[0] in ends[1][1], gone[1] in ends[2][1]] == [True, True]
+    # The latest entries alone, the episode's milestones among them, in time order.
+    every = [(e["decision"], e["at"]) for e in history["entries"]]
+    latest = json.loads(
+        lifeguard("history", "pcs_abcdef01", "--local", "--last", "2", "--json", env=env).stdout
+    )
+    assert [(e["decision"], e["at"]) for e in latest["entries"]] == every[-2:]
 
 
 def test_replay_keep_of_a_wrong_input_is_one_line_exit_2_and_nothing_left_running(

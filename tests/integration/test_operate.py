@@ -283,6 +283,10 @@ def test_undo_puts_back_the_config_from_before_and_the_history_shows_both(env: E
     assert history["entries"][1]["config_after"] == TERMINATE
     assert all(isinstance(e["at"], int) and e["at"] > 10**12 for e in history["entries"])  # epoch ms
     assert "undo" in env.run("history", f"{CLUSTER}/{GROUP}").stdout
+    # The latest entries alone, as a group with months of them is read.
+    latest = json.loads(env.run("history", GROUP, "--last", "1", "--json").stdout)["entries"]
+    assert [(e["decision"], e["actor"]) for e in latest] == [("undo", "operator")]
+    assert env.run("history", GROUP, "--last", "0").returncode == 2
 
 
 def test_undo_of_an_episode_that_is_over_says_no_loop_comes_back(env: Env, local: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import random
 import re
 import string
@@ -2185,3 +2186,13 @@ def test_status_lets_the_groups_it_has_not_begun_go_when_one_read_fails(
     with pytest.raises(AwsCallError, match="the table failed"):
         operator.status()
     assert len(begun) <= 2 * operate.STATUS_READERS
+
+
+def test_history_of_the_latest_entries_reads_only_those() -> None:
+    """`history --last N`: the audit trail is read newest first, N items, not all of its 90 days."""
+    world, _ = _quarantined()
+    world.table.requests.clear()
+    _, _, entries = world.operator().history(GROUP, CLUSTER, last=1)
+    assert [entry.decision for entry in entries] == ["applied"]
+    [query] = [q for q in world.table.requests["Query"] if "AUDIT" in json.dumps(q)]
+    assert (query.get("Limit"), query.get("ScanIndexForward")) == (1, False)
