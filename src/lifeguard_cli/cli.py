@@ -1009,7 +1009,7 @@ def undo(
                 preview = operator.undo(group, cluster, dry_run=True, force=force)
             # On stderr: stdout stays the result's (--json).
             _say_undo(_console_err(), preview.cluster_id, preview.group_id, preview.lines[:-1])
-            if not typer.confirm("Put this configuration back?", default=False, err=True):
+            if not _asked("Put this configuration back?"):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
             with _working("undoing"):
@@ -1027,6 +1027,17 @@ def _say_unreadable(command: str, unreadable: list[str]) -> None:
     """One line on stderr for each state item of the table that could not be read, and was left out."""
     for item in unreadable:
         typer.echo(f"lifeguard {command}: left out a state item that cannot be read: {item}", err=True)
+
+
+def _asked(question: str) -> bool:
+    """The operator's yes to `question` (no by default). Ctrl-C or the end of input at the prompt is a no
+    said as one ("nothing changed"): Ctrl-C exits 130, as it does anywhere else, not with Click's
+    "Aborted!"."""
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort as exc:
+        typer.echo("\nnothing changed", err=True)
+        raise typer.Exit(130 if isinstance(exc.__context__, KeyboardInterrupt) else 1) from None
 
 
 def _last_action_text(last: dict[str, Any], format_time: Any) -> str:
@@ -1150,7 +1161,7 @@ def enroll(
         if not dry_run and not yes:
             preview = change(pcs, entry, group, cluster, dry_run=True)
             _say(_console_err(), preview.lines()[:-1])  # stdout stays the result's (--json)
-            if not typer.confirm("Make this change?", default=False, err=True):
+            if not _asked("Make this change?"):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
             result = change(pcs, entry, group, cluster, shown=preview)

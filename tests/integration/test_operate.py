@@ -668,6 +668,41 @@ def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: st
     assert done.stdout.rstrip().endswith("applied") is changed
 
 
+def test_undo_at_its_prompt_ended_by_ctrl_d_or_ctrl_c_says_nothing_changed(env: Env) -> None:
+    """The end of input (Ctrl-D) or Ctrl-C at the prompt is a no, said as one; Ctrl-C exits 130 as it does
+    anywhere else, not with Click's "Aborted!"."""
+    import signal
+    import time
+
+    ended = on_a_terminal([str(LIFEGUARD), "undo", GROUP, "--local"], "\x04", env=env.environ)
+    assert (ended.returncode, ended.stderr.splitlines()[-1]) == (1, "nothing changed")
+    assert "Aborted" not in ended.stderr
+    leader, follower = os.openpty()
+    try:
+        asking = subprocess.Popen(
+            [str(LIFEGUARD), "undo", GROUP, "--local"],
+            stdin=follower,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env.environ,
+            text=True,
+        )
+        assert asking.stderr is not None
+        said = ""
+        deadline = time.monotonic() + 60
+        while "Put this configuration back?" not in said and time.monotonic() < deadline:
+            said += asking.stderr.read(1)
+        asking.send_signal(signal.SIGINT)
+        _, rest = asking.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert asking.returncode == 130
+    assert (said + rest).splitlines()[-1] == "nothing changed"
+    assert "Aborted" not in said + rest
+    assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+
+
 def test_local_never_reaches_beyond_loopback_whatever_the_shell_says(env: Env) -> None:
     env.environ.update(
         AWS_ENDPOINT_URL_DYNAMODB="https://dynamodb.us-east-1.amazonaws.com",
