@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, is_transient
+from lifeguard.aws.pcs import ANSWER_UNREAD_CODES, GroupSnapshot, PcsGateway, is_transient
 from lifeguard.bounds import clip, clock_time, is_pcs_id
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
@@ -632,14 +632,14 @@ class Operator:
         try:
             updated = maker.ask(cluster, group_id, undo)
         except AwsCallError as exc:
-            if not is_transient(exc):
+            if not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES:
                 maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused: nothing undone
                 raise
-            # PCS may have taken it and its answer been lost: the undo stays set out, and the next run finds
-            # whether PCS holds it (`_earlier_undo`).
+            # PCS may have taken it, its answer lost or unreadable: the undo stays set out, and the next run
+            # finds whether PCS holds it (`_earlier_undo`).
             raise OperatorError(
-                f"PCS did not answer the undo of {group_id} ({exc.code}); it may have been made: run "
-                "lifeguard undo again to find out"
+                f"PCS's answer to the undo of {group_id} was lost or unreadable ({exc.code}); it may have "
+                "been made: run lifeguard undo again to find out"
             ) from None
         maker.applied(cluster, group_id, ledger=ledger, intent=undo, updated=updated)
         change.undone_at = now

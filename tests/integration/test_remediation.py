@@ -405,12 +405,37 @@ def _operator(env: Env) -> Operator:
     )
 
 
-def _answer_lost(update: Callable[..., Any]) -> Callable[..., Any]:
+def _answer_lost(update: Callable[..., Any], code: str = "InternalServerException") -> Callable[..., Any]:
     def took_it(*args: Any) -> Any:
-        update(*args)  # PCS makes the change, and its answer is lost
-        raise AwsCallError("UpdateComputeNodeGroup", "InternalServerException", "answer lost")
+        update(*args)  # PCS makes the change, and its answer is lost (or cannot be read)
+        raise AwsCallError("UpdateComputeNodeGroup", code, "answer lost")
 
     return took_it
+
+
+def test_an_answer_lost_then_the_old_configuration_set_again_is_not_called_applied(env: Env) -> None:
+    """PCS took the quarantine, its answer was lost, and someone put the old configuration back before the
+    retry: sent again, the update's clientToken would have PCS answer the first as made and make nothing.
+    The change is unconfirmed (it counts), never called applied, and the group is left as they set it."""
+    controller = env.controller()
+    update = controller.pcs.update_lifecycle_actions
+    sent: list[int] = []
+
+    def lost_then_set_again(*args: Any) -> Any:
+        sent.append(1)
+        if len(sent) == 1:
+            update(*args)
+            env.clock.advance(120)
+            env.person_sets(TERMINATE)  # a deployment puts the configuration from before back
+            raise AwsCallError("UpdateComputeNodeGroup", "ReadTimeoutError", "answer lost")
+        return update(*args)
+
+    controller.pcs.update_lifecycle_actions = lost_then_set_again  # type: ignore[method-assign]
+    (decided,) = controller.handle_event(env.detection())
+    assert decided.detail_type == "RemediationSkipped"
+    assert "PCS may have made it, so it counts" in decided.detail["reason"]
+    assert len(sent) == 1
+    assert env.group()["nodeLifecycleActions"] == TERMINATE
 
 
 def test_a_retry_after_the_operator_undid_the_change_says_so_and_changes_nothing(env: Env) -> None:
@@ -432,6 +457,29 @@ def test_a_retry_after_the_operator_undid_the_change_says_so_and_changes_nothing
     # The loop goes on after the undo: Lifeguard leaves the episode to people.
     (later,) = env.controller().handle_event(env.detection(revision=2))
     assert later.detail["reason"].startswith("Undone:")
+    assert len(env.updates()) == 2
+
+
+@pytest.mark.parametrize("code", ["InvalidAnswer", "ResponseParserError", "IncompleteReadError"])
+def test_an_undo_whose_answer_cannot_be_read_is_not_let_go(env: Env, code: str) -> None:
+    """PCS took the undo and its answer could not be read: the undo stays set out, so the next run finds
+    it made, and the remediation of the same episode holds back (the operator's undo stands)."""
+    (applied,) = env.controller().handle_event(env.detection())
+    assert applied.detail_type == "RemediationApplied"
+    env.settle()
+    operator = _operator(env)
+    gateway = PcsGateway(aws_client("pcs", env.pcs_endpoint))
+    gateway.update_lifecycle_actions = _answer_lost(gateway.update_lifecycle_actions, code)  # type: ignore[method-assign]
+    operator._pcs_client = gateway
+    with pytest.raises(OperatorError, match=f"lost or unreadable \\({code}\\); it may have been made"):
+        operator.undo(GROUP, CLUSTER)
+    env.settle()
+    assert env.group()["nodeLifecycleActions"] == TERMINATE  # PCS made the undo
+    operator._pcs_client = None
+    assert operator.undo(GROUP, CLUSTER).applied  # found made, written down
+    assert len(env.updates()) == 2
+    (later,) = env.controller().handle_event(env.detection(revision=2))
+    assert later.detail["reason"].startswith("Undone:")  # not quarantined again over the operator's undo
     assert len(env.updates()) == 2
 
 

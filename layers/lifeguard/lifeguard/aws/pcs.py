@@ -17,6 +17,7 @@ from lifeguard.lifecycle import canonical_json, fingerprint_of_json
 from lifeguard.store.table import stored_bytes
 
 __all__ = [
+    "ANSWER_UNREAD_CODES",
     "RETRYABLE_CODES",
     "TAGS_READ",
     "UPDATE_REQUIRES",
@@ -47,6 +48,10 @@ RETRYABLE_CODES = frozenset(
         "HTTPClientError",
     }
 )
+
+# Failures after PCS answered a call as taken: an answer that cannot be read or trusted (ids or an ARN not of
+# PCS's form, a body cut short). An update failing so may have been made.
+ANSWER_UNREAD_CODES = frozenset({"InvalidAnswer", "ResponseParserError", "IncompleteReadError"})
 
 
 def is_transient(error: AwsCallError) -> bool:

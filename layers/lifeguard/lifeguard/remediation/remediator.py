@@ -36,7 +36,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
-from lifeguard.aws.pcs import GroupSnapshot, PcsGateway, RetryPolicy, call_with_retries, is_transient
+from lifeguard.aws.pcs import (
+    ANSWER_UNREAD_CODES,
+    GroupSnapshot,
+    PcsGateway,
+    RetryPolicy,
+    call_with_retries,
+    is_transient,
+)
 from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
@@ -90,9 +97,6 @@ class _MovedOnError(LifeguardError):
 _NOT_TAKEN = frozenset(
     {"ThrottlingException", "ConflictException", "429", "EndpointConnectionError", "ConnectTimeoutError"}
 )
-# Failures after PCS answered the update as taken: an answer that cannot be read or trusted (ids or an ARN
-# not of PCS's form, a body cut short). PCS may have made the change: its intent is never let go for them.
-_ANSWERED = frozenset({"InvalidAnswer", "ResponseParserError", "IncompleteReadError"})
 
 
 class RemediationParkedError(LifeguardError):
@@ -768,8 +772,9 @@ class Remediator:
         the group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
         someone may have changed the group meanwhile, and their change is never overwritten
         (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
-        (its answer was lost): that is the answer. `taken` gets, for each attempt that fails, whether PCS may
-        have made it all the same (an answer lost, not a refusal)."""
+        (its answer was lost): that is the answer. One that holds the configuration from before, set again
+        since an attempt PCS may have taken, has moved on too. `taken` gets, for each attempt that fails,
+        whether PCS may have made it all the same (an answer lost, not a refusal)."""
         attempts = 0
 
         def attempt() -> GroupSnapshot:
@@ -780,14 +785,18 @@ class Remediator:
                 held = fingerprint_of(dict(group.node_lifecycle_actions or {}) or None)
                 if held == intent.fingerprint_after:
                     return group
-                if held != intent.fingerprint_before:
+                # The configuration from before, set again since an attempt PCS may have taken: sent again,
+                # the update's clientToken would have PCS answer the first as made, and make nothing.
+                before = intent.modified_at_before
+                set_again = before is not None and group.modified_at_ms != before
+                if held != intent.fingerprint_before or (set_again and any(taken)):
                     raise _MovedOnError(any(taken))
             try:
                 return update()
             except AwsCallError as exc:
                 # Taken perhaps: an answer lost or unreadable. Not: throttled, a conflict, no connection,
                 # or a refusal of the change itself (a value, a permission: PCS made nothing).
-                refused = not is_transient(exc) and exc.code not in _ANSWERED
+                refused = not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES
                 taken.append(exc.code not in _NOT_TAKEN and not refused)
                 raise
 
