@@ -125,10 +125,43 @@ def test_a_risky_change_is_reviewed_against_the_last_known_configuration() -> No
     ]
     # A mount check left on TERMINATE is as the article advises: its risk is its source, not its onError.
     assert new_script_risks == [("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource")]
-    assert {r["severity"] for r in detail["risks"]} == {"warning"}
-    assert detail["reason"] is None
+    # The change brought the new script's risk (a warning, listed first); the scripts it kept had theirs.
+    assert [(r["severity"], r["path"]) for r in detail["risks"]] == [
+        ("warning", "stages.nodeBootstrapped[0].scriptSource"),
+        ("info", "stages.nodeBootstrapped[1].onError"),
+        ("info", "stages.nodeBootstrapped[1].scriptSource"),
+        ("info", "stages.nodeReady[0].scriptSource"),
+    ]
+    assert detail["reason"] == (
+        "3 of the 4 risk(s) were there before this change (severity info): the configuration it replaced "
+        "had them."
+    )
     assert world.pcs_reads() == 0  # the request carried the configuration and the ids
     assert world.metrics.count("ConfigChangeReviewed") == 1
+
+
+def test_a_change_that_brings_no_risk_tells_the_ones_already_there_as_info() -> None:
+    """The article's fix, onError CONTINUE on the script that failed: the risks of the scripts it left as
+    they were are not laid at its door (all info)."""
+    world = World()
+    world.knows(BEFORE)
+    fixed = copy.deepcopy(BEFORE)
+    fixed["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = fixed
+    world.review(event)
+    [detail] = world.reviews()
+    assert detail["risks"]
+    assert {r["severity"] for r in detail["risks"]} == {"info"}
+    assert "were there before this change" in detail["reason"]
+    # A script added last brings its risk: listed first, so the event's bound never cuts it.
+    added = {"name": "late-setup", "scriptSource": {"scriptLocation": "s3://lca-scripts-example/late.sh"}}
+    fixed["stages"]["nodeReady"].append(added)
+    world = World()
+    world.knows(BEFORE)
+    world.review(event)
+    first = world.reviews()[0]["risks"][0]
+    assert (first["severity"], first["path"]) == ("warning", "stages.nodeReady[1].scriptSource")
 
 
 def test_who_made_the_change_is_found_by_the_fingerprint_the_detection_keeps() -> None:

@@ -1,5 +1,6 @@
 """A configuration change's review in the notifications (`notify.notifier`, `notify.summary`): sent only when
-it found risks, as a warning, naming who changed which group when and the risks, within bounds."""
+it found risks the change brought, as a warning, naming who changed which group when and the risks, within
+bounds."""
 
 from __future__ import annotations
 
@@ -55,6 +56,19 @@ def test_a_change_without_risks_is_news_to_nobody() -> None:
     result = notify.handle_event(review([]))
     assert (result.sent, sns.sent) == ([], [])
     assert metrics == ["NotificationsNotNeeded"]
+
+
+def test_a_change_whose_risks_were_all_there_before_is_news_to_nobody() -> None:
+    sns = Channel("sns")
+    notify, metrics = notifier(sns)
+    before = {**RISK, "severity": "info"}  # the configuration it replaced had it
+    assert (notify.handle_event(review([before, before])).sent, sns.sent) == ([], [])
+    assert metrics == ["NotificationsNotNeeded"]
+    # One risk the change brought, and the message tells both.
+    assert notify.handle_event(review([RISK, before])).sent == ["sns"]
+    text = sns.sent[0][0].text()
+    assert "warning unpinned-mutable-source" in text
+    assert "info unpinned-mutable-source" in text
 
 
 def test_a_risky_change_is_sent_as_a_warning_naming_who_which_group_when_and_the_risks() -> None:

@@ -41,12 +41,14 @@ from lifeguard.store.groups import GroupStore, UnreadableStateError
 if TYPE_CHECKING:
     from lifeguard.remediation.records import AppliedChange, Ledger
 
-__all__ = ["RISK_SEVERITY", "ConfigReviewHandler", "ReviewSummary"]
+__all__ = ["RISK_SEVERITY", "RISK_SEVERITY_BEFORE", "ConfigReviewHandler", "ReviewSummary"]
 
 logger = logging.getLogger("lifeguard")
 
-# `lifeguard lint` warns about risks (only --strict makes them errors): a review warns the same way.
+# `lifeguard lint` warns about risks (only --strict makes them errors): a review warns the same way of the
+# risks a change brought, and tells those the configuration it replaced had already (`RISK_SEVERITY_BEFORE`).
 RISK_SEVERITY = "warning"
+RISK_SEVERITY_BEFORE = "info"
 _RISKS_MAX = RISKS_LISTED_MAX  # what the event contract takes
 _RISK_MESSAGE_MAX_CHARS = 1000
 _PATH_MAX_CHARS = 200
@@ -363,6 +365,10 @@ def _previous(state: GroupState, new_fingerprint: str, call_at: int) -> _Before:
     )
 
 
+_RISKS_BEFORE = (
+    "{before} of the {found} risk(s) were there before this change (severity info): the configuration it "
+    "replaced had them."
+)
 _LATER = (
     "What this change replaced is not known: the configuration Lifeguard last read was set after it (the "
     "change was reported late)."
@@ -401,9 +407,18 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
         )
         reason = f"{read_back} {reason}" if reason else read_back
     risks = find_risks(new, previous) if new is not None else []
+    # A risk the replaced configuration had already (the same finding, wherever its script now stands) is
+    # not the change's: told, after those the change brought, and not worth a warning of its own.
+    had = {(risk.code, risk.message) for risk in find_risks(previous)} if previous is not None else set()
+    risks.sort(key=lambda risk: (risk.code, risk.message) in had)
+    before = sum((risk.code, risk.message) in had for risk in risks)
+    said = []
+    if before:
+        said.append(_RISKS_BEFORE.format(before=before, found=len(risks)))
     if len(risks) > _RISKS_MAX:
-        listed = risks_found_sentence(len(risks))
-        reason = f"{reason} {listed}" if reason else listed
+        said.append(risks_found_sentence(len(risks)))
+    if said:
+        reason = " ".join([reason, *said] if reason else said)
     diff = [] if unknown_before else [change.to_detail() for change in diff_configs(previous, new)]
     detail = make_detail(
         cluster_id=target.cluster_id,
@@ -418,7 +433,7 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
                 "code": risk.code,
                 "path": clip(risk.path, _PATH_MAX_CHARS),
                 "message": clip(risk.message, _RISK_MESSAGE_MAX_CHARS),
-                "severity": RISK_SEVERITY,
+                "severity": RISK_SEVERITY_BEFORE if (risk.code, risk.message) in had else RISK_SEVERITY,
             }
             for risk in risks[:_RISKS_MAX]
         ],

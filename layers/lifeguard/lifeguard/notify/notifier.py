@@ -150,7 +150,7 @@ class Notifier:
             logger.warning("%s with invalid fields: %s", detail_type, clip("; ".join(problems), 500))
         if not _worth_sending(detail_type, raw):
             logger.info(
-                "%s of %s without risks: nothing to notify",
+                "%s of %s without a risk the change brought: nothing to notify",
                 detail_type,
                 clip(detail["compute_node_group_id"]),
             )
@@ -208,9 +208,15 @@ class Notifier:
 
 
 def _worth_sending(detail_type: str, raw: Mapping[str, Any]) -> bool:
-    """Every event is, but a review of a change that has no risk: a change without risk is news to nobody.
-    Judged on the event as it came: a risk that is not valid is still a risk (the message names it)."""
-    return detail_type != "ConfigChangeReviewed" or bool(raw.get("risks"))
+    """Every event is, but a review of a change that brought no risk: a change without risk is news to
+    nobody, nor is one whose risks were all there before it (severity `info`). Judged on the event as it
+    came: a risk that is not valid is still a risk (the message names it)."""
+    if detail_type != "ConfigChangeReviewed":
+        return True
+    risks = raw.get("risks")
+    if not isinstance(risks, list):
+        return bool(risks)
+    return any(not isinstance(risk, Mapping) or risk.get("severity") != "info" for risk in risks)
 
 
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
