@@ -147,7 +147,9 @@ for _ in range(5000):
         (_set("detail.userIdentity.arn", "alice"), "invalid userIdentity.arn"),
         (_set("detail.userIdentity.arn", ARN + "x" * 3000), "invalid userIdentity.arn"),
         (_set("detail.userIdentity.arn", ARN + "\n"), "invalid userIdentity.arn"),
-        (_set("detail.requestParameters", _DELETE), "missing requestParameters"),
+        # CloudTrail leaves out a request of over 100 KB (a configuration of long arguments can be one).
+        (_set("detail.requestParameters", _DELETE), "requestParameters left out"),
+        (_set("detail.requestParameters", None), "requestParameters left out"),
         (_set("detail.requestParameters", ["a"]), "invalid requestParameters"),
         (
             _set("detail.requestParameters.clusterIdentifier", _DELETE),

@@ -267,7 +267,8 @@ _NODE_READY = ("detail", "requestParameters", "nodeLifecycleActions", "stages", 
     [
         (("detail", "eventTime"), "not a time", "invalid eventTime"),
         (("detail", "userIdentity"), {"arn": "x" * 5000}, "invalid userIdentity.arn"),
-        (("detail", "requestParameters"), None, "invalid requestParameters"),
+        (("detail", "requestParameters"), None, "requestParameters left out"),
+        (("detail", "requestParameters"), [], "invalid requestParameters"),
         (("detail",), [], "detail is not a JSON object"),
         # What json.loads makes of the JSON text "\ud800", as Lambda hands the event over: no UTF-8 holds it.
         ((*_NODE_READY, "arguments"), ["\ud800"], "invalid nodeLifecycleActions"),

@@ -14,7 +14,8 @@ CloudTrail's (a UUID: letters, digits and `-`, at most 64); `userIdentity.arn` a
 characters (IAM's limit), absent for some callers (an AWS service); `eventTime` RFC 3339 in UTC; the
 `nodeLifecycleActions` of the request valid by PCS's rules and at most 256 KiB of JSON (an EventBridge
 event is at most 256 KB in all). The group is named by the ids of `responseElements.computeNodeGroup`
-when the record has them, else by the request's identifiers, which may be names (`needs_ids`).
+when the record has them, else by the request's identifiers, which may be names (`needs_ids`). A record
+without `requestParameters` (CloudTrail leaves out those of over 100 KB) names no group: it is said as such.
 """
 
 from __future__ import annotations
@@ -228,6 +229,14 @@ def parse_config_call(
     error = record.get("errorCode")
     if error is not None:
         return CallIgnored(f"{name} failed ({clip(error, 100)}): nothing changed", where)
+    if record.get("requestParameters") is None:  # absent or null: as CloudTrail records a request of >100 KB
+        return CallParseError(
+            f"{name} without requestParameters (CloudTrail leaves out a request of over 100 KB, as a "
+            "configuration of long arguments can be): which group changed, and to what, is not known; "
+            "not reviewed",
+            where,
+            "requestParameters left out",
+        )
     try:
         parsed = _Record.model_validate(record)
     except Invalid as exc:
