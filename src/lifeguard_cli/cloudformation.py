@@ -209,6 +209,10 @@ class _Translation:
         if spec["type"] == "list" and isinstance(value, list):
             member_shape = spec["member"]["shape"]
             return [self.translate(member_shape, item, (*api, index)) for index, item in enumerate(value)]
+        if spec["type"] == "string" and isinstance(value, bool):
+            return "true" if value else "false"  # as CloudFormation passes a YAML boolean for a string
+        if spec["type"] == "string" and isinstance(value, int | float):
+            return str(value)  # a number, as CloudFormation passes it for a string (`Name: 2024`)
         # A wrong type is the rules' to report; cfn-lint hands in str subclasses that carry line numbers.
         return str(value) if isinstance(value, str) else value
 

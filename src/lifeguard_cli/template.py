@@ -23,12 +23,28 @@ EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
 def _loader() -> type[Any]:
     """A YAML loader that reads CloudFormation's short forms as SAM does (`!Ref X` is `{"Ref": "X"}`,
     `!GetAtt X.Arn` is `{"Fn::GetAtt": ["X", "Arn"]}`, `!Sub …` is `{"Fn::Sub": …}`), and dates as text
-    (`Version: 2012-10-17` stays a string). PyYAML comes with moto's server: the operator CLI needs no SAM
-    CLI to read the template."""
+    (`Version: 2012-10-17` stays a string). A key given twice in one mapping is an error, as CloudFormation
+    makes it (PyYAML would keep the last: `OnError: STOP_SEQUENCE` then `OnError: CONTINUE` read as
+    CONTINUE). PyYAML comes with moto's server: the operator CLI needs no SAM CLI to read the template."""
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     class CloudFormationLoader(yaml.SafeLoader):  # type: ignore[misc]
-        pass
+        def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for key, _ in node.value:
+                    if not isinstance(key, yaml.ScalarNode):
+                        continue
+                    if key.value in seen:
+                        raise yaml.constructor.ConstructorError(
+                            None,
+                            None,
+                            f"key {key.value[:100]!r} given twice in one mapping (CloudFormation refuses it)",
+                            key.start_mark,
+                        )
+                    seen.add(key.value)
+            mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+            return mapping
 
     def intrinsic(loader: yaml.SafeLoader, _suffix: str, node: yaml.Node) -> dict[str, Any]:
         tag = node.tag[1:]

@@ -225,6 +225,34 @@ def test_intrinsic_values_are_noted_once_and_never_fail(item: dict[str, Any], wh
     assert not [risk for risk in group.risks if risk.path.startswith(f"{ACTIONS}.{where}")]
 
 
+def test_numbers_and_booleans_are_strings_as_cloudformation_passes_them() -> None:
+    """CloudFormation passes a YAML number or boolean given for a string as its text (`Name: setup2024`
+    is text already; `Arguments: [8080, true, 1.5]` are three numbers and a boolean to YAML)."""
+    group = lint_node_group(
+        "ComputeNodes", {"Stages": {"NodeBootstrapped": [script(Arguments=[8080, True, 1.5, False])]}}
+    )
+    assert group.valid, [p.message for p in group.problems]
+    assert group.config is not None
+    [(_, _, setup)] = list(group.config.scripts())
+    assert list(setup.arguments) == ["8080", "true", "1.5", "false"]
+
+
+def test_a_key_given_twice_is_an_error_not_the_last_one_silently(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two `OnError`; CloudFormation refuses the template."""
+    template = tmp_path / "twice.yaml"
+    template.write_text(
+        "Resources:\n  N:\n    Type: AWS::PCS::ComputeNodeGroup\n    Properties:\n"
+        "      ClusterId: pcs_abc123de45\n      NodeLifecycleActions:\n        Stages:\n"
+        "          NodeBootstrapped:\n            - Name: setup\n"
+        f"              ScriptSource: {{ScriptLocation: s3://bkt/setup.sh, Checksum: {'a' * 64}}}\n"
+        "              OnError: STOP_SEQUENCE\n              OnError: CONTINUE\n"
+    )
+    code, report = lint_json(str(template))
+    assert code == 1
+    [problem] = report["files"][0]["problems"]
+    assert "line 12 column 15: key 'OnError' given twice" in problem["message"]
+
+
 def test_an_intrinsic_on_error_hides_the_default_terminate_risk_but_not_the_others() -> None:
     unpinned = {"ScriptLocation": "s3://bkt/verify.sh"}
     group = lint_node_group(
