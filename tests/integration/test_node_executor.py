@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -431,13 +432,37 @@ def test_a_boot_stopped_while_a_script_runs_records_that_script_failed_with_it(n
         time.sleep(0.05)
     boot.send_signal(signal.SIGTERM)
     assert boot.wait(timeout=30) == 128 + signal.SIGTERM
-    [failure] = messages(node, "lifecycle script failed; terminating node")
+    [failure] = messages(node, "lifecycle script failed; boot stopped")
     assert failure["script"] == "mount-fsx"
     assert failure["exit_code"] == 143
     assert failure["error"] == "script 'mount-fsx' was stopped with the boot (signal 15)"
     assert blocks(node.script_log("nodeBootstrapped", "mount-fsx"), "mount-fsx") == [
         ("[]", "mounting /fsx\n", "143")
     ]
+
+
+@pytest.mark.parametrize("sent", ["TERM", "HUP"])
+def test_a_script_that_signals_the_boot_stops_it_and_is_recorded_as_its_stopper(
+    node: Node, sent: str
+) -> None:
+    """A CONTINUE script that signals its parent, the executor: the boot stops (as at a shutdown), and its
+    record says the boot stopped, not that it went on; the next script never ran."""
+    node.put_script("scripts/kp.sh", f"#!/bin/bash\nkill -{sent} $PPID\nsleep 5\n")
+    node.put_script("scripts/next.sh", "#!/bin/bash\necho next ran\n")
+    config = node.script_config(
+        {
+            "nodeBootstrapped": [
+                {"name": "kp", "scriptSource": {"scriptLocation": "scripts/kp.sh"}, "onError": "CONTINUE"},
+                {"name": "next", "scriptSource": {"scriptLocation": "scripts/next.sh"}},
+            ]
+        }
+    )
+    result = node.boot(config)
+    assert result.returncode == 128 + getattr(signal, f"SIG{sent}")
+    [failure] = messages(node, "lifecycle script failed; boot stopped")
+    assert (failure["script"], failure["level"]) == ("kp", "ERROR")
+    assert messages(node, "lifecycle script failed; continuing") == []
+    assert not (node.actions / "nodeBootstrapped" / "next.log").exists()
 
 
 def test_a_script_over_its_timeout_fails_and_its_children_are_killed(node: Node) -> None:
@@ -711,6 +736,19 @@ def test_an_argument_exec_cannot_pass_fails_that_script_by_its_on_error_not_the_
         126,
     )
     assert [r["script"] for r in node.executor_records() if r["message"] == "script completed"] == ["ready"]
+    # Its log's block ends as any run's does: the shipper finds a whole block for the failure.
+    block = ('["x\\u0000y"]', "", "126")
+    assert blocks(node.script_log("nodeBootstrapped", "with-nul"), "with-nul") == [block]
+
+
+def test_a_program_without_a_shebang_runs_itself_as_a_shell_would_run_it(node: Node) -> None:
+    """An ELF file as the script (a compiled check): a shell execs it; run through bash it fails with 126."""
+    node.put_script("scripts/true-binary", Path("/bin/true").read_bytes())
+    compiled = {"name": "compiled", "scriptSource": {"scriptLocation": "scripts/true-binary"}}
+    config = node.script_config({"nodeBootstrapped": [compiled]})
+    result = node.boot(config)
+    assert result.returncode == 0, result.stderr
+    assert blocks(node.script_log("nodeBootstrapped", "compiled"), "compiled") == [("[]", "", "0")]
 
 
 def test_a_config_nested_too_deep_to_read_is_bad_usage_not_an_internal_error(node: Node) -> None:

@@ -261,8 +261,11 @@ def _boot(args: argparse.Namespace) -> int:
     # An ignored SIGCHLD, kept across exec from whatever started the boot, has the kernel reap each script:
     # its exit status would be lost, and a failure read as a success.
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    # Stopped (systemd, a person): as Ctrl-C, so the running script's process group is stopped with it.
+    # Stopped (systemd, a person, the terminal it ran in hung up): as Ctrl-C, so the running script's
+    # process group is stopped with it, and its record says so.
     signal.signal(signal.SIGTERM, _interrupted)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # `nohup lifeguard-node boot` stays as asked
+        signal.signal(signal.SIGHUP, _interrupted)
     result = executor.boot()
     try:
         _report(result, as_json=args.json)
@@ -276,7 +279,7 @@ def _boot(args: argparse.Namespace) -> int:
 
 
 class _Stopped(KeyboardInterrupt):
-    """The boot was sent SIGTERM: it stops as on Ctrl-C, and exits 128 + the signal's number."""
+    """The boot was sent SIGTERM or SIGHUP: it stops as on Ctrl-C, and exits 128 + the signal's number."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"signal {signum}")

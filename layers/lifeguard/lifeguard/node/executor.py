@@ -77,6 +77,9 @@ FAILURE_MESSAGES = {
     "STOP_SEQUENCE": "lifecycle script failed; stopping remaining scripts",
     "CONTINUE": "lifecycle script failed; continuing",
 }
+# A script stopped with the boot (a shutdown, a person, a signal to the executor): whatever its onError, no
+# script runs after it. A failure all the same, said as PCS's are begun (the shipper reads them so).
+STOPPED_MESSAGE = "lifecycle script failed; boot stopped"
 
 
 class NodeIdentity(NamedTuple):
@@ -440,7 +443,7 @@ class Executor:
         except _StoppedWhileRunning as stopped:
             # The boot is stopped (SIGTERM at a shutdown, Ctrl-C) while the script runs, the script with it:
             # its record says so, or the shipper has nothing to report of the script that held the node.
-            self._log_outcome(log, result, stopped.run)
+            self._log_outcome(log, result, stopped.run, STOPPED_MESSAGE)
             raise stopped.cause from None
         except OSError as exc:  # its log cannot be written: a script failure, judged by its onError
             return self._not_run(spec, result, log, f"its log cannot be written: {exc.strerror or exc}")
@@ -505,12 +508,15 @@ class Executor:
             process.log_span,
         )
 
-    def _log_outcome(self, log: ExecutorLog, result: BootResult, run: ScriptRun) -> None:
+    def _log_outcome(
+        self, log: ExecutorLog, result: BootResult, run: ScriptRun, failed: str | None = None
+    ) -> None:
+        """The run's record in executor.log; `failed`: what a failure says, when not its onError's."""
         if run.outcome == "succeeded":
             level, message = "INFO", "script completed"
         else:
-            level = "WARN" if run.on_error == "CONTINUE" else "ERROR"
-            message = FAILURE_MESSAGES[run.on_error]
+            level = "WARN" if run.on_error == "CONTINUE" and failed is None else "ERROR"
+            message = failed or FAILURE_MESSAGES[run.on_error]
         log.write(
             level,
             message,

@@ -6,10 +6,10 @@ A run is one block of the script's log (the node layout, `lifeguard.node.layout`
     ...the script's stdout and stderr...
     [end <name> exit=<code> @ <epoch s>]
 
-The script runs with no stdin, in its own process group; a file without "#!" runs under bash, as a shell
-would run it. Its exit code reads as a shell's: the script's own status, 128+N when signal N killed it,
-126 when it could not be started, 124 when it outlived its timeout (as timeout(1)). On a timeout its whole
-process group gets SIGTERM, then SIGKILL after a grace, so no child outlives it.
+The script runs with no stdin, in its own process group; a file without "#!" runs under bash, as a shell would
+run it (a program, an ELF file, runs itself). Its exit code reads as a shell's: the script's own status, 128+N
+when signal N killed it, 126 when it could not be started, 124 when it outlived its timeout (as timeout(1)).
+On a timeout its whole process group gets SIGTERM, then SIGKILL after a grace, so no child outlives it.
 
 A process already in the script's directory (`lifeguard-node boot` moves to the node's root) starts it
 with posix_spawn: no copy of this process is made, which on the node's Python 3.9 (whose subprocess
@@ -86,7 +86,7 @@ def run_script(
         args = json.dumps(list(arguments), separators=(",", ":"), ensure_ascii=False)
         os.write(fd, f"[start {name} args={args} @ {started}]\n".encode())
         command = [str(script), *arguments]
-        if not content.startswith(b"#!"):
+        if not content.startswith((b"#!", b"\x7fELF")):  # a program runs itself, as a shell would run it
             command = ["/bin/bash", str(script), *arguments]
         try:
             exit_code, error = _run(
@@ -100,6 +100,9 @@ def run_script(
             )
         except KeyboardInterrupt as exc:  # stopped with the boot: its block ends as any run's does
             _end_marker(fd, name, 128 + stop_signal(exc), clock)
+            raise
+        except ValueError:  # an argument the kernel cannot pass (a NUL byte): it never started
+            _end_marker(fd, name, CANNOT_START_EXIT_CODE, clock)
             raise
         # The script has run: its exit status decides, as PCS judges a script, even when a full disk
         # takes its end marker (the shipper then reports it from the executor's record).
