@@ -56,6 +56,31 @@ def test_unpinned_sources_are_flagged_and_pinned_ones_not() -> None:
     assert "s3VersionId" not in risks[1].message
 
 
+def test_a_script_moved_with_the_old_object_s_version_fetches_nothing() -> None:
+    """A copy of the old entry with its location edited: S3 gives a copy a version of its own, so the old
+    version is at no new location and every node fails the fetch. A new version with the move, a move
+    without a version, or the same version at the same location is no such risk."""
+    path = "stages.nodeBootstrapped[0].scriptSource.s3VersionId"
+
+    def at(location: str, **source: Any) -> NodeLifecycleActions:
+        entry = script("mount-fsx", location, source=source, onError="TERMINATE")
+        return config(("nodeBootstrapped", entry))
+
+    old = at("s3://bkt/mount-v1.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ")
+    [risk] = find_risks(at("s3://bkt/mount-v2.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ"), old)
+    assert (risk.code, risk.path) == ("version-of-another-object", path)
+    assert "s3://bkt/mount-v1.sh to s3://bkt/mount-v2.sh" in risk.message
+    assert codes(at("s3://other/mount-v1.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ"), old) == [
+        ("version-of-another-object", path)
+    ]
+    assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="Zm9vYmFyYmF6"), old) == []
+    assert codes(at("s3://bkt/mount-v1.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ"), old) == []
+    assert codes(at("s3://bkt/mount-v2.sh", checksum="0" * 64), old) == []
+    null = at("s3://bkt/mount-v1.sh", s3VersionId="null", checksum="0" * 64)
+    assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="null", checksum="0" * 64), null) == []
+    assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ")) == []  # no previous
+
+
 def test_every_boot_under_cache_once_from_a_mutable_location() -> None:
     every_boot = script("tune", source={}, executionPolicy="EVERY_BOOT", onError="CONTINUE")
     assert ("stale-cache-every-boot", "stages.nodeBootstrapped[0].executionPolicy") in codes(

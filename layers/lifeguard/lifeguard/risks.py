@@ -19,6 +19,7 @@ RISK_CODES = (
     "updated-in-place",
     "node-ready-races-jobs",
     "stop-sequence-hides-failures",
+    "version-of-another-object",
 )
 
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
@@ -144,6 +145,7 @@ def find_risks(config: NodeLifecycleActions, previous: NodeLifecycleActions | No
         risks.extend(_script_risks(stage, path, script, cache_once))
         if previous is not None:
             risks.extend(_in_place_update(stage, path, script, previous))
+            risks.extend(_version_of_another_object(stage, path, script, previous))
     return risks
 
 
@@ -246,6 +248,33 @@ def _in_place_update(
     else:
         return []  # nodes fetched the old version until the update, and the new one since
     return [Risk("updated-in-place", f"{path}.scriptSource", message)]
+
+
+def _version_of_another_object(
+    stage: StageName, path: str, script: LifecycleScript, previous: NodeLifecycleActions
+) -> list[Risk]:
+    """A script moved to a new S3 location that keeps the s3VersionId of the old one (a copy of the old
+    entry with its location edited): an S3 version is of one object, and a copy is given a version of its
+    own, so no node finds that version there (NoSuchVersion) and each fails the script; under the default
+    TERMINATE, the article's loop."""
+    found = previous.find_script(stage, script.name)
+    if found is None:
+        return []
+    before, after = found[1].script_source, script.script_source
+    version = _version(after)
+    if not after.is_s3 or version is None or before.script_location == after.script_location:
+        return []
+    if _version(before) != version:
+        return []
+    return [
+        Risk(
+            "version-of-another-object",
+            f"{path}.scriptSource.s3VersionId",
+            f"{script.name!r} moved from {before.script_location} to {after.script_location} but keeps the "
+            f"old object's s3VersionId {version}: a version is of one object, so no node can fetch it at the "
+            "new location and every one fails the script; give the new object's version",
+        )
+    ]
 
 
 def _digest(source: ScriptSource) -> str | None:

@@ -4,7 +4,7 @@
     cfn-lint template.yaml --append-rules src/lifeguard_cli/cfn_rules    # from a clone
 
 (`--append-rules` takes every argument after it as a rules location: the template goes first.) E9101 is a
-validation problem, W9101-W9105 one risk code each, I9101 a value that is an intrinsic function (shown with
+validation problem, W9101-W9107 one risk code each, I9101 a value that is an intrinsic function (shown with
 `--include-checks I`). cfn-lint must run in the Python environment Lifeguard is installed in.
 """
 
@@ -15,8 +15,10 @@ from lifeguard_cli.cfn_rules.lifecycle_actions import (
     NodeReadyRacesJobs,
     OptionalScriptTerminates,
     StaleCacheEveryBoot,
+    StopSequenceHidesFailures,
     UnpinnedMutableSource,
     UpdatedInPlace,
+    VersionOfAnotherObject,
 )
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "NodeReadyRacesJobs",
     "OptionalScriptTerminates",
     "StaleCacheEveryBoot",
+    "StopSequenceHidesFailures",
     "UnpinnedMutableSource",
     "UpdatedInPlace",
+    "VersionOfAnotherObject",
 ]

@@ -146,6 +146,15 @@ class StopSequenceHidesFailures(_LifeguardRule, CloudFormationLintRule):  # type
     risk_code = "stop-sequence-hides-failures"
 
 
+class VersionOfAnotherObject(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
+    """A script moved to a new S3 location with the old one's s3VersionId (needs the previous config)."""
+
+    id = "W9107"
+    shortdesc = "Lifecycle script keeps another object's S3 version"
+    description = "An S3VersionId carried over to a new ScriptLocation names no version there (Lifeguard)"
+    risk_code = "version-of-another-object"
+
+
 # Each risk code of the layer (`lifeguard.risks.RISK_CODES`) and the rule that reports it.
 RISK_RULES: dict[str, type[_LifeguardRule]] = {
     str(rule.risk_code): rule
@@ -156,5 +165,6 @@ RISK_RULES: dict[str, type[_LifeguardRule]] = {
         UpdatedInPlace,
         NodeReadyRacesJobs,
         StopSequenceHidesFailures,
+        VersionOfAnotherObject,
     )
 }
