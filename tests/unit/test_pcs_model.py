@@ -92,6 +92,16 @@ def test_pattern_must_match_the_whole_string() -> None:
     assert problem.message.startswith("'ok-name/../escape' must start with a letter or digit")
 
 
+@pytest.mark.parametrize("terminator", ["\n", "\r", "\u2028", "\u2029"])
+def test_a_pattern_s_dot_matches_no_line_terminator_as_in_ecmascript(terminator: str) -> None:
+    """`s3://…/.+`: Python's `.` takes `\r` and U+2028, ECMAScript's (the model's) and Java's do not."""
+    location = f"s3://bucket/a{terminator}b.sh"
+    assert validate_shape("ScriptSourceScriptLocationString", location)
+    assert not validate_shape("ScriptSourceScriptLocationString", "s3://bucket/a b.sh")
+    # A `.` in a class (the bucket's) is a dot.
+    assert not validate_shape("ScriptSourceScriptLocationString", "s3://my.bucket.name/a.sh")
+
+
 def test_unknown_member_is_reported_with_the_known_ones() -> None:
     [problem] = validate_shape("ScriptSource", {"scriptLocation": "s3://bucket/key", "url": "x"})
     assert problem.path == "url"

@@ -77,8 +77,31 @@ def shape(name: str) -> Mapping[str, Any]:
 
 @cache
 def _pattern(expression: str) -> re.Pattern[str]:
-    # The model's patterns are ECMAScript's: `\w` and `\d` mean ASCII, as in Python only with re.ASCII.
-    return re.compile(expression, re.ASCII)
+    # The model's patterns are ECMAScript's: `\w` and `\d` mean ASCII, as in Python only with re.ASCII; and
+    # `.` matches no line terminator, where Python's `.` matches all but `\n` (`s3://b/a\rb` would pass).
+    return re.compile(_ecmascript_dot(expression), re.ASCII)
+
+
+_LINE_TERMINATORS = "[^\n\r\u2028\u2029]"  # what `.` matches in ECMAScript (and in Java, but for U+0085)
+
+
+def _ecmascript_dot(expression: str) -> str:
+    """`expression` with each `.` that means any character (not escaped, not in a class) as ECMAScript's."""
+    out, escaped, in_class = [], False, False
+    for char in expression:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == "[":
+            in_class = True
+        elif char == "]":
+            in_class = False
+        elif char == "." and not in_class:
+            out.append(_LINE_TERMINATORS)
+            continue
+        out.append(char)
+    return "".join(out)
 
 
 def json_type_name(value: object) -> str:
