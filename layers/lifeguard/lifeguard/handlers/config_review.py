@@ -410,11 +410,12 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
     # A risk the replaced configuration had already (the same finding, wherever its script now stands) is
     # not the change's: told, after those the change brought, and not worth a warning of its own.
     had = {(risk.code, risk.message) for risk in find_risks(previous)} if previous is not None else set()
-    risks.sort(key=lambda risk: (risk.code, risk.message) in had)
-    before = sum((risk.code, risk.message) in had for risk in risks)
+    before = [risk for risk in risks if (risk.code, risk.message) in had]
+    brought = len(risks) - len(before)
+    risks = [risk for risk in risks if (risk.code, risk.message) not in had] + before
     said = []
     if before:
-        said.append(_RISKS_BEFORE.format(before=before, found=len(risks)))
+        said.append(_RISKS_BEFORE.format(before=len(before), found=len(risks)))
     if len(risks) > _RISKS_MAX:
         said.append(risks_found_sentence(len(risks)))
     if said:
@@ -433,9 +434,9 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
                 "code": risk.code,
                 "path": clip(risk.path, _PATH_MAX_CHARS),
                 "message": clip(risk.message, _RISK_MESSAGE_MAX_CHARS),
-                "severity": RISK_SEVERITY_BEFORE if (risk.code, risk.message) in had else RISK_SEVERITY,
+                "severity": RISK_SEVERITY if n < brought else RISK_SEVERITY_BEFORE,
             }
-            for risk in risks[:_RISKS_MAX]
+            for n, risk in enumerate(risks[:_RISKS_MAX])
         ],
         config_fingerprint=new_fingerprint,
     )
