@@ -748,3 +748,15 @@ def test_ctrl_c_stops_a_simulation_in_one_line_with_no_traceback() -> None:
     _, err = running.communicate(timeout=60)
     assert running.returncode == 130
     assert "Traceback" not in err
+
+
+def test_a_node_still_booting_at_the_horizon_has_wasted_nothing_yet(simulator: Simulator) -> None:
+    """Two minutes: the nodes' scripts are done, PCS has not logged them ACTIVE yet. Not one minute of
+    theirs is wasted (the scenarios' README): they have neither failed nor been given the chance to serve."""
+    data = yaml.safe_load((BUILT_IN / "healthy-scale-up.yaml").read_text())
+    data["horizon_minutes"] = 2
+    document = simulator.run(parse_scenario(data, BUILT_IN / "healthy-scale-up.yaml"), seed=1)
+    found = group(document)
+    assert found["launched"] > 0
+    assert found["active_at_end"] == 0
+    assert found["instance_minutes_wasted"] == 0

@@ -398,3 +398,15 @@ def test_every_problem_of_one_group_is_reported_at_once() -> None:
         "groups[0].tags",
         "groups[0].config.stages.nodeBootstrapped[0].onError",
     ]
+
+
+def test_a_group_of_no_static_nodes_needs_no_max() -> None:
+    """`min: 0` alone: max defaults to max(min, 1), PCS's least maxInstanceCount, not to a refused 0."""
+    data = article()
+    data["groups"][0]["min"] = 0
+    data["groups"][0].pop("max", None)
+    [group] = parse_scenario(data, Path("s.yaml")).groups
+    assert (group.min, group.max) == (0, 1)
+    data["groups"][0].update(min=3)
+    [group] = parse_scenario(data, Path("s.yaml")).groups
+    assert (group.min, group.max) == (3, 3)

@@ -505,8 +505,9 @@ def _group(check: _Checker, item: Any, where: str, groups: list[GroupSpec]) -> G
     # Each part read on its own: every problem of the group is said at once.
     name = check.part(partial(_group_name, check, group.get("name"), f"{where}.name", groups), "")
     low = check.part(partial(check.integer, group.get("min", 1), f"{where}.min", 0, MAX_NODES), 1)
+    least = max(low, 1)  # PCS's maxInstanceCount is at least 1, a group of no static nodes too
     high = check.part(
-        partial(check.integer, group.get("max", low), f"{where}.max", max(low, 1), MAX_NODES), low
+        partial(check.integer, group.get("max", least), f"{where}.max", least, MAX_NODES), least
     )
     no_tags: Mapping[str, Any] = {}
     tags = check.part(partial(_tags, check, group.get("tags", {}), f"{where}.tags"), no_tags)

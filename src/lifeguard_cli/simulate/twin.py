@@ -164,7 +164,7 @@ class Instance:
     end: str | None = None
     pending_replacement: bool = False
     pending_at: float | None = None
-    booted: bool = False
+    boot_failed: bool = False  # its boot is over, failed (a TERMINATE failure, or one PCS never heard of)
 
     @property
     def alive(self) -> bool:
@@ -235,7 +235,10 @@ class TwinRun:
         wasted = sum(
             (i.ended if i.ended is not None else self.horizon) - i.launched
             for i in mine
-            if i.instance_id is not None and not i.served() and (i.ended is not None or i.booted)
+            if i.instance_id is not None
+            and not i.served()
+            # Still booting at the horizon (its boot not over, or over and not yet ACTIVE): not yet wasted.
+            and (i.ended is not None or i.active is not None or i.boot_failed)
         )
         ends = [i.end for i in mine]
         return {
@@ -525,7 +528,6 @@ class _Twin:
         if not instance.alive or instance.pending_replacement:
             return
         exit_code, drained, seconds, ready, root = self._run_boot(group, instance)
-        instance.booted = True
         if ready is not None:
             # slurmd registers once nodeBootstrapped is over, and PCS logs the node ACTIVE then: nodeReady
             # runs after it (the article: ACTIVE at 00:57:52, its nodeReady check at 00:57:54; the node's
@@ -543,6 +545,7 @@ class _Twin:
     def _booted(self, group: _Group, instance: Instance, exit_code: int, drained: bool, root: Path) -> None:
         """The boot is over: its reports go out, and PCS acts on its outcome (if it has not replaced the node
         meanwhile)."""
+        instance.boot_failed = exit_code not in (0, 3)
         self._ship(group, instance, root)
         shutil.rmtree(root, ignore_errors=True)  # a node's disk goes with it
         if not instance.alive:
