@@ -261,7 +261,7 @@ def test_slack_s_limits_hold_in_utf_16_units_for_text_of_emoji() -> None:
 def _review_told(version_id: str, location_tail: str = "") -> tuple[str, list[str]]:
     """The SNS summary (before its JSON) and the Slack texts of the review of a change whose second
     script's s3VersionId and scriptLocation end as given: PCS's model bounds the one by length only, and
-    the other's `s3://bucket/.+` takes ESC, CR and C1 characters."""
+    the other's `s3://bucket/.+` takes ESC and C1 characters."""
     from tests.unit.test_handlers_config_review import BEFORE, World, recorded
 
     world = World()
@@ -288,10 +288,12 @@ def test_a_line_break_in_a_value_cannot_forge_a_line_of_the_message() -> None:
 
 
 def test_terminal_escapes_in_a_value_or_a_log_tail_never_reach_a_message() -> None:
-    sns, slack = _review_told("v1", "\x1b[2J\x1b[31mOK\r\x9b0m")
+    # A location takes ESC and C1 characters but no line terminator (ECMAScript's `.`); a version takes all.
+    sns, slack = _review_told("v1\rX", "\x1b[2J\x1b[31mOK\x9b0m")
     for text in (sns, *slack):
         assert not any(c in text for c in "\x1b\r\x9b"), repr(text)
-    assert "?[2J?[31mOK⏎?0m" in sns  # a carriage return is a line break too
+    assert "?[2J?[31mOK?0m" in sns
+    assert "v1⏎X" in sns  # a carriage return is a line break too
     detail = applied(reason="UpdateComputeNodeGroup failed: ValidationException: bad \x1b[2Jlocation\rOK")
     detail["suspect"] = {
         **SUSPECT,
