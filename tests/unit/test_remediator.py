@@ -313,6 +313,26 @@ def test_notify_and_dry_run_change_nothing_but_say_what_quarantine_would_do(
     assert [t for t, _ in world.bus.events()] == ["RemediationSkipped"]
 
 
+def test_a_mistyped_tag_is_said_in_the_outcome_not_only_in_a_log() -> None:
+    """`quarantin` fails closed (notify), and `yes` is no drain setting: whoever typed them reads why
+    nothing changed where they read the outcome, in its reason."""
+    world = World(tags={"lifeguard:mode": "quarantin", "lifeguard:drain": "yes"})
+    [event] = world.remediator().handle_event(world.detection())
+    assert event.detail_type == "RemediationSkipped"
+    reason = event.detail["reason"]
+    assert reason.startswith("Dry run (mode notify), nothing was changed")
+    assert reason.endswith(
+        "Tag ignored: tag lifeguard:mode: 'quarantin' is not one of quarantine, revert, notify, off; notify "
+        "until it is one; tag lifeguard:drain: 'yes' is not true or false; not draining kept nodes."
+    )
+    [audit] = world.history()
+    assert "Tag ignored: tag lifeguard:mode: 'quarantin'" in audit.reason
+    # Tags that say what they mean add nothing.
+    world = World(tags={"lifeguard:mode": "notify", "lifeguard:drain": "false"})
+    [event] = world.remediator().handle_event(world.detection())
+    assert "Tag ignored" not in event.detail["reason"]
+
+
 def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited() -> None:
     world = World()
     remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)

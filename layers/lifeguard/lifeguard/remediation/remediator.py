@@ -32,7 +32,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
@@ -147,6 +147,7 @@ class Remediator:
         self.waits = 0
         self._waits_at_read = 0
         self._waits_at_state = 0  # waits made when Lifeguard's state of the group was read (`_decide`)
+        self.tags_ignored: list[str] = []  # the group's tags that say no mode or drain (`_tagged`), said
         # Changes of other detections a decision found PCS had made (`_settle_others`): audited and told
         # once the decision is (`_tell_settled`).
         self._settled: list[AppliedChange] = []
@@ -331,7 +332,12 @@ class Remediator:
             refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)
             return refused, detection
         detection = _as_known(detection, state)
-        return self._decide_matched(detection, state, ledger, deadline), detection
+        self.tags_ignored = []
+        verdict = self._decide_matched(detection, state, ledger, deadline)
+        if self.tags_ignored:  # whoever mistyped a tag learns it where they read the outcome, not in a log
+            ignored = "; ".join(self.tags_ignored)
+            verdict = replace(verdict, reason=f"{verdict.reason} Tag ignored: {ignored}.".strip())
+        return verdict, detection
 
     def _decide_matched(
         self, detection: LoopDetection, state: GroupState, ledger: Ledger, deadline: float
@@ -835,10 +841,12 @@ class Remediator:
         holds them now (which are given too)."""
         tags = self._retrying(lambda: self.pcs.list_tags(group.arn), deadline)
         mode, problem = mode_of(tags, self.settings.default_mode)
+        self.tags_ignored = [problem] if problem else []
         if problem:
             logger.warning("group %s: %s; using mode %s", group.group_id, problem, mode)
         drain, problem = drain_of(tags, self.settings.drain_kept_nodes)
         if problem:
+            self.tags_ignored.append(f"{problem}; {'draining' if drain else 'not draining'} kept nodes")
             logger.warning("group %s: %s; using %s", group.group_id, problem, drain)
         return mode, drain, managed_by(tags), tags
 
