@@ -1148,8 +1148,8 @@ def enroll(
             deployment = read_deployment(target.stack_name, session=target.session)
             if "ShipperLifecycleEntry" not in deployment.outputs:
                 typer.echo(
-                    "lifeguard enroll: the local AWS replay --keep left publishes no shipper: enroll on the "
-                    "one lifeguard local up starts",
+                    "lifeguard enroll: the local AWS replay --keep left publishes no shipper: stop it with "
+                    "lifeguard local down, then enroll on the one lifeguard local up starts",
                     err=True,
                 )
                 raise typer.Exit(1)
@@ -1158,9 +1158,12 @@ def enroll(
         entry = ShipperEntry.from_deployment(deployment)
         change = partial(change_enrollment, "remove" if remove else "enroll")
         pcs = PcsGateway(deployment.client("pcs"))
+        policy = deployment.outputs.get("NodePolicyArn")
+        needs = f"  instances need the managed policy {policy}" if policy and not remove else None
         if not dry_run and not yes:
             preview = change(pcs, entry, group, cluster, dry_run=True)
-            _say(_console_err(), preview.lines()[:-1])  # stdout stays the result's (--json)
+            # stdout stays the result's (--json); the instance role's need is said before it is agreed to
+            _say(_console_err(), [*preview.lines()[:-1], *([needs] if needs else [])])
             if not _asked("Make this change?"):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)
@@ -1171,9 +1174,8 @@ def enroll(
         typer.echo(json.dumps({"stack_name": deployment.stack_name, **result.to_dict()}, indent=2))
         return
     lines = result.lines()
-    policy = deployment.outputs.get("NodePolicyArn")
-    if policy and result.action == "enroll":
-        lines.insert(-1, f"  instances need the managed policy {policy}")
+    if needs and result.action == "enroll":
+        lines.insert(-1, needs)
     _say(_console(), lines)
 
 

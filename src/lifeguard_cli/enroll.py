@@ -140,10 +140,14 @@ def with_shipper(actions: Mapping[str, Any] | None, entry: ShipperEntry, group: 
     if found:
         stage, index, script = found[0]
         same = dict(script) == dict(entry.script)
+        where = f"stages.{stage}[{index}] {script.get('name')!r}"
+        if same:
+            raise EnrollError(
+                f"{group} already runs the shipper ({where}, the stack's current entry): nothing to do"
+            )
         raise EnrollError(
-            f"{group} already runs the shipper (stages.{stage}[{index}] {script.get('name')!r}"
-            + (", the stack's current entry" if same else ", another version")
-            + "); take it out first with lifeguard enroll --remove"
+            f"{group} already runs the shipper ({where}, another version); to run the stack's: lifeguard "
+            "enroll --remove, then enroll again (PCS replaces the group's nodes at each)"
         )
     config: dict[str, Any] = copy.deepcopy(dict(actions)) if actions else {"stages": {}}
     scripts = list(config["stages"].get(STAGE) or [])

@@ -191,6 +191,9 @@ def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, c
     assert done.returncode == code, done.stderr
     assert "nodeBootstrapped › lifeguard-shipper: added" in done.stderr
     assert "Make this change?" in done.stderr
+    # The instance role's need is said before the change is agreed to, not only after.
+    asked = " ".join(done.stderr.split("Make this change?")[0].split())
+    assert f"instances need the managed policy {env.deployed.outputs['NodePolicyArn']}" in asked
     drained = "PCS drains the group's running nodes and replaces them with nodes that run it"
     assert drained in " ".join(done.stderr.split())  # asked knowing the running nodes go
     if answer == "y":
@@ -236,7 +239,7 @@ def test_enrolling_twice_is_refused_and_changes_nothing(env: Env) -> None:
     assert again.returncode == 1
     assert again.stderr.strip() == (
         f"lifeguard enroll: {env.group_id} already runs the shipper (stages.nodeBootstrapped[0] "
-        "'lifeguard-shipper', the stack's current entry); take it out first with lifeguard enroll --remove"
+        "'lifeguard-shipper', the stack's current entry): nothing to do"
     )
     assert env.config() == enrolled
     assert len(env.updates()) == 1
@@ -256,7 +259,8 @@ def test_a_shipper_put_in_by_hand_is_recognised(env: Env, name: str, location: s
     refused = env.run("by-hand", "--cluster", "lca")
     assert refused.returncode == 1
     assert "already runs the shipper (stages.nodeBootstrapped[0]" in refused.stderr
-    assert "another version" in refused.stderr
+    said = "another version); to run the stack's: lifeguard enroll --remove, then enroll again"
+    assert said in refused.stderr
     removed = env.run("by-hand", "--cluster", "lca", "--remove")
     assert removed.returncode == 0, removed.stderr
     assert env.config(group) == {"stages": {"nodeBootstrapped": TERMINATE["stages"]["nodeBootstrapped"]}}

@@ -179,8 +179,8 @@ def test_enroll_can_be_tried_on_a_group_made_in_the_local_aws(env: dict[str, str
     replayed = lifeguard("enroll", "pcs_abc123de45/pcs_abcdef01", "--local", "--dry-run", env=env)
     assert (replayed.returncode, replayed.stderr.splitlines()[-1]) == (
         1,
-        "lifeguard enroll: the local AWS replay --keep left publishes no shipper: enroll on the one "
-        "lifeguard local up starts",
+        "lifeguard enroll: the local AWS replay --keep left publishes no shipper: stop it with lifeguard "
+        "local down, then enroll on the one lifeguard local up starts",
     )
     piped = subprocess.run(
         [str(LIFEGUARD), "replay", "--keep", "-"],
