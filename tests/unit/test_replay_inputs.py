@@ -339,6 +339,16 @@ def test_a_line_that_is_not_utf8_is_skipped_and_counted_and_the_rest_is_read(tmp
     assert read.notes == (f"{path}: skipped 1 damaged entry: line 4 (not UTF-8 text)",)
 
 
+def test_a_line_torn_with_nul_bytes_is_skipped_and_the_rest_is_read(tmp_path: Path) -> None:
+    """A log cut short by a crash: NUL bytes and a byte that is not UTF-8 in one line are that line's
+    damage, not the file's (a file of nothing but such bytes is still refused as not text)."""
+    lines = GOOD.encode().splitlines(keepends=True)
+    path = write(tmp_path, b"".join(lines[:3]) + b"\xff\xfe\x00bad\n" + b"".join(lines[3:]))
+    read = read_inputs([path])
+    assert read.skipped == 1
+    assert len(read.items) == len(read_inputs([LOOP]).items)
+
+
 def test_a_pretty_printed_document_with_a_byte_that_is_not_utf8_is_refused_as_not_text(
     tmp_path: Path,
 ) -> None:

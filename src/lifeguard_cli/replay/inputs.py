@@ -387,11 +387,15 @@ def _text(path: Path) -> tuple[str, bool]:
     try:
         return raw.decode("utf-16" if utf16 else "utf-8-sig"), False
     except UnicodeDecodeError:
-        if utf16 or b"\0" in raw:  # binary, not text with a damaged line
+        text = "" if utf16 else raw.decode("utf-8-sig", errors="surrogateescape")
+        # Binary, not text with a damaged line: NUL bytes and no line of a JSON object in UTF-8 (a log cut
+        # short by a crash may end in NULs and a torn line, and its other lines are still read).
+        lines = text.splitlines()
+        if utf16 or (b"\0" in raw and not any(ln.lstrip().startswith("{") and _utf8(ln) for ln in lines)):
             raise UnreadableInputError(
                 name, "not text (neither UTF-8 nor UTF-16)", accepted=_ACCEPTED
             ) from None
-        return raw.decode("utf-8-sig", errors="surrogateescape"), True
+        return text, True
 
 
 def _is_trail_lookup(data: Mapping[str, Any]) -> bool:
