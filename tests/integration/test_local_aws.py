@@ -163,3 +163,26 @@ def test_a_stack_create_retried_after_its_answer_was_lost_finds_its_own_stack(lo
     other = LocalStack(table="another-table", event_bus=f"{name}-bus", events_queue_url="-")
     with pytest.raises(ClientError, match="AlreadyExists"):
         describe_replay_stack(local.client, name, other, {})
+
+
+def test_a_transaction_leaves_no_copy_of_its_table_behind(local: Any) -> None:
+    """moto deep-copies a table for each TransactWriteItems (to roll back) and tracks every model it makes
+    for its dashboard: a replay held one copy of the whole table per batch. Only the table itself stays."""
+    import gc
+
+    from moto.dynamodb.models.table import Table
+
+    dynamodb = local.client("dynamodb")
+    name = f"untracked-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for n in range(20):
+        item = {"pk": {"S": f"k{n}"}, "body": {"S": "x" * 1000}}
+        dynamodb.transact_write_items(TransactItems=[{"Put": {"TableName": name, "Item": item}}])
+    gc.collect()
+    assert len([o for o in gc.get_objects() if type(o) is Table and o.name == name]) == 1
+    assert dynamodb.scan(TableName=name)["Count"] == 20

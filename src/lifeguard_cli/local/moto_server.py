@@ -76,9 +76,24 @@ def _one_at_a_time(app: WsgiApp) -> WsgiApp:
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         with _BACKENDS:
-            return list(app(environ, start_response))
+            answer = list(app(environ, start_response))
+            _untrack("dynamodb")
+            return answer
 
     return serve
+
+
+def _untrack(service: str) -> None:
+    """Let go of the models moto tracks of `service` for its dashboard alone: it tracks every instance ever
+    made, and a DynamoDB transaction deep-copies each table it writes (to roll back), so a replay held a copy
+    of the whole table per TransactWriteItems (100,000 records: 2.5 GB). The tables themselves are the
+    backends'; nothing else reads the list."""
+    from moto.core.model_instances import model_data
+
+    for model in model_data.get(service, {}).values():
+        tracked = getattr(model, "instances_tracked", None)
+        if tracked:
+            tracked.clear()
 
 
 def _free_port() -> int:
