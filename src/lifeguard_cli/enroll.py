@@ -9,6 +9,7 @@ on EVERY_BOOT with onError CONTINUE. A group runs the shipper at most once: a sc
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -261,6 +262,12 @@ def change_enrollment(
             pcs.cluster_id(cluster_ref)
         except GroupNotFoundError:  # the cluster is what PCS does not know
             raise EnrollError(f"no cluster {cluster_ref} in PCS; check --cluster") from None
+        with contextlib.suppress(GroupNotFoundError):  # a cluster given as the group, as history says it
+            pcs.cluster_id(group_ref)
+            raise EnrollError(
+                f"{group_ref} is a cluster, not a compute node group: lifeguard status --cluster {group_ref} "
+                "lists its groups"
+            ) from None
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
     before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
     if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):

@@ -331,6 +331,13 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
     done = env.run("lca-static", "--cluster", "nosuch")
     assert done.returncode == 1
     assert done.stderr.strip() == "lifeguard enroll: no cluster nosuch in PCS; check --cluster"
+    # A cluster given as the group is said to be one, as `history` says it.
+    done = env.run(env.cluster_id, "--cluster", "lca")
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"lifeguard enroll: {env.cluster_id} is a cluster, not a compute node group: lifeguard status "
+        f"--cluster {env.cluster_id} lists its groups"
+    )
 
 
 def test_a_missing_stack_is_one_line_and_a_non_zero_exit(env: Env) -> None:
