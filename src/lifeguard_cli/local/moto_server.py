@@ -72,28 +72,26 @@ def _one_at_a_time(app: WsgiApp) -> WsgiApp:
     could both pass their condition (two writers of one version both win), which DynamoDB never lets
     happen, and two first requests of a region at once could each make its backend, one lost. Requests
     still connect at once; they are answered in turn, as atomically as the real services. The backends
-    are the process's, so two servers in one process (a session's, a replay's) take turns too."""
+    are the process's, so two servers in one process (a session's, a replay's) take turns too.
+
+    After each request, the DynamoDB models moto tracks for its dashboard alone are let go: it tracks every
+    instance ever made, and a transaction deep-copies each table it writes (to roll back), so a replay held
+    a copy of the whole table per TransactWriteItems (100,000 records: 2.5 GB). The tables themselves are
+    the backends'; nothing else reads the lists."""
+    from moto.core.model_instances import model_data
+
+    dynamodb = model_data["dynamodb"]  # moto's DynamoDB models, filled in as it imports them
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         with _BACKENDS:
             answer = list(app(environ, start_response))
-            _untrack("dynamodb")
+            for model in dynamodb.values():
+                tracked = getattr(model, "instances_tracked", None)
+                if tracked:
+                    tracked.clear()
             return answer
 
     return serve
-
-
-def _untrack(service: str) -> None:
-    """Let go of the models moto tracks of `service` for its dashboard alone: it tracks every instance ever
-    made, and a DynamoDB transaction deep-copies each table it writes (to roll back), so a replay held a copy
-    of the whole table per TransactWriteItems (100,000 records: 2.5 GB). The tables themselves are the
-    backends'; nothing else reads the list."""
-    from moto.core.model_instances import model_data
-
-    for model in model_data.get(service, {}).values():
-        tracked = getattr(model, "instances_tracked", None)
-        if tracked:
-            tracked.clear()
 
 
 def _free_port() -> int:
