@@ -66,6 +66,18 @@ def test_the_terminate_failure_ended_the_boot_not_an_earlier_continue() -> None:
     assert suspect.script == "mount-fsx"
 
 
+def test_failures_that_leave_a_node_up_name_no_suspect_of_a_loop() -> None:
+    """PCS terminates a node for a TERMINATE failure alone: failing nodes that reported only failures under
+    CONTINUE (the article's ready-check) or STOP_SEQUENCE name none."""
+    for on_error in ("CONTINUE", "STOP_SEQUENCE"):
+        reports = [run(i, "ready-check", stage="nodeReady", on_error=on_error) for i in ("i-1", "i-2")]
+        assert find_suspect(FAILURES, reports) is None, on_error
+    reports.append(run("i-3", "mount-fsx"))
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert (suspect.script, suspect.instances) == ("mount-fsx", ["i-3"])
+
+
 def test_reports_of_other_instances_and_successes_are_ignored() -> None:
     reports = [run("i-9", "fail-terminate"), run("i-1", "ok", outcome="succeeded", exit_code=0)]
     assert find_suspect(FAILURES, reports) is None

@@ -89,9 +89,10 @@ class World:
     """The article's cluster and group in a local PCS, Lifeguard's table and bus, and the handler, all on
     one manual clock that follows the records as they are delivered."""
 
-    def __init__(self, *, tags: dict[str, str] | None = None) -> None:
+    def __init__(self, *, tags: dict[str, str] | None = None, actions: dict[str, Any] | None = None) -> None:
+        actions = TERMINATE if actions is None else actions
         self.clock, self.pcs, self.api = local_pcs_with_group(
-            CONFIG_TIME, CLUSTER, GROUP, TERMINATE, update_seconds=0, tags=tags
+            CONFIG_TIME, CLUSTER, GROUP, actions, update_seconds=0, tags=tags
         )
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
@@ -982,6 +983,59 @@ def test_a_loop_whose_nodes_reported_only_succeeded_scripts_is_not_blamed_on_a_s
     episode = world.state().episode
     assert episode is not None
     assert episode.no_script_failed
+
+
+def test_a_ready_check_under_terminate_that_reported_no_run_keeps_the_loop_on_the_scripts() -> None:
+    """The article's ready-check under TERMINATE: PCS logs a node ACTIVE before nodeReady runs, and its
+    failure ends the node all the same. Failing nodes whose nodeBootstrapped scripts all reported succeeded,
+    but whose ready-check's report never left them, did not fail outside the scripts: the ready-check may be
+    why. The detection says no report named a script, and quarantine switches the TERMINATE scripts."""
+    actions = copy.deepcopy(TERMINATE)
+    del actions["stages"]["nodeReady"][0]["onError"]  # PCS's default: TERMINATE
+    reports = [
+        ran(instance, when, script=script)
+        for instance, when in ((FIRST, 1792544790000), (SECOND, 1792545150000))
+        for script in ("fail-terminate", "record-after-fail")
+    ]
+    world = World(actions=actions)
+    GroupStore(world.table, TABLE).put_reports(reports)
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"] is None
+    assert detail["reason"].startswith("no node report named a failing script")
+    episode = world.state().episode
+    assert episode is not None
+    assert not episode.no_script_failed
+    checked = World(actions=actions)  # with its ready-check's runs reported too, no script failed
+    ready = [
+        ran(instance, when + 60_000, stage="nodeReady", script="ready-check")
+        for instance, when in ((FIRST, 1792544790000), (SECOND, 1792545150000))
+    ]
+    GroupStore(checked.table, TABLE).put_reports(reports + ready)
+    checked.feed(ARTICLE)
+    [(_, told)] = checked.bus.events()
+    assert told["reason"].startswith("no script failed on these nodes")
+
+
+def test_failures_that_leave_a_node_up_name_no_script_of_a_loop_and_the_reason_says_so() -> None:
+    """Each failing node reported only a failure of the article's ready-check (nodeReady, CONTINUE): a
+    node stays up through that, so it is not why PCS terminated them. No suspect; the reason says what the
+    nodes did report."""
+    kept_up = "CONTINUE"
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(instance, when, outcome="failed", stage="nodeReady", script="ready-check", on_error=kept_up)
+            for instance, when in ((FIRST, 1792544790000), (SECOND, 1792545150000))
+        ]
+    )
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"] is None
+    assert detail["reason"].startswith(
+        "no node report named a script failing under TERMINATE: the failing nodes reported only failures "
+        "that leave a node up (last nodeReady/ready-check under CONTINUE)"
+    )
 
 
 def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:

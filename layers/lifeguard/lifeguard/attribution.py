@@ -217,7 +217,10 @@ def find_suspect(
     scripts: Collection[tuple[str, str]] | None = None,
 ) -> Suspect | None:
     """The script that failed on all (or most) of the failing instances, or None when no report names one.
-    Only runs of `scripts` ((stage, name) of the group's configuration; None when it is not known) count.
+    Only runs of `scripts` ((stage, name) of the group's configuration; None when it is not known) count,
+    and only failures under TERMINATE: PCS terminates a node (BOOTSTRAP_FAILED) for those alone, and a
+    node whose script fails under STOP_SEQUENCE or CONTINUE stays up (the article), so such a failure is
+    not why its node failed, however many of the failing nodes report one.
 
     Ties go to the script of the most recent failure.
     """
@@ -226,7 +229,7 @@ def find_suspect(
     for report in reports:
         if scripts is not None and (report.stage, report.script) not in scripts:
             continue
-        if report.failed and report.instance_id in failing:
+        if report.failed and report.on_error == "TERMINATE" and report.instance_id in failing:
             by_instance.setdefault(report.instance_id, []).append(report)
     by_instance = {instance: runs for instance, runs in by_instance.items() if not _contradicted(runs)}
     if not by_instance:

@@ -17,6 +17,7 @@ from lifeguard.attribution import (
     known_scripts,
 )
 from lifeguard.group_state import BootOutcome, Failure, GroupState
+from lifeguard.lifecycle_rules import ready_checks
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import REPORTED_LOOP_READ_MAX, GroupStore, Runs
 
@@ -106,12 +107,16 @@ class GroupEvidence:
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported a run of every nodeBootstrapped script of the group's
-        configuration for its boot, and none of them failed: the boot failed outside the lifecycle scripts
-        (the PCS agent, slurmd, the AMI). Some runs are not enough: any node can write a report, and one
-        success written for the very script that failed would otherwise keep a real loop from its
+        configuration for its boot, and of every nodeReady one under TERMINATE (`ready_checks`: PCS logs
+        ACTIVE before nodeReady runs, and such a script's failure ends the node all the same), and none of
+        them failed: the boot failed outside the lifecycle scripts (the PCS agent, slurmd, the AMI). Some
+        runs are not enough: any node can write a report, and one success written for the very script that
+        failed (or a ready check whose report never left its node) would otherwise keep a real loop from its
         quarantine."""
         scripts = known_scripts(self._state)
-        wanted = {script for script in scripts or () if script[0] == "nodeBootstrapped"}
+        config = self._state.config
+        ready = ready_checks(config.node_lifecycle_actions) if scripts and config is not None else set()
+        wanted = {script for script in scripts or () if script[0] == "nodeBootstrapped"} | ready
         if not failures or not wanted:
             return False
         for failure in failures:

@@ -1029,7 +1029,8 @@ def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str 
     that none failed or none reported; the sentence for the detection's `reason` (None when a script is
     named)."""
     failing = runs.reports_of(failure.instance_id for failure in episode.failures)
-    episode.suspect = find_suspect(episode.failures, failing, known_scripts(state))
+    scripts = known_scripts(state)
+    episode.suspect = find_suspect(episode.failures, failing, scripts)
     episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
     if episode.suspect is not None or episode.no_script_failed:
         episode.add_signal("node_reports")
@@ -1039,5 +1040,20 @@ def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str 
             "succeeded, so the boot failed elsewhere (the PCS agent, slurmd or the AMI)"
         )
     if episode.suspect is None:
+        instances = {failure.instance_id for failure in episode.failures}
+        failed = [
+            run
+            for run in failing
+            if run.failed
+            and run.instance_id in instances
+            and (scripts is None or (run.stage, run.script) in scripts)
+        ]
+        if failed and all(run.on_error != "TERMINATE" for run in failed):
+            last = max(failed, key=lambda run: (run.boot, run.ended_or_started_at))
+            return (
+                "no node report named a script failing under TERMINATE: the failing nodes reported only "
+                f"failures that leave a node up (last {last.stage}/{last.script} under {last.on_error}), "
+                "so the boot failed elsewhere or its report never left the node"
+            )
         return "no node report named a failing script (are the nodes shipping reports?)"
     return None
