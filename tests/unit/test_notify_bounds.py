@@ -151,6 +151,33 @@ def test_a_retry_after_of_a_week_holds_the_webhook_an_hour_at_most(monkeypatch: 
 
 
 @pytest.mark.parametrize(
+    ("status", "retry_after", "held"),
+    [
+        (429, "Wed, 21 Oct 2026 02:00:20 GMT", 20.0),  # HTTP's date form: until then
+        (429, "Wed, 21 Oct 2026 01:59:00 GMT", 0.0),  # a date gone by: at once
+        (429, "nan", 0.5),  # nothing readable: the backoff's first wait
+        (429, "-5", 0.5),
+        (429, "soon", 0.5),
+        (503, "12", 12.0),  # a relay out of service for a while says how long, as a 429 does
+    ],
+)
+def test_a_retry_after_in_either_form_holds_the_webhook_and_nonsense_waits_the_backoff(
+    monkeypatch: pytest.MonkeyPatch, status: int, retry_after: str, held: float
+) -> None:
+    """HTTP's Retry-After is seconds or a date. A date was read as nothing (posted again at once, and again),
+    and `nan` as no wait at all."""
+    monkeypatch.setattr(slack_module, "_post", _refused(status, {"Retry-After": retry_after}))
+    monkeypatch.setattr(slack_module.time, "time", lambda: 1792548000.0)  # 2026-10-21 02:00:00 UTC
+    pacer = Pacer()
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/x", attempts=2, pacer=pacer, sleep=lambda _: None
+    )
+    with pytest.raises(SlackError):
+        send(channel)
+    assert pacer.holds[0] == held
+
+
+@pytest.mark.parametrize(
     ("held", "said"),
     [
         (3500.0, "Slack asked for no message for 3500 s more (HTTP 429, Retry-After), longer than this"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -237,6 +238,23 @@ def test_every_slack_section_stays_within_block_kit_s_3000_characters() -> None:
     sizes = [len(b["text"]["text"]) for b in message["blocks"] if b["type"] == "section"]
     assert sizes
     assert max(sizes) <= 3000
+
+
+@pytest.mark.parametrize("shift", range(5))
+def test_a_slack_text_cut_at_its_limit_never_cuts_an_escape_in_half(shift: int) -> None:
+    """An event's `&`, `<` and `>` are escaped (`&amp;`, `&lt;`, `&gt;`): a cut inside one showed the rest
+    of it (`&am…`). Each text, cut at its start or its end, holds whole escapes only."""
+    cleaned = _remediation(
+        undo="lifeguard undo ep-1",
+        reason="x" * shift + "&" * 4000,
+        suspect={**ARTICLE_SUSPECT, "log_tail": "<" * 3000 + "x" * shift},
+    )
+    message = slack_message(summarize("RemediationApplied", cleaned), cleaned)
+    texts = [b["text"]["text"] for b in message["blocks"] if "text" in b] + [message["text"]]
+    cut = [text for text in texts if "…" in text]
+    assert len(cut) >= 2  # the reason, its end; the log tail, its start
+    for text in cut:
+        assert not re.search(r"&(?!(?:amp|lt|gt);)|(?<![&a-z])(?:amp|lt|gt);", text), text[:80]
 
 
 def test_slack_s_limits_hold_in_utf_16_units_for_text_of_emoji() -> None:

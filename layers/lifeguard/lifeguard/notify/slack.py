@@ -9,9 +9,11 @@ per webhook. Messages stay within Block Kit's limits (header 150 characters, sec
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import hashlib
 import http.client
 import json
+import math
 import os
 import re
 import socket
@@ -83,19 +85,33 @@ def _units(text: str) -> int:
 
 
 def _clip(text: str, limit: int) -> str:
-    """The text cut to `limit` UTF-16 units, its end an ellipsis when cut."""
+    """The text cut to `limit` UTF-16 units, its end an ellipsis when cut (never inside an escape:
+    `_escaped`'s `&amp;` cut to `&am` would show as such)."""
     if len(text) * 2 <= limit or _units(text) <= limit:
         return text
     kept = text.encode("utf-16-le", "surrogatepass")[: (limit - 1) * 2]
-    return kept.decode("utf-16-le", "ignore") + "…"  # a pair cut in half is dropped whole
+    cut = kept.decode("utf-16-le", "ignore")  # a pair cut in half is dropped whole
+    entity = _ENTITY_CUT.search(text, max(0, len(cut) - 4), len(cut) + 4)
+    if entity is not None and entity.start() < len(cut) < entity.end():
+        cut = cut[: entity.start()]
+    return cut + "…"
 
 
 def _tail(text: str, limit: int) -> str:
-    """The end of the text in `limit` UTF-16 units, an ellipsis first when cut."""
+    """The end of the text in `limit` UTF-16 units, an ellipsis first when cut (never inside an escape)."""
     if len(text) * 2 <= limit or _units(text) <= limit:
         return text
     kept = text.encode("utf-16-le", "surrogatepass")[-(limit - 1) * 2 :]
-    return "…" + kept.decode("utf-16-le", "ignore")
+    cut = kept.decode("utf-16-le", "ignore")
+    start = len(text) - len(cut)
+    entity = _ENTITY_CUT.search(text, max(0, start - 4), start + 4)
+    if entity is not None and entity.start() < start < entity.end():
+        cut = cut[entity.end() - start :]
+    return "…" + cut
+
+
+# `_escaped`'s escapes, which a cut must take whole or not at all.
+_ENTITY_CUT = re.compile(r"&(?:amp|lt|gt);")
 
 
 def _escaped(text: str) -> str:
@@ -476,10 +492,12 @@ class SlackChannel:
             except urllib.error.HTTPError as exc:
                 said = getattr(exc, "slack_error", "")
                 problem = f"HTTP {exc.code}" + (f" {said}" if said else "")
-                if exc.code == 429:
-                    # No message before the time Slack asked for, from this sender or any other: the
-                    # webhook's pace is held that long, and the next attempt waits in it.
-                    hold = self._retry_after(exc.headers.get("Retry-After"), delay)
+                retry_after = exc.headers.get("Retry-After") if exc.headers is not None else None
+                if exc.code == 429 or (exc.code == 503 and retry_after is not None):
+                    # No message before the time Slack (or a relay, unavailable for a while) asked for,
+                    # from this sender or any other: the webhook's pace is held that long, and the next
+                    # attempt waits in it.
+                    hold = self._retry_after(retry_after, delay)
                     self._hold(url, hold)
                     if hold > self._longest_wait():
                         raise SlackError(
@@ -528,12 +546,22 @@ class SlackChannel:
 
     @staticmethod
     def _retry_after(header: str | None, default: float) -> float:
-        """Seconds a 429's Retry-After asks for (`default` when it says none), at most an hour."""
-        try:
-            seconds = float(header or default)
-        except ValueError:
+        """Seconds a Retry-After asks for, in either of HTTP's forms (seconds, or a date), at most an hour;
+        `default` when it says none or nothing that can be read (`nan`, a negative number, a bad date)."""
+        text = (header or "").strip()[:64]
+        if not text:
             return default
-        return min(RETRY_AFTER_MAX_SECONDS, seconds) if seconds > 0 else 0.0
+        try:
+            seconds = float(text)
+        except ValueError:
+            try:
+                seconds = email.utils.parsedate_to_datetime(text).timestamp() - time.time()
+            except (TypeError, ValueError, IndexError, OverflowError):
+                return default
+            seconds = max(0.0, seconds)  # a date gone by: at once
+        if not 0 <= seconds < math.inf:  # nan, negative, or inf
+            return RETRY_AFTER_MAX_SECONDS if seconds == math.inf else default
+        return min(RETRY_AFTER_MAX_SECONDS, seconds)
 
     def _longest_wait(self) -> float:
         """The longest a post may wait here: `max_retry_after_seconds`, and no more than the invocation has
