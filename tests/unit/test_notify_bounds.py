@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import io
+import json
 import socket
 import ssl
 import urllib.error
@@ -65,6 +66,36 @@ def test_an_sns_message_fits_however_its_text_grows_on_one_line() -> None:
         ]
     )
     assert len(sns_message(summarize("RemediationApplied", made), made).encode()) <= SNS_MAX_BYTES
+
+
+def test_an_sns_body_of_many_long_risks_keeps_json_that_parses() -> None:
+    """JSON writes each character past ASCII as a six-byte escape: a review's risks in Japanese (put on
+    the bus by hand; Lifeguard's own are held smaller) took the JSON past the bound with every other field
+    trimmed, and the body was cut mid-string. The risks go too, and the JSON parses."""
+    risks = [
+        {"code": "unpinned", "path": f"stages.nodeBootstrapped[{n % 20}]", "message": "スクリプト" * 160}
+        for n in range(100)
+    ]
+    made = detail(risks=risks, reason="レビュー" * 2000)
+    body = sns_message(summarize("ConfigChangeReviewed", made), made)
+    assert len(body.encode()) <= SNS_MAX_BYTES
+    parsed = json.loads(body[body.index("\n{") :])
+    assert parsed["risks"] == "(trimmed to fit SNS)"
+    assert parsed["compute_node_group_id"] == "pcs_abcdef01"
+
+
+def test_an_sns_body_whose_text_alone_is_over_its_bound_leaves_the_json_out_and_says_so() -> None:
+    made = detail(
+        diff=[
+            {"path": f"stages.nodeBootstrapped[{n}].arguments", "old": None, "new": "\n" * 400}
+            for n in range(300)
+        ]
+    )
+    body = sns_message(summarize("RemediationApplied", made), made)
+    assert len(body.encode()) <= SNS_MAX_BYTES
+    said = "(the event's JSON detail is left out: even trimmed, it does not fit SNS's 256 KB)\n"
+    assert body.endswith(said)
+    assert "{" not in body[-200:]
 
 
 def test_an_sns_body_over_its_bound_lets_the_log_tail_go_before_the_configuration_to_restore() -> None:

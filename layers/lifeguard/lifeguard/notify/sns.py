@@ -17,7 +17,9 @@ _HEADROOM_BYTES = 2048  # subject and attributes count towards the limit too
 
 
 def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
-    """The body: summary, then the detail as JSON, trimmed (log tail, then configs) to fit."""
+    """The body: summary, then the detail as JSON, trimmed (log tail, configs, diff, failures, risks,
+    reason) to fit. Should it still not fit, the JSON is left out whole, and said: a subscriber parses it,
+    and half of it would not parse."""
     budget = SNS_MAX_BYTES - _HEADROOM_BYTES
     trimmed: dict[str, Any] = dict(detail)
     if "undo" in trimmed:
@@ -25,16 +27,22 @@ def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
     # Text that is not Unicode (a lone surrogate in a value the event carries as it came) is shown as
     # its escape: SNS takes UTF-8 only, and a retry would fail the same way.
     text = summary.text().encode("utf-8", "backslashreplace").decode("utf-8")
-    for step in ("log_tail", "config_before", "config_after", "diff", "failures"):
+    for step in ("log_tail", "config_before", "config_after", "diff", "failures", "risks", "reason"):
         body = f"{text}\n{json.dumps(trimmed, indent=1, default=str)}\n"
         if len(body.encode()) <= budget:
             return body
         if step == "log_tail" and isinstance(trimmed.get("suspect"), Mapping):
             trimmed["suspect"] = {**trimmed["suspect"], "log_tail": "(trimmed to fit SNS)"}
-        else:
+        elif step in trimmed:
             trimmed[step] = "(trimmed to fit SNS)"
     body = f"{text}\n{json.dumps(trimmed, default=str)}\n"
-    return body.encode()[:budget].decode(errors="ignore")
+    if len(body.encode()) <= budget:
+        return body
+    room = budget - len(_LEFT_OUT.encode())
+    return text.encode()[:room].decode(errors="ignore") + _LEFT_OUT
+
+
+_LEFT_OUT = "\n(the event's JSON detail is left out: even trimmed, it does not fit SNS's 256 KB)\n"
 
 
 class SnsChannel:
