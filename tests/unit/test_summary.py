@@ -98,6 +98,18 @@ def test_only_remediation_events_state_an_action_and_a_dry_run_says_nothing_chan
     assert summarize("LoopResolved", detail(dry_run=True)).action is None
 
 
+def test_a_dry_run_skip_is_no_page_and_a_skip_lifeguard_did_not_choose_is() -> None:
+    """Mode notify (the stack's default) is chosen: its detection pages (`high`), and its skip, a revision
+    after revision, is `low`. A skip for a cooldown, the cap or a refusal means the loop goes on with nobody
+    acting: `high`."""
+    held = detail(dry_run=True, mode="notify", reason="Dry run (mode notify), nothing was changed; would …")
+    assert summarize("RemediationSkipped", held).severity == "low"
+    assert summarize("BootstrapLoopDetected", held).severity == "high"
+    assert summarize("RemediationFailed", held).severity == "critical"
+    capped = detail(dry_run=True, mode="quarantine", reason="Daily cap of 3 change(s) reached; …")
+    assert summarize("RemediationSkipped", capped).severity == "high"
+
+
 def test_a_change_made_says_pcs_replaces_the_running_nodes_and_one_held_back_does_not() -> None:
     """The article: after an update of the lifecycle actions the running node was drained and a new
     instance took its place. Whoever reads that Lifeguard changed a group learns its nodes go (in an

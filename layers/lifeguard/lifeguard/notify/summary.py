@@ -67,6 +67,18 @@ _TITLES = {
 }
 
 
+def _severity(detail_type: str, *, late: bool, dry_run: bool) -> str:
+    """The event's severity (`SEVERITY`): `info` for one delivered after its loop was over, and `low` for a
+    skip that was a dry run (mode notify, or the stack's DryRun): the people who chose it were paged by the
+    detection already, and a page a revision for what they chose is noise at 3 a.m. A skip Lifeguard did not
+    choose (a cooldown, the daily cap, a refusal) stays `high`: the loop goes on with nobody acting."""
+    if late:
+        return "info"
+    if detail_type == "RemediationSkipped" and dry_run:
+        return "low"
+    return SEVERITY.get(detail_type, "info")
+
+
 def _ascii_line(text: str) -> str:
     # SNS subjects: ASCII, no line breaks or control characters.
     cleaned = "".join(c if 32 <= ord(c) < 127 else " " for c in text)
@@ -205,10 +217,10 @@ def summarize(
             f", on {count} of {len(failures)} failed node(s))"
         )
     action = None
+    # `dry_run` says nothing was changed, whatever held it back: a dry run only when its reason says so
+    # (mode notify or the stack's DryRun, `remediation.rails.dry_run`), not for a skip or a failure.
+    held = detail_type.startswith("Remediation") and str(reason or "").startswith(DRY_RUN_SAID)
     if detail_type.startswith("Remediation"):
-        # `dry_run` says nothing was changed, whatever held it back: a dry run only when its reason says so
-        # (mode notify or the stack's DryRun, `remediation.rails.dry_run`), not for a skip or a failure.
-        held = str(reason or "").startswith(DRY_RUN_SAID)
         dry = (
             (" (dry run: nothing changed)" if held else " (nothing changed)") if detail.get("dry_run") else ""
         )
@@ -221,7 +233,7 @@ def summarize(
     # its own) or reach a terminal or mail reader as an escape sequence.
     return Summary(
         detail_type=detail_type,
-        severity="info" if late else SEVERITY.get(detail_type, "info"),
+        severity=_severity(detail_type, late=late, dry_run=held),
         subject=subject,
         headline=one_line(headline),
         evidence=tuple(one_line(line) for line in evidence),
