@@ -20,6 +20,7 @@ from lifeguard.bounds import (
     SCRIPT_NAME,
     clip,
     implausible_time,
+    is_pcs_id,
     one_line,
     pcs_pattern,
     printable_lines,
@@ -63,6 +64,14 @@ def test_ids_follow_pcss_own_patterns_matched_whole() -> None:
     for bad in ("xx pcs_abc123de45", "pcs_abc_def", "pcs_" + "a" * 61, "ab", "pcs_abc\n"):
         assert not _takes(CLUSTER_ID, bad)
     assert not _takes(GROUP_ID, "pcs_a#b")
+
+
+def test_is_pcs_id_holds_ids_to_their_length_as_the_check_does() -> None:
+    """The id taken from a listing, CloudTrail or an undo line goes into a table's key only when it is one:
+    at most 64 characters, as PCS_ID's check."""
+    assert is_pcs_id("pcs_" + "a" * 60)
+    assert not is_pcs_id("pcs_" + "a" * 61)
+    assert not is_pcs_id(None)
 
 
 @pytest.mark.parametrize("bad", ["i-", "i-" + "0" * 33, "i-0#1", "x-0123", "i-0123 "])

@@ -399,6 +399,18 @@ def test_a_configuration_is_proven_by_a_success_of_a_node_launched_on_it(
         assert proof.node_lifecycle_actions == {"nodeBootstrapped": []}
 
 
+def test_a_node_a_quarantine_kept_proves_nothing_though_pcs_logged_it_a_success() -> None:
+    """PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS: the episode's kept node booted with its script
+    failing, whatever else would take its success for a proof. Another node's success on it proves."""
+    state = state_of("L1@10 S1@12 L2@11 S2@13")
+    state.episode = Episode(episode_id="ep-1", kind="loop", opened_at=T0, kept=["i-1", "i-2"])
+    assert proven_good(state, successes_of("S1@12 S2@13"), known(5, 30)) is None
+    state.episode.kept = ["i-1"]
+    proof = proven_good(state, successes_of("S1@12 S2@13"), known(5, 30))
+    assert proof is not None
+    assert proof.instance_id == "i-2"
+
+
 def test_the_proven_good_configuration_is_not_proven_again() -> None:
     state = state_of("L1@10 S1@12")
     config = known(5, 30)

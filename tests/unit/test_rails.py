@@ -399,3 +399,13 @@ def test_an_undo_of_a_change_the_ledger_let_go_is_told_by_its_time() -> None:
     after = change(400.0, "undo", status="applied")
     assert Ledger(changes=[before]).undo_of(gone) is None
     assert Ledger(changes=[after]).undo_of(gone) == after
+
+
+def test_a_configuration_exactly_at_the_stored_bound_is_kept_and_one_byte_more_is_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The undo keeps up to CONFIG_MAX_STORED_BYTES of a configuration: that much is changed and kept."""
+    monkeypatch.setattr(rails, "stored_bytes", lambda _: rails.CONFIG_MAX_STORED_BYTES)
+    assert rails.configuration_too_large({}) is None
+    monkeypatch.setattr(rails, "stored_bytes", lambda _: rails.CONFIG_MAX_STORED_BYTES + 1)
+    assert "nothing is changed" in (rails.configuration_too_large({}) or "")

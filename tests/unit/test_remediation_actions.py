@@ -108,6 +108,43 @@ def test_quarantine_of_a_configuration_that_holds_the_drain_step_already_adds_no
     assert names.count(DRAIN_SCRIPT_NAME) == 1
 
 
+def test_a_drain_reason_naming_many_long_scripts_is_cut_to_an_argument_pcs_takes() -> None:
+    """No suspect: every TERMINATE script is switched and named in the drain step's reason. Eight of 40
+    characters make 372: PCS refuses an argument over 256, and the whole quarantine with it."""
+    names = [f"step-{n}-" + "x" * 33 for n in range(8)]
+    config = {
+        "stages": {
+            "nodeBootstrapped": [
+                {"name": name, "scriptSource": {"scriptLocation": f"s3://lca-scripts/{name}.sh"}}
+                for name in names
+            ]
+        }
+    }
+    plan = action_for("quarantine").plan(ActionContext(config, None, node_bundle=BUNDLE))
+    after = plan.config_after
+    assert after is not None
+    reason = after["stages"]["nodeReady"][0]["arguments"][2]
+    assert len(reason) == 256
+    assert reason.startswith(f"lifeguard: kept for debugging, {names[0]}")
+
+
+def test_an_owners_drain_step_on_terminate_is_not_switched_with_the_scripts() -> None:
+    """Lifeguard's drain step, added by the owners without an onError (TERMINATE by PCS's default), is no
+    script a loop is about: a quarantine without a suspect switches the others alone."""
+    config = copy.deepcopy(TERMINATE)
+    drain = {"name": DRAIN_SCRIPT_NAME, "scriptSource": {"scriptLocation": BUNDLE.location}}
+    setup = {
+        "name": "setup",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts/setup.sh"},
+        "onError": "TERMINATE",
+    }
+    config["stages"]["nodeReady"] = [drain, setup]
+    after = action_for("quarantine").plan(ActionContext(config, None)).config_after
+    assert after is not None
+    assert "onError" not in script(after, "nodeReady", DRAIN_SCRIPT_NAME)
+    assert script(after, "nodeReady", "setup")["onError"] == "STOP_SEQUENCE"
+
+
 def test_a_bundle_known_only_by_location_is_written_as_it_is() -> None:
     bare = NodeBundle("https://example.com/lifeguard-node.pyz", "ignored-off-s3")
     assert bare.script_source() == {"scriptLocation": "https://example.com/lifeguard-node.pyz"}
@@ -250,6 +287,21 @@ def test_undrain_takes_out_only_lifeguards_drain_step() -> None:
     )
     assert [c.to_detail()["path"] for c in plan.changes] == ["stages.nodeReady[0]"]
     assert action_for("undrain").plan(ActionContext(TERMINATE)).config_after is None  # nothing of Lifeguard's
+
+
+def test_undrain_of_a_stage_that_held_the_drain_step_alone_takes_the_stage_out() -> None:
+    """The configuration goes back to what it was before the step was added (its fingerprint with it), not
+    to one with an empty nodeReady."""
+    config = copy.deepcopy(TERMINATE)
+    del config["stages"]["nodeReady"]
+    drained = action_for("quarantine").plan(
+        ActionContext(config, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
+    )
+    assert drained.config_after is not None
+    assert [s["name"] for s in drained.config_after["stages"]["nodeReady"]] == [DRAIN_SCRIPT_NAME]
+    after = action_for("undrain").plan(ActionContext(drained.config_after)).config_after
+    assert after is not None
+    assert set(after["stages"]) == {"nodeBootstrapped"}
 
 
 def test_revert_to_a_proven_good_config_that_only_spells_out_the_defaults_quarantines_instead() -> None:

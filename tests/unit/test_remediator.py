@@ -1727,6 +1727,26 @@ def test_a_replacement_loop_after_lifeguards_drain_step_takes_the_step_out_at_on
     ]
 
 
+def test_a_replacement_loop_of_nodes_whose_scripts_all_succeeded_keeps_the_drain_step_and_says_why() -> None:
+    """The drain step drains a node only after a failed script: nodes replaced as unhealthy whose reports
+    show every script succeeded were not drained by it. The step stays, nothing is changed, and the
+    operator is sent to the nodes' health."""
+    world = World()
+    event = replacement_after_drain(world, drained=True)
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.no_script_failed = True
+    world.store.save(state)
+    before = world.group()["nodeLifecycleActions"]
+    [answer] = world.remediator().handle_event(event)
+    assert (answer.detail_type, answer.detail["kind"]) == ("RemediationSkipped", "replacement")
+    assert "drained none of them, so it stays. Look at the nodes' health" in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == before
+    assert [c.action for c in RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes] == [
+        "quarantine"
+    ]
+
+
 def test_a_drain_step_lifeguard_put_in_and_the_operator_undid_is_not_lifeguards_once_the_owners_add_one() -> (
     None
 ):
