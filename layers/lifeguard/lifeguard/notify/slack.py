@@ -559,8 +559,8 @@ class SlackChannel:
             except (TypeError, ValueError, IndexError, OverflowError):
                 return default
             seconds = max(0.0, seconds)  # a date gone by: at once
-        if not 0 <= seconds < math.inf:  # nan, negative, or inf
-            return RETRY_AFTER_MAX_SECONDS if seconds == math.inf else default
+        if math.isnan(seconds) or seconds < 0:
+            return default
         return min(RETRY_AFTER_MAX_SECONDS, seconds)
 
     def _longest_wait(self) -> float:
