@@ -184,6 +184,9 @@ def test_boot_json_is_the_boot_and_each_run_for_programs(node: Node) -> None:
     assert failed["on_error"] == "STOP_SEQUENCE"
     assert len(failed["script_sha256"]) == 64
     assert failed["log_span"][0] < failed["log_span"][1]
+    # In plain words; executor.log keeps PCS's (`ExitStatus(unix_wait_status(256))`) for the shipper.
+    assert failed["error"] == "script 'fail-stop-sequence' failed with exit status 1"
+    assert "unix_wait_status(256)" in json.dumps(node.executor_records())
 
 
 def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> None:

@@ -384,6 +384,16 @@ def test_a_bad_bound_is_bad_usage_and_drains_nothing(
     assert message in err
 
 
+def test_a_root_that_is_no_folder_is_bad_usage_not_a_node_with_nothing_to_drain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped --root was answered "not drained: no lifecycle script stopped its sequence", exit 0."""
+    monkeypatch.setenv("LIFEGUARD_SCONTROL", "/nonexistent/scontrol")
+    code, out, err = run_drain(tmp_path / "nope", capsys, "--watch-seconds", "0")
+    assert (code, out) == (2, [])
+    assert err == f"lifeguard-node drain: --root {tmp_path / 'nope'}: no such folder\n"
+
+
 def test_a_log_of_one_endless_line_is_read_in_chunks_and_the_records_after_it_found(tmp_path: Path) -> None:
     """executor.log was read whole: one line of 300 MB took 310 MB to look for a STOP_SEQUENCE failure."""
     import tracemalloc

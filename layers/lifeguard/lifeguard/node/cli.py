@@ -37,6 +37,7 @@ from lifeguard.node.executor import (
     Executor,
     ExecutorLog,
     NodeIdentity,
+    ScriptRun,
 )
 from lifeguard.node.layout import NodeLayout, ensure_dir
 from lifeguard.settings import setting
@@ -421,6 +422,8 @@ def _drain(args: argparse.Namespace) -> int:
         seconds = _seconds(f"watch ({named})", seconds, least=0)
         if args.follow_from is not None and args.follow_from < 0:  # the watcher's own, never a person's
             raise ValueError(f"the offset to follow from must be 0 or more, not {args.follow_from}")
+        if not Path(root).is_dir():  # not a node's root: no boot's log to read, and "not drained" would lie
+            raise ValueError(f"--root {root}: no such folder")
     except ValueError as exc:
         print(f"lifeguard-node drain: {exc}", file=sys.stderr)
         return _EXIT_BAD_USAGE
@@ -477,9 +480,18 @@ def _outcome(decision: DrainDecision, *, stamped: bool = False) -> int:
     return 0
 
 
+def _plain_error(run: ScriptRun) -> str | None:
+    """A run's error in plain words: PCS's for an exit status (`ExitStatus(unix_wait_status(256))`, which
+    executor.log keeps, as PCS's agent writes it) is said as the status it is."""
+    error = run.error
+    if error and run.exit_code is not None and "ExitStatus(unix_wait_status(" in error:
+        return f"script '{run.script}' failed with exit status {run.exit_code}"
+    return error
+
+
 def _report(result: BootResult, *, as_json: bool) -> None:
     if as_json:
-        runs = [run._asdict() for run in result.runs]
+        runs = [{**run._asdict(), "error": _plain_error(run)} for run in result.runs]
         document = {
             "boot": result.boot,
             "first_boot": result.first_boot,
@@ -496,7 +508,7 @@ def _report(result: BootResult, *, as_json: bool) -> None:
         code = "" if run.exit_code is None else f" exit={run.exit_code}"
         line = f"  {run.stage:<17} {run.script:<{names}} {run.outcome:<9}{code}  onError {run.on_error}"
         error = run.error
-        if error and run.exit_code is not None and "ExitStatus(unix_wait_status(" in error:
+        if error != _plain_error(run):
             error = None  # PCS's words for the exit status (executor.log keeps them): exit= says it here
         if error and len(line) + 2 + len(error) <= width:
             line += f"  {error}"
