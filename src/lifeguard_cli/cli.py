@@ -551,6 +551,8 @@ def simulate(
         raise typer.Exit(2)
     try:
         loaded = load_scenario(scenario)
+        for line in loaded.unknown_scripts():  # meant (a fetch failure), or a typo: said either way
+            typer.echo(f"lifeguard simulate: note: {line}", err=True)
         with _progress(f"{loaded.name} (mode {mode.value})") as progress:
             document = run_simulation(
                 loaded,

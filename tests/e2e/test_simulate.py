@@ -616,11 +616,28 @@ def test_the_built_in_scenarios_are_listed_as_a_table_that_fits_or_as_json() -> 
     assert all(name in table.stdout for name in names)
 
 
+def test_a_script_the_scenario_does_not_hold_is_noted_before_the_run(tmp_path: Path) -> None:
+    data = yaml.safe_load((BUILT_IN / "article-loop.yaml").read_text())
+    data["horizon_minutes"] = 2
+    source = data["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["scriptSource"]
+    source["scriptLocation"] = "s3://sim-scripts/fial.sh"
+    scenario = tmp_path / "typo.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    done = simulate_cli(str(scenario), "--json")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(
+        "lifeguard simulate: note: groups[0] (lca-static): nodeBootstrapped › fail-terminate names "
+        "s3://sim-scripts/fial.sh, which is not among the scenario's scripts"
+    )
+    json.loads(done.stdout)  # the document alone on stdout
+
+
 def test_the_json_document_holds_the_contract_and_the_baseline() -> None:
     done = simulate_cli("article-loop", "--json", "--baseline", "pcs", "--seed", "3")
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     assert "simulating article TERMINATE loop" in done.stderr  # progress, apart from the document
+    assert "note:" not in done.stderr  # every script it names is among its own
     document = json.loads(done.stdout)
     assert (document["scenario"], document["mode"], document["seed"]) == (
         "article TERMINATE loop",

@@ -56,6 +56,22 @@ def test_every_built_in_scenario_loads_with_its_scripts_and_a_description() -> N
         assert named <= set(scenario.scripts), path.name
 
 
+def test_a_script_named_in_the_scenarios_bucket_that_it_does_not_hold_is_said_by_where() -> None:
+    """A typo in a script's name looked like a fetch failure the scenario meant: the nodes failed to fetch
+    it, and nothing said why. It is said (the run goes on: a scenario may mean it)."""
+    data = article()
+    assert parse_scenario(data, Path("s.yaml")).unknown_scripts() == []
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["scriptSource"]["scriptLocation"] = (
+        "s3://sim-scripts/fial.sh"
+    )
+    data["changes"] = [{"at_minute": 5, "group": "lca-static", "config": data["groups"][0]["config"]}]
+    assert parse_scenario(data, Path("s.yaml")).unknown_scripts() == [
+        f"{where}: nodeBootstrapped › fail-terminate names s3://sim-scripts/fial.sh, which is not among "
+        "the scenario's scripts: its nodes fail to fetch it"
+        for where in ("groups[0] (lca-static)", "the change at minute 5 (lca-static)")
+    ]
+
+
 def test_a_built_in_scenario_is_found_by_name_and_a_json_file_by_path(tmp_path: Path) -> None:
     assert load_scenario("article-loop").name == "article TERMINATE loop"
     copy = tmp_path / "mine.json"

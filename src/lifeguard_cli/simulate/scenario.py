@@ -201,6 +201,26 @@ class Scenario:
     stack: StackSettings = field(default_factory=StackSettings)
     description: str = ""
 
+    def unknown_scripts(self) -> list[str]:
+        """One line for each script a configuration names in the scenario's bucket
+        (`s3://sim-scripts/<file>`) that the scenario does not hold: its nodes fail to fetch it, as they
+        would on AWS, which is what a scenario may mean, and what a typo in a name also does."""
+        said = []
+        configs = [(f"groups[{n}] ({group.name})", group.config) for n, group in enumerate(self.groups)]
+        configs += [(f"the change at minute {c.at_minute:g} ({c.group})", c.config) for c in self.changes]
+        prefix = f"s3://{SCRIPTS_BUCKET}/"
+        for where, config in configs:
+            for stage, scripts in (config.get("stages") or {}).items():
+                for script in scripts or []:
+                    location = str((script.get("scriptSource") or {}).get("scriptLocation", ""))
+                    name = location[len(prefix) :]
+                    if location.startswith(prefix) and name not in self.scripts:
+                        said.append(
+                            f"{where}: {stage} › {script.get('name')} names {location}, which is not among "
+                            "the scenario's scripts: its nodes fail to fetch it"
+                        )
+        return said
+
 
 def built_in_scenarios() -> list[Path]:
     """The scenarios that ship with Lifeguard (events/scenarios/*.yaml), by name."""
