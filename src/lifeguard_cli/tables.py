@@ -199,6 +199,7 @@ def _stacked_holds_words(made: Table, width: int) -> bool:
 
 
 _UNDER = 4  # the indent of a last column shown under its row
+_SHORT = 12  # a last column no longer than this (its heading too) is never shown under its row
 
 
 def _show_last_under(out: Console, made: Table, word_max: int) -> bool:
@@ -206,6 +207,8 @@ def _show_last_under(out: Console, made: Table, word_max: int) -> bool:
     from rich.text import Text
 
     *lead, last = made.columns
+    if max(len(_text(cell)) for cell in [last.header, *last._cells]) <= _SHORT:
+        return False  # a short value (lint's `pinned`) on a line of its own reads worse than a block
     heading = _like(made, lead, title=made.title)
     for index in range(made.row_count):
         heading.add_row(*(column._cells[index] for column in lead))

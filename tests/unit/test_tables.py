@@ -79,6 +79,16 @@ def test_columns_too_many_for_the_width_are_stacked_one_block_a_row() -> None:
     assert "executionPolicy  ONCE" in blocks[0]
 
 
+def test_a_short_last_column_never_goes_under_its_row_the_rows_are_stacked_instead() -> None:
+    """lint's table at 80 columns, piped: all but `pinned` fit, and `pinned` went on a line of its own
+    under every row (`    no`), its heading under the others'. A short value is no detail to set apart."""
+    columns = ("stage", "#", "script", "source", "args", "onError", "executionPolicy", "pinned")
+    row = ("nodeBootstrapped", "0", "a", "s3://rvb/fail.sh", "-", "TERMINATE", "FIRST_BOOT_ONLY", "no")
+    text = rendered(80, row, columns=columns)
+    assert [line.split()[0] for line in text.splitlines()] == list(columns)  # one block, a line a column
+    assert text.splitlines()[-1].split() == ["pinned", "no"]
+
+
 def test_a_stacked_value_too_long_to_sit_beside_its_name_goes_under_it_whole() -> None:
     """At 60 columns a 47-character S3 location does not fit beside a 15-character column name, but does
     on a line of its own: it was folded there ("…/record-boo" / "t.sh")."""
