@@ -335,6 +335,39 @@ def test_a_count_of_boots_baked_into_the_image_is_not_this_instances(tmp_path: P
     assert _shipped(layout, SECOND_BOOT) == [(SECOND_RUN, 1, True)]  # this instance's first boot
 
 
+@pytest.mark.parametrize("how", ["once", "last look"])
+def test_a_failure_after_a_megabyte_of_records_without_a_report_is_shipped_in_one_look(
+    tmp_path: Path, how: str
+) -> None:
+    """executor.log read a megabyte at a time: a read that held no report ended the look, so `--once` and
+    the last look at a shutdown (after a TERMINATE failure) shipped nothing, and the place it read to was
+    not saved (a restart read the same megabyte again)."""
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    filler = _agent_record(FIRST_RUN, "Reusing cached script (CACHE_ONCE)")
+    layout.executor_log.write_text(filler * (2 * 1024 * 1024 // len(filler) + 10))
+    layout.script_log("nodeBootstrapped", "record-every-boot").write_text("")
+    _agent_failure(layout, FIRST_RUN + 5, "mount: /shared: no such host\n")
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: FIRST_BOOT)
+    if how == "once":
+        shipper.run(once=True)
+    else:
+        shipper.last_look()
+    [report] = map(json.loads, sink.messages)
+    assert (report["outcome"], report["log_tail"]) == ("failed", "mount: /shared: no such host\n")
+    assert _State.load(layout.shipper_state).executor_offset == layout.executor_log.stat().st_size
+
+
+def test_a_look_that_reads_on_past_records_without_a_report_saves_where_it_got_to(tmp_path: Path) -> None:
+    layout = NodeLayout(tmp_path)
+    filler = _agent_record(FIRST_RUN, "Reusing cached script (CACHE_ONCE)")
+    layout.executor_log.parent.mkdir(parents=True)
+    layout.executor_log.write_text(filler * (1536 * 1024 // len(filler)))
+    Shipper(layout, SHIPPER_IDENTITY, ListSink(), boot=lambda: FIRST_BOOT).run(once=True)
+    assert _State.load(layout.shipper_state).executor_offset == layout.executor_log.stat().st_size
+
+
 def _agent_failure(layout: NodeLayout, at: int, output: str, *, log: str = "replace") -> None:
     """A STOP_SEQUENCE failure of record-every-boot as PCS's agent logs it (no exit code, no place in the
     log): its script log written anew (`replace`: removed, then written; `rename`: a new file moved over

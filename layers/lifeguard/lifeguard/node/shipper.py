@@ -447,7 +447,7 @@ class Shipper:
             self._recover_pending()
             self._recovered = True
         if not self.state.pending:
-            reports = self._collect()
+            reports = self._collect_on()
             if not reports:
                 return 0
             self.state.pending = reports
@@ -463,6 +463,23 @@ class Shipper:
             self.state.pending = self.state.pending[len(batch) :]
             self._save()
         return delivered
+
+    def _collect_on(self) -> list[str]:
+        """What is new, read on past stretches of executor.log that hold no report (a megabyte a read): a
+        failure after a megabyte of other records is found in this look, by `--once` and by the last look
+        at a shutdown, not only by a later poll. A look that read on without finding a report saves where
+        it got to, so a restart does not read the same stretch again."""
+        read_on = False
+        while True:
+            where = (self.state.executor_inode, self.state.executor_offset)
+            reports = self._collect()
+            if reports:
+                return reports
+            if (self.state.executor_inode, self.state.executor_offset) == where:
+                if read_on:
+                    self._save()
+                return []
+            read_on = True
 
     def _save(self) -> None:
         """Save the state. A disk that refuses it (full, often why a script failed) stops nothing: the
