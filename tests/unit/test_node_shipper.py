@@ -711,3 +711,38 @@ def test_a_node_clients_region_is_boto3s_then_aws_region_then_the_instances(
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
     assert node_client("logs", "reports", region=instance_region).meta.region_name == "us-east-2"
     assert asked == ["imds"]
+
+
+@pytest.mark.parametrize(
+    "answer", [b"garbage\r\n\r\n", b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n\xff\xfe"]
+)
+def test_an_imds_that_answers_no_http_or_no_text_is_said_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, answer: bytes
+) -> None:
+    """Something on the metadata address that does not speak HTTP (or sends bytes that are no text) ended
+    the shipper as an internal error (BadStatusLine, IncompleteRead): it is a ShipperError saying to pass
+    --instance-id, as an unreachable IMDS is."""
+    import socket
+
+    from lifeguard.node.shipper import ShipperError, instance_id_from_imds
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answering() -> None:
+        for _ in range(2):
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return
+            with connection:
+                connection.recv(4096)
+                connection.sendall(answer)
+
+    threading.Thread(target=answering, daemon=True).start()
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{port}")
+    try:
+        with pytest.raises(ShipperError, match=r"cannot read instance-id from IMDSv2 .*; pass --instance-id"):
+            instance_id_from_imds()
+    finally:
+        server.close()

@@ -9,6 +9,7 @@ sent, so a restart neither loses nor repeats a report.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -139,8 +140,9 @@ def _imds(path: str, timeout_seconds: float = 1.0) -> str:
         )
         with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
             return str(response.read().decode().strip())
-    except OSError as exc:
-        raise ShipperError(f"cannot read {path} from IMDSv2 at {base} ({exc})") from None
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # unreached, not HTTP, not text
+        said = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]  # one line, whatever it answered
+        raise ShipperError(f"cannot read {path} from IMDSv2 at {base} ({said})") from None
 
 
 def instance_id_from_imds() -> str:
