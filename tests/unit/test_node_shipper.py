@@ -368,6 +368,35 @@ def test_a_look_that_reads_on_past_records_without_a_report_saves_where_it_got_t
     assert _State.load(layout.shipper_state).executor_offset == layout.executor_log.stat().st_size
 
 
+@pytest.mark.parametrize("left", ['{"timestamp": "2026-10-21T00:57:2', "\0" * 4096], ids=["torn", "nuls"])
+def test_a_record_written_after_what_a_killed_writer_left_on_its_line_is_still_read(
+    tmp_path: Path, left: str
+) -> None:
+    """A reboot or a power loss mid-write leaves a torn record, or NULs, with no line break: the next boot's
+    first record was glued to it, read as one line that is no JSON, and skipped (a TERMINATE failure's
+    too)."""
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    layout.executor_log.write_text(_agent_record(FIRST_RUN) + left)
+    layout.script_log("nodeBootstrapped", "record-every-boot").write_text("")
+    _agent_failure(layout, FIRST_RUN + 5, "mount: /shared: no such host\n")
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: FIRST_BOOT).run(once=True)
+    assert [(r["outcome"], r["log_tail"]) for r in map(json.loads, sink.messages)] == [
+        ("succeeded", ""),
+        ("failed", "mount: /shared: no such host\n"),
+    ]
+
+
+def test_a_line_of_many_objects_is_no_glued_record_and_is_looked_at_a_bounded_number_of_times() -> None:
+    from lifeguard.node.shipper import _glued_record
+
+    assert _glued_record(b'junk{"message": "script completed"}\n') == {"message": "script completed"}
+    assert _glued_record(b'junk{"a": 1}{"b": 2} tail\n') is None
+    deep = b"x" + b'{"a": 1}' * 100 + b'{"message": "x"}'
+    assert _glued_record(deep) is None  # past the first 16 tries
+
+
 def _agent_failure(layout: NodeLayout, at: int, output: str, *, log: str = "replace") -> None:
     """A STOP_SEQUENCE failure of record-every-boot as PCS's agent logs it (no exit code, no place in the
     log): its script log written anew (`replace`: removed, then written; `rename`: a new file moved over

@@ -145,6 +145,31 @@ def _imds(path: str, timeout_seconds: float = 1.0) -> str:
         raise ShipperError(f"cannot read {path} from IMDSv2 at {base} ({said})") from None
 
 
+_GLUED_TRIES = 16
+
+
+def _glued_record(line: bytes) -> dict[str, Any] | None:
+    """The record that ends a line which does not read as JSON whole: one written after what a writer
+    killed mid-line left (a reboot, a power loss: a torn record, or the NUL bytes a file system leaves),
+    which has no line break of its own. The first `{"` from which the rest of the line is one JSON object,
+    among the first `_GLUED_TRIES` (a line a script wrote to look like many is not read over and over);
+    None when none is."""
+    decoder = json.JSONDecoder()
+    text = line.decode("utf-8", "replace").rstrip()
+    at = text.find('{"', 1)
+    for _ in range(_GLUED_TRIES):
+        if at < 0:
+            break
+        try:
+            record, end = decoder.raw_decode(text, at)
+        except (ValueError, RecursionError):
+            record, end = None, 0
+        if isinstance(record, dict) and end == len(text):
+            return record
+        at = text.find('{"', at + 1)
+    return None
+
+
 def instance_id_from_imds() -> str:
     """The EC2 instance id, through IMDSv2."""
     try:
@@ -671,8 +696,10 @@ class Shipper:
         try:
             record = json.loads(line)
         except (ValueError, RecursionError):
-            self.skipped_lines += 1
-            return "done"
+            record = _glued_record(line)
+            if record is None:
+                self.skipped_lines += 1
+                return "done"
         if not isinstance(record, dict):
             self.skipped_lines += 1
             return "done"
