@@ -318,6 +318,63 @@ def test_revert_to_a_proven_good_config_that_only_spells_out_the_defaults_quaran
     )
 
 
+def _setup(**fields: Any) -> dict[str, Any]:
+    return {"name": "setup", "scriptSource": {"scriptLocation": "s3://lca-scripts/setup.sh"}, **fields}
+
+
+def _extra(name: str) -> dict[str, Any]:
+    return {"name": name, "scriptSource": {"scriptLocation": f"s3://lca-scripts/{name}.sh"}}
+
+
+def test_revert_to_a_configuration_that_runs_the_same_up_to_the_failing_script_quarantines_instead() -> None:
+    """setup.sh was overwritten in place in S3, and the owners added a script after it: the proven-good
+    configuration fetches the same failing setup.sh, and nothing before it differs. A revert put it back,
+    the loop went on, and the ladder gave the group up to a person; a quarantine keeps a node."""
+    good = {"stages": {"nodeBootstrapped": [_setup()]}}
+    current = {"stages": {"nodeBootstrapped": [_setup(onError="TERMINATE"), _extra("extra")]}}
+    plan = action_for("revert").plan(ActionContext(current, ("nodeBootstrapped", "setup"), good))
+    assert plan.action == "quarantine"
+    assert plan.notes[0].startswith(
+        "the proven-good configuration runs what the current one runs up to and including the failing "
+        "script (nodeBootstrapped › setup), as it is"
+    )
+    assert plan.config_after is not None
+    assert plan.config_after["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"
+
+
+@pytest.mark.parametrize(
+    "current",
+    [
+        {"stages": {"nodeBootstrapped": [_extra("break-things"), _setup()]}},  # a script before it
+        {"stages": {"nodeBootstrapped": [_setup(arguments=["--new"])]}},  # the script itself
+    ],
+    ids=["before", "itself"],
+)
+def test_revert_goes_ahead_when_what_runs_up_to_the_failing_script_differs(current: dict[str, Any]) -> None:
+    good = {"stages": {"nodeBootstrapped": [_setup()], "nodeReady": [_extra("first")]}}
+    plan = action_for("revert").plan(ActionContext(current, ("nodeBootstrapped", "setup"), good))
+    assert plan.action == "revert"
+    assert plan.config_after == good
+
+
+def test_a_failing_ready_script_is_judged_with_every_nodebootstrapped_script_before_it() -> None:
+    ready = {"name": "check", "scriptSource": {"scriptLocation": "s3://lca-scripts/check.sh"}}
+    good = {"stages": {"nodeBootstrapped": [_setup()], "nodeReady": [ready]}}
+    suspect = ("nodeReady", "check")
+    changed_before = {"stages": {"nodeBootstrapped": [_setup(), _extra("x")], "nodeReady": [ready]}}
+    assert action_for("revert").plan(ActionContext(changed_before, suspect, good)).action == "revert"
+    changed_after = {"stages": {"nodeBootstrapped": [_setup()], "nodeReady": [ready, _extra("y")]}}
+    assert action_for("revert").plan(ActionContext(changed_after, suspect, good)).action == "quarantine"
+
+
+def test_revert_goes_ahead_when_the_proven_configuration_let_the_failing_script_fail() -> None:
+    """Proven with the script under CONTINUE: its failure did not end the node there."""
+    good = {"stages": {"nodeBootstrapped": [_setup(onError="CONTINUE")]}}
+    current = {"stages": {"nodeBootstrapped": [_setup()]}}
+    plan = action_for("revert").plan(ActionContext(current, ("nodeBootstrapped", "setup"), good))
+    assert plan.action == "revert"
+
+
 def test_revert_never_puts_back_the_configuration_the_loop_began_on() -> None:
     # It was proven good, then began to loop (an unpinned script changed in S3); the escalation's current
     # configuration is Lifeguard's quarantine of it.

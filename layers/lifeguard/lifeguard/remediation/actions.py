@@ -242,6 +242,27 @@ def _runs_as(config: Mapping[str, Any] | None) -> str:
         return fingerprint_of(config)
 
 
+def _same_up_to(good: Mapping[str, Any], current: Mapping[str, Any] | None, suspect: tuple[str, str]) -> bool:
+    """Whether two configurations run the same up to and including the script `suspect` ((stage, name))
+    of `current`: the same scripts, in the same order, each as it is run (PCS's defaults spelled out or
+    not), and the same settings around them. What runs after the failing script cannot be why it fails,
+    so a revert that changes none of what runs up to it cannot stop the loop. False when the suspect is
+    not in both."""
+    stage, name = suspect
+    if stage not in _STAGES:
+        return False
+    cut = []
+    for config in (good, current or {}):
+        stages = config.get("stages") or {}
+        scripts = stages.get(stage) or []
+        at = next((i for i, script in enumerate(scripts) if script.get("name") == name), None)
+        if at is None:
+            return False
+        before = {s: stages[s] for s in _STAGES[: _STAGES.index(stage)] if stages.get(s)}
+        cut.append(_runs_as({**config, "stages": {**before, stage: scripts[: at + 1]}}))
+    return cut[0] == cut[1]
+
+
 @_register
 class Revert(RemediationAction):
     """Put back the group's last proven-good lifecycle configuration (quarantine when none is known)."""
@@ -266,6 +287,14 @@ class Revert(RemediationAction):
             return self._quarantine_instead(context, why)
         if any(same == _runs_as(config) for config in context.looped_since_proof):
             why = "the proven-good configuration looped since it was proven (did what it fetches change?)"
+            return self._quarantine_instead(context, why)
+        if context.suspect is not None and _same_up_to(good, context.config, context.suspect):
+            stage, name = context.suspect
+            why = (
+                f"the proven-good configuration runs what the current one runs up to and including the "
+                f"failing script ({stage} › {name}), as it is: a node would fail the same way (did what it "
+                "fetches change in place?)"
+            )
             return self._quarantine_instead(context, why)
         return plan
 
