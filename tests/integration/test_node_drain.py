@@ -231,7 +231,9 @@ def test_the_step_returns_at_once_and_its_watcher_ends_at_its_bound(node: Node, 
     layout.executor_log.write_text(
         json.dumps({"timestamp": "2026-10-21T00:54:00Z", "message": "boot started"}) + "\n"
     )
-    bound = 1.5
+    # Long enough for the step's own start (a Python process, the bundle on the node's Python) on a
+    # loaded machine: the step must return well before its watcher's bound, and find it watching.
+    bound = 5.0
     started = time.monotonic()
     # Output is captured: were the watcher to hold the step's stdout, this would wait for it to end.
     step = subprocess.run(

@@ -718,6 +718,25 @@ def test_a_logs_endpoint_that_takes_the_connection_and_never_answers_costs_a_try
         listener.close()
 
 
+def test_a_node_clients_endpoint_is_its_services_own_variable_before_the_general_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """botocore names CloudWatch Logs' variable by its service id (AWS_ENDPOINT_URL_CLOUDWATCH_LOGS), and
+    a service's own wins over AWS_ENDPOINT_URL: the node read AWS_ENDPOINT_URL_LOGS alone, so with both set
+    its reports went to the general endpoint."""
+    from lifeguard.node.boto import node_client
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    assert node_client("logs", "reports").meta.endpoint_url == "http://127.0.0.1:1"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_LOGS", "http://127.0.0.1:2")  # as earlier releases read it
+    assert node_client("logs", "reports").meta.endpoint_url == "http://127.0.0.1:2"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_CLOUDWATCH_LOGS", "http://127.0.0.1:3")
+    assert node_client("logs", "reports").meta.endpoint_url == "http://127.0.0.1:3"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:4")
+    assert node_client("s3", "fetches").meta.endpoint_url == "http://127.0.0.1:4"
+
+
 def test_a_node_clients_region_is_boto3s_then_aws_region_then_the_instances(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -16,6 +16,19 @@ class MissingBoto3Error(LifeguardError, ImportError):
     """This Python has no boto3."""
 
 
+# A service's own variable is named for its service id (botocore's `AWS_ENDPOINT_URL_<SERVICE ID>`), which
+# for CloudWatch Logs is not its client's name.
+_SERVICE_IDS = {"logs": "CLOUDWATCH_LOGS"}
+
+
+def _endpoint_variables(service: str) -> tuple[str, ...]:
+    """The variables that may set `service`'s endpoint, the first set winning, as botocore reads them: the
+    service's own (by its service id; by its client's name too, as earlier releases read it), then
+    AWS_ENDPOINT_URL."""
+    own = f"AWS_ENDPOINT_URL_{_SERVICE_IDS.get(service, service.upper())}"
+    return tuple(dict.fromkeys((own, f"AWS_ENDPOINT_URL_{service.upper()}", "AWS_ENDPOINT_URL")))
+
+
 def node_client(
     service: str,
     needed_for: str,
@@ -34,7 +47,7 @@ def node_client(
             f"{needed_for} need boto3, which this Python does not have "
             "(on Amazon Linux 2023: dnf install -y python3-boto3)"
         ) from None
-    endpoint = os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or os.environ.get("AWS_ENDPOINT_URL")
+    endpoint = next((os.environ[name] for name in _endpoint_variables(service) if os.environ.get(name)), None)
     region_name = (
         boto3.session.Session().region_name or os.environ.get("AWS_REGION") or (region() if region else None)
     )
