@@ -1053,13 +1053,17 @@ def test_stopped_while_cloudwatch_logs_does_not_answer_the_shipper_is_out_within
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        silent.settimeout(60)
-        connection, _ = silent.accept()  # its first put is in flight, unanswered (however slow its start)
-        with connection:
-            stopped_at = time.monotonic()
-            shipper.send_signal(signal.SIGTERM)
-            assert shipper.wait(timeout=30) == 0
-            assert time.monotonic() - stopped_at < LAST_LOOK_SECONDS + 2
+        try:
+            silent.settimeout(60)
+            connection, _ = silent.accept()  # its first put is in flight, unanswered (however slow its start)
+            with connection:
+                stopped_at = time.monotonic()
+                shipper.send_signal(signal.SIGTERM)
+                assert shipper.wait(timeout=30) == 0
+                assert time.monotonic() - stopped_at < LAST_LOOK_SECONDS + 2
+        finally:
+            shipper.kill()  # a shipper the test gave up on is not left running
+            shipper.wait()
 
 
 def test_a_pcs_agent_download_failure_is_shipped_within_two_seconds(
