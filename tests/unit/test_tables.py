@@ -161,7 +161,7 @@ def test_work_past_a_second_says_so_on_stderr_and_quick_work_does_not(
     from lifeguard_cli.cli import _working
 
     with _working("linting 1 input", after_seconds=0.05):
-        time.sleep(0.3)
+        time.sleep(2.0)  # the timer, due at 0.05 s, has the rest to say it on a busy machine
     with _working("linting 2 inputs", after_seconds=5):
         pass
     captured = capsys.readouterr()
