@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifeguard.attribution import find_suspect
+from lifeguard.attribution import ALSO_FAILING_MAX, also_failing, find_suspect
 from lifeguard.group_state import Failure
 from lifeguard.node_report import NodeReport
 
@@ -76,6 +76,29 @@ def test_failures_that_leave_a_node_up_name_no_suspect_of_a_loop() -> None:
     suspect = find_suspect(FAILURES, reports)
     assert suspect is not None
     assert (suspect.script, suspect.instances) == ("mount-fsx", ["i-3"])
+
+
+def test_the_scripts_besides_the_suspect_that_ended_a_failing_nodes_boot_are_named_too() -> None:
+    """A GPU driver's script failing on one instance type, a mount on another: one loop, two scripts. The
+    majority is the suspect; the other is named beside it (a quarantine of one alone leaves the other
+    looping). Not a failure that leaves the node up, not an instance whose reports contradict each other."""
+    reports = [
+        run("i-1", "mount-fsx"),
+        run("i-2", "mount-fsx"),
+        run("i-3", "install-gpu"),
+        run("i-3", "ready-check", stage="nodeReady", on_error="CONTINUE"),
+    ]
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert suspect.script == "mount-fsx"
+    assert also_failing(FAILURES, reports, None, suspect) == ["nodeBootstrapped/install-gpu"]
+    assert also_failing(FAILURES, reports, {("nodeBootstrapped", "mount-fsx")}, suspect) == []
+    assert also_failing(FAILURES, reports, None, None) == []
+    contradicted = [*reports, run("i-3", "other-terminate")]  # i-3 says two things at once: neither
+    assert also_failing(FAILURES, contradicted, None, suspect) == []
+    many = [run(f"i-{n}", f"s{n:02d}") for n in range(40)]
+    failures = [Failure(instance_id=f"i-{n}", event_timestamp=n) for n in range(40)]
+    assert len(also_failing(failures, many, None, find_suspect(failures, many))) == ALSO_FAILING_MAX
 
 
 def test_reports_of_other_instances_and_successes_are_ignored() -> None:

@@ -1038,6 +1038,24 @@ def test_failures_that_leave_a_node_up_name_no_script_of_a_loop_and_the_reason_s
     )
 
 
+def test_a_loop_failing_on_two_scripts_names_the_other_beside_the_suspect() -> None:
+    """Each failing node reported a TERMINATE failure of another script (record-after-fail runs under
+    PCS's default, TERMINATE): the newest is the suspect, the other is kept beside it for the quarantine."""
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(FIRST, 1792544790000, outcome="failed", script="fail-terminate"),
+            ran(SECOND, 1792545150000, outcome="failed", script="record-after-fail", on_error="TERMINATE"),
+        ]
+    )
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"]["script"] == "record-after-fail"
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.also_failing == ["nodeBootstrapped/fail-terminate"]
+
+
 def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:
     world = World()
     GroupStore(world.table, TABLE).put_reports([ran(FIRST, 1792544790000)])  # one node only: not enough
@@ -1102,6 +1120,26 @@ def test_reports_alone_detect_the_loop_once_and_the_scaling_log_bearing_it_out_a
     episode = world.state().episode
     assert episode is not None
     assert (episode.episode_id, episode.signals) == (detail["episode_id"], ["scaling_log", "node_reports"])
+
+
+def test_reports_after_the_detection_name_the_other_script_a_loops_nodes_failed_on() -> None:
+    world = World()
+    world.feed(ARTICLE)  # the scaling log first: no report yet, no suspect
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.suspect, episode.also_failing) == (None, [])
+    runs = [
+        ran(FIRST, 1792544790000, outcome="failed", script="fail-terminate"),
+        ran(SECOND, 1792545150000, outcome="failed", script="record-after-fail", on_error="TERMINATE"),
+    ]
+    ship(world, reports_handler(world), [json.loads(run.to_json()) for run in runs])
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert (episode.suspect.script, episode.also_failing) == (
+        "record-after-fail",
+        ["nodeBootstrapped/fail-terminate"],
+    )
 
 
 def test_reports_dated_ahead_of_the_clock_do_not_stretch_what_a_read_of_pcs_knows() -> None:

@@ -52,6 +52,37 @@ def test_quarantine_without_a_suspect_switches_every_script_that_can_terminate_a
     assert any("suspect unknown" in note for note in plan.notes)
 
 
+def test_quarantine_switches_the_scripts_that_ended_other_failing_nodes_boots_with_the_suspect() -> None:
+    config = copy.deepcopy(TERMINATE)
+    config["stages"]["nodeBootstrapped"].append(
+        {"name": "install-gpu", "scriptSource": {"scriptLocation": "s3://lca-scripts/gpu.sh"}}
+    )
+    drain = {"name": DRAIN_SCRIPT_NAME, "scriptSource": {"scriptLocation": BUNDLE.location}}
+    config["stages"]["nodeReady"].append(drain)  # the owners' copy, on PCS's default TERMINATE
+    also = (
+        ("nodeBootstrapped", "install-gpu"),
+        ("nodeReady", "ready-check"),
+        ("nodeReady", "gone"),
+        ("nodeReady", DRAIN_SCRIPT_NAME),
+    )
+    plan = action_for("quarantine").plan(
+        ActionContext(config, ("nodeBootstrapped", "fail-terminate"), also_failing=also)
+    )
+    after = plan.config_after
+    assert after is not None
+    assert script(after, "nodeBootstrapped", "fail-terminate")["onError"] == "STOP_SEQUENCE"
+    assert script(after, "nodeBootstrapped", "install-gpu")["onError"] == "STOP_SEQUENCE"
+    # Under CONTINUE already (it ends no boot), or not in the configuration: nothing to switch.
+    assert script(after, "nodeReady", "ready-check")["onError"] == "CONTINUE"
+    assert "onError" not in script(after, "nodeBootstrapped", "record-after-fail")  # no loop's script
+    assert "onError" not in script(after, "nodeReady", DRAIN_SCRIPT_NAME)  # Lifeguard's own step
+    assert plan.notes[0].startswith("onError STOP_SEQUENCE for fail-terminate, install-gpu:")
+    assert (
+        "also switched nodeBootstrapped › install-gpu: its failure ended the boot of other failing nodes"
+        in (plan.notes)
+    )
+
+
 def test_quarantine_of_a_suspect_that_is_no_longer_in_the_config_falls_back_and_says_so() -> None:
     plan = action_for("quarantine").plan(ActionContext(TERMINATE, ("nodeBootstrapped", "renamed-away")))
     assert plan.changes_something

@@ -208,6 +208,21 @@ class World:
         return RemediationStore(self.table, TABLE).history(CLUSTER, GROUP)
 
 
+def test_quarantine_switches_the_other_script_a_loops_nodes_failed_on_as_its_episode_says() -> None:
+    world = World()
+    detection = world.detection()
+    state = world.store.load(CLUSTER, GROUP)
+    assert state.episode is not None
+    state.episode.also_failing = ["nodeBootstrapped/record-after-fail", "nodeBootstrapped"]  # one bad entry
+    world.store.save(state)
+    [applied] = world.remediator().handle_event(detection)
+    assert applied.detail_type == "RemediationApplied"
+    both = copy.deepcopy(QUARANTINED)
+    both["stages"]["nodeBootstrapped"][1]["onError"] = "STOP_SEQUENCE"
+    assert world.group()["nodeLifecycleActions"] == both
+    assert "also switched nodeBootstrapped › record-after-fail" in applied.detail["reason"]
+
+
 def test_quarantine_switches_the_failing_script_to_stop_sequence_on_the_group() -> None:
     world = World()
     events = world.remediator().handle_event(world.detection())

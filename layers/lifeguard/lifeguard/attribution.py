@@ -19,9 +19,11 @@ from lifeguard.lifecycle_rules import on_errors, scripts_of
 from lifeguard.node_report import NodeReport
 
 __all__ = [
+    "ALSO_FAILING_MAX",
     "LAUNCH_BOOT_AFTER_OUTCOME_MS",
     "BootRuns",
     "ReportedLoop",
+    "also_failing",
     "as_configured",
     "boot_runs",
     "contradicted",
@@ -224,17 +226,9 @@ def find_suspect(
 
     Ties go to the script of the most recent failure.
     """
-    failing = {f.instance_id for f in failures}
-    by_instance: dict[str, list[NodeReport]] = {}
-    for report in reports:
-        if scripts is not None and (report.stage, report.script) not in scripts:
-            continue
-        if report.failed and report.on_error == "TERMINATE" and report.instance_id in failing:
-            by_instance.setdefault(report.instance_id, []).append(report)
-    by_instance = {instance: runs for instance, runs in by_instance.items() if not _contradicted(runs)}
-    if not by_instance:
+    fatal = _fatal_runs(failures, reports, scripts)
+    if not fatal:
         return None
-    fatal = {instance: _fatal_run(runs) for instance, runs in by_instance.items()}
     votes = Counter((run.stage, run.script) for run in fatal.values())
     failed_at = {f.instance_id: f.event_timestamp for f in failures}
     recency: dict[tuple[str, str], int] = {}
@@ -255,6 +249,43 @@ def find_suspect(
         log_tail=latest.log_tail,
         instances=ordered_instances,
     )
+
+
+def _fatal_runs(
+    failures: Sequence[Failure],
+    reports: Iterable[NodeReport],
+    scripts: Collection[tuple[str, str]] | None,
+) -> dict[str, NodeReport]:
+    """Each failing instance's run that ended its boot: its last failed TERMINATE run (`find_suspect`'s
+    rules), for the instances whose runs do not contradict each other."""
+    failing = {f.instance_id for f in failures}
+    by_instance: dict[str, list[NodeReport]] = {}
+    for report in reports:
+        if scripts is not None and (report.stage, report.script) not in scripts:
+            continue
+        if report.failed and report.on_error == "TERMINATE" and report.instance_id in failing:
+            by_instance.setdefault(report.instance_id, []).append(report)
+    return {instance: _fatal_run(runs) for instance, runs in by_instance.items() if not _contradicted(runs)}
+
+
+def also_failing(
+    failures: Sequence[Failure],
+    reports: Iterable[NodeReport],
+    scripts: Collection[tuple[str, str]] | None,
+    suspect: Suspect | None,
+) -> list[str]:
+    """`stage/name` of the scripts besides the suspect that ended the boot of some failing instance (as
+    `find_suspect` reads their runs), sorted, at most ALSO_FAILING_MAX: a loop whose nodes fail on two
+    scripts (one on an instance type, the other on another) is not broken by switching the suspect alone.
+    Empty without a suspect."""
+    if suspect is None:
+        return []
+    named = (suspect.stage, suspect.script)
+    others = {(run.stage, run.script) for run in _fatal_runs(failures, reports, scripts).values()}
+    return [f"{stage}/{script}" for stage, script in sorted(others - {named})][:ALSO_FAILING_MAX]
+
+
+ALSO_FAILING_MAX = 20  # a stage's scripts at most: what an episode keeps of them
 
 
 @dataclass(frozen=True)

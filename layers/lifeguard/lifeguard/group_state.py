@@ -204,6 +204,7 @@ _FAILURES = list_of(model(Failure))
     replacement_revision=optional(integer()),
     unhealthy=_FAILURES,
     failed_after_active_on=optional(integer()),
+    also_failing=list_of(string()),
 )
 @dataclass(slots=True, kw_only=True)
 class Episode(Model):
@@ -232,6 +233,9 @@ class Episode(Model):
     # The configuration (its modifiedAt) on which a node of the loop failed after PCS logged it ACTIVE (a
     # nodeReady script under TERMINATE): a success on it ends nothing until its node is seen to stay up.
     failed_after_active_on: int | None = None
+    # `stage/name` of the scripts besides the suspect whose failure ended a failing node's boot
+    # (`attribution.also_failing`): a quarantine switches them with it.
+    also_failing: list[str] = field(default_factory=list)
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""

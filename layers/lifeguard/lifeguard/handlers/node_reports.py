@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import contradicted, find_suspect, known_scripts, launched_instances, reported_loop
+from lifeguard.attribution import (
+    also_failing,
+    contradicted,
+    find_suspect,
+    known_scripts,
+    launched_instances,
+    reported_loop,
+)
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import clip, implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
@@ -233,11 +240,14 @@ class NodeReportsHandler:
             if episode.contained_at is not None:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             failing = evidence.reports_of(failure.instance_id for failure in episode.failures)
-            suspect = find_suspect(episode.failures, failing, known_scripts(state))
+            scripts = known_scripts(state)
+            suspect = find_suspect(episode.failures, failing, scripts)
             if suspect is None and episode.suspect is not None:
                 return self._withdraw(state, episode.suspect, failing, revoked)
-            if suspect is None or suspect == episode.suspect:
+            others = also_failing(episode.failures, failing, scripts, suspect)
+            if suspect is None or (suspect == episode.suspect and others == episode.also_failing):
                 return Change(changed=revoked)
+            episode.also_failing = others
             before = episode.suspect
             episode.suspect = suspect
             episode.no_script_failed = False  # a script failed after all: its runs came after the others

@@ -72,6 +72,9 @@ class ActionContext:
     # The configurations Lifeguard changed for an earlier loop since the proven-good one was proven: a
     # revert never puts one of them back either (a script it fetches may have broken in place since).
     looped_since_proof: tuple[Mapping[str, Any], ...] = ()
+    # (stage, script) of the scripts besides the suspect whose failure ended a failing node's boot (a
+    # loop failing on one script on some nodes, on another on others): a quarantine switches them too.
+    also_failing: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,8 @@ class Quarantine(RemediationAction):
         stages: dict[str, list[dict[str, Any]]] = after.setdefault("stages", {})
         notes: list[str] = []
         targets = self._targets(stages, context.suspect, notes)
+        if context.suspect is not None and targets == self._found(stages, context.suspect):
+            targets += self._also(stages, context.also_failing, targets, notes)
         if not targets:
             notes.append("no script has an effective onError TERMINATE: nothing to switch")
             return Plan(self.name, None, tuple(notes))
@@ -164,6 +169,37 @@ class Quarantine(RemediationAction):
         if context.node_bundle:
             self._add_drain(stages, context.node_bundle, targets, notes)
         return _planned(self.name, context.config, after, notes)
+
+    @staticmethod
+    def _found(stages: Mapping[str, list[dict[str, Any]]], script: tuple[str, str]) -> list[tuple[str, int]]:
+        """[(stage, index)] of `script` ((stage, name)) where it is under TERMINATE, else []."""
+        stage, name = script
+        return [
+            (stage, index)
+            for index, entry in enumerate(stages.get(stage) or [])
+            if entry.get("name") == name and entry.get("onError", DEFAULT_ON_ERROR) == "TERMINATE"
+        ][:1]
+
+    def _also(
+        self,
+        stages: Mapping[str, list[dict[str, Any]]],
+        others: tuple[tuple[str, str], ...],
+        targets: list[tuple[str, int]],
+        notes: list[str],
+    ) -> list[tuple[str, int]]:
+        """The scripts besides the suspect that ended failing nodes' boots, where they are under TERMINATE
+        (not Lifeguard's drain step), said in a note."""
+        found = [
+            place
+            for script in others
+            if script[1] != DRAIN_SCRIPT_NAME
+            for place in self._found(stages, script)
+            if place not in targets
+        ]
+        if found:
+            names = ", ".join(f"{stage} › {stages[stage][index]['name']}" for stage, index in found)
+            notes.append(f"also switched {names}: its failure ended the boot of other failing nodes")
+        return found
 
     @staticmethod
     def _targets(

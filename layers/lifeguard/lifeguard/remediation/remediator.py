@@ -48,7 +48,7 @@ from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
-from lifeguard.group_state import GroupState, ProvenGood
+from lifeguard.group_state import Episode, GroupState, ProvenGood
 from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes
 from lifeguard.metrics import Metric, uncounted
@@ -389,6 +389,7 @@ class Remediator:
                     state.episode.no_script_failed if state.episode else False,
                     tuple(change.config_before for change in earlier if change.config_before),
                     _looped_since(ledger, good.proven_at) if good else (),
+                    _also_failing(state.episode),
                 )
             )
             paced = True
@@ -993,6 +994,16 @@ def _unconfirmed_reason(what: str) -> str:
         f"{what[0].upper()}{what[1:]}: PCS may have made it, so it counts as Lifeguard's change for the "
         "cooldown and the daily cap; nothing more was done."
     )
+
+
+def _also_failing(episode: Episode | None) -> tuple[tuple[str, str], ...]:
+    """(stage, script) of the episode's `also_failing` (`stage/name` each: a stage's name holds no `/`)."""
+    found = []
+    for entry in episode.also_failing if episode is not None else []:
+        stage, _, script = entry.partition("/")
+        if stage and script:
+            found.append((stage, script))
+    return tuple(found)
 
 
 def _looped_since(ledger: Ledger, proven_at_ms: int) -> tuple[dict[str, Any], ...]:
