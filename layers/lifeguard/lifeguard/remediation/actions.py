@@ -154,9 +154,7 @@ class Quarantine(RemediationAction):
         after = copy.deepcopy(dict(context.config))
         stages: dict[str, list[dict[str, Any]]] = after.setdefault("stages", {})
         notes: list[str] = []
-        targets = self._targets(stages, context.suspect, notes)
-        if context.suspect is not None and targets == self._found(stages, context.suspect):
-            targets += self._also(stages, context.also_failing, targets, notes)
+        targets = self._targets(stages, context.suspect, context.also_failing, notes)
         if not targets:
             notes.append("no script has an effective onError TERMINATE: nothing to switch")
             return Plan(self.name, None, tuple(notes))
@@ -171,46 +169,43 @@ class Quarantine(RemediationAction):
         return _planned(self.name, context.config, after, notes)
 
     @staticmethod
-    def _found(stages: Mapping[str, list[dict[str, Any]]], script: tuple[str, str]) -> list[tuple[str, int]]:
-        """[(stage, index)] of `script` ((stage, name)) where it is under TERMINATE, else []."""
-        stage, name = script
-        return [
-            (stage, index)
-            for index, entry in enumerate(stages.get(stage) or [])
-            if entry.get("name") == name and entry.get("onError", DEFAULT_ON_ERROR) == "TERMINATE"
-        ][:1]
-
     def _also(
-        self,
         stages: Mapping[str, list[dict[str, Any]]],
         others: tuple[tuple[str, str], ...],
-        targets: list[tuple[str, int]],
+        suspect: tuple[str, int],
         notes: list[str],
     ) -> list[tuple[str, int]]:
-        """The scripts besides the suspect that ended failing nodes' boots, where they are under TERMINATE
-        (not Lifeguard's drain step), said in a note."""
+        """The scripts besides the suspect (at `suspect`, its stage and index) that ended failing nodes'
+        boots, where they are under TERMINATE (not Lifeguard's drain step), said in a note."""
         found = [
-            place
-            for script in others
-            if script[1] != DRAIN_SCRIPT_NAME
-            for place in self._found(stages, script)
-            if place not in targets
+            (stage, index)
+            for stage, name in others
+            if name != DRAIN_SCRIPT_NAME
+            for index, script in enumerate(stages.get(stage) or [])
+            if script.get("name") == name
+            and script.get("onError", DEFAULT_ON_ERROR) == "TERMINATE"
+            and (stage, index) != suspect
         ]
         if found:
             names = ", ".join(f"{stage} › {stages[stage][index]['name']}" for stage, index in found)
             notes.append(f"also switched {names}: its failure ended the boot of other failing nodes")
         return found
 
-    @staticmethod
+    @classmethod
     def _targets(
-        stages: Mapping[str, list[dict[str, Any]]], suspect: tuple[str, str] | None, notes: list[str]
+        cls,
+        stages: Mapping[str, list[dict[str, Any]]],
+        suspect: tuple[str, str] | None,
+        also_failing: tuple[tuple[str, str], ...],
+        notes: list[str],
     ) -> list[tuple[str, int]]:
         if suspect is not None:
             stage, name = suspect
             for index, script in enumerate(stages.get(stage) or []):
                 if script.get("name") == name:
                     if script.get("onError", DEFAULT_ON_ERROR) == "TERMINATE":
-                        return [(stage, index)]
+                        # With it, the other scripts that ended a failing node's boot (`also_failing`).
+                        return [(stage, index), *cls._also(stages, also_failing, (stage, index), notes)]
                     notes.append(
                         f"the suspect {stage} › {name} already has onError {script['onError']}; "
                         "switching the scripts that can still terminate the node instead"
