@@ -1527,6 +1527,87 @@ def test_a_loop_that_ended_while_lifeguard_read_the_group_is_not_changed_after_a
     assert world.lifeguard_updates() == []
 
 
+def _while_lifeguard_reads_the_tags(world: World, change: Callable[[GroupState], None]) -> list[bool]:
+    """Make `change` to the group's state (as node reports do, in another invocation) while the
+    remediator reads the group's tags, once; the list says it was made."""
+    list_tags, made = world.api.list_tags_for_resource, []
+
+    def tags(**params: Any) -> Any:
+        if not made:
+            state = world.store.load(CLUSTER, GROUP)
+            change(state)
+            world.store.save(state)
+            made.append(True)
+        return list_tags(**params)
+
+    world.api.list_tags_for_resource = tags
+    return made
+
+
+def test_a_suspect_withdrawn_while_lifeguard_read_the_group_is_not_the_one_switched() -> None:
+    # node_reports withdraws the suspect (its nodes report a second TERMINATE script failed: one report was
+    # another node's) while the remediator reads the group. The change is planned again on the state as it is
+    # now: every TERMINATE script is switched, not the withdrawn suspect alone.
+    world = World()
+    event = world.detection()
+
+    def withdrawn(state: GroupState) -> None:
+        assert state.episode is not None
+        assert state.episode.suspect is not None
+        state.episode.suspect = None
+        state.episode.revision += 1
+
+    made = _while_lifeguard_reads_the_tags(world, withdrawn)
+    [answer] = world.remediator().handle_event(event)
+    assert made
+    assert answer.detail_type == "RemediationApplied"
+    assert answer.detail["suspect"] is None
+    bootstrapped = world.group()["nodeLifecycleActions"]["stages"]["nodeBootstrapped"]
+    assert [script.get("onError") for script in bootstrapped] == ["STOP_SEQUENCE", "STOP_SEQUENCE"]
+
+
+def test_a_proof_revoked_while_lifeguard_read_the_group_is_not_reverted_to() -> None:
+    # The proving node's late report shows a script failed: node_reports revokes the proof while the
+    # remediator reads the group. It does not revert to a configuration its state no longer holds good.
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    event = world.detection()
+
+    def revoked(state: GroupState) -> None:
+        state.proven_good = None
+
+    made = _while_lifeguard_reads_the_tags(world, revoked)
+    [answer] = world.remediator().handle_event(event)
+    assert made
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+    assert answer.detail["action"] == "quarantine"
+    assert "no proven-good configuration is known: quarantined instead" in answer.detail["reason"]
+
+
+def test_a_state_that_keeps_changing_while_lifeguard_plans_is_not_changed() -> None:
+    world = World()
+    event = world.detection()
+    load, loads = world.store.load, []
+
+    def moving(cluster_id: str, group_id: str) -> GroupState:
+        state = load(cluster_id, group_id)
+        loads.append(True)
+        if len(loads) > 1 and state.episode is not None:  # every read after the first finds another
+            state.episode.also_failing = [f"nodeReady/check-{len(loads)}"]
+        return state
+
+    world.store.load = moving  # type: ignore[method-assign]
+    remediator = world.remediator()
+    assert remediator.states is world.store
+    [answer] = remediator.handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert answer.detail["reason"] == (
+        "Not made (it changed while Lifeguard read the group): the episode's suspect or proven-good "
+        "configuration kept changing"
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
 def test_with_no_wait_after_the_read_the_change_is_made_on_it_without_reading_again() -> None:
     world = World()
     [answer] = world.remediator().handle_event(world.detection())

@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import (
@@ -115,6 +115,23 @@ class _Verdict:
     plan: Plan | None = None
     refused: bool = False  # the detection matched no open episode: no decision is recorded for it
     held_by_dry_run: bool = False  # mode notify or the stack's DryRun held the change back (the audit's)
+
+
+class _GroupRead(NamedTuple):
+    """The group as read under the lock, for a plan: its mode, whether kept nodes are drained and who owns
+    it (its tags, given too), and its configuration (`before`)."""
+
+    group: GroupSnapshot
+    mode: str
+    drain: bool
+    owner: ManagedBy | None
+    tags: Mapping[str, str]
+    before: dict[str, Any] | None
+
+
+# Plans of one decision at most: each after the state was found changed in its plan's part (`_basis`) by
+# the time the change was to be set out. Node reports change it a few times in a loop, not continually.
+PLANS_MAX = 3
 
 
 class Remediator:
@@ -331,35 +348,73 @@ class Remediator:
             self.metric("RefusedDetections", 1)
             refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)
             return refused, detection
-        detection = _as_known(detection, state)
         self.tags_ignored = []
-        verdict = self._decide_matched(detection, state, ledger, deadline)
+        verdict, detection = self._decide_matched(detection, state, ledger, deadline)
         if self.tags_ignored:  # whoever mistyped a tag learns it where they read the outcome, not in a log
             ignored = "; ".join(self.tags_ignored)
             verdict = replace(verdict, reason=f"{verdict.reason} Tag ignored: {ignored}.".strip())
         return verdict, detection
 
     def _decide_matched(
-        self, detection: LoopDetection, state: GroupState, ledger: Ledger, deadline: float
-    ) -> _Verdict:
-        cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
+        self, event: LoopDetection, state: GroupState, ledger: Ledger, deadline: float
+    ) -> tuple[_Verdict, LoopDetection]:
+        """The outcome of a detection that matched the open episode, and the detection as the state it was
+        planned on tells it (`_as_known`). The plan is made from the state, which node reports change at
+        any time: read again just before the change, a state whose plan's part moved (`_basis`) is planned
+        on again, the group as read."""
+        cluster_id, group_id = event.cluster_id, event.compute_node_group_id
+        detection = _as_known(event, state)
         mode = self._known_mode(state)
         try:
             group = self._settled_group(cluster_id, group_id, deadline)
             mode, drain, owner, tags = self._tagged(group, deadline)
         except GroupNotFoundError:
-            return _Verdict("skipped", mode, None, "the compute node group no longer exists", True)
+            return _Verdict("skipped", mode, None, "the compute node group no longer exists", True), detection
         except AwsCallError as exc:
-            return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True)
+            return _Verdict("failed", mode, None, f"{exc}; the event is parked for a retry", True), detection
         before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
         self._settle_others(detection, ledger, group)
+        read = _GroupRead(group, mode, drain, owner, tags, before)
+        for _ in range(PLANS_MAX):
+            planned = self._planned(detection, state, ledger, read)
+            if isinstance(planned, _Verdict):
+                return planned, detection
+            plan, said = planned
+            fresh = self.states.load(cluster_id, group_id)
+            ended = self._ended_meanwhile(detection, fresh, ledger)
+            if ended is not None:
+                return _Verdict("skipped", mode, plan.action, ended, True, before), detection
+            if _basis(fresh) == _basis(state):
+                break
+            state, detection = fresh, _as_known(event, fresh)
+        else:
+            kept = self._meanwhile("the episode's suspect or proven-good configuration kept changing")
+            return _Verdict("skipped", mode, plan.action, kept, True, before), detection
+        verdict = self._apply(
+            detection,
+            ledger,
+            plan,
+            before=before,
+            modified_at=group.modified_at_ms,
+            mode=mode,
+            said=said,
+            deadline=deadline,
+        )
+        return verdict, detection
+
+    def _planned(
+        self, detection: LoopDetection, state: GroupState, ledger: Ledger, read: _GroupRead
+    ) -> _Verdict | tuple[Plan, str]:
+        """The change to make on the group as read, and its sentence; or the outcome, when it is not to be
+        made."""
+        mode, before = read.mode, read.before
         earlier = ledger.of_episode(detection.episode_id)
         assert state.episode is not None  # matched
         held = (
-            rails.group_unfit(mode, group.status, tags)
+            rails.group_unfit(mode, read.group.status, read.tags)
             or rails.not_borne_out(state.episode)
-            or rails.already_remediated(detection, earlier, ledger, before, group.modified_at_ms)
-            or rails.configuration_moved(detection, before, group.modified_at_ms)
+            or rails.already_remediated(detection, earlier, ledger, before, read.group.modified_at_ms)
+            or rails.configuration_moved(detection, before, read.group.modified_at_ms)
             or rails.configuration_invalid(before)
             or rails.configuration_too_large(before)
         )
@@ -384,7 +439,7 @@ class Remediator:
                     before,
                     detection.suspect_script,
                     good.node_lifecycle_actions if good else None,
-                    self.settings.node_bundle if drain else None,
+                    self.settings.node_bundle if read.drain else None,
                     _proof(good) if good else None,
                     state.episode.no_script_failed if state.episode else False,
                     tuple(change.config_before for change in earlier if change.config_before),
@@ -414,34 +469,25 @@ class Remediator:
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
+        owner = read.owner
         said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
-        ended = self._ended_meanwhile(detection, ledger)
-        if ended is not None:
-            return _Verdict("skipped", mode, plan.action, ended, True, before)
-        return self._apply(
-            detection,
-            ledger,
-            plan,
-            before=before,
-            modified_at=group.modified_at_ms,
-            mode=mode,
-            said=said,
-            deadline=deadline,
-        )
+        return plan, said
 
-    def _ended_meanwhile(self, detection: LoopDetection, ledger: Ledger) -> str | None:
-        """Why the change is not to be made after all, when the episode no longer stands since Lifeguard
-        read its state of the group: a node booted clean meanwhile (LoopResolved told), or it was about
-        another configuration by now. Read again just before the change is set out, waits or none: the
-        reads of PCS take seconds (the group UPDATING, a call retried: minutes, at worst), and
-        scaling_events ends an episode whenever a node comes up. (PCS takes no condition on an update: what
-        ends in the moment between this read and the change is told by the next LoopResolved.)"""
-        fresh = self.states.load(detection.cluster_id, detection.compute_node_group_id)
+    def _ended_meanwhile(self, detection: LoopDetection, fresh: GroupState, ledger: Ledger) -> str | None:
+        """Why the change is not to be made after all, when the episode no longer stands in `fresh` (the
+        state read again just before the change is set out, waits or none): a node booted clean meanwhile
+        (LoopResolved told), or it was about another configuration by now. The reads of PCS take seconds
+        (the group UPDATING, a call retried: minutes, at worst), and scaling_events ends an episode whenever
+        a node comes up. (PCS takes no condition on an update: what ends in the moment between this read and
+        the change is told by the next LoopResolved.)"""
         moved = rails.unmatched(detection, fresh, ledger)
         if moved is None:
             return None
+        return self._meanwhile(moved.removeprefix("Refused: "))
+
+    def _meanwhile(self, what: str) -> str:
         waited = "waited" if self.waits != self._waits_at_state else "read the group"
-        return f"Not made (it changed while Lifeguard {waited}): " + moved.removeprefix("Refused: ")
+        return f"Not made (it changed while Lifeguard {waited}): {what}"
 
     def _settle_others(self, detection: LoopDetection, ledger: Ledger, group: GroupSnapshot) -> None:
         """Changes set out for other detections and still pending (PCS failed them until their events were
@@ -994,6 +1040,17 @@ def _unconfirmed_reason(what: str) -> str:
         f"{what[0].upper()}{what[1:]}: PCS may have made it, so it counts as Lifeguard's change for the "
         "cooldown and the daily cap; nothing more was done."
     )
+
+
+def _basis(state: GroupState) -> tuple[Any, ...]:
+    """What of a group's state a plan is made from: the open episode's suspect, the other scripts failing,
+    whether no script failed, and the configuration proven good. Node reports change them while a decision
+    reads the group (a suspect withdrawn, a proof revoked)."""
+    episode = state.episode
+    if episode is None:
+        return (None, state.proven_good)
+    failing = (episode.suspect, tuple(episode.also_failing), episode.no_script_failed)
+    return (failing, state.proven_good)
 
 
 def _also_failing(episode: Episode | None) -> tuple[tuple[str, str], ...]:
