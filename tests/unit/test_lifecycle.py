@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from typing import Any, get_args
 
@@ -13,7 +14,9 @@ from lifeguard.lifecycle import (
     OnError,
     ScriptCachingPolicy,
     StageName,
+    canonical_json,
     diff_configs,
+    fingerprint_of,
     render_diff,
 )
 from lifeguard.lifecycle_rules import EXECUTION_POLICIES, ON_ERRORS, SCRIPT_CACHING_POLICIES, STAGES
@@ -72,6 +75,14 @@ def test_fingerprint_ignores_key_order_and_tracks_content() -> None:
     changed["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
     assert NodeLifecycleActions.from_api(changed).fingerprint() != a.fingerprint()
     assert len(a.fingerprint()) == 64
+
+
+def test_canonical_json_is_the_compact_sorted_utf8_text_fingerprints_are_made_of() -> None:
+    # Fingerprints are stored (states, ledgers) and compared across releases: the text they are made of
+    # stays the same, non-ASCII written as itself.
+    value = {"b": ["é", 1.5, None], "a": {"z": True, "y": "x"}}
+    assert canonical_json(value) == '{"a":{"y":"x","z":true},"b":["é",1.5,null]}'
+    assert fingerprint_of(value) == hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
 def test_every_problem_is_reported_at_once_with_its_path() -> None:
