@@ -113,14 +113,13 @@ PCS_ID_PATTERN = r"^pcs_[a-zA-Z0-9]+$"
 PCS_ID: Check = string(max_length=ID_MAX_CHARS, pattern=PCS_ID_PATTERN)
 
 
+_PCS_ID_MATCH = re.compile(PCS_ID_PATTERN).fullmatch  # compiled once: a listing checks every group's id
+
+
 def is_pcs_id(value: object) -> bool:
     """Whether `value` is a PCS id (`PCS_ID`'s checks, without a problem to say): a text that goes into a
     table's key, an event or a command only when it is."""
-    return (
-        isinstance(value, str)
-        and len(value) <= ID_MAX_CHARS
-        and re.fullmatch(PCS_ID_PATTERN, value) is not None
-    )
+    return isinstance(value, str) and len(value) <= ID_MAX_CHARS and _PCS_ID_MATCH(value) is not None
 
 
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)
