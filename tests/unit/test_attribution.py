@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifeguard.attribution import ALSO_FAILING_MAX, also_failing, find_suspect
-from lifeguard.group_state import Failure
+from lifeguard.attribution import ALSO_FAILING_MAX, also_failing, find_suspect, still_failing
+from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
 FAILURES = [
@@ -170,3 +170,16 @@ def test_a_launch_boots_runs_are_its_first_boots_until_six_hours_after_its_outco
     assert not launch_boot(
         run("i-1", "ready-check", boot=2, first_boot=False, started_at=bound_s - 60), outcome_ms
     )
+
+
+def test_a_node_up_is_still_failing_on_the_loops_script_not_on_another_scripts_continue_failure() -> None:
+    # The article's nodeReady ready-check fails under CONTINUE on every node: it is not the loop, and a
+    # fixed group's node that fails it has the loop resolved, not contained.
+    ready_check = run("i-1", "ready-check", stage="nodeReady", on_error="CONTINUE")
+    own = run("i-1", "install", on_error="CONTINUE")
+    kept = run("i-1", "mount-fsx", on_error="STOP_SEQUENCE")
+    install = Suspect(stage="nodeBootstrapped", script="install", on_error="TERMINATE", instances=["i-1"])
+    assert still_failing([ready_check], install) == []
+    assert still_failing([ready_check], None) == []
+    assert still_failing([ready_check, own, kept], install) == [own, kept]
+    assert still_failing([own], None) == [own]  # none named: any of nodeBootstrapped, the loop's stage
