@@ -74,9 +74,10 @@ class World:
         *,
         proven: dict[str, Any] | None = None,
         modified_at: int | None = None,
+        proven_modified_at: int = AT - 7_200_000,
     ) -> None:
         """The group's state holds `config` as the detection last read it, modified an hour before the call
-        unless `modified_at` says (and `proven` as proven good)."""
+        unless `modified_at` says (and `proven` as proven good, modified at `proven_modified_at`)."""
         state = GroupState(cluster_id=CLUSTER, group_id=GROUP)
         state.config = KnownConfig(
             modified_at=AT - 3_600_000 if modified_at is None else modified_at,
@@ -88,8 +89,8 @@ class World:
             state.proven_good = ProvenGood(
                 fingerprint=fingerprint_of(proven),
                 node_lifecycle_actions=proven,
-                modified_at=AT - 7_200_000,
-                proven_at=AT - 7_000_000,
+                modified_at=proven_modified_at,
+                proven_at=max(proven_modified_at + 200_000, AT - 7_000_000),
                 instance_id="i-0a1b2c3d4e5f60718",
             )
         self.states.save(state)
@@ -212,6 +213,17 @@ def test_when_the_detection_already_read_the_new_configuration_it_is_held_agains
     assert detail["config_before"] == BEFORE
     assert [change["path"] for change in detail["diff"]] == ["stages.nodeBootstrapped[0]"]
     assert "proven good" in detail["reason"]
+
+
+def test_a_proof_of_a_configuration_put_in_place_after_the_call_is_not_what_the_call_replaced() -> None:
+    # A record delivered late: the configuration proven good since was put in place after the call, so the
+    # call did not replace it, and its scripts are not "there before".
+    world = World()
+    world.knows(NEW, proven=BEFORE, modified_at=AT + 800, proven_modified_at=AT + 1000)
+    world.review(recorded())
+    [detail] = world.reviews()
+    assert (detail["config_before"], detail["diff"]) == (None, [])
+    assert "is not known" in detail["reason"]
 
 
 def test_when_what_was_replaced_is_unknown_the_risks_are_still_told() -> None:
@@ -497,6 +509,20 @@ def test_a_call_that_carried_no_configuration_does_not_take_the_blame_for_an_ear
     assert [review["changed_by"]["arn"] for review in world.reviews()] == [ARN]
 
 
+def test_a_call_without_a_configuration_in_the_same_second_as_the_one_that_set_it_takes_no_blame() -> None:
+    # CloudTrail's times are to the second: an apply's two calls (its configuration, then its scaling) can
+    # share one. The second call did not put the configuration in place, and is not reviewed again.
+    world = World()
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 700
+    world.review(recorded())  # Alice's
+    same_second = scaling_update(BOB)
+    same_second["detail"]["eventTime"] = recorded()["detail"]["eventTime"]
+    summary = world.review(same_second)
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert [review["changed_by"]["arn"] for review in world.reviews()] == [ARN]
+
+
 def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_before_it() -> None:
     world = World()
     world.knows(BEFORE)
@@ -613,6 +639,22 @@ def test_a_call_that_sends_again_the_configuration_in_place_is_no_change_and_tak
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None
     assert found.arn == ARN  # a loop on NEW is still laid at Alice's door
+
+
+def test_a_call_that_sends_again_what_pcs_dated_a_second_before_its_setters_record_is_no_change() -> None:
+    # PCS's modifiedAt and CloudTrail's eventTime of the call that set it come from different clocks: the
+    # change kept of that call may be dated after the configuration's modifiedAt. It put the same
+    # configuration in place, so it is nothing between the read and Bob's call.
+    world = World()
+    world.knows(BEFORE)
+    assert world.review(recorded()).reviewed == 1  # Alice puts NEW in place
+    detection_read(world, NEW, modified_at=AT - 1000, checked_at=AT + 58 * MINUTE)
+    world.handler.clock = lambda: AT / 1000 + 3_700
+    summary = world.review(resent_by(BOB, minutes=60))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
+    assert found is not None
+    assert found.arn == ARN
 
 
 @pytest.mark.parametrize(
