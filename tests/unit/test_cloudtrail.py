@@ -74,6 +74,16 @@ def test_a_group_named_by_names_needs_its_ids_read() -> None:
     assert (call.cluster_id, call.group_id, call.needs_ids) == (None, None, True)
 
 
+def test_a_call_whose_record_has_no_response_takes_its_ids_from_the_request() -> None:
+    # A failed call's record, or one CloudTrail left the response out of: the request's ids of PCS's form
+    # are the ids, with no read of PCS to learn them.
+    event = recorded()
+    del event["detail"]["responseElements"]
+    call = parse(event)
+    assert isinstance(call, ConfigCall)
+    assert (call.cluster_id, call.group_id, call.needs_ids) == ("pcs_abc123de45", "pcs_abcdef01", False)
+
+
 def test_a_create_names_its_group_by_the_response_id() -> None:
     event = recorded()
     detail = event["detail"]

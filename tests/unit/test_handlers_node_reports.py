@@ -115,6 +115,14 @@ def test_failed_runs_are_stored_whole_and_runs_that_did_not_fail_only_as_marks()
     assert all("report" not in item for (_, sk), item in world.table.items.items() if sk.startswith("RAN#"))
 
 
+def test_a_failed_run_shipped_twice_counts_once() -> None:
+    # A shipper that lost its put's answer sends the run again: one run, stored once, counted once.
+    world = World()
+    summary = world.feed([FAILED[0], FAILED[0]])
+    assert (summary.reports, summary.failed_runs) == (2, 1)
+    assert world.stored_runs() == [(FIRST, "fail-terminate", "failed")]
+
+
 def test_an_open_episode_is_attributed_from_the_reports_and_announced_at_the_next_revision() -> None:
     world = World()
     episode_id = world.open_episode()
