@@ -155,6 +155,19 @@ def test_a_review_of_a_call_delivered_twice_is_one_message_though_the_table_lear
     assert len(slack.sent) == 2
 
 
+def test_two_calls_of_one_caller_in_the_same_second_with_other_configurations_are_two_messages() -> None:
+    # CloudTrail's times are to the second: an apply that corrects itself at once makes two calls the caller
+    # and the time cannot tell apart. The configuration each put in place does.
+    first, second = review([RISK]), review([RISK])
+    first["detail"]["config_fingerprint"] = "a" * 64
+    second["detail"]["config_fingerprint"] = "b" * 64
+    slack = Channel("slack")
+    notify, _ = notifier(slack)
+    assert notify.handle_event(first).sent == ["slack"]
+    assert notify.handle_event(second).sent == ["slack"]
+    assert len(slack.sent) == 2
+
+
 def test_one_risk_of_another_shape_leaves_the_others_told() -> None:
     """The whole list was refused for one bad risk: the message said "with 0 risk(s)" and showed none."""
     from lifeguard.event_contract import clean_detail
