@@ -322,6 +322,8 @@ def test_the_undo_line_is_made_from_the_ids_never_taken_from_the_event(
     # No change to undo, or ids that are not PCS's: no undo line at all.
     assert summarize("RemediationApplied", {**forged, "undo": None}).undo is None
     assert summarize("RemediationApplied", {**forged, "compute_node_group_id": "x; rm -rf /"}).undo is None
+    assert summarize("RemediationApplied", {**forged, "cluster_id": "x; rm -rf /"}).undo is None
+    assert summarize("RemediationApplied", {**forged, "cluster_id": None}).undo is None
 
 
 def test_no_line_of_a_log_tail_passes_for_one_of_the_messages_own() -> None:
