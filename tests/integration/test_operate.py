@@ -10,7 +10,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -301,6 +301,14 @@ def test_undo_of_an_episode_that_is_over_says_no_loop_comes_back(env: Env, local
     assert "PCS drains the group's running nodes" in preview
     assert "is not over" not in preview
     assert "to people" not in preview
+    # Another loop of the group open since: the episode the undo is of is still over.
+    undone = state.last_episode
+    assert undone is not None
+    state.episode = replace(undone, episode_id=f"{undone.episode_id}-later")
+    store.save(state)
+    later = " ".join(env.run("undo", GROUP, "--dry-run").stdout.split())
+    assert "onError STOP_SEQUENCE → TERMINATE" in later
+    assert f"episode {undone.episode_id} is not over" not in later
 
 
 def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: Env) -> None:
