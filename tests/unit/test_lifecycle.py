@@ -3,6 +3,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any, get_args
 
 import pytest
@@ -19,7 +20,15 @@ from lifeguard.lifecycle import (
     fingerprint_of,
     render_diff,
 )
-from lifeguard.lifecycle_rules import EXECUTION_POLICIES, ON_ERRORS, SCRIPT_CACHING_POLICIES, STAGES
+from lifeguard.lifecycle_rules import (
+    EXECUTION_POLICIES,
+    ON_ERRORS,
+    SCRIPT_CACHING_POLICIES,
+    STAGES,
+    holds_quarantine,
+    ready_checks,
+    terminating_scripts,
+)
 from tests.conftest import load_event
 
 
@@ -256,3 +265,36 @@ def test_which_scripts_a_configuration_holds_and_whether_it_drains_kept_nodes() 
     assert drains_kept_nodes(actions) is True
     assert drains_kept_nodes({"stages": {"nodeReady": []}}) is False
     assert drains_kept_nodes({"stages": "garbage"}) is False
+
+
+def test_a_script_without_on_error_terminates_the_node_as_pcs_defaults() -> None:
+    actions = article("terminate")  # record-after-fail gives no onError; ready-check is CONTINUE
+    assert terminating_scripts(actions) == {
+        ("nodeBootstrapped", "fail-terminate"),
+        ("nodeBootstrapped", "record-after-fail"),
+    }
+    ready = copy.deepcopy(actions)
+    del ready["stages"]["nodeReady"][0]["onError"]
+    assert ready_checks(ready) == {("nodeReady", "ready-check")}
+
+
+def test_only_lifeguards_own_stop_sequence_holds_a_quarantine() -> None:
+    # The owners' STOP_SEQUENCE script is theirs: a configuration holds Lifeguard's quarantine only when a
+    # script Lifeguard switched is still under STOP_SEQUENCE (or its drain step is there).
+    actions = copy.deepcopy(article("terminate"))
+    actions["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    asked: list[bool] = []
+
+    def quarantined(scripts: set[tuple[str, str]]) -> Callable[[], set[tuple[str, str]]]:
+        def read() -> set[tuple[str, str]]:
+            asked.append(True)
+            return scripts
+
+        return read
+
+    assert holds_quarantine(actions, quarantined({("nodeBootstrapped", "fail-terminate")}))
+    assert not holds_quarantine(actions, quarantined({("nodeBootstrapped", "record-after-fail")}))
+    assert not holds_quarantine(actions, quarantined(set()))
+    asked.clear()
+    assert not holds_quarantine(article("terminate"), quarantined({("nodeBootstrapped", "fail-terminate")}))
+    assert asked == []  # no script under STOP_SEQUENCE: the ledger is not read
