@@ -1043,14 +1043,12 @@ def _unconfirmed_reason(what: str) -> str:
 
 
 def _basis(state: GroupState) -> tuple[Any, ...]:
-    """What of a group's state a plan is made from: the open episode's suspect, the other scripts failing,
-    whether no script failed, and the configuration proven good. Node reports change them while a decision
-    reads the group (a suspect withdrawn, a proof revoked)."""
+    """What of a group's state (its episode matched) a plan is made from: the open episode's suspect, the
+    other scripts failing, whether no script failed, and the configuration proven good. Node reports change
+    them while a decision reads the group (a suspect withdrawn, a proof revoked)."""
     episode = state.episode
-    if episode is None:
-        return (None, state.proven_good)
-    failing = (episode.suspect, tuple(episode.also_failing), episode.no_script_failed)
-    return (failing, state.proven_good)
+    assert episode is not None  # matched
+    return (episode.suspect, tuple(episode.also_failing), episode.no_script_failed, state.proven_good)
 
 
 def _also_failing(episode: Episode | None) -> tuple[tuple[str, str], ...]:
