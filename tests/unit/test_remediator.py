@@ -1584,28 +1584,62 @@ def test_a_proof_revoked_while_lifeguard_read_the_group_is_not_reverted_to() -> 
     assert "no proven-good configuration is known: quarantined instead" in answer.detail["reason"]
 
 
-def test_a_state_that_keeps_changing_while_lifeguard_plans_is_not_changed() -> None:
-    world = World()
-    event = world.detection()
-    load, loads = world.store.load, []
+def _changing_at_every_read(world: World, change: Callable[[GroupState, int], None]) -> None:
+    """Every read of the group's state after the first finds `change` made to it (given the read's
+    number), as node reports landing between each read and the next."""
+    load, loads = world.store.load, [0]
 
     def moving(cluster_id: str, group_id: str) -> GroupState:
         state = load(cluster_id, group_id)
-        loads.append(True)
-        if len(loads) > 1 and state.episode is not None:  # every read after the first finds another
-            state.episode.also_failing = [f"nodeReady/check-{len(loads)}"]
+        loads[0] += 1
+        if loads[0] > 1:
+            change(state, loads[0])
         return state
 
     world.store.load = moving  # type: ignore[method-assign]
+
+
+def test_a_state_that_keeps_changing_while_lifeguard_plans_is_left_to_the_retry() -> None:
+    world = World()
+    event = world.detection()
+
+    def another_script_failing(state: GroupState, read: int) -> None:
+        assert state.episode is not None
+        state.episode.also_failing = [f"nodeReady/check-{read}"]
+
+    _changing_at_every_read(world, another_script_failing)
     remediator = world.remediator()
     assert remediator.states is world.store
-    [answer] = remediator.handle_event(event)
-    assert answer.detail_type == "RemediationSkipped"
-    assert answer.detail["reason"] == (
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    [(detail_type, detail)] = [(t, d) for t, d in world.bus.events() if t.startswith("Remediation")]
+    assert detail_type == "RemediationFailed"
+    assert detail["reason"] == (
         "Not made (it changed while Lifeguard read the group): the episode's suspect or proven-good "
-        "configuration kept changing"
+        "configuration kept changing; the event is parked for a retry"
     )
     assert world.group()["nodeLifecycleActions"] == TERMINATE
+    del world.store.load  # the retry reads the table as it is
+    [retried] = world.remediator().handle_event(event)  # Lambda's retry decides again
+    assert retried.detail_type == "RemediationApplied"
+
+
+def test_more_nodes_failing_on_the_suspect_while_lifeguard_plans_change_no_plan() -> None:
+    # Every node that fails on the same script adds to the suspect's evidence (not announced again): the
+    # plan is the same, and is made.
+    world = World()
+    event = world.detection()
+
+    def one_more_node(state: GroupState, read: int) -> None:
+        assert state.episode is not None
+        suspect = state.episode.suspect
+        assert suspect is not None
+        suspect.instances = [*suspect.instances, f"i-0a1b2c3d4e5f6{read:04d}"]
+
+    _changing_at_every_read(world, one_more_node)
+    [answer] = world.remediator().handle_event(event)
+    assert answer.detail_type == "RemediationApplied"
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
 
 
 def test_with_no_wait_after_the_read_the_change_is_made_on_it_without_reading_again() -> None:

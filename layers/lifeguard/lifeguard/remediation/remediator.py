@@ -387,9 +387,12 @@ class Remediator:
             if _basis(fresh) == _basis(state):
                 break
             state, detection = fresh, _as_known(event, fresh)
-        else:
-            kept = self._meanwhile("the episode's suspect or proven-good configuration kept changing")
-            return _Verdict("skipped", mode, plan.action, kept, True, before), detection
+        else:  # left to the retry: a skip would be this revision's decision for good
+            kept = self._meanwhile(
+                "the episode's suspect or proven-good configuration kept changing; the event is parked for "
+                "a retry"
+            )
+            return _Verdict("failed", mode, plan.action, kept, True, before), detection
         verdict = self._apply(
             detection,
             ledger,
@@ -1043,12 +1046,16 @@ def _unconfirmed_reason(what: str) -> str:
 
 
 def _basis(state: GroupState) -> tuple[Any, ...]:
-    """What of a group's state (its episode matched) a plan is made from: the open episode's suspect, the
-    other scripts failing, whether no script failed, and the configuration proven good. Node reports change
+    """What of a group's state (its episode matched) a plan is made from: the script the open episode names
+    (not its evidence, which grows with every node failing on it), the other scripts failing, whether no
+    script failed, whether it is a replacement loop, and the configuration proven good. Node reports change
     them while a decision reads the group (a suspect withdrawn, a proof revoked)."""
     episode = state.episode
     assert episode is not None  # matched
-    return (episode.suspect, tuple(episode.also_failing), episode.no_script_failed, state.proven_good)
+    suspect = episode.suspect
+    named = (suspect.stage, suspect.script) if suspect is not None else None
+    failing = (named, tuple(episode.also_failing), episode.no_script_failed)
+    return (*failing, episode.replacement_revision, state.proven_good)
 
 
 def _also_failing(episode: Episode | None) -> tuple[tuple[str, str], ...]:
