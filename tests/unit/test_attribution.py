@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifeguard.attribution import ALSO_FAILING_MAX, also_failing, find_suspect, still_failing
+from lifeguard.attribution import ALSO_FAILING_MAX, attribute, find_suspect, still_failing
 from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
@@ -91,14 +91,14 @@ def test_the_scripts_besides_the_suspect_that_ended_a_failing_nodes_boot_are_nam
     suspect = find_suspect(FAILURES, reports)
     assert suspect is not None
     assert suspect.script == "mount-fsx"
-    assert also_failing(FAILURES, reports, None, suspect) == ["nodeBootstrapped/install-gpu"]
-    assert also_failing(FAILURES, reports, {("nodeBootstrapped", "mount-fsx")}, suspect) == []
-    assert also_failing(FAILURES, reports, None, None) == []
+    assert attribute(FAILURES, reports) == (suspect, ["nodeBootstrapped/install-gpu"])
+    assert attribute(FAILURES, reports, {("nodeBootstrapped", "mount-fsx")})[1] == []
+    assert attribute(FAILURES, [run("i-1", "ready-check", on_error="CONTINUE")]) == (None, [])
     contradicted = [*reports, run("i-3", "other-terminate")]  # i-3 says two things at once: neither
-    assert also_failing(FAILURES, contradicted, None, suspect) == []
+    assert attribute(FAILURES, contradicted) == (suspect, [])
     many = [run(f"i-{n}", f"s{n:02d}") for n in range(40)]
     failures = [Failure(instance_id=f"i-{n}", event_timestamp=n) for n in range(40)]
-    assert len(also_failing(failures, many, None, find_suspect(failures, many))) == ALSO_FAILING_MAX
+    assert len(attribute(failures, many)[1]) == ALSO_FAILING_MAX
 
 
 def test_reports_of_other_instances_and_successes_are_ignored() -> None:

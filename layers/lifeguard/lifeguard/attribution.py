@@ -23,8 +23,8 @@ __all__ = [
     "LAUNCH_BOOT_AFTER_OUTCOME_MS",
     "BootRuns",
     "ReportedLoop",
-    "also_failing",
     "as_configured",
+    "attribute",
     "boot_runs",
     "contradicted",
     "failed_runs",
@@ -218,17 +218,30 @@ def find_suspect(
     reports: Iterable[NodeReport],
     scripts: Collection[tuple[str, str]] | None = None,
 ) -> Suspect | None:
-    """The script that failed on all (or most) of the failing instances, or None when no report names one.
-    Only runs of `scripts` ((stage, name) of the group's configuration; None when it is not known) count,
-    and only failures under TERMINATE: PCS terminates a node (BOOTSTRAP_FAILED) for those alone, and a
-    node whose script fails under STOP_SEQUENCE or CONTINUE stays up (the article), so such a failure is
-    not why its node failed, however many of the failing nodes report one.
+    """The script that failed on all (or most) of the failing instances, or None when no report names one
+    (`attribute`'s suspect)."""
+    return attribute(failures, reports, scripts)[0]
 
-    Ties go to the script of the most recent failure.
+
+def attribute(
+    failures: Sequence[Failure],
+    reports: Iterable[NodeReport],
+    scripts: Collection[tuple[str, str]] | None = None,
+) -> tuple[Suspect | None, list[str]]:
+    """The suspect: the script that failed on all (or most) of the failing instances, or None when no report
+    names one. Only runs of `scripts` ((stage, name) of the group's configuration; None when it is not
+    known) count, and only failures under TERMINATE: PCS terminates a node (BOOTSTRAP_FAILED) for those
+    alone, and a node whose script fails under STOP_SEQUENCE or CONTINUE stays up (the article), so such a
+    failure is not why its node failed, however many of the failing nodes report one. Ties go to the script
+    of the most recent failure.
+
+    With it, `stage/name` of the scripts besides it that ended the boot of some failing instance, sorted,
+    at most ALSO_FAILING_MAX: a loop whose nodes fail on two scripts (one on an instance type, the other on
+    another) is not broken by switching the suspect alone. Empty without a suspect.
     """
     fatal = _fatal_runs(failures, reports, scripts)
     if not fatal:
-        return None
+        return None, []
     votes = Counter((run.stage, run.script) for run in fatal.values())
     failed_at = {f.instance_id: f.event_timestamp for f in failures}
     recency: dict[tuple[str, str], int] = {}
@@ -241,7 +254,7 @@ def find_suspect(
     ]
     latest = max(matching, key=lambda pair: pair[1].ended_at or pair[1].started_at)[1]
     ordered_instances = [f.instance_id for f in failures if f.instance_id in dict(matching)]
-    return Suspect(
+    suspect = Suspect(
         stage=stage,
         script=script,
         on_error=latest.on_error,
@@ -249,6 +262,8 @@ def find_suspect(
         log_tail=latest.log_tail,
         instances=ordered_instances,
     )
+    others = sorted(set(votes) - {(stage, script)})
+    return suspect, [f"{other_stage}/{other}" for other_stage, other in others][:ALSO_FAILING_MAX]
 
 
 def _fatal_runs(
@@ -256,7 +271,7 @@ def _fatal_runs(
     reports: Iterable[NodeReport],
     scripts: Collection[tuple[str, str]] | None,
 ) -> dict[str, NodeReport]:
-    """Each failing instance's run that ended its boot: its last failed TERMINATE run (`find_suspect`'s
+    """Each failing instance's run that ended its boot: its last failed TERMINATE run (`attribute`'s
     rules), for the instances whose runs do not contradict each other."""
     failing = {f.instance_id for f in failures}
     by_instance: dict[str, list[NodeReport]] = {}
@@ -266,23 +281,6 @@ def _fatal_runs(
         if report.failed and report.on_error == "TERMINATE" and report.instance_id in failing:
             by_instance.setdefault(report.instance_id, []).append(report)
     return {instance: _fatal_run(runs) for instance, runs in by_instance.items() if not _contradicted(runs)}
-
-
-def also_failing(
-    failures: Sequence[Failure],
-    reports: Iterable[NodeReport],
-    scripts: Collection[tuple[str, str]] | None,
-    suspect: Suspect | None,
-) -> list[str]:
-    """`stage/name` of the scripts besides the suspect that ended the boot of some failing instance (as
-    `find_suspect` reads their runs), sorted, at most ALSO_FAILING_MAX: a loop whose nodes fail on two
-    scripts (one on an instance type, the other on another) is not broken by switching the suspect alone.
-    Empty without a suspect."""
-    if suspect is None:
-        return []
-    named = (suspect.stage, suspect.script)
-    others = {(run.stage, run.script) for run in _fatal_runs(failures, reports, scripts).values()}
-    return [f"{stage}/{script}" for stage, script in sorted(others - {named})][:ALSO_FAILING_MAX]
 
 
 ALSO_FAILING_MAX = 20  # a stage's scripts at most: what an episode keeps of them

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeguard.attribution import (
-    also_failing,
+    attribute,
     contradicted,
     find_suspect,
     known_scripts,
@@ -241,10 +241,9 @@ class NodeReportsHandler:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
             failing = evidence.reports_of(failure.instance_id for failure in episode.failures)
             scripts = known_scripts(state)
-            suspect = find_suspect(episode.failures, failing, scripts)
+            suspect, others = attribute(episode.failures, failing, scripts)
             if suspect is None and episode.suspect is not None:
                 return self._withdraw(state, episode.suspect, failing, revoked)
-            others = also_failing(episode.failures, failing, scripts, suspect)
             if suspect is None or (suspect == episode.suspect and others == episode.also_failing):
                 return Change(changed=revoked)
             episode.also_failing = others

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, also_failing, find_suspect, known_scripts
+from lifeguard.attribution import BootRuns, attribute, known_scripts
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -1030,8 +1030,7 @@ def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str 
     named)."""
     failing = runs.reports_of(failure.instance_id for failure in episode.failures)
     scripts = known_scripts(state)
-    episode.suspect = find_suspect(episode.failures, failing, scripts)
-    episode.also_failing = also_failing(episode.failures, failing, scripts, episode.suspect)
+    episode.suspect, episode.also_failing = attribute(episode.failures, failing, scripts)
     episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
     if episode.suspect is not None or episode.no_script_failed:
         episode.add_signal("node_reports")
