@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import ssl
 import subprocess
 import threading
@@ -56,8 +57,16 @@ class Scripts(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.1)
             return
+        if path in {"/no-content.sh", "/part.sh"}:  # 2xx answers that carry no script, or a part of one
+            status, part = (204, b"") if path == "/no-content.sh" else (206, WHOLE[:25])
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(part)))
+            self.end_headers()
+            self.wfile.write(part)
+            return
         body = {
             "/ok.sh": SCRIPT,
+            "/setup-%C3%A9.sh": SCRIPT,  # setup-é.sh, as a client must send it
             "/big.sh": b"#" * (MAX_SCRIPT_BYTES + 1),
             "/largest.sh": b"#" * MAX_SCRIPT_BYTES,
         }.get(path)
@@ -162,6 +171,31 @@ def test_a_script_of_2_mib_exactly_is_fetched(https_server: tuple[str, str]) -> 
     base, ca = https_server
     fetched = fetch_script(f"{base}/largest.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, sleep=no_sleep)
     assert fetched == b"#" * MAX_SCRIPT_BYTES
+
+
+@pytest.mark.parametrize(("path", "status"), [("no-content.sh", "204 No Content"), ("part.sh", "206")])
+def test_an_answer_of_2xx_other_than_200_is_a_failed_fetch(
+    https_server: tuple[str, str], path: str, status: str
+) -> None:
+    """urllib raises for no 2xx status: a 204 would have run an empty script as a success (a mount never
+    made, and the boot going on), a 206 the first part of one."""
+    base, ca = https_server
+    with pytest.raises(FetchError, match=f"HTTP {status}.*: a script comes with 200 only"):
+        fetch_script(
+            f"{base}/{path}", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep
+        )
+
+
+def test_a_url_beyond_ascii_is_fetched_percent_encoded(https_server: tuple[str, str]) -> None:
+    """A lifecycle configuration takes `https://.../setup-é.sh`; http.client refuses the URL as given, and
+    every boot would fail its fetch."""
+    base, ca = https_server
+    fetchers: dict[str, ScriptFetcher] = {"https": HttpsFetcher(cafile=ca)}
+    assert fetch_script(f"{base}/setup-é.sh", fetchers=fetchers, sleep=no_sleep) == SCRIPT
+    assert fetch_script(f"{base}/setup-%C3%A9.sh", fetchers=fetchers, sleep=no_sleep) == SCRIPT
+    assert fetch._ascii_url("https://scripts.example.com:8443/é%20x?x=ü#ß") == (
+        "https://scripts.example.com:8443/%C3%A9%20x?x=%C3%BC#%C3%9F"
+    )
 
 
 def test_a_redirect_is_followed_to_https_only(https_server: tuple[str, str]) -> None:
@@ -377,3 +411,47 @@ def test_an_s3_download_that_keeps_failing_is_three_requests_not_botocores_five_
         server.shutdown()
         server.server_close()
     assert len(Unavailable.hits) == 3
+
+
+class Imds(BaseHTTPRequestHandler):
+    """IMDSv2 on loopback: a token for a PUT, the instance's region for a GET that carries it."""
+
+    def do_PUT(self) -> None:
+        self._answer(b"token-1" if self.path == "/latest/api/token" else None)
+
+    def do_GET(self) -> None:
+        known = self.headers.get("X-aws-ec2-metadata-token") == "token-1"
+        self._answer(b"eu-south-2" if known and self.path == "/latest/meta-data/placement/region" else None)
+
+    def _answer(self, body: bytes | None) -> None:
+        self.send_response(200 if body is not None else 401)
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_s3_scripts_are_fetched_in_the_instances_region_which_pcs_does_not_give_its_scripts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a region boto3 asks us-east-1's S3 endpoint: another partition's (GovCloud, China) refuses
+    the node's credentials, and a private subnet whose S3 gateway endpoint is its own region's cannot reach
+    it. Every fetch would fail, under TERMINATE a loop: the node's own region is asked, as the shipper
+    does; off EC2 (no metadata service) boto3's default stays."""
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Imds)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        assert fetch.S3Fetcher()._s3().meta.region_name == "eu-south-2"
+    finally:
+        server.shutdown()
+        server.server_close()
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    assert fetch.S3Fetcher()._s3().meta.region_name == "us-east-1"
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")  # a region named is taken before the instance's
+    assert fetch.S3Fetcher()._s3().meta.region_name == "ap-south-1"

@@ -9,11 +9,49 @@ from typing import Any
 
 from lifeguard.errors import LifeguardError
 
-__all__ = ["MissingBoto3Error", "node_client"]
+__all__ = ["IMDS_ENDPOINT", "ImdsError", "MissingBoto3Error", "imds", "instance_region", "node_client"]
 
 
 class MissingBoto3Error(LifeguardError, ImportError):
     """This Python has no boto3."""
+
+
+class ImdsError(LifeguardError):
+    """The instance metadata service did not answer a read (off EC2, or it answered no text)."""
+
+
+IMDS_ENDPOINT = "http://169.254.169.254"
+
+
+def imds(path: str, timeout_seconds: float = 1.0) -> str:
+    """One IMDSv2 read (endpoint from AWS_EC2_METADATA_SERVICE_ENDPOINT when set)."""
+    import http.client  # here: a boot whose scripts are cached never reads the metadata
+    import urllib.request
+
+    base = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS_ENDPOINT).rstrip("/")
+    token_request = urllib.request.Request(
+        f"{base}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    )
+    try:
+        with urllib.request.urlopen(token_request, timeout=timeout_seconds) as response:
+            token = response.read().decode()
+        request = urllib.request.Request(
+            f"{base}/latest/meta-data/{path}", headers={"X-aws-ec2-metadata-token": token}
+        )
+        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
+            return str(response.read().decode().strip())
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # unreached, not HTTP, not text
+        said = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]  # one line, whatever it answered
+        raise ImdsError(f"cannot read {path} from IMDSv2 at {base} ({said})") from None
+
+
+def instance_region() -> str | None:
+    """The instance's own region through IMDSv2, None off EC2: the region of a client nothing else names
+    one for (a systemd service, a lifecycle script: no AWS_REGION)."""
+    try:
+        return imds("placement/region")
+    except ImdsError:
+        return None
 
 
 # A service's own variable is named for its service id (botocore's `AWS_ENDPOINT_URL_<SERVICE ID>`), which

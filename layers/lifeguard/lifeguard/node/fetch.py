@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any, ClassVar
 
 from lifeguard.errors import LifeguardError
-from lifeguard.node.boto import MissingBoto3Error, node_client
+from lifeguard.node.boto import MissingBoto3Error, instance_region, node_client
 
 __all__ = [
     "DOWNLOAD_TIMEOUT_SECONDS",
@@ -101,7 +101,9 @@ class S3Fetcher(ScriptFetcher):
     def _s3(self) -> Any:
         if self._client is None:
             try:
-                self._client = node_client("s3", "s3:// scripts", config=_S3_CONFIG)
+                # The node's region when nothing names one: else boto3 asks us-east-1's endpoint, which a
+                # private subnet's S3 gateway endpoint does not reach (every fetch fails: a loop).
+                self._client = node_client("s3", "s3:// scripts", region=instance_region, config=_S3_CONFIG)
             except MissingBoto3Error as exc:
                 raise FetchError(str(exc)) from None
         return self._client
@@ -138,10 +140,14 @@ class HttpsFetcher(ScriptFetcher):
     def fetch_once(self, location: str, version_id: str | None) -> bytes:
         """GET the URL; any status but 200 is a failure, and so is a redirect to anything but https, or a
         download that takes longer than `DOWNLOAD_TIMEOUT_SECONDS` in all (not only between two reads)."""
-        request = urllib.request.Request(location, headers={"User-Agent": "pcs-lifeguard-node"})
+        request = urllib.request.Request(_ascii_url(location), headers={"User-Agent": "pcs-lifeguard-node"})
         deadline = time.monotonic() + DOWNLOAD_TIMEOUT_SECONDS
         try:
             with self._opener.open(request, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+                if response.status != 200:  # urllib raises for none of 2xx: a 204 is no script, a 206 a part
+                    raise FetchError(
+                        f"HTTP {response.status} {response.reason}: a script comes with 200 only"
+                    )
                 data = bytearray()
                 while len(data) <= MAX_SCRIPT_BYTES:
                     chunk: bytes = response.read1(MAX_SCRIPT_BYTES + 1 - len(data))
@@ -159,6 +165,21 @@ class HttpsFetcher(ScriptFetcher):
             raise FetchError(f"the download broke off ({type(exc).__name__})") from None
         _whole(bytes(data), int(length) if length is not None and length.isdigit() else None)
         return bytes(data)
+
+
+# What a URL may hold as it is: printable ASCII (`%` too, so escapes already made stay as they are).
+_AS_IS = "".join(chr(code) for code in range(0x21, 0x7F))
+
+
+def _ascii_url(location: str) -> str:
+    """The URL as HTTP can send it: its path, query and fragment percent-encoded as UTF-8 beyond ASCII (as
+    a browser sends them; PCS takes a host of ASCII alone). A lifecycle configuration takes such a URL, and
+    http.client refuses it as given: every boot would fail the fetch, under TERMINATE a loop."""
+    if location.isascii():
+        return location
+    scheme, netloc, *rest = urllib.parse.urlsplit(location)
+    path, query, fragment = (urllib.parse.quote(part, safe=_AS_IS) for part in rest)
+    return urllib.parse.urlunsplit((scheme, netloc, path, query, fragment))
 
 
 def _whole(data: bytes, length: int | None) -> None:

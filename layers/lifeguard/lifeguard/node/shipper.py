@@ -9,13 +9,11 @@ sent, so a restart neither loses nor repeats a report.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
 import re
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -25,7 +23,7 @@ from typing import Any, BinaryIO, NamedTuple
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
 from lifeguard.node import clock as node_clock
-from lifeguard.node.boto import MissingBoto3Error, node_client
+from lifeguard.node.boto import ImdsError, MissingBoto3Error, imds, node_client
 from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import (
@@ -73,7 +71,6 @@ MAX_BATCH_EVENTS = 1000
 # bytes more: a report's escaped log tail can be six times its 4 KiB, so batches are cut by size too.
 MAX_BATCH_BYTES = 1_048_576
 EVENT_OVERHEAD_BYTES = 26
-IMDS_ENDPOINT = "http://169.254.169.254"
 
 _API_ON_ERROR = {**{name: name for name in ON_ERRORS}, **{v: k for k, v in PCS_ON_ERROR_NAMES.items()}}
 _START_TIME = re.compile(rb" @ (\d{1,12})\]")
@@ -126,23 +123,12 @@ class ShipperIdentity:
         return f"{self.cluster_id}/{self.instance_id}"
 
 
-def _imds(path: str, timeout_seconds: float = 1.0) -> str:
-    """One IMDSv2 read (endpoint from AWS_EC2_METADATA_SERVICE_ENDPOINT when set)."""
-    base = os.environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", IMDS_ENDPOINT).rstrip("/")
-    token_request = urllib.request.Request(
-        f"{base}/latest/api/token", method="PUT", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"}
-    )
+def _imds(path: str) -> str:
+    """One IMDSv2 read, its failure the shipper's."""
     try:
-        with urllib.request.urlopen(token_request, timeout=timeout_seconds) as response:
-            token = response.read().decode()
-        request = urllib.request.Request(
-            f"{base}/latest/meta-data/{path}", headers={"X-aws-ec2-metadata-token": token}
-        )
-        with urllib.request.urlopen(request, timeout=timeout_seconds) as response:
-            return str(response.read().decode().strip())
-    except (OSError, http.client.HTTPException, ValueError) as exc:  # unreached, not HTTP, not text
-        said = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]  # one line, whatever it answered
-        raise ShipperError(f"cannot read {path} from IMDSv2 at {base} ({said})") from None
+        return imds(path)
+    except ImdsError as exc:
+        raise ShipperError(str(exc)) from None
 
 
 _GLUED_TRIES = 16
