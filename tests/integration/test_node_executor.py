@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -442,6 +443,34 @@ def test_a_boot_stopped_while_a_script_runs_records_that_script_failed_with_it(n
     assert blocks(node.script_log("nodeBootstrapped", "mount-fsx"), "mount-fsx") == [
         ("[]", "mounting /fsx\n", "143")
     ]
+
+
+def test_a_boot_stopped_while_a_script_is_fetched_records_that_script_failed_with_it(node: Node) -> None:
+    """A fetch may hold the boot for minutes (three tries of up to 70 s): stopped then, the script it was
+    fetching is recorded as failed with the boot, or the node goes with nothing to report."""
+    with socket.socket() as silent:  # the node's proxy: takes the connection, never answers its CONNECT
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        location = "https://scripts.example.com/mount.sh"
+        env = {**node.env, "https_proxy": f"http://127.0.0.1:{silent.getsockname()[1]}"}
+        config = {
+            "stages": {
+                "nodeBootstrapped": [{"name": "mount-fsx", "scriptSource": {"scriptLocation": location}}]
+            }
+        }
+        path = node.root.parent / "fetching.json"
+        path.write_text(json.dumps(config))
+        command = [str(LIFEGUARD_NODE), "boot", "--config", str(path), "--root", str(node.root)]
+        boot = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        fetching = lambda: (node.actions / "executor.log").exists() and messages(node, "fetching script")  # noqa: E731
+        while not fetching() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        boot.send_signal(signal.SIGTERM)
+        assert boot.wait(timeout=30) == 128 + signal.SIGTERM
+    [failure] = messages(node, "lifecycle script failed; boot stopped")
+    assert (failure["script"], failure["level"], failure["exit_code"]) == ("mount-fsx", "ERROR", None)
+    assert failure["error"] == "script 'mount-fsx' was stopped with the boot while it was fetched (signal 15)"
 
 
 @pytest.mark.parametrize("sent", ["TERM", "HUP"])

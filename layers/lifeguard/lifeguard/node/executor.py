@@ -432,6 +432,14 @@ class Executor:
 
             try:
                 content = self._fetch(spec, log)
+            except KeyboardInterrupt as exc:
+                # Stopped while the script is fetched (a try may take 70 s, three of them): its record says
+                # so, as of a script stopped while it runs, or the node is gone with no report of it.
+                signum = stop_signal(exc)
+                why = f"script '{spec.name}' was stopped with the boot while it was fetched (signal {signum})"
+                stopped = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=why)
+                self._log_outcome(log, result, stopped, STOPPED_MESSAGE)
+                raise
             except FetchError as exc:
                 failed = ScriptRun(spec.stage, spec.name, spec.on_error, "failed", error=str(exc))
                 self._log_outcome(log, result, failed)
