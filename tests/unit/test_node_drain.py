@@ -420,6 +420,28 @@ def test_the_drain_reason_is_cut_to_what_slurm_keeps(tmp_path: Path) -> None:
     assert call == "update NodeName=n1 State=DRAIN Reason=" + "k" * 255
 
 
+@pytest.mark.parametrize("name", ["lca-static-[1-100]", "ALL", "all", "n1,n2", "n1 State=RESUME", ""])
+def test_a_node_name_that_is_not_one_nodes_drains_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """`scontrol update NodeName=` takes a host list or ALL: a drain from a name in the environment that is
+    one (or from --node-id) would take other nodes out of service, with no loop of theirs."""
+    layout = write_log(tmp_path, BOOT_STARTED, ready("configure-gpu"))
+    scontrol, calls = fake_scontrol(tmp_path)
+    monkeypatch.setenv("PCS_NODE_ID", name)
+    monkeypatch.setattr("socket.gethostname", lambda: "")  # an empty name is no node's either
+    decision = drain(layout, "kept", since=BOOT, scontrol=scontrol)
+    assert (decision.drained, decision.stopped) == (False, ("nodeReady/configure-gpu",))
+    assert decision.error == f"the node name {name!r} is not one Slurm node's: nothing drained"
+    assert not calls.exists() or calls.read_text() == ""
+    monkeypatch.setenv("PCS_NODE_ID", "lca-static-1")
+    assert drain(layout, "kept", since=BOOT, scontrol=scontrol).drained
+    assert (
+        calls.read_text()
+        == "update NodeName=lca-static-1 State=DRAIN Reason=kept (nodeReady/configure-gpu)\n"
+    )
+
+
 def test_an_earlier_boots_stop_dated_ahead_by_its_clock_is_not_this_boots(tmp_path: Path) -> None:
     """The boot's date alone let an earlier boot's STOP_SEQUENCE through when that boot's clock was ahead:
     a node that booted clean after it was drained. The executor's record of this boot's start ends what

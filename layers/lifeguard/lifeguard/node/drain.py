@@ -216,10 +216,18 @@ def _slurm_version(scontrol: Path) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", scontrol.parent.parent.name))
 
 
+# One Slurm node's name (PCS's are `<group name>-<n>`): never a host list (`lca-static-[1-100]`) or ALL,
+# which `scontrol update NodeName=` would drain whole.
+_ONE_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
 def _drain_node(scan: _Scan, reason: str, node_id: str | None, scontrol: str) -> DrainDecision:
     stopped = scan.stopped
     node = node_id or os.environ.get("PCS_NODE_ID") or socket.gethostname().split(".")[0]
     text = f"{reason} ({', '.join(stopped)})"[:SLURM_REASON_MAX_CHARS]
+    if not _ONE_NODE.fullmatch(node) or node.upper() == "ALL":
+        error = f"the node name {node[:130]!r} is not one Slurm node's: nothing drained"
+        return DrainDecision(stopped, False, text, error, scan.offset)
     command = [scontrol, "update", f"NodeName={node}", "State=DRAIN", f"Reason={text}"]
     error = ""
     for tried in range(1, SCONTROL_TRIES + 1):
