@@ -149,6 +149,20 @@ def test_a_bad_value_is_one_line_naming_the_file_and_the_key(change: Any, messag
     assert refused(data).startswith(message)
 
 
+def test_a_group_refused_for_its_own_problem_is_still_one_its_changes_and_faults_name() -> None:
+    """A group out of range made its change and its fault name "not a group of the scenario" too: a
+    second, false problem."""
+    data = article()
+    data["groups"][0].update(min=120)
+    data["changes"] = [{"at_minute": 5, "group": "lca-static", "config": data["groups"][0]["config"]}]
+    data["faults"] = [
+        {"at_minute": 1, "until_minute": 9, "kind": "insufficient_capacity", "group": "lca-static"}
+    ]
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    assert caught.value.problems == ["s.yaml: groups[0].min: 120 is out of range: from 0 to 100"]
+
+
 def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -346,7 +346,8 @@ def parse_scenario(data: Any, path: Path | None = None) -> Scenario:
     )
     scripts: dict[str, bytes] = check.part(lambda: _scripts(check, top, path), {})
     groups = _groups(check, top.get("groups"))
-    names = {group.name for group in groups}
+    # A change or a fault may name a group refused for a problem of its own: that problem alone is said.
+    names = {group.name for group in groups} | _names_given(top.get("groups"))
     nodes = sum(group.min for group in groups)
     if nodes > MAX_TOTAL_NODES:
         check.note("groups", f"{nodes} static nodes in all; at most {MAX_TOTAL_NODES}")
@@ -498,6 +499,12 @@ def _scripts(check: _Checker, top: Mapping[str, Any], path: Path | None) -> dict
         if not _SCRIPT_NAME.fullmatch(name):
             check.fail(f"scripts.{name}", "a script's file name is letters, digits, '.', '_' and '-'")
     return found
+
+
+def _names_given(value: Any) -> set[str]:
+    """The names the scenario's groups are given, each group read or not."""
+    listed = value if isinstance(value, list) else []
+    return {item["name"] for item in listed if isinstance(item, dict) and isinstance(item.get("name"), str)}
 
 
 def _groups(check: _Checker, value: Any) -> tuple[GroupSpec, ...]:
