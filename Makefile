@@ -5,14 +5,19 @@ BIN := $(VENV)/bin
 # sam build looks for python3.12 on PATH: the venv's interpreter is exactly that.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
-export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: setup demo test lint types unit-and-integration sam deploy bench soak node-bundle clean
+
+# The local targets need a region, any one; `make deploy` takes yours (your profile's, or the
+# AWS_DEFAULT_REGION you set), never this default, which would override a profile's region.
+LOCAL_TARGETS := setup demo test lint types unit-and-integration sam bench soak node-bundle
+$(LOCAL_TARGETS): export AWS_DEFAULT_REGION ?= us-east-1
 
 setup:
 	@bash scripts/setup.sh
 
-## The main job: the closed loop on the article's recorded events (lifeguard demo), then the config lint.
+## The main job: Lifeguard on a twin of a PCS cluster, each scenario against PCS alone (lifeguard demo),
+## then the config lint.
 demo: setup
 	$(BIN)/lifeguard demo
 	@echo

@@ -198,9 +198,8 @@ def config_document(name: str, data: object) -> ConfigDocument:
     if without == _RESPONSE:
         # A group without lifecycle scripts: PCS leaves the key out. Valid, as a template without node
         # groups is (a loop over every group's `get-compute-node-group` passes it).
-        note = Problem(
-            prefix, f"{without} without nodeLifecycleActions (the group runs none): nothing to lint"
-        )
+        why = "the group runs none, or the AWS CLI that printed it predates them"
+        note = Problem(prefix, f"{without} without nodeLifecycleActions ({why}): nothing to lint")
         return ConfigDocument(name, kind, None, (), notes=(note,))
     if without is not None:
         problem = Problem(prefix, f"{without} without nodeLifecycleActions: nothing to lint")
