@@ -146,6 +146,11 @@ def test_model_validate_also_enforces_the_rules() -> None:
             "s3://bucket/key or an https://host/path",
         ),
         (
+            lambda s: s["scriptSource"].update(scriptLocation="s3://b/setup.sh"),  # a valid location's form
+            "stages.nodeBootstrapped[0].scriptSource.scriptLocation",
+            "(a bucket of 3 to 63 lowercase letters, digits, '.' and '-'; a host with its domain",
+        ),
+        (
             lambda s: s["scriptSource"].update(scriptLocation="https://example.com/x.sh", s3VersionId="v1"),
             "stages.nodeBootstrapped[0].scriptSource.s3VersionId",
             "only allowed with an s3://",

@@ -218,7 +218,8 @@ def _walk_map(spec: Mapping[str, Any], value: object, path: str, out: list[Probl
 PATTERN_HINTS: Mapping[str, str] = {
     "NodeLifecycleScriptNameString": "must start with a letter or digit and hold only letters, digits, "
     "spaces, '_' and '-'",
-    "ScriptSourceScriptLocationString": "must be an s3://bucket/key or an https://host/path URL",
+    "ScriptSourceScriptLocationString": "must be an s3://bucket/key or an https://host/path URL (a bucket "
+    "of 3 to 63 lowercase letters, digits, '.' and '-'; a host with its domain, as example.com)",
     "ScriptSourceChecksumString": "must be a sha256 digest: 64 hexadecimal characters",
     "ComputeNodeGroupName": "must start with a letter, hold only letters, digits and '-', "
     "and not start with 'pcs_'",
