@@ -55,7 +55,9 @@ SLURM_REASON_MAX_CHARS = 255
 SCONTROL_TIMEOUT_SECONDS = 20
 SCONTROL_TRIES = 3
 SCONTROL_PAUSE_SECONDS = 5.0
-_UNREACHED = "Unable to contact slurm controller"
+# What scontrol says of a slurmctld out of reach, or too busy to answer in time (a wave of registrations):
+# worth another try, as no other refusal is.
+_UNREACHED = ("Unable to contact slurm controller", "Socket timed out on send/recv operation")
 # Where PCS installs Slurm on a node, one folder a version (the article's ready-check looks there too: a
 # lifecycle script's PATH does not hold it).
 PCS_SLURM_BINS = "opt/aws/pcs/scheduler/slurm-*/bin"
@@ -260,7 +262,7 @@ def _run_scontrol(command: list[str]) -> tuple[str, bool]:
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip()
         detail = said.splitlines()[-1:] or [f"exit {done.returncode}"]
-        return f"{scontrol} failed: {detail[0]}", _UNREACHED not in said
+        return f"{scontrol} failed: {detail[0]}", not any(reason in said for reason in _UNREACHED)
     return "", True
 
 
