@@ -124,6 +124,31 @@ def test_a_failed_fetch_leaves_the_cached_copy_as_it_was(tmp_path: Path) -> None
     assert cache.cached(STAGE, NAME, mismatched) is None
 
 
+def test_a_node_stopped_between_the_copy_and_its_record_never_reuses_the_copy_for_the_old_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new content under the old source's record: a configuration set back to the old source (a revert)
+    would have run the new script from the cache."""
+    import lifeguard.node.cache as cache_module
+
+    new = ScriptSource("s3://lca-scripts-example/scripts/mount-v2.sh")
+    cache = cache_of(tmp_path, BucketFetcher({SOURCE.location: SCRIPT, new.location: b"#!/bin/bash\nv2\n"}))
+    cache.fetch(STAGE, NAME, SOURCE)
+    written = cache_module.atomic_write
+
+    def stopped_before_the_record(path: Path, data: bytes, mode: int) -> None:
+        if path.name.endswith(".source.json"):
+            raise KeyboardInterrupt  # the power goes
+        written(path, data, mode)
+
+    monkeypatch.setattr(cache_module, "atomic_write", stopped_before_the_record)
+    with pytest.raises(KeyboardInterrupt):
+        cache.fetch(STAGE, NAME, new)
+    assert cache.path(STAGE, NAME).read_bytes() == b"#!/bin/bash\nv2\n"
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert cache.cached(STAGE, NAME, new) is None
+
+
 def test_a_checksum_and_version_are_passed_on_and_a_good_checksum_is_kept(tmp_path: Path) -> None:
     fetcher = BucketFetcher({SOURCE.location: SCRIPT})
     cache = cache_of(tmp_path, fetcher)

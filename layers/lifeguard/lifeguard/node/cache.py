@@ -10,6 +10,7 @@ The fetcher (urllib, ssl) is imported at the first fetch: a reboot that reuses e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable
@@ -95,8 +96,14 @@ class ScriptCache:
             fetchers=self.fetchers,
             on_retry=on_retry,
         )
+        # The old record goes first: a node stopped between the two writes (a power loss) would otherwise
+        # keep the new content under the old source, and a configuration set back to that source (a
+        # revert) would run it. With no record the copy is fetched again.
+        record = _record_path(path)
+        with contextlib.suppress(FileNotFoundError):
+            record.unlink()
         atomic_write(path, content, CACHED_SCRIPT_MODE)
-        atomic_write(_record_path(path), json.dumps(source.as_record()).encode(), FILE_MODE)
+        atomic_write(record, json.dumps(source.as_record()).encode(), FILE_MODE)
         return content
 
 
