@@ -756,6 +756,33 @@ def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_ho
     assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
 
 
+@pytest.mark.parametrize(
+    ("behind_s", "contained"),
+    [(0, True), (240, True), (299, True), (420, False)],
+    ids=["in time", "4 min behind", "just under 5 min behind", "7 min behind"],
+)
+def test_a_kept_nodes_report_dated_by_a_clock_behind_pcss_still_contains_the_loop(
+    behind_s: int, contained: bool
+) -> None:
+    """The node's runs are dated by its clock, its launch by PCS's. A clock minutes behind put the kept
+    node's failed run before its launch: none of its boot's, so the loop was told over (LoopResolved) with
+    the script still failing, and the configuration proven good. A node's clock may be behind as far as a
+    time may be ahead (FUTURE_SKEW_MS, 5 minutes); one further behind is not believed."""
+    world = World()
+    quarantine_in_ledger(world, quarantined_config())
+    world.feed(ARTICLE[:6])
+    quarantined = json.loads(json.dumps(TERMINATE))
+    quarantined["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 15) - behind_s * 1000, world)  # its script failed a minute after its launch
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    told = world.published()
+    assert ("LoopContained" in told, "LoopResolved" in told) == (contained, not contained)
+    if contained:
+        assert world.state().proven_good is None
+
+
 def contained_after_the_owners_switch(world: World) -> None:
     """The article's loop; the owners switch its script to STOP_SEQUENCE and nodes of that configuration
     still fail (their boot fails elsewhere), until one is kept with the script failing: contained."""

@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from lifeguard.bounds import FUTURE_SKEW_MS
 from lifeguard.group_state import OUTCOME_LIMIT, Failure, GroupState, Suspect
 from lifeguard.lifecycle_rules import on_errors, scripts_of
 from lifeguard.node_report import NodeReport
@@ -57,7 +58,7 @@ def failed_runs(
     launch, when known), oldest first. Only runs of `scripts` ((stage, name) of the configuration the node
     ran; None when it is not known) count: any node can write a report naming any script. With
     `outcome_ms` (when PCS logged the boot's outcome), only the launch boot's (`launch_boot`)."""
-    since_s = (since_ms // 1000) - 1 if since_ms is not None else None
+    since_s = _launched_s(since_ms)
     return sorted(
         (
             r
@@ -70,6 +71,15 @@ def failed_runs(
         ),
         key=lambda r: (r.boot, r.started_at),
     )
+
+
+def _launched_s(since_ms: int | None) -> int | None:
+    """The earliest start, on the node's clock (whole seconds), of a run of a node PCS launched at `since_ms`
+    (PCS's clock): the node's clock may be behind PCS's as far as a time may be ahead of Lifeguard's
+    (`FUTURE_SKEW_MS`). A node's runs dated before its launch by a clock minutes behind were none of its
+    boot's: its failure hidden, the loop said over and its configuration proven good. No run of another
+    node comes in: an instance id is never used again, and a reboot's runs are not its launch boot's."""
+    return (since_ms - FUTURE_SKEW_MS) // 1000 - 1 if since_ms is not None else None
 
 
 def launch_boot(run: _Mark, outcome_ms: int) -> bool:
@@ -161,7 +171,7 @@ def boot_runs(
 ) -> BootRuns:
     """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known),
     of `scripts` only when given and of the launch boot only with `outcome_ms` (as `failed_runs`)."""
-    since_s = (since_ms // 1000) - 1 if since_ms is not None else None
+    since_s = _launched_s(since_ms)
     mine = [
         m
         for m in marks
