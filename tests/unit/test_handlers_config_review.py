@@ -330,6 +330,31 @@ def test_a_request_without_a_configuration_is_read_back_from_pcs_by_name() -> No
     assert (found.arn, found.source, found.read_back) == (None, "unknown", True)
 
 
+def test_a_call_by_name_whose_group_was_made_again_since_is_told_of_neither_group() -> None:
+    """A call naming `lca-static`, reviewed after the group was deleted and made again under that name:
+    read by name, PCS answers with the new group, which was announced as changed by the call's caller (and
+    kept a change record naming them for its later loops)."""
+    world = World()
+    world.knows(BEFORE)
+    event = recorded()
+    detail = event["detail"]
+    del detail["requestParameters"]["nodeLifecycleActions"]
+    del detail["responseElements"]
+    detail["requestParameters"].update(clusterIdentifier="lca", computeNodeGroupIdentifier="lca-static")
+    world.pcs.operate(
+        "DeleteComputeNodeGroup", {"clusterIdentifier": CLUSTER, "computeNodeGroupIdentifier": GROUP}
+    )
+    world.clock.advance(seconds=30)  # made again half a minute after the call, before the review
+    world.pcs.add_compute_node_group(
+        CLUSTER, "lca-static", group_id="pcs_0000new001", node_lifecycle_actions=NEW
+    )
+    summary = world.review(event)
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert world.bus.entries == []
+    assert world.changes.find(CLUSTER, "pcs_0000new001", fingerprint_of(NEW)) is None
+    assert world.metrics == ["ChangesIgnored"]
+
+
 def test_an_update_of_something_else_leaves_the_known_configuration_and_is_ignored() -> None:
     world = World(pcs_config=BEFORE)
     world.knows(BEFORE)

@@ -74,6 +74,7 @@ class GroupSnapshot:
     status: str
     modified_at_ms: int
     node_lifecycle_actions: Mapping[str, Any] | None
+    created_at_ms: int | None = None  # None: an answer without `createdAt`
 
 
 class GroupSummary(NamedTuple):
@@ -135,6 +136,7 @@ def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
         shown = f"id {clip(group_id, 80)!r}, clusterId {clip(cluster_id, 80)!r}, arn {clip(arn, 80)!r}"
         raise AwsCallError(operation, "InvalidAnswer", f"ids or ARN not of PCS's form: {shown}")
     modified: datetime = group["modifiedAt"]
+    created = group.get("createdAt")
     return GroupSnapshot(
         cluster_id=str(cluster_id),
         group_id=str(group_id),
@@ -143,6 +145,7 @@ def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
         status=clip(group["status"], STATUS_MAX),
         modified_at_ms=int(modified.timestamp() * 1000),
         node_lifecycle_actions=group.get("nodeLifecycleActions"),
+        created_at_ms=int(created.timestamp() * 1000) if isinstance(created, datetime) else None,
     )
 
 

@@ -57,6 +57,10 @@ _CLOCKS_APART_MS = 5_000  # how far CloudTrail's eventTime and PCS's modifiedAt 
 _RESENT_READ_MS = 5 * 60 * 1000
 
 
+class _MadeSinceError(Exception):
+    """The group a call named (by name) was made again since the call: the one it changed is gone."""
+
+
 @dataclass
 class ReviewSummary(Skips):
     """What one event did: a call `reviewed`, `ignored` (it changed no configuration) or `skipped` (by
@@ -140,6 +144,8 @@ class ConfigReviewHandler:
             # says a group goes unwatched until it can be read.
             gone = f"{clip(call.group_identifier)} is no longer in PCS (deleted since the call)"
             return self._ignore(summary, gone, call.event_id)
+        except _MadeSinceError as exc:
+            return self._ignore(summary, str(exc), call.event_id)
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
@@ -290,6 +296,13 @@ class ConfigReviewHandler:
         if call.config is not None and call.cluster_id is not None and call.group_id is not None:
             return _Target(call.cluster_id, call.group_id, call.config, carried=True)
         snapshot = self.pcs.get_group(call.cluster_identifier, call.group_identifier)
+        if snapshot.created_at_ms is not None and snapshot.created_at_ms > call.at:
+            # A call by name, and the group deleted and made again under that name since: the one it
+            # changed is gone, and the new one must not be told of it (nor take its caller as a changer).
+            raise _MadeSinceError(
+                f"{clip(call.group_identifier)} is another group now ({snapshot.group_id}, created "
+                f"{utc(snapshot.created_at_ms)}, after the call): the one the call changed is gone"
+            )
         if call.config is not None:
             return _Target(snapshot.cluster_id, snapshot.group_id, call.config, carried=True)
         actions = snapshot.node_lifecycle_actions
