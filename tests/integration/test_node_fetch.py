@@ -416,12 +416,14 @@ def test_an_s3_download_that_keeps_failing_is_three_requests_not_botocores_five_
 class Imds(BaseHTTPRequestHandler):
     """IMDSv2 on loopback: a token for a PUT, the instance's region for a GET that carries it."""
 
+    region = b"eu-south-2"
+
     def do_PUT(self) -> None:
         self._answer(b"token-1" if self.path == "/latest/api/token" else None)
 
     def do_GET(self) -> None:
         known = self.headers.get("X-aws-ec2-metadata-token") == "token-1"
-        self._answer(b"eu-south-2" if known and self.path == "/latest/meta-data/placement/region" else None)
+        self._answer(self.region if known and self.path == "/latest/meta-data/placement/region" else None)
 
     def _answer(self, body: bytes | None) -> None:
         self.send_response(200 if body is not None else 401)
@@ -448,6 +450,13 @@ def test_s3_scripts_are_fetched_in_the_instances_region_which_pcs_does_not_give_
     try:
         monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", f"http://127.0.0.1:{server.server_port}")
         assert fetch.S3Fetcher()._s3().meta.region_name == "eu-south-2"
+        monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # turned off, as boto3 honours it
+        assert fetch.S3Fetcher()._s3().meta.region_name == "us-east-1"
+        monkeypatch.delenv("AWS_EC2_METADATA_DISABLED")
+        monkeypatch.setattr(
+            Imds, "region", b"eu-south-2/../../x"
+        )  # no region's name: boto3's default, never a made-up endpoint
+        assert fetch.S3Fetcher()._s3().meta.region_name == "us-east-1"
     finally:
         server.shutdown()
         server.server_close()

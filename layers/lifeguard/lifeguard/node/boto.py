@@ -4,6 +4,7 @@ features Lifeguard uses, so service endpoints from the environment are passed ex
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -45,13 +46,21 @@ def imds(path: str, timeout_seconds: float = 1.0) -> str:
         raise ImdsError(f"cannot read {path} from IMDSv2 at {base} ({said})") from None
 
 
+# A region's name as AWS gives them (us-east-1, us-gov-west-1, eu-central-2).
+_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
+
+
 def instance_region() -> str | None:
-    """The instance's own region through IMDSv2, None off EC2: the region of a client nothing else names
-    one for (a systemd service, a lifecycle script: no AWS_REGION)."""
+    """The instance's own region through IMDSv2, None off EC2, where the metadata service is turned off
+    (AWS_EC2_METADATA_DISABLED, as boto3 honours it) or answers no region's name: the region of a client
+    nothing else names one for (a systemd service, a lifecycle script: no AWS_REGION)."""
+    if os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() == "true":
+        return None
     try:
-        return imds("placement/region")
+        region = imds("placement/region")
     except ImdsError:
         return None
+    return region if _REGION.fullmatch(region) else None
 
 
 # A service's own variable is named for its service id (botocore's `AWS_ENDPOINT_URL_<SERVICE ID>`), which
