@@ -10,7 +10,6 @@ is used as is, without reading the stack (the mode default is then `LIFEGUARD_DE
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import time
@@ -410,10 +409,19 @@ class Operator:
                 raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
         known = {(s.cluster_id, s.group_id) for s in self.states.all_states(self.unreadable)}
         matches = sorted(pair for pair in known if pair[1] == group)
+        refused: list[str] = []  # clusters PCS would not be asked in
         if not matches:  # a name: ask PCS in each cluster Lifeguard knows
             for cluster_id in sorted({pair[0] for pair in known}):
-                with contextlib.suppress(GroupNotFoundError):
+                try:
                     matches.append(self._ids(cluster_id, group))
+                except GroupNotFoundError:
+                    continue
+                except AwsCallError as exc:
+                    # A cluster since deleted (PCS refuses an id it does not have), or one this caller may
+                    # not read: the group may be in another; said below when it is in none.
+                    if exc.code != "AccessDeniedException":
+                        raise
+                    refused.append(cluster_id)
         if not matches and any(cluster_id == group for cluster_id, _ in known):
             raise OperatorError(
                 f"{group} is a cluster, not a compute node group: lifeguard status --cluster {group} lists "
@@ -425,8 +433,10 @@ class Operator:
                 "--cluster to look it up in PCS)"
             )
         if not matches:
+            unasked = f" (PCS refused to be asked in {', '.join(refused)})" if refused else ""
             raise OperatorError(
-                f"no compute node group {group} in Lifeguard's table; check the name or id, or pass --cluster"
+                f"no compute node group {group} in Lifeguard's table{unasked}; check the name or id, or pass "
+                "--cluster"
             )
         if len(matches) > 1:
             raise OperatorError(f"{group} is in several clusters; pass --cluster")

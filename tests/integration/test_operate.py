@@ -649,6 +649,32 @@ def test_groups_and_clusters_are_taken_by_name_as_pcs_takes_them(env: Env) -> No
     assert missing.stderr == "lifeguard history: no compute node group nope in cluster lca (PCS)\n"
 
 
+def test_a_group_by_name_is_found_though_a_cluster_lifeguard_knew_refuses_to_be_asked(
+    env: Env, local: Any
+) -> None:
+    """A group's state is kept after its cluster is deleted, and PCS answers AccessDenied for a cluster id
+    it does not have (as for one the caller may not read): a name looked up in every cluster Lifeguard
+    knows stopped at that cluster, however unique the name."""
+    assert env.pcs is not None
+    store = GroupStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
+    gone = replace(
+        store.load(CLUSTER, GROUP), cluster_id="pcs_000000old0", group_id="pcs_000000old1", version=0
+    )
+    store.save(gone)
+    env.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
+    found = env.run("history", "lca-static", "--json")
+    assert found.returncode == 0, found.stderr
+    document = json.loads(found.stdout)
+    assert (document["cluster_id"], document["compute_node_group_id"]) == (CLUSTER, GROUP)
+    env.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
+    missing = env.run("history", "nope")
+    assert (missing.returncode, missing.stderr) == (
+        1,
+        "lifeguard history: no compute node group nope in Lifeguard's table (PCS refused to be asked in "
+        "pcs_000000old0); check the name or id, or pass --cluster\n",
+    )
+
+
 def test_tables_fit_the_width_wrap_between_words_and_carry_no_padding(env: Env) -> None:
     narrow = env.run("history", GROUP)
     lines = narrow.stdout.splitlines()
