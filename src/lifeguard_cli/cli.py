@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -1158,7 +1159,9 @@ def enroll(
         else:
             deployment = read_deployment(stack_name, region=region, profile=profile)
         entry = ShipperEntry.from_deployment(deployment)
-        change = partial(change_enrollment, "remove" if remove else "enroll")
+        # CloudFormation gives a CommaDelimitedList as `a,b` (moto as a list's repr): its ids either way.
+        watched = re.findall(r"pcs_[A-Za-z0-9]+", deployment.parameters.get("ClusterIds", ""))
+        change = partial(change_enrollment, "remove" if remove else "enroll", watched=watched)
         pcs = PcsGateway(deployment.client("pcs"))
         policy = deployment.outputs.get("NodePolicyArn")
         needs = f"  instances need the managed policy {policy}" if policy and not remove else None

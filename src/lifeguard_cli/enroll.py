@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -250,11 +250,13 @@ def change_enrollment(
     *,
     dry_run: bool = False,
     shown: EnrollResult | None = None,
+    watched: Collection[str] = (),
 ) -> EnrollResult:
     """`enroll`: add `entry` first in the group's nodeBootstrapped stage; `remove`: take every shipper
     script out of its lifecycle actions (UpdateComputeNodeGroup with a clientToken). The group and cluster
     are ids or names. With `shown` (the dry run a person agreed to), only on the configuration it was
-    worked out on."""
+    worked out on. `watched`: the stack's ClusterIds (empty: every cluster); a group of another cluster
+    is not enrolled, its nodes' reports never looked at."""
     try:
         group = pcs.get_group(cluster_ref, group_ref)
     except GroupNotFoundError:
@@ -269,6 +271,12 @@ def change_enrollment(
                 "lists its groups"
             ) from None
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
+    if action == "enroll" and watched and group.cluster_id not in watched:
+        raise EnrollError(
+            f"cluster {group.cluster_id} is not one of the stack's ClusterIds "
+            f"({', '.join(sorted(watched))}): its nodes' reports would be stored and never looked at; deploy "
+            "the stack with it in ClusterIds first"
+        )
     before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
     if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):
         raise EnrollError(f"{group.group_id} changed while you were asked: nothing changed; run again")

@@ -223,6 +223,47 @@ def test_a_change_agreed_to_is_not_made_on_a_group_changed_while_asked(env: Env)
     assert env.config() == changed
 
 
+def test_a_group_of_a_cluster_outside_the_stacks_cluster_ids_is_not_enrolled(env: Env, local: Any) -> None:
+    """With ClusterIds set, the stack looks for loops in those clusters alone: a group of another enrolled
+    had its nodes' reports stored and never looked at, with nothing said. Its removal goes on (a stack
+    redeployed without its cluster leaves the shipper to take out)."""
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard_cli.enroll import EnrollError, ShipperEntry, change_enrollment
+
+    pcs = PcsGateway(env.api)
+    entry = ShipperEntry(json.loads(env.deployed.outputs["ShipperLifecycleEntry"]))
+    with pytest.raises(
+        EnrollError, match=r"cluster pcs_\w+ is not one of the stack's ClusterIds \(pcs_0fedcba987\)"
+    ):
+        change_enrollment("enroll", pcs, entry, "lca-static", "lca", dry_run=True, watched={"pcs_0fedcba987"})
+    watched = change_enrollment(
+        "enroll", pcs, entry, "lca-static", "lca", dry_run=True, watched={env.cluster_id}
+    )
+    assert watched.config_after["stages"]["nodeBootstrapped"][0] == shipper_entry(env.deployed)
+    # The command reads the stack's ClusterIds parameter.
+    name = f"listed-{uuid.uuid4().hex[:8]}"
+    template = {
+        "Parameters": {"ClusterIds": {"Type": "CommaDelimitedList", "Default": ""}},
+        "Resources": {"Logs": {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": f"/{name}"}}},
+        "Outputs": {"ShipperLifecycleEntry": {"Value": env.deployed.outputs["ShipperLifecycleEntry"]}},
+    }
+    local.client("cloudformation").create_stack(
+        StackName=name,
+        TemplateBody=json.dumps(template),
+        Parameters=[{"ParameterKey": "ClusterIds", "ParameterValue": "pcs_0fedcba987,pcs_0fedcba988"}],
+    )
+    done = env.run("lca-static", "--cluster", "lca", "--stack-name", name, "--dry-run", stack=False)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.strip() == (
+        f"lifeguard enroll: cluster {env.cluster_id} is not one of the stack's ClusterIds "
+        "(pcs_0fedcba987, pcs_0fedcba988): its nodes' reports would be stored and never looked at; deploy "
+        "the stack with it in ClusterIds first"
+    )
+    with pytest.raises(EnrollError, match="does not run the shipper: nothing to remove"):  # not the cluster
+        change_enrollment("remove", pcs, entry, "lca-static", "lca", dry_run=True, watched={"pcs_0fedcba987"})
+    assert env.updates() == []
+
+
 def test_the_summary_of_a_removal_says_new_nodes_run_without_the_shipper(env: Env) -> None:
     assert env.run("lca-static", "--cluster", "lca").returncode == 0
     removed = env.run("lca-static", "--cluster", "lca", "--remove")

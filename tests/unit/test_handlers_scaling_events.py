@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gc
 import json
+import logging
 import random
 import zlib
 from datetime import UTC, datetime
@@ -1247,6 +1248,27 @@ def test_node_reports_detect_nothing_for(
     ship(world, reports_handler(world, clusters=clusters), REPORTED)
     assert world.bus.entries == [], why
     assert world.state().episode is None, why
+
+
+def test_node_reports_of_a_loop_in_a_cluster_outside_cluster_ids_are_said_once_a_batch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stored and never looked at, with nothing said: a group enrolled by hand in a cluster the stack does
+    not list looped unseen."""
+    world = World()
+    with caplog.at_level(logging.WARNING):
+        ship(world, reports_handler(world, clusters=frozenset({"pcs_0fedcba987"})), REPORTED)
+    said = [r.getMessage() for r in caplog.records if "not one of the stack's ClusterIds" in r.getMessage()]
+    assert said == [
+        f"cluster {CLUSTER}: its nodes report scripts failing under TERMINATE, and it is not one of the "
+        "stack's ClusterIds: no loop is looked for there"
+    ]
+    assert world.bus.entries == []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        listed = World()
+        ship(listed, reports_handler(listed, clusters=frozenset({CLUSTER})), REPORTED)
+    assert not [r for r in caplog.records if "ClusterIds" in r.getMessage()]
 
 
 def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_loop_still_detected() -> None:

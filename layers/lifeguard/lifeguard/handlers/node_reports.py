@@ -152,6 +152,13 @@ class NodeReportsHandler:
         summary.failed_runs = len({(r.instance_id, r.boot, r.stage, r.script, r.started_at) for r in failed})
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
+        for cluster_id in sorted({cluster for cluster, _ in looping if not self._watched(cluster)}):
+            # Stored, as every report is; said, or a group enrolled by hand in another cluster loops unseen.
+            logger.warning(
+                "cluster %s: its nodes report scripts failing under TERMINATE, and it is not one of the "
+                "stack's ClusterIds: no loop is looked for there",
+                cluster_id,
+            )
         reads = None
         budget = _JudgedGroups()
         if self.pcs is not None:
