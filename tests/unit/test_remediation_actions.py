@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -302,6 +303,30 @@ def test_the_stacks_cooldown_minutes_daily_cap_and_dry_run_are_read_from_the_env
     monkeypatch.setenv("LIFEGUARD_DRY_RUN", "false")
     assert RemediationSettings.from_environment().dry_run is False
     assert RemediationSettings.from_environment(cooldown_minutes=2).cooldown_seconds == 120
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "said"),
+    [
+        ("LIFEGUARD_COOLDOWN_MINUTES", "nan", "LIFEGUARD_COOLDOWN_MINUTES=nan is not from 0 to 10080"),
+        ("LIFEGUARD_COOLDOWN_MINUTES", "inf", "LIFEGUARD_COOLDOWN_MINUTES=inf is not from 0 to 10080"),
+        ("LIFEGUARD_COOLDOWN_MINUTES", "-30", "LIFEGUARD_COOLDOWN_MINUTES=-30.0 is not from 0 to 10080"),
+        ("LIFEGUARD_DAILY_CAP", "0", "LIFEGUARD_DAILY_CAP=0 is not from 1 to 100"),
+        ("LIFEGUARD_DAILY_CAP", "-1", "LIFEGUARD_DAILY_CAP=-1 is not from 1 to 100"),
+    ],
+)
+def test_a_cooldown_or_daily_cap_past_the_templates_bounds_is_refused_naming_it(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, said: str
+) -> None:
+    """The template holds them to its bounds; an environment edited by hand was taken as it was: a NaN
+    cooldown held nothing back, a cap of 0 held every remediation."""
+    from lifeguard.remediation import RemediationSettings
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        RemediationSettings.from_environment()
+    monkeypatch.setenv(variable, "10080" if "COOLDOWN" in variable else "100")  # the bounds are taken
+    assert RemediationSettings.from_environment().daily_cap in (3, 100)
 
 
 def test_undrain_takes_out_only_lifeguards_drain_step() -> None:
