@@ -348,6 +348,27 @@ def test_a_mistyped_tag_is_said_in_the_outcome_not_only_in_a_log() -> None:
     assert "Tag ignored" not in event.detail["reason"]
 
 
+def test_a_remediation_waits_for_one_that_holds_the_lock_while_its_group_is_updating() -> None:
+    """The first revision's remediation may hold the group's lock for minutes (its group UPDATING, waited
+    for up to `update_wait_seconds`): a later one gave up after 30 s, and with Lambda's retries was parked as
+    busy, paging someone for nothing."""
+    world = World()
+    locks = RemediationStore(world.table, TABLE)
+    assert locks.acquire(CLUSTER, GROUP, "the-first", world.now(), 600)
+    released_at = world.now() + 250  # the first's group was UPDATING for four minutes
+    waited = world.sleep
+
+    def sleep(seconds: float) -> None:
+        waited(seconds)
+        if world.now() >= released_at:
+            locks.release(CLUSTER, GROUP, "the-first")
+
+    world.sleep = sleep  # type: ignore[method-assign]
+    [event] = world.remediator().handle_event(world.detection())
+    assert event.detail_type == "RemediationApplied"
+    assert 250 <= sum(world.sleeps) < 300
+
+
 def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited() -> None:
     world = World()
     remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)

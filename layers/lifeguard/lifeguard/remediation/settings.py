@@ -31,7 +31,10 @@ class RemediationSettings:
     # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
     drain_kept_nodes: bool = False
     node_bundle: NodeBundle | None = None
-    lock_wait_seconds: float = 30.0
+    # A second revision's remediation waits for the first's, which may hold the lock while its group is
+    # UPDATING (`update_wait_seconds`) and for its calls: with 30 s and Lambda's two retries it covered
+    # about 4.5 minutes, and a holder that took longer had the later revision parked as busy, paging.
+    lock_wait_seconds: float = 300.0
     # When the invocation's remaining time is not known: the function's timeout (template.yaml).
     invocation_seconds: float = 600.0
     # Kept back from every wait: what recording, auditing and publishing a decision takes.
