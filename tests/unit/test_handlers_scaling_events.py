@@ -1876,6 +1876,24 @@ def test_reports_that_come_after_a_success_under_lifeguards_quarantine_contain_o
         assert episode.kept == ["i-0new0000000000001"]
 
 
+def test_a_success_delivered_late_waits_for_its_reports_in_event_time_as_the_other_waits_do() -> None:
+    """The reports' grace ran on the invocation's clock, the other waits on the group's event time: a
+    success delivered 11 minutes late (the function retrying through an outage) ended the loop at once
+    (LoopResolved), and its node's report of the quarantined script failing, late too, then contained it."""
+    world = World()
+    loop_seen_by_both_signals(world)
+    quarantined = quarantined_config()
+    quarantine_in_ledger(world, quarantined)
+    world.person_sets(quarantined, at(1, 13))
+    rows = [launched("i-0new0000000000001", at(1, 14)), succeeded("i-0new0000000000001", at(1, 17))]
+    world.clock.set(datetime.fromtimestamp((at(1, 17) + 11 * 60_000) / 1000, UTC))
+    world.handler.handle_event(encode_subscription(LOG_GROUP, LOG_STREAM, world.messages(rows)))
+    assert world.published() == ["BootstrapLoopDetected"]  # the success alone says nothing yet
+    run = ran("i-0new0000000000001", at(1, 16), outcome="failed", script="fail-terminate")
+    ship(world, reports_handler(world), [{**run.model_dump(mode="json"), "on_error": "STOP_SEQUENCE"}])
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained"]
+
+
 def test_a_kept_nodes_report_stored_while_its_success_is_taken_in_still_contains_the_loop() -> None:
     """node_reports (another function) stores the kept node's report while scaling_events, which read the
     group's reports before it, takes in the node's success: each judged without the other's half, and the

@@ -586,7 +586,8 @@ class ScalingEventsHandler:
         # the configuration as last read), or when it may wait (`awaits_ready_checks` needs the read).
         if boot.failed or not boot.reported or _awaiting(state):
             change.changed |= self._read_launched_config(state, success, refresh)
-        unreported = not boot.failed and not self._proves_nothing(state, success, boot)
+        at_ms = newest_event_ms(state) if now_ms is None else now_ms
+        unreported = not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
         config = state.config
         settled = settle(
@@ -595,9 +596,7 @@ class ScalingEventsHandler:
             success,
             boot,
             unreported=unreported,
-            held=awaits_ready_checks(
-                state, success, boot, newest_event_ms(state) if now_ms is None else now_ms
-            ),
+            held=awaits_ready_checks(state, success, boot, at_ms),
             lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
         )
         if settled:
@@ -622,7 +621,7 @@ class ScalingEventsHandler:
             return refresh(state)
         return False
 
-    def _proves_nothing(self, state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
+    def _proves_nothing(self, state: GroupState, success: BootOutcome, boot: BootRuns, at_ms: int) -> bool:
         """A success whose node has sent no report yet, in a group whose nodes ship reports, while the
         configuration may hide a failure (`hides_failures`: a script under STOP_SEQUENCE, Lifeguard's or
         the owner's, or Lifeguard's drain step): PCS logs such a script's failure as BOOTSTRAP_SUCCESS, so it
@@ -632,7 +631,7 @@ class ScalingEventsHandler:
         episode = state.episode
         if boot.reported or state.config is None or episode is None or "node_reports" not in episode.signals:
             return False
-        if int(self.clock() * 1000) - success.event_timestamp > REPORTS_GRACE_MS:
+        if at_ms - success.event_timestamp > REPORTS_GRACE_MS:  # event time: a late delivery ends no wait
             return False
         return hides_failures(state.config.node_lifecycle_actions)
 
