@@ -392,29 +392,6 @@ def test_a_change_to_a_cluster_outside_the_stacks_cluster_ids_is_none_of_its_bus
     assert watched.review(recorded()).reviewed == 1
 
 
-def test_a_call_by_name_to_a_cluster_the_stacks_role_may_not_read_is_not_an_unreadable_group() -> None:
-    """With ClusterIds set, the review's role reads the groups of those clusters alone: a call naming
-    another cluster's group by name was refused its read and counted GroupsUnreadable, whose alarm pages at
-    one. Without ClusterIds, a refusal is what it is."""
-    event = recorded()
-    del event["detail"]["requestParameters"]["nodeLifecycleActions"]
-    del event["detail"]["responseElements"]
-    event["detail"]["requestParameters"].update(clusterIdentifier="other", computeNodeGroupIdentifier="gpu")
-    outside = World(clusters=frozenset({"pcs_0fedcba987"}))
-    outside.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
-    summary = outside.review(event)
-    assert (summary.reviewed, summary.skipped, summary.ignored) == (0, 0, 1)
-    assert outside.metrics == ["ChangesIgnored"]
-    every = World()
-    every.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
-    refused = every.review(copy.deepcopy(event))
-    assert (refused.skipped, dict(refused.skipped_reasons)) == (
-        1,
-        {"GetComputeNodeGroup refused (AccessDeniedException)": 1},
-    )
-    assert every.metrics == ["GroupsUnreadable"]
-
-
 def test_a_group_pcs_no_longer_has_is_ignored_not_told_as_unwatched() -> None:
     """Deleted since the call: nothing to review. It was counted GroupsUnreadable, whose alarm says a group
     goes unwatched until it can be read: a page for a group that is gone."""

@@ -149,11 +149,6 @@ class ConfigReviewHandler:
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
-            if self.clusters and call.cluster_id is None and exc.code == "AccessDeniedException":
-                # Named by name, with ClusterIds set: the role reads the groups of those clusters alone, so
-                # this is another cluster's (a listed one's refusal shows in the scaling log's function).
-                outside = f"cluster {clip(call.cluster_identifier)} is not readable by the stack's role"
-                return self._ignore(summary, f"{outside}: not one of its ClusterIds", call.event_id)
             reason = f"GetComputeNodeGroup refused ({exc.code})"
             return self._unreadable(summary, reason, call.event_id, str(exc))
         except InvalidLifecycleConfigError as exc:
