@@ -296,7 +296,9 @@ class ConfigReviewHandler:
         if call.config is not None and call.cluster_id is not None and call.group_id is not None:
             return _Target(call.cluster_id, call.group_id, call.config, carried=True)
         snapshot = self.pcs.get_group(call.cluster_identifier, call.group_identifier)
-        if snapshot.created_at_ms is not None and snapshot.created_at_ms > call.at:
+        # CloudTrail's eventTime is of whole seconds, PCS's createdAt of milliseconds on another clock: a
+        # group made in the call's second (a create, an update right after it) is the one it changed.
+        if snapshot.created_at_ms is not None and snapshot.created_at_ms > call.at + 999 + _CLOCKS_APART_MS:
             # A call by name, and the group deleted and made again under that name since: the one it
             # changed is gone, and the new one must not be told of it (nor take its caller as a changer).
             raise _MadeSinceError(
