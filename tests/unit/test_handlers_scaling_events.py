@@ -1854,6 +1854,16 @@ def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_repo
     assert "no node reports" in resolved["reason"]
 
 
+def test_a_later_unhealthy_termination_is_event_time_that_ends_a_silent_successs_wait() -> None:
+    """The waits run on the group's newest event time: an unhealthy termination of another node is one of
+    the group's events too, and a success whose node stays silent past the grace is judged without reports
+    at it, as at any later record."""
+    world = quarantined_node_up_without_reports()
+    assert world.published() == ["BootstrapLoopDetected"]
+    world.feed([row("i-0sick000000000001", "TERMINATED", "UNHEALTHY_NODE", at(2, 0))])
+    assert world.published()[-1] == "LoopResolved"
+
+
 @pytest.mark.parametrize(
     ("outcome", "ends_with"), [("failed", "LoopContained"), ("succeeded", "LoopResolved")]
 )

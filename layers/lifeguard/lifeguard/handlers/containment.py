@@ -201,10 +201,12 @@ def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns,
 
 
 def newest_event_ms(state: GroupState) -> int:
-    """The group's newest event time known (its newest launch or outcome): the time a wait is judged at."""
+    """The group's newest event time known (its newest launch, outcome or unhealthy termination): the time a
+    wait is judged at."""
     return max(
         max((o.event_timestamp for o in state.outcomes.values()), default=0),
         max(state.launches.values(), default=0),
+        max(state.unhealthy.values(), default=0),
     )
 
 
