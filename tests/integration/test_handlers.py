@@ -619,15 +619,21 @@ KEPT_LAUNCHED_S = 1792545526
 
 @pytest.mark.parametrize(
     "started_at",
-    [None, KEPT_LAUNCHED_S, KEPT_LAUNCHED_S - 1],
-    ids=["as recorded", "in its launch second", "a second before (the node's clock behind)"],
+    [None, KEPT_LAUNCHED_S, KEPT_LAUNCHED_S - 1, KEPT_LAUNCHED_S - 240],
+    ids=[
+        "as recorded",
+        "in its launch second",
+        "a second before (the node's clock behind)",
+        "four minutes before (the node's clock behind)",
+    ],
 )
 def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(
     env: Env, started_at: int | None
 ) -> None:
     """The group's read and the instance's own both stop at their bounds before the real run: its runs of
-    the configuration's scripts in that boot are read script by script, from a second before its launch,
-    and the loop stays contained (not told resolved while the script still fails)."""
+    the configuration's scripts in that boot are read script by script, from five minutes before its launch
+    (a node's clock may be behind PCS's), and the loop stays contained (not told resolved while the script
+    still fails)."""
     seen = _quarantine_kept_node(env, flood=True, started_at=started_at)
     assert seen[-1] == "LoopContained", seen
     episode = env.wiring.store.load(CLUSTER, GROUP).episode

@@ -33,6 +33,7 @@ __all__ = [
     "known_scripts",
     "launch_boot",
     "launched_instances",
+    "launched_s",
     "reported_loop",
     "still_failing",
     "suspect_of_runs",
@@ -58,7 +59,7 @@ def failed_runs(
     launch, when known), oldest first. Only runs of `scripts` ((stage, name) of the configuration the node
     ran; None when it is not known) count: any node can write a report naming any script. With
     `outcome_ms` (when PCS logged the boot's outcome), only the launch boot's (`launch_boot`)."""
-    since_s = _launched_s(since_ms)
+    since_s = launched_s(since_ms)
     return sorted(
         (
             r
@@ -73,7 +74,7 @@ def failed_runs(
     )
 
 
-def _launched_s(since_ms: int | None) -> int | None:
+def launched_s(since_ms: int | None) -> int | None:
     """The earliest start, on the node's clock (whole seconds), of a run of a node PCS launched at `since_ms`
     (PCS's clock): the node's clock may be behind PCS's as far as a time may be ahead of Lifeguard's
     (`FUTURE_SKEW_MS`). A node's runs dated before its launch by a clock minutes behind were none of its
@@ -171,7 +172,7 @@ def boot_runs(
 ) -> BootRuns:
     """The runs an instance reported for its boot (started at or after `since_ms`, its launch, if known),
     of `scripts` only when given and of the launch boot only with `outcome_ms` (as `failed_runs`)."""
-    since_s = _launched_s(since_ms)
+    since_s = launched_s(since_ms)
     mine = [
         m
         for m in marks

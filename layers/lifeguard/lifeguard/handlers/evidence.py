@@ -15,6 +15,7 @@ from lifeguard.attribution import (
     boot_runs,
     failed_runs,
     known_scripts,
+    launched_s,
 )
 from lifeguard.group_state import BootOutcome, Failure, GroupState
 from lifeguard.lifecycle_rules import ready_checks
@@ -91,7 +92,7 @@ class GroupEvidence:
             if not own.reports_complete and scripts:
                 # A flood under the instance's own id: its runs of the configuration's scripts in that boot
                 # are read script by script, on their own key ranges.
-                low = since // 1000 - 1 if since is not None else 0
+                low = launched_s(since) or 0  # as `failed_runs` takes them
                 high = (at + LAUNCH_BOOT_AFTER_OUTCOME_MS) // 1000
                 launch = self.store.read_launch_failures(
                     self._state.cluster_id, self._state.group_id, instance, scripts, (low, high)
