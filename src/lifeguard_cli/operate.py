@@ -440,6 +440,11 @@ class Operator:
             )
         if len(matches) > 1:
             raise OperatorError(f"{group} is in several clusters; pass --cluster")
+        if refused:  # one of them may hold a group of that name too: never picked in silence
+            raise OperatorError(
+                f"{group} is in cluster {matches[0][0]}, and PCS refused to be asked in "
+                f"{', '.join(refused)}, which may hold one of that name too; pass --cluster {matches[0][0]}"
+            )
         return matches[0]
 
     def _held(self, cluster_id: str, group_id: str) -> bool:

@@ -649,12 +649,13 @@ def test_groups_and_clusters_are_taken_by_name_as_pcs_takes_them(env: Env) -> No
     assert missing.stderr == "lifeguard history: no compute node group nope in cluster lca (PCS)\n"
 
 
-def test_a_group_by_name_is_found_though_a_cluster_lifeguard_knew_refuses_to_be_asked(
+def test_a_group_by_name_where_a_cluster_lifeguard_knew_refuses_to_be_asked_is_never_picked_in_silence(
     env: Env, local: Any
 ) -> None:
     """A group's state is kept after its cluster is deleted, and PCS answers AccessDenied for a cluster id
     it does not have (as for one the caller may not read): a name looked up in every cluster Lifeguard
-    knows stopped at that cluster, however unique the name."""
+    knows stopped at that cluster with PCS's refusal. It says where the name is, and which cluster may
+    hold one too, rather than pick (an undo of the wrong group); with --cluster it is found."""
     assert env.pcs is not None
     store = GroupStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
     gone = replace(
@@ -662,7 +663,13 @@ def test_a_group_by_name_is_found_though_a_cluster_lifeguard_knew_refuses_to_be_
     )
     store.save(gone)
     env.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
-    found = env.run("history", "lca-static", "--json")
+    ambiguous = env.run("undo", "lca-static", "--dry-run")
+    assert (ambiguous.returncode, ambiguous.stderr) == (
+        1,
+        f"lifeguard undo: lca-static is in cluster {CLUSTER}, and PCS refused to be asked in pcs_000000old0, "
+        f"which may hold one of that name too; pass --cluster {CLUSTER}\n",
+    )
+    found = env.run("history", "lca-static", "--cluster", CLUSTER, "--json")
     assert found.returncode == 0, found.stderr
     document = json.loads(found.stdout)
     assert (document["cluster_id"], document["compute_node_group_id"]) == (CLUSTER, GROUP)
