@@ -330,14 +330,9 @@ def test_a_request_without_a_configuration_is_read_back_from_pcs_by_name() -> No
     assert (found.arn, found.source, found.read_back) == (None, "unknown", True)
 
 
-@pytest.mark.parametrize("after_ms", [0, 400, 999, 3_000, 5_999])
-def test_a_group_made_in_the_calls_second_or_within_the_clocks_apart_is_the_one_it_changed(
-    after_ms: int,
-) -> None:
-    """CloudTrail's eventTime is of whole seconds, PCS's createdAt of milliseconds on another clock: an
-    update by name right after the group's create (or the create itself, its record carrying no ids) was
-    taken for a call on a group made again since, and its change went unreviewed."""
-    world = World()
+def made_again_after_a_call_by_name(world: World, seconds: float) -> ReviewSummary:
+    """The recorded call made by name with no ids in its record, its group deleted and made again under
+    that name `seconds` after the call (as pcs_0000new001), then reviewed."""
     event = recorded()
     detail = event["detail"]
     del detail["requestParameters"]["nodeLifecycleActions"]
@@ -346,11 +341,21 @@ def test_a_group_made_in_the_calls_second_or_within_the_clocks_apart_is_the_one_
     world.pcs.operate(
         "DeleteComputeNodeGroup", {"clusterIdentifier": CLUSTER, "computeNodeGroupIdentifier": GROUP}
     )
-    world.clock.advance(seconds=after_ms / 1000)
+    world.clock.advance(seconds=seconds)
     world.pcs.add_compute_node_group(
         CLUSTER, "lca-static", group_id="pcs_0000new001", node_lifecycle_actions=NEW
     )
-    summary = world.review(event)
+    return world.review(event)
+
+
+@pytest.mark.parametrize("after_ms", [0, 400, 999, 3_000, 5_999])
+def test_a_group_made_in_the_calls_second_or_within_the_clocks_apart_is_the_one_it_changed(
+    after_ms: int,
+) -> None:
+    """CloudTrail's eventTime is of whole seconds, PCS's createdAt of milliseconds on another clock: an
+    update by name right after the group's create (or the create itself, its record carrying no ids) was
+    taken for a call on a group made again since, and its change went unreviewed."""
+    summary = made_again_after_a_call_by_name(World(), after_ms / 1000)
     assert (summary.reviewed, summary.ignored) == (1, 0)
 
 
@@ -360,19 +365,7 @@ def test_a_call_by_name_whose_group_was_made_again_since_is_told_of_neither_grou
     kept a change record naming them for its later loops)."""
     world = World()
     world.knows(BEFORE)
-    event = recorded()
-    detail = event["detail"]
-    del detail["requestParameters"]["nodeLifecycleActions"]
-    del detail["responseElements"]
-    detail["requestParameters"].update(clusterIdentifier="lca", computeNodeGroupIdentifier="lca-static")
-    world.pcs.operate(
-        "DeleteComputeNodeGroup", {"clusterIdentifier": CLUSTER, "computeNodeGroupIdentifier": GROUP}
-    )
-    world.clock.advance(seconds=30)  # made again half a minute after the call, before the review
-    world.pcs.add_compute_node_group(
-        CLUSTER, "lca-static", group_id="pcs_0000new001", node_lifecycle_actions=NEW
-    )
-    summary = world.review(event)
+    summary = made_again_after_a_call_by_name(world, 30)  # half a minute after the call, before the review
     assert (summary.reviewed, summary.ignored) == (0, 1)
     assert world.bus.entries == []
     assert world.changes.find(CLUSTER, "pcs_0000new001", fingerprint_of(NEW)) is None
