@@ -794,3 +794,19 @@ def test_an_imds_that_answers_no_http_or_no_text_is_said_in_one_line(
             instance_id_from_imds()
     finally:
         server.close()
+
+
+def test_the_shippers_region_from_imds_is_taken_only_as_a_regions_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CloudWatch Logs client's endpoint is made of the region: whatever the metadata address answered
+    was taken as it was."""
+    from lifeguard.node import shipper
+
+    monkeypatch.setattr(shipper, "_imds", lambda path: "us-gov-west-1")
+    assert shipper._instance_region() == "us-gov-west-1"
+    monkeypatch.setattr(shipper, "_imds", lambda path: "evil.example.com/x")
+    with pytest.raises(
+        shipper.ShipperError, match=r"answered 'evil.example.com/x' for the region, which is none"
+    ):
+        shipper._instance_region()

@@ -10,7 +10,15 @@ from typing import Any
 
 from lifeguard.errors import LifeguardError
 
-__all__ = ["IMDS_ENDPOINT", "ImdsError", "MissingBoto3Error", "imds", "instance_region", "node_client"]
+__all__ = [
+    "IMDS_ENDPOINT",
+    "ImdsError",
+    "MissingBoto3Error",
+    "imds",
+    "instance_region",
+    "is_region",
+    "node_client",
+]
 
 
 class MissingBoto3Error(LifeguardError, ImportError):
@@ -60,7 +68,12 @@ def instance_region() -> str | None:
         region = imds("placement/region")
     except ImdsError:
         return None
-    return region if _REGION.fullmatch(region) else None
+    return region if is_region(region) else None
+
+
+def is_region(name: str) -> bool:
+    """Whether `name` is a region's name as AWS gives them: a client's endpoint is made of it."""
+    return _REGION.fullmatch(name) is not None
 
 
 # A service's own variable is named for its service id (botocore's `AWS_ENDPOINT_URL_<SERVICE ID>`), which

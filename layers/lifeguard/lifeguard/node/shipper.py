@@ -23,7 +23,7 @@ from typing import Any, BinaryIO, NamedTuple
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
 from lifeguard.node import clock as node_clock
-from lifeguard.node.boto import ImdsError, MissingBoto3Error, imds, node_client
+from lifeguard.node.boto import ImdsError, MissingBoto3Error, imds, is_region, node_client
 from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import (
@@ -284,9 +284,12 @@ def _batches(messages: list[str]) -> Iterator[list[str]]:
 def _instance_region() -> str:
     """The instance's own region, through IMDSv2 (off EC2: set AWS_REGION)."""
     try:
-        return _imds("placement/region")
+        region = _imds("placement/region")
     except ShipperError as exc:
         raise ShipperError(f"{exc}; off EC2, set AWS_REGION") from None
+    if not is_region(region):  # an endpoint's host name would be made of it
+        raise ShipperError(f"IMDSv2 answered {region[:80]!r} for the region, which is none; set AWS_REGION")
+    return region
 
 
 # One request a try, bounded: the shipper's own tries (`Shipper.run`, backing off, cut short by a new
