@@ -1271,6 +1271,32 @@ def test_node_reports_of_a_loop_in_a_cluster_outside_cluster_ids_are_said_once_a
     assert not [r for r in caplog.records if "ClusterIds" in r.getMessage()]
 
 
+def test_a_groups_publish_that_fails_in_a_report_batch_leaves_the_other_groups_judged_and_is_retried() -> (
+    None
+):
+    """One group's PutEvents failing stopped the batch there: the other groups' loops waited for Lambda's
+    retry. Every group is tried, then the batch fails for its retry (its reports are stored; nothing is
+    told twice: the judged group's event is out of its outbox)."""
+    from lifeguard.errors import AwsCallError
+
+    world = World()
+    other = "pcs_abcdef02"
+    world.pcs.add_compute_node_group(CLUSTER, "lca-gpu", group_id=other, node_lifecycle_actions=TERMINATE)
+    theirs = [
+        {**r, "compute_node_group_id": other, "instance_id": r["instance_id"].replace("i-0", "i-9")}
+        for r in REPORTED
+    ]
+    world.bus.refuse_calls = 3  # every try of the first group's publish
+    with pytest.raises(AwsCallError, match="PutEvents"):
+        ship(world, reports_handler(world), [*REPORTED, *theirs])
+    assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
+        ("BootstrapLoopDetected", other)
+    ]
+    ship(world, reports_handler(world), [*REPORTED, *theirs])  # Lambda's retry
+    told = [(t, d["compute_node_group_id"]) for t, d in world.bus.events()]
+    assert told == [("BootstrapLoopDetected", other), ("BootstrapLoopDetected", GROUP)]
+
+
 def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_loop_still_detected() -> None:
     """PCS takes about 700 KB of lifecycle actions; a group's state holding them would pass DynamoDB's
     400 KB and fail every batch of the group. Such a configuration is kept as its fingerprint alone."""

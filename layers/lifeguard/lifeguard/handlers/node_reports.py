@@ -34,6 +34,7 @@ from lifeguard.attribution import (
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import clip, implausible_time, utc
 from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
+from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, data_batch
@@ -168,6 +169,7 @@ class NodeReportsHandler:
         if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
             stored = self.store.load_many(sorted(looping), damaged)
             groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
+        failure: AwsCallError | None = None  # a group's call that failed: the others are tried, then raised
         for cluster_id, group_id in groups:
             if (cluster_id, group_id) in damaged:
                 continue
@@ -176,6 +178,8 @@ class NodeReportsHandler:
                 summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
             except UnreadableStateError as exc:
                 damaged[(cluster_id, group_id)] = str(exc)
+            except AwsCallError as exc:
+                failure = failure or exc
         # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
         # BatchGetItem for them all; a write (of its version at least: `_witnessed`) only where an episode
         # is open.
@@ -190,6 +194,10 @@ class NodeReportsHandler:
                         summary.events.extend(self._settle_open(cluster_id, group_id))
                     except UnreadableStateError as exc:  # its ledger
                         damaged[(cluster_id, group_id)] = str(exc)
+                    except AwsCallError as exc:
+                        failure = failure or exc
+        if failure is not None:
+            raise failure  # the batch is retried: its reports are stored, its groups judged again
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
             logger.error("group %s not judged: %s; mend or delete that item", clip(group_id), why)
