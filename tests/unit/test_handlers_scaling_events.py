@@ -1287,14 +1287,19 @@ def test_a_groups_publish_that_fails_in_a_report_batch_leaves_the_other_groups_j
         for r in REPORTED
     ]
     world.bus.refuse_calls = 3  # every try of the first group's publish
+    counted: list[str] = []
+    handler = reports_handler(world)
+    handler.metric = lambda name, _: counted.append(name)
     with pytest.raises(AwsCallError, match="PutEvents"):
-        ship(world, reports_handler(world), [*REPORTED, *theirs])
+        ship(world, handler, [*REPORTED, *theirs])
     assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
         ("BootstrapLoopDetected", other)
     ]
-    ship(world, reports_handler(world), [*REPORTED, *theirs])  # Lambda's retry
+    assert counted.count("BootstrapLoopDetected") == 1  # published, so counted, though the batch failed
+    ship(world, handler, [*REPORTED, *theirs])  # Lambda's retry
     told = [(t, d["compute_node_group_id"]) for t, d in world.bus.events()]
     assert told == [("BootstrapLoopDetected", other), ("BootstrapLoopDetected", GROUP)]
+    assert counted.count("BootstrapLoopDetected") == 2
 
 
 def test_a_configuration_too_large_to_keep_is_known_by_its_fingerprint_and_the_loop_still_detected() -> None:

@@ -197,7 +197,10 @@ class NodeReportsHandler:
                     except AwsCallError as exc:
                         failure = failure or exc
         if failure is not None:
-            raise failure  # the batch is retried: its reports are stored, its groups judged again
+            # The batch is retried: its reports are stored, its groups judged again; the events published
+            # meanwhile are out of their outboxes, not made again: counted now.
+            self._count_events(summary)
+            raise failure
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
             logger.error("group %s not judged: %s; mend or delete that item", clip(group_id), why)
@@ -217,9 +220,12 @@ class NodeReportsHandler:
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
+        self._count_events(summary)
+        return summary
+
+    def _count_events(self, summary: ReportsSummary) -> None:
         for event in summary.events:  # as scaling_events counts its own: the dashboard charts both
             self.metric(event.detail_type, 1)
-        return summary
 
     def _watched(self, cluster_id: str) -> bool:
         return not self.clusters or cluster_id in self.clusters
