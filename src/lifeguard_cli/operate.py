@@ -440,12 +440,22 @@ class Operator:
             )
         if len(matches) > 1:
             raise OperatorError(f"{group} is in several clusters; pass --cluster")
+        if refused:  # a cluster since deleted holds no group; one that may not be read may hold one
+            refused = self._live(refused)
         if refused:  # one of them may hold a group of that name too: never picked in silence
             raise OperatorError(
                 f"{group} is in cluster {matches[0][0]}, and PCS refused to be asked in "
                 f"{', '.join(refused)}, which may hold one of that name too; pass --cluster {matches[0][0]}"
             )
         return matches[0]
+
+    def _live(self, cluster_ids: list[str]) -> list[str]:
+        """Of `cluster_ids`, those PCS still lists (all of them when it will not list its clusters)."""
+        try:
+            listed = self.pcs.cluster_ids()
+        except AwsCallError:
+            return cluster_ids
+        return [cluster_id for cluster_id in cluster_ids if cluster_id in listed]
 
     def _held(self, cluster_id: str, group_id: str) -> bool:
         """Whether the table holds a readable state of the group (of these ids), read with one GetItem."""

@@ -654,19 +654,24 @@ def test_a_group_by_name_where_a_cluster_lifeguard_knew_refuses_to_be_asked_is_n
 ) -> None:
     """A group's state is kept after its cluster is deleted, and PCS answers AccessDenied for a cluster id
     it does not have (as for one the caller may not read): a name looked up in every cluster Lifeguard
-    knows stopped at that cluster with PCS's refusal. It says where the name is, and which cluster may
-    hold one too, rather than pick (an undo of the wrong group); with --cluster it is found."""
+    knows stopped at that cluster with PCS's refusal. A deleted cluster (PCS no longer lists it) is passed
+    over; one PCS lists and refused may hold a group of that name too: where the name is and which cluster
+    refused are said rather than one picked (an undo of the wrong group); with --cluster it is found."""
     assert env.pcs is not None
     store = GroupStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
-    gone = replace(
-        store.load(CLUSTER, GROUP), cluster_id="pcs_000000old0", group_id="pcs_000000old1", version=0
-    )
-    store.save(gone)
+    known = store.load(CLUSTER, GROUP)
+    store.save(replace(known, cluster_id="pcs_000000old0", group_id="pcs_000000old1", version=0))
+    env.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
+    found = env.run("history", "lca-static", "--json")  # the deleted cluster passed over
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["cluster_id"] == CLUSTER
+    env.pcs.add_cluster("other", cluster_id="pcs_000000liv0")  # PCS lists it; the caller may not read it
+    store.save(replace(known, cluster_id="pcs_000000liv0", group_id="pcs_000000liv1", version=0))
     env.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup", times=1)
     ambiguous = env.run("undo", "lca-static", "--dry-run")
     assert (ambiguous.returncode, ambiguous.stderr) == (
         1,
-        f"lifeguard undo: lca-static is in cluster {CLUSTER}, and PCS refused to be asked in pcs_000000old0, "
+        f"lifeguard undo: lca-static is in cluster {CLUSTER}, and PCS refused to be asked in pcs_000000liv0, "
         f"which may hold one of that name too; pass --cluster {CLUSTER}\n",
     )
     found = env.run("history", "lca-static", "--cluster", CLUSTER, "--json")
@@ -678,7 +683,7 @@ def test_a_group_by_name_where_a_cluster_lifeguard_knew_refuses_to_be_asked_is_n
     assert (missing.returncode, missing.stderr) == (
         1,
         "lifeguard history: no compute node group nope in Lifeguard's table (PCS refused to be asked in "
-        "pcs_000000old0); check the name or id, or pass --cluster\n",
+        "pcs_000000liv0); check the name or id, or pass --cluster\n",
     )
 
 

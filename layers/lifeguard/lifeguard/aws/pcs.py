@@ -257,6 +257,25 @@ class PcsGateway:
             raise _translate("GetCluster", exc) from exc
         return str(cluster["id"])
 
+    def cluster_ids(self) -> set[str]:
+        """The ids of the account's clusters in this region (ListClusters, all pages, at most
+        `LIST_PAGES_MAX`); raises AwsCallError."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: set[str] = set()
+        request: dict[str, Any] = {"maxResults": LIST_PAGE_SIZE}
+        try:
+            for _ in range(LIST_PAGES_MAX):
+                self.calls += 1
+                page = self._client.list_clusters(**request)
+                found.update(c["id"] for c in page.get("clusters", []) if is_pcs_id(c.get("id")))
+                if not page.get("nextToken"):
+                    break
+                request["nextToken"] = page["nextToken"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _translate("ListClusters", exc) from exc
+        return found
+
     def update_lifecycle_actions(
         self, cluster_id: str, group_id: str, actions: Mapping[str, Any], client_token: str
     ) -> GroupSnapshot:
