@@ -229,6 +229,15 @@ def test_forget_after_drops_what_is_dated_later_and_says_whether_it_did() -> Non
     assert state.oldest_outcome_at() is None
 
 
+def test_forget_after_drops_an_unhealthy_termination_dated_later_too() -> None:
+    """The group's newest event time, which its waits are judged at, counts unhealthy terminations: one
+    dated ahead would end a wait before its time."""
+    state = state_with()
+    state.unhealthy = {"i-ahead": T0 + HOUR_MS, "i-now": T0}
+    assert state.forget_after(T0 + 1000) is True
+    assert state.unhealthy == {"i-now": T0}
+
+
 def test_forget_after_puts_a_forgotten_outcomes_launch_back_to_wait() -> None:
     state = state_with()
     state.outcomes["i-skewed"] = BootOutcome("i-skewed", None, T0 + HOUR_MS, False, launched_at=T0)

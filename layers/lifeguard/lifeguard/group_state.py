@@ -618,7 +618,8 @@ class GroupState(Model):
         return changes
 
     def forget_after(self, latest_ms: int) -> bool:
-        """Let go of launches and outcomes dated after `latest_ms`; True when there were any. A state this
+        """Let go of launches, outcomes and unhealthy terminations dated after `latest_ms` (the group's newest
+        event time, which its waits are judged at, is of them); True when there were any. A state this
         process already held to a bound no later than `latest_ms` is not looked through again: what it took
         in since was held to its batch's bound, no later than this one."""
         bounded = self._bounded_at
@@ -635,7 +636,10 @@ class GroupState(Model):
         late = [i for i, t in self.launches.items() if t > latest_ms]
         for instance in late:
             del self.launches[instance]
-        return bool(future or late)
+        ahead = [i for i, t in self.unhealthy.items() if t > latest_ms]
+        for instance in ahead:
+            del self.unhealthy[instance]
+        return bool(future or late or ahead)
 
     def launched_at(self, outcome: BootOutcome) -> int | None:
         """When the instance of an outcome was launched, if its LAUNCHED record was seen."""
