@@ -97,7 +97,7 @@ COOLDOWN_MINUTES_MAX, DAILY_CAP_MAX = 7 * 24 * 60, 100
 
 def _within(name: str, value: float, least: int, most: int) -> Any:
     if not least <= value <= most:  # NaN is within nothing
-        raise ValueError(f"{ENV_PREFIX}{name.upper()}={value!r} is not from {least} to {most}")
+        raise ValueError(f"{ENV_PREFIX}{name.upper()}={value:g} is not from {least} to {most}")
     return value
 
 
