@@ -208,6 +208,19 @@ def test_a_retry_after_in_either_form_holds_the_webhook_and_nonsense_waits_the_b
     assert pacer.holds[0] == held
 
 
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_hold_longer_than_the_invocation_names_the_status_that_asked_for_it(
+    monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    """A relay's 503 with a Retry-After holds the webhook as a 429 does; its message said HTTP 429."""
+    monkeypatch.setattr(slack_module, "_post", _refused(status, {"Retry-After": "7200"}))
+    channel = SlackChannel(
+        lambda: "https://hooks.example.com/x", attempts=2, pacer=Pacer(), sleep=lambda _: None
+    )
+    with pytest.raises(SlackError, match=rf"no message for 3600 s \(HTTP {status}, Retry-After\)"):
+        send(channel)
+
+
 @pytest.mark.parametrize(
     ("held", "said"),
     [

@@ -501,8 +501,8 @@ class SlackChannel:
                     self._hold(url, hold)
                     if hold > self._longest_wait():
                         raise SlackError(
-                            f"Slack asked for no message for {hold:g} s (HTTP 429, Retry-After), longer than "
-                            f"this invocation can wait; {RETRIED_THEN_PARKED}"
+                            f"Slack asked for no message for {hold:g} s (HTTP {exc.code}, Retry-After), "
+                            f"longer than this invocation can wait; {RETRIED_THEN_PARKED}"
                         ) from None
                     delay = 0.0
                 elif exc.code in _GONE and not reread:
