@@ -1271,6 +1271,36 @@ def test_node_reports_of_a_loop_in_a_cluster_outside_cluster_ids_are_said_once_a
     assert not [r for r in caplog.records if "ClusterIds" in r.getMessage()]
 
 
+def test_the_events_a_failed_scaling_log_batch_published_before_it_failed_are_counted() -> None:
+    """One group's PutEvents failing fails the batch after the others' events were published: they are out
+    of their outboxes and not made again on the retry, so they were never counted."""
+    from lifeguard.errors import AwsCallError
+
+    world = World()
+    other = "pcs_abcdef02"
+    world.pcs.add_compute_node_group(CLUSTER, "lca-gpu", group_id=other, node_lifecycle_actions=TERMINATE)
+    theirs = [
+        {
+            **r,
+            "compute_node_group_id": other,
+            "details": {**r["details"], "instance_id": r["details"]["instance_id"].replace("i-0", "i-9")},
+        }
+        for r in ARTICLE[:6]
+    ]
+    counted: list[str] = []
+    world.handler.metric = lambda name, _: counted.append(name)
+    world.bus.refuse_calls = 3  # every try of the first group's publish
+    with pytest.raises(AwsCallError, match="PutEvents"):
+        world.feed([*ARTICLE[:6], *theirs])
+    assert [(t, d["compute_node_group_id"]) for t, d in world.bus.events()] == [
+        ("BootstrapLoopDetected", other)
+    ]
+    assert counted.count("BootstrapLoopDetected") == 1
+    world.feed([*ARTICLE[:6], *theirs])  # Lambda's retry
+    assert [t for t, _ in world.bus.events()] == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
+    assert counted.count("BootstrapLoopDetected") == 2
+
+
 def test_a_groups_publish_that_fails_in_a_report_batch_leaves_the_other_groups_judged_and_is_retried() -> (
     None
 ):

@@ -393,7 +393,11 @@ class ScalingEventsHandler:
             )
         damaged: dict[tuple[str, str], str] = {}
         if mutations:
-            summary.events.extend(self.updater.update_many(mutations, unreadable=damaged))
+            try:
+                self.updater.update_many(mutations, unreadable=damaged, published=summary.events)
+            except BaseException:
+                self._count_events(summary)  # published before the failure: not made again on the retry
+                raise
         for key in sorted(reads.unlisted):
             _unlisted(summary, key, by_group[key])
         for key, why in sorted(damaged.items()):
@@ -409,8 +413,7 @@ class ScalingEventsHandler:
             self.metric("UnknownCodes", summary.unknown_codes)
         if summary.launch_failures:
             self.metric("LaunchFailures", summary.launch_failures)
-        for event in summary.events:
-            self.metric(event.detail_type, 1)
+        self._count_events(summary)
         if reads.unlearned:
             raise _unlearned(reads.unlearned, by_group)
 
@@ -553,6 +556,10 @@ class ScalingEventsHandler:
             return change
 
         return mutate
+
+    def _count_events(self, summary: BatchSummary) -> None:
+        for event in summary.events:
+            self.metric(event.detail_type, 1)
 
     def _tags_due(self, state: GroupState, records: list[ScalingLogRecord]) -> bool:
         """Whether a batch of a group tagged off reads its tags again: it holds a failure, and the tags

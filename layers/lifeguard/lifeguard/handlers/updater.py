@@ -123,11 +123,15 @@ class GroupUpdater:
         mutations: Mapping[tuple[str, str], Callable[[GroupState], Change]],
         *,
         unreadable: dict[tuple[str, str], str] | None = None,
+        published: list[ControllerEvent] | None = None,
     ) -> list[ControllerEvent]:
         """`update` for many groups with one read and one transactional write per 100 groups; groups whose
         write lost a race are redone one by one. A group whose state item, or another item its mutation
         reads (its ledger), cannot be read is left as it is and said in `unreadable` (why, by group), when
-        given (`GroupStore.load_many`); else it raises."""
+        given (`GroupStore.load_many`); else it raises. The events published, returned, are also added to
+        `published` as they go, when given: a batch that fails after some were published knows them (they
+        are out of their outboxes, not made again on its retry)."""
+        out: list[ControllerEvent] = [] if published is None else published
         keys = list(mutations)
         states = self.store.load_many(keys, unreadable)
         if len(states) < len(keys):
@@ -162,19 +166,18 @@ class GroupUpdater:
             self.store.forget(keys)  # remembered states may hold changes that were never written
             # A transaction of an earlier 100 groups may have gone through (or all of them, and a read
             # after failed): their events are true.
-            self._publish_written(written, applied)
+            self._publish_written(written, applied, out)
             raise
-        published: list[ControllerEvent] = []
         failure: AwsCallError | None = None
         for key in [key for key in keys if key in applied]:
             try:
                 if key in lost:
                     self.conflicts += 1
-                    published.extend(self.update(key[0], key[1], mutations[key]))
+                    out.extend(self.update(key[0], key[1], mutations[key]))
                     continue
                 change, stale = applied[key]
                 if stale or change.events:
-                    published.extend(self._publish(key[0], key[1], stale + change.events))
+                    out.extend(self._publish(key[0], key[1], stale + change.events))
             except UnreadableStateError as exc:  # remembered, damaged in the table since: redone from it
                 if unreadable is None:
                     raise
@@ -183,7 +186,7 @@ class GroupUpdater:
                 failure = failure or exc  # the other groups' events are still tried
         if failure is not None:
             raise failure
-        return published
+        return out
 
     def _moved_on(
         self, keys: list[tuple[str, str]], states: Mapping[tuple[str, str], GroupState]
@@ -200,14 +203,15 @@ class GroupUpdater:
         self,
         written: list[GroupState],
         applied: Mapping[tuple[str, str], tuple[Change, list[ControllerEvent]]],
+        out: list[ControllerEvent],
     ) -> None:
-        """Publish the events of the states a failed batch did write (best effort: what fails is marked
-        due for the retry, and the batch's own failure is what is raised)."""
+        """Publish the events of the states a failed batch did write, into `out` (best effort: what fails is
+        marked due for the retry, and the batch's own failure is what is raised)."""
         for state in written:
             change, stale = applied[(state.cluster_id, state.group_id)]
             if stale or change.events:
                 with contextlib.suppress(AwsCallError):
-                    self._publish(state.cluster_id, state.group_id, stale + change.events)
+                    out.extend(self._publish(state.cluster_id, state.group_id, stale + change.events))
 
     def _apply(
         self, state: GroupState, mutate: Callable[[GroupState], Change], attempt: str | None = None
