@@ -308,11 +308,11 @@ def test_the_stacks_cooldown_minutes_daily_cap_and_dry_run_are_read_from_the_env
 @pytest.mark.parametrize(
     ("variable", "value", "said"),
     [
-        ("LIFEGUARD_COOLDOWN_MINUTES", "nan", "LIFEGUARD_COOLDOWN_MINUTES=nan is not from 0 to 10080"),
-        ("LIFEGUARD_COOLDOWN_MINUTES", "inf", "LIFEGUARD_COOLDOWN_MINUTES=inf is not from 0 to 10080"),
-        ("LIFEGUARD_COOLDOWN_MINUTES", "-30", "LIFEGUARD_COOLDOWN_MINUTES=-30 is not from 0 to 10080"),
-        ("LIFEGUARD_DAILY_CAP", "0", "LIFEGUARD_DAILY_CAP=0 is not from 1 to 100"),
-        ("LIFEGUARD_DAILY_CAP", "-1", "LIFEGUARD_DAILY_CAP=-1 is not from 1 to 100"),
+        ("LIFEGUARD_COOLDOWN_MINUTES", "nan", "LIFEGUARD_COOLDOWN_MINUTES: nan is not from 0 to 10080"),
+        ("LIFEGUARD_COOLDOWN_MINUTES", "inf", "LIFEGUARD_COOLDOWN_MINUTES: inf is not from 0 to 10080"),
+        ("LIFEGUARD_COOLDOWN_MINUTES", "-30", "LIFEGUARD_COOLDOWN_MINUTES: -30 is not from 0 to 10080"),
+        ("LIFEGUARD_DAILY_CAP", "0", "LIFEGUARD_DAILY_CAP: 0 is not from 1 to 100"),
+        ("LIFEGUARD_DAILY_CAP", "-1", "LIFEGUARD_DAILY_CAP: -1 is not from 1 to 100"),
     ],
 )
 def test_a_cooldown_or_daily_cap_past_the_templates_bounds_is_refused_naming_it(

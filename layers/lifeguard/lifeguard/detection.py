@@ -28,7 +28,7 @@ from lifeguard.group_state import (
     ProvenGood,
 )
 from lifeguard.scaling_log import ScalingLogRecord
-from lifeguard.settings import ENV_PREFIX, setting
+from lifeguard.settings import bounded_setting, setting
 
 __all__ = [
     "DEFAULT_MODE",
@@ -100,9 +100,16 @@ class DetectionSettings:
         value out of its bounds is a ValueError naming where it came from (`threshold`, or the variable)."""
         return cls(
             mode=stack_mode(mode),
-            threshold=_bounded("threshold", threshold, DEFAULT_THRESHOLD, MAX_THRESHOLD),
-            window_minutes=_bounded(
-                "window_minutes", window_minutes, DEFAULT_WINDOW_MINUTES, MAX_WINDOW_MINUTES
+            threshold=bounded_setting(
+                "threshold", threshold, DEFAULT_THRESHOLD, int, least=1, most=MAX_THRESHOLD
+            ),
+            window_minutes=bounded_setting(
+                "window_minutes",
+                window_minutes,
+                DEFAULT_WINDOW_MINUTES,
+                int,
+                least=1,
+                most=MAX_WINDOW_MINUTES,
             ),
         )
 
@@ -172,15 +179,6 @@ def _mode(value: str) -> str:
     if value not in MODES:
         raise ValueError(f"{clip(value, 40)!r} is not one of {', '.join(MODES)}")
     return value
-
-
-def _bounded(name: str, given: int | None, default: int, most: int) -> int:
-    value = setting(name, given, default, int)  # a variable that is no number: said, naming it
-    try:
-        return _within(value, most)
-    except ValueError as exc:
-        source = name if given is not None else f"{ENV_PREFIX}{name.upper()}"
-        raise ValueError(f"{source}: {exc}") from None
 
 
 def _within(value: int, most: int, least: int = 1) -> int:

@@ -7,10 +7,11 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["ENV_PREFIX", "setting"]
+__all__ = ["ENV_PREFIX", "bounded_setting", "setting"]
 
 ENV_PREFIX = "LIFEGUARD_"
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 
 def setting(name: str, explicit: T | None, default: T, parse: Callable[[str], T]) -> T:
@@ -28,3 +29,15 @@ def setting(name: str, explicit: T | None, default: T, parse: Callable[[str], T]
         return parse(raw)
     except ValueError as exc:
         raise ValueError(f"{variable}={raw!r} is not valid: {exc}") from None
+
+
+def bounded_setting(
+    name: str, explicit: N | None, default: N, parse: Callable[[str], N], *, least: N, most: N
+) -> N:
+    """`setting`, from `least` to `most`: else ValueError naming where the value came from (`name` when given
+    explicitly, else the variable). NaN is within nothing."""
+    value = setting(name, explicit, default, parse)
+    if not least <= value <= most:
+        source = name if explicit is not None else ENV_PREFIX + name.upper()
+        raise ValueError(f"{source}: {value:.15g} is not from {least:.15g} to {most:.15g}")
+    return value

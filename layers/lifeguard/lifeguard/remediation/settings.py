@@ -11,7 +11,7 @@ from typing import Any
 from lifeguard.bounds import FINGERPRINT_PATTERN
 from lifeguard.detection import DEFAULT_MODE, stack_mode
 from lifeguard.remediation.actions import NodeBundle
-from lifeguard.settings import ENV_PREFIX, setting
+from lifeguard.settings import bounded_setting, setting
 
 __all__ = ["DEFAULT_COOLDOWN_MINUTES", "DEFAULT_DAILY_CAP", "RemediationSettings"]
 
@@ -66,19 +66,16 @@ class RemediationSettings:
             default_mode=stack_mode(explicit.get("default_mode")),
             dry_run=setting("dry_run", explicit.get("dry_run"), False, _flag),
             cooldown_seconds=60
-            * _within(
+            * bounded_setting(
                 "cooldown_minutes",
-                setting(
-                    "cooldown_minutes", explicit.get("cooldown_minutes"), DEFAULT_COOLDOWN_MINUTES, float
-                ),
-                0,
-                COOLDOWN_MINUTES_MAX,
+                explicit.get("cooldown_minutes"),
+                DEFAULT_COOLDOWN_MINUTES,
+                float,
+                least=0.0,
+                most=COOLDOWN_MINUTES_MAX,
             ),
-            daily_cap=_within(
-                "daily_cap",
-                setting("daily_cap", explicit.get("daily_cap"), DEFAULT_DAILY_CAP, int),
-                1,
-                DAILY_CAP_MAX,
+            daily_cap=bounded_setting(
+                "daily_cap", explicit.get("daily_cap"), DEFAULT_DAILY_CAP, int, least=1, most=DAILY_CAP_MAX
             ),
             drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
             node_bundle=bundle,
@@ -92,13 +89,7 @@ class RemediationSettings:
 
 # The template's bounds of CooldownMinutes and DailyCap: a value past them (an environment edited by hand:
 # a NaN cooldown held nothing back, a cap of 0 held everything) is refused at import, naming it.
-COOLDOWN_MINUTES_MAX, DAILY_CAP_MAX = 7 * 24 * 60, 100
-
-
-def _within(name: str, value: float, least: int, most: int) -> Any:
-    if not least <= value <= most:  # NaN is within nothing
-        raise ValueError(f"{ENV_PREFIX}{name.upper()}={value:g} is not from {least} to {most}")
-    return value
+COOLDOWN_MINUTES_MAX, DAILY_CAP_MAX = 7.0 * 24 * 60, 100
 
 
 def _sha256(raw: str) -> str:
