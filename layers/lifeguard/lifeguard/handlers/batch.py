@@ -1,5 +1,6 @@
-"""What both handlers do first with their event: decode it, or say why there is nothing to do; and the
-pause of Python's garbage collector while a batch is read (`CollectorPause`)."""
+"""What both handlers do first with their event: decode it, or say why there is nothing to do; the pause
+of Python's garbage collector while a batch is read (`CollectorPause`); and what they do last, count the
+events a batch published."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ import gc
 import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lifeguard.bounds import clip
 from lifeguard.log_subscription import InvalidSubscriptionEventError, LogBatch, decode_subscription
 from lifeguard.metrics import Metric
+
+if TYPE_CHECKING:
+    from lifeguard.event_contract import ControllerEvent
 
 logger = logging.getLogger("lifeguard")
 
@@ -34,6 +38,14 @@ class Skips:
         logger.warning(
             "skipped the message at %s: %s%s", clip(where), reason, f" ({clip(detail)})" if detail else ""
         )
+
+
+def count_events(events: Iterable[ControllerEvent], metric: Metric) -> None:
+    """Count each event a batch published, by its detail type (the dashboard charts both functions'); a
+    batch that fails after publishing some counts those before it raises (its retry does not make them
+    again)."""
+    for event in events:
+        metric(event.detail_type, 1)
 
 
 def data_batch(event: Mapping[str, Any], metric: Metric) -> LogBatch | Literal["invalid", "control"]:

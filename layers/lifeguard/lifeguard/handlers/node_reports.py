@@ -37,7 +37,7 @@ from lifeguard.detection import Detection, DetectionSettings, detect, episode_id
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
-from lifeguard.handlers.batch import Skips, data_batch
+from lifeguard.handlers.batch import Skips, count_events, data_batch
 from lifeguard.handlers.containment import (
     awaits_ready_checks,
     newest_event_ms,
@@ -199,7 +199,7 @@ class NodeReportsHandler:
         if failure is not None:
             # The batch is retried: its reports are stored, its groups judged again; the events published
             # meanwhile are out of their outboxes, not made again: counted now.
-            self._count_events(summary)
+            count_events(summary.events, self.metric)
             raise failure
         for (_, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
@@ -220,12 +220,8 @@ class NodeReportsHandler:
         self.metric("NodeReports", summary.reports)
         if summary.skipped:
             self.metric("NodeReportsSkipped", summary.skipped)
-        self._count_events(summary)
+        count_events(summary.events, self.metric)
         return summary
-
-    def _count_events(self, summary: ReportsSummary) -> None:
-        for event in summary.events:  # as scaling_events counts its own: the dashboard charts both
-            self.metric(event.detail_type, 1)
 
     def _watched(self, cluster_id: str) -> bool:
         return not self.clusters or cluster_id in self.clusters

@@ -33,7 +33,7 @@ from lifeguard.detection import (
 from lifeguard.errors import UnlistedClusterError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
 from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
-from lifeguard.handlers.batch import Skips, collector_paused, data_batch
+from lifeguard.handlers.batch import Skips, collector_paused, count_events, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
     awaits_ready_checks,
@@ -395,8 +395,8 @@ class ScalingEventsHandler:
         if mutations:
             try:
                 self.updater.update_many(mutations, unreadable=damaged, published=summary.events)
-            except BaseException:
-                self._count_events(summary)  # published before the failure: not made again on the retry
+            except BaseException:  # what was published before the failure is not made again on the retry
+                count_events(summary.events, self.metric)
                 raise
         for key in sorted(reads.unlisted):
             _unlisted(summary, key, by_group[key])
@@ -413,7 +413,7 @@ class ScalingEventsHandler:
             self.metric("UnknownCodes", summary.unknown_codes)
         if summary.launch_failures:
             self.metric("LaunchFailures", summary.launch_failures)
-        self._count_events(summary)
+        count_events(summary.events, self.metric)
         if reads.unlearned:
             raise _unlearned(reads.unlearned, by_group)
 
@@ -556,10 +556,6 @@ class ScalingEventsHandler:
             return change
 
         return mutate
-
-    def _count_events(self, summary: BatchSummary) -> None:
-        for event in summary.events:
-            self.metric(event.detail_type, 1)
 
     def _tags_due(self, state: GroupState, records: list[ScalingLogRecord]) -> bool:
         """Whether a batch of a group tagged off reads its tags again: it holds a failure, and the tags
