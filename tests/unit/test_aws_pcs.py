@@ -314,6 +314,45 @@ def test_only_errors_a_later_attempt_can_cure_are_transient(code: str, transient
     assert is_transient(AwsCallError("GetComputeNodeGroup", code, "x")) is transient
 
 
+@pytest.mark.parametrize(
+    ("code", "status", "transient"),
+    [
+        # AWS's front end answers any service so (botocore's standard retry mode retries these).
+        ("InternalFailure", 500, True),
+        ("ServiceUnavailable", 503, True),
+        ("RequestTimeoutException", 408, True),
+        ("TooManyRequestsException", 429, True),
+        # A code Lifeguard does not know, of an answer whose status says a later attempt may succeed.
+        ("SomeNewServerError", 500, True),
+        ("SomeNewThrottle", 429, True),
+        ("SomeNewRefusal", 400, False),
+        ("AccessDeniedException", 403, False),
+        ("ServiceQuotaExceededException", 402, False),
+    ],
+)
+def test_an_answer_of_http_429_or_5xx_is_transient_whatever_its_code(
+    code: str, status: int, transient: bool
+) -> None:
+    assert is_transient(AwsCallError("UpdateComputeNodeGroup", code, "x", status=status)) is transient
+
+
+def test_every_connection_error_of_botocore_s_is_transient() -> None:
+    """botocore's connection errors are named after their class (`AwsCallError.from_exception`): each of
+    them (a TLS failure, a proxy's, a stream cut short included) is worth another attempt."""
+    import botocore.exceptions
+
+    families = (botocore.exceptions.ConnectionError, botocore.exceptions.HTTPClientError)
+    names = {
+        name
+        for name, value in vars(botocore.exceptions).items()
+        if isinstance(value, type) and issubclass(value, families)
+    }
+    assert names
+    assert {
+        name for name in names if not is_transient(AwsCallError("GetComputeNodeGroup", name, "x"))
+    } == set()
+
+
 # -- BatchReads --
 
 

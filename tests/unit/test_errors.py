@@ -48,6 +48,22 @@ def test_pcs_retry_after_is_kept_when_it_is_a_sane_whole_number_capped_at_an_hou
     assert AwsCallError.from_exception("UpdateComputeNodeGroup", exc).retry_after_seconds == kept
 
 
+@pytest.mark.parametrize(
+    ("status", "kept"),
+    [(500, 500), (429, 429), (400, 400), (99, None), (600, None), ("500", None), (True, None)],
+)
+def test_the_answer_s_http_status_is_kept_when_it_is_one(status: object, kept: int | None) -> None:
+    exc = client_error(
+        {"Error": {"Code": "InternalFailure", "Message": "x"}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    )
+    assert AwsCallError.from_exception("UpdateComputeNodeGroup", exc).status == kept
+
+
+def test_an_error_without_a_response_has_no_status() -> None:
+    exc = EndpointConnectionError(endpoint_url="https://pcs")
+    assert AwsCallError.from_exception("GetComputeNodeGroup", exc).status is None
+
+
 def test_an_error_without_a_response_is_named_by_its_type() -> None:
     error = AwsCallError.from_exception("PutEvents", EndpointConnectionError(endpoint_url="https://events"))
     assert error.code == "EndpointConnectionError"

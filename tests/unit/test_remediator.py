@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from botocore.exceptions import ReadTimeoutError
+from botocore.exceptions import ReadTimeoutError, SSLError
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
@@ -571,6 +571,25 @@ def test_throttling_that_outlasts_the_retries_parks_the_event_and_its_retry_appl
     assert applied.detail_type == "RemediationApplied"
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
     assert [e.decision for e in world.history()] == ["failed", "applied"]
+
+
+@pytest.mark.parametrize("failure", ["InternalFailure", "ServiceUnavailable"])
+def test_a_change_failed_by_a_front_end_s_5xx_stays_set_out_for_the_retry_to_settle(failure: str) -> None:
+    """A 500 or 503 of AWS's front end (InternalFailure, ServiceUnavailable: codes PCS's model does not
+    have) may come after PCS took the change: it was taken as PCS refusing it, let go (`abandoned`), and
+    Lambda's retry, finding the group holding the change, reported it skipped as someone else's."""
+    world = World()
+    world.pcs.inject_fault(failure, operation="UpdateComputeNodeGroup", times=6)
+    remediator, event = world.remediator(), world.detection()
+    with pytest.raises(RemediationParkedError):
+        remediator.handle_event(event)
+    assert len(world.calls("UpdateComputeNodeGroup")) > 1  # retried
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "pending"  # the retry finds out whether PCS took it
+    world.clock.advance(60)
+    [applied] = remediator.handle_event(event)
+    assert applied.detail_type == "RemediationApplied"
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
 
 
 def _parked(world: World) -> tuple[Any, dict[str, Any]]:
@@ -1415,7 +1434,8 @@ def test_an_undo_whose_lock_a_remediation_took_over_meanwhile_changes_nothing() 
     ]
 
 
-@pytest.mark.parametrize("refusal", ["ConflictException", "ThrottlingException"])
+# PCS's conflict and throttling, and a front end's throttling (HTTP 429) of a code PCS's model does not have.
+@pytest.mark.parametrize("refusal", ["ConflictException", "ThrottlingException", "TooManyRequestsException"])
 def test_a_change_pcs_refused_every_time_is_let_go_and_counts_for_no_rail(refusal: str) -> None:
     """Six conflicts (or throttles) let the change go within the invocation, but the intent stayed pending:
     the Lambda's retry, after the owner mended the group, recorded it as a change "PCS may have made", and
@@ -1737,10 +1757,37 @@ def test_a_hand_fix_made_after_an_attempt_pcs_may_have_taken_leaves_the_change_u
     assert later.detail["reason"].startswith("Cooldown: Lifeguard changed this group")
 
 
-# PCS's own 5xx, and a front end's (a gateway timeout with an HTML body, which botocore names by its status).
-@pytest.mark.parametrize("lost_by", ["InternalServerException", "504"])
+def _answered(code: str, status: int) -> Exception:
+    """A ClientError of an answer of HTTP `status`."""
+    error = client_error(code, "UpdateComputeNodeGroup")
+    error.response["ResponseMetadata"] = {"HTTPStatusCode": status}
+    return error
+
+
+# PCS's own 5xx, and a front end's (a gateway timeout with an HTML body, which botocore names by its status;
+# AWS's InternalFailure and ServiceUnavailable; a code Lifeguard does not know, of a 5xx answer); a TLS
+# connection cut while the answer was read.
+@pytest.mark.parametrize(
+    "lost_by",
+    [
+        lambda: client_error("InternalServerException", "UpdateComputeNodeGroup"),
+        lambda: client_error("504", "UpdateComputeNodeGroup"),
+        lambda: _answered("InternalFailure", 500),
+        lambda: _answered("ServiceUnavailable", 503),
+        lambda: _answered("SomeNewServerError", 502),
+        lambda: SSLError(endpoint_url="https://pcs", error="EOF occurred in violation of protocol"),
+    ],
+    ids=[
+        "InternalServerException",
+        "504",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "unknown-502",
+        "SSLError",
+    ],
+)
 def test_a_retried_change_whose_first_answer_was_lost_is_taken_as_made_not_as_someone_elses(
-    lost_by: str,
+    lost_by: Callable[[], Exception],
 ) -> None:
     world = World()
     update, calls = world.api.update_compute_node_group, []
@@ -1749,7 +1796,7 @@ def test_a_retried_change_whose_first_answer_was_lost_is_taken_as_made_not_as_so
         calls.append(params)
         answer = update(**params)
         if len(calls) == 1:
-            raise client_error(lost_by, "UpdateComputeNodeGroup")
+            raise lost_by()
         return answer
 
     world.api.update_compute_node_group = taken_then_answer_lost

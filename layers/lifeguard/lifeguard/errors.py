@@ -72,24 +72,34 @@ class ServiceModelError(LifeguardError, RuntimeError):
 
 
 class AwsCallError(LifeguardError, RuntimeError):
-    """An AWS call failed after botocore's retries; `code` is the service's error code."""
+    """An AWS call failed after botocore's retries; `code` is the service's error code, `status` the HTTP
+    status of its answer (None: no answer, or none of HTTP's form)."""
 
     def __init__(
-        self, operation: str, code: str, message: str, *, retry_after_seconds: int | None = None
+        self,
+        operation: str,
+        code: str,
+        message: str,
+        *,
+        retry_after_seconds: int | None = None,
+        status: int | None = None,
     ) -> None:
         super().__init__(f"{operation} failed: {code}: {message}")
         self.operation = operation
         self.code = code
         self.message = message
         self.retry_after_seconds = retry_after_seconds
+        self.status = status
 
     @classmethod
     def from_exception(cls, operation: str, exc: BaseException) -> AwsCallError:
         """The one translation of a failed AWS call: botocore's ClientError gives its service error code,
-        message and (PCS) `retryAfterSeconds`; anything else (a connection error, a timeout) its type."""
+        message, HTTP status and (PCS) `retryAfterSeconds`; anything else (a connection error, a timeout)
+        its type."""
         response = getattr(exc, "response", None) or {}
         error = response.get("Error", {})
         retry_after = response.get("retryAfterSeconds")
+        status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         return cls(
             operation,
             str(error.get("Code") or type(exc).__name__)[:100],
@@ -98,6 +108,7 @@ class AwsCallError(LifeguardError, RuntimeError):
             retry_after_seconds=min(retry_after, 3600)
             if isinstance(retry_after, int) and not isinstance(retry_after, bool) and retry_after >= 0
             else None,
+            status=status if type(status) is int and 100 <= status <= 599 else None,
         )
 
 

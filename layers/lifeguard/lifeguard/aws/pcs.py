@@ -33,19 +33,32 @@ __all__ = [
 
 logger = logging.getLogger("lifeguard")
 
-# Failures that a later attempt can cure: PCS's throttling, conflicts while a group updates, its 5xx, and
-# the connection errors botocore names after their class.
+# Failures that a later attempt can cure: PCS's throttling, conflicts while a group updates and its 5xx;
+# the throttling and transient codes AWS's front end answers any service with (`InternalFailure` with a 500,
+# `ServiceUnavailable` with a 503: botocore's standard retry mode retries them); and the connection errors
+# botocore names after their class (every `ConnectionError` and `HTTPClientError` of botocore's).
 RETRYABLE_CODES = frozenset(
     {
         "ThrottlingException",
         "ConflictException",
         "InternalServerException",
         "ServiceUnavailableException",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+        "Throttling",
+        "TooManyRequestsException",
+        "ConnectionError",
         "EndpointConnectionError",
         "ConnectTimeoutError",
+        "ProxyConnectionError",
+        "SSLError",
+        "HTTPClientError",
         "ReadTimeoutError",
         "ConnectionClosedError",
-        "HTTPClientError",
+        "ResponseStreamingError",
     }
 )
 
@@ -55,10 +68,11 @@ ANSWER_UNREAD_CODES = frozenset({"InvalidAnswer", "ResponseParserError", "Incomp
 
 
 def is_transient(error: AwsCallError) -> bool:
-    """True when retrying the call may succeed: a code above, or an answer without PCS's modeled error (a
-    front end's 429 or 5xx with an HTML or empty body), which botocore names by its HTTP status ('503')."""
-    code = error.code
-    if code in RETRYABLE_CODES:
+    """True when retrying the call may succeed: a code above, or an answer of HTTP 429 or 5xx whatever its
+    code says (an answer without PCS's modeled error, a front end's with an HTML or empty body, botocore
+    names by its status: '503')."""
+    code, status = error.code, error.status
+    if code in RETRYABLE_CODES or (status is not None and (status == 429 or status >= 500)):
         return True
     return len(code) == 3 and code.isascii() and code.isdigit() and (code == "429" or code[0] == "5")
 

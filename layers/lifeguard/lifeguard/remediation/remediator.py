@@ -95,7 +95,16 @@ class _MovedOnError(LifeguardError):
 
 # Failures of an update that say PCS did not take it: refused (throttled, a conflict) or never sent.
 _NOT_TAKEN = frozenset(
-    {"ThrottlingException", "ConflictException", "429", "EndpointConnectionError", "ConnectTimeoutError"}
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ConflictException",
+        "429",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ProxyConnectionError",
+    }
 )
 
 

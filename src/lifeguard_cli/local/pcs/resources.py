@@ -43,6 +43,10 @@ class PcsApiError(Exception):
         "ThrottlingException": 429,
         "InternalServerException": 500,
         "UnknownOperationException": 400,
+        # What AWS's front end answers any service with, PCS's model aside (faults injected in tests).
+        "InternalFailure": 500,
+        "ServiceUnavailable": 503,
+        "TooManyRequestsException": 429,
     }
 
     def __init__(self, code: str, message: str, **fields: Any) -> None:
