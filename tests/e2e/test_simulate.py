@@ -374,6 +374,69 @@ def test_a_quarantine_that_does_not_end_the_loop_is_escalated_to_revert(simulato
     assert kinds(document)[-1] == "LoopResolved"
 
 
+def _record_boot(*extra: dict[str, Any]) -> dict[str, Any]:
+    record = {
+        "name": "record-boot",
+        "scriptSource": {"scriptLocation": "s3://sim-scripts/record-boot.sh"},
+        "arguments": ["every-boot"],
+    }
+    return {"stages": {"nodeBootstrapped": [*extra, record]}}
+
+
+def _mount(name: str) -> dict[str, Any]:
+    return {"name": name, "scriptSource": {"scriptLocation": f"s3://sim-scripts/{name}.sh"}}
+
+
+def test_a_second_bad_change_within_the_cooldown_is_reverted_once_the_cooldown_is_over(
+    simulator: Simulator, tmp_path: Path
+) -> None:
+    """A second broken change 12 minutes after Lifeguard reverted the first: the cooldown held the revert
+    back, and the skip was the loop's decision for good (27 instances burned in 180 minutes, no node). The
+    loop's first failure after the cooldown has it decided again: reverted then."""
+    scenario = {
+        "name": "second bad change within the cooldown",
+        "horizon_minutes": 120,
+        "scripts": {
+            "record-boot.sh": '#!/bin/bash\necho "$1" >> "$HOME/lca-boot-record.log"\n',
+            "mount-fsx.sh": "#!/bin/bash\necho 'mount failed'\nexit 32\n",
+            "mount-efs.sh": "#!/bin/bash\necho 'efs mount failed'\nexit 32\n",
+        },
+        "groups": [
+            {
+                "name": "lca-static",
+                "min": 1,
+                "max": 1,
+                "tags": {"lifeguard:mode": "revert"},
+                "config": _record_boot(),
+            }
+        ],
+        "changes": [
+            {"at_minute": 15, "group": "lca-static", "config": _record_boot(_mount("mount-fsx"))},
+            {"at_minute": 40, "group": "lca-static", "config": _record_boot(_mount("mount-efs"))},
+        ],
+    }
+    path = tmp_path / "second-bad-change.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    document = simulator.run(load_scenario(path), seed=1)
+    found = group(document)
+    first, second = lifeguards(document)
+    assert (first["action"], second["action"]) == ("revert", "revert")
+    assert 40 < first["at_minute"] + 30 <= second["at_minute"] < first["at_minute"] + 40
+    [held] = [e["detail"] for e in document["events"] if e["detail-type"] == "RemediationSkipped"]
+    assert held["reason"].startswith("Cooldown: Lifeguard changed this group")
+    assert "Lifeguard decides again at the loop's first failure after" in held["reason"]
+    again = [
+        e["detail"]
+        for e in document["events"]
+        if e["detail-type"] == "BootstrapLoopDetected" and e["detail"]["episode_id"] == held["episode_id"]
+    ]
+    assert [d["revision"] for d in again] == [1, 2]
+    assert again[1]["reason"].startswith("the loop went on after the hold on Lifeguard's change ended at")
+    assert found["final_config"] == _record_boot()
+    assert found["serving_at_end"] == 1
+    assert found["bootstrap_failed"] <= 8
+
+
 def test_an_intermittent_script_is_quarantined_and_every_node_serves(simulator: Simulator) -> None:
     document = simulator.run(load_scenario("intermittent"), seed=1)
     found = group(document)

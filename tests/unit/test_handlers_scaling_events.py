@@ -17,7 +17,7 @@ import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
-from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError, UnlistedClusterError
 from lifeguard.group_state import OUTCOME_LIMIT, GroupState
@@ -29,7 +29,7 @@ from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
 from lifeguard.notify import summarize
 from lifeguard.remediation import RemediationSettings, Remediator
-from lifeguard.remediation.records import AppliedChange, Ledger
+from lifeguard.remediation.records import AppliedChange, Decision, Ledger
 from lifeguard.store.groups import RUNS_READ_MAX, GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
@@ -3587,3 +3587,96 @@ def test_a_boot_proves_a_configuration_that_hides_failures_once_its_bootstrapped
     proof = world.state().proven_good
     assert proof is not None
     assert proof.instance_id == node
+
+
+# -- a change the cooldown held back is decided again once it is over, if the loop goes on
+
+
+def _held_back_by_the_cooldown(world: World) -> tuple[dict[str, Any], int]:
+    """The article's loop, 10 minutes after a change Lifeguard made to the group for an earlier loop (mended
+    since by its owner): the remediation holds its quarantine back for the cooldown. Its skip's detail, and
+    when the hold ends (epoch ms)."""
+    earlier = at(1, 2, 42) / 1000
+    RemediationStore(world.table, TABLE).save_ledger(
+        CLUSTER,
+        GROUP,
+        Ledger(
+            changes=[
+                AppliedChange(
+                    at=earlier,
+                    episode_id="ep-earlier0000000",
+                    revision=1,
+                    action="revert",
+                    config_before=REVERTED,
+                    config_after=REVERTED,
+                    fingerprint_before=fingerprint_of(REVERTED),
+                    fingerprint_after=fingerprint_of(REVERTED),
+                )
+            ]
+        ),
+    )
+    world.feed(ARTICLE[:6])
+    skipped = remediate_last_detection(world)
+    assert skipped["reason"].startswith("Cooldown: Lifeguard changed this group 10 min ago")
+    return skipped, int((earlier + 1800) * 1000)
+
+
+def test_a_loop_held_back_by_the_cooldown_is_decided_again_at_its_first_failure_after_it() -> None:
+    """A loop held back by the cooldown was never acted on: the skip was its revision's decision for good,
+    and the group looped on all night after a page nobody answered."""
+    world = World()
+    skipped, until = _held_back_by_the_cooldown(world)
+    assert (world.published(), skipped["revision"]) == (["BootstrapLoopDetected", "RemediationSkipped"], 1)
+    world.feed([launched("i-0000000000000000a", until - 600_000), failed("i-0000000000000000a", until)])
+    assert world.published() == ["BootstrapLoopDetected", "RemediationSkipped"]  # the hold is not over
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.hold_read, episode.held_until, episode.revision) == (1, until, 1)
+    world.feed([launched("i-0000000000000000b", until - 300_000), failed("i-0000000000000000b", until + 1)])
+    assert world.published() == ["BootstrapLoopDetected", "RemediationSkipped", "BootstrapLoopDetected"]
+    again = world.bus.events()[-1][1]
+    assert again["revision"] == 2
+    assert again["reason"].startswith(
+        f"the loop went on after the hold on Lifeguard's change ended at {utc(until)}: 4 instances "
+        "TERMINATED/BOOTSTRAP_FAILED within 60 min, on the same configuration; decided again"
+    )
+    applied = remediate_last_detection(world)
+    assert (applied["action"], applied["revision"]) == ("quarantine", 2)
+    assert world.published()[-1] == "RemediationApplied"
+
+
+def test_a_decision_not_made_yet_is_read_again_at_a_later_batch_once_a_batch() -> None:
+    """The loop's failures before its remediation decided (or while its decision failed and waits for the
+    retry) read the decision again, once a batch, until one is made."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    store = RemediationStore(world.table, TABLE)
+    episode = world.state().episode
+    assert episode is not None
+    rows = [launched(f"i-00000000000000{n:02x}", at(1, 20 + n)) for n in range(3)]
+    rows += [failed(f"i-00000000000000{n:02x}", at(1, 21 + n)) for n in range(3)]
+    world.feed(rows)  # three failures, one batch
+    assert decision_reads(world) == 1
+    assert world.state().episode.hold_read is None  # type: ignore[union-attr]
+    store.save_decision(
+        CLUSTER, GROUP, (episode.episode_id, 1), decision=Decision(status="failed"), now=world.now()
+    )
+    world.feed([launched("i-000000000000001a", at(1, 30)), failed("i-000000000000001a", at(1, 31))])
+    assert world.state().episode.hold_read is None  # type: ignore[union-attr]
+    store.save_decision(
+        CLUSTER, GROUP, (episode.episode_id, 1), decision=Decision(status="skipped"), now=world.now()
+    )
+    world.feed([launched("i-000000000000001b", at(1, 40)), failed("i-000000000000001b", at(1, 41))])
+    read = world.state().episode
+    assert read is not None
+    assert (read.hold_read, read.held_until) == (1, None)
+    assert decision_reads(world) == 3
+    world.feed([launched("i-000000000000001c", at(1, 50)), failed("i-000000000000001c", at(1, 51))])
+    assert decision_reads(world) == 3  # decided, with no hold: not read again
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
+def decision_reads(world: World) -> int:
+    """How many times the remediation's decisions were read."""
+    reads = world.table.requests.get("GetItem", [])
+    return sum(1 for read in reads if read["Key"]["sk"]["S"].startswith("DECISION#"))

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from lifeguard.bounds import utc
 from lifeguard.detection import mode_of
 from lifeguard.group_state import Episode, GroupState
 from lifeguard.lifecycle import fingerprint_of
@@ -271,7 +272,13 @@ def test_the_cooldown_holds_a_new_episode_but_not_an_escalation() -> None:
     settings = RemediationSettings(cooldown_seconds=30 * 60)
     recent = Ledger(changes=[change(NOW - 10 * 60, episode="ep-0")])
     held = rails.cooldown(recent, [], settings, NOW, "")
-    assert held == "Cooldown: Lifeguard changed this group 10 min ago; no new change within 30 min;"
+    assert held is not None
+    # Held back until the cooldown of the last change is over, and decided again then.
+    assert held.until == NOW - 10 * 60 + 30 * 60
+    assert held.reason == (
+        "Cooldown: Lifeguard changed this group 10 min ago; no new change within 30 min; Lifeguard decides "
+        f"again at the loop's first failure after {utc(int(held.until * 1000))}."
+    )
     assert rails.cooldown(recent, [change(NOW - 60)], settings, NOW, "") is None  # the same episode goes on
     assert rails.cooldown(recent, [], settings, NOW + 21 * 60, "") is None  # 31 min later
     undone = Ledger(changes=[change(NOW - 60, action="undo")])
@@ -281,10 +288,19 @@ def test_the_cooldown_holds_a_new_episode_but_not_an_escalation() -> None:
 def test_the_daily_cap_counts_the_last_24_hours_only() -> None:
     settings = RemediationSettings(daily_cap=2)
     two = Ledger(changes=[change(NOW - 3600), change(NOW - 7200)])
-    assert (
-        rails.daily_cap(two, settings, NOW)
-        == "Daily cap: Lifeguard already changed this group 2 times in 24 h."
+    held = rails.daily_cap(two, settings, NOW)
+    assert held is not None
+    assert held.until == NOW - 7200 + 24 * 3600  # the oldest of the two is a day old: one more may be made
+    assert held.reason == (
+        "Daily cap: Lifeguard already changed this group 2 times in 24 h. Lifeguard decides again at the "
+        f"loop's first failure after {utc(int(held.until * 1000))}."
     )
+    three = Ledger(changes=[change(NOW - 600), change(NOW - 3600), change(NOW - 7200)])
+    held = rails.daily_cap(three, settings, NOW)
+    assert held is not None
+    assert held.until == NOW - 3600 + 24 * 3600  # two of the three must be a day old
+    assert rails.daily_cap(three, settings, held.until) is not None  # the cap counts a change a day old
+    assert rails.daily_cap(three, settings, held.until + 1) is None
     assert rails.daily_cap(two, settings, NOW + 24 * 3600) is None
     abandoned = Ledger(changes=[change(NOW - 3600), change(NOW - 7200, status="abandoned")])
     assert rails.daily_cap(abandoned, settings, NOW) is None

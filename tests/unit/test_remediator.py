@@ -20,6 +20,7 @@ from botocore.exceptions import ReadTimeoutError, SSLError
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
+from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import DETAIL_KEYS, ControllerEvent, make_detail
@@ -378,6 +379,15 @@ def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited(
     assert event.detail_type == "RemediationSkipped"
     assert event.detail["reason"].startswith("Cooldown: Lifeguard changed this group 4 min ago")
     assert "quarantine would change" in event.detail["reason"]
+    # Held back, not let go: the decision says until when, which scaling_events reads to have the loop,
+    # if it goes on, decided again then.
+    [first] = [e for e in world.history() if e.episode_id == "ep-1"]
+    decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-2", 1)
+    assert decision is not None
+    assert decision.held_until == first.at + 1800
+    assert event.detail["reason"].endswith(
+        f"Lifeguard decides again at the loop's first failure after {utc(int((first.at + 1800) * 1000))}."
+    )
     assert event.detail["diff"] == QUARANTINE_DIFF
     assert world.group()["nodeLifecycleActions"] == TERMINATE
     assert len(world.lifeguard_updates()) == 1
@@ -396,7 +406,13 @@ def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
     world.person_sets(TERMINATE)
     [capped] = remediator.handle_event(world.detection("ep-2"))
     assert capped.detail_type == "RemediationSkipped"
-    assert capped.detail["reason"] == "Daily cap: Lifeguard already changed this group 1 times in 24 h."
+    assert capped.detail["reason"].startswith(
+        "Daily cap: Lifeguard already changed this group 1 times in 24 h."
+    )
+    [first] = [e for e in world.history() if e.episode_id == "ep-1"]
+    decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-2", 1)
+    assert decision is not None
+    assert decision.held_until == first.at + 24 * 3600
     assert len(world.lifeguard_updates()) == 1
     world.clock.advance(24 * 3600)
     [applied] = remediator.handle_event(world.detection("ep-3"))

@@ -40,6 +40,7 @@ __all__ = [
     "Episode",
     "Failure",
     "GroupState",
+    "HeldBack",
     "KnownConfig",
     "ProvenGood",
     "Suspect",
@@ -205,6 +206,8 @@ _FAILURES = list_of(model(Failure))
     unhealthy=_FAILURES,
     failed_after_active_on=optional(integer()),
     also_failing=list_of(string()),
+    hold_read=optional(integer()),
+    held_until=optional(integer()),
 )
 @dataclass(slots=True, kw_only=True)
 class Episode(Model):
@@ -236,6 +239,11 @@ class Episode(Model):
     # `stage/name` of the scripts besides the suspect whose failure ended a failing node's boot
     # (`attribution.also_failing`): a quarantine switches them with it.
     also_failing: list[str] = field(default_factory=list)
+    # The revision whose remediation decision was read (`HeldBack`), and until when (event time, ms) that
+    # decision held Lifeguard's change back (the cooldown, the daily cap): the loop's first failure after
+    # that announces the episode again, at its next revision, to be decided again.
+    hold_read: int | None = None
+    held_until: int | None = None
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""
@@ -651,3 +659,7 @@ class GroupState(Model):
 # Who put a group's configuration in place: (cluster, group, the configuration) -> the events' `changed_by`
 # (`{"arn", "at", "source"}`), or None. The handlers are given one (CloudTrail's reviews, Lifeguard's ledger).
 ChangedBy = Callable[[str, str, KnownConfig], "dict[str, Any] | None"]
+# The remediation's decision on an episode's revision: (cluster, group, episode id, revision) -> whether it
+# is decided (a decision that failed is not: its retry decides), and until when (epoch ms) it held the change
+# back, if the cooldown or the daily cap did. The scaling_events handler is given one (the decisions' items).
+HeldBack = Callable[[str, str, str, int], "tuple[bool, int | None]"]

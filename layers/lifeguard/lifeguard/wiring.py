@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from lifeguard.aws.eventbridge import EventPublisher
     from lifeguard.aws.pcs import PcsGateway
     from lifeguard.detection import DetectionSettings
-    from lifeguard.group_state import ChangedBy, KnownConfig
+    from lifeguard.group_state import ChangedBy, HeldBack, KnownConfig
     from lifeguard.handlers.config_review import ConfigReviewHandler
     from lifeguard.handlers.node_reports import NodeReportsHandler
     from lifeguard.handlers.scaling_events import ScalingEventsHandler
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from lifeguard.remediation import RemediationSettings, Remediator
     from lifeguard.remediation.records import Ledger
     from lifeguard.store.groups import GroupStore
+    from lifeguard.store.remediations import RemediationStore
 
 __all__ = [
     "Wiring",
@@ -141,8 +142,23 @@ def build_scaling_events(
         clock=clock or time.time,
         quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
         changed_by=change_lookup(w),
+        held_back=hold_lookup(ledgers),
         clusters=cluster_ids(),
     )
+
+
+def hold_lookup(ledgers: RemediationStore) -> HeldBack:
+    """The remediation's decision on an episode's revision, as the scaling_events handler asks for it
+    (`HeldBack`): a decision that failed is not made yet (its retry decides)."""
+
+    def held_back(cluster_id: str, group_id: str, episode_id: str, revision: int) -> tuple[bool, int | None]:
+        decision = ledgers.decision(cluster_id, group_id, episode_id, revision)
+        if decision is None or decision.status == "failed":
+            return False, None
+        until = decision.held_until
+        return True, None if until is None else int(until * 1000)
+
+    return held_back
 
 
 # A CloudTrail record of the change is taken for the one that put a configuration in place when it is this

@@ -32,7 +32,7 @@ from lifeguard.detection import (
 )
 from lifeguard.errors import UnlistedClusterError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
-from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, KnownConfig
+from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, HeldBack, KnownConfig
 from lifeguard.handlers.batch import Skips, collector_paused, count_events, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
@@ -195,6 +195,7 @@ class ScalingEventsHandler:
         tag_refresh_seconds: float = 300.0,
         quarantined: Callable[[str, str], set[tuple[str, str]]] = lambda _cluster, _group: set(),
         changed_by: ChangedBy = lambda _cluster, _group, _config: None,
+        held_back: HeldBack = lambda _cluster, _group, _episode, _revision: (True, None),
         clusters: frozenset[str] = frozenset(),
     ) -> None:
         self.store = store
@@ -211,6 +212,9 @@ class ScalingEventsHandler:
         # Who put the group's configuration in place (CloudTrail's review, Lifeguard's ledger): a detection
         # names the change its loop began after.
         self.changed_by = changed_by
+        # The remediation's decision on an episode's revision (Lifeguard's decisions): a change the cooldown
+        # or the daily cap held back is decided again once the hold is over (`_past_hold`).
+        self.held_back = held_back
         # Each cluster's last listing, for the proofs of later batches (`KeptListings`).
         self.listings = KeptListings()
         # The stack's ClusterIds (empty: every cluster of the account). A scaling-log group several stacks
@@ -469,6 +473,9 @@ class ScalingEventsHandler:
             # proof, or an unhealthy termination.
             beyond_maps = state.episode is not None
             late_launches: list[ScalingLogRecord] = []  # LAUNCHED records of nodes already seen ACTIVE
+            # The episode's revision as the batch found it: the one whose remediation decision may be made
+            # by now, read at most once a batch (`_past_hold`); one this batch announces is decided later.
+            hold = _HoldCheck(state.episode)
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
@@ -524,6 +531,7 @@ class ScalingEventsHandler:
                     self._settle(state, refresh, change, runs)
                 if failure and state.episode is not None:
                     self._bear_out(state, change, runs)
+                    self._past_hold(state, record, change, runs, hold)
                 if failed_after_active:
                     _note_failed_after_active(state, record.instance_id or "")
                 if unhealthy:
@@ -796,6 +804,58 @@ class ScalingEventsHandler:
         reason = f"{reason}; {said}" if said else reason
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
+    def _past_hold(
+        self,
+        state: GroupState,
+        record: ScalingLogRecord,
+        change: Change,
+        runs: GroupEvidence,
+        hold: _HoldCheck,
+    ) -> None:
+        """A failure of an open loop whose remediation the cooldown or the daily cap held back: once the hold
+        is over, the loop going on is announced again, at the episode's next revision, so remediation
+        decides again (held back, not let go: a loop left alone after a page nobody answered burns
+        instances all night). The decision is read once per revision (again on later failures while it is
+        not made yet, at most once a batch, and not in the batch that announced it); a contained episode,
+        or one the scaling log does not bear out, has nothing for remediation to decide."""
+        episode = state.episode
+        assert episode is not None
+        if episode.contained_at is not None or "scaling_log" not in episode_signals(episode):
+            return
+        if episode.hold_read != episode.revision:
+            if hold.asked or hold.revision != (episode.episode_id, episode.revision):
+                return
+            hold.asked = True
+            decided, until = self.held_back(
+                state.cluster_id, state.group_id, episode.episode_id, episode.revision
+            )
+            if not decided:
+                return
+            episode.hold_read, episode.held_until = episode.revision, until
+            change.changed = True
+        held_until = episode.held_until
+        if held_until is None or record.event_timestamp <= held_until:
+            return  # the rails hold a change up to that time itself
+        settings = self._settings(state)
+        since = state.last_episode.resolved_at if state.last_episode else None
+        detection = detect(state, settings, episode.config_modified_at, since)
+        episode.held_until = None
+        change.changed = True
+        if settings.mode == "off" or detection is None:
+            return  # nothing to decide again: the group is left alone, or its failures are no loop now
+        episode.kind = detection.kind
+        episode.failures = list(detection.failures)
+        said = _attribute(state, episode, runs)
+        episode.revision += 1
+        reason = (
+            f"the loop went on after the hold on Lifeguard's change ended at {utc(held_until)}: "
+            f"{len(detection.failures)} instances TERMINATED/BOOTSTRAP_FAILED within "
+            f"{settings.window_minutes} min, on the same configuration; decided again"
+        )
+        logger.warning("group %s: %s", state.group_id, reason)
+        reason = f"{reason}; {said}" if said else reason
+        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
     def _detect_replacement(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
     ) -> None:
@@ -946,6 +1006,17 @@ class ScalingEventsHandler:
             )
         logger.warning("group %s: %s", state.group_id, reason)
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+
+class _HoldCheck:
+    """The open episode's revision (id, revision) as a batch found it, and whether the batch read its
+    remediation decision (`ScalingEventsHandler._past_hold`)."""
+
+    __slots__ = ("asked", "revision")
+
+    def __init__(self, episode: Episode | None) -> None:
+        self.revision = (episode.episode_id, episode.revision) if episode is not None else None
+        self.asked = False
 
 
 def _other_cluster(cluster_id: str | None, watched: frozenset[str]) -> str | None:

@@ -21,7 +21,7 @@ group, asks the rails in order, and applies what they let through:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.detection import TAG_MODE
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DAY_SECONDS",
+    "Hold",
     "already_remediated",
     "configuration_moved",
     "cooldown",
@@ -232,9 +233,24 @@ def dry_run(mode: str, settings: RemediationSettings, would: str) -> str | None:
     return f"{DRY_RUN_SAID}{why}), nothing was changed; {would}".strip()
 
 
+class Hold(NamedTuple):
+    """A change the cooldown or the daily cap holds back: why, and until when (epoch seconds). The loop's
+    first failure after that has it decided again (scaling_events announces it at its next revision):
+    held back, not let go."""
+
+    reason: str
+    until: float
+
+
+def _held(reason: str, until: float) -> Hold:
+    return Hold(
+        f"{reason} Lifeguard decides again at the loop's first failure after {utc(int(until * 1000))}.", until
+    )
+
+
 def cooldown(
     ledger: Ledger, earlier: list[AppliedChange], settings: RemediationSettings, now: float, would: str
-) -> str | None:
+) -> Hold | None:
     """No new change of a group within the cooldown of Lifeguard's last one (an escalation of the same
     episode is not held back: the loop it answers is still going)."""
     if earlier:
@@ -242,17 +258,21 @@ def cooldown(
     recent = ledger.made_since(now - settings.cooldown_seconds)
     if not recent:
         return None
-    return (
+    reason = (
         f"Cooldown: Lifeguard changed this group {int((now - recent[-1]) / 60)} min ago; "
         f"no new change within {int(settings.cooldown_seconds / 60)} min; {would}"
     ).strip()
+    return _held(reason, recent[-1] + settings.cooldown_seconds)
 
 
-def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> str | None:
-    """At most `daily_cap` changes of one group in 24 hours."""
-    if len(ledger.made_since(now - DAY_SECONDS)) < settings.daily_cap:
+def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> Hold | None:
+    """At most `daily_cap` changes of one group in 24 hours (a rolling day: the hold ends when the oldest
+    change that keeps the count at the cap is a day old)."""
+    made = ledger.made_since(now - DAY_SECONDS)
+    if len(made) < settings.daily_cap:
         return None
-    return f"Daily cap: Lifeguard already changed this group {settings.daily_cap} times in 24 h."
+    reason = f"Daily cap: Lifeguard already changed this group {settings.daily_cap} times in 24 h."
+    return _held(reason, made[len(made) - settings.daily_cap] + DAY_SECONDS)
 
 
 def _already(last: AppliedChange) -> str:

@@ -173,15 +173,24 @@ class Ledger(Model):
             self.let_go_oldest()
 
 
-@checked(status=_TEXT, events=list_of(json_object()), published=boolean(), deliveries=integer())
+@checked(
+    status=_TEXT,
+    events=list_of(json_object()),
+    published=boolean(),
+    deliveries=integer(),
+    held_until=optional(number()),
+)
 @dataclass(slots=True, kw_only=True)
 class Decision(Model):
-    """The outcome of one detection (episode, revision): events published and how often it came."""
+    """The outcome of one detection (episode, revision): events published and how often it came; for a
+    change the cooldown or the daily cap held back, until when (epoch seconds: the loop's first failure
+    after that has it decided again, at the episode's next revision)."""
 
     status: str  # applied | skipped | failed
     events: list[dict[str, Any]] = field(default_factory=list)
     published: bool = False
     deliveries: int = 1
+    held_until: float | None = None
 
 
 @checked(

@@ -124,6 +124,7 @@ class _Verdict:
     plan: Plan | None = None
     refused: bool = False  # the detection matched no open episode: no decision is recorded for it
     held_by_dry_run: bool = False  # mode notify or the stack's DryRun held the change back (the audit's)
+    held_until: float | None = None  # the cooldown or the daily cap held it back until then (`rails.Hold`)
 
 
 class _GroupRead(NamedTuple):
@@ -229,7 +230,9 @@ class Remediator:
                 self.metric(event.detail_type, 1)
             else:
                 decided = (detection.episode_id, detection.revision)
-                decision = Decision(status=outcome.status, events=[event.to_dict()])
+                decision = Decision(
+                    status=outcome.status, events=[event.to_dict()], held_until=outcome.held_until
+                )
                 self.store.save_audited_decision(
                     cluster_id, group_id, decided, decision=decision, entry=entry, now=now
                 )
@@ -470,14 +473,18 @@ class Remediator:
             return _Verdict("skipped", mode, plan.action, too_large, True, before)
         now = self.clock()
         dry = rails.dry_run(mode, self.settings, would)
-        held = dry or (
+        if dry:
+            return _Verdict("skipped", mode, plan.action, dry, True, before, plan, held_by_dry_run=True)
+        hold = (
             rails.cooldown(ledger, earlier, self.settings, now, would)
             or rails.daily_cap(ledger, self.settings, now)
             if paced
             else None
         )
-        if held:
-            return _Verdict("skipped", mode, plan.action, held, True, before, plan, held_by_dry_run=bool(dry))
+        if hold:
+            return _Verdict(
+                "skipped", mode, plan.action, hold.reason, True, before, plan, held_until=hold.until
+            )
         said = f"Applied {plan.action}: {notes}." if notes else f"Applied {plan.action}."
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."

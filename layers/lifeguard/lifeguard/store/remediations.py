@@ -146,9 +146,11 @@ class RemediationStore:
         self._put(cluster_id, group_id, LEDGER, ledger)
 
     def decision(self, cluster_id: str, group_id: str, episode_id: str, revision: int) -> Decision | None:
-        """The decision taken on a detection, if any."""
-        doc = self._get(cluster_id, group_id, _decision_key(episode_id, revision))
-        return Decision.model_validate(doc) if doc else None
+        """The decision taken on a detection, if any; UnreadableStateError for an item no release of
+        Lifeguard wrote (as `ledger`)."""
+        with reading("decision", group_id):
+            doc = self._get(cluster_id, group_id, _decision_key(episode_id, revision))
+            return Decision.model_validate(doc) if doc else None
 
     def save_decision(
         self, cluster_id: str, group_id: str, detection: tuple[str, int], *, decision: Decision, now: float
