@@ -292,7 +292,7 @@ def test_the_daily_cap_counts_the_last_24_hours_only() -> None:
     assert held is not None
     assert held.until == NOW - 7200 + 24 * 3600  # the oldest of the two is a day old: one more may be made
     assert held.reason == (
-        "Daily cap: Lifeguard already changed this group 2 times in 24 h. Lifeguard decides again at the "
+        "Daily cap: Lifeguard already changed this group 2 times in 24 h; Lifeguard decides again at the "
         f"loop's first failure after {utc(int(held.until * 1000))}."
     )
     three = Ledger(changes=[change(NOW - 600), change(NOW - 3600), change(NOW - 7200)])

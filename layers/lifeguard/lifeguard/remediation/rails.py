@@ -243,8 +243,10 @@ class Hold(NamedTuple):
 
 
 def _held(reason: str, until: float) -> Hold:
+    """The hold, its reason saying when it ends (one sentence, as every event's `reason`)."""
+    when = utc(int(until * 1000))
     return Hold(
-        f"{reason} Lifeguard decides again at the loop's first failure after {utc(int(until * 1000))}.", until
+        f"{reason.rstrip('.; ')}; Lifeguard decides again at the loop's first failure after {when}.", until
     )
 
 
