@@ -385,7 +385,7 @@ def test_an_event_a_rule_could_not_park_is_alarmed(monkeypatch: pytest.MonkeyPat
     assert len(rules) == 3
     alarmed = {}
     for alarm in (v["Properties"] for v in everything.values() if v["Type"] == "AWS::CloudWatch::Alarm"):
-        if alarm["MetricName"] == "InvocationsFailedToBeSentToDlq":
+        if alarm.get("MetricName") == "InvocationsFailedToBeSentToDlq":
             assert alarm["Namespace"] == "AWS/Events"
             dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
             [rule] = _references(dimensions["RuleName"])
@@ -751,6 +751,54 @@ def test_what_a_successful_batch_cannot_say_is_alarmed(metric: str) -> None:
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
     if metric == "LaunchFailures":  # a moment's shortage, which PCS's next launch gets past, pages no one
         assert (alarm["Period"], alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (300, 3, 2)
+
+
+def test_a_subscription_cloudwatch_logs_cannot_deliver_is_alarmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CloudWatch Logs failing to hand a batch to its function (the function's permission for it taken away)
+    leaves no error in Lifeguard and nothing in a queue: each subscribed log group's DeliveryErrors pages."""
+    everything = _translated(monkeypatch)["Resources"]
+    subscribed = [
+        v["Properties"]["LogGroupName"]
+        for v in everything.values()
+        if v["Type"] == "AWS::Logs::SubscriptionFilter"
+    ]
+    assert len(subscribed) == 2
+    alarmed = [
+        alarm
+        for alarm in (v["Properties"] for v in everything.values() if v["Type"] == "AWS::CloudWatch::Alarm")
+        if (alarm.get("Namespace"), alarm.get("MetricName")) == ("AWS/Logs", "DeliveryErrors")
+    ]
+    assert sorted(json.dumps(a["Dimensions"], sort_keys=True) for a in alarmed) == sorted(
+        json.dumps([{"Name": "LogGroupName", "Value": group}], sort_keys=True) for group in subscribed
+    )
+    for alarm in alarmed:
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+        assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_a_scaling_log_read_but_mostly_skipped_is_alarmed() -> None:
+    """Records skipped as unreadable (PCS's format changed) leave every batch successful and Lifeguard blind:
+    the share skipped of 15 minutes, of ten records or more, pages past half; of the metrics scaling_events
+    emits, in the namespace and service the functions emit them under."""
+    found = template()
+    environment = found["Globals"]["Function"]["Environment"]["Variables"]
+    alarm = found["Resources"]["RecordsSkippedAlarm"]["Properties"]
+    stats = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert {stat["Metric"]["MetricName"] for stat in stats.values()} == {"RecordsSkipped", "RecordsProcessed"}
+    emitted = (
+        Path(__file__).parents[2] / "layers/lifeguard/lifeguard/handlers/scaling_events.py"
+    ).read_text()
+    for stat in stats.values():
+        metric = stat["Metric"]
+        assert f'metric("{metric["MetricName"]}"' in emitted
+        assert metric["Namespace"] == environment["POWERTOOLS_METRICS_NAMESPACE"]
+        assert metric["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
+    [expression] = [m for m in alarm["Metrics"] if "Expression" in m]
+    by_id = {stat["Metric"]["MetricName"]: key for key, stat in stats.items()}
+    skipped, processed = by_id["RecordsSkipped"], by_id["RecordsProcessed"]
+    assert expression["Expression"] == f"IF({processed} >= 10, FILL({skipped}, 0) / {processed}, 0)"
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0.5, "GreaterThanThreshold")
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
 
 
 def test_the_longest_cluster_id_the_stack_takes_names_a_delivery_source_cloudwatch_takes() -> None:
