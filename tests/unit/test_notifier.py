@@ -476,3 +476,32 @@ def test_an_episode_is_noted_resolved_at_its_highest_revision_and_a_failed_note_
     [(summary, _)] = sns.sent
     assert summary.severity == "high"
     assert not summary.headline.startswith("Delivered late")
+
+
+def test_a_claim_that_could_not_be_given_back_holds_off_no_retry_past_its_invocation() -> None:
+    """A send failed, and so did the DeleteItem that gives its claim back: the claim held for 650 s, so
+    Lambda's two retries (a minute and three later) each found it "being sent by another invocation" and the
+    event was parked without another try. A claim holds until its invocation ends, and 15 s more."""
+    table, clock = FakeDynamoDB(), Clock()
+    store = NoticeStore(table, "t", clock=clock)
+    sns = Channel("sns", failures=1)
+    left = {"seconds": 40.0}  # what the invocation has left when it claims
+    notifier = Notifier([sns], store, sleep=lambda _: None, clock=clock, time_left=lambda: left["seconds"])
+    table.fail["DeleteItem"] = [client_error("ThrottlingException", "DeleteItem")]
+    with pytest.raises(NotificationError, match="sns is down"):
+        notifier.handle_event(applied_event())
+    [claim] = [item for item in table.items.values() if "sending_until" in item]
+    assert float(claim["sending_until"]["N"]) == clock.now + 40.0 + 15.0
+    clock.now += 60.0  # Lambda's first retry
+    assert notifier.handle_event(applied_event()).sent == ["sns"]
+    assert len(sns.sent) == 1
+    # A lease never passes CLAIM_LEASE_SECONDS, whatever the invocation says it has left.
+    left["seconds"] = 10_000.0
+    sns.failures = 1
+    table.fail["DeleteItem"] = [client_error("ThrottlingException", "DeleteItem")]
+    with pytest.raises(NotificationError):
+        notifier.handle_event(applied_event(revision=2))
+    longest = max(
+        float(item["sending_until"]["N"]) for item in table.items.values() if "sending_until" in item
+    )
+    assert longest == clock.now + CLAIM_LEASE_SECONDS

@@ -168,3 +168,23 @@ def test_who_changed_a_configuration_is_lifeguard_when_its_ledger_holds_that_ver
         )
     )
     assert changed_by(cluster, group, theirs)["source"] == "cloudtrail"
+
+
+def test_notify_claims_each_message_until_its_invocation_ends() -> None:
+    """The function's time left bounds each claim (`Notifier._claim`): a claim its failed send could not give
+    back holds off no retry of Lambda's."""
+    from tests.unit.fakes import FakeDynamoDB
+
+    table = FakeDynamoDB()
+    notifier = build_notify(
+        "t",
+        topic_arn="arn:aws:sns:us-east-1:123456789012:t",
+        clients=lambda service, **_: table if service == "dynamodb" else _SnsDown(),
+        clock=lambda: 1_000.0,
+        time_left=lambda: 30.0,
+    )
+    table.fail["DeleteItem"] = [client_error("ThrottlingException", "DeleteItem")]
+    with pytest.raises(NotificationError):
+        notifier.handle_event(applied_event())
+    [claim] = [item for item in table.items.values() if "sending_until" in item]
+    assert float(claim["sending_until"]["N"]) == 1_000.0 + 30.0 + 15.0

@@ -300,6 +300,7 @@ def build_notify(
         metric=metric,
         wait_for_others_seconds=WAIT_FOR_OTHERS_SECONDS,
         failed_then=TRIED_THEN_PARKED if retried else "",
+        time_left=time_left,
     )
 
 

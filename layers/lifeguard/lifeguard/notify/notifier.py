@@ -21,7 +21,7 @@ from lifeguard.errors import LifeguardError
 from lifeguard.event_contract import DETAIL_TYPES, clean_detail
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify.summary import Summary, summarize
-from lifeguard.store.notices import NoticeStore
+from lifeguard.store.notices import CLAIM_LEASE_SECONDS, CLAIM_MARGIN_SECONDS, NoticeStore
 
 __all__ = ["Channel", "NotificationError", "Notifier", "NotifyResult"]
 
@@ -86,6 +86,7 @@ class Notifier:
         failed_then: str = "",
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        time_left: Callable[[], float] | None = None,
     ) -> None:
         self.channels = list(channels)
         self.notices = notices
@@ -94,15 +95,20 @@ class Notifier:
         self.failed_then = failed_then  # what becomes of an event a channel did not get, said with it
         self._sleep = sleep
         self._clock = clock
+        self._time_left = time_left  # the seconds the invocation has left (None: no end known)
 
     def _claim(self, notices: NoticeStore, group: tuple[str, str], key: str, channel: str) -> str:
         """The claim of (`key`, `channel`); while another invocation is sending it, looked at again every
-        second for `wait_for_others_seconds`: it is sent by then (or given back, and claimed here)."""
-        claim = notices.claim(group, key, channel)
+        second for `wait_for_others_seconds`: it is sent by then (or given back, and claimed here). The
+        claim holds until the invocation ends, when that is known (`CLAIM_MARGIN_SECONDS` more)."""
+        lease = CLAIM_LEASE_SECONDS
+        if self._time_left is not None:
+            lease = min(lease, max(self._time_left(), 0.0) + CLAIM_MARGIN_SECONDS)
+        claim = notices.claim(group, key, channel, lease_seconds=lease)
         until = self._clock() + self.wait_for_others_seconds
         while claim == "sending" and self._clock() + 1.0 <= until:
             self._sleep(1.0)
-            claim = notices.claim(group, key, channel)
+            claim = notices.claim(group, key, channel, lease_seconds=lease)
         return claim
 
     def _late(self, group: tuple[str, str], detail_type: str, detail: Mapping[str, Any]) -> bool:

@@ -13,13 +13,24 @@ from lifeguard.store.table import ConditionFailedError, Item, Table, group_key, 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-__all__ = ["CLAIM_LEASE_SECONDS", "NOTICE_TTL_SECONDS", "Claim", "Group", "NoticeStore"]
+__all__ = [
+    "CLAIM_LEASE_SECONDS",
+    "CLAIM_MARGIN_SECONDS",
+    "NOTICE_TTL_SECONDS",
+    "Claim",
+    "Group",
+    "NoticeStore",
+]
 
 NOTICE_TTL_SECONDS = 30 * 24 * 3600
-# How long a claim holds while its message is being sent: longer than the notify function may run (its
-# Timeout, 600 s), so a live sender is never doubled, and short enough that the retry of an invocation
-# Lambda stopped (at its timeout, in a long wait for Slack) takes it over instead of finding it "sent".
+# How long a claim holds while its message is being sent, at most: longer than the notify function may run
+# (its Timeout, 600 s), so a live sender is never doubled, and short enough that the retry of an invocation
+# Lambda stopped (at its timeout, in a long wait for Slack) takes it over instead of finding it "sent". A
+# sender that knows when its invocation ends claims until then and CLAIM_MARGIN_SECONDS more (clocks
+# apart): a claim it could not give back (its send failed, and so did the DeleteItem) then holds off no
+# retry of Lambda's, a minute later or more.
 CLAIM_LEASE_SECONDS = 650.0
+CLAIM_MARGIN_SECONDS = 15.0
 # Claims tried when the one that held it is given back between the claim and its read (its send failed).
 CLAIM_ATTEMPTS = 3
 Group = tuple[str, str]  # (cluster id, compute node group id) an event is about
@@ -51,8 +62,10 @@ class NoticeStore:
         """The table's name."""
         return self._table.name
 
-    def claim(self, group: Group, key: str, channel: str) -> Claim:
-        """Claim sending `key` to `channel`, for `CLAIM_LEASE_SECONDS`: "claimed", or "sent" when it went
+    def claim(
+        self, group: Group, key: str, channel: str, *, lease_seconds: float = CLAIM_LEASE_SECONDS
+    ) -> Claim:
+        """Claim sending `key` to `channel`, for `lease_seconds`: "claimed", or "sent" when it went
         out already, or "sending" while another invocation's claim holds. A claim given back between this
         one's refusal and its read (the other's send failed) is no message sent: it is claimed again. A
         claim whose answer was lost and that botocore sent again meets itself: it is known by its holder
@@ -65,7 +78,7 @@ class NoticeStore:
                 self._table.put(
                     {
                         **where,
-                        "sending_until": {"N": f"{now + CLAIM_LEASE_SECONDS:.3f}"},
+                        "sending_until": {"N": f"{now + lease_seconds:.3f}"},
                         "holder": holder,
                         "expires_at": {"N": str(int(now) + NOTICE_TTL_SECONDS)},
                     },
