@@ -71,11 +71,15 @@ def test_a_new_revision_of_the_same_event_is_a_new_message() -> None:
     assert sns.sent[1][0].headline.startswith("Update 2 of episode ep-1")
 
 
-def test_a_failing_channel_never_blocks_another_and_the_retry_sends_only_what_was_missing() -> None:
+def test_a_failing_channel_never_blocks_another_and_the_retry_sends_only_what_was_missing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     sns, slack = Channel("sns"), Channel("slack", failures=1)
     notify, metrics = controller(slack, sns)
     with pytest.raises(NotificationError, match=r"not delivered to slack \(slack is down\)"):
         notify.handle_event(applied_event())
+    [said] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert said.endswith("(group pcs_abcdef01 of cluster pcs_abc123de45) failed: slack is down")
     assert len(sns.sent) == 1
     assert metrics.count("NotificationFailures") == 1
     retry = notify.handle_event(applied_event())

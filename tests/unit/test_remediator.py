@@ -568,15 +568,25 @@ def test_a_throttled_pcs_is_retried_after_its_retry_after_seconds_on_the_injecte
     assert world.group()["nodeLifecycleActions"] == QUARANTINED
 
 
-def test_throttling_that_outlasts_the_retries_parks_the_event_and_its_retry_applies_it() -> None:
+def test_throttling_that_outlasts_the_retries_parks_the_event_and_its_retry_applies_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     world = World()
     world.pcs.inject_fault(
         "ThrottlingException", operation="UpdateComputeNodeGroup", times=6, retry_after_seconds=2
     )
     remediator = world.remediator()
     event = world.detection()
-    with pytest.raises(RemediationParkedError, match="ThrottlingException"):
+    with pytest.raises(
+        RemediationParkedError, match=f"^group {GROUP} of cluster {CLUSTER}: .*ThrottlingException"
+    ):
         remediator.handle_event(event)
+    # One error line of the layer's own names the group and its cluster (Lambda's record of the exception is
+    # the function's).
+    [said] = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert said.startswith(
+        f"group {GROUP} of cluster {CLUSTER}: UpdateComputeNodeGroup failed: ThrottlingException"
+    )
     assert world.sleeps == [2, 2, 4, 8, 16]  # retryAfterSeconds, or the backoff when it is longer
     assert world.group()["nodeLifecycleActions"] == TERMINATE
     [(detail_type, detail)] = world.bus.events()

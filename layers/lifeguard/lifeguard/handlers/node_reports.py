@@ -201,9 +201,14 @@ class NodeReportsHandler:
             # meanwhile are out of their outboxes, not made again: counted now.
             count_events(summary.events, self.metric)
             raise failure
-        for (_, group_id), why in sorted(damaged.items()):
+        for (cluster_id, group_id), why in sorted(damaged.items()):
             # Its reports are stored: they are judged once the item is mended or deleted.
-            logger.error("group %s not judged: %s; mend or delete that item", clip(group_id), why)
+            logger.error(
+                "group %s of cluster %s not judged: %s; mend or delete that item",
+                clip(group_id),
+                clip(cluster_id),
+                why,
+            )
         # And groups PCS would not give (a refused read: permissions, a value it will not take), as
         # scaling_events counts them: their reports are stored and judged again with the next report.
         unreadable = set(damaged) | set(reads.unreadable if reads is not None else ())

@@ -198,7 +198,14 @@ class Notifier:
             except Exception as exc:  # noqa: BLE001 (one channel's failure must never stop another)
                 result.failed[channel.name] = str(exc)
                 self.metric("NotificationFailures", 1)
-                logger.error("%s notification of %s failed: %s", channel.name, key, exc)
+                logger.error(
+                    "%s notification of %s (group %s of cluster %s) failed: %s",
+                    channel.name,
+                    key,
+                    clip(group[1]),
+                    clip(group[0]),
+                    exc,
+                )
                 # Only a claim this invocation holds is given back: one that failed or found the pair sent
                 # (or held by another invocation) is not its own to delete.
                 if self.notices is not None and claim == "claimed":

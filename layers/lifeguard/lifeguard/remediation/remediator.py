@@ -245,7 +245,9 @@ class Remediator:
         finally:
             self.store.release(cluster_id, group_id, holder)
         if outcome.status == "failed":
-            raise RemediationParkedError(f"{group_id}: {outcome.reason}")
+            said = f"group {group_id} of cluster {cluster_id}: {outcome.reason}"
+            logger.error("%s", said)  # one line naming the group, beside Lambda's record of the error
+            raise RemediationParkedError(said)
         return [event]
 
     # -- steps --
@@ -261,7 +263,7 @@ class Remediator:
             logger.error("BootstrapLoopDetected event ignored: %s", reason)
             self.metric("InvalidEvents", 1)
             return []
-        logger.error("group %s: %s", group_id, reason)
+        logger.error("group %s of cluster %s: %s", group_id, cluster_id, reason)
         episode_id, revision = detail["episode_id"], detail.get("revision") or 1
         said_back = {**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None}
         said_back.update(config_after=None, diff=[], action=None)
