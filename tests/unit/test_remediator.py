@@ -264,6 +264,21 @@ def test_revert_puts_back_the_proven_good_configuration() -> None:
     assert len(world.lifeguard_updates()) == 1
 
 
+def test_a_revert_to_an_old_proof_says_how_old_it_is() -> None:
+    """A revert puts back the last configuration a node proved, however long ago, taking out whatever was
+    changed since: the reason says how many days old the proof is."""
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    proven_at = utc(1792540117000)
+    [fresh] = world.remediator().handle_event(world.detection())
+    assert fresh.detail["reason"].endswith(f"proven good by i-0a1b2c3d4e5f60718 at {proven_at}.")  # hours old
+    world = World(tags={"lifeguard:mode": "revert"})
+    world.prove_good(GOOD)
+    world.clock.advance(200 * 86_400)
+    [old] = world.remediator().handle_event(world.detection())
+    assert old.detail["reason"].endswith(f"proven good by i-0a1b2c3d4e5f60718 at {proven_at}, 200 days ago.")
+
+
 def no_script_failed(world: World) -> dict[str, Any]:
     """A detection whose failing nodes reported every script they ran as succeeded."""
     event = world.detection()

@@ -457,7 +457,7 @@ class Remediator:
                     detection.suspect_script,
                     good.node_lifecycle_actions if good else None,
                     self.settings.node_bundle if read.drain else None,
-                    _proof(good) if good else None,
+                    _proof(good, self.clock()) if good else None,
                     state.episode.no_script_failed if state.episode else False,
                     tuple(change.config_before for change in earlier if change.config_before),
                     _looped_since(ledger, good.proven_at) if good else (),
@@ -1049,10 +1049,13 @@ def _plan_of(change: AppliedChange) -> Plan:
     )
 
 
-def _proof(good: ProvenGood) -> str:
-    """Which node proved a configuration, when, and on what evidence."""
+def _proof(good: ProvenGood, now: float) -> str:
+    """Which node proved a configuration, when (how many days before `now`, once a day or more: a revert
+    to an old proof takes out whatever changed since), and on what evidence."""
     evidence = f" ({good.evidence})" if good.evidence else ""
-    return f"{good.instance_id} at {utc(good.proven_at)}{evidence}"
+    days = int((now * 1000 - good.proven_at) // 86_400_000)
+    ago = f", {days} day{'s' if days != 1 else ''} ago" if days >= 1 else ""
+    return f"{good.instance_id} at {utc(good.proven_at)}{ago}{evidence}"
 
 
 def _unconfirmed_reason(what: str) -> str:
