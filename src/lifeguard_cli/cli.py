@@ -23,6 +23,7 @@ from lifeguard_cli.lint import lint_files, render_lint
 
 if TYPE_CHECKING:
     from lifeguard.errors import AwsCallError
+    from lifeguard_cli.operate import StackHealth
 
 __all__ = ["app", "main"]
 
@@ -868,8 +869,13 @@ def status(
             err=True,
         )
     stack = operator.stack
+    health = operator.health()
     if as_json:
-        document = {"stack": stack.to_dict() if stack else None, "groups": [row.to_dict() for row in rows]}
+        document = {
+            "stack": stack.to_dict() if stack else None,
+            "health": health.to_dict() if health else None,
+            "groups": [row.to_dict() for row in rows],
+        }
         typer.echo(json.dumps(document, indent=2))
         return
     view = make_table("cluster", "group", "mode", "open episode", "last action (UTC)")
@@ -907,6 +913,10 @@ def status(
         lines = [f"notifications: {told}; alarms: {stack.alarms or '-'}"]
         if stack.parked:
             lines.append(f"parked events (inspect and redrive): {stack.parked}")
+        if health is not None:
+            lines.append(_health_line(health))
+            lines.extend(f"attention: {said}" for said in health.attention(stack))
+            lines.extend(f"not read: {said}" for said in health.unread)
         _say(console, lines)  # an ARN, a queue's URL copied whole
     if rows:
         show_table(console, view)
@@ -914,6 +924,22 @@ def status(
         console.print(f"Lifeguard has seen no compute node group of cluster {cluster}.", markup=False)
     else:
         console.print("Lifeguard has seen no compute node group yet.")
+
+
+def _health_line(health: StackHealth) -> str:
+    """The stack's health in one line: what waits in its queues, who is told, which alarms fire."""
+
+    def count(value: int | None) -> str:
+        return "?" if value is None else str(value)
+
+    firing = health.alarms_firing
+    alarms = "?" if firing is None else (str(len(firing)) if firing else "none")
+    return (
+        f"health: parked events {count(health.parked_events)}, failed batches "
+        f"{count(health.failed_batches)}; subscribers: notifications "
+        f"{count(health.notification_subscribers)}, alarms {count(health.alarm_subscribers)}; alarms in "
+        f"ALARM: {alarms}"
+    )
 
 
 @app.command(cls=_Command)

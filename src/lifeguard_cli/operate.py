@@ -158,6 +158,7 @@ class StackView:
     slack: bool = False
     alarms: str | None = None
     parked: str | None = None
+    failed: str | None = None  # the queue of scaling-log and node-report batches that failed every retry
 
     def to_dict(self) -> dict[str, Any]:
         """As `--json` prints it."""
@@ -171,7 +172,65 @@ class StackView:
             "slack": self.slack,
             "alarm_topic": self.alarms,
             "parked_events_queue": self.parked,
+            "failed_batches_queue": self.failed,
         }
+
+
+# Read at most this many of a topic's subscriptions, or of the stack's alarms in ALARM: enough to say
+# "some" (a count past it is said as at least that many).
+HEALTH_READ_MAX = 100
+
+
+@dataclass(frozen=True)
+class StackHealth:
+    """Whether the deployed stack can do its work, as its queues, topics and alarms say now: what waits in
+    each queue, who is told (confirmed subscriptions of each topic), and which of its alarms are firing.
+    None where it was not read: `unread` says why, one line each (the operator's permissions)."""
+
+    parked_events: int | None = None
+    failed_batches: int | None = None
+    notification_subscribers: int | None = None
+    alarm_subscribers: int | None = None
+    alarms_firing: tuple[str, ...] | None = None
+    unread: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `--json` prints it."""
+        return {
+            "parked_events": self.parked_events,
+            "failed_batches": self.failed_batches,
+            "notification_subscribers": self.notification_subscribers,
+            "alarm_subscribers": self.alarm_subscribers,
+            "alarms_firing": list(self.alarms_firing) if self.alarms_firing is not None else None,
+            "unread": list(self.unread),
+        }
+
+    def attention(self, stack: StackView) -> list[str]:
+        """What needs someone, one sentence each (empty when nothing does, as far as was read)."""
+        said = []
+        if self.parked_events:
+            said.append(
+                f"{self.parked_events} event(s) parked after every retry (remediations, notifications, "
+                f"reviews): inspect and redrive them from {stack.parked}"
+            )
+        if self.failed_batches:
+            said.append(
+                f"{self.failed_batches} scaling-log or node-report batch(es) failed after every retry: "
+                f"their error and records are in {stack.failed}"
+            )
+        if self.notification_subscribers == 0 and not stack.slack:
+            said.append(
+                "no one is subscribed to the notification topic and no Slack webhook is set: loops are told "
+                f"to no one (aws sns subscribe --topic-arn {stack.topic} ...)"
+            )
+        if self.alarm_subscribers == 0:
+            said.append(
+                f"no one is subscribed to the alarm topic: Lifeguard's own failures page no one (aws sns "
+                f"subscribe --topic-arn {stack.alarms} ...)"
+            )
+        if self.alarms_firing:
+            said.append(f"alarms in ALARM: {', '.join(self.alarms_firing)}")
+        return said
 
 
 @dataclass(frozen=True)
@@ -245,6 +304,7 @@ def open_operator(
         slack=bool(deployment.parameters.get("SlackWebhookSecretArn")),
         alarms=deployment.outputs.get("AlarmTopicArn"),
         parked=deployment.outputs.get("ParkedEventsQueueUrl"),
+        failed=deployment.outputs.get("FailedBatchesQueueUrl"),
     )
     return Operator(deployment.output("StateTableName"), client=deployment.client, stack=stack)
 
@@ -284,6 +344,71 @@ class Operator:
         return self._pcs_client
 
     # -- status and history --
+
+    def health(self) -> StackHealth | None:
+        """The deployed stack's health (`StackHealth`; None without a stack: `--table`). A read refused or
+        failed is said in `unread`, and the rest is read all the same."""
+        from lifeguard_cli.deployment import aws_error_line
+
+        stack = self.stack
+        if stack is None:
+            return None
+        unread: list[str] = []
+
+        def read(what: str, call: Callable[[], Any]) -> Any:
+            try:
+                return call()
+            except Exception as exc:  # noqa: BLE001 (each read on its own: the others still tell)
+                unread.append(f"{what}: {aws_error_line(exc) or clip(str(exc), 200)}")
+                return None
+
+        def waiting(url: str | None) -> int | None:
+            if not url:
+                return None
+            attributes = self.client("sqs").get_queue_attributes(
+                QueueUrl=url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+            return sum(int(attributes.get(name, 0)) for name in attributes)
+
+        def subscribers(topic: str | None) -> int | None:
+            if not topic:
+                return None
+            pages = self.client("sns").get_paginator("list_subscriptions_by_topic").paginate(TopicArn=topic)
+            confirmed = 0
+            for page in pages:
+                confirmed += sum(
+                    1
+                    for subscription in page.get("Subscriptions", [])
+                    if subscription.get("SubscriptionArn", "").startswith("arn:")
+                )
+                if confirmed >= HEALTH_READ_MAX:
+                    break
+            return confirmed
+
+        def firing() -> tuple[str, ...]:
+            pages = (
+                self.client("cloudwatch")
+                .get_paginator("describe_alarms")
+                .paginate(AlarmNamePrefix=f"{stack.stack_name}-", StateValue="ALARM")
+            )
+            names: list[str] = []
+            for page in pages:
+                alarms = [*page.get("MetricAlarms", []), *page.get("CompositeAlarms", [])]
+                # In ALARM as each alarm says of itself too (not every endpoint filters by state).
+                names.extend(clip(a.get("AlarmName"), 255) for a in alarms if a.get("StateValue") == "ALARM")
+                if len(names) >= HEALTH_READ_MAX:
+                    break
+            return tuple(sorted(names)[:HEALTH_READ_MAX])
+
+        return StackHealth(
+            parked_events=read("the parked events' queue", lambda: waiting(stack.parked)),
+            failed_batches=read("the failed batches' queue", lambda: waiting(stack.failed)),
+            notification_subscribers=read("the notification topic", lambda: subscribers(stack.topic)),
+            alarm_subscribers=read("the alarm topic", lambda: subscribers(stack.alarms)),
+            alarms_firing=read("the stack's alarms", firing),
+            unread=tuple(unread),
+        )
 
     def status(self, cluster: str | None = None) -> list[GroupStatus]:
         """Every group Lifeguard knows (of one cluster, by name or id, when given)."""

@@ -501,6 +501,7 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
         "slack": False,
         "alarm_topic": outputs["AlarmTopicArn"],
         "parked_events_queue": outputs["ParkedEventsQueueUrl"],
+        "failed_batches_queue": outputs["FailedBatchesQueueUrl"],
     }
     (row,) = document["groups"]
     # Untagged: the stack's DefaultMode, not this shell's; a mode a program can compare, and its source.
@@ -829,3 +830,80 @@ def test_a_state_item_that_cannot_be_read_hides_no_other_group(env: Env) -> None
         UnreadableStateError, match="the state item of pcs_damaged01 cannot be read: KeyError"
     ):
         store.load(CLUSTER, "pcs_damaged01")
+
+
+def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) -> None:
+    """An operator could not tell from status that events were parked, batches failed, nobody was
+    subscribed to a topic or an alarm fired: status named the queue of parked events and nothing else."""
+    deployed = create_deployed_stack(local.client, f"op-{uuid.uuid4().hex[:8]}")
+    outputs = {
+        output["OutputKey"]: output["OutputValue"]
+        for output in local.client("cloudformation").describe_stacks(StackName=deployed.stack_name)["Stacks"][
+            0
+        ]["Outputs"]
+    }
+    environ = {k: v for k, v in env.environ.items() if k != "LIFEGUARD_TABLE"}
+    run = Env(environ, env.api).run
+
+    def health() -> dict[str, Any]:
+        done = run("status", "--stack-name", deployed.stack_name, "--json", local=False)
+        assert done.returncode == 0, done.stderr
+        found: dict[str, Any] = json.loads(done.stdout)["health"]
+        return found
+
+    assert health() == {
+        "parked_events": 0,
+        "failed_batches": 0,
+        "notification_subscribers": 0,
+        "alarm_subscribers": 0,
+        "alarms_firing": [],
+        "unread": [],
+    }
+    sqs, sns, cloudwatch = local.client("sqs"), local.client("sns"), local.client("cloudwatch")
+    sqs.send_message(QueueUrl=outputs["ParkedEventsQueueUrl"], MessageBody="{}")
+    sqs.send_message(QueueUrl=outputs["FailedBatchesQueueUrl"], MessageBody="{}")
+    sqs.send_message(QueueUrl=outputs["FailedBatchesQueueUrl"], MessageBody="{}")
+    pager = sqs.create_queue(QueueName=f"{deployed.stack_name}-pager")["QueueUrl"]
+    pager_arn = sqs.get_queue_attributes(QueueUrl=pager, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    sns.subscribe(TopicArn=outputs["AlarmTopicArn"], Protocol="sqs", Endpoint=pager_arn)
+    firing = f"{deployed.stack_name}-ScalingEventsErrorsAlarm-ABC123"
+    for name in (
+        firing,
+        f"another-stack-{deployed.stack_name}-ErrorsAlarm",
+        f"{deployed.stack_name}-QuietAlarm",
+    ):
+        cloudwatch.put_metric_alarm(
+            AlarmName=name,
+            Namespace="AWS/Lambda",
+            MetricName="Errors",
+            Statistic="Sum",
+            Period=300,
+            EvaluationPeriods=1,
+            Threshold=0,
+            ComparisonOperator="GreaterThanThreshold",
+        )
+        if "Quiet" not in name:
+            cloudwatch.set_alarm_state(AlarmName=name, StateValue="ALARM", StateReason="test")
+    assert health() == {
+        "parked_events": 1,
+        "failed_batches": 2,
+        "notification_subscribers": 0,
+        "alarm_subscribers": 1,
+        "alarms_firing": [firing],  # the stack's own alarms only, and only those firing
+        "unread": [],
+    }
+    table = run("status", "--stack-name", deployed.stack_name, local=False)
+    assert table.returncode == 0, table.stderr
+    said = " ".join(table.stdout.split())
+    health_line = "health: parked events 1, failed batches 2; subscribers: notifications 0, alarms 1"
+    assert f"{health_line}; alarms in ALARM: 1" in said
+    assert (
+        f"attention: 1 event(s) parked after every retry (remediations, notifications, reviews): inspect and "
+        f"redrive them from {outputs['ParkedEventsQueueUrl']}" in said
+    )
+    assert f"their error and records are in {outputs['FailedBatchesQueueUrl']}" in said
+    assert "attention: no one is subscribed to the notification topic and no Slack webhook is set" in said
+    assert "no one is subscribed to the alarm topic" not in said
+    assert f"attention: alarms in ALARM: {firing}" in said
