@@ -475,7 +475,7 @@ class ScalingEventsHandler:
             late_launches: list[ScalingLogRecord] = []  # LAUNCHED records of nodes already seen ACTIVE
             # The episode's revision as the batch found it: the one whose remediation decision may be made
             # by now, read at most once a batch (`_past_hold`); one this batch announces is decided later.
-            hold = _HoldCheck(state.episode)
+            hold = _HoldCheck(state.episode) if state.episode is not None else None
             # Record by record, in time order: a batch that holds a whole loop and its end reports both, as
             # the same records delivered one by one would.
             for record in records:
@@ -810,7 +810,7 @@ class ScalingEventsHandler:
         record: ScalingLogRecord,
         change: Change,
         runs: GroupEvidence,
-        hold: _HoldCheck,
+        hold: _HoldCheck | None,
     ) -> None:
         """A failure of an open loop whose remediation the cooldown or the daily cap held back: once the hold
         is over, the loop going on is announced again, at the episode's next revision, so remediation
@@ -823,8 +823,8 @@ class ScalingEventsHandler:
         if episode.contained_at is not None or "scaling_log" not in episode_signals(episode):
             return
         if episode.hold_read != episode.revision:
-            if hold.asked or hold.revision != (episode.episode_id, episode.revision):
-                return
+            if hold is None or hold.asked or hold.revision != (episode.episode_id, episode.revision):
+                return  # a revision this batch announced is decided after it
             hold.asked = True
             decided, until = self.held_back(
                 state.cluster_id, state.group_id, episode.episode_id, episode.revision
@@ -1014,8 +1014,8 @@ class _HoldCheck:
 
     __slots__ = ("asked", "revision")
 
-    def __init__(self, episode: Episode | None) -> None:
-        self.revision = (episode.episode_id, episode.revision) if episode is not None else None
+    def __init__(self, episode: Episode) -> None:
+        self.revision = (episode.episode_id, episode.revision)
         self.asked = False
 
 
