@@ -3680,3 +3680,22 @@ def decision_reads(world: World) -> int:
     """How many times the remediation's decisions were read."""
     reads = world.table.requests.get("GetItem", [])
     return sum(1 for read in reads if read["Key"]["sk"]["S"].startswith("DECISION#"))
+
+
+def test_a_hold_over_while_the_failures_are_no_loop_waits_for_the_next_that_is() -> None:
+    """The loop's failure after the hold, alone in the window (the one before it fell out): nothing to
+    decide again yet, and the hold is kept for the failure that makes it a loop again."""
+    world = World()
+    skipped, until = _held_back_by_the_cooldown(world)
+    late = until + 2 * 3_600_000  # two hours on: the article's failures are out of the 60-minute window
+    world.feed([launched("i-0000000000000000e", late - 300_000), failed("i-0000000000000000e", late)])
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.revision, episode.held_until) == (1, until)
+    assert world.published() == ["BootstrapLoopDetected", "RemediationSkipped"]
+    world.feed(
+        [launched("i-0000000000000000f", late + 60_000), failed("i-0000000000000000f", late + 360_000)]
+    )
+    assert world.published()[-1] == "BootstrapLoopDetected"
+    assert world.bus.events()[-1][1]["revision"] == 2
+    assert skipped["revision"] == 1

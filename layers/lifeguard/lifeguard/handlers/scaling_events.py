@@ -839,10 +839,10 @@ class ScalingEventsHandler:
         settings = self._settings(state)
         since = state.last_episode.resolved_at if state.last_episode else None
         detection = detect(state, settings, episode.config_modified_at, since)
+        if settings.mode == "off" or detection is None:
+            return  # nothing to decide again now (the group is left alone, or its failures are no loop)
         episode.held_until = None
         change.changed = True
-        if settings.mode == "off" or detection is None:
-            return  # nothing to decide again: the group is left alone, or its failures are no loop now
         episode.kind = detection.kind
         episode.failures = list(detection.failures)
         said = _attribute(state, episode, runs)
