@@ -3699,3 +3699,50 @@ def test_a_hold_over_while_the_failures_are_no_loop_waits_for_the_next_that_is()
     assert world.published()[-1] == "BootstrapLoopDetected"
     assert world.bus.events()[-1][1]["revision"] == 2
     assert skipped["revision"] == 1
+
+
+def test_a_damaged_decision_item_holds_nothing_back_and_the_group_is_still_judged() -> None:
+    """A decision item edited by hand made every batch with a failure of the group skip it as an unreadable
+    state (its records dropped, the loop blind) once scaling_events read decisions: it holds nothing back."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    episode = world.state().episode
+    assert episode is not None
+    world.table.put_item(
+        TableName=TABLE,
+        Item={
+            "pk": {"S": f"GROUP#{CLUSTER}#{GROUP}"},
+            "sk": {"S": f"DECISION#{episode.episode_id}#0001"},
+            "doc": {"S": '{"status": 7}'},
+        },
+    )
+    summary = world.feed([launched("i-00000000000000a1", at(1, 20)), failed("i-00000000000000a1", at(1, 25))])
+    assert (summary.skipped, summary.unreadable_groups) == (0, 0)
+    state = world.state()
+    assert "i-00000000000000a1" in state.outcomes
+    assert state.episode is not None
+    assert (state.episode.hold_read, state.episode.held_until) == (1, None)
+
+
+def test_records_that_cannot_be_read_are_counted_apart_for_their_alarm() -> None:
+    """RecordsSkippedAlarm pages when most records cannot be read (PCS's format changed): records skipped
+    for anything else (a group PCS does not list, a damaged state) are not counted there."""
+    world = World()
+    counted: list[tuple[str, float]] = []
+    handler = build_scaling_events(
+        Wiring(
+            GroupStore(world.table, TABLE),
+            PcsGateway(world.api),
+            GroupUpdater(GroupStore(world.table, TABLE), EventPublisher(world.bus, BUS), clock=world.now),
+            DetectionSettings(mode="quarantine", threshold=2, window_minutes=60),
+        ),
+        metric=lambda name, value: counted.append((name, value)),
+        clock=world.now,
+    )
+    world.clock.set(datetime.fromtimestamp(ARTICLE[0]["event_timestamp"] / 1000, UTC))
+    other = {**ARTICLE[0], "compute_node_group_id": "pcs_notinpcs1"}  # a group PCS does not list
+    messages = [json.dumps(ARTICLE[0]), "not json", '{"status_code": 7}', json.dumps(other)]
+    summary = handler.handle_messages((message, "(test)") for message in messages)
+    assert summary.skipped == 3
+    assert dict(counted)["RecordsUnreadable"] == 2
+    assert dict(counted)["RecordsSkipped"] == 3

@@ -777,14 +777,17 @@ def test_a_subscription_cloudwatch_logs_cannot_deliver_is_alarmed(monkeypatch: p
 
 
 def test_a_scaling_log_read_but_mostly_skipped_is_alarmed() -> None:
-    """Records skipped as unreadable (PCS's format changed) leave every batch successful and Lifeguard blind:
-    the share skipped of 15 minutes, of ten records or more, pages past half; of the metrics scaling_events
-    emits, in the namespace and service the functions emit them under."""
+    """Records that cannot be read (PCS's format changed) leave every batch successful and Lifeguard blind:
+    the share unreadable of 15 minutes, of ten records or more, pages past half; of the metrics
+    scaling_events emits, in the namespace and service the functions emit them under."""
     found = template()
     environment = found["Globals"]["Function"]["Environment"]["Variables"]
     alarm = found["Resources"]["RecordsSkippedAlarm"]["Properties"]
     stats = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
-    assert {stat["Metric"]["MetricName"] for stat in stats.values()} == {"RecordsSkipped", "RecordsProcessed"}
+    assert {stat["Metric"]["MetricName"] for stat in stats.values()} == {
+        "RecordsUnreadable",
+        "RecordsProcessed",
+    }
     emitted = (
         Path(__file__).parents[2] / "layers/lifeguard/lifeguard/handlers/scaling_events.py"
     ).read_text()
@@ -795,7 +798,7 @@ def test_a_scaling_log_read_but_mostly_skipped_is_alarmed() -> None:
         assert metric["Dimensions"] == [{"Name": "service", "Value": environment["POWERTOOLS_SERVICE_NAME"]}]
     [expression] = [m for m in alarm["Metrics"] if "Expression" in m]
     by_id = {stat["Metric"]["MetricName"]: key for key, stat in stats.items()}
-    skipped, processed = by_id["RecordsSkipped"], by_id["RecordsProcessed"]
+    skipped, processed = by_id["RecordsUnreadable"], by_id["RecordsProcessed"]
     assert expression["Expression"] == f"IF({processed} >= 10, FILL({skipped}, 0) / {processed}, 0)"
     assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0.5, "GreaterThanThreshold")
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]

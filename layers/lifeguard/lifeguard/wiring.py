@@ -11,6 +11,7 @@ Environment (explicit argument > variable > default, as everywhere):
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ __all__ = [
     "settle_collector",
     "wire",
 ]
+
+logger = logging.getLogger("lifeguard")
 
 # Allocations between two young-generation collections of Python's garbage collector, in a function that
 # reads batches of records (Python's default: 700). A batch allocates tens of thousands of short-lived
@@ -149,10 +152,16 @@ def build_scaling_events(
 
 def hold_lookup(ledgers: RemediationStore) -> HeldBack:
     """The remediation's decision on an episode's revision, as the scaling_events handler asks for it
-    (`HeldBack`): a decision that failed is not made yet (its retry decides)."""
+    (`HeldBack`): a decision that failed is not made yet (its retry decides); one whose item cannot be read
+    held nothing back (the group's records are still judged, as before decisions were read)."""
+    from lifeguard.store.groups import UnreadableStateError
 
     def held_back(cluster_id: str, group_id: str, episode_id: str, revision: int) -> tuple[bool, int | None]:
-        decision = ledgers.decision(cluster_id, group_id, episode_id, revision)
+        try:
+            decision = ledgers.decision(cluster_id, group_id, episode_id, revision)
+        except UnreadableStateError as exc:  # edited by hand, or damaged: the group is judged all the same
+            logger.warning("%s; its loop is not decided again after a hold", exc)
+            return True, None
         if decision is None or decision.status == "failed":
             return False, None
         until = decision.held_until

@@ -289,12 +289,14 @@ class ScalingEventsHandler:
         earliest, latest = plausible_times(now_ms)
         kept: list[ScalingLogRecord] = []
         watched = self.clusters  # a record of another (another stack's) is set aside by `_handle`, uncounted
+        unreadable = 0  # not a scaling-log record as Lifeguard reads one (RecordsSkippedAlarm's count)
         for message, where in messages:
             summary.records += 1
             record = read_scaling_log_message(message, where=where)
             if record is None:  # passed over
                 summary.ignored += 1
             elif isinstance(record, ScalingLogParseError):
+                unreadable += 1
                 summary.skip(record.reason, where, record.message)
             elif cluster is not None and record.resource_id not in (None, cluster):
                 summary.skip(
@@ -306,6 +308,8 @@ class ScalingEventsHandler:
                 kept.append(record)
             else:
                 _implausible(summary, record, where, now_ms)
+        if unreadable:
+            self.metric("RecordsUnreadable", unreadable)
         self._handle(kept, summary)
         return summary
 
