@@ -36,11 +36,16 @@ class World:
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
         self.clock = Clock()
+        self.counted: list[tuple[str, float]] = []  # the updaters' metrics
 
     def updater(self, max_attempts: int = 10) -> GroupUpdater:
         publisher = EventPublisher(self.bus, "bus", sleep=lambda _: None)
         return GroupUpdater(
-            GroupStore(self.table, "t"), publisher, clock=self.clock, max_attempts=max_attempts
+            GroupStore(self.table, "t"),
+            publisher,
+            clock=self.clock,
+            max_attempts=max_attempts,
+            metric=lambda name, value: self.counted.append((name, value)),
         )
 
     def state(self, group: str = GROUP) -> GroupState:
@@ -267,6 +272,10 @@ def test_while_eventbridge_refuses_every_put_the_outbox_keeps_the_newest_sixteen
     ]
     assert len(dropped) == 4
     assert "ep-0:LoopResolved:1" in dropped[0]
+    # Counted too, for the alarm that pages on it (an ERROR line alone pages no one).
+    assert [(name, value) for name, value in world.counted if name == "OutboxEventsDropped"] == [
+        ("OutboxEventsDropped", 1)
+    ] * 4
 
 
 A, B = (CLUSTER, "pcs_aaaaaaa1"), (CLUSTER, "pcs_bbbbbbb1")

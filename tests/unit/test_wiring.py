@@ -188,3 +188,10 @@ def test_notify_claims_each_message_until_its_invocation_ends() -> None:
         notifier.handle_event(applied_event())
     [claim] = [item for item in table.items.values() if "sending_until" in item]
     assert float(claim["sending_until"]["N"]) == 1_000.0 + 30.0 + 15.0
+
+
+def test_the_functions_updater_counts_what_an_outbox_drops_in_their_metrics() -> None:
+    counted: list[tuple[str, float]] = []
+    wiring = wire("t", clients=Clients(), metric=lambda name, value: counted.append((name, value)))
+    wiring.updater.metric("OutboxEventsDropped", 2)
+    assert counted == [("OutboxEventsDropped", 2)]

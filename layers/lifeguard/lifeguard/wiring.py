@@ -103,7 +103,7 @@ def wire(
     """Clients and settings from the environment (one client per service per process), unless given;
     `clock` (default: the wall's) dates the outbox's events, which the next invocation publishes once they
     are stale (a replay or a simulation passes its own, as it does to the handlers); `metric` counts the
-    publisher's retries."""
+    publisher's retries and the events an outbox at its bound dropped."""
     from lifeguard.aws.eventbridge import EventPublisher
     from lifeguard.aws.pcs import PcsGateway
     from lifeguard.detection import DetectionSettings
@@ -120,7 +120,7 @@ def wire(
     return Wiring(
         store,
         PcsGateway(clients("pcs")),
-        GroupUpdater(store, publisher, clock=clock or time.time),
+        GroupUpdater(store, publisher, clock=clock or time.time, metric=metric or uncounted),
         defaults or DetectionSettings.stack_defaults(),
         clients,
     )

@@ -23,6 +23,7 @@ from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent
 from lifeguard.group_state import GroupState
+from lifeguard.metrics import Metric, uncounted
 from lifeguard.store.groups import GroupStore, UnreadableStateError, VersionConflictError
 from lifeguard.store.table import stored_bytes
 
@@ -72,11 +73,13 @@ class GroupUpdater:
         *,
         clock: Callable[[], float] = time.time,
         max_attempts: int = MAX_ATTEMPTS,
+        metric: Metric = uncounted,
     ) -> None:
         self.store = store
         self.publisher = publisher
         self.clock = clock
         self.max_attempts = max_attempts
+        self.metric = metric  # counts the events an outbox at its bound dropped (`OutboxEventsDropped`)
         self.conflicts = 0
 
     def update(
@@ -237,6 +240,7 @@ class GroupUpdater:
                     len(dropped),
                     ", ".join(str(entry.get("key")) for entry in dropped),
                 )
+                self.metric("OutboxEventsDropped", len(dropped))
         state.mutated(maps_only=change.maps_only and not change.events)
         return change, stale
 
