@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -386,6 +387,10 @@ class Operator:
                     break
             return confirmed
 
+        # CloudFormation names an alarm `<stack>-<logical id>-<suffix>`; a stack whose name begins with this
+        # one's and a hyphen (`pcs-lifeguard-dev` beside `pcs-lifeguard`) shares the prefix, not the form.
+        own = re.compile(rf"{re.escape(stack.stack_name)}-[A-Za-z0-9]+-[A-Za-z0-9]+")
+
         def firing() -> tuple[str, ...]:
             pages = (
                 self.client("cloudwatch")
@@ -396,7 +401,11 @@ class Operator:
             for page in pages:
                 alarms = [*page.get("MetricAlarms", []), *page.get("CompositeAlarms", [])]
                 # In ALARM as each alarm says of itself too (not every endpoint filters by state).
-                names.extend(clip(a.get("AlarmName"), 255) for a in alarms if a.get("StateValue") == "ALARM")
+                names.extend(
+                    clip(a.get("AlarmName"), 255)
+                    for a in alarms
+                    if a.get("StateValue") == "ALARM" and own.fullmatch(str(a.get("AlarmName")))
+                )
                 if len(names) >= HEALTH_READ_MAX:
                     break
             return tuple(sorted(names)[:HEALTH_READ_MAX])

@@ -872,7 +872,8 @@ def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) ->
     for name in (
         firing,
         f"another-stack-{deployed.stack_name}-ErrorsAlarm",
-        f"{deployed.stack_name}-QuietAlarm",
+        f"{deployed.stack_name}-dev-ScalingEventsErrorsAlarm-DEF456",  # stack `<name>-dev`'s own, firing
+        f"{deployed.stack_name}-QuietAlarm-GHI789",
     ):
         cloudwatch.put_metric_alarm(
             AlarmName=name,
