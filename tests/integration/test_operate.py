@@ -473,6 +473,12 @@ def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) 
     assert "resolved" not in decisions
 
 
+def stack_outputs(local: Any, stack_name: str) -> dict[str, str]:
+    """The outputs of a stack of the local AWS, by key."""
+    [stack] = local.client("cloudformation").describe_stacks(StackName=stack_name)["Stacks"]
+    return {output["OutputKey"]: output["OutputValue"] for output in stack["Outputs"]}
+
+
 def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, local: Any) -> None:
     deployed = create_deployed_stack(
         local.client, f"op-{uuid.uuid4().hex[:8]}", parameters={"DefaultMode": "quarantine", "DryRun": "true"}
@@ -484,12 +490,7 @@ def test_the_stack_names_the_table_and_its_default_mode_and_dry_run(env: Env, lo
     done = Env(environ, env.api).run("status", "--stack-name", deployed.stack_name, "--json", local=False)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
-    outputs = {
-        output["OutputKey"]: output["OutputValue"]
-        for output in local.client("cloudformation").describe_stacks(StackName=deployed.stack_name)["Stacks"][
-            0
-        ]["Outputs"]
-    }
+    outputs = stack_outputs(local, deployed.stack_name)
     assert document["stack"] == {
         "stack_name": deployed.stack_name,
         "region": "us-east-1",
@@ -836,12 +837,7 @@ def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) ->
     """An operator could not tell from status that events were parked, batches failed, nobody was
     subscribed to a topic or an alarm fired: status named the queue of parked events and nothing else."""
     deployed = create_deployed_stack(local.client, f"op-{uuid.uuid4().hex[:8]}")
-    outputs = {
-        output["OutputKey"]: output["OutputValue"]
-        for output in local.client("cloudformation").describe_stacks(StackName=deployed.stack_name)["Stacks"][
-            0
-        ]["Outputs"]
-    }
+    outputs = stack_outputs(local, deployed.stack_name)
     environ = {k: v for k, v in env.environ.items() if k != "LIFEGUARD_TABLE"}
     run = Env(environ, env.api).run
 
