@@ -932,12 +932,16 @@ def _health_line(health: StackHealth) -> str:
     def count(value: int | None) -> str:
         return "?" if value is None else str(value)
 
+    def read_to_max(value: int | None) -> str:  # subscribers, alarms: read up to a bound
+        return f"{value}+" if value is not None and health.at_least(value) else count(value)
+
     firing = health.alarms_firing
-    alarms = "?" if firing is None else (str(len(firing)) if firing else "none")
+    alarms = "?" if firing is None else (read_to_max(len(firing)) if firing else "none")
     return (
         f"health: parked events {count(health.parked_events)}, failed batches "
         f"{count(health.failed_batches)}; subscribers: notifications "
-        f"{count(health.notification_subscribers)}, alarms {count(health.alarm_subscribers)}; alarms in "
+        f"{read_to_max(health.notification_subscribers)}, alarms {read_to_max(health.alarm_subscribers)}; "
+        "alarms in "
         f"ALARM: {alarms}"
     )
 

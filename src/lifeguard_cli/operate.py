@@ -195,9 +195,15 @@ class StackHealth:
     alarms_firing: tuple[str, ...] | None = None
     unread: tuple[str, ...] = ()
 
+    @staticmethod
+    def at_least(count: int) -> bool:
+        """Whether a count of subscribers, or of alarms in ALARM, is the most read (there may be more)."""
+        return count >= HEALTH_READ_MAX
+
     def to_dict(self) -> dict[str, Any]:
-        """As `--json` prints it."""
+        """As `--json` prints it; `read_max`: a count of subscribers or alarms this large may be more."""
         return {
+            "read_max": HEALTH_READ_MAX,
             "parked_events": self.parked_events,
             "failed_batches": self.failed_batches,
             "notification_subscribers": self.notification_subscribers,
@@ -384,7 +390,7 @@ class Operator:
                     if subscription.get("SubscriptionArn", "").startswith("arn:")
                 )
                 if confirmed >= HEALTH_READ_MAX:
-                    break
+                    return HEALTH_READ_MAX  # at least: `StackHealth.at_least`
             return confirmed
 
         # CloudFormation names an alarm `<stack>-<logical id>-<suffix>`; a stack whose name begins with this
@@ -408,7 +414,7 @@ class Operator:
                 )
                 if len(names) >= HEALTH_READ_MAX:
                     break
-            return tuple(sorted(names)[:HEALTH_READ_MAX])
+            return tuple(sorted(names)[:HEALTH_READ_MAX])  # as many at least: `StackHealth.at_least`
 
         return StackHealth(
             parked_events=read("the parked events' queue", lambda: waiting(stack.parked)),

@@ -848,6 +848,7 @@ def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) ->
         return found
 
     assert health() == {
+        "read_max": 100,
         "parked_events": 0,
         "failed_batches": 0,
         "notification_subscribers": 0,
@@ -884,6 +885,7 @@ def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) ->
         if "Quiet" not in name:
             cloudwatch.set_alarm_state(AlarmName=name, StateValue="ALARM", StateReason="test")
     assert health() == {
+        "read_max": 100,
         "parked_events": 1,
         "failed_batches": 2,
         "notification_subscribers": 0,

@@ -35,7 +35,7 @@ from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
 from lifeguard.wiring import Wiring, build_remediate, build_scaling_events
 from tests.conftest import EVENTS, load_event
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, Interleaved, local_pcs_with_group
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, Interleaved, client_error, local_pcs_with_group
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 TABLE, BUS = "lifeguard", "lifeguard-bus"
@@ -3746,3 +3746,10 @@ def test_records_that_cannot_be_read_are_counted_apart_for_their_alarm() -> None
     assert summary.skipped == 3
     assert dict(counted)["RecordsUnreadable"] == 2
     assert dict(counted)["RecordsSkipped"] == 3
+    # A batch that fails (for Lambda's retry) counts neither: its retry counts both, once.
+    counted.clear()
+    world.table.fail["TransactWriteItems"] = [client_error("InternalServerError", "TransactWriteItems")] * 5
+    failing = [json.dumps(launched("i-00000000000000b1", ARTICLE[0]["event_timestamp"])), "not json"]
+    with pytest.raises(AwsCallError):
+        handler.handle_messages((message, "(test)") for message in failing)
+    assert [name for name, _ in counted if name.startswith("Records")] == []

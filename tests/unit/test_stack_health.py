@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lifeguard_cli.cli import _health_line
 from lifeguard_cli.operate import Operator, StackHealth, StackView
 from tests.unit.fakes import FakeDynamoDB, client_error
 
@@ -95,3 +96,35 @@ def test_a_topic_nobody_subscribes_to_needs_attention_unless_slack_is_told() -> 
     assert [line.split(":")[0] for line in health.attention(with_slack)] == [
         "no one is subscribed to the alarm topic"
     ]
+
+
+def test_counts_read_up_to_their_bound_say_there_may_be_more() -> None:
+    """150 confirmed subscribers, 120 alarms firing: read up to 100 each, and said as 100+, not 100; a
+    queue's depth is exact, however large."""
+    subscriptions = [{"SubscriptionArn": f"arn:aws:sns:us-east-1:123456789012:n:{i}"} for i in range(150)]
+    alarms = [{"AlarmName": f"pcs-lifeguard-A{i}Alarm-X", "StateValue": "ALARM"} for i in range(120)]
+    clients: dict[str, Any] = {
+        "dynamodb": FakeDynamoDB(),
+        "sqs": _Queues(150),
+        "sns": _Paged([{"Subscriptions": subscriptions[:80]}, {"Subscriptions": subscriptions[80:]}]),
+        "cloudwatch": _Paged([{"MetricAlarms": alarms[:60]}, {"MetricAlarms": alarms[60:]}]),
+    }
+    health = Operator("t", client=clients.__getitem__, stack=STACK).health()
+    assert health is not None
+    assert (health.parked_events, health.notification_subscribers) == (150, 100)
+    assert health.alarms_firing is not None
+    assert len(health.alarms_firing) == 100
+    line = _health_line(health)
+    assert line.startswith("health: parked events 150, failed batches 150; subscribers: notifications 100+,")
+    assert line.endswith("alarms in ALARM: 100+")
+    assert health.to_dict()["read_max"] == 100
+
+
+class _Queues:
+    """SQS answering every queue's depth with `depth` visible messages."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+
+    def get_queue_attributes(self, **_: Any) -> dict[str, Any]:
+        return {"Attributes": {"ApproximateNumberOfMessages": str(self.depth)}}

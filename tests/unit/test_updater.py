@@ -4,6 +4,7 @@ in the outbox until a later invocation finds them stale."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +16,7 @@ from lifeguard.group_state import GroupState
 from lifeguard.handlers.updater import STALE_OUTBOX_SECONDS, Change, GroupUpdater
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.store.table import group_key
-from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, client_error
+from tests.unit.fakes import FakeDynamoDB, FakeEventBridge, Interleaved, client_error, state_key
 
 CLUSTER, GROUP = "pcs_abc123de45", "pcs_abcdef01"
 NOW = 1_792_544_802.0
@@ -276,6 +277,47 @@ def test_while_eventbridge_refuses_every_put_the_outbox_keeps_the_newest_sixteen
     assert [(name, value) for name, value in world.counted if name == "OutboxEventsDropped"] == [
         ("OutboxEventsDropped", 1)
     ] * 4
+
+
+def test_a_drop_is_counted_once_and_only_by_the_write_that_made_it() -> None:
+    """A write that lost its race let nothing go: counting at the mutation counted the drop of every attempt
+    (and one the other writer had made moot), paging OutboxEventsDroppedAlarm for events still held."""
+    world = World()
+    world.bus.refuse_calls = 10**6
+    for n in range(16):
+        with pytest.raises(AwsCallError):
+            world.updater().update(CLUSTER, GROUP, launch(f"i-{n}", f"ep-{n}"))
+    assert world.counted == []  # sixteen held: none dropped
+    other = world.updater()
+
+    def other_writes_first() -> None:  # another invocation (its publishing fails too, after its write)
+        with contextlib.suppress(AwsCallError):
+            other.update(CLUSTER, GROUP, launch("i-other"))
+
+    raced = Interleaved(world.table, "update_item", other_writes_first, state_key)
+    updater = GroupUpdater(
+        GroupStore(raced, "t"),
+        EventPublisher(world.bus, "bus", sleep=lambda _: None),
+        clock=world.clock,
+        metric=lambda name, value: world.counted.append((name, value)),
+    )
+    with pytest.raises(AwsCallError):
+        updater.update(CLUSTER, GROUP, launch("i-16", "ep-16"))
+    assert raced.ran
+    assert updater.conflicts >= 1  # its first write lost the race, and was made again
+    assert world.counted == [("OutboxEventsDropped", 1)]  # the one write that went through
+    assert [entry["key"] for entry in world.state().outbox][-1] == "ep-16:LoopResolved:1"
+
+
+def test_a_batch_counts_the_drops_of_the_states_it_wrote() -> None:
+    world = World()
+    world.bus.refuse_calls = 10**6
+    for n in range(16):
+        with pytest.raises(AwsCallError):
+            world.updater().update(CLUSTER, GROUP, launch(f"i-{n}", f"ep-{n}"))
+    with pytest.raises(AwsCallError):
+        world.updater().update_many({(CLUSTER, GROUP): launch("i-16", "ep-16")})
+    assert world.counted == [("OutboxEventsDropped", 1)]
 
 
 A, B = (CLUSTER, "pcs_aaaaaaa1"), (CLUSTER, "pcs_bbbbbbb1")

@@ -92,6 +92,9 @@ class BatchSummary(Skips):
     groups: int = 0
     unreadable_groups: int = 0
     events: list[ControllerEvent] = field(default_factory=list)
+    # Of `skipped`, the messages that are no scaling-log record as Lifeguard reads one (RecordsUnreadable,
+    # which RecordsSkippedAlarm pages on: PCS's format changed); counted with RecordsProcessed.
+    unreadable: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as the handler returns it."""
@@ -289,14 +292,13 @@ class ScalingEventsHandler:
         earliest, latest = plausible_times(now_ms)
         kept: list[ScalingLogRecord] = []
         watched = self.clusters  # a record of another (another stack's) is set aside by `_handle`, uncounted
-        unreadable = 0  # not a scaling-log record as Lifeguard reads one (RecordsSkippedAlarm's count)
         for message, where in messages:
             summary.records += 1
             record = read_scaling_log_message(message, where=where)
             if record is None:  # passed over
                 summary.ignored += 1
             elif isinstance(record, ScalingLogParseError):
-                unreadable += 1
+                summary.unreadable += 1
                 summary.skip(record.reason, where, record.message)
             elif cluster is not None and record.resource_id not in (None, cluster):
                 summary.skip(
@@ -308,8 +310,6 @@ class ScalingEventsHandler:
                 kept.append(record)
             else:
                 _implausible(summary, record, where, now_ms)
-        if unreadable:
-            self.metric("RecordsUnreadable", unreadable)
         self._handle(kept, summary)
         return summary
 
@@ -415,6 +415,8 @@ class ScalingEventsHandler:
         self.metric("RecordsProcessed", summary.records)
         if summary.skipped:
             self.metric("RecordsSkipped", summary.skipped)
+        if summary.unreadable:
+            self.metric("RecordsUnreadable", summary.unreadable)
         if summary.unreadable_groups:
             self.metric("GroupsUnreadable", summary.unreadable_groups)
         if summary.unknown_codes:

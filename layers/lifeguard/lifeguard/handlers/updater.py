@@ -61,6 +61,7 @@ class Change:
     changed: bool = False
     events: list[ControllerEvent] = field(default_factory=list)
     maps_only: bool = False
+    dropped: int = 0  # outbox entries the change's write lets go at the outbox's bound (set by the updater)
 
 
 class GroupUpdater:
@@ -104,6 +105,7 @@ class GroupUpdater:
                 self.conflicts += 1
                 lost.add(attempt)
                 continue
+            self._count_dropped(change)
             break
         else:
             raise AwsCallError(
@@ -162,6 +164,8 @@ class GroupUpdater:
             # a write is): another container may have moved the group on. Those are looked at below.
             remembered = self.store.remembered(unchanged) if unchanged else set()
             unwritten = self.store.save_many(to_write, written=written) if to_write else []
+            for state in written:
+                self._count_dropped(applied[(state.cluster_id, state.group_id)][0])
             lost = {(state.cluster_id, state.group_id) for state in unwritten}
             if remembered:
                 lost.update(self._moved_on(sorted(remembered), states))  # redone from a fresh read
@@ -240,9 +244,15 @@ class GroupUpdater:
                     len(dropped),
                     ", ".join(str(entry.get("key")) for entry in dropped),
                 )
-                self.metric("OutboxEventsDropped", len(dropped))
+                change.dropped = len(dropped)
         state.mutated(maps_only=change.maps_only and not change.events)
         return change, stale
+
+    def _count_dropped(self, change: Change) -> None:
+        """Count the outbox entries a written change let go (`OutboxEventsDropped`): a write that lost its
+        race let none go."""
+        if change.dropped:
+            self.metric("OutboxEventsDropped", change.dropped)
 
     def _publish(
         self, cluster_id: str, group_id: str, events: list[ControllerEvent]
