@@ -927,18 +927,26 @@ def ran(
 
 def quarantine_in_ledger(world: World, quarantined: dict[str, Any]) -> None:
     """Lifeguard's ledger holds the quarantine that produced `quarantined` from the article's config."""
-    store = RemediationStore(world.table, TABLE)
-    change = AppliedChange(
-        at=at(1, 10) / 1000,
-        episode_id="ep-0123456789abcdef",
-        revision=1,
-        action="quarantine",
-        config_before=TERMINATE,
-        config_after=quarantined,
-        fingerprint_before=fingerprint_of(TERMINATE),
-        fingerprint_after=fingerprint_of(quarantined),
+    change_in_ledger(
+        world, at(1, 10) / 1000, "ep-0123456789abcdef", "quarantine", before=TERMINATE, after=quarantined
     )
-    store.save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
+
+
+def change_in_ledger(
+    world: World, when: float, episode: str, action: str, *, before: dict[str, Any], after: dict[str, Any]
+) -> None:
+    """Lifeguard's ledger holds one change of the group, made at `when` (epoch seconds) for `episode`."""
+    change = AppliedChange(
+        at=when,
+        episode_id=episode,
+        revision=1,
+        action=action,
+        config_before=before,
+        config_after=after,
+        fingerprint_before=fingerprint_of(before),
+        fingerprint_after=fingerprint_of(after),
+    )
+    RemediationStore(world.table, TABLE).save_ledger(CLUSTER, GROUP, Ledger(changes=[change]))
 
 
 def quarantined_config() -> dict[str, Any]:
@@ -3597,24 +3605,7 @@ def _held_back_by_the_cooldown(world: World) -> tuple[dict[str, Any], int]:
     since by its owner): the remediation holds its quarantine back for the cooldown. Its skip's detail, and
     when the hold ends (epoch ms)."""
     earlier = at(1, 2, 42) / 1000
-    RemediationStore(world.table, TABLE).save_ledger(
-        CLUSTER,
-        GROUP,
-        Ledger(
-            changes=[
-                AppliedChange(
-                    at=earlier,
-                    episode_id="ep-earlier0000000",
-                    revision=1,
-                    action="revert",
-                    config_before=REVERTED,
-                    config_after=REVERTED,
-                    fingerprint_before=fingerprint_of(REVERTED),
-                    fingerprint_after=fingerprint_of(REVERTED),
-                )
-            ]
-        ),
-    )
+    change_in_ledger(world, earlier, "ep-earlier0000000", "revert", before=REVERTED, after=REVERTED)
     world.feed(ARTICLE[:6])
     skipped = remediate_last_detection(world)
     assert skipped["reason"].startswith("Cooldown: Lifeguard changed this group 10 min ago")
