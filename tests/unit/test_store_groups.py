@@ -547,6 +547,18 @@ def test_a_state_put_whole_takes_the_time_its_configuration_was_confirmed_into_t
     assert GroupStore(client, "table").load(CLUSTER, GROUP).model_dump() == state.model_dump()
 
 
+def test_more_entries_gone_than_an_update_may_hold_put_the_item_whole() -> None:
+    client = FakeDynamoDB()
+    store, state, _ = saved(client)
+    state.launches.update({f"i-old{n:03d}": T0 + n for n in range(MAP_CHANGES_MAX + 1)})
+    store.save(state)
+    puts = client.calls("PutItem")
+    state.launches.clear()
+    store.save(state)
+    assert client.calls("PutItem") == puts + 1
+    assert GroupStore(client, "table").load(CLUSTER, GROUP).launches == {}
+
+
 @pytest.mark.parametrize("gone", [0, 40, MAP_CHANGES_MAX])
 def test_an_update_carries_as_many_changes_of_one_map_as_it_may_hold(gone: int) -> None:
     client = FakeDynamoDB()

@@ -600,22 +600,33 @@ class GroupState(Model):
             elif touched:
                 touched.clear()
 
-    def map_changes(self) -> MapChanges | None:
-        """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
-        None when it does not hold them on their own, or a map is a plain dict put in its place (the next
-        write puts them whole). Only the keys touched since are looked at, each against what the table
-        held."""
-        changes = {}
+    def touched_maps(self) -> list[tuple[dict[str, Any], dict[str, Any]]] | None:
+        """Per map (`MAPS`), the map and its notes of the keys touched since the table last held it (each
+        with what the table held of it, or ABSENT); None when it does not hold them on their own, or a map
+        is a plain dict put in its place (the next write puts them whole)."""
+        found = []
         for name in MAPS:
             entries: dict[str, Any] = getattr(self, name)
             touched = entries.touched if type(entries) is Tracked else None
             if touched is None:  # not held on their own yet (`maps_stored` starts it), or not followed
                 return None
+            found.append((entries, touched))
+        return found
+
+    def map_changes(self) -> MapChanges | None:
+        """Per map (`MAPS`), the entries added or changed and the keys gone since the table last held it;
+        None when `touched_maps` says the next write puts them whole. Only the keys touched since are looked
+        at, each against what the table held (as the write does: `lifeguard.store.groups`)."""
+        touched = self.touched_maps()
+        if touched is None:
+            return None
+        changes = {}
+        for name, (entries, notes) in zip(MAPS, touched, strict=True):
             changed: dict[str, Any] = {}
             gone: list[str] = []
             # A batch touches a few keys: each is looked at once, in the order it was touched. An entry
             # new since is changed without comparing (a comparison of records runs Python).
-            for k, held in touched.items():
+            for k, held in notes.items():
                 value = entries.get(k, ABSENT)
                 if value is ABSENT:
                     if held is not ABSENT:

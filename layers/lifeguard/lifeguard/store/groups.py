@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.bounds import EPOCH_MS_MAX, clip
 from lifeguard.errors import LifeguardError
-from lifeguard.group_state import MAPS, BootOutcome, GroupState
+from lifeguard.group_state import ABSENT, MAPS, BootOutcome, GroupState
 from lifeguard.node_report import NodeReport
 from lifeguard.store.table import (
     TRANSACTION_MAX,
@@ -192,29 +192,12 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
     changed; a read of PCS that found the group as it was sends its time alone. A batch pays for what it
     changed."""
     version = state.version
-    expected = {"N": str(version)}
     unchanged = state.unchanged_body()
-    changes = state.map_changes()
-    key = item_key(group_key(state.cluster_id, state.group_id), STATE)
-    count = 0
-    if changes is not None:
-        for changed, gone in changes.values():
-            count += len(changed) + len(gone)
-    if changes is None or count > MAP_CHANGES_MAX:
-        if unchanged is None or state.checked_apart or state.checked_moved() is not None:
-            unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
-        text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
-        maps = {name: {"M": {k: _ENCODE[name](v) for k, v in getattr(state, name).items()}} for name in MAPS}
-        item = {**key, "version": {"N": str(version + 1)}, "state": _body(text), **maps}
-        condition = "attribute_not_exists(pk) OR version = :expected"
-        put = {
-            "Item": item,
-            "ConditionExpression": condition,
-            "ExpressionAttributeValues": {":expected": expected},
-        }
-        return ("Put", put), text, False
+    touched = state.touched_maps()
+    if touched is None:
+        return _put_whole(state, unchanged)
     names = {"#v": "version"}
-    values: Item = {":expected": expected, ":next": {"N": str(version + 1)}}
+    values: Item = {":expected": {"N": str(version)}, ":next": {"N": str(version + 1)}}
     sets = ["#v = :next"]
     removes: list[str] = []
     text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
@@ -235,31 +218,60 @@ def _versioned_write(state: GroupState) -> tuple[Write, str, bool]:
             names["#cv"] = CHECKED_VERSION
             sets.append("#cv = :next")
             apart = True
-    for name, map_name, added, removed, encode in _MAP_WRITES:
-        changed, gone = changes[name]
-        if changed:
-            names[map_name] = name
-            # Each change takes the next placeholder: there are MAP_CHANGES_MAX, and a map holds no more.
-            for n, (entry, value) in enumerate(changed.items()):
-                entry_name, value_name, assignment = added[n]
+    # What changed is what `GroupState.map_changes` says, worked out here as it is written: each key
+    # touched is looked at once and takes the next placeholder, with no lists of changes made in between.
+    # An update holds MAP_CHANGES_MAX changes at most: past them the item is put whole.
+    room = MAP_CHANGES_MAX
+    for (entries, notes), (name, map_name, added, removed, encode) in zip(touched, _MAP_WRITES, strict=True):
+        set_count = gone_count = 0
+        for entry, held in notes.items():
+            value = entries.get(entry, ABSENT)
+            if value is ABSENT:
+                if held is not ABSENT:
+                    if not room:
+                        return _put_whole(state, unchanged)
+                    room -= 1
+                    entry_name, removal = removed[gone_count]
+                    names[entry_name] = entry
+                    removes.append(removal)
+                    gone_count += 1
+            elif held is ABSENT or (held is not value and held != value):
+                if not room:
+                    return _put_whole(state, unchanged)
+                room -= 1
+                entry_name, value_name, assignment = added[set_count]
                 names[entry_name] = entry
                 values[value_name] = encode(value)
                 sets.append(assignment)
-        if gone:
-            names[map_name] = name  # DynamoDB refuses a name the expressions do not use: set only if used
-            for n, entry in enumerate(gone):
-                entry_name, removal = removed[n]
-                names[entry_name] = entry
-                removes.append(removal)
+                set_count += 1
+        if set_count or gone_count:  # DynamoDB refuses a name the expressions do not use: set only if used
+            names[map_name] = name
     expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
     update = {
-        "Key": key,
+        "Key": item_key(group_key(state.cluster_id, state.group_id), STATE),
         "UpdateExpression": expression,
         "ConditionExpression": "#v = :expected",
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
     return ("Update", update), text, apart
+
+
+def _put_whole(state: GroupState, unchanged: str | None) -> tuple[Write, str, bool]:
+    """The state's item put whole, over the version it was read at (or where there is none): the table does
+    not hold its maps on their own yet, or more of them changed than an update may send."""
+    if unchanged is None or state.checked_apart or state.checked_moved() is not None:
+        unchanged = None  # the body takes the configuration's checked_at again: the item is put whole
+    text = unchanged if unchanged is not None else state.model_dump_json(exclude={"version", *MAPS})
+    maps = {name: {"M": {k: _ENCODE[name](v) for k, v in getattr(state, name).items()}} for name in MAPS}
+    key = item_key(group_key(state.cluster_id, state.group_id), STATE)
+    item = {**key, "version": {"N": str(state.version + 1)}, "state": _body(text), **maps}
+    put = {
+        "Item": item,
+        "ConditionExpression": "attribute_not_exists(pk) OR version = :expected",
+        "ExpressionAttributeValues": {":expected": {"N": str(state.version)}},
+    }
+    return ("Put", put), text, False
 
 
 # Each map's placeholders in an update: its name's, and (name, value, assignment) of each entry it sets, and
@@ -445,17 +457,18 @@ class GroupStore:
 
     def _remember(self, state: GroupState) -> None:
         key = (state.cluster_id, state.group_id)
-        beyond = max(0, state.stored_footprint // self.UNIT_BYTES - 50)
-        weight = 50 + len(state.launches) + len(state.outcomes) + beyond
+        weight = 50 + len(state.launches) + len(state.outcomes)
+        beyond = state.stored_footprint // self.UNIT_BYTES - 50
+        if beyond > 0:
+            weight += beyond
         written = self._written
-        held = written.get(key)
+        held = written.pop(key, None)  # put back last: the most recently written, last out
         if held is not None:
             self._weight -= held[1]
-            written.move_to_end(key)  # the most recently written, last out
         written[key] = (state, weight)
         self._weight += weight
-        while self._weight > self.CACHE_ENTRIES and len(self._written) > 1:
-            _, (_, dropped) = self._written.popitem(last=False)
+        while self._weight > self.CACHE_ENTRIES and len(written) > 1:
+            _, (_, dropped) = written.popitem(last=False)
             self._weight -= dropped
 
     def versions(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], int]:
