@@ -812,6 +812,47 @@ def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_
     assert len({d["episode_id"] for d in told}) == 1
 
 
+def test_a_contained_loop_going_on_while_its_change_is_held_back_is_told_again_only_after_the_hold() -> None:
+    """Contained, then looping again on the same configuration while the remediation holds Lifeguard's
+    change back (the daily cap): each turn (a kept node up, then the next failing) told the loop again,
+    the containment again and the skip again, 146 messages in five hours of a twin with DailyCap 1. Within
+    the hold the episode takes the failures in, untold; after it the loop is told again, to be decided."""
+    world = World()
+    contained_after_the_owners_switch(world)
+    episode = world.state().episode
+    assert episode is not None
+    revision, until = episode.revision, at(1, 50)
+    RemediationStore(world.table, TABLE).save_decision(
+        CLUSTER,
+        GROUP,
+        (episode.episode_id, revision),
+        decision=Decision(status="skipped", held_until=until / 1000),
+        now=world.now(),
+    )
+    told = world.published()
+    world.feed([launched("i-0agan0000000000a", at(1, 30)), failed("i-0agan0000000000a", at(1, 34))])
+    world.feed([launched("i-0agan0000000000b", at(1, 35)), failed("i-0agan0000000000b", at(1, 39))])
+    assert world.published() == told  # within the hold: taken in, not told
+    going_on = world.state().episode
+    assert going_on is not None
+    assert (going_on.revision, going_on.contained_at, going_on.quiet_revision) == (revision, None, revision)
+    assert going_on.held_until == until
+    assert going_on.failures[-1].instance_id == "i-0agan0000000000b"
+    kept_report("i-0kept00000000002", at(1, 42), world)
+    world.feed([launched("i-0kept00000000002", at(1, 40)), succeeded("i-0kept00000000002", at(1, 45))])
+    assert world.published() == told  # contained again in that revision: listed, not told
+    again = world.state().episode
+    assert again is not None
+    assert again.contained_at == at(1, 45)
+    assert "i-0kept00000000002" in again.kept
+    world.feed([launched("i-0agan0000000000c", at(1, 46)), failed("i-0agan0000000000c", at(1, 50))])
+    world.feed([launched("i-0agan0000000000d", at(1, 51)), failed("i-0agan0000000000d", at(1, 55))])
+    assert world.published() == [*told, "BootstrapLoopDetected"]
+    detail = world.bus.events()[-1][1]
+    assert detail["reason"].startswith("the group loops again after its loop was contained")
+    assert detail["revision"] == revision + 1
+
+
 def test_a_contained_loop_with_fresh_failures_between_kept_nodes_is_not_told_again() -> None:
     """Contained: each fresh node of the configuration fails, each kept one stays up with the script
     failing, turn about. Not a loop in a row, and the episode already says the script fails: nothing is

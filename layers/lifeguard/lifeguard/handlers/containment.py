@@ -79,6 +79,8 @@ def contain(
     if episode.contained_at is None:
         episode.contained_at = kept.event_timestamp
     episode.suspect = suspect_of_runs(failed)
+    if episode.quiet_revision == episode.revision and not late:
+        return []  # contained again while Lifeguard's change is held back: told at the revision's first
     suspect = episode.suspect
     node = f" ({kept.scheduler_node_id})" if kept.scheduler_node_id else ""
     reason = (

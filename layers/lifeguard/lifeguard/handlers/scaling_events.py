@@ -832,13 +832,8 @@ class ScalingEventsHandler:
             if hold is None or hold.asked or hold.revision != (episode.episode_id, episode.revision):
                 return  # a revision this batch announced is decided after it
             hold.asked = True
-            decided, until = self.held_back(
-                state.cluster_id, state.group_id, episode.episode_id, episode.revision
-            )
-            if not decided:
+            if not self._decided(state, episode, change):
                 return
-            episode.hold_read, episode.held_until = episode.revision, until
-            change.changed = True
         held_until = episode.held_until
         if held_until is None or record.event_timestamp <= held_until:
             return  # the rails hold a change up to that time itself
@@ -861,6 +856,18 @@ class ScalingEventsHandler:
         logger.warning("group %s: %s", state.group_id, reason)
         reason = f"{reason}; {said}" if said else reason
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+    def _decided(self, state: GroupState, episode: Episode, change: Change) -> bool:
+        """Whether the remediation decided on the episode's revision: read once per revision (`HeldBack`),
+        kept with until when it held Lifeguard's change back (`Episode.held_until`)."""
+        if episode.hold_read == episode.revision:
+            return True
+        group = (state.cluster_id, state.group_id)
+        decided, until = self.held_back(*group, episode.episode_id, episode.revision)
+        if decided:
+            episode.hold_read, episode.held_until = episode.revision, until
+            change.changed = True
+        return decided
 
     def _detect_replacement(
         self, state: GroupState, refresh: Callable[..., bool], change: Change, runs: GroupEvidence
@@ -975,6 +982,26 @@ class ScalingEventsHandler:
         contained = since is not None and episode.contained_at is not None
         if since is not None and (episode.kind == "intermittent" or contained) and detection.kind != "loop":
             return  # the same intermittent failures, or a contained loop's: the episode already says so
+        if contained and self._decided(state, episode, change):
+            held_until = episode.held_until
+            if held_until is not None and detection.latest <= held_until:
+                # The contained loop goes on, on the same configuration, while the remediation holds
+                # Lifeguard's change back (the cooldown, the daily cap), as its skip told, with the hold's
+                # end. Told again at each turn (a kept node up, then failing in nodeReady, the next failing)
+                # it paged every 12 minutes all night. It is not contained; a kept node up again in this
+                # revision is listed, not told; the loop's first failure after the hold is decided again
+                # (`_past_hold`).
+                episode.contained_at = None
+                episode.failures = list(detection.failures)
+                episode.quiet_revision = episode.revision
+                change.changed = True
+                logger.info(
+                    "group %s: the contained loop goes on while Lifeguard's change is held back until %s: "
+                    "told again only after that",
+                    state.group_id,
+                    utc(held_until),
+                )
+                return
         was = episode.kind
         change.changed = True
         episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
