@@ -812,45 +812,101 @@ def test_a_contained_loop_failing_again_on_fresh_instances_of_its_configuration_
     assert len({d["episode_id"] for d in told}) == 1
 
 
-def test_a_contained_loop_going_on_while_its_change_is_held_back_is_told_again_only_after_the_hold() -> None:
-    """Contained, then looping again on the same configuration while the remediation holds Lifeguard's
-    change back (the daily cap): each turn (a kept node up, then the next failing) told the loop again,
-    the containment again and the skip again, 146 messages in five hours of a twin with DailyCap 1. Within
-    the hold the episode takes the failures in, untold; after it the loop is told again, to be decided."""
-    world = World()
-    contained_after_the_owners_switch(world)
+def held_back_until(world: World, until: int) -> int:
+    """The remediation's decision on the open episode's revision: a skip holding Lifeguard's change back
+    until `until` (epoch ms), as the daily cap makes it. The revision."""
     episode = world.state().episode
     assert episode is not None
-    revision, until = episode.revision, at(1, 50)
     RemediationStore(world.table, TABLE).save_decision(
         CLUSTER,
         GROUP,
-        (episode.episode_id, revision),
+        (episode.episode_id, episode.revision),
         decision=Decision(status="skipped", held_until=until / 1000),
         now=world.now(),
     )
-    told = world.published()
+    return episode.revision
+
+
+def resumed_while_held(world: World, until: int) -> tuple[list[str], int]:
+    """A contained loop that resumes while the remediation holds its change back until `until`: told once
+    (the next revision, which the remediation holds back too), then contained again, untold. What was
+    told, and that revision."""
+    contained_after_the_owners_switch(world)
+    held_back_until(world, until)
     world.feed([launched("i-0agan0000000000a", at(1, 30)), failed("i-0agan0000000000a", at(1, 34))])
     world.feed([launched("i-0agan0000000000b", at(1, 35)), failed("i-0agan0000000000b", at(1, 39))])
-    assert world.published() == told  # within the hold: taken in, not told
-    going_on = world.state().episode
-    assert going_on is not None
-    assert (going_on.revision, going_on.contained_at, going_on.quiet_revision) == (revision, None, revision)
-    assert going_on.held_until == until
-    assert going_on.failures[-1].instance_id == "i-0agan0000000000b"
+    told = world.published()
+    assert told[-1] == "BootstrapLoopDetected"
+    assert world.bus.events()[-1][1]["reason"].startswith(
+        "the group loops again after its loop was contained"
+    )
+    revision = held_back_until(world, until)
     kept_report("i-0kept00000000002", at(1, 42), world)
     world.feed([launched("i-0kept00000000002", at(1, 40)), succeeded("i-0kept00000000002", at(1, 45))])
-    assert world.published() == told  # contained again in that revision: listed, not told
+    assert world.published() == told  # contained again in the hold it resumed in: listed, not told
     again = world.state().episode
     assert again is not None
-    assert again.contained_at == at(1, 45)
+    assert (again.contained_at, again.resumed_in_hold, again.revision) == (at(1, 45), until, revision)
     assert "i-0kept00000000002" in again.kept
-    world.feed([launched("i-0agan0000000000c", at(1, 46)), failed("i-0agan0000000000c", at(1, 50))])
-    world.feed([launched("i-0agan0000000000d", at(1, 51)), failed("i-0agan0000000000d", at(1, 55))])
+    return told, revision
+
+
+def test_a_contained_loop_resuming_while_its_change_is_held_back_is_told_once_then_after_the_hold() -> None:
+    """Contained, then resuming on the same configuration while the remediation holds Lifeguard's change
+    back (the daily cap): each turn (a kept node up, then failing in nodeReady, the next failing) told the
+    loop, the containment and the skip again, 146 messages in five hours of a twin with DailyCap 1. The
+    resumption is told once in the hold; after that the loop is taken in untold, then told after the hold."""
+    world = World()
+    until = at(1, 50)
+    told, revision = resumed_while_held(world, until)
+    world.feed([launched("i-0agan0000000000c", at(1, 45)), failed("i-0agan0000000000c", at(1, 47))])
+    world.feed([launched("i-0agan0000000000d", at(1, 46)), failed("i-0agan0000000000d", at(1, 49))])
+    assert world.published() == told  # resumed again within the hold: taken in, not told
+    going_on = world.state().episode
+    assert going_on is not None
+    assert (going_on.revision, going_on.contained_at, going_on.held_until) == (revision, None, until)
+    assert going_on.failures[-1].instance_id == "i-0agan0000000000d"
+    world.feed([launched("i-0agan0000000000e", at(1, 51)), failed("i-0agan0000000000e", at(1, 55))])
     assert world.published() == [*told, "BootstrapLoopDetected"]
     detail = world.bus.events()[-1][1]
-    assert detail["reason"].startswith("the group loops again after its loop was contained")
+    assert detail["reason"].startswith("the loop went on after the hold on Lifeguard's change ended")
     assert detail["revision"] == revision + 1
+
+
+def test_another_script_failing_in_a_contained_loop_while_it_is_held_back_is_told() -> None:
+    """Contained again in a hold its loop resumed in, then the fresh nodes fail on another script of the
+    same configuration (broken in place): another loop, told, not taken in as the one told."""
+    world = World()
+    told, revision = resumed_while_held(world, at(5, 0))
+    for n, minute in enumerate((46, 51)):
+        instance = f"i-0othr000000000{n}"
+        GroupStore(world.table, TABLE).put_reports(
+            [
+                ran(
+                    instance,
+                    at(1, minute + 2),
+                    outcome="failed",
+                    script="record-after-fail",
+                    on_error="TERMINATE",
+                )
+            ]
+        )
+        world.feed([launched(instance, at(1, minute)), failed(instance, at(1, minute + 3))])
+    assert world.published() == [*told, "BootstrapLoopDetected"]
+    detail = world.bus.events()[-1][1]
+    assert (detail["revision"], detail["suspect"]["script"]) == (revision + 1, "record-after-fail")
+
+
+def test_a_node_kept_after_the_hold_its_loop_resumed_in_is_told() -> None:
+    """The hold its loop resumed in is over: a kept node is told again (the loop is contained, news)."""
+    world = World()
+    until = at(1, 50)
+    told, _ = resumed_while_held(world, until)
+    world.feed([launched("i-0agan0000000000c", at(1, 45)), failed("i-0agan0000000000c", at(1, 47))])
+    world.feed([launched("i-0agan0000000000d", at(1, 46)), failed("i-0agan0000000000d", at(1, 49))])
+    kept_report("i-0kept00000000003", at(1, 53), world)
+    world.feed([launched("i-0kept00000000003", at(1, 50)), succeeded("i-0kept00000000003", at(1, 55))])
+    assert world.published()[len(told) :] == ["LoopContained"]
 
 
 def test_a_contained_loop_with_fresh_failures_between_kept_nodes_is_not_told_again() -> None:

@@ -208,7 +208,7 @@ _FAILURES = list_of(model(Failure))
     also_failing=list_of(string()),
     hold_read=optional(integer()),
     held_until=optional(integer()),
-    quiet_revision=optional(integer()),
+    resumed_in_hold=optional(integer()),
 )
 @dataclass(slots=True, kw_only=True)
 class Episode(Model):
@@ -245,9 +245,10 @@ class Episode(Model):
     # that announces the episode again, at its next revision, to be decided again.
     hold_read: int | None = None
     held_until: int | None = None
-    # The revision in which the contained loop went on while that hold lasted, not told again: a kept node
-    # coming up again in it is listed, not told (`handlers.containment.contain`).
-    quiet_revision: int | None = None
+    # The end of the hold (event time, ms) in which the contained loop resumed, told once: until then a kept
+    # node up again is listed, not told (`handlers.containment.contain`), and the loop resuming again on
+    # the same script is taken in untold.
+    resumed_in_hold: int | None = None
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""

@@ -78,9 +78,11 @@ def contain(
         return []
     if episode.contained_at is None:
         episode.contained_at = kept.event_timestamp
+    if not late and episode.resumed_in_hold is not None and kept.event_timestamp <= episode.resumed_in_hold:
+        # Contained again in a hold its loop resumed in, as told last (with the hold's end): listed, not
+        # told at each turn; the suspect stays the loop's.
+        return []
     episode.suspect = suspect_of_runs(failed)
-    if episode.quiet_revision == episode.revision and not late:
-        return []  # contained again while Lifeguard's change is held back: told at the revision's first
     suspect = episode.suspect
     node = f" ({kept.scheduler_node_id})" if kept.scheduler_node_id else ""
     reason = (

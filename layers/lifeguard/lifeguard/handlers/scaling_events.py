@@ -985,23 +985,23 @@ class ScalingEventsHandler:
         if contained and self._decided(state, episode, change):
             held_until = episode.held_until
             if held_until is not None and detection.latest <= held_until:
-                # The contained loop goes on, on the same configuration, while the remediation holds
-                # Lifeguard's change back (the cooldown, the daily cap), as its skip told, with the hold's
-                # end. Told again at each turn (a kept node up, then failing in nodeReady, the next failing)
-                # it paged every 12 minutes all night. It is not contained; a kept node up again in this
-                # revision is listed, not told; the loop's first failure after the hold is decided again
-                # (`_past_hold`).
-                episode.contained_at = None
-                episode.failures = list(detection.failures)
-                episode.quiet_revision = episode.revision
-                change.changed = True
-                logger.info(
-                    "group %s: the contained loop goes on while Lifeguard's change is held back until %s: "
-                    "told again only after that",
-                    state.group_id,
-                    utc(held_until),
-                )
-                return
+                # The contained loop resumes, on the same configuration, while the remediation holds
+                # Lifeguard's change back (the cooldown, the daily cap). Told at each turn (a kept node up,
+                # then failing in nodeReady, the next failing) with its containment and a skip, it paged
+                # every 12 minutes all night: told once in the hold (below), then taken in untold while the
+                # same script fails; the loop's first failure after the hold is decided again.
+                if episode.resumed_in_hold == held_until and _same_script(state, episode, detection, runs):
+                    episode.contained_at = None
+                    episode.failures = list(detection.failures)
+                    change.changed = True
+                    logger.info(
+                        "group %s: the contained loop resumes again while Lifeguard's change is held back "
+                        "until %s: told again only after that",
+                        state.group_id,
+                        utc(held_until),
+                    )
+                    return
+                episode.resumed_in_hold = held_until
         was = episode.kind
         change.changed = True
         episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
@@ -1090,6 +1090,17 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
     # contained one's kept nodes come up between its fresh failures, and say the script fails already.
     again_for_a_loop = episode.kind == "intermittent" or episode.contained_at is not None
     return found is not None and (not again_for_a_loop or found.kind == "loop")
+
+
+def _same_script(state: GroupState, episode: Episode, detection: Detection, runs: GroupEvidence) -> bool:
+    """Whether the reports of a detection's failures name the episode's suspect, or no script: not another
+    script broken in place, which is another loop to tell."""
+    failing = runs.reports_of(failure.instance_id for failure in detection.failures)
+    suspect, _ = attribute(detection.failures, failing, known_scripts(state))
+    known = episode.suspect
+    if suspect is None:
+        return True
+    return known is not None and (suspect.stage, suspect.script) == (known.stage, known.script)
 
 
 def _awaiting(state: GroupState) -> bool:
