@@ -422,7 +422,7 @@ def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
     [capped] = remediator.handle_event(world.detection("ep-2"))
     assert capped.detail_type == "RemediationSkipped"
     assert capped.detail["reason"].startswith(
-        "Daily cap: Lifeguard already changed this group 1 times in 24 h; Lifeguard decides again"
+        "Daily cap: Lifeguard already changed this group once in 24 h; Lifeguard decides again"
     )
     [first] = [e for e in world.history() if e.episode_id == "ep-1"]
     decision = RemediationStore(world.table, TABLE).decision(CLUSTER, GROUP, "ep-2", 1)

@@ -370,3 +370,20 @@ def test_each_loop_kind_is_told_in_words_and_a_contained_loop_says_what_to_do_on
     reason = "i-1 came up with a script still failing. Fix the script and push a configuration."
     contained = summarize("LoopContained", detail(reason=reason, undo=None))
     assert contained.headline.count("Fix the script and push a configuration") == 1
+
+
+def test_a_containment_says_how_many_kept_nodes_are_drained_and_take_no_jobs() -> None:
+    """A drained kept node takes no jobs: with every kept node drained the group serves nothing, and the
+    message said only "1 node(s) kept with the failure"."""
+    one = [{"instance_id": "i-0kept00000000000", "drained": True}]
+    both = [*one, {"instance_id": "i-0kept00000000001", "drained": False}]
+    assert (
+        "1 node(s) kept with the failure, all drained (taking no jobs)."
+        in summarize("LoopContained", detail(kept=one, reason=None)).headline
+    )
+    assert (
+        "2 node(s) kept with the failure, 1 drained (taking no jobs)."
+        in summarize("LoopContained", detail(kept=both, reason=None)).headline
+    )
+    undrained = summarize("LoopContained", detail(kept=both[1:], reason=None)).headline
+    assert "1 node(s) kept with the failure." in undrained

@@ -185,7 +185,7 @@ def summarize(
         "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
         "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
         "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
-        f"{len(detail.get('kept') or [])} node(s) kept with the failure.{instruction}",
+        f"{_kept_words(detail.get('kept') or [])}.{instruction}",
         # Why it is over (a node booted clean, or the failing script left the configuration) is the reason.
         "LoopResolved": f"The loop of {group} ({cluster}) is over.",
         "ConfigChangeReviewed": _change_headline(group, cluster, detail),
@@ -248,6 +248,16 @@ def summarize(
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
     )
+
+
+def _kept_words(kept: Sequence[Any]) -> str:
+    """How many nodes a containment keeps, and how many of them are drained: a drained node takes no jobs,
+    and a group whose kept nodes are all drained serves nothing until the script is fixed."""
+    drained = sum(1 for node in kept if isinstance(node, Mapping) and node.get("drained"))
+    words = f"{len(kept)} node(s) kept with the failure"
+    if drained:
+        words += f", {'all' if drained == len(kept) else drained} drained (taking no jobs)"
+    return words
 
 
 def _sentence(text: str) -> str:

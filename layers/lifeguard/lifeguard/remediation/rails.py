@@ -273,7 +273,8 @@ def daily_cap(ledger: Ledger, settings: RemediationSettings, now: float) -> Hold
     made = ledger.made_since(now - DAY_SECONDS)
     if len(made) < settings.daily_cap:
         return None
-    reason = f"Daily cap: Lifeguard already changed this group {settings.daily_cap} times in 24 h."
+    times = "once" if settings.daily_cap == 1 else f"{settings.daily_cap} times"
+    reason = f"Daily cap: Lifeguard already changed this group {times} in 24 h."
     return _held(reason, made[len(made) - settings.daily_cap] + DAY_SECONDS)
 
 
