@@ -1052,6 +1052,33 @@ def quarantined_config() -> dict[str, Any]:
     return quarantined
 
 
+@pytest.mark.parametrize("lifeguards", [True, False], ids=["Lifeguard's quarantine", "the owners' own"])
+def test_a_loop_resolved_under_lifeguards_quarantine_says_it_is_still_in_place_with_the_undo(
+    lifeguards: bool,
+) -> None:
+    """A clean boot ends the loop, and Lifeguard's quarantine stays in the configuration: the flaky script's
+    next failure is logged as a success and its node serves without what the script does (a mount). The
+    resolution said only that the loop was over."""
+    world = World()
+    if lifeguards:
+        quarantine_in_ledger(world, quarantined_config())
+    quarantined_node_boots(world)
+    clean = "i-0clean000000000a"
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(
+                clean, at(1, 22), script="fail-terminate", stage="nodeBootstrapped", on_error="STOP_SEQUENCE"
+            ),
+            ran(clean, at(1, 23)),
+        ]
+    )
+    world.feed([launched(clean, at(1, 21)), succeeded(clean, at(1, 25))])
+    assert world.published()[-1] == "LoopResolved"
+    detail = world.bus.events()[-1][1]
+    assert ("Lifeguard's quarantine is still in the configuration" in detail["reason"]) is lifeguards
+    assert (detail.get("undo") is not None) is lifeguards
+
+
 def test_a_node_whose_reports_show_every_script_succeeded_proves_good_and_the_proof_says_so() -> None:
     world = World()
     world.person_sets(REVERTED, at(1, 10))

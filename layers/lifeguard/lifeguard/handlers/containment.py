@@ -157,7 +157,7 @@ def settle(
     if held or _reports_its_end(state, success, boot):
         return []
     if boot.reported or unreported:
-        return resolve(state, settings, success, boot.evidence())
+        return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
     return []
 
 
@@ -269,10 +269,18 @@ def reopen_after_ready_failure(
 
 
 def resolve(
-    state: GroupState, settings: DetectionSettings, success: BootOutcome, evidence: str
+    state: GroupState,
+    settings: DetectionSettings,
+    success: BootOutcome,
+    evidence: str,
+    *,
+    lifeguards: Callable[[], bool] = lambda: False,
 ) -> list[ControllerEvent]:
     """End the open episode with `success`, a node that booted with no failed script (`evidence`: what
-    says so): LoopResolved."""
+    says so): LoopResolved. `lifeguards()`: the configuration still holds a quarantine of Lifeguard's (it
+    may read Lifeguard's ledger), said with the undo: the loop is over, but a failure of that script now
+    keeps its node up without what the script does, logged as a success, until someone fixes the script and
+    takes the change back."""
     episode = state.episode
     assert episode is not None
     episode.resolved_at = success.event_timestamp
@@ -280,8 +288,16 @@ def resolve(
     node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
     when = utc(success.event_timestamp)
     reason = f"{success.instance_id}{node} bootstrapped successfully at {when} ({evidence})"
+    undo = None
+    if lifeguards():
+        reason += (
+            ". Lifeguard's quarantine is still in the configuration: a failure it stops is logged as a "
+            "success, and its node comes up without what the script does. "
+            f"{FIX_AND_PUSH}, or undo Lifeguard's change"
+        )
+        undo = undo_command(state.cluster_id, state.group_id)
     state.last_episode, state.episode = episode, None
-    return [episode_event("LoopResolved", state, episode, settings, reason=reason)]
+    return [episode_event("LoopResolved", state, episode, settings, reason=reason, undo=undo)]
 
 
 def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:
