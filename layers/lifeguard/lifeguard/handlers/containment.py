@@ -144,17 +144,20 @@ def settle(
     held: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
-    """What `success`, the first success after the open episode's last failure, says of it: contained when
-    its node reported a run of that boot that leaves the loop's script failing (`still_failing`); else
-    nothing yet when `held` (`awaits_ready_checks`); resolved when it reported runs and none does, or, when
-    it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing yet
-    otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained (it may read
-    Lifeguard's ledger)."""
+    """What `success`, the first success after the open episode's last failure, says of it: nothing yet when
+    `held` (`awaits_ready_checks`: nodes of this loop failed after their ACTIVE, in nodeReady, so a node is
+    neither kept nor clean until it is seen to stay up); contained when its node reported a run of that boot
+    that leaves the loop's script failing (`still_failing`); resolved when it reported runs and none does,
+    or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing
+    yet otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained or resolved (it
+    may read Lifeguard's ledger)."""
+    if held:
+        return []
     suspect = state.episode.suspect if state.episode else None
     failing = still_failing(boot.failed, suspect, booted_actions(state, success))
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
-    if held or _reports_its_end(state, success, boot):
+    if _reports_its_end(state, success, boot):
         return []
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
