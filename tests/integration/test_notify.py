@@ -81,7 +81,9 @@ def test_an_event_reaches_sns_with_filterable_attributes_and_slack_as_block_kit(
     result = env.controller().handle_event(event())
     assert result.sent == ["sns", "slack"]
     (published,) = env.sns()
-    assert published["subject"] == f"[Lifeguard] Remediated: {GROUP} (fail-terminate) in {CLUSTER}"
+    assert (
+        published["subject"] == f"[Lifeguard] Remediated (quarantine): {GROUP} (fail-terminate) in {CLUSTER}"
+    )
     assert published["attributes"] == {
         "cluster_id": CLUSTER,
         "compute_node_group_id": GROUP,

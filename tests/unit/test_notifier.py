@@ -59,7 +59,7 @@ def test_an_event_goes_to_every_channel_once_and_the_episodes_messages_are_numbe
     notify.handle_event(applied_event("RemediationApplied"))
     assert [sequence for _, sequence in sns.sent] == [1, 2]
     assert [sequence for _, sequence in slack.sent] == [1, 2]
-    assert sns.sent[1][0].subject.startswith("[Lifeguard] Remediated: pcs_abcdef01")
+    assert sns.sent[1][0].subject.startswith("[Lifeguard] Remediated (quarantine): pcs_abcdef01")
 
 
 def test_a_new_revision_of_the_same_event_is_a_new_message() -> None:

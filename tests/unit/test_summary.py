@@ -31,7 +31,7 @@ def detail(**changed: Any) -> dict[str, Any]:
         (
             "RemediationApplied",
             "medium",
-            "[Lifeguard] Remediated: pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+            "[Lifeguard] Remediated (quarantine): pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
             "Lifeguard changed the lifecycle actions of pcs_abcdef01 (pcs_abc123de45) to break the loop. "
             "Applied quarantine. PCS drains the group's running nodes and replaces them with nodes that boot "
             "the new configuration.",
@@ -161,7 +161,7 @@ def test_a_suspect_without_exit_code_reads_exit_question_mark() -> None:
 def test_the_subject_is_cut_to_99_ascii_characters_on_one_line() -> None:
     summary = summarize("RemediationApplied", detail(compute_node_group_id="grüne\n\tgruppe " + "g" * 200))
     assert len(summary.subject) == SUBJECT_MAX_CHARS
-    assert summary.subject.startswith("[Lifeguard] Remediated: gr ne gruppe ggg")
+    assert summary.subject.startswith("[Lifeguard] Remediated (quarantine): gr ne gruppe ggg")
     assert summary.subject.endswith("...")
 
 
@@ -387,3 +387,15 @@ def test_a_containment_says_how_many_kept_nodes_are_drained_and_take_no_jobs() -
     )
     undrained = summarize("LoopContained", detail(kept=both[1:], reason=None)).headline
     assert "1 node(s) kept with the failure." in undrained
+
+
+def test_a_remediations_subject_says_what_it_did() -> None:
+    """A quarantine and the undrain after it went out under one subject twice ("Remediated: …"): an inbox
+    could not tell them apart."""
+    subjects = {
+        summarize("RemediationApplied", detail(action=action)).subject for action in ("quarantine", "undrain")
+    }
+    assert subjects == {
+        "[Lifeguard] Remediated (quarantine): pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+        "[Lifeguard] Remediated (undrain): pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
+    }

@@ -155,6 +155,8 @@ def summarize(
         title = "Replacement loop"
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         title = f"{title} (update {revision})"  # the same episode, better known or going on
+    if detail_type == "RemediationApplied" and detail.get("action"):
+        title = f"{title} ({detail['action']})"  # a quarantine, then its undrain: two subjects, not one twice
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
     what = f" ({suspect.get('script')})" if suspect else ""
     if late:
