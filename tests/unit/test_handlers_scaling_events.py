@@ -897,6 +897,31 @@ def test_another_script_failing_in_a_contained_loop_while_it_is_held_back_is_tol
     assert (detail["revision"], detail["suspect"]["script"]) == (revision + 1, "record-after-fail")
 
 
+def test_reports_contradicting_each_other_in_a_contained_loop_held_back_are_told_not_taken_in() -> None:
+    """Another script fails fresh nodes while the hold lasts, and a forged report (any node can write one)
+    says the episode's script failed on those boots too: the reports name no suspect, and the loop was taken
+    in untold for the rest of the hold. Reports that name no script are told as the loop going on."""
+    world = World()
+    told, revision = resumed_while_held(world, at(5, 0))
+    for n, minute in enumerate((46, 51)):
+        instance = f"i-0othr000000000{n}"
+        other = ran(
+            instance, at(1, minute + 2), outcome="failed", script="record-after-fail", on_error="TERMINATE"
+        )
+        forged = ran(
+            instance,
+            at(1, minute + 2),
+            outcome="failed",
+            script="fail-terminate",
+            stage="nodeBootstrapped",
+            on_error="TERMINATE",
+        )
+        GroupStore(world.table, TABLE).put_reports([other, forged])
+        world.feed([launched(instance, at(1, minute)), failed(instance, at(1, minute + 3))])
+    assert world.published() == [*told, "BootstrapLoopDetected"]
+    assert world.bus.events()[-1][1]["revision"] == revision + 1
+
+
 def test_a_node_kept_after_the_hold_its_loop_resumed_in_is_told() -> None:
     """The hold its loop resumed in is over: a kept node is told again (the loop is contained, news)."""
     world = World()
@@ -1077,6 +1102,44 @@ def test_a_loop_resolved_under_lifeguards_quarantine_says_it_is_still_in_place_w
     detail = world.bus.events()[-1][1]
     assert ("Lifeguard's quarantine is still in the configuration" in detail["reason"]) is lifeguards
     assert (detail.get("undo") is not None) is lifeguards
+
+
+def test_a_loop_resolved_by_reports_under_the_owners_stop_sequence_claims_no_quarantine_of_lifeguards() -> (
+    None
+):
+    """The node_reports handler without the ledger's lookup took every configuration for one holding
+    Lifeguard's quarantine: a resolution under the owners' own STOP_SEQUENCE said Lifeguard's quarantine
+    was still in place, and offered an undo of a change Lifeguard never made."""
+    world = World()
+    handler = reports_handler(world)
+    GroupStore(world.table, TABLE).put_reports([NodeReport.model_validate(r) for r in REPORTED])
+    contained_after_the_owners_switch(world)  # the owners' own STOP_SEQUENCE, no change of Lifeguard's
+    told = world.published()
+    clean = "i-0clean000000000z"
+    world.feed([launched(clean, at(1, 30)), succeeded(clean, at(1, 35))])  # waits for its reports
+    runs = [
+        _run(
+            clean,
+            "nodeBootstrapped",
+            "fail-terminate",
+            "succeeded",
+            on_error="STOP_SEQUENCE",
+            at_s=at(1, 33) // 1000,
+        ),
+        _run(
+            clean,
+            "nodeBootstrapped",
+            "record-after-fail",
+            "succeeded",
+            on_error="CONTINUE",
+            at_s=at(1, 33) // 1000,
+        ),
+    ]
+    ship(world, handler, runs)
+    assert world.published()[len(told) :] == ["LoopResolved"]
+    detail = world.bus.events()[-1][1]
+    assert "Lifeguard's quarantine" not in detail["reason"]
+    assert detail.get("undo") is None
 
 
 def test_a_node_whose_reports_show_every_script_succeeded_proves_good_and_the_proof_says_so() -> None:
@@ -2479,18 +2542,20 @@ def test_a_node_ready_loop_is_ended_at_once_only_by_a_node_whose_reports_show_ev
     assert world.published()[-1] == ("LoopResolved" if ran_both else "BootstrapLoopDetected")
 
 
-@pytest.mark.parametrize("stays_up", [True, False], ids=["stays up", "fails in nodeReady"])
+@pytest.mark.parametrize("then", ["stays up", "fails in nodeReady", "reports its ready check passed"])
 def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_seen_to_stay_up(
-    stays_up: bool,
+    then: str,
 ) -> None:
     """The loop's nodes fail after their ACTIVE (a nodeReady script under TERMINATE). A node kept with a
     nodeBootstrapped failure went ACTIVE and was told contained at once ("the loop stopped"), then died in
     nodeReady as the others: with the daily cap holding the next change back, the last word for hours. It
-    is kept only once it is seen to stay up (the reports' grace), as a success ends such a loop."""
+    is kept once it is seen to stay up (the reports' grace, as a success ends such a loop), or once its
+    reports show its ready check passed, with no other record of the group after it."""
     config = copy.deepcopy(TERMINATE)
     config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
     config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
     world = World()
+    handler = reports_handler(world)
     world.person_sets(config, at(1, 2))
     nodes = READY_NODES
     world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
@@ -2504,10 +2569,27 @@ def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_s
     GroupStore(world.table, TABLE).put_reports([failing])
     world.feed([launched(kept, at(1, 22)), succeeded(kept, at(1, 25))])
     assert world.published() == told  # not kept yet: it may die in nodeReady as the others did
-    if not stays_up:
+    if then == "reports its ready check passed":
+        passed = _run(
+            kept,
+            "nodeReady",
+            ready_check_of(config),
+            "succeeded",
+            on_error="TERMINATE",
+            at_s=at(1, 26) // 1000,
+        )
+        ship(world, handler, [passed])
+        assert world.published()[len(told) :] == ["LoopContained"]
+        return
+    if then == "fails in nodeReady":
         world.feed([failed(kept, at(1, 26))])
     world.feed([launched(nodes[3], at(1, 36))])  # the reports' grace is over
-    assert world.published()[len(told) :] == (["LoopContained"] if stays_up else [])
+    assert world.published()[len(told) :] == (["LoopContained"] if then == "stays up" else [])
+
+
+def ready_check_of(config: dict[str, Any]) -> str:
+    """The name of the configuration's first nodeReady script."""
+    return str(config["stages"]["nodeReady"][0]["name"])
 
 
 def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_told_again_once() -> None:

@@ -295,8 +295,8 @@ def resolve(
     if lifeguards():
         reason += (
             ". Lifeguard's quarantine is still in the configuration: a failure it stops is logged as a "
-            "success, and its node comes up without what the script does. "
-            f"{FIX_AND_PUSH}, or undo Lifeguard's change"
+            "success, and its node comes up without what the script does. Once the script is fixed, push a "
+            "configuration or undo Lifeguard's change (undone before, the loop may come back)"
         )
         undo = undo_command(state.cluster_id, state.group_id)
     state.last_episode, state.episode = episode, None

@@ -99,12 +99,13 @@ class GroupEvidence:
                 )
                 reports = reports + launch
         failed = failed_runs(reports, instance, since, scripts, outcome_ms=at)
-        if failed:
-            return BootRuns(failed, 0)
         marks = group.marks
         if not group.marks_complete and (own := self._instance_read(instance)) is not None:
             marks = own.marks
-        return boot_runs((), marks, instance, since, scripts, outcome_ms=at)
+        clean = boot_runs((), marks, instance, since, scripts, outcome_ms=at)
+        # A boot with a failed run is judged on its failures; the scripts that ran clean in it still say
+        # which ready checks its node passed (`awaits_ready_checks`: a kept node seen to stay up).
+        return BootRuns(failed, 0, clean.ran) if failed else clean
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported a run of every nodeBootstrapped script of the group's

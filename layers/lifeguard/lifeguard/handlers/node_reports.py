@@ -345,10 +345,11 @@ class NodeReportsHandler:
         return self.defaults.with_tags(state.config.tags if state.config else {})[0]
 
     def _lifeguards(self, state: GroupState) -> bool:
-        """Whether the group's configuration holds a quarantine of Lifeguard's (True when not known)."""
+        """Whether the group's configuration holds a quarantine of Lifeguard's (not known without the ledger's
+        lookup: then no, and no undo is offered)."""
         quarantined = self.quarantined
         if quarantined is None:
-            return True
+            return False
         actions = state.config.node_lifecycle_actions if state.config else None
         return holds_quarantine(actions, lambda: quarantined(state.cluster_id, state.group_id))
 

@@ -1093,13 +1093,15 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
 
 
 def _same_script(state: GroupState, episode: Episode, detection: Detection, runs: GroupEvidence) -> bool:
-    """Whether the reports of a detection's failures name the episode's suspect, or no script: not another
-    script broken in place, which is another loop to tell."""
-    failing = runs.reports_of(failure.instance_id for failure in detection.failures)
+    """Whether a detection's failures are the episode's loop as told: their reports name its suspect, or
+    their nodes reported no failed run at all. Another script broken in place is another loop to tell, and
+    so are reports that name none (any node can write one that contradicts another's)."""
+    instances = {failure.instance_id for failure in detection.failures}
+    failing = runs.reports_of(instances)
     suspect, _ = attribute(detection.failures, failing, known_scripts(state))
     known = episode.suspect
     if suspect is None:
-        return True
+        return not any(report.instance_id in instances for report in failing)
     return known is not None and (suspect.stage, suspect.script) == (known.stage, known.script)
 
 
