@@ -922,6 +922,21 @@ def test_reports_contradicting_each_other_in_a_contained_loop_held_back_are_told
     assert world.bus.events()[-1][1]["revision"] == revision + 1
 
 
+def test_a_loop_contained_untold_in_the_hold_is_told_contained_at_its_first_record_after_it() -> None:
+    """Contained again in the hold its resumption was told in (listed, not told), and still contained when
+    the hold ended: nothing more was told, and the last word stayed that the loop resumed."""
+    world = World()
+    until = at(1, 50)
+    told, _ = resumed_while_held(world, until)
+    world.feed([launched("i-0later00000000001", at(1, 55))])  # the group's first record after the hold
+    assert world.published()[len(told) :] == ["LoopContained"]
+    detail = world.bus.events()[-1][1]
+    assert f"held back (to {utc(until)}), told now" in detail["reason"]
+    assert detail["kept"][-1]["instance_id"] == "i-0kept00000000002"
+    world.feed([launched("i-0later00000000002", at(1, 58))])
+    assert world.published()[len(told) :] == ["LoopContained"]  # told once
+
+
 def test_a_node_kept_after_the_hold_its_loop_resumed_in_is_told() -> None:
     """The hold its loop resumed in is over: a kept node is told again (the loop is contained, news)."""
     world = World()

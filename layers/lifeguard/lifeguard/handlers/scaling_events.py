@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, attribute, known_scripts
+from lifeguard.attribution import BootRuns, attribute, known_scripts, still_failing
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -37,7 +37,9 @@ from lifeguard.handlers.batch import Skips, collector_paused, count_events, data
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
     awaits_ready_checks,
+    booted_actions,
     booted_current,
+    contain,
     newest_event_ms,
     reopen_after_ready_failure,
     revoke_proof_of_failed_node,
@@ -542,6 +544,8 @@ class ScalingEventsHandler:
                     _note_failed_after_active(state, record.instance_id or "")
                 if unhealthy:
                     self._detect_replacement(state, refresh, change, runs)
+            if state.episode is not None and state.episode.resumed_in_hold is not None:
+                self._tell_held_containment(state, change, runs, records[-1].event_timestamp)
             # A detection PCS's refusal of the group's read held back (of either loop) is made by the next
             # batch holding any record of the group (its redelivery too: its failures are stored, and fold
             # no more), not only by its next failure, a cycle later.
@@ -856,6 +860,42 @@ class ScalingEventsHandler:
         logger.warning("group %s: %s", state.group_id, reason)
         reason = f"{reason}; {said}" if said else reason
         change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+
+    def _tell_held_containment(
+        self, state: GroupState, change: Change, runs: GroupEvidence, latest_ms: int
+    ) -> None:
+        """A loop contained again in the hold its resumption was told in was listed, not told
+        (`Episode.resumed_in_hold`): at the group's first record after that hold, the containment is told,
+        or the last word would stay that the loop resumed."""
+        episode = state.episode
+        assert episode is not None
+        hold_end = episode.resumed_in_hold
+        if hold_end is None or latest_ms <= hold_end:
+            return
+        episode.resumed_in_hold = None
+        change.changed = True
+        contained_at = episode.contained_at
+        if contained_at is None or contained_at > hold_end or not episode.kept:
+            return  # looping (decided again at its failure after the hold), or told when it was kept
+        kept = state.outcomes.get(episode.kept[-1])
+        if kept is None:
+            return
+        boot = runs.of(kept)
+        failing = still_failing(boot.failed, episode.suspect, booted_actions(state, kept))
+        if not failing:
+            return
+        config = state.config
+        late = f" It was kept while Lifeguard's change was held back (to {utc(hold_end)}), told now."
+        change.events.extend(
+            contain(
+                state,
+                self._settings(state),
+                kept,
+                failing,
+                late,
+                lifeguards=config is not None and self._holds_quarantine(state, config),
+            )
+        )
 
     def _decided(self, state: GroupState, episode: Episode, change: Change) -> bool:
         """Whether the remediation decided on the episode's revision: read once per revision (`HeldBack`),
