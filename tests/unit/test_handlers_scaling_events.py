@@ -937,6 +937,71 @@ def test_a_loop_contained_untold_in_the_hold_is_told_contained_at_its_first_reco
     assert world.published()[len(told) :] == ["LoopContained"]  # told once
 
 
+def test_fresh_nodes_reporting_the_stopped_script_failed_as_configured_are_taken_in_during_the_hold() -> None:
+    """Under the owners' STOP_SEQUENCE, fresh nodes honestly report the script failed under STOP_SEQUENCE
+    (their boot fails elsewhere): no failure that ends a boot, the loop as told, not told at every turn."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50))
+    kept_report("i-0agan0000000000c", at(1, 46), world)
+    world.feed([launched("i-0agan0000000000c", at(1, 45)), failed("i-0agan0000000000c", at(1, 47))])
+    kept_report("i-0agan0000000000d", at(1, 47), world)
+    world.feed([launched("i-0agan0000000000d", at(1, 46)), failed("i-0agan0000000000d", at(1, 49))])
+    assert world.published() == told
+
+
+def test_the_containment_told_after_the_hold_names_a_kept_node_still_up() -> None:
+    """The newest kept node died in the hold (PCS ended it after its ACTIVE): the containment told after
+    the hold named it, and the time of its end as when it came up."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50))
+    world.feed([failed("i-0kept00000000002", at(1, 48))])
+    world.feed([launched("i-0later00000000001", at(1, 55))])
+    assert world.published()[len(told) :] == ["LoopContained"]
+    reason = world.bus.events()[-1][1]["reason"]
+    assert reason.startswith("i-0kept00000000000 ")
+    assert "i-0kept00000000002" not in reason
+
+
+@pytest.mark.parametrize("then", ["its late report says it was kept", "it fails after its ACTIVE"])
+def test_an_episode_resolved_in_the_hold_tells_its_own_word_not_the_holds_containment(then: str) -> None:
+    """A node of the loop resolved it within the hold, then it was opened again: by its late report of the
+    script failing (contained, told), or by its failure after ACTIVE (the loop goes on, told). The hold's
+    end told the old containment again, or said "the loop stopped" after the loop was told going on."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50))
+    handler = reports_handler(world)
+    node = "i-0good00000000001"
+    world.feed([launched(node, at(1, 46))])
+    clean_on_error = "STOP_SEQUENCE" if then.startswith("its late") else "TERMINATE"
+    clean = _run(
+        node,
+        "nodeBootstrapped",
+        "record-after-fail",
+        "succeeded",
+        on_error=clean_on_error,
+        at_s=at(1, 47) // 1000,
+    )
+    ship(world, handler, [clean])
+    world.feed([succeeded(node, at(1, 48))])
+    if then.startswith("its late"):
+        late = _run(
+            node,
+            "nodeBootstrapped",
+            "fail-terminate",
+            "failed",
+            on_error="STOP_SEQUENCE",
+            at_s=at(1, 47) // 1000 + 1,
+        )
+        ship(world, handler, [late])
+        expected = ["LoopResolved", "LoopContained"]
+    else:
+        world.feed([failed(node, at(1, 49))])
+        expected = ["LoopResolved", "BootstrapLoopDetected"]
+    assert world.published()[len(told) :] == expected
+    world.feed([launched("i-0later00000000001", at(1, 55))])
+    assert world.published()[len(told) :] == expected
+
+
 def test_a_node_kept_after_the_hold_its_loop_resumed_in_is_told() -> None:
     """The hold its loop resumed in is over: a kept node is told again (the loop is contained, news)."""
     world = World()
@@ -2600,6 +2665,33 @@ def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_s
         world.feed([failed(kept, at(1, 26))])
     world.feed([launched(nodes[3], at(1, 36))])  # the reports' grace is over
     assert world.published()[len(told) :] == (["LoopContained"] if then == "stays up" else [])
+
+
+def test_a_forged_pass_of_a_ready_check_its_node_reported_failing_ends_no_wait() -> None:
+    """A kept node's own report says its ready check failed (under TERMINATE: PCS is ending it); a mark of
+    the same check passing, which any node can write, ended its wait: told contained before PCS's end."""
+    config = copy.deepcopy(TERMINATE)
+    config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
+    config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world = World()
+    handler = reports_handler(world)
+    world.person_sets(config, at(1, 2))
+    nodes = READY_NODES
+    world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
+    world.feed([launched(nodes[1], at(1, 9)), failed(nodes[1], at(1, 12))])
+    world.feed([launched(nodes[2], at(1, 15)), succeeded(nodes[2], at(1, 18))])
+    world.feed([failed(nodes[2], at(1, 19))])
+    told = world.published()
+    kept = "i-0kept00000000009"
+    failing = ran(kept, at(1, 24), outcome="failed", stage="nodeBootstrapped", on_error="CONTINUE")
+    GroupStore(world.table, TABLE).put_reports([failing])
+    world.feed([launched(kept, at(1, 22)), succeeded(kept, at(1, 25))])
+    check = ready_check_of(config)
+    real = _run(kept, "nodeReady", check, "failed", on_error="TERMINATE", at_s=at(1, 26) // 1000)
+    forged = _run(kept, "nodeReady", check, "succeeded", on_error="TERMINATE", at_s=at(1, 26) // 1000 + 1)
+    ship(world, handler, [real, forged])
+    world.feed([failed(kept, at(1, 27))])  # PCS ends it in nodeReady
+    assert world.published() == told
 
 
 def ready_check_of(config: dict[str, Any]) -> str:

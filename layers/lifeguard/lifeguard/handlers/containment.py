@@ -288,6 +288,7 @@ def resolve(
     assert episode is not None
     episode.resolved_at = success.event_timestamp
     episode.resolved_by = success.instance_id
+    episode.resumed_in_hold = None  # an episode opened again tells its own word, not a hold's
     node = f" ({success.scheduler_node_id})" if success.scheduler_node_id else ""
     when = utc(success.event_timestamp)
     reason = f"{success.instance_id}{node} bootstrapped successfully at {when} ({evidence})"

@@ -103,9 +103,13 @@ class GroupEvidence:
         if not group.marks_complete and (own := self._instance_read(instance)) is not None:
             marks = own.marks
         clean = boot_runs((), marks, instance, since, scripts, outcome_ms=at)
-        # A boot with a failed run is judged on its failures; the scripts that ran clean in it still say
-        # which ready checks its node passed (`awaits_ready_checks`: a kept node seen to stay up).
-        return BootRuns(failed, 0, clean.ran) if failed else clean
+        if not failed:
+            return clean
+        # A boot with a failed run is judged on its failures; the scripts that ran clean in it, and failed
+        # in no report of it, still say which ready checks its node passed (`awaits_ready_checks`: a kept
+        # node seen to stay up). A mark of a script a report says failed proves nothing: any node can write
+        # one.
+        return BootRuns(failed, 0, clean.ran - {(run.stage, run.script) for run in failed})
 
     def no_script_failed(self, failures: Sequence[Failure]) -> bool:
         """Whether every failing instance reported a run of every nodeBootstrapped script of the group's

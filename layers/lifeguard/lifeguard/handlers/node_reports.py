@@ -345,12 +345,12 @@ class NodeReportsHandler:
         return self.defaults.with_tags(state.config.tags if state.config else {})[0]
 
     def _lifeguards(self, state: GroupState) -> bool:
-        """Whether the group's configuration holds a quarantine of Lifeguard's (not known without the ledger's
-        lookup: then no, and no undo is offered)."""
+        """Whether the group's configuration holds a quarantine of Lifeguard's: its drain step, or a script
+        its ledger quarantined (without the ledger's lookup, none is known to be)."""
         quarantined = self.quarantined
-        if quarantined is None:
-            return False
         actions = state.config.node_lifecycle_actions if state.config else None
+        if quarantined is None:
+            return holds_quarantine(actions, set)
         return holds_quarantine(actions, lambda: quarantined(state.cluster_id, state.group_id))
 
     def _detect(

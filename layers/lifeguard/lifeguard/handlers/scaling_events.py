@@ -875,14 +875,23 @@ class ScalingEventsHandler:
         episode.resumed_in_hold = None
         change.changed = True
         contained_at = episode.contained_at
-        if contained_at is None or contained_at > hold_end or not episode.kept:
+        if contained_at is None or contained_at > hold_end:
             return  # looping (decided again at its failure after the hold), or told when it was kept
-        kept = state.outcomes.get(episode.kept[-1])
-        if kept is None:
-            return
-        boot = runs.of(kept)
-        failing = still_failing(boot.failed, episode.suspect, booted_actions(state, kept))
-        if not failing:
+        # The newest kept node still up (PCS may have ended one since), with its script still failing.
+        for instance in reversed(episode.kept):
+            kept = state.outcomes.get(instance)
+            if kept is None or not kept.succeeded:
+                continue
+            boot = runs.of(kept)
+            failing = still_failing(boot.failed, episode.suspect, booted_actions(state, kept))
+            if failing:
+                break
+        else:
+            logger.info(
+                "group %s: its loop, contained while Lifeguard's change was held back, is not told contained "
+                "after the hold: no kept node of it is known to be up with its script failing",
+                state.group_id,
+            )
             return
         config = state.config
         late = f" It was kept while Lifeguard's change was held back (to {utc(hold_end)}), told now."
@@ -1134,14 +1143,21 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
 
 def _same_script(state: GroupState, episode: Episode, detection: Detection, runs: GroupEvidence) -> bool:
     """Whether a detection's failures are the episode's loop as told: their reports name its suspect, or
-    their nodes reported no failed run at all. Another script broken in place is another loop to tell, and
-    so are reports that name none (any node can write one that contradicts another's)."""
+    none of their nodes reported a failure that ends a boot (a known script under TERMINATE, what the
+    attribution weighs). Another script broken in place is another loop to tell, and so are such reports
+    that name no suspect (any node can write one that contradicts another's)."""
     instances = {failure.instance_id for failure in detection.failures}
     failing = runs.reports_of(instances)
-    suspect, _ = attribute(detection.failures, failing, known_scripts(state))
+    scripts = known_scripts(state)
+    suspect, _ = attribute(detection.failures, failing, scripts)
     known = episode.suspect
     if suspect is None:
-        return not any(report.instance_id in instances for report in failing)
+        return not any(
+            report.instance_id in instances
+            and report.on_error == "TERMINATE"
+            and (scripts is None or (report.stage, report.script) in scripts)
+            for report in failing
+        )
     return known is not None and (suspect.stage, suspect.script) == (known.stage, known.script)
 
 
