@@ -1002,6 +1002,69 @@ def test_an_episode_resolved_in_the_hold_tells_its_own_word_not_the_holds_contai
     assert world.published()[len(told) :] == expected
 
 
+def test_reports_naming_script_after_script_in_a_hold_are_told_once_each_not_at_every_turn() -> None:
+    """Any node can write a report: fresh nodes' reports naming another script at each turn of a hold (or
+    two at once, or one the configuration does not run under TERMINATE) told the loop again at every turn,
+    each told revision skipped again: the flood the hold's quiet was for. Each script is told once."""
+    world = World()
+    until = at(3, 0)
+    told, _ = resumed_while_held(world, until)
+    forged = [
+        [("record-after-fail", "nodeBootstrapped")],
+        [("ready-check", "nodeReady")],  # run under CONTINUE: a TERMINATE failure of it cannot be true
+        [("record-after-fail", "nodeBootstrapped"), ("fail-terminate", "nodeBootstrapped")],
+        [("record-after-fail", "nodeBootstrapped")],
+    ]
+    for turn, scripts in enumerate(forged):
+        start = 46 + 12 * turn
+        for k in range(2):
+            instance = f"i-0trn{turn:02d}0000000{k}"
+            at_ms = at(1 + (start + 4 * k) // 60, (start + 4 * k) % 60)
+            reports = [
+                ran(
+                    instance, at_ms + 60_000, outcome="failed", script=name, stage=stage, on_error="TERMINATE"
+                )
+                for name, stage in scripts
+            ]
+            GroupStore(world.table, TABLE).put_reports(reports)
+            world.feed([launched(instance, at_ms), failed(instance, at_ms + 180_000)])
+        held_back_until(world, until)  # each revision told is held back to the same end
+        kept = f"i-0kpt{turn:02d}00000000"
+        kept_at = at(1 + (start + 9) // 60, (start + 9) % 60)
+        kept_report(kept, kept_at + 60_000, world)
+        world.feed([launched(kept, kept_at), succeeded(kept, kept_at + 120_000)])
+    assert world.published()[len(told) :] == ["BootstrapLoopDetected"]  # record-after-fail, once
+    assert world.bus.events()[-1][1]["suspect"]["script"] == "record-after-fail"
+
+
+def test_a_containment_after_another_revision_in_the_hold_is_told_at_once() -> None:
+    """The owners pushed another configuration in the hold and the loop went on (told, its revision
+    decided with nothing held back): a node kept on it was listed untold for the old hold, and told at the
+    hold's end as kept "while Lifeguard's change was held back"."""
+    world = World()
+    told, _ = resumed_while_held(world, at(5, 0))
+    config = quarantined_config()
+    config["stages"]["nodeBootstrapped"][1]["arguments"] = ["v2"]
+    world.person_sets(config, at(1, 46))
+    world.feed([launched("i-0new00000000000a", at(1, 47)), failed("i-0new00000000000a", at(1, 49))])
+    world.feed([launched("i-0new00000000000b", at(1, 50)), failed("i-0new00000000000b", at(1, 52))])
+    episode = world.state().episode
+    assert episode is not None
+    assert world.published()[len(told) :] == ["BootstrapLoopDetected"]
+    RemediationStore(world.table, TABLE).save_decision(
+        CLUSTER,
+        GROUP,
+        (episode.episode_id, episode.revision),
+        decision=Decision(status="applied"),
+        now=world.now(),
+    )
+    kept_report("i-0kept0000000new1", at(1, 55), world)
+    world.feed([launched("i-0kept0000000new1", at(1, 53)), succeeded("i-0kept0000000new1", at(1, 57))])
+    assert world.published()[len(told) :] == ["BootstrapLoopDetected", "LoopContained"]
+    world.feed([launched("i-0late00000000002", at(5, 1))])
+    assert world.published()[len(told) :] == ["BootstrapLoopDetected", "LoopContained"]
+
+
 def test_a_node_kept_after_the_hold_its_loop_resumed_in_is_told() -> None:
     """The hold its loop resumed in is over: a kept node is told again (the loop is contained, news)."""
     world = World()

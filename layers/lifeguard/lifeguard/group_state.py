@@ -209,6 +209,8 @@ _FAILURES = list_of(model(Failure))
     hold_read=optional(integer()),
     held_until=optional(integer()),
     resumed_in_hold=optional(integer()),
+    resumed_revision=optional(integer()),
+    told_in_hold=list_of(string()),
 )
 @dataclass(slots=True, kw_only=True)
 class Episode(Model):
@@ -245,10 +247,18 @@ class Episode(Model):
     # that announces the episode again, at its next revision, to be decided again.
     hold_read: int | None = None
     held_until: int | None = None
-    # The end of the hold (event time, ms) in which the contained loop resumed, told once: until then a kept
-    # node up again is listed, not told (`handlers.containment.contain`), and the loop resuming again on
-    # the same script is taken in untold.
+    # The end of the hold (event time, ms) in which the contained loop resumed, told once (at revision
+    # `resumed_revision`, naming the scripts `told_in_hold`, `stage/name`): while the episode is at that
+    # revision, until then a kept node up again is listed, not told (`handlers.containment.contain`), and the
+    # loop resuming again is taken in untold unless its reports name another script (`in_told_hold`).
     resumed_in_hold: int | None = None
+    resumed_revision: int | None = None
+    told_in_hold: list[str] = field(default_factory=list)
+
+    def in_told_hold(self) -> bool:
+        """Whether the episode is at the revision that told its contained loop resuming in a hold
+        (`resumed_in_hold`): the hold's turns after it are listed, not told."""
+        return self.resumed_in_hold is not None and self.resumed_revision == self.revision
 
     def add_signal(self, signal: str) -> bool:
         """Note that `signal` bears the episode out too; True when it is new."""

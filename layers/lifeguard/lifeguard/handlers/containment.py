@@ -78,7 +78,8 @@ def contain(
         return []
     if episode.contained_at is None:
         episode.contained_at = kept.event_timestamp
-    if not late and episode.resumed_in_hold is not None and kept.event_timestamp <= episode.resumed_in_hold:
+    hold_end = episode.resumed_in_hold
+    if not late and episode.in_told_hold() and hold_end is not None and kept.event_timestamp <= hold_end:
         # Contained again in a hold its loop resumed in, as told last (with the hold's end): listed, not
         # told at each turn; the suspect stays the loop's.
         return []

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, attribute, known_scripts, still_failing
+from lifeguard.attribution import BootRuns, as_configured, attribute, known_scripts, still_failing
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -70,6 +70,9 @@ from lifeguard.store.table import group_key
 
 __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
+# Scripts the resumptions told in one hold may name (`Episode.told_in_hold`): a configuration's scripts, so
+# reports naming each in turn (any node can write one) are told once each, not at every turn.
+TOLD_IN_HOLD_MAX = 20
 # The pairs, besides every LAUNCHED, that a group's state takes in: outcomes and unhealthy terminations.
 _FOLDED = BOOTSTRAP_OUTCOMES | {UNHEALTHY_TERMINATION}
 _EVENT_TIME = operator.attrgetter("event_timestamp")  # a group's records are taken in time order
@@ -872,11 +875,14 @@ class ScalingEventsHandler:
         hold_end = episode.resumed_in_hold
         if hold_end is None or latest_ms <= hold_end:
             return
+        told_here = episode.in_told_hold()
         episode.resumed_in_hold = None
         change.changed = True
         contained_at = episode.contained_at
-        if contained_at is None or contained_at > hold_end:
-            return  # looping (decided again at its failure after the hold), or told when it was kept
+        if not told_here or contained_at is None or contained_at > hold_end:
+            # The episode moved on since (another revision told its own word), it loops (decided again at its
+            # failure after the hold), or it was told when it was kept.
+            return
         # The newest kept node still up (PCS may have ended one since), with its script still failing.
         for instance in reversed(episode.kept):
             kept = state.outcomes.get(instance)
@@ -1039,7 +1045,9 @@ class ScalingEventsHandler:
                 # then failing in nodeReady, the next failing) with its containment and a skip, it paged
                 # every 12 minutes all night: told once in the hold (below), then taken in untold while the
                 # same script fails; the loop's first failure after the hold is decided again.
-                if episode.resumed_in_hold == held_until and _same_script(state, episode, detection, runs):
+                named = _named_script(state, detection, runs)
+                told = episode.in_told_hold() and episode.resumed_in_hold == held_until
+                if told and (named is None or named in episode.told_in_hold):
                     episode.contained_at = None
                     episode.failures = list(detection.failures)
                     change.changed = True
@@ -1050,7 +1058,11 @@ class ScalingEventsHandler:
                         utc(held_until),
                     )
                     return
-                episode.resumed_in_hold = held_until
+                if not told:
+                    episode.told_in_hold = []
+                episode.resumed_in_hold, episode.resumed_revision = held_until, episode.revision + 1
+                if named is not None and len(episode.told_in_hold) < TOLD_IN_HOLD_MAX:
+                    episode.told_in_hold.append(named)  # told below, at that revision
         was = episode.kind
         change.changed = True
         episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
@@ -1141,24 +1153,17 @@ def _a_loop_of_the_same_configuration(state: GroupState, settings: DetectionSett
     return found is not None and (not again_for_a_loop or found.kind == "loop")
 
 
-def _same_script(state: GroupState, episode: Episode, detection: Detection, runs: GroupEvidence) -> bool:
-    """Whether a detection's failures are the episode's loop as told: their reports name its suspect, or
-    none of their nodes reported a failure that ends a boot (a known script under TERMINATE, what the
-    attribution weighs). Another script broken in place is another loop to tell, and so are such reports
-    that name no suspect (any node can write one that contradicts another's)."""
-    instances = {failure.instance_id for failure in detection.failures}
+def _named_script(state: GroupState, detection: Detection, runs: GroupEvidence) -> str | None:
+    """`stage/name` of the script the reports of a detection's failures name (what the attribution weighs:
+    failures under TERMINATE of the configuration's scripts, as it runs them), or None when they name none
+    (none reported, or they contradict each other: any node can write a report)."""
+    instances = [failure.instance_id for failure in detection.failures]
     failing = runs.reports_of(instances)
-    scripts = known_scripts(state)
-    suspect, _ = attribute(detection.failures, failing, scripts)
-    known = episode.suspect
-    if suspect is None:
-        return not any(
-            report.instance_id in instances
-            and report.on_error == "TERMINATE"
-            and (scripts is None or (report.stage, report.script) in scripts)
-            for report in failing
-        )
-    return known is not None and (suspect.stage, suspect.script) == (known.stage, known.script)
+    config = state.config
+    if config is not None and config.actions_read:
+        failing = as_configured(failing, config.node_lifecycle_actions or {})
+    suspect, _ = attribute(detection.failures, failing, known_scripts(state))
+    return None if suspect is None else f"{suspect.stage}/{suspect.script}"
 
 
 def _awaiting(state: GroupState) -> bool:
