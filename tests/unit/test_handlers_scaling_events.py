@@ -1260,23 +1260,10 @@ def test_a_loop_resolved_by_reports_under_the_owners_stop_sequence_claims_no_qua
     told = world.published()
     clean = "i-0clean000000000z"
     world.feed([launched(clean, at(1, 30)), succeeded(clean, at(1, 35))])  # waits for its reports
+    scripts = (("fail-terminate", "STOP_SEQUENCE"), ("record-after-fail", "CONTINUE"))
     runs = [
-        _run(
-            clean,
-            "nodeBootstrapped",
-            "fail-terminate",
-            "succeeded",
-            on_error="STOP_SEQUENCE",
-            at_s=at(1, 33) // 1000,
-        ),
-        _run(
-            clean,
-            "nodeBootstrapped",
-            "record-after-fail",
-            "succeeded",
-            on_error="CONTINUE",
-            at_s=at(1, 33) // 1000,
-        ),
+        _run(clean, "nodeBootstrapped", name, "succeeded", on_error=on_error, at_s=at(1, 33) // 1000)
+        for name, on_error in scripts
     ]
     ship(world, handler, runs)
     assert world.published()[len(told) :] == ["LoopResolved"]
@@ -2685,21 +2672,23 @@ def test_a_node_ready_loop_is_ended_at_once_only_by_a_node_whose_reports_show_ev
     assert world.published()[-1] == ("LoopResolved" if ran_both else "BootstrapLoopDetected")
 
 
-@pytest.mark.parametrize("then", ["stays up", "fails in nodeReady", "reports its ready check passed"])
-def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_seen_to_stay_up(
-    then: str,
-) -> None:
-    """The loop's nodes fail after their ACTIVE (a nodeReady script under TERMINATE). A node kept with a
-    nodeBootstrapped failure went ACTIVE and was told contained at once ("the loop stopped"), then died in
-    nodeReady as the others: with the daily cap holding the next change back, the last word for hours. It
-    is kept once it is seen to stay up (the reports' grace, as a success ends such a loop), or once its
-    reports show its ready check passed, with no other record of the group after it."""
+def ready_check_under_terminate() -> tuple[World, NodeReportsHandler, dict[str, Any]]:
+    """A group whose second nodeBootstrapped script runs under CONTINUE and whose ready-check (nodeReady)
+    under TERMINATE, set at 01:02; the world, its node_reports handler and the configuration."""
     config = copy.deepcopy(TERMINATE)
     config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
     config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
     world = World()
     handler = reports_handler(world)
     world.person_sets(config, at(1, 2))
+    return world, handler, config
+
+
+def kept_where_nodes_die_after_active() -> tuple[World, NodeReportsHandler, dict[str, Any], list[str]]:
+    """A loop whose nodes fail after their ACTIVE (a nodeReady script under TERMINATE), told again once its
+    resolution proved wrong; then i-0kept00000000009 ACTIVE with a nodeBootstrapped failure under CONTINUE,
+    not taken as kept yet. The world, the node_reports handler, the configuration and what was told."""
+    world, handler, config = ready_check_under_terminate()
     nodes = READY_NODES
     world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
     world.feed([launched(nodes[1], at(1, 9)), failed(nodes[1], at(1, 12))])
@@ -2712,6 +2701,20 @@ def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_s
     GroupStore(world.table, TABLE).put_reports([failing])
     world.feed([launched(kept, at(1, 22)), succeeded(kept, at(1, 25))])
     assert world.published() == told  # not kept yet: it may die in nodeReady as the others did
+    return world, handler, config, told
+
+
+@pytest.mark.parametrize("then", ["stays up", "fails in nodeReady", "reports its ready check passed"])
+def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_seen_to_stay_up(
+    then: str,
+) -> None:
+    """The loop's nodes fail after their ACTIVE (a nodeReady script under TERMINATE). A node kept with a
+    nodeBootstrapped failure went ACTIVE and was told contained at once ("the loop stopped"), then died in
+    nodeReady as the others: with the daily cap holding the next change back, the last word for hours. It
+    is kept once it is seen to stay up (the reports' grace, as a success ends such a loop), or once its
+    reports show its ready check passed, with no other record of the group after it."""
+    world, handler, config, told = kept_where_nodes_die_after_active()
+    kept, nodes = "i-0kept00000000009", READY_NODES
     if then == "reports its ready check passed":
         passed = _run(
             kept,
@@ -2733,22 +2736,8 @@ def test_a_node_kept_in_a_loop_whose_nodes_fail_after_active_is_contained_once_s
 def test_a_forged_pass_of_a_ready_check_its_node_reported_failing_ends_no_wait() -> None:
     """A kept node's own report says its ready check failed (under TERMINATE: PCS is ending it); a mark of
     the same check passing, which any node can write, ended its wait: told contained before PCS's end."""
-    config = copy.deepcopy(TERMINATE)
-    config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
-    config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    world = World()
-    handler = reports_handler(world)
-    world.person_sets(config, at(1, 2))
-    nodes = READY_NODES
-    world.feed([launched(nodes[0], at(1, 3)), failed(nodes[0], at(1, 6))])
-    world.feed([launched(nodes[1], at(1, 9)), failed(nodes[1], at(1, 12))])
-    world.feed([launched(nodes[2], at(1, 15)), succeeded(nodes[2], at(1, 18))])
-    world.feed([failed(nodes[2], at(1, 19))])
-    told = world.published()
+    world, handler, config, told = kept_where_nodes_die_after_active()
     kept = "i-0kept00000000009"
-    failing = ran(kept, at(1, 24), outcome="failed", stage="nodeBootstrapped", on_error="CONTINUE")
-    GroupStore(world.table, TABLE).put_reports([failing])
-    world.feed([launched(kept, at(1, 22)), succeeded(kept, at(1, 25))])
     check = ready_check_of(config)
     real = _run(kept, "nodeReady", check, "failed", on_error="TERMINATE", at_s=at(1, 26) // 1000)
     forged = _run(kept, "nodeReady", check, "succeeded", on_error="TERMINATE", at_s=at(1, 26) // 1000 + 1)
@@ -2766,12 +2755,7 @@ def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_to
     """Contained (a kept node's CONTINUE failure of a nodeBootstrapped script), then ended by a node with no
     failed run, which fails after its ACTIVE (its ready-check, under TERMINATE): one BootstrapLoopDetected,
     the episode opened again, not a second for the contained loop going on."""
-    config = copy.deepcopy(TERMINATE)
-    config["stages"]["nodeBootstrapped"][1]["onError"] = "CONTINUE"
-    config["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    world = World()
-    handler = reports_handler(world)
-    world.person_sets(config, at(1, 2))
+    world, handler, _ = ready_check_under_terminate()
     a, b, kept, f, n = (f"i-0contained00000{k}" for k in range(5))
     world.feed([launched(a, at(1, 3)), failed(a, at(1, 6))])
     world.feed([launched(b, at(1, 9)), failed(b, at(1, 12))])
