@@ -912,6 +912,40 @@ class ScalingEventsHandler:
             )
         )
 
+    def _taken_in_hold(
+        self, state: GroupState, episode: Episode, detection: Detection, runs: GroupEvidence, change: Change
+    ) -> bool:
+        """Whether a contained loop resuming on the same configuration is taken into the episode untold: the
+        remediation holds Lifeguard's change back (the cooldown, the daily cap) past its failures, and a
+        resumption of this hold was told already, naming the script these reports name or they name none.
+        Told at each turn (a kept node up, then failing in nodeReady, the next failing) with its containment
+        and a skip, it paged every 12 minutes all night; each script named is told once in a hold, and the
+        loop's first failure after the hold is decided again. A resumption told is noted (False)."""
+        if not self._decided(state, episode, change):
+            return False
+        held_until = episode.held_until
+        if held_until is None or detection.latest > held_until:
+            return False
+        named = _named_script(state, detection, runs)
+        told = episode.in_told_hold() and episode.resumed_in_hold == held_until
+        if told and (named is None or named in episode.told_in_hold):
+            episode.contained_at = None
+            episode.failures = list(detection.failures)
+            change.changed = True
+            logger.info(
+                "group %s: the contained loop resumes again while Lifeguard's change is held back until %s: "
+                "told again only after that",
+                state.group_id,
+                utc(held_until),
+            )
+            return True
+        if not told:
+            episode.told_in_hold = []
+        episode.resumed_in_hold, episode.resumed_revision = held_until, episode.revision + 1
+        if named is not None and len(episode.told_in_hold) < TOLD_IN_HOLD_MAX:
+            episode.told_in_hold.append(named)  # told by the caller, at that revision
+        return False
+
     def _decided(self, state: GroupState, episode: Episode, change: Change) -> bool:
         """Whether the remediation decided on the episode's revision: read once per revision (`HeldBack`),
         kept with until when it held Lifeguard's change back (`Episode.held_until`)."""
@@ -1037,32 +1071,8 @@ class ScalingEventsHandler:
         contained = since is not None and episode.contained_at is not None
         if since is not None and (episode.kind == "intermittent" or contained) and detection.kind != "loop":
             return  # the same intermittent failures, or a contained loop's: the episode already says so
-        if contained and self._decided(state, episode, change):
-            held_until = episode.held_until
-            if held_until is not None and detection.latest <= held_until:
-                # The contained loop resumes, on the same configuration, while the remediation holds
-                # Lifeguard's change back (the cooldown, the daily cap). Told at each turn (a kept node up,
-                # then failing in nodeReady, the next failing) with its containment and a skip, it paged
-                # every 12 minutes all night: told once in the hold (below), then taken in untold while the
-                # same script fails; the loop's first failure after the hold is decided again.
-                named = _named_script(state, detection, runs)
-                told = episode.in_told_hold() and episode.resumed_in_hold == held_until
-                if told and (named is None or named in episode.told_in_hold):
-                    episode.contained_at = None
-                    episode.failures = list(detection.failures)
-                    change.changed = True
-                    logger.info(
-                        "group %s: the contained loop resumes again while Lifeguard's change is held back "
-                        "until %s: told again only after that",
-                        state.group_id,
-                        utc(held_until),
-                    )
-                    return
-                if not told:
-                    episode.told_in_hold = []
-                episode.resumed_in_hold, episode.resumed_revision = held_until, episode.revision + 1
-                if named is not None and len(episode.told_in_hold) < TOLD_IN_HOLD_MAX:
-                    episode.told_in_hold.append(named)  # told below, at that revision
+        if contained and self._taken_in_hold(state, episode, detection, runs, change):
+            return
         was = episode.kind
         change.changed = True
         episode.contained_at = None  # failing again on fresh instances: not contained (its kept stay listed)
