@@ -247,10 +247,11 @@ class Episode(Model):
     # that announces the episode again, at its next revision, to be decided again.
     hold_read: int | None = None
     held_until: int | None = None
-    # The end of the hold (event time, ms) in which the contained loop resumed, told once (at revision
-    # `resumed_revision`, naming the scripts `told_in_hold`, `stage/name`): while the episode is at that
-    # revision, until then a kept node up again is listed, not told (`handlers.containment.contain`), and the
-    # loop resuming again is taken in untold unless its reports name another script (`in_told_hold`).
+    # The end of the hold (event time, ms) in which the contained loop's resumption was told, at revision
+    # `resumed_revision`, naming the scripts `told_in_hold` (`stage/name`). While the episode is at that
+    # revision (`in_told_hold`) and the hold lasts, a kept node up again is listed, not told
+    # (`handlers.containment.contain`), and the loop resuming again is taken in untold unless its reports
+    # name another script.
     resumed_in_hold: int | None = None
     resumed_revision: int | None = None
     told_in_hold: list[str] = field(default_factory=list)
