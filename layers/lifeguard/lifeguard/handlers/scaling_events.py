@@ -804,18 +804,12 @@ class ScalingEventsHandler:
         episode.add_signal("scaling_log")
         if episode.contained_at is not None:
             return
-        episode.kind = detection.kind
-        episode.failures = list(detection.failures)
         episode.signals = ["scaling_log"]  # node_reports again only if its nodes' reports bear it out
-        said = _attribute(state, episode, runs)
-        episode.revision += 1
         reason = (
             f"the scaling log bears out the loop the node reports found: {len(detection.failures)} instances "
             f"TERMINATED/BOOTSTRAP_FAILED within {settings.window_minutes} min"
         )
-        logger.warning("group %s: %s", state.group_id, reason)
-        reason = f"{reason}; {said}" if said else reason
-        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+        _told_again(state, detection, settings, runs, change, reason=reason)
 
     def _past_hold(
         self,
@@ -851,18 +845,12 @@ class ScalingEventsHandler:
             return  # nothing to decide again now (the group is left alone, or its failures are no loop)
         episode.held_until = None
         change.changed = True
-        episode.kind = detection.kind
-        episode.failures = list(detection.failures)
-        said = _attribute(state, episode, runs)
-        episode.revision += 1
         reason = (
             f"the loop went on after the hold on Lifeguard's change ended at {utc(held_until)}: "
             f"{len(detection.failures)} instances TERMINATED/BOOTSTRAP_FAILED within "
             f"{settings.window_minutes} min, on the same configuration; decided again"
         )
-        logger.warning("group %s: %s", state.group_id, reason)
-        reason = f"{reason}; {said}" if said else reason
-        change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
+        _told_again(state, detection, settings, runs, change, reason=reason)
 
     def _tell_held_containment(
         self, state: GroupState, change: Change, runs: GroupEvidence, latest_ms: int
@@ -1174,6 +1162,28 @@ def _named_script(state: GroupState, detection: Detection, runs: GroupEvidence) 
         failing = as_configured(failing, config.node_lifecycle_actions or {})
     suspect, _ = attribute(detection.failures, failing, known_scripts(state))
     return None if suspect is None else f"{suspect.stage}/{suspect.script}"
+
+
+def _told_again(
+    state: GroupState,
+    detection: Detection,
+    settings: DetectionSettings,
+    runs: GroupEvidence,
+    change: Change,
+    *,
+    reason: str,
+) -> None:
+    """The open episode told again at its next revision, on `detection` (its kind and failures, its
+    suspect named from the reports): `reason`, and what the reports say when they name no script."""
+    episode = state.episode
+    assert episode is not None
+    episode.kind = detection.kind
+    episode.failures = list(detection.failures)
+    said = _attribute(state, episode, runs)
+    episode.revision += 1
+    logger.warning("group %s: %s", state.group_id, reason)
+    reason = f"{reason}; {said}" if said else reason
+    change.events.append(episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason))
 
 
 def _awaiting(state: GroupState) -> bool:
