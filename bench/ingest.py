@@ -30,7 +30,11 @@ carries at most one PutLogEvents batch (1 MiB), about 2,500 of these records.
 `--phases` splits the handler's own time into reading the records (decode, parse, validate, filter),
 deciding (the detection's work on each group's state), writing the states (the updates' own work, not the
 answer) and the rest, each over the bare loop's time: where a cell's ratio comes from, and what it would
-be if the writes cost nothing (its "all but the writes").
+be if the writes cost nothing (its "all but the writes"). It also times `BookkeepingFloor` against the bare
+loop on the same batches: a stand-in that reads the records as the handler does and keeps each group's
+launches and outcomes, writing their updates, and nothing else (no detection, proof, episode, PCS read or
+event). Its ratio is the least any handler keeping that state costs; what the handler has over it is what
+the rest of its work costs.
 
 `--memory` runs the 1,000-group workload (batches of 10,000, one batch in memory at a time, as a function
 holds its event) in a fresh process and reports its peak RSS, the whole process as Lambda counts it, then
@@ -73,9 +77,11 @@ from typing import Any
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
-from lifeguard.handlers.scaling_events import ScalingEventsHandler
+from lifeguard.handlers.batch import collector_paused
+from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
-from lifeguard.log_subscription import encode_subscription
+from lifeguard.log_subscription import decode_subscription, encode_subscription
+from lifeguard.scaling_log import ScalingLogParseError, read_scaling_log_message
 from lifeguard.store.groups import GroupStore
 from lifeguard.wiring import settle_collector
 
@@ -491,6 +497,7 @@ class Cell:
     # With --phases: the handler's own time by phase (`PHASES`), the instant AWS's answering taken out.
     phases: dict[str, float] | None = None
     group_batches: int = 0  # the groups the batches touched, counted once a batch (with --phases)
+    floor_ratio: float | None = None  # with --phases: `BookkeepingFloor`'s ratio on the same batches
 
     @property
     def ratio(self) -> float:
@@ -512,6 +519,8 @@ class Cell:
         }
 
 
+# What `--phases` calls `BookkeepingFloor`'s ratio.
+FLOOR = "the bookkeeping floor (the records read, each group's launches and outcomes kept and written)"
 # The handler's own work by phase (`--phases`): what each is, in the order printed.
 PHASES = {
     "read": "decode the batch, parse, validate and filter its records",
@@ -620,37 +629,118 @@ def measure(
     cell = Cell(groups, batch, count, len(events), 0.0, 0.0, {}, {})
     if phases:
         _timed_phases(handler, aws, cell)
-    # The records and batches this process holds for the benchmark are no part of a Lambda's heap: keep
-    # them out of the garbage collector's scans, which would otherwise slow the handler, not the bare loop.
-    gc.collect()
-    gc.freeze()
-    handler_s = bare_s = 0.0
     emitted: Counter[str] = Counter()
-    collections = _Collections()
-    gc.callbacks.append(collections)
-    try:
-        for index, event in enumerate(events):
-            if index % 2:  # which side goes first alternates, so neither always finds the caches warm
-                bare_s += collections.timed("bare", bare, event)[1]
-            if profiler:
-                profiler.enable()
-            summary, spent = collections.timed("handler", handler.handle_event, event)
-            handler_s += spent
+
+    def handle(event: dict[str, Any]) -> BatchSummary:
+        if profiler:
+            profiler.enable()
+        try:
+            return handler.handle_event(event)
+        finally:
             if profiler:
                 profiler.disable()
-            emitted.update(published.detail_type for published in summary.events)
-            if not index % 2:
-                bare_s += collections.timed("bare", bare, event)[1]
-    finally:
-        gc.callbacks.remove(collections)
-        gc.unfreeze()
+
+    def answered(summary: BatchSummary) -> None:
+        emitted.update(published.detail_type for published in summary.events)
+
+    handler_s, bare_s, collections = _in_turn(events, handle, answered)
     cell.handler_s, cell.bare_s = collections.charged(handler_s - aws.seconds, bare_s)
     cell.aws_s = aws.seconds
     cell.collector_s = collections.outside_s
     cell.events, cell.calls = dict(emitted), dict(aws.calls)
     if phases:
         _phase_split(cell)
+        floor_s, floor_bare_s, collections = _in_turn(events, BookkeepingFloor())
+        cell.floor_ratio = operator.truediv(*collections.charged(floor_s, floor_bare_s))
     return cell
+
+
+def _in_turn[A](
+    events: list[dict[str, Any]],
+    handle: Callable[[Any], A],
+    answered: Callable[[A], object] = lambda answer: None,
+) -> tuple[float, float, _Collections]:
+    """`handle` and the bare loop timed on each batch in turn (`answered` sees each answer, untimed): their
+    times, and the collections to charge."""
+    # The records and batches this process holds for the benchmark are no part of a Lambda's heap: keep
+    # them out of the garbage collector's scans, which would otherwise slow the handler, not the bare loop.
+    gc.collect()
+    gc.freeze()
+    handler_s = bare_s = 0.0
+    collections = _Collections()
+    gc.callbacks.append(collections)
+    try:
+        for index, event in enumerate(events):
+            if index % 2:  # which side goes first alternates, so neither always finds the caches warm
+                bare_s += collections.timed("bare", bare, event)[1]
+            answer, spent = collections.timed("handler", handle, event)
+            handler_s += spent
+            answered(answer)
+            if not index % 2:
+                bare_s += collections.timed("bare", bare, event)[1]
+    finally:
+        gc.callbacks.remove(collections)
+        gc.unfreeze()
+    return handler_s, bare_s, collections
+
+
+class BookkeepingFloor:
+    """The least a handler keeping what the detection reads can cost, for `--phases`: a batch read as the
+    handler reads it (`decode_subscription`, `read_scaling_log_message`), its records grouped by group, and
+    each group's launches and outcomes kept in dicts, the batch making each group's update of the entries
+    it changed (a placeholder each, the version's condition), as `GroupStore` writes them. Nothing else: no
+    detection, proof, episode, PCS read, event, bound, cache or transaction. What the handler's ratio has
+    over this one's is what all of that costs; a goal below this one's ratio takes another design."""
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, str], tuple[dict[str, int], dict[str, str], list[int]]] = {}
+
+    def __call__(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        with collector_paused:  # as the handler reads a batch
+            return self._updates(decode_subscription(event))
+
+    def _updates(self, batch: Any) -> list[dict[str, Any]]:
+        by_group: dict[tuple[str, str], list[Any]] = {}
+        for message, where in batch.messages():
+            record = read_scaling_log_message(message, where=where)
+            if record is not None and not isinstance(record, ScalingLogParseError):
+                by_group.setdefault((record.resource_id, record.compute_node_group_id), []).append(record)
+        return [self._update(key, group_records) for key, group_records in by_group.items()]
+
+    def _update(self, key: tuple[str, str], group_records: list[Any]) -> dict[str, Any]:
+        launches, outcomes, version = self.states.setdefault(key, ({}, {}, [0]))
+        changed: dict[tuple[str, str], int | str | None] = {}  # (map, instance) -> what it holds now
+        for record in group_records:
+            instance, at = record.details.instance_id, record.event_timestamp
+            if record.status_code == "LAUNCHED":
+                launches[instance] = changed["launches", instance] = at
+                continue
+            launched = launches.pop(instance, None)
+            if launched is not None:
+                changed["launches", instance] = None
+            succeeded = int(record.status_code == "ACTIVE")
+            row = f'["{record.scheduler_node_id}", {at}, {succeeded}, {launched or "null"}]'
+            outcomes[instance] = changed["outcomes", instance] = row
+        names = {"#v": "version"}
+        values = {":expected": {"N": str(version[0])}, ":next": {"N": str(version[0] + 1)}}
+        sets, removes = ["#v = :next"], []
+        for n, ((name, instance), held) in enumerate(changed.items()):
+            names[f"#m{n}"], names[f"#e{n}"] = name, instance
+            if held is None:
+                removes.append(f"#m{n}.#e{n}")
+            else:
+                values[f":e{n}"] = {"N": str(held)} if name == "launches" else {"S": held}
+                sets.append(f"#m{n}.#e{n} = :e{n}")
+        version[0] += 1
+        return {
+            "Key": {"pk": {"S": key[0]}, "sk": {"S": key[1]}},
+            "UpdateExpression": " ".join(
+                ("SET " + ", ".join(sets), *(["REMOVE " + ", ".join(removes)] if removes else []))
+            ),
+            "ConditionExpression": "#v = :expected",
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
 
 
 def _warm_up(build: Callable[[Any], ScalingEventsHandler]) -> None:
@@ -680,6 +770,7 @@ def _print_line(cell: Cell) -> None:
             each = spent / cell.group_batches * 1e6 if cell.group_batches else 0.0
             print(f"    {phase:<7}{spent / cell.bare_s:>6.2f}x {each:>7.1f} µs  {PHASES[phase]}")
         print(f"  all but the writes: {(cell.handler_s - cell.phases['write']) / cell.bare_s:.2f}x")
+        print(f"  {FLOOR}: {cell.floor_ratio:.2f}x")
 
 
 def _print_table(cells: list[Cell], records_wanted: int) -> None:
@@ -706,6 +797,7 @@ def _print_table(cells: list[Cell], records_wanted: int) -> None:
         for g in rows:
             print(f"{g:>8,}" + "".join(f"{_split(at[(g, b)]):>22}" for b in columns))
         print()
+        grid(f"{FLOOR}, on the same batches", lambda c: f"{c.floor_ratio:.2f}x")
     grid(
         "handler records/s (bare loop)",
         lambda c: f"{c.records / c.handler_s / 1000:.0f}k ({c.records / c.bare_s / 1000:.0f}k)",

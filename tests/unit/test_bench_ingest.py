@@ -1,4 +1,5 @@
-"""`bench/ingest.py --phases`: the split of the handler's own time adds up to it, and counts the groups."""
+"""`bench/ingest.py --phases`: the split of the handler's own time adds up to it, and counts the groups;
+the bookkeeping floor beside it keeps what the handler keeps."""
 
 from __future__ import annotations
 
@@ -53,12 +54,39 @@ def test_the_phases_split_the_handlers_own_time(ingest: ModuleType) -> None:
         for chunk in itertools.batched(rows, 10)
     )
     assert cell.group_batches == expected > cell.batches
+    assert cell.floor_ratio is not None
+    assert cell.floor_ratio > 0
 
 
 def test_without_phases_nothing_is_wrapped(ingest: ModuleType) -> None:
     cell = ingest.measure(5, 10, 400)
     assert cell.phases is None
     assert cell.group_batches == 0
+    assert cell.floor_ratio is None
+
+
+def test_the_bookkeeping_floor_keeps_what_the_handler_keeps(ingest: ModuleType) -> None:
+    """The floor does the bookkeeping the handler does, no less: after the same batches, each group's
+    launches and outcomes are those of the handler's state, each outcome a success or not alike."""
+    ids = ingest.group_ids(3)
+    events = list(ingest.batches(ingest.records(ids, 400), 10))
+    handler = ingest.build_handler(ingest._InstantAws(ids))
+    floor = ingest.BookkeepingFloor()
+    updates = 0
+    for event in events:
+        handler.handle_event(event)
+        updates += len(floor(event))
+    assert updates > len(events)
+    failed = 0
+    for group in ids:
+        state = handler.store.load(ingest.CLUSTER, group)
+        launches, outcomes, _ = floor.states[ingest.CLUSTER, group]
+        assert launches == dict(state.launches)
+        assert outcomes.keys() == state.outcomes.keys()
+        for instance, row in outcomes.items():
+            assert json.loads(row)[2] == int(state.outcomes[instance].succeeded)
+        failed += sum(not outcome.succeeded for outcome in state.outcomes.values())
+    assert failed > 0  # the failing group's loop is in the stream
 
 
 def test_collections_outside_the_handlers_calls_are_the_handlers_not_the_bare_loops(
@@ -153,9 +181,11 @@ def test_the_command_prints_the_phases_and_their_json() -> None:
     for phase in ("read", "decide", "write", "rest"):
         assert f"    {phase} " in shown
     assert "all but the writes:" in shown
+    assert "the bookkeeping floor" in shown
     figures = json.loads(
         subprocess.run([*command, "--json"], capture_output=True, text=True, check=True).stdout
     )
     (cell,) = figures["cells"]
     assert set(cell["phases"]) == {"read", "decide", "write", "rest"}
     assert cell["group_batches"] >= cell["batches"]
+    assert cell["floor_ratio"] > 0
