@@ -671,13 +671,18 @@ def test_a_record_naming_another_cluster_than_its_streams_is_skipped(env: Env) -
 
 @pytest.mark.parametrize(
     "log_stream",
-    [f"AWSLogs/PCS/{CLUSTER}-x/node_lifecycle.log", "AWSLogs/PCS/pcs_other00001", "AWSLogs/PCS/"],
+    [
+        f"AWSLogs/PCS/{CLUSTER}-x/node_lifecycle.log",
+        "AWSLogs/PCS/pcs_other00001",
+        "AWSLogs/PCS/",
+        "myapp/i-0123456789abcdef0",
+        "replay/no-one-cluster",
+    ],
 )
-def test_a_stream_named_as_pcs_names_them_but_not_of_its_form_is_skipped_whole(
-    env: Env, log_stream: str
-) -> None:
+def test_a_stream_not_of_pcss_form_is_skipped_whole(env: Env, log_stream: str) -> None:
     """A writer held to one cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`) may make
-    `AWSLogs/PCS/pcs_abc123de45-x/…`: no PCS names a stream so, and its records could name any cluster."""
+    `AWSLogs/PCS/pcs_abc123de45-x/…`, and one held to streams of its own in the scaling log's group may
+    make any other name: no PCS names a stream so, and its records could name any cluster."""
     rows, summary = _another_clusters_loop(env, log_stream)
     assert summary["events"] == []
     assert (summary["records"], summary["skipped"]) == (len(rows), len(rows))

@@ -92,6 +92,22 @@ def test_a_record_the_handler_skipped_in_a_subscription_batch_is_not_shown_as_an
     assert len(result.stdout) < 20_000, len(result.stdout)
 
 
+def test_a_line_of_no_cluster_is_skipped_for_what_is_wrong_with_it(tmp_path: Path) -> None:
+    """The function skips a stream of no PCS's form whole; a replayed line naming no cluster has no stream
+    of PCS's, and is read on its own: what is wrong with it is said, not the stream it was put in."""
+    good = json.loads(LOOP.read_text().splitlines()[0])
+    failed = {**good, "status_code": "TERMINATED", "reason_code": "BOOTSTRAP_FAILED"}
+    unnamed = {key: value for key, value in failed.items() if key != "resource_id"}
+    path = tmp_path / "lines.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in (good, unnamed)) + "\n")
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    assert "1 skipped" in result.stdout, result.stdout
+    said = " ".join(result.stdout.split())
+    assert "record without resource_id" in said, said
+    assert "not of PCS's form" not in said
+
+
 def test_a_record_the_handler_skipped_for_its_time_is_not_shown_as_an_event(tmp_path: Path) -> None:
     good = json.loads(LOOP.read_text().splitlines()[0])
     at = good["event_timestamp"]

@@ -154,22 +154,26 @@ class LogLines:
         """The latest time of its rows (epoch ms)."""
         return _latest(self.rows)
 
+    @property
+    def cluster(self) -> str | None:
+        """The cluster whose scaling-log stream PCS would write the lines to: the one cluster of PCS's form
+        they all name; None for node reports, and lines naming none or several."""
+        clusters = {row.get("resource_id") for row in self.rows}
+        named = clusters.pop() if len(clusters) == 1 else None
+        return named if not self.reports and is_pcs_id(named) else None
+
     def subscription_event(self) -> dict[str, Any]:
-        """The lines as CloudWatch Logs delivers them to the scaling_events or node_reports function."""
+        """The lines as CloudWatch Logs delivers them to the scaling_events or node_reports function: scaling-
+        log lines in their cluster's stream (`cluster`), as PCS writes them; lines of no one cluster in a
+        stream of no PCS's form, which the function skips whole."""
         log_group = NODE_REPORT_LOG_GROUP if self.reports else SCALING_LOG_GROUP
         first = self.rows[0] if self.rows else {}
         if self.reports:
             stream = f"{first.get('cluster_id', 'unknown')}/{first.get('instance_id', 'unknown')}"
+        elif self.cluster is not None:
+            stream = f"AWSLogs/PCS/{self.cluster}/node_lifecycle.log"
         else:
-            # A cluster's stream when the lines are all of one cluster, as PCS writes them; lines of several
-            # go in one stream named for none (the handler holds a record to the cluster its stream names).
-            clusters = {row.get("resource_id") for row in self.rows}
-            named = first.get("resource_id") if len(clusters) == 1 else None
-            stream = (
-                f"AWSLogs/PCS/{named}/node_lifecycle.log"
-                if is_pcs_id(named)
-                else "replay/several-clusters"  # a stream named as PCS's holds one cluster of PCS's form
-            )
+            stream = "replay/no-one-cluster"
         return encode_subscription(log_group, stream, [(self.at or 0, message) for message in self.messages])
 
 

@@ -381,14 +381,18 @@ class _Feeder:
             self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
 
         def invoke() -> None:
-            event = item.subscription_event()
             summary: Skips
             if item.reports:
-                reports = self.handlers.reports.handle_event(event)
+                reports = self.handlers.reports.handle_event(item.subscription_event())
                 read = reports.reports
                 summary = reports
             else:
-                batch = self.handlers.scaling.handle_event(event)
+                if isinstance(item, LogLines) and item.cluster is None:
+                    # Lines of no one cluster of PCS's form: the function skips a stream that could hold them
+                    # whole; each is read on its own here, to say what is wrong with it.
+                    batch = self.handlers.scaling.handle_messages((m, "(line)") for m in item.messages)
+                else:
+                    batch = self.handlers.scaling.handle_event(item.subscription_event())
                 read = batch.records
                 summary = batch
             # A record the function skipped is counted once: skipped, not replayed.

@@ -118,7 +118,6 @@ class BatchSummary(Skips):
 
 # The stream PCS writes a cluster's scaling log to (DESIGN): `AWSLogs/PCS/<cluster-id>/node_lifecycle.log`.
 _CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/")
-_PCS_STREAMS = "AWSLogs/PCS/"
 
 
 def stream_cluster(log_stream: str) -> str | None:
@@ -254,7 +253,7 @@ class ScalingEventsHandler:
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
         cluster = stream_cluster(batch.log_stream)
-        if cluster is None and batch.log_stream.startswith(_PCS_STREAMS):
+        if cluster is None:
             return self._refused_stream(batch.log_stream, len(batch.raw_events))
         if (other := _other_cluster(cluster, self.clusters)) is not None:
             return self._unwatched_stream(other, len(batch.raw_events))
@@ -271,9 +270,11 @@ class ScalingEventsHandler:
         return summary
 
     def _refused_stream(self, log_stream: str, count: int) -> BatchSummary:
-        """A batch of a stream named as PCS names a cluster's, but not for a cluster id of PCS's form
-        (`AWSLogs/PCS/pcs_abc123de45-x/…`): no PCS wrote it, and a writer held to one cluster's streams by
-        a prefix could name any other cluster in it. Its records are skipped, counted in one line."""
+        """A batch of a stream not named as PCS names a cluster's (`AWSLogs/PCS/<cluster-id>/…`, a cluster
+        id of PCS's form): no PCS wrote it, and its records could name any cluster, so a writer held to one
+        cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`: `…/pcs_abc123de45-x/…`), or to
+        streams of its own in the scaling log's group, would reach every other. Its records are skipped,
+        counted in one line."""
         summary = BatchSummary(records=count)
         reason = "stream not of PCS's form"
         summary.skipped = count
