@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from lifeguard.log_subscription import encode_subscription
@@ -129,3 +130,43 @@ def test_a_record_the_handler_skipped_for_its_time_is_not_shown_as_an_event(tmp_
     assert "1 skipped" in result.stdout, result.stdout
     assert "TERMINATED" not in result.stdout, result.stdout
     assert "older than 14 days" in " ".join(result.stdout.split())
+
+
+def _replayed(path: Path) -> dict[str, Any]:
+    result = runner.invoke(app, ["replay", "--json", str(path)], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    figures: dict[str, Any] = json.loads(result.stdout)
+    return figures
+
+
+@pytest.mark.parametrize("when", ["garbage", 12])
+def test_a_cloudtrail_call_of_no_time_is_skipped_and_changes_no_configuration(
+    tmp_path: Path, when: object
+) -> None:
+    """A call skipped for its eventTime is not replayed: it did not change the group on the local PCS (it
+    had, and so hid the loop that followed: no event, where the stream alone has two)."""
+    call = load_event("cloudtrail/update-compute-node-group.json")
+    call["detail"]["eventTime"] = when
+    lines = LOOP.read_text().splitlines()
+    path = tmp_path / "stream.jsonl"
+    path.write_text("\n".join([*lines[:3], json.dumps(call), *lines[3:]]) + "\n")
+    alone, with_call = _replayed(LOOP), _replayed(path)
+    assert with_call["skipped_records"] == 1
+    assert with_call["records"] == alone["records"]
+    assert [e["detail-type"] for e in with_call["events"]] == [e["detail-type"] for e in alone["events"]]
+    assert alone["events"]
+    shown = _replay(path).stdout
+    assert "config changed" not in shown
+    assert "invalid eventTime" in " ".join(shown.split())
+
+
+def test_a_configuration_pcs_refuses_is_said_in_one_line(tmp_path: Path) -> None:
+    call = load_event("cloudtrail/update-compute-node-group.json")
+    call["detail"]["requestParameters"]["nodeLifecycleActions"] = {"stages": 5}
+    path = tmp_path / "call.json"
+    path.write_text(json.dumps(call))
+    result = _replay(path)
+    assert result.exit_code == 2, result.output
+    said = result.stderr.strip() if result.stderr else result.output.strip()
+    assert "was refused" in said
+    assert "\n" not in said, said

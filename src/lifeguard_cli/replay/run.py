@@ -475,13 +475,14 @@ class _Feeder:
 
     def _call(self, item: ApiCall, bus: LocalBus) -> None:
         """The call made on the local PCS (when it succeeded and set nodeLifecycleActions), then its
-        CloudTrail event put on the default bus."""
+        CloudTrail event put on the default bus. A call of no plausible time is made on neither: the review
+        skips its event, and a record skipped is not replayed."""
         self.at = item.at
         if self.at is not None:
             self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
         group = item.group
         self.result.records += 1
-        if group is not None and item.config is not None:
+        if group is not None and item.config is not None and self.at is not None:
             self._apply(group[0], group[1], item.config, f"{item.record.get('eventName')} of {group[1]}")
             identity = item.record.get("userIdentity")
             who = (identity.get("arn") if isinstance(identity, Mapping) else None) or "an unnamed caller"
@@ -510,7 +511,8 @@ class _Feeder:
                 clusterIdentifier=cluster, computeNodeGroupIdentifier=group, nodeLifecycleActions=config
             )
         except (ClientError, BotoCoreError) as exc:
-            raise ReplayError(f"{what} was refused: {exc}") from None
+            said = clip(" ".join(str(exc).split()), 500)  # botocore's checks write a line per problem
+            raise ReplayError(f"{what} was refused: {said}") from None
 
     def _failed(self, event: Mapping[str, Any], what: str, exc: LifeguardError) -> None:
         detail = event["detail"]
