@@ -222,10 +222,17 @@ def test_a_config_boot_cannot_read_is_named_with_why_in_words(
     binary = tmp_path / "actions.json"
     binary.write_bytes(b"\xba\xbb{}")
     gone = tmp_path / "gone.json"
+    fifo = tmp_path / "fifo.json"  # no writer: read, it would wait for ever
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.json"
+    huge.write_bytes(b" " * (4 * 1024 * 1024) + b"{}")
     cases = {
         tmp_path: "Is a directory",
         gone: "No such file or directory",
         binary: "not UTF-8 text (invalid start byte at byte offset 0)",
+        fifo: "not a regular file",
+        Path("/dev/zero"): "not a regular file",
+        huge: "larger than 4 MiB",
     }
     for config, said in cases.items():
         assert main(["boot", "--config", str(config), "--root", str(tmp_path / "root")]) == 64

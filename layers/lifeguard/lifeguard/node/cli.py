@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -210,9 +212,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL_ERROR
 
 
+# The most of a configuration `boot` reads: 40 scripts, each of 20 arguments of 256 characters, every one
+# written as JSON escapes, are about 1.3 MB; more is no configuration PCS takes.
+CONFIG_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _config_text(path: Path) -> str:
+    """The configuration file's text: OSError for a file that is not one (a FIFO, a device: read without
+    waiting for a writer), or one larger than CONFIG_MAX_BYTES."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(CONFIG_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > CONFIG_MAX_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {CONFIG_MAX_BYTES // (1024 * 1024)} MiB")
+    return data.decode("utf-8")
+
+
 def _boot(args: argparse.Namespace) -> int:
     try:
-        config: Any = json.loads(args.config.read_text(encoding="utf-8"))
+        config: Any = json.loads(_config_text(args.config))
     except OSError as exc:  # no such file, a directory, no permission: as the system says it
         print(f"lifeguard-node: cannot read {args.config}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -9,7 +9,8 @@ A run is one block of the script's log (the node layout, `lifeguard.node.layout`
 The script runs with no stdin, in its own process group; a file without "#!" runs under bash, as a shell would
 run it (a program, an ELF file, runs itself). Its exit code reads as a shell's: the script's own status, 128+N
 when signal N killed it, 126 when it could not be started, 124 when it outlived its timeout (as timeout(1)).
-On a timeout its whole process group gets SIGTERM, then SIGKILL after a grace, so no child outlives it.
+On a timeout its whole process group gets SIGTERM, then SIGKILL after a grace, so no child in it outlives it
+(one that left the group, `setsid`, is its own: a daemon the script started).
 
 A process already in the script's directory (`lifeguard-node boot` moves to the node's root) starts it
 with posix_spawn: no copy of this process is made, which on the node's Python 3.9 (whose subprocess
