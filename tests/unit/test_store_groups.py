@@ -410,6 +410,44 @@ def test_a_groups_failed_runs_and_marks_come_in_one_query_and_nothing_else_with_
     assert [(m.script, m.started_at, m.outcome) for m in marks] == [("ok", 1792544300, "succeeded")]
 
 
+def test_a_mark_written_under_a_nodes_own_lands_beside_it_and_takes_nothing_of_it() -> None:
+    """Any node can write a report of any run: one of the same run that did not fail either, but another
+    outcome or end (which dates its expiry), is a mark of its own; the node's stays as it was, and expires
+    when it would have. The same report sent again is the same mark."""
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    own = report(started_at=1792544300, ended_at=1792544310, script="ok", outcome="succeeded", exit_code=0)
+    forged = report(
+        started_at=1792544300, ended_at=1792544300 - 14 * 86_400 + 120, script="ok", outcome="skipped"
+    )
+    store.put_reports([own, forged, own])
+    marks = sorted(store.read_runs(CLUSTER, GROUP).marks, key=lambda m: m.outcome)
+    assert [(m.script, m.started_at, m.outcome) for m in marks] == [
+        ("ok", 1792544300, "skipped"),
+        ("ok", 1792544300, "succeeded"),
+    ]
+    pk = group_key(CLUSTER, GROUP)
+    expiries = {
+        item["outcome"]["S"]: item["expires_at"]["N"]
+        for (key, _), item in client.items.items()
+        if key == pk and "outcome" in item
+    }
+    assert expiries == {
+        "succeeded": str(1792544310 + REPORT_TTL_SECONDS),
+        "skipped": str(forged.ended_or_started_at + REPORT_TTL_SECONDS),
+    }
+
+
+def test_a_mark_an_older_release_wrote_is_read() -> None:
+    client = FakeDynamoDB()
+    store = GroupStore(client, "table")
+    pk = group_key(CLUSTER, GROUP)
+    sk = "RAN#i-059b4b99b4f2e9739#000001#nodeBootstrapped#ok#1792544300"
+    client.items[(pk, sk)] = {"pk": {"S": pk}, "sk": {"S": sk}, "outcome": {"S": "succeeded"}}
+    [mark] = store.read_runs(CLUSTER, GROUP).marks
+    assert (mark.script, mark.started_at, mark.outcome) == ("ok", 1792544300, "succeeded")
+
+
 def test_one_instances_runs_are_read_for_themselves_and_a_full_read_says_it_is_not_complete() -> None:
     client = FakeDynamoDB()
     store = GroupStore(client, "table")

@@ -358,18 +358,24 @@ def _reports_of(items: Iterable[Item], group_id: str) -> Iterator[NodeReport]:
 
 def _report_item(report: NodeReport) -> Item:
     """A failed run is kept whole (`report`); a run that did not fail only as a mark that the boot ran it
-    (its key and `outcome`): enough to tell a node whose scripts all succeeded from one that sent nothing."""
+    (its key and `outcome`): enough to tell a node whose scripts all succeeded from one that sent nothing.
+    Each is keyed by what it holds too: any node can write a report of any run, and one written under a run
+    already stored (the same run with another onError or outcome, or ended at another time, which dates
+    its expiry) lands beside it, never over it, so the node's own report still says what it said, for as
+    long as it said. The same report sent again is the same item."""
     run = f"{report.instance_id}#{report.boot:06d}#{report.stage}#{report.script}#{report.started_at}"
     pk = group_key(report.cluster_id, report.compute_node_group_id)
-    expires = {"expires_at": {"N": str(report.ended_or_started_at + REPORT_TTL_SECONDS)}}
+    ended = report.ended_or_started_at
+    expires = {"expires_at": {"N": str(ended + REPORT_TTL_SECONDS)}}
     if not report.failed:
-        return {**item_key(pk, f"{RAN}{run}"), "outcome": {"S": report.outcome}, **expires}
-    # A failed run is keyed by its content too: any node can write a report of any run, and one written
-    # under a run already stored (the same run with another onError, say) lands beside it, never over it,
-    # so the node's own report still says what it said. The same report sent again is the same item.
+        digest = _digest(f"{report.outcome}#{ended}")
+        return {**item_key(pk, f"{RAN}{run}#{digest}"), "outcome": {"S": report.outcome}, **expires}
     body = report.to_json()
-    digest = hashlib.sha256(body.encode()).hexdigest()[:REPORT_DIGEST_CHARS]
-    return {**item_key(pk, f"{REPORT}{run}#{digest}"), "report": {"S": body}, **expires}
+    return {**item_key(pk, f"{REPORT}{run}#{_digest(body)}"), "report": {"S": body}, **expires}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:REPORT_DIGEST_CHARS]
 
 
 def _said_partial(group_id: str) -> None:
@@ -394,10 +400,11 @@ class RunMark:
 
 
 def _mark_of(item: Item) -> RunMark | None:
+    # Five parts, then the digest of what the mark holds (none in a mark an older release wrote).
     parts = item["sk"]["S"][len(RAN) :].split("#")
-    if len(parts) != 5 or not (parts[1].isdigit() and parts[4].isdigit()):
+    if len(parts) not in (5, 6) or not (parts[1].isdigit() and parts[4].isdigit()):
         return None
-    instance, boot, stage, script, started = parts
+    instance, boot, stage, script, started = parts[:5]
     return RunMark(instance, int(boot), stage, script, int(started), item.get("outcome", {}).get("S", "?"))
 
 

@@ -8,7 +8,8 @@ Every item is keyed by `pk` (the partition) and `sk` (the item within it):
                                               its outcomes as a map `outcomes`: instance -> JSON row)
         sk = REPORT#<instance>#<boot>#<stage>#<script>#<started>#<digest>   a failed script run (`report`,
                                               JSON; the digest is of the report: a different one lands beside)
-        sk = RAN#<instance>#<boot>#<stage>#<script>#<started>      a run that did not fail (`outcome`)
+        sk = RAN#<instance>#<boot>#<stage>#<script>#<started>#<digest>   a run that did not fail (`outcome`;
+                                              the digest is of its outcome and end: another lands beside)
                                               (no other sort key begins with R: one Query reads both)
         sk = LOCK                             remediation's lease on the group (`holder`, `lease_until`)
         sk = LEDGER                           the changes remediation made or set out to make (`doc`/`docz`)
