@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 
@@ -47,3 +48,55 @@ def test_a_boot_is_forked_with_ctrl_c_held_off_until_its_output_is_its_own(tmp_p
     blocked, version = output.read_text().splitlines()  # the boot ran, its output in its file
     assert blocked == "SIGINT blocked: False"  # its scripts take Ctrl-C
     assert version.startswith("lifeguard-node ")
+
+
+def test_what_a_boot_left_running_ends_with_the_host(tmp_path: Path) -> None:
+    """A script's daemon (`sleep 300 &`, in a session of its own, or below a process that waits on it)
+    outlives its boot, as on a node; the twin keeps no node as a process, so the host takes it in and ends
+    it with itself: a run leaves nothing."""
+    pids = tmp_path / "pids"
+    host = textwrap.dedent(
+        f"""
+        import subprocess, sys
+        from lifeguard.node import cli
+        def main(argv):  # a boot whose script starts a daemon, then a grandchild of it, and ends
+            daemon = subprocess.Popen(["sleep", "300"], start_new_session=True)
+            # a shell that waits on its own sleep: the sleep is a grandchild of the host once the boot ends
+            nested = subprocess.Popen(
+                ["sh", "-c", "sleep 300 >/dev/null & echo $!; wait"], stdout=subprocess.PIPE, text=True
+            )
+            grandchild = nested.stdout.readline().strip()
+            with open({str(pids)!r}, "w") as out:
+                out.write(f"{{daemon.pid}} {{nested.pid}} {{grandchild}}")
+            return 0
+        cli.main = main
+        from lifeguard_cli.simulate import nodehost
+        sys.exit(nodehost.main())
+        """
+    )
+    request = json.dumps({"argv": [], "env": {}, "output": str(tmp_path / "boot.out")})
+    done = subprocess.run(
+        [sys.executable, "-c", host],
+        check=False,
+        input=request + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"exit": 0}
+    left = [int(pid) for pid in pids.read_text().split()]
+    assert len(left) == 3
+    deadline = time.monotonic() + 5
+    while (alive := [pid for pid in left if _running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a process that has not ended (a zombie, waiting to be collected, has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

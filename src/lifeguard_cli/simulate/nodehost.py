@@ -8,15 +8,21 @@ is the boot's.
 
 Protocol (one JSON object per line): the twin writes `{"argv": [...], "env": {...}, "output": PATH}`, the
 host answers `{"exit": N}` when that boot's process has ended.
+
+What a boot's scripts leave running (a daemon a script starts, `sleep 300 &`) lives on past the boot, as on
+a node, which the twin does not keep as a process. On Linux the host takes such orphans in (it is their
+subreaper) and ends them with itself: a node's processes end with the node, and no run leaves any behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -88,13 +94,87 @@ def _boot_child(request: Mapping[str, Any]) -> None:
         os._exit(code)
 
 
+# prctl's option that makes a process the reaper of its descendants' orphans (linux/prctl.h).
+PR_SET_CHILD_SUBREAPER = 36
+PROC = Path("/proc")
+# How long the host waits for what it killed at its end to be gone.
+LEFTOVERS_WAIT_SECONDS = 5.0
+
+
+def _take_in_orphans() -> bool:
+    """Make this process the reaper of its boots' orphans (Linux), so what a script left running stays
+    below it; False where that cannot be."""
+    if not PROC.is_dir():
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    """The processes whose parent is `parent`, read from /proc."""
+    found = []
+    for entry in os.scandir(PROC):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (PROC / entry.name / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        # The command's name is in parentheses and may hold anything: the fields follow its last ")".
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == parent:
+            found.append(int(entry.name))
+    return found
+
+
+def _reap() -> None:
+    """Collect the orphans that have ended (taken in, they are this process's to wait for)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _end_leftovers() -> None:
+    """End what the boots' scripts left running, and wait until it is gone (at most a few seconds): each
+    round ends the orphans taken in, whose own children are then taken in for the next."""
+    deadline = time.monotonic() + LEFTOVERS_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        _reap()
+        left = _children(os.getpid())
+        if not left:
+            return
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+
+
 def main() -> int:
-    """The host: import what a boot needs once, then fork a child per request."""
+    """The host: import what a boot needs once, then fork a child per request; at its end, end what the
+    boots left running."""
     import boto3
 
     from lifeguard.node import cli  # noqa: F401 - imported before the forks, once
 
     boto3.client("s3", region_name=os.environ.get("AWS_REGION", "us-east-1"))  # the models, loaded once
+    adopting = _take_in_orphans()
+    try:
+        _serve(adopting)
+    finally:
+        if adopting:
+            _end_leftovers()
+    return 0
+
+
+def _serve(adopting: bool) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         # Ctrl-C reaches the whole process group: held off across the fork, so that the child takes it
@@ -106,9 +186,10 @@ def main() -> int:
             _boot_child(request)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         _, status = os.waitpid(pid, 0)
+        if adopting:
+            _reap()  # orphans of earlier boots that have ended since
         sys.stdout.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")
         sys.stdout.flush()
-    return 0
 
 
 if __name__ == "__main__":
