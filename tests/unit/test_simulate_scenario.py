@@ -171,6 +171,12 @@ def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
     assert load_scenario("events/scenarios/article-loop.yaml").name == "article TERMINATE loop"
     with pytest.raises(ScenarioError, match="no such file, nor a built-in scenario"):
         load_scenario("events/scenarios/nope.yaml")
+    # A built-in scenario is taken by its name alone: a path that is not there is no such file, not the
+    # built-in one it would reach from the built-ins' directory.
+    assert load_scenario("article-loop").name == "article TERMINATE loop"
+    for path in ("../scenarios/article-loop", "x/../article-loop"):
+        with pytest.raises(ScenarioError, match="no such file"):
+            load_scenario(path)
 
 
 def test_a_document_that_is_not_a_mapping_and_a_missing_file_are_refused(tmp_path: Path) -> None:
@@ -411,6 +417,29 @@ def test_the_twins_scontrol_does_nothing_before_slurmd_runs(tmp_path: Path) -> N
     (root / "var/log/amazon/pcs/lifecycle/actions/nodeReady").mkdir()
     assert subprocess.run(drain, env=env, check=False).returncode == 0
     assert "State=DRAIN" in slurm_log.read_text()
+
+
+def test_every_problem_of_the_stack_and_the_timings_is_reported_at_once() -> None:
+    """The first problem of each part hid the rest of it."""
+    data = article()
+    data["stack"] = {"Threshold": 0, "Bogus": 1, "WindowMinutes": -1, "CooldownMinutes": 2.5, "DryRun": True}
+    data["timings"] = {"register": -1, "boot": 5, "delivery": "soon"}
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    assert [p.split(": ")[1] for p in caught.value.problems] == [
+        "timings.boot",
+        "timings.register",
+        "timings.delivery",
+        "stack.Bogus",
+        "stack.Threshold",
+        "stack.WindowMinutes",
+        "stack.CooldownMinutes",  # whole minutes, as template.yaml takes them
+    ]
+    data["stack"] = {"Threshold": 3, "CooldownMinutes": 0, "DryRun": True}
+    data["timings"] = {"register": 30}
+    scenario = parse_scenario(data, Path("s.yaml"))
+    assert scenario.stack == StackSettings(threshold=3, cooldown_minutes=0, dry_run=True)
+    assert scenario.timings.register == 30
 
 
 def test_every_problem_of_one_group_is_reported_at_once() -> None:

@@ -8,10 +8,11 @@ and the key (`article.yaml: groups[0].min: …`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
@@ -108,7 +109,7 @@ class StackSettings:
 
     threshold: int | None = None
     window_minutes: int | None = None
-    cooldown_minutes: float | None = None
+    cooldown_minutes: int | None = None
     daily_cap: int | None = None
     dry_run: bool = False
     drain_kept_nodes: bool = False
@@ -231,7 +232,8 @@ def load_scenario(source: str | Path) -> Scenario:
     """The scenario at `source`, a path (`events/scenarios/…` the shipped copy when there is no such file
     here, as `replay` and `lint` take the README's paths) or the name of a built-in one (`article-loop`)."""
     path = shipped_file(Path(source))
-    if not path.exists() and (BUILT_IN / f"{source}.yaml").exists():
+    named = len(Path(source).parts) == 1 and str(source) not in (".", "..")  # a name, not a path to go by
+    if not path.exists() and named and (BUILT_IN / f"{source}.yaml").exists():
         path = BUILT_IN / f"{source}.yaml"
     try:
         with path.open("rb") as file:  # read to its bound: a FIFO or a device says no size beforehand
@@ -413,6 +415,14 @@ class _Checker:
             return read()
         except _Stop:
             return default
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        """A part whose values are each checked (`part`) and every problem noted, then stopped if any was."""
+        noted = len(self.problems)
+        yield
+        if len(self.problems) > noted:
+            raise _Stop
 
     def raise_problems(self) -> None:
         """ScenarioError with every problem noted, if there is any."""
@@ -634,15 +644,17 @@ def _fault(check: _Checker, item: Any, where: str, names: set[str], horizon: flo
 def _timings(check: _Checker, value: Any) -> Timings:
     given = check.mapping(value, "timings")
     known = {f.name for f in fields(Timings)}
-    unknown = sorted(set(given) - known)
-    if unknown:
-        check.fail(f"timings.{unknown[0]}", f"unknown timing (the timings: {', '.join(sorted(known))})")
-    return Timings(
-        **{
-            key: check.number(v, f"timings.{key}", _MIN_CYCLE_SECONDS.get(key, 0.0), 3600)
-            for key, v in given.items()
-        }
-    )
+    read: dict[str, float] = {}
+    with check.whole():
+        for key in sorted(set(given) - known):
+            check.note(f"timings.{key}", f"unknown timing (the timings: {', '.join(sorted(known))})")
+        for key, raw in given.items():
+            if key in known:
+                low = _MIN_CYCLE_SECONDS.get(key, 0.0)
+                number = check.part(partial(check.number, raw, f"timings.{key}", low, 3600), None)
+                if number is not None:
+                    read[key] = number
+    return Timings(**read)
 
 
 _STACK_KEYS = {
@@ -656,19 +668,27 @@ _STACK_KEYS = {
 
 
 def _stack(check: _Checker, value: Any) -> StackSettings:
+    """The stack's parameters a scenario sets, each checked as template.yaml takes it; every problem of the
+    part is noted before it stops."""
     given = check.mapping(value, "stack")
-    unknown = sorted(set(given) - set(_STACK_KEYS))
-    if unknown:
-        check.fail(f"stack.{unknown[0]}", f"not a stack parameter a scenario sets ({', '.join(_STACK_KEYS)})")
     settings: dict[str, Any] = {}
-    for key, raw in given.items():
-        where = f"stack.{key}"
-        if key in ("DryRun", "DrainKeptNodes"):
-            settings[_STACK_KEYS[key]] = check.flag(raw, where)
-        elif key in ("Threshold", "DailyCap"):
-            settings[_STACK_KEYS[key]] = check.integer(raw, where, 1, 100)
-        elif key == "WindowMinutes":
-            settings["window_minutes"] = check.integer(raw, where, 1, 7 * 24 * 60)  # as template.yaml
-        else:
-            settings["cooldown_minutes"] = check.number(raw, where, 0, 7 * 24 * 60)
+    with check.whole():
+        for key in sorted(set(given) - set(_STACK_KEYS)):
+            check.note(f"stack.{key}", f"not a stack parameter a scenario sets ({', '.join(_STACK_KEYS)})")
+        for key, raw in given.items():
+            if key in _STACK_KEYS:
+                read: bool | int | None = check.part(partial(_stack_value, check, key, raw), None)
+                if read is not None:
+                    settings[_STACK_KEYS[key]] = read
     return StackSettings(**settings)
+
+
+def _stack_value(check: _Checker, key: str, raw: Any) -> bool | int:
+    where = f"stack.{key}"
+    if key in ("DryRun", "DrainKeptNodes"):
+        return check.flag(raw, where)
+    if key in ("Threshold", "DailyCap"):
+        return check.integer(raw, where, 1, 100)
+    if key == "WindowMinutes":
+        return check.integer(raw, where, 1, 7 * 24 * 60)  # as template.yaml
+    return check.integer(raw, where, 0, 7 * 24 * 60)  # CooldownMinutes: whole minutes, as template.yaml
