@@ -10,6 +10,21 @@ import time
 from pathlib import Path
 
 
+def _one_boot(host: str, argv: list[str], output: Path) -> None:
+    """Run the host (`python -c host`) for one boot of `argv`, its output in `output`; it answers exit 0."""
+    request = json.dumps({"argv": argv, "env": {}, "output": str(output)})
+    done = subprocess.run(
+        [sys.executable, "-c", host],
+        check=False,
+        input=request + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"exit": 0}
+
+
 def test_a_boot_is_forked_with_ctrl_c_held_off_until_its_output_is_its_own(tmp_path: Path) -> None:
     """Ctrl-C reaches the whole process group: in the handlers a fork runs in the child (logging's among
     them) it raised a KeyboardInterrupt whose traceback went to the terminal. The child's side of the fork
@@ -33,17 +48,7 @@ def test_a_boot_is_forked_with_ctrl_c_held_off_until_its_output_is_its_own(tmp_p
         """
     )
     output = tmp_path / "boot.out"
-    request = json.dumps({"argv": ["--version"], "env": {}, "output": str(output)})
-    done = subprocess.run(
-        [sys.executable, "-c", host],
-        check=False,
-        input=request + "\n",
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"exit": 0}
+    _one_boot(host, ["--version"], output)
     assert seen.read_text() == "True"
     blocked, version = output.read_text().splitlines()  # the boot ran, its output in its file
     assert blocked == "SIGINT blocked: False"  # its scripts take Ctrl-C
@@ -74,17 +79,7 @@ def test_what_a_boot_left_running_ends_with_the_host(tmp_path: Path) -> None:
         sys.exit(nodehost.main())
         """
     )
-    request = json.dumps({"argv": [], "env": {}, "output": str(tmp_path / "boot.out")})
-    done = subprocess.run(
-        [sys.executable, "-c", host],
-        check=False,
-        input=request + "\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"exit": 0}
+    _one_boot(host, [], tmp_path / "boot.out")
     left = [int(pid) for pid in pids.read_text().split()]
     assert len(left) == 3
     deadline = time.monotonic() + 5

@@ -419,14 +419,19 @@ def test_the_twins_scontrol_does_nothing_before_slurmd_runs(tmp_path: Path) -> N
     assert "State=DRAIN" in slurm_log.read_text()
 
 
+def _problems_at(data: dict[str, Any]) -> list[str]:
+    """Where each problem of the scenario `data` is, in the order said."""
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    return [problem.split(": ")[1] for problem in caught.value.problems]
+
+
 def test_every_problem_of_the_stack_and_the_timings_is_reported_at_once() -> None:
     """The first problem of each part hid the rest of it."""
     data = article()
     data["stack"] = {"Threshold": 0, "Bogus": 1, "WindowMinutes": -1, "CooldownMinutes": 2.5, "DryRun": True}
     data["timings"] = {"register": -1, "boot": 5, "delivery": "soon"}
-    with pytest.raises(ScenarioError) as caught:
-        parse_scenario(data, Path("s.yaml"))
-    assert [p.split(": ")[1] for p in caught.value.problems] == [
+    assert _problems_at(data) == [
         "timings.boot",
         "timings.register",
         "timings.delivery",
@@ -448,9 +453,7 @@ def test_every_problem_of_one_group_is_reported_at_once() -> None:
     group = data["groups"][0]
     group.update(name="g", min=120, tags=[], extra=1)
     group["config"]["stages"]["nodeBootstrapped"][0]["onError"] = "NOPE"
-    with pytest.raises(ScenarioError) as caught:
-        parse_scenario(data, Path("s.yaml"))
-    assert [p.split(": ")[1] for p in caught.value.problems] == [
+    assert _problems_at(data) == [
         "groups[0].extra",
         "groups[0].name",
         "groups[0].min",
