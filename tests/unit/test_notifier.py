@@ -14,7 +14,7 @@ import pytest
 
 from lifeguard.event_contract import make_detail
 from lifeguard.notify import NotificationError, Notifier, SlackChannel
-from lifeguard.notify.summary import Summary
+from lifeguard.notify.summary import SEVERITY, Summary
 from lifeguard.store.notices import CLAIM_LEASE_SECONDS, NoticeStore
 from tests.conftest import applied_event
 from tests.unit.fakes import FakeDynamoDB, Interleaved, client_error
@@ -241,8 +241,9 @@ def test_a_claim_that_failed_never_deletes_the_note_that_the_message_went_out() 
     slack = Channel("slack")
     assert Notifier([slack], store).handle_event(applied_event()).sent == ["slack"]
     # A duplicate delivery: the claim's conditional put finds the pair, and the read that tells "sent" from
-    # "sending" is throttled. The claim was never this invocation's: nothing of it is given back.
-    table.fail["GetItem"] = [client_error("ProvisionedThroughputExceededException", "GetItem")]
+    # "sending" is throttled (as is the read of whether the episode was resolved, before it, which holds
+    # nothing up). The claim was never this invocation's: nothing of it is given back.
+    table.fail["GetItem"] = [client_error("ProvisionedThroughputExceededException", "GetItem")] * 2
     with pytest.raises(NotificationError):
         Notifier([slack], store).handle_event(applied_event())
     assert Notifier([slack], store).handle_event(applied_event()).already_sent == ["slack"]  # the retry
@@ -480,6 +481,37 @@ def test_an_episode_is_noted_resolved_at_its_highest_revision_and_a_failed_note_
     [(summary, _)] = sns.sent
     assert summary.severity == "high"
     assert not summary.headline.startswith("Delivered late")
+
+
+@pytest.mark.parametrize(
+    "detail_type", ["RemediationFailed", "LoopContained", "RemediationApplied", "RemediationSkipped"]
+)
+def test_an_event_of_a_loop_going_on_that_comes_after_its_resolution_is_past_news(detail_type: str) -> None:
+    """A remediation's outcome or a containment whose first send failed comes again a minute or three
+    later, by when the loop may be resolved: it paged (a critical "the loop may be going on") after the
+    message that the loop was over. Told as delivered late, without a page; a reopened episode's is not."""
+    store = NoticeStore(FakeDynamoDB(), "t", clock=Clock())
+    sns = Channel("sns")
+    notifier = Notifier([sns], store)
+    notifier.handle_event(applied_event("LoopResolved", revision=2))
+    notifier.handle_event(applied_event(detail_type, revision=2))
+    notifier.handle_event(applied_event(detail_type, revision=3))
+    [_, (late, _), (reopened, _)] = sns.sent
+    assert (late.severity, reopened.severity) == ("info", SEVERITY[detail_type])
+    assert late.headline.startswith("Delivered late: episode ep-1 was resolved")
+    assert "delivered late" in late.subject
+    assert "elivered late" not in reopened.headline + reopened.subject
+
+
+def test_an_event_of_no_valid_revision_takes_no_numbered_ones_place() -> None:
+    """An invalid revision is read as none: its message was the one of revision 1, and the genuine revision
+    1 was then "already sent"."""
+    store = NoticeStore(FakeDynamoDB(), "t", clock=Clock())
+    sns = Channel("sns")
+    junk = applied_event("RemediationFailed")
+    junk["detail"]["revision"] = 10**9
+    assert Notifier([sns], store).handle_event(junk).sent == ["sns"]
+    assert Notifier([sns], store).handle_event(applied_event("RemediationFailed")).sent == ["sns"]
 
 
 def test_a_claim_that_could_not_be_given_back_holds_off_no_retry_past_its_invocation() -> None:

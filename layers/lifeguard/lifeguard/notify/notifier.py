@@ -112,15 +112,13 @@ class Notifier:
         return claim
 
     def _late(self, group: tuple[str, str], detail_type: str, detail: Mapping[str, Any]) -> bool:
-        """Whether a detection comes after its episode's LoopResolved (at its revision or a later one: a
-        reopened episode's detection is of a higher one); a LoopResolved is noted for the detections
-        after it. Without the table, or when it fails, none is late: a message is never held up by it."""
+        """Whether an event of a loop going on (its detection, a remediation's outcome, a containment) comes
+        after its episode's LoopResolved (at its revision or a later one: a reopened episode's events are of
+        a higher one), as a retry of a message a channel failed, or a skip of a loop already over, does; a
+        LoopResolved is noted for the events after it. Without the table, or when it fails, none is late:
+        a message is never held up by it."""
         episode = detail["episode_id"]
-        if (
-            self.notices is None
-            or not episode
-            or detail_type not in ("BootstrapLoopDetected", "LoopResolved")
-        ):
+        if self.notices is None or not episode or detail_type not in _OF_AN_EPISODE:
             return False
         revision = int(detail.get("revision") or 1)
         try:
@@ -232,6 +230,19 @@ def _worth_sending(detail_type: str, raw: Mapping[str, Any]) -> bool:
     return any(not isinstance(risk, Mapping) or risk.get("severity") != "info" for risk in risks)
 
 
+# The events told of an episode, whose messages after its LoopResolved are past news (`Notifier._late`).
+_OF_AN_EPISODE = frozenset(
+    {
+        "BootstrapLoopDetected",
+        "RemediationApplied",
+        "RemediationSkipped",
+        "RemediationFailed",
+        "LoopContained",
+        "LoopResolved",
+    }
+)
+
+
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
     """What makes an event the same event again: its episode, type and revision; for an event without a
     valid episode id (a refused detection), its content. A RemediationSkipped is its content too: the
@@ -249,4 +260,6 @@ def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, A
     if not detail["episode_id"]:
         return f"-:{detail_type}:{digest}"
     key = f"{detail['episode_id']}:{detail_type}:{detail.get('revision') or 1}"
-    return f"{key}:{digest}" if detail_type == "RemediationSkipped" else key
+    # A revision given but not valid is no revision 1: its content keeps it from taking that one's place.
+    unnumbered = detail.get("revision") is None and raw.get("revision") is not None
+    return f"{key}:{digest}" if detail_type == "RemediationSkipped" or unnumbered else key

@@ -143,8 +143,9 @@ def summarize(
     detail_type: str, detail: Mapping[str, Any], *, problems: Sequence[str] = (), late: bool = False
 ) -> Summary:
     """The summary of one controller event (a detail `clean_detail` checked; `problems` are the fields it
-    found invalid, named at the end). `late`: a detection that arrived after its episode's LoopResolved
-    (a retry, a delivery out of order), told as past news: no page for a loop that is over."""
+    found invalid, named at the end). `late`: an event of the loop going on that arrived after its
+    episode's LoopResolved (a retry, a delivery out of order), told as past news: no page for a loop that is
+    over."""
     group = detail.get("compute_node_group_id") or "?"
     cluster = detail.get("cluster_id") or "?"
     failures = detail.get("failures") or []
