@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -95,3 +97,45 @@ def _running(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def test_a_boot_stopped_with_the_host_finishes_stopping_before_the_leftovers_end(tmp_path: Path) -> None:
+    """Ctrl-C reaches the host and the boot: the boot stops its script and records it; the host ended every
+    process below it at once, the boot among them, before it had."""
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    host = textwrap.dedent(
+        f"""
+        import sys, time
+        from lifeguard.node import cli
+        def main(argv):
+            open({str(started)!r}, "w").close()
+            try:
+                time.sleep(60)
+            except KeyboardInterrupt:  # the boot's own stopping: its script, its records
+                time.sleep(0.3)
+                open({str(stopped)!r}, "w").close()
+            return 130
+        cli.main = main
+        from lifeguard_cli.simulate import nodehost
+        sys.exit(nodehost.main())
+        """
+    )
+    request = json.dumps({"argv": [], "env": {}, "output": str(tmp_path / "boot.out")})
+    with subprocess.Popen(
+        [sys.executable, "-c", host],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own group, as the CLI's: Ctrl-C reaches it and its boot, not pytest
+    ) as running:
+        assert running.stdin is not None
+        running.stdin.write(request + "\n")
+        running.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert started.exists()
+        os.killpg(running.pid, signal.SIGINT)
+        running.wait(timeout=30)
+    assert stopped.exists()

@@ -93,6 +93,23 @@ def test_a_record_the_handler_skipped_in_a_subscription_batch_is_not_shown_as_an
     assert len(result.stdout) < 20_000, len(result.stdout)
 
 
+def test_a_subscription_batch_of_a_stream_of_no_pcss_form_is_said_skipped_not_shown(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in LOOP.read_text().splitlines()]
+    event = encode_subscription(
+        "/aws/vendedlogs/pcs/scaling",
+        "testLogStream",
+        [(row["event_timestamp"], json.dumps(row)) for row in rows],
+    )
+    path = tmp_path / "subscription.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert f"{len(rows)} scaling-log records: stream not of PCS's form" in said, said
+    assert "LAUNCHED" not in said  # no record of it was read
+    assert "TERMINATED" not in said
+
+
 def test_a_line_of_no_cluster_is_skipped_for_what_is_wrong_with_it(tmp_path: Path) -> None:
     """The function skips a stream of no PCS's form whole; a replayed line naming no cluster has no stream
     of PCS's, and is read on its own: what is wrong with it is said, not the stream it was put in."""
@@ -139,14 +156,16 @@ def _replayed(path: Path) -> dict[str, Any]:
     return figures
 
 
-@pytest.mark.parametrize("when", ["garbage", 12])
+@pytest.mark.parametrize("when", ["garbage", 12, "+02:00"])
 def test_a_cloudtrail_call_of_no_time_is_skipped_and_changes_no_configuration(
     tmp_path: Path, when: object
 ) -> None:
-    """A call skipped for its eventTime is not replayed: it did not change the group on the local PCS (it
-    had, and so hid the loop that followed: no event, where the stream alone has two)."""
+    """A call skipped for its eventTime (the review takes an RFC 3339 time in UTC, as CloudTrail writes
+    it) is not replayed: it did not change the group on the local PCS (it had, and so hid the loop that
+    followed: no event, where the stream alone has two)."""
     call = load_event("cloudtrail/update-compute-node-group.json")
-    call["detail"]["eventTime"] = when
+    written = call["detail"]["eventTime"]
+    call["detail"]["eventTime"] = written.replace("Z", when) if when == "+02:00" else when
     lines = LOOP.read_text().splitlines()
     path = tmp_path / "stream.jsonl"
     path.write_text("\n".join([*lines[:3], json.dumps(call), *lines[3:]]) + "\n")

@@ -174,7 +174,7 @@ def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
     # A built-in scenario is taken by its name alone: a path that is not there is no such file, not the
     # built-in one it would reach from the built-ins' directory.
     assert load_scenario("article-loop").name == "article TERMINATE loop"
-    for path in ("../scenarios/article-loop", "x/../article-loop"):
+    for path in ("../scenarios/article-loop", "x/../article-loop", "./article-loop"):
         with pytest.raises(ScenarioError, match="no such file"):
             load_scenario(path)
 

@@ -41,6 +41,7 @@ __all__ = [
     "CallIgnored",
     "CallParseError",
     "ConfigCall",
+    "call_time_ms",
     "cloudtrail_record",
     "parse_config_call",
 ]
@@ -179,7 +180,10 @@ def cloudtrail_record(event: object) -> Mapping[str, Any] | str:
     return event
 
 
-def _epoch_ms(text: str) -> int | None:
+def call_time_ms(text: object) -> int | None:
+    """A CloudTrail `eventTime` in epoch ms: an RFC 3339 time in UTC, as CloudTrail writes it; else None."""
+    if not isinstance(text, str):
+        return None
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
@@ -241,7 +245,7 @@ def parse_config_call(
         parsed = _Record.model_validate(record)
     except Invalid as exc:
         return CallParseError(f"not a {name} record: {describe_validation_error(exc)}", where, reason_of(exc))
-    at = _epoch_ms(parsed.eventTime)
+    at = call_time_ms(parsed.eventTime)
     if at is None:
         return CallParseError(
             f"eventTime {clip(parsed.eventTime, 40)!r} is not an RFC 3339 time in UTC",

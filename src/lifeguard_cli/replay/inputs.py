@@ -46,7 +46,13 @@ from typing import Any
 
 from lifeguard._records import describe_validation_error
 from lifeguard.bounds import EPOCH_MS_MAX, ID_MAX_CHARS, clip, is_pcs_id, pcs_pattern
-from lifeguard.cloudtrail import CHANGE_CALLS, CLOUDTRAIL_DETAIL_TYPE, PCS_EVENT_SOURCE, PCS_SOURCE
+from lifeguard.cloudtrail import (
+    CHANGE_CALLS,
+    CLOUDTRAIL_DETAIL_TYPE,
+    PCS_EVENT_SOURCE,
+    PCS_SOURCE,
+    call_time_ms,
+)
 from lifeguard.envelope import envelope_problem
 from lifeguard.event_contract import DETAIL_TYPES
 from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
@@ -228,8 +234,9 @@ class ApiCall:
 
     @property
     def at(self) -> int | None:
-        """`eventTime` in epoch ms."""
-        return _epoch_ms(self.record.get("eventTime"))
+        """`eventTime` in epoch ms, read as the review reads it (a time it refuses is none)."""
+        at = call_time_ms(self.record.get("eventTime"))
+        return _bounded_ms(at) if at is not None else None
 
     @property
     def group(self) -> tuple[str, str] | None:

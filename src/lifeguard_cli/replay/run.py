@@ -398,12 +398,14 @@ class _Feeder:
             # A record the function skipped is counted once: skipped, not replayed.
             self.result.records += read - summary.skipped
             self.result.skipped_records += summary.skipped
-            if isinstance(item, LogLines) and item.rows and summary.skipped == len(item.rows):
-                # A line the handler skipped: its fields would read as an event it never was.
+            if item.rows and summary.skipped == len(item.rows):
+                # A line the handler skipped, or a whole batch (a stream of no PCS's form): their fields
+                # would read as events they never were.
                 kind = "node report" if item.reports else "scaling-log record"
+                what = f"a {kind}" if len(item.rows) == 1 else f"{len(item.rows)} {kind}s"
                 why = ", ".join(sorted(summary.skipped_reasons)) or "damaged"
                 group = clip(item.rows[0].get("compute_node_group_id") or "", 64)
-                entry = TimelineEntry(self.at, group, "skipped", f"a {kind}: {clip(why, 200)}")
+                entry = TimelineEntry(self.at, group, "skipped", f"{what}: {clip(why, 200)}")
                 self.result.timeline.append(entry)
                 return
             now_ms = int(self.clock().timestamp() * 1000)

@@ -99,6 +99,8 @@ PR_SET_CHILD_SUBREAPER = 36
 PROC = Path("/proc")
 # How long the host waits for what it killed at its end to be gone.
 LEFTOVERS_WAIT_SECONDS = 5.0
+# How long a boot stopped with the host may take to stop its script (the executor's kill grace is 5 s).
+BOOT_STOP_WAIT_SECONDS = 10.0
 
 
 def _take_in_orphans() -> bool:
@@ -166,15 +168,26 @@ def main() -> int:
 
     boto3.client("s3", region_name=os.environ.get("AWS_REGION", "us-east-1"))  # the models, loaded once
     adopting = _take_in_orphans()
+    booting: list[int] = []  # the boot running, if one is
     try:
-        _serve(adopting)
+        _serve(adopting, booting)
     finally:
         if adopting:
+            if booting:  # stopped (Ctrl-C reaches the boot too): its own stopping is let finish first
+                _wait_for(booting[0], BOOT_STOP_WAIT_SECONDS)
             _end_leftovers()
     return 0
 
 
-def _serve(adopting: bool) -> None:
+def _wait_for(pid: int, seconds: float) -> None:
+    """Wait for child `pid` to end, at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(pid, os.WNOHANG)[0] == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _serve(adopting: bool, booting: list[int]) -> None:
     for line in sys.stdin:
         request = json.loads(line)
         # Ctrl-C reaches the whole process group: held off across the fork, so that the child takes it
@@ -184,8 +197,10 @@ def _serve(adopting: bool) -> None:
         pid = os.fork()
         if pid == 0:
             _boot_child(request)
+        booting[:] = [pid]
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         _, status = os.waitpid(pid, 0)
+        booting.clear()
         if adopting:
             _reap()  # orphans of earlier boots that have ended since
         sys.stdout.write(json.dumps({"exit": os.waitstatus_to_exitcode(status)}) + "\n")

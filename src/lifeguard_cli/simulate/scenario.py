@@ -232,7 +232,8 @@ def load_scenario(source: str | Path) -> Scenario:
     """The scenario at `source`, a path (`events/scenarios/…` the shipped copy when there is no such file
     here, as `replay` and `lint` take the README's paths) or the name of a built-in one (`article-loop`)."""
     path = shipped_file(Path(source))
-    named = len(Path(source).parts) == 1 and str(source) not in (".", "..")  # a name, not a path to go by
+    name = Path(source).name
+    named = str(source) == name and name not in ("", ".", "..")  # a name, not a path to go by (`./x`)
     if not path.exists() and named and (BUILT_IN / f"{source}.yaml").exists():
         path = BUILT_IN / f"{source}.yaml"
     try:
