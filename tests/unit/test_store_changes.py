@@ -3,6 +3,8 @@ configuration the change put in place, found again by it, and let go 30 days aft
 
 from __future__ import annotations
 
+import pytest
+
 from lifeguard.store.changes import CHANGE_TTL_SECONDS, ChangeRecord, ChangeStore
 from tests.unit.fakes import FakeDynamoDB
 
@@ -77,11 +79,25 @@ def test_an_unnamed_caller_is_kept_as_none() -> None:
     assert found.to_changed_by()["arn"] is None
 
 
-def test_an_item_this_code_did_not_write_is_as_good_as_none() -> None:
+@pytest.mark.parametrize(
+    "held",
+    [
+        {"doc": {"S": '{"arn": 1}'}},
+        {"doc": {"S": "{not json"}},  # damaged: the review raised, and so on every retry, then parked
+        {"doc": {"S": "[1, 2]"}},
+        {"docz": {"B": b"not zlib"}},
+        {},
+    ],
+)
+def test_an_item_this_code_did_not_write_is_as_good_as_none(held: dict[str, object]) -> None:
     table = FakeDynamoDB()
     key = (f"GROUP#{CLUSTER}#{GROUP}", f"CHANGE#{FINGERPRINT}")
-    table.items[key] = {"pk": {"S": key[0]}, "sk": {"S": key[1]}, "doc": {"S": '{"arn": 1}'}}
-    assert ChangeStore(table, "t").find(CLUSTER, GROUP, FINGERPRINT) is None
+    table.items[key] = {"pk": {"S": key[0]}, "sk": {"S": key[1]}, **held}
+    store = ChangeStore(table, "t")
+    assert store.find(CLUSTER, GROUP, FINGERPRINT) is None
+    assert store.of_group(CLUSTER, GROUP) == ([], True)
+    store.put(change())  # a change of that configuration is kept over it
+    assert store.find(CLUSTER, GROUP, FINGERPRINT) == change()
 
 
 def test_two_reviews_at_once_keep_the_later_change_as_one_after_the_other_do() -> None:

@@ -8,9 +8,12 @@ change to the same configuration replaces the record: it is the one that put the
 from __future__ import annotations
 
 import json
+import logging
+import zlib
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from lifeguard.bounds import clip
 from lifeguard.store.table import (
     ConditionFailedError,
     Item,
@@ -25,6 +28,8 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = ["CHANGE_TTL_SECONDS", "ChangeRecord", "ChangeStore"]
+
+logger = logging.getLogger("lifeguard")
 
 CHANGE_TTL_SECONDS = 30 * 24 * 3600
 CHANGE = "CHANGE#"
@@ -58,8 +63,10 @@ class ChangeRecord:
 
 
 def _record_of(item: Item) -> ChangeRecord | None:
-    data = decode_doc(item)
+    """The record an item holds; None for one this code did not write (edited by hand, or damaged), said
+    once in the log: as good as no record, so no review or detection fails on it, retry after retry."""
     try:
+        data = decode_doc(item)
         return ChangeRecord(
             cluster_id=str(data["cluster_id"]),
             group_id=str(data["group_id"]),
@@ -71,8 +78,10 @@ def _record_of(item: Item) -> ChangeRecord | None:
             source=data.get("source") if data.get("source") in ("cloudtrail", "lifeguard") else "unknown",
             read_back=data.get("read_back") is True,
         )
-    except (KeyError, TypeError, ValueError):
-        return None  # an item this code did not write: as good as none
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError, zlib.error) as exc:
+        where = clip(str(item.get("sk", {}).get("S")), 200)
+        logger.warning("change record %s passed over, it cannot be read: %s", where, clip(repr(exc), 300))
+        return None
 
 
 def _witness(change: ChangeRecord) -> tuple[bool, int]:
