@@ -33,7 +33,10 @@ def codes(
 
 def test_optional_looking_script_on_default_terminate_is_flagged() -> None:
     actions = config(("nodeBootstrapped", script("verify-gpus")), ("nodeBootstrapped", script("mount-fsx")))
-    assert codes(actions) == [("optional-script-terminates", "stages.nodeBootstrapped[0].onError")]
+    assert codes(actions) == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError"),
+        ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[1].executionPolicy"),
+    ]
 
 
 def test_an_explicit_terminate_is_a_decision_not_a_risk() -> None:
@@ -63,7 +66,9 @@ def test_a_script_moved_with_the_old_object_s_version_fetches_nothing() -> None:
     path = "stages.nodeBootstrapped[0].scriptSource.s3VersionId"
 
     def at(location: str, **source: Any) -> NodeLifecycleActions:
-        entry = script("mount-fsx", location, source=source, onError="TERMINATE")
+        entry = script(
+            "mount-fsx", location, source=source, onError="TERMINATE", executionPolicy="EVERY_BOOT"
+        )
         return config(("nodeBootstrapped", entry))
 
     old = at("s3://bkt/mount-v1.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ")
@@ -180,6 +185,7 @@ def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
     ready = [("nodeReady", script(name, onError="CONTINUE")) for name in ("InstallCuda", "FSx", "hello")]
     assert codes(config(*ready)) == [
         ("node-ready-races-jobs", "stages.nodeReady[0]"),
+        ("first-boot-only-undone-by-reboot", "stages.nodeReady[1].executionPolicy"),
         ("node-ready-races-jobs", "stages.nodeReady[1]"),
     ]
 
@@ -213,6 +219,28 @@ def test_a_check_of_what_the_node_cannot_work_without_is_left_on_terminate() -> 
         assert codes(config(("nodeBootstrapped", script(name)))) == terminates, name
 
 
+def test_setup_a_reboot_undoes_left_on_the_first_boot_only_is_flagged() -> None:
+    """The article: a script that omits executionPolicy runs on the first boot only (only the EVERY_BOOT
+    script ran again after `scontrol reboot`), "so scripts that need to run on every reboot must explicitly
+    specify EVERY_BOOT", where ParallelCluster ran them on every boot. A mount is gone after a reboot."""
+    for name in ("mount-fsx", "setup-scratch", "MountLustre", "tune-sysctl", "make-tmpfs", "hugepages"):
+        assert codes(config(("nodeBootstrapped", script(name, onError="TERMINATE")))) == [
+            ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
+        ], name
+    ready = find_risks(config(("nodeReady", script("mount-fsx", onError="CONTINUE"))))
+    [message] = [risk.message for risk in ready if risk.code == "first-boot-only-undone-by-reboot"]
+    assert "set EVERY_BOOT" in message
+    decided = [
+        script(f"mount-{policy.lower()}", onError="TERMINATE", executionPolicy=policy)
+        for policy in ("EVERY_BOOT", "FIRST_BOOT_ONLY")
+    ]
+    # A check or a report of a mount sets nothing up; setup a reboot keeps (packages) needs no second run.
+    others = [
+        script(name, onError="CONTINUE") for name in ("verify-mounts", "report-mount-status", "install-cuda")
+    ]
+    assert codes(config(*(("nodeBootstrapped", entry) for entry in (*decided, *others)))) == []
+
+
 def test_setup_work_in_node_ready_races_jobs() -> None:
     actions = config(
         ("nodeReady", script("install-cuda", onError="CONTINUE")),
@@ -226,7 +254,7 @@ def test_stop_sequence_is_flagged_as_hiding_failures() -> None:
     the node ACTIVE), and PCS documents it for debugging; left in a configuration, a failing script goes
     unseen on every node. CONTINUE and TERMINATE are decisions, not risks."""
     actions = config(
-        ("nodeBootstrapped", script("mount-fsx", onError="STOP_SEQUENCE")),
+        ("nodeBootstrapped", script("mount-fsx", onError="STOP_SEQUENCE", executionPolicy="EVERY_BOOT")),
         ("nodeBootstrapped", script("hello", onError="CONTINUE")),
         ("nodeReady", script("hello-ready", onError="TERMINATE")),
     )

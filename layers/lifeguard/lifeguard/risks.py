@@ -20,6 +20,7 @@ RISK_CODES = (
     "node-ready-races-jobs",
     "stop-sequence-hides-failures",
     "version-of-another-object",
+    "first-boot-only-undone-by-reboot",
 )
 
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
@@ -92,6 +93,18 @@ _GUARDED_WORDS = (
     r"efa",
 )
 
+# What a reboot undoes unless it is done again: a mount (of shared or scratch storage), a tmpfs, a kernel
+# setting or module loaded at run time, huge pages, swap.
+_REBOOT_UNDONE_WORDS = (
+    *(word for word in _GUARDED_WORDS if word not in (r"driver(?:s)?", r"efa")),
+    r"tmpfs",
+    r"ramdisk",
+    r"sysctl(?:s)?",
+    r"modprobe",
+    r"hugepage(?:s)?",
+    r"swap",
+)
+
 
 def _words(forms: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile("|".join(forms))
@@ -101,6 +114,7 @@ _OPTIONAL = _words(_OPTIONAL_WORDS)
 _CHECK = _words(_CHECK_WORDS)
 _GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
+_REBOOT_UNDONE = _words(_REBOOT_UNDONE_WORDS)
 
 
 # Where a name written in camelCase or PascalCase has a word boundary: `VerifyMounts`, `installCUDA`,
@@ -201,6 +215,20 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                     "nodes run the new one; pin the version or use REFRESH_ON_REBOOT",
                 )
             )
+    # A check or a report of a mount (`verify-mounts`, `report-mount-status`) sets nothing up to undo.
+    undone = _has_word(words, _REBOOT_UNDONE) and not _has_word(words, _OPTIONAL)
+    if script.execution_policy is None and undone:
+        risks.append(
+            Risk(
+                "first-boot-only-undone-by-reboot",
+                f"{path}.executionPolicy",
+                f"{script.name!r} looks like setup a reboot undoes (a mount, a kernel setting) but leaves "
+                "executionPolicy to its default FIRST_BOOT_ONLY: PCS does not run it again after a reboot "
+                "(the article saw only EVERY_BOOT scripts run again), so a rebooted node serves jobs without "
+                "what it set up, unless the script made that permanent (fstab); set EVERY_BOOT, as "
+                "ParallelCluster ran every script, or FIRST_BOOT_ONLY to say it must run once",
+            )
+        )
     if stage == "nodeReady" and _has_word(words, _SETUP):
         risks.append(
             Risk(

@@ -4,12 +4,13 @@
     cfn-lint template.yaml --append-rules src/lifeguard_cli/cfn_rules    # from a clone
 
 (`--append-rules` takes every argument after it as a rules location: the template goes first.) E9101 is a
-validation problem, W9101-W9107 one risk code each, I9101 a value that is an intrinsic function (shown with
+validation problem, W9101-W9108 one risk code each, I9101 a value that is an intrinsic function (shown with
 `--include-checks I`). cfn-lint must run in the Python environment Lifeguard is installed in.
 """
 
 from lifeguard_cli.cfn_rules.lifecycle_actions import (
     RISK_RULES,
+    FirstBootOnlyUndoneByReboot,
     IntrinsicNotChecked,
     InvalidNodeLifecycleActions,
     NodeReadyRacesJobs,
@@ -23,6 +24,7 @@ from lifeguard_cli.cfn_rules.lifecycle_actions import (
 
 __all__ = [
     "RISK_RULES",
+    "FirstBootOnlyUndoneByReboot",
     "IntrinsicNotChecked",
     "InvalidNodeLifecycleActions",
     "NodeReadyRacesJobs",

@@ -155,6 +155,15 @@ class VersionOfAnotherObject(_LifeguardRule, CloudFormationLintRule):  # type: i
     risk_code = "version-of-another-object"
 
 
+class FirstBootOnlyUndoneByReboot(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
+    """Setup a reboot undoes (a mount, a kernel setting) on the default FIRST_BOOT_ONLY: not run again."""
+
+    id = "W9108"
+    shortdesc = "Setup a reboot undoes runs on the first boot only"
+    description = "A mount left on the default FIRST_BOOT_ONLY is gone after a reboot (Lifeguard)"
+    risk_code = "first-boot-only-undone-by-reboot"
+
+
 # Each risk code of the layer (`lifeguard.risks.RISK_CODES`) and the rule that reports it.
 RISK_RULES: dict[str, type[_LifeguardRule]] = {
     str(rule.risk_code): rule
@@ -166,5 +175,6 @@ RISK_RULES: dict[str, type[_LifeguardRule]] = {
         NodeReadyRacesJobs,
         StopSequenceHidesFailures,
         VersionOfAnotherObject,
+        FirstBootOnlyUndoneByReboot,
     )
 }
