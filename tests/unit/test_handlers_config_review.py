@@ -565,6 +565,21 @@ def test_a_call_without_a_configuration_in_the_same_second_as_the_one_that_set_i
     assert [review["changed_by"]["arn"] for review in world.reviews()] == [ARN]
 
 
+def test_scaling_updates_of_a_group_never_seen_review_its_configuration_once() -> None:
+    """Each update of a group's scaling carries no configuration; the first is reviewed on what PCS holds
+    after it, and the next left it as it was: its risks were told again (a new message each, its time in
+    the notice key) at every scaling change until the detection first saw the group."""
+    world = World()  # no state of the group: the detection has not seen it
+    world.handler.clock = lambda: AT / 1000 + 700
+    first = world.review(scaling_update(BOB))
+    later = scaling_update(BOB)
+    later["detail"].update(eventID="b0b0-2", eventTime="2026-10-21T01:06:00Z")
+    again = world.review(later)
+    assert (first.reviewed, again.reviewed, again.ignored) == (1, 0, 1)
+    assert len(world.reviews()) == 1
+    assert again.events == []
+
+
 def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_before_it() -> None:
     world = World()
     world.knows(BEFORE)

@@ -234,10 +234,15 @@ class ConfigReviewHandler:
     def _put_in_place_by(self, call: ConfigCall, target: _Target) -> str | None:
         """For a call that carried no configuration (an update of the group's scaling, say, reviewed on
         what PCS holds after it): who is known to have put that configuration in place before it (a call
-        that carried it, or Lifeguard), or None. The call did not change it: it is not laid at its door."""
+        that carried it, or Lifeguard), or that it was read back and reviewed after an earlier such call;
+        else None. The call did not change it: it is not laid at its door, nor reviewed again (a group's
+        every scaling update repeated the first one's risks)."""
         fingerprint = _fingerprint(target.config)
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
-        if kept is not None and not kept.read_back and kept.at <= call.at:
+        if kept is not None and kept.at <= call.at:
+            if kept.read_back:
+                after = f"{clip(kept.event_name)} at {utc(kept.at)}"
+                return f"the configuration PCS holds was reviewed after {after}"
             return f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
         for change in self._changes_made(target) or ():
             if change.fingerprint_after == fingerprint:
