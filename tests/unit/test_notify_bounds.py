@@ -181,6 +181,27 @@ def test_a_retry_after_of_a_week_holds_the_webhook_an_hour_at_most(monkeypatch: 
     assert pacer.holds == [3600.0]
 
 
+def test_without_the_table_a_hold_longer_than_the_invocation_has_left_is_no_sleep_past_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 429's hold outlives its invocation in the process (a warm container's next one): the next post
+    slept it whole, an hour past Lambda's time limit, where a post with the table fails at once."""
+    url = "https://hooks.example.com/held"
+    monkeypatch.setattr(slack_module, "_post", _refused(429, {"Retry-After": "3600"}))
+    clock = [1_000.0]
+    slept: list[float] = []
+    channel = SlackChannel(lambda: url, sleep=slept.append, clock=lambda: clock[0], time_left=lambda: 300.0)
+    with pytest.raises(SlackError, match="longer than this invocation"):
+        send(channel)
+    clock[0] += 60  # the next invocation, in the same process
+    monkeypatch.setattr(slack_module, "_post", lambda url, body, seconds: (200, b"ok"))
+    with pytest.raises(SlackError, match=r"no message for 3540 s more .*; Lambda retries it"):
+        send(channel)
+    assert all(seconds < 300 for seconds in slept)
+    clock[0] += 3600
+    send(channel)  # the hold over, it is sent
+
+
 @pytest.mark.parametrize(
     ("status", "retry_after", "held"),
     [
