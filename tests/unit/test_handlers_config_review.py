@@ -48,14 +48,19 @@ class World:
     a clock a minute after the call."""
 
     def __init__(
-        self, pcs_config: dict[str, Any] | None = None, *, clusters: frozenset[str] = frozenset()
+        self,
+        pcs_config: dict[str, Any] | None = None,
+        *,
+        clusters: frozenset[str] = frozenset(),
+        runs_scripts: bool = True,
     ) -> None:
         self.table = FakeDynamoDB()
         self.bus = FakeEventBridge()
         self.states = GroupStore(self.table, "t")
         self.changes = ChangeStore(self.table, "t")
         start = datetime.fromtimestamp(AT / 1000, UTC)
-        self.clock, self.pcs, client = local_pcs_with_group(start, CLUSTER, GROUP, pcs_config or NEW)
+        actions = (pcs_config or NEW) if runs_scripts else None
+        self.clock, self.pcs, client = local_pcs_with_group(start, CLUSTER, GROUP, actions)
         self.metrics: list[str] = []
         self.handler = ConfigReviewHandler(
             self.states,
@@ -578,6 +583,16 @@ def test_scaling_updates_of_a_group_never_seen_review_its_configuration_once() -
     assert (first.reviewed, again.reviewed, again.ignored) == (1, 0, 1)
     assert len(world.reviews()) == 1
     assert again.events == []
+
+
+def test_a_scaling_update_of_a_group_that_runs_no_scripts_is_no_review() -> None:
+    """It reviewed nothing (no configuration, no risk, no diff) and published it, counted, every time."""
+    world = World(runs_scripts=False)
+    world.handler.clock = lambda: AT / 1000 + 700
+    summary = world.review(scaling_update(BOB))
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert world.reviews() == []
+    assert "ConfigChangeReviewed" not in world.metrics
 
 
 def test_a_call_that_carried_the_configuration_outranks_one_read_back_delivered_before_it() -> None:

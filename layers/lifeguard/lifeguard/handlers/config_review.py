@@ -414,8 +414,10 @@ def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[Contr
     new = target.config
     new_fingerprint = _fingerprint(new)
     previous, reason, already_known, unknown_before = _previous(state, new_fingerprint, call.at)
-    if already_known and not target.carried:
-        return None  # an update of something else: the configuration is the one already known
+    if not target.carried and (already_known or new is None):
+        # An update of something else: the configuration is the one already known, or the group runs
+        # none (a review of nothing, at every scaling change of such a group).
+        return None
     changed_by = call.changed_by()
     if not target.carried:
         # Reviewed is what PCS holds after a call that changed something else: not laid at its door.
