@@ -83,6 +83,9 @@ def test_a_script_moved_with_the_old_object_s_version_fetches_nothing() -> None:
     assert codes(at("s3://bkt/mount-v2.sh", checksum="0" * 64), old) == []
     null = at("s3://bkt/mount-v1.sh", s3VersionId="null", checksum="0" * 64)
     assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="null", checksum="0" * 64), null) == []
+    # An empty s3VersionId (PCS takes it) is no version either: no other object's to keep.
+    empty = at("s3://bkt/mount-v1.sh", s3VersionId="", checksum="0" * 64)
+    assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="", checksum="0" * 64), empty) == []
     assert codes(at("s3://bkt/mount-v2.sh", s3VersionId="3HL4kqtJlcpXroDTDmJ")) == []  # no previous
 
 
@@ -217,6 +220,26 @@ def test_a_check_of_what_the_node_cannot_work_without_is_left_on_terminate() -> 
     )
     for name in optional:
         assert codes(config(("nodeBootstrapped", script(name)))) == terminates, name
+
+
+def test_a_new_s3_version_kept_under_the_old_checksum_is_flagged() -> None:
+    """A new version uploaded and its s3VersionId given, its checksum not: every node fails the checksum
+    unless the two versions hold the same bytes. A first version given to content already pinned, or the
+    same version, is no such risk."""
+
+    def at(version: str | None, checksum: str = "a" * 64) -> NodeLifecycleActions:
+        source = {"checksum": checksum, **({"s3VersionId": version} if version is not None else {})}
+        entry = script(
+            "tune", "s3://bkt/tune.sh", source=source, onError="CONTINUE", executionPolicy="EVERY_BOOT"
+        )
+        return config(("nodeBootstrapped", entry))
+
+    [risk] = find_risks(at("v2"), at("v1"))
+    assert (risk.code, risk.path) == ("updated-in-place", "stages.nodeBootstrapped[0].scriptSource.checksum")
+    assert "from s3VersionId v1 to v2 with the same checksum" in risk.message
+    assert codes(at("v2", "b" * 64), at("v1")) == []  # its own checksum given
+    assert codes(at("v1"), at(None)) == []
+    assert codes(at("v1"), at("v1")) == []
 
 
 def test_setup_a_reboot_undoes_left_on_the_first_boot_only_is_flagged() -> None:

@@ -256,8 +256,10 @@ def _in_place_update(
         return []
     before, after = found[1].script_source, script.script_source
     old, new = _digest(before), _digest(after)
-    if before.script_location != after.script_location or old is None or new is None or old == new:
+    if before.script_location != after.script_location or old is None or new is None:
         return []
+    if old == new:
+        return _new_version_old_checksum(script, path, before, after)
     version = _version(before)
     if version is None:
         message = (
@@ -276,6 +278,23 @@ def _in_place_update(
     else:
         return []  # nodes fetched the old version until the update, and the new one since
     return [Risk("updated-in-place", f"{path}.scriptSource", message)]
+
+
+def _new_version_old_checksum(
+    script: LifecycleScript, path: str, before: ScriptSource, after: ScriptSource
+) -> list[Risk]:
+    """A script moved to another S3 version of its object with the checksum of the one before (a new
+    version uploaded, its s3VersionId given, its checksum not): unless the two hold the same bytes, every
+    node fails the checksum, a download failure, and under the default TERMINATE loops."""
+    old_version, new_version = _version(before), _version(after)
+    if old_version is None or new_version is None or old_version == new_version:
+        return []
+    message = (
+        f"{script.name!r} moved from s3VersionId {old_version} to {new_version} with the same checksum: "
+        "unless the new version holds the same bytes, every node fails its checksum (a download failure) "
+        "and fails the script; give the new version's checksum"
+    )
+    return [Risk("updated-in-place", f"{path}.scriptSource.checksum", message)]
 
 
 def _version_of_another_object(
@@ -311,5 +330,6 @@ def _digest(source: ScriptSource) -> str | None:
 
 
 def _version(source: ScriptSource) -> str | None:
-    """The S3 version a source is fetched at; the version `null` names the object as no version does."""
-    return source.s3_version_id if source.s3_version_id != "null" else None
+    """The S3 version a source is fetched at; the version `null`, or an empty one (PCS takes it), names the
+    object as no version does."""
+    return source.s3_version_id if source.s3_version_id not in ("null", "") else None
