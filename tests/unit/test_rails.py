@@ -271,7 +271,7 @@ def test_dry_run_holds_mode_notify_and_the_stack_s_dry_run() -> None:
 def test_the_cooldown_holds_a_new_episode_but_not_an_escalation() -> None:
     settings = RemediationSettings(cooldown_seconds=30 * 60)
     recent = Ledger(changes=[change(NOW - 10 * 60, episode="ep-0")])
-    held = rails.cooldown(recent, [], settings, NOW, "")
+    held = rails.cooldown(recent, False, settings, NOW, "")
     assert held is not None
     # Held back until the cooldown of the last change is over, and decided again then.
     assert held.until == NOW - 10 * 60 + 30 * 60
@@ -279,10 +279,17 @@ def test_the_cooldown_holds_a_new_episode_but_not_an_escalation() -> None:
         "Cooldown: Lifeguard changed this group 10 min ago; no new change within 30 min; Lifeguard decides "
         f"again at the loop's first failure after {utc(int(held.until * 1000))}."
     )
-    assert rails.cooldown(recent, [change(NOW - 60)], settings, NOW, "") is None  # the same episode goes on
-    assert rails.cooldown(recent, [], settings, NOW + 21 * 60, "") is None  # 31 min later
+    assert rails.cooldown(recent, True, settings, NOW, "") is None  # an escalation: the loop goes on
+    assert rails.cooldown(recent, False, settings, NOW + 21 * 60, "") is None  # 31 min later
     undone = Ledger(changes=[change(NOW - 60, action="undo")])
-    assert rails.cooldown(undone, [], settings, NOW, "") is None  # an undo is not a remediation
+    assert rails.cooldown(undone, False, settings, NOW, "") is None  # an undo is not a remediation
+
+
+def test_only_a_loop_going_on_under_lifeguards_own_change_escalates() -> None:
+    earlier = [change(NOW - 60)]
+    assert rails.escalates(earlier, fingerprint_of({"stages": {}}))  # its change is what the loop runs on
+    assert not rails.escalates(earlier, fingerprint_of(CONFIG))  # someone put the failing one back
+    assert not rails.escalates([], fingerprint_of({"stages": {}}))
 
 
 def test_the_daily_cap_counts_the_last_24_hours_only() -> None:

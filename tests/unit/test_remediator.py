@@ -414,6 +414,27 @@ def test_a_new_episode_within_the_cooldown_is_refused_with_a_reason_and_audited(
     assert [t for t, _ in world.bus.events()] == ["RemediationApplied", "RemediationSkipped"]
 
 
+def test_a_failing_configuration_put_back_is_not_fought_within_the_cooldown() -> None:
+    """The loop of an episode goes on after someone else's change over Lifeguard's (a deploy putting the
+    failing configuration back): the ladder starts again, and that is no escalation. Lifeguard answered at
+    once, and at every such deploy (three changes in 8 minutes, each draining and replacing the group's
+    nodes, the article), bound only by the daily cap; it is held by the cooldown as a new episode is."""
+    world = World()
+    remediator = world.remediator(cooldown_seconds=1800, daily_cap=5)
+    remediator.handle_event(world.detection("ep-1"))
+    world.person_sets(TERMINATE)
+    [held] = remediator.handle_event(world.detection("ep-1", revision=2))
+    assert held.detail_type == "RemediationSkipped"
+    assert held.detail["reason"].startswith("Cooldown: Lifeguard changed this group ")
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert len(world.lifeguard_updates()) == 1
+    world.clock.advance(1800)  # the cooldown over, the loop still going: the ladder starts again
+    [applied] = remediator.handle_event(world.detection("ep-1", revision=3))
+    assert applied.detail_type == "RemediationApplied"
+    assert "the ladder starts again, at quarantine" in applied.detail["reason"]
+    assert len(world.lifeguard_updates()) == 2
+
+
 def test_the_daily_cap_refuses_a_change_until_a_day_has_passed() -> None:
     world = World()
     remediator = world.remediator(cooldown_seconds=60, daily_cap=1)

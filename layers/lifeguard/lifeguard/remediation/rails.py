@@ -250,12 +250,20 @@ def _held(reason: str, until: float) -> Hold:
     )
 
 
+def escalates(earlier: list[AppliedChange], fingerprint: str) -> bool:
+    """Whether a detection of the configuration `fingerprint` is a step up `ladder`'s rungs: the loop goes
+    on under Lifeguard's own last change of its episode. Not when someone else changed the group since (the
+    ladder starts again): Lifeguard answering that at once would fight the person, or their deploy, change
+    for change, and each change of the lifecycle actions drains and replaces the group's nodes."""
+    return bool(earlier) and earlier[-1].fingerprint_after == fingerprint
+
+
 def cooldown(
-    ledger: Ledger, earlier: list[AppliedChange], settings: RemediationSettings, now: float, would: str
+    ledger: Ledger, escalating: bool, settings: RemediationSettings, now: float, would: str
 ) -> Hold | None:
-    """No new change of a group within the cooldown of Lifeguard's last one (an escalation of the same
-    episode is not held back: the loop it answers is still going)."""
-    if earlier:
+    """No new change of a group within the cooldown of Lifeguard's last one (an escalation, `escalates`, is
+    not held back: the loop it answers goes on under Lifeguard's own change)."""
+    if escalating:
         return None
     recent = ledger.made_since(now - settings.cooldown_seconds)
     if not recent:

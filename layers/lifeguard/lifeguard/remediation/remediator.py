@@ -478,7 +478,9 @@ class Remediator:
         if dry:
             return _Verdict("skipped", mode, plan.action, dry, True, before, plan, held_by_dry_run=True)
         hold = (
-            rails.cooldown(ledger, earlier, self.settings, now, would)
+            rails.cooldown(
+                ledger, rails.escalates(earlier, detection.config_fingerprint), self.settings, now, would
+            )
             or rails.daily_cap(ledger, self.settings, now)
             if paced
             else None
