@@ -200,6 +200,10 @@ def test_without_the_table_a_hold_longer_than_the_invocation_has_left_is_no_slee
     assert all(seconds < 300 for seconds in slept)
     clock[0] += 3600
     send(channel)  # the hold over, it is sent
+    # With less left than a post's margin, a post that needs no wait is still made.
+    short = SlackChannel(lambda: url, sleep=slept.append, clock=lambda: clock[0], time_left=lambda: 30.0)
+    clock[0] += 5
+    send(short)
 
 
 @pytest.mark.parametrize(

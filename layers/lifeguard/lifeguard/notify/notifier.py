@@ -112,11 +112,12 @@ class Notifier:
         return claim
 
     def _late(self, group: tuple[str, str], detail_type: str, detail: Mapping[str, Any]) -> bool:
-        """Whether an event of a loop going on (its detection, a remediation's outcome, a containment) comes
-        after its episode's LoopResolved (at its revision or a later one: a reopened episode's events are of
-        a higher one), as a retry of a message a channel failed, or a skip of a loop already over, does; a
-        LoopResolved is noted for the events after it. Without the table, or when it fails, none is late:
-        a message is never held up by it."""
+        """Whether an event that tells the loop goes on (its detection, its containment) comes after its
+        episode's LoopResolved (at its revision or a later one: a reopened episode's are of a higher one),
+        as a retry of a message a channel failed does; a LoopResolved is noted for the events after it. A
+        remediation's outcome is not: it tells what Lifeguard did or could not do, now, and a reopened
+        episode's may carry the revision it was decided on. Without the table, or when it fails, none is
+        late: a message is never held up by it."""
         episode = detail["episode_id"]
         if self.notices is None or not episode or detail_type not in _OF_AN_EPISODE:
             return False
@@ -230,17 +231,8 @@ def _worth_sending(detail_type: str, raw: Mapping[str, Any]) -> bool:
     return any(not isinstance(risk, Mapping) or risk.get("severity") != "info" for risk in risks)
 
 
-# The events told of an episode, whose messages after its LoopResolved are past news (`Notifier._late`).
-_OF_AN_EPISODE = frozenset(
-    {
-        "BootstrapLoopDetected",
-        "RemediationApplied",
-        "RemediationSkipped",
-        "RemediationFailed",
-        "LoopContained",
-        "LoopResolved",
-    }
-)
+# The events of an episode's loop, whose messages after its LoopResolved are past news (`Notifier._late`).
+_OF_AN_EPISODE = frozenset({"BootstrapLoopDetected", "LoopContained", "LoopResolved"})
 
 
 def _notice_key(detail_type: str, detail: Mapping[str, Any], raw: Mapping[str, Any]) -> str:

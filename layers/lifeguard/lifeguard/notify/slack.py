@@ -619,7 +619,7 @@ class SlackChannel:
             now = self._clock()
             wait = _NEXT_POST.get(key, -1e9) - now
             # A hold an earlier invocation of this process was given, longer than this one has left.
-            if self._time_left is not None and wait > self._time_left() - SEND_MARGIN_SECONDS:
+            if wait > 0 and self._time_left is not None and wait > self._time_left() - SEND_MARGIN_SECONDS:
                 raise SlackError(
                     f"Slack message not sent yet: Slack asked for no message for {wait:.0f} s more (HTTP "
                     f"429, Retry-After), longer than this invocation has left; {RETRIED_THEN_PARKED}"
