@@ -585,6 +585,21 @@ def test_scaling_updates_of_a_group_never_seen_review_its_configuration_once() -
     assert again.events == []
 
 
+def test_a_configuration_read_back_again_after_a_change_to_another_is_reviewed_again() -> None:
+    """Read back after a scaling update, then changed to another by a call reviewed, then changed back by a
+    call CloudTrail left unread (its request too large to record): the next scaling update's read is news."""
+    world = World()
+    world.handler.clock = lambda: AT / 1000 + 3000
+    assert world.review(scaling_update(BOB)).reviewed == 1  # NEW, read back at 01:05
+    other = recorded()
+    other["detail"].update(eventID="a11c-2", eventTime="2026-10-21T01:10:00Z")
+    other["detail"]["requestParameters"]["nodeLifecycleActions"] = BEFORE
+    assert world.review(other).reviewed == 1  # BEFORE, carried
+    later = scaling_update(BOB)
+    later["detail"].update(eventID="b0b0-3", eventTime="2026-10-21T01:30:00Z")
+    assert world.review(later).reviewed == 1  # NEW again, PCS holds: changed back meanwhile
+
+
 def test_a_scaling_update_of_a_group_that_runs_no_scripts_is_no_review() -> None:
     """It reviewed nothing (no configuration, no risk, no diff) and published it, counted, every time."""
     world = World(runs_scripts=False)

@@ -153,8 +153,8 @@ class ChangeStore:
 
     def of_group(self, cluster_id: str, group_id: str) -> tuple[list[ChangeRecord], bool]:
         """The group's kept changes, one a configuration (at most `CHANGES_READ_MAX`, in one Query, in the
-        order of their keys), and whether that is all of them: the read did not stop at its bound (items it
-        read that cannot be decoded are counted, and left out)."""
+        order of their keys), and whether that is all of them: the read did not stop at its bound, and every
+        item it read could be decoded (one that cannot is left out, and may be a change in between)."""
         items = list(self._table.query(group_key(cluster_id, group_id), CHANGE, most=CHANGES_READ_MAX))
         kept = [change for item in items if (change := _record_of(item)) is not None]
-        return kept, len(items) < CHANGES_READ_MAX
+        return kept, len(items) < CHANGES_READ_MAX and len(kept) == len(items)
