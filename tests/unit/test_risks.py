@@ -188,7 +188,6 @@ def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
     ready = [("nodeReady", script(name, onError="CONTINUE")) for name in ("InstallCuda", "FSx", "hello")]
     assert codes(config(*ready)) == [
         ("node-ready-races-jobs", "stages.nodeReady[0]"),
-        ("first-boot-only-undone-by-reboot", "stages.nodeReady[1].executionPolicy"),
         ("node-ready-races-jobs", "stages.nodeReady[1]"),
     ]
 
@@ -246,7 +245,7 @@ def test_setup_a_reboot_undoes_left_on_the_first_boot_only_is_flagged() -> None:
     """The article: a script that omits executionPolicy runs on the first boot only (only the EVERY_BOOT
     script ran again after `scontrol reboot`), "so scripts that need to run on every reboot must explicitly
     specify EVERY_BOOT", where ParallelCluster ran them on every boot. A mount is gone after a reboot."""
-    for name in ("mount-fsx", "setup-scratch", "MountLustre", "tune-sysctl", "make-tmpfs", "hugepages"):
+    for name in ("mount-fsx", "MountLustre", "tune-sysctl", "make-tmpfs", "hugepages", "setup-swapfile"):
         assert codes(config(("nodeBootstrapped", script(name, onError="TERMINATE")))) == [
             ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
         ], name
@@ -258,9 +257,17 @@ def test_setup_a_reboot_undoes_left_on_the_first_boot_only_is_flagged() -> None:
         for policy in ("EVERY_BOOT", "FIRST_BOOT_ONLY")
     ]
     # A check or a report of a mount sets nothing up; setup a reboot keeps (packages) needs no second run.
-    others = [
-        script(name, onError="CONTINUE") for name in ("verify-mounts", "report-mount-status", "install-cuda")
-    ]
+    # Nor do names that say their work lasts: an install (`install-lustre-client`), fstab, grub.
+    names = (
+        "verify-mounts",
+        "report-mount-status",
+        "install-cuda",
+        "install-lustre-client",
+        "install-efs-utils",
+        "persist-fstab-mounts",
+        "setup-hugepages-grub",
+    )
+    others = [script(name, onError="CONTINUE") for name in names]
     assert codes(config(*(("nodeBootstrapped", entry) for entry in (*decided, *others)))) == []
 
 

@@ -93,16 +93,24 @@ _GUARDED_WORDS = (
     r"efa",
 )
 
-# What a reboot undoes unless it is done again: a mount (of shared or scratch storage), a tmpfs, a kernel
-# setting or module loaded at run time, huge pages, swap.
+# What a reboot undoes unless it is done again: a mount, a tmpfs, a kernel setting or module loaded at run
+# time, huge pages, swap. A storage name alone is not one (`install-lustre-client` installs, and that
+# lasts), nor is a name that says it makes its work last (`persist-fstab-mounts`, `hugepages-grub`).
 _REBOOT_UNDONE_WORDS = (
-    *(word for word in _GUARDED_WORDS if word not in (r"driver(?:s)?", r"efa")),
+    r"mount(?:s|ing)?",
     r"tmpfs",
     r"ramdisk",
     r"sysctl(?:s)?",
     r"modprobe",
     r"hugepage(?:s)?",
-    r"swap",
+    r"swap(?:file)?",
+)
+_LASTING_WORDS = (
+    r"fstab",
+    r"persist(?:s|ent|ing|ed)?",
+    r"grub",
+    r"install(?:s|er|ing|ed)?",
+    r"packag(?:e|es|ing|ed)",
 )
 
 
@@ -115,6 +123,7 @@ _CHECK = _words(_CHECK_WORDS)
 _GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
 _REBOOT_UNDONE = _words(_REBOOT_UNDONE_WORDS)
+_LASTING = _words(_LASTING_WORDS)
 
 
 # Where a name written in camelCase or PascalCase has a word boundary: `VerifyMounts`, `installCUDA`,
@@ -216,7 +225,11 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 )
             )
     # A check or a report of a mount (`verify-mounts`, `report-mount-status`) sets nothing up to undo.
-    undone = _has_word(words, _REBOOT_UNDONE) and not _has_word(words, _OPTIONAL)
+    undone = (
+        _has_word(words, _REBOOT_UNDONE)
+        and not _has_word(words, _OPTIONAL)
+        and not _has_word(words, _LASTING)
+    )
     if script.execution_policy is None and undone:
         risks.append(
             Risk(
