@@ -203,7 +203,7 @@ def ladder(mode: str, earlier: list[AppliedChange], fingerprint: str) -> tuple[s
     if mode == "notify" or not earlier:
         return mode, None
     last = earlier[-1]
-    if fingerprint != last.fingerprint_after:  # `already_remediated` lets this through: someone else's
+    if not escalates(earlier, fingerprint):  # `already_remediated` lets this through: someone else's
         return mode, (
             f"Lifeguard's {last.action} of {utc(int(last.at * 1000))} is no longer in the group (someone "
             f"else changed its configuration since) and the loop goes on: the ladder starts again, at {mode}."
