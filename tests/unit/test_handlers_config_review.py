@@ -600,6 +600,34 @@ def test_a_configuration_read_back_again_after_a_change_to_another_is_reviewed_a
     assert world.review(later).reviewed == 1  # NEW again, PCS holds: changed back meanwhile
 
 
+def test_a_configuration_a_call_set_then_changed_back_unrecorded_is_reviewed_again() -> None:
+    """As above, NEW first set by a call that carried it: PCS holding NEW again is news, not Alice's."""
+    world = World()
+    world.handler.clock = lambda: AT / 1000 + 3000
+    assert world.review(recorded()).reviewed == 1  # Alice's NEW, 01:00
+    other = recorded()
+    other["detail"].update(eventID="a11c-2", eventTime="2026-10-21T01:10:00Z")
+    other["detail"]["requestParameters"]["nodeLifecycleActions"] = BEFORE
+    assert world.review(other).reviewed == 1
+    later = scaling_update(BOB)
+    later["detail"].update(eventID="b0b0-3", eventTime="2026-10-21T01:30:00Z")
+    assert world.review(later).reviewed == 1
+    assert world.reviews()[-1]["changed_by"]["arn"] is None  # not laid at Alice's door
+
+
+def test_a_damaged_change_record_does_not_have_every_scaling_update_reviewed_again() -> None:
+    world = World()
+    world.handler.clock = lambda: AT / 1000 + 3000
+    key = (f"GROUP#{CLUSTER}#{GROUP}", "CHANGE#" + "0" * 64)
+    world.table.items[key] = {"pk": {"S": key[0]}, "sk": {"S": key[1]}, "doc": {"S": "{}"}}
+    reviewed = []
+    for minute, event_id in ((5, "b0b0-1"), (10, "b0b0-2"), (20, "b0b0-3")):
+        update = scaling_update(BOB)
+        update["detail"].update(eventID=event_id, eventTime=f"2026-10-21T01:{minute:02d}:00Z")
+        reviewed.append(world.review(update).reviewed)
+    assert reviewed == [1, 0, 0]
+
+
 def test_a_scaling_update_of_a_group_that_runs_no_scripts_is_no_review() -> None:
     """It reviewed nothing (no configuration, no risk, no diff) and published it, counted, every time."""
     world = World(runs_scripts=False)

@@ -239,27 +239,28 @@ class ConfigReviewHandler:
         every scaling update repeated the first one's risks)."""
         fingerprint = _fingerprint(target.config)
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
-        if kept is not None and kept.at <= call.at:
-            if not kept.read_back:
+        if (
+            kept is not None
+            and kept.at <= call.at
+            and self._none_between(target, fingerprint, kept.at, call.at)
+        ):
+            if kept.read_back:
                 return (
-                    f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
+                    f"the configuration PCS holds was reviewed after {clip(kept.event_name)}, {utc(kept.at)}"
                 )
-            if self._none_between(target, fingerprint, kept.at, call.at):
-                after = f"{clip(kept.event_name)} at {utc(kept.at)}"
-                return f"the configuration PCS holds was reviewed after {after}"
+            return f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
         for change in self._changes_made(target) or ():
             if change.fingerprint_after == fingerprint:
                 return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
         return None
 
     def _none_between(self, target: _Target, fingerprint: str, since: int, until: int) -> bool:
-        """Whether no change to another configuration is known between `since` and `until`, every change
-        of the group read: one between (changed back since, by a call CloudTrail left unread) makes the
-        configuration read back now news again."""
-        kept, whole = self.changes.of_group(target.cluster_id, target.group_id)
-        return whole and not any(
-            since < change.at < until and change.fingerprint != fingerprint for change in kept
-        )
+        """Whether no change to another configuration is known between `since` and `until`: one between
+        (changed back since, by a call CloudTrail left unread) makes the configuration PCS holds news again.
+        Of the changes that could be read: a damaged one, or more than a read takes, would otherwise have
+        every scaling update reviewed and told again until it expired."""
+        kept, _ = self.changes.of_group(target.cluster_id, target.group_id)
+        return not any(since < change.at < until and change.fingerprint != fingerprint for change in kept)
 
     def _resent(self, call: ConfigCall, target: _Target, state: GroupState) -> str | None:
         """Why a call that carried a configuration changed none, or None (it is reviewed). An
