@@ -375,14 +375,22 @@ def test_a_group_still_updating_after_the_wait_parks_the_event(env: Env) -> None
     assert sum(env.sleeps) == 240
 
 
-def test_a_change_someone_else_replaced_is_made_again_when_its_loop_goes_on(env: Env) -> None:
+def test_a_change_someone_else_replaced_is_made_again_after_the_cooldown_if_its_loop_goes_on(
+    env: Env,
+) -> None:
     (applied,) = env.controller().handle_event(env.detection(revision=1))
     assert applied.detail_type == "RemediationApplied"
     env.settle()
     env.person_sets(TERMINATE)  # a deploy of the group's template, a person, an update PCS did not keep
     env.settle()
-    # The loop goes on, on the configuration Lifeguard changed: not "already remediated".
-    (again,) = env.controller().handle_event(env.detection(revision=2))
+    # The loop goes on, on the configuration Lifeguard changed: not "already remediated", and not answered
+    # within the cooldown either (no escalation: the ladder starts again), as a new episode would not be.
+    (held,) = env.controller().handle_event(env.detection(revision=2))
+    assert held.detail_type == "RemediationSkipped", held.detail["reason"]
+    assert held.detail["reason"].startswith("Cooldown: Lifeguard changed this group ")
+    assert env.group()["nodeLifecycleActions"] == TERMINATE
+    env.clock.advance(1800)  # the cooldown over, the loop still going
+    (again,) = env.controller().handle_event(env.detection(revision=3))
     assert again.detail_type == "RemediationApplied", again.detail["reason"]
     assert again.detail["action"] == "quarantine"
     assert (
@@ -390,10 +398,10 @@ def test_a_change_someone_else_replaced_is_made_again_when_its_loop_goes_on(env:
     )
     assert env.group()["nodeLifecycleActions"] != TERMINATE
     env.settle()
-    # Its loop goes on under the second quarantine: the ladder counts from it.
-    (escalated,) = env.controller().handle_event(env.detection(revision=3))
+    # Its loop goes on under the second quarantine: the ladder counts from it, the cooldown lets it by.
+    (escalated,) = env.controller().handle_event(env.detection(revision=4))
     assert "The loop went on after quarantine: escalating to revert." in escalated.detail["reason"]
-    assert [entry.decision for entry in env.history()] == ["applied", "applied", "applied"]
+    assert [entry.decision for entry in env.history()] == ["applied", "skipped", "applied", "applied"]
 
 
 def _operator(env: Env) -> Operator:

@@ -141,7 +141,8 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
         if first.episode_id != second.episode_id:
             assert second.at - first.at >= COOLDOWN_S
     # Per episode, the ladder; it starts again only where someone else's change replaced Lifeguard's (a
-    # change of Lifeguard's whose configuration before is not the one its last change made).
+    # change of Lifeguard's whose configuration before is not the one its last change made), and then only
+    # once the cooldown of Lifeguard's last change is over (only an escalation is not held by it).
     changes = [change for change in store.ledger(CLUSTER, group).changes if change.counts]
     assert [change.action for change in changes] == [entry.action for entry in applied]
     put_back = sum(1 for kind, _ in steps if kind == "person")
@@ -150,6 +151,9 @@ def test_any_sequence_keeps_the_cap_the_cooldown_the_ladder_and_audits_every_del
         made = ""
         for change in (change for change in changes if change.episode_id == episode):
             if not ladders or change.fingerprint_before != made:
+                if ladders:  # started again: held by the cooldown of Lifeguard's change before it
+                    before = [other.at for other in changes if other.at < change.at]
+                    assert change.at - max(before) >= COOLDOWN_S, (change.at, before)
                 ladders.append([])
             ladders[-1].append(change.action)
             made = change.fingerprint_after
