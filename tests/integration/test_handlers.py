@@ -24,6 +24,7 @@ from lifeguard.handlers.scaling_events import ScalingEventsHandler
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.scaling_log import PASSED_OVER
+from lifeguard.store import groups
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.table import group_key, item_key
 from lifeguard.wiring import Wiring, build_node_reports, build_scaling_events
@@ -580,8 +581,9 @@ def _forged_failure(instance: str, n: int, at: int) -> dict[str, Any]:
 def _quarantine_kept_node(env: Env, *, flood: bool, started_at: int | None = None) -> list[str]:
     """The article's loop, its script switched to STOP_SEQUENCE before the third node launches, and that
     node's real failure reported (its runs at `started_at`, when given, epoch seconds); with `flood`,
-    5,000 forged failed runs first, 1,000 of them under the kept node's own id (any node can read the ids
-    off the report log group and write under them)."""
+    forged failed runs first, filling the instance's read (`INSTANCE_RUNS_MAX`) under the kept node's own
+    id (any node can read the ids off the report log group and write under them) and the group's
+    (`RUNS_READ_MAX`) four times under others."""
     rows = stream("article-quarantine-contained")
     cut = 1792545162000
     scaling = [row for row in rows if "status_code" in row]
@@ -601,9 +603,11 @@ def _quarantine_kept_node(env: Env, *, flood: bool, started_at: int | None = Non
     )
     if flood:
         at = 1792545500
-        env.feed_reports([_forged_failure(KEPT, n, at) for n in range(1000)])
+        env.feed_reports([_forged_failure(KEPT, n, at) for n in range(groups.INSTANCE_RUNS_MAX)])
         for chunk in range(4):
-            env.feed_reports([_forged_failure(f"i-f{chunk}{n:05d}", n, at) for n in range(1000)])
+            env.feed_reports(
+                [_forged_failure(f"i-f{chunk}{n:05d}", n, at) for n in range(groups.RUNS_READ_MAX)]
+            )
     seen += [e["detail-type"] for e in env.feed_reports([r for r in reports if r["instance_id"] == KEPT])]
     seen += [e["detail-type"] for e in env.feed([row for row in scaling if row["event_timestamp"] > cut])]
     return seen
@@ -628,12 +632,14 @@ KEPT_LAUNCHED_S = 1792545526
     ],
 )
 def test_a_flood_of_runs_under_the_kept_nodes_own_id_hides_none_of_its_failures(
-    env: Env, started_at: int | None
+    env: Env, started_at: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The group's read and the instance's own both stop at their bounds before the real run: its runs of
     the configuration's scripts in that boot are read script by script, from five minutes before its launch
     (a node's clock may be behind PCS's), and the loop stays contained (not told resolved while the script
-    still fails)."""
+    still fails). The bounds are a tenth of the function's here, so the floods that fill them cost a tenth."""
+    monkeypatch.setattr(groups, "RUNS_READ_MAX", 100)
+    monkeypatch.setattr(groups, "INSTANCE_RUNS_MAX", 100)
     seen = _quarantine_kept_node(env, flood=True, started_at=started_at)
     assert seen[-1] == "LoopContained", seen
     episode = env.wiring.store.load(CLUSTER, GROUP).episode
