@@ -170,6 +170,45 @@ def test_a_cluster_outside_the_stacks_cluster_ids_is_ignored_not_parked(
     assert world.published() == ["BootstrapLoopDetected"]
 
 
+# Lines of a cluster's other PCS logs, as PCS's user guide shows them: the scheduler's, its job completions.
+SLURMCTLD_LINE = (
+    "[2026-10-21T00:55:45.123] sched: _slurm_rpc_allocate_resources JobId=42 NodeList=lca-static-1"
+)
+JOBCOMP_LINE = json.dumps({"jobcomp": {"job_id": 42, "job_state": "COMPLETED", "partition": "lca-queue"}})
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [("slurmctld_25.05.log", SLURMCTLD_LINE), ("jobcomp.log", JOBCOMP_LINE), ("slurmctld_audit.log", "{}")],
+)
+def test_another_of_the_clusters_pcs_logs_in_the_same_group_is_ignored_not_unreadable(
+    name: str, line: str
+) -> None:
+    """A cluster may deliver all its logs to one log group: the scheduler's lines are no scaling records, and
+    counted unreadable they paged "PCS's format changed" (RecordsSkippedAlarm) batch after batch."""
+    world = World()
+    metrics: list[tuple[str, float]] = []
+    world.handler.metric = lambda metric, value: metrics.append((metric, value))
+    event = encode_subscription(LOG_GROUP, f"AWSLogs/PCS/{CLUSTER}/{name}", [(at(1, 0), line)] * 3)
+    summary = world.handler.handle_event(event)
+    assert (summary.records, summary.ignored, summary.skipped, summary.unreadable) == (3, 3, 0, 0)
+    assert metrics == []  # neither unreadable nor processed: the alarm's share is of scaling records
+    assert world.writes() == 0
+    assert world.pcs.calls == []
+
+
+def test_scaling_records_in_another_stream_of_the_cluster_are_read_as_its_scaling_log() -> None:
+    """Should PCS name its scaling log otherwise, its records still count: a stream of the cluster that holds
+    them is read, and said."""
+    world = World()
+    rows = world.messages(ARTICLE)
+    world.clock.set(datetime.fromtimestamp(rows[-1][0] / 1000, UTC))
+    event = encode_subscription(LOG_GROUP, f"AWSLogs/PCS/{CLUSTER}/scaling.log", rows)
+    summary = world.handler.handle_event(event)
+    assert summary.skipped == 0
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:
     world = World()
     summary = world.feed(ARTICLE)

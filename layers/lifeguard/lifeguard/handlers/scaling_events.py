@@ -116,13 +116,20 @@ class BatchSummary(Skips):
         }
 
 
-# The stream PCS writes a cluster's scaling log to (DESIGN): `AWSLogs/PCS/<cluster-id>/node_lifecycle.log`.
-_CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/")
+# The stream PCS writes a cluster's scaling log to (DESIGN, and PCS's user guide): the cluster's other logs
+# (`slurmctld_<version>.log`, `jobcomp.log`, the scheduler's audit log) go to streams beside it, in the same
+# log group when it is given them too.
+_CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/node_lifecycle\.log")
+_PCS_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+# In every scaling-log record, in none of PCS's other logs: a batch of another of a cluster's streams that
+# holds it is read as the scaling log it seems to be (PCS may name it otherwise one day; a writer of the
+# cluster's streams could write node_lifecycle.log as well), and is otherwise ignored.
+_STATUS_KEY = '"status_code"'
 
 
 def stream_cluster(log_stream: str) -> str | None:
     """The cluster whose scaling log a stream is, when it is named as PCS names it; else None."""
-    found = _CLUSTER_STREAM.match(log_stream)
+    found = _CLUSTER_STREAM.fullmatch(log_stream)
     return found.group(1) if found else None
 
 
@@ -253,6 +260,16 @@ class ScalingEventsHandler:
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
         cluster = stream_cluster(batch.log_stream)
+        if cluster is None and (found := _PCS_STREAM.fullmatch(batch.log_stream)) is not None:
+            if not any(_STATUS_KEY in e["message"] for e in batch.raw_events):
+                return self._another_pcs_log(batch.log_stream, len(batch.raw_events))
+            # Scaling records in a stream of another name: PCS's, renamed? Read as before, and said.
+            cluster = found.group(1)
+            logger.warning(
+                "stream %s holds scaling-log records, but PCS names its scaling log %s",
+                clip(batch.log_stream),
+                f"AWSLogs/PCS/{cluster}/node_lifecycle.log",
+            )
         if cluster is None:
             return self._refused_stream(batch.log_stream, len(batch.raw_events))
         if (other := _other_cluster(cluster, self.clusters)) is not None:
@@ -269,12 +286,26 @@ class ScalingEventsHandler:
         self.metric("RecordsProcessed", count)
         return summary
 
+    @staticmethod
+    def _another_pcs_log(log_stream: str, count: int) -> BatchSummary:
+        """A batch of another of a cluster's PCS logs (its scheduler's, its job completions), delivered to
+        the scaling log's group too: no scaling record is in it. Ignored in one line, and not counted among
+        the records processed, which RecordsSkippedAlarm weighs the unreadable ones against (a busy
+        scheduler's lines would hide a change of the scaling log's format)."""
+        logger.info(
+            "ignored %d message(s) of stream %s: another of PCS's logs, not the scaling log (%s)",
+            count,
+            clip(log_stream),
+            "AWSLogs/PCS/<cluster-id>/node_lifecycle.log",
+        )
+        return BatchSummary(records=count, ignored=count)
+
     def _refused_stream(self, log_stream: str, count: int) -> BatchSummary:
-        """A batch of a stream not named as PCS names a cluster's (`AWSLogs/PCS/<cluster-id>/…`, a cluster
-        id of PCS's form): no PCS wrote it, and its records could name any cluster, so a writer held to one
-        cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`: `…/pcs_abc123de45-x/…`), or to
-        streams of its own in the scaling log's group, would reach every other. Its records are skipped,
-        counted in one line."""
+        """A batch of a stream not named as PCS names a cluster's (`AWSLogs/PCS/<cluster-id>/<name>`, a
+        cluster id of PCS's form): no PCS wrote it, and its records could name any cluster, so a writer
+        held to one cluster's streams by a prefix (`AWSLogs/PCS/pcs_abc123de45*`: `…/pcs_abc123de45-x/…`),
+        or to streams of its own in the scaling log's group, would reach every other. Its records are
+        skipped, counted in one line."""
         summary = BatchSummary(records=count)
         reason = "stream not of PCS's form"
         summary.skipped = count
