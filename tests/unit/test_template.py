@@ -763,13 +763,30 @@ def test_a_subscription_cloudwatch_logs_cannot_deliver_is_alarmed(monkeypatch: p
         if v["Type"] == "AWS::Logs::SubscriptionFilter"
     ]
     assert len(subscribed) == 2
+    # CloudWatch Logs publishes DeliveryErrors per subscription filter (LogGroupName, DestinationType,
+    # FilterName): an alarm on the dimension LogGroupName alone matches none of them. A Metrics Insights
+    # query sums every series of the group, whatever the filter SAM made is named.
+    query = "SELECT SUM(DeliveryErrors) FROM \"AWS/Logs\" WHERE LogGroupName = '${Name}'"
     alarmed = [
         alarm
         for alarm in (v["Properties"] for v in everything.values() if v["Type"] == "AWS::CloudWatch::Alarm")
-        if (alarm.get("Namespace"), alarm.get("MetricName")) == ("AWS/Logs", "DeliveryErrors")
+        if "DeliveryErrors" in json.dumps(alarm)
     ]
-    assert sorted(json.dumps(a["Dimensions"], sort_keys=True) for a in alarmed) == sorted(
-        json.dumps([{"Name": "LogGroupName", "Value": group}], sort_keys=True) for group in subscribed
+    assert all("Dimensions" not in alarm and "MetricName" not in alarm for alarm in alarmed)
+    assert sorted(json.dumps(a["Metrics"], sort_keys=True) for a in alarmed) == sorted(
+        json.dumps(
+            [
+                {
+                    "Id": "errors",
+                    "Label": "DeliveryErrors of the log group's subscriptions",
+                    "Expression": {"Fn::Sub": [query, {"Name": group}]},
+                    "Period": 300,
+                    "ReturnData": True,
+                }
+            ],
+            sort_keys=True,
+        )
+        for group in subscribed
     )
     for alarm in alarmed:
         assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
