@@ -449,6 +449,43 @@ def test_without_an_instance_id_the_error_is_one_clear_line(
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (("--cluster-id", "my-cluster"), "--cluster-id 'my-cluster' is not a PCS id"),
+        (("--compute-node-group-id", "pcs_ab-01"), "--compute-node-group-id 'pcs_ab-01' is not a PCS id"),
+        (
+            ("--instance-id", "i-0abc:*"),
+            "--instance-id (or LIFEGUARD_INSTANCE_ID) 'i-0abc:*' is not an instance",
+        ),
+    ],
+    ids=["a cluster's name", "a group id mistyped", "an instance id no stream may hold"],
+)
+def test_an_id_the_controller_would_drop_every_report_of_is_refused_in_one_line(
+    local: Any, node: Node, log_group: str, given: tuple[str, str], said: str
+) -> None:
+    """Reports under a cluster's name for its id were delivered, and dropped by the controller, every one,
+    while the shipper said it had delivered them."""
+    ids = {
+        "--cluster-id": "pcs_abc123de45",
+        "--compute-node-group-id": "pcs_abcdef01",
+        "--instance-id": INSTANCE,
+    }
+    ids[given[0]] = given[1]
+    result = subprocess.run(
+        ship_command(node, log_group, "--once", *[part for pair in ids.items() for part in pair]),
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"lifeguard-node ship: {said}")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert local.client("logs").describe_log_streams(logGroupName=log_group)["logStreams"] == []
+
+
 def test_off_ec2_without_a_region_the_error_says_to_set_it(node: Node, log_group: str) -> None:
     env = {k: v for k, v in node.env.items() if k not in ("AWS_REGION", "AWS_DEFAULT_REGION")}
     env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9"  # nothing listens there

@@ -611,6 +611,9 @@ def test_the_shippers_bounds_are_the_controllers() -> None:
 
     assert "^" + shipper._NODE_NAME.pattern + "$" == bounds.NODE_NAME_PATTERN
     assert shipper._EPOCH_S_MAX == bounds.EPOCH_S_MAX
+    assert "^" + shipper._INSTANCE_ID.pattern + "$" == bounds.INSTANCE_ID_PATTERN
+    assert bounds.PCS_ID_PATTERN == "^pcs_[a-zA-Z0-9]+$"  # and at most ID_MAX_CHARS long
+    assert shipper._PCS_ID.pattern == f"pcs_[a-zA-Z0-9]{{1,{bounds.ID_MAX_CHARS - 4}}}"
 
 
 @pytest.mark.parametrize("planted", ["fifo", "link to /dev/zero", "directory"])

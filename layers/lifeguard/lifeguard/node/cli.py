@@ -332,6 +332,11 @@ def _seconds(what: str, value: float, *, least: float, most: float = SECONDS_MOS
     return value
 
 
+def _given(*sources: tuple[str, str | None]) -> tuple[str, str] | None:
+    """The first of (where, value) that holds a value."""
+    return next(((where, value) for where, value in sources if value), None)
+
+
 def _ship(args: argparse.Namespace) -> int:
     from lifeguard.node.shipper import (
         CloudWatchSink,
@@ -340,6 +345,7 @@ def _ship(args: argparse.Namespace) -> int:
         ShipperError,
         ShipperIdentity,
         ShipperUnavailableError,
+        checked_id,
         identity_from_executor_log,
         instance_id_from_imds,
     )
@@ -350,18 +356,27 @@ def _ship(args: argparse.Namespace) -> int:
     try:
         if not Path(args.root).is_dir():  # not a node's root: its ids and logs cannot be there
             raise ShipperError(f"--root {args.root}: no such folder")
-        cluster_id = args.cluster_id or env.get("PCS_CLUSTER_ID") or logged.get("cluster_id")
-        group_id = (
-            args.compute_node_group_id
-            or env.get("PCS_COMPUTE_NODE_GROUP_ID")
-            or logged.get("compute_node_group_id")
+        cluster = _given(
+            ("--cluster-id", args.cluster_id),
+            ("PCS_CLUSTER_ID", env.get("PCS_CLUSTER_ID")),
+            (f"the cluster id in {layout.executor_log}", logged.get("cluster_id")),
         )
-        if not cluster_id or not group_id:
-            missing = "--cluster-id" if not cluster_id else "--compute-node-group-id"
+        group = _given(
+            ("--compute-node-group-id", args.compute_node_group_id),
+            ("PCS_COMPUTE_NODE_GROUP_ID", env.get("PCS_COMPUTE_NODE_GROUP_ID")),
+            (f"the group id in {layout.executor_log}", logged.get("compute_node_group_id")),
+        )
+        if cluster is None or group is None:
+            missing = "--cluster-id" if cluster is None else "--compute-node-group-id"
             raise ShipperError(f"cannot tell this node's ids: pass {missing}")
-        instance_id = setting("instance_id", args.instance_id, "", str) or instance_id_from_imds()
+        instance = _given(
+            ("--instance-id (or LIFEGUARD_INSTANCE_ID)", setting("instance_id", args.instance_id, "", str))
+        ) or ("the instance id IMDSv2 gave", instance_id_from_imds())
         identity = ShipperIdentity(
-            cluster_id, group_id, instance_id, args.node_id or env.get("PCS_NODE_ID") or logged.get("node_id")
+            checked_id(cluster),
+            checked_id(group),
+            checked_id(instance, instance=True),
+            args.node_id or env.get("PCS_NODE_ID") or logged.get("node_id"),
         )
         interval = _seconds(
             "poll interval",

@@ -49,6 +49,7 @@ __all__ = [
     "Shipper",
     "ShipperError",
     "ShipperIdentity",
+    "checked_id",
     "identity_from_executor_log",
     "instance_id_from_imds",
 ]
@@ -86,6 +87,8 @@ _EXECUTOR_READ_BYTES = 1024 * 1024  # of executor.log a poll: the rest waits for
 # written by something other than an executor: the record is passed over, or the value left out.
 _NODE_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")  # lifeguard.bounds.NODE_NAME_PATTERN
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_PCS_ID = re.compile(r"pcs_[a-zA-Z0-9]{1,60}")  # lifeguard.bounds.PCS_ID, of ID_MAX_CHARS at most
+_INSTANCE_ID = re.compile(r"i-[A-Za-z0-9]{1,32}")  # lifeguard.bounds.INSTANCE_ID_PATTERN
 _EPOCH_S_MAX = 4_102_444_800  # lifeguard.bounds.EPOCH_S_MAX
 _BOOT_MAX = 1_000_000
 _EXIT_CODE_BOUND = 2**31  # an exit status is a C int
@@ -154,6 +157,19 @@ def _glued_record(line: bytes) -> dict[str, Any] | None:
             return record
         at = text.find('{"', at + 1)
     return None
+
+
+def checked_id(given: tuple[str, str], *, instance: bool = False) -> str:
+    """An id of the node's cluster or group (`pcs_…`), or its instance (`i-…`), as the controller takes it:
+    reports under any other (a cluster's name for its id, a typo) are delivered, then dropped by the
+    controller, every one, while the node says they went; and the stream is named by the ids. `given`:
+    where the value came from, and the value."""
+    where, value = given
+    if (_INSTANCE_ID if instance else _PCS_ID).fullmatch(value) is None:
+        form = "an instance id (i-…)" if instance else "a PCS id (pcs_ and letters or digits)"
+        shown = value if len(value) <= 80 else value[:80] + "…"
+        raise ShipperError(f"{where} {shown!r} is not {form}")
+    return value
 
 
 def instance_id_from_imds() -> str:
