@@ -13,6 +13,7 @@ import time
 import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -411,6 +412,68 @@ def _agent_failure(layout: NodeLayout, at: int, output: str, *, log: str = "repl
         path.write_text(block)
     with layout.executor_log.open("a") as file:
         file.write(_agent_record(at, "lifecycle script failed; stopping remaining scripts"))
+
+
+def test_a_record_no_report_can_be_made_of_holds_up_none_after_it(tmp_path: Path) -> None:
+    """A record whose error held a lone surrogate (a JSON escape no UTF-8 can carry) raised in every look,
+    was taken for a failed delivery and tried again for ever: the TERMINATE failure after it never left."""
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    when = datetime.fromtimestamp(FIRST_RUN, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    odd = {
+        "timestamp": when,
+        "level": "ERROR",
+        "message": "lifecycle script failed; stopping remaining scripts",
+    }
+    odd |= {"stage": "nodeBootstrapped", "script": "fetch-tools", "error": "\udce9 download failed"}
+    layout.executor_log.write_text(json.dumps(odd) + "\n")
+    layout.script_log("nodeBootstrapped", "record-every-boot").write_text("")
+    _agent_failure(layout, FIRST_RUN + 5, "mount: /shared: no such host\n")
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: FIRST_BOOT).run(once=True)
+    reports = [json.loads(m) for m in sink.messages]
+    assert [(r["script"], r["log_tail"]) for r in reports] == [
+        ("fetch-tools", "? download failed"),
+        ("record-every-boot", "mount: /shared: no such host\n"),
+    ]
+    assert all(isinstance(parse_node_report(m), NodeReport) for m in sink.messages)
+
+
+def test_a_record_that_trips_the_shipper_is_passed_over_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever a record makes the shipper raise (a fault of its own, a value no check foresaw) was taken for
+    a failed delivery, tried at every look for ever, and held back every report after it."""
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    layout.executor_log.write_text(
+        _agent_record(FIRST_RUN, "lifecycle script failed; stopping remaining scripts")
+    )
+    layout.script_log("nodeBootstrapped", "record-every-boot").write_text("")
+    _agent_failure(layout, FIRST_RUN + 5, "mount: /shared: no such host\n")
+    report = Shipper._report
+
+    def trips_on_the_first(self: Shipper, record: Any, *rest: Any) -> Any:
+        if _epoch_of(record) == FIRST_RUN:
+            raise KeyError("started_at")
+        return report(self, record, *rest)
+
+    monkeypatch.setattr(Shipper, "_report", trips_on_the_first)
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: FIRST_BOOT)
+    shipper.run(once=True)
+    assert [json.loads(m)["log_tail"] for m in sink.messages] == ["mount: /shared: no such host\n"]
+    assert shipper.skipped_lines == 1
+    [said] = capsys.readouterr().err.splitlines()
+    assert said == f"lifeguard-node ship: passed over a record of {layout.executor_log} at byte 0: " + (
+        "KeyError: 'started_at'"
+    )
+
+
+def _epoch_of(record: Any) -> int:
+    return int(
+        datetime.strptime(record["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    )
 
 
 def _tails(layout: NodeLayout, boot: KernelBoot) -> list[tuple[int, str]]:

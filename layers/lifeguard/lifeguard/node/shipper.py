@@ -684,7 +684,16 @@ class Shipper:
         start = 0
         while (end := data.find(b"\n", start) + 1) > 0:  # lines end at \n only: a lone \r is a character
             line, start = data[start:end], end
-            outcome = self._handle(line, reports)
+            try:
+                outcome = self._handle(line, reports)
+            except Exception as exc:  # noqa: BLE001 - no report can be made of it: passed over, not retried
+                self.skipped_lines += 1
+                why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                print(
+                    f"lifeguard-node ship: passed over a record of {path} at byte {offset}: {why}",
+                    file=sys.stderr,
+                )
+                outcome = "done"
             if outcome == "wait":
                 waited = True
                 break
