@@ -1157,27 +1157,49 @@ def test_a_rotated_executor_log_is_read_from_its_start(node: Node, local: Any, l
 def test_a_terminate_download_failure_after_a_continue_one_is_shipped_within_two_seconds(
     node: Node, local: Any, log_group: str
 ) -> None:
-    """DESIGN's moved bucket: every download fails, so no run has a log. The agent logs a CONTINUE
-    failure, then the TERMINATE one: the grace a run waits for its log is shared by the records after it,
-    so the TERMINATE failure still goes out within 2 s (each waiting its own grace made it 3.2 s)."""
+    """DESIGN's moved bucket: every download fails, so no run has a log. The agent logs CONTINUE
+    failures, with cached scripts' runs between them, then the TERMINATE one: the grace a run waits for
+    its log is not waited again for each record written with it, so the TERMINATE failure still goes out
+    within 2 s (each waiting its own grace made it 3.2 s, and each after a cached run 5.1 s)."""
     with running_shipper(node, log_group):
-        node.actions.mkdir(parents=True)
-        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-        records = [
-            {
-                "timestamp": now,
-                "level": "ERROR",
-                "message": message,
-                "stage": "nodeBootstrapped",
-                "script": script,
-                "on_error": on_error,
-                "error": f"failed to download s3://moved-bucket/scripts/{script}.sh: NoSuchBucket",
-            }
-            for script, on_error, message in (
-                ("install-tools", "Continue", "lifecycle script failed; continuing"),
-                ("mount-fsx", "Terminate", "lifecycle script failed; terminating node"),
+        stage = node.actions / "nodeBootstrapped"
+        stage.mkdir(parents=True)
+        at = time.time()
+        now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at)) + f".{int(at % 1 * 1e6):06d}Z"
+        failed = {"timestamp": now, "level": "ERROR", "stage": "nodeBootstrapped"}
+        records: list[dict[str, Any]] = []
+        for n in range(3):
+            records.append(
+                {
+                    **failed,
+                    "message": "lifecycle script failed; continuing",
+                    "script": f"install-tools-{n}",
+                    "on_error": "Continue",
+                    "error": f"failed to download s3://moved/install-tools-{n}.sh: NoSuchBucket",
+                }
             )
-        ]
+            cached = f"cached-{n}"
+            (stage / f"{cached}.log").write_text(
+                f"[start {cached} args=[] @ {int(at)}]\nok\n[end {cached} exit=0 @ {int(at)}]\n"
+            )
+            records.append(
+                {
+                    "timestamp": now,
+                    "level": "INFO",
+                    "message": "script completed",
+                    "stage": "nodeBootstrapped",
+                    "script": cached,
+                }
+            )
+        records.append(
+            {
+                **failed,
+                "message": "lifecycle script failed; terminating node",
+                "script": "mount-fsx",
+                "on_error": "Terminate",
+                "error": "failed to download s3://moved-bucket/scripts/mount-fsx.sh: NoSuchBucket",
+            }
+        )
         (node.actions / "executor.log").write_text("".join(json.dumps(r) + "\n" for r in records))
         failure, took = first_shipped(local, log_group, lambda r: r.script == "mount-fsx")
     assert failure is not None

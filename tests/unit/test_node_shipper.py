@@ -266,7 +266,7 @@ def test_the_marker_scan_gives_every_complete_bracketed_line_and_no_other(
 FIRST_RUN, REBOOT, SECOND_RUN = 1792543659, 1792543740, 1792543773  # the article's, and a reboot between
 
 
-def _agent_record(at: int, message: str = "script completed") -> str:
+def _agent_record(at: float, message: str = "script completed") -> str:
     when = datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     record = {"timestamp": when, "level": "INFO", "message": message}
     return json.dumps({**record, "stage": "nodeBootstrapped", "script": "record-every-boot"}) + "\n"
@@ -474,6 +474,36 @@ def _epoch_of(record: Any) -> int:
     return int(
         datetime.strptime(record["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
     )
+
+
+@pytest.mark.parametrize("written_ago", [0.0, 5.0], ids=["just written", "written before a look"])
+def test_a_run_whose_log_ends_after_its_record_waits_for_it_only_while_the_record_is_new(
+    tmp_path: Path, written_ago: float
+) -> None:
+    """The agent's record may come before its script log's end: a record written just now waits for it
+    (up to the grace), so the report carries the run's output; one written before the look began (a look
+    after a restart, a record read among others) does not wait another grace of its own."""
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    at = time.time() - written_ago
+    log = layout.script_log("nodeBootstrapped", "record-every-boot")
+    log.write_text(f"[start record-every-boot args=[] @ {int(at)}]\nmount: /shared: no such host\n")
+    layout.executor_log.write_text(_agent_record(at, "lifecycle script failed; stopping remaining scripts"))
+    looked = [0.0]
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, clock=lambda: looked[0], boot=lambda: FIRST_BOOT)
+    first = shipper.poll()
+    with log.open("a") as file:
+        file.write(f"[end record-every-boot exit=1 @ {int(at)}]\n")
+    looked[0] = 0.3
+    shipper.poll()
+    [report] = map(json.loads, sink.messages)
+    if written_ago:
+        assert first == 1
+        assert report["log_tail"] == ""  # the run not found: what the record says (nothing, here)
+    else:
+        assert first == 0
+        assert report["log_tail"] == "mount: /shared: no such host\n"
 
 
 def _tails(layout: NodeLayout, boot: KernelBoot) -> list[tuple[int, str]]:

@@ -758,7 +758,13 @@ class Shipper:
             if run is None:
                 if self.state.waiting_since is None:
                     self.state.waiting_since = self.clock()
-                if self.clock() - self.state.waiting_since < self.end_marker_grace_seconds:
+                # The grace runs from when the record was reached, and from when it was written: records
+                # written together (failed downloads between cached runs, a look after a restart) do not
+                # each wait their own in turn after the one before, which put the TERMINATE record seconds
+                # behind. A clock stepped back since makes a record look new: the first bound holds then.
+                written = node_clock.read_stamp(record.get("timestamp"))
+                fresh = written is None or node_clock.now() - written < self.end_marker_grace_seconds
+                if fresh and self.clock() - self.state.waiting_since < self.end_marker_grace_seconds:
                     return "wait"
             else:
                 self.state.waiting_since = None  # a run found in its log: the next one waits anew
