@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from lifeguard_cli.local.loopback import SHUTDOWN_POLL_SECONDS
+
 __all__ = ["MotoServer", "serve_moto"]
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -54,7 +56,9 @@ def serve_moto(*, separate_process: bool = False) -> Iterator[MotoServer]:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = _one_at_a_time(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, name="moto", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), name="moto", daemon=True
+    )
     thread.start()
     try:
         yield MotoServer(f"http://127.0.0.1:{server.server_port}")
