@@ -813,9 +813,9 @@ class Shipper:
         after all of the script's output. A start marker dated no later than the record, and no earlier than
         the run being read, begins a run (one left without its end, by a crash or a reboot, is no part of
         it); others, and end markers dated before the run's start, are output. The log is read in chunks,
-        only its lines that begin with `[` looked at, and the last 4 KiB of the run's output read once its
-        end is found: 100 MB of output costs no more memory than a line. None when the run is not all
-        there yet."""
+        only its lines that begin as a marker does looked at, and the last 4 KiB of the run's output read
+        once its end is found: 100 MB of output costs no more memory than a line. None when the run is not
+        all there yet."""
         try:
             path = self.layout.script_log(stage, script)
         except ValueError:
@@ -830,9 +830,9 @@ class Shipper:
             with open_log(path) as file:
                 offset = self._read_from(key, file)
                 file.seek(offset)
-                # Only lines that begin with `[` can be markers: the others are the script's output, passed
-                # over at the speed of bytes.find, and its tail read once the run's end is found.
-                for raw, end_offset in _bracketed_lines(file, offset):
+                # Only lines that begin as a marker does can be one: the others are the script's output,
+                # passed over by one search in C, and its tail read once the run's end is found.
+                for raw, end_offset in _marker_lines(file, offset):
                     line = raw.removesuffix(b"\n")
                     # Markers are matched by their known prefix, never by a backtracking pattern: a
                     # script's output is not trusted to be cheap to search.
@@ -953,11 +953,17 @@ def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
 _SCAN_CHUNK_BYTES = 1024 * 1024
 
 
-def _bracketed_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
-    """The complete lines of `file` from `offset` (a line's start) that begin with `[` and are no longer
-    than a marker can be, as `read_lines` gives lines (each with its newline, and the offset after it). The
-    lines between them are passed over by bytes.find, never one by one, so 100 MB of output costs what
-    reading it does; at most a marker's length is held beyond the chunk being read."""
+# What a marker line begins with (`[start <name> args=…`, `[end <name> exit=…`), found after a newline.
+_MARKER_HEADS = (b"[start ", b"[end ")
+_NEXT_MARKER = re.compile(rb"\n\[(?:start|end) ")
+
+
+def _marker_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]:
+    """The complete lines of `file` from `offset` (a line's start) that begin as a marker does (`[start `,
+    `[end `) and are no longer than a marker can be, as `read_lines` gives lines (each with its newline, and
+    the offset after it). The lines between them are passed over by one search in C, never one by one,
+    so 100 MB of output costs what reading it does (a script's own `[INFO] …` lines too); at most a
+    marker's length is held beyond the chunk being read."""
     data, base, at, line_start = b"", offset, 0, True
     while True:
         chunk = file.read(_SCAN_CHUNK_BYTES)
@@ -966,14 +972,21 @@ def _bracketed_lines(file: BinaryIO, offset: int) -> Iterator[tuple[bytes, int]]
         data, base, at = data[at:] + chunk, base + at, 0
         while at < len(data):
             if not line_start:
-                candidate = data.find(b"\n[", at)
-                if candidate < 0:
-                    # No marker can begin before the end of what was read: a line starts after it only when
-                    # it ends with a newline.
-                    at, line_start = len(data), data.endswith(b"\n")
+                candidate = _NEXT_MARKER.search(data, at)
+                if candidate is None:
+                    # No marker can begin before the end of what was read but one cut by the chunk's end:
+                    # the last line's start is kept, when its head may still become a marker's.
+                    last = data.rfind(b"\n", at) + 1
+                    if last and len(data) - last < len(_MARKER_HEADS[0]):
+                        at, line_start = last, True
+                        break
+                    at, line_start = len(data), False
                     break
-                at, line_start = candidate + 1, True
-            if data[at : at + 1] != b"[":
+                at, line_start = candidate.start() + 1, True
+            rest = data[at : at + len(_MARKER_HEADS[0])]
+            if len(rest) < len(_MARKER_HEADS[0]) and any(head.startswith(rest) for head in _MARKER_HEADS):
+                break  # too little of the line read to tell: held until the next chunk
+            if not data.startswith(_MARKER_HEADS, at):
                 line_start = False
                 continue
             newline = data.find(b"\n", at, at + _MARKER_MAX_BYTES + 1)
