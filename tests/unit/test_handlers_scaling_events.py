@@ -175,11 +175,18 @@ SLURMCTLD_LINE = (
     "[2026-10-21T00:55:45.123] sched: _slurm_rpc_allocate_resources JobId=42 NodeList=lca-static-1"
 )
 JOBCOMP_LINE = json.dumps({"jobcomp": {"job_id": 42, "job_state": "COMPLETED", "partition": "lca-queue"}})
+# Any user may name a job anything: its completion record then holds what a scaling record's key does.
+NAMED_JOB = json.dumps({"jobcomp": {"job_id": 43, "job_name": "status_code", "job_state": "COMPLETED"}})
 
 
 @pytest.mark.parametrize(
     ("name", "line"),
-    [("slurmctld_25.05.log", SLURMCTLD_LINE), ("jobcomp.log", JOBCOMP_LINE), ("slurmctld_audit.log", "{}")],
+    [
+        ("slurmctld_25.05.log", SLURMCTLD_LINE),
+        ("jobcomp.log", JOBCOMP_LINE),
+        ("jobcomp.log", NAMED_JOB),
+        ("slurmdbd_25.05.log", "{}"),
+    ],
 )
 def test_another_of_the_clusters_pcs_logs_in_the_same_group_is_ignored_not_unreadable(
     name: str, line: str
@@ -197,9 +204,9 @@ def test_another_of_the_clusters_pcs_logs_in_the_same_group_is_ignored_not_unrea
     assert world.pcs.calls == []
 
 
-def test_scaling_records_in_another_stream_of_the_cluster_are_read_as_its_scaling_log() -> None:
-    """Should PCS name its scaling log otherwise, its records still count: a stream of the cluster that holds
-    them is read, and said."""
+def test_another_stream_of_the_cluster_is_read_as_its_scaling_log() -> None:
+    """Should PCS name its scaling log otherwise, its records still count, and a format changed with the
+    name still pages (RecordsUnreadable): only the cluster's other logs, by their names, are ignored."""
     world = World()
     rows = world.messages(ARTICLE)
     world.clock.set(datetime.fromtimestamp(rows[-1][0] / 1000, UTC))
@@ -207,6 +214,20 @@ def test_scaling_records_in_another_stream_of_the_cluster_are_read_as_its_scalin
     summary = world.handler.handle_event(event)
     assert summary.skipped == 0
     assert world.published() == ["BootstrapLoopDetected"]
+    metrics: list[tuple[str, float]] = []
+    world.handler.metric = lambda metric, value: metrics.append((metric, value))
+    renamed = [{_camel(key): value for key, value in row.items()} for row in ARTICLE]
+    event = encode_subscription(
+        LOG_GROUP, f"AWSLogs/PCS/{CLUSTER}/scaling.log", [(at(2, 0), json.dumps(row)) for row in renamed]
+    )
+    summary = world.handler.handle_event(event)
+    assert summary.unreadable == len(renamed)
+    assert ("RecordsUnreadable", len(renamed)) in metrics
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:

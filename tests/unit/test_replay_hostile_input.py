@@ -110,6 +110,44 @@ def test_a_subscription_batch_of_a_stream_of_no_pcss_form_is_said_skipped_not_sh
     assert "TERMINATED" not in said
 
 
+def test_a_subscription_batch_of_the_clusters_scheduler_log_is_said_ignored_not_replayed(
+    tmp_path: Path,
+) -> None:
+    """A cluster's job completion log delivered to the scaling log's group too: the function ignores it
+    whole, and the replay says so in one line, not as records replayed."""
+    jobcomp = json.dumps({"jobcomp": {"job_id": 42, "job_state": "COMPLETED"}})
+    stream = "AWSLogs/PCS/pcs_abc123de45/jobcomp.log"
+    event = encode_subscription("/aws/vendedlogs/pcs/scaling", stream, [(1792544247000, jobcomp)] * 3)
+    path = tmp_path / "subscription.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert f"3 message(s) of {stream}: another of PCS's logs, not the scaling log" in said, said
+    assert "0 records replayed, 0 skipped, 3 ignored (another of PCS's logs, not the scaling log)" in said
+    document = json.loads(runner.invoke(app, ["replay", "--json", str(path)]).stdout)
+    assert (document["records"], document["skipped_records"], document["ignored_records"]) == (0, 0, 3)
+
+
+def test_an_export_of_a_log_group_shared_with_the_clusters_other_logs_replays_the_scaling_log(
+    tmp_path: Path,
+) -> None:
+    """`aws logs filter-log-events` of a group that also receives the cluster's job completions: their
+    events are passed over (a job named `status_code` too), said, and the loop in the rest replayed; one
+    such event made the whole file refused."""
+    export = load_event("exports/filter-log-events-scaling-log.json")
+    job = {"jobcomp": {"job_id": 43, "job_name": "status_code", "job_state": "COMPLETED"}}
+    other = {**export["events"][0], "logStreamName": "AWSLogs/PCS/pcs_abc123de45/jobcomp.log"}
+    export["events"][1:1] = [{**other, "message": json.dumps(job)}] * 2
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(export))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "passed over 2 log events of the cluster's other PCS logs" in said, said
+    assert "BootstrapLoopDetected" in said
+
+
 def test_a_line_of_no_cluster_is_skipped_for_what_is_wrong_with_it(tmp_path: Path) -> None:
     """The function skips a stream of no PCS's form whole; a replayed line naming no cluster has no stream
     of PCS's, and is read on its own: what is wrong with it is said, not the stream it was put in."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,9 +34,23 @@ __all__ = [
     "InvalidSubscriptionEventError",
     "LogBatch",
     "LogEvent",
+    "another_pcs_log",
     "decode_subscription",
     "encode_subscription",
 ]
+
+# The streams of a cluster's other PCS logs, by their names (`slurmctld_<version>.log` and the other
+# daemons', `jobcomp.log`, the scheduler's audit log), beside its scaling log (`node_lifecycle.log`) when one
+# log group is given them all: no scaling record is in them, whatever their lines hold (a job may be named
+# anything, `status_code` too).
+_OTHER_PCS_LOG = re.compile(
+    r"AWSLogs/PCS/pcs_[A-Za-z0-9]{1,60}/(?:slurmctld|slurmdbd|slurmrestd|jobcomp)[A-Za-z0-9._-]*"
+)
+
+
+def another_pcs_log(log_stream: str) -> bool:
+    """Whether a stream is of another of a cluster's PCS logs than its scaling log: ignored whole."""
+    return _OTHER_PCS_LOG.fullmatch(log_stream) is not None
 
 
 class InvalidSubscriptionEventError(LifeguardError, ValueError):

@@ -57,7 +57,12 @@ from lifeguard.envelope import envelope_problem
 from lifeguard.event_contract import DETAIL_TYPES
 from lifeguard.event_contract import SOURCE as LIFEGUARD_SOURCE
 from lifeguard.lifecycle_rules import find_problems
-from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription, encode_subscription
+from lifeguard.log_subscription import (
+    InvalidSubscriptionEventError,
+    another_pcs_log,
+    decode_subscription,
+    encode_subscription,
+)
 from lifeguard_cli.cloudformation import is_template
 from lifeguard_cli.documents import STDIN_NAME
 from lifeguard_cli.replay.errors import UnreadableInputError
@@ -442,6 +447,7 @@ class _Reading:
     malformed: list[tuple[str, str]] = field(default_factory=list)
     recognised: int = 0
     exports: int = 0  # log-event exports read, whose events may be none
+    other_logs: int = 0  # events of an export of the cluster's other PCS logs, which the function ignores
     damaged: bool = False  # some bytes are not UTF-8: read as lines, and those holding them skipped
 
     @property
@@ -494,6 +500,12 @@ class _Reading:
             more = f" and {count - _MALFORMED_LISTED} more" if count > _MALFORMED_LISTED else ""
             entries = _plural(count, "entry", "entries")
             notes.append(f"{self.name}: skipped {count} damaged {entries}: {listed}{more}")
+        if self.other_logs:
+            events = _plural(self.other_logs, "log event")
+            notes.append(
+                f"{self.name}: passed over {self.other_logs} {events} of the cluster's other PCS logs "
+                "(its scheduler's, its job completions'), as the function ignores them"
+            )
         if not self.items and self.passed_over:
             records = _plural(self.passed_over, "CloudTrail record is", "CloudTrail records are")
             calls = " and ".join(CHANGE_CALLS)
@@ -545,7 +557,10 @@ class _Reading:
             for index, event in enumerate(data["events"]):
                 at = _within(where, f"events[{index}]")
                 message = event.get("message") if isinstance(event, Mapping) else None
-                if isinstance(message, str):
+                stream = event.get("logStreamName") if isinstance(event, Mapping) else None
+                if isinstance(stream, str) and another_pcs_log(stream):
+                    self.other_logs += 1  # a scheduler's or job completion log in the same log group
+                elif isinstance(message, str):
                     self._entry(message, f"{at}.message", document=False)
                 else:
                     self.malformed.append((at, "not a log event with a message"))

@@ -121,11 +121,9 @@ def render_timeline(result: ReplayResult, console: Any) -> None:
         kinds[event["detail-type"]] = kinds.get(event["detail-type"], 0) + 1
     summary = ", ".join(f"{count} {kind}" for kind, count in kinds.items()) or "no controller event"
     replayed = "1 record" if result.records == 1 else f"{result.records} records"
-    ignored = (
-        f", {result.ignored_records} ignored (their cluster is not among LIFEGUARD_CLUSTER_IDS)"
-        if result.ignored_records
-        else ""
-    )
+    reasons = result.ignored_reasons
+    why = next(iter(reasons)) if len(reasons) == 1 else "; ".join(f"{n}: {r}" for r, n in reasons.items())
+    ignored = f", {result.ignored_records} ignored ({why})" if result.ignored_records else ""
     console.print(f"\n{replayed} replayed, {result.skipped_records} skipped{ignored}; {summary}")
     channels: dict[str, int] = {}
     for notification in result.notifications:

@@ -29,10 +29,17 @@ class ReplayResult:
     timeline: list[TimelineEntry] = field(default_factory=list)
     skipped_records: int = 0
     records: int = 0
-    # Records of clusters the stack does not watch (LIFEGUARD_CLUSTER_IDS), which the function ignores.
+    # Records the function ignores: of clusters the stack does not watch (LIFEGUARD_CLUSTER_IDS), or of
+    # another of a cluster's PCS logs; how many for each reason.
     ignored_records: int = 0
+    ignored_reasons: dict[str, int] = field(default_factory=dict)
     notifications: list[dict[str, Any]] = field(default_factory=list)
     groups: list[dict[str, Any]] = field(default_factory=list)
+
+    def ignore(self, count: int, reason: str) -> None:
+        """`count` records ignored, for `reason`."""
+        self.ignored_records += count
+        self.ignored_reasons[reason] = self.ignored_reasons.get(reason, 0) + count
 
     def to_json(self) -> dict[str, Any]:
         """The `--json` document."""

@@ -35,6 +35,7 @@ from lifeguard_cli.replay.inputs import (
     Item,
     LogLines,
     SeenGroup,
+    SubscriptionFile,
     group_name,
     read_inputs,
     seen_groups,
@@ -395,6 +396,16 @@ class _Feeder:
                     batch = self.handlers.scaling.handle_event(item.subscription_event())
                 read = batch.records
                 summary = batch
+            stream = (
+                _another_pcs_log(item) if isinstance(item, SubscriptionFile) and not item.reports else None
+            )
+            if stream is not None:
+                # The cluster's scheduler or job completion log, delivered to the scaling log's group too:
+                # the function ignores it whole, and so is it told.
+                self.result.ignore(read, "another of PCS's logs, not the scaling log")
+                said = f"{read} message(s) of {stream}: another of PCS's logs, not the scaling log"
+                self.result.timeline.append(TimelineEntry(self.at, "", "ignored", said))
+                return
             # A record the function skipped is counted once: skipped, not replayed.
             self.result.records += read - summary.skipped
             self.result.skipped_records += summary.skipped
@@ -417,7 +428,7 @@ class _Feeder:
                 if unread is None and not item.reports and outside:
                     # Read as the stack reads it: a cluster outside LIFEGUARD_CLUSTER_IDS is not looked at.
                     self.result.records -= 1
-                    self.result.ignored_records += 1
+                    self.result.ignore(1, "their cluster is not among LIFEGUARD_CLUSTER_IDS")
                     group = clip(row.get("compute_node_group_id") or "", 64)
                     said = f"cluster {clip(cluster, 64)} is not among LIFEGUARD_CLUSTER_IDS"
                     self.result.timeline.append(TimelineEntry(self.at, group, "ignored", said))
@@ -584,3 +595,14 @@ def handler_logs(verbose: bool) -> Iterator[None]:
     finally:
         logger.handlers, logger.propagate = saved[0], saved[2]
         logger.setLevel(saved[1])
+
+
+def _another_pcs_log(item: SubscriptionFile) -> str | None:
+    """The stream of a subscription file of another of a cluster's PCS logs, which the function ignores
+    whole (`another_pcs_log`); None for any other."""
+    from lifeguard.log_subscription import another_pcs_log, decode_subscription
+
+    batch = decode_subscription(item.event)
+    if not another_pcs_log(batch.log_stream):
+        return None
+    return clip(batch.log_stream, 200)

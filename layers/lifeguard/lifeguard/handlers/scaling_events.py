@@ -56,6 +56,7 @@ from lifeguard.lifecycle_rules import (
     holds_script,
     stopping_scripts,
 )
+from lifeguard.log_subscription import another_pcs_log
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -116,15 +117,12 @@ class BatchSummary(Skips):
         }
 
 
-# The stream PCS writes a cluster's scaling log to (DESIGN, and PCS's user guide): the cluster's other logs
-# (`slurmctld_<version>.log`, `jobcomp.log`, the scheduler's audit log) go to streams beside it, in the same
-# log group when it is given them too.
+# The stream PCS writes a cluster's scaling log to (DESIGN, and PCS's user guide).
 _CLUSTER_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/node_lifecycle\.log")
+# Any stream of a cluster's: one of another name is read as its scaling log, as before PCS's name was
+# known (should PCS rename it, a format changed with it still pages RecordsSkippedAlarm), but for the
+# cluster's other PCS logs (`another_pcs_log`).
 _PCS_STREAM = re.compile(r"AWSLogs/PCS/(pcs_[A-Za-z0-9]{1,60})/[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
-# In every scaling-log record, in none of PCS's other logs: a batch of another of a cluster's streams that
-# holds it is read as the scaling log it seems to be (PCS may name it otherwise one day; a writer of the
-# cluster's streams could write node_lifecycle.log as well), and is otherwise ignored.
-_STATUS_KEY = '"status_code"'
 
 
 def stream_cluster(log_stream: str) -> str | None:
@@ -260,14 +258,14 @@ class ScalingEventsHandler:
         if isinstance(batch, str):
             return BatchSummary(skipped=int(batch == "invalid"))
         cluster = stream_cluster(batch.log_stream)
+        if another_pcs_log(batch.log_stream):
+            return self._another_pcs_log(batch.log_stream, len(batch.raw_events))
         if cluster is None and (found := _PCS_STREAM.fullmatch(batch.log_stream)) is not None:
-            if not any(_STATUS_KEY in e["message"] for e in batch.raw_events):
-                return self._another_pcs_log(batch.log_stream, len(batch.raw_events))
-            # Scaling records in a stream of another name: PCS's, renamed? Read as before, and said.
-            cluster = found.group(1)
+            cluster = found.group(1)  # PCS's, renamed? Read as before, and said.
             logger.warning(
-                "stream %s holds scaling-log records, but PCS names its scaling log %s",
+                "stream %s is read as cluster %s's scaling log, which PCS names %s",
                 clip(batch.log_stream),
+                cluster,
                 f"AWSLogs/PCS/{cluster}/node_lifecycle.log",
             )
         if cluster is None:
