@@ -473,6 +473,34 @@ def test_a_record_that_trips_the_shipper_is_passed_over_and_said(
     )
 
 
+def test_a_fault_that_may_pass_is_tried_again_not_the_record_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A look that failed for what is not the record's (too many open files while the PCS model is read)
+    is tried again, as a failed delivery is: the TERMINATE failure goes out at the next look."""
+    from lifeguard.errors import ServiceModelError
+
+    layout = NodeLayout(tmp_path)
+    layout.stage_dir("nodeBootstrapped").mkdir(parents=True)
+    layout.script_log("nodeBootstrapped", "record-every-boot").write_text("")
+    _agent_failure(layout, FIRST_RUN, "mount: /shared: no such host\n")
+    name_ok = lifeguard.node.shipper._script_name
+    failures = [ServiceModelError("[Errno 24] Too many open files")]
+
+    def flaky(name: str) -> bool:
+        if failures:
+            raise failures.pop()
+        return name_ok(name)
+
+    monkeypatch.setattr(lifeguard.node.shipper, "_script_name", flaky)
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    with pytest.raises(ServiceModelError):
+        shipper.poll()
+    assert shipper.poll() == 1
+    assert [json.loads(m)["log_tail"] for m in sink.messages] == ["mount: /shared: no such host\n"]
+
+
 def _epoch_of(record: Any) -> int:
     return int(
         datetime.strptime(record["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()

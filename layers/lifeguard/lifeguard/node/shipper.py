@@ -686,7 +686,10 @@ class Shipper:
             line, start = data[start:end], end
             try:
                 outcome = self._handle(line, reports)
-            except Exception as exc:  # noqa: BLE001 - no report can be made of it: passed over, not retried
+            # A fault of the record's own (a value no check foresaw): no report can be made of it, at any
+            # look, so it is passed over. Any other (memory, files, the PCS model unread) may pass: it is
+            # raised, and the look tried again, as a failed delivery is.
+            except (ValueError, TypeError, LookupError, AttributeError, ArithmeticError) as exc:
                 self.skipped_lines += 1
                 why = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
                 print(
