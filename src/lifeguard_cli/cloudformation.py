@@ -16,6 +16,7 @@ scheme and file name), and nothing at or under it is reported.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -118,16 +119,43 @@ def lint_template(template: Mapping[str, Any]) -> list[NodeGroupLint]:
     return [lint_node_group(logical_id, value) for logical_id, value in _node_groups(template)]
 
 
+# CloudFormation's bounds: loops nest at most 5 deep, and a template makes at most 500 resources.
+_FOR_EACH = "Fn::ForEach::"
+_FOR_EACH_DEPTH = 5
+_RESOURCES_MAX = 500
+
+
 def _node_groups(template: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
     resources = template.get("Resources")
     if not isinstance(resources, Mapping):
         return
-    for logical_id, resource in resources.items():
+    for logical_id, resource in itertools.islice(_resources(resources), _RESOURCES_MAX):
         if not isinstance(resource, Mapping) or resource.get("Type") != GROUP_TYPE:
             continue
         properties = resource.get("Properties")
         if isinstance(properties, Mapping) and PROPERTY in properties:
             yield str(logical_id), properties[PROPERTY]
+
+
+def _resources(section: Mapping[Any, Any], depth: int = 0) -> Iterator[tuple[str, object]]:
+    """The resources a section makes, each `Fn::ForEach::*` loop's as AWS::LanguageExtensions makes them
+    (as cfn-lint lints them): `${Identifier}` the item, `&{Identifier}` the item without its other than
+    letters and digits. A collection known only when the stack deploys (`!Ref` of a parameter) makes one
+    resource of each fragment, its identifier standing for the item."""
+    from lifeguard_cli.template import substitute
+
+    for key, value in section.items():
+        if not (isinstance(key, str) and key.startswith(_FOR_EACH)):
+            yield str(key), value
+            continue
+        if depth >= _FOR_EACH_DEPTH or not (isinstance(value, list) and len(value) == 3):
+            continue
+        name, collection, fragment = value
+        if not isinstance(name, str) or not isinstance(fragment, Mapping):
+            continue
+        literal = isinstance(collection, list) and all(isinstance(item, str) for item in collection)
+        for item in collection if literal else [name]:
+            yield from _resources(substitute(fragment, name, item), depth + 1)
 
 
 def lint_node_group(logical_id: str, value: object) -> NodeGroupLint:

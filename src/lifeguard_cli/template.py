@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template", "parse_yaml"]
+__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template", "parse_yaml", "substitute"]
 
 EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
 
@@ -84,14 +84,16 @@ def parse_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_loader())  # a SafeLoader: no arbitrary objects
 
 
-def _substitute(value: Any, name: str, item: str) -> Any:
+def substitute(value: Any, name: str, item: str) -> Any:
+    """`value` with a `Fn::ForEach` loop's identifier `name` made `item`: `${name}` the item, `&{name}` the
+    item without its other than letters and digits."""
     if isinstance(value, str):
         bare = re.sub(r"[^A-Za-z0-9]", "", item)
         return value.replace(f"${{{name}}}", item).replace(f"&{{{name}}}", bare)
     if isinstance(value, list):
-        return [_substitute(each, name, item) for each in value]
+        return [substitute(each, name, item) for each in value]
     if isinstance(value, dict):
-        return {_substitute(k, name, item): _substitute(v, name, item) for k, v in value.items()}
+        return {substitute(k, name, item): substitute(v, name, item) for k, v in value.items()}
     return value
 
 
@@ -107,7 +109,7 @@ def expand(section: dict[str, Any], clusters: tuple[str, ...] = EXAMPLE_CLUSTERS
         name, collection, fragment = value
         items = list(clusters) if collection == {"Ref": "ClusterIds"} else collection
         for item in items:
-            expanded.update(expand(_substitute(fragment, name, item), clusters))
+            expanded.update(expand(substitute(fragment, name, item), clusters))
     return expanded
 
 

@@ -297,6 +297,27 @@ def test_sam_template_with_short_tags_is_read_as_long_form() -> None:
     assert verdict["risks"] == []
 
 
+def test_groups_a_loop_makes_are_linted_as_the_loop_makes_them(tmp_path: Path) -> None:
+    """AWS::LanguageExtensions' `Fn::ForEach` made groups `lifeguard lint` never looked at ("nothing to
+    lint", exit 0) while cfn-lint, which expands the loop first, failed them: each is linted as made, a
+    collection known only at deploy time once, its identifier standing for the item."""
+
+    def bad(name: str) -> Any:
+        return template_of({"Stages": {"NodeBootstrapped": [script(Name=name)]}})["Resources"]["ComputeNodes"]
+
+    known = {"Fn::ForEach::Groups": ["G", ["a", "b"], {"Group${G}": bad("setup ${G}!")}]}
+    deployed = {"Fn::ForEach::More": ["N", {"Ref": "Names"}, {"More&{N}": bad("mount ${N}!")}]}
+    path = tmp_path / "loops.json"
+    path.write_text(json.dumps({"Transform": "AWS::LanguageExtensions", "Resources": known | deployed}))
+    code, report = lint_json(str(path))
+    assert code == 1
+    assert [(f["resource"], [p["message"][:20] for p in f["problems"]]) for f in report["files"]] == [
+        ("Groupa", ["'setup a!' must star"]),
+        ("Groupb", ["'setup b!' must star"]),
+        ("MoreN", ["'mount N!' must star"]),
+    ]
+
+
 def test_template_without_node_groups_is_one_line_and_passes() -> None:
     result = runner.invoke(app, ["lint", str(FIXTURES / "no-pcs.yaml")])
     assert result.exit_code == 0
