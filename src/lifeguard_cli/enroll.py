@@ -136,20 +136,23 @@ def _check(config: dict[str, Any]) -> dict[str, Any]:
 
 def with_shipper(actions: Mapping[str, Any] | None, entry: ShipperEntry, group: str) -> dict[str, Any]:
     """`actions` with `entry` first in nodeBootstrapped; raises EnrollError when the group already runs
-    the shipper or its stage is full."""
+    the shipper first, runs another version of it, or its stage is full. The stack's entry found elsewhere
+    is moved first: after a script that terminates the node, it never runs in the very boot whose
+    failure its reports are for."""
     found = find_shipper(actions, entry.installer_location)
     if found:
-        stage, index, script = found[0]
-        same = dict(script) == dict(entry.script)
+        stage, index, script = next((f for f in found if dict(f[2]) != dict(entry.script)), found[0])
         where = f"stages.{stage}[{index}] {script.get('name')!r}"
-        if same:
+        if dict(script) != dict(entry.script):
+            raise EnrollError(
+                f"{group} already runs the shipper ({where}, another version); to run the stack's: "
+                "lifeguard enroll --remove, then enroll again (PCS replaces the group's nodes at each)"
+            )
+        if len(found) == 1 and (stage, index) == (STAGE, 0):
             raise EnrollError(
                 f"{group} already runs the shipper ({where}, the stack's current entry): nothing to do"
             )
-        raise EnrollError(
-            f"{group} already runs the shipper ({where}, another version); to run the stack's: lifeguard "
-            "enroll --remove, then enroll again (PCS replaces the group's nodes at each)"
-        )
+        actions = without_shipper(actions, entry, group)  # then first, once
     config: dict[str, Any] = copy.deepcopy(dict(actions)) if actions else {"stages": {}}
     scripts = list(config["stages"].get(STAGE) or [])
     if len(scripts) >= MAX_SCRIPTS_PER_STAGE:

@@ -286,6 +286,23 @@ def test_enrolling_twice_is_refused_and_changes_nothing(env: Env) -> None:
     assert len(env.updates()) == 1
 
 
+@pytest.mark.parametrize("where", ["nodeBootstrapped", "nodeReady"])
+def test_the_stacks_shipper_behind_another_script_is_moved_first(env: Env, where: str) -> None:
+    """Behind a script that terminates the node, the shipper never runs in the boot whose failure its
+    reports are for (in nodeReady, never in a nodeBootstrapped failure): such a group is not "already
+    enrolled"."""
+    entry = shipper_entry(env.deployed)
+    scripts = TERMINATE["stages"]["nodeBootstrapped"]
+    if where == "nodeBootstrapped":
+        stages = {"nodeBootstrapped": [*scripts, entry]}
+    else:
+        stages = {"nodeBootstrapped": scripts, "nodeReady": [entry]}
+    env.add_group("behind", {"stages": stages})
+    done = env.run("behind", "--cluster", "lca")
+    assert done.returncode == 0, done.stderr
+    assert env.config("behind") == {"stages": {"nodeBootstrapped": [entry, *scripts]}}
+
+
 @pytest.mark.parametrize(
     ("name", "location"),
     [
