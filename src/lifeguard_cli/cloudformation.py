@@ -164,7 +164,10 @@ def lint_node_group(logical_id: str, value: object) -> NodeGroupLint:
     config_api = translation.translate(REQUEST_SHAPE, value)
     notes = tuple(
         TemplateFinding(
-            "note", translation.where(api), f"{function} is resolved only when the stack deploys: not checked"
+            "note",
+            translation.where(api),
+            f"{function} is resolved only when the stack deploys: "
+            + ("each branch that is a value checked alone" if function == "Fn::If" else "not checked"),
         )
         for api, function in translation.intrinsics
     )
@@ -218,6 +221,8 @@ class _Translation:
         function = _intrinsic_function(value)
         if function is not None:
             self.intrinsics.append((api, function))
+            if function == "Fn::If" and isinstance(value, Mapping):
+                self._check_branches(shape_name, value[function], api)
             return _stand_in(shape_name, _text_of(value))
         spec = shape(shape_name)
         if spec["type"] == "structure" and isinstance(value, Mapping):
@@ -243,6 +248,24 @@ class _Translation:
             return str(value)  # a number, as CloudFormation passes it for a string (`Name: 2024`)
         # A wrong type is the rules' to report; cfn-lint hands in str subclasses that carry line numbers.
         return str(value) if isinstance(value, str) else value
+
+    def _check_branches(self, shape_name: str, argument: object, api: ApiPath) -> None:
+        """The branches of an `Fn::If` that are values, not functions (`!Ref AWS::NoValue`), each checked
+        as a value of `shape_name`: which one the stack takes is known only when it deploys, but a branch
+        PCS refuses is refused whenever its condition holds (`- !If [Prod, {script}, !Ref AWS::NoValue]`)."""
+        if not (isinstance(argument, list) and len(argument) == 3):
+            return
+        for side in (1, 2):
+            branch = argument[side]
+            if _intrinsic_function(branch) is not None:
+                continue
+            inner = _Translation((*self.where(api), "Fn::If", side))
+            translated = inner.translate(shape_name, branch)
+            self.problems.extend(inner.problems)
+            for problem in validate_shape(shape_name, translated):
+                found = _api_path(problem.path)
+                if not inner.is_intrinsic(found):
+                    self.problems.append(TemplateFinding("problem", inner.where(found), problem.message))
 
     def where(self, api: ApiPath) -> TemplatePath:
         """The template path of an API path: only keys spelled the CloudFormation way were translated, so

@@ -208,10 +208,10 @@ INTRINSICS: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "if-script-source",
-        script(ScriptSource={"Fn::If": ["A", {}, {}]}),
+        script(ScriptSource={"Fn::If": ["A", {"ScriptLocation": "s3://bkt/a.sh"}, {"Ref": "Source"}]}),
         "Stages.NodeBootstrapped[0].ScriptSource",
     ),
-    ("if-whole-script", {"Fn::If": ["A", {}, {"Ref": "AWS::NoValue"}]}, "Stages.NodeBootstrapped[0]"),
+    ("if-whole-script", {"Fn::If": ["A", script(), {"Ref": "AWS::NoValue"}]}, "Stages.NodeBootstrapped[0]"),
 ]
 
 
@@ -223,6 +223,35 @@ def test_intrinsic_values_are_noted_once_and_never_fail(item: dict[str, Any], wh
     assert [note.path for note in group.notes] == [f"{ACTIONS}.{where}"]
     assert "resolved only when the stack deploys" in group.notes[0].message
     assert not [risk for risk in group.risks if risk.path.startswith(f"{ACTIONS}.{where}")]
+
+
+def test_the_branches_of_an_if_are_each_checked_as_the_value_they_stand_for() -> None:
+    """`- !If [Prod, {script}, !Ref AWS::NoValue]` hid every problem of the script behind a note: a branch
+    PCS refuses is refused whenever its condition holds (cfn-lint's own rules say so too)."""
+    bad = script(Name="mount fsx!", OnError="terminate")
+    group = lint_node_group(
+        "ComputeNodes",
+        {
+            "Stages": {
+                "NodeBootstrapped": [
+                    {"Fn::If": ["Prod", bad, {"Ref": "AWS::NoValue"}]},
+                    script(
+                        Name="tail",
+                        ScriptSource={"ScriptLocation": {"Fn::If": ["Prod", "s3://bkt/a.sh", "ftp://x"]}},
+                    ),
+                ]
+            }
+        },
+    )
+    assert not group.valid
+    assert [(p.path.removeprefix(ACTIONS), p.message.split()[0]) for p in group.problems] == [
+        (".Stages.NodeBootstrapped[0].Fn::If[1].Name", "'mount"),
+        (".Stages.NodeBootstrapped[0].Fn::If[1].OnError", "'terminate'"),
+        (".Stages.NodeBootstrapped[1].ScriptSource.ScriptLocation.Fn::If[2]", "'ftp://x'"),
+    ]
+    assert [note.message.split(": ")[1] for note in group.notes] == [
+        "each branch that is a value checked alone"
+    ] * 2
 
 
 def test_numbers_and_booleans_are_strings_as_cloudformation_passes_them() -> None:
@@ -276,7 +305,8 @@ def test_invalid_values_beside_an_intrinsic_are_still_reported() -> None:
 
 def test_a_whole_intrinsic_value_is_not_checked_and_does_not_fail(tmp_path: Path) -> None:
     path = tmp_path / "stack.json"
-    path.write_text(json.dumps(template_of({"Fn::If": ["A", {}, {}]})))
+    whole = {"Fn::If": ["A", {"Stages": {"NodeReady": [script()]}}, {"Ref": "AWS::NoValue"}]}
+    path.write_text(json.dumps(template_of(whole)))
     code, report = lint_json(str(path))
     assert code == 0
     [verdict] = report["files"]
