@@ -245,7 +245,15 @@ def test_setup_a_reboot_undoes_left_on_the_first_boot_only_is_flagged() -> None:
     """The article: a script that omits executionPolicy runs on the first boot only (only the EVERY_BOOT
     script ran again after `scontrol reboot`), "so scripts that need to run on every reboot must explicitly
     specify EVERY_BOOT", where ParallelCluster ran them on every boot. A mount is gone after a reboot."""
-    for name in ("mount-fsx", "MountLustre", "tune-sysctl", "make-tmpfs", "hugepages", "setup-swapfile"):
+    for name in (
+        "mount-fsx",
+        "MountLustre",
+        "tune-sysctl",
+        "make-tmpfs",
+        "hugepages",
+        "setup-swapfile",
+        "remount-nfs",
+    ):
         assert codes(config(("nodeBootstrapped", script(name, onError="TERMINATE")))) == [
             ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
         ], name

@@ -97,7 +97,7 @@ _GUARDED_WORDS = (
 # time, huge pages, swap. A storage name alone is not one (`install-lustre-client` installs, and that
 # lasts), nor is a name that says it makes its work last (`persist-fstab-mounts`, `hugepages-grub`).
 _REBOOT_UNDONE_WORDS = (
-    r"mount(?:s|ing)?",
+    r"(?:re)?mount(?:s|ing|ed)?",
     r"tmpfs",
     r"ramdisk",
     r"sysctl(?:s)?",
