@@ -32,14 +32,9 @@ LOG_TAIL_BYTES = 4096
 
 def output_tail(output: str | bytes) -> str:
     """The end of a run's output that fits in `LOG_TAIL_BYTES` of UTF-8: the one cut, on the node and in
-    the Lambdas alike (bytes that are not UTF-8 read as U+FFFD; a character cut in two is dropped; a lone
-    surrogate, which a JSON escape can spell and no UTF-8 carries, is `?`)."""
-    if isinstance(output, bytes):
-        text = output.decode("utf-8", "replace")
-        encoded = text.encode()
-    else:
-        encoded = output.encode("utf-8", "replace")
-        text = output if output.isascii() else encoded.decode()
+    the Lambdas alike (bytes that are not UTF-8 read as U+FFFD; a character cut in two is dropped)."""
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    encoded = text.encode()
     if len(encoded) <= LOG_TAIL_BYTES:
         return text
     return encoded[-LOG_TAIL_BYTES:].decode("utf-8", "ignore")

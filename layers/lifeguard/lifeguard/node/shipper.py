@@ -910,7 +910,8 @@ class Shipper:
         exit_code = told if told is not None else (run["exit_code"] if run else None)
         if exit_code is not None and not -_EXIT_CODE_BOUND <= exit_code < _EXIT_CODE_BOUND:
             exit_code = None
-        note = str(record.get("error") or record.get("reason") or "")
+        # A lone surrogate (a JSON escape in the record) is text no UTF-8 carries, and no report may: `?`.
+        note = str(record.get("error") or record.get("reason") or "").encode("utf-8", "replace").decode()
         sha256 = record.get("script_sha256")
         node_id = self.node_id
         return ScriptRunReport(
