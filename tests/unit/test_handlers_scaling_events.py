@@ -90,8 +90,11 @@ class World:
     """The article's cluster and group in a local PCS, Lifeguard's table and bus, and the handler, all on
     one manual clock that follows the records as they are delivered."""
 
-    def __init__(self, *, tags: dict[str, str] | None = None, actions: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, *, tags: dict[str, str] | None = None, actions: dict[str, Any] | None = None, threshold: int = 2
+    ) -> None:
         actions = TERMINATE if actions is None else actions
+        self.threshold = threshold  # the stack's Threshold
         self.clock, self.pcs, self.api = local_pcs_with_group(
             CONFIG_TIME, CLUSTER, GROUP, actions, update_seconds=0, tags=tags
         )
@@ -107,7 +110,7 @@ class World:
         `table`, the world's table as another invocation meets it, when given)."""
         store = GroupStore(self.table if table is None else table, TABLE)
         updater = GroupUpdater(store, EventPublisher(self.bus, BUS, sleep=lambda _: None), clock=self.now)
-        defaults = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+        defaults = DetectionSettings(mode="quarantine", threshold=self.threshold, window_minutes=60)
         return build_scaling_events(Wiring(store, PcsGateway(self.api), updater, defaults), clock=self.now)
 
     def messages(self, rows: list[dict[str, Any]]) -> list[tuple[int, str]]:
@@ -228,6 +231,24 @@ def test_another_stream_of_the_cluster_is_read_as_its_scaling_log() -> None:
 def _camel(key: str) -> str:
     head, *rest = key.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+@pytest.mark.parametrize(("tag", "detected"), [("2", True), ("5", False), (None, False)])
+def test_a_group_tagged_to_loop_sooner_than_the_stacks_threshold_is_detected_at_its_own(
+    tag: str | None, detected: bool
+) -> None:
+    """A `lifeguard:threshold` tag below the stack's Threshold was read only once the stack's count was
+    reached: the group looped a cycle or more longer than its owner set. Its tags are read at the tag's
+    least count, once."""
+    world = World(tags={"lifeguard:threshold": tag} if tag else None, threshold=5)
+    world.feed(ARTICLE)  # two failures
+    assert world.published() == (["BootstrapLoopDetected"] if detected else [])
+    assert world.pcs_calls("ListTagsForResource") == 1
+    if not detected:  # a group whose tags ask no sooner look: read once, not at every failure after
+        reads = world.pcs_calls("GetComputeNodeGroup")
+        world.feed([failed("i-0third000000000001", ARTICLE[-1]["event_timestamp"] + 300_000)])
+        assert world.pcs_calls("ListTagsForResource") == 1
+        assert world.pcs_calls("GetComputeNodeGroup") == reads
 
 
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:
