@@ -171,12 +171,18 @@ class Instance:
         """Not terminated (nor a failed launch)."""
         return self.ended is None
 
+    @property
+    def failed(self) -> bool:
+        """Its boot failed: terminated for it, or over with the failure and not yet terminated (the
+        horizon between a nodeReady failure under TERMINATE and PCS ending the node)."""
+        return self.end == "BOOTSTRAP_FAILED" or self.boot_failed
+
     def served(self) -> bool:
         """Became ACTIVE and took jobs: not drained by its boot (a drain in nodeReady, Lifeguard's drain step
         keeping a failed node to debug, comes seconds after PCS logged the node ACTIVE), nor failed after (a
         nodeReady script under TERMINATE ends a node PCS logged ACTIVE: the jobs it took were lost with
         it)."""
-        return self.active is not None and self.drained is None and self.end != "BOOTSTRAP_FAILED"
+        return self.active is not None and self.drained is None and not self.failed
 
     def to_dict(self) -> dict[str, Any]:
         """As the document lists it, in minutes."""
@@ -229,8 +235,11 @@ class TwinRun:
         group = self.groups[name]
         mine = [i for i in self.instances if i.group == name]
         up = [i for i in mine if i.alive and i.active is not None]
-        # A node PCS is about to replace for an update is drained (the article's): it takes no more jobs.
-        serving = [i for i in up if i.drained is None and not i.pending_replacement]
+        # A node PCS is about to replace for an update is drained (the article's): it takes no more jobs;
+        # one whose nodeReady failed under TERMINATE is about to be ended: active, neither serving nor
+        # drained.
+        drained = [i for i in up if i.drained is not None or i.pending_replacement]
+        serving = [i for i in up if i.drained is None and not i.pending_replacement and not i.failed]
         first_serving = [i.active for i in mine if i.served() and i.active is not None]
         wasted = sum(
             (i.ended if i.ended is not None else self.horizon) - i.launched
@@ -247,7 +256,7 @@ class TwinRun:
             "launched": sum(1 for i in mine if i.instance_id is not None),
             "bootstrap_failed": ends.count("BOOTSTRAP_FAILED"),
             "active_at_end": len(up),
-            "drained_at_end": len(up) - len(serving),
+            "drained_at_end": len(drained),
             "serving_at_end": len(serving),
             "first_active_minute": _minutes(
                 min((i.active for i in mine if i.active is not None), default=None)

@@ -1,0 +1,55 @@
+"""The numbers the twin's `--json` document gives of a group at the horizon (DESIGN's contract), from the
+instances of a run as the twin records them."""
+
+from __future__ import annotations
+
+import pytest
+
+from lifeguard_cli.simulate.scenario import GroupSpec
+from lifeguard_cli.simulate.twin import Instance, RunOptions, TwinRun, _Group
+
+GROUP = "burn"
+
+
+def _run(*instances: Instance, horizon_minutes: float) -> TwinRun:
+    run = TwinRun(RunOptions("Lifeguard", "quarantine", 1), horizon_minutes * 60)
+    run.groups[GROUP] = _Group(GroupSpec(GROUP, 1, 1, {}), "pcs_abcdef01", {})
+    run.instances.extend(instances)
+    return run
+
+
+def _node(**state: object) -> Instance:
+    node = Instance(GROUP, f"{GROUP}-1", "i-0123456789abcdef0", 0.0, {}, 0)
+    for key, value in state.items():
+        setattr(node, key, value)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("state", "horizon_minutes"),
+    [
+        ({"active": 126.0, "boot_failed": True}, 3),  # its nodeReady failed; PCS has not ended it yet
+        ({"active": 126.0, "boot_failed": True, "ended": 190.0, "end": "BOOTSTRAP_FAILED"}, 8),
+    ],
+    ids=["failed, not yet ended", "failed and ended"],
+)
+def test_a_node_whose_node_ready_failed_under_terminate_never_served(
+    state: dict[str, object], horizon_minutes: float
+) -> None:
+    """The horizon between a nodeReady failure under TERMINATE and PCS ending the node made it serving (and
+    its minutes not wasted); a later horizon, not: the same node counts alike at both."""
+    summary = _run(_node(**state), horizon_minutes=horizon_minutes).group_summary(GROUP)
+    assert (summary["serving_at_end"], summary["drained_at_end"], summary["first_serving_minute"]) == (
+        0,
+        0,
+        None,
+    )
+    ended = state.get("ended", horizon_minutes * 60)
+    assert isinstance(ended, float | int)
+    assert summary["instance_minutes_wasted"] == round(ended / 60, 1)
+
+
+def test_a_node_up_and_serving_is_counted_serving() -> None:
+    summary = _run(_node(active=126.0), horizon_minutes=3).group_summary(GROUP)
+    assert (summary["active_at_end"], summary["serving_at_end"], summary["drained_at_end"]) == (1, 1, 0)
+    assert (summary["first_serving_minute"], summary["instance_minutes_wasted"]) == (2.1, 0.0)
