@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lifeguard_cli.simulate.scenario import GroupSpec
-from lifeguard_cli.simulate.twin import Instance, RunOptions, TwinRun, _Group
+from lifeguard_cli.simulate.scenario import Fault, GroupSpec
+from lifeguard_cli.simulate.twin import Instance, RunOptions, TwinRun, _fault_as_written, _Group
 
 GROUP = "burn"
 
@@ -53,3 +53,31 @@ def test_a_node_up_and_serving_is_counted_serving() -> None:
     summary = _run(_node(active=126.0), horizon_minutes=3).group_summary(GROUP)
     assert (summary["active_at_end"], summary["serving_at_end"], summary["drained_at_end"]) == (1, 1, 0)
     assert (summary["first_serving_minute"], summary["instance_minutes_wasted"]) == (2.1, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (
+            Fault("insufficient_capacity", 0.0, until_minute=30.0, group="beta"),
+            {"kind": "insufficient_capacity", "at_minute": 0.0, "until_minute": 30.0, "group": "beta"},
+        ),
+        (
+            Fault("pcs_throttle", 6.0, times=2, operation="UpdateComputeNodeGroup", retry_after_seconds=7),
+            {
+                "kind": "pcs_throttle",
+                "at_minute": 6.0,
+                "times": 2,
+                "operation": "UpdateComputeNodeGroup",
+                "retry_after_seconds": 7,
+            },
+        ),
+    ],
+    ids=["a lasting fault, from minute 0", "a counted fault"],
+)
+def test_a_fault_is_told_in_the_timeline_as_a_scenario_writes_it(
+    fault: Fault, said: dict[str, object]
+) -> None:
+    """A lasting fault was told with `times: 1`, which its kind refuses, and one from minute 0 without its
+    minute."""
+    assert _fault_as_written(fault) == said

@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from lifeguard.bounds import event_time
-from lifeguard_cli.simulate.scenario import SCRIPTS_BUCKET, Fault, GroupSpec, Scenario, ScenarioError
+from lifeguard_cli.simulate.scenario import (
+    FAULT_KINDS,
+    SCRIPTS_BUCKET,
+    Fault,
+    GroupSpec,
+    Scenario,
+    ScenarioError,
+)
 from lifeguard_cli.simulate.slurm import node_states, states_at_end
 
 __all__ = ["BASELINE_NAMES", "MEASURES", "Instance", "RunOptions", "Surroundings", "TwinRun", "run_twin"]
@@ -874,7 +881,7 @@ class _Twin:
         self.note(
             "",
             f"fault: {fault.kind}",
-            json.dumps({k: v for k, v in fault.__dict__.items() if v not in (None, 0, 0.0)}),
+            json.dumps(_fault_as_written(fault)),
         )
 
     # -- the timeline --
@@ -884,6 +891,14 @@ class _Twin:
         self.result.timeline.append(
             {"minute": _minutes(self.now), "group": group, "what": what, "detail": detail}
         )
+
+
+def _fault_as_written(fault: Fault) -> dict[str, Any]:
+    """A fault as a scenario writes it: its kind, its minute (0 too), and the keys its kind takes that hold
+    a value (a lasting fault has no `times`)."""
+    takes = FAULT_KINDS[fault.kind][0]
+    given = {k: v for k, v in fault.__dict__.items() if k in takes and v is not None}
+    return {"kind": fault.kind, "at_minute": fault.at_minute, **given}
 
 
 def _executor_records(executor_log: Path) -> Iterator[dict[str, Any]]:
