@@ -200,6 +200,9 @@ def _cloudformation_name(api_name: str) -> str:
     return api_name[:1].upper() + api_name[1:]
 
 
+_NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
 def _intrinsic_function(value: object) -> str | None:
     if isinstance(value, Mapping) and len(value) == 1:
         [name] = value
@@ -230,6 +233,8 @@ class _Translation:
             by_cloudformation_name = {_cloudformation_name(name): name for name in members}
             translated: dict[str, object] = {}
             for key, item in value.items():
+                if item == _NO_VALUE:
+                    continue  # CloudFormation deploys the property as if it were not written
                 member = by_cloudformation_name.get(key)
                 if member is None:
                     known = ", ".join(by_cloudformation_name)

@@ -254,6 +254,16 @@ def test_the_branches_of_an_if_are_each_checked_as_the_value_they_stand_for() ->
     ] * 2
 
 
+def test_a_property_given_as_no_value_is_not_there() -> None:
+    """`S3VersionId: !Ref AWS::NoValue` deploys no version: the script is unpinned, as lint says of it, not
+    pinned by a stand-in version."""
+    source = {"ScriptLocation": "s3://bkt/mount.sh", "S3VersionId": {"Ref": "AWS::NoValue"}}
+    group = lint_node_group("ComputeNodes", {"Stages": {"NodeBootstrapped": [script(ScriptSource=source)]}})
+    assert group.valid
+    assert group.notes == ()
+    assert "unpinned-mutable-source" in [risk.code for risk in group.risks]
+
+
 def test_numbers_and_booleans_are_strings_as_cloudformation_passes_them() -> None:
     """CloudFormation passes a YAML number or boolean given for a string as its text (`Name: setup2024`
     is text already; `Arguments: [8080, true, 1.5]` are three numbers and a boolean to YAML)."""
