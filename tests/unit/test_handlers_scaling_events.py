@@ -251,6 +251,19 @@ def test_a_group_tagged_to_loop_sooner_than_the_stacks_threshold_is_detected_at_
         assert world.pcs_calls("GetComputeNodeGroup") == reads
 
 
+def test_failures_days_apart_read_no_group_whose_tags_are_unread() -> None:
+    """The first look before a group's tags are read lowers the threshold only, within the stack's window:
+    two failures days apart read nothing, or a group whose tags PCS refuses was asked at every batch after
+    and counted unreadable."""
+    world = World(threshold=3)
+    world.pcs.inject_fault("AccessDeniedException", operation="ListTagsForResource", times=1000)
+    first = ARTICLE[-1]["event_timestamp"]
+    summaries = [world.feed([failed(f"i-0apart{n:012d}", first + n * 3 * 86_400_000)]) for n in range(3)]
+    assert [s.unreadable_groups for s in summaries] == [0, 0, 0]
+    assert world.pcs_calls("ListTagsForResource") == world.pcs_calls("GetComputeNodeGroup") == 0
+    assert world.published() == []
+
+
 def test_the_articles_second_failure_within_the_window_opens_an_episode_and_publishes_it() -> None:
     world = World()
     summary = world.feed(ARTICLE)

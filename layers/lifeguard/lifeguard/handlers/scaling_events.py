@@ -20,7 +20,6 @@ from lifeguard.attribution import BootRuns, as_configured, attribute, known_scri
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
-    MAX_WINDOW_MINUTES,
     TAG_THRESHOLD_LEAST,
     Detection,
     DetectionSettings,
@@ -698,19 +697,15 @@ class ScalingEventsHandler:
         )
 
     def _first_look(self, state: GroupState) -> DetectionSettings:
-        """The settings a rule first looks with: the group's once its tags were read; before, the most a
-        tag may ask (the least threshold, the longest window), so that a group tagged to loop sooner than
-        the stack's Threshold is read, and judged by its tags, at its own count, not the stack's (its tags
-        are read once, then every tag_refresh of event time)."""
+        """The settings a rule first looks with: the group's once its tags were read; before, the stack's
+        with the least threshold a tag may ask, so that a group tagged to loop sooner than the stack's
+        Threshold is read, and judged by its tags, at its own count, not the stack's. Within the stack's
+        window: two failures days apart read no group (one PCS refuses would be asked at every batch)."""
         config = state.config
         if config is not None and config.tags_checked_at > 0:
             return self._settings(state)
         stack = self.defaults
-        return DetectionSettings(
-            stack.mode,
-            min(stack.threshold, TAG_THRESHOLD_LEAST),
-            max(stack.window_minutes, MAX_WINDOW_MINUTES),
-        )
+        return DetectionSettings(stack.mode, min(stack.threshold, TAG_THRESHOLD_LEAST), stack.window_minutes)
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         if state.config is None:
@@ -783,8 +778,8 @@ class ScalingEventsHandler:
         """A detection `rule` (state, settings, the configuration's modifiedAt, whether that is only what was
         last known) that fires on what is known, confirmed against the group read fresh from PCS (its
         modifiedAt and tags): the one PCS read a detection costs, and none when the rule does not fire on
-        what is known. Before the group's tags were first read, what is known is judged on the most a tag
-        may ask (`_first_look`)."""
+        what is known. Before the group's tags were first read, what is known is judged on the least
+        threshold a tag may ask (`_first_look`)."""
         cached = state.config.modified_at if state.config else None
         if rule(state, self._first_look(state), cached, True) is None:
             return None
