@@ -129,7 +129,7 @@ def _node_groups(template: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
     resources = template.get("Resources")
     if not isinstance(resources, Mapping):
         return
-    for logical_id, resource in itertools.islice(_resources(resources), _RESOURCES_MAX):
+    for logical_id, resource in itertools.islice(_resources(resources, [_RESOURCES_MAX]), _RESOURCES_MAX):
         if not isinstance(resource, Mapping) or resource.get("Type") != GROUP_TYPE:
             continue
         properties = resource.get("Properties")
@@ -137,11 +137,12 @@ def _node_groups(template: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
             yield str(logical_id), properties[PROPERTY]
 
 
-def _resources(section: Mapping[Any, Any], depth: int = 0) -> Iterator[tuple[str, object]]:
+def _resources(section: Mapping[Any, Any], budget: list[int], depth: int = 0) -> Iterator[tuple[str, object]]:
     """The resources a section makes, each `Fn::ForEach::*` loop's as AWS::LanguageExtensions makes them
     (as cfn-lint lints them): `${Identifier}` the item, `&{Identifier}` the item without its other than
     letters and digits. A collection known only when the stack deploys (`!Ref` of a parameter) makes one
-    resource of each fragment, its identifier standing for the item."""
+    resource of each fragment, its identifier standing for the item. `budget`: the fragments left to
+    expand, shared by every loop (loops of loops that make nothing would otherwise cost their product)."""
     from lifeguard_cli.template import substitute
 
     for key, value in section.items():
@@ -155,7 +156,10 @@ def _resources(section: Mapping[Any, Any], depth: int = 0) -> Iterator[tuple[str
             continue
         literal = isinstance(collection, list) and all(isinstance(item, str) for item in collection)
         for item in collection if literal else [name]:
-            yield from _resources(substitute(fragment, name, item), depth + 1)
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
+            yield from _resources(substitute(fragment, name, item), budget, depth + 1)
 
 
 def lint_node_group(logical_id: str, value: object) -> NodeGroupLint:
@@ -201,6 +205,7 @@ def _cloudformation_name(api_name: str) -> str:
 
 
 _NO_VALUE = {"Ref": "AWS::NoValue"}
+_IF_DEPTH = 10  # `Fn::If`s nested as branches of each other, looked into at most
 
 
 def _intrinsic_function(value: object) -> str | None:
@@ -225,7 +230,7 @@ class _Translation:
         if function is not None:
             self.intrinsics.append((api, function))
             if function == "Fn::If" and isinstance(value, Mapping):
-                self._check_branches(shape_name, value[function], api)
+                self._check_branches(shape_name, value[function], (*self.where(api), function))
             return _stand_in(shape_name, _text_of(value))
         spec = shape(shape_name)
         if spec["type"] == "structure" and isinstance(value, Mapping):
@@ -254,17 +259,21 @@ class _Translation:
         # A wrong type is the rules' to report; cfn-lint hands in str subclasses that carry line numbers.
         return str(value) if isinstance(value, str) else value
 
-    def _check_branches(self, shape_name: str, argument: object, api: ApiPath) -> None:
-        """The branches of an `Fn::If` that are values, not functions (`!Ref AWS::NoValue`), each checked
-        as a value of `shape_name`: which one the stack takes is known only when it deploys, but a branch
-        PCS refuses is refused whenever its condition holds (`- !If [Prod, {script}, !Ref AWS::NoValue]`)."""
-        if not (isinstance(argument, list) and len(argument) == 3):
+    def _check_branches(self, shape_name: str, argument: object, where: TemplatePath, depth: int = 0) -> None:
+        """The branches of an `Fn::If` (at `where`) that are values, not functions (`!Ref AWS::NoValue`),
+        each checked as a value of `shape_name`, and those of an `Fn::If` that is a branch: which one the
+        stack takes is known only when it deploys, but a branch PCS refuses is refused whenever its
+        condition holds (`- !If [Prod, {script}, !Ref AWS::NoValue]`)."""
+        if not (isinstance(argument, list) and len(argument) == 3) or depth >= _IF_DEPTH:
             return
         for side in (1, 2):
             branch = argument[side]
-            if _intrinsic_function(branch) is not None:
+            function = _intrinsic_function(branch)
+            if function == "Fn::If" and isinstance(branch, Mapping):
+                self._check_branches(shape_name, branch[function], (*where, side, function), depth + 1)
+            if function is not None:
                 continue
-            inner = _Translation((*self.where(api), "Fn::If", side))
+            inner = _Translation((*where, side))
             translated = inner.translate(shape_name, branch)
             self.problems.extend(inner.problems)
             for problem in validate_shape(shape_name, translated):

@@ -264,6 +264,38 @@ def test_a_property_given_as_no_value_is_not_there() -> None:
     assert "unpinned-mutable-source" in [risk.code for risk in group.risks]
 
 
+def test_an_if_that_is_a_branch_of_an_if_has_its_branches_checked_too() -> None:
+    bad = script(Name="bad!")
+    nested = {"Fn::If": ["A", {"Fn::If": ["B", bad, {"Ref": "AWS::NoValue"}]}, {"Ref": "AWS::NoValue"}]}
+    group = lint_node_group("ComputeNodes", {"Stages": {"NodeBootstrapped": [nested]}})
+    assert [p.path.removeprefix(ACTIONS) for p in group.problems] == [
+        ".Stages.NodeBootstrapped[0].Fn::If[1].Fn::If[1].Name"
+    ]
+
+
+def test_loops_of_loops_that_make_nothing_are_expanded_a_bounded_number_of_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five loops of 30 items, each inside the last, around nothing: 24 million expansions of a 1 KB file
+    took lint 43 s; the expansions are bounded as the resources they make are (500)."""
+    import lifeguard_cli.cloudformation
+
+    fragment: dict[str, Any] = {}
+    for depth in range(5):
+        fragment = {f"Fn::ForEach::L{depth}": [f"I{depth}", [str(n) for n in range(30)], fragment]}
+    path = tmp_path / "loops.json"
+    path.write_text(json.dumps({"Resources": fragment}))
+    expanded = []  # each call of `_resources` but the first expands one item of a loop
+    resources = lifeguard_cli.cloudformation._resources
+    monkeypatch.setattr(
+        lifeguard_cli.cloudformation, "_resources", lambda *args: expanded.append(1) or resources(*args)
+    )
+    code, report = lint_json(str(path))
+    assert code == 0
+    assert report["files"][0]["resource"] is None  # nothing to lint
+    assert len(expanded) - 1 == 500
+
+
 def test_numbers_and_booleans_are_strings_as_cloudformation_passes_them() -> None:
     """CloudFormation passes a YAML number or boolean given for a string as its text (`Name: setup2024`
     is text already; `Arguments: [8080, true, 1.5]` are three numbers and a boolean to YAML)."""
