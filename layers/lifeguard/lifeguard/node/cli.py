@@ -130,9 +130,12 @@ def _parser() -> argparse.ArgumentParser:
         "--node-id",
         help="Slurm node name (PCS_NODE_ID); default: <group name>-1, not the host name, as on PCS",
     )
-    boot.add_argument("--cluster-id", help="PCS_CLUSTER_ID")
+    boot.add_argument("--cluster-id", help="PCS_CLUSTER_ID; default: that variable, else pcs_local")
     boot.add_argument("--cluster-name", help="PCS_CLUSTER_NAME; default: the cluster id")
-    boot.add_argument("--compute-node-group-id", help="PCS_COMPUTE_NODE_GROUP_ID")
+    boot.add_argument(
+        "--compute-node-group-id",
+        help="PCS_COMPUTE_NODE_GROUP_ID; default: that variable, else pcs_localgroup",
+    )
     boot.add_argument(
         "--compute-node-group-name",
         help="PCS_COMPUTE_NODE_GROUP_NAME; default: the group id if given, else local-group",
