@@ -29,6 +29,17 @@ def _replay(*paths: Path) -> Any:
     return runner.invoke(app, ["replay", *map(str, paths)], env={"COLUMNS": "80"})
 
 
+def _replayed_batch(tmp_path: Path, stream: str, messages: list[tuple[int, str]]) -> tuple[str, Path]:
+    """`lifeguard replay` of one subscription batch of `stream`, as a file: what it said, on one line, and
+    the file."""
+    event = encode_subscription("/aws/vendedlogs/pcs/scaling", stream, messages)
+    path = tmp_path / "subscription.json"
+    path.write_text(json.dumps(event))
+    result = _replay(path)
+    assert result.exit_code == 0, result.output
+    return " ".join(result.stdout.split()), path
+
+
 def _cloudtrail_with_arn(arn: str) -> dict[str, Any]:
     event = load_event("cloudtrail/update-compute-node-group.json")
     event["detail"]["userIdentity"]["arn"] = arn
@@ -95,16 +106,9 @@ def test_a_record_the_handler_skipped_in_a_subscription_batch_is_not_shown_as_an
 
 def test_a_subscription_batch_of_a_stream_of_no_pcss_form_is_said_skipped_not_shown(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in LOOP.read_text().splitlines()]
-    event = encode_subscription(
-        "/aws/vendedlogs/pcs/scaling",
-        "testLogStream",
-        [(row["event_timestamp"], json.dumps(row)) for row in rows],
+    said, _ = _replayed_batch(
+        tmp_path, "testLogStream", [(row["event_timestamp"], json.dumps(row)) for row in rows]
     )
-    path = tmp_path / "subscription.json"
-    path.write_text(json.dumps(event))
-    result = _replay(path)
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.stdout.split())
     assert f"{len(rows)} scaling-log records: stream not of PCS's form" in said, said
     assert "LAUNCHED" not in said  # no record of it was read
     assert "TERMINATED" not in said
@@ -117,12 +121,7 @@ def test_a_subscription_batch_of_the_clusters_scheduler_log_is_said_ignored_not_
     whole, and the replay says so in one line, not as records replayed."""
     jobcomp = json.dumps({"jobcomp": {"job_id": 42, "job_state": "COMPLETED"}})
     stream = "AWSLogs/PCS/pcs_abc123de45/jobcomp.log"
-    event = encode_subscription("/aws/vendedlogs/pcs/scaling", stream, [(1792544247000, jobcomp)] * 3)
-    path = tmp_path / "subscription.json"
-    path.write_text(json.dumps(event))
-    result = _replay(path)
-    assert result.exit_code == 0, result.output
-    said = " ".join(result.stdout.split())
+    said, path = _replayed_batch(tmp_path, stream, [(1792544247000, jobcomp)] * 3)
     assert f"3 message(s) of {stream}: another of PCS's logs, not the scaling log" in said, said
     assert "0 records replayed, 0 skipped, 3 ignored (another of PCS's logs, not the scaling log)" in said
     document = json.loads(runner.invoke(app, ["replay", "--json", str(path)]).stdout)
