@@ -9,7 +9,9 @@ template: `Resources.ComputeNodes.Properties.NodeLifecycleActions.Stages.NodeBoo
 
 An intrinsic function (`{"Ref": …}`, `{"Fn::Sub": …}`) is resolved only when the stack deploys. It is noted
 once, replaced by a value its shape accepts (its text where that fits, as `s3://${Bucket}/a.sh` keeps its
-scheme and file name), and nothing at or under it is reported.
+scheme and file name), and nothing at or under it is reported, but for the branches of an `Fn::If` that
+are values, each checked alone. A property given as `!Ref AWS::NoValue` is not there. The groups an
+`Fn::ForEach` loop makes are linted as it makes them.
 
 `lifeguard lint` and the cfn-lint rules (`lifeguard_cli.cfn_rules`) both call `lint_template`.
 """
