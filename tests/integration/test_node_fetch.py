@@ -24,6 +24,14 @@ SCRIPT = b"#!/bin/bash\necho from https\n"
 WHOLE = b"#!/bin/bash\nrm -rf /var/tmp/build-cache/stale-objects\necho cleaned\n"
 
 
+# Content-Length as said: plainly; with a sign, which http.client reads; twice, merged by a proxy.
+CUT = {
+    "/cut.sh": str(len(WHOLE)),
+    "/cut-plus.sh": f"+{len(WHOLE)}",
+    "/cut-twice.sh": f"{len(WHOLE)}, {len(WHOLE)}",
+}
+
+
 class Scripts(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
@@ -34,9 +42,9 @@ class Scripts(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        if path == "/cut.sh":  # the connection drops after 25 of the 67 bytes said
+        if path in CUT:  # the connection drops after 25 of the 67 bytes said (as each path says them)
             self.send_response(200)
-            self.send_header("Content-Length", str(len(WHOLE)))
+            self.send_header("Content-Length", CUT[path])
             self.end_headers()
             self.wfile.write(WHOLE[:25])
             self.close_connection = True
@@ -224,14 +232,16 @@ def test_a_download_that_trickles_is_cut_at_the_timeout_in_all(
     assert time.monotonic() - began < 5  # the server trickles for 10 s
 
 
-def test_a_body_cut_short_is_a_failed_fetch_never_a_shorter_script(https_server: tuple[str, str]) -> None:
+@pytest.mark.parametrize("path", list(CUT))
+def test_a_body_cut_short_is_a_failed_fetch_never_a_shorter_script(
+    https_server: tuple[str, str], path: str
+) -> None:
     """http.client ends a read where the connection dropped as it ends one at the body's end: the first
-    part of a script is another script, run as root."""
+    part of a script is another script, run as root. A length said `+67`, or `67, 67`, was not read as one,
+    and the 25 bytes came back a script."""
     base, ca = https_server
     with pytest.raises(FetchError, match="the download was cut short: 25 of 67 bytes"):
-        fetch_script(
-            f"{base}/cut.sh", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep
-        )
+        fetch_script(f"{base}{path}", fetchers={"https": HttpsFetcher(cafile=ca)}, attempts=1, sleep=no_sleep)
 
 
 def test_an_answer_whose_head_trickles_is_cut_at_the_time_a_try_has_in_all(
@@ -318,10 +328,15 @@ class BrokenS3(BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header("Content-Length", str(len(WHOLE)))
         self.send_header("Content-Type", "binary/octet-stream")
+        if self.path.startswith("/bucket/unversioned.sh"):
+            self.send_header("x-amz-version-id", "latest-version")
         self.end_headers()
         if self.path.startswith("/bucket/cut.sh"):
             self.wfile.write(WHOLE[:25])
             self.close_connection = True
+            return
+        if self.path.startswith("/bucket/unversioned.sh"):  # any versionId asked: the object it holds
+            self.wfile.write(WHOLE)
             return
         for byte in WHOLE:
             self.wfile.write(bytes([byte]))
@@ -352,6 +367,14 @@ def broken_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     yield environ
     server.shutdown()
     server.server_close()
+
+
+def test_an_s3_version_other_than_the_one_asked_is_a_failed_fetch(broken_s3: dict[str, str]) -> None:
+    """An endpoint that lets `versionId` go gave another version, which the cache then kept as the one
+    pinned and every reboot ran."""
+    with pytest.raises(FetchError, match="S3 answered version 'latest-version' for s3VersionId 'pinned-v1'"):
+        fetch_script("s3://bucket/unversioned.sh", version_id="pinned-v1", attempts=1, sleep=no_sleep)
+    assert fetch_script("s3://bucket/unversioned.sh", attempts=1, sleep=no_sleep) == WHOLE
 
 
 def test_an_s3_body_cut_short_is_a_failed_fetch_on_the_nodes_python(broken_s3: dict[str, str]) -> None:
