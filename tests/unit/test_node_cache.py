@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import stat
 from pathlib import Path
 from typing import ClassVar
@@ -90,7 +91,20 @@ def test_a_copy_of_another_source_is_never_reused(tmp_path: Path, other: ScriptS
     assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
 
 
-@pytest.mark.parametrize("damage", ["no copy", "no record", "record not json", "record of a list"])
+DAMAGE = [
+    "no copy",
+    "no record",
+    "record not json",
+    "record of a list",
+    # A FIFO held the reboot for ever, before any script's timeout ran; /dev/zero ran it out of memory.
+    "copy a fifo",
+    "record a fifo",
+    "copy a link to /dev/zero",
+    "copy over 2 MiB",
+]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
 def test_no_usable_copy_is_none(tmp_path: Path, damage: str) -> None:
     cache = cache_of(tmp_path, BucketFetcher({SOURCE.location: SCRIPT}))
     cache.fetch(STAGE, NAME, SOURCE)
@@ -102,9 +116,37 @@ def test_no_usable_copy_is_none(tmp_path: Path, damage: str) -> None:
         record.unlink()
     elif damage == "record not json":
         record.write_text("{half")
-    else:
+    elif damage == "record of a list":
         record.write_text(json.dumps([SOURCE.location]))
+    elif damage.endswith("a fifo"):
+        damaged = copy if damage.startswith("copy") else record
+        damaged.unlink()
+        os.mkfifo(damaged)
+    elif damage == "copy a link to /dev/zero":
+        copy.unlink()
+        copy.symlink_to("/dev/zero")
+    else:
+        copy.write_bytes(b"#" * (2 * 1024 * 1024 + 1))
     assert cache.cached(STAGE, NAME, SOURCE) is None
+
+
+def test_a_cache_folder_others_may_write_is_made_pcss_again(tmp_path: Path) -> None:
+    """An image whose cache folder anyone may write (0777) let a user rename a stage's folder away and put
+    their own script, and its source record, in its place: root ran it at the next reboot."""
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    scripts = tmp_path / "etc/amazon/pcs/lifecycle/actions/config/scripts"
+    for folder in (scripts, scripts / STAGE, tmp_path / "etc/amazon"):
+        folder.chmod(0o777)
+    assert cache.cached(STAGE, NAME, SOURCE) is None  # what is there may be anyone's
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    folder = cache.path(STAGE, NAME).parent
+    while folder != tmp_path / "etc":
+        assert mode(folder) & 0o022 == 0, folder
+        folder = folder.parent
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+    assert len(fetcher.tries) == 2
 
 
 def test_nothing_is_cached_before_a_fetch(tmp_path: Path) -> None:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from lifeguard.node.layout import FILE_MODE, NodeLayout, atomic_write
+from lifeguard.node.layout import DIR_MODE, FILE_MODE, NodeLayout, atomic_write, open_log
 
 if TYPE_CHECKING:
     from lifeguard.node.fetch import ScriptFetcher
@@ -62,15 +64,36 @@ class ScriptCache:
         content still is that: a copy changed on disk since its download is fetched again, never run);
         None when there is no usable one."""
         path = self.path(stage, name)
+        if not self._closed_to_others(path):
+            return None  # what is there may be anyone's: fetched again, into folders now closed
         try:
-            if json.loads(_record_path(path).read_text()) != source.as_record():
+            if json.loads(_read(_record_path(path), _RECORD_MAX_BYTES)) != source.as_record():
                 return None
-            content = path.read_bytes()
+            content = _read(path, CACHED_MAX_BYTES)
         except (OSError, ValueError):
             return None
         if source.checksum is not None and hashlib.sha256(content).hexdigest() != source.checksum.lower():
             return None
         return content
+
+    def _closed_to_others(self, path: Path) -> bool:
+        """Whether no folder from the cache's top (`etc/amazon` of the layout) down to `path`'s lets others
+        than its owner write; each that did is given PCS's folder mode. A folder of the cache that anyone may
+        write (an image made so: `ensure_dir` sets the mode of the folders it makes, not of those there)
+        lets a user rename a stage's folder away and put a script of theirs, and its record, in its place,
+        which root runs at the next reboot."""
+        top = self.layout.root / "etc" / "amazon"
+        closed = True
+        folder = path.parent
+        while folder != folder.parent:
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_IMODE(folder.lstat().st_mode) & 0o022:
+                    os.chmod(folder, DIR_MODE)
+                    closed = False
+            if folder == top:
+                break
+            folder = folder.parent
+        return closed
 
     def fetch(
         self,
@@ -88,6 +111,7 @@ class ScriptCache:
         from lifeguard.node.fetch import fetch_script
 
         path = self.path(stage, name)
+        self._closed_to_others(path)
         content = fetch_script(
             source.location,
             version_id=source.version_id,
@@ -105,6 +129,23 @@ class ScriptCache:
         atomic_write(path, content, CACHED_SCRIPT_MODE)
         atomic_write(record, json.dumps(source.as_record()).encode(), FILE_MODE)
         return content
+
+
+# PCS takes scripts of 2 MiB at most (`lifeguard.node.fetch.MAX_SCRIPT_BYTES`, not imported: a reboot that
+# reuses every copy never loads the fetcher); a source record is a few hundred bytes.
+CACHED_MAX_BYTES = 2 * 1024 * 1024
+_RECORD_MAX_BYTES = 64 * 1024
+
+
+def _read(path: Path, most: int) -> bytes:
+    """A cached file, read as a log is (`open_log`: a regular file, not through a symlink, opened without
+    waiting): a FIFO in its place held the reboot for ever (no script's timeout runs before its script
+    starts), a link to /dev/zero ran it out of memory. Larger than `most`: ValueError, no copy."""
+    with open_log(path) as file:
+        data = file.read(most + 1)
+    if len(data) > most:
+        raise ValueError(f"{path}: larger than {most} bytes")
+    return data
 
 
 def _record_path(path: Path) -> Path:
