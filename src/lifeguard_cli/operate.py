@@ -32,6 +32,7 @@ from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.remediation.rails import left_to_people
+from lifeguard.remediation.remediator import NOT_TAKEN_CODES
 from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.store.remediations import RemediationStore
@@ -797,6 +798,12 @@ class Operator:
         try:
             updated = maker.ask(cluster, group_id, undo)
         except AwsCallError as exc:
+            if exc.code in NOT_TAKEN_CODES:  # throttled, a conflict, never sent: PCS took nothing
+                maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)
+                raise OperatorError(
+                    f"PCS did not take the undo of {group_id} ({exc.code}): nothing was undone; run "
+                    "lifeguard undo again in a minute"
+                ) from None
             if not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES:
                 maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused: nothing undone
                 raise

@@ -23,6 +23,7 @@ from lifeguard.group_state import Episode, GroupState, KnownConfig
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
 from lifeguard.store.groups import GroupStore, UnreadableStateError
+from lifeguard.store.remediations import RemediationStore
 from lifeguard.wiring import build_remediate
 from lifeguard_cli import cli
 from lifeguard_cli.local import LocalPcs, serve_local_pcs
@@ -44,6 +45,7 @@ class Env:
     environ: dict[str, str]
     api: Any
     pcs: LocalPcs | None = None
+    ledgers: RemediationStore | None = None  # the stack's ledgers, as its functions read them
 
     def run(self, *args: str, local: bool = True) -> subprocess.CompletedProcess[str]:
         """The command's answer, but for the progress lines a loaded machine shows on stderr while AWS is
@@ -121,7 +123,8 @@ def env(local: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Env]:
             # No local AWS of `lifeguard local up` on this machine is found by --local.
             "LIFEGUARD_LOCAL_STATE": os.devnull,
         }
-        yield Env(environ, aws_client("pcs", server.endpoint_url), pcs)
+        ledgers = RemediationStore(wiring.store.client, wiring.store.table)
+        yield Env(environ, aws_client("pcs", server.endpoint_url), pcs, ledgers)
 
 
 def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) -> None:
@@ -592,6 +595,27 @@ def test_a_call_aws_refuses_is_one_line_naming_what_to_grant_or_refresh(
     done = env.run("undo", GROUP, "--cluster", CLUSTER, "--yes")
     assert (done.returncode, done.stdout, done.stderr) == (1, "", line)
     assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"  # as remediated
+
+
+@pytest.mark.parametrize("code", ["ThrottlingException", "ConflictException"])
+def test_an_undo_pcs_throttled_or_refused_for_a_conflict_is_not_taken_for_made(env: Env, code: str) -> None:
+    """PCS takes nothing it answers so: the undo was left set out ("it may have been made"), and every
+    decision after read it as done, leaving the episode to people while the group held the quarantine."""
+    assert env.pcs is not None
+    env.pcs.inject_fault(code, operation="UpdateComputeNodeGroup", times=10)
+    done = env.run("undo", GROUP, "--cluster", CLUSTER, "--yes")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"lifeguard undo: PCS did not take the undo of {GROUP} ({code}): nothing was undone; run lifeguard "
+        "undo again in a minute\n"
+    )
+    assert env.config()["stages"]["nodeBootstrapped"][0]["onError"] == "STOP_SEQUENCE"  # as remediated
+    assert env.ledgers is not None
+    [undo] = [change for change in env.ledgers.ledger(CLUSTER, GROUP).changes if change.action == "undo"]
+    assert undo.status == "abandoned"  # not pending: no decision reads it as the operator's undo
+    again = env.run("undo", GROUP, "--cluster", CLUSTER, "--dry-run")  # the quarantine is still to undo
+    assert again.returncode == 0, again.stderr
+    assert "undoes quarantine" in again.stdout
 
 
 def test_debug_may_follow_the_command_and_a_stack_name_cloudformation_refuses_is_bad_usage(env: Env) -> None:

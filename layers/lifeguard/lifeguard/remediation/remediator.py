@@ -62,7 +62,7 @@ from lifeguard.remediation.settings import RemediationSettings
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 
-__all__ = ["RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
+__all__ = ["NOT_TAKEN_CODES", "RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
 
 # The answer to a replacement loop that no change of Lifeguard's caused.
 _REPLACED_CLEAN = (
@@ -94,7 +94,7 @@ class _MovedOnError(LifeguardError):
 
 
 # Failures of an update that say PCS did not take it: refused (throttled, a conflict) or never sent.
-_NOT_TAKEN = frozenset(
+NOT_TAKEN_CODES = frozenset(
     {
         "ThrottlingException",
         "Throttling",
@@ -873,7 +873,7 @@ class Remediator:
                 # Taken perhaps: an answer lost or unreadable. Not: throttled, a conflict, no connection,
                 # or a refusal of the change itself (a value, a permission: PCS made nothing).
                 refused = not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES
-                taken.append(exc.code not in _NOT_TAKEN and not refused)
+                taken.append(exc.code not in NOT_TAKEN_CODES and not refused)
                 raise
 
         return attempt
