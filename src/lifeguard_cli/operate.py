@@ -686,6 +686,15 @@ class Operator:
                 f"Lifeguard's {never.action} of {said_time(never.at)} was set out but PCS has not "
                 "taken it: nothing to undo (the remediation's retry settles it)"
             )
+        unknown = held not in (change.fingerprint_after, change.fingerprint_before)
+        if change.status == "pending" and unknown and ledger.undo_of(change) is None:
+            # Not even --force: PCS's answer was lost and the group changed since, so PCS may have made it
+            # (and someone changed the group after) or not; neither is Lifeguard's to tell.
+            raise OperatorError(
+                f"Lifeguard's {change.action} of {said_time(change.at)} was set out, PCS's answer to it "
+                f"lost, and {group_id} changed since: whether PCS made it is not known; what the group "
+                "holds is not Lifeguard's to take back (the remediation's retry settles it)"
+            )
         if change.status == "unconfirmed":
             # Not even --force: the group changed before the change was confirmed, so what it holds is
             # someone else's, and what an undo would put back may be the configuration that looped.
@@ -894,9 +903,11 @@ class Operator:
 
 def _to_undo(ledger: Ledger, current: str) -> tuple[AppliedChange | None, list[AppliedChange]]:
     """The change an undo takes back: Lifeguard's last that is not undone, past the ones set out that the
-    group (its fingerprint `current`) does not hold. Those were never made (PCS failed them until their
-    events were parked, and no retry came back): they are returned too, newest first, for the undo to let
-    go. Under the undo's lock no remediation is making them."""
+    group (its fingerprint `current`) does not hold, while it holds what they replaced. Those were never
+    made (PCS failed them until their events were parked, and no retry came back): they are returned too,
+    newest first, for the undo to let go. One set out while the group holds neither what it replaced nor
+    what it set is returned as the change (PCS may have made it): the undo refuses it. Under the undo's
+    lock no remediation is making them."""
     unmade: list[AppliedChange] = []
     for change in reversed(ledger.changes):
         if not change.counts or change.undone_at is not None:
@@ -906,6 +917,8 @@ def _to_undo(ledger: Ledger, current: str) -> tuple[AppliedChange | None, list[A
             and change.fingerprint_after != current
             and ledger.undo_of(change) is None
         ):
+            if change.fingerprint_before != current:
+                return change, unmade  # the group holds neither: whether PCS made it is not known
             unmade.append(change)  # (one an undo was set out for: PCS made it, and the undo is looked at)
             continue
         return change, unmade

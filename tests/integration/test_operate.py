@@ -618,6 +618,30 @@ def test_an_undo_pcs_throttled_or_refused_for_a_conflict_is_not_taken_for_made(e
     assert "undoes quarantine" in again.stdout
 
 
+def test_a_change_whose_answer_was_lost_and_the_group_changed_since_is_not_told_never_made(env: Env) -> None:
+    """A quarantine PCS took, its answer lost (the change left set out), then the group edited: undo said
+    it was "never taken by PCS", and with an earlier change and --force let it go as abandoned, so the
+    rails forgot a change that was made. Whether PCS made it is not known: said, and nothing undone."""
+    assert env.ledgers is not None
+    ledger = env.ledgers.ledger(CLUSTER, GROUP)
+    [quarantine] = [change for change in ledger.changes if change.action == "quarantine"]
+    quarantine.status = "pending"
+    env.ledgers.save_ledger(CLUSTER, GROUP, ledger)
+    edited = env.config()
+    edited["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    env.api.update_compute_node_group(
+        clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=edited
+    )
+    for force in ([], ["--force"]):
+        done = env.run("undo", GROUP, "--cluster", CLUSTER, "--yes", *force)
+        assert done.returncode == 1
+        assert "whether PCS made it is not known" in done.stderr, done.stderr
+        assert "never taken" not in done.stderr
+    assert env.config() == edited
+    [after] = [c for c in env.ledgers.ledger(CLUSTER, GROUP).changes if c.action == "quarantine"]
+    assert after.status == "pending"
+
+
 def test_debug_may_follow_the_command_and_a_stack_name_cloudformation_refuses_is_bad_usage(env: Env) -> None:
     environ = {**env.environ, "LIFEGUARD_LOCAL_STATE": os.devnull}
     environ.pop("AWS_ENDPOINT_URL")
