@@ -209,3 +209,12 @@ def test_each_retried_try_is_told_and_the_script_is_kept_once_fetched(tmp_path: 
     assert cache.fetch(STAGE, NAME, SOURCE, on_retry=lambda n, why: retries.append((n, why))) == SCRIPT
     assert retries == [(1, "connection reset"), (2, "connection reset")]
     assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+
+
+def test_the_caches_bound_is_the_fetchers() -> None:
+    """The cache keeps its own copy of the fetcher's 2 MiB (a reboot that reuses every copy never imports
+    the fetcher): the two stay one bound."""
+    from lifeguard.node.cache import CACHED_MAX_BYTES
+    from lifeguard.node.fetch import MAX_SCRIPT_BYTES
+
+    assert CACHED_MAX_BYTES == MAX_SCRIPT_BYTES
