@@ -18,18 +18,20 @@ import pytest
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
-from lifeguard.detection import DetectionSettings
+from lifeguard.detection import DetectionSettings, apply_record
 from lifeguard.errors import AwsCallError, UnlistedClusterError
-from lifeguard.group_state import OUTCOME_LIMIT, GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, GroupState
+from lifeguard.handlers.evidence import INSTANCES_READ_MAX, GroupEvidence
 from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
-from lifeguard.handlers.updater import GroupUpdater
+from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.log_subscription import encode_subscription
 from lifeguard.node_report import NodeReport
 from lifeguard.notify import summarize
 from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.remediation.records import AppliedChange, Decision, Ledger
+from lifeguard.scaling_log import parse_scaling_log_record
 from lifeguard.store.groups import RUNS_READ_MAX, GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
@@ -3668,6 +3670,65 @@ def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_the_detectio
     world.feed(ARTICLE)
     [detected] = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
     assert detected["suspect"]["script"] == "fail-terminate"
+
+
+def test_a_flood_of_forged_runs_lets_no_node_past_the_single_reads_prove_its_configuration() -> None:
+    """A scale-up brings more successes in one batch than a decision reads instances one by one
+    (`INSTANCES_READ_MAX`), each node's ready check failed (CONTINUE), and a flood fills the group's read:
+    the nodes past the single reads are not known to have run clean, nor to have sent nothing, and prove
+    nothing. The flood keeps no clean node from proving: one whose runs are read proves at its own batch."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    store = GroupStore(world.table, TABLE)
+    store.put_reports(NodeReport.model_validate(report) for report in _flood("i-zzzzzzzzzzzzzzzzz"))
+    nodes = [f"i-0n{n:015d}" for n in range(INSTANCES_READ_MAX + 1)]
+    store.put_reports(
+        NodeReport.model_validate({**_ready_check_failed(at(1, 17), "CONTINUE"), "instance_id": node})
+        for node in nodes
+    )
+    world.feed(
+        [launched(node, at(1, 13)) for node in nodes]
+        + [succeeded(node, at(1, 16) + n * 1000) for n, node in enumerate(nodes)]
+    )
+    assert world.state().proven_good is None
+    store.put_reports([ran(NEW_NODE, at(1, 25)), ran(NEW_NODE, at(1, 27), script="ready-check")])
+    world.feed([launched(NEW_NODE, at(1, 23)), succeeded(NEW_NODE, at(1, 26))])
+    proof = world.state().proven_good
+    assert proof is not None
+    assert proof.instance_id == NEW_NODE
+
+
+def test_a_success_whose_runs_a_flood_left_unread_ends_no_episode_until_they_are_read() -> None:
+    """A decision that spent its reads of single instances (`INSTANCES_READ_MAX`), a flood filling the
+    group's read: the success that would end the episode is not taken as a node that reported nothing (the
+    loop resolved on the success alone); a batch that reads its runs afresh ends it on them."""
+    world = World()
+    world.feed(ARTICLE[:6])
+    store = GroupStore(world.table, TABLE)
+    store.put_reports(NodeReport.model_validate(report) for report in _flood("i-zzzzzzzzzzzzzzzzz"))
+    store.put_reports(
+        [
+            ran(NEW_NODE, at(1, 16), script="fail-terminate"),
+            ran(NEW_NODE, at(1, 16)),
+            ran(NEW_NODE, at(1, 17), script="ready-check"),
+        ]
+    )
+    state = world.state()
+    for record in [launched(NEW_NODE, at(1, 14)), succeeded(NEW_NODE, at(1, 19))]:
+        apply_record(state, parse_scaling_log_record(record))
+    spent = GroupEvidence(store, state)
+    for n in range(INSTANCES_READ_MAX):
+        spent.of(BootOutcome(f"i-0other{n:012d}", "lca-static-1", at(1, 18), True))
+
+    def settled(runs: GroupEvidence) -> list[Any]:
+        change = Change()
+        world.handler._settle(state, lambda *_, **__: False, change, runs)
+        return change.events
+
+    assert settled(spent) == []
+    [resolved] = settled(GroupEvidence(store, state))
+    assert resolved.detail_type == "LoopResolved"
+    assert "its reports show 2 script run(s), none failed" in resolved.detail["reason"]
 
 
 def _every_boot_ready_check() -> dict[str, Any]:

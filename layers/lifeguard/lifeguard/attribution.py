@@ -108,11 +108,14 @@ class _Mark(Protocol):
 @dataclass(frozen=True)
 class BootRuns:
     """What an instance's reports say about one boot: its failed runs, how many runs did not fail, and of
-    which scripts ((stage, name))."""
+    which scripts ((stage, name)). `read`: False when the node's runs could not all be read (a flood filled
+    the group's read, and the decision's reads of single instances were spent): no failure found then says
+    nothing, neither that the boot went clean nor that its node sent no report."""
 
     failed: list[NodeReport]
     others: int
     ran: frozenset[tuple[str, str]] = frozenset()
+    read: bool = True
 
     @property
     def reported(self) -> bool:

@@ -26,6 +26,8 @@ __all__ = ["INSTANCES_READ_MAX", "GroupEvidence"]
 
 # Instances read one by one for one decision, past a group's read that stopped at its bound: the newest.
 INSTANCES_READ_MAX = 20
+# A boot whose node's runs were not read (`BootRuns.read`).
+_UNREAD = BootRuns([], 0, read=False)
 
 
 class GroupEvidence:
@@ -87,7 +89,8 @@ class GroupEvidence:
         group = self._read()
         reports = group.reports
         at = outcome.event_timestamp  # the launch boot's runs only (a reboot's say nothing of it)
-        if not group.reports_complete and (own := self._instance_read(instance)) is not None:
+        own = self._instance_read(instance) if not (group.reports_complete and group.marks_complete) else None
+        if not group.reports_complete and own is not None:
             reports = own.reports
             if not own.reports_complete and scripts:
                 # A flood under the instance's own id: its runs of the configuration's scripts in that boot
@@ -100,11 +103,14 @@ class GroupEvidence:
                 reports = reports + launch
         failed = failed_runs(reports, instance, since, scripts, outcome_ms=at)
         marks = group.marks
-        if not group.marks_complete and (own := self._instance_read(instance)) is not None:
+        if not group.marks_complete and own is not None:
             marks = own.marks
         clean = boot_runs((), marks, instance, since, scripts, outcome_ms=at)
         if not failed:
-            return clean
+            # Past the decision's reads of single instances, a node whose runs the group's read may not hold
+            # is not known to have run clean, nor to have sent nothing: a flood of runs under another id
+            # would otherwise let a node whose script failed prove its configuration good.
+            return clean if own is not None or (group.reports_complete and group.marks_complete) else _UNREAD
         # A boot with a failed run is judged on its failures; the scripts that ran clean in it, and failed
         # in no report of it, still say which ready checks its node passed (`awaits_ready_checks`: a kept
         # node seen to stay up). A mark of a script a report says failed proves nothing: any node can write

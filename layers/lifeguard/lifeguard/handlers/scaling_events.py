@@ -642,7 +642,9 @@ class ScalingEventsHandler:
         if boot.failed or not boot.reported or _awaiting(state):
             change.changed |= self._read_launched_config(state, success, refresh)
         at_ms = newest_event_ms(state) if now_ms is None else now_ms
-        unreported = not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
+        # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in this
+        # batch, and is judged at the group's next, its reads made afresh.
+        unreported = boot.read and not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
         # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
         config = state.config
         settled = settle(
@@ -740,6 +742,8 @@ class ScalingEventsHandler:
 
         def evidence(outcome: BootOutcome) -> str | None:
             boot = runs.of(outcome)
+            if not boot.read:
+                return None  # its runs unread: not known to have run clean
             actions = config.node_lifecycle_actions if config is not None else None
             hidden = hides_failures(actions)
             if (
