@@ -323,3 +323,66 @@ def test_terminal_escapes_in_a_value_or_a_log_tail_never_reach_a_message() -> No
     text = sns_message(summary, cleaned).split("\n{", 1)[0]
     assert not any(c in text for c in "\x1b\x07\r"), repr(text)
     assert "  | mount failed\n  | ?]8;;https://evil.example/?Open the runbook?]8;;?\n  | exit 1\n" in text
+
+
+def _section_starting(message: dict[str, Any], start: str) -> str:
+    [text] = [
+        b["text"]["text"]
+        for b in message["blocks"]
+        if b["type"] == "section" and b["text"]["text"].startswith(start)
+    ]
+    return str(text)
+
+
+def test_a_long_diff_shows_its_first_lines_whole_in_slack_and_counts_the_rest() -> None:
+    """A revert of many scripts: the first paths are the change's own, so Slack shows the diff from its
+    start, whole lines only, and says how many lines it left to the SNS message (it showed the end, the
+    first line cut, and no count)."""
+    diff = [
+        {
+            "path": f"stages.nodeBootstrapped[{n}].scriptSource.scriptLocation",
+            "old": f"s3://bucket/scripts/old-{n}.sh",
+            "new": f"s3://bucket/scripts/new-{n}.sh",
+        }
+        for n in range(120)
+    ]
+    cleaned = _remediation(diff=diff)
+    summary = summarize("RemediationApplied", cleaned)
+    section = _section_starting(slack_message(summary, cleaned), "*Change*")
+    assert len(section) <= SECTION_MAX_CHARS
+    code = section.split("```")[1].splitlines()
+    assert code[0] == summary.diff[0]
+    assert code == list(summary.diff[: len(code)])
+    left_out = int(re.search(r"… and (\d+) more line\(s\) of the change", section).group(1))  # type: ignore[union-attr]
+    assert len(code) + left_out == 120
+    body = sns_message(summary, cleaned)
+    assert "Change:" in body
+    assert summary.diff[-1] in body
+
+
+def test_a_list_that_escaping_makes_too_long_for_slack_keeps_whole_lines_and_counts_the_rest() -> None:
+    """Thirty risks of `<`, `>` and `&&`: escaped, the ten lines and their "more" line overran the section,
+    and Slack's cut took the "more" line and half a risk. Whole lines are kept, the rest counted."""
+    risks = [
+        {
+            "code": "unpinned-mutable-source",
+            "path": f"stages.nodeBootstrapped[{n}]",
+            "severity": "warning",
+            "message": "script location s3://b/<env>/x.sh && curl <host> > /tmp/y " * 4,
+        }
+        for n in range(30)
+    ]
+    cleaned, problems = clean_detail(
+        make_detail(cluster_id="pcs_abc123de45", compute_node_group_id="pcs_abcdef01", risks=risks)
+    )
+    summary = summarize("ConfigChangeReviewed", cleaned, problems=problems)
+    section = _section_starting(slack_message(summary, cleaned), "*Risks*")
+    assert len(section) <= SECTION_MAX_CHARS
+    bullets = [line for line in section.splitlines() if line.startswith("• ")]
+    left_out = int(re.search(r"… and (\d+) more line\(s\)", section).group(1))  # type: ignore[union-attr]
+    assert left_out > 0
+    assert len(bullets) + left_out == len(summary.evidence)
+    assert [line.removeprefix("• ") for line in bullets] == [
+        line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        for line in summary.evidence[: len(bullets)]
+    ]

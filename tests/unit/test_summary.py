@@ -399,3 +399,39 @@ def test_a_remediations_subject_says_what_it_did() -> None:
         "[Lifeguard] Remediated (quarantine): pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
         "[Lifeguard] Remediated (undrain): pcs_abcdef01 (fail-terminate) in pcs_abc123de45",
     }
+
+
+def test_a_dry_run_says_so_in_its_subject_and_shows_what_it_would_change() -> None:
+    """People triage by the subject: a dry run's skip read "Not remediated", as a skip for a cooldown, the
+    cap or a refusal does (the loop going on with nobody acting). It says it is a dry run and what it
+    would have done, and its diff is what it would change; a skip nobody chose reads as before."""
+    held = detail(dry_run=True, mode="notify", reason="Dry run (mode notify), nothing was changed; would …")
+    summary = summarize("RemediationSkipped", held)
+    assert (
+        summary.subject
+        == "[Lifeguard] Dry run (would quarantine): pcs_abcdef01 (fail-terminate) in pcs_abc123de45"
+    )
+    assert summary.diff_title == "Would change"
+    assert "\nWould change:\n  stages.nodeBootstrapped[0].onError" in summary.text()
+    capped = detail(dry_run=True, mode="quarantine", reason="Daily cap of 3 change(s) reached; …")
+    skipped = summarize("RemediationSkipped", capped)
+    assert skipped.subject.startswith("[Lifeguard] Not remediated: ")
+    assert "\nChange:\n" in skipped.text()
+
+
+def test_a_containment_names_the_nodes_it_keeps_and_whether_each_takes_jobs() -> None:
+    """The kept nodes are where on-call logs in: they were counted, never named."""
+    kept = [
+        {"instance_id": "i-0aaa0000000000001", "drained": False},
+        {"instance_id": "i-0bbb0000000000002", "drained": True},
+    ]
+    summary = summarize("LoopContained", detail(kept=kept))
+    assert summary.evidence[-2:] == (
+        "i-0aaa0000000000001 kept with the failure, taking jobs",
+        "i-0bbb0000000000002 kept with the failure, drained (taking no jobs)",
+    )
+    many = [{"instance_id": f"i-0kept{n:012d}", "drained": False} for n in range(12)]
+    lines = summarize("LoopContained", detail(kept=many)).evidence
+    assert "… and 2 more kept node(s) in the event's `kept`" in lines
+    assert lines[-1].startswith("i-0kept000000000011 ")
+    assert not any(line.startswith("i-0kept000000000001 ") for line in lines)

@@ -142,6 +142,50 @@ def _code(text: str, limit: int = SECTION_MAX_CHARS) -> str:
     return f"```{_tail(body, limit - 8)}```"  # the end of a log is what explains the failure
 
 
+# What a section ends with when its lines do not all fit: how many it leaves to the SNS message.
+_MORE_ROOM = 120
+
+
+def _fitted(lines: list[str], room: int) -> tuple[list[str], int]:
+    """The first of `lines` (mrkdwn, each a line of the section) that fit in `room` UTF-16 units with their
+    line breaks, and how many were left out; when any is, the room of a closing line is kept. A first line
+    longer than the room alone is cut (`_clip`)."""
+    if _units("\n".join(lines)) <= room:
+        return lines, 0
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        size = _units(line) + 1
+        if used + size > room - _MORE_ROOM:
+            break
+        kept.append(line)
+        used += size
+    if not kept and lines:
+        kept = [_clip(lines[0], room - _MORE_ROOM)]
+    return kept, len(lines) - len(kept)
+
+
+def _more(left_out: int, what: str) -> str:
+    return f"… and {left_out} more {what} (the SNS message shows them all)"
+
+
+def _diff_block(diff: tuple[str, ...], title: str) -> str:
+    """A change's diff as a code block from its first line (the first paths are the change's own), whole
+    lines only, those left out counted after it."""
+    head = f"*{_escaped(title)}*\n"
+    lines = [_escaped(line).replace("```", "'''") for line in diff]
+    shown, left_out = _fitted(lines, SECTION_MAX_CHARS - len(head) - 8)
+    block = head + "```" + "\n".join(shown) + "```"
+    return block + ("\n" + _more(left_out, "line(s) of the change") if left_out else "")
+
+
+def _bullets(title: str, lines: tuple[str, ...]) -> str:
+    """A titled list of an event's lines, whole lines only, those left out counted at its end."""
+    head = f"*{_escaped(title)}*\n"
+    shown, left_out = _fitted([f"• {_escaped(line)}" for line in lines], SECTION_MAX_CHARS - len(head))
+    return head + "\n".join(shown) + ("\n" + _more(left_out, "line(s)") if left_out else "")
+
+
 def slack_message(
     summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None
 ) -> dict[str, Any]:
@@ -153,8 +197,7 @@ def slack_message(
         _section(f"{emoji} {_escaped(summary.headline)}"),
     ]
     if summary.evidence:
-        lines = "\n".join(f"• {_escaped(line)}" for line in summary.evidence)
-        blocks.append(_section(f"*{summary.evidence_title}*\n{lines}"))
+        blocks.append(_section(_bullets(summary.evidence_title, summary.evidence)))
     if summary.suspect:
         blocks.append(_section(f"*Failing script*: {_escaped(summary.suspect)}"))
         if summary.log_tail:
@@ -162,7 +205,7 @@ def slack_message(
     if summary.action:
         blocks.append(_section(f"*Action*: {_escaped(summary.action)}"))
     if summary.diff:
-        blocks.append(_section(_code("\n".join(summary.diff))))
+        blocks.append(_section(_diff_block(summary.diff, summary.diff_title)))
     if summary.undo:
         blocks.append(_section(f"*Undo*: `{_escaped(summary.undo)}`"))
     if summary.console:
@@ -171,8 +214,7 @@ def slack_message(
     if summary.nodes:
         blocks.append(_section(f"<{summary.nodes}|The group's instances in the EC2 console>"))
     if summary.problems:
-        lines = "\n".join(f"• {_escaped(line)}" for line in summary.problems)
-        blocks.append(_section(f"*Not shown* (not valid in the event):\n{lines}"))
+        blocks.append(_section(_bullets("Not shown (not valid in the event)", summary.problems)))
     episode = _escaped(str(detail.get("episode_id") or "-"))
     context = (
         f"Episode `{episode}`" + (f" · message {sequence}" if sequence else "") + f" · {summary.detail_type}"

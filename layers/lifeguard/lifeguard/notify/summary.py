@@ -107,6 +107,7 @@ class Summary:
     # The group's own instances in the EC2 console (its failed nodes, a node a quarantine kept).
     nodes: str | None = None
     evidence_title: str = "Evidence"  # a review's evidence is its risks
+    diff_title: str = "Change"  # a dry run's: what it would have changed
 
     @property
     def console_way(self) -> str:
@@ -127,7 +128,7 @@ class Summary:
         if self.action:
             lines.append(f"Action: {self.action}")
         if self.diff:
-            lines += ["Change:", *(f"  {line}" for line in self.diff)]
+            lines += [f"{self.diff_title}:", *(f"  {line}" for line in self.diff)]
         if self.console:
             lines.append(f"Console: {self.console} (then {self.console_way})")
         if self.nodes:
@@ -158,6 +159,14 @@ def summarize(
         title = f"{title} (update {revision})"  # the same episode, better known or going on
     if detail_type == "RemediationApplied" and detail.get("action"):
         title = f"{title} ({detail['action']})"  # a quarantine, then its undrain: two subjects, not one twice
+    reason = detail.get("reason")
+    # `dry_run` says nothing was changed, whatever held it back: a dry run only when its reason says so
+    # (mode notify or the stack's DryRun, `remediation.rails.dry_run`), not for a skip or a failure.
+    held = detail_type.startswith("Remediation") and str(reason or "").startswith(DRY_RUN_SAID)
+    if detail_type == "RemediationSkipped" and held:
+        # Told apart by its subject from a skip nobody chose (a cooldown, the cap, a refusal: the loop goes
+        # on with nobody acting), which people triage by it.
+        title = f"Dry run (would {detail['action']})" if detail.get("action") else "Dry run"
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
     what = f" ({suspect.get('script')})" if suspect else ""
     if late:
@@ -174,7 +183,6 @@ def summarize(
     )
     where = f"Compute node group {group} of cluster {cluster}"
     detected = f"{where} is in {in_words}: {len(failures)} node(s) {happened}."
-    reason = detail.get("reason")
     # The containment's own reason says what to do (an older one may not): said once.
     instruction = (
         ""
@@ -212,6 +220,8 @@ def summarize(
     )
     if detail_type == "ConfigChangeReviewed":
         evidence = risk_lines(detail.get("risks") or [])
+    if detail_type == "LoopContained":
+        evidence += _kept_lines(detail.get("kept") or [])  # where on-call looks: the nodes kept
     if suspect:
         exit_code = suspect.get("exit_code")
         count = len(suspect.get("instances") or [])
@@ -220,9 +230,6 @@ def summarize(
             f", on {count} of {len(failures)} failed node(s))"
         )
     action = None
-    # `dry_run` says nothing was changed, whatever held it back: a dry run only when its reason says so
-    # (mode notify or the stack's DryRun, `remediation.rails.dry_run`), not for a skip or a failure.
-    held = detail_type.startswith("Remediation") and str(reason or "").startswith(DRY_RUN_SAID)
     if detail_type.startswith("Remediation"):
         dry = (
             (" (dry run: nothing changed)" if held else " (nothing changed)") if detail.get("dry_run") else ""
@@ -250,6 +257,7 @@ def summarize(
         nodes=nodes_console_url(str(group), region),
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
+        diff_title="Would change" if held else "Change",
     )
 
 
@@ -261,6 +269,24 @@ def _kept_words(kept: Sequence[Any]) -> str:
     if drained:
         words += f", {'all' if drained == len(kept) else drained} drained (taking no jobs)"
     return words
+
+
+# The kept nodes a containment names, the newest: as many as the failures it shows.
+KEPT_LINES_MAX = 10
+
+
+def _kept_lines(kept: Sequence[Any]) -> tuple[str, ...]:
+    """Each node a containment keeps (the newest `KEPT_LINES_MAX`), and whether it is drained: the nodes to
+    log in to and debug, and whether they take jobs meanwhile."""
+    lines = tuple(
+        f"{clip(node.get('instance_id'), 40)} kept with the failure, "
+        + ("drained (taking no jobs)" if node.get("drained") else "taking jobs")
+        for node in kept[-KEPT_LINES_MAX:]
+        if isinstance(node, Mapping)
+    )
+    if len(kept) > KEPT_LINES_MAX:
+        lines = (f"… and {len(kept) - KEPT_LINES_MAX} more kept node(s) in the event's `kept`", *lines)
+    return lines
 
 
 def _sentence(text: str) -> str:
