@@ -287,6 +287,16 @@ def test_setup_work_in_node_ready_races_jobs() -> None:
     assert codes(actions) == [("node-ready-races-jobs", "stages.nodeReady[0]")]
 
 
+def test_a_check_or_report_of_setup_in_node_ready_races_no_job() -> None:
+    """The article's ready-check pattern: a check of a mount or a package in nodeReady sets nothing up.
+    It was told "looks like node setup, move it to nodeBootstrapped"."""
+    for name in ("verify-mounts", "check-fsx", "validate-nfs", "monitor-efs", "check-pip-packages"):
+        assert codes(config(("nodeReady", script(name, onError="CONTINUE")))) == [], name
+    assert codes(config(("nodeReady", script("install-fsx-client", onError="CONTINUE")))) == [
+        ("node-ready-races-jobs", "stages.nodeReady[0]")
+    ]
+
+
 def test_stop_sequence_is_flagged_as_hiding_failures() -> None:
     """The article: a STOP_SEQUENCE failure showed nowhere but the node's own files (no scaling-log record,
     the node ACTIVE), and PCS documents it for debugging; left in a configuration, a failing script goes

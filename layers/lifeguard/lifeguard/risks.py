@@ -242,7 +242,9 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 "ParallelCluster ran every script, or FIRST_BOOT_ONLY to say it must run once",
             )
         )
-    if stage == "nodeReady" and _has_word(words, _SETUP):
+    # A check or a report of setup (`verify-mounts`, `check-pip-packages`) sets nothing up for jobs to race:
+    # it is the article's ready-check, where nodeReady is the place for it.
+    if stage == "nodeReady" and _has_word(words, _SETUP) and not _has_word(words, _OPTIONAL):
         risks.append(
             Risk(
                 "node-ready-races-jobs",
