@@ -441,6 +441,38 @@ def test_pcs_refusing_the_read_is_a_skip_but_a_transient_failure_is_raised_for_a
         world.review(copy.deepcopy(event))
 
 
+@pytest.mark.parametrize(
+    ("clusters", "cluster", "ignored"),
+    [
+        (frozenset({"pcs_0fedcba987"}), "other-cluster", True),  # another stack's, by its name
+        (frozenset(), "other-cluster", False),  # every cluster watched: a permission to grant
+        (frozenset({CLUSTER}), CLUSTER, False),  # the stack's own, by id: a permission to grant
+    ],
+)
+def test_a_refused_read_of_a_cluster_named_by_name_outside_the_cluster_ids_pages_no_one(
+    clusters: frozenset[str], cluster: str, ignored: bool
+) -> None:
+    """With ClusterIds set, the role reads only those clusters: a change to another one, named by its name
+    (the call carries no id to tell), is refused by PCS. It was counted GroupsUnreadable, whose alarm pages,
+    for every such change of the account."""
+    event = recorded()
+    del event["detail"]["requestParameters"]["nodeLifecycleActions"]
+    del event["detail"]["responseElements"]
+    event["detail"]["requestParameters"].update(
+        clusterIdentifier=cluster, computeNodeGroupIdentifier="lca-static"
+    )
+    world = World(clusters=clusters)
+    world.pcs.inject_fault("AccessDeniedException", operation="GetComputeNodeGroup")
+    summary = world.review(event)
+    assert world.bus.entries == []
+    if ignored:
+        assert (summary.ignored, dict(summary.skipped_reasons)) == (1, {})
+        assert world.metrics == ["ChangesIgnored"]
+    else:
+        assert dict(summary.skipped_reasons) == {"GetComputeNodeGroup refused (AccessDeniedException)": 1}
+        assert world.metrics == ["GroupsUnreadable"]
+
+
 def test_the_same_event_delivered_twice_publishes_the_same_review() -> None:
     world = World()
     world.knows(BEFORE)

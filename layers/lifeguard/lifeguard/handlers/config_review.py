@@ -149,6 +149,18 @@ class ConfigReviewHandler:
         except AwsCallError as exc:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
+            if self.clusters and call.cluster_id is None and exc.code == "AccessDeniedException":
+                # A cluster named by its name, and the stack's role reads only its ClusterIds: another
+                # stack's (every change of the account comes here). Not GroupsUnreadable, whose alarm pages.
+                logger.warning(
+                    "call %s: PCS refused reading cluster %s (AccessDeniedException): taken for a cluster "
+                    "outside the stack's ClusterIds, the only ones its role may read",
+                    clip(call.event_id),
+                    clip(call.cluster_identifier),
+                )
+                return self._ignore(
+                    summary, _NOT_WATCHED.format(cluster=clip(call.cluster_identifier)), call.event_id
+                )
             reason = f"GetComputeNodeGroup refused ({exc.code})"
             return self._unreadable(summary, reason, call.event_id, str(exc))
         except InvalidLifecycleConfigError as exc:
