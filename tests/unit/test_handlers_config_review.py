@@ -304,7 +304,9 @@ def test_a_malformed_event_is_a_counted_skip_not_an_exception(
     summary = world.review(event)
     assert (summary.reviewed, summary.skipped, dict(summary.skipped_reasons)) == (0, 1, {reason: 1})
     assert world.bus.entries == []
-    assert world.metrics == ["InvalidEvents"]
+    # A change CloudTrail recorded without its request is no invalid event: nobody reviewed it, which pages.
+    unreviewed = reason == "requestParameters left out"
+    assert world.metrics == ["ChangesUnreviewed" if unreviewed else "InvalidEvents"]
     [line] = [r for r in caplog.records if "skipped" in r.getMessage()]
     assert len(line.getMessage()) < 600
 
@@ -1038,3 +1040,20 @@ def test_a_scaling_change_of_a_cluster_outside_cluster_ids_is_let_be_without_rea
     summary = world.review(scaling_update(BOB))
     assert (summary.reviewed, summary.skipped, summary.ignored) == (0, 0, 1)
     assert world.pcs_reads() == 0
+
+
+def test_a_change_recorded_without_its_request_is_said_with_its_caller_and_counted_unreviewed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Over 100 KB, CloudTrail leaves a request out: which group changed is not known, but who did is, and
+    whoever answers ChangesUnreviewedAlarm asks them."""
+    world = World()
+    event = recorded()
+    del event["detail"]["requestParameters"]
+    del event["detail"]["responseElements"]
+    arn = event["detail"]["userIdentity"]["arn"]
+    summary = world.review(event)
+    assert (summary.reviewed, summary.skipped) == (0, 1)
+    assert world.metrics == ["ChangesUnreviewed"]
+    [line] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert f"UpdateComputeNodeGroup by {arn} without requestParameters" in line

@@ -731,7 +731,9 @@ def test_the_stack_set_steps_take_the_template_by_s3_when_it_is_past_what_a_body
         assert "aws s3 cp packaged.yaml s3://" in steps
 
 
-@pytest.mark.parametrize("metric", ["GroupsUnreadable", "LaunchFailures", "OutboxEventsDropped"])
+@pytest.mark.parametrize(
+    "metric", ["GroupsUnreadable", "LaunchFailures", "OutboxEventsDropped", "ChangesUnreviewed"]
+)
 def test_what_a_successful_batch_cannot_say_is_alarmed(metric: str) -> None:
     # A PCS refusal (a permission missing) leaves the batch successful and the group unwatched, and PCS
     # failing to launch nodes (capacity, a quota: DESIGN says report it, never fix a script for it) leaves

@@ -126,6 +126,9 @@ class CallParseError:
     message: str
     where: str | None = None
     reason: str = "not a CloudTrail record"
+    # A change that was made, recorded by CloudTrail without what the review needs: not an invalid event,
+    # a change nobody reviewed (`ChangesUnreviewed`, alarmed).
+    unreviewed: bool = False
 
     def __str__(self) -> str:
         prefix = f"{self.where}: " if self.where else ""
@@ -234,12 +237,16 @@ def parse_config_call(
     if error is not None:
         return CallIgnored(f"{name} failed ({clip(error, 100)}): nothing changed", where)
     if record.get("requestParameters") is None:  # absent or null: as CloudTrail records a request of >100 KB
+        identity = record.get("userIdentity")
+        caller = identity.get("arn") if isinstance(identity, Mapping) else None
+        by = f" by {clip(caller, 300)}" if isinstance(caller, str) else ""
         return CallParseError(
-            f"{name} without requestParameters (CloudTrail leaves out a request of over 100 KB, as a "
+            f"{name}{by} without requestParameters (CloudTrail leaves out a request of over 100 KB, as a "
             "configuration of long arguments can be): which group changed, and to what, is not known; "
             "not reviewed",
             where,
             "requestParameters left out",
+            unreviewed=True,
         )
     try:
         parsed = _Record.model_validate(record)

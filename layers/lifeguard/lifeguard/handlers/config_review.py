@@ -134,7 +134,7 @@ class ConfigReviewHandler:
         if isinstance(call, CallIgnored):
             return self._ignore(summary, call.message, call.where)
         if isinstance(call, CallParseError):
-            return self._skip(summary, call.reason, call.where, call.message)
+            return self._skip(summary, call.reason, call.where, call.message, unreviewed=call.unreviewed)
         if self.clusters and call.cluster_id is not None and call.cluster_id not in self.clusters:
             return self._ignore(summary, _NOT_WATCHED.format(cluster=clip(call.cluster_id)), call.event_id)
         try:
@@ -349,9 +349,13 @@ class ConfigReviewHandler:
         logger.info("call %s ignored: %s", clip(where or "-"), clip(message))
         return summary
 
-    def _skip(self, summary: ReviewSummary, reason: str, where: str | None, detail: str) -> ReviewSummary:
+    def _skip(
+        self, summary: ReviewSummary, reason: str, where: str | None, detail: str, *, unreviewed: bool = False
+    ) -> ReviewSummary:
+        """An event skipped in one line; counted InvalidEvents, or ChangesUnreviewed for a change CloudTrail
+        recorded without its request (`CallParseError.unreviewed`): no review follows it, and one pages."""
         summary.skip(reason, where or "event", detail)
-        self.metric("InvalidEvents", 1)
+        self.metric("ChangesUnreviewed" if unreviewed else "InvalidEvents", 1)
         return summary
 
     def _unreadable(
