@@ -729,15 +729,16 @@ def test_every_risk_found_is_counted_though_the_event_lists_a_hundred(verifying:
     """Each `verify-` and `install-` script holds three risks, the last `install-` two: 20 + 20 hold 119;
     14 + 20 hold 101, one more than the event lists."""
 
-    def script(name: str, policy: str | None = "EVERY_BOOT") -> dict[str, Any]:
+    def script(name: str, policy: str | None = "EVERY_BOOT", **more: str) -> dict[str, Any]:
         location = f"s3://lca-scripts-example/{name}.sh"
-        made = {"name": name, "scriptSource": {"scriptLocation": location}}
+        made = {"name": name, "scriptSource": {"scriptLocation": location}, **more}
         return {**made, "executionPolicy": policy} if policy else made
 
+    ready = [script(f"install-{n}", onError="CONTINUE") for n in range(19)]
     config = {
         "stages": {
             "nodeBootstrapped": [script(f"verify-{n}") for n in range(verifying)],
-            "nodeReady": [script(f"install-{n}") for n in range(19)] + [script("install-19", None)],
+            "nodeReady": [*ready, script("install-19", None, onError="CONTINUE")],
         }
     }
     world = World(pcs_config=config)

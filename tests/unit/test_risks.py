@@ -364,3 +364,21 @@ def test_a_scripts_file_name_says_what_it_does_as_much_as_its_name() -> None:
     found = {(risk.code, risk.path) for risk in find_risks(config)}
     assert ("optional-script-terminates", "stages.nodeBootstrapped[0].onError") in found
     assert ("node-ready-races-jobs", "stages.nodeReady[0]") in found
+
+
+def test_a_node_ready_script_left_on_terminate_is_told_it_ends_an_active_node() -> None:
+    """PCS logs the node ACTIVE before nodeReady runs (the article), and Slurm may give it jobs: a failure
+    under the default TERMINATE ends a node running them. The article's ready-check runs under CONTINUE.
+    An explicit onError is a choice, an optional-looking script is told once (by its own risk), and a
+    check of what the node cannot work without is what TERMINATE is for."""
+    assert codes(config(("nodeReady", script("tune-slurm-features")))) == [
+        ("node-ready-terminates-active-node", "stages.nodeReady[0].onError")
+    ]
+    for on_error in ("CONTINUE", "TERMINATE", "STOP_SEQUENCE"):
+        found = codes(config(("nodeReady", script("tune-slurm-features", onError=on_error))))
+        assert ("node-ready-terminates-active-node", "stages.nodeReady[0].onError") not in found, on_error
+    assert codes(config(("nodeReady", script("ready-check")))) == [
+        ("optional-script-terminates", "stages.nodeReady[0].onError")
+    ]
+    assert codes(config(("nodeReady", script("verify-mounts")))) == []
+    assert codes(config(("nodeBootstrapped", script("tune-slurm-features")))) == []

@@ -21,6 +21,7 @@ RISK_CODES = (
     "stop-sequence-hides-failures",
     "version-of-another-object",
     "first-boot-only-undone-by-reboot",
+    "node-ready-terminates-active-node",
 )
 
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
@@ -178,7 +179,8 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
     words = _words_of(f"{script.name} {source.script_location.rsplit('/', 1)[-1]}")
     # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option.
     optional = script.on_error is None and _has_word(words, _OPTIONAL)
-    if optional and not (_has_word(words, _CHECK) and _has_word(words, _GUARDED)):
+    guarded_check = _has_word(words, _CHECK) and _has_word(words, _GUARDED)
+    if optional and not guarded_check:
         risks.append(
             Risk(
                 "optional-script-terminates",
@@ -251,6 +253,19 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 path,
                 f"{script.name!r} looks like node setup but runs in nodeReady, after slurmd registered: jobs "
                 "can start before it finishes; move it to nodeBootstrapped, or drain the node while it runs",
+            )
+        )
+    if stage == "nodeReady" and script.on_error is None and not optional and not guarded_check:
+        # Said once: an optional-looking one is told so above.
+        risks.append(
+            Risk(
+                "node-ready-terminates-active-node",
+                f"{path}.onError",
+                f"{script.name!r} runs in nodeReady on the default onError TERMINATE: PCS logs the node "
+                "ACTIVE before nodeReady runs and Slurm may already have given it jobs (the article), so a "
+                "failure terminates a node running them, and each replacement fails the same way; set "
+                "CONTINUE to keep the node (the article's ready-check), or TERMINATE to say it must not "
+                "serve without the script",
             )
         )
     return risks

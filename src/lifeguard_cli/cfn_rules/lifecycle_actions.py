@@ -164,6 +164,15 @@ class FirstBootOnlyUndoneByReboot(_LifeguardRule, CloudFormationLintRule):  # ty
     risk_code = "first-boot-only-undone-by-reboot"
 
 
+class NodeReadyTerminatesActiveNode(_LifeguardRule, CloudFormationLintRule):  # type: ignore[misc]
+    """A nodeReady script on the default onError TERMINATE: it fails on a node PCS already logged ACTIVE."""
+
+    id = "W9109"
+    shortdesc = "NodeReady script terminates an active node on failure"
+    description = "A NodeReady script on the default TERMINATE ends a node that may run jobs (Lifeguard)"
+    risk_code = "node-ready-terminates-active-node"
+
+
 # Each risk code of the layer (`lifeguard.risks.RISK_CODES`) and the rule that reports it.
 RISK_RULES: dict[str, type[_LifeguardRule]] = {
     str(rule.risk_code): rule
@@ -176,5 +185,6 @@ RISK_RULES: dict[str, type[_LifeguardRule]] = {
         StopSequenceHidesFailures,
         VersionOfAnotherObject,
         FirstBootOnlyUndoneByReboot,
+        NodeReadyTerminatesActiveNode,
     )
 }
