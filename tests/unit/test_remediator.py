@@ -1871,6 +1871,50 @@ def test_a_retried_change_whose_first_answer_was_lost_is_taken_as_made_not_as_so
     assert (change.action, change.status) == ("quarantine", "applied")
 
 
+@pytest.mark.parametrize("lifeguard_waited_on", ["its update refused for a conflict", "a throttled tag read"])
+def test_a_persons_fix_equal_to_lifeguards_change_made_while_it_waited_is_theirs_not_lifeguards(
+    lifeguard_waited_on: str,
+) -> None:
+    """The manual fix of a loop is Lifeguard's quarantine: the script switched to STOP_SEQUENCE. An operator
+    who makes it while Lifeguard waits (their update holds the group UPDATING, so PCS refuses Lifeguard's
+    with a conflict; or a retry of a tag read) left the group holding what Lifeguard wanted. That was taken
+    as Lifeguard's own attempt, its answer lost: RemediationApplied with an undo, counted by the rails, and
+    `lifeguard undo` without --force put the looping configuration back over the person's fix. With no
+    attempt PCS may have taken, it is the person's change: skipped, nothing to undo."""
+    world = World()
+    detection = world.detection()
+    tags, update = world.api.list_tags_for_resource, world.api.update_compute_node_group
+
+    def person_fixes() -> None:
+        update(
+            clusterIdentifier=CLUSTER,
+            computeNodeGroupIdentifier=GROUP,
+            nodeLifecycleActions=copy.deepcopy(QUARANTINED),
+        )
+
+    def tags_then_a_person_fixes(**params: Any) -> Any:
+        world.api.list_tags_for_resource = tags
+        if lifeguard_waited_on == "a throttled tag read":
+            person_fixes()
+            raise client_error("ThrottlingException", "ListTagsForResource")
+        answer = tags(**params)
+        person_fixes()  # the group is UPDATING when Lifeguard's update comes: a conflict
+        return answer
+
+    world.api.list_tags_for_resource = tags_then_a_person_fixes
+    [event] = world.remediator().handle_event(detection)
+    assert world.lifeguard_updates() == []
+    assert event.detail_type == "RemediationSkipped"
+    assert event.detail["undo"] is None
+    assert "someone else set the group to the configuration it would have set" in event.detail["reason"]
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert (change.action, change.status) == ("quarantine", "abandoned")
+    world.settle()
+    with pytest.raises(OperatorError, match="no change of"):
+        world.operator().undo(GROUP, CLUSTER)
+    assert world.group()["nodeLifecycleActions"] == QUARANTINED
+
+
 def test_a_configuration_too_large_to_keep_for_the_undo_is_not_changed() -> None:
     """PCS takes about 700 KB of lifecycle actions (40 scripts of 20 arguments of 256 characters): one that
     large cannot be kept in the ledger for an undo, nor in the audit trail, so it is not changed at all."""

@@ -88,9 +88,10 @@ class _MovedOnError(LifeguardError):
     """The group's configuration is no longer the one a change was planned on; `maybe_made` when an attempt
     before failed in a way that does not say PCS did not take it (a 5xx, a lost answer)."""
 
-    def __init__(self, maybe_made: bool) -> None:
+    def __init__(self, maybe_made: bool, *, as_intended: bool = False) -> None:
         super().__init__("the group's configuration moved on")
         self.maybe_made = maybe_made
+        self.as_intended = as_intended  # to the very configuration the change would have set
 
 
 # Failures of an update that say PCS did not take it: refused (throttled, a conflict) or never sent.
@@ -813,6 +814,11 @@ class Remediator:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
         except _MovedOnError as moved:
             why = f"the group's configuration changed while Lifeguard's {intent.action} waited to be retried"
+            if moved.as_intended:
+                why = (
+                    f"while Lifeguard's {intent.action} waited to be retried, someone else set the group to "
+                    "the configuration it would have set: their change, not Lifeguard's, and none to undo"
+                )
             if moved.maybe_made:  # an attempt before may have been taken, and someone changed it since
                 return self._unconfirmed(detection, ledger, intent, why)
             return self._abandon(detection, ledger, intent, f"{why}; nothing was changed")
@@ -848,9 +854,11 @@ class Remediator:
         the group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
         someone may have changed the group meanwhile, and their change is never overwritten
         (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
-        (its answer was lost): that is the answer. One that holds the configuration from before, set again
-        since an attempt PCS may have taken, has moved on too. `taken` gets, for each attempt that fails,
-        whether PCS may have made it all the same (an answer lost, not a refusal)."""
+        (its answer was lost): that is the answer, when an attempt may have been taken; with none, someone
+        else set it (an operator's own STOP_SEQUENCE, the manual fix of a loop), and it is theirs, never
+        claimed as Lifeguard's change (its undo would take their fix back). One that holds the configuration
+        from before, set again since an attempt PCS may have taken, has moved on too. `taken` gets, for each
+        attempt that fails, whether PCS may have made it all the same (an answer lost, not a refusal)."""
         attempts = 0
 
         def attempt() -> GroupSnapshot:
@@ -860,7 +868,9 @@ class Remediator:
                 group = self.pcs.get_group(cluster_id, group_id)
                 held = fingerprint_of(dict(group.node_lifecycle_actions or {}) or None)
                 if held == intent.fingerprint_after:
-                    return group
+                    if any(taken):
+                        return group
+                    raise _MovedOnError(False, as_intended=True)
                 # The configuration from before, set again since an attempt PCS may have taken: sent again,
                 # the update's clientToken would have PCS answer the first as made, and make nothing.
                 before = intent.modified_at_before
