@@ -123,6 +123,8 @@ _OPTIONAL = _words(_OPTIONAL_WORDS)
 _CHECK = _words(_CHECK_WORDS)
 _GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
+# A check, report or monitor of something (`verify-mounts`, `report-fsx`, `monitor-efs`) sets nothing up.
+_OBSERVING = _words((*_CHECK_WORDS, r"report(?:s|er|ers|ing|ed)?", r"monitor(?:s|ing|ed)?"))
 _REBOOT_UNDONE = _words(_REBOOT_UNDONE_WORDS)
 _LASTING = _words(_LASTING_WORDS)
 
@@ -246,7 +248,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
         )
     # A check or a report of setup (`verify-mounts`, `check-pip-packages`) sets nothing up for jobs to race:
     # it is the article's ready-check, where nodeReady is the place for it.
-    if stage == "nodeReady" and _has_word(words, _SETUP) and not _has_word(words, _OPTIONAL):
+    if stage == "nodeReady" and _has_word(words, _SETUP) and not _has_word(words, _OBSERVING):
         risks.append(
             Risk(
                 "node-ready-races-jobs",

@@ -150,17 +150,20 @@ class ConfigReviewHandler:
             if is_transient(exc):
                 raise  # Lambda's retries may cure it
             if self.clusters and call.cluster_id is None and exc.code == "AccessDeniedException":
-                # A cluster named by its name, and the stack's role reads only its ClusterIds: another
-                # stack's (every change of the account comes here). Not GroupsUnreadable, whose alarm pages.
+                # A cluster named by its name, and the stack's role reads only its ClusterIds: most likely
+                # another stack's (every change of the account comes here), though the name cannot be told
+                # apart from a watched cluster's. Not GroupsUnreadable, whose alarm would page for each; a
+                # watched cluster the role cannot read pages all the same, through the scaling log's reads.
                 logger.warning(
-                    "call %s: PCS refused reading cluster %s (AccessDeniedException): taken for a cluster "
-                    "outside the stack's ClusterIds, the only ones its role may read",
+                    "call %s: PCS refused reading cluster %s (AccessDeniedException): not reviewed, taken "
+                    "for a cluster outside the stack's ClusterIds (its role reads only those); were it one "
+                    "of them, grant pcs:GetComputeNodeGroup on it",
                     clip(call.event_id),
                     clip(call.cluster_identifier),
                 )
-                return self._ignore(
-                    summary, _NOT_WATCHED.format(cluster=clip(call.cluster_identifier)), call.event_id
-                )
+                named = clip(call.cluster_identifier)
+                unknown = f"cluster {named} is not known to be one of the stack's ClusterIds"
+                return self._ignore(summary, unknown, call.event_id)
             reason = f"GetComputeNodeGroup refused ({exc.code})"
             return self._unreadable(summary, reason, call.event_id, str(exc))
         except InvalidLifecycleConfigError as exc:
