@@ -574,6 +574,7 @@ class Operator:
                 "--cluster to look it up in PCS)"
             )
         if not matches:
+            refused = self._live(refused) if refused else refused  # a cluster since deleted holds no group
             unasked = f" (PCS refused to be asked in {', '.join(refused)})" if refused else ""
             raise OperatorError(
                 f"no compute node group {group} in Lifeguard's table{unasked}; check the name or id, or pass "
@@ -618,6 +619,11 @@ class Operator:
             return self.pcs.cluster_id(cluster)
         except GroupNotFoundError:
             return None
+        except AwsCallError as exc:
+            # PCS answers an id it does not have as it answers a missing grant: one it does not list is none.
+            if exc.code == "AccessDeniedException" and is_pcs_id(cluster) and not self._live([cluster]):
+                return None
+            raise
 
     # -- undo --
 

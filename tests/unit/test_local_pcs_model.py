@@ -147,6 +147,23 @@ def test_deleted_groups_are_gone_and_a_cluster_with_groups_cannot_be_deleted(pcs
     assert ok(pcs, "ListClusters")["clusters"] == []
 
 
+def test_a_cluster_id_pcs_does_not_have_is_refused_as_a_missing_grant_and_a_name_is_not_found(
+    pcs: LocalPcs,
+) -> None:
+    """PCS's model: AccessDeniedException when "the cluster ID doesn't exist" (a cluster deleted since, or
+    an id of another account). A local not-found sent Lifeguard down paths AWS never takes."""
+    create_group(pcs)
+    for operation, params in (
+        ("GetComputeNodeGroup", {"computeNodeGroupIdentifier": "lca-static"}),
+        ("ListComputeNodeGroups", {}),
+        ("GetCluster", {}),
+    ):
+        status, body = answer(pcs, operation, {"clusterIdentifier": "pcs_0000000000", **params})
+        assert (status, body["__type"]) == (403, "AccessDeniedException"), operation
+        status, body = answer(pcs, operation, {"clusterIdentifier": "no-such-cluster", **params})
+        assert (status, body["__type"]) == (404, "ResourceNotFoundException"), operation
+
+
 def test_tags_can_be_added_and_removed(pcs: LocalPcs) -> None:
     arn = create_group(pcs)["arn"]
     ok(pcs, "TagResource", resourceArn=arn, tags={"lifeguard:mode": "revert", "lifeguard:threshold": "3"})

@@ -3,7 +3,8 @@
 - `clock`: `ManualClock`, which moves only when told to, and the system clock a `LocalPcs` uses otherwise.
 - `resources`: `LocalPcs`, the clusters, compute node groups and queues it keeps, the faults injected into
   it and the `Call`s it received; `handle` validates each request and response against the PCS model,
-  encodes the answer as JSON 1.0 values (timestamps as epoch seconds) and refuses with a `PcsApiError`.
+  encodes the answer as JSON 1.0 values (timestamps in ISO 8601, UTC, as the model says for PCS's) and
+  refuses with a `PcsApiError`; a cluster id it does not have is refused as PCS does, AccessDeniedException.
 - `transport`: the HTTP side: the `X-Amz-Target` request handler, the loopback server, `LocalPcsServer`
   and `serve_local_pcs`, which serves a `LocalPcs` for the duration of a block.
 """

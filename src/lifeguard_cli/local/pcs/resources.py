@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
+from lifeguard.bounds import is_pcs_id
 from lifeguard.errors import Problem
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.pcs_model import service_model, validate_shape
@@ -370,7 +371,18 @@ class LocalPcs:
         )
 
     def _cluster(self, params: Mapping[str, Any]) -> _Resource:
-        return self._find("cluster", params["clusterIdentifier"], None)
+        identifier = params["clusterIdentifier"]
+        try:
+            return self._find("cluster", identifier, None)
+        except PcsApiError:
+            if is_pcs_id(identifier):
+                # PCS answers a cluster id it does not have as it answers a missing grant (its model's
+                # AccessDeniedException: "The cluster ID doesn't exist"); a name, as not found.
+                raise PcsApiError(
+                    "AccessDeniedException",
+                    f"not authorized to access cluster {identifier}, or the cluster ID doesn't exist",
+                ) from None
+            raise
 
     def _group(self, params: Mapping[str, Any]) -> _Resource:
         cluster = self._cluster(params)
