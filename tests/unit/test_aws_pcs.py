@@ -207,8 +207,11 @@ class _OutOfFormAnswers(_OddAnswers):
         {"clusterId": "not-an-id"},
         {"arn": "arn:aws:pcs:" + "x" * 3000},
         {"arn": None},
+        {"modifiedAt": None},
+        {"status": 7},
+        {"name": None},
     ],
-    ids=["huge-id", "cluster-name", "long-arn", "no-arn"],
+    ids=["huge-id", "cluster-name", "long-arn", "no-arn", "no-time", "status-number", "no-name"],
 )
 def test_an_answer_whose_ids_or_arn_are_not_of_pcs_s_form_is_refused(changed: dict[str, Any]) -> None:
     gateway = PcsGateway(_OutOfFormAnswers(**changed))  # type: ignore[arg-type]

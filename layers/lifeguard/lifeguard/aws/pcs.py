@@ -149,14 +149,17 @@ def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
     if not (is_pcs_id(cluster_id) and is_pcs_id(group_id) and _is_arn(arn)):
         shown = f"id {clip(group_id, 80)!r}, clusterId {clip(cluster_id, 80)!r}, arn {clip(arn, 80)!r}"
         raise AwsCallError(operation, "InvalidAnswer", f"ids or ARN not of PCS's form: {shown}")
-    modified: datetime = group["modifiedAt"]
+    modified, name, status = group.get("modifiedAt"), group.get("name"), group.get("status")
+    if not (isinstance(modified, datetime) and isinstance(name, str) and isinstance(status, str)):
+        shown = f"name {clip(name, 80)!r}, status {clip(status, 40)!r}, modifiedAt {clip(modified, 40)!r}"
+        raise AwsCallError(operation, "InvalidAnswer", f"a group without its name, status or time: {shown}")
     created = group.get("createdAt")
     return GroupSnapshot(
         cluster_id=str(cluster_id),
         group_id=str(group_id),
-        name=clip(group["name"], NAME_MAX),
+        name=clip(name, NAME_MAX),
         arn=str(arn),
-        status=clip(group["status"], STATUS_MAX),
+        status=clip(status, STATUS_MAX),
         modified_at_ms=int(modified.timestamp() * 1000),
         node_lifecycle_actions=group.get("nodeLifecycleActions"),
         created_at_ms=int(created.timestamp() * 1000) if isinstance(created, datetime) else None,
