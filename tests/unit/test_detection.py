@@ -129,6 +129,30 @@ def test_replacement_loop_rules(spec: str, expected: list[str] | None) -> None:
             None,
             None,
         ),
+        # A scale-up of ten whose first outcomes are failures, the rest still booting: undecided, no loop
+        # yet (the others coming up would make it none); once they came up, none.
+        (" ".join([f"L{n}@0" for n in range(1, 11)] + ["F1@4 F2@4 F3@4"]), SETTINGS, None, None),
+        (
+            " ".join(
+                [f"L{n}@0" for n in range(1, 11)] + ["F1@4 F2@4 F3@4"] + [f"S{n}@5" for n in range(4, 11)]
+            ),
+            SETTINGS,
+            None,
+            None,
+        ),
+        # Half of the ten failed: a loop whatever the rest do.
+        (
+            " ".join([f"L{n}@0" for n in range(1, 11)] + [f"F{n}@4" for n in range(1, 6)]),
+            SETTINGS,
+            None,
+            ("loop", ["i-1", "i-2", "i-3", "i-4", "i-5"]),
+        ),
+        # A loop's replacement, launched after its failure, holds nothing back; nor do launches whose
+        # outcome is half an hour overdue (nodes ended before they bootstrapped log none).
+        ("L1@0 F1@2 L2@5 F2@8 L3@9", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("L1@0 L2@0 F1@2 F2@2 L3@3 L4@3 L5@3", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("L7@0 L8@0 L9@0 L1@31 F1@33 L2@35 F2@37", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        ("L7@10 L8@10 L9@10 L1@31 F1@33 L2@35 F2@37", SETTINGS, None, None),
         # Four at once, three fail: at least half the window's boots failed, and they count as a loop.
         ("L1@0 L2@0 L3@0 L4@0 S1@2 F2@3 F3@3 F4@3", SETTINGS, None, ("loop", ["i-2", "i-3", "i-4"])),
         # Launched after the last node came up, failing in a row: a loop whatever came up before.

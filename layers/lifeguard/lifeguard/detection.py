@@ -359,7 +359,9 @@ def detect(
             and o.event_timestamp > newest - settings.window_ms
             and not _booted_beside(state, o, came_up)
         ]
-        if len(counted) >= settings.threshold:
+        if len(counted) >= settings.threshold and not _wave_undecided(
+            state, counted, len(failed), len(recent), modified_at
+        ):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     if unknown:  # without the successes: as many failures as half of enough outcomes of a newer one
         intermittent = 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
@@ -368,6 +370,29 @@ def detect(
     if intermittent:
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
+
+
+def _wave_undecided(
+    state: GroupState, counted: list[BootOutcome], failed: int, recent: int, modified_at: int | None
+) -> bool:
+    """Whether nodes launched with the failed ones (or before them), still booting, could yet show the
+    configuration boots: a scale-up launches many at once, and when its first outcomes are failures, its
+    siblings' successes, still to come, make them no loop (`_booted_beside`). Undecided while the failures
+    are fewer than half the window's boots with those siblings counted as successes; a loop's replacements,
+    launched after its failures, hold nothing back, nor does a launch whose outcome is `UNSEEN_LAUNCH_MS`
+    overdue (a node ended before it bootstrapped logs none)."""
+    launched = [at for o in counted if (at := state.launched_at(o)) is not None]
+    if not launched or not state.launches:
+        return False
+    newest = counted[-1].event_timestamp
+    siblings = sum(
+        1
+        for at in state.launches.values()
+        if at <= max(launched)
+        and at > newest - UNSEEN_LAUNCH_MS
+        and (modified_at is None or at >= modified_at)
+    )
+    return siblings > 0 and 2 * failed < recent + siblings
 
 
 def _launched_after(state: GroupState, outcomes: list[BootOutcome], known_until: int | None) -> bool:
