@@ -23,7 +23,7 @@ from lifeguard_cli.lint import lint_files, render_lint
 
 if TYPE_CHECKING:
     from lifeguard.errors import AwsCallError
-    from lifeguard_cli.operate import StackHealth
+    from lifeguard_cli.operate import StackHealth, StackView
 
 __all__ = ["app", "main"]
 
@@ -914,7 +914,7 @@ def status(
         if stack.parked:
             lines.append(f"parked events (inspect and redrive): {stack.parked}")
         if health is not None:
-            lines.append(_health_line(health))
+            lines.append(_health_line(health, stack))
             lines.extend(f"attention: {said}" for said in health.attention(stack))
             lines.extend(f"not read: {said}" for said in health.unread)
         _say(console, lines)  # an ARN, a queue's URL copied whole
@@ -926,23 +926,24 @@ def status(
         console.print("Lifeguard has seen no compute node group yet.")
 
 
-def _health_line(health: StackHealth) -> str:
-    """The stack's health in one line: what waits in its queues, who is told, which alarms fire."""
+def _health_line(health: StackHealth, stack: StackView) -> str:
+    """The stack's health in one line: what waits in its queues, who is told, which alarms fire. `-` for
+    what the stack has none of (a replay's keeps no queues or topics), `?` for what was not read (said on
+    a `not read:` line)."""
 
-    def count(value: int | None) -> str:
-        return "?" if value is None else str(value)
+    def count(value: int | None, there: str | None) -> str:
+        return "-" if not there else "?" if value is None else str(value)
 
-    def read_to_max(value: int | None) -> str:  # subscribers, alarms: read up to a bound
-        return f"{value}+" if value is not None and health.at_least(value) else count(value)
+    def read_to_max(value: int | None, there: str | None) -> str:  # subscribers, alarms: read to a bound
+        return f"{value}+" if value is not None and health.at_least(value) else count(value, there)
 
     firing = health.alarms_firing
-    alarms = "?" if firing is None else (read_to_max(len(firing)) if firing else "none")
+    alarms = "?" if firing is None else (read_to_max(len(firing), "alarms") if firing else "none")
     return (
-        f"health: parked events {count(health.parked_events)}, failed batches "
-        f"{count(health.failed_batches)}; subscribers: notifications "
-        f"{read_to_max(health.notification_subscribers)}, alarms {read_to_max(health.alarm_subscribers)}; "
-        "alarms in "
-        f"ALARM: {alarms}"
+        f"health: parked events {count(health.parked_events, stack.parked)}, failed batches "
+        f"{count(health.failed_batches, stack.failed)}; subscribers: notifications "
+        f"{read_to_max(health.notification_subscribers, stack.topic)}, alarms "
+        f"{read_to_max(health.alarm_subscribers, stack.alarms)}; alarms in ALARM: {alarms}"
     )
 
 
@@ -1066,11 +1067,24 @@ def _asked(question: str) -> bool:
     """The operator's yes to `question` (no by default). Ctrl-C or the end of input at the prompt is a no
     said as one ("nothing changed"): Ctrl-C exits 130, as it does anywhere else, not with Click's
     "Aborted!"."""
-    try:
-        return typer.confirm(question, default=False, err=True)
-    except typer.Abort as exc:
-        typer.echo("\nnothing changed", err=True)
-        raise typer.Exit(130 if isinstance(exc.__context__, KeyboardInterrupt) else 1) from None
+    # Asked on stderr and read here: Click's confirm writes the space after its prompt to stdout, which is
+    # the result's (a `--json` document would start with it).
+    while True:
+        typer.echo(f"{question} [y/N]: ", err=True, nl=False)
+        try:
+            answer = sys.stdin.readline()
+        except KeyboardInterrupt:
+            typer.echo("\nnothing changed", err=True)
+            raise typer.Exit(130) from None
+        if not answer:  # the end of input (Ctrl-D)
+            typer.echo("\nnothing changed", err=True)
+            raise typer.Exit(1)
+        word = answer.strip().lower()
+        if word in ("y", "yes"):
+            return True
+        if word in ("", "n", "no"):
+            return False
+        typer.echo("Error: invalid input", err=True)
 
 
 def _last_action_text(last: dict[str, Any], format_time: Any) -> str:

@@ -127,13 +127,17 @@ class UndoResult:
     diff: list[dict[str, Any]]
     lines: list[str]
     fingerprint_then: str | None = None  # the group's configuration when this was worked out
+    dry_run: bool = False
+    forced: bool = False  # the group changed since Lifeguard's change, and --force puts it back over that
 
     def to_dict(self) -> dict[str, Any]:
-        """As `--json` prints it."""
+        """As `--json` prints it: the table's facts, its lines (the warnings with them) included."""
         return {
             "cluster_id": self.cluster_id,
             "compute_node_group_id": self.group_id,
             "applied": self.applied,
+            "dry_run": self.dry_run,
+            "forced": self.forced,
             "undoes": {
                 "episode_id": self.change.episode_id,
                 "action": self.change.action,
@@ -141,6 +145,7 @@ class UndoResult:
             },
             "config_after": self.change.config_before,
             "diff": self.diff,
+            "lines": self.lines,
         }
 
 
@@ -719,6 +724,7 @@ class Operator:
         earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
         if earlier is not None:
             return earlier
+        forced = False
         lines = [f"undoes {change.action} of {said_time(change.at)} (episode {change.episode_id})"]
         lines += [f"  lets go {c.action} of {said_time(c.at)}: set out, never taken by PCS" for c in unmade]
         # Lifeguard's configuration set again since, by someone else (a template that took it in): the same
@@ -756,6 +762,7 @@ class Operator:
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"
             )
+            forced = True
         changes = diff_api_configs(current, change.config_before)
         lines += [f"  {c.describe()}" for c in changes] or ["  no change"]
         if changes:
@@ -775,7 +782,9 @@ class Operator:
                 lines.append(f"  then Lifeguard {left_to_people(f'episode {change.episode_id}')}")
         diff = [c.to_detail() for c in changes]
         if dry_run:
-            return _shown(cluster, group_id, change=change, diff=diff, lines=lines, current=current)
+            return _shown(
+                cluster, group_id, change=change, diff=diff, lines=lines, current=current, forced=forced
+            )
         if group.status != "ACTIVE":
             raise OperatorError(f"{group_id} is {group.status}; try again when it is ACTIVE")
         if change.config_before is None:
@@ -850,7 +859,7 @@ class Operator:
                 actor="operator",
             ),
         )
-        return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"])
+        return UndoResult(cluster, group_id, True, change, diff, [*lines, "applied"], forced=forced)
 
     def _earlier_undo(
         self,
@@ -939,10 +948,12 @@ def _shown(
     diff: list[dict[str, Any]],
     lines: list[str],
     current: dict[str, Any] | None,
+    forced: bool = False,
 ) -> UndoResult:
     """A dry run's result: what the undo would do, and the group's configuration it was worked out on."""
+    said = [*lines, "dry run: nothing changed"]
     return UndoResult(
-        cluster, group_id, False, change, diff, [*lines, "dry run: nothing changed"], fingerprint_of(current)
+        cluster, group_id, False, change, diff, said, fingerprint_of(current), dry_run=True, forced=forced
     )
 
 

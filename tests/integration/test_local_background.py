@@ -425,3 +425,50 @@ def test_after_eval_local_up_a_replay_keep_is_what_local_finds(env: dict[str, st
     preview = lifeguard(*arguments, "--dry-run", env=shell)
     assert preview.returncode == 0, preview.stderr
     assert "dry run: nothing changed" in preview.stdout
+
+
+_HANDED_OVER = """
+import sys, time
+from lifeguard_cli.local import background
+
+def work(ready):
+    print("kept: the local AWS serves on", flush=True)
+    time.sleep(1.5)  # the command is interrupted meanwhile
+    ready({"environ": {}, "table": None, "stack_name": "pcs-lifeguard-local", "mode": "notify"})
+    background.serve_until_stopped()
+
+sys.exit(background.in_background(work))
+"""
+
+
+def test_a_local_aws_said_kept_stays_kept_when_its_command_is_interrupted_before_it_is_up(
+    env: dict[str, str],
+) -> None:
+    """Ctrl-C on `replay --keep` after it said "kept", before its local AWS was up: the new one wrote its
+    state, found the command gone (a broken pipe) and tore itself down, the state with it, and the one it
+    had replaced was stopped already: "kept", and nothing left. What was said kept is kept."""
+    import signal
+
+    command = subprocess.Popen(
+        [sys.executable, "-c", _HANDED_OVER],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert command.stdout is not None
+    assert command.stdout.readline().startswith("kept:")
+    command.send_signal(signal.SIGINT)
+    command.communicate(timeout=60)
+    state_file = Path(env["LIFEGUARD_LOCAL_STATE"])
+    deadline = time.monotonic() + 30
+    while not state_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)  # a child torn down by the broken pipe would take its state with it by now
+    state = json.loads(state_file.read_text())
+    try:
+        assert alive(state["pid"])
+        assert lifeguard("local", "down", env=env).returncode == 0
+    finally:
+        if alive(state["pid"]):
+            os.kill(state["pid"], signal.SIGTERM)

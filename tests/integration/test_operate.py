@@ -762,6 +762,7 @@ def test_undo_on_a_terminal_shows_the_change_and_asks_first(env: Env, answer: st
     assert (done.returncode, env.config() == TERMINATE) == ((0, True) if changed else (1, False))
     assert ("nothing changed" in done.stderr) is not changed
     assert done.stdout.rstrip().endswith("applied") is changed
+    assert not done.stdout.startswith(" ")  # the prompt's space too is on stderr, not in the result
 
 
 def test_undo_at_its_prompt_ended_by_ctrl_d_or_ctrl_c_says_nothing_changed(env: Env) -> None:

@@ -2434,10 +2434,30 @@ def test_undo_json_says_what_it_puts_back_and_whether_it_did() -> None:
     assert (shown["cluster_id"], shown["compute_node_group_id"]) == (CLUSTER, GROUP)
     assert shown["undoes"]["action"] == "quarantine"
     assert [d["path"] for d in shown["diff"]] == ["stages.nodeBootstrapped[0].onError"]
+    assert (shown["dry_run"], shown["forced"]) == (True, False)
+    assert shown["lines"][-1] == "dry run: nothing changed"
     done = operator.undo(GROUP, CLUSTER).to_dict()
     assert done["applied"] is True
+    assert (done["dry_run"], done["forced"]) == (False, False)
     assert done["config_after"] == TERMINATE
     assert world.group()["nodeLifecycleActions"] == TERMINATE
+
+
+def test_undo_json_says_a_forced_undo_puts_back_over_a_change_since_and_the_warnings_the_table_shows() -> (
+    None
+):
+    """A script could not tell a forced dry run from a plain one, nor see the warnings the table printed
+    (the group changed since, the episode not over)."""
+    world, _ = _quarantined()
+    world.api.update_compute_node_group(  # someone sets the group again since
+        clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=copy.deepcopy(GOOD)
+    )
+    world.settle()
+    shown = world.operator().undo(GROUP, CLUSTER, dry_run=True, force=True)
+    document = shown.to_dict()
+    assert (document["dry_run"], document["forced"], document["applied"]) == (True, True, False)
+    assert document["lines"] == shown.lines
+    assert any("the group changed since Lifeguard's change" in line for line in document["lines"])
 
 
 def test_a_group_name_in_two_clusters_is_refused_not_guessed() -> None:

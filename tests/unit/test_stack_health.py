@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from lifeguard_cli.cli import _health_line
@@ -114,10 +115,26 @@ def test_counts_read_up_to_their_bound_say_there_may_be_more() -> None:
     assert (health.parked_events, health.notification_subscribers) == (150, 100)
     assert health.alarms_firing is not None
     assert len(health.alarms_firing) == 100
-    line = _health_line(health)
+    line = _health_line(health, STACK)
     assert line.startswith("health: parked events 150, failed batches 150; subscribers: notifications 100+,")
     assert line.endswith("alarms in ALARM: 100+")
     assert health.to_dict()["read_max"] == 100
+
+
+def test_what_a_stack_has_none_of_is_a_dash_and_what_was_not_read_a_question_mark() -> None:
+    """A replay's stack keeps no queues or topics: its health read `?` for each, with no `not read:` line to
+    say why, as if reads had failed."""
+    bare = replace(STACK, topic=None, alarms=None, parked=None, failed=None)
+    clients: dict[str, Any] = {"dynamodb": FakeDynamoDB(), "cloudwatch": _Paged([{"MetricAlarms": []}])}
+    health = Operator("t", client=clients.__getitem__, stack=bare).health()
+    assert health is not None
+    assert health.unread == ()
+    line = _health_line(health, bare)
+    assert line == (
+        "health: parked events -, failed batches -; subscribers: notifications -, alarms -; "
+        "alarms in ALARM: none"
+    )
+    assert "?" in _health_line(replace(health, parked_events=None), STACK)
 
 
 class _Queues:

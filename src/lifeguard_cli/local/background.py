@@ -186,9 +186,12 @@ def in_background(
         path = state_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**state, "pid": os.getpid(), "started": _started(os.getpid())}, indent=2))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.write(1, READY)
+        # The parent may be gone (Ctrl-C as this one came up, after it relayed what is kept): what it said
+        # is kept is kept all the same, not torn down by the broken pipe.
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.write(1, READY)
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
 
