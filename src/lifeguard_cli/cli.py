@@ -1070,8 +1070,8 @@ def _asked(question: str) -> bool:
     # Asked on stderr and read here: Click's confirm writes the space after its prompt to stdout, which is
     # the result's (a `--json` document would start with it).
     while True:
-        typer.echo(f"{question} [y/N]: ", err=True, nl=False)
         try:
+            typer.echo(f"{question} [y/N]: ", err=True, nl=False)  # a Ctrl-C once it is shown is caught
             answer = sys.stdin.readline()
         except KeyboardInterrupt:
             typer.echo("\nnothing changed", err=True)
