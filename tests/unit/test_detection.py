@@ -147,12 +147,48 @@ def test_replacement_loop_rules(spec: str, expected: list[str] | None) -> None:
             None,
             ("loop", ["i-1", "i-2", "i-3", "i-4", "i-5"]),
         ),
-        # A loop's replacement, launched after its failure, holds nothing back; nor do launches whose
-        # outcome is half an hour overdue (nodes ended before they bootstrapped log none).
+        # A loop's replacement, launched after its failure, holds nothing back; nor do launches still
+        # silent while nodes launched later told their outcomes (nodes ended before they bootstrapped, a
+        # spot instance taken back, a scale-up cancelled, log none), nor launches half an hour overdue.
         ("L1@0 F1@2 L2@5 F2@8 L3@9", SETTINGS, None, ("loop", ["i-1", "i-2"])),
         ("L1@0 L2@0 F1@2 F2@2 L3@3 L4@3 L5@3", SETTINGS, None, ("loop", ["i-1", "i-2"])),
         ("L7@0 L8@0 L9@0 L1@31 F1@33 L2@35 F2@37", SETTINGS, None, ("loop", ["i-1", "i-2"])),
-        ("L7@10 L8@10 L9@10 L1@31 F1@33 L2@35 F2@37", SETTINGS, None, None),
+        ("L7@10 L8@10 L9@10 L1@31 F1@33 L2@35 F2@37", SETTINGS, None, ("loop", ["i-1", "i-2"])),
+        # A busy group's script broken in place: a node launched at the breakage never boots (taken back),
+        # every later one fails: a loop at the second failure, whatever the successes before.
+        (
+            "L1@0 S1@3 L2@3 S2@6 L3@6 S3@9 L4@9 L5@10 F5@14 L6@13 F6@17",
+            SETTINGS,
+            None,
+            ("loop", ["i-5", "i-6"]),
+        ),
+        # A scale-up of ten after a change, two fail, eight are ended while they boot (the job cancelled):
+        # undecided at the second failure; the next node launched fails, and the loop is told.
+        (" ".join([f"L{n}@0" for n in range(1, 11)] + ["F1@4 F2@4"]), SETTINGS, None, None),
+        (
+            " ".join([f"L{n}@0" for n in range(1, 11)] + ["F1@4 F2@4 L11@6 F11@10"]),
+            SETTINGS,
+            None,
+            ("loop", ["i-1", "i-2", "i-11"]),
+        ),
+        # Twenty at once, the first five to finish fail: not intermittent either while fifteen still boot,
+        # and no loop once they came up.
+        (
+            " ".join([f"L{n}@0" for n in range(1, 21)] + [f"F{n}@4" for n in range(1, 6)]),
+            SETTINGS,
+            None,
+            None,
+        ),
+        (
+            " ".join(
+                [f"L{n}@0" for n in range(1, 21)]
+                + [f"F{n}@4" for n in range(1, 6)]
+                + [f"S{n}@5" for n in range(6, 21)]
+            ),
+            SETTINGS,
+            None,
+            None,
+        ),
         # Four at once, three fail: at least half the window's boots failed, and they count as a loop.
         ("L1@0 L2@0 L3@0 L4@0 S1@2 F2@3 F3@3 F4@3", SETTINGS, None, ("loop", ["i-2", "i-3", "i-4"])),
         # Launched after the last node came up, failing in a row: a loop whatever came up before.

@@ -70,6 +70,8 @@ TAG_THRESHOLD_LEAST = 2
 # How long after a configuration change an instance whose LAUNCHED was not seen may still have been launched
 # before it: longer than a PCS node takes from launch to its bootstrap outcome (the article's: 2-7 minutes).
 UNSEEN_LAUNCH_MS = 30 * 60 * 1000
+# Nodes launched within this of each other may tell their outcomes in any order (`_wave_undecided`).
+WAVE_SLACK_MS = 2 * 60 * 1000
 MAX_WINDOW_MINUTES = 7 * 24 * 60
 MODES = ("quarantine", "revert", "notify", "off")
 DEFAULT_MODE = "notify"  # a group without a lifeguard:mode tag, when the stack says nothing else
@@ -367,28 +369,31 @@ def detect(
         intermittent = 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
         intermittent = len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
-    if intermittent:
+    if intermittent and not _wave_undecided(state, failed, len(failed), len(recent), modified_at):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
 
 def _wave_undecided(
-    state: GroupState, counted: list[BootOutcome], failed: int, recent: int, modified_at: int | None
+    state: GroupState, failures: list[BootOutcome], failed: int, recent: int, modified_at: int | None
 ) -> bool:
-    """Whether nodes launched with the failed ones (or before them), still booting, could yet show the
-    configuration boots: a scale-up launches many at once, and when its first outcomes are failures, its
-    siblings' successes, still to come, make them no loop (`_booted_beside`). Undecided while the failures
-    are fewer than half the window's boots with those siblings counted as successes; a loop's replacements,
-    launched after its failures, hold nothing back, nor does a launch whose outcome is `UNSEEN_LAUNCH_MS`
-    overdue (a node ended before it bootstrapped logs none)."""
-    launched = [at for o in counted if (at := state.launched_at(o)) is not None]
+    """Whether nodes launched with the failed ones, still booting, could yet show the configuration boots:
+    a scale-up launches many at once, and when its first outcomes are failures, its siblings' successes,
+    still to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half
+    the window's boots with those siblings counted as successes. A sibling is a launch without an outcome,
+    made with the failed ones or before them and after the newest-launched node with an outcome less
+    `WAVE_SLACK_MS` (outcomes come about in launch order: one launched earlier and still silent is no
+    longer booting, a node ended before it bootstrapped logs no outcome), and at most `UNSEEN_LAUNCH_MS`
+    before the newest failure. A loop's replacements, launched after its failures, hold nothing back."""
+    launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
-    newest = counted[-1].event_timestamp
+    newest = max(o.event_timestamp for o in failures)
+    latest = max(at for o in state.outcomes.values() if (at := state.launched_at(o)) is not None)
     siblings = sum(
         1
         for at in state.launches.values()
-        if at <= max(launched)
+        if latest - WAVE_SLACK_MS < at <= max(launched)
         and at > newest - UNSEEN_LAUNCH_MS
         and (modified_at is None or at >= modified_at)
     )
