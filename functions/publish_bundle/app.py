@@ -15,6 +15,7 @@ for a timeout.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import logging
 import os
@@ -238,7 +239,7 @@ class _Responder:
                 with urllib.request.urlopen(request, timeout=RESPONSE_TIMEOUT_SECONDS) as response:
                     logger.info("answered %s (HTTP %s)", status, response.status)
                     return
-            except OSError as exc:
+            except (OSError, http.client.HTTPException) as exc:  # an answer not HTTP (BadStatusLine) too
                 logger.warning("answering %s failed (attempt %d): %s", status, attempt, type(exc).__name__)
                 time.sleep(attempt)
 

@@ -401,6 +401,18 @@ def test_the_handler_returns_only_once_a_fired_watchdog_has_answered(
     assert answers.only()["Reason"] == "timed out publishing the node bundle"  # sent before the return
 
 
+def test_an_answer_met_with_no_http_status_is_sent_again(
+    package: Path, answers: ResponseSink, aws: Any
+) -> None:
+    """A malformed reply (BadStatusLine, not an OSError) ended the answer after one attempt, and the handler
+    returned normally: no answer, no retry, and CloudFormation waiting its hour."""
+    answers.garble = 1
+    load_function(package).lambda_handler(
+        cfn_event("Create", answers.url, versioned_bucket(aws)), FakeContext()
+    )
+    assert answers.only()["Status"] == "SUCCESS"
+
+
 def test_a_failed_answer_fits_cloudformation_s_4_kib_whatever_its_reason_holds(
     package: Path, answers: ResponseSink, aws: Any
 ) -> None:

@@ -22,6 +22,7 @@ class ResponseSink:
     url: str = ""
     received: list[tuple[str, dict[str, str], dict[str, Any]]] = field(default_factory=list)
     refuse: int = 0  # PUTs to answer 503 (S3's SlowDown) before taking one
+    garble: int = 0  # PUTs to answer with no HTTP status line at all (a proxy gone wrong) before taking one
 
     @property
     def responses(self) -> list[dict[str, Any]]:
@@ -43,6 +44,11 @@ def serve_cloudformation_responses() -> Iterator[ResponseSink]:
     class Handler(BaseHTTPRequestHandler):
         def do_PUT(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if sink.garble > 0:
+                sink.garble -= 1
+                self.wfile.write(b"garbage\r\n\r\n")
+                self.close_connection = True
+                return
             if sink.refuse > 0:
                 sink.refuse -= 1
                 self.send_response(503)
