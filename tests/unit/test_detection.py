@@ -162,6 +162,25 @@ def test_replacement_loop_rules(spec: str, expected: list[str] | None) -> None:
             None,
             ("loop", ["i-5", "i-6"]),
         ),
+        # The same with a node launched among the failing ones still silent: the window's successes from
+        # before the breakage weigh nothing against the wave's failures (they held the loop back for long).
+        (
+            "L1@0 S1@3 L2@3 S2@6 L3@6 S3@9 L5@10 L4@12.5 F5@14 L6@13 F6@17",
+            SETTINGS,
+            None,
+            ("loop", ["i-5", "i-6"]),
+        ),
+        # A wave of eight whose two fast failures come first, a second wave of four, one of which fails,
+        # and six of the first still booting (slower than the failures, within twice their boot): no loop.
+        (
+            " ".join(
+                [f"L{n}@0" for n in range(1, 9)] + ["F1@1.7 F2@1.8"] + [f"L{n}@2.5" for n in range(9, 13)]
+            )
+            + " F9@4.2",
+            SETTINGS,
+            None,
+            None,
+        ),
         # A scale-up of ten after a change, two fail, eight are ended while they boot (the job cancelled):
         # undecided at the second failure; the next node launched fails, and the loop is told.
         (" ".join([f"L{n}@0" for n in range(1, 11)] + ["F1@4 F2@4"]), SETTINGS, None, None),

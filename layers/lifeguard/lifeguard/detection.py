@@ -361,43 +361,46 @@ def detect(
             and o.event_timestamp > newest - settings.window_ms
             and not _booted_beside(state, o, came_up)
         ]
-        if len(counted) >= settings.threshold and not _wave_undecided(
-            state, counted, len(failed), len(recent), modified_at
-        ):
+        if len(counted) >= settings.threshold and not _wave_undecided(state, counted, modified_at):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     if unknown:  # without the successes: as many failures as half of enough outcomes of a newer one
         intermittent = 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
         intermittent = len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
-    if intermittent and not _wave_undecided(state, failed, len(failed), len(recent), modified_at):
+    if intermittent and not _wave_undecided(state, failed, modified_at):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
 
-def _wave_undecided(
-    state: GroupState, failures: list[BootOutcome], failed: int, recent: int, modified_at: int | None
-) -> bool:
-    """Whether nodes launched with the failed ones, still booting, could yet show the configuration boots:
-    a scale-up launches many at once, and when its first outcomes are failures, its siblings' successes,
-    still to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half
-    the window's boots with those siblings counted as successes. A sibling is a launch without an outcome,
-    made with the failed ones or before them and after the newest-launched node with an outcome less
-    `WAVE_SLACK_MS` (outcomes come about in launch order: one launched earlier and still silent is no
-    longer booting, a node ended before it bootstrapped logs no outcome), and at most `UNSEEN_LAUNCH_MS`
-    before the newest failure. A loop's replacements, launched after its failures, hold nothing back."""
+def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at: int | None) -> bool:
+    """Whether nodes launched with `failures`, still booting, could yet show the configuration boots: a
+    scale-up launches many at once, and when its first outcomes are failures, its siblings' successes, still
+    to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half of the
+    outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
+    `WAVE_SLACK_MS`) with the siblings counted as successes; the window's older successes, which a loop
+    after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, no
+    later than the newest failed node's (a loop's replacements, launched after its failures, hold nothing
+    back), and younger than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
+    `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
+    cancelled) logs no outcome, and holds nothing back once its boot is overdue."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
+    start, last = min(launched) - WAVE_SLACK_MS, max(launched)
     newest = max(o.event_timestamp for o in failures)
-    latest = max(at for o in state.outcomes.values() if (at := state.launched_at(o)) is not None)
+    outcomes = state.outcomes.values()
+    boots = [o.event_timestamp - at for o in outcomes if (at := state.launched_at(o)) is not None]
+    booting_for = min(UNSEEN_LAUNCH_MS, 2 * max(boots, default=0) + WAVE_SLACK_MS)
     siblings = sum(
         1
         for at in state.launches.values()
-        if latest - WAVE_SLACK_MS < at <= max(launched)
-        and at > newest - UNSEEN_LAUNCH_MS
-        and (modified_at is None or at >= modified_at)
+        if start <= at <= last and newest - at < booting_for and (modified_at is None or at >= modified_at)
     )
-    return siblings > 0 and 2 * failed < recent + siblings
+    if not siblings:
+        return False
+    wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= start]
+    failed = sum(1 for o in wave if not o.succeeded)
+    return 2 * failed < len(wave) + siblings
 
 
 def _launched_after(state: GroupState, outcomes: list[BootOutcome], known_until: int | None) -> bool:
