@@ -203,6 +203,15 @@ def test_the_bundle_publisher_may_write_and_head_only_under_lifeguard() -> None:
     assert publish["Resource"] == {"Fn::Sub": "${NodeBundleBucket.Arn}/lifeguard/*"}
 
 
+def test_a_bundle_publication_that_never_answers_fails_the_deployment_within_minutes_not_an_hour() -> None:
+    """CloudFormation waits an hour for a custom resource's answer by default. The function answers within
+    its timeout (a watchdog first), and Lambda retries a crash twice: three tries fit the resource's bound."""
+    found = template()["Resources"]
+    timeout = found["NodeBundleFunction"]["Properties"]["Timeout"]
+    bound = found["NodeBundle"]["Properties"]["ServiceTimeout"]
+    assert 3 * timeout < bound <= 900
+
+
 def test_only_the_bundle_publisher_may_put_or_delete_what_nodes_run() -> None:
     # Anyone else who could put an object there could have the next deploy pin it, or delete the versions
     # enrolled nodes pin (their shipper then gone without a word: the installer is CONTINUE).
