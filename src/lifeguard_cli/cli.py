@@ -931,14 +931,14 @@ def _health_line(health: StackHealth, stack: StackView) -> str:
     what the stack has none of (a replay's keeps no queues or topics), `?` for what was not read (said on
     a `not read:` line)."""
 
-    def count(value: int | None, there: str | None) -> str:
+    def count(value: int | None, there: object = True) -> str:  # `there`: falsy when the stack has none
         return "-" if not there else "?" if value is None else str(value)
 
-    def read_to_max(value: int | None, there: str | None) -> str:  # subscribers, alarms: read to a bound
+    def read_to_max(value: int | None, there: object = True) -> str:  # subscribers, alarms: to a bound
         return f"{value}+" if value is not None and health.at_least(value) else count(value, there)
 
     firing = health.alarms_firing
-    alarms = "?" if firing is None else (read_to_max(len(firing), "alarms") if firing else "none")
+    alarms = "?" if firing is None else (read_to_max(len(firing)) if firing else "none")
     return (
         f"health: parked events {count(health.parked_events, stack.parked)}, failed batches "
         f"{count(health.failed_batches, stack.failed)}; subscribers: notifications "

@@ -22,7 +22,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
-from lifeguard.aws.pcs import ANSWER_UNREAD_CODES, GroupSnapshot, PcsGateway, is_transient
+from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
 from lifeguard.bounds import clip, clock_time, is_pcs_id
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
@@ -32,7 +32,7 @@ from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.remediation import AppliedChange, AuditEntry, Ledger
 from lifeguard.remediation.apply import ChangeMaker
 from lifeguard.remediation.rails import left_to_people
-from lifeguard.remediation.remediator import NOT_TAKEN_CODES
+from lifeguard.remediation.remediator import NOT_TAKEN_CODES, may_have_taken
 from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.store.remediations import RemediationStore
@@ -828,7 +828,7 @@ class Operator:
                     f"PCS did not take the undo of {group_id} ({exc.code}): nothing was undone; run "
                     "lifeguard undo again in a minute"
                 ) from None
-            if not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES:
+            if not may_have_taken(exc):
                 maker.abandoned(cluster, group_id, ledger=ledger, intent=undo)  # PCS refused: nothing undone
                 raise
             # PCS may have taken it, its answer lost or unreadable: the undo stays set out, and the next run

@@ -34,16 +34,17 @@ _CHECK_WORDS = (
     r"validat(?:e|es|ed|ing|ion|ions|or|ors)",
     r"test(?:s|er|ers|ing|ed)?",
 )
+# Of them, the words of a report or a watch of something: with a check's, what sets nothing up (`_OBSERVING`).
+_REPORT_WORDS = (r"report(?:s|er|ers|ing|ed)?", r"monitor(?:s|ing|ed)?")
 _OPTIONAL_WORDS = (
     r"optional",
     *_CHECK_WORDS,
+    *_REPORT_WORDS,
     r"debug(?:s|ging|ger)?",
     r"diag(?:s|nose|noses|nosis|nostic|nostics)?",
-    r"report(?:s|er|ers|ing|ed)?",
     r"record(?:s|er|ing|ed)?",
     r"notif(?:y|ies|ied|ier|ying|ication|ications)",
     r"metric(?:s)?",
-    r"monitor(?:s|ing|ed)?",
     r"telemetry",
     r"banner(?:s)?",
     r"motd",
@@ -124,7 +125,7 @@ _CHECK = _words(_CHECK_WORDS)
 _GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
 # A check, report or monitor of something (`verify-mounts`, `report-fsx`, `monitor-efs`) sets nothing up.
-_OBSERVING = _words((*_CHECK_WORDS, r"report(?:s|er|ers|ing|ed)?", r"monitor(?:s|ing|ed)?"))
+_OBSERVING = _words((*_CHECK_WORDS, *_REPORT_WORDS))
 _REBOOT_UNDONE = _words(_REBOOT_UNDONE_WORDS)
 _LASTING = _words(_LASTING_WORDS)
 

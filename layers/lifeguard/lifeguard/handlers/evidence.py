@@ -89,7 +89,8 @@ class GroupEvidence:
         group = self._read()
         reports = group.reports
         at = outcome.event_timestamp  # the launch boot's runs only (a reboot's say nothing of it)
-        own = self._instance_read(instance) if not (group.reports_complete and group.marks_complete) else None
+        complete = group.reports_complete and group.marks_complete
+        own = None if complete else self._instance_read(instance)
         if not group.reports_complete and own is not None:
             reports = own.reports
             if not own.reports_complete and scripts:
@@ -110,7 +111,7 @@ class GroupEvidence:
             # Past the decision's reads of single instances, a node whose runs the group's read may not hold
             # is not known to have run clean, nor to have sent nothing: a flood of runs under another id
             # would otherwise let a node whose script failed prove its configuration good.
-            return clean if own is not None or (group.reports_complete and group.marks_complete) else _UNREAD
+            return clean if complete or own is not None else _UNREAD
         # A boot with a failed run is judged on its failures; the scripts that ran clean in it, and failed
         # in no report of it, still say which ready checks its node passed (`awaits_ready_checks`: a kept
         # node seen to stay up). A mark of a script a report says failed proves nothing: any node can write

@@ -62,7 +62,14 @@ from lifeguard.remediation.settings import RemediationSettings
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
 
-__all__ = ["NOT_TAKEN_CODES", "RemediationBusyError", "RemediationParkedError", "Remediator", "undo_command"]
+__all__ = [
+    "NOT_TAKEN_CODES",
+    "RemediationBusyError",
+    "RemediationParkedError",
+    "Remediator",
+    "may_have_taken",
+    "undo_command",
+]
 
 # The answer to a replacement loop that no change of Lifeguard's caused.
 _REPLACED_CLEAN = (
@@ -107,6 +114,14 @@ NOT_TAKEN_CODES = frozenset(
         "ProxyConnectionError",
     }
 )
+
+
+def may_have_taken(exc: AwsCallError) -> bool:
+    """Whether PCS may have made an update whose call failed with `exc`: its answer lost or unreadable. Not
+    when it was throttled, a conflict or never sent (`NOT_TAKEN_CODES`), nor refused for the change itself
+    (a value, a permission: not transient, its answer read)."""
+    refused = not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES
+    return exc.code not in NOT_TAKEN_CODES and not refused
 
 
 class RemediationParkedError(LifeguardError):
@@ -882,8 +897,7 @@ class Remediator:
             except AwsCallError as exc:
                 # Taken perhaps: an answer lost or unreadable. Not: throttled, a conflict, no connection,
                 # or a refusal of the change itself (a value, a permission: PCS made nothing).
-                refused = not is_transient(exc) and exc.code not in ANSWER_UNREAD_CODES
-                taken.append(exc.code not in NOT_TAKEN_CODES and not refused)
+                taken.append(may_have_taken(exc))
                 raise
 
         return attempt
