@@ -857,3 +857,29 @@ def test_the_dashboard_charts_every_controller_event() -> None:
     charted = set(re.findall(r'"(\w+)", "service"|\[".", "(\w+)"', widget))
     names = {first or second for first, second in charted}
     assert names >= set(DETAIL_TYPES)
+
+
+def test_each_stack_counts_its_own_metrics_in_its_alarms_and_dashboard() -> None:
+    """The stacks of one account and region share the namespace: the functions' metrics carry the stack's
+    name (Powertools' service), and every alarm and chart of them reads that name only. With a service
+    every stack shared, a second stack's ignored records diluted the first one's unreadable share below its
+    alarm's threshold, and each stack's alarms paged for the other's groups."""
+    found = template()
+    environment = found["Globals"]["Function"]["Environment"]["Variables"]
+    assert environment["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+    namespace = environment["POWERTOOLS_METRICS_NAMESPACE"]
+    read: list[Any] = []
+    for resource in resources().values():
+        if resource.get("Type") != "AWS::CloudWatch::Alarm":
+            continue
+        properties = resource["Properties"]
+        stats = [m["MetricStat"]["Metric"] for m in properties.get("Metrics", []) if "MetricStat" in m]
+        for metric in [properties, *stats]:
+            if metric.get("Namespace") == namespace:
+                read.append(metric["Dimensions"])
+    assert len(read) >= 6
+    assert all(dims == [{"Name": "service", "Value": {"Ref": "AWS::StackName"}}] for dims in read), read
+    body = resources()["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"][0]
+    charted = re.findall(rf'\["{namespace}", "\w+", "service", "([^"]*)"\]', body)
+    assert len(charted) == 3
+    assert set(charted) == {"${AWS::StackName}"}
