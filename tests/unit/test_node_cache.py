@@ -149,6 +149,123 @@ def test_a_cache_folder_others_may_write_is_made_pcss_again(tmp_path: Path) -> N
     assert len(fetcher.tries) == 2
 
 
+OTHER_UID = 65534  # nobody
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="making a file another user's takes root")
+
+
+def plant(
+    folder: Path,
+    name: str,
+    script: bytes,
+    source: ScriptSource,
+    *,
+    uid: int | None = OTHER_UID,
+    bits: int = 0o755,
+) -> None:
+    """What a user who may write `folder` puts there: a script of theirs under `name` and the record of the
+    source the configuration names, so that the copy looks fetched from it."""
+    folder.mkdir(exist_ok=True)
+    for path, data in (
+        (folder / name, script),
+        (folder / f"{name}.source.json", json.dumps(source.as_record()).encode()),
+    ):
+        path.unlink(missing_ok=True)
+        path.write_bytes(data)
+        path.chmod(bits)
+        if uid is not None:
+            os.chown(path, uid, uid)
+
+
+@as_root
+def test_a_stage_folder_of_another_user_is_taken_away_not_trusted_for_its_mode(tmp_path: Path) -> None:
+    """With the cache's folder open to all, a user put a folder of theirs (0755) in a stage's place, with a
+    script and its record: the folder's mode was made PCS's again, but the folder stayed theirs, and root
+    ran their script at the reboot after."""
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    stage = cache.path(STAGE, NAME).parent
+    stage.parent.chmod(0o777)
+    for path in stage.iterdir():
+        path.unlink()
+    stage.rmdir()
+    stage.mkdir(mode=0o755)
+    os.chown(stage, OTHER_UID, OTHER_UID)
+    plant(stage, NAME, b"#!/bin/bash\necho theirs\n", SOURCE)
+    for _ in range(2):  # the second look finds every folder closed: the planted copy is still not theirs
+        assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    assert stage.lstat().st_uid == os.geteuid()
+    assert mode(stage) == 0o750
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+
+
+@as_root
+def test_a_copy_planted_while_its_folder_was_open_is_fetched_again_after_the_folder_is_closed(
+    tmp_path: Path,
+) -> None:
+    """The first script of an open stage folder closes it (and is fetched again); a second script's copy,
+    put there by another user meanwhile, was then reused as root's own."""
+    other = ScriptSource("s3://lca-scripts-example/scripts/other.sh")
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT, other.location: b"#!/bin/bash\necho other\n"})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    cache.fetch(STAGE, "other", other)
+    stage = cache.path(STAGE, NAME).parent
+    stage.chmod(0o777)
+    plant(stage, "other", b"#!/bin/bash\necho theirs\n", other)
+    assert cache.cached(STAGE, NAME, SOURCE) is None  # the folder was open: closed now, fetched again
+    assert cache.cached(STAGE, "other", other) is None
+    planted_by_root = b"#!/bin/bash\necho open to all\n"
+    plant(stage, "other", planted_by_root, other, uid=None, bits=0o777)  # root's, writable by anyone
+    assert cache.cached(STAGE, "other", other) is None
+    assert cache.fetch(STAGE, "other", other) == b"#!/bin/bash\necho other\n"
+    assert cache.cached(STAGE, "other", other) == b"#!/bin/bash\necho other\n"
+
+
+def test_a_link_in_a_cache_folders_place_is_unlinked_never_followed(tmp_path: Path) -> None:
+    """A stage folder that is a link to a folder anyone may write (/tmp): its target was made 0750 and
+    root's script written into it, where anyone could swap it before it ran."""
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    stage = cache.path(STAGE, NAME).parent
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    plant(shared, NAME, b"#!/bin/bash\necho theirs\n", SOURCE, uid=None)
+    for path in stage.iterdir():
+        path.unlink()
+    stage.rmdir()
+    stage.symlink_to(shared)
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert not stage.is_symlink()
+    assert mode(shared) == 0o1777
+    assert sorted(p.name for p in shared.iterdir()) == [NAME, f"{NAME}.source.json"]
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    assert stage.is_dir()
+    assert not stage.is_symlink()
+    assert mode(stage) == 0o750
+    assert (shared / NAME).read_bytes() == b"#!/bin/bash\necho theirs\n"
+
+
+def test_a_cache_folder_that_cannot_be_taken_away_fails_the_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder in the cache's place that stays there (removing it failed) is never written into."""
+    import lifeguard.node.cache as cache_module
+
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    stage = cache.path(STAGE, NAME).parent
+    stage.parent.mkdir(parents=True)
+    stage.symlink_to(tmp_path)
+    monkeypatch.setattr(cache_module, "_remove", lambda path, found: None)
+    with pytest.raises(PermissionError, match="another user's and stays there"):
+        cache.fetch(STAGE, NAME, SOURCE)
+    assert fetcher.tries == []
+
+
 def test_nothing_is_cached_before_a_fetch(tmp_path: Path) -> None:
     cache = cache_of(tmp_path, BucketFetcher({}))
     assert cache.cached(STAGE, NAME, SOURCE) is None

@@ -77,22 +77,31 @@ class ScriptCache:
         return content
 
     def _closed_to_others(self, path: Path) -> bool:
-        """Whether no folder from the cache's top (`etc/amazon` of the layout) down to `path`'s lets others
-        than its owner write; each that did is given PCS's folder mode. A folder of the cache that anyone may
-        write (an image made so: `ensure_dir` sets the mode of the folders it makes, not of those there)
-        lets a user rename a stage's folder away and put a script of theirs, and its record, in its place,
-        which root runs at the next reboot."""
+        """Whether every folder from the cache's top (`etc/amazon` of the layout) down to `path`'s is a real
+        folder of the executor's own (root's, on a node) that no one else may write. A folder of the cache
+        that anyone may write (an image made so: `ensure_dir` sets the mode of the folders it makes, not of
+        those there) lets a user put a folder, or a link to one, of theirs in a stage's place, with a script
+        and its record in it, which root runs at the next reboot. Looked at from the top down, so that no
+        folder is looked at through one not yet seen to be sound: one others may write is given PCS's folder
+        mode; one that is a link, not a folder, or another user's goes, with all it holds (a link is
+        unlinked, never followed), and the fetch makes it again."""
         top = self.layout.root / "etc" / "amazon"
+        folders = [path.parent]
+        while folders[-1] != top and folders[-1] != folders[-1].parent:
+            folders.append(folders[-1].parent)
+        owner = os.geteuid()
         closed = True
-        folder = path.parent
-        while folder != folder.parent:
-            with contextlib.suppress(FileNotFoundError):
-                if stat.S_IMODE(folder.lstat().st_mode) & 0o022:
-                    os.chmod(folder, DIR_MODE)
-                    closed = False
-            if folder == top:
-                break
-            folder = folder.parent
+        for folder in reversed(folders):
+            try:
+                found = folder.lstat()
+            except FileNotFoundError:
+                break  # nothing below it either: the fetch makes them
+            if not stat.S_ISDIR(found.st_mode) or found.st_uid != owner:
+                _remove(folder, found)
+                return False
+            if stat.S_IMODE(found.st_mode) & 0o022:
+                os.chmod(folder, DIR_MODE)
+                closed = False
         return closed
 
     def fetch(
@@ -111,7 +120,8 @@ class ScriptCache:
         from lifeguard.node.fetch import fetch_script
 
         path = self.path(stage, name)
-        self._closed_to_others(path)
+        if not self._closed_to_others(path) and not self._closed_to_others(path):
+            raise PermissionError(f"{path.parent}: a folder of the cache is another user's and stays there")
         content = fetch_script(
             source.location,
             version_id=source.version_id,
@@ -140,12 +150,28 @@ _RECORD_MAX_BYTES = 64 * 1024
 def _read(path: Path, most: int) -> bytes:
     """A cached file, read as a log is (`open_log`: a regular file, not through a symlink, opened without
     waiting): a FIFO in its place held the reboot for ever (no script's timeout runs before its script
-    starts), a link to /dev/zero ran it out of memory. Larger than `most`: ValueError, no copy."""
+    starts), a link to /dev/zero ran it out of memory. Larger than `most`: ValueError, no copy; a file of
+    another user's, or one others may write (put there while its folder was open to them): ValueError."""
     with open_log(path) as file:
+        found = os.fstat(file.fileno())
+        if found.st_uid != os.geteuid() or stat.S_IMODE(found.st_mode) & 0o022:
+            raise ValueError(f"{path}: not the executor's own copy")
         data = file.read(most + 1)
     if len(data) > most:
         raise ValueError(f"{path}: larger than {most} bytes")
     return data
+
+
+def _remove(path: Path, found: os.stat_result) -> None:
+    """Take away what is in a cache folder's place (`found`, its lstat): a link or a file unlinked, a
+    folder removed with all it holds, links in it never followed."""
+    if not stat.S_ISDIR(found.st_mode):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        return
+    import shutil  # only on a node whose cache was tampered with
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _record_path(path: Path) -> Path:
