@@ -294,3 +294,45 @@ def test_a_script_that_ignores_sigterm_is_killed_after_the_grace(tmp_path: Path,
     assert trapped.exists()
     assert result.exit_code == 124
     assert 3.0 + grace <= elapsed < 3.0 + grace + 3
+
+
+def _group_alive(pgid: int) -> list[str]:
+    """The processes of the group `pgid` that still run (zombies left out), from /proc."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(entry.name)
+    return alive
+
+
+def test_a_second_stop_during_the_grace_still_kills_the_scripts_group(tmp_path: Path) -> None:
+    """A boot stopped (SIGTERM), then stopped again during the kill's grace (Ctrl-C twice, SIGTERM then
+    SIGINT at a shutdown): the second stop cut the grace short and the SIGKILL never came, so the script's
+    children, root's, ran on after the executor had gone."""
+    pidfile = tmp_path / "pgid"
+    body = f'#!/bin/bash\ntrap "sleep 30" TERM\necho $$ > {pidfile}\nsleep 60 &\nwait\n'
+
+    def second_stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, second_stop)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.5)  # during the grace of the timeout's kill
+        began = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            run(tmp_path, body, timeout_seconds=1.0, kill_grace_seconds=20.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - began < 10
+    pgid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_alive(pgid) == []

@@ -328,15 +328,17 @@ def _kill(process: _Process, grace_seconds: float) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_seconds
-    with contextlib.suppress(TimeoutError):
-        _waited(process, grace_seconds)
-    pause = 0.005
-    while (left := deadline - time.monotonic()) > 0 and _group_runs(process.pid):
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
+    try:
+        with contextlib.suppress(TimeoutError):
+            _waited(process, grace_seconds)
+        pause = 0.005
+        while (left := deadline - time.monotonic()) > 0 and _group_runs(process.pid):
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+    finally:  # a second stop (Ctrl-C twice, SIGTERM then SIGINT) cuts the grace short, never the kill
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def _group_runs(pgid: int) -> bool:
