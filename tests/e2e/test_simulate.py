@@ -180,6 +180,22 @@ def test_a_ready_check_that_asks_slurm_finds_the_node_registered(simulator: Simu
     assert kinds(document) == []
 
 
+def test_a_group_with_no_scripts_and_a_change_that_takes_every_script_out_run_to_the_end(
+    simulator: Simulator,
+) -> None:
+    """A configuration of no scripts is one PCS takes (an admin's way to stop a loop): its nodes ship no
+    report, and the run ended at the first with "GetLogEvents failed: ResourceNotFoundException"."""
+    data = yaml.safe_load((BUILT_IN / "article-loop.yaml").read_text())
+    data["groups"].append({"name": "bare", "min": 1, "max": 1, "config": {"stages": {}}})
+    data["changes"] = [{"at_minute": 8, "group": data["groups"][0]["name"], "config": {"stages": {}}}]
+    document = simulator.run(parse_scenario(data), mode="quarantine", seed=1)
+    bare = group(document, "bare")
+    assert (bare["bootstrap_failed"], bare["serving_at_end"]) == (0, 1)
+    emptied = group(document, data["groups"][0]["name"])
+    assert emptied["final_config"] == {"stages": {}}
+    assert emptied["serving_at_end"] >= 1
+
+
 def test_a_node_of_quick_scripts_is_active_25_s_after_they_start_as_the_article_found(
     simulator: Simulator,
 ) -> None:

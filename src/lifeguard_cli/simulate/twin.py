@@ -851,7 +851,12 @@ class _Twin:
             }
             if token is not None:
                 request["nextToken"] = token
-            answer = self._logs.get_log_events(**request)
+            try:
+                answer = self._logs.get_log_events(**request)
+            except self._logs.exceptions.ResourceNotFoundException:
+                if token is not None:
+                    raise
+                break  # a node that ran no script shipped no report: its stream was never made
             events.extend((event["timestamp"], event["message"]) for event in answer.get("events", []))
             if answer.get("nextForwardToken") in (None, token):
                 break
