@@ -163,6 +163,29 @@ def test_a_group_refused_for_its_own_problem_is_still_one_its_changes_and_faults
     assert caught.value.problems == ["s.yaml: groups[0].min: 120 is out of range: from 0 to 100"]
 
 
+def test_every_problem_of_one_fault_is_said_at_once() -> None:
+    """The scenarios' README: a scenario that cannot be run fails with every problem at once. Two problems
+    of one fault came one run at a time (its status, then its times)."""
+    data = article()
+    data["faults"] = [
+        {"kind": "slack_error", "at_minute": 0, "times": 0, "status": 404, "colour": "red"},
+        {"kind": "log_delay", "at_minute": 1, "until_minute": 0.5, "seconds": -1},
+        {"kind": "pcs_error", "at_minute": 1, "times": 101, "operation": "Nope"},
+    ]
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    assert caught.value.problems == [
+        "s.yaml: faults[0].colour: not a key of a slack_error fault"
+        " (at_minute, kind, retry_after_seconds, status, times)",
+        "s.yaml: faults[0].times: 0 is out of range: from 1 to 100",
+        "s.yaml: faults[0].status: must be 429, 500 or 503",
+        "s.yaml: faults[1].until_minute: 0.5 is out of range: from 1 to 60",
+        "s.yaml: faults[1].seconds: -1 is out of range: from 0 to 3600",
+        "s.yaml: faults[2].times: 101 is out of range: from 1 to 100",
+        "s.yaml: faults[2].operation: 'Nope' is not an operation of the PCS API",
+    ]
+
+
 def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -603,43 +603,70 @@ def _change(check: _Checker, item: Any, where: str, names: set[str], horizon: fl
 
 
 def _fault(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Fault:
+    """A fault, every problem of its keys noted before it stops (its kind first: it says which keys it
+    takes)."""
     fault = check.mapping(item, where)
     kind = check.text(fault.get("kind"), f"{where}.kind", limit=64)
     if kind not in FAULT_KINDS:
         check.fail(f"{where}.kind", f"{kind!r} is not one of {', '.join(FAULT_KINDS)}")
     allowed = FAULT_KINDS[kind][0] | {"kind", "at_minute"}
-    unknown = sorted(set(fault) - allowed)
-    if unknown:
-        check.fail(f"{where}.{unknown[0]}", f"not a key of a {kind} fault ({', '.join(sorted(allowed))})")
-    at = check.number(fault.get("at_minute"), f"{where}.at_minute", 0, horizon)
-    until = fault.get("until_minute")
-    group = fault.get("group")
-    if group is not None and check.text(group, f"{where}.group", limit=25) not in names:
-        check.fail(f"{where}.group", f"{group!r} is not a group of the scenario")
-    status = fault.get("status")
-    if status is not None and status not in (429, 500, 503):
-        check.fail(f"{where}.status", "must be 429, 500 or 503")
-    operation = fault.get("operation")
-    if operation is not None:
-        from lifeguard.pcs_model import service_model
 
-        known = service_model()["operations"]
-        if check.text(operation, f"{where}.operation", limit=64) not in known:
-            check.fail(f"{where}.operation", f"{operation!r} is not an operation of the PCS API")
-    retry_after = fault.get("retry_after_seconds")
-    return Fault(
-        kind=kind,
-        at_minute=at,
-        until_minute=None if until is None else check.number(until, f"{where}.until_minute", at, horizon),
-        times=check.integer(fault.get("times", 1), f"{where}.times", 1, 100),
-        group=group,
-        operation=operation,
-        status=status,
-        retry_after_seconds=None
-        if retry_after is None
-        else check.integer(retry_after, f"{where}.retry_after_seconds", 0, 600),
-        seconds=check.number(fault.get("seconds", 0), f"{where}.seconds", 0, 3600),
-    )
+    def group() -> str | None:
+        named = fault.get("group")
+        if named is not None and check.text(named, f"{where}.group", limit=25) not in names:
+            check.fail(f"{where}.group", f"{named!r} is not a group of the scenario")
+        return named
+
+    def status() -> int | None:
+        given = fault.get("status")
+        if given is not None and (type(given) is not int or given not in (429, 500, 503)):
+            check.fail(f"{where}.status", "must be 429, 500 or 503")
+        return given
+
+    def operation() -> str | None:
+        given = fault.get("operation")
+        if given is not None:
+            from lifeguard.pcs_model import service_model
+
+            known = service_model()["operations"]
+            if check.text(given, f"{where}.operation", limit=64) not in known:
+                check.fail(f"{where}.operation", f"{given!r} is not an operation of the PCS API")
+        return given
+
+    def optional(key: str, read: Callable[[Any], T]) -> T | None:
+        given = fault.get(key)
+        return None if given is None else read(given)
+
+    with check.whole():
+        for key in sorted(set(fault) - allowed):
+            check.note(f"{where}.{key}", f"not a key of a {kind} fault ({', '.join(sorted(allowed))})")
+        at = check.part(partial(check.number, fault.get("at_minute"), f"{where}.at_minute", 0, horizon), 0.0)
+        ends = f"{where}.until_minute"
+        until = check.part(
+            partial(optional, "until_minute", lambda v: check.number(v, ends, at, horizon)),
+            None,
+        )
+        times = check.part(partial(check.integer, fault.get("times", 1), f"{where}.times", 1, 100), 1)
+        retry_after = check.part(
+            partial(
+                optional,
+                "retry_after_seconds",
+                lambda v: check.integer(v, f"{where}.retry_after_seconds", 0, 600),
+            ),
+            None,
+        )
+        seconds = check.part(partial(check.number, fault.get("seconds", 0), f"{where}.seconds", 0, 3600), 0.0)
+        return Fault(
+            kind=kind,
+            at_minute=at,
+            until_minute=until,
+            times=times,
+            group=check.part(group, None),
+            operation=check.part(operation, None),
+            status=check.part(status, None),
+            retry_after_seconds=retry_after,
+            seconds=seconds,
+        )
 
 
 def _timings(check: _Checker, value: Any) -> Timings:
