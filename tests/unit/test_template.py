@@ -440,6 +440,24 @@ def test_failed_invocations_are_parked_not_dropped() -> None:
         assert {f"{queue[: -len('Queue')]}DepthAlarm", f"{queue[: -len('Queue')]}AgeAlarm"} <= set(everything)
     for function in FUNCTIONS:
         assert {f"{function}ErrorsAlarm", f"{function}ThrottlesAlarm"} <= set(everything)
+        throttled = everything[f"{function}ThrottlesAlarm"]
+        assert throttled["Properties"]["MetricName"] == "Throttles"
+        assert throttled.get("Condition") == ("NotifyUnreserved" if function == "Notify" else None)
+    # A reserved notify throttles a burst by design: its events being late pages, not each throttle.
+    assert template()["Conditions"]["NotifyUnreserved"] == {"Fn::Equals": [{"Ref": "NotifyConcurrency"}, 0]}
+    delayed = everything["NotifyDelayedAlarm"]
+    assert delayed["Condition"] == "ReserveNotifyConcurrency"
+    properties = delayed["Properties"]
+    assert (properties["Namespace"], properties["MetricName"], properties["Statistic"]) == (
+        "AWS/Lambda",
+        "AsyncEventAge",
+        "Maximum",
+    )
+    assert properties["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": "NotifyFunction"}}]
+    assert (properties["Threshold"], properties["ComparisonOperator"]) == (
+        15 * 60 * 1000,
+        "GreaterThanThreshold",
+    )
     alarms = [r for r in everything.values() if r["Type"] == "AWS::CloudWatch::Alarm"]
     assert all(a["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopic"}] for a in alarms)
     assert everything["AlarmTopic"]["Properties"]["KmsMasterKeyId"] == {"Ref": "AlarmKey"}
@@ -483,8 +501,10 @@ def test_no_concurrency_is_reserved_unless_asked_and_every_function_follows_the_
     assert parameter["Default"] == "0"
     # Whole numbers only: "0.0" would pass the condition as not "0" and reserve nothing at all.
     taken = re.compile(parameter["AllowedPattern"])
-    assert [v for v in ("0", "1", "5", "999", "1000") if taken.fullmatch(v)] == ["0", "1", "5", "999", "1000"]
-    assert [v for v in ("0.0", "2.5", "00", "01", "1001", "-1", "") if taken.fullmatch(v)] == []
+    whole = ("0", "1", "5", "10", "99", "100", "555", "899", "900")
+    assert [v for v in whole if taken.fullmatch(v)] == list(whole)
+    # Lambda keeps 100 of the default 1,000 unreserved: a reservation above 900 fails the deploy.
+    assert [v for v in ("0.0", "2.5", "00", "01", "901", "999", "1000", "-1", "") if taken.fullmatch(v)] == []
     assert template()["Globals"]["Function"]["Architectures"] == [{"Ref": "Architecture"}]
     assert template()["Parameters"]["Architecture"]["Default"] == "arm64"
     for function in FUNCTIONS:
