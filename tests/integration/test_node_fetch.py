@@ -35,9 +35,10 @@ CUT = {
 class Scripts(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
-        if path in {"/to-http.sh", "/to-https.sh"}:
-            scheme = "http" if path == "/to-http.sh" else "https"
-            self.send_response(302)
+        if path in {"/to-http.sh", "/to-https.sh", "/moved-308.sh", "/moved-307.sh", "/moved-308-http.sh"}:
+            scheme = "http" if "http.sh" in path and "https" not in path else "https"
+            code = int(path[7:10]) if path.startswith("/moved-") else 302
+            self.send_response(code)
             self.send_header("Location", f"{scheme}://localhost:{self.server.server_address[1]}/ok.sh")
             self.send_header("Content-Length", "0")
             self.end_headers()
@@ -214,6 +215,44 @@ def test_a_redirect_is_followed_to_https_only(https_server: tuple[str, str]) -> 
     assert fetch_script(f"{base}/to-https.sh", fetchers=fetchers, sleep=no_sleep) == SCRIPT
     with pytest.raises(FetchError, match="HTTP 302 redirected to a location that is not https"):
         fetch_script(f"{base}/to-http.sh", fetchers=fetchers, sleep=no_sleep)
+    with pytest.raises(FetchError, match="HTTP 308 redirected to a location that is not https"):
+        fetch_script(f"{base}/moved-308-http.sh", fetchers=fetchers, sleep=no_sleep)
+
+
+def test_a_permanent_redirect_is_followed_on_the_nodes_python_too(https_server: tuple[str, str]) -> None:
+    """A CDN's 308 (Permanent Redirect) to https: the node's Python 3.9 urllib follows 301, 302, 303 and 307
+    only, so a script there was a failed fetch (under TERMINATE, a bootstrap failure PCS's node would not
+    have), while this Python followed it."""
+    base, ca = https_server
+    fetchers: dict[str, ScriptFetcher] = {"https": HttpsFetcher(cafile=ca)}
+    for moved in ("moved-307.sh", "moved-308.sh"):
+        assert fetch_script(f"{base}/{moved}", fetchers=fetchers, sleep=no_sleep) == SCRIPT
+    if not NODE_PYTHON.exists():
+        pytest.skip("no Python 3.9 venv (.venv/node39): setup.sh found no python3.9")
+    program = (
+        "import sys\n"
+        "from lifeguard.node.fetch import FetchError, HttpsFetcher, fetch_script\n"
+        "fetchers = {'https': HttpsFetcher(cafile=sys.argv[2])}\n"
+        "for moved in ('moved-307.sh', 'moved-308.sh', 'moved-308-http.sh'):\n"
+        "    try:\n"
+        "        url = sys.argv[1] + '/' + moved\n"
+        "        got = fetch_script(url, attempts=1, fetchers=fetchers, sleep=lambda s: None)\n"
+        "        print(moved, got == " + repr(SCRIPT) + ")\n"
+        "    except FetchError as exc:\n"
+        "        print(moved, exc)\n"
+    )
+    environ = {"PYTHONPATH": str(REPO / "layers" / "lifeguard"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [str(NODE_PYTHON), "-c", program, base, ca],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=60,
+        check=False,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["moved-307.sh True", "moved-308.sh True"], done.stdout + done.stderr
+    assert "HTTP 308 redirected to a location that is not https" in lines[2], done.stdout
 
 
 def test_a_download_that_trickles_is_cut_at_the_timeout_in_all(

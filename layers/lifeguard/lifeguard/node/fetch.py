@@ -233,7 +233,9 @@ def _in_time(call: Callable[[], bytes], seconds: float) -> bytes:
 
 class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
     """Follows a redirect only to another https:// location: a script fetched over https must not be
-    served over plain http, where anyone on the path may change it."""
+    served over plain http, where anyone on the path may change it. A 308 (Permanent Redirect, a CDN's)
+    too: the node's Python 3.9 follows 301, 302, 303 and 307 only (3.11 added 308), and a script there
+    failed its fetch on the node where this Python took it. For a GET it is a 307's."""
 
     def redirect_request(  # noqa: PLR0917 - urllib calls it so
         self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
@@ -242,7 +244,9 @@ class _HttpsRedirectsOnly(urllib.request.HTTPRedirectHandler):
             raise urllib.error.HTTPError(
                 newurl, code, "redirected to a location that is not https", headers, fp
             )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        return super().redirect_request(req, fp, 307 if code == 308 else code, msg, headers, newurl)
+
+    http_error_308 = urllib.request.HTTPRedirectHandler.http_error_302
 
 
 def fetch_script(
