@@ -261,9 +261,60 @@ def test_a_cache_folder_that_cannot_be_taken_away_fails_the_fetch(
     stage.parent.mkdir(parents=True)
     stage.symlink_to(tmp_path)
     monkeypatch.setattr(cache_module, "_remove", lambda path, found: None)
-    with pytest.raises(PermissionError, match="another user's and stays there"):
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    with pytest.raises(PermissionError, match="in the script cache, which cannot be taken away"):
         cache.fetch(STAGE, NAME, SOURCE)
     assert fetcher.tries == []
+
+
+@as_root
+@pytest.mark.parametrize("above", ["etc/amazon", "etc/amazon/pcs/lifecycle/actions/config"])
+def test_a_folder_above_the_cache_of_another_user_or_a_link_is_closed_never_taken_away(
+    tmp_path: Path, above: str
+) -> None:
+    """The folders above `scripts/` hold the rest of the node's `etc/amazon` (SSM's, PCS's own): an image
+    that left one a build user's, or made `config` a link to a disk that persists, lost them all (rmtree)
+    at the first look. They are closed to others, never taken away."""
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    folder = tmp_path / above
+    beside = folder / "agent-config.json"
+    beside.write_text("{}")
+    os.chown(folder, OTHER_UID, OTHER_UID)
+    folder.chmod(0o777)
+    assert cache.cached(STAGE, NAME, SOURCE) is None  # it was open: closed now, the script fetched again
+    assert beside.read_text() == "{}"
+    assert mode(folder) == 0o755  # closed to others' writes, still theirs to read
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+    assert beside.read_text() == "{}"
+    # A link in its place, to a folder kept elsewhere: followed, not unlinked.
+    kept = tmp_path / "persist"
+    folder.rename(kept)
+    folder.symlink_to(kept)
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT
+    assert folder.is_symlink()
+    assert (kept / "agent-config.json").read_text() == "{}"
+
+
+def test_a_cache_on_a_filesystem_that_ignores_modes_still_fetches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a mount whose modes cannot change (vfat, CIFS with dir_mode=0777), a folder stays open however
+    often it is closed: the fetch still takes the script (as before folders were held to their owner),
+    and the copy is fetched again at each look, never reused from a folder anyone may write."""
+    import lifeguard.node.cache as cache_module
+
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    cache.path(STAGE, NAME).parent.chmod(0o777)
+    monkeypatch.setattr(cache_module.os, "chmod", lambda path, mode: None)
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert cache.fetch(STAGE, NAME, SOURCE) == SCRIPT
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    assert len(fetcher.tries) == 2
 
 
 def test_nothing_is_cached_before_a_fetch(tmp_path: Path) -> None:

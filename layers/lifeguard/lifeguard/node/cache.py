@@ -64,8 +64,11 @@ class ScriptCache:
         content still is that: a copy changed on disk since its download is fetched again, never run);
         None when there is no usable one."""
         path = self.path(stage, name)
-        if not self._closed_to_others(path):
-            return None  # what is there may be anyone's: fetched again, into folders now closed
+        try:
+            if not self._closed_to_others(path):
+                return None  # what is there may be anyone's: fetched again, into folders now closed
+        except OSError:
+            return None  # the fetch says why
         try:
             if json.loads(_read(_record_path(path), _RECORD_MAX_BYTES)) != source.as_record():
                 return None
@@ -77,14 +80,19 @@ class ScriptCache:
         return content
 
     def _closed_to_others(self, path: Path) -> bool:
-        """Whether every folder from the cache's top (`etc/amazon` of the layout) down to `path`'s is a real
-        folder of the executor's own (root's, on a node) that no one else may write. A folder of the cache
-        that anyone may write (an image made so: `ensure_dir` sets the mode of the folders it makes, not of
-        those there) lets a user put a folder, or a link to one, of theirs in a stage's place, with a script
-        and its record in it, which root runs at the next reboot. Looked at from the top down, so that no
-        folder is looked at through one not yet seen to be sound: one others may write is given PCS's folder
-        mode; one that is a link, not a folder, or another user's goes, with all it holds (a link is
-        unlinked, never followed), and the fetch makes it again."""
+        """Whether no folder from the cache's top (`etc/amazon` of the layout) down to `path`'s lets others
+        than its owner write, and each folder of the cache itself (`scripts/` and below) is a real folder
+        of the executor's own (root's, on a node). A folder that anyone may write (an image made so:
+        `ensure_dir` sets the mode of the folders it makes, not of those there) lets a user put a folder,
+        or a link to one, of theirs in a stage's place, with a script and its record in it, which root
+        runs at the next reboot. Looked at from the top down, so that no folder is looked at through one
+        not yet seen to be closed: one others may write loses their write bits (a folder of the cache gets
+        PCS's folder mode); in the cache, a link, a file or another user's folder in a folder's place goes,
+        with all it holds (a link is unlinked, never followed), and the fetch makes it again. Above the
+        cache nothing is taken away: those folders hold the rest of the node's `etc/amazon` (an image may
+        have left them a build user's, or made one a link), and a user who could write them could not
+        have made them. PermissionError when what is not the executor's cannot be taken away."""
+        cache = self.layout.cache
         top = self.layout.root / "etc" / "amazon"
         folders = [path.parent]
         while folders[-1] != top and folders[-1] != folders[-1].parent:
@@ -92,15 +100,22 @@ class ScriptCache:
         owner = os.geteuid()
         closed = True
         for folder in reversed(folders):
+            inside = folder == cache or cache in folder.parents
             try:
-                found = folder.lstat()
+                found = folder.lstat() if inside else folder.stat()
             except FileNotFoundError:
                 break  # nothing below it either: the fetch makes them
-            if not stat.S_ISDIR(found.st_mode) or found.st_uid != owner:
+            if inside and (not stat.S_ISDIR(found.st_mode) or found.st_uid != owner):
                 _remove(folder, found)
+                if os.path.lexists(folder):
+                    raise PermissionError(
+                        f"{folder}: a link, a file or another user's folder in the script cache, which"
+                        " cannot be taken away"
+                    )
                 return False
-            if stat.S_IMODE(found.st_mode) & 0o022:
-                os.chmod(folder, DIR_MODE)
+            mode = stat.S_IMODE(found.st_mode)
+            if mode & 0o022:
+                os.chmod(folder, DIR_MODE if inside else mode & ~0o022)
                 closed = False
         return closed
 
@@ -120,8 +135,7 @@ class ScriptCache:
         from lifeguard.node.fetch import fetch_script
 
         path = self.path(stage, name)
-        if not self._closed_to_others(path) and not self._closed_to_others(path):
-            raise PermissionError(f"{path.parent}: a folder of the cache is another user's and stays there")
+        self._closed_to_others(path)
         content = fetch_script(
             source.location,
             version_id=source.version_id,
