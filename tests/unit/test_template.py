@@ -606,9 +606,12 @@ def test_the_template_is_read_exactly_as_the_sam_cli_reads_it(monkeypatch: pytes
     from samcli.yamlhelper import yaml_parse  # type: ignore[import-untyped]
 
     # SAM's parser makes PyYAML's SafeLoader build OrderedDicts, for the whole process: every later
-    # yaml.safe_load of this test worker then gave data yaml.safe_dump refuses. Its changes stay here.
-    for table in ("yaml_constructors", "yaml_multi_constructors"):
-        monkeypatch.setattr(yaml.SafeLoader, table, dict(getattr(yaml.SafeLoader, table)))
+    # yaml.safe_load of this test worker then gave data yaml.safe_dump refuses. It also reads dates as text
+    # in SafeConstructor's own table, under SafeLoader's: a scenario test after it in the same worker read
+    # `name: 2026-13-45` as a name. Its changes stay here.
+    for loader in (yaml.SafeLoader, yaml.constructor.SafeConstructor):
+        for table in ("yaml_constructors", "yaml_multi_constructors"):
+            monkeypatch.setattr(loader, table, dict(getattr(loader, table)))
 
     ours = load_template(TEMPLATE)
     assert json.loads(json.dumps(ours)) == json.loads(json.dumps(yaml_parse(TEMPLATE.read_text())))
