@@ -3,6 +3,7 @@ that honour PCS's `retryAfterSeconds`; and what one batch reads of PCS (`BatchRe
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
@@ -142,6 +143,32 @@ def _is_arn(value: object) -> bool:
     return isinstance(value, str) and len(value) <= ARN_MAX and value.isprintable()
 
 
+_UNKNOWN_SHOWN = 5
+_UNKNOWN_MAX = 20
+
+
+def _unknown_fields(raw: Any, parsed: Any, path: str, found: list[str] | None = None) -> list[str]:
+    """The paths (at most `_UNKNOWN_MAX`) of what `raw`, an answer's JSON, holds and `parsed`, botocore's
+    parse of it, left out: members its model does not know. A null is no member (botocore drops it)."""
+    found = [] if found is None else found
+    if isinstance(raw, dict) and isinstance(parsed, dict):
+        for key, value in raw.items():
+            if len(found) >= _UNKNOWN_MAX:
+                break
+            where = f"{path}.{clip(str(key), 64)}"
+            if key not in parsed:
+                if value is not None:
+                    found.append(where)
+            else:
+                _unknown_fields(value, parsed[key], where, found)
+    elif isinstance(raw, list) and isinstance(parsed, list):
+        for index, (item, read) in enumerate(zip(raw, parsed, strict=False)):
+            if len(found) >= _UNKNOWN_MAX:
+                break
+            _unknown_fields(item, read, f"{path}[{index}]", found)
+    return found
+
+
 def _snapshot(group: Mapping[str, Any], operation: str) -> GroupSnapshot:
     """The group as an answer describes it, its ids and ARN held to their form: an answer with others is
     refused (not transient: the group's records wait for a later read)."""
@@ -248,6 +275,12 @@ class PcsGateway:
         self._client = client
         self.calls = 0
         self.listing_pages: dict[str, int] = {}  # pages each cluster's last listing took (`BatchReads`)
+        # Per group (cluster id, group id) last read: what its nodeLifecycleActions held that this release's
+        # PCS model does not know (`_unknown_fields`).
+        self._unknown: dict[tuple[str, str], list[str]] = {}
+        events = getattr(getattr(client, "meta", None), "events", None)
+        if events is not None:
+            events.register("after-call.pcs.GetComputeNodeGroup", self._note_unknown_fields)
 
     def get_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
         """GetComputeNodeGroup; raises GroupNotFoundError or AwsCallError."""
@@ -296,9 +329,21 @@ class PcsGateway:
     def update_lifecycle_actions(
         self, cluster_id: str, group_id: str, actions: Mapping[str, Any], client_token: str
     ) -> GroupSnapshot:
-        """UpdateComputeNodeGroup with only `nodeLifecycleActions`; the same token never applies twice."""
+        """UpdateComputeNodeGroup with only `nodeLifecycleActions`; the same token never applies twice.
+        Refused before PCS is asked (AwsCallError `UnknownFields`, not transient) when the group's last read
+        held lifecycle fields this release's PCS model does not know: botocore left them out of what was
+        read, and the whole `nodeLifecycleActions` written back would erase them."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        unknown = self._unknown.get((cluster_id, group_id))
+        if unknown:
+            shown = ", ".join(unknown[:_UNKNOWN_SHOWN]) + (" …" if len(unknown) > _UNKNOWN_SHOWN else "")
+            raise AwsCallError(
+                "UpdateComputeNodeGroup",
+                "UnknownFields",
+                f"the group's configuration holds what this release of Lifeguard does not know ({shown}):"
+                " writing it back would erase that; nothing was changed (upgrade Lifeguard)",
+            )
         try:
             self.calls += 1
             group = self._client.update_compute_node_group(
@@ -310,6 +355,28 @@ class PcsGateway:
         except (ClientError, BotoCoreError) as exc:
             raise _translate("UpdateComputeNodeGroup", exc) from exc
         return _snapshot(group, "UpdateComputeNodeGroup")
+
+    def _note_unknown_fields(self, http_response: Any, parsed: Any, **_: Any) -> None:
+        """After a GetComputeNodeGroup: note, for its group, the lifecycle fields of the raw answer that
+        botocore's parse left out (a field or a stage PCS added after this release's model)."""
+        group = parsed.get("computeNodeGroup") if isinstance(parsed, dict) else None
+        if getattr(http_response, "status_code", None) != 200 or not isinstance(group, dict):
+            return
+        try:
+            raw = json.loads(http_response.content)
+        except (ValueError, TypeError):
+            return  # botocore read it, or said why it could not
+        raw_group = raw.get("computeNodeGroup") if isinstance(raw, dict) else None
+        if not isinstance(raw_group, dict):
+            return
+        key = (str(group.get("clusterId")), str(group.get("id")))
+        unknown = _unknown_fields(
+            raw_group.get("nodeLifecycleActions"), group.get("nodeLifecycleActions"), "nodeLifecycleActions"
+        )
+        if unknown:
+            self._unknown[key] = unknown
+        else:
+            self._unknown.pop(key, None)
 
     def list_tags(self, arn: str) -> dict[str, str]:
         """ListTagsForResource."""
