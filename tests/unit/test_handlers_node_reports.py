@@ -229,3 +229,45 @@ def test_a_lost_race_redone_on_the_reports_read_before_it_undoes_the_winners_att
     assert episode.suspect is not None
     assert episode.suspect.script == "fail-terminate"
     assert world.bus.events()[-1][1]["suspect"]["script"] == "fail-terminate"
+
+
+def test_a_flood_of_reports_naming_made_up_groups_costs_bounded_reads_and_the_real_loop_is_judged() -> None:
+    """A delivery of 1 MiB names 3,850 groups; each cost a read of its state and of its reports, one after
+    the other (minutes: past the function's timeout, and the batch, the real group's failures in it, never
+    judged). Groups without a state of Lifeguard's are judged up to UNKNOWN_GROUPS_JUDGED_MAX a batch, the
+    groups of the most failing nodes first; the others wait for their next report, counted."""
+    from datetime import UTC, datetime
+
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.handlers.node_reports import UNKNOWN_GROUPS_JUDGED_MAX
+    from tests.conftest import load_event
+    from tests.unit.fakes import local_pcs_with_group
+
+    world = World()
+    _, _, api = local_pcs_with_group(
+        datetime.fromtimestamp(NOW - 3600, UTC), CLUSTER, GROUP, load_event("configs/article-terminate.json")
+    )
+    world.handler.pcs = PcsGateway(api)
+    made_up = [f"pcs_a{n:07d}" for n in range(UNKNOWN_GROUPS_JUDGED_MAX + 50)]  # before the real one
+    forged = [{**FAILED[0], "compute_node_group_id": group} for group in made_up]
+    summary = world.deliver([json.dumps(report) for report in [*forged, *FAILED]])
+    assert [event.detail_type for event in summary.events] == ["BootstrapLoopDetected"]
+    assert summary.failed_runs == len(made_up) + 2  # one run a group (the same node, script and time)
+    reads = len(world.table.requests.get("GetItem", [])) + len(world.table.requests.get("Query", []))
+    assert reads <= 3 * (UNKNOWN_GROUPS_JUDGED_MAX + 1)
+    # The real group (two failing nodes) went first, then 99 of the 150 made up: 51 wait.
+    assert ("DetectionsDeferred", 51) in world.metrics
+
+
+def test_failures_under_continue_in_groups_without_a_state_cost_no_read_each() -> None:
+    """A group with no state of Lifeguard's has nothing to settle or revoke, and a failure under CONTINUE is
+    no loop: such groups are not read one by one (one BatchGetItem a hundred tells they have no state)."""
+    world = World()
+    made_up = [f"pcs_a{n:07d}" for n in range(300)]
+    forged = [{**FAILED[0], "compute_node_group_id": group, "on_error": "CONTINUE"} for group in made_up]
+    summary = world.deliver([json.dumps(report) for report in forged])
+    assert summary.failed_runs == 300
+    assert summary.events == []
+    assert world.table.requests.get("GetItem", []) == []
+    assert world.table.requests.get("Query", []) == []
+    assert len(world.table.requests["BatchGetItem"]) == 3

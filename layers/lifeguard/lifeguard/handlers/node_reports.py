@@ -58,6 +58,12 @@ __all__ = ["DETECTION_READS_MAX", "NodeReportsHandler", "ReportsSummary"]
 # group, and a batch of forged ones naming thousands would cost as many reads (and PCS's quota, which the
 # remediation needs). The others wait for their next report, which a looping group sends within minutes.
 DETECTION_READS_MAX = 20
+# Groups without a state of Lifeguard's (no scaling-log record, no episode, no proof) a batch judges: each
+# costs a read of its state and of its reports, and all a forged report naming a made-up group costs is its
+# line (a delivery of 1 MiB names 3,850: minutes of reads, past the function's timeout, and the batch never
+# judged). The groups of the most failing nodes in the batch go first; the others wait for their next
+# report, as those past `DETECTION_READS_MAX` do.
+UNKNOWN_GROUPS_JUDGED_MAX = 100
 
 logger = logging.getLogger("lifeguard")
 
@@ -150,7 +156,7 @@ class NodeReportsHandler:
                 summary.ignored += 1
         if failed or others:
             self.store.put_reports([*failed, *others])
-        summary.failed_runs = len({(r.instance_id, r.boot, r.stage, r.script, r.started_at) for r in failed})
+        summary.failed_runs = len({_failed_run(report) for report in failed})
         groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
         for cluster_id in sorted({cluster for cluster, _ in looping if not self._watched(cluster)}):
@@ -166,14 +172,26 @@ class NodeReportsHandler:
             looped = Counter(cluster for cluster, _ in looping)
             reads = BatchReads(self.pcs, self.tag_refresh_ms, looped, now_ms=now_ms)
         damaged: dict[tuple[str, str], str] = {}  # groups whose state or ledger cannot be read, and why
-        if len(looping) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
-            stored = self.store.load_many(sorted(looping), damaged)
-            groups.sort(key=lambda key: stored[key].version == 0 if key in stored else True)
+        unknown_judged = 0
+        unknown: set[tuple[str, str]] = set()
+        if len(groups) > DETECTION_READS_MAX:  # the reads may run out: the groups Lifeguard knows go first
+            stored = self.store.load_many(groups, damaged)
+            unknown = {key for key in groups if key not in stored or stored[key].version == 0}
+            failing = {(r.cluster_id, r.compute_node_group_id, r.instance_id) for r in failed}
+            nodes = Counter((cluster_id, group_id) for cluster_id, group_id, _ in failing)
+            groups.sort(key=lambda key: (key in unknown, -nodes[key], key))
         failure: AwsCallError | None = None  # a group's call that failed: the others are tried, then raised
         for cluster_id, group_id in groups:
             if (cluster_id, group_id) in damaged:
                 continue
             detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
+            if (cluster_id, group_id) in unknown:
+                if detect is None:
+                    continue  # no state to settle or revoke, no loop to look for: nothing to judge
+                if unknown_judged >= UNKNOWN_GROUPS_JUDGED_MAX:
+                    budget.deferred.add((cluster_id, group_id))
+                    continue
+                unknown_judged += 1
             try:
                 summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
             except UnreadableStateError as exc:
@@ -217,9 +235,11 @@ class NodeReportsHandler:
             self.metric("GroupsUnreadable", len(unreadable))
         if budget.deferred:
             logger.warning(
-                "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS)",
+                "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS, %d"
+                " without a state of Lifeguard's)",
                 len(budget.deferred),
                 DETECTION_READS_MAX,
+                UNKNOWN_GROUPS_JUDGED_MAX,
             )
             self.metric("DetectionsDeferred", len(budget.deferred))
         self.metric("NodeReports", summary.reports)
@@ -437,6 +457,19 @@ class _JudgedGroups:
             return False
         self.judged.add(key)
         return True
+
+
+def _failed_run(report: NodeReport) -> tuple[object, ...]:
+    """A failed run, however many reports tell of it: its group, node, boot, stage, script and start."""
+    return (
+        report.cluster_id,
+        report.compute_node_group_id,
+        report.instance_id,
+        report.boot,
+        report.stage,
+        report.script,
+        report.started_at,
+    )
 
 
 def _judged_nodes(state: GroupState) -> list[str]:
