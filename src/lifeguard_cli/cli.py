@@ -1213,6 +1213,9 @@ def enroll(
             preview = change(pcs, entry, group, cluster, dry_run=True)
             # stdout stays the result's (--json); the instance role's need is said before it is agreed to
             _say(_console_err(), [*preview.lines()[:-1], *([needs] if needs else [])])
+            if preview.status != "ACTIVE":  # nothing to agree to: PCS would refuse it
+                typer.echo("nothing changed", err=True)
+                raise typer.Exit(1)
             if not _asked("Make this change?"):
                 typer.echo("nothing changed", err=True)
                 raise typer.Exit(1)

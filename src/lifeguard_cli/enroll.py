@@ -9,7 +9,6 @@ on EVERY_BOOT with onError CONTINUE. A group runs the shipper at most once: a sc
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import hashlib
@@ -20,7 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
-from lifeguard.errors import GroupNotFoundError, LifeguardError
+from lifeguard.bounds import is_pcs_id
+from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import NODES_REPLACED
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.lifecycle_rules import STAGES, find_problems
@@ -231,6 +231,8 @@ class EnrollResult:
         # replace them; whoever confirms should know the running ones go.
         lines.append(f"  {NODES_REPLACED} with nodes that {run}")
         if not self.applied:
+            if self.status != "ACTIVE":
+                lines.append(f"  the group is {self.status}: PCS takes no change until it is ACTIVE")
             lines.append("dry run: nothing changed")
         else:
             lines.append(f"applied (the group is {self.status}); nodes launched from now on {run}")
@@ -242,6 +244,20 @@ def _client_token(action: str, group: GroupSnapshot, config: Mapping[str, Any]) 
     # again after a removal is a new request, not the answer cached for the first enrollment.
     seed = f"{group.cluster_id}:{group.group_id}:{group.modified_at_ms}:{fingerprint_of(config)}"
     return f"lifeguard-{action}-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
+
+
+def _is_cluster(pcs: PcsGateway, ref: str) -> bool:
+    """Whether PCS knows a cluster by this name or id. PCS answers an id it does not have as it answers a
+    missing grant (AccessDeniedException, "the cluster ID doesn't exist"): an id it does not list is none."""
+    try:
+        pcs.cluster_id(ref)
+    except GroupNotFoundError:
+        return False
+    except AwsCallError as exc:
+        if exc.code == "AccessDeniedException" and is_pcs_id(ref) and ref not in pcs.cluster_ids():
+            return False
+        raise
+    return True
 
 
 def change_enrollment(
@@ -262,13 +278,15 @@ def change_enrollment(
     is not enrolled, its nodes' reports never looked at."""
     try:
         group = pcs.get_group(cluster_ref, group_ref)
-    except GroupNotFoundError:
-        try:
-            pcs.cluster_id(cluster_ref)
-        except GroupNotFoundError:  # the cluster is what PCS does not know
+    except AwsCallError as exc:  # GroupNotFoundError among them
+        missing = isinstance(exc, GroupNotFoundError)
+        if not missing and exc.code != "AccessDeniedException":
+            raise
+        if not _is_cluster(pcs, cluster_ref):  # the cluster is what PCS does not know
             raise EnrollError(f"no cluster {cluster_ref} in PCS; check --cluster") from None
-        with contextlib.suppress(GroupNotFoundError):  # a cluster given as the group, as history says it
-            pcs.cluster_id(group_ref)
+        if not missing:
+            raise  # a grant missing indeed
+        if _is_cluster(pcs, group_ref):  # a cluster given as the group, as history says it
             raise EnrollError(
                 f"{group_ref} is a cluster, not a compute node group: lifeguard status --cluster {group_ref} "
                 "lists its groups"

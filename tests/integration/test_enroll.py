@@ -396,6 +396,19 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
         f"lifeguard enroll: {env.cluster_id} is a cluster, not a compute node group: lifeguard status "
         f"--cluster {env.cluster_id} lists its groups"
     )
+    # PCS answers an id it does not have as a missing grant (AccessDeniedException): a group id of another
+    # cluster, and a cluster id PCS has none of, were told "GetCluster was denied … grant it".
+    other = env.pcs.add_cluster("other")
+    elsewhere = env.pcs.add_compute_node_group(other["id"], "elsewhere", node_lifecycle_actions=TERMINATE)[
+        "id"
+    ]
+    done = env.run(elsewhere, "--cluster", "lca")
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"lifeguard enroll: no compute node group {elsewhere} in cluster lca"
+    done = env.run("lca-static", "--cluster", "pcs_zzzzzzzzzz")
+    assert done.returncode == 1
+    assert done.stderr.strip() == "lifeguard enroll: no cluster pcs_zzzzzzzzzz in PCS; check --cluster"
+    assert env.updates() == []
 
 
 def test_a_missing_stack_is_one_line_and_a_non_zero_exit(env: Env) -> None:
@@ -575,3 +588,34 @@ def test_a_change_made_while_enrolling_is_not_overwritten(env: Env) -> None:
             "lca",
         )
     assert env.config() == theirs
+
+
+def test_a_group_not_active_is_said_so_by_the_dry_run_and_never_asked_about(env: Env) -> None:
+    """The dry run of an UPDATING group said "dry run: nothing changed" and no more; asked, the person
+    agreed to a change PCS then refused."""
+    env.pcs.update_seconds = 600
+    env.api.update_compute_node_group(
+        clusterIdentifier=env.cluster_id,
+        computeNodeGroupIdentifier=env.group_id,
+        nodeLifecycleActions=TERMINATE,
+    )
+    env.pcs.calls.clear()
+    dry = env.run("lca-static", "--cluster", "lca", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "the group is UPDATING: PCS takes no change until it is ACTIVE" in dry.stdout
+    command = [
+        str(LIFEGUARD),
+        "enroll",
+        "lca-static",
+        "--cluster",
+        "lca",
+        "--stack-name",
+        env.deployed.stack_name,
+    ]
+    asked = on_a_terminal(command, "y", env=env.environ, cwd=env.cwd)
+    assert asked.returncode == 1
+    said = " ".join(asked.stderr.split())
+    assert "the group is UPDATING: PCS takes no change until it is ACTIVE" in said
+    assert "Make this change?" not in said
+    assert said.endswith("nothing changed")
+    assert env.updates() == []
