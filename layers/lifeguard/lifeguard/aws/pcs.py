@@ -278,14 +278,17 @@ class PcsGateway:
         # Per group (cluster id, group id) last read: what its nodeLifecycleActions held that this release's
         # PCS model does not know (`_unknown_fields`).
         self._unknown: dict[tuple[str, str], list[str]] = {}
-        events = getattr(getattr(client, "meta", None), "events", None)
-        if events is not None:
-            events.register("after-call.pcs.GetComputeNodeGroup", self._note_unknown_fields)
+        self._answers_watched = False  # at the first read: a lazy client is not built at import
 
     def get_group(self, cluster_id: str, group_id: str) -> GroupSnapshot:
         """GetComputeNodeGroup; raises GroupNotFoundError or AwsCallError."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if not self._answers_watched:
+            self._answers_watched = True
+            events = getattr(getattr(self._client, "meta", None), "events", None)
+            if events is not None:
+                events.register("after-call.pcs.GetComputeNodeGroup", self._note_unknown_fields)
         try:
             self.calls += 1
             group = self._client.get_compute_node_group(
@@ -364,8 +367,8 @@ class PcsGateway:
             return
         try:
             raw = json.loads(http_response.content)
-        except (ValueError, TypeError):
-            return  # botocore read it, or said why it could not
+        except (ValueError, TypeError, AttributeError):
+            return  # botocore read it, or said why it could not (a stubbed answer has no body)
         raw_group = raw.get("computeNodeGroup") if isinstance(raw, dict) else None
         if not isinstance(raw_group, dict):
             return
