@@ -298,6 +298,28 @@ def test_a_folder_above_the_cache_of_another_user_or_a_link_is_closed_never_take
     assert (kept / "agent-config.json").read_text() == "{}"
 
 
+def test_a_link_above_the_cache_is_followed_and_never_changed(tmp_path: Path) -> None:
+    """`etc/amazon/pcs` a link to a folder elsewhere: its target had its mode changed (a link to /tmp took
+    every user's write away), and the cache's folders were taken away there. A link to a closed folder is
+    followed; one to a folder others may write leaves no cache to trust: nothing is reused or fetched."""
+    fetcher = BucketFetcher({SOURCE.location: SCRIPT})
+    cache = cache_of(tmp_path, fetcher)
+    cache.fetch(STAGE, NAME, SOURCE)
+    pcs = tmp_path / "etc/amazon/pcs"
+    elsewhere = tmp_path / "persist"
+    pcs.rename(elsewhere)
+    pcs.symlink_to(elsewhere)
+    assert cache.cached(STAGE, NAME, SOURCE) == SCRIPT  # a closed folder: followed
+    elsewhere.chmod(0o1777)
+    assert cache.cached(STAGE, NAME, SOURCE) is None
+    with pytest.raises(PermissionError, match="a link above the script cache, to a folder others may write"):
+        cache.fetch(STAGE, NAME, SOURCE)
+    assert mode(elsewhere) == 0o1777
+    assert pcs.is_symlink()
+    assert (elsewhere / "lifecycle/actions/config/scripts" / STAGE / NAME).read_bytes() == SCRIPT
+    assert len(fetcher.tries) == 1
+
+
 def test_a_cache_on_a_filesystem_that_ignores_modes_still_fetches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,7 +91,8 @@ class ScriptCache:
         with all it holds (a link is unlinked, never followed), and the fetch makes it again. Above the
         cache nothing is taken away: those folders hold the rest of the node's `etc/amazon` (an image may
         have left them a build user's, or made one a link), and a user who could write them could not
-        have made them. PermissionError when what is not the executor's cannot be taken away."""
+        have made them; a link there is followed and never changed. PermissionError when what is not the
+        executor's cannot be taken away, or a link above the cache leads to a folder others may write."""
         cache = self.layout.cache
         top = self.layout.root / "etc" / "amazon"
         folders = [path.parent]
@@ -102,9 +103,18 @@ class ScriptCache:
         for folder in reversed(folders):
             inside = folder == cache or cache in folder.parents
             try:
-                found = folder.lstat() if inside else folder.stat()
+                found = folder.lstat()
+                if stat.S_ISLNK(found.st_mode) and not inside:
+                    # A link above the cache (to a disk that persists, say) is followed, never changed: its
+                    # target is not the node's to close. One others may write leaves no cache to trust.
+                    target = folder.stat()
+                    if stat.S_IMODE(target.st_mode) & 0o022:
+                        raise PermissionError(
+                            f"{folder}: a link above the script cache, to a folder others may write"
+                        )
+                    continue
             except FileNotFoundError:
-                break  # nothing below it either: the fetch makes them
+                break  # nothing below it either: the fetch makes them (or says why it cannot)
             if inside and (not stat.S_ISDIR(found.st_mode) or found.st_uid != owner):
                 _remove(folder, found)
                 if os.path.lexists(folder):
