@@ -67,6 +67,12 @@ class Env:
             check=False,
         )
 
+    def on_a_terminal(self, answer: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """`lifeguard enroll lca-static --cluster lca ARGS` on a terminal, `answer` typed when asked."""
+        command = [str(LIFEGUARD), "enroll", "lca-static", "--cluster", "lca", *args]
+        command += ["--stack-name", self.deployed.stack_name]
+        return on_a_terminal(command, answer, env=self.environ, cwd=self.cwd)
+
     def config(self, group: str | None = None) -> Any:
         answer = self.api.get_compute_node_group(
             clusterIdentifier=self.cluster_id, computeNodeGroupIdentifier=group or self.group_id
@@ -178,16 +184,7 @@ def test_without_a_terminal_to_ask_on_enroll_changes_nothing_unless_told_yes(env
 
 @pytest.mark.parametrize(("answer", "code"), [("y", 0), ("n", 1)])
 def test_on_a_terminal_enroll_shows_the_change_and_asks(env: Env, answer: str, code: int) -> None:
-    command = [
-        str(LIFEGUARD),
-        "enroll",
-        "lca-static",
-        "--cluster",
-        "lca",
-        "--stack-name",
-        env.deployed.stack_name,
-    ]
-    done = on_a_terminal(command, answer, env=env.environ, cwd=env.cwd)
+    done = env.on_a_terminal(answer)
     assert done.returncode == code, done.stderr
     assert "nodeBootstrapped › lifeguard-shipper: added" in done.stderr
     assert "Make this change?" in done.stderr
@@ -603,16 +600,7 @@ def test_a_group_not_active_is_said_so_by_the_dry_run_and_never_asked_about(env:
     dry = env.run("lca-static", "--cluster", "lca", "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "the group is UPDATING: PCS takes no change until it is ACTIVE" in dry.stdout
-    command = [
-        str(LIFEGUARD),
-        "enroll",
-        "lca-static",
-        "--cluster",
-        "lca",
-        "--stack-name",
-        env.deployed.stack_name,
-    ]
-    asked = on_a_terminal(command, "y", env=env.environ, cwd=env.cwd)
+    asked = env.on_a_terminal("y")
     assert asked.returncode == 1
     said = " ".join(asked.stderr.split())
     assert "the group is UPDATING: PCS takes no change until it is ACTIVE" in said
