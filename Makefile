@@ -37,9 +37,13 @@ types:
 	@# Each function is its own top-level module `app`: one mypy run per function.
 	for app in functions/*/app.py; do $(BIN)/mypy --strict "$$app" || exit 1; done
 
-# One worker per core (pytest-xdist): the end-to-end tests wait on subprocesses and servers as much as they compute.
+# One worker more than the cores (pytest-xdist), each taking work from the others once its own is done: the
+# end-to-end tests wait on subprocesses and servers as much as they compute, and the longest (the 50-node wave,
+# the twin demo) no longer leave one worker busy at the end. On 2 cores: 9 min 31 s against 13 min 26 s with
+# one worker a core, in the same clone.
+WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 unit-and-integration:
-	$(BIN)/pytest -q -n auto --ignore=tests/artifact
+	$(BIN)/pytest -q -n $(WORKERS) --dist worksteal --ignore=tests/artifact
 
 ## The stack: lint (cfn-lint's informational rules too), build both layers, checkov on the template as
 ## written, as built, and with its loops expanded (checkov does not know Fn::ForEach), then test what was built.
