@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
-from lifeguard.bounds import is_pcs_id
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import NODES_REPLACED
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
@@ -246,20 +245,6 @@ def _client_token(action: str, group: GroupSnapshot, config: Mapping[str, Any]) 
     return f"lifeguard-{action}-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
 
 
-def _is_cluster(pcs: PcsGateway, ref: str) -> bool:
-    """Whether PCS knows a cluster by this name or id. PCS answers an id it does not have as it answers a
-    missing grant (AccessDeniedException, "the cluster ID doesn't exist"): an id it does not list is none."""
-    try:
-        pcs.cluster_id(ref)
-    except GroupNotFoundError:
-        return False
-    except AwsCallError as exc:
-        if exc.code == "AccessDeniedException" and is_pcs_id(ref) and ref not in pcs.cluster_ids():
-            return False
-        raise
-    return True
-
-
 def change_enrollment(
     action: str,
     pcs: PcsGateway,
@@ -282,11 +267,11 @@ def change_enrollment(
         missing = isinstance(exc, GroupNotFoundError)
         if not missing and exc.code != "AccessDeniedException":
             raise
-        if not _is_cluster(pcs, cluster_ref):  # the cluster is what PCS does not know
+        if pcs.known_cluster_id(cluster_ref) is None:  # the cluster is what PCS does not know
             raise EnrollError(f"no cluster {cluster_ref} in PCS; check --cluster") from None
         if not missing:
             raise  # a grant missing indeed
-        if _is_cluster(pcs, group_ref):  # a cluster given as the group, as history says it
+        if pcs.known_cluster_id(group_ref) is not None:  # a cluster given as the group, as history says it
             raise EnrollError(
                 f"{group_ref} is a cluster, not a compute node group: lifeguard status --cluster {group_ref} "
                 "lists its groups"

@@ -436,7 +436,7 @@ class Operator:
         states = self.states.all_states(self.unreadable)
         cluster_id = cluster
         if cluster and not any(state.cluster_id == cluster for state in states):
-            cluster_id = self._cluster_id(cluster)
+            cluster_id = self.pcs.known_cluster_id(cluster)
             if cluster_id is None:
                 raise OperatorError(
                     f"no cluster {cluster} in PCS, nor in Lifeguard's table (it knows clusters by id: "
@@ -536,7 +536,8 @@ class Operator:
         name or id too (`--cluster`), or the one the table knows the group in. Names are asked of PCS."""
         if "/" in group:
             named, _, group = group.partition("/")
-            if cluster and cluster != named and len({self._cluster_id(c) or c for c in (cluster, named)}) > 1:
+            id_of = self.pcs.known_cluster_id
+            if cluster and cluster != named and len({id_of(c) or c for c in (cluster, named)}) > 1:
                 raise OperatorError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
             cluster = named
         if cluster:
@@ -547,7 +548,7 @@ class Operator:
             try:
                 return self._ids(cluster, group)
             except GroupNotFoundError:
-                cluster_id = self._cluster_id(cluster)
+                cluster_id = self.pcs.known_cluster_id(cluster)
                 if cluster_id is None:  # the cluster is what PCS does not know
                     raise OperatorError(f"no cluster {cluster} in PCS; check --cluster") from None
                 if self._held(cluster_id, group):  # a group PCS no longer has, its cluster given by name
@@ -617,18 +618,6 @@ class Operator:
         """(cluster id, group id) as PCS knows the group of these names or ids."""
         found = self.pcs.get_group(cluster, group)  # a failed call is said as the command's one line
         return found.cluster_id, found.group_id
-
-    def _cluster_id(self, cluster: str) -> str | None:
-        """The id of the cluster PCS knows by this name or id; None when it knows none."""
-        try:
-            return self.pcs.cluster_id(cluster)
-        except GroupNotFoundError:
-            return None
-        except AwsCallError as exc:
-            # PCS answers an id it does not have as it answers a missing grant: one it does not list is none.
-            if exc.code == "AccessDeniedException" and is_pcs_id(cluster) and not self._live([cluster]):
-                return None
-            raise
 
     # -- undo --
 

@@ -787,3 +787,15 @@ def test_the_last_attempt_s_error_is_raised() -> None:
     with pytest.raises(AwsCallError, match="slow down"):
         call_with_retries(call, RetryPolicy(attempts=3), time_left=lambda: 1000.0, sleep=lambda s: None)
     assert call.calls == 3
+
+
+def test_a_cluster_is_known_by_name_or_id_and_an_id_pcs_has_none_of_is_none() -> None:
+    """PCS answers a cluster id it does not have as a missing grant: the operator CLI's commands (status,
+    undo, enroll) said "GetCluster was denied … grant it" of a cluster that is not there."""
+    world = World()
+    assert world.gateway.known_cluster_id("lca") == CLUSTER
+    assert world.gateway.known_cluster_id(CLUSTER) == CLUSTER
+    assert world.gateway.known_cluster_id("nosuch") is None
+    assert world.gateway.known_cluster_id("pcs_zzzzzzzzzz") is None
+    with pytest.raises(AwsCallError, match="AccessDeniedException"):
+        world.gateway.cluster_id("pcs_zzzzzzzzzz")

@@ -310,6 +310,26 @@ class PcsGateway:
             raise _translate("GetCluster", exc) from exc
         return str(cluster["id"])
 
+    def known_cluster_id(self, identifier: str) -> str | None:
+        """`cluster_id`, or None when PCS knows no cluster by that name or id. PCS answers an id it does not
+        have as it answers a missing grant (AccessDeniedException, "the cluster ID doesn't exist"): a
+        refused id that ListClusters does not list is none; the refusal stands when it is listed, or when
+        PCS will not list its clusters."""
+        try:
+            return self.cluster_id(identifier)
+        except GroupNotFoundError:
+            return None
+        except AwsCallError as exc:
+            if exc.code != "AccessDeniedException" or not is_pcs_id(identifier):
+                raise
+            try:
+                listed = self.cluster_ids()
+            except AwsCallError:
+                raise exc from None
+            if identifier in listed:
+                raise
+            return None
+
     def cluster_ids(self) -> set[str]:
         """The ids of the account's clusters in this region (ListClusters, all pages, at most
         `LIST_PAGES_MAX`); raises AwsCallError."""
