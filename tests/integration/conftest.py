@@ -3,11 +3,15 @@ real process against them."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -217,3 +221,46 @@ def on_a_terminal(
     finally:
         os.close(leader)
         os.close(follower)
+
+
+# How a PCS endpoint on loopback answers a call: (HTTP status, content type, body), from the operation's
+# name and its request.
+PcsAnswer = Callable[[str, dict[str, Any]], tuple[int, str, bytes]]
+
+
+@contextlib.contextmanager
+def pcs_on_loopback(monkeypatch: pytest.MonkeyPatch, answer: PcsAnswer) -> Iterator[Any]:
+    """A PcsGateway (one attempt a call: botocore's own retries would only take longer) to a PCS endpoint on
+    loopback whose every call `answer` answers."""
+    from lifeguard.aws.clients import aws_client
+    from lifeguard.aws.pcs import PcsGateway
+
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+        ("AWS_CONFIG_FILE", "/dev/null"),
+    ):
+        monkeypatch.setenv(name, value)
+
+    class Pcs(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            request = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+            operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+            status, content_type, body = answer(operation, request)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Pcs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield PcsGateway(aws_client("pcs", f"http://127.0.0.1:{server.server_port}", attempts=1))
+    finally:
+        server.shutdown()
+        server.server_close()

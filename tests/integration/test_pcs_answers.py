@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
 
-from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.errors import AwsCallError
 from lifeguard.remediation.remediator import may_have_taken
+from tests.integration.conftest import pcs_on_loopback
 
 pytestmark = pytest.mark.integration
 
@@ -50,44 +48,25 @@ def answer(actions: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class Pcs(BaseHTTPRequestHandler):
-    """Answers every call with the group holding `actions`, as a PCS of a later release would."""
+class Pcs:
+    """Answers every call with the group holding `actions`, as a PCS of a later release would; the updates it
+    was asked, kept."""
 
     actions: ClassVar[dict[str, Any]] = ACTIONS
     updates: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if self.headers.get("X-Amz-Target", "").endswith("UpdateComputeNodeGroup"):
-            Pcs.updates.append(body)
-        out = json.dumps(answer(Pcs.actions)).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-amz-json-1.0")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: object) -> None:
-        pass
+    @staticmethod
+    def answer(operation: str, request: dict[str, Any]) -> tuple[int, str, bytes]:
+        if operation == "UpdateComputeNodeGroup":
+            Pcs.updates.append(request)
+        return 200, "application/x-amz-json-1.0", json.dumps(answer(Pcs.actions)).encode()
 
 
 @pytest.fixture
 def pcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[PcsGateway]:
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-        ("AWS_CONFIG_FILE", "/dev/null"),
-    ):
-        monkeypatch.setenv(name, value)
     Pcs.updates = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Pcs)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield PcsGateway(aws_client("pcs", f"http://127.0.0.1:{server.server_port}", attempts=1))
-    finally:
-        server.shutdown()
-        server.server_close()
+    with pcs_on_loopback(monkeypatch, Pcs.answer) as gateway:
+        yield gateway
 
 
 def test_a_lifecycle_field_the_model_does_not_know_stops_the_write_that_would_erase_it(

@@ -4,15 +4,12 @@ park, instead of taking the outage for a refusal and dropping what the event sai
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from lifeguard.aws.clients import aws_client
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway
 from lifeguard.detection import DetectionSettings
@@ -25,6 +22,7 @@ from lifeguard.log_subscription import encode_subscription
 from lifeguard.store.changes import ChangeStore
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
+from tests.integration.conftest import pcs_on_loopback
 from tests.integration.test_handlers import SCALING_STREAM, stream
 from tests.unit.fakes import FakeDynamoDB, FakeEventBridge
 from tests.unit.test_handlers_config_review import AT, recorded
@@ -36,36 +34,14 @@ pytestmark = pytest.mark.integration
 def outage(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[PcsGateway, list[str]]]:
     """A gateway to a PCS endpoint on loopback that answers every call 503 with an HTML body (one attempt a
     call: botocore's own would only take longer), and the operations it was asked."""
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "x"),
-        ("AWS_SECRET_ACCESS_KEY", "x"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
     asked: list[str] = []
 
-    class Outage(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length", 0)))
-            asked.append(self.headers.get("X-Amz-Target", "").rpartition(".")[2])
-            body = b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
-            self.send_response(503)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def unavailable(operation: str, request: dict[str, Any]) -> tuple[int, str, bytes]:
+        asked.append(operation)
+        return 503, "text/html", b"<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>"
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Outage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_port}"
-        yield PcsGateway(aws_client("pcs", endpoint, attempts=1)), asked
-    finally:
-        server.shutdown()
-        server.server_close()
+    with pcs_on_loopback(monkeypatch, unavailable) as gateway:
+        yield gateway, asked
 
 
 def test_a_review_that_must_read_pcs_during_an_outage_fails_for_lambda_s_retry(
