@@ -619,6 +619,24 @@ def test_scaling_updates_of_a_group_never_seen_review_its_configuration_once() -
     assert again.events == []
 
 
+def test_a_read_back_review_whose_publish_failed_is_published_by_lambdas_retry() -> None:
+    """A call that carried no configuration keeps its read-back record before its review is published: a
+    PutEvents that failed every attempt left the record, and Lambda's retry of the same event found it and
+    took the call as reviewed. The review was never published, and the retry, which returned, parked
+    nothing. A call that carried one is reviewed again on the retry too."""
+    for event in (scaling_update(BOB), recorded()):
+        world = World()
+        world.knows(BEFORE)
+        world.handler.clock = lambda: AT / 1000 + 700
+        world.bus.refuse_calls = 3  # each of PutEvents' attempts in the first invocation
+        with pytest.raises(AwsCallError):
+            world.review(copy.deepcopy(event))
+        retry = world.review(copy.deepcopy(event))
+        assert (retry.reviewed, retry.ignored) == (1, 0)
+        assert len(world.reviews()) == 1
+        assert world.reviews()[0]["diff"]
+
+
 def test_a_configuration_read_back_again_after_a_change_to_another_is_reviewed_again() -> None:
     """Read back after a scaling update, then changed to another by a call reviewed, then changed back by a
     call CloudTrail left unread (its request too large to record): the next scaling update's read is news."""

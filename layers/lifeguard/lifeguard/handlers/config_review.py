@@ -254,6 +254,11 @@ class ConfigReviewHandler:
         every scaling update repeated the first one's risks)."""
         fingerprint = _fingerprint(target.config)
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
+        if kept is not None and kept.read_back and kept.event_id == call.event_id:
+            # This very call, again: its record is kept before its review is published, and a publish that
+            # failed is retried by Lambda with the same event, which must review it (notify tells a review
+            # once, by its key).
+            return None
         if (
             kept is not None
             and kept.at <= call.at
