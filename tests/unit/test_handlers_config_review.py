@@ -170,6 +170,23 @@ def test_a_change_that_brings_no_risk_tells_the_ones_already_there_as_info() -> 
     assert (first["severity"], first["path"]) == ("warning", "stages.nodeReady[1].scriptSource")
 
 
+def test_an_unpinned_script_moved_to_another_location_brings_its_risk() -> None:
+    """The same unpinned script, fetched now from someone else's bucket: root runs whatever is there. Its
+    risk was taken for the one the replaced configuration had (its sentence named no location): all info,
+    and no message went out."""
+    world = World()
+    world.knows(BEFORE)
+    moved = copy.deepcopy(BEFORE)
+    moved["stages"]["nodeBootstrapped"][0]["scriptSource"]["scriptLocation"] = "s3://someone-elses/payload.sh"
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = moved
+    world.review(event)
+    [detail] = world.reviews()
+    warned = [(r["code"], r["path"]) for r in detail["risks"] if r["severity"] == "warning"]
+    assert warned == [("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource")]
+    assert "s3://someone-elses/payload.sh" in detail["risks"][0]["message"]
+
+
 def test_who_made_the_change_is_found_by_the_fingerprint_the_detection_keeps() -> None:
     world = World()
     world.knows(BEFORE)
