@@ -221,6 +221,41 @@ def test_a_check_of_what_the_node_cannot_work_without_is_left_on_terminate() -> 
         assert codes(config(("nodeBootstrapped", script(name)))) == terminates, name
 
 
+def test_setting_up_what_the_node_cannot_work_without_is_not_told_to_let_it_fail() -> None:
+    """`mount-efs-logs` mounts shared storage (for logs): told it looked optional, its owner would set
+    CONTINUE and nodes would come up without the mount. A report of a mount is still optional, and a
+    mount of any kind left to FIRST_BOOT_ONLY is still undone by a reboot."""
+    every_boot = {"executionPolicy": "EVERY_BOOT"}
+    for name in ("mount-efs-logs", "install-efa-driver-debug", "setup-scratch-telemetry"):
+        assert codes(config(("nodeBootstrapped", script(name, **every_boot)))) == [], name
+    assert codes(config(("nodeBootstrapped", script("report-mount-status", **every_boot)))) == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+    ]
+    assert codes(config(("nodeBootstrapped", script("mount-efs-logs")))) == [
+        ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
+    ]
+    # In nodeReady, it is told what TERMINATE does there instead (once, as for any script on it).
+    assert codes(config(("nodeReady", script("mount-efs-logs", **every_boot)))) == [
+        ("node-ready-races-jobs", "stages.nodeReady[0]"),
+        ("node-ready-terminates-active-node", "stages.nodeReady[0].onError"),
+    ]
+
+
+def test_an_https_urls_query_and_fragment_say_nothing_of_the_script() -> None:
+    """Words are taken from the file a location names: `?ref=debug` on a URL is no debug script. An S3 key
+    may hold `?` and `#`: its last segment is read whole."""
+    every_boot = {"executionPolicy": "EVERY_BOOT"}
+    for location in ("https://example.com/s/mount-fsx.sh?ref=debug", "https://example.com/s/tune.sh#logs"):
+        name = "setup" if "tune" in location else "fsx"
+        assert codes(config(("nodeBootstrapped", script(name, location, **every_boot)))) == [], location
+    assert codes(config(("nodeBootstrapped", script("tune", "s3://bkt/tune?debug.sh", **every_boot)))) == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+    ]
+    assert codes(
+        config(("nodeBootstrapped", script("tune", "https://example.com/p/debug.sh?v=1", **every_boot)))
+    ) == [("optional-script-terminates", "stages.nodeBootstrapped[0].onError")]
+
+
 def test_a_new_s3_version_kept_under_the_old_checksum_is_flagged() -> None:
     """A new version uploaded and its s3VersionId given, its checksum not: every node fails the checksum
     unless the two versions hold the same bytes. A first version given to content already pinned, or the

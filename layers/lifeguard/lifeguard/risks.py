@@ -180,14 +180,28 @@ def find_risks(config: NodeLifecycleActions, previous: NodeLifecycleActions | No
     return risks
 
 
+def _file_name(source: ScriptSource) -> str:
+    """The file a script's location names: an https URL's last path segment, without its query or fragment
+    (`mount-fsx.sh?ref=debug` is no debug script); an S3 key's last segment as it is (`?` and `#` are
+    characters of a key)."""
+    location = source.script_location
+    if not source.is_s3:
+        location = location.split("#", 1)[0].split("?", 1)[0]
+    return location.rsplit("/", 1)[-1]
+
+
 def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_once: bool) -> list[Risk]:
     risks: list[Risk] = []
     source = script.script_source
-    words = _words_of(f"{script.name} {source.script_location.rsplit('/', 1)[-1]}")
-    # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option.
+    words = _words_of(f"{script.name} {_file_name(source)}")
+    # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option,
+    # nor is setting it up (`mount-efs-logs`: a node without its mount is what TERMINATE is for); a report
+    # or a watch of it is (`report-mount-status`).
     optional = script.on_error is None and _has_word(words, _OPTIONAL)
-    guarded_check = _has_word(words, _CHECK) and _has_word(words, _GUARDED)
-    if optional and not guarded_check:
+    guarded = _has_word(words, _GUARDED)
+    guarded_check = guarded and _has_word(words, _CHECK)
+    told_optional = optional and not guarded_check and not (guarded and not _has_word(words, _OBSERVING))
+    if told_optional:
         risks.append(
             Risk(
                 "optional-script-terminates",
@@ -236,10 +250,11 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                     "nodes run the new one; pin the version or use REFRESH_ON_REBOOT",
                 )
             )
-    # A check or a report of a mount (`verify-mounts`, `report-mount-status`) sets nothing up to undo.
+    # A check or a report of a mount (`verify-mounts`, `report-mount-status`) sets nothing up to undo; a
+    # mount of what is there for logs or debugging (`mount-efs-logs`) does.
     undone = (
         _has_word(words, _REBOOT_UNDONE)
-        and not _has_word(words, _OPTIONAL)
+        and not _has_word(words, _OBSERVING)
         and not _has_word(words, _LASTING)
     )
     if script.execution_policy is None and undone:
@@ -265,7 +280,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 "can start before it finishes; move it to nodeBootstrapped, or drain the node while it runs",
             )
         )
-    if stage == "nodeReady" and script.on_error is None and not optional and not guarded_check:
+    if stage == "nodeReady" and script.on_error is None and not told_optional and not guarded_check:
         # Said once: an optional-looking one is told so above.
         risks.append(
             Risk(
