@@ -14,6 +14,7 @@ from lifeguard.event_contract import clean_detail, make_detail
 from lifeguard.notify import SEVERITY, slack_message, sns_message, summarize
 from lifeguard.notify.slack import HEADER_MAX_CHARS, MAX_BLOCKS, SECTION_MAX_CHARS
 from lifeguard.notify.sns import SNS_MAX_BYTES
+from lifeguard.notify.summary import subject_line
 from tests.conftest import ARTICLE_SUSPECT, load_event
 
 SUSPECT = ARTICLE_SUSPECT
@@ -125,6 +126,38 @@ def test_a_later_revision_of_a_detection_reads_as_an_update_of_its_episode() -> 
     assert summary.subject.startswith("[Lifeguard] Bootstrap loop (update 2): pcs_abcdef01")
     assert summary.headline.startswith("Update 2 of episode ep-1: ")
     assert summarize("BootstrapLoopDetected", applied()).subject.startswith("[Lifeguard] Bootstrap loop: ")
+
+
+def test_a_long_script_name_is_shortened_before_the_cluster_leaves_the_subject() -> None:
+    """The subject was cut at its end: with PCS's ids, a script name of 30 characters pushed the cluster
+    out of it and out of Slack's header (cut to the subject's 99 characters though Slack takes 150), and
+    an on-call admin of several clusters could not tell which from either."""
+    script = "configure-lustre-and-mount-fsx"
+    detail = applied(
+        cluster_id="pcs_2w6yq4ab8c",
+        compute_node_group_id="pcs_ol2m8ju11q",
+        suspect={**SUSPECT, "script": script},
+    )
+    for detail_type in ("RemediationApplied", "BootstrapLoopDetected", "LoopContained"):
+        summary = summarize(detail_type, detail)
+        assert len(summary.subject) <= 99
+        assert summary.subject.endswith(" in pcs_2w6yq4ab8c"), summary.subject
+        assert ": pcs_ol2m8ju11q (configure-lustre" in summary.subject
+        header = slack_message(summary, detail)["blocks"][0]["text"]["text"]
+        assert header.endswith(": pcs_ol2m8ju11q (configure-lustre-and-mount-fsx) in pcs_2w6yq4ab8c")
+    late = summarize("BootstrapLoopDetected", {**applied(revision=3), **detail}, late=True)
+    assert len(late.subject) <= 99
+    assert late.subject.endswith(" in pcs_2w6yq4ab8c")
+    assert "pcs_ol2m8ju11q (config..." in late.subject
+    header = slack_message(late, detail)["blocks"][0]["text"]["text"]
+    assert header.endswith("(configure-lustre-and-mount-fsx) in pcs_2w6yq4ab8c")
+    # A name too long for any of it is left out: the group and the cluster stay.
+    long_name = summarize("RemediationSkipped", applied(suspect={**SUSPECT, "script": "x" * 200})).subject
+    assert (len(long_name), long_name[-24:]) == (99, "xx...) in pcs_abc123de45")
+    title = "Bootstrap loop (update 10000), delivered late"
+    assert subject_line(title, "pcs_ol2m8ju11q", "x" * 40, "pcs_2w6yq4ab8c", limit=87) == (
+        f"{title}: pcs_ol2m8ju11q in pcs_2w6yq4ab8c"
+    )
 
 
 @given(

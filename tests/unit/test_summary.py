@@ -145,7 +145,25 @@ def test_the_evidence_shows_the_last_ten_failures_with_unknown_parts_marked() ->
     assert summary.evidence[-1] == "i-last (-) failed at ?"
     assert "12 node(s) failed" in summary.headline
     assert summary.suspect is not None
-    assert summary.suspect.endswith("on 1 of 12 failed node(s))")
+    assert summary.suspect.endswith(
+        "on 1 node(s) that reported it)"
+    )  # none of the 12 failures: not "1 of 12"
+    named = detail(failures=failures, suspect={**ARTICLE_SUSPECT, "instances": ["i-3", "i-7"]})
+    assert str(summarize("BootstrapLoopDetected", named).suspect).endswith("on 2 of 12 failed node(s))")
+
+
+def test_a_containment_counts_the_nodes_that_reported_the_script_not_a_share_of_the_failures() -> None:
+    """A LoopContained's suspect names the node kept (its report), which did not fail to bootstrap: "on 1
+    of 2 failed node(s)" said the script spared one of the two terminated nodes."""
+    failures = [
+        {"instance_id": "i-0aaaaaaaaaaaaaaa1", "event_timestamp": 1792545162000},
+        {"instance_id": "i-0aaaaaaaaaaaaaaa2", "event_timestamp": 1792545522000},
+    ]
+    suspect = {**ARTICLE_SUSPECT, "on_error": "STOP_SEQUENCE", "instances": ["i-0bbbbbbbbbbbbbbb3"]}
+    summary = summarize("LoopContained", detail(failures=failures, suspect=suspect))
+    assert summary.suspect == (
+        "nodeBootstrapped › fail-terminate (onError STOP_SEQUENCE, exit 1, on 1 node(s) that reported it)"
+    )
 
 
 def test_a_suspect_without_exit_code_reads_exit_question_mark() -> None:
@@ -153,7 +171,8 @@ def test_a_suspect_without_exit_code_reads_exit_question_mark() -> None:
     summary = summarize("BootstrapLoopDetected", detail(suspect=suspect))
     assert (
         summary.suspect
-        == "nodeBootstrapped › fail-terminate (onError TERMINATE, exit ?, on 2 of 1 failed node(s))"
+        == "nodeBootstrapped › fail-terminate (onError TERMINATE, exit ?, on 2 node(s) that reported it, "
+        "1 of the 1 failed node(s))"
     )
     assert summary.log_tail is None
 

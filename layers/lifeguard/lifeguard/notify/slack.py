@@ -191,7 +191,7 @@ def slack_message(
 ) -> dict[str, Any]:
     """The Block Kit payload of one event, with a plain `text` fallback."""
     emoji = _EMOJI.get(summary.severity, ":information_source:")
-    header = _clip(f"{summary.subject.removeprefix('[Lifeguard] ')}", HEADER_MAX_CHARS)  # plain text
+    header = _clip(summary.heading(HEADER_MAX_CHARS), HEADER_MAX_CHARS)  # plain text
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": header, "emoji": True}},
         _section(f"{emoji} {_escaped(summary.headline)}"),

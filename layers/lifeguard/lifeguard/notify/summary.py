@@ -32,10 +32,13 @@ __all__ = [
     "Summary",
     "diff_line",
     "risk_lines",
+    "subject_line",
     "summarize",
 ]
 
 SUBJECT_MAX_CHARS = 99  # SNS: under 100
+SUBJECT_PREFIX = "[Lifeguard] "
+_SCRIPT_SHOWN_LEAST = 8  # a script's name shortened to fewer characters than this is left out of a subject
 # A review's risks in a message: enough to act on, and within a Slack section (3,000 characters).
 RISK_LINES_MAX = 10
 RISK_LINE_MAX_CHARS = 280
@@ -79,6 +82,22 @@ def _severity(detail_type: str, *, late: bool, dry_run: bool) -> str:
     return SEVERITY.get(detail_type, "info")
 
 
+def subject_line(title: str, group: object, script: object, cluster: object, *, limit: int) -> str:
+    """`title: group (script) in cluster` as one ASCII line of at most `limit` characters. The script's name
+    is shortened first, then left out: which group of which cluster is what a reader triages by (a subject
+    cut at its end lost the cluster to a script name of 30 characters)."""
+    head, tail = _ascii_line(f"{title}: {group}"), " in " + _ascii_line(str(cluster))
+    line = head + tail
+    if script:
+        name = _ascii_line(str(script))
+        room = limit - len(line) - len(" ()")
+        if len(name) > room:
+            name = name[: room - 3] + "..." if room >= _SCRIPT_SHOWN_LEAST else ""
+        if name:
+            line = f"{head} ({name}){tail}"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _ascii_line(text: str) -> str:
     # SNS subjects: ASCII, no line breaks or control characters.
     cleaned = "".join(c if 32 <= ord(c) < 127 else " " for c in text)
@@ -108,6 +127,12 @@ class Summary:
     nodes: str | None = None
     evidence_title: str = "Evidence"  # a review's evidence is its risks
     diff_title: str = "Change"  # a dry run's: what it would have changed
+    # What the subject names (title, group, script, cluster), for a heading of another length (`heading`).
+    named: tuple[Any, Any, Any, Any] = ("", "?", None, "?")
+
+    def heading(self, limit: int) -> str:
+        """The subject without its prefix, in at most `limit` characters (a Slack header)."""
+        return subject_line(*self.named, limit=limit)
 
     @property
     def console_way(self) -> str:
@@ -168,12 +193,10 @@ def summarize(
         # on with nobody acting), which people triage by it.
         title = f"Dry run (would {detail['action']})" if detail.get("action") else "Dry run"
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
-    what = f" ({suspect.get('script')})" if suspect else ""
     if late:
         title = f"{title}, delivered late"
-    subject = _ascii_line(f"[Lifeguard] {title}: {group}{what} in {cluster}")
-    if len(subject) > SUBJECT_MAX_CHARS:
-        subject = subject[: SUBJECT_MAX_CHARS - 3] + "..."
+    named = (title, group, suspect.get("script") if suspect else None, cluster)
+    subject = SUBJECT_PREFIX + subject_line(*named, limit=SUBJECT_MAX_CHARS - len(SUBJECT_PREFIX))
     kind = detail.get("kind") or "loop"
     in_words, broken = _LOOP_WORDS.get(str(kind), _LOOP_WORDS["loop"])
     happened = (
@@ -224,10 +247,9 @@ def summarize(
         evidence += _kept_lines(detail.get("kept") or [])  # where on-call looks: the nodes kept
     if suspect:
         exit_code = suspect.get("exit_code")
-        count = len(suspect.get("instances") or [])
         script = (
             f"{script} (onError {suspect.get('on_error')}, exit {exit_code if exit_code is not None else '?'}"
-            f", on {count} of {len(failures)} failed node(s))"
+            f", {_reported_on(suspect.get('instances') or [], failures)})"
         )
     action = None
     if detail_type.startswith("Remediation"):
@@ -245,6 +267,7 @@ def summarize(
         detail_type=detail_type,
         severity=_severity(detail_type, late=late, dry_run=held),
         subject=subject,
+        named=named,
         headline=one_line(headline),
         evidence=tuple(one_line(line) for line in evidence),
         suspect=one_line(script) if script else None,
@@ -259,6 +282,18 @@ def summarize(
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
         diff_title="Would change" if held else "Change",
     )
+
+
+def _reported_on(instances: Sequence[Any], failures: Sequence[Any]) -> str:
+    """On how many nodes the suspect script failed, as their reports say: of the loop's failed nodes when
+    they are all among them; else the nodes that reported it (a containment's are the nodes kept, which did
+    not fail to bootstrap: "1 of 2 failed nodes" would say it spared one), and how many of them failed."""
+    failed = {f.get("instance_id") for f in failures if isinstance(f, Mapping)}
+    among = sum(1 for instance in instances if instance in failed)
+    if instances and among == len(instances):
+        return f"on {among} of {len(failures)} failed node(s)"
+    said = f"on {len(instances)} node(s) that reported it"
+    return f"{said}, {among} of the {len(failures)} failed node(s)" if among else said
 
 
 def _kept_words(kept: Sequence[Any]) -> str:
