@@ -160,6 +160,17 @@ def test_a_long_script_name_is_shortened_before_the_cluster_leaves_the_subject()
     )
 
 
+def test_text_that_is_not_unicode_reaches_slack_as_its_escape() -> None:
+    """A diff's values are carried as they came, and one may hold a lone surrogate: Slack's payload carried
+    it as a JSON escape of no character (SNS's shows its escape), and a refusal of it would hold on every
+    retry. Every text of the payload is Unicode, the rest of the value kept."""
+    change = {"path": "stages.nodeBootstrapped[0].arguments[0]", "old": "a", "new": "b\ud800c ü"}
+    detail = applied(diff=[change], reason="r\udfffs")
+    message = slack_message(summarize("RemediationApplied", detail), detail)
+    json.dumps(message, ensure_ascii=False).encode("utf-8")  # raises on a surrogate left in
+    assert "b\\\\ud800c ü" in json.dumps(message, ensure_ascii=False)  # one backslash, in JSON
+
+
 @given(
     group=st.text(),
     script=st.text(),

@@ -117,7 +117,11 @@ _ENTITY_CUT = re.compile(r"&(?:amp|lt|gt);")
 def _escaped(text: str) -> str:
     """Text from an event as mrkdwn shows it, never as markup: Slack reads `<!channel>`, `<@U…>` and
     `<https://…|label>` in mrkdwn, and a script's location or log can hold any of them. Its three control
-    characters are escaped as Slack documents."""
+    characters are escaped as Slack documents. Text that is not Unicode (a lone surrogate in a value the
+    event carries as it came) is shown as its escape, as SNS shows it: JSON would carry it as `\\ud800`,
+    which is no character, and a post Slack refused for it would be refused on every retry."""
+    if not text.isascii():
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
