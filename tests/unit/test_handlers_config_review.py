@@ -652,6 +652,31 @@ def test_a_read_back_review_whose_publish_failed_is_published_by_lambdas_retry()
         assert (retry.reviewed, retry.ignored) == (1, 0)
         assert len(world.reviews()) == 1
         assert world.reviews()[0]["diff"]
+    # The detection read the group between the failed attempt and the retry (a scaling update launches
+    # nodes, and their records make it read): the retry still reviews what PCS holds, its risks told.
+    world = World()
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 700
+    world.bus.refuse_calls = 3
+    with pytest.raises(AwsCallError):
+        world.review(scaling_update(BOB))
+    state = world.states.load(CLUSTER, GROUP)
+    state.config = KnownConfig(
+        modified_at=AT - 60_000,
+        fingerprint=fingerprint_of(NEW),
+        node_lifecycle_actions=NEW,
+        checked_at=AT + 720_000,
+    )
+    world.states.save(state)
+    retry = world.review(scaling_update(BOB))
+    assert (retry.reviewed, retry.ignored) == (1, 0)
+    [review] = world.reviews()
+    assert review["risks"]
+    assert review["reason"].startswith("UpdateComputeNodeGroup by arn:aws:sts::")
+    # A later call of the same kind is not reviewed again: its configuration was told.
+    later = scaling_update(BOB)
+    later["detail"].update(eventID="b0b0-2", eventTime="2026-10-21T01:07:00Z")
+    assert world.review(later).ignored == 1
 
 
 def test_a_configuration_read_back_again_after_a_change_to_another_is_reviewed_again() -> None:

@@ -174,8 +174,9 @@ class ConfigReviewHandler:
         own = self._lifeguards_own(call, target)
         if own is not None:
             return self._ignore(summary, own, call.event_id)
+        retried = False  # a call that carried none, reviewed before and not told (its publish failed)
         if not target.carried:
-            known = self._put_in_place_by(call, target)
+            known, retried = self._put_in_place_by(call, target)
             if known is not None:
                 return self._ignore(
                     summary, f"{call.event_name} carried no nodeLifecycleActions; {known}", call.event_id
@@ -189,7 +190,7 @@ class ConfigReviewHandler:
             resent = self._resent(call, target, state)
             if resent is not None:
                 return self._ignore(summary, resent, call.event_id)
-        reviewed = _review(call, target, state)
+        reviewed = _review(call, target, state, retried=retried)
         if reviewed is None:
             return self._ignore(
                 summary, f"{call.event_name} left nodeLifecycleActions as they were", call.event_id
@@ -246,33 +247,37 @@ class ConfigReviewHandler:
                 return f"Lifeguard's own {change.action} of {target.group_id} (clientToken {token})"
         return None
 
-    def _put_in_place_by(self, call: ConfigCall, target: _Target) -> str | None:
+    def _put_in_place_by(self, call: ConfigCall, target: _Target) -> tuple[str | None, bool]:
         """For a call that carried no configuration (an update of the group's scaling, say, reviewed on
         what PCS holds after it): who is known to have put that configuration in place before it (a call
         that carried it, or Lifeguard), or that it was read back and reviewed after an earlier such call;
         else None. The call did not change it: it is not laid at its door, nor reviewed again (a group's
-        every scaling update repeated the first one's risks)."""
+        every scaling update repeated the first one's risks). And whether this very call was reviewed
+        before: its record is kept before its review is published, and a publish that failed is retried by
+        Lambda with the same event, which must review it again (notify tells a review once, by its key),
+        even once the detection has read the configuration since."""
         fingerprint = _fingerprint(target.config)
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
         if kept is not None and kept.read_back and kept.event_id == call.event_id:
-            # This very call, again: its record is kept before its review is published, and a publish that
-            # failed is retried by Lambda with the same event, which must review it (notify tells a review
-            # once, by its key).
-            return None
+            return None, True
         if (
             kept is not None
             and kept.at <= call.at
             and self._none_between(target, fingerprint, kept.at, call.at)
         ):
             if kept.read_back:
-                return (
+                said = (
                     f"the configuration PCS holds was reviewed after {clip(kept.event_name)}, {utc(kept.at)}"
                 )
-            return f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}"
+                return said, False
+            return (
+                f"the configuration PCS holds was put in place by {clip(kept.arn or 'an unnamed caller')}",
+                False,
+            )
         for change in self._changes_made(target) or ():
             if change.fingerprint_after == fingerprint:
-                return f"the configuration PCS holds was put in place by Lifeguard's {change.action}"
-        return None
+                return f"the configuration PCS holds was put in place by Lifeguard's {change.action}", False
+        return None, False
 
     def _none_between(self, target: _Target, fingerprint: str, since: int, until: int) -> bool:
         """Whether no change to another configuration is known between `since` and `until`: one between
@@ -445,13 +450,16 @@ def _parsed(actions: Mapping[str, Any] | None) -> NodeLifecycleActions | None:
         return None  # kept before a rule existed: reviewed as if unknown
 
 
-def _review(call: ConfigCall, target: _Target, state: GroupState) -> tuple[ControllerEvent, int] | None:
+def _review(
+    call: ConfigCall, target: _Target, state: GroupState, *, retried: bool = False
+) -> tuple[ControllerEvent, int] | None:
     """The ConfigChangeReviewed of the call and how many risks the review found (the event lists at most
-    `_RISKS_MAX`), or None when it changed nothing Lifeguard can tell."""
+    `_RISKS_MAX`), or None when it changed nothing Lifeguard can tell. `retried`: a call that carried no
+    configuration, whose review was made before and not told: made again whatever was read since."""
     new = target.config
     new_fingerprint = _fingerprint(new)
     previous, reason, already_known, unknown_before = _previous(state, new_fingerprint, call.at)
-    if not target.carried and (already_known or new is None):
+    if not target.carried and (new is None or (already_known and not retried)):
         # An update of something else: the configuration is the one already known, or the group runs
         # none (a review of nothing, at every scaling change of such a group).
         return None
