@@ -184,7 +184,15 @@ def test_an_unpinned_script_moved_to_another_location_brings_its_risk() -> None:
     [detail] = world.reviews()
     warned = [(r["code"], r["path"]) for r in detail["risks"] if r["severity"] == "warning"]
     assert warned == [("unpinned-mutable-source", "stages.nodeBootstrapped[0].scriptSource")]
-    assert "s3://someone-elses/payload.sh" in detail["risks"][0]["message"]
+    assert any(change["new"] == "s3://someone-elses/payload.sh" for change in detail["diff"])
+    # The same script unpinned where it was is still a risk the configuration had.
+    world = World()
+    world.knows(BEFORE)
+    kept = copy.deepcopy(BEFORE)
+    kept["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = kept
+    world.review(event)
+    assert {r["severity"] for r in world.reviews()[0]["risks"]} == {"info"}
 
 
 def test_who_made_the_change_is_found_by_the_fingerprint_the_detection_keeps() -> None:

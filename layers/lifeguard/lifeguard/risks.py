@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from lifeguard.bounds import clip
 from lifeguard.lifecycle import LifecycleScript, NodeLifecycleActions, ScriptSource, StageName
 
 __all__ = ["RISK_CODES", "Risk", "find_risks"]
@@ -24,9 +23,6 @@ RISK_CODES = (
     "first-boot-only-undone-by-reboot",
     "node-ready-terminates-active-node",
 )
-
-# The characters of a script's location a risk's sentence shows at most.
-_LOCATION_SHOWN = 300
 
 # Words in a script's name or file name that say "nice to have": a failure should not cost the node. Whole
 # words with their usual endings, not prefixes: `setup-logical-volumes` or `restore-checkpoint` is not a log
@@ -161,6 +157,9 @@ class Risk:
     code: str
     path: str
     message: str
+    # What the risk is of, when its sentence does not say (a script's location): two risks of the same
+    # sentence about different things are two risks (`lifeguard.handlers.config_review`). Not shown.
+    about: str = ""
 
     def to_dict(self) -> dict[str, str]:
         """The risk as JSON for programs."""
@@ -233,11 +232,11 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
             Risk(
                 "unpinned-mutable-source",
                 f"{path}.scriptSource",
-                # Where it is, in the sentence: the same risk of a script moved to another location (another
-                # owner's bucket) is the change's own, not one the replaced configuration had already.
-                f"{script.name!r} runs {what} with no checksum: whatever is at "
-                f"{clip(source.script_location, _LOCATION_SHOWN)} when a node boots runs as root; pin it "
-                "with checksum (sha256)" + (" or s3VersionId" if source.is_s3 else ""),
+                f"{script.name!r} runs {what} with no checksum: whatever is there when a node boots runs "
+                "as root; pin it with checksum (sha256)" + (" or s3VersionId" if source.is_s3 else ""),
+                # The same risk of the script moved to another location (another owner's bucket) is the
+                # change's own, not one the replaced configuration had already.
+                about=source.script_location,
             )
         )
         if cache_once and script.effective_execution_policy == "EVERY_BOOT":

@@ -476,10 +476,10 @@ def _review(
     risks = find_risks(new, previous) if new is not None else []
     # A risk the replaced configuration had already (the same finding, wherever its script now stands) is
     # not the change's: told, after those the change brought, and not worth a warning of its own.
-    had = {(risk.code, risk.message) for risk in find_risks(previous)} if previous is not None else set()
-    before = [risk for risk in risks if (risk.code, risk.message) in had]
+    had = {(r.code, r.message, r.about) for r in find_risks(previous)} if previous is not None else set()
+    before = [risk for risk in risks if (risk.code, risk.message, risk.about) in had]
     brought = len(risks) - len(before)
-    risks = [risk for risk in risks if (risk.code, risk.message) not in had] + before
+    risks = [risk for risk in risks if (risk.code, risk.message, risk.about) not in had] + before
     said = []
     if before:
         said.append(_RISKS_BEFORE.format(before=len(before), found=len(risks)))
