@@ -228,9 +228,16 @@ def test_setting_up_what_the_node_cannot_work_without_is_not_told_to_let_it_fail
     every_boot = {"executionPolicy": "EVERY_BOOT"}
     for name in ("mount-efs-logs", "install-efa-driver-debug", "setup-scratch-telemetry"):
         assert codes(config(("nodeBootstrapped", script(name, **every_boot)))) == [], name
-    assert codes(config(("nodeBootstrapped", script("report-mount-status", **every_boot)))) == [
+    # What begins with no setup word is not setup: a report, a log, a debug, a metric of it still is told.
+    watching = ("report-mount-status", "log-mounts", "record-mounts", "notify-mount-failure", "debug-efa")
+    for name in (*watching, "efa-diagnostics", "gpu-driver-diag", "collect-efa-logs", "fsx-metrics"):
+        assert codes(config(("nodeBootstrapped", script(name, **every_boot)))) == [
+            ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+        ], name
+    assert codes(config(("nodeBootstrapped", script("log-mounts")))) == [
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
-    ]
+    ]  # and, as it sets nothing up, no reboot undoes it
+    assert codes(config(("nodeBootstrapped", script("efs", "s3://bkt/MountEfsLogs.sh", **every_boot)))) == []
     assert codes(config(("nodeBootstrapped", script("mount-efs-logs")))) == [
         ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
     ]

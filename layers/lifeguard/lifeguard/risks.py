@@ -127,6 +127,20 @@ _SETUP = _words(_SETUP_WORDS)
 # A check, report or monitor of something (`verify-mounts`, `report-fsx`, `monitor-efs`) sets nothing up.
 _OBSERVING = _words((*_CHECK_WORDS, *_REPORT_WORDS))
 _REBOOT_UNDONE = _words(_REBOOT_UNDONE_WORDS)
+# A name that begins with one of these sets something up (`mount-efs-logs`, `install-efa-driver`).
+_SETUP_VERB = _words(
+    (
+        r"(?:re)?mount(?:s|ing)?",
+        r"install(?:s|ing)?",
+        r"setup",
+        r"set",
+        r"configur(?:e|es|ing)",
+        r"attach(?:es|ing)?",
+        r"load(?:s|ing)?",
+        r"enabl(?:e|es|ing)",
+        r"prepar(?:e|es|ing)",
+    )
+)
 _LASTING = _words(_LASTING_WORDS)
 
 
@@ -143,6 +157,11 @@ def _words_of(text: str) -> set[str]:
     }
     found.discard("")
     return found
+
+
+def _first_word(text: str) -> str:
+    """The first word of `text` as `_words_of` reads it (`MountEfsLogs`: `mount`), or ''."""
+    return next((word for word in re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower()) if word), "")
 
 
 def _has_word(found: set[str], words: re.Pattern[str]) -> bool:
@@ -192,14 +211,21 @@ def _file_name(source: ScriptSource) -> str:
 def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_once: bool) -> list[Risk]:
     risks: list[Risk] = []
     source = script.script_source
-    words = _words_of(f"{script.name} {_file_name(source)}")
+    file_name = _file_name(source)
+    words = _words_of(f"{script.name} {file_name}")
     # A check of what the node cannot work without (`verify-mounts`, `check-shared-storage`) is no option,
-    # nor is setting it up (`mount-efs-logs`: a node without its mount is what TERMINATE is for); a report
-    # or a watch of it is (`report-mount-status`).
+    # nor is setting it up, said by the name's first word (`mount-efs-logs`, `install-nvidia-driver-debug`:
+    # a node without its mount is what TERMINATE is for); a report, a log or a debug of it is
+    # (`report-mount-status`, `log-mounts`, `debug-efa`).
     optional = script.on_error is None and _has_word(words, _OPTIONAL)
     guarded = _has_word(words, _GUARDED)
     guarded_check = guarded and _has_word(words, _CHECK)
-    told_optional = optional and not guarded_check and not (guarded and not _has_word(words, _OBSERVING))
+    guarded_setup = (
+        guarded
+        and any(_SETUP_VERB.fullmatch(_first_word(text)) for text in (script.name, file_name))
+        and not _has_word(words, _OBSERVING)
+    )
+    told_optional = optional and not guarded_check and not guarded_setup
     if told_optional:
         risks.append(
             Risk(
@@ -250,10 +276,10 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
                 )
             )
     # A check or a report of a mount (`verify-mounts`, `report-mount-status`) sets nothing up to undo; a
-    # mount of what is there for logs or debugging (`mount-efs-logs`) does.
+    # mount of what is there for logs (`mount-efs-logs`) does.
     undone = (
         _has_word(words, _REBOOT_UNDONE)
-        and not _has_word(words, _OBSERVING)
+        and (guarded_setup or not _has_word(words, _OPTIONAL))
         and not _has_word(words, _LASTING)
     )
     if script.execution_policy is None and undone:
