@@ -250,10 +250,15 @@ class FakeDynamoDB:
         return answer
 
     def query(self, **request: Any) -> dict[str, Any]:
-        assert request["KeyConditionExpression"] == "pk = :pk AND begins_with(sk, :prefix)"
+        condition = request["KeyConditionExpression"]
         values = request["ExpressionAttributeValues"]
         pk, prefix = values[":pk"]["S"], values[":prefix"]["S"]
-        answer = self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
+        if condition == "pk = :pk AND sk BETWEEN :prefix AND :upto":  # both ends included, as text
+            upto = values[":upto"]["S"]
+            answer = self._pages("Query", request, lambda key: key[0] == pk and prefix <= key[1] <= upto)
+        else:
+            assert condition == "pk = :pk AND begins_with(sk, :prefix)"
+            answer = self._pages("Query", request, lambda key: key[0] == pk and key[1].startswith(prefix))
         # No more than the limit (the pages are in the order asked for).
         items = answer["Items"]
         return {**answer, "Items": items[: request["Limit"]] if "Limit" in request else items}

@@ -32,7 +32,7 @@ from lifeguard.notify import summarize
 from lifeguard.remediation import RemediationSettings, Remediator
 from lifeguard.remediation.records import AppliedChange, Decision, Ledger
 from lifeguard.scaling_log import parse_scaling_log_record
-from lifeguard.store.groups import RUNS_READ_MAX, GroupStore
+from lifeguard.store.groups import INSTANCE_RUNS_MAX, RUNS_READ_MAX, GroupStore
 from lifeguard.store.remediations import RemediationStore
 from lifeguard.store.table import stored_bytes
 from lifeguard.wiring import Wiring, build_remediate, build_scaling_events
@@ -3670,6 +3670,49 @@ def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_the_detectio
     world.feed(ARTICLE)
     [detected] = [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"]
     assert detected["suspect"]["script"] == "fail-terminate"
+
+
+def test_a_flood_under_the_failing_nodes_own_ids_names_no_other_script_to_blame() -> None:
+    """A thousand forged failed runs of another configured script under each failing instance's id, its name
+    sorting before the broken one's: each instance's own read held only them, and the episode was told again
+    blaming the innocent script, whose quarantine left the broken one on TERMINATE (the loop went on). Past a
+    full read of its own, an instance's launch boot is read script by script, as a proof's is: the forger
+    can widen the blame (as one contradicting report can), not move it off the broken script."""
+    actions = {
+        "stages": {
+            "nodeBootstrapped": [
+                {"name": "a-install", "scriptSource": {"scriptLocation": "s3://lca-scripts-example/a.sh"}},
+                {
+                    "name": "fail-terminate",
+                    "scriptSource": {"scriptLocation": "s3://lca-scripts-example/f.sh"},
+                },
+            ]
+        }
+    }
+    world = World(actions=actions)
+    handler = reports_handler(world)
+    real = [report for report in REPORTED if report["outcome"] == "failed"]
+    ship(world, handler, real)
+    world.feed(LOOP)
+    assert [d for t, d in world.bus.events() if t == "BootstrapLoopDetected"][-1]["suspect"]["script"] == (
+        "fail-terminate"
+    )
+    flood = [
+        {**report, "script": "a-install", "started_at": report["started_at"] - 2000 + n, "log_tail": "forged"}
+        for report in real
+        for n in range(INSTANCE_RUNS_MAX)
+    ]
+    ship(world, handler, flood)
+    # The genuine run read beside the forged ones: two scripts failed the same boot under TERMINATE, which
+    # cannot be (the first ends it), so no script is named and each one under TERMINATE is switched.
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is None
+    applied = remediate_last_detection(world)
+    [update] = [call.params for call in world.pcs.calls if call.operation == "UpdateComputeNodeGroup"]
+    stage = update["nodeLifecycleActions"]["stages"]["nodeBootstrapped"]
+    on_error = {script["name"]: script.get("onError") for script in stage}
+    assert on_error == {"a-install": "STOP_SEQUENCE", "fail-terminate": "STOP_SEQUENCE"}, applied
 
 
 def test_a_flood_of_forged_runs_lets_no_node_past_the_single_reads_prove_its_configuration() -> None:

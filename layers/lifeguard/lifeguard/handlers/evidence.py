@@ -26,6 +26,9 @@ __all__ = ["INSTANCES_READ_MAX", "GroupEvidence"]
 
 # Instances read one by one for one decision, past a group's read that stopped at its bound: the newest.
 INSTANCES_READ_MAX = 20
+# The end of a launch boot's runs read when its outcome is not known (epoch seconds, 11 digits: start times
+# of fewer digits sort among them as text, `GroupStore.read_launch_failures`).
+_ANY_TIME_S = 99_999_999_999
 # A boot whose node's runs were not read (`BootRuns.read`).
 _UNREAD = BootRuns([], 0, read=False)
 
@@ -66,12 +69,36 @@ class GroupEvidence:
         return self.store.read_runs(cluster_id, group_id, marks=False, most=REPORTED_LOOP_READ_MAX).reports
 
     def reports_of(self, instances: Iterable[str]) -> list[NodeReport]:
-        """The failed runs of `instances` (among others, when the group's read holds them all)."""
+        """The failed runs of `instances` (among others, when the group's read holds them all). Under an
+        instance whose own read is full (a flood of runs under its id, whose keys sort before the genuine
+        one's: another script's name), its launch boot's runs of the configuration's scripts are read too,
+        script by script (`_launch_failures`): the flood would otherwise be all that is seen of it, and name
+        the script to blame."""
         group = self._read()
         if group.reports_complete:
             return group.reports
         newest = list(dict.fromkeys(instances))[-INSTANCES_READ_MAX:]
-        return [report for instance in newest for report in self._read(instance).reports]
+        found: list[NodeReport] = []
+        for instance in newest:
+            own = self._read(instance)
+            found.extend(own.reports)
+            if not own.reports_complete:
+                found.extend(self._launch_failures(instance, self._state.outcomes.get(instance)))
+        return found
+
+    def _launch_failures(self, instance: str, outcome: BootOutcome | None) -> list[NodeReport]:
+        """The instance's failed runs of the configuration's scripts in its launch boot (up to
+        LAUNCH_BOOT_AFTER_OUTCOME_MS after its outcome, or to any time when none is known), each script's
+        read on its own key range; none when the scripts are not known."""
+        scripts = known_scripts(self._state)
+        if not scripts:
+            return []
+        since = self._state.launched_at(outcome) if outcome is not None else None
+        low = launched_s(since) or 0  # as `failed_runs` takes them
+        high = (outcome.event_timestamp + LAUNCH_BOOT_AFTER_OUTCOME_MS) // 1000 if outcome else _ANY_TIME_S
+        return self.store.read_launch_failures(
+            self._state.cluster_id, self._state.group_id, instance, scripts, (low, high)
+        )
 
     def _instance_read(self, instance: str) -> Runs | None:
         """The instance's own read, made when there is room for one more (`INSTANCES_READ_MAX`)."""
@@ -96,12 +123,7 @@ class GroupEvidence:
             if not own.reports_complete and scripts:
                 # A flood under the instance's own id: its runs of the configuration's scripts in that boot
                 # are read script by script, on their own key ranges.
-                low = launched_s(since) or 0  # as `failed_runs` takes them
-                high = (at + LAUNCH_BOOT_AFTER_OUTCOME_MS) // 1000
-                launch = self.store.read_launch_failures(
-                    self._state.cluster_id, self._state.group_id, instance, scripts, (low, high)
-                )
-                reports = reports + launch
+                reports = reports + self._launch_failures(instance, outcome)
         failed = failed_runs(reports, instance, since, scripts, outcome_ms=at)
         marks = group.marks
         if not group.marks_complete and own is not None:
