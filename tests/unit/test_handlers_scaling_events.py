@@ -21,6 +21,7 @@ from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, utc
 from lifeguard.detection import DetectionSettings, apply_record
 from lifeguard.errors import AwsCallError, UnlistedClusterError
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, GroupState
+from lifeguard.handlers.containment import REPORTS_OVERTURN_MS
 from lifeguard.handlers.evidence import INSTANCES_READ_MAX, GroupEvidence
 from lifeguard.handlers.node_reports import DETECTION_READS_MAX, NodeReportsHandler
 from lifeguard.handlers.scaling_events import BatchSummary, ScalingEventsHandler
@@ -2972,6 +2973,43 @@ def test_late_reports_undo_a_wrong_resolution_of_a_contained_loop_under_a_new_re
     first, again = [(d["revision"], d["reason"]) for t, d in world.bus.events() if t == "LoopContained"]
     assert again[0] == first[0] + 1  # its own revision: notify sends it, and the resolution after it
     assert "the LoopResolved before it was wrong" in again[1]
+
+
+def test_reports_past_what_the_launch_boot_can_report_reopen_no_resolved_loop() -> None:
+    """The same report as above, written three days after the success (any node can write it, under any
+    instance): it reopened the loop long over, and a new loop days later went on that episode (told a cycle
+    late, escalated past the cooldown). Reports read more than REPORTS_OVERTURN_MS after a success overturn
+    nothing; within it, they do (above)."""
+    world = World()
+    quarantined_node_boots(world)
+    late = "i-0late00000000000"
+    world.feed([launched(late, at(1, 30)), succeeded(late, at(1, 35))])
+    world.feed([launched("i-0other000000001", at(1, 50))])
+    assert world.published()[-1] == "LoopResolved"
+    resolved = world.state().last_episode
+    assert resolved is not None
+    world.clock.set(datetime.fromtimestamp((at(1, 35) + REPORTS_OVERTURN_MS + 60_000) / 1000, UTC))
+    ship(world, reports_handler(world), [stop_sequence_failure(late, at(1, 33))])
+    assert world.state().episode is None
+    assert world.published()[-1] == "LoopResolved"
+    last = world.state().last_episode
+    assert last is not None
+    assert (last.resolved_by, last.revision) == (late, resolved.revision)
+
+
+@pytest.mark.parametrize("after_ms", [3_600_000, REPORTS_OVERTURN_MS + 60_000])
+def test_a_proof_is_revoked_by_its_nodes_reports_only_while_they_can_come(after_ms: int) -> None:
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    node = "i-0new0000000000001"
+    world.feed([launched(node, at(1, 13)), succeeded(node, at(1, 18))])
+    proof = world.state().proven_good
+    assert proof is not None
+    assert proof.instance_id == node
+    world.clock.set(datetime.fromtimestamp((at(1, 18) + after_ms) / 1000, UTC))
+    report = ran(node, at(1, 16), outcome="failed", stage="nodeBootstrapped", on_error="TERMINATE")
+    reports_handler(world).handle_messages([(report.to_json(), "(report)")])
+    assert (world.state().proven_good is None) is (after_ms < REPORTS_OVERTURN_MS)
 
 
 def test_clean_reports_resolve_a_contained_loop_whose_success_waited_for_them() -> None:

@@ -54,6 +54,12 @@ logger = logging.getLogger("lifeguard")
 
 # How long a success waits for what its node's reports, or PCS's end of the node, may still say of its boot.
 REPORTS_GRACE_MS = 10 * 60 * 1000
+# How long after a success its node's reports may still overturn what it ended or proved: its launch boot's
+# runs start up to LAUNCH_BOOT_AFTER_OUTCOME_MS after it, and are shipped within REPORTS_GRACE_MS. Reports
+# that come later (measured on the invocation's clock) are stored, and overturn nothing: any node can write
+# any report, and one forged days later would reopen a loop long over, whose episode a new loop on another
+# configuration would then go on (told a cycle late, escalated up the ladder past the cooldown).
+REPORTS_OVERTURN_MS = LAUNCH_BOOT_AFTER_OUTCOME_MS + REPORTS_GRACE_MS
 
 
 def contain(
@@ -103,11 +109,13 @@ def reopen_as_contained(
     settings: DetectionSettings,
     reports: Sequence[NodeReport],
     *,
+    now_ms: int | None = None,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """When a node's failed runs arrive after the scaling log's success ended the episode with it (the two
     logs are delivered apart): that episode was contained, not resolved. It is open again, the node kept,
-    and the configuration it proved is proven by nothing."""
+    and the configuration it proved is proven by nothing. Not past REPORTS_OVERTURN_MS after the success
+    (at `now_ms`, the invocation's time, when given)."""
     last = state.last_episode
     if last is None or last.resolved_by is None or last.resolved_at is None:
         return []
@@ -126,6 +134,8 @@ def reopen_as_contained(
     runs = still_failing(runs, last.suspect, booted_actions(state, outcome))
     if not runs:
         return []  # the proof it made, if any, `revoke_false_proof` takes back
+    if _too_late(state, "reopen the episode it ended", outcome.instance_id, last.resolved_at, now_ms):
+        return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
         state.proven_good = None
     last.resolved_at = last.resolved_by = None
@@ -133,6 +143,23 @@ def reopen_as_contained(
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
     return contain(state, settings, outcome, runs, late, lifeguards=lifeguards())
+
+
+def _too_late(state: GroupState, what: str, instance: str, success_ms: int, now_ms: int | None) -> bool:
+    """Whether failed runs of `instance` read at `now_ms` come too late to `what` its success at
+    `success_ms` did (REPORTS_OVERTURN_MS), said when they do."""
+    if now_ms is None or now_ms - success_ms <= REPORTS_OVERTURN_MS:
+        return False
+    logger.warning(
+        "group %s: failed runs of %s came %.1f h after its success at %s, past what its launch boot can "
+        "report (forged, or a shipper down that long): stored, not taken to %s",
+        state.group_id,
+        instance,
+        (now_ms - success_ms) / 3_600_000,
+        utc(success_ms),
+        what,
+    )
+    return True
 
 
 def settle(
@@ -305,11 +332,14 @@ def resolve(
     return [episode_event("LoopResolved", state, episode, settings, reason=reason, undo=undo)]
 
 
-def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool:
+def revoke_false_proof(
+    state: GroupState, reports: Sequence[NodeReport], *, now_ms: int | None = None
+) -> bool:
     """Forget the proven-good configuration when the node that proved it reported a failed script of it
     for that boot after all (its reports came after the scaling log's success, as a nodeReady run does),
     under the onError that configuration gives the script (the one the node booted: a run under another
-    cannot be true of it); True when it did."""
+    cannot be true of it); True when it did. Not past REPORTS_OVERTURN_MS after the proof (at `now_ms`,
+    when given): a revert then has the proof to go back to."""
     proof = state.proven_good
     if proof is None:
         return False
@@ -318,7 +348,7 @@ def revoke_false_proof(state: GroupState, reports: Sequence[NodeReport]) -> bool
     actions = proof.node_lifecycle_actions or {}
     runs = failed_runs(reports, proof.instance_id, since, scripts_of(actions), outcome_ms=proof.proven_at)
     runs = as_configured(runs, actions)
-    if not runs:
+    if not runs or _too_late(state, "revoke the proof it made", proof.instance_id, proof.proven_at, now_ms):
         return False
     return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
 

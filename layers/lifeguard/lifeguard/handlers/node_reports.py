@@ -265,17 +265,18 @@ class NodeReportsHandler:
             # Read on every run: a run again after a lost race must see the reports the winner stored too.
             evidence = GroupEvidence(self.store, state, marks=False)
             reports = evidence.reports_of(_judged_nodes(state))
+            now_ms = int(self.clock() * 1000)
             if episode is None:
                 settings = self._settings(state)
                 reopened = reopen_as_contained(
-                    state, settings, reports, lifeguards=lambda: self._lifeguards(state)
+                    state, settings, reports, now_ms=now_ms, lifeguards=lambda: self._lifeguards(state)
                 )
-                revoked = revoke_false_proof(state, reports)
+                revoked = revoke_false_proof(state, reports, now_ms=now_ms)
                 if reopened or reads is None:
                     return Change(bool(reopened) or revoked, reopened)
                 detected = self._detect(state, evidence, reads, budget)
                 return Change(bool(detected) or revoked, detected)
-            revoked = revoke_false_proof(state, reports)
+            revoked = revoke_false_proof(state, reports, now_ms=now_ms)
             settled = self._settle(state)
             if settled:
                 return Change(True, settled)
