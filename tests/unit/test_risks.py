@@ -238,6 +238,9 @@ def test_setting_up_what_the_node_cannot_work_without_is_not_told_to_let_it_fail
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
     ]  # and, as it sets nothing up, no reboot undoes it
     assert codes(config(("nodeBootstrapped", script("efs", "s3://bkt/MountEfsLogs.sh", **every_boot)))) == []
+    # A number that orders the scripts is not their first word.
+    for name in ("01-mount-efs-logs", "10_mount_fsx_logs", "2-install-efa-driver-debug"):
+        assert codes(config(("nodeBootstrapped", script(name, **every_boot)))) == [], name
     assert codes(config(("nodeBootstrapped", script("mount-efs-logs")))) == [
         ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[0].executionPolicy")
     ]

@@ -160,8 +160,10 @@ def _words_of(text: str) -> set[str]:
 
 
 def _first_word(text: str) -> str:
-    """The first word of `text` as `_words_of` reads it (`MountEfsLogs`: `mount`), or ''."""
-    return next((word for word in re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower()) if word), "")
+    """The first word of `text` as `_words_of` reads it (`MountEfsLogs`: `mount`), past the number that
+    orders a script among others (`01-mount-efs-logs`: `mount`), or ''."""
+    words = re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower())
+    return next((word for word in words if word and not word.isdigit()), "")
 
 
 def _has_word(found: set[str], words: re.Pattern[str]) -> bool:
