@@ -55,11 +55,15 @@ logger = logging.getLogger("lifeguard")
 # How long a success waits for what its node's reports, or PCS's end of the node, may still say of its boot.
 REPORTS_GRACE_MS = 10 * 60 * 1000
 # How long after a success its node's reports may still overturn what it ended or proved: its launch boot's
-# runs start up to LAUNCH_BOOT_AFTER_OUTCOME_MS after it, and are shipped within REPORTS_GRACE_MS. Reports
-# that come later (measured on the invocation's clock) are stored, and overturn nothing: any node can write
-# any report, and one forged days later would reopen a loop long over, whose episode a new loop on another
-# configuration would then go on (told a cycle late, escalated up the ladder past the cooldown).
-REPORTS_OVERTURN_MS = LAUNCH_BOOT_AFTER_OUTCOME_MS + REPORTS_GRACE_MS
+# runs start up to LAUNCH_BOOT_AFTER_OUTCOME_MS after it, one may run for a day (the longest script timeout
+# `lifeguard-node boot` takes) before its failure is shipped, and a delivery that failed is retried by
+# Lambda for 6 hours. Reports that come later (measured on the invocation's clock) are stored, and
+# overturn nothing: any node can write any report, and one forged days later would reopen a loop long over,
+# whose episode a new loop on another configuration would then go on (told a cycle late, escalated up the
+# ladder past the cooldown). A redrive of parked reports days later overturns nothing either (said).
+_SCRIPT_RUN_MAX_MS = 24 * 3600 * 1000
+_DELIVERY_RETRIES_MS = 6 * 3600 * 1000
+REPORTS_OVERTURN_MS = LAUNCH_BOOT_AFTER_OUTCOME_MS + _SCRIPT_RUN_MAX_MS + _DELIVERY_RETRIES_MS
 
 
 def contain(
@@ -152,7 +156,7 @@ def _too_late(state: GroupState, what: str, instance: str, success_ms: int, now_
         return False
     logger.warning(
         "group %s: failed runs of %s came %.1f h after its success at %s, past what its launch boot can "
-        "report (forged, or a shipper down that long): stored, not taken to %s",
+        "report (forged, or held up that long): stored, not taken to %s",
         state.group_id,
         instance,
         (now_ms - success_ms) / 3_600_000,
