@@ -232,3 +232,18 @@ def test_a_configuration_pcs_refuses_is_said_in_one_line(tmp_path: Path) -> None
     said = result.stderr.strip() if result.stderr else result.output.strip()
     assert "was refused" in said
     assert "\n" not in said, said
+
+
+@pytest.mark.parametrize("other", ["pcs_abcdef01", "pcs_zzzzzzzz01"])
+def test_an_id_named_as_two_resources_is_refused_in_one_line(tmp_path: Path, other: str) -> None:
+    """A line naming the stream's group under another cluster (or the group's id as a cluster's) was an
+    internal error (the local PCS's ConflictException), exit 1: an input the replay cannot take, exit 2."""
+    lines = LOOP.read_text().splitlines()
+    lines[1] = json.dumps({**json.loads(lines[1]), "resource_id": other})
+    path = tmp_path / "clash.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = _replay(path)
+    assert result.exit_code == 2, result.output
+    said = result.stderr.strip() if result.stderr else result.output.strip()
+    assert "the inputs name group pcs_abcdef01 in two clusters" in said, said
+    assert "\n" not in said, said

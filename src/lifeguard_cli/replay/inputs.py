@@ -65,7 +65,7 @@ from lifeguard.log_subscription import (
 )
 from lifeguard_cli.cloudformation import is_template
 from lifeguard_cli.documents import STDIN_NAME
-from lifeguard_cli.replay.errors import UnreadableInputError
+from lifeguard_cli.replay.errors import ReplayError, UnreadableInputError
 from lifeguard_cli.resources import resource, shipped_file
 
 __all__ = [
@@ -823,7 +823,24 @@ def seen_groups(items: list[Item]) -> list[SeenGroup]:
             name = node.rsplit("-", 1)[0] if "-" in node else ""
             seen = found.get((cluster, group), SeenGroup(cluster, group, at, name))
             found[(cluster, group)] = replace(seen, earliest=min(seen.earliest, at), name=seen.name or name)
+    _one_resource_an_id(found)
     return list(found.values())
+
+
+def _one_resource_an_id(found: Mapping[tuple[str, str], SeenGroup]) -> None:
+    """Refuse inputs that name one id as two resources (a group in two clusters, a cluster's id as a
+    group's): PCS's ids are each one resource's, and the local PCS the replay builds holds them so."""
+    clusters: dict[str, str] = {}
+    for cluster, group in found:
+        if clusters.setdefault(group, cluster) != cluster:
+            named = f"{clip(clusters[group])} and {clip(cluster)}"
+            raise ReplayError(f"the inputs name group {clip(group)} in two clusters, {named}: {_ONE_EACH}")
+    for cluster, _ in found:
+        if cluster in clusters:
+            raise ReplayError(f"the inputs name {clip(cluster)} as a cluster and as a group: {_ONE_EACH}")
+
+
+_ONE_EACH = "a PCS id is one resource's; mend the records, or replay one cluster's at a time"
 
 
 def group_name(name: str, group_id: str, taken: set[str]) -> str:
