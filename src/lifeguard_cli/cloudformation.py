@@ -176,6 +176,7 @@ def lint_node_group(logical_id: str, value: object) -> NodeGroupLint:
             + ("each branch that is a value checked alone" if function == "Fn::If" else "not checked"),
         )
         for api, function in translation.intrinsics
+        if function in _FUNCTIONS  # a misspelled one is a problem
     )
     intrinsics = {render_path(api): function for api, function in translation.intrinsics}
     problems = [*translation.problems]
@@ -207,6 +208,28 @@ def _cloudformation_name(api_name: str) -> str:
 
 
 _NO_VALUE = {"Ref": "AWS::NoValue"}
+# The intrinsic functions a property value may be (CloudFormation's, and AWS::LanguageExtensions'); a `!Tag`
+# or `Fn::` name of no other spelling is a typo CloudFormation refuses.
+_FUNCTIONS = frozenset(
+    {
+        "Ref",
+        "Fn::Base64",
+        "Fn::Cidr",
+        "Fn::FindInMap",
+        "Fn::GetAtt",
+        "Fn::GetAZs",
+        "Fn::If",
+        "Fn::ImportValue",
+        "Fn::Join",
+        "Fn::Length",
+        "Fn::Select",
+        "Fn::Split",
+        "Fn::Sub",
+        "Fn::ToJsonString",
+        "Fn::Transform",
+    }
+)
+
 _IF_DEPTH = 10  # `Fn::If`s nested as branches of each other, looked into at most
 
 
@@ -231,6 +254,9 @@ class _Translation:
         function = _intrinsic_function(value)
         if function is not None:
             self.intrinsics.append((api, function))
+            if function not in _FUNCTIONS:  # `!Sbu`, `!ref`: CloudFormation refuses the template
+                said = f"{function} is no CloudFormation function: CloudFormation refuses the template"
+                self.problems.append(TemplateFinding("problem", self.where(api), said))
             if function == "Fn::If" and isinstance(value, Mapping):
                 self._check_branches(shape_name, value[function], (*self.where(api), function))
             return _stand_in(shape_name, _text_of(value))

@@ -345,6 +345,27 @@ def test_invalid_values_beside_an_intrinsic_are_still_reported() -> None:
     assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages.NodeBootstrapped[0].Name"]
 
 
+def test_a_misspelled_function_is_a_problem_not_a_note() -> None:
+    """`!Sbu`, `!ref`, `!Reff` read as functions of those names and passed as values resolved at deploy:
+    CloudFormation refuses them. A function CloudFormation knows is still a note."""
+    scripts = [
+        script(ScriptSource={"ScriptLocation": {"Fn::Sbu": "s3://${B}/a.sh"}, "Checksum": {"Fn::ref": "S"}}),
+        {"Fn::Bogus": "x"},
+        script(Name="b", OnError={"Ref": "Mode"}),
+    ]
+    group = lint_node_group("ComputeNodes", {"Stages": {"NodeBootstrapped": scripts}})
+    assert not group.valid
+    assert [(p.path, p.message) for p in group.problems] == [
+        (f"{ACTIONS}.Stages.NodeBootstrapped[0].ScriptSource.ScriptLocation", f"Fn::Sbu {NO_FUNCTION}"),
+        (f"{ACTIONS}.Stages.NodeBootstrapped[0].ScriptSource.Checksum", f"Fn::ref {NO_FUNCTION}"),
+        (f"{ACTIONS}.Stages.NodeBootstrapped[1]", f"Fn::Bogus {NO_FUNCTION}"),
+    ]
+    assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages.NodeBootstrapped[2].OnError"]
+
+
+NO_FUNCTION = "is no CloudFormation function: CloudFormation refuses the template"
+
+
 def test_a_whole_intrinsic_value_is_not_checked_and_does_not_fail(tmp_path: Path) -> None:
     path = tmp_path / "stack.json"
     whole = {"Fn::If": ["A", {"Stages": {"NodeReady": [script()]}}, {"Ref": "AWS::NoValue"}]}
