@@ -127,6 +127,16 @@ _FOR_EACH_DEPTH = 5
 _RESOURCES_MAX = 500
 
 
+def makes_too_many_resources(template: Mapping[str, Any]) -> bool:
+    """Whether the template makes more resources than CloudFormation takes (its loops' included): the node
+    groups past the 500th are not linted, and CloudFormation refuses the template."""
+    resources = template.get("Resources")
+    if not isinstance(resources, Mapping):
+        return False
+    made = itertools.islice(_resources(resources, [_RESOURCES_MAX + 1]), _RESOURCES_MAX + 1)
+    return sum(1 for _ in made) > _RESOURCES_MAX
+
+
 def _node_groups(template: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
     resources = template.get("Resources")
     if not isinstance(resources, Mapping):

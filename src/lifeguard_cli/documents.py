@@ -223,6 +223,17 @@ def template_without_groups(name: str) -> ConfigDocument:
     return ConfigDocument(name, "template", None, (), notes=(note,))
 
 
+def template_of_too_many_resources(name: str) -> ConfigDocument:
+    """A template that makes more resources than CloudFormation takes: invalid, and the groups past them
+    not linted."""
+    problem = Problem(
+        "Resources",
+        "makes more than 500 resources, which CloudFormation refuses: the node groups past the 500th are not "
+        "linted",
+    )
+    return ConfigDocument(name, "template", None, (problem,))
+
+
 def read_config_document(source: str | Path) -> ConfigDocument:
     """Read and validate one config (`source` as `read_source` takes it); an input that cannot be read or
     parsed, or a template, is one problem, not an exception."""

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.risks import Risk, find_risks
-from lifeguard_cli.cloudformation import is_template, lint_template
+from lifeguard_cli.cloudformation import is_template, lint_template, makes_too_many_resources
 from lifeguard_cli.documents import (
     ConfigDocument,
     UnreadableInputError,
@@ -29,6 +29,7 @@ from lifeguard_cli.documents import (
     read_config_document,
     read_source,
     stdin_twice,
+    template_of_too_many_resources,
     template_without_groups,
 )
 from lifeguard_cli.tables import show
@@ -165,7 +166,9 @@ def lint_files(
         else:
             groups = lint_template(data)
             results.extend(LintResult(group_document(name, group), group.risks) for group in groups)
-            if not groups:
+            if makes_too_many_resources(data):
+                results.append(LintResult(template_of_too_many_resources(name), ()))
+            elif not groups:
                 results.append(LintResult(template_without_groups(name), ()))
     return results, errors
 

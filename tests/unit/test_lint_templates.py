@@ -460,3 +460,30 @@ def test_human_output_names_the_group_and_marks_intrinsic_cells() -> None:
     assert f"{EXAMPLE} › Interactive  valid" in out
     assert "(optional-script-terminates)" in out
     assert "ComputeNodes  invalid: 1 problem" in out
+
+
+def test_a_template_of_more_resources_than_cloudformation_takes_is_invalid_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """600 groups, the last one's OnError misspelled: the first 500 were linted, all valid, exit 0, and the
+    rest passed over unsaid. CloudFormation refuses a template of over 500 resources."""
+    group = template_of(
+        {"Stages": {"NodeBootstrapped": [script(OnError="CONTINUE", ExecutionPolicy="EVERY_BOOT")]}}
+    )
+    resources = {f"G{n}": group["Resources"]["ComputeNodes"] for n in range(600)}
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps({"Resources": resources}))
+    code, report = lint_json(str(path))
+    assert code == 1
+    assert report["valid"] is False
+    *groups, verdict = report["files"]
+    assert len(groups) == 500
+    assert verdict["problems"] == [
+        {
+            "path": "Resources",
+            "message": "makes more than 500 resources, which CloudFormation refuses: the node groups "
+            "past the 500th are not linted",
+        }
+    ]
+    path.write_text(json.dumps({"Resources": dict(list(resources.items())[:500])}))
+    assert lint_json(str(path))[0] == 0
