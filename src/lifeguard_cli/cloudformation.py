@@ -116,9 +116,11 @@ def is_template(data: object) -> bool:
     return isinstance(data, Mapping) and isinstance(data.get("Resources"), Mapping)
 
 
-def lint_template(template: Mapping[str, Any]) -> list[NodeGroupLint]:
-    """Every PCS compute node group of the template that has `NodeLifecycleActions`, linted, in order."""
-    return [lint_node_group(logical_id, value) for logical_id, value in _node_groups(template)]
+def lint_template(template: Mapping[str, Any], *, over: list[bool] | None = None) -> list[NodeGroupLint]:
+    """Every PCS compute node group of the template that has `NodeLifecycleActions`, linted, in order, of
+    its first 500 resources (CloudFormation's bound, its loops' included); `over`, when given, gets whether
+    it makes more (the groups past them are not linted, and CloudFormation refuses the template)."""
+    return [lint_node_group(logical_id, value) for logical_id, value in _node_groups(template, over)]
 
 
 # CloudFormation's bounds: loops nest at most 5 deep, and a template makes at most 500 resources.
@@ -127,21 +129,17 @@ _FOR_EACH_DEPTH = 5
 _RESOURCES_MAX = 500
 
 
-def makes_too_many_resources(template: Mapping[str, Any]) -> bool:
-    """Whether the template makes more resources than CloudFormation takes (its loops' included): the node
-    groups past the 500th are not linted, and CloudFormation refuses the template."""
-    resources = template.get("Resources")
-    if not isinstance(resources, Mapping):
-        return False
-    made = itertools.islice(_resources(resources, [_RESOURCES_MAX + 1]), _RESOURCES_MAX + 1)
-    return sum(1 for _ in made) > _RESOURCES_MAX
-
-
-def _node_groups(template: Mapping[str, Any]) -> Iterator[tuple[str, object]]:
+def _node_groups(template: Mapping[str, Any], over: list[bool] | None = None) -> Iterator[tuple[str, object]]:
     resources = template.get("Resources")
     if not isinstance(resources, Mapping):
         return
-    for logical_id, resource in itertools.islice(_resources(resources, [_RESOURCES_MAX]), _RESOURCES_MAX):
+    # One more than CloudFormation takes, to tell a template that makes more.
+    made = itertools.islice(_resources(resources, [_RESOURCES_MAX + 1]), _RESOURCES_MAX + 1)
+    for count, (logical_id, resource) in enumerate(made, start=1):
+        if count > _RESOURCES_MAX:
+            if over is not None:
+                over.append(True)
+            return
         if not isinstance(resource, Mapping) or resource.get("Type") != GROUP_TYPE:
             continue
         properties = resource.get("Properties")

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.risks import Risk, find_risks
-from lifeguard_cli.cloudformation import is_template, lint_template, makes_too_many_resources
+from lifeguard_cli.cloudformation import is_template, lint_template
 from lifeguard_cli.documents import (
     ConfigDocument,
     UnreadableInputError,
@@ -164,9 +164,10 @@ def lint_files(
         elif previous is not None:
             errors.append(f"{name}: --previous compares nodeLifecycleActions files, not templates")
         else:
-            groups = lint_template(data)
+            over: list[bool] = []
+            groups = lint_template(data, over=over)
             results.extend(LintResult(group_document(name, group), group.risks) for group in groups)
-            if makes_too_many_resources(data):
+            if over:
                 results.append(LintResult(template_of_too_many_resources(name), ()))
             elif not groups:
                 results.append(LintResult(template_without_groups(name), ()))
