@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.text import Text
 
 from lifeguard.detection import MAX_THRESHOLD, MAX_WINDOW_MINUTES
-from lifeguard_cli.documents import named_path, read_config_document, stdin_twice
+from lifeguard_cli.documents import named_path, problems_said, read_config_document, stdin_twice
 from lifeguard_cli.lint import lint_files, render_lint
 
 if TYPE_CHECKING:
@@ -252,11 +252,8 @@ def replay(
         if document.config is None:
             # What stops lint stops a replay, in a replay's words: a problem of the whole input without
             # a path, and a response of a group that runs no scripts is no configuration to replay with.
-            said = [
-                (str(problem) if problem.path else problem.message).removesuffix(": nothing to lint")
-                for problem in (*document.problems, *document.notes)
-            ]
-            typer.echo(f"lifeguard replay: --config {document.name}: {'; '.join(said)}", err=True)
+            said = problems_said((*document.problems, *document.notes)).replace(": nothing to lint", "")
+            typer.echo(f"lifeguard replay: --config {document.name}: {said}", err=True)
             raise typer.Exit(2)
         actions = document.config.to_api()
 

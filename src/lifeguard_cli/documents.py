@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from lifeguard.bounds import clip
 from lifeguard.errors import InvalidLifecycleConfigError, LifeguardError, Problem
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard_cli.cloudformation import NodeGroupLint, is_template
@@ -32,6 +33,7 @@ __all__ = [
     "group_document",
     "named_path",
     "parse_document",
+    "problems_said",
     "read_config_document",
     "read_source",
     "stdin_twice",
@@ -221,6 +223,20 @@ def template_without_groups(name: str) -> ConfigDocument:
     """A template with nothing to lint: valid, and a note that says so."""
     note = Problem("Resources", "no AWS::PCS::ComputeNodeGroup with NodeLifecycleActions: nothing to lint")
     return ConfigDocument(name, "template", None, (), notes=(note,))
+
+
+# The problems of an input said in one line of an error, at most; the rest are counted.
+PROBLEMS_SAID = 5
+
+
+def problems_said(problems: Sequence[Problem]) -> str:
+    """An input's problems as one bounded line: the first PROBLEMS_SAID (each one clipped; a problem of the
+    whole input without a path), then how many more (`lifeguard lint` of the file lists every one)."""
+    said = [
+        clip(str(problem) if problem.path else problem.message, 300) for problem in problems[:PROBLEMS_SAID]
+    ]
+    more = len(problems) - len(said)
+    return "; ".join(said) + (f" (and {more} more: `lifeguard lint` lists them)" if more > 0 else "")
 
 
 def template_of_too_many_resources(name: str) -> ConfigDocument:

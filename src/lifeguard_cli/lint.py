@@ -26,6 +26,7 @@ from lifeguard_cli.documents import (
     config_document,
     group_document,
     parse_document,
+    problems_said,
     read_config_document,
     read_source,
     stdin_twice,
@@ -142,10 +143,7 @@ def lint_files(
         prior = read_config_document(previous)
         if prior.config is None:
             # A problem of the whole input (unreadable, not JSON) is said as the input's own, without a path.
-            errors.extend(
-                f"--previous {prior.name}: {problem if problem.path else problem.message}"
-                for problem in prior.problems
-            )
+            errors.append(f"--previous {prior.name}: {problems_said(prior.problems)}")
         before = prior.config
     results: list[LintResult] = []
     for source in sources:

@@ -3,6 +3,7 @@ word (a path cut after `article-`, `pcs-` of a stack name), so it runs as pasted
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lifeguard_cli.cli import app
+from tests.conftest import EVENTS
 
 COMMANDS = [
     ["lint"],
@@ -228,3 +230,22 @@ def test_the_readme_gives_each_operating_command_with_the_options_it_takes() -> 
     }
     assert set(given) == {"status", "history", "undo"}
     assert given == taken
+
+
+@pytest.mark.parametrize("command", ["replay", "lint"])
+def test_a_config_of_many_problems_is_said_in_one_bounded_line(tmp_path: Path, command: str) -> None:
+    """A 2 MB config of 100,000 unknown keys: replay's --config error was one line of 9 MB, and lint's
+    --previous one line a problem (100,001 of them). The first five are said, and how many more."""
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"stages": {"nodeBootstrapped": []}, **{f"k{n}": 1 for n in range(100_000)}})
+    )
+    args = ["--config", str(config), str(tmp_path / "x.jsonl")] if command == "replay" else []
+    if command == "lint":
+        args = ["--previous", str(config), str(EVENTS / "configs" / "article-terminate.json")]
+    shown = CliRunner().invoke(app, [command, *args])
+    assert shown.exit_code == 2
+    [line] = shown.stderr.splitlines()
+    assert len(line) < 2_000
+    assert line.endswith("(and 99996 more: `lifeguard lint` lists them)"), line[-200:]
+    assert "k3: is not a field of NodeLifecycleActionsRequest" in line
