@@ -136,12 +136,16 @@ def read_source(source: str | Path) -> tuple[str, str]:
         raise UnreadableInputError(name, f"over {MAX_INPUT_BYTES // 1024 // 1024} MB: not read")
     utf16 = content.startswith(_UTF16_BOMS)  # as Windows PowerShell's `>` writes it
     try:
-        return name, content.decode("utf-16" if utf16 else "utf-8-sig")
+        text = content.decode("utf-16" if utf16 else "utf-8-sig")
     except UnicodeDecodeError as exc:
         kind = "UTF-16" if utf16 else "UTF-8"
         raise UnreadableInputError(
             name, f"not {kind} text: {exc.reason} at byte offset {exc.start}"
         ) from None
+    nul = text.find("\x00")
+    if nul >= 0:  # no text holds one: a binary file, or UTF-16 without its byte-order mark
+        raise UnreadableInputError(name, f"not text: a NUL character at character {nul}")
+    return name, text
 
 
 def parse_document(name: str, text: str) -> tuple[Any, Problem | None]:
@@ -171,8 +175,8 @@ def parse_document(name: str, text: str) -> tuple[Any, Problem | None]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
-        reason = getattr(exc, "problem", None) or exc
-        return None, Problem("", f"neither JSON nor YAML{where}: {reason}")
+        reason = " ".join(str(getattr(exc, "problem", None) or exc).split())  # PyYAML's run over lines
+        return None, Problem("", f"neither JSON nor YAML{where}: {clip(reason, 300)}")
     except ValueError:  # an integer too long to convert
         return None, _TOO_LONG
 

@@ -394,3 +394,18 @@ def test_a_path_object_is_always_a_file_even_one_named_dash(
     assert errors == []
     assert [result.document.name for result in results] == ["-"]
     assert results[0].document.valid
+
+
+@pytest.mark.parametrize(
+    ("content", "at"), [(b"\x00" * 1000, 0), ('{"stages": {}}'.encode("utf-16-le"), 1)], ids=["nul", "utf16"]
+)
+def test_a_file_of_nul_characters_is_not_text_in_one_line(tmp_path: Path, content: bytes, at: int) -> None:
+    """PyYAML's two-line complaint came out as an invalid document (exit 1); UTF-16 without its byte-order
+    mark the same. Neither is text: unreadable, exit 2, one line."""
+    path = tmp_path / "input.yaml"
+    path.write_bytes(content)
+    for args in ([str(path)], ["--previous", str(path), str(ARTICLE)]):
+        result = lint(*args)
+        assert result.exit_code == 2
+        [line] = error_lines(result)
+        assert line.endswith(f"{path}: not text: a NUL character at character {at}"), line
