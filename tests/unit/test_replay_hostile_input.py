@@ -247,3 +247,12 @@ def test_an_id_named_as_two_resources_is_refused_in_one_line(tmp_path: Path, oth
     said = result.stderr.strip() if result.stderr else result.output.strip()
     assert "the inputs name group pcs_abcdef01 in two clusters" in said, said
     assert "\n" not in said, said
+
+
+def test_a_number_too_long_to_read_is_said_so_not_nested_too_deep(tmp_path: Path) -> None:
+    path = tmp_path / "int.json"
+    path.write_text('{"a": ' + "9" * 5000 + "}")
+    result = _replay(path)
+    assert result.exit_code == 2
+    said = result.stderr.strip() if result.stderr else result.output.strip()
+    assert f"{path}:1: not JSON: a number of over 4300 digits." in said, said

@@ -537,7 +537,12 @@ class _Reading:
         except (ValueError, RecursionError) as exc:
             # Where it broke, as a document's error says it (`documents.py`): json's words lead up to it.
             at = f" at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deep"
+            if isinstance(exc, json.JSONDecodeError):
+                reason = exc.msg
+            elif isinstance(exc, RecursionError):
+                reason = "nested too deep"
+            else:  # an integer too long to convert
+                reason = f"a number of over {sys.get_int_max_str_digits()} digits"
             self.malformed.append((where, f"not JSON{at}: {reason}"))
             return
         if document:
