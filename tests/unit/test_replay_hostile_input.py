@@ -256,3 +256,37 @@ def test_a_number_too_long_to_read_is_said_so_not_nested_too_deep(tmp_path: Path
     assert result.exit_code == 2
     said = result.stderr.strip() if result.stderr else result.output.strip()
     assert f"{path}:1: not JSON: a number of over 4300 digits." in said, said
+
+
+@pytest.mark.parametrize(
+    ("control", "said"),
+    [
+        (
+            {"update_config": {"stages": {"nodeBootstrapped": [{"name": None}]}}},
+            "update_config is no configuration PCS takes: "
+            "stages.nodeBootstrapped[0].scriptSource: is required",
+        ),
+        ({"compute_node_group_id": {"a": 1}}, "a lifeguard_replay line needs update_config (an object)"),
+    ],
+    ids=["invalid-config", "group-not-an-id"],
+)
+def test_a_replay_update_line_is_checked_as_it_is_read(
+    tmp_path: Path, control: dict[str, Any], said: str
+) -> None:
+    """An invalid update_config came out seconds into the replay as botocore's refusal of the call, naming
+    no file or line; a group id of JSON's object became Python's text of it."""
+    lines = LOOP.read_text().splitlines()
+    first = json.loads(lines[0])
+    update = {
+        "update_config": {"stages": {}},
+        "compute_node_group_id": first["compute_node_group_id"],
+        "at": first["event_timestamp"] + 1000,
+    }
+    lines.insert(3, json.dumps({"lifeguard_replay": {**update, **control}}))
+    path = tmp_path / "update.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    result = _replay(path)
+    assert result.exit_code == 2, result.output
+    text = result.stderr.strip() if result.stderr else result.output.strip()
+    assert text.startswith(f"lifeguard replay: {path}:4: {said}"), text
+    assert "\n" not in text

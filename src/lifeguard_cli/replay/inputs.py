@@ -64,7 +64,7 @@ from lifeguard.log_subscription import (
     encode_subscription,
 )
 from lifeguard_cli.cloudformation import is_template
-from lifeguard_cli.documents import STDIN_NAME
+from lifeguard_cli.documents import STDIN_NAME, problems_said
 from lifeguard_cli.replay.errors import ReplayError, UnreadableInputError
 from lifeguard_cli.resources import resource, shipped_file
 
@@ -779,13 +779,17 @@ def _what(row: Mapping[str, Any]) -> str:
 
 
 def _control(control: Mapping[str, Any], where: str) -> ConfigUpdate:
-    try:
-        group_id, config, at = str(control["compute_node_group_id"]), control["update_config"], control["at"]
-        if isinstance(config, Mapping) and _bounded_ms(at) is not None:
-            return ConfigUpdate(group_id, config, at)
-    except KeyError:
-        pass
-    needs = "update_config (an object), compute_node_group_id and at (epoch ms)"
+    """A `lifeguard_replay` line's update, its configuration one PCS takes (checked as the line is read,
+    not when the replay comes to it: nothing runs on inputs that cannot be replayed whole)."""
+    group_id, config = control.get("compute_node_group_id"), control.get("update_config")
+    at = _bounded_ms(control.get("at"))
+    if isinstance(config, Mapping) and is_pcs_id(group_id) and at is not None:
+        problems = find_problems(config)
+        if problems:
+            said = problems_said(problems)
+            raise UnreadableInputError(where, f"update_config is no configuration PCS takes: {said}")
+        return ConfigUpdate(str(group_id), config, at)
+    needs = "update_config (an object), compute_node_group_id (a PCS id) and at (epoch ms)"
     raise UnreadableInputError(where, f"a lifeguard_replay line needs {needs}")
 
 
