@@ -116,10 +116,11 @@ def is_template(data: object) -> bool:
     return isinstance(data, Mapping) and isinstance(data.get("Resources"), Mapping)
 
 
-def lint_template(template: Mapping[str, Any], *, over: list[bool] | None = None) -> list[NodeGroupLint]:
+def lint_template(template: Mapping[str, Any], *, over: list[str] | None = None) -> list[NodeGroupLint]:
     """Every PCS compute node group of the template that has `NodeLifecycleActions`, linted, in order, of
-    its first 500 resources (CloudFormation's bound, its loops' included); `over`, when given, gets whether
-    it makes more (the groups past them are not linted, and CloudFormation refuses the template)."""
+    its first 500 resources (CloudFormation's bound, its loops' included, expanded up to EXPANSIONS_MAX
+    items); `over`, when given, gets why groups past them were not linted, if any were not
+    (TOO_MANY_RESOURCES: CloudFormation refuses the template; TOO_MANY_EXPANSIONS)."""
     return [lint_node_group(logical_id, value) for logical_id, value in _node_groups(template, over)]
 
 
@@ -127,24 +128,32 @@ def lint_template(template: Mapping[str, Any], *, over: list[bool] | None = None
 _FOR_EACH = "Fn::ForEach::"
 _FOR_EACH_DEPTH = 5
 _RESOURCES_MAX = 500
+# Loop items expanded at most, all loops of a template together: loops of loops that make nothing would
+# otherwise cost their product (24 million for five of 30); ten times the resources a template may make.
+EXPANSIONS_MAX = 10 * _RESOURCES_MAX
+TOO_MANY_RESOURCES = "makes more than 500 resources, which CloudFormation refuses"
+TOO_MANY_EXPANSIONS = f"its loops expand more than {EXPANSIONS_MAX:,} items, past what lint follows"
 
 
-def _node_groups(template: Mapping[str, Any], over: list[bool] | None = None) -> Iterator[tuple[str, object]]:
+def _node_groups(template: Mapping[str, Any], over: list[str] | None = None) -> Iterator[tuple[str, object]]:
     resources = template.get("Resources")
     if not isinstance(resources, Mapping):
         return
+    budget = [EXPANSIONS_MAX, 0]  # the items left to expand, and whether a loop was cut short
     # One more than CloudFormation takes, to tell a template that makes more.
-    made = itertools.islice(_resources(resources, [_RESOURCES_MAX + 1]), _RESOURCES_MAX + 1)
+    made = itertools.islice(_resources(resources, budget), _RESOURCES_MAX + 1)
     for count, (logical_id, resource) in enumerate(made, start=1):
         if count > _RESOURCES_MAX:
             if over is not None:
-                over.append(True)
+                over.append(TOO_MANY_RESOURCES)
             return
         if not isinstance(resource, Mapping) or resource.get("Type") != GROUP_TYPE:
             continue
         properties = resource.get("Properties")
         if isinstance(properties, Mapping) and PROPERTY in properties:
             yield str(logical_id), properties[PROPERTY]
+    if budget[1] and over is not None:
+        over.append(TOO_MANY_EXPANSIONS)
 
 
 def _resources(section: Mapping[Any, Any], budget: list[int], depth: int = 0) -> Iterator[tuple[str, object]]:
@@ -152,7 +161,8 @@ def _resources(section: Mapping[Any, Any], budget: list[int], depth: int = 0) ->
     (as cfn-lint lints them): `${Identifier}` the item, `&{Identifier}` the item without its other than
     letters and digits. A collection known only when the stack deploys (`!Ref` of a parameter) makes one
     resource of each fragment, its identifier standing for the item. `budget`: the fragments left to
-    expand, shared by every loop (loops of loops that make nothing would otherwise cost their product)."""
+    expand, shared by every loop (loops of loops that make nothing would otherwise cost their product), and
+    set to 1 past it when a loop was cut short."""
     from lifeguard_cli.template import substitute
 
     for key, value in section.items():
@@ -167,6 +177,7 @@ def _resources(section: Mapping[Any, Any], budget: list[int], depth: int = 0) ->
         literal = isinstance(collection, list) and all(isinstance(item, str) for item in collection)
         for item in collection if literal else [name]:
             if budget[0] <= 0:
+                budget[1] = 1
                 return
             budget[0] -= 1
             yield from _resources(substitute(fragment, name, item), budget, depth + 1)
@@ -184,7 +195,7 @@ def lint_node_group(logical_id: str, value: object) -> NodeGroupLint:
             + ("each branch that is a value checked alone" if function == "Fn::If" else "not checked"),
         )
         for api, function in translation.intrinsics
-        if function in _FUNCTIONS  # a misspelled one is a problem
+        if _known_function(function)  # a misspelled one is a problem
     )
     intrinsics = {render_path(api): function for api, function in translation.intrinsics}
     problems = [*translation.problems]
@@ -241,6 +252,16 @@ _FUNCTIONS = frozenset(
 _IF_DEPTH = 10  # `Fn::If`s nested as branches of each other, looked into at most
 
 
+def _known_function(function: str) -> bool:
+    """Whether CloudFormation knows `function` in a property: one of `_FUNCTIONS`, or a loop
+    (`Fn::ForEach::Name`, which AWS::LanguageExtensions takes in resource properties too)."""
+    return function in _FUNCTIONS or function.startswith(_FOR_EACH)
+
+
+def _no_function(function: str) -> str:
+    return f"{function} is no CloudFormation function: CloudFormation refuses the template"
+
+
 def _intrinsic_function(value: object) -> str | None:
     if isinstance(value, Mapping) and len(value) == 1:
         [name] = value
@@ -262,9 +283,8 @@ class _Translation:
         function = _intrinsic_function(value)
         if function is not None:
             self.intrinsics.append((api, function))
-            if function not in _FUNCTIONS:  # `!Sbu`, `!ref`: CloudFormation refuses the template
-                said = f"{function} is no CloudFormation function: CloudFormation refuses the template"
-                self.problems.append(TemplateFinding("problem", self.where(api), said))
+            if not _known_function(function):  # `!Sbu`, `!ref`: CloudFormation refuses the template
+                self.problems.append(TemplateFinding("problem", self.where(api), _no_function(function)))
             if function == "Fn::If" and isinstance(value, Mapping):
                 self._check_branches(shape_name, value[function], (*self.where(api), function))
             return _stand_in(shape_name, _text_of(value))
@@ -308,6 +328,8 @@ class _Translation:
             if function == "Fn::If" and isinstance(branch, Mapping):
                 self._check_branches(shape_name, branch[function], (*where, side, function), depth + 1)
             if function is not None:
+                if not _known_function(function):
+                    self.problems.append(TemplateFinding("problem", (*where, side), _no_function(function)))
                 continue
             inner = _Translation((*where, side))
             translated = inner.translate(shape_name, branch)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from lifeguard.bounds import clip
+from lifeguard.bounds import clip, one_line
 from lifeguard.errors import InvalidLifecycleConfigError, LifeguardError, Problem
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard_cli.cloudformation import NodeGroupLint, is_template
@@ -237,20 +237,17 @@ def problems_said(problems: Sequence[Problem]) -> str:
     """An input's problems as one bounded line: the first PROBLEMS_SAID (each one clipped; a problem of the
     whole input without a path), then how many more (`lifeguard lint` of the file lists every one)."""
     said = [
-        clip(str(problem) if problem.path else problem.message, 300) for problem in problems[:PROBLEMS_SAID]
+        one_line(clip(str(problem) if problem.path else problem.message, 300))
+        for problem in problems[:PROBLEMS_SAID]
     ]
     more = len(problems) - len(said)
     return "; ".join(said) + (f" (and {more} more: `lifeguard lint` lists them)" if more > 0 else "")
 
 
-def template_of_too_many_resources(name: str) -> ConfigDocument:
-    """A template that makes more resources than CloudFormation takes: invalid, and the groups past them
-    not linted."""
-    problem = Problem(
-        "Resources",
-        "makes more than 500 resources, which CloudFormation refuses: the node groups past the 500th are not "
-        "linted",
-    )
+def template_not_linted_whole(name: str, why: str) -> ConfigDocument:
+    """A template whose node groups were not all linted, and `why` (it makes more resources than
+    CloudFormation takes, or its loops more than lint expands): invalid."""
+    problem = Problem("Resources", f"{why}: the node groups past them are not linted")
     return ConfigDocument(name, "template", None, (problem,))
 
 

@@ -30,7 +30,7 @@ from lifeguard_cli.documents import (
     read_config_document,
     read_source,
     stdin_twice,
-    template_of_too_many_resources,
+    template_not_linted_whole,
     template_without_groups,
 )
 from lifeguard_cli.tables import show
@@ -141,8 +141,9 @@ def lint_files(
     before: NodeLifecycleActions | None = None
     if previous is not None:
         prior = read_config_document(previous)
-        if prior.config is None:
-            # A problem of the whole input (unreadable, not JSON) is said as the input's own, without a path.
+        # A problem of the whole input (unreadable, not JSON) is said as the input's own, without a path; a
+        # group that runs no scripts has none, and nothing to compare with.
+        if prior.config is None and prior.problems:
             errors.append(f"--previous {prior.name}: {problems_said(prior.problems)}")
         before = prior.config
     results: list[LintResult] = []
@@ -162,11 +163,11 @@ def lint_files(
         elif previous is not None:
             errors.append(f"{name}: --previous compares nodeLifecycleActions files, not templates")
         else:
-            over: list[bool] = []
+            over: list[str] = []
             groups = lint_template(data, over=over)
             results.extend(LintResult(group_document(name, group), group.risks) for group in groups)
             if over:
-                results.append(LintResult(template_of_too_many_resources(name), ()))
+                results.append(LintResult(template_not_linted_whole(name, over[0]), ()))
             elif not groups:
                 results.append(LintResult(template_without_groups(name), ()))
     return results, errors

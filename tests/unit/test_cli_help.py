@@ -249,3 +249,26 @@ def test_a_config_of_many_problems_is_said_in_one_bounded_line(tmp_path: Path, c
     assert len(line) < 2_000
     assert line.endswith("(and 99996 more: `lifeguard lint` lists them)"), line[-200:]
     assert "k3: is not a field of NodeLifecycleActionsRequest" in line
+
+
+def test_a_previous_of_a_group_that_runs_no_scripts_is_linted_against_nothing(tmp_path: Path) -> None:
+    """Such a response has a note and no problem: bounding the problems' line made it an error with no
+    reason (exit 2); it lints as before."""
+    previous = tmp_path / "response.json"
+    previous.write_text('{"computeNodeGroup": {"name": "g", "id": "pcs_abcdef01"}}')
+    shown = CliRunner().invoke(
+        app, ["lint", "--previous", str(previous), str(EVENTS / "configs" / "article-reverted.json")]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert not shown.stderr
+
+
+def test_a_problem_that_holds_a_line_break_is_said_on_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"stages": {"nodeBootstrapped": []}, "k\nforged: line": 1}))
+    shown = CliRunner().invoke(
+        app, ["lint", "--previous", str(config), str(EVENTS / "configs" / "article-terminate.json")]
+    )
+    assert shown.exit_code == 2
+    [line] = shown.stderr.splitlines()
+    assert "k⏎forged: line" in line, line

@@ -11,7 +11,12 @@ import pytest
 from typer.testing import CliRunner
 
 from lifeguard_cli.cli import app
-from lifeguard_cli.cloudformation import lint_node_group
+from lifeguard_cli.cloudformation import (
+    EXPANSIONS_MAX,
+    TOO_MANY_EXPANSIONS,
+    TOO_MANY_RESOURCES,
+    lint_node_group,
+)
 from lifeguard_cli.lint import lint_files
 from tests.conftest import EVENTS, REPO
 
@@ -277,8 +282,9 @@ def test_loops_of_loops_that_make_nothing_are_expanded_a_bounded_number_of_times
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Five loops of 30 items, each inside the last, around nothing: 24 million expansions of a 1 KB file
-    took lint 43 s; the expansions are bounded as the resources they make are (500, and one to tell a
-    template that makes more)."""
+    took lint 43 s; the expansions are bounded (EXPANSIONS_MAX, ten times the resources a template may
+    make), and a template whose loops were cut short is not said to be valid: what they make was not all
+    seen."""
     import lifeguard_cli.cloudformation
 
     fragment: dict[str, Any] = {}
@@ -292,9 +298,31 @@ def test_loops_of_loops_that_make_nothing_are_expanded_a_bounded_number_of_times
         lifeguard_cli.cloudformation, "_resources", lambda *args: expanded.append(1) or resources(*args)
     )
     code, report = lint_json(str(path))
-    assert code == 0
-    assert report["files"][0]["resource"] is None  # nothing to lint
-    assert len(expanded) - 1 == 501
+    assert code == 1
+    [verdict] = report["files"]
+    assert verdict["resource"] is None
+    assert verdict["problems"] == [
+        {"path": "Resources", "message": f"{TOO_MANY_EXPANSIONS}: the node groups past them are not linted"}
+    ]
+    assert len(expanded) - 1 == EXPANSIONS_MAX
+
+
+def test_loops_of_loops_making_more_than_500_groups_are_not_said_valid(tmp_path: Path) -> None:
+    """A loop of 300 around a loop of 2 groups, and one group after, misspelled: the expansion's budget,
+    shared by the loops, ran out at 334 groups and the rest went unsaid (valid, exit 0)."""
+    group = template_of(
+        {"Stages": {"NodeBootstrapped": [script(OnError="CONTINUE", ExecutionPolicy="EVERY_BOOT")]}}
+    )
+    inner = {"Fn::ForEach::In": ["J", ["a", "b"], {"G${I}${J}": group["Resources"]["ComputeNodes"]}]}
+    last = template_of({"Stages": {"NodeBootstrapped": [script(OnError="TERMINATED")]}})
+    resources = {"Fn::ForEach::Out": ["I", [str(n) for n in range(300)], inner], **last["Resources"]}
+    path = tmp_path / "stack.json"
+    path.write_text(json.dumps({"Resources": resources}))
+    code, report = lint_json(str(path))
+    assert code == 1
+    *groups, verdict = report["files"]
+    assert len(groups) == 500
+    assert verdict["problems"][0]["message"].startswith(TOO_MANY_RESOURCES)
 
 
 def test_numbers_and_booleans_are_strings_as_cloudformation_passes_them() -> None:
@@ -365,6 +393,23 @@ def test_a_misspelled_function_is_a_problem_not_a_note() -> None:
 
 
 NO_FUNCTION = "is no CloudFormation function: CloudFormation refuses the template"
+
+
+def test_a_loop_in_a_property_is_a_function_and_a_misspelling_in_an_if_branch_is_not() -> None:
+    """AWS::LanguageExtensions takes `Fn::ForEach` in resource properties: a note, not a problem. A
+    misspelled function as a branch of an `Fn::If` (of an `Fn::If`) is one."""
+    loop = {"Fn::ForEach::Stage": ["S", ["NodeBootstrapped", "NodeReady"], {"${S}": [script()]}]}
+    group = lint_node_group("ComputeNodes", {"Stages": loop})
+    assert group.valid
+    assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages"]
+    branch = {"Fn::If": ["C", {"Fn::Sbu": "CACHE_ONCE"}, {"Fn::If": ["D", "CACHE_ONCE", {"Fn::ref": "X"}]}]}
+    group = lint_node_group(
+        "ComputeNodes", {"ScriptCachingPolicy": branch, "Stages": {"NodeBootstrapped": [script()]}}
+    )
+    assert [(p.path, p.message) for p in group.problems] == [
+        (f"{ACTIONS}.ScriptCachingPolicy.Fn::If[1]", f"Fn::Sbu {NO_FUNCTION}"),
+        (f"{ACTIONS}.ScriptCachingPolicy.Fn::If[2].Fn::If[2]", f"Fn::ref {NO_FUNCTION}"),
+    ]
 
 
 def test_a_whole_intrinsic_value_is_not_checked_and_does_not_fail(tmp_path: Path) -> None:
@@ -483,7 +528,7 @@ def test_a_template_of_more_resources_than_cloudformation_takes_is_invalid_and_s
         {
             "path": "Resources",
             "message": "makes more than 500 resources, which CloudFormation refuses: the node groups "
-            "past the 500th are not linted",
+            "past them are not linted",
         }
     ]
     path.write_text(json.dumps({"Resources": dict(list(resources.items())[:500])}))
