@@ -186,6 +186,26 @@ def test_every_problem_of_one_fault_is_said_at_once() -> None:
     ]
 
 
+def test_every_problem_of_one_change_is_said_at_once() -> None:
+    """As a fault's: a change's first bad key hid the others (its config after its minute)."""
+    data = article()
+    group = data["groups"][0]["name"]
+    data["changes"] = [
+        {"at_minute": 500, "group": group, "config": "not a mapping", "by": "x"},
+        {"at_minute": 5, "group": "grp-nope", "config": [1]},
+    ]
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    horizon = data.get("horizon_minutes", 60)
+    assert caught.value.problems == [
+        "s.yaml: changes[0].by: unknown key (at_minute, group, config)",
+        f"s.yaml: changes[0].at_minute: 500 is out of range: from 0 to {horizon}",
+        "s.yaml: changes[0].config: must be a mapping of names to values",
+        "s.yaml: changes[1].group: 'grp-nope' is not a group of the scenario",
+        "s.yaml: changes[1].config: must be a mapping of names to values",
+    ]
+
+
 def test_the_readmes_scenario_path_is_the_shipped_one_from_any_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -588,18 +588,23 @@ def _config(check: _Checker, value: Any, where: str) -> dict[str, Any]:
 
 
 def _change(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Change:
+    """A change, every problem of its keys noted before it stops (as a fault's)."""
     change = check.mapping(item, where)
-    unknown = sorted(set(change) - {"at_minute", "group", "config"})
-    if unknown:
-        check.fail(f"{where}.{unknown[0]}", "unknown key (at_minute, group, config)")
-    group = check.text(change.get("group"), f"{where}.group", limit=25)
-    if group not in names:
-        check.fail(f"{where}.group", f"{group!r} is not a group of the scenario")
-    return Change(
-        at_minute=check.number(change.get("at_minute"), f"{where}.at_minute", 0, horizon),
-        group=group,
-        config=_config(check, change.get("config"), f"{where}.config"),
-    )
+
+    def group() -> str:
+        named = check.text(change.get("group"), f"{where}.group", limit=25)
+        if named not in names:
+            check.fail(f"{where}.group", f"{named!r} is not a group of the scenario")
+        return named
+
+    with check.whole():
+        for key in sorted(set(change) - {"at_minute", "group", "config"}):
+            check.note(f"{where}.{key}", "unknown key (at_minute, group, config)")
+        at = check.part(partial(check.number, change.get("at_minute"), f"{where}.at_minute", 0, horizon), 0.0)
+        named = check.part(group, "")
+        none: dict[str, Any] = {}
+        config = check.part(partial(_config, check, change.get("config"), f"{where}.config"), none)
+        return Change(at_minute=at, group=named, config=config)
 
 
 def _fault(check: _Checker, item: Any, where: str, names: set[str], horizon: float) -> Fault:
