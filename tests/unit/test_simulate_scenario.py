@@ -116,11 +116,15 @@ def test_scripts_dir_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
             "s.yaml: groups[0].config.stages.nodeBootstrapped[0].onError",
         ),
         (
-            lambda d: d.update(changes=[{"at_minute": 5, "group": "nobody", "config": {}}]),
+            lambda d: d.update(
+                changes=[{"at_minute": 5, "group": "nobody", "config": d["groups"][0]["config"]}]
+            ),
             "s.yaml: changes[0].group: 'nobody' is not a group of the scenario",
         ),
         (
-            lambda d: d.update(changes=[{"at_minute": 61, "group": "lca-static", "config": {}}]),
+            lambda d: d.update(
+                changes=[{"at_minute": 61, "group": "lca-static", "config": d["groups"][0]["config"]}]
+            ),
             "s.yaml: changes[0].at_minute: 61 is out of range: from 0 to 60",
         ),
         (lambda d: d.update(faults=[{"at_minute": 1, "kind": "meteor"}]), "s.yaml: faults[0].kind: 'meteor'"),
