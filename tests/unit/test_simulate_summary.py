@@ -81,3 +81,22 @@ def test_a_fault_is_told_in_the_timeline_as_a_scenario_writes_it(
     """A lasting fault was told with `times: 1`, which its kind refuses, and one from minute 0 without its
     minute."""
     assert _fault_as_written(fault) == said
+
+
+def test_a_group_that_never_failed_shows_no_failure_not_a_recovery_that_never_came() -> None:
+    """A group none of whose nodes failed showed "never" for the minutes from its first failure to a serving
+    node, as a loop that never ended would; the HTML report showed "-" for that loop (its rows of minutes
+    that never came said "never", this one did not end in `_minute`)."""
+    from lifeguard_cli.simulate.html import _measure_cell
+    from lifeguard_cli.simulate.twin import measure_shown
+
+    healthy = {"bootstrap_failed": 0, "recovery_minutes": None, "first_serving_minute": 1.5}
+    looping = {"bootstrap_failed": 11, "recovery_minutes": None, "first_serving_minute": None}
+    recovered = {"bootstrap_failed": 2, "recovery_minutes": 10.6}
+    assert measure_shown("recovery_minutes", healthy) == "no failure"
+    assert measure_shown("recovery_minutes", looping) == "never"
+    assert measure_shown("recovery_minutes", recovered) == "10.6"
+    assert measure_shown("first_serving_minute", looping) == "never"
+    assert measure_shown("bootstrap_failed", looping) == "11"
+    assert _measure_cell("recovery_minutes", looping) == "<td class='num never'>never</td>"
+    assert _measure_cell("recovery_minutes", healthy) == "<td class='num'>no failure</td>"

@@ -19,7 +19,7 @@ from html import escape
 from typing import Any
 
 from lifeguard.notify.summary import diff_line
-from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, acting_modes
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, NEVER, acting_modes, measure_shown
 
 __all__ = ["render_html"]
 
@@ -128,9 +128,9 @@ def _summary_table(document: Mapping[str, Any], baseline: Mapping[str, Any] | No
         if baseline is not None:
             other = (baseline.get("groups") or {}).get(name) or {}
         for key, label in MEASURES:
-            cells = [f"<td>{_e(label)}</td>", _measure_cell(key, group.get(key))]
+            cells = [f"<td>{_e(label)}</td>", _measure_cell(key, group)]
             if baseline is not None:
-                cells.append(_measure_cell(key, other.get(key)))
+                cells.append(_measure_cell(key, other))
             rows.append(f"<tr>{''.join(cells)}</tr>")
     return (
         "<h2>Outcome</h2><table class='summary'>"
@@ -138,10 +138,9 @@ def _summary_table(document: Mapping[str, Any], baseline: Mapping[str, Any] | No
     )
 
 
-def _measure_cell(key: str, value: Any) -> str:
-    if key.endswith("_minute") and value is None:
-        return "<td class='num never'>never</td>"
-    return f"<td class='num'>{_e(_number(value))}</td>"
+def _measure_cell(key: str, group: Mapping[str, Any]) -> str:
+    shown = measure_shown(key, group)
+    return f"<td class='num{' never' if shown == NEVER else ''}'>{_e(shown)}</td>"
 
 
 def _legend() -> str:

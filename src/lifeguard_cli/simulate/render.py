@@ -13,7 +13,7 @@ from rich.text import Text
 from lifeguard.notify.slack import shown_text
 from lifeguard.notify.summary import diff_line
 from lifeguard_cli.replay.render import STYLES
-from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, acting_modes
+from lifeguard_cli.simulate.twin import BASELINE_NAMES, MEASURES, acting_modes, measure_shown
 from lifeguard_cli.tables import show
 from lifeguard_cli.tables import table as make_table
 
@@ -70,21 +70,15 @@ def summary_table(document: Mapping[str, Any]) -> Table:
     for name, group in document["groups"].items():
         other = baseline["groups"].get(name, {}) if baseline else {}
         for index, (key, label) in enumerate(MEASURES):
-            cells = [name if index == 0 else "", label, _cell(key, group.get(key))]
+            cells = [name if index == 0 else "", label, measure_shown(key, group)]
             if baseline:
-                cells.append(_cell(key, other.get(key)))
+                cells.append(measure_shown(key, other))
             table.add_row(*(Text(cell) for cell in cells))
     return table
 
 
 def _baseline_name(name: str) -> str:
     return BASELINE_NAMES.get(name, name)
-
-
-def _cell(key: str, value: Any) -> str:
-    if key.endswith(("_minute", "_minutes")):
-        return _minute(value)
-    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def render_simulation(document: Mapping[str, Any], console: Console, *, timeline: bool = True) -> None:

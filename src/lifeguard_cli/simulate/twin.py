@@ -69,6 +69,21 @@ MEASURES = (
     ("slurm_at_end", "Slurm state at the end (sinfo)"),
 )
 BASELINE_NAMES = {"pcs": "PCS alone", "parallelcluster": "ParallelCluster protected mode"}
+NEVER, NO_FAILURE = "never", "no failure"
+
+
+def measure_shown(key: str, group: Mapping[str, Any]) -> str:
+    """A group's measure (`MEASURES`) as the reports show it: a time that never came `never`, the recovery
+    of a group none of whose nodes failed `no failure` (not a recovery that never came), a count or a number
+    as it is, and what is not known `-`."""
+    value = group.get(key)
+    if value is None and key == "recovery_minutes" and not group.get("bootstrap_failed"):
+        return NO_FAILURE
+    if value is None:
+        return NEVER if key.endswith(("_minute", "_minutes")) else "-"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 # As Lambda retries an asynchronous invocation that failed: twice, about one and two minutes later.
 RETRY_DELAYS = (60.0, 120.0)
 # A boot takes its real time on the virtual clock, rounded up to this: a few hundred milliseconds more or
