@@ -296,6 +296,10 @@ class _Translation:
             for key, item in value.items():
                 if item == _NO_VALUE:
                     continue  # CloudFormation deploys the property as if it were not written
+                if isinstance(key, str) and key.startswith(_FOR_EACH):
+                    # A loop beside the mapping's keys (AWS::LanguageExtensions makes its keys at deploy).
+                    self.intrinsics.append(((*api, key), key))
+                    continue
                 member = by_cloudformation_name.get(key)
                 if member is None:
                     known = ", ".join(by_cloudformation_name)

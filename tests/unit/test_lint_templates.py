@@ -402,6 +402,11 @@ def test_a_loop_in_a_property_is_a_function_and_a_misspelling_in_an_if_branch_is
     group = lint_node_group("ComputeNodes", {"Stages": loop})
     assert group.valid
     assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages"]
+    # Beside the mapping's own keys (AWS's example puts it so): a loop, not an unknown member.
+    beside = {"NodeBootstrapped": [script()], "Fn::ForEach::S": ["S", ["NodeReady"], {"${S}": [script()]}]}
+    group = lint_node_group("ComputeNodes", {"Stages": beside})
+    assert group.valid, group.problems
+    assert [n.path for n in group.notes] == [f"{ACTIONS}.Stages.Fn::ForEach::S"]
     branch = {"Fn::If": ["C", {"Fn::Sbu": "CACHE_ONCE"}, {"Fn::If": ["D", "CACHE_ONCE", {"Fn::ref": "X"}]}]}
     group = lint_node_group(
         "ComputeNodes", {"ScriptCachingPolicy": branch, "Stages": {"NodeBootstrapped": [script()]}}
