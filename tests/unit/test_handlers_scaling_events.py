@@ -3692,6 +3692,40 @@ def _flood(instance: str) -> list[dict[str, Any]]:
     ]
 
 
+def test_a_scale_up_whose_first_launched_nodes_fail_first_is_no_loop() -> None:
+    """Ten nodes launched a second apart, the first two failing fast, the other eight coming up: the nodes
+    still booting held nothing back when launched after the newest failed node, and a loop was told (and
+    remediated, replacing the eight healthy nodes) a minute before its resolution. A node launched up to
+    `WAVE_SLACK_MS` after the newest failed one is of its wave: as when all ten are launched at once."""
+    start = at(3, 0)
+    nodes = [f"i-0sc{k:013d}" for k in range(10)]
+    for failing in ((0, 1), (2, 3), (8, 9)):
+        world = World()
+        rows = [launched(node, start + k * 1000) for k, node in enumerate(nodes)]
+        rows += [failed(nodes[k], start + 100_000 + k * 5000) for k in failing]
+        rows += [
+            succeeded(node, start + 160_000 + k * 5000) for k, node in enumerate(nodes) if k not in failing
+        ]
+        for one in rows:
+            world.feed([one])
+        assert world.published() == [], failing
+
+
+def test_a_solid_loop_is_told_at_a_threshold_above_five_as_a_loop() -> None:
+    """Five boots of five failing made an intermittent episode at the fifth failure, whatever the stack's
+    Threshold (or a tag's) above 5 said; and an intermittent episode ends only after three successes in a
+    row. Boots that all fail are a loop, told at its threshold."""
+    world = World(threshold=8)
+    start, told = at(1, 4, 45), []
+    for k in range(10):
+        node = f"i-0lp{k:013d}"
+        world.feed([launched(node, start)])
+        world.feed([failed(node, start + 117_000)])
+        told += [(k + 1, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+        start += 330_000
+    assert told == [(8, "loop")]
+
+
 def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_node_reports() -> None:
     """The flood sorts first (`i-0`): the group's read holds nothing else; the failing nodes' runs are read
     for themselves, and name the script."""
