@@ -3692,38 +3692,52 @@ def _flood(instance: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_a_scale_up_whose_first_launched_nodes_fail_first_is_no_loop() -> None:
-    """Ten nodes launched a second apart, the first two failing fast, the other eight coming up: the nodes
-    still booting held nothing back when launched after the newest failed node, and a loop was told (and
-    remediated, replacing the eight healthy nodes) a minute before its resolution. A node launched up to
-    `WAVE_SLACK_MS` after the newest failed one is of its wave: as when all ten are launched at once."""
-    start = at(3, 0)
-    nodes = [f"i-0sc{k:013d}" for k in range(10)]
-    for failing in ((0, 1), (2, 3), (8, 9)):
-        world = World()
-        rows = [launched(node, start + k * 1000) for k, node in enumerate(nodes)]
-        rows += [failed(nodes[k], start + 100_000 + k * 5000) for k in failing]
-        rows += [
-            succeeded(node, start + 160_000 + k * 5000) for k, node in enumerate(nodes) if k not in failing
-        ]
-        for one in rows:
-            world.feed([one])
-        assert world.published() == [], failing
+def test_a_loop_after_a_change_is_told_at_its_threshold_whatever_the_old_configuration_booted() -> None:
+    """A flaky failure and twenty clean boots of the old configuration, then a configuration that fails on
+    four static nodes launched a minute apart: told at its second failure. (Counting launches up to two
+    minutes after the newest failed node's as its wave's held this loop back to its twentieth failure, 25
+    minutes: the first look's wave took in the old configuration's successes.)"""
+    world = World()
+    rows = [launched("i-0old0000000000000", at(1, 5)), failed("i-0old0000000000000", at(1, 7))]
+    for n in range(1, 21):
+        rows += [launched(f"i-0old{n:014d}", at(1, 5, n)), succeeded(f"i-0old{n:014d}", at(1, 7, 10 + n))]
+    for one in sorted(rows, key=lambda r: r["event_timestamp"]):
+        world.feed([one])
+    world.person_sets(REVERTED, at(1, 30))
+    new = []
+    for slot in range(4):
+        launch = at(1, 31) + slot * 60_000
+        for cycle in range(3):
+            node = f"i-0n{slot}c{cycle}{'0' * 13}"
+            new += [launched(node, launch), failed(node, launch + 117_000)]
+            launch += 297_000
+    told, failures = [], 0
+    for one in sorted(new, key=lambda r: r["event_timestamp"]):
+        failures += one["status_code"] == "TERMINATED"
+        world.feed([one])
+        told += [(failures, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+    assert told[:1] == [(2, "loop")]
 
 
 def test_a_solid_loop_is_told_at_a_threshold_above_five_as_a_loop() -> None:
     """Five boots of five failing made an intermittent episode at the fifth failure, whatever the stack's
     Threshold (or a tag's) above 5 said; and an intermittent episode ends only after three successes in a
     row. Boots that all fail are a loop, told at its threshold."""
-    world = World(threshold=8)
-    start, told = at(1, 4, 45), []
-    for k in range(10):
-        node = f"i-0lp{k:013d}"
-        world.feed([launched(node, start)])
-        world.feed([failed(node, start + 117_000)])
-        told += [(k + 1, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
-        start += 330_000
-    assert told == [(8, "loop")]
+    for booted_before in (False, True):  # a node of the configuration came up before (its object overwritten)
+        world = World(threshold=8)
+        start, told = at(1, 4, 45), []
+        if booted_before:
+            world.feed(
+                [launched("i-0ok0000000000000", start), succeeded("i-0ok0000000000000", start + 117_000)]
+            )
+            start += 330_000
+        for k in range(10):
+            node = f"i-0lp{k:013d}"
+            world.feed([launched(node, start)])
+            world.feed([failed(node, start + 117_000)])
+            told += [(k + 1, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+            start += 330_000
+        assert told == [(8, "loop")], booted_before
 
 
 def test_a_flood_of_forged_runs_hides_no_failing_nodes_reports_from_node_reports() -> None:

@@ -363,9 +363,11 @@ def detect(
         ]
         if len(counted) >= settings.threshold and not _wave_undecided(state, counted, modified_at):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
-    # Intermittent: some boots succeed, at least half fail. Boots that all failed are a loop, told at its
-    # threshold, which may be above INTERMITTENT_MIN_OUTCOMES (a stack's or a tag's of 8, say).
-    mixed = len(failed) < len(recent)
+    # Intermittent: boots succeed between the failures, at least half of them fail. Failures in a row (none
+    # succeeding since the first) are a loop, told at its threshold, which may be above
+    # INTERMITTENT_MIN_OUTCOMES (a stack's or a tag's of 8, say), whatever booted clean before them.
+    first_failed = min((o.event_timestamp for o in failed), default=None)
+    mixed = first_failed is not None and any(o.succeeded and o.event_timestamp > first_failed for o in recent)
     if unknown:  # without the successes: as many failures as half of enough outcomes of a newer one
         intermittent = mixed and 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
@@ -381,9 +383,9 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half of the
     outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
     `WAVE_SLACK_MS`) with the siblings counted as successes; the window's older successes, which a loop
-    after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, up to
-    `WAVE_SLACK_MS` after the newest failed node's (the first nodes launched may fail first; a loop's
-    replacements, launched minutes after its failures, hold nothing back), and younger than twice the
+    after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, no
+    later than the newest failed node's (a loop's replacements, launched after its failures, hold nothing
+    back), and younger than twice the
     longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node
     ended before it bootstrapped (a spot instance taken back, a scale-up cancelled) logs no outcome, and
     holds nothing back once its boot is overdue."""
@@ -398,9 +400,7 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     siblings = sum(
         1
         for at in state.launches.values()
-        if start <= at <= last + WAVE_SLACK_MS
-        and newest - at < booting_for
-        and (modified_at is None or at >= modified_at)
+        if start <= at <= last and newest - at < booting_for and (modified_at is None or at >= modified_at)
     )
     if not siblings:
         return False
