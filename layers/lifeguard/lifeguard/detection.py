@@ -385,10 +385,9 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     `WAVE_SLACK_MS`) with the siblings counted as successes; the window's older successes, which a loop
     after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, no
     later than the newest failed node's (a loop's replacements, launched after its failures, hold nothing
-    back), and younger than twice the
-    longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node
-    ended before it bootstrapped (a spot instance taken back, a scale-up cancelled) logs no outcome, and
-    holds nothing back once its boot is overdue."""
+    back), and younger than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
+    `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
+    cancelled) logs no outcome, and holds nothing back once its boot is overdue."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
