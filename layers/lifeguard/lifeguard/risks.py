@@ -149,12 +149,14 @@ _LASTING = _words(_LASTING_WORDS)
 _CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
+def _split(text: str) -> list[str]:
+    """The words of `text` in order, lower-cased, split at anything but letters and digits."""
+    return re.split(r"[^a-z0-9]+", text.lower())
+
+
 def _words_of(text: str) -> set[str]:
     """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`)."""
-    found = {
-        *re.split(r"[^a-z0-9]+", text.lower()),
-        *re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower()),
-    }
+    found = {*_split(text), *_split(_CASE_BOUNDARY.sub(" ", text))}
     found.discard("")
     return found
 
@@ -162,8 +164,7 @@ def _words_of(text: str) -> set[str]:
 def _first_word(text: str) -> str:
     """The first word of `text` as `_words_of` reads it (`MountEfsLogs`: `mount`), past the number that
     orders a script among others (`01-mount-efs-logs`: `mount`), or ''."""
-    words = re.split(r"[^a-z0-9]+", _CASE_BOUNDARY.sub(" ", text).lower())
-    return next((word for word in words if word and not word.isdigit()), "")
+    return next((word for word in _split(_CASE_BOUNDARY.sub(" ", text)) if word and not word.isdigit()), "")
 
 
 def _has_word(found: set[str], words: re.Pattern[str]) -> bool:
