@@ -193,7 +193,7 @@ class NodeReportsHandler:
                     continue
                 unknown_judged += 1
             try:
-                summary.events.extend(self._attribute(cluster_id, group_id, detect, budget))
+                summary.events.extend(self._attribute(cluster_id, group_id, detect, budget, now_ms))
             except UnreadableStateError as exc:
                 damaged[(cluster_id, group_id)] = str(exc)
             except AwsCallError as exc:
@@ -252,8 +252,10 @@ class NodeReportsHandler:
         return not self.clusters or cluster_id in self.clusters
 
     def _attribute(
-        self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups
+        self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups, now_ms: int
     ) -> list[ControllerEvent]:
+        """Judge one group on the batch's reports, at the batch's time `now_ms` (how late they come)."""
+
         def mutate(state: GroupState) -> Change:
             return _witnessed(state, judge(state))
 
@@ -265,7 +267,6 @@ class NodeReportsHandler:
             # Read on every run: a run again after a lost race must see the reports the winner stored too.
             evidence = GroupEvidence(self.store, state, marks=False)
             reports = evidence.reports_of(_judged_nodes(state))
-            now_ms = int(self.clock() * 1000)
             if episode is None:
                 settings = self._settings(state)
                 reopened = reopen_as_contained(
