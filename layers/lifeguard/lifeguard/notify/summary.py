@@ -110,7 +110,8 @@ class Summary:
 
     detail_type: str
     severity: str
-    subject: str
+    # What the subject names (title, group, script, cluster): the subject, and a heading of another length.
+    named: tuple[Any, Any, Any, Any]
     headline: str
     evidence: tuple[str, ...]
     suspect: str | None
@@ -127,8 +128,11 @@ class Summary:
     nodes: str | None = None
     evidence_title: str = "Evidence"  # a review's evidence is its risks
     diff_title: str = "Change"  # a dry run's: what it would have changed
-    # What the subject names (title, group, script, cluster), for a heading of another length (`heading`).
-    named: tuple[Any, Any, Any, Any] = ("", "?", None, "?")
+
+    @property
+    def subject(self) -> str:
+        """The SNS subject, `[Lifeguard] title: group (script) in cluster`, in SUBJECT_MAX_CHARS."""
+        return SUBJECT_PREFIX + self.heading(SUBJECT_MAX_CHARS - len(SUBJECT_PREFIX))
 
     def heading(self, limit: int) -> str:
         """The subject without its prefix, in at most `limit` characters (a Slack header)."""
@@ -196,7 +200,6 @@ def summarize(
     if late:
         title = f"{title}, delivered late"
     named = (title, group, suspect.get("script") if suspect else None, cluster)
-    subject = SUBJECT_PREFIX + subject_line(*named, limit=SUBJECT_MAX_CHARS - len(SUBJECT_PREFIX))
     kind = detail.get("kind") or "loop"
     in_words, broken = _LOOP_WORDS.get(str(kind), _LOOP_WORDS["loop"])
     happened = (
@@ -266,7 +269,6 @@ def summarize(
     return Summary(
         detail_type=detail_type,
         severity=_severity(detail_type, late=late, dry_run=held),
-        subject=subject,
         named=named,
         headline=one_line(headline),
         evidence=tuple(one_line(line) for line in evidence),
