@@ -22,6 +22,10 @@ OTHERS = {
         "lifeguard.remediation.remediator",
         "lifeguard.notify.slack",
         "lifeguard.cloudtrail",
+        # Read only when a loop is decided (its ledger, who changed its configuration): not at a cold start.
+        "lifeguard.remediation.records",
+        "lifeguard.store.remediations",
+        "lifeguard.store.changes",
     ),
     "node_reports": (
         "lifeguard.handlers.scaling_events",

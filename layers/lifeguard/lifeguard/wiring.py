@@ -10,6 +10,7 @@ Environment (explicit argument > variable > default, as everywhere):
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import time
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from lifeguard.notify import Notifier
     from lifeguard.remediation import RemediationSettings, Remediator
     from lifeguard.remediation.records import Ledger
+    from lifeguard.store.changes import ChangeStore
     from lifeguard.store.groups import GroupStore
     from lifeguard.store.remediations import RemediationStore
 
@@ -132,10 +134,9 @@ def build_scaling_events(
     """The scaling_events Lambda's handler; `clock` (default: the wall's) is what record times must be
     plausible against (a replay passes its stream's)."""
     from lifeguard.handlers.scaling_events import ScalingEventsHandler
-    from lifeguard.store.remediations import RemediationStore
 
     w = wiring or wire(metric=metric)
-    ledgers = RemediationStore(w.store.client, w.store.table)
+    ledgers = _ledgers(w)
     return ScalingEventsHandler(
         w.store,
         w.pcs,
@@ -143,14 +144,27 @@ def build_scaling_events(
         w.defaults,
         metric=metric,
         clock=clock or time.time,
-        quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
+        quarantined=lambda cluster, group: ledgers().ledger(cluster, group).quarantined(),
         changed_by=change_lookup(w),
         held_back=hold_lookup(ledgers),
         clusters=cluster_ids(),
     )
 
 
-def hold_lookup(ledgers: RemediationStore) -> HeldBack:
+def _ledgers(w: Wiring) -> Callable[[], RemediationStore]:
+    """The remediation store, imported and made at its first use: only a loop's decisions read a ledger, so
+    a batch function's cold start loads none of the remediation's records."""
+
+    @functools.cache
+    def ledgers() -> RemediationStore:
+        from lifeguard.store.remediations import RemediationStore
+
+        return RemediationStore(w.store.client, w.store.table)
+
+    return ledgers
+
+
+def hold_lookup(ledgers: Callable[[], RemediationStore]) -> HeldBack:
     """The remediation's decision on an episode's revision, as the scaling_events handler asks for it
     (`HeldBack`): a decision that failed is not made yet (its retry decides); one whose item cannot be read
     held nothing back (the group's records are still judged, as before decisions were read)."""
@@ -158,7 +172,7 @@ def hold_lookup(ledgers: RemediationStore) -> HeldBack:
 
     def held_back(cluster_id: str, group_id: str, episode_id: str, revision: int) -> tuple[bool, int | None]:
         try:
-            decision = ledgers.decision(cluster_id, group_id, episode_id, revision)
+            decision = ledgers().decision(cluster_id, group_id, episode_id, revision)
         except UnreadableStateError as exc:  # edited by hand, or damaged: the group is judged all the same
             logger.warning("%s; its loop is not decided again after a hold", exc)
             return True, None
@@ -179,17 +193,19 @@ def change_lookup(w: Wiring) -> ChangedBy:
     """Who put a group's configuration in place: Lifeguard's own change (its ledger, to the millisecond of
     the configuration's modifiedAt), else the review of its CloudTrail call (which names Lifeguard's role
     for Lifeguard's own), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
-    from lifeguard.store.changes import ChangeStore
-    from lifeguard.store.remediations import RemediationStore
+    ledgers = _ledgers(w)
 
-    changes = ChangeStore(w.store.client, w.store.table)
-    ledgers = RemediationStore(w.store.client, w.store.table)
+    @functools.cache
+    def changes() -> ChangeStore:
+        from lifeguard.store.changes import ChangeStore
+
+        return ChangeStore(w.store.client, w.store.table)
 
     def changed_by(cluster_id: str, group_id: str, config: KnownConfig) -> dict[str, Any] | None:
-        for change in reversed(ledgers.ledger(cluster_id, group_id).changes):
+        for change in reversed(ledgers().ledger(cluster_id, group_id).changes):
             if change.status == "applied" and change.modified_at_after == config.modified_at:
                 return {"arn": None, "at": int(change.at * 1000), "source": "lifeguard"}
-        found = changes.find(cluster_id, group_id, config.fingerprint)
+        found = changes().find(cluster_id, group_id, config.fingerprint)
         if found is not None and abs(found.at - config.modified_at) <= CHANGE_MATCH_MS:
             return found.to_changed_by()
         return {"arn": None, "at": config.modified_at, "source": "unknown"}
@@ -210,10 +226,9 @@ def build_node_reports(
 ) -> NodeReportsHandler:
     """The node_reports Lambda's handler (`clock` as for `build_scaling_events`)."""
     from lifeguard.handlers.node_reports import NodeReportsHandler
-    from lifeguard.store.remediations import RemediationStore
 
     w = wiring or wire(metric=metric)
-    ledgers = RemediationStore(w.store.client, w.store.table)
+    ledgers = _ledgers(w)
     return NodeReportsHandler(
         w.store,
         w.updater,
@@ -221,7 +236,7 @@ def build_node_reports(
         pcs=w.pcs,
         clusters=cluster_ids(),
         changed_by=change_lookup(w),
-        quarantined=lambda cluster, group: ledgers.ledger(cluster, group).quarantined(),
+        quarantined=lambda cluster, group: ledgers().ledger(cluster, group).quarantined(),
         metric=metric,
         clock=clock or time.time,
     )
