@@ -3692,6 +3692,46 @@ def _flood(instance: str) -> list[dict[str, Any]]:
     ]
 
 
+def test_a_scale_up_whose_first_launched_nodes_fail_first_is_no_loop() -> None:
+    """Ten nodes launched a second apart, the first two failing fast, the other eight coming up: the nodes
+    still booting held nothing back when launched after the newest failed node, and a loop was told (and
+    remediated, replacing the eight healthy nodes) a minute before its resolution. A node launched up to
+    `WAVE_SLACK_MS` after the newest failed one is of its wave: as when all ten are launched at once."""
+    start = at(3, 0)
+    nodes = [f"i-0sc{k:013d}" for k in range(10)]
+    for failing in ((0, 1), (2, 3), (8, 9)):
+        world = World()
+        rows = [launched(node, start + k * 1000) for k, node in enumerate(nodes)]
+        rows += [failed(nodes[k], start + 100_000 + k * 5000) for k in failing]
+        rows += [
+            succeeded(node, start + 160_000 + k * 5000) for k, node in enumerate(nodes) if k not in failing
+        ]
+        for one in rows:
+            world.feed([one])
+        assert world.published() == [], failing
+
+
+@pytest.mark.parametrize("boot_ms", [30_000, 117_000, 300_000])
+def test_a_static_group_on_a_bad_configuration_is_told_by_half_its_nodes_failing(boot_ms: int) -> None:
+    """Nodes launched a second apart on a configuration that fails them all, each replaced 20 s after its
+    failure: the wave (siblings up to `WAVE_SLACK_MS` after the newest failed node) holds the loop back
+    only while half the group's nodes may still come up, fast failures and their replacements included."""
+    for nodes, told_at in ((1, 2), (4, 2), (10, 5)):
+        world, rows = World(), []
+        for slot in range(nodes):
+            launch = at(2, 0) + slot * 1000
+            for cycle in range(6):
+                node = f"i-0f{slot:02d}c{cycle:02d}{'0' * 10}"
+                rows += [launched(node, launch), failed(node, launch + boot_ms)]
+                launch += boot_ms + 20_000
+        told, failures = [], 0
+        for one in sorted(rows, key=lambda r: r["event_timestamp"]):
+            failures += one["status_code"] == "TERMINATED"
+            world.feed([one])
+            told += [(failures, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+        assert told[:1] == [(told_at, "loop")], nodes
+
+
 def test_a_loop_after_a_change_is_told_at_its_threshold_whatever_the_old_configuration_booted() -> None:
     """A flaky failure and twenty clean boots of the old configuration, then a configuration that fails on
     four static nodes launched a minute apart: told at its second failure. (Counting launches up to two

@@ -361,7 +361,9 @@ def detect(
             and o.event_timestamp > newest - settings.window_ms
             and not _booted_beside(state, o, came_up)
         ]
-        if len(counted) >= settings.threshold and not _wave_undecided(state, counted, modified_at):
+        if len(counted) >= settings.threshold and (
+            unknown or not _wave_undecided(state, counted, modified_at)
+        ):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     # Intermittent: boots succeed between the failures, at least half of them fail. Failures in a row (none
     # succeeding since the first) are a loop, told at its threshold, which may be above
@@ -372,7 +374,7 @@ def detect(
         intermittent = mixed and 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
         intermittent = mixed and len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
-    if intermittent and not _wave_undecided(state, failed, modified_at):
+    if intermittent and (unknown or not _wave_undecided(state, failed, modified_at)):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
@@ -382,12 +384,15 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     scale-up launches many at once, and when its first outcomes are failures, its siblings' successes, still
     to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half of the
     outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
-    `WAVE_SLACK_MS`) with the siblings counted as successes; the window's older successes, which a loop
-    after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, no
-    later than the newest failed node's (a loop's replacements, launched after its failures, hold nothing
-    back), and younger than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
-    `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
-    cancelled) logs no outcome, and holds nothing back once its boot is overdue."""
+    `WAVE_SLACK_MS`, and not before `modified_at`) with the siblings counted as successes; the window's
+    older successes, which a loop after them sets aside, and the older configuration's weigh nothing. A
+    sibling is a launch without an outcome made in the wave, up to `WAVE_SLACK_MS` after the newest failed
+    node's (the first launched may fail first; a loop's replacements, launched once their nodes failed,
+    minutes after, hold nothing back), and younger than twice the longest boot the group's outcomes took,
+    plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance
+    taken back, a scale-up cancelled) logs no outcome, and holds nothing back once its boot is overdue.
+    Only asked once the configuration is known (`detect`'s `unknown`: the rules then fire for the caller to
+    read it), so that the wave is of its outcomes."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
@@ -399,11 +404,14 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     siblings = sum(
         1
         for at in state.launches.values()
-        if start <= at <= last and newest - at < booting_for and (modified_at is None or at >= modified_at)
+        if start <= at <= last + WAVE_SLACK_MS
+        and newest - at < booting_for
+        and (modified_at is None or at >= modified_at)
     )
     if not siblings:
         return False
-    wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= start]
+    since = start if modified_at is None else max(start, modified_at)
+    wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= since]
     failed = sum(1 for o in wave if not o.succeeded)
     return 2 * failed < len(wave) + siblings
 
