@@ -3711,25 +3711,38 @@ def test_a_scale_up_whose_first_launched_nodes_fail_first_is_no_loop() -> None:
         assert world.published() == [], failing
 
 
+def _static_group_told_at(nodes: int, boot_ms: int, gap_ms: int) -> list[tuple[int, str]]:
+    """A static group of `nodes` launched `gap_ms` apart on a configuration that fails every boot after
+    `boot_ms`, each node replaced 20 s after its failure, fed record by record: (failures so far, kind) of
+    each detection told."""
+    world, rows = World(), []
+    for slot in range(nodes):
+        launch = at(2, 0) + slot * gap_ms
+        for cycle in range(8):
+            node = f"i-0f{slot:03d}c{cycle:02d}{'0' * 9}"
+            rows += [launched(node, launch), failed(node, launch + boot_ms)]
+            launch += boot_ms + 20_000
+    told: list[tuple[int, str]] = []
+    failures = 0
+    for one in sorted(rows, key=lambda r: r["event_timestamp"]):
+        failures += one["status_code"] == "TERMINATED"
+        world.feed([one])
+        told += [(failures, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+    return told
+
+
 @pytest.mark.parametrize("boot_ms", [30_000, 117_000, 300_000])
 def test_a_static_group_on_a_bad_configuration_is_told_by_half_its_nodes_failing(boot_ms: int) -> None:
-    """Nodes launched a second apart on a configuration that fails them all, each replaced 20 s after its
-    failure: the wave (siblings up to `WAVE_SLACK_MS` after the newest failed node) holds the loop back
-    only while half the group's nodes may still come up, fast failures and their replacements included."""
-    for nodes, told_at in ((1, 2), (4, 2), (10, 5)):
-        world, rows = World(), []
-        for slot in range(nodes):
-            launch = at(2, 0) + slot * 1000
-            for cycle in range(6):
-                node = f"i-0f{slot:02d}c{cycle:02d}{'0' * 10}"
-                rows += [launched(node, launch), failed(node, launch + boot_ms)]
-                launch += boot_ms + 20_000
-        told, failures = [], 0
-        for one in sorted(rows, key=lambda r: r["event_timestamp"]):
-            failures += one["status_code"] == "TERMINATED"
-            world.feed([one])
-            told += [(failures, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
-        assert told[:1] == [(told_at, "loop")], nodes
+    """The wave (siblings launched up to `WAVE_SLACK_MS` after the newest failed node, before the first
+    failure) holds a loop back only while half the nodes launched with its failed ones may still come up.
+    A loop's own replacements, launched after its failures, hold nothing back: counted as siblings, they
+    held a group of 20 launched 10 s apart to its 17th failure, and one of 50 to its 30th."""
+    for nodes, gap_ms, told_at in ((1, 1000, 2), (4, 1000, 2), (10, 1000, 5), (4, 60_000, 2)):
+        assert _static_group_told_at(nodes, boot_ms, gap_ms)[:1] == [(told_at, "loop")], (nodes, gap_ms)
+    for nodes, gap_ms in ((10, 10_000), (10, 20_000), (20, 10_000), (50, 1000)):
+        (count, kind), *_ = _static_group_told_at(nodes, boot_ms, gap_ms)
+        assert kind == "loop", (nodes, gap_ms)
+        assert 2 <= count <= nodes // 2, (nodes, gap_ms)
 
 
 def test_a_loop_after_a_change_is_told_at_its_threshold_whatever_the_old_configuration_booted() -> None:

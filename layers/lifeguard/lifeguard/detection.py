@@ -386,11 +386,12 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
     `WAVE_SLACK_MS`, and not before `modified_at`) with the siblings counted as successes; the window's
     older successes, which a loop after them sets aside, and the older configuration's weigh nothing. A
-    sibling is a launch without an outcome made in the wave, up to `WAVE_SLACK_MS` after the newest failed
-    node's (the first launched may fail first; a loop's replacements, launched once their nodes failed,
-    minutes after, hold nothing back), and younger than twice the longest boot the group's outcomes took,
-    plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance
-    taken back, a scale-up cancelled) logs no outcome, and holds nothing back once its boot is overdue.
+    sibling is a launch without an outcome made in the wave, no later than the newest failed node's or, up
+    to `WAVE_SLACK_MS` after it, before the first failure (the first launched may fail first; a loop's
+    replacements, launched once their nodes failed, hold nothing back), and younger than twice the longest
+    boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node ended before
+    it bootstrapped (a spot instance taken back, a scale-up cancelled) logs no outcome, and holds nothing
+    back once its boot is overdue.
     Only asked once the configuration is known (`detect`'s `unknown`: the rules then fire for the caller to
     read it), so that the wave is of its outcomes."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
@@ -398,15 +399,17 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
         return False
     start, last = min(launched) - WAVE_SLACK_MS, max(launched)
     newest = max(o.event_timestamp for o in failures)
+    # Past the newest failed node's launch, a launch is of the wave only before the first failure: one after
+    # it may be a failed node's replacement, which holds nothing back.
+    first_failure = min(o.event_timestamp for o in failures)
+    end = max(last, min(last + WAVE_SLACK_MS, first_failure))
     outcomes = state.outcomes.values()
     boots = [o.event_timestamp - at for o in outcomes if (at := state.launched_at(o)) is not None]
     booting_for = min(UNSEEN_LAUNCH_MS, 2 * max(boots, default=0) + WAVE_SLACK_MS)
     siblings = sum(
         1
         for at in state.launches.values()
-        if start <= at <= last + WAVE_SLACK_MS
-        and newest - at < booting_for
-        and (modified_at is None or at >= modified_at)
+        if start <= at <= end and newest - at < booting_for and (modified_at is None or at >= modified_at)
     )
     if not siblings:
         return False
