@@ -32,6 +32,18 @@ def messages(node: Node, message: str) -> list[dict[str, Any]]:
     return [record for record in node.executor_records() if record["message"] == message]
 
 
+# The article's bootstrap.log line (PCS's bootstrap agent's, for a stage that ended on a failure).
+BOOTSTRAP_LINE = (
+    r"\[\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}\+00:00\] - /opt/aws/pcs/bin/pcs_bootstrap_finalize\.sh: "
+    r"WARN: Lifecycle execute completed with exit {exit} for stage {stage}\n"
+)
+
+
+def bootstrap_log(node: Node) -> str:
+    path = node.root / "var/log/amazon/pcs/bootstrap.log"
+    return path.read_text() if path.exists() else ""
+
+
 def blocks(log: str, name: str) -> list[tuple[str, str, str]]:
     """(args, output, exit) of each start…end block of a script log, checking the markers' exact form."""
     found = re.findall(
@@ -165,6 +177,8 @@ def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> No
     )
     [skipped] = messages(node, "script skipped")
     assert skipped["script"] == "record-after-fail"
+    # bootstrap.log says the stage's exit as the article's node did (PCS's bootstrap agent, word for word).
+    assert re.fullmatch(BOOTSTRAP_LINE.format(exit=3, stage="nodeBootstrapped"), bootstrap_log(node))
     # The node joined: its next boot is a reboot.
     assert node.boot(node.config("article-stop-sequence")).returncode == 0
     assert "first_boot=0" not in node.script_log("nodeBootstrapped", "fail-stop-sequence")
@@ -198,6 +212,7 @@ def test_terminate_stops_everything_and_node_ready_never_runs(node: Node) -> Non
     assert not (node.actions / "nodeReady").exists()
     [failure] = messages(node, "lifecycle script failed; terminating node")
     assert (failure["on_error"], failure["exit_code"]) == ("Terminate", 1)
+    assert re.fullmatch(BOOTSTRAP_LINE.format(exit=4, stage="nodeBootstrapped"), bootstrap_log(node))
     assert [r["script"] for r in messages(node, "script skipped")] == ["record-after-fail", "ready-check"]
     # Every later boot on the same root is a reboot (DESIGN), after a TERMINATE boot too: PCS replaces
     # that node with another instance, whose disk is another root.
@@ -256,6 +271,7 @@ def test_a_failure_is_one_even_when_the_boot_was_started_with_sigchld_ignored(no
     assert result.returncode == 4, result.stderr
     [failure] = messages(node, "lifecycle script failed; terminating node")
     assert (failure["on_error"], failure["exit_code"]) == ("Terminate", 1)
+    assert re.fullmatch(BOOTSTRAP_LINE.format(exit=4, stage="nodeBootstrapped"), bootstrap_log(node))
 
 
 @pytest.mark.parametrize("damage", ['{"completed_boots": Infinity}', '{"completed_boots": -1}', "[]"])
@@ -342,6 +358,7 @@ def test_continue_records_the_failure_and_goes_on(node: Node) -> None:
     [failure] = messages(node, "lifecycle script failed; continuing")
     assert (failure["level"], failure["on_error"]) == ("WARN", "Continue")
     assert (node.actions / "nodeReady" / "ready-check.log").exists()
+    assert bootstrap_log(node) == ""  # the stages completed: no warning
 
 
 def test_checksum_mismatch_is_a_failed_download_handled_by_on_error(node: Node) -> None:

@@ -239,6 +239,23 @@ def test_a_config_boot_cannot_read_is_named_with_why_in_words(
         assert capsys.readouterr().err == f"lifeguard-node: cannot read {config}: {said}\n"
 
 
+def test_boot_takes_its_config_as_a_path_or_as_the_aws_cli_takes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The article passes the same JSON to `aws pcs update-compute-node-group --node-lifecycle-actions
+    file://<path>`: typed so for `boot`, it was read as the path `file:/<path>`, which no file is."""
+    config = tmp_path / "actions.json"
+    config.write_text('{"stages": {}}')
+    for given in (str(config), f"file://{config}"):
+        assert main(["boot", "--config", given, "--root", str(tmp_path / "root"), "--json"]) == 0, given
+        assert json.loads(capsys.readouterr().out)["runs"] == []
+    assert main(["boot", "--config", f"file://{tmp_path}/gone.json", "--root", str(tmp_path / "r")]) == 64
+    assert (
+        capsys.readouterr().err
+        == f"lifeguard-node: cannot read {tmp_path}/gone.json: No such file or directory\n"
+    )
+
+
 def test_a_failed_scripts_line_says_its_exit_once_and_other_errors_in_full(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -123,7 +123,10 @@ def _parser() -> argparse.ArgumentParser:
         "Example: lifeguard-node boot --config actions.json --root /",
     )
     boot.add_argument(
-        "--config", required=True, type=Path, help="nodeLifecycleActions JSON, as the PCS API takes it"
+        "--config",
+        required=True,
+        type=_config_path,
+        help="nodeLifecycleActions JSON as the PCS API takes it: a path, or file://PATH (as the AWS CLI)",
     )
     boot.add_argument("--root", required=True, type=Path, help="the node's root directory (/ on a node)")
     boot.add_argument(
@@ -218,6 +221,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 # The most of a configuration `boot` reads: 40 scripts, each of 20 arguments of 256 characters, every one
 # written as JSON escapes, are about 1.3 MB; more is no configuration PCS takes.
 CONFIG_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _config_path(text: str) -> Path:
+    """`--config`'s file: a path, or `file://PATH` as the AWS CLI's `--node-lifecycle-actions` takes the
+    same JSON (the article's `update-compute-node-group` call): a form typed for one works for the other."""
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
 
 
 def _config_text(path: Path) -> str:

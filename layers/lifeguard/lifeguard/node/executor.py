@@ -233,6 +233,35 @@ def _utc_timestamp() -> str:
     return node_clock.utc_stamp(node_clock.now())
 
 
+# What PCS's bootstrap agent says in bootstrap.log of a stage that ended on a failure (the article's line, for
+# a STOP_SEQUENCE failure in nodeBootstrapped: `... WARN: Lifecycle execute completed with exit 3 for stage
+# nodeBootstrapped`), in its own words, so that what greps a node's bootstrap.log finds it here too.
+BOOTSTRAP_FINALIZE = "/opt/aws/pcs/bin/pcs_bootstrap_finalize.sh"
+
+
+def say_stage_exit(path: Path, stage: str, exit_code: int) -> None:
+    """Append the line of a stage that ended with `exit_code` (3 STOP_SEQUENCE, 4 TERMINATE) to bootstrap.log,
+    `[2026-10-21T00:57:27.869+00:00] - <finalize script>: WARN: ...`. The log folder is the executor's (made
+    with executor.log), and is never given another mode here. A line that cannot be written (a full disk) is
+    said on stderr, and the boot goes on."""
+    stamp = node_clock.utc_stamp(node_clock.now())  # 2026-10-21T00:57:27.869123Z
+    line = (
+        f"[{stamp[:23]}+00:00] - {BOOTSTRAP_FINALIZE}: WARN: Lifecycle execute completed with exit"
+        f" {exit_code} for stage {stage}\n"
+    )
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, EXECUTOR_LOG_MODE)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        print(
+            f"lifeguard-node: {path.name}: {exc.strerror or exc}; its line for {stage} is lost",
+            file=sys.stderr,
+        )
+
+
 class ExecutorLog:
     """executor.log: one JSON object per line, as the PCS agent writes it."""
 
@@ -385,6 +414,7 @@ class Executor:
         terminated_by: str | None = None
         for stage in STAGES:
             stopped_by: str | None = None
+            stage_exit = EXIT_COMPLETED
             specs = [spec for spec in self.specs if spec.stage == stage]
             if stage == "nodeReady" and terminated_by is None:
                 # The twin's node (0 elsewhere): slurmd starts and registers, and PCS logs it ACTIVE, first.
@@ -407,10 +437,13 @@ class Executor:
                     continue
                 if spec.on_error == "TERMINATE":
                     terminated_by = spec.name
-                    result.exit_code = EXIT_TERMINATE
+                    result.exit_code = stage_exit = EXIT_TERMINATE
                 elif spec.on_error == "STOP_SEQUENCE":
                     stopped_by = spec.name
                     result.exit_code = max(result.exit_code, EXIT_STOP_SEQUENCE)
+                    stage_exit = max(stage_exit, EXIT_STOP_SEQUENCE)
+            if stage_exit != EXIT_COMPLETED:
+                say_stage_exit(self.layout.bootstrap_log, stage, stage_exit)
 
     def _skip_reason(
         self, spec: ScriptSpec, first_boot: bool, terminated_by: str | None, stopped_by: str | None

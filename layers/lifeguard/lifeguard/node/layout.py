@@ -51,6 +51,7 @@ class NodeLayout:
         self.root = Path(root)
         self.actions = self.root / "var/log/amazon/pcs/lifecycle/actions"
         self.executor_log = self.actions / "executor.log"
+        self.bootstrap_log = self.root / "var/log/amazon/pcs/bootstrap.log"
         self.config = self.root / "etc/amazon/pcs/lifecycle/actions/config"
         self.cache = self.config / "scripts"
         self.state = self.root / "var/lib/lifeguard"
