@@ -61,15 +61,38 @@ def test_with_node_reports_fed_the_one_detection_names_fail_terminate() -> None:
     assert suspect["instances"] == ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"]
 
 
-def test_reports_after_the_detection_update_the_same_episode() -> None:
-    document = replay_json(
-        str(STREAMS / "article-terminate-loop.jsonl"), str(STREAMS / "article-terminate-node-reports.jsonl")
+def test_reports_after_the_detection_update_the_same_episode(tmp_path: Path) -> None:
+    """A file's own order is the order of arrival: the node's reports delivered after the scaling log's
+    failures (a shipper that caught up late) name the suspect at the episode's next revision."""
+    late = tmp_path / "reports-late.jsonl"
+    late.write_text(
+        (STREAMS / "article-terminate-loop.jsonl").read_text()
+        + (STREAMS / "article-terminate-node-reports.jsonl").read_text()
     )
+    document = replay_json(str(late))
     details = detections(document)
     assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
     assert details[0]["episode_id"] == details[1]["episode_id"]
     assert (details[0]["suspect"], details[1]["suspect"]["script"]) == (None, "fail-terminate")
     assert [d["revision"] for d in details] == [1, 2]
+
+
+def test_files_side_by_side_replay_as_their_entries_arrived() -> None:
+    """The scaling log and the node's reports of the same minutes, in two files: interleaved by time, the
+    reports (shipped as each script ended) come before the failures PCS logs after them, and the detection
+    names its suspect at once. Fed file after file, every report came after the last failure: the timeline
+    went back in time, and the episode was told twice."""
+    files = [
+        str(STREAMS / "article-terminate-loop.jsonl"),
+        str(STREAMS / "article-terminate-node-reports.jsonl"),
+    ]
+    [detail] = detections(replay_json(*files))
+    assert (detail["revision"], detail["suspect"]["script"]) == (1, "fail-terminate")
+    shown = runner.invoke(app, ["replay", "--mode", "notify", *files])
+    assert shown.exit_code == 0, shown.output
+    times = [line[:19] for line in shown.stdout.splitlines() if line[:4].isdigit()]
+    assert len(times) == 16  # 8 records, 6 reported runs, the detection and the remediation's answer
+    assert times == sorted(times)
 
 
 def test_stdin_is_read_as_a_file_and_one_record_is_said_as_one() -> None:
@@ -93,13 +116,19 @@ def test_the_same_stream_three_times_yields_the_same_single_event() -> None:
     assert kinds(replay_json(loop, loop, loop)) == ["BootstrapLoopDetected"]
 
 
-def test_a_subscription_event_as_sam_local_invoke_takes_it() -> None:
-    document = replay_json(
-        str(EVENTS / "subscriptions" / "article-terminate-loop.json"),
-        str(EVENTS / "subscriptions" / "article-node-reports.json"),
+def test_a_subscription_event_as_sam_local_invoke_takes_it(tmp_path: Path) -> None:
+    """Each file one event as `sam local invoke -e` takes it, or one line each of a file, in its order."""
+    loop, reports = (
+        EVENTS / "subscriptions" / name
+        for name in ("article-terminate-loop.json", "article-node-reports.json")
     )
+    lines = tmp_path / "events.jsonl"
+    lines.write_text("".join(json.dumps(json.loads(path.read_text())) + "\n" for path in (loop, reports)))
+    document = replay_json(str(lines))
     assert kinds(document) == ["BootstrapLoopDetected", "BootstrapLoopDetected"]
     assert detections(document)[1]["suspect"]["instances"] == ["i-059b4b99b4f2e9739"]
+    [detail] = detections(replay_json(str(loop), str(reports)))  # as they arrived: the reports first
+    assert detail["suspect"]["instances"] == ["i-059b4b99b4f2e9739"]
 
 
 @pytest.mark.parametrize(

@@ -483,18 +483,14 @@ def test_exports_and_a_recorded_event_replay_as_the_stream_does() -> None:
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     kinds = [event["detail-type"] for event in document["events"]]
-    assert kinds == [
-        "BootstrapLoopDetected",
-        "RemediationSkipped",
-        "BootstrapLoopDetected",
-        "RemediationSkipped",
-        "RemediationApplied",
-    ]
+    # The three files interleaved by time, as their entries arrived: the node's report before the failure
+    # PCS logged after it, so the detection names its suspect at once; the recorded event at its own time.
+    assert kinds == ["BootstrapLoopDetected", "RemediationSkipped", "RemediationApplied"]
     detections = [e["detail"] for e in document["events"] if e["detail-type"] == "BootstrapLoopDetected"]
     assert detections[0]["failures"][0]["instance_id"] == "i-059b4b99b4f2e9739"
-    assert detections[1]["suspect"]["script"] == "fail-terminate"
+    assert detections[0]["suspect"]["script"] == "fail-terminate"
     assert document["skipped_records"] == 0
     # The recorded event went where the template routes it: notify (SNS and Slack), not remediate.
     subjects = [n["subject"] for n in document["notifications"] if n["channel"] == "sns"]
-    assert len(subjects) == 5
+    assert len(subjects) == 3
     assert subjects[-1].startswith("[Lifeguard]")

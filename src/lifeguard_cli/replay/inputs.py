@@ -1,4 +1,5 @@
-"""What a replay is fed: its input files read into items, in order, and the compute node groups they name.
+"""What a replay is fed: its input files read into items, interleaved by time as they would have arrived (each
+file's own order kept), and the compute node groups they name.
 
 A file is one JSON document (pretty-printed or not) or JSON lines, plain or gzip-compressed, UTF-8 or
 UTF-16 with its BOM (what PowerShell's `>` writes), at most `MAX_FILE_BYTES` once uncompressed. A document,
@@ -32,13 +33,14 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import heapq
 import io
 import json
 import re
 import sys
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -344,8 +346,9 @@ class Inputs:
 
 
 def read_inputs(paths: list[Path]) -> Inputs:
-    """Every file read into items, or an `UnreadableInputError` for the first input a replay cannot take."""
-    items: list[Item] = []
+    """Every file read into items, interleaved by time (`as_arrived`), or an `UnreadableInputError` for the
+    first input a replay cannot take."""
+    files: list[list[Item]] = []
     skipped = 0
     notes: list[str] = []
     for given in paths:
@@ -353,10 +356,26 @@ def read_inputs(paths: list[Path]) -> Inputs:
         reading = _Reading(path)
         text, reading.damaged = _text(path)
         reading.read(text)
-        items.extend(reading.items)
+        files.append(reading.items)
         skipped += len(reading.malformed)
         notes.extend(reading.notes())
-    return Inputs(items, skipped, tuple(notes))
+    return Inputs(as_arrived(files), skipped, tuple(notes))
+
+
+def as_arrived(files: list[list[Item]]) -> list[Item]:
+    """The files' items as they would have reached the stack: interleaved by time, each file's own order
+    kept (a file may hold a record delivered late on purpose), the earlier file first at the same time. An
+    item of no time goes with the one before it in its file. Files exported side by side (the scaling log,
+    a node's reports, the CloudTrail calls of the same hours) replay as they happened: fed file after file,
+    every call and report came after the last failure."""
+
+    def timed(items: list[Item]) -> Iterator[tuple[int, Item]]:
+        at = -1
+        for item in items:
+            at = item.at if item.at is not None else at
+            yield at, item
+
+    return [item for _, item in heapq.merge(*(timed(items) for items in files), key=lambda pair: pair[0])]
 
 
 def shipped(path: Path) -> Path:
