@@ -100,3 +100,31 @@ def test_a_group_that_never_failed_shows_no_failure_not_a_recovery_that_never_ca
     assert measure_shown("bootstrap_failed", looping) == "11"
     assert _measure_cell("recovery_minutes", looping) == "<td class='num never'>never</td>"
     assert _measure_cell("recovery_minutes", healthy) == "<td class='num'>no failure</td>"
+
+
+def test_a_folded_timeline_line_never_stands_for_a_node_that_did_otherwise() -> None:
+    """Three boots in one minute, the middle one completing: `boot ×3 compute-1 …: a STOP_SEQUENCE failure
+    (and 2 more)` hid the node that came up (the intermittent scenario). Boots of one outcome still fold."""
+    from lifeguard_cli.simulate.render import fold_timeline
+
+    def boot(node: str, outcome: str) -> dict[str, object]:
+        return {
+            "minute": 7.7,
+            "group": "compute",
+            "what": "boot",
+            "detail": f"{node} i-0{node[-1]}: {outcome}",
+        }
+
+    timeline = [
+        boot("compute-1", "a STOP_SEQUENCE failure"),
+        boot("compute-3", "completed"),
+        boot("compute-4", "a STOP_SEQUENCE failure"),
+        boot("compute-5", "a STOP_SEQUENCE failure"),
+    ]
+    folded = fold_timeline(timeline)
+    assert [(entry["detail"], entry["count"]) for entry in folded] == [
+        ("compute-1 i-01: a STOP_SEQUENCE failure", 1),
+        ("compute-3 i-03: completed", 1),
+        ("compute-4 i-04: a STOP_SEQUENCE failure", 2),
+    ]
+

@@ -29,15 +29,26 @@ _STYLES = {
 
 
 def fold_timeline(timeline: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The timeline with runs of the same thing, in the same minute and group, folded into one line."""
+    """The timeline with runs of the same thing, in the same minute and group, folded into one line: the
+    same outcome too, where the detail says one after its subject (`compute-1 i-…: completed`), so that a
+    line never stands for a node that did otherwise."""
     folded: list[dict[str, Any]] = []
     for entry in timeline:
         last = folded[-1] if folded else None
-        if last is not None and all(last[key] == entry[key] for key in ("minute", "group", "what")):
+        if (
+            last is not None
+            and all(last[key] == entry[key] for key in ("minute", "group", "what"))
+            and _outcome(last["detail"]) == _outcome(entry["detail"])
+        ):
             last["count"] += 1
             continue
         folded.append({**entry, "count": 1})
     return folded
+
+
+def _outcome(detail: object) -> str:
+    """What a timeline entry's detail says happened, after its subject (`<node> <instance>: <outcome>`)."""
+    return str(detail).partition(": ")[2]
 
 
 def slack_text(message: Mapping[str, Any]) -> str:
