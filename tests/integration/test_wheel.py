@@ -105,7 +105,7 @@ def test_the_demo_runs_from_any_directory(installed: Path, tmp_path: Path, recor
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    title = "What each scenario ended with" if recorded else "Lifeguard / PCS alone, per scenario"
+    title = "What each scenario ended with" if recorded else "Lifeguard/PCS alone, per scenario"
     assert title in done.stdout
     assert "quarantine" in done.stdout
     assert list(tmp_path.iterdir()) == []  # nothing written where it ran

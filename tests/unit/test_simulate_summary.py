@@ -128,3 +128,41 @@ def test_a_folded_timeline_line_never_stands_for_a_node_that_did_otherwise() -> 
         ("compute-4 i-04: a STOP_SEQUENCE failure", 2),
     ]
 
+
+def test_the_demos_table_shows_each_measure_as_a_scenarios_own_table_does() -> None:
+    """The demo's one table said `never/never` for the recovery of a scenario in which no node failed (each
+    scenario's table says `no failure`), and had no column for the nodes serving at the end: a bad change
+    PCS alone never got out of read as recovered, its one serving node the one up before the change."""
+    from rich.console import Console
+
+    from lifeguard_cli.demo import demo_table
+
+    def group(**measures: object) -> dict[str, object]:
+        base = {"bootstrap_failed": 0, "first_active_minute": 2.1, "first_serving_minute": 2.1}
+        return {
+            **base,
+            "recovery_minutes": None,
+            "instance_minutes_wasted": 0.0,
+            "serving_at_end": 4,
+            **measures,
+        }
+
+    def document(name: str, mine: dict[str, object], alone: dict[str, object]) -> dict[str, object]:
+        return {"scenario": name, "groups": {"g": mine}, "baseline": {"groups": {"g": alone}}, "changes": []}
+
+    documents = [
+        document("healthy", group(), group()),
+        document(
+            "bad change",
+            group(bootstrap_failed=2, recovery_minutes=10.6),
+            group(bootstrap_failed=7, serving_at_end=0),
+        ),
+    ]
+    console = Console(width=200, record=True)
+    console.print(demo_table(documents))
+    lines = console.export_text().splitlines()
+    assert "serving at end" in lines[1] + lines[2]
+    [healthy] = [line for line in lines if line.startswith("healthy")]
+    assert "no failure/no failure" in healthy
+    [bad] = [line for line in lines if line.startswith("bad change")]
+    assert bad.split()[-3:] == ["10.6/never", "0/0", "4/0"]
