@@ -65,13 +65,13 @@ def test_risky_unpinned_terminate_script_gives_one_warning_per_risk() -> None:
     base = ["Resources", "Interactive", "Properties", "NodeLifecycleActions", "Stages", "NodeBootstrapped", 0]
     assert optional["Location"]["Path"] == base  # OnError is absent: the match is on the script
     assert optional["Message"].startswith(
-        "NodeLifecycleActions.Stages.NodeBootstrapped[0].OnError: 'gpu-check' looks optional but is left on "
-        "the default onError TERMINATE"
+        "NodeLifecycleActions.Stages.NodeBootstrapped[0].OnError: 'report-inventory' looks optional but is "
+        "left on the default onError TERMINATE"
     )
-    assert optional["Location"]["Start"]["LineNumber"] == line_of(EXAMPLE, "- Name: gpu-check")
+    assert optional["Location"]["Start"]["LineNumber"] == line_of(EXAMPLE, "- Name: report-inventory")
     assert unpinned["Location"]["Path"] == [*base, "ScriptSource"]
-    assert "'gpu-check' runs an S3 object without s3VersionId with no checksum" in unpinned["Message"]
-    assert unpinned["Location"]["Start"]["LineNumber"] == line_of(EXAMPLE, "scripts/gpu-check.sh") - 1
+    assert "'report-inventory' runs an S3 object without s3VersionId with no checksum" in unpinned["Message"]
+    assert unpinned["Location"]["Start"]["LineNumber"] == line_of(EXAMPLE, "scripts/report-inventory.sh") - 1
 
 
 def test_clean_group_has_no_findings_but_its_intrinsic_is_noted_on_request() -> None:

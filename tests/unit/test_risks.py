@@ -32,7 +32,7 @@ def codes(
 
 
 def test_optional_looking_script_on_default_terminate_is_flagged() -> None:
-    actions = config(("nodeBootstrapped", script("verify-gpus")), ("nodeBootstrapped", script("mount-fsx")))
+    actions = config(("nodeBootstrapped", script("verify-motd")), ("nodeBootstrapped", script("mount-fsx")))
     assert codes(actions) == [
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError"),
         ("first-boot-only-undone-by-reboot", "stages.nodeBootstrapped[1].executionPolicy"),
@@ -179,11 +179,12 @@ def test_words_are_matched_whole_with_their_endings_not_as_prefixes() -> None:
 
 def test_names_in_camel_or_pascal_case_are_read_word_by_word() -> None:
     # PCS takes `VerifyMounts` as it takes `verify-mounts`: how a name is written decides no warning.
-    for name in ("VerifyClock", "runHealthChecks", "GPUValidation", "ReportInventory"):
+    for name in ("VerifyClock", "runLicenseChecks", "MOTDValidation", "ReportInventory"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [
             ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
         ], name
-    for name in ("LoginNodeSetup", "RestoreCheckpointDir", "TestbedTune"):
+    # A check of the node's health or GPUs, read word by word, is what TERMINATE is for.
+    for name in ("LoginNodeSetup", "RestoreCheckpointDir", "TestbedTune", "runHealthChecks", "GPUValidation"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [], name
     ready = [("nodeReady", script(name, onError="CONTINUE")) for name in ("InstallCuda", "FSx", "hello")]
     assert codes(config(*ready)) == [
@@ -219,6 +220,26 @@ def test_a_check_of_what_the_node_cannot_work_without_is_left_on_terminate() -> 
     )
     for name in optional:
         assert codes(config(("nodeBootstrapped", script(name)))) == terminates, name
+
+
+def test_a_check_of_the_nodes_accelerators_or_health_is_not_told_to_let_it_fail() -> None:
+    """`gpu-check` on the default TERMINATE was told to set CONTINUE: a GPU node whose GPUs fail their check
+    would then serve jobs that fail on it. A check of the accelerators or of the node's health is what
+    TERMINATE is for (the article: a failure that renders the node unusable); a report or metric of them is
+    still optional."""
+    for name in (
+        "gpu-check",
+        "verify-gpus",
+        "check-nvidia-driver",
+        "cuda-test",
+        "neuron-check",
+        "health-check",
+    ):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    for name in ("gpu-metrics", "report-gpu-health", "log-nccl-version"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [
+            ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+        ], name
 
 
 def test_setting_up_what_the_node_cannot_work_without_is_not_told_to_let_it_fail() -> None:

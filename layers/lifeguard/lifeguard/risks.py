@@ -79,8 +79,16 @@ _SETUP_WORDS = (
 )
 
 # What a node cannot work without: the article's case for TERMINATE is a failure that renders the node
-# unusable, "such as shared storage mounts"; a driver or network adapter the node's jobs need is another.
+# unusable, "such as shared storage mounts"; a driver or network adapter the node's jobs need is another, and
+# so are its accelerators and its health (`gpu-check`, `verify-gpus`, `health-check`): a GPU node whose GPUs
+# fail their check serves jobs that fail on it, and a replacement is what an HPC administrator wants.
 _GUARDED_WORDS = (
+    r"gpu(?:s)?",
+    r"nvidia",
+    r"cuda",
+    r"nccl",
+    r"neuron",
+    r"health(?:y)?",
     r"mount(?:s|er|ing|ed)?",
     r"storage",
     r"fsx",
