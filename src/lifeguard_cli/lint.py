@@ -216,6 +216,9 @@ def _render_result(result: LintResult, console: Console, *, strict: bool) -> Non
         if function is not None:
             policy, policy_note = f"<{function}>", ""
         header.append("  valid", style="bold green")
+        if strict and result.risks:  # PCS takes it; --strict fails it (exit 1) on its risks
+            count = len(result.risks)
+            header.append(f", fails --strict: {count} risk{'s' if count != 1 else ''}", style="bold red")
         header.append(f"  {document.kind} · scriptCachingPolicy {policy}{policy_note}")
         fingerprint = _fingerprint(document)
         if fingerprint:

@@ -316,3 +316,7 @@ def test_strict_labels_the_risks_that_fail_it_as_errors() -> None:
 
     assert labels(plain.stdout) == {"warning"}
     assert labels(strict.stdout) == {"error"}
+    # Its heading says so too: valid (PCS takes it), and failing --strict, not `valid` alone over errors.
+    [heading] = [line for line in strict.stdout.splitlines() if line.startswith(article)]
+    assert " valid, fails --strict: 4 risks " in heading
+    assert "fails --strict" not in plain.stdout
