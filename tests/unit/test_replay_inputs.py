@@ -389,6 +389,17 @@ def test_a_missing_file_or_a_directory_is_one_clean_error(tmp_path: Path) -> Non
         read_inputs([tmp_path])
 
 
+def test_a_misspelt_streams_name_is_told_with_the_recorded_ones() -> None:
+    """`lifeguard replay article-terminate-loo` said only `No such file or directory`, where `simulate`
+    lists its built-in scenarios: a bare name is told with the recorded streams' names."""
+    with pytest.raises(UnreadableInputError) as raised:
+        read_inputs([Path("article-terminate-loo")])
+    said = str(raised.value)
+    assert said.startswith("article-terminate-loo: cannot read it: No such file or directory, nor is it a")
+    assert "article-terminate-loop, " in said
+    assert "\n" not in said
+
+
 def test_a_file_over_the_size_cap_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replay_inputs, "MAX_FILE_BYTES", 1000)
     big = write(tmp_path, GOOD * 2)

@@ -389,6 +389,12 @@ def shipped(path: Path) -> Path:
     return stream if stream.is_file() else path
 
 
+def _recorded_streams() -> list[str]:
+    """The bare names of the recorded streams Lifeguard ships (`events/streams/`)."""
+    streams = resource("events", "streams")
+    return sorted(found.stem for found in streams.glob("*.jsonl")) if streams.is_dir() else []
+
+
 def named(path: Path) -> str:
     """An input as messages name it: its path, or `<stdin>` for `-`, as `lifeguard lint` names it."""
     return STDIN_NAME if str(path) == "-" else str(path)
@@ -406,6 +412,11 @@ def _text(path: Path) -> tuple[str, bool]:
         else:
             with path.open("rb") as file:
                 raw = file.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError as exc:
+        said = f"cannot read it: {exc.strerror or exc}"
+        if len(path.parts) == 1 and not path.suffix:  # a bare name, as a recorded stream is named
+            said += f", nor is it a recorded stream's name ({', '.join(_recorded_streams())})"
+        raise UnreadableInputError(name, said) from None
     except OSError as exc:
         raise UnreadableInputError(name, f"cannot read it: {exc.strerror or exc}") from None
     if len(raw) > MAX_FILE_BYTES:

@@ -3,6 +3,7 @@ then the totals."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,7 +81,8 @@ def review_line(detail: Mapping[str, Any]) -> str:
     changed_by = detail.get("changed_by") or {}
     who = changed_by.get("arn") or "an unnamed caller"
     risks = detail.get("risks") or []
-    codes = ", ".join(sorted({str(risk.get("code")) for risk in risks}))
+    counted = Counter(str(risk.get("code")) for risk in risks)
+    codes = ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(counted.items()))
     found = f"{len(risks)} risk(s): {codes}" if risks else "no risk"
     return f"by {who}; {found}; {len(detail.get('diff') or [])} change(s)"
 
