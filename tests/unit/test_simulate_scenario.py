@@ -72,6 +72,20 @@ def test_a_script_named_in_the_scenarios_bucket_that_it_does_not_hold_is_said_by
     ]
 
 
+def test_a_script_in_another_bucket_is_said_too() -> None:
+    """A configuration pasted from a real cluster names its own bucket, which the twin's S3 does not hold:
+    its nodes failed to fetch the script and nothing said why (a typo in the scenario's bucket was said)."""
+    data = article()
+    data["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["scriptSource"]["scriptLocation"] = (
+        "s3://my-cluster-scripts/bootstrap/fail.sh"
+    )
+    assert parse_scenario(data, Path("s.yaml")).unknown_scripts() == [
+        "groups[0] (lca-static): nodeBootstrapped › fail-terminate names "
+        "s3://my-cluster-scripts/bootstrap/fail.sh, outside the scenario's bucket (s3://sim-scripts/), "
+        "the only one the twin's S3 holds: its nodes fail to fetch it"
+    ]
+
+
 def test_a_built_in_scenario_is_found_by_name_and_a_json_file_by_path(tmp_path: Path) -> None:
     assert load_scenario("article-loop").name == "article TERMINATE loop"
     copy = tmp_path / "mine.json"

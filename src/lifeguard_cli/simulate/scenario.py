@@ -204,8 +204,10 @@ class Scenario:
 
     def unknown_scripts(self) -> list[str]:
         """One line for each script a configuration names in the scenario's bucket
-        (`s3://sim-scripts/<file>`) that the scenario does not hold: its nodes fail to fetch it, as they
-        would on AWS, which is what a scenario may mean, and what a typo in a name also does."""
+        (`s3://sim-scripts/<file>`) that the scenario does not hold, or in another bucket (the twin's S3
+        holds none but the scenario's: a configuration pasted from a real cluster names its own): its nodes
+        fail to fetch it, as they would on AWS, which is what a scenario may mean, and what a typo in a name
+        also does."""
         said = []
         configs = [(f"groups[{n}] ({group.name})", group.config) for n, group in enumerate(self.groups)]
         configs += [(f"the change at minute {c.at_minute:g} ({c.group})", c.config) for c in self.changes]
@@ -219,6 +221,12 @@ class Scenario:
                         said.append(
                             f"{where}: {stage} › {script.get('name')} names {location}, which is not among "
                             "the scenario's scripts: its nodes fail to fetch it"
+                        )
+                    elif location.startswith("s3://") and not location.startswith(prefix):
+                        said.append(
+                            f"{where}: {stage} › {script.get('name')} names {location}, outside the "
+                            f"scenario's bucket ({prefix}), the only one the twin's S3 holds: its nodes "
+                            "fail to fetch it"
                         )
         return said
 
