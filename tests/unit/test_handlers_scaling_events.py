@@ -3711,6 +3711,58 @@ def test_a_scale_up_whose_first_launched_nodes_fail_first_is_no_loop() -> None:
         assert world.published() == [], failing
 
 
+def _told_fed(rows: list[dict[str, Any]], world: World, batch_ms: int = 0) -> list[tuple[int, str]]:
+    """(failures so far, kind) of each detection `rows` make, fed in time order one by one, or in batches of
+    the records of each `batch_ms`."""
+    rows = sorted(rows, key=lambda r: r["event_timestamp"])
+    batches: list[list[dict[str, Any]]] = []
+    for one in rows:
+        same = (
+            batch_ms
+            and batches
+            and one["event_timestamp"] // batch_ms == batches[-1][0]["event_timestamp"] // batch_ms
+        )
+        if same:
+            batches[-1].append(one)
+        else:
+            batches.append([one])
+    told: list[tuple[int, str]] = []
+    failures = 0
+    for batch in batches:
+        failures += sum(r["status_code"] == "TERMINATED" for r in batch)
+        world.feed(batch)
+        told += [(failures, detail["kind"]) for _, detail in world.bus.events()[len(told) :]]
+    return told
+
+
+def test_scale_ups_whose_first_nodes_fail_fast_are_no_loop_however_their_launches_come() -> None:
+    """A review of the wave cut at the first failure: launches after it were taken for replacements, and
+    three scale-ups were told loops (each a node or two failing fast, the rest coming up): launched 20 s
+    apart as jobs came; in two waves, the second after the first failure; and one after a lone failure of
+    the same configuration half an hour before, which pulled the cut back to the newest failed launch.
+    Each failure now takes one launch after it, within WAVE_SLACK_MS, for its replacement; the rest wait."""
+    spread = [launched(f"i-0sp{k:015d}", at(3, 0) + k * 20_000) for k in range(10)]
+    spread += [failed("i-0sp000000000000000", at(3, 0, 45)), failed("i-0sp000000000000001", at(3, 2, 50))]
+    spread += [succeeded(f"i-0sp{k:015d}", at(3, 2, 30) + k * 20_000) for k in range(2, 10)]
+    for batch_ms in (0, 60_000):
+        assert _told_fed(spread, World(), batch_ms) == [], batch_ms
+    waves = [launched(f"i-0wa{k:015d}", at(3, 0, k)) for k in range(2)]
+    waves += [failed("i-0wa000000000000000", at(3, 1, 30)), failed("i-0wa000000000000001", at(3, 2, 31))]
+    waves += [launched(f"i-0wb{k:015d}", at(3, 1, 40 + k)) for k in range(8)]
+    waves += [succeeded(f"i-0wb{k:015d}", at(3, 4, 10 + k)) for k in range(8)]
+    assert _told_fed(waves, World()) == []
+    world = World()
+    before = [launched(f"i-0ok{k:015d}", at(2, 0, k)) for k in range(4)]
+    before += [succeeded(f"i-0ok{k:015d}", at(2, 3, k)) for k in range(4)]
+    before += [launched("i-0old0000000000000", at(2, 28)), failed("i-0old0000000000000", at(2, 30))]
+    assert _told_fed(before, world) == []
+    nodes = [f"i-0sc{k:013d}" for k in range(10)]
+    rows = [launched(node, at(3, 0) + k * 1000) for k, node in enumerate(nodes)]
+    rows += [failed(nodes[k], at(3, 0) + 100_000 + k * 5000) for k in (0, 1)]
+    rows += [succeeded(node, at(3, 0) + 160_000 + k * 5000) for k, node in enumerate(nodes) if k > 1]
+    assert _told_fed(rows, world) == []
+
+
 def _static_group_told_at(nodes: int, boot_ms: int, gap_ms: int) -> list[tuple[int, str]]:
     """A static group of `nodes` launched `gap_ms` apart on a configuration that fails every boot after
     `boot_ms`, each node replaced 20 s after its failure, fed record by record: (failures so far, kind) of
@@ -3733,10 +3785,11 @@ def _static_group_told_at(nodes: int, boot_ms: int, gap_ms: int) -> list[tuple[i
 
 @pytest.mark.parametrize("boot_ms", [30_000, 117_000, 300_000])
 def test_a_static_group_on_a_bad_configuration_is_told_by_half_its_nodes_failing(boot_ms: int) -> None:
-    """The wave (siblings launched up to `WAVE_SLACK_MS` after the newest failed node, before the first
-    failure) holds a loop back only while half the nodes launched with its failed ones may still come up.
-    A loop's own replacements, launched after its failures, hold nothing back: counted as siblings, they
-    held a group of 20 launched 10 s apart to its 17th failure, and one of 50 to its 30th."""
+    """The wave (siblings launched up to `WAVE_SLACK_MS` after the newest failed node) holds a loop back
+    only while half the nodes launched with its failed ones may still come up. A loop's own replacements,
+    launched after its failures, hold nothing back (each failure takes one launch after it out): counted
+    as siblings, they held a group of 20 launched 10 s apart to its 17th failure, and one of 50 to its
+    30th."""
     for nodes, gap_ms, told_at in ((1, 1000, 2), (4, 1000, 2), (10, 1000, 5), (4, 60_000, 2)):
         assert _static_group_told_at(nodes, boot_ms, gap_ms)[:1] == [(told_at, "loop")], (nodes, gap_ms)
     for nodes, gap_ms in ((10, 10_000), (10, 20_000), (20, 10_000), (50, 1000)):

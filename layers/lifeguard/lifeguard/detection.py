@@ -13,7 +13,7 @@ launch was not seen counts when its outcome came after `modifiedAt`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -386,12 +386,12 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
     `WAVE_SLACK_MS`, and not before `modified_at`) with the siblings counted as successes; the window's
     older successes, which a loop after them sets aside, and the older configuration's weigh nothing. A
-    sibling is a launch without an outcome made in the wave, no later than the newest failed node's or, up
-    to `WAVE_SLACK_MS` after it, before the first failure (the first launched may fail first; a loop's
-    replacements, launched once their nodes failed, hold nothing back), and younger than twice the longest
-    boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most `UNSEEN_LAUNCH_MS`): a node ended before
-    it bootstrapped (a spot instance taken back, a scale-up cancelled) logs no outcome, and holds nothing
-    back once its boot is overdue.
+    sibling is a launch without an outcome made in the wave, up to `WAVE_SLACK_MS` after the newest failed
+    node's (the first launched may fail first), less those made after it that may be failed nodes'
+    replacements (`_replacements`: a loop's replacements hold nothing back), and younger, at the newest
+    failure, than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
+    `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
+    cancelled) logs no outcome, and holds nothing back once its boot is overdue.
     Only asked once the configuration is known (`detect`'s `unknown`: the rules then fire for the caller to
     read it), so that the wave is of its outcomes."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
@@ -399,24 +399,40 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
         return False
     start, last = min(launched) - WAVE_SLACK_MS, max(launched)
     newest = max(o.event_timestamp for o in failures)
-    # Past the newest failed node's launch, a launch is of the wave only before the first failure: one after
-    # it may be a failed node's replacement, which holds nothing back.
-    first_failure = min(o.event_timestamp for o in failures)
-    end = max(last, min(last + WAVE_SLACK_MS, first_failure))
     outcomes = state.outcomes.values()
     boots = [o.event_timestamp - at for o in outcomes if (at := state.launched_at(o)) is not None]
     booting_for = min(UNSEEN_LAUNCH_MS, 2 * max(boots, default=0) + WAVE_SLACK_MS)
-    siblings = sum(
-        1
+    booting = sorted(
+        at
         for at in state.launches.values()
-        if start <= at <= end and newest - at < booting_for and (modified_at is None or at >= modified_at)
+        if start <= at <= last + WAVE_SLACK_MS
+        and newest - at < booting_for
+        and (modified_at is None or at >= modified_at)
     )
-    if not siblings:
+    siblings = len(booting) - _replacements(booting, last, outcomes, start)
+    if siblings <= 0:
         return False
     since = start if modified_at is None else max(start, modified_at)
     wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= since]
     failed = sum(1 for o in wave if not o.succeeded)
     return 2 * failed < len(wave) + siblings
+
+
+def _replacements(booting: list[int], last: int, outcomes: Iterable[BootOutcome], start: int) -> int:
+    """How many of the launches `booting` (sorted) made after `last` may be failed nodes' replacements: PCS
+    replaces a failed node soon after its failure, so each failure since `start` takes the first such
+    launch after it within `WAVE_SLACK_MS` (failures in time order, launches once each). The launches left
+    are a scale-up's, whose jobs come when they do."""
+    later = [at for at in booting if at > last]
+    failed_at = sorted(o.event_timestamp for o in outcomes if not o.succeeded and o.event_timestamp >= start)
+    taken = index = 0
+    for failure in failed_at:
+        while index < len(later) and later[index] < failure:
+            index += 1
+        if index < len(later) and later[index] <= failure + WAVE_SLACK_MS:
+            taken += 1
+            index += 1
+    return taken
 
 
 def _launched_after(state: GroupState, outcomes: list[BootOutcome], known_until: int | None) -> bool:
