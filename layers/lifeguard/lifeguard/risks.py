@@ -130,6 +130,9 @@ def _words(forms: tuple[str, ...]) -> re.Pattern[str]:
 
 _OPTIONAL = _words(_OPTIONAL_WORDS)
 _CHECK = _words(_CHECK_WORDS)
+# The optional words that are not a check's: a report, log, notice or metric of a check (`report-gpu-check`,
+# `notify-health-check`) leaves the node as it found it.
+_BESIDE_A_CHECK = _words(tuple(word for word in _OPTIONAL_WORDS if word not in _CHECK_WORDS))
 _GUARDED = _words(_GUARDED_WORDS)
 _SETUP = _words(_SETUP_WORDS)
 # A check, report or monitor of something (`verify-mounts`, `report-fsx`, `monitor-efs`) sets nothing up.
@@ -230,7 +233,7 @@ def _script_risks(stage: StageName, path: str, script: LifecycleScript, cache_on
     # (`report-mount-status`, `log-mounts`, `debug-efa`).
     optional = script.on_error is None and _has_word(words, _OPTIONAL)
     guarded = _has_word(words, _GUARDED)
-    guarded_check = guarded and _has_word(words, _CHECK)
+    guarded_check = guarded and _has_word(words, _CHECK) and not _has_word(words, _BESIDE_A_CHECK)
     guarded_setup = (
         guarded
         and any(_SETUP_VERB.fullmatch(_first_word(text)) for text in (script.name, file_name))
