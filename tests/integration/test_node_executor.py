@@ -184,6 +184,36 @@ def test_stop_sequence_skips_rest_of_stage_but_runs_next_stage(node: Node) -> No
     assert "first_boot=0" not in node.script_log("nodeBootstrapped", "fail-stop-sequence")
 
 
+def test_a_fifo_in_a_logs_place_neither_holds_the_boot_nor_is_written(node: Node) -> None:
+    """A FIFO at bootstrap.log (a script or a hand may leave one; root runs the boot) held a failed boot
+    for good, waiting for a reader: the line is said lost and the boot ends by its scripts. One at
+    executor.log, before anything runs, is a root no node layout can be made in."""
+    pcs = node.root / "var/log/amazon/pcs"
+    pcs.mkdir(parents=True)
+    os.mkfifo(pcs / "bootstrap.log")
+    started = time.monotonic()
+    result = node.boot(node.config("article-stop-sequence"))
+    assert result.returncode == 3, result.stderr
+    assert time.monotonic() - started < 30
+    assert "bootstrap.log: not a regular file; its line for nodeBootstrapped is lost" in result.stderr
+    assert stat.S_ISFIFO(os.lstat(pcs / "bootstrap.log").st_mode)
+    other = node.root.parent / "other-root"
+    (other / "var/log/amazon/pcs/lifecycle/actions").mkdir(parents=True)
+    os.mkfifo(other / "var/log/amazon/pcs/lifecycle/actions/executor.log")
+    config = node.root.parent / "c.json"
+    config.write_text(json.dumps(node.config("article-stop-sequence")))
+    done = subprocess.run(
+        [str(LIFEGUARD_NODE), "boot", "--config", str(config), "--root", str(other)],
+        env=node.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 64, done.stderr
+    assert "no node layout can be made there" in done.stderr
+
+
 def test_boot_json_is_the_boot_and_each_run_for_programs(node: Node) -> None:
     result = node.boot(node.config("article-stop-sequence"), "--json")
     assert result.returncode == 3, result.stderr

@@ -30,7 +30,14 @@ from lifeguard.lifecycle_rules import (
 )
 from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
-from lifeguard.node.layout import EXECUTOR_LOG_MODE, FILE_MODE, NodeLayout, atomic_write, ensure_dir
+from lifeguard.node.layout import (
+    EXECUTOR_LOG_MODE,
+    FILE_MODE,
+    NodeLayout,
+    atomic_write,
+    ensure_dir,
+    open_appended,
+)
 from lifeguard.node.process import CANNOT_START_EXIT_CODE, KILL_GRACE_SECONDS, run_script, stop_signal
 
 if TYPE_CHECKING:
@@ -250,7 +257,7 @@ def say_stage_exit(path: Path, stage: str, exit_code: int) -> None:
         f" {exit_code} for stage {stage}\n"
     )
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, EXECUTOR_LOG_MODE)
+        fd = open_appended(path, EXECUTOR_LOG_MODE)
         try:
             os.write(fd, line.encode())
         finally:
@@ -272,7 +279,7 @@ class ExecutorLog:
 
     def _open(self) -> int:
         ensure_dir(self._path.parent)
-        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, EXECUTOR_LOG_MODE)
+        fd = open_appended(self._path, EXECUTOR_LOG_MODE)
         os.fchmod(fd, EXECUTOR_LOG_MODE)
         return fd
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -90,6 +91,27 @@ def open_log(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def open_appended(path: Path, mode: int) -> int:
+    """A log the executor writes (executor.log, bootstrap.log), opened to append (made with `mode` if
+    missing): a regular file, not reached through a symlink, opened without waiting. A FIFO in its place
+    held the boot forever (root runs it: a script or a hand may leave one); anything but a regular file
+    raises OSError, as a log that cannot be written does."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, mode)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO no one reads (or a device), refused rather than waited on
+            raise OSError(errno.EINVAL, "not a regular file", str(path)) from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 # Logs are read this much at a time, and a line longer than a piece comes in pieces: a log of any size, or a
