@@ -505,3 +505,21 @@ def test_exports_and_a_recorded_event_replay_as_the_stream_does() -> None:
     subjects = [n["subject"] for n in document["notifications"] if n["channel"] == "sns"]
     assert len(subjects) == 3
     assert subjects[-1].startswith("[Lifeguard]")
+
+
+def test_files_are_interleaved_by_time_each_files_order_kept() -> None:
+    """Items as they would have arrived: by time across files, a file's own order kept (a late record stays
+    where its file puts it), the first file first at a tie, an item of no time with its file's neighbour
+    before it, or the first after it when it leads (it went ahead of every other file's)."""
+    from types import SimpleNamespace
+
+    from lifeguard_cli.replay.inputs import as_arrived
+
+    def items(*times: int | None, file: str) -> list[Any]:
+        return [SimpleNamespace(at=at, name=f"{file}{n}") for n, at in enumerate(times)]
+
+    scaling = items(10, 30, 20, 50, file="s")  # s2 (20) delivered late, after s1 (30)
+    reports = items(None, 25, None, 40, file="r")  # r0 leads with no time; r2 goes with r1
+    merged = as_arrived([scaling, reports])
+    assert [item.name for item in merged] == ["s0", "r0", "r1", "r2", "s1", "s2", "r3", "s3"]
+    assert [item.name for item in as_arrived([items(5, file="a"), items(5, file="b")])] == ["a0", "b0"]

@@ -365,12 +365,14 @@ def read_inputs(paths: list[Path]) -> Inputs:
 def as_arrived(files: list[list[Item]]) -> list[Item]:
     """The files' items as they would have reached the stack: interleaved by time, each file's own order
     kept (a file may hold a record delivered late on purpose), the earlier file first at the same time. An
-    item of no time goes with the one before it in its file. Files exported side by side (the scaling log,
-    a node's reports, the CloudTrail calls of the same hours) replay as they happened: fed file after file,
-    every call and report came after the last failure."""
+    item of no time goes with the one before it in its file (the first ones, with the first that has one).
+    A subscription event is one delivery, placed at its newest record's time, when CloudWatch Logs could
+    have delivered it. Files exported side by side (the scaling log, a node's reports, the CloudTrail calls
+    of the same hours) replay as they happened: fed file after file, every call and report came after the
+    last failure."""
 
     def timed(items: list[Item]) -> Iterator[tuple[int, Item]]:
-        at = -1
+        at = next((item.at for item in items if item.at is not None), 0)
         for item in items:
             at = item.at if item.at is not None else at
             yield at, item
