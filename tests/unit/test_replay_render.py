@@ -36,8 +36,8 @@ def test_a_reviews_line_counts_each_kind_of_risk_it_names() -> None:
     risks = [{"code": "unpinned-mutable-source"}] * 4 + [{"code": "optional-script-terminates"}] * 2
     detail = {"changed_by": {"arn": "arn:aws:iam::123456789012:user/ops"}, "risks": risks, "diff": [{}]}
     assert review_line(detail) == (
-        "by arn:aws:iam::123456789012:user/ops; 6 risk(s): optional-script-terminates ×2,"
-        " unpinned-mutable-source ×4; 1 change(s)"
+        "by arn:aws:iam::123456789012:user/ops; 6 risk(s): optional-script-terminates×2,"
+        " unpinned-mutable-source×4; 1 change(s)"
     )
     assert review_line({"risks": [{"code": "updated-in-place"}]}) == (
         "by an unnamed caller; 1 risk(s): updated-in-place; 0 change(s)"

@@ -163,6 +163,16 @@ def test_the_demos_table_shows_each_measure_as_a_scenarios_own_table_does() -> N
     lines = console.export_text().splitlines()
     assert "serving at end" in lines[1] + lines[2]
     [healthy] = [line for line in lines if line.startswith("healthy")]
-    assert "no failure/no failure" in healthy
+    assert "no failure" in healthy
+    assert "no failure/no failure" not in healthy  # neither failed: said once, not broken over lines
     [bad] = [line for line in lines if line.startswith("bad change")]
     assert bad.split()[-3:] == ["10.6/never", "0/0", "4/0"]
+    # As the command prints it (`show`), at any width a pair is never broken across lines.
+    from lifeguard_cli.tables import show
+
+    for width in (60, 80, 100, 120, 160):
+        narrow = Console(width=width, record=True)
+        show(narrow, demo_table(documents))
+        words = narrow.export_text().split()
+        for pair in ("10.6/never", "0/0", "4/0", "2/7", "2.1/2.1"):
+            assert pair in words, (width, pair)

@@ -82,7 +82,7 @@ def review_line(detail: Mapping[str, Any]) -> str:
     who = changed_by.get("arn") or "an unnamed caller"
     risks = detail.get("risks") or []
     counted = Counter(str(risk.get("code")) for risk in risks)
-    codes = ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(counted.items()))
+    codes = ", ".join(f"{code}×{n}" if n > 1 else code for code, n in sorted(counted.items()))
     found = f"{len(risks)} risk(s): {codes}" if risks else "no risk"
     return f"by {who}; {found}; {len(detail.get('diff') or [])} change(s)"
 
