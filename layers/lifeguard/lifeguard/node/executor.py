@@ -246,7 +246,7 @@ def _utc_timestamp() -> str:
 BOOTSTRAP_FINALIZE = "/opt/aws/pcs/bin/pcs_bootstrap_finalize.sh"
 
 
-def say_stage_exit(path: Path, stage: str, exit_code: int) -> None:
+def _say_stage_exit(path: Path, stage: str, exit_code: int) -> None:
     """Append the line of a stage that ended with `exit_code` (3 STOP_SEQUENCE, 4 TERMINATE) to bootstrap.log,
     `[2026-10-21T00:57:27.869+00:00] - <finalize script>: WARN: ...`. The log folder is the executor's (made
     with executor.log), and is never given another mode here. A line that cannot be written (a full disk) is
@@ -450,7 +450,7 @@ class Executor:
                     result.exit_code = max(result.exit_code, EXIT_STOP_SEQUENCE)
                     stage_exit = max(stage_exit, EXIT_STOP_SEQUENCE)
             if stage_exit != EXIT_COMPLETED:
-                say_stage_exit(self.layout.bootstrap_log, stage, stage_exit)
+                _say_stage_exit(self.layout.bootstrap_log, stage, stage_exit)
 
     def _skip_reason(
         self, spec: ScriptSpec, first_boot: bool, terminated_by: str | None, stopped_by: str | None
