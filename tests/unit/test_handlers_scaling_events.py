@@ -3763,6 +3763,44 @@ def test_scale_ups_whose_first_nodes_fail_fast_are_no_loop_however_their_launche
     assert _told_fed(rows, world) == []
 
 
+def test_a_scale_up_launch_in_the_second_of_a_failure_is_not_its_replacement() -> None:
+    """The scaling log's times are whole seconds: ten nodes 15 s apart, the first two failing 60 s in, had
+    the launches of 03:01:00 and 03:01:15 taken for the failures' replacements, and a loop told at the
+    second failure (eight healthy nodes then remediated). A replacement comes after its failure."""
+    for boot_ms in (60_000, 61_000):
+        nodes = [f"i-0pr{k:015d}" for k in range(10)]
+        rows = [launched(node, at(3, 0) + k * 15_000) for k, node in enumerate(nodes)]
+        rows += [failed(nodes[k], at(3, 0) + k * 15_000 + boot_ms) for k in (0, 1)]
+        rows += [succeeded(node, at(3, 0) + k * 15_000 + 150_000) for k, node in enumerate(nodes) if k > 1]
+        assert _told_fed(rows, World()) == [], boot_ms
+
+
+def test_a_busy_group_failing_most_boots_is_told_within_minutes() -> None:
+    """A job's node launched every 15 s, 55% of boots failing 1-3 minutes in, each failed node replaced
+    20 s later: a busy group always has new nodes booting, and counting those launched after the newest
+    failed one as the wave's held its intermittent rule to the 28th failure, a quarter of an hour. The
+    intermittent rule's wave ends at the newest failed node's launch."""
+    rnd, rows, made = random.Random(9), [], [0]
+
+    def node(when: int, depth: int = 0) -> None:
+        made[0] += 1
+        name = f"i-0bz{made[0]:015d}"
+        rows.append(launched(name, when))
+        if rnd.random() < 0.55:
+            end = when + rnd.randint(60, 180) * 1000
+            rows.append(failed(name, end))
+            if depth < 6:
+                node(end + 20_000, depth + 1)
+        else:
+            rows.append(succeeded(name, when + rnd.randint(120, 240) * 1000))
+
+    for launch in range(30):
+        node(at(3, 0) + launch * 15_000)
+    told = _told_fed(rows, World())
+    assert told
+    assert told[0][0] <= 8
+
+
 def _static_group_told_at(nodes: int, boot_ms: int, gap_ms: int) -> list[tuple[int, str]]:
     """A static group of `nodes` launched `gap_ms` apart on a configuration that fails every boot after
     `boot_ms`, each node replaced 20 s after its failure, fed record by record: (failures so far, kind) of

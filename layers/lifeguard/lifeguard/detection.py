@@ -374,12 +374,14 @@ def detect(
         intermittent = mixed and 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
         intermittent = mixed and len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
-    if intermittent and (unknown or not _wave_undecided(state, failed, modified_at)):
+    if intermittent and (unknown or not _wave_undecided(state, failed, modified_at, widened=False)):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
 
-def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at: int | None) -> bool:
+def _wave_undecided(
+    state: GroupState, failures: list[BootOutcome], modified_at: int | None, *, widened: bool = True
+) -> bool:
     """Whether nodes launched with `failures`, still booting, could yet show the configuration boots: a
     scale-up launches many at once, and when its first outcomes are failures, its siblings' successes, still
     to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half of the
@@ -393,7 +395,9 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
     cancelled) logs no outcome, and holds nothing back once its boot is overdue.
     Only asked once the configuration is known (`detect`'s `unknown`: the rules then fire for the caller to
-    read it), so that the wave is of its outcomes."""
+    read it), so that the wave is of its outcomes. Not `widened` (the intermittent rule, whose failures are
+    the whole window's): no launch after the newest failed node's is a sibling, as a busy group always has
+    new jobs' nodes booting, which would hold a group failing most of its boots for a quarter of an hour."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
@@ -405,7 +409,7 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
     booting = sorted(
         at
         for at in state.launches.values()
-        if start <= at <= last + WAVE_SLACK_MS
+        if start <= at <= last + (WAVE_SLACK_MS if widened else 0)
         and newest - at < booting_for
         and (modified_at is None or at >= modified_at)
     )
@@ -420,14 +424,16 @@ def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at:
 
 def _replacements(booting: list[int], last: int, outcomes: Iterable[BootOutcome], start: int) -> int:
     """How many of the launches `booting` (sorted) made after `last` may be failed nodes' replacements: PCS
-    replaces a failed node soon after its failure, so each failure since `start` takes the first such
-    launch after it within `WAVE_SLACK_MS` (failures in time order, launches once each). The launches left
-    are a scale-up's, whose jobs come when they do."""
+    replaces a failed node after its failure, so each failure since `start` takes the first such launch
+    made after it (not in its own millisecond: the scaling log's times are whole seconds, and a scale-up's
+    launch may share one) within `WAVE_SLACK_MS`, failures in time order, launches once each. The launches
+    left are a scale-up's, whose jobs come when they do; a replacement made later than that (the article's
+    came three minutes after its failure) falls past the wave."""
     later = [at for at in booting if at > last]
     failed_at = sorted(o.event_timestamp for o in outcomes if not o.succeeded and o.event_timestamp >= start)
     taken = index = 0
     for failure in failed_at:
-        while index < len(later) and later[index] < failure:
+        while index < len(later) and later[index] <= failure:
             index += 1
         if index < len(later) and later[index] <= failure + WAVE_SLACK_MS:
             taken += 1
