@@ -13,7 +13,7 @@ launch was not seen counts when its outcome came after `modifiedAt`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -361,9 +361,7 @@ def detect(
             and o.event_timestamp > newest - settings.window_ms
             and not _booted_beside(state, o, came_up)
         ]
-        if len(counted) >= settings.threshold and (
-            unknown or not _wave_undecided(state, counted, modified_at)
-        ):
+        if len(counted) >= settings.threshold and not _wave_undecided(state, counted, modified_at):
             return Detection("loop", tuple(_failure(o) for o in counted[-OUTCOME_LIMIT:]))
     # Intermittent: boots succeed between the failures, at least half of them fail. Failures in a row (none
     # succeeding since the first) are a loop, told at its threshold, which may be above
@@ -374,30 +372,22 @@ def detect(
         intermittent = mixed and 2 * len(failed) >= INTERMITTENT_MIN_OUTCOMES
     else:
         intermittent = mixed and len(recent) >= INTERMITTENT_MIN_OUTCOMES and 2 * len(failed) >= len(recent)
-    if intermittent and (unknown or not _wave_undecided(state, failed, modified_at, widened=False)):
+    if intermittent and not _wave_undecided(state, failed, modified_at):
         return Detection("intermittent", tuple(_failure(o) for o in failed[-OUTCOME_LIMIT:]))
     return None
 
 
-def _wave_undecided(
-    state: GroupState, failures: list[BootOutcome], modified_at: int | None, *, widened: bool = True
-) -> bool:
+def _wave_undecided(state: GroupState, failures: list[BootOutcome], modified_at: int | None) -> bool:
     """Whether nodes launched with `failures`, still booting, could yet show the configuration boots: a
     scale-up launches many at once, and when its first outcomes are failures, its siblings' successes, still
     to come, make them no loop (`_booted_beside`). Undecided while the failures are fewer than half of the
     outcomes of nodes launched with them or since (the wave: from the first failed node's launch, less
-    `WAVE_SLACK_MS`, and not before `modified_at`) with the siblings counted as successes; the window's
-    older successes, which a loop after them sets aside, and the older configuration's weigh nothing. A
-    sibling is a launch without an outcome made in the wave, up to `WAVE_SLACK_MS` after the newest failed
-    node's (the first launched may fail first), less those made after it that may be failed nodes'
-    replacements (`_replacements`: a loop's replacements hold nothing back), and younger, at the newest
-    failure, than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
+    `WAVE_SLACK_MS`) with the siblings counted as successes; the window's older successes, which a loop
+    after them sets aside, weigh nothing. A sibling is a launch without an outcome made in the wave, no
+    later than the newest failed node's (a loop's replacements, launched after its failures, hold nothing
+    back), and younger than twice the longest boot the group's outcomes took, plus `WAVE_SLACK_MS` (at most
     `UNSEEN_LAUNCH_MS`): a node ended before it bootstrapped (a spot instance taken back, a scale-up
-    cancelled) logs no outcome, and holds nothing back once its boot is overdue.
-    Only asked once the configuration is known (`detect`'s `unknown`: the rules then fire for the caller to
-    read it), so that the wave is of its outcomes. Not `widened` (the intermittent rule, whose failures are
-    the whole window's): no launch after the newest failed node's is a sibling, as a busy group always has
-    new jobs' nodes booting, which would hold a group failing most of its boots for a quarter of an hour."""
+    cancelled) logs no outcome, and holds nothing back once its boot is overdue."""
     launched = [at for o in failures if (at := state.launched_at(o)) is not None]
     if not launched or not state.launches:
         return False
@@ -406,39 +396,16 @@ def _wave_undecided(
     outcomes = state.outcomes.values()
     boots = [o.event_timestamp - at for o in outcomes if (at := state.launched_at(o)) is not None]
     booting_for = min(UNSEEN_LAUNCH_MS, 2 * max(boots, default=0) + WAVE_SLACK_MS)
-    booting = sorted(
-        at
+    siblings = sum(
+        1
         for at in state.launches.values()
-        if start <= at <= last + (WAVE_SLACK_MS if widened else 0)
-        and newest - at < booting_for
-        and (modified_at is None or at >= modified_at)
+        if start <= at <= last and newest - at < booting_for and (modified_at is None or at >= modified_at)
     )
-    siblings = len(booting) - _replacements(booting, last, outcomes, start)
-    if siblings <= 0:
+    if not siblings:
         return False
-    since = start if modified_at is None else max(start, modified_at)
-    wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= since]
+    wave = [o for o in outcomes if (at := state.launched_at(o)) is not None and at >= start]
     failed = sum(1 for o in wave if not o.succeeded)
     return 2 * failed < len(wave) + siblings
-
-
-def _replacements(booting: list[int], last: int, outcomes: Iterable[BootOutcome], start: int) -> int:
-    """How many of the launches `booting` (sorted) made after `last` may be failed nodes' replacements: PCS
-    replaces a failed node after its failure, so each failure since `start` takes the first such launch
-    made after it (not in its own millisecond: the scaling log's times are whole seconds, and a scale-up's
-    launch may share one) within `WAVE_SLACK_MS`, failures in time order, launches once each. The launches
-    left are a scale-up's, whose jobs come when they do; a replacement made later than that (the article's
-    came three minutes after its failure) falls past the wave."""
-    later = [at for at in booting if at > last]
-    failed_at = sorted(o.event_timestamp for o in outcomes if not o.succeeded and o.event_timestamp >= start)
-    taken = index = 0
-    for failure in failed_at:
-        while index < len(later) and later[index] <= failure:
-            index += 1
-        if index < len(later) and later[index] <= failure + WAVE_SLACK_MS:
-            taken += 1
-            index += 1
-    return taken
 
 
 def _launched_after(state: GroupState, outcomes: list[BootOutcome], known_until: int | None) -> bool:
