@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -197,19 +198,10 @@ def test_a_fifo_in_a_logs_place_neither_holds_the_boot_nor_is_written(node: Node
     assert time.monotonic() - started < 30
     assert "bootstrap.log: not a regular file; its line for nodeBootstrapped is lost" in result.stderr
     assert stat.S_ISFIFO(os.lstat(pcs / "bootstrap.log").st_mode)
-    other = node.root.parent / "other-root"
-    (other / "var/log/amazon/pcs/lifecycle/actions").mkdir(parents=True)
-    os.mkfifo(other / "var/log/amazon/pcs/lifecycle/actions/executor.log")
-    config = node.root.parent / "c.json"
-    config.write_text(json.dumps(node.config("article-stop-sequence")))
-    done = subprocess.run(
-        [str(LIFEGUARD_NODE), "boot", "--config", str(config), "--root", str(other)],
-        env=node.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    other = dataclasses.replace(node, root=node.root.parent / "other-root")
+    other.actions.mkdir(parents=True)
+    os.mkfifo(other.actions / "executor.log")
+    done = other.boot(other.config("article-stop-sequence"))
     assert done.returncode == 64, done.stderr
     assert "no node layout can be made there" in done.stderr
 
