@@ -145,7 +145,7 @@ def build_scaling_events(
         metric=metric,
         clock=clock or time.time,
         quarantined=lambda cluster, group: ledgers().ledger(cluster, group).quarantined(),
-        changed_by=change_lookup(w),
+        changed_by=change_lookup(w, ledgers),
         held_back=hold_lookup(ledgers),
         clusters=cluster_ids(),
     )
@@ -189,11 +189,11 @@ def hold_lookup(ledgers: Callable[[], RemediationStore]) -> HeldBack:
 CHANGE_MATCH_MS = 10 * 60 * 1000
 
 
-def change_lookup(w: Wiring) -> ChangedBy:
+def change_lookup(w: Wiring, ledgers: Callable[[], RemediationStore] | None = None) -> ChangedBy:
     """Who put a group's configuration in place: Lifeguard's own change (its ledger, to the millisecond of
     the configuration's modifiedAt), else the review of its CloudTrail call (which names Lifeguard's role
     for Lifeguard's own), else nobody known (`source: unknown`, at the configuration's modifiedAt)."""
-    ledgers = _ledgers(w)
+    ledgers = ledgers or _ledgers(w)  # the handler's own, when it has one
 
     @functools.cache
     def changes() -> ChangeStore:
@@ -235,7 +235,7 @@ def build_node_reports(
         w.defaults,
         pcs=w.pcs,
         clusters=cluster_ids(),
-        changed_by=change_lookup(w),
+        changed_by=change_lookup(w, ledgers),
         quarantined=lambda cluster, group: ledgers().ledger(cluster, group).quarantined(),
         metric=metric,
         clock=clock or time.time,
