@@ -32,12 +32,17 @@ OTHERS = {
         "lifeguard.remediation.remediator",
         "lifeguard.notify.slack",
         "lifeguard.cloudtrail",
+        "lifeguard.scaling_log",  # its rules read states, not scaling records
     ),
     "remediate": (
         "lifeguard.handlers.scaling_events",
         "lifeguard.handlers.node_reports",
         "lifeguard.notify.slack",
         "lifeguard.cloudtrail",
+        # It reads a group's state and ledger: no records of the scaling log or the nodes, no batch.
+        "lifeguard.scaling_log",
+        "lifeguard.node_report",
+        "lifeguard.log_subscription",
     ),
     "notify": (  # SNS alone, as the stack's default (no Slack webhook)
         "lifeguard.notify.slack",
@@ -50,6 +55,10 @@ OTHERS = {
         "lifeguard.handlers.scaling_events",
         "lifeguard.remediation.remediator",
         "lifeguard.notify.slack",
+        # Its events come from EventBridge: no subscription batch, no scaling or node records.
+        "lifeguard.log_subscription",
+        "lifeguard.scaling_log",
+        "lifeguard.node_report",
     ),
 }
 OWN = {

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from lifeguard.bounds import clip
 from lifeguard.group_state import (
@@ -27,8 +27,10 @@ from lifeguard.group_state import (
     KnownConfig,
     ProvenGood,
 )
-from lifeguard.scaling_log import ScalingLogRecord
 from lifeguard.settings import bounded_setting, setting
+
+if TYPE_CHECKING:  # records are read by their handler: a function that only asks a rule loads no reader
+    from lifeguard.scaling_log import ScalingLogRecord
 
 __all__ = [
     "DEFAULT_MODE",

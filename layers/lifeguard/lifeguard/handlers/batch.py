@@ -14,11 +14,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from lifeguard.bounds import clip
-from lifeguard.log_subscription import InvalidSubscriptionEventError, LogBatch, decode_subscription
 from lifeguard.metrics import Metric
 
 if TYPE_CHECKING:
     from lifeguard.event_contract import ControllerEvent
+    from lifeguard.log_subscription import LogBatch
 
 logger = logging.getLogger("lifeguard")
 
@@ -50,6 +50,9 @@ def count_events(events: Iterable[ControllerEvent], metric: Metric) -> None:
 
 def data_batch(event: Mapping[str, Any], metric: Metric) -> LogBatch | Literal["invalid", "control"]:
     """The event's batch of log events, or `invalid` / `control` when it carries none to handle."""
+    # Imported here: a function that only counts skips (the review of changes) decodes no subscription.
+    from lifeguard.log_subscription import InvalidSubscriptionEventError, decode_subscription
+
     try:
         batch = decode_subscription(event)
     except InvalidSubscriptionEventError as exc:

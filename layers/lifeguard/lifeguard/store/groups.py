@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from lifeguard.bounds import EPOCH_MS_MAX, clip
 from lifeguard.errors import LifeguardError
 from lifeguard.group_state import ABSENT, MAPS, BootOutcome, GroupState
-from lifeguard.node_report import NodeReport
 from lifeguard.store.table import (
     TRANSACTION_MAX,
     ConditionFailedError,
@@ -34,6 +33,8 @@ from lifeguard.store.table import (
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
+
+    from lifeguard.node_report import NodeReport
 
 __all__ = [
     "INSTANCE_RUNS_MAX",
@@ -344,6 +345,9 @@ def _reports_of(items: Iterable[Item], group_id: str) -> Iterator[NodeReport]:
     """The stored failed runs of `items`. One no release of Lifeguard wrote as it is (edited by hand,
     damaged, or beyond a bound tightened since) is passed over and said: missing evidence, not a reason to
     hold up the group, or every group of its batch."""
+    # Imported here: the functions that remediate or review changes write states and read no runs.
+    from lifeguard.node_report import NodeReport
+
     for item in items:
         try:
             yield NodeReport.model_validate_json(item["report"]["S"])
