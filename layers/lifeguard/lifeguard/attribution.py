@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lifeguard.bounds import FUTURE_SKEW_MS
 from lifeguard.group_state import OUTCOME_LIMIT, Failure, GroupState, Suspect
 from lifeguard.lifecycle_rules import on_errors, scripts_of
 from lifeguard.node_report import NodeReport
+from lifeguard.values import frozen
 
 __all__ = [
     "ALSO_FAILING_MAX",
@@ -105,7 +105,7 @@ class _Mark(Protocol):
     def script(self) -> str: ...
 
 
-@dataclass(frozen=True)
+@frozen
 class BootRuns:
     """What an instance's reports say about one boot: its failed runs, how many runs did not fail, and of
     which scripts ((stage, name)). `read`: False when the node's runs could not all be read (a flood filled
@@ -300,7 +300,7 @@ def _fatal_runs(
 ALSO_FAILING_MAX = 20  # a stage's scripts at most: what an episode keeps of them
 
 
-@dataclass(frozen=True)
+@frozen
 class ReportedLoop:
     """A loop the node reports show on their own: the same script failed under TERMINATE on `failures`."""
 

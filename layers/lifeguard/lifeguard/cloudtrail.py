@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +30,7 @@ from lifeguard.bounds import CLUSTER_ID, GROUP_ID, PCS_ID, anchored, clip, impla
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.schema import Invalid, Model, checked, json_object, model, optional, string
+from lifeguard.values import frozen, mutable
 
 __all__ = [
     "CHANGE_CALLS",
@@ -60,7 +60,7 @@ _GROUP_NAME_PATTERN = r"[A-Za-z][A-Za-z0-9-]{2,25}"
 
 
 @checked(arn=optional(string(max_length=ARN_MAX_CHARS, pattern=anchored(_ARN_PATTERN))))
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class _UserIdentity(Model):
     arn: str | None = None
 
@@ -72,7 +72,7 @@ class _UserIdentity(Model):
     nodeLifecycleActions=optional(json_object()),
     clientToken=optional(string(max_length=100)),
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class _Request(Model):
     clusterIdentifier: str
     computeNodeGroupIdentifier: str | None = None
@@ -82,14 +82,14 @@ class _Request(Model):
 
 
 @checked(id=optional(PCS_ID), clusterId=optional(PCS_ID))
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class _Group(Model):
     id: str | None = None
     clusterId: str | None = None
 
 
 @checked(computeNodeGroup=optional(model(_Group)))
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class _Response(Model):
     computeNodeGroup: _Group | None = None
 
@@ -101,7 +101,7 @@ class _Response(Model):
     requestParameters=model(_Request),
     responseElements=optional(model(_Response)),
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class _Record(Model):
     eventID: str
     eventTime: str
@@ -110,7 +110,7 @@ class _Record(Model):
     responseElements: _Response | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class CallIgnored:
     """A PCS call that changed no configuration (a failed call, or another operation), and why."""
 
@@ -118,7 +118,7 @@ class CallIgnored:
     where: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class CallParseError:
     """An event that is not a readable record of a PCS call: what is wrong (`reason`, short, for counting;
     `message`, in full) and where (the record's `eventID` when it has one)."""
@@ -135,7 +135,7 @@ class CallParseError:
         return f"{prefix}{self.message}"
 
 
-@dataclass(frozen=True)
+@frozen
 class ConfigCall:
     """A successful CreateComputeNodeGroup or UpdateComputeNodeGroup, bounded.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from lifeguard.bounds import clip
@@ -28,6 +28,7 @@ from lifeguard.group_state import (
     ProvenGood,
 )
 from lifeguard.settings import bounded_setting, setting
+from lifeguard.values import frozen
 
 if TYPE_CHECKING:  # records are read by their handler: a function that only asks a rule loads no reader
     from lifeguard.scaling_log import ScalingLogRecord
@@ -83,7 +84,7 @@ TAG_DRAIN = "lifeguard:drain"
 Kind = Literal["loop", "intermittent", "replacement"]
 
 
-@dataclass(frozen=True)
+@frozen
 class DetectionSettings:
     """A group's mode and tuning: its `lifeguard:*` tags, else the stack's defaults."""
 
@@ -281,7 +282,7 @@ def _launches_come(state: GroupState) -> bool:
     return bool(state.launches) or any(o.launched_at is not None for o in state.outcomes.values())
 
 
-@dataclass(frozen=True)
+@frozen
 class Detection:
     """A rule that fired, with its evidence (oldest first)."""
 

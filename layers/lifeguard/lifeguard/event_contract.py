@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -31,6 +31,7 @@ from lifeguard.schema import (
     optional,
     string,
 )
+from lifeguard.values import frozen, mutable
 
 if TYPE_CHECKING:
     from lifeguard.detection import DetectionSettings
@@ -178,7 +179,7 @@ def make_detail(**fields: Any) -> dict[str, Any]:
     return detail
 
 
-@dataclass(frozen=True)
+@frozen
 class ControllerEvent:
     """One event: its detail-type and detail; `key` names it uniquely (episode, type, revision)."""
 
@@ -270,7 +271,7 @@ def _detail_fields() -> Mapping[str, Check]:
     path = string(max_length=200)
 
     @checked(instance_id=INSTANCE_ID, scheduler_node_id=optional(NODE_NAME), event_timestamp=epoch_ms)
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class FailureDetail(Model):
         """A failed launch the detection counted."""
 
@@ -286,7 +287,7 @@ def _detail_fields() -> Mapping[str, Check]:
         log_tail=converted(string(), output_tail),  # held to the node's own cut
         instances=list_of(INSTANCE_ID, max_length=100),
     )
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class SuspectDetail(Model):
         """The script the node reports name as failing the boot."""
 
@@ -302,7 +303,7 @@ def _detail_fields() -> Mapping[str, Check]:
         at=optional(epoch_ms),
         source=literal("cloudtrail", "lifeguard", "unknown"),
     )
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class ChangedBy(Model):
         """The configuration change a loop began after."""
 
@@ -311,7 +312,7 @@ def _detail_fields() -> Mapping[str, Check]:
         source: str = "unknown"
 
     @checked(instance_id=INSTANCE_ID, drained=boolean())
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class KeptNode(Model):
         """A node kept up with its script still failing (a quarantine's STOP_SEQUENCE)."""
 
@@ -319,7 +320,7 @@ def _detail_fields() -> Mapping[str, Check]:
         drained: bool = False
 
     @checked(code=WORD, path=path, message=SHORT_TEXT, severity=literal("warning", "error", "info"))
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class RiskDetail(Model):
         """A risk the configuration review found."""
 
@@ -329,7 +330,7 @@ def _detail_fields() -> Mapping[str, Check]:
         severity: str = "warning"
 
     @checked(path=path, old=anything(), new=anything())
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class DiffDetail(Model):
         """One changed value of a configuration."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, Literal, get_args
 
 from lifeguard.errors import InvalidLifecycleConfigError
@@ -36,6 +35,7 @@ from lifeguard.schema import (
     slot_setters,
     string,
 )
+from lifeguard.values import frozen
 
 __all__ = [
     "ConfigChange",
@@ -73,7 +73,7 @@ STAGE_NAMES: tuple[StageName, ...] = get_args(StageName)
     keys={"script_location": "scriptLocation", "s3_version_id": "s3VersionId"},
     forbid_extra=True,
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class ScriptSource(Model):
     """Where a script is fetched from, and how its content is pinned."""
 
@@ -103,7 +103,7 @@ class ScriptSource(Model):
     keys={"script_source": "scriptSource", "on_error": "onError", "execution_policy": "executionPolicy"},
     forbid_extra=True,
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class LifecycleScript(Model):
     """One script of a stage."""
 
@@ -142,7 +142,7 @@ _SCRIPTS = optional(list_of(model(LifecycleScript), as_tuple=True))
     keys={"node_bootstrapped": "nodeBootstrapped", "node_ready": "nodeReady"},
     forbid_extra=True,
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class LifecycleStages(Model):
     """The scripts of each stage, in the order PCS runs them."""
 
@@ -161,7 +161,7 @@ class LifecycleStages(Model):
     keys={"script_caching_policy": "scriptCachingPolicy"},
     forbid_extra=True,
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class NodeLifecycleActions(Model):
     """A compute node group's `nodeLifecycleActions`."""
 
@@ -324,7 +324,7 @@ def fingerprint_of_json(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-@dataclass(frozen=True)
+@frozen
 class ConfigChange:
     """One difference between two configs.
 

@@ -9,7 +9,6 @@ import json
 import re
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,6 +28,7 @@ from lifeguard.schema import (
     optional,
     string,
 )
+from lifeguard.values import frozen
 
 __all__ = [
     "InvalidSubscriptionEventError",
@@ -61,7 +61,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @checked(id=string(), timestamp=integer(ge=0, lt=EPOCH_MS_MAX), message=string())
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class _LogEventShape(Model):
     """One log event of a batch as CloudWatch Logs sends it: its checks say what is wrong with one."""
 
@@ -112,7 +112,7 @@ def _log_event(value: Any, loc: Loc, problems: list[Problem]) -> Any:
     log_events=list_of(_log_event),
     policy_level=optional(string()),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class _Payload(Model):
     """The decompressed payload of a subscription event, keyed as CloudWatch Logs sends it; every key but
     `policyLevel` is required."""
@@ -126,7 +126,7 @@ class _Payload(Model):
     policy_level: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen
 class LogEvent:
     """One log event of a batch; `where` names it for error messages."""
 
@@ -141,7 +141,7 @@ class LogEvent:
         return int(self.timestamp.timestamp() * 1000)
 
 
-@dataclass(frozen=True)
+@frozen
 class LogBatch:
     """A decoded subscription batch."""
 

@@ -7,7 +7,6 @@ Like scaling-log records, a bad report comes back as a `NodeReportParseError` va
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from lifeguard._records import describe_validation_error, load_json_object, reason_of
@@ -22,6 +21,7 @@ from lifeguard.bounds import (
 from lifeguard.lifecycle import OnError, StageName
 from lifeguard.node.layout import LOG_TAIL_BYTES, output_tail
 from lifeguard.schema import Invalid, Model, boolean, checked, converted, integer, literal, optional, string
+from lifeguard.values import frozen
 
 __all__ = ["LOG_TAIL_BYTES", "NodeReport", "NodeReportParseError", "RunOutcome", "parse_node_report"]
 
@@ -47,7 +47,7 @@ RunOutcome = Literal["succeeded", "failed", "skipped"]
     log_tail=converted(string(), output_tail),
     script_sha256=optional(string(pattern=r"^[0-9a-f]{64}$")),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class NodeReport(Model):
     """One script run on one node; every field is bounded (`lifeguard.bounds`), so a stored report keeps
     within DynamoDB's key and item limits whatever a broken or hostile node sends. Strict, as every check
@@ -85,7 +85,7 @@ class NodeReport(Model):
         return self.model_dump_json()
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeReportParseError:
     """A log event that is not a node report: what is wrong (`reason`, short, for counting; `message`, in
     full) and where."""

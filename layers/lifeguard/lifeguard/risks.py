@@ -6,9 +6,9 @@ Each risk has a stable `code` for programs and a sentence for people, and points
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from lifeguard.lifecycle import LifecycleScript, NodeLifecycleActions, ScriptSource, StageName
+from lifeguard.values import frozen
 
 __all__ = ["RISK_CODES", "Risk", "find_risks"]
 
@@ -183,7 +183,7 @@ def _has_word(found: set[str], words: re.Pattern[str]) -> bool:
     return any(words.fullmatch(word) for word in found)
 
 
-@dataclass(frozen=True)
+@frozen
 class Risk:
     """One risk: a stable code, where it is, and what to do about it."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lifeguard._records import (
@@ -34,6 +34,7 @@ from lifeguard.schema import (
     slot_setters,
     string,
 )
+from lifeguard.values import frozen
 
 __all__ = [
     "BOOTSTRAP_FAILED",
@@ -167,7 +168,7 @@ def is_known_pair(status_code: str, reason_code: str | None) -> bool:
 
 
 @checked(instance_id=optional(INSTANCE_ID), instance_type=optional(WORD), subnet_id=optional(WORD))
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class ScalingLogDetails(Model):
     """The instance a record is about; every key is optional (and bounded: `lifeguard.bounds`)."""
 
@@ -187,7 +188,7 @@ class ScalingLogDetails(Model):
     scheduler_node_id=optional(NODE_NAME),
     details=model(ScalingLogDetails),
 )
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(slots=True, kw_only=True)
 class ScalingLogRecord(Model):
     """One node state transition of a PCS cluster. Every field Lifeguard reads is bounded
     (`lifeguard.bounds`); fields it does not read, such as `description`, are not kept."""
@@ -247,7 +248,7 @@ class ScalingLogRecord(Model):
         return self.status_code == "LAUNCH_FAILED"
 
 
-@dataclass(frozen=True)
+@frozen
 class ScalingLogParseError:
     """A log event that is not a scaling-log record: what is wrong (`reason`, short, for counting;
     `message`, in full), where, and an excerpt of it."""

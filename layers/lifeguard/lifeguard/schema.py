@@ -1,9 +1,10 @@
 """Declared, bounded fields for every value Lifeguard reads from outside, checked without a model library.
 
-A record class is a slotted dataclass deriving from `Model`, with a check per field given to `checked`:
+A record class is a slotted dataclass (`lifeguard.values`) deriving from `Model`, with a check per field
+given to `checked`:
 
     @checked(instance_id=string(pattern=INSTANCE_ID_PATTERN), event_timestamp=integer(ge=0))
-    @dataclass(slots=True, kw_only=True)
+    @mutable(slots=True, kw_only=True)
     class Failure(Model):
         instance_id: str
         event_timestamp: int

@@ -15,13 +15,13 @@ import gc
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lifeguard.aws.clients import lazy_client
 from lifeguard.errors import LifeguardError
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.settings import setting
+from lifeguard.values import frozen
 
 # Each composition root imports what its own function uses, when it is built: a cold start loads no other
 # function's code (the notify function needs no detection, the scaling_events function no Slack).
@@ -70,7 +70,7 @@ def settle_collector() -> None:
     gc.set_threshold(YOUNG_COLLECTION_EVERY, *gc.get_threshold()[1:])
 
 
-@dataclass(frozen=True)
+@frozen
 class Wiring:
     """The AWS side of the controller: state, PCS and events."""
 

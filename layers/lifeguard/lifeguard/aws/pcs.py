@@ -7,7 +7,6 @@ import json
 import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -16,6 +15,7 @@ from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
 from lifeguard.store.table import stored_bytes
+from lifeguard.values import frozen
 
 __all__ = [
     "ANSWER_UNREAD_CODES",
@@ -78,7 +78,7 @@ def is_transient(error: AwsCallError) -> bool:
     return len(code) == 3 and code.isascii() and code.isdigit() and (code == "429" or code[0] == "5")
 
 
-@dataclass(frozen=True)
+@frozen
 class GroupSnapshot:
     """A compute node group as GetComputeNodeGroup returned it."""
 
@@ -212,7 +212,7 @@ UPDATE_REQUIRES = (
 )
 
 
-@dataclass(frozen=True)
+@frozen
 class RetryPolicy:
     """How a PCS call is retried: exponential backoff from `base_seconds` up to `max_seconds`, or longer
     when PCS says `retryAfterSeconds` (honoured up to `max_retry_after_seconds`), `attempts` in all."""

@@ -9,12 +9,13 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
 from lifeguard.bounds import clip
 from lifeguard.metrics import Metric
+from lifeguard.values import mutable
 
 if TYPE_CHECKING:
     from lifeguard.event_contract import ControllerEvent
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("lifeguard")
 
 
-@dataclass
+@mutable
 class Skips:
     """The messages of a batch that were skipped, counted by reason (`not JSON`, `invalid instance_id`,
     `event_timestamp ahead of the clock`, …)."""

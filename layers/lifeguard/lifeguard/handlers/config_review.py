@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.aws.eventbridge import EventPublisher
@@ -37,6 +37,7 @@ from lifeguard.metrics import Metric, uncounted
 from lifeguard.risks import find_risks
 from lifeguard.store.changes import ChangeRecord, ChangeStore
 from lifeguard.store.groups import GroupStore, UnreadableStateError
+from lifeguard.values import frozen, mutable
 
 if TYPE_CHECKING:
     from lifeguard.remediation.records import AppliedChange, Ledger
@@ -61,7 +62,7 @@ class _MadeSinceError(Exception):
     """The group a call named (by name) was made again since the call: the one it changed is gone."""
 
 
-@dataclass
+@mutable
 class ReviewSummary(Skips):
     """What one event did: a call `reviewed`, `ignored` (it changed no configuration) or `skipped` (by
     reason), and the events published."""
@@ -81,7 +82,7 @@ class ReviewSummary(Skips):
         }
 
 
-@dataclass(frozen=True)
+@frozen
 class _Target:
     """The group a call changed, by its ids, and the configuration it has now."""
 

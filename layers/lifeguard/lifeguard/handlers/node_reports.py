@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lifeguard.attribution import (
@@ -51,6 +51,7 @@ from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore, UnreadableStateError
+from lifeguard.values import mutable
 
 __all__ = ["DETECTION_READS_MAX", "NodeReportsHandler", "ReportsSummary"]
 
@@ -68,7 +69,7 @@ UNKNOWN_GROUPS_JUDGED_MAX = 100
 logger = logging.getLogger("lifeguard")
 
 
-@dataclass
+@mutable
 class ReportsSummary(Skips):
     """What one batch of node reports did: every report is `skipped` (by reason), `ignored` (a run that did
     not fail: kept only as a mark that its boot ran it) or stored whole as one of the `failed_runs`."""

@@ -13,7 +13,7 @@ import operator
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lifeguard.attribution import BootRuns, as_configured, attribute, known_scripts, still_failing
@@ -69,6 +69,7 @@ from lifeguard.scaling_log import (
 )
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.table import group_key
+from lifeguard.values import mutable
 
 __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
@@ -82,7 +83,7 @@ _EVENT_TIME = operator.attrgetter("event_timestamp")  # a group's records are ta
 logger = logging.getLogger("lifeguard")
 
 
-@dataclass
+@mutable
 class BatchSummary(Skips):
     """What one batch did, for logs, metrics, tests and `lifeguard replay`.
 

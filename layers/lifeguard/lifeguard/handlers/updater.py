@@ -16,7 +16,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lifeguard.aws.eventbridge import EventPublisher
@@ -26,6 +26,7 @@ from lifeguard.group_state import GroupState
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.store.groups import GroupStore, UnreadableStateError, VersionConflictError
 from lifeguard.store.table import stored_bytes
+from lifeguard.values import mutable
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
 
@@ -50,7 +51,7 @@ OUTBOX_MAX_STORED_BYTES = 96 * 1024
 logger = logging.getLogger("lifeguard")
 
 
-@dataclass(slots=True)
+@mutable(slots=True)
 class Change:
     """What a mutation did: whether the state changed, and the events it makes true. `maps_only`: what
     changed, if anything, is the pending launches and outcomes alone (`GroupState.MAPS`), and perhaps when

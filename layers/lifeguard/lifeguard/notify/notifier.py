@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol, cast
 
 from lifeguard.bounds import clip, redacted
@@ -22,6 +22,7 @@ from lifeguard.event_contract import DETAIL_TYPES, clean_detail
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.notify.summary import Summary, summarize
 from lifeguard.store.notices import CLAIM_LEASE_SECONDS, CLAIM_MARGIN_SECONDS, NoticeStore
+from lifeguard.values import mutable
 
 __all__ = ["Channel", "NotificationError", "Notifier", "NotifyResult"]
 
@@ -41,7 +42,7 @@ class Channel(Protocol):
         """Deliver one event (the `sequence`-th message of its episode) or raise."""
 
 
-@dataclass
+@mutable
 class NotifyResult:
     """What happened to one event, per channel."""
 

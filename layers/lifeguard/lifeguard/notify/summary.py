@@ -6,7 +6,6 @@ The same words go to every channel; each channel shapes them (SNS: subject + tex
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import clip, is_pcs_id, one_line, printable_lines, utc
@@ -22,6 +21,7 @@ from lifeguard.event_contract import (
 )
 from lifeguard.node.layout import LOG_TAIL_BYTES
 from lifeguard.pcs_model import left_out_shown
+from lifeguard.values import frozen
 
 __all__ = [
     "LOG_TAIL_MAX_CHARS",
@@ -104,7 +104,7 @@ def _ascii_line(text: str) -> str:
     return " ".join(cleaned.split())
 
 
-@dataclass(frozen=True)
+@frozen
 class Summary:
     """What a person is told about one event."""
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, ClassVar
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, DRAIN_SCRIPT_NAME
+from lifeguard.values import frozen
 
 __all__ = [
     "ACTIONS",
@@ -36,7 +37,7 @@ _MAX_SCRIPTS_A_STAGE = 20
 _MAX_ARGUMENT_CHARS = 256
 
 
-@dataclass(frozen=True)
+@frozen
 class NodeBundle:
     """Where the node bundle is, pinned: the stack publishes it to a versioned bucket and says its version
     and sha256, so a drain step Lifeguard writes keeps running the bytes it was written with."""
@@ -55,7 +56,7 @@ class NodeBundle:
         return source
 
 
-@dataclass(frozen=True)
+@frozen
 class ActionContext:
     """What an action plans from: the group's configuration now, the suspect script (stage, script) if
     known, the last proven-good configuration, and the node bundle when kept nodes are drained."""
@@ -77,7 +78,7 @@ class ActionContext:
     also_failing: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen
 class Plan:
     """The configuration an action would put in place (None: no change) and why, in sentences."""
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from lifeguard.bounds import clip
 from lifeguard.lifecycle import ConfigChange
+from lifeguard.values import frozen
 
 __all__ = ["TAGS_TERRAFORM", "TAG_CLOUDFORMATION", "ManagedBy", "managed_by"]
 
@@ -23,7 +23,7 @@ _WORD = re.compile(r"(^|\.)([a-z])")
 _UPPER = re.compile(r"([A-Z])")
 
 
-@dataclass(frozen=True)
+@frozen
 class ManagedBy:
     """The tool that owns a group, and its stack or workspace."""
 

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from lifeguard.event_contract import clean_detail
 from lifeguard.schema import Model, checked, integer, json_object, list_of, optional, string
+from lifeguard.values import mutable
 
 __all__ = ["LoopDetection"]
 
@@ -27,7 +28,7 @@ _REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_finger
     config_fingerprint=string(),
     config_modified_at=integer(),
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class LoopDetection(Model):
     """The part of a BootstrapLoopDetected detail that remediation reads, as `clean_detail` validated it."""
 

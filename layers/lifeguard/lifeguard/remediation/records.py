@@ -10,7 +10,7 @@ Where they are stored is `lifeguard.store.remediations`'s business.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, get_args
 
 from lifeguard.lifecycle_rules import stopping_scripts
@@ -27,6 +27,7 @@ from lifeguard.schema import (
     optional,
     string,
 )
+from lifeguard.values import mutable
 
 __all__ = ["DAY_SECONDS", "AppliedChange", "AuditEntry", "Decision", "Ledger"]
 
@@ -58,7 +59,7 @@ _CONFIG = optional(json_object())
     reason=_MAYBE_TEXT,
     untold=boolean(),
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class AppliedChange(Model):
     """A configuration change Lifeguard made (or an undo of one). `pending` from just before PCS is asked
     until PCS took it (`applied`); `abandoned` when it will never be made (PCS refused it, or the group,
@@ -103,7 +104,7 @@ _LET_GO_MAX = 1000  # a day of changes at the highest daily cap the stack takes 
 
 
 @checked(changes=list_of(model(AppliedChange)), let_go=list_of(number()))
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class Ledger(Model):
     """The changes Lifeguard made, or set out to make, to one group; and when the ones it let go to bound
     its item were made (those of the last day), which the cooldown and the daily cap still count."""
@@ -180,7 +181,7 @@ class Ledger(Model):
     deliveries=integer(),
     held_until=optional(number()),
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class Decision(Model):
     """The outcome of one detection (episode, revision): events published and how often it came; for a
     change the cooldown or the daily cap held back, until when (epoch seconds: the loop's first failure
@@ -207,7 +208,7 @@ class Decision(Model):
     diff=list_of(json_object()),
     actor=_TEXT,
 )
-@dataclass(slots=True, kw_only=True)
+@mutable(slots=True, kw_only=True)
 class AuditEntry(Model):
     """One line of a group's audit trail."""
 

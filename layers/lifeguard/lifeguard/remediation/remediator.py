@@ -32,7 +32,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 from lifeguard.aws.eventbridge import EventPublisher
@@ -61,6 +61,7 @@ from lifeguard.remediation.records import AppliedChange, AuditEntry, Decision, L
 from lifeguard.remediation.settings import RemediationSettings
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.remediations import RemediationStore
+from lifeguard.values import mutable
 
 __all__ = [
     "NOT_TAKEN_CODES",
@@ -129,7 +130,7 @@ class RemediationParkedError(LifeguardError):
     the Lambda's retries and parked queue."""
 
 
-@dataclass
+@mutable
 class _Verdict:
     status: str  # applied | skipped | failed
     mode: str

@@ -5,13 +5,13 @@ invocation."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from lifeguard.bounds import FINGERPRINT_PATTERN
 from lifeguard.detection import DEFAULT_MODE, stack_mode
 from lifeguard.remediation.actions import NodeBundle
 from lifeguard.settings import bounded_setting, setting
+from lifeguard.values import frozen
 
 __all__ = ["DEFAULT_COOLDOWN_MINUTES", "DEFAULT_DAILY_CAP", "RemediationSettings"]
 
@@ -20,7 +20,7 @@ DEFAULT_COOLDOWN_MINUTES = 30.0
 DEFAULT_DAILY_CAP = 3
 
 
-@dataclass(frozen=True)
+@frozen
 class RemediationSettings:
     """Stack-wide remediation settings (explicit > LIFEGUARD_* environment > default)."""
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from lifeguard.bounds import clip
@@ -23,6 +23,7 @@ from lifeguard.store.table import (
     group_key,
     item_key,
 )
+from lifeguard.values import frozen
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -39,7 +40,7 @@ CHANGES_READ_MAX = 200
 ChangeSource = Literal["cloudtrail", "lifeguard", "unknown"]
 
 
-@dataclass(frozen=True)
+@frozen
 class ChangeRecord:
     """One change of a group's `nodeLifecycleActions`: the configuration it put in place (`fingerprint`),
     who made it (`arn`, CloudTrail's `userIdentity.arn`, None when the record named nobody), when (`at`,

@@ -13,7 +13,6 @@ import logging
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
@@ -30,6 +29,7 @@ from lifeguard.store.table import (
     group_key,
     item_key,
 )
+from lifeguard.values import frozen
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -391,7 +391,7 @@ def _said_partial(group_id: str) -> None:
     )
 
 
-@dataclass(frozen=True)
+@frozen
 class RunMark:
     """A script run that did not fail, as its mark tells it."""
 
