@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import errno
+import json
 from pathlib import Path
 
 import pytest
 
 import lifeguard.node.executor
-from lifeguard.node.executor import EXIT_COMPLETED, Executor, NodeIdentity
+from lifeguard.node.executor import EXIT_COMPLETED, EXIT_TERMINATE, Executor, NodeIdentity
 from lifeguard.node.layout import NodeLayout
-from tests.unit.test_node_report_schema import PASSING, BucketFetcher
+from lifeguard.node.shipper import Shipper
+from tests.unit.test_node_report_schema import PASSING, SHIPPER_IDENTITY, BucketFetcher, ListSink
 
 IDENTITY = NodeIdentity("pcs_abc123de45", "lca", "pcs_abcdef01", "lca-static", "lca-static-1")
 MOUNT = "s3://lca-scripts-example/scripts/mount-fsx.sh"
@@ -120,3 +122,30 @@ def test_the_nodes_identity_wins_over_what_the_boots_environment_holds(
         "lca-static-1 1 pcs_abcdef01",
         "lca-static-1 0 pcs_abcdef01",
     ]
+
+
+class _LoudDenial(BucketFetcher):
+    """An S3-compatible store whose refusal says two million characters (a proxy's error page)."""
+
+    def fetch_once(self, location: str, version_id: str | None) -> bytes:
+        raise PermissionError("AccessDenied: " + "A" * 2_000_000)
+
+
+def test_a_fetch_failure_with_an_endless_error_text_is_logged_short_and_reported(tmp_path: Path) -> None:
+    """An endpoint's error text went into executor.log whole (three records of 2 MB for one script): the
+    shipper passes over a record longer than the megabyte it reads at a time, and the TERMINATE failure
+    that ends the boot, the one a loop is made of, was never reported."""
+    script = {"name": "mount-fsx", "scriptSource": {"scriptLocation": MOUNT}}
+    layout = NodeLayout(tmp_path)
+    config = {"stages": {"nodeBootstrapped": [script]}}
+    executor = Executor(config, layout, IDENTITY, fetchers={"s3": _LoudDenial({})}, fetch_backoff_seconds=0)
+    assert executor.boot().exit_code == EXIT_TERMINATE
+    longest = max(len(line) for line in layout.executor_log.read_bytes().splitlines())
+    assert longest < 4 * 1024
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink).run(once=True)
+    reports = [json.loads(message) for message in sink.messages]
+    said = [(r["script"], r["outcome"], r["on_error"]) for r in reports]
+    assert said == [("mount-fsx", "failed", "TERMINATE")]
+    assert "AccessDenied: AAAA" in reports[0]["log_tail"]
+    assert reports[0]["log_tail"].endswith("... (2000014 characters in all)")

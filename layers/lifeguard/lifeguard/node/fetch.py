@@ -38,6 +38,8 @@ __all__ = [
 ]
 
 MAX_SCRIPT_BYTES = 2 * 1024 * 1024
+# What a fetch's failure says of a try at most (`_clipped`).
+REASON_MAX_CHARS = 1_000
 FETCH_ATTEMPTS = 3
 DOWNLOAD_TIMEOUT_SECONDS = 60.0
 CONNECT_TIMEOUT_SECONDS = 10.0
@@ -279,7 +281,7 @@ def fetch_script(
                 _in_time(partial(fetcher.fetch_once, location, version_id), TRY_SECONDS), checksum
             )
         except Exception as exc:  # noqa: BLE001 - any failure of a try is retried, then reported
-            reason = _describe(exc).replace(location, safe)
+            reason = _clipped(_describe(exc).replace(location, safe))  # the location's secrets out first
         if attempt < attempts:
             if on_retry is not None:
                 on_retry(attempt, reason)
@@ -295,6 +297,15 @@ def _verified(data: bytes, checksum: str | None) -> bytes:
         if actual != checksum.lower():
             raise FetchError(f"checksum mismatch: expected sha256 {checksum.lower()}, got {actual}")
     return data
+
+
+def _clipped(reason: str) -> str:
+    """A try's failure as said at most: its text is an endpoint's (an S3-compatible store's error message, a
+    server's reason phrase), of any length, and goes into executor.log, whose records the shipper reads a
+    megabyte at a time (a longer one is passed over, the failure's report with it), and into the report."""
+    if len(reason) <= REASON_MAX_CHARS:
+        return reason
+    return f"{reason[:REASON_MAX_CHARS]}... ({len(reason)} characters in all)"
 
 
 def _describe(exc: BaseException) -> str:
