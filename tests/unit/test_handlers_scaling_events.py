@@ -1506,6 +1506,25 @@ def test_a_loop_failing_on_two_scripts_names_the_other_beside_the_suspect() -> N
     assert episode.also_failing == ["nodeBootstrapped/fail-terminate"]
 
 
+def test_failures_written_of_a_continue_script_under_terminate_do_not_hide_the_suspect() -> None:
+    """Reports of ready-check failing under TERMINATE (the configuration runs it under CONTINUE: no node
+    booted on it ran it so) beside each node's own failure of fail-terminate made every failing node look
+    contradicted: the detection named no suspect, and a quarantine would switch every TERMINATE script."""
+    world = World()
+    GroupStore(world.table, TABLE).put_reports(
+        [
+            ran(FIRST, 1792544790000, outcome="failed", script="fail-terminate"),
+            ran(SECOND, 1792545150000, outcome="failed", script="fail-terminate"),
+            ran(FIRST, 1792544791000, outcome="failed", script="ready-check", stage="nodeReady"),
+            ran(SECOND, 1792545151000, outcome="failed", script="ready-check", stage="nodeReady"),
+        ]
+    )
+    world.feed(ARTICLE)
+    [(_, detail)] = world.bus.events()
+    assert detail["suspect"]["script"] == "fail-terminate"
+    assert detail["suspect"]["instances"] == [FIRST, SECOND]
+
+
 def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:
     world = World()
     GroupStore(world.table, TABLE).put_reports([ran(FIRST, 1792544790000)])  # one node only: not enough

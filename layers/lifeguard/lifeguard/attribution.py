@@ -14,16 +14,18 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from lifeguard.bounds import FUTURE_SKEW_MS
-from lifeguard.group_state import OUTCOME_LIMIT, Failure, GroupState, Suspect
+from lifeguard.group_state import OUTCOME_LIMIT, Episode, Failure, GroupState, Suspect
 from lifeguard.lifecycle_rules import on_errors, scripts_of
 from lifeguard.node_report import NodeReport
 from lifeguard.values import frozen
 
 __all__ = [
     "ALSO_FAILING_MAX",
+    "DISPUTED_TAIL",
     "LAUNCH_BOOT_AFTER_OUTCOME_MS",
     "BootRuns",
     "ReportedLoop",
+    "as_booted",
     "as_configured",
     "attribute",
     "boot_runs",
@@ -164,6 +166,20 @@ def as_configured(runs: Iterable[NodeReport], actions: Mapping[str, Any]) -> lis
     return [run for run in runs if given.get((run.stage, run.script)) == run.on_error]
 
 
+def as_booted(state: GroupState, episode: Episode, runs: Iterable[NodeReport]) -> list[NodeReport]:
+    """The runs of an episode's failing nodes that can be true of the configuration they booted: while the
+    group's configuration as last read is the one the episode opened on (its fingerprint), a run under
+    another onError than that configuration gives its script is no run of theirs (`as_configured`: a
+    TERMINATE failure of a script it runs under CONTINUE, written to name that script, or to contradict the
+    node's own report and withdraw the suspect). After a change (a quarantine's, the owners') the
+    configuration they booted is not known here, and the runs are taken as they say."""
+    config = state.config
+    runs = list(runs)
+    if config is None or not config.actions_read or config.fingerprint != episode.config_fingerprint:
+        return runs
+    return as_configured(runs, config.node_lifecycle_actions or {})
+
+
 def boot_runs(
     reports: Iterable[NodeReport],
     marks: Iterable[_Mark],
@@ -253,7 +269,7 @@ def attribute(
     at most ALSO_FAILING_MAX: a loop whose nodes fail on two scripts (one on an instance type, the other on
     another) is not broken by switching the suspect alone. Empty without a suspect.
     """
-    fatal = _fatal_runs(failures, reports, scripts)
+    fatal, disputed = _fatal_runs(failures, reports, scripts)
     if not fatal:
         return None, []
     votes = Counter((run.stage, run.script) for run in fatal.values())
@@ -266,14 +282,17 @@ def attribute(
     matching = [
         (instance, run) for instance, run in fatal.items() if (run.stage, run.script) == (stage, script)
     ]
-    latest = max(matching, key=lambda pair: pair[1].ended_at or pair[1].started_at)[1]
+    # What the script said is told from the latest run no other report contradicts: any node can write a
+    # report of another's run, and one written after the node's own would otherwise be what is told.
+    undisputed = [pair for pair in matching if pair[0] not in disputed]
+    latest = max(undisputed or matching, key=lambda pair: pair[1].ended_at or pair[1].started_at)[1]
     ordered_instances = [f.instance_id for f in failures if f.instance_id in dict(matching)]
     suspect = Suspect(
         stage=stage,
         script=script,
         on_error=latest.on_error,
-        exit_code=latest.exit_code,
-        log_tail=latest.log_tail,
+        exit_code=latest.exit_code if undisputed else None,
+        log_tail=latest.log_tail if undisputed else DISPUTED_TAIL,
         instances=ordered_instances,
     )
     others = sorted(set(votes) - {(stage, script)})
@@ -284,9 +303,11 @@ def _fatal_runs(
     failures: Sequence[Failure],
     reports: Iterable[NodeReport],
     scripts: Collection[tuple[str, str]] | None,
-) -> dict[str, NodeReport]:
+) -> tuple[dict[str, NodeReport], set[str]]:
     """Each failing instance's run that ended its boot: its last failed TERMINATE run (`attribute`'s
-    rules), for the instances whose runs do not contradict each other."""
+    rules), for the instances whose runs do not contradict each other; and the instances whose run is
+    disputed: reported otherwise too (a script runs once a boot, so two reports of its failure in the same
+    boot that differ cannot both be the node's)."""
     failing = {f.instance_id for f in failures}
     by_instance: dict[str, list[NodeReport]] = {}
     for report in reports:
@@ -294,10 +315,24 @@ def _fatal_runs(
             continue
         if report.failed and report.on_error == "TERMINATE" and report.instance_id in failing:
             by_instance.setdefault(report.instance_id, []).append(report)
-    return {instance: _fatal_run(runs) for instance, runs in by_instance.items() if not _contradicted(runs)}
+    fatal = {instance: _fatal_run(runs) for instance, runs in by_instance.items() if not _contradicted(runs)}
+    disputed = {instance for instance, run in fatal.items() if _disputed(run, by_instance[instance])}
+    return fatal, disputed
+
+
+def _disputed(run: NodeReport, runs: Iterable[NodeReport]) -> bool:
+    """Whether another of `runs` is a report of the same script's run in the same boot that says otherwise
+    (another exit status, output, start or end)."""
+    same = (run.boot, run.stage, run.script)
+    return any((other.boot, other.stage, other.script) == same and other != run for other in runs)
 
 
 ALSO_FAILING_MAX = 20  # a stage's scripts at most: what an episode keeps of them
+# The suspect's output when every report of its latest runs is disputed (`_disputed`): none is told as the
+# script's.
+DISPUTED_TAIL = (
+    "(not shown: its nodes' reports of this run disagree, and any node can write a report of another's run)"
+)
 
 
 @frozen

@@ -24,6 +24,7 @@ from dataclasses import field
 from typing import Any
 
 from lifeguard.attribution import (
+    as_booted,
     attribute,
     contradicted,
     find_suspect,
@@ -284,7 +285,7 @@ class NodeReportsHandler:
                 return Change(True, settled)
             if episode.contained_at is not None:
                 return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
-            failing = evidence.reports_of(failure.instance_id for failure in episode.failures)
+            failing = as_booted(state, episode, evidence.reports_of(f.instance_id for f in episode.failures))
             scripts = known_scripts(state)
             suspect, others = attribute(episode.failures, failing, scripts)
             if suspect is None and episode.suspect is not None:

@@ -16,7 +16,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
 from typing import Any
 
-from lifeguard.attribution import BootRuns, as_configured, attribute, known_scripts, still_failing
+from lifeguard.attribution import (
+    BootRuns,
+    as_booted,
+    as_configured,
+    attribute,
+    known_scripts,
+    still_failing,
+)
 from lifeguard.aws.pcs import BatchReads, KeptListings, PcsGateway
 from lifeguard.bounds import FUTURE_SKEW_MS, clip, implausible_time, plausible_times, utc
 from lifeguard.detection import (
@@ -1278,7 +1285,8 @@ def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str 
     named)."""
     failing = runs.reports_of(failure.instance_id for failure in episode.failures)
     scripts = known_scripts(state)
-    episode.suspect, episode.also_failing = attribute(episode.failures, failing, scripts)
+    booted = as_booted(state, episode, failing)
+    episode.suspect, episode.also_failing = attribute(episode.failures, booted, scripts)
     episode.no_script_failed = episode.suspect is None and runs.no_script_failed(episode.failures)
     if episode.suspect is not None or episode.no_script_failed:
         episode.add_signal("node_reports")
