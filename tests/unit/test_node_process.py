@@ -140,6 +140,26 @@ def test_a_script_that_cannot_start_exits_126(tmp_path: Path) -> None:
     assert log.endswith(f"[end script exit=126 @ {ENDED}]\n")
 
 
+def test_a_script_saved_with_windows_line_endings_says_so(tmp_path: Path) -> None:
+    """`#!/bin/bash\r` (a script edited on Windows) failed with "No such file or directory" alone, of a
+    script that is there: the admin looked for the wrong file."""
+    result, _ = run(tmp_path, "#!/bin/bash\r\necho hi\r\n")
+    assert result.exit_code == 126
+    assert result.error == (
+        "script 'script' could not be started: No such file or directory: its first line ends in a carriage"
+        " return (Windows line endings), so its interpreter is '/bin/bash\\r'"
+    )
+
+
+def test_a_script_whose_interpreter_is_not_on_the_node_names_it(tmp_path: Path) -> None:
+    result, _ = run(tmp_path, "#! /usr/bin/python2\tno-site\nprint 'hi'\n")
+    assert result.exit_code == 126
+    assert result.error == (
+        "script 'script' could not be started: No such file or directory: the interpreter its first line"
+        " names, '/usr/bin/python2', is not on the node"
+    )
+
+
 def test_the_script_gets_exactly_the_environment_and_directory_given(tmp_path: Path) -> None:
     env = {"PATH": os.environ["PATH"], "PCS_NODE_ID": "lca-static-1"}
     result, log = run(tmp_path, '#!/bin/bash\necho "$PCS_NODE_ID ${HOME:-unset}"\npwd\n', env=env)

@@ -22,6 +22,7 @@ stdout and stderr, its own session, default SIGPIPE and SIGXFSZ, no other file d
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import select
@@ -49,6 +50,7 @@ __all__ = [
 KILL_GRACE_SECONDS = 5.0
 TIMEOUT_EXIT_CODE = 124  # as timeout(1) reports it
 CANNOT_START_EXIT_CODE = 126  # as a shell reports a file it cannot run
+INTERPRETER_SHOWN_BYTES = 200  # of a script's "#!" line, when its interpreter cannot be run
 
 
 class ProcessResult(NamedTuple):
@@ -94,6 +96,7 @@ def run_script(
                 name,
                 command,
                 fd,
+                content=content,
                 env=env,
                 cwd=cwd,
                 timeout_seconds=timeout_seconds,
@@ -112,6 +115,23 @@ def run_script(
     finally:
         os.close(fd)
     return ProcessResult(exit_code, error, (log_start, log_end))
+
+
+def _not_started(name: str, content: bytes, exc: OSError) -> str:
+    """Why the script could not be started. The kernel says "No such file or directory" of a script that is
+    there when the interpreter its first line names is not: that line is said, and a carriage return
+    ending it (a script saved with Windows line endings: `#!/bin/bash\\r`, the classic), named."""
+    said = f"script '{name}' could not be started: {exc.strerror}"
+    if exc.errno != errno.ENOENT or not content.startswith(b"#!"):
+        return said
+    line = content[2:].split(b"\n", 1)[0]
+    # As the kernel reads it: the interpreter is the line's first word, spaces and tabs around it.
+    interpreter = line.lstrip(b" \t").replace(b"\t", b" ").split(b" ", 1)[0][:INTERPRETER_SHOWN_BYTES]
+    shown = repr(interpreter.decode("utf-8", "replace"))
+    if line.endswith(b"\r"):
+        windows = "its first line ends in a carriage return (Windows line endings)"
+        return f"{said}: {windows}, so its interpreter is {shown}"
+    return f"{said}: the interpreter its first line names, {shown}, is not on the node"
 
 
 def stop_signal(stopped: KeyboardInterrupt) -> int:
@@ -258,6 +278,7 @@ def _run(
     command: list[str],
     fd: int,
     *,
+    content: bytes,
     env: Mapping[str, str],
     cwd: Path,
     timeout_seconds: float,
@@ -267,7 +288,7 @@ def _run(
     try:
         process = _spawn(command, fd, env) if _can_spawn(cwd, fd) else _popen(command, fd, env, cwd)
     except OSError as exc:
-        return CANNOT_START_EXIT_CODE, f"script '{name}' could not be started: {exc.strerror}"
+        return CANNOT_START_EXIT_CODE, _not_started(name, content, exc)
     try:
         returncode = _wait(process, timeout_seconds)
     except TimeoutError:
