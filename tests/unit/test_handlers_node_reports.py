@@ -3,6 +3,8 @@ in-memory fakes, and the reports are the ones the sidecar shipped off the articl
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import re
 from typing import Any
@@ -369,3 +371,27 @@ def test_a_terminate_failure_of_a_script_the_configuration_runs_under_continue_n
     episode = world.state().episode
     assert episode is not None
     assert episode.suspect is None
+
+
+def test_a_log_event_of_another_form_is_skipped_and_counted_and_the_others_stored() -> None:
+    """One log event of another form (a float time) refused the whole delivery: the node's failed runs in
+    it were lost with it."""
+    world = World()
+    events = [
+        {"id": str(index), "timestamp": int(NOW * 1000), "message": json.dumps(report)}
+        for index, report in enumerate(FAILED)
+    ]
+    events.insert(1, {"id": "x", "timestamp": NOW * 1000 + 0.5, "message": json.dumps(FAILED[0])})
+    payload = {
+        "messageType": "DATA_MESSAGE",
+        "owner": "123456789012",
+        "logGroup": LOG_GROUP,
+        "logStream": f"{CLUSTER}/{FIRST}",
+        "subscriptionFilters": ["lifeguard"],
+        "logEvents": events,
+    }
+    data = base64.b64encode(gzip.compress(json.dumps(payload).encode())).decode()
+    summary = world.handler.handle_event({"awslogs": {"data": data}})
+    assert (summary.reports, summary.failed_runs, summary.skipped) == (len(FAILED) + 1, len(FAILED), 1)
+    assert summary.skipped_reasons == {"log event not as CloudWatch Logs sends it": 1}
+    assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]

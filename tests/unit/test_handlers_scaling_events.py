@@ -4,8 +4,10 @@ are the article's loop as PCS writes it: LAUNCHED, REGISTERED, TERMINATED/BOOTST
 
 from __future__ import annotations
 
+import base64
 import copy
 import gc
+import gzip
 import json
 import logging
 import random
@@ -1523,6 +1525,32 @@ def test_failures_written_of_a_continue_script_under_terminate_do_not_hide_the_s
     [(_, detail)] = world.bus.events()
     assert detail["suspect"]["script"] == "fail-terminate"
     assert detail["suspect"]["instances"] == [FIRST, SECOND]
+
+
+def test_a_log_event_of_another_form_is_skipped_and_counted_and_its_batch_read() -> None:
+    """One log event of a delivery with a float `timestamp` (or an `id` that is a number) had the whole
+    delivery refused: the loop's records in it were never read, the handler returned (no retry, nothing
+    parked), and the summary counted no record at all."""
+    world = World()
+    events = [
+        {"id": str(index), "timestamp": row["event_timestamp"], "message": json.dumps(row)}
+        for index, row in enumerate(ARTICLE)
+    ]
+    events.append({"id": "x", "timestamp": float(ARTICLE[-1]["event_timestamp"]), "message": "{}"})
+    payload = {
+        "messageType": "DATA_MESSAGE",
+        "owner": "123456789012",
+        "logGroup": LOG_GROUP,
+        "logStream": LOG_STREAM,
+        "subscriptionFilters": ["lifeguard"],
+        "logEvents": events,
+    }
+    data = base64.b64encode(gzip.compress(json.dumps(payload).encode())).decode()
+    world.clock.set(datetime.fromtimestamp(ARTICLE[-1]["event_timestamp"] / 1000, UTC))
+    summary = world.handler.handle_event({"awslogs": {"data": data}})
+    assert world.published() == ["BootstrapLoopDetected"]
+    assert (summary.records, summary.skipped, summary.unreadable) == (len(ARTICLE) + 1, 1, 1)
+    assert summary.skipped_reasons == {"log event not as CloudWatch Logs sends it": 1}
 
 
 def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:

@@ -156,9 +156,14 @@ def _subscription(events: list[dict[str, Any]]) -> dict[str, Any]:
         {"id": 1, "timestamp": 1, "message": "m"},
     ],
 )
-def test_a_batch_with_a_log_event_not_as_cloudwatch_sends_one_is_refused(event: dict[str, Any]) -> None:
-    with pytest.raises(InvalidSubscriptionEventError):
-        decode_subscription(_subscription([{"id": "0", "timestamp": 1, "message": "fine"}, event]))
+def test_a_log_event_not_as_cloudwatch_sends_one_is_set_aside_never_read(event: dict[str, Any]) -> None:
+    """Set aside for the handler to skip and count, its batch's other log events read (it refused the whole
+    batch, and them with it)."""
+    batch = decode_subscription(_subscription([{"id": "0", "timestamp": 1, "message": "fine"}, event]))
+    assert list(batch.messages()) == [("fine", "s:0")]
+    [(where, why)] = batch.malformed_events()
+    assert where in ("s:1", "s:logEvents[1]")
+    assert why.startswith(("timestamp: ", "id: "))
 
 
 def test_a_batch_whose_data_holds_a_character_base64_has_not_is_refused() -> None:

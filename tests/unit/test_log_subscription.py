@@ -13,12 +13,13 @@ from hypothesis import strategies as st
 
 from lifeguard.bounds import EPOCH_MS_MAX
 from lifeguard.log_subscription import (
+    _LOG_EVENT_SHAPE,
     InvalidSubscriptionEventError,
     _Payload,
     decode_subscription,
     encode_subscription,
 )
-from lifeguard.schema import Invalid
+from lifeguard.schema import BAD, Invalid, Problem
 
 
 def packed(document: Any) -> dict[str, Any]:
@@ -131,9 +132,12 @@ _PAYLOADS = (
 @example(sent_with(logEvents=[["1", 0, "m"]]))
 def test_a_payload_is_taken_or_refused_as_its_full_check_says(payload: Any) -> None:
     """Most batches are taken without the full check (`_as_cloudwatch_sends_it`): that way takes exactly
-    what the full check takes, as the same batch, and everything else is left to it."""
+    what the full check takes, as the same batch, and everything else is left to it. A log event the full
+    check refuses is set aside (`malformed`), the rest of its batch taken, as the full check takes it
+    without that event."""
+    kept, aside = _set_aside(payload)
     try:
-        expected: Any = _Payload.model_validate(payload)
+        expected: Any = _Payload.model_validate(kept)
     except Invalid:
         expected = None
     try:
@@ -148,3 +152,37 @@ def test_a_payload_is_taken_or_refused_as_its_full_check_says(payload: Any) -> N
         expected.message_type,
     )
     assert list(batch.raw_events) == list(expected.log_events)
+    assert len(batch.malformed) == aside
+    assert batch.count == len(payload["logEvents"])
+
+
+def _set_aside(payload: Any) -> tuple[Any, int]:
+    """The payload without the log events the full check refuses, when it holds a list of them, and how
+    many those were."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("logEvents"), list):
+        return payload, 0
+    problems: list[Problem] = []
+    kept = [event for event in payload["logEvents"] if _LOG_EVENT_SHAPE(event, (), problems) is not BAD]
+    return {**payload, "logEvents": kept}, len(payload["logEvents"]) - len(kept)
+
+
+def test_a_log_event_not_as_sent_is_set_aside_and_named_the_rest_of_its_batch_taken() -> None:
+    """One log event of another form (a float time, an id that is a number, no message) refused the whole
+    delivery: its genuine records were lost, and no retry brings them back (the handler returned)."""
+    events = [
+        {"id": "1", "timestamp": 1792544802000, "message": "a"},
+        {"id": "x", "timestamp": 1792544802000.0, "message": "b"},
+        {"id": 7, "timestamp": 1792544802000, "message": "c"},
+        ["not", "an", "event"],
+        {"id": "4", "timestamp": 1792544802000},
+        {"id": "5", "timestamp": 1792544802001, "message": "e"},
+    ]
+    batch = decode_subscription(packed({**_SENT, "logStream": "AWSLogs/PCS/c/n.log", "logEvents": events}))
+    assert list(batch.messages()) == [("a", "AWSLogs/PCS/c/n.log:1"), ("e", "AWSLogs/PCS/c/n.log:5")]
+    assert list(batch.malformed_events()) == [
+        ("AWSLogs/PCS/c/n.log:x", "timestamp: Input should be a valid integer"),
+        ("AWSLogs/PCS/c/n.log:logEvents[2]", "id: Input should be a valid string"),
+        ("AWSLogs/PCS/c/n.log:logEvents[3]", "Input should be an object"),
+        ("AWSLogs/PCS/c/n.log:4", "message: Field required"),
+    ]
+    assert batch.count == len(events)

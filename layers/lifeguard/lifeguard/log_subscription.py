@@ -31,6 +31,7 @@ from lifeguard.schema import (
 from lifeguard.values import frozen
 
 __all__ = [
+    "MALFORMED_LOG_EVENT",
     "InvalidSubscriptionEventError",
     "LogBatch",
     "LogEvent",
@@ -51,6 +52,10 @@ _OTHER_PCS_LOG = re.compile(
 def another_pcs_log(log_stream: str) -> bool:
     """Whether a stream is of another of a cluster's PCS logs than its scaling log: ignored whole."""
     return _OTHER_PCS_LOG.fullmatch(log_stream) is not None
+
+
+# The reason a handler counts a skipped log event under when it is not as CloudWatch Logs sends one.
+MALFORMED_LOG_EVENT = "log event not as CloudWatch Logs sends it"
 
 
 class InvalidSubscriptionEventError(LifeguardError, ValueError):
@@ -143,12 +148,25 @@ class LogEvent:
 
 @frozen
 class LogBatch:
-    """A decoded subscription batch."""
+    """A decoded subscription batch: its log events as CloudWatch Logs sends them (`raw_events`), and those
+    that were not (`malformed`: each one's id, or its place, and what is wrong with it), set aside for the
+    handlers to count as skipped records, the rest of the batch read."""
 
     log_group: str
     log_stream: str
     message_type: str
     raw_events: Sequence[Mapping[str, Any]]  # as sent: `id` and `message` strings, `timestamp` epoch ms
+    malformed: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def count(self) -> int:
+        """How many log events the batch holds, malformed ones included."""
+        return len(self.raw_events) + len(self.malformed)
+
+    def malformed_events(self) -> Iterator[tuple[str, str]]:
+        """`(where, what is wrong)` of each malformed log event, as `messages` names the others."""
+        stream = self.log_stream
+        return ((f"{stream}:{label}", why) for label, why in self.malformed)
 
     @property
     def events(self) -> tuple[LogEvent, ...]:
@@ -176,8 +194,9 @@ class LogBatch:
 
 def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTION_MAX_BYTES) -> LogBatch:
     """Decode base64 + gzip (at most `max_bytes` decompressed), then parse and check the JSON payload: the
-    keys CloudWatch Logs sends must all be there with their types, the log events' included (`id` and
-    `message` strings, `timestamp` epoch milliseconds), or the whole event is refused in one line."""
+    keys CloudWatch Logs sends must all be there with their types, or the whole event is refused in one
+    line. A log event not as CloudWatch Logs sends one (`id` and `message` strings, `timestamp` epoch
+    milliseconds) is set aside, said in `LogBatch.malformed`, for the handler to skip and count."""
     awslogs = event.get("awslogs") if isinstance(event, Mapping) else None
     data = awslogs.get("data") if isinstance(awslogs, Mapping) else None
     if not isinstance(data, str):
@@ -192,23 +211,52 @@ def decode_subscription(event: Mapping[str, Any], *, max_bytes: int = SUBSCRIPTI
         ) from None
     raw = _gunzip(compressed, max_bytes)
     try:
-        batch = _as_cloudwatch_sends_it(json.loads(raw))
+        payload = json.loads(raw)
     except (ValueError, RecursionError):
-        batch = None  # not JSON: `_Payload` says so
+        payload = BAD  # not JSON: `_Payload` says so
+    malformed: tuple[tuple[str, str], ...] = ()
+    if (
+        type(payload) is dict
+        and type(payload.get("logEvents")) is list
+        and not all(map(_as_sent, payload["logEvents"]))
+    ):
+        # A log event that is not as CloudWatch Logs sends one is a record that cannot be read: skipped and
+        # counted by the handler, the rest of its batch read (a whole batch refused for one would lose them).
+        events = payload["logEvents"]
+        malformed = tuple(
+            _malformed(index, event) for index, event in enumerate(events) if not _as_sent(event)
+        )
+        payload = {**payload, "logEvents": [event for event in events if _as_sent(event)]}
+    batch = _as_cloudwatch_sends_it(payload, malformed)
     if batch is not None:
         return batch
     try:
-        decoded = _Payload.model_validate_json(raw)
+        decoded = _Payload.model_validate_json(raw) if payload is BAD else _Payload.model_validate(payload)
     except Invalid as exc:
         first = read_from_json(exc).problems[0]
         where = ".".join(str(part) for part in first.loc) or "(document)"
         raise InvalidSubscriptionEventError(
             f"not a CloudWatch Logs subscription event: {where}: {first.msg}"
         ) from None
-    return LogBatch(decoded.log_group, decoded.log_stream, decoded.message_type, decoded.log_events)
+    return LogBatch(
+        decoded.log_group, decoded.log_stream, decoded.message_type, decoded.log_events, malformed
+    )
 
 
-def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
+def _malformed(index: int, event: Any) -> tuple[str, str]:
+    """A malformed log event's label (its id, or its place in the batch) and what is wrong with it, in the
+    words of `_LogEventShape`'s checks."""
+    problems: list[Problem] = []
+    _LOG_EVENT_SHAPE(event, (), problems)
+    first = read_from_json(Invalid(problems)).problems[0]
+    what = ".".join(str(part) for part in first.loc)
+    label = event.get("id") if isinstance(event, dict) else None
+    return (label if type(label) is str else f"logEvents[{index}]"), (
+        f"{what}: {first.msg}" if what else first.msg
+    )
+
+
+def _as_cloudwatch_sends_it(data: Any, malformed: tuple[tuple[str, str], ...] = ()) -> LogBatch | None:
     """The batch, made at once, when the payload is as CloudWatch Logs sends one: every key with its type
     (`policyLevel` a string or absent) and every log event as `_log_event` takes it (`_as_sent`); None for
     anything else, which `_Payload` then takes or reports on. The same checks in both ways, so both take
@@ -231,7 +279,7 @@ def _as_cloudwatch_sends_it(data: Any) -> LogBatch | None:
         return None
     if not all(map(_as_sent, events)):
         return None
-    return LogBatch(group, stream, kind, events)
+    return LogBatch(group, stream, kind, events, malformed)
 
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:

@@ -49,6 +49,7 @@ from lifeguard.handlers.containment import (
 from lifeguard.handlers.evidence import GroupEvidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
+from lifeguard.log_subscription import MALFORMED_LOG_EVENT
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
 from lifeguard.store.groups import GroupStore, UnreadableStateError
@@ -131,11 +132,17 @@ class NodeReportsHandler:
         batch = data_batch(event, self.metric)
         if isinstance(batch, str):
             return ReportsSummary(skipped=int(batch == "invalid"))
-        return self.handle_messages(batch.messages())
+        return self.handle_messages(batch.messages(), malformed=batch.malformed_events())
 
-    def handle_messages(self, messages: Iterable[tuple[str, str]]) -> ReportsSummary:
-        """Reports as shipped; a bad one is logged, counted and skipped."""
+    def handle_messages(
+        self, messages: Iterable[tuple[str, str]], *, malformed: Iterable[tuple[str, str]] = ()
+    ) -> ReportsSummary:
+        """Reports as shipped; a bad one is logged, counted and skipped, as is each of `malformed` (`(where,
+        what is wrong)` of the log events not as CloudWatch Logs sends them)."""
         summary = ReportsSummary()
+        for where, why in malformed:
+            summary.reports += 1
+            summary.skip(MALFORMED_LOG_EVENT, where, why)
         failed: list[NodeReport] = []
         others: list[NodeReport] = []
         now_ms = int(self.clock() * 1000)

@@ -64,7 +64,7 @@ from lifeguard.lifecycle_rules import (
     holds_script,
     stopping_scripts,
 )
-from lifeguard.log_subscription import another_pcs_log
+from lifeguard.log_subscription import MALFORMED_LOG_EVENT, another_pcs_log
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.scaling_log import (
     BOOTSTRAP_OUTCOMES,
@@ -268,7 +268,7 @@ class ScalingEventsHandler:
             return BatchSummary(skipped=int(batch == "invalid"))
         cluster = stream_cluster(batch.log_stream)
         if another_pcs_log(batch.log_stream):
-            return self._another_pcs_log(batch.log_stream, len(batch.raw_events))
+            return self._another_pcs_log(batch.log_stream, batch.count)
         if cluster is None and (found := _PCS_STREAM.fullmatch(batch.log_stream)) is not None:
             cluster = found.group(1)  # PCS's, renamed? Read as before, and said.
             logger.warning(
@@ -278,10 +278,10 @@ class ScalingEventsHandler:
                 f"AWSLogs/PCS/{cluster}/node_lifecycle.log",
             )
         if cluster is None:
-            return self._refused_stream(batch.log_stream, len(batch.raw_events))
+            return self._refused_stream(batch.log_stream, batch.count)
         if (other := _other_cluster(cluster, self.clusters)) is not None:
-            return self._unwatched_stream(other, len(batch.raw_events))
-        return self.handle_messages(batch.messages(), cluster=cluster)
+            return self._unwatched_stream(other, batch.count)
+        return self.handle_messages(batch.messages(), cluster=cluster, malformed=batch.malformed_events())
 
     def _unwatched_stream(self, cluster: str, count: int) -> BatchSummary:
         """A batch of the scaling log of a cluster outside the stack's ClusterIds (another stack's, in a
@@ -324,14 +324,24 @@ class ScalingEventsHandler:
         return summary
 
     def handle_messages(
-        self, messages: Iterable[tuple[str, str]], *, cluster: str | None = None
+        self,
+        messages: Iterable[tuple[str, str]],
+        *,
+        cluster: str | None = None,
+        malformed: Iterable[tuple[str, str]] = (),
     ) -> BatchSummary:
         """Log-event messages with where they came from; a bad or implausible one is logged, counted with
         its reason and skipped, and the rest of the batch goes on. A record of a status the detection never
         reads (REGISTERED, TERMINATED/SCHEDULER_REQUESTED, ...: `passed_over`) is ignored unvalidated.
         `cluster`: the cluster whose scaling log the messages are (its stream's, `stream_cluster`); a record
-        naming another one is skipped: PCS writes a cluster's records to its own stream alone."""
+        naming another one is skipped: PCS writes a cluster's records to its own stream alone. `malformed`:
+        `(where, what is wrong)` of the batch's log events that were not as CloudWatch Logs sends them
+        (`LogBatch.malformed_events`), skipped and counted as unreadable records."""
         summary = BatchSummary()
+        for where, why in malformed:
+            summary.records += 1
+            summary.unreadable += 1
+            summary.skip(MALFORMED_LOG_EVENT, where, why)
         now_ms = int(self.clock() * 1000)
         earliest, latest = plausible_times(now_ms)
         kept: list[ScalingLogRecord] = []
