@@ -256,12 +256,12 @@ def _malformed(index: int, event: Any) -> tuple[str, str]:
     )
 
 
-def _as_cloudwatch_sends_it(data: Any, malformed: tuple[tuple[str, str], ...] = ()) -> LogBatch | None:
+def _as_cloudwatch_sends_it(data: Any, malformed: tuple[tuple[str, str], ...]) -> LogBatch | None:
     """The batch, made at once, when the payload is as CloudWatch Logs sends one: every key with its type
-    (`policyLevel` a string or absent) and every log event as `_log_event` takes it (`_as_sent`); None for
-    anything else, which `_Payload` then takes or reports on. The same checks in both ways, so both take
-    exactly the same payloads; this one is the way of every real batch, and costs a fraction of the
-    other."""
+    (`policyLevel` a string or absent), its log events those `_log_event` takes (`_as_sent`: the caller has
+    set the others aside, `malformed`); None for anything else, which `_Payload` then takes or reports on.
+    The same checks in both ways, so both take exactly the same payloads; this one is the way of every real
+    batch, and costs a fraction of the other."""
     if type(data) is not dict:
         return None
     kind, group, stream = data.get("messageType"), data.get("logGroup"), data.get("logStream")
@@ -276,8 +276,6 @@ def _as_cloudwatch_sends_it(data: Any, malformed: tuple[tuple[str, str], ...] = 
         and type(events) is list
         and (policy is None or type(policy) is str)
     ):
-        return None
-    if not all(map(_as_sent, events)):
         return None
     return LogBatch(group, stream, kind, events, malformed)
 
