@@ -1589,6 +1589,61 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     assert world.lifeguard_updates() == []
 
 
+def _in_the_updates_backoff(world: World, meanwhile: Callable[[World], None]) -> list[float]:
+    """PCS throttles the update itself twice (a minute's retryAfterSeconds each); `meanwhile` happens in the
+    first wait. The waits are returned as they come."""
+    world.pcs.inject_fault(
+        "ThrottlingException", operation="UpdateComputeNodeGroup", times=2, retry_after_seconds=60
+    )
+    sleep, waited = world.sleep, []
+
+    def sleep_while(seconds: float) -> None:
+        sleep(seconds)
+        if not waited:
+            meanwhile(world)
+        waited.append(seconds)
+
+    world.sleep = sleep_while
+    return waited
+
+
+def test_a_loop_that_ended_while_the_update_was_throttled_is_not_changed_after_all() -> None:
+    """The state and the tags were read once, before the update's first attempt: PCS's backoff (minutes, at
+    worst) left a loop ended meanwhile (a node booted clean) changed all the same, told as applied."""
+    world = World()
+    event = world.detection()
+    waited = _in_the_updates_backoff(world, a_node_boots_clean)
+    [answer] = world.remediator().handle_event(event)
+    assert waited == [60]
+    assert answer.detail_type == "RemediationSkipped"
+    assert (
+        answer.detail["reason"]
+        == "The episode ended before Lifeguard's quarantine could be made; nothing was changed."
+    )
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
+@pytest.mark.parametrize(("tag", "says"), [("off", "tag lifeguard:mode is off"), ("notify", "mode notify")])
+def test_a_group_tagged_off_or_notify_while_the_update_was_throttled_is_not_changed(
+    tag: str, says: str
+) -> None:
+    """An operator taking the group over (its tag set to off, or notify) while PCS throttled the update had it
+    changed all the same, the tag unheeded and unsaid."""
+    world = World()
+    event = world.detection()
+
+    def tagged(world: World) -> None:
+        world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": tag})
+
+    _in_the_updates_backoff(world, tagged)
+    [answer] = world.remediator().handle_event(event)
+    assert answer.detail_type == "RemediationSkipped"
+    assert says in answer.detail["reason"]
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
 def test_one_change_is_audited_once_when_its_decision_could_not_be_written_the_first_time() -> None:
     # The decision's write is throttled: Lambda's retry finds no decision, reconciles the change (made) and
     # audited it a second time, so `lifeguard history` showed one change applied twice.

@@ -102,6 +102,17 @@ class _MovedOnError(LifeguardError):
         self.as_intended = as_intended  # to the very configuration the change would have set
 
 
+class _UnwantedError(LifeguardError):
+    """The change is no longer to be made, found while its update waited to be retried (`why`): its episode
+    ended, or the group was tagged off or notify, or the stack went DryRun. `maybe_made` as
+    `_MovedOnError`'s."""
+
+    def __init__(self, why: str, maybe_made: bool) -> None:
+        super().__init__(why)
+        self.why = why
+        self.maybe_made = maybe_made
+
+
 # Failures of an update that say PCS did not take it: refused (throttled, a conflict) or never sent.
 NOT_TAKEN_CODES = frozenset(
     {
@@ -817,17 +828,29 @@ class Remediator:
         cluster_id, group_id = detection.cluster_id, detection.compute_node_group_id
         mode = intent.mode or self.settings.default_mode
         taken: list[bool] = []  # of each attempt that failed: whether PCS may have taken it all the same
+
+        def unwanted(group: GroupSnapshot) -> str | None:
+            attempts = self.attempts  # the tags' read is retried on its own: the update's count is kept
+            try:
+                return self._no_longer_wanted(detection, intent, group, deadline)
+            finally:
+                self.attempts = attempts
+
         try:
             updated = self.changes.ask(
                 cluster_id,
                 group_id,
                 intent,
                 lambda call: self._retrying(
-                    self._guarded(call, cluster_id, group_id, intent, taken), deadline
+                    self._guarded(call, cluster_id, group_id, intent, taken, unwanted=unwanted), deadline
                 ),
             )
         except GroupNotFoundError:
             return self._abandon(detection, ledger, intent, "the compute node group no longer exists")
+        except _UnwantedError as unwanted_now:
+            if unwanted_now.maybe_made:
+                return self._unconfirmed(detection, ledger, intent, unwanted_now.why)
+            return self._abandon(detection, ledger, intent, unwanted_now.why)
         except _MovedOnError as moved:
             why = f"the group's configuration changed while Lifeguard's {intent.action} waited to be retried"
             if moved.as_intended:
@@ -865,16 +888,20 @@ class Remediator:
         group_id: str,
         intent: AppliedChange,
         taken: list[bool],
+        *,
+        unwanted: Callable[[GroupSnapshot], str | None],
     ) -> Callable[[], GroupSnapshot]:
-        """`update`, made only on the group as the intent found it whenever Lifeguard waited since it read
-        the group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
-        someone may have changed the group meanwhile, and their change is never overwritten
-        (`_MovedOnError`). A group that holds the intent's configuration already took the attempt before
-        (its answer was lost): that is the answer, when an attempt may have been taken; with none, someone
-        else set it (an operator's own STOP_SEQUENCE, the manual fix of a loop), and it is theirs, never
-        claimed as Lifeguard's change (its undo would take their fix back). One that holds the configuration
-        from before, set again since an attempt PCS may have taken, has moved on too. `taken` gets, for each
-        attempt that fails, whether PCS may have made it all the same (an answer lost, not a refusal)."""
+        """`update`, made only on the group as the intent found it whenever Lifeguard waited since it read the
+        group (a retry of the tags' read, PCS refusing an attempt before for a conflict or throttling):
+        someone may have changed the group meanwhile, and their change is never overwritten (`_MovedOnError`);
+        and only while it is still wanted (`unwanted` says why not: PCS's backoff can take minutes, in which
+        the loop may end or the group be tagged off, `_UnwantedError`). A group that holds the intent's
+        configuration already took the attempt before (its answer was lost): that is the answer, when an
+        attempt may have been taken; with none, someone else set it (an operator's own STOP_SEQUENCE, the
+        manual fix of a loop), and it is theirs, never claimed as Lifeguard's change (its undo would take
+        their fix back). One that holds the configuration from before, set again since an attempt PCS may have
+        taken, has moved on too. `taken` gets, for each attempt that fails, whether PCS may have made it all
+        the same (an answer lost, not a refusal)."""
         attempts = 0
 
         def attempt() -> GroupSnapshot:
@@ -893,6 +920,9 @@ class Remediator:
                 set_again = before is not None and group.modified_at_ms != before
                 if held != intent.fingerprint_before or (set_again and any(taken)):
                     raise _MovedOnError(any(taken))
+                why = unwanted(group)
+                if why is not None:
+                    raise _UnwantedError(why, any(taken))
             try:
                 return update()
             except AwsCallError as exc:
