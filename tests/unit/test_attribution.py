@@ -213,7 +213,11 @@ def test_a_suspect_whose_every_run_is_disputed_tells_no_output() -> None:
     assert suspect is not None
     assert (suspect.script, suspect.instances) == ("s", ["i-1"])
     assert (suspect.exit_code, suspect.log_tail) == (None, DISPUTED_TAIL)
-    # A run of another boot disputes nothing.
-    rebooted = find_suspect(FAILURES, [reports[0], run("i-1", "s", boot=2, started_at=90, ended_at=91)])
+    # Nor a copy written as of a later boot: a TERMINATE failure ends the instance, there is none.
+    genuine = [run("i-1", "s", exit_code=2, log_tail="first\n"), run("i-2", "s", exit_code=3, ended_at=40)]
+    later = run(
+        "i-2", "s", boot=2, first_boot=False, exit_code=0, started_at=89, ended_at=90, log_tail="ok\n"
+    )
+    rebooted = find_suspect(FAILURES, [*genuine, later])
     assert rebooted is not None
-    assert rebooted.log_tail == "s failed on i-1\n"
+    assert (rebooted.exit_code, rebooted.log_tail) == (2, "first\n")

