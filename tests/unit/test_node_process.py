@@ -152,11 +152,23 @@ def test_a_script_saved_with_windows_line_endings_says_so(tmp_path: Path) -> Non
 
 
 def test_a_script_whose_interpreter_is_not_on_the_node_names_it(tmp_path: Path) -> None:
-    result, _ = run(tmp_path, "#! /usr/bin/python2\tno-site\nprint 'hi'\n")
+    result, _ = run(tmp_path, "#! /no/such/python2\t-S\r\nprint 'hi'\n")
     assert result.exit_code == 126
     assert result.error == (
         "script 'script' could not be started: No such file or directory: the interpreter its first line"
-        " names, '/usr/bin/python2', is not on the node"
+        " names, '/no/such/python2', is not on the node"
+    )
+
+
+def test_a_script_whose_interpreter_is_there_but_cannot_start_is_not_said_missing(tmp_path: Path) -> None:
+    interpreter = tmp_path / "interp"
+    interpreter.write_bytes(b"#!/no/such/sh\n")
+    interpreter.chmod(0o755)
+    result, _ = run(tmp_path, f"#!{interpreter}\necho hi\n")
+    assert result.exit_code == 126
+    assert result.error == (
+        "script 'script' could not be started: No such file or directory: its first line names the"
+        f" interpreter {str(interpreter)!r}, which cannot be started"
     )
 
 

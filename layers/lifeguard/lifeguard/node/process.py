@@ -128,9 +128,11 @@ def _not_started(name: str, content: bytes, exc: OSError) -> str:
     # As the kernel reads it: the interpreter is the line's first word, spaces and tabs around it.
     interpreter = line.lstrip(b" \t").replace(b"\t", b" ").split(b" ", 1)[0][:INTERPRETER_SHOWN_BYTES]
     shown = repr(interpreter.decode("utf-8", "replace"))
-    if line.endswith(b"\r"):
+    if interpreter.endswith(b"\r"):
         windows = "its first line ends in a carriage return (Windows line endings)"
         return f"{said}: {windows}, so its interpreter is {shown}"
+    if os.path.lexists(interpreter):  # there, but cannot start itself (a script whose own is missing)
+        return f"{said}: its first line names the interpreter {shown}, which cannot be started"
     return f"{said}: the interpreter its first line names, {shown}, is not on the node"
 
 
