@@ -3,14 +3,22 @@ that is not Unicode, a webhook secret that is not a URL, and headlines that say 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from typing import Any
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import boto3
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from lifeguard.aws.clients import client_config
+from lifeguard.errors import AwsCallError
 from lifeguard.notify import NotificationError, Notifier, SecretWebhook, SlackChannel, SnsChannel, summarize
 from lifeguard.store.notices import NoticeStore
 from tests.conftest import applied_event
@@ -110,3 +118,87 @@ def test_a_loop_resolved_by_a_failure_under_a_new_configuration_does_not_say_the
     assert len(resolved) == 1  # published on the failure of i-0new…1
     summary = summarize("LoopResolved", resolved[0])
     assert "bootstraps nodes again" not in summary.headline, summary.headline
+
+
+class _SlowSns(BaseHTTPRequestHandler):
+    """An SNS that takes every Publish and answers it after the client stopped waiting."""
+
+    published: ClassVar[list[bytes]] = []
+    delay_seconds = 1.5
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if b"Action=Publish" in body:
+            self.published.append(body)
+            time.sleep(self.delay_seconds)
+        with contextlib.suppress(OSError):  # the client is gone by now
+            self.send_response(200)
+            self.send_header("Content-Type", "text/xml")
+            self.end_headers()
+            self.wfile.write(
+                b"<PublishResponse><PublishResult><MessageId>m</MessageId></PublishResult></PublishResponse>"
+            )
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_publish_sns_answers_late_is_not_sent_again_in_the_invocation() -> None:
+    """botocore retries a read timeout: one event a slow SNS took was published five times an invocation,
+    fifteen with Lambda's two retries. Over the client the notify function builds (no botocore retries),
+    once an invocation."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SlowSns)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _SlowSns.published.clear()
+    try:
+        config = client_config(attempts=1).merge(Config(read_timeout=1))
+        sns = boto3.client(
+            "sns",
+            region_name="us-east-1",
+            endpoint_url=f"http://127.0.0.1:{server.server_port}",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+            config=config,
+        )
+        slept: list[float] = []
+        channel = SnsChannel(sns, "arn:aws:sns:us-east-1:123456789012:t", sleep=slept.append)
+        notifier = Notifier([channel], NoticeStore(FakeDynamoDB(), "t", clock=lambda: 1.8e9))
+        for _ in range(3):  # the invocation and Lambda's two retries
+            with pytest.raises(NotificationError, match="it may have been published"):
+                notifier.handle_event(applied_event())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_SlowSns.published) == 3
+    assert slept == []
+
+
+class _ThrottledSns(FakeSns):
+    def __init__(self, refusals: list[str]) -> None:
+        super().__init__()
+        self.refusals = refusals
+
+    def publish(self, **request: Any) -> dict[str, str]:
+        if self.refusals:
+            code = self.refusals.pop(0)
+            status = 500 if code == "InternalError" else 400
+            raise ClientError(
+                {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                "Publish",
+            )
+        return super().publish(**request)
+
+
+def test_a_publish_sns_refused_for_throttling_or_a_5xx_is_tried_again_and_a_refusal_is_not() -> None:
+    slept: list[float] = []
+    sns = _ThrottledSns(["Throttled", "InternalError"])
+    SnsChannel(sns, "arn:aws:sns:us-east-1:123456789012:t", sleep=slept.append).send(
+        summarize(applied_event()["detail-type"], applied_event()["detail"]), applied_event()["detail"]
+    )
+    assert (len(sns.published), slept) == (1, [0.5, 1.0])
+    refused = _ThrottledSns(["AuthorizationError"])
+    with pytest.raises(AwsCallError, match="AuthorizationError"):
+        SnsChannel(refused, "arn:aws:sns:us-east-1:123456789012:t", sleep=slept.append).send(
+            summarize(applied_event()["detail-type"], applied_event()["detail"]), applied_event()["detail"]
+        )
+    assert (refused.published, slept) == ([], [0.5, 1.0])

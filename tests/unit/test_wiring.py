@@ -82,6 +82,8 @@ def test_notify_uses_the_channels_that_are_set_and_paces_slack_as_told() -> None
     # A duplicate delivery running beside the first waits for its send (`Notifier._claim`), not raises.
     assert notifier.wait_for_others_seconds == 20.0
     assert sorted(service for service, _ in clients.asked) == ["dynamodb", "secretsmanager", "sns"]
+    # No botocore retries under SNS: a Publish sent again after its answer timed out publishes it again.
+    assert ("sns", 1) in clients.asked
     only_sns = build_notify(topic_arn="arn:aws:sns:us-east-1:123456789012:t", clients=Clients())
     assert [c.name for c in only_sns.channels] == ["sns"]
     assert only_sns.notices is None  # no table: nothing claimed, every channel sent

@@ -297,7 +297,8 @@ def build_notify(
     if topic:  # each channel's module loaded only when the stack sets it up
         from lifeguard.notify.sns import SnsChannel
 
-        channels.append(SnsChannel(clients("sns"), topic))
+        # Not retried by botocore: a Publish that went out unanswered is not sent again (`SnsChannel`).
+        channels.append(SnsChannel(clients("sns", attempts=1), topic))
     secret = setting("slack_secret", slack_secret, "", str)
     if secret:
         from lifeguard.notify.slack import SecretWebhook, SlackChannel

@@ -4,13 +4,14 @@ summary followed by the JSON detail, kept within SNS's 256 KB."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifeguard.errors import AwsCallError
 from lifeguard.notify.summary import Summary
 
-__all__ = ["SNS_MAX_BYTES", "SnsChannel", "sns_message"]
+__all__ = ["PUBLISH_ATTEMPTS", "SNS_MAX_BYTES", "UNANSWERED_CODES", "SnsChannel", "sns_message"]
 
 SNS_MAX_BYTES = 256 * 1024
 _HEADROOM_BYTES = 2048  # subject and attributes count towards the limit too
@@ -45,18 +46,49 @@ def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
 _LEFT_OUT = "\n(the event's JSON detail is left out: even trimmed, it does not fit SNS's 256 KB)\n"
 
 
+# Failures of a Publish after which SNS may have published the message: it went out whole, and its answer
+# did not come back (botocore's names for them). Sent again, a slow SNS has it published once an attempt.
+UNANSWERED_CODES = frozenset({"ReadTimeoutError", "ConnectionClosedError", "ResponseStreamingError"})
+# Failures that say SNS published nothing: throttled, or never sent (any answer of 429 or 5xx too).
+_NOT_PUBLISHED_CODES = frozenset(
+    {
+        "Throttled",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "EndpointConnectionError",
+        "ConnectTimeoutError",
+        "ProxyConnectionError",
+    }
+)
+PUBLISH_ATTEMPTS = 3
+
+
 class SnsChannel:
-    """Publishes events to one topic."""
+    """Publishes events to one topic. Over a client that does not retry (`attempts=1`, as the notify
+    function builds it), a Publish is tried `attempts` times while SNS says it published nothing (throttled,
+    a 5xx, not reached), and never again in the invocation once it went out unanswered (it may have been
+    published: Lambda's retries alone send it again, three times in all, as Slack's channel does). botocore's
+    own retries sent it again at once: one event, published 15 times when SNS answered late."""
 
     name = "sns"
     PERMISSIONS = ("sns:Publish",)
 
-    def __init__(self, client: Any, topic_arn: str) -> None:
+    def __init__(
+        self,
+        client: Any,
+        topic_arn: str,
+        *,
+        attempts: int = PUBLISH_ATTEMPTS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self._client = client
         self.topic_arn = topic_arn
+        self.attempts = attempts
+        self.sleep = sleep
 
     def send(self, summary: Summary, detail: Mapping[str, Any], *, sequence: int | None = None) -> None:
-        """Publish (botocore retries throttling and 5xx); raises AwsCallError when it did not go."""
+        """Publish; raises AwsCallError when it did not go, or may not have."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         attributes = {
@@ -65,15 +97,32 @@ class SnsChannel:
             "event": summary.detail_type,
             "severity": summary.severity,
         }
-        try:
-            self._client.publish(
-                TopicArn=self.topic_arn,
-                Subject=summary.subject,
-                Message=sns_message(summary, detail),
-                MessageAttributes={
-                    key: {"DataType": "String", "StringValue": str(value)}
-                    for key, value in attributes.items()
-                },
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise AwsCallError.from_exception("Publish", exc) from exc
+        request = {
+            "TopicArn": self.topic_arn,
+            "Subject": summary.subject,
+            "Message": sns_message(summary, detail),
+            "MessageAttributes": {
+                key: {"DataType": "String", "StringValue": str(value)} for key, value in attributes.items()
+            },
+        }
+        for attempt in range(1, self.attempts + 1):
+            try:
+                self._client.publish(**request)
+                return
+            except (ClientError, BotoCoreError) as exc:
+                error = AwsCallError.from_exception("Publish", exc)
+                if error.code in UNANSWERED_CODES:
+                    raise AwsCallError(
+                        "Publish",
+                        error.code,
+                        f"SNS did not answer the message it was sent ({error.message}); it may have been "
+                        "published: not published again in this invocation",
+                    ) from exc
+                if not _not_published(error) or attempt == self.attempts:
+                    raise error from exc
+            self.sleep(0.5 * 2 ** (attempt - 1))
+
+
+def _not_published(error: AwsCallError) -> bool:
+    status = error.status
+    return error.code in _NOT_PUBLISHED_CODES or (status is not None and (status == 429 or status >= 500))
