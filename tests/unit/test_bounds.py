@@ -9,21 +9,26 @@ import unicodedata
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.bounds import (
+    _URL_SECRETS,
     CLUSTER_ID,
     FUTURE_SKEW_MS,
     GROUP_ID,
     INSTANCE_ID,
     PAST_MS,
     SCRIPT_NAME,
+    _secrets_out,
     clip,
     implausible_time,
     is_pcs_id,
     one_line,
     pcs_pattern,
     printable_lines,
+    redacted,
     utc,
 )
 from lifeguard.event_contract import ENTRY_MAX_BYTES, ControllerEvent, clean_detail, entry_size, make_detail
@@ -219,3 +224,45 @@ def test_a_lookalike_location_shows_its_hidden_character_in_sns_and_slack() -> N
     for shown in (summary.text(), slack):
         assert "s3://team-scripts/setup.sh → s3://team-scripts/set?up.sh" in shown
         assert "\u2060" not in shown
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "s3://",
+                "https://",
+                "HTTP://",
+                "?",
+                "#",
+                "@",
+                "/",
+                " ",
+                "\n",
+                '"',
+                "'",
+                "<",
+                ">",
+                "a",
+                "x=1",
+                "s3:",
+            ]
+        ),
+        max_size=16,
+    ).map("".join)
+)
+def test_secrets_are_taken_out_of_urls_as_the_pattern_takes_them_in_one_pass(text: str) -> None:
+    """The pattern alone tried every scheme of a run without a query again, to the run's end: `s3://` 13,000
+    times in a diff's value took 11 s of the notify function. One pass takes out exactly what it does."""
+    assert _secrets_out(text) == _URL_SECRETS.sub(r"\1\2?…", text)
+
+
+def test_a_url_after_thousands_of_schemes_still_loses_its_secret() -> None:
+    text = "s3://" * 50_000 + "bucket/key?X-Amz-Signature=abc " + "https://u:p@h/x#tok"
+    shown = redacted(text)
+    assert isinstance(shown, str)
+    assert "abc" not in shown
+    assert "tok" not in shown
+    assert "u:p" not in shown
+    assert shown.endswith("bucket/key?… https://h/x?…")
