@@ -1126,3 +1126,43 @@ def test_a_change_recorded_without_its_request_is_said_with_its_caller_and_count
     assert world.metrics == ["ChangesUnreviewed"]
     [line] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
     assert f"UpdateComputeNodeGroup by {arn} without requestParameters" in line
+
+
+def test_a_script_copied_to_the_other_stage_brings_risks_of_its_own() -> None:
+    """One risk of the replaced configuration stood for any number of its like: a script copied into
+    nodeReady under its name (PCS's names are a stage's own), on the default TERMINATE, which ends a node
+    PCS logged ACTIVE, was said to have been there before, its risks all `info`, and nothing notified."""
+    script = {
+        "name": "report-status",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/r.sh"},
+    }
+    before = {"stages": {"nodeBootstrapped": [script]}}
+    after = {"stages": {"nodeBootstrapped": [script], "nodeReady": [copy.deepcopy(script)]}}
+    world = World(after)
+    world.knows(before)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
+    world.review(event)
+    [detail] = world.reviews()
+    severities = {(risk["path"].split("[")[0], risk["severity"]) for risk in detail["risks"]}
+    assert ("stages.nodeReady", "warning") in severities
+    assert ("stages.nodeReady", "info") not in severities
+    assert ("stages.nodeBootstrapped", "info") in severities
+    assert "2 of the 4 risk(s) were there before this change" in detail["reason"]
+
+
+def test_a_script_moved_to_the_other_stage_keeps_its_risks_as_they_were() -> None:
+    script = {
+        "name": "report-status",
+        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/r.sh"},
+    }
+    before = {"stages": {"nodeBootstrapped": [script]}}
+    after = {"stages": {"nodeReady": [copy.deepcopy(script)]}}
+    world = World(after)
+    world.knows(before)
+    event = recorded()
+    event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
+    world.review(event)
+    [detail] = world.reviews()
+    assert {risk["severity"] for risk in detail["risks"]} == {"info"}
+    assert "2 of the 2 risk(s) were there before this change" in detail["reason"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -34,7 +35,7 @@ from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.risks import find_risks
+from lifeguard.risks import Risk, find_risks
 from lifeguard.store.changes import ChangeRecord, ChangeStore
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.values import frozen, mutable
@@ -451,6 +452,29 @@ def _parsed(actions: Mapping[str, Any] | None) -> NodeLifecycleActions | None:
         return None  # kept before a rule existed: reviewed as if unknown
 
 
+def _had_before(risks: list[Risk], previous: list[Risk]) -> list[bool]:
+    """Which of `risks` the replaced configuration had already (`previous`, its own): each of its risks
+    stands for one at most, the one at its own place first, else the same finding wherever its script now
+    stands (a script moved). A script copied beside it (the same name and location in the other stage, a
+    nodeReady script on TERMINATE) is new, and its risks are the change's: one old risk had stood for any
+    number of its like."""
+    at_place = Counter((r.code, r.message, r.about, r.path) for r in previous)
+    anywhere = Counter((r.code, r.message, r.about) for r in previous)
+    had = [False] * len(risks)
+    for index, risk in enumerate(risks):
+        place = (risk.code, risk.message, risk.about, risk.path)
+        if at_place[place] > 0:
+            at_place[place] -= 1
+            anywhere[place[:3]] -= 1
+            had[index] = True
+    for index, risk in enumerate(risks):
+        finding = (risk.code, risk.message, risk.about)
+        if not had[index] and anywhere[finding] > 0:
+            anywhere[finding] -= 1
+            had[index] = True
+    return had
+
+
 def _review(
     call: ConfigCall, target: _Target, state: GroupState, *, retried: bool = False
 ) -> tuple[ControllerEvent, int] | None:
@@ -477,10 +501,10 @@ def _review(
     risks = find_risks(new, previous) if new is not None else []
     # A risk the replaced configuration had already (the same finding, wherever its script now stands) is
     # not the change's: told, after those the change brought, and not worth a warning of its own.
-    had = {(r.code, r.message, r.about) for r in find_risks(previous)} if previous is not None else set()
-    before = [risk for risk in risks if (risk.code, risk.message, risk.about) in had]
+    had = _had_before(risks, find_risks(previous) if previous is not None else [])
+    before = [risk for risk, there in zip(risks, had, strict=True) if there]
     brought = len(risks) - len(before)
-    risks = [risk for risk in risks if (risk.code, risk.message, risk.about) not in had] + before
+    risks = [risk for risk, there in zip(risks, had, strict=True) if not there] + before
     said = []
     if before:
         said.append(_RISKS_BEFORE.format(before=len(before), found=len(risks)))
