@@ -166,12 +166,15 @@ def parse_document(name: str, text: str) -> tuple[Any, Problem | None]:
             return None, _TOO_LONG
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
-    from lifeguard_cli.template import parse_yaml
+    from lifeguard_cli.template import TooManyAliasesError, parse_yaml
 
     try:
         return parse_yaml(text), None
     except RecursionError:
         return None, _TOO_DEEP
+    except TooManyAliasesError as exc:
+        where = f" (line {exc.mark.line + 1} column {exc.mark.column + 1})" if exc.mark else ""
+        return None, Problem("", f"holds {exc}{where}, each read as all it names: not read")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""

@@ -15,9 +15,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXAMPLE_CLUSTERS", "expand", "expanded_template", "load_template", "parse_yaml", "substitute"]
+__all__ = [
+    "EXAMPLE_CLUSTERS",
+    "YAML_ALIASES_MAX",
+    "TooManyAliasesError",
+    "expand",
+    "expanded_template",
+    "load_template",
+    "parse_yaml",
+    "substitute",
+]
 
 EXAMPLE_CLUSTERS = ("pcs_abc123de45",)
+# Aliases (`*name`) a YAML document may hold: a template's few, many times over.
+YAML_ALIASES_MAX = 10_000
+
+
+class TooManyAliasesError(ValueError):
+    """A YAML document with more than YAML_ALIASES_MAX aliases: not read (`mark`: where the one past them
+    is)."""
+
+    def __init__(self, mark: Any) -> None:
+        super().__init__(f"more than {YAML_ALIASES_MAX} YAML aliases (*name)")
+        self.mark = mark
 
 
 def _loader() -> type[Any]:
@@ -29,6 +49,17 @@ def _loader() -> type[Any]:
     import yaml  # type: ignore[import-untyped]  # PyYAML ships no types
 
     class CloudFormationLoader(yaml.SafeLoader):  # type: ignore[misc]
+        aliases = 0
+
+        def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+            # Each alias is read as what it names, wherever it stands: a file of 3 MB with a million of
+            # one anchor is a million scripts to check, gigabytes where its bytes are bounded.
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > YAML_ALIASES_MAX:
+                    raise TooManyAliasesError(self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
         def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict[Any, Any]:
             if isinstance(node, yaml.MappingNode):
                 seen: set[str] = set()

@@ -349,6 +349,13 @@ def test_a_config_holding_a_terminals_escapes_is_shown_without_them() -> None:
         ("deep.yaml", "[" * 100_000 + "]" * 100_000, "nested too deep to be a config"),
         ("long.json", '{"stages": ' + "9" * 5000 + "}", "has a number of over 4300 digits"),
         ("long.yaml", "stages: " + "9" * 5000, "has a number of over 4300 digits"),
+        (
+            # 30 KB, read as 10,001 scripts (a million of them, 3 MB, took 1.5 GB and ended in MemoryError)
+            "wide.yaml",
+            'x: &s {name: "bad name!", scriptSource: "x"}\nnodeLifecycleActions:\n  stages:\n'
+            "    nodeBootstrapped: [" + ",".join(["*s"] * 10_001) + "]\n",
+            "holds more than 10000 YAML aliases (*name) (line 4 column 30024), each read as all it names",
+        ),
     ],
 )
 def test_content_that_is_not_a_config_is_one_problem(
@@ -359,6 +366,22 @@ def test_content_that_is_not_a_config_is_one_problem(
     where, got = only_problem(lint(str(path)))
     assert where == ""
     assert got.startswith(message)
+
+
+def test_a_yaml_config_with_a_few_aliases_is_read_as_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "aliased.yaml"
+    path.write_text(
+        "stages:\n"
+        "  nodeBootstrapped: [&s {name: a, scriptSource: {scriptLocation: s3://lca-scripts-example/a.sh}}]\n"
+        "  nodeReady: [*s]\n"
+    )
+    document = read_config_document(path)
+    assert document.config is not None
+    stages = document.config.stages
+    assert [s.name for s in (*stages.scripts_of("nodeBootstrapped"), *stages.scripts_of("nodeReady"))] == [
+        "a",
+        "a",
+    ]
 
 
 def test_replay_config_reads_the_same_sources(tmp_path: Path) -> None:
