@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lifeguard.attribution import LAUNCH_BOOT_AFTER_OUTCOME_MS
 from lifeguard.detection import (
+    LAUNCH_BOOT_MS,
     DetectionSettings,
     apply_record,
     detect,
@@ -259,6 +261,32 @@ def test_a_failure_after_its_node_s_success_counts_whatever_the_order(tokens: li
         "i-3": T0 + 14 * MIN,
     }
     assert state.oldest_outcome_at() == T0 + 3 * MIN
+
+
+@given(
+    st.permutations(["L1@0", "S1@2", "F1@2882", "L2@1", "S2@3", "F2@2883", "S1@2884", "F3@2890", "L3@2888"])
+)
+def test_a_failure_days_after_its_node_came_up_is_a_later_boot_s_whatever_the_order(
+    tokens: list[str],
+) -> None:
+    """Two nodes up for two days fail at a reboot (an EVERY_BOOT script): the failures are later boots', not
+    the fresh instances' a loop is made of. They were folded as the nodes' outcomes, two failures in a row
+    with no success in the window, and a healthy group was quarantined. A failure within a day and a half
+    of its node's success still outranks it (nodeReady after ACTIVE, under TERMINATE)."""
+    state = state_of(" ".join(tokens + tokens))
+    assert {i: o.succeeded for i, o in state.outcomes.items()} == {"i-1": True, "i-2": True, "i-3": False}
+    assert {i: o.event_timestamp for i, o in state.outcomes.items()} == {
+        "i-1": T0 + 2 * MIN,
+        "i-2": T0 + 3 * MIN,
+        "i-3": T0 + 2890 * MIN,
+    }
+    assert detect(state, SETTINGS, None) is None
+
+
+def test_a_failure_a_day_after_its_node_came_up_still_outranks_its_success() -> None:
+    state = state_of("L1@0 S1@2 F1@1500 L2@1 S2@3 F2@1501")
+    assert {i: o.succeeded for i, o in state.outcomes.items()} == {"i-1": False, "i-2": False}
+    assert LAUNCH_BOOT_MS == LAUNCH_BOOT_AFTER_OUTCOME_MS + 24 * 3600 * 1000  # a day of script after it
 
 
 OLD_SUCCESSES = "L1@0 S1@2 L2@1 S2@3 L3@2 S3@4 L4@3 S4@5"

@@ -1553,6 +1553,29 @@ def test_a_log_event_of_another_form_is_skipped_and_counted_and_its_batch_read()
     assert summary.skipped_reasons == {"log event not as CloudWatch Logs sends it": 1}
 
 
+def test_two_long_lived_nodes_failing_at_a_reboot_are_no_loop_and_prove_nothing_wrong() -> None:
+    """Ten nodes up two days, then a maintenance reboot (the article's `scontrol reboot`) at which an
+    EVERY_BOOT script fails on two: their failures replaced their successes as their outcomes, two failures
+    in a row with no success in the window, and the group was told a loop (and quarantined), its proof of
+    good taken back as "failed after its BOOTSTRAP_SUCCESS (in nodeReady)". A node's launch boot ended when
+    it came up; their replacements, fresh, are what would make a loop."""
+    world = World(actions=load_event("configs/article-first-boot-every-boot.json"))
+    nodes = [f"i-0node{n:012d}" for n in range(10)]
+    world.feed([launched(instance, at(1, 1)) for instance in nodes])
+    world.feed([succeeded(instance, at(1, 6, n)) for n, instance in enumerate(nodes)])
+    proof = world.state().proven_good
+    assert proof is not None
+    reboot = at(1, 30) + 2 * 24 * 3600 * 1000
+    world.feed([failed(nodes[8], reboot + 20_000), failed(nodes[9], reboot + 21_000)])
+    assert world.published() == []
+    assert world.state().proven_good == proof
+    # Their replacements failing too are a loop.
+    fresh = ["i-0fresh0000000001", "i-0fresh0000000002"]
+    world.feed([launched(instance, reboot + 60_000) for instance in fresh])
+    world.feed([failed(fresh[0], reboot + 300_000), failed(fresh[1], reboot + 301_000)])
+    assert world.published() == ["BootstrapLoopDetected"]
+
+
 def test_a_loop_without_any_report_says_that_no_report_named_a_script() -> None:
     world = World()
     GroupStore(world.table, TABLE).put_reports([ran(FIRST, 1792544790000)])  # one node only: not enough

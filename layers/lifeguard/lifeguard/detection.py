@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_WINDOW_MINUTES",
     "INTERMITTENT_MIN_OUTCOMES",
     "INTERMITTENT_RESOLVE_STREAK",
+    "LAUNCH_BOOT_MS",
     "MODES",
     "Detection",
     "DetectionSettings",
@@ -70,6 +71,11 @@ MAX_THRESHOLD = OUTCOME_LIMIT
 # make one failure (a spot interruption during boot, a fetch that failed once) a loop, and have a group
 # tagged `revert` changed that never looped. The stack's Threshold may be 1: its deployer's choice.
 TAG_THRESHOLD_LEAST = 2
+# How long after a node came up (ACTIVE/BOOTSTRAP_SUCCESS) its launch boot may still fail: its nodeReady
+# runs start up to `attribution.LAUNCH_BOOT_AFTER_OUTCOME_MS` after it (6 hours) and one may run for a day
+# (the longest script timeout). A failure logged later is a later boot's (a reboot's EVERY_BOOT script, two
+# days on): the node's launch boot succeeded, and it is no fresh instance of a loop.
+LAUNCH_BOOT_MS = 30 * 3600 * 1000
 # How long after a configuration change an instance whose LAUNCHED was not seen may still have been launched
 # before it: longer than a PCS node takes from launch to its bootstrap outcome (the article's: 2-7 minutes).
 UNSEEN_LAUNCH_MS = 30 * 60 * 1000
@@ -248,9 +254,7 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     # An instance bootstraps once: its first outcome is the one that counts, but a failure outranks a
     # success. PCS logs a node ACTIVE (BOOTSTRAP_SUCCESS) once nodeBootstrapped is over, before nodeReady
     # runs (the article); a nodeReady script failing under TERMINATE then ends that node as a failure.
-    if known_outcome is not None and (
-        (known_outcome.succeeded, known_outcome.event_timestamp) <= (succeeded, at)
-    ):
+    if known_outcome is not None and _stands(known_outcome, succeeded, at):
         return False
     launched_at = launches.pop(instance, None)  # no longer waiting: its outcome keeps the time
     if launched_at is None and known_outcome is not None:
@@ -259,6 +263,20 @@ def _fold(state: GroupState, record: ScalingLogRecord, cutoff: int | None) -> bo
     outcomes[instance] = outcome
     state.outcome_added(outcome)
     return True
+
+
+def _stands(known: BootOutcome, succeeded: bool, at: int) -> bool:
+    """Whether an instance's known outcome stands against another of its records (`succeeded`, at `at`):
+    the first outcome counts, a failure outranks a success, but not a failure `LAUNCH_BOOT_MS` after the
+    success (a later boot's: the node came up, and served). One order of all, so the records of an instance
+    come to the same outcome in any order."""
+    if known.succeeded != succeeded:
+        success_at, failure_at = (
+            (known.event_timestamp, at) if known.succeeded else (at, known.event_timestamp)
+        )
+        if failure_at - success_at > LAUNCH_BOOT_MS:
+            return known.succeeded
+    return (known.succeeded, known.event_timestamp) <= (succeeded, at)
 
 
 def is_relevant(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:
