@@ -792,6 +792,48 @@ class Unreachable(ListSink):
         raise OSError(errno.ENETUNREACH, "Network is unreachable")
 
 
+class Throttled(ListSink):
+    """CloudWatch Logs throttling the first `refusals` puts (a fleet whose loop ends its nodes at once)."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+        self.puts = 0
+
+    def put(self, messages: list[str]) -> None:
+        self.puts += 1
+        if self.puts <= self.refusals:
+            raise RuntimeError("ThrottlingException: Rate exceeded")
+        super().put(messages)
+
+
+def test_the_last_look_tries_a_throttled_put_again_while_it_has_time(tmp_path: Path) -> None:
+    """The last look before the shutdown stopped at its first failed put, 0.07 s into its 5 s: the report of
+    the TERMINATE failure that ends the node, kept pending in the state of a node being terminated, was lost
+    whenever CloudWatch Logs throttled at that moment."""
+    layout = booted(tmp_path)
+    sink = Throttled(refusals=3)
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, clock=lambda: now[0])
+    shipper.last_look(5.0, sleep=sleep)
+    assert sink.puts == 4
+    assert "fail-terminate" in [json.loads(message)["script"] for message in sink.messages]
+    assert shipper.state.pending == []
+    assert slept == [0.1, 0.2, 0.4]
+    # With no time left, it is out with the reports pending (the next start of a shipper sends them).
+    stuck = Throttled(refusals=100)
+    late = Shipper(booted(tmp_path / "late"), SHIPPER_IDENTITY, stuck, clock=lambda: now[0])
+    late.last_look(1.0, sleep=sleep)
+    assert (stuck.messages, bool(late.state.pending)) == ([], True)
+    assert sum(slept[3:]) == pytest.approx(1.0)
+
+
 def test_failed_deliveries_are_tried_again_less_and_less_often_up_to_every_30_s(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

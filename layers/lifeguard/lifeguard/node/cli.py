@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from lifeguard import __version__
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.node.clock import utc_stamp
-from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, POLL_INTERVAL_SECONDS
+from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, LAST_LOOK_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import (
     EXIT_INTERNAL_ERROR,
     EXIT_USAGE,
@@ -52,8 +52,8 @@ __all__ = ["main"]
 
 # argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), its documented code.
 _EXIT_BAD_USAGE = 2
-# How long a shipper told to stop (SIGTERM) may take its last look before it is out, put in flight or not.
-LAST_LOOK_SECONDS = 5.0
+# Of LAST_LOOK_SECONDS, what a stopped shipper keeps to save its state and say what it left.
+_LAST_LOOK_MARGIN_SECONDS = 0.3
 
 
 def _columns() -> int:
@@ -402,8 +402,11 @@ def _ship(args: argparse.Namespace) -> int:
         # LAST_LOOK_SECONDS of the signal whatever a put in flight does: a shutdown is not held up.
         stopped: list[threading.Timer] = []
 
+        signaled: list[float] = []
+
         def stop_soon(_signum: int, _frame: object) -> None:
             if not stopped:
+                signaled.append(time.monotonic())
                 stopped.append(threading.Timer(LAST_LOOK_SECONDS, _out_of_time, args=(shipper,)))
                 stopped[0].daemon = True
                 stopped[0].start()
@@ -427,7 +430,10 @@ def _ship(args: argparse.Namespace) -> int:
                     else f"lifeguard-node ship: nothing new to deliver to {args.log_group}/{identity.stream}"
                 )
             if stopped:
-                shipper.last_look()
+                # Its failed puts tried again until just before the deadline, which ends it regardless.
+                shipper.last_look(
+                    LAST_LOOK_SECONDS - _LAST_LOOK_MARGIN_SECONDS - (time.monotonic() - signaled[0])
+                )
                 if shipper.state.pending:  # kept in its state: the shipper's next start sends them
                     left = len(shipper.state.pending)
                     print(

@@ -24,7 +24,7 @@ from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
 from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import ImdsError, MissingBoto3Error, imds, is_region, node_client
-from lifeguard.node.defaults import POLL_INTERVAL_SECONDS
+from lifeguard.node.defaults import LAST_LOOK_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import PCS_ON_ERROR_NAMES
 from lifeguard.node.layout import (
     FILE_MODE,
@@ -602,13 +602,27 @@ class Shipper:
         why = " ".join(f"{type(exc).__name__}: {exc}".split())
         return f"{len(self.state.pending)} report(s) not delivered{to} ({why[:300]})"
 
-    def last_look(self) -> None:
-        """What is pending, then what was logged since, until a look ships nothing or fails: a shipper
-        stopped while a batch waits for its retry still reads the record that came meanwhile."""
+    def last_look(
+        self, seconds: float = LAST_LOOK_SECONDS, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        """What is pending, then what was logged since, until a look ships nothing: a shipper stopped while a
+        batch waits for its retry still reads the record that came meanwhile. A look that fails (CloudWatch
+        Logs throttling a fleet whose loop ends its nodes at once) is tried again, a little later each time,
+        for `seconds`: the report of the failure that ends the node is the one that matters most, and one
+        left pending goes down with the node. Their end is the caller's (`lifeguard-node ship` is ended
+        LAST_LOOK_SECONDS after the signal, whatever a put in flight does)."""
         self.end_marker_grace_seconds = 0.0
-        with contextlib.suppress(Exception):  # a failed last try is what it would have been anyway
-            while self.poll():  # the pending batch, then what was read after it, then nothing more
-                pass
+        deadline, pause = self.clock() + seconds, 0.1
+        while self.clock() < deadline:
+            try:
+                if not self.poll():  # the pending batch, then what was read after it, then nothing more
+                    return
+            except Exception:  # noqa: BLE001 - tried again while there is time; kept pending after it
+                left = deadline - self.clock()
+                if left <= 0:
+                    return
+                sleep(min(pause, left))
+                pause = min(2 * pause, 1.0)
 
     # -- reading --
 
