@@ -27,6 +27,7 @@ from lifeguard.node.shipper import (
     MAX_BATCH_BYTES,
     MAX_BATCH_EVENTS,
     CloudWatchSink,
+    DeliveryFailedError,
     KernelBoot,
     Shipper,
     ShipperIdentity,
@@ -685,6 +686,29 @@ def test_executor_log_emptied_and_refilled_in_place_is_read_from_its_start(tmp_p
     restarted = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
     assert _scripts_shipped(restarted, sink) == ["fail-terminate", "after-it"]
     assert _scripts_shipped(restarted, sink) == []  # and not again
+
+
+def test_executor_log_copied_and_emptied_during_an_outage_is_read_from_the_copy_first(tmp_path: Path) -> None:
+    """While a batch is pending (CloudWatch Logs out of reach) the shipper reads no further; logrotate's
+    copytruncate then copied executor.log beside it (executor.log.1) and emptied it in place. The records
+    logged in the outage were only in the copy, and were never shipped: the TERMINATE one among them."""
+    layout, sink, shipper = _first_shipped(tmp_path)
+    down = Unreachable()
+    shipper.sink = down
+    with layout.executor_log.open("a") as log:
+        log.write(_failure_at(FIRST_RUN + 10, "in-the-outage"))
+    with pytest.raises(DeliveryFailedError):
+        shipper.run(once=True)
+    with layout.executor_log.open("a") as log:
+        log.write(_failure_at(FIRST_RUN + 20, "fail-terminate"))
+    copy = layout.executor_log.with_name("executor.log.1")
+    copy.write_bytes(layout.executor_log.read_bytes())  # copytruncate: a copy, then the log emptied
+    with layout.executor_log.open("r+") as log:
+        log.truncate(0)
+        log.write(_failure_at(FIRST_RUN + 30, "after-the-rotation"))
+    shipper.sink = sink
+    assert _scripts_shipped(shipper, sink) == ["in-the-outage", "fail-terminate", "after-the-rotation"]
+    assert _scripts_shipped(shipper, sink) == []
 
 
 def test_executor_log_renamed_by_a_rotation_is_read_to_its_end_before_the_new_one(tmp_path: Path) -> None:

@@ -654,6 +654,38 @@ class Shipper:
                     return log.parent / name, found
         return None
 
+    def _follow_copy(self, emptied: int) -> bool:
+        """Whether executor.log (inode `emptied`), emptied in place by logrotate's copytruncate, left what
+        was not read yet in a copy beside it (executor.log.1: its first bytes the saved head, longer than the
+        offset): the state then follows the copy, by its inode, read to its end before the log's new start,
+        as a renamed log is (`_rotated`). A delivery outage across a rotation lost those records, the
+        TERMINATE one among them."""
+        state = self.state
+        if not state.executor_head:
+            return False
+        head = bytes.fromhex(state.executor_head)
+        log = self.layout.executor_log
+        try:
+            names = sorted(os.listdir(log.parent))
+        except OSError:
+            return False
+        for name in names:
+            if not name.startswith(log.name) or name == log.name:
+                continue
+            try:
+                with open_log(log.parent / name) as copy:
+                    found = os.fstat(copy.fileno())
+                    if (
+                        found.st_ino != emptied
+                        and found.st_size > state.executor_offset
+                        and copy.read(len(head)) == head
+                    ):
+                        state.executor_inode = found.st_ino
+                        return True
+            except OSError:
+                continue
+        return False
+
     def _collect(self) -> list[str]:
         path = self.layout.executor_log
         try:
@@ -674,14 +706,15 @@ class Shipper:
         size = found.st_size
         if size == state.executor_offset:
             return []  # nothing new: an idle poll is one stat
-        if size < state.executor_offset:  # truncated: start over
-            state.executor_offset, state.executor_head = 0, ""
         try:
             with open_log(path) as file:
-                if state.executor_offset and state.executor_head:
-                    head = bytes.fromhex(state.executor_head)
-                    if file.read(len(head)) != head:  # emptied and written again in place: its start
-                        state.executor_offset = 0
+                # Truncated, or emptied and written again in place (logrotate's copytruncate): its start,
+                # once the rest of what was not read is read from the copy the rotation left, if any.
+                head = bytes.fromhex(state.executor_head)
+                if state.executor_offset and (size < state.executor_offset or file.read(len(head)) != head):
+                    if self._follow_copy(found.st_ino):
+                        return self._collect()
+                    state.executor_offset, state.executor_head = 0, ""
                 file.seek(state.executor_offset)
                 data = file.read(_EXECUTOR_READ_BYTES)
         except OSError:
