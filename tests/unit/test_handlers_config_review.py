@@ -1128,22 +1128,31 @@ def test_a_change_recorded_without_its_request_is_said_with_its_caller_and_count
     assert f"UpdateComputeNodeGroup by {arn} without requestParameters" in line
 
 
-def test_a_script_copied_to_the_other_stage_brings_risks_of_its_own() -> None:
-    """One risk of the replaced configuration stood for any number of its like: a script copied into
-    nodeReady under its name (PCS's names are a stage's own), on the default TERMINATE, which ends a node
-    PCS logged ACTIVE, was said to have been there before, its risks all `info`, and nothing notified."""
-    script = {
-        "name": "report-status",
-        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/r.sh"},
-    }
-    before = {"stages": {"nodeBootstrapped": [script]}}
-    after = {"stages": {"nodeBootstrapped": [script], "nodeReady": [copy.deepcopy(script)]}}
+_REPORT_STATUS = {
+    "name": "report-status",
+    "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/r.sh"},
+}
+
+
+def _reviewed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The review of a change from `before` (the configuration Lifeguard knew) to `after`."""
     world = World(after)
     world.knows(before)
     event = recorded()
     event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
     world.review(event)
     [detail] = world.reviews()
+    return detail
+
+
+def test_a_script_copied_to_the_other_stage_brings_risks_of_its_own() -> None:
+    """One risk of the replaced configuration stood for any number of its like: a script copied into
+    nodeReady under its name (PCS's names are a stage's own), on the default TERMINATE, which ends a node
+    PCS logged ACTIVE, was said to have been there before, its risks all `info`, and nothing notified."""
+    detail = _reviewed(
+        {"stages": {"nodeBootstrapped": [_REPORT_STATUS]}},
+        {"stages": {"nodeBootstrapped": [_REPORT_STATUS], "nodeReady": [copy.deepcopy(_REPORT_STATUS)]}},
+    )
     severities = {(risk["path"].split("[")[0], risk["severity"]) for risk in detail["risks"]}
     assert ("stages.nodeReady", "warning") in severities
     assert ("stages.nodeReady", "info") not in severities
@@ -1152,17 +1161,9 @@ def test_a_script_copied_to_the_other_stage_brings_risks_of_its_own() -> None:
 
 
 def test_a_script_moved_to_the_other_stage_keeps_its_risks_as_they_were() -> None:
-    script = {
-        "name": "report-status",
-        "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/r.sh"},
-    }
-    before = {"stages": {"nodeBootstrapped": [script]}}
-    after = {"stages": {"nodeReady": [copy.deepcopy(script)]}}
-    world = World(after)
-    world.knows(before)
-    event = recorded()
-    event["detail"]["requestParameters"]["nodeLifecycleActions"] = after
-    world.review(event)
-    [detail] = world.reviews()
+    detail = _reviewed(
+        {"stages": {"nodeBootstrapped": [_REPORT_STATUS]}},
+        {"stages": {"nodeReady": [copy.deepcopy(_REPORT_STATUS)]}},
+    )
     assert {risk["severity"] for risk in detail["risks"]} == {"info"}
     assert "2 of the 2 risk(s) were there before this change" in detail["reason"]

@@ -1568,20 +1568,9 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     world = World(tags={"lifeguard:mode": mode})
     world.prove_good(GOOD)
     event = world.detection()
-    world.pcs.inject_fault(
-        "ThrottlingException", operation="ListTagsForResource", times=2, retry_after_seconds=60
-    )
-    sleep, ended = world.sleep, []
-
-    def sleep_while_a_node_boots_clean(seconds: float) -> None:
-        sleep(seconds)
-        if not ended:
-            a_node_boots_clean(world)
-            ended.append(seconds)
-
-    world.sleep = sleep_while_a_node_boots_clean
+    waited = _in_the_backoff(world, "ListTagsForResource", a_node_boots_clean)
     [answer] = world.remediator().handle_event(event)
-    assert ended
+    assert waited
     assert answer.detail_type == "RemediationSkipped"
     assert answer.detail["reason"].startswith("Not made (it changed while Lifeguard waited): episode ")
     assert "nothing was changed" in answer.detail["reason"]
@@ -1589,12 +1578,10 @@ def test_a_loop_that_ended_while_lifeguard_waited_is_not_changed_after_all(mode:
     assert world.lifeguard_updates() == []
 
 
-def _in_the_updates_backoff(world: World, meanwhile: Callable[[World], None]) -> list[float]:
-    """PCS throttles the update itself twice (a minute's retryAfterSeconds each); `meanwhile` happens in the
-    first wait. The waits are returned as they come."""
-    world.pcs.inject_fault(
-        "ThrottlingException", operation="UpdateComputeNodeGroup", times=2, retry_after_seconds=60
-    )
+def _in_the_backoff(world: World, operation: str, meanwhile: Callable[[World], None]) -> list[float]:
+    """PCS throttles `operation` twice (a minute's retryAfterSeconds each, many groups looping at once);
+    `meanwhile` happens in the first wait. The waits are returned as they come."""
+    world.pcs.inject_fault("ThrottlingException", operation=operation, times=2, retry_after_seconds=60)
     sleep, waited = world.sleep, []
 
     def sleep_while(seconds: float) -> None:
@@ -1612,7 +1599,7 @@ def test_a_loop_that_ended_while_the_update_was_throttled_is_not_changed_after_a
     worst) left a loop ended meanwhile (a node booted clean) changed all the same, told as applied."""
     world = World()
     event = world.detection()
-    waited = _in_the_updates_backoff(world, a_node_boots_clean)
+    waited = _in_the_backoff(world, "UpdateComputeNodeGroup", a_node_boots_clean)
     [answer] = world.remediator().handle_event(event)
     assert waited == [60]
     assert answer.detail_type == "RemediationSkipped"
@@ -1636,7 +1623,7 @@ def test_a_group_tagged_off_or_notify_while_the_update_was_throttled_is_not_chan
     def tagged(world: World) -> None:
         world.api.tag_resource(resourceArn=world.group()["arn"], tags={"lifeguard:mode": tag})
 
-    _in_the_updates_backoff(world, tagged)
+    _in_the_backoff(world, "UpdateComputeNodeGroup", tagged)
     [answer] = world.remediator().handle_event(event)
     assert answer.detail_type == "RemediationSkipped"
     assert says in answer.detail["reason"]
