@@ -639,20 +639,24 @@ class Shipper:
     def _rotated(self) -> tuple[Path, os.stat_result] | None:
         """The file the offset is in, renamed beside the log by a rotation (executor.log.1,
         executor.log-20261021), while it holds records not read: the TERMINATE one may be among them."""
+        for path in self._beside():
+            try:
+                found = path.lstat()
+            except OSError:
+                continue
+            if found.st_ino == self.state.executor_inode and found.st_size > self.state.executor_offset:
+                return path, found
+        return None
+
+    def _beside(self) -> list[Path]:
+        """The files beside executor.log named after it (executor.log.1, executor.log-20261021, …): where a
+        rotation puts what it took from the log."""
         log = self.layout.executor_log
         try:
-            names = os.listdir(log.parent)
+            names = sorted(os.listdir(log.parent))
         except OSError:
-            return None
-        for name in names:
-            if name.startswith(log.name) and name != log.name:
-                try:
-                    found = (log.parent / name).lstat()
-                except OSError:
-                    continue
-                if found.st_ino == self.state.executor_inode and found.st_size > self.state.executor_offset:
-                    return log.parent / name, found
-        return None
+            return []
+        return [log.parent / name for name in names if name.startswith(log.name) and name != log.name]
 
     def _follow_copy(self, emptied: int) -> bool:
         """Whether executor.log (inode `emptied`), emptied in place by logrotate's copytruncate, left what
@@ -664,16 +668,9 @@ class Shipper:
         if not state.executor_head:
             return False
         head = bytes.fromhex(state.executor_head)
-        log = self.layout.executor_log
-        try:
-            names = sorted(os.listdir(log.parent))
-        except OSError:
-            return False
-        for name in names:
-            if not name.startswith(log.name) or name == log.name:
-                continue
+        for path in self._beside():
             try:
-                with open_log(log.parent / name) as copy:
+                with open_log(path) as copy:
                     found = os.fstat(copy.fileno())
                     if (
                         found.st_ino != emptied
