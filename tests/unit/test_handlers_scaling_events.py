@@ -2208,6 +2208,24 @@ def test_nodes_of_the_configuration_replaced_as_unhealthy_again_and_again_are_a_
     assert (episode.kind, episode.replacement_revision) == ("replacement", 1)
 
 
+@pytest.mark.parametrize("order", ["success first", "termination first"])
+def test_a_replacement_loop_whose_launches_come_late_is_told_at_the_late_launch_making_it(order: str) -> None:
+    """As a bootstrap failure's: a LAUNCHED delivered after its node's unhealthy termination says the node
+    was fresh, so the termination counts then, not a replacement later."""
+    world = World()
+    world.person_sets(REVERTED, at(1, 10))
+    for n, minute in enumerate((12, 22), start=1):
+        launch, success, termination = booted_then_replaced(f"i-0sick00000000000{n}", minute)
+        world.feed([success, termination] if order == "success first" else [termination])
+        assert world.bus.entries == []  # not known to be fresh yet
+        world.feed([launch] if order == "success first" else [launch, success])
+    [(detail_type, detail)] = world.bus.events()
+    assert (detail_type, detail["kind"]) == ("BootstrapLoopDetected", "replacement")
+    assert [f["instance_id"] for f in detail["failures"]] == ["i-0sick000000000001", "i-0sick000000000002"]
+    world.feed([launched("i-0sick000000000002", at(1, 22))])  # the late launch delivered again
+    assert len(world.bus.entries) == 1
+
+
 @pytest.mark.parametrize("then", ["the batch again", "its next launch"])
 def test_a_replacement_loop_pcs_refusing_the_read_held_back_is_made_by_the_groups_next_batch(
     then: str,

@@ -560,13 +560,20 @@ class ScalingEventsHandler:
                     continue
                 change.changed = True
                 launched = record.status_code == "LAUNCHED"
+                # A LAUNCHED delivered after its node's unhealthy termination says the node was fresh: the
+                # termination may count for a replacement loop now, as when it came.
+                late_unhealthy = launched and record.instance_id in state.unhealthy
                 # Most records are a node's first: its launch, or its success outside a loop. Nothing below
                 # acts on those (a success proves its configuration after the records: `_prove_good`).
-                if known is None and (launched or (state.episode is None and record.is_bootstrap_success)):
+                if (
+                    known is None
+                    and not late_unhealthy
+                    and (launched or (state.episode is None and record.is_bootstrap_success))
+                ):
                     continue
                 if known is not None and known.succeeded and launched:
                     late_launches.append(record)
-                unhealthy = record.is_unhealthy_termination
+                unhealthy = record.is_unhealthy_termination or late_unhealthy
                 # A node ACTIVE, then failing (in nodeReady, under TERMINATE): its success read the
                 # configuration just before, so the failure is looked at on what that read found.
                 failed_after_active = failure and known is not None and known.succeeded
