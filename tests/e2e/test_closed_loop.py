@@ -157,6 +157,10 @@ def test_a_loop_that_goes_on_after_quarantine_is_detected_again_and_escalated_to
     assert again["revision"] == first["revision"] + 1
     assert again["config_fingerprint"] != first["config_fingerprint"]  # the quarantined configuration
     assert again["suspect"]["script"] == "record-after-fail"
+    # It names the change it went on after: Lifeguard's quarantine, not the change the loop began after.
+    assert again["changed_by"] == {"arn": None, "at": again["config_modified_at"], "source": "lifeguard"}
+    assert again["changed_by"] != first["changed_by"]
+    assert again["reason"].startswith("the loop went on after Lifeguard's own change at ")
     assert revert["action"] == "revert"
     assert "escalating to revert" in revert["reason"]
     assert final_config(document) == GOOD

@@ -198,7 +198,7 @@ def test_a_loop_after_a_containment_on_the_same_configuration_is_told(tmp_path: 
     result = replay(tmp_path, lines + kept + again, "quarantine")
     assert "LoopContained" in kinds(result)
     (told,) = detections_after(result, T0 + 3 * HOUR)
-    assert told["detail"]["reason"].startswith("the loop went on after the configuration changed")
+    assert told["detail"]["reason"].startswith("the loop went on after Lifeguard's own change at ")
     assert told["detail"]["suspect"]["script"] == "record-after-fail"
     (contained,) = [e for e in result["events"] if e["detail-type"] == "LoopContained"]
     assert told["detail"]["episode_id"] == contained["detail"]["episode_id"]

@@ -487,19 +487,21 @@ def _console_host(region: str) -> str:
     return f"{region}.console.aws.amazon.com"
 
 
-def change_sentence(changed_by: Mapping[str, Any] | None) -> str | None:
-    """The change a loop began after, in words (None when there is none known)."""
+def change_sentence(changed_by: Mapping[str, Any] | None, *, went_on: str | None = None) -> str | None:
+    """The change a loop began after, in words (None when there is none known); `went_on`: the change an
+    open episode's loop (its kind) went on after."""
     from lifeguard.bounds import clip, utc
 
     if not changed_by:
         return None
     at = changed_by.get("at")
     when = f" at {utc(at)}" if isinstance(at, int) else ""
+    after = f"the {went_on} went on after" if went_on else "the loop began after"
     if changed_by.get("source") == "lifeguard":
-        return f"the loop began after Lifeguard's own change{when}"
+        return f"{after} Lifeguard's own change{when}"
     if changed_by.get("arn"):
-        return f"the loop began after the change by {clip(changed_by['arn'], 200)}{when}"
-    return f"the loop began after the configuration changed{when} (by whom is not known)"
+        return f"{after} the change by {clip(changed_by['arn'], 200)}{when}"
+    return f"{after} the configuration changed{when} (by whom is not known)"
 
 
 def episode_signals(episode: Episode) -> list[str]:

@@ -1146,8 +1146,9 @@ class ScalingEventsHandler:
         episode.add_signal("scaling_log")  # the scaling log's own rule fired
         _attribute(state, episode, runs)
         episode.revision += 1
-        if since is None:
-            reason = (
+        if since is None:  # the change it went on after is named, as the one it began after was
+            episode.changed_by = self.changed_by(state.cluster_id, state.group_id, config)
+            reason = change_sentence(episode.changed_by, went_on=episode.kind) or (
                 f"the {episode.kind} went on after the configuration changed at {utc(config.modified_at)}"
             )
         elif contained:
