@@ -17,8 +17,11 @@ from lifeguard.event_contract import (
     clean_detail,
     entry_size,
     make_detail,
+    risks_found,
+    risks_found_sentence,
 )
 from lifeguard.node_report import LOG_TAIL_BYTES
+from lifeguard.notify.summary import summarize
 from tests.conftest import ARTICLE_SUSPECT, applied_event, load_event
 
 TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
@@ -82,7 +85,31 @@ def test_an_event_still_too_big_keeps_only_its_last_ten_failures_then_loses_its_
     assert sent["config_before"] is None  # nothing to trim is left as it was
     assert [f["event_timestamp"] for f in sent["failures"]] == list(range(90, 100))
     assert sent["diff"] == []
+    assert sent["reason"] == "diff left out to fit EventBridge's 256 KB (`lifeguard history` shows them)."
     assert detail == original  # the event itself is not changed
+
+
+def test_a_review_too_big_lists_its_first_risks_keeps_its_diff_and_says_how_many_it_found() -> None:
+    """A review's risks went after its diff, and the cut was not said: its notice showed a risky change with
+    no change listed, and counted the risks left (50) where its reason spoke of 80."""
+    risks = [
+        {"code": "unpinned", "path": f"stages.nodeReady[{n % 20}]", "message": "m" * 4000, "severity": "info"}
+        for n in range(80)
+    ]
+    diff = [{"path": "stages.nodeReady[0].scriptSource.checksum", "old": "a" * 64, "new": "b" * 64}]
+    said = "40 of the 80 risk(s) were there before this change (severity info)."
+    detail = make_detail(diff=diff, risks=risks, reason=said)
+    sent = json.loads(ControllerEvent("ConfigChangeReviewed", detail, "k").to_entry("bus")["Detail"])
+    assert sent["diff"] == diff
+    assert [r["path"] for r in sent["risks"]] == [r["path"] for r in risks[:50]]
+    assert sent["reason"] == f"{said} The review found 80 risks; the event lists the first 50."
+    assert risks_found(sent) == 80
+    assert "with 80 risk(s)" in summarize("ConfigChangeReviewed", sent).headline
+    # A review that listed its first 100 of 150 says the count once, of what it now lists.
+    detail = make_detail(risks=[*risks, *risks[:20]], reason=risks_found_sentence(150))
+    sent = json.loads(ControllerEvent("ConfigChangeReviewed", detail, "k").to_entry("bus")["Detail"])
+    assert sent["reason"] == "The review found 150 risks; the event lists the first 50."
+    assert risks_found(sent) == 150
 
 
 # More than an entry holds once the configurations are out: what is trimmed after them.

@@ -80,7 +80,9 @@ def test_an_sns_body_of_many_long_risks_keeps_json_that_parses() -> None:
     body = sns_message(summarize("ConfigChangeReviewed", made), made)
     assert len(body.encode()) <= SNS_MAX_BYTES
     parsed = json.loads(body[body.index("\n{") :])
-    assert parsed["risks"] == "(trimmed to fit SNS)"
+    # Trimmed as an event is: a list still (the contract's type), its first risks, and the count said.
+    assert [risk["path"] for risk in parsed["risks"]] == [risk["path"] for risk in risks[:50]]
+    assert parsed["reason"].endswith("The review found 100 risks; the event lists the first 50.")
     assert parsed["compute_node_group_id"] == "pcs_abcdef01"
 
 
@@ -119,6 +121,30 @@ def test_an_sns_body_over_its_bound_lets_the_log_tail_go_before_the_configuratio
     body = body_for(length)
     assert "(trimmed to fit SNS)" in body
     assert "k" * length in body
+
+
+def test_an_sns_body_trimmed_to_fit_keeps_each_key_of_its_contracts_type_and_says_what_went() -> None:
+    """An event that fits EventBridge can be over SNS's bound as the body shows it (indented, below its
+    summary): its configurations became the text "(trimmed to fit SNS)", where a subscriber reads an
+    object or null."""
+
+    def config(tag: str) -> dict[str, Any]:
+        def script(n: int) -> dict[str, Any]:
+            location = f"s3://lca-scripts-example/{tag}/{n}.sh"
+            arguments = [f"{tag}{n}{k}" + "a" * 250 for k in range(12)]
+            return {"name": f"s{n}", "scriptSource": {"scriptLocation": location}, "arguments": arguments}
+
+        return {
+            "stages": {stage: [script(n) for n in range(20)] for stage in ("nodeBootstrapped", "nodeReady")}
+        }
+
+    made = detail(mode="quarantine", config_before=config("b"), config_after=config("b"), reason="Applied.")
+    body = sns_message(summarize("RemediationApplied", made), made)
+    assert len(body.encode()) <= SNS_MAX_BYTES
+    parsed = json.loads(body[body.index("\n{") :])
+    assert parsed["config_before"] is None
+    assert isinstance(parsed["config_after"], dict)  # the first to go was enough
+    assert parsed["reason"] == "Applied. config_before left out to fit SNS (`lifeguard history` shows them)."
 
 
 def _refused(status: int, headers: dict[str, str] | None = None) -> Post:

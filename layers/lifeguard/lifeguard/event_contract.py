@@ -6,7 +6,8 @@ Every `detail` carries all the keys (`DETAIL_KEYS`), null or empty where they do
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -62,6 +63,7 @@ __all__ = [
     "nodes_console_url",
     "risks_found",
     "risks_found_sentence",
+    "trimmed_to_fit",
     "undo_command",
 ]
 
@@ -117,7 +119,10 @@ DETAIL_KEYS: tuple[str, ...] = (
 ENTRY_MAX_BYTES = 256 * 1024 - 1024
 _TRIMMED = "(trimmed to fit EventBridge; `lifeguard history` shows it)"
 _ENTRY = "EventBridge's 256 KB"
-_TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "diff", "risks")
+# What goes first: the log tail (a notice shows it), the configurations (the audit trail keeps a
+# remediation's; PCS holds the one in place), most of the evidence, a review's risks past the first ones,
+# and only then the diff, the change itself, which is seldom large.
+_TRIM_ORDER = ("log_tail", "config_before", "config_after", "failures", "risks", "diff")
 # A review too big for an entry keeps its first risks, each message cut (a script location can be 1,024
 # characters of text JSON writes six bytes each): the table's change record keeps them whole.
 _RISKS_KEPT, _RISK_MESSAGE_KEPT = 50, 200
@@ -128,41 +133,97 @@ RISKS_LISTED_MAX = 100
 _RISKS_FOUND = "The review found {found} risks; the event lists the first {listed}."
 
 
-def risks_found_sentence(found: int) -> str:
+def risks_found_sentence(found: int, listed: int = RISKS_LISTED_MAX) -> str:
     """What a review's reason says when it found more risks than its event lists."""
-    return _RISKS_FOUND.format(found=found, listed=RISKS_LISTED_MAX)
+    return _RISKS_FOUND.format(found=found, listed=listed)
+
+
+@cache
+def _risks_found_pattern() -> re.Pattern[str]:
+    head, rest = _RISKS_FOUND.split("{found}")
+    middle, tail = rest.split("{listed}")
+    return re.compile(re.escape(head) + r"(\d{1,7})" + re.escape(middle) + r"(\d{1,7})" + re.escape(tail))
 
 
 def risks_found(detail: Mapping[str, Any]) -> int:
-    """How many risks a review found: those its event lists, or the count its reason gives of more."""
+    """How many risks a review found: those its event lists, or the count its reason gives of more (when
+    it says the event lists as many as it does)."""
     listed = detail.get("risks")
     count = len(listed) if isinstance(listed, list) else 0
     reason = detail.get("reason")
-    if count == RISKS_LISTED_MAX and isinstance(reason, str):
-        import re
-
-        before, after = _RISKS_FOUND.split("{found}")
-        pattern = re.escape(before) + r"(\d{1,7})" + re.escape(after.format(listed=RISKS_LISTED_MAX))
-        said = re.search(pattern, reason)
-        if said is not None and int(said.group(1)) > count:
+    if count and isinstance(reason, str):
+        said = _risks_found_pattern().search(reason)
+        if said is not None and int(said.group(2)) == count and int(said.group(1)) > count:
             return int(said.group(1))
     return count
 
 
-def _with_left_out(detail_type: str, reason: object, left_out: list[str], into: str) -> str:
-    """An event's reason, and which of its configurations were left out to fit `into` (within the
-    reason's bound)."""
+def _fitted_reason(
+    detail_type: str, reason: object, left_out: list[str], risks: str | None, into: str
+) -> str:
+    """An event's reason (None: left out too), what of it was left out to fit `into` and how many risks the
+    review found when fewer are listed (`risks`), within the reason's bound: the notes are kept whole."""
     from lifeguard.bounds import REASON_MAX_CHARS
 
-    # A remediation's audit entry keeps both configurations; a review's and a detection's is what PCS held.
-    if detail_type.startswith("Remediation"):
-        kept = "`lifeguard history` shows them"
-    else:
-        kept = "`aws pcs get-compute-node-group` shows the configuration in place"
-    note = f"{' and '.join(left_out)} left out to fit {into} ({kept})."
+    notes = [risks] if risks else []
+    if left_out:
+        # A remediation's audit entry keeps both configurations and the diff; the configuration in place is
+        # PCS's to show.
+        if detail_type.startswith("Remediation"):
+            kept = " (`lifeguard history` shows them)"
+        elif any(name.startswith("config") for name in left_out):
+            kept = " (`aws pcs get-compute-node-group` shows the configuration in place)"
+        else:
+            kept = ""
+        notes.append(f"{' and '.join(left_out)} left out to fit {into}{kept}.")
+    note = " ".join(notes)
     said = reason if isinstance(reason, str) and reason else ""
+    if said and risks:  # the count the review's own reason gave is the new note's
+        said = _risks_found_pattern().sub("", said).strip()
     room = REASON_MAX_CHARS - len(note) - 1
     return f"{said[:room]} {note}" if said else note
+
+
+def trimmed_to_fit(
+    detail_type: str,
+    detail: Mapping[str, Any],
+    fits: Callable[[Mapping[str, Any]], bool],
+    *,
+    into: str,
+    last: tuple[str, ...] = (),
+) -> Mapping[str, Any]:
+    """The detail trimmed (`_TRIM_ORDER`, then the steps of `last`: `reason`, the reason's own words) until
+    it `fits`, or as far as it goes. Every key keeps its contract's type (a configuration left out is null,
+    a list left out is empty: a consumer reads it as it reads any event), and `reason` says what was left out
+    (it is not taken for "none"), and how many risks a review found when it lists fewer."""
+    if fits(detail):
+        return detail
+    trimmed = dict(detail)
+    marker = _TRIMMED if into == _ENTRY else f"(trimmed to fit {into})"
+    left_out: list[str] = []
+    risks: str | None = None
+    said: object = detail.get("reason")
+    for step in (*_TRIM_ORDER, *last):
+        if step == "log_tail":  # no note: the tail says so itself
+            if isinstance(trimmed.get("suspect"), Mapping):
+                trimmed["suspect"] = {**trimmed["suspect"], "log_tail": marker}
+        elif step == "failures":
+            trimmed["failures"] = list(trimmed.get("failures") or [])[-10:]  # the newest evidence
+        elif step == "risks":
+            listed = list(trimmed.get("risks") or [])
+            if len(listed) > _RISKS_KEPT:
+                risks = risks_found_sentence(risks_found(detail), _RISKS_KEPT)
+            trimmed["risks"] = [_cut_risk(risk) for risk in listed[:_RISKS_KEPT]]
+        elif step == "reason":
+            said = None
+        elif trimmed.get(step) not in (None, []):
+            trimmed[step] = None if step.startswith("config") else []
+            left_out.append(step)
+        if left_out or risks or said is None:
+            trimmed["reason"] = _fitted_reason(detail_type, said, left_out, risks, into)
+        if fits(trimmed):
+            break
+    return trimmed
 
 
 def entry_size(entry: Mapping[str, Any]) -> int:
@@ -197,32 +258,13 @@ class ControllerEvent:
         return {**head, "Detail": json.dumps(detail, separators=(",", ":")), "EventBusName": bus_name}
 
     def fitted(self, max_bytes: int, *, into: str = _ENTRY) -> Mapping[str, Any]:
-        """The detail, trimmed (`_TRIM_ORDER`) until its JSON takes at most `max_bytes`, or as far as it
+        """The detail, trimmed (`trimmed_to_fit`) until its JSON takes at most `max_bytes`, or as far as it
         goes; what was left out is said as left out to fit `into` (a PutEvents entry, unless said)."""
-        text = json.dumps(self.detail, separators=(",", ":"))
-        if len(text.encode()) <= max_bytes:
-            return self.detail
-        detail = dict(self.detail)
-        left_out: list[str] = []
-        trimmed = _TRIMMED if into == _ENTRY else f"(trimmed to fit {into})"
-        for step in _TRIM_ORDER:
-            if step == "log_tail" and isinstance(detail.get("suspect"), Mapping):
-                detail["suspect"] = {**detail["suspect"], "log_tail": trimmed}
-            elif step == "failures":
-                detail["failures"] = list(detail.get("failures") or [])[-10:]
-            elif step == "risks":
-                detail["risks"] = [_cut_risk(risk) for risk in list(detail.get("risks") or [])[:_RISKS_KEPT]]
-            elif detail.get(step) not in (None, []):
-                # A configuration is an object or null (the contract): one left out is null, and `reason`
-                # says so (it is not taken for "none known").
-                detail[step] = None if step.startswith("config") else []
-                if step.startswith("config"):
-                    left_out.append(step)
-                    reason = self.detail.get("reason")
-                    detail["reason"] = _with_left_out(self.detail_type, reason, left_out, into)
-            if len(json.dumps(detail, separators=(",", ":")).encode()) <= max_bytes:
-                break
-        return detail
+
+        def fits(detail: Mapping[str, Any]) -> bool:
+            return len(json.dumps(detail, separators=(",", ":")).encode()) <= max_bytes
+
+        return trimmed_to_fit(self.detail_type, self.detail, fits, into=into)
 
     def to_dict(self) -> dict[str, Any]:
         """As `lifeguard replay --json` and the outbox keep it."""

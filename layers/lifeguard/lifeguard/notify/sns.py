@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lifeguard.errors import AwsCallError
+from lifeguard.event_contract import trimmed_to_fit
 from lifeguard.notify.summary import Summary
 
 __all__ = ["PUBLISH_ATTEMPTS", "SNS_MAX_BYTES", "UNANSWERED_CODES", "SnsChannel", "sns_message"]
@@ -18,24 +19,26 @@ _HEADROOM_BYTES = 2048  # subject and attributes count towards the limit too
 
 
 def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
-    """The body: summary, then the detail as JSON, trimmed (log tail, configs, diff, failures, risks,
-    reason) to fit. Should it still not fit, the JSON is left out whole, and said: a subscriber parses it,
-    and half of it would not parse."""
+    """The body: summary, then the detail as JSON, trimmed as an event is (`trimmed_to_fit`: log tail,
+    configurations, evidence, risks, diff; then the reason's own words) to fit, each key of its contract's
+    type and the reason saying what was left out. Should it still not fit, the JSON is left out whole, and
+    said: a subscriber parses it, and half of it would not parse."""
     budget = SNS_MAX_BYTES - _HEADROOM_BYTES
-    trimmed: dict[str, Any] = dict(detail)
-    if "undo" in trimmed:
-        trimmed["undo"] = summary.undo  # the command the summary made, never the event's text
+    shown: dict[str, Any] = dict(detail)
+    if "undo" in shown:
+        shown["undo"] = summary.undo  # the command the summary made, never the event's text
     # Text that is not Unicode (a lone surrogate in a value the event carries as it came) is shown as
     # its escape: SNS takes UTF-8 only, and a retry would fail the same way.
     text = summary.text().encode("utf-8", "backslashreplace").decode("utf-8")
-    for step in ("log_tail", "config_before", "config_after", "diff", "failures", "risks", "reason"):
-        body = f"{text}\n{json.dumps(trimmed, indent=1, default=str)}\n"
-        if len(body.encode()) <= budget:
-            return body
-        if step == "log_tail" and isinstance(trimmed.get("suspect"), Mapping):
-            trimmed["suspect"] = {**trimmed["suspect"], "log_tail": "(trimmed to fit SNS)"}
-        elif step in trimmed:
-            trimmed[step] = "(trimmed to fit SNS)"
+    room = budget - len(text.encode()) - 2
+
+    def fits(value: Mapping[str, Any]) -> bool:
+        return len(json.dumps(value, indent=1, default=str).encode()) <= room
+
+    trimmed = trimmed_to_fit(summary.detail_type, shown, fits, into=_SNS, last=("reason",))
+    body = f"{text}\n{json.dumps(trimmed, indent=1, default=str)}\n"
+    if len(body.encode()) <= budget:
+        return body
     body = f"{text}\n{json.dumps(trimmed, default=str)}\n"
     if len(body.encode()) <= budget:
         return body
@@ -43,6 +46,7 @@ def sns_message(summary: Summary, detail: Mapping[str, Any]) -> str:
     return text.encode()[:room].decode(errors="ignore") + _LEFT_OUT
 
 
+_SNS = "SNS"  # said as left out to fit it: "(trimmed to fit SNS)"
 _LEFT_OUT = "\n(the event's JSON detail is left out: even trimmed, it does not fit SNS's 256 KB)\n"
 
 
