@@ -713,6 +713,14 @@ class Operator:
         earlier = self._earlier_undo(cluster, group_id, ledger, change, group, dry_run=dry_run)
         if earlier is not None:
             return earlier
+        if held == change.fingerprint_before and held != change.fingerprint_after:
+            # Not even --force: someone put the configuration from before back already. An update that
+            # changes nothing still drains and replaces every node of the group.
+            raise OperatorError(
+                f"{group_id} already holds the configuration from before Lifeguard's {change.action} of "
+                f"{said_time(change.at)} (put back since, at {said_time(group.modified_at_ms / 1000)}): "
+                "nothing to undo"
+            )
         forced = False
         lines = [f"undoes {change.action} of {said_time(change.at)} (episode {change.episode_id})"]
         lines += [f"  lets go {c.action} of {said_time(c.at)}: set out, never taken by PCS" for c in unmade]

@@ -1135,6 +1135,25 @@ def test_undo_refuses_when_lifeguard_s_configuration_was_set_again_by_someone_el
     assert world.group()["nodeLifecycleActions"] == TERMINATE
 
 
+def test_undo_of_a_change_someone_took_back_by_hand_makes_no_update_even_forced() -> None:
+    """Someone put the configuration from before back by hand: the undo was refused as "someone else
+    changed it", and --force then sent PCS an update that changed nothing, told as applied, though an
+    update drains and replaces every node of the group."""
+    world = World()
+    world.remediator().handle_event(world.detection())
+    world.settle()
+    world.person_sets(TERMINATE)
+    operator = world.operator()
+    updates = len(world.calls("UpdateComputeNodeGroup"))
+    for force, dry_run in ((False, False), (True, True), (True, False)):
+        with pytest.raises(
+            OperatorError, match=r"already holds the configuration from before .*nothing to undo"
+        ):
+            operator.undo(GROUP, CLUSTER, force=force, dry_run=dry_run)
+    assert len(world.calls("UpdateComputeNodeGroup")) == updates
+    assert world.group()["status"] == "ACTIVE"
+
+
 def test_a_second_undo_is_not_refused_when_the_operators_clock_is_behind_the_functions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
