@@ -50,8 +50,9 @@ class SamConfig:
 
 def read_samconfig(directory: Path | None = None) -> SamConfig:
     """The default environment's `stack_name` and `region` from `samconfig.toml` in `directory` (the
-    current one by default), global parameters first, then the deploy command's. Empty when there is no
-    such file; a file that is not TOML is an error."""
+    current one by default): the deploy command's parameters, else the global ones, as `sam deploy` reads
+    them (`sam deploy --guided` saves the stack name it was given under the deploy command's). Empty when
+    there is no such file; a file that is not TOML is an error."""
     path = (directory or Path.cwd()) / SAMCONFIG
     if not path.is_file():
         return SamConfig()
@@ -60,7 +61,7 @@ def read_samconfig(directory: Path | None = None) -> SamConfig:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DeploymentError(f"cannot read {path}: {exc}") from None
     default = document.get("default")
-    sections = [default.get(command, {}) for command in ("global", "deploy")] if default else []
+    sections = [default.get(command, {}) for command in ("deploy", "global")] if default else []
     values: dict[str, str] = {}
     for section in sections:
         parameters = section.get("parameters", {}) if isinstance(section, Mapping) else {}

@@ -443,6 +443,14 @@ def test_the_stack_name_comes_from_samconfig_in_the_current_directory(env: Env) 
     done = env.run("lca-static", "--cluster", "lca", "--dry-run", stack=False)
     assert done.returncode == 0, done.stderr
     assert "dry run: nothing changed" in done.stdout
+    # `sam deploy --guided` saves the name it was given under the deploy command's parameters, which win
+    # over the global ones for `sam deploy`: they do here too.
+    (env.cwd / "samconfig.toml").write_text(
+        'version = 0.1\n\n[default.global.parameters]\nstack_name = "pcs-lifeguard"\n\n'
+        f'[default.deploy.parameters]\nstack_name = "{env.deployed.stack_name}"\n'
+    )
+    done = env.run("lca-static", "--cluster", "lca", "--dry-run", stack=False)
+    assert done.returncode == 0, done.stderr
 
 
 def test_no_region_is_one_clear_line_and_samconfig_can_give_it(env: Env) -> None:
