@@ -176,6 +176,10 @@ def test_list_tags_keeps_the_tags_lifeguard_reads_each_bounded() -> None:
     world = World(tags={"lifeguard:mode": "revert", "team": "hpc", "managed-by": "terraform"})
     assert world.gateway.list_tags(ARN) == {"lifeguard:mode": "revert", "managed-by": "terraform"}
     assert world.calls("ListTagsForResource") == 1
+    # One of Lifeguard's own in another case, or with spaces around its key, is kept: the detection says it
+    # is not read as its look-alike (another tool's in another case is nobody's).
+    world = World(tags={"Lifeguard:Mode": "off", "Managed-By": "terraform", "lifeguard:moder": "x"})
+    assert world.gateway.list_tags(ARN) == {"Lifeguard:Mode": "off"}
 
 
 def test_the_tags_read_are_every_tag_the_detection_and_the_owners_note_read() -> None:

@@ -563,6 +563,25 @@ def test_the_stack_mode_is_explicit_else_the_environment_else_notify_and_a_bad_o
 def test_a_group_says_its_own_mode_only_with_the_tag() -> None:
     assert mode_tagged({"lifeguard:mode": "off"}) is True
     assert mode_tagged({"lifeguard:threshold": "3"}) is False
+    assert mode_tagged({"Lifeguard:Mode": "off"}) is True  # only like it: it fails closed, said
+
+
+def test_tags_whose_keys_are_only_like_lifeguards_ask_nothing_and_are_said() -> None:
+    stack = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+    tags = {"Lifeguard:Threshold": "5", " lifeguard:window-minutes": "10", "managed-by": "terraform"}
+    assert stack.with_tags(tags) == (
+        stack,
+        [
+            "tag 'Lifeguard:Threshold' is not lifeguard:threshold (tag keys are case-sensitive); ignored",
+            "tag ' lifeguard:window-minutes' is not lifeguard:window-minutes (tag keys are case-sensitive); "
+            "ignored",
+        ],
+    )
+    assert stack.with_tags({"managed-by": "terraform"}) == (stack, [])
+    assert drain_of({"Lifeguard:Drain": "true"}, False) == (
+        False,
+        "tag 'Lifeguard:Drain' is not lifeguard:drain (tag keys are case-sensitive); ignored",
+    )
 
 
 @pytest.mark.parametrize(

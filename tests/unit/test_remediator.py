@@ -664,6 +664,19 @@ def _parked(world: World) -> tuple[Any, dict[str, Any]]:
     return remediator, event
 
 
+@pytest.mark.parametrize("key", ["Lifeguard:Mode", "lifeguard:mode ", "LIFEGUARD:MODE"])
+def test_a_mode_tag_whose_key_is_only_like_lifeguards_fails_closed_and_is_said(key: str) -> None:
+    """AWS's tag keys are case-sensitive: `Lifeguard:Mode=off` (a capitalised tag convention) was never read
+    at all, and the stack's default quarantined the group, with no word of the tag."""
+    world = World(tags={key: "off"})
+    [event] = world.remediator(default_mode="quarantine").handle_event(world.detection())
+    assert event.detail_type == "RemediationSkipped"
+    assert world.calls("UpdateComputeNodeGroup") == []
+    assert event.detail["reason"].endswith(
+        f"Tag ignored: tag {key!r} is not lifeguard:mode (tag keys are case-sensitive); notify until it is."
+    )
+
+
 @pytest.mark.parametrize(
     ("mode", "said"),
     [

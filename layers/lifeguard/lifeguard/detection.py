@@ -125,8 +125,15 @@ class DetectionSettings:
         )
 
     def with_tags(self, tags: Mapping[str, str]) -> tuple[DetectionSettings, list[str]]:
-        """These settings overridden by a group's tags; also the problems of tags that were ignored."""
-        if TAG_MODE not in tags and TAG_THRESHOLD not in tags and TAG_WINDOW not in tags:
+        """These settings overridden by a group's tags; also the problems of tags that were ignored (one
+        whose key is only like Lifeguard's, in another case or with spaces: AWS's tag keys are
+        case-sensitive, and what it asks is not taken)."""
+        if not tags or (
+            TAG_MODE not in tags
+            and TAG_THRESHOLD not in tags
+            and TAG_WINDOW not in tags
+            and not any(key not in _OWN_TAGS and key.strip().lower() in _OWN_TAGS for key in tags)
+        ):
             return self, []  # most groups: read for every batch that names them
         problems: list[str] = []
         mode, threshold, window = self.mode, self.threshold, self.window_minutes
@@ -137,6 +144,9 @@ class DetectionSettings:
             (TAG_THRESHOLD, threshold, TAG_THRESHOLD_LEAST, MAX_THRESHOLD),
             (TAG_WINDOW, window, 1, MAX_WINDOW_MINUTES),
         ):
+            lookalike = _lookalike(tags, tag)
+            if lookalike is not None:
+                problems.append(_not_read(lookalike, tag, "ignored"))
             if tag in tags:
                 try:
                     value = _within(int(tags[tag]), most, least)
@@ -161,12 +171,15 @@ def mode_of(tags: Mapping[str, str], default_mode: str) -> tuple[str, str | None
     mode tag is read. A tag that says no mode fails closed: the group is only notified of (or left alone,
     in a stack whose default is `off`), since whoever tagged it may have meant `off`."""
     value = tags.get(TAG_MODE)
+    closed = default_mode if default_mode in ("notify", "off") else "notify"
     if value is None:
+        lookalike = _lookalike(tags, TAG_MODE)
+        if lookalike is not None:  # whoever tagged it asked for a mode, perhaps `off`: none is taken
+            return closed, _not_read(lookalike, TAG_MODE, f"{closed} until it is")
         return default_mode, None
     try:
         return _mode(value.strip().lower()), None
     except ValueError as exc:
-        closed = default_mode if default_mode in ("notify", "off") else "notify"
         return closed, f"tag {TAG_MODE}: {exc}; {closed} until it is one"
 
 
@@ -175,15 +188,32 @@ def drain_of(tags: Mapping[str, str], default: bool) -> tuple[bool, str | None]:
     else the stack's DrainKeptNodes; and the problem of a tag that was ignored."""
     value = tags.get(TAG_DRAIN)
     if value is None:
-        return default, None
+        lookalike = _lookalike(tags, TAG_DRAIN)
+        return default, _not_read(lookalike, TAG_DRAIN, "ignored") if lookalike is not None else None
     if value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true", None
     return default, f"tag {TAG_DRAIN}: {clip(value, 40)!r} is not true or false"
 
 
 def mode_tagged(tags: Mapping[str, str]) -> bool:
-    """Whether the group says its own mode (a `lifeguard:mode` tag), rather than taking the stack's."""
-    return TAG_MODE in tags
+    """Whether the group says its own mode (a `lifeguard:mode` tag, or one only like it, which fails
+    closed), rather than taking the stack's."""
+    return TAG_MODE in tags or _lookalike(tags, TAG_MODE) is not None
+
+
+_OWN_TAGS = frozenset((TAG_MODE, TAG_THRESHOLD, TAG_WINDOW, TAG_DRAIN))
+
+
+def _lookalike(tags: Mapping[str, str], tag: str) -> str | None:
+    """The key of a tag that reads as `tag` in another case or with spaces around it, if the group has one
+    (and not `tag` itself)."""
+    if tag in tags:
+        return None
+    return next((key for key in tags if key != tag and key.strip().lower() == tag), None)
+
+
+def _not_read(key: str, tag: str, then: str) -> str:
+    return f"tag {clip(key, 40)!r} is not {tag} (tag keys are case-sensitive); {then}"
 
 
 def _mode(value: str) -> str:

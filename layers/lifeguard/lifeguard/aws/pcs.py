@@ -137,6 +137,10 @@ TAGS_READ = frozenset(
     }
 )
 TAG_VALUE_MAX = 256
+# Lifeguard's own tags, as the key of one given in another case or with spaces around it reads: such a tag
+# is kept too (its key clipped to AWS's 128), so the detection can say it is not read as its look-alike.
+_OWN_TAGS_FOLDED = frozenset(key for key in TAGS_READ if key.startswith("lifeguard:"))
+TAG_KEY_MAX = 128
 
 
 def _is_arn(value: object) -> bool:
@@ -411,9 +415,11 @@ class PcsGateway:
         except (ClientError, BotoCoreError) as exc:
             raise _translate("ListTagsForResource", exc) from exc
         return {
-            key: clip(value, TAG_VALUE_MAX)
+            clip(key, TAG_KEY_MAX): clip(value, TAG_VALUE_MAX)
             for key, value in (tags.items() if isinstance(tags, Mapping) else ())
-            if key in TAGS_READ and isinstance(value, str)
+            if isinstance(key, str)
+            and (key in TAGS_READ or key.strip().lower() in _OWN_TAGS_FOLDED)
+            and isinstance(value, str)
         }
 
     def list_groups(self, cluster_id: str) -> dict[str, GroupSummary]:
