@@ -48,7 +48,7 @@ chmod 0755 "$install_dir"
 if [ "$(id -u)" -eq 0 ]; then chown 0:0 "$install_dir"; fi
 download=$(mktemp "$install_dir/.bundle.XXXXXX")
 trap 'rm -f "$download"' EXIT
-# The bundle is about 150 KB: a download is refused past this, and past these times, so neither a wrong
+# The bundle is about 180 KB: a download is refused past this, and past these times, so neither a wrong
 # location nor a stalled server fills the root volume or holds the boot.
 max_bytes=$((8 * 1024 * 1024))
 too_large() { say "the bundle at $shown_location is over $max_bytes bytes; nothing installed"; exit 3; }
@@ -77,8 +77,16 @@ if not region and os.environ.get("AWS_EC2_METADATA_DISABLED", "").lower() != "tr
     except (OSError, ValueError, http.client.HTTPException):
         region = None  # boto3's own default: the commercial partition
 print(f"install-shipper: fetching from S3 in {region or 'the default region'}", file=sys.stderr)
-s3 = boto3.client("s3", region_name=region or None, endpoint_url=endpoint or None, config=config)
-data = s3.get_object(Bucket=bucket, Key=key, **extra)["Body"].read(limit + 1)
+from botocore.exceptions import BotoCoreError, ClientError
+try:
+    s3 = boto3.client("s3", region_name=region or None, endpoint_url=endpoint or None, config=config)
+    data = s3.get_object(Bucket=bucket, Key=key, **extra)["Body"].read(limit + 1)
+except (BotoCoreError, ClientError) as exc:  # no role, a moved object, a deleted version: one line
+    said = exc.response.get("Error", {}) if isinstance(exc, ClientError) else {}
+    why = f"{said.get('Code')}: {said.get('Message')}" if said else str(exc)
+    where = sys.argv[1] + (f" (version {sys.argv[3]})" if sys.argv[3] else "")
+    why = " ".join(why.split())[:300]
+    sys.exit(f"install-shipper: cannot fetch {where}: {why}; nothing installed")
 if len(data) > limit:
     sys.exit(3)
 with open(sys.argv[2], "wb") as out:
@@ -108,6 +116,23 @@ actual=$(sha256sum "$download" | cut -d' ' -f1)
 if [ "$actual" != "${bundle_sha256,,}" ]; then
     say "checksum mismatch for $shown_location: expected $bundle_sha256, got $actual; nothing installed"
     exit 3
+fi
+# The node's Python must run the bundle: one that cannot (older than 3.9, or a bundle it cannot import)
+# would leave a service failing every 2 s, no node report ever shipped, and nothing said.
+if ! problem=$("$python" - "$download" 2>&1 <<'PY'
+import sys, zipfile
+if sys.version_info < (3, 9):
+    sys.exit("the bundle needs Python 3.9 or later, not " + sys.version.split()[0])
+if not zipfile.is_zipfile(sys.argv[1]):
+    sys.exit("it is no Python zip application")
+sys.path.insert(0, sys.argv[1])
+import lifeguard.node.cli, lifeguard.node.shipper
+if not lifeguard.node.shipper.__file__.startswith(sys.argv[1]):
+    sys.exit("it holds no lifeguard.node")
+PY
+); then
+    say "$python cannot run the bundle at $shown_location: $(tail -n 1 <<< "$problem"); nothing installed"
+    exit 1
 fi
 chmod 0755 "$download"
 mv -f "$download" "$bundle"

@@ -7,6 +7,7 @@ import contextlib
 import gzip
 import hashlib
 import http.server
+import io
 import json
 import os
 import shlex
@@ -382,6 +383,56 @@ def test_install_shipper_refuses_a_bundle_with_the_wrong_checksum(
     assert result.returncode == 3
     assert "checksum mismatch" in result.stdout
     assert not (node.root / "opt/lifeguard/lifeguard-node.pyz").exists()
+    assert list((node.root / "opt/lifeguard").iterdir()) == []
+    assert not (node.root / "systemctl.calls").exists()
+
+
+@pytest.mark.parametrize("what", ["a moved object", "a deleted version"])
+def test_install_shipper_says_a_failed_fetch_in_one_line_naming_it(
+    node: Node, installable: dict[str, str], what: str
+) -> None:
+    """It was a botocore traceback of ten lines, naming neither the bucket nor the key nor the version."""
+    location, version = installable["location"], ""
+    if what == "a moved object":
+        location = location.replace("lifeguard-node.pyz", "moved.pyz")
+    else:
+        version = "3HL4kqtJlcpXroDTDmJ.rmSpXd3dIbrHY"
+    result = run_install_shipper(node, location, installable["sha256"], installable["log_group"], version)
+    assert result.returncode == 1
+    [said] = [line for line in result.stderr.splitlines() if "fetching from S3" not in line]
+    where = location + (f" (version {version})" if version else "")
+    assert said.startswith(f"install-shipper: cannot fetch {where}: ")
+    assert said.endswith("; nothing installed")
+    assert list((node.root / "opt/lifeguard").iterdir()) == []
+    assert not (node.root / "systemctl.calls").exists()
+
+
+def _zip_of_main_alone() -> bytes:
+    made = io.BytesIO()
+    with zipfile.ZipFile(made, "w") as archive:
+        archive.writestr("__main__.py", "print('another application')\n")
+    return made.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("broken", "why"),
+    [
+        (b"not a bundle", "it is no Python zip application"),
+        (_zip_of_main_alone(), "it holds no lifeguard.node"),
+    ],
+)
+def test_install_shipper_installs_nothing_the_node_s_python_cannot_run(
+    node: Node, installable: dict[str, str], broken: bytes, why: str
+) -> None:
+    """A bundle the node's Python cannot run (older than 3.9, or not the bundle) was installed, and said
+    shipping: its service then failed every 2 s, and no report ever left a node."""
+    node.s3.put_object(Bucket=node.bucket, Key="lifeguard/broken.pyz", Body=broken)
+    location = installable["location"].replace("lifeguard-node.pyz", "broken.pyz")
+    result = run_install_shipper(node, location, hashlib.sha256(broken).hexdigest(), installable["log_group"])
+    assert result.returncode == 1
+    assert result.stdout == (
+        f"install-shipper: {sys.executable} cannot run the bundle at {location}: {why}; nothing installed\n"
+    )
     assert list((node.root / "opt/lifeguard").iterdir()) == []
     assert not (node.root / "systemctl.calls").exists()
 
