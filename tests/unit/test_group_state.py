@@ -21,6 +21,7 @@ from lifeguard.group_state import (
     BootOutcome,
     GroupState,
     KnownConfig,
+    ProvenGood,
     Tracked,
 )
 
@@ -450,3 +451,39 @@ def test_a_read_that_finds_the_configuration_as_it_was_confirms_it_whenever_it_w
     assert read_config(checked_at=20).confirms(read_config())
     assert read_config(tags={"team": "hpc"}).confirms(read_config())  # equal, not the same dict
     assert not read_config().confirms(None)
+
+
+def _proof(tag: str, arguments: list[str] | None = None, with_actions: bool = True) -> ProvenGood:
+    script = {
+        "name": tag,
+        "scriptSource": {"scriptLocation": f"s3://b/{tag}.sh"},
+        "arguments": arguments or [],
+    }
+    actions = {"stages": {"nodeBootstrapped": [script]}} if with_actions else None
+    return ProvenGood(
+        fingerprint=tag * 8,
+        node_lifecycle_actions=actions,
+        modified_at=T0,
+        proven_at=T0,
+        instance_id=f"i-{tag}",
+    )
+
+
+def test_a_new_proof_keeps_the_one_of_another_configuration_before_it_when_a_revert_could_use_it() -> None:
+    state = state_with()
+    first, second, third = _proof("a"), _proof("b"), _proof("b")
+    state.prove(first)
+    assert (state.proven_good, state.proven_before) == (first, None)
+    state.prove(second)
+    assert (state.proven_good, state.proven_before) == (second, first)
+    state.prove(third)  # the same configuration proven again: the one before is still the other's
+    assert (state.proven_good, state.proven_before) == (third, first)
+    # One too big to keep beside the configuration and its proof, or kept by its fingerprint alone (no
+    # actions: nothing a revert could put back), is not kept.
+    rng = random.Random(7)
+    random_text = ["".join(chr(rng.randrange(33, 127)) for _ in range(256)) for _ in range(100)]
+    for before in (_proof("c", random_text), _proof("d", with_actions=False)):
+        state = state_with()
+        state.prove(before)
+        state.prove(_proof("e"))
+        assert state.proven_before is None

@@ -3242,6 +3242,42 @@ def remediate_last_detection(world: World) -> dict[str, Any]:
     return dict(event.detail)
 
 
+def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_revert() -> None:
+    """PCS logs a node ACTIVE before its nodeReady scripts run: the first node of a broken change proved it,
+    replacing the proof of the configuration before, and when that node then failed in nodeReady the proof
+    was taken back and none was left. The revert had nothing to go back to, and quarantined instead."""
+    world = World(actions=REVERTED, tags={"lifeguard:mode": "revert"})
+    world.person_sets(REVERTED, at(1, 5))
+    world.feed([launched("i-0p00000000000001", at(1, 6)), succeeded("i-0p00000000000001", at(1, 9))])
+    good = world.state().proven_good
+    assert good is not None
+    broken = copy.deepcopy(REVERTED)
+    broken["stages"]["nodeReady"].append(
+        {
+            "name": "mount-check",
+            "onError": "TERMINATE",
+            "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/mount-check.sh"},
+        }
+    )
+    world.person_sets(broken, at(1, 20))
+    for n, start in enumerate((at(1, 21), at(1, 27), at(1, 33))):
+        node = f"i-0a{n:015d}"
+        for record in (
+            launched(node, start),
+            succeeded(node, start + 180_000),
+            failed(node, start + 200_000),
+        ):
+            world.feed([record])
+        if n == 0:  # its ACTIVE proved the broken change, its failure took that back: the one before stands
+            proof = world.state().proven_good
+            assert proof is not None
+            assert (proof.fingerprint, proof.instance_id) == (good.fingerprint, "i-0p00000000000001")
+    assert world.published()[0] == "BootstrapLoopDetected"
+    detail = remediate_last_detection(world)
+    assert detail["action"] == "revert", detail["reason"]
+    assert detail["config_after"] == REVERTED
+
+
 def _loop_of(group: str, first_minute: int, tag: str) -> list[dict[str, Any]]:
     """Two nodes launched six minutes apart, each failing five minutes after its launch, from 01:MM."""
     rows = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import json
 import sys
+import zlib
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
@@ -53,6 +54,9 @@ __all__ = [
 # the launches still waiting for their outcome (an outcome takes its launch's time with it), trimmed when
 # there are more than PENDING_LAUNCH_LIMIT to those of the last PENDING_LAUNCH_MS, then to the newest.
 OUTCOME_LIMIT = 100
+# The proof a newer one replaced is kept only this small (real configurations take a few KB): a state's item
+# holds the configuration (64 KiB at most) and its proof too, and the outbox, within DynamoDB's 400 KB.
+PROVEN_BEFORE_MAX_STORED_BYTES = 16 * 1024
 PENDING_LAUNCH_MS = 60 * 60 * 1000
 PENDING_LAUNCH_LIMIT = 1000
 
@@ -382,6 +386,7 @@ _OPTIONAL_EPISODE = optional(model(Episode))
     unhealthy=dict_of(string(), integer()),
     config=optional(model(KnownConfig)),
     proven_good=optional(model(ProvenGood)),
+    proven_before=optional(model(ProvenGood)),
     episode=_OPTIONAL_EPISODE,
     last_episode=_OPTIONAL_EPISODE,
     outbox=list_of(json_object()),
@@ -399,6 +404,10 @@ class GroupState(Model):
     unhealthy: dict[str, int] = field(default_factory=dict)  # instance -> TERMINATED/UNHEALTHY_NODE time
     config: KnownConfig | None = None
     proven_good: ProvenGood | None = None
+    # The proof of another configuration that `proven_good` replaced, kept (when small) so that a proof
+    # taken back leaves the one before it standing: the first node of a broken change proves it at its
+    # ACTIVE, before its nodeReady script fails, and the configuration a revert needs was lost with it.
+    proven_before: ProvenGood | None = None
     episode: Episode | None = None
     last_episode: Episode | None = None
     outbox: list[dict[str, Any]] = field(default_factory=list)
@@ -654,6 +663,21 @@ class GroupState(Model):
                     changed[k] = value
             changes[name] = (changed, gone)
         return changes
+
+    def prove(self, proof: ProvenGood) -> None:
+        """Take `proof` as the group's proven-good configuration. The proof it replaces, of another
+        configuration, is kept as `proven_before` when a revert could put it back (its actions kept, at most
+        PROVEN_BEFORE_MAX_STORED_BYTES compressed: the item holds the group's configuration and proof too)."""
+        known = self.proven_good
+        if known is not None and known.fingerprint != proof.fingerprint:
+            actions = known.node_lifecycle_actions
+            small = (
+                actions is not None
+                and len(zlib.compress(json.dumps(actions, separators=(",", ":")).encode(), 1))
+                <= PROVEN_BEFORE_MAX_STORED_BYTES
+            )
+            self.proven_before = known if small else None
+        self.proven_good = proof
 
     def forget_after(self, latest_ms: int) -> bool:
         """Let go of launches, outcomes and unhealthy terminations dated after `latest_ms` (the group's newest

@@ -141,7 +141,7 @@ def reopen_as_contained(
     if _too_late(state, "reopen the episode it ended", outcome.instance_id, last.resolved_at, now_ms):
         return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
-        state.proven_good = None
+        _revoke(state, f"{last.resolved_by} failed a script on that boot")
     last.resolved_at = last.resolved_by = None
     last.revision += 1  # its own events: the LoopResolved before was of the revision it had then
     state.episode, state.last_episode = last, None
@@ -404,11 +404,23 @@ def revoke_proof_of_looped_config(state: GroupState) -> bool:
 
 
 def _revoke(state: GroupState, why: str) -> bool:
-    """Forget the group's proven-good configuration, and say why; True."""
+    """Forget the group's proven-good configuration, and say why; True. The proof of another configuration
+    it replaced (`proven_before`) stands again, unless its own node failed or its configuration looped since
+    (looked at as for any proof)."""
     proof = state.proven_good
     assert proof is not None
     logger.warning(
         "group %s: configuration %s is not proven good: %s", state.group_id, proof.fingerprint[:12], why
     )
-    state.proven_good = None
+    before, state.proven_good, state.proven_before = state.proven_before, None, None
+    if before is None or before.fingerprint == proof.fingerprint:
+        return True
+    state.proven_good = before
+    if not (revoke_proof_of_failed_node(state) or revoke_proof_of_looped_config(state)):
+        logger.warning(
+            "group %s: configuration %s, proven good by %s before it, is the proven-good one again",
+            state.group_id,
+            before.fingerprint[:12],
+            before.instance_id,
+        )
     return True

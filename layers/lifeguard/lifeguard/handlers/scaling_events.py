@@ -787,7 +787,7 @@ class ScalingEventsHandler:
         proof = proven_good(state, successes, config, evidence) if config and config.actions_read else None
         if proof is None:
             return changed
-        state.proven_good = proof
+        state.prove(proof)
         logger.info(
             "group %s: configuration %s proven good by %s (%s)",
             state.group_id,
