@@ -3278,6 +3278,27 @@ def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_re
     assert detail["config_after"] == REVERTED
 
 
+def test_a_configuration_that_loops_after_its_success_in_the_same_batch_is_not_proven_by_it() -> None:
+    """The proof was made after the batch's revocations: a batch holding a node's ACTIVE and then the loop
+    of the same configuration stored it as proven, for the remediation to read, and the proof before it
+    was gone."""
+    world = World(actions=REVERTED)
+    world.person_sets(REVERTED, at(1, 10))
+    world.feed(
+        [
+            launched("i-0x00000000000001", at(1, 11)),
+            succeeded("i-0x00000000000001", at(1, 14)),
+            launched("i-0y00000000000001", at(1, 15)),
+            failed("i-0y00000000000001", at(1, 18)),
+            launched("i-0z00000000000001", at(1, 19)),
+            failed("i-0z00000000000001", at(1, 22)),
+        ]
+    )
+    state = world.state()
+    assert state.episode is not None
+    assert state.proven_good is None
+
+
 def _loop_of(group: str, first_minute: int, tag: str) -> list[dict[str, Any]]:
     """Two nodes launched six minutes apart, each failing five minutes after its launch, from 01:MM."""
     rows = []

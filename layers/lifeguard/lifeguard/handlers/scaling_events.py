@@ -509,7 +509,7 @@ class ScalingEventsHandler:
 
         def mutate(state: GroupState) -> Change:
             nonlocal configs_set
-            configs_before, proven_before = configs_set, state.proven_good
+            configs_before, proofs_before = configs_set, (state.proven_good, state.proven_before)
             learned = False
             if state.version == 0:  # no state of it stored yet: only a group PCS lists gets one
                 listed = reads.listed(state, batch_time)
@@ -623,11 +623,13 @@ class ScalingEventsHandler:
                 change.changed = beyond_maps = True
             if state.episode is not None and state.episode.contained_at is None and change.changed:
                 self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
+            # A proof made now is held to the batch's records too: a node ACTIVE, then failures of the same
+            # configuration in the same batch, proved a configuration that had looped since.
+            change.changed |= self._prove_good(state, records, refresh, runs, late_launches)
             change.changed |= revoke_proof_of_older_launch(state, records)
             change.changed |= revoke_proof_of_failed_node(state)
             change.changed |= revoke_proof_of_looped_config(state)
-            change.changed |= self._prove_good(state, records, refresh, runs, late_launches)
-            proved = state.proven_good is not proven_before
+            proved = proofs_before[0] is not state.proven_good or proofs_before[1] is not state.proven_before
             beyond_maps |= proved or state.episode is not None or configs_set != configs_before
             change.maps_only = not beyond_maps
             return change
