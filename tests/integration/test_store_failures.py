@@ -164,13 +164,13 @@ def test_the_outbox_stays_bounded_and_the_item_writable_while_putevents_fails(
 ) -> None:
     from lifeguard.bounds import CONFIG_MAX_STORED_BYTES
     from lifeguard.lifecycle import canonical_json
-    from lifeguard.store.table import stored_bytes
+    from lifeguard.store.table import state_bytes
 
     stack, _, _, _ = world
     store = GroupStore(local.client("dynamodb"), stack.table)
     good, broken = big_config(), big_config()
     for config in (good, broken):
-        assert stored_bytes(canonical_json(config)) <= CONFIG_MAX_STORED_BYTES  # kept whole
+        assert state_bytes(canonical_json(config)) <= CONFIG_MAX_STORED_BYTES  # kept whole
     stored_with(store, good, broken)
     # EventBridge refuses every put (the bus deleted, a policy changed, an outage): each revision of the
     # episode (a config change, escalation) queues an event that carries config_before.
@@ -213,7 +213,7 @@ def test_a_change_whose_events_would_pass_the_item_bound_keeps_them_trimmed_and_
     """One batch can make several events of a group (a loop detected, resolved and detected again), each
     carrying the configuration: with configurations of tens of KiB of random arguments, kept whole they
     would take the item past DynamoDB's 400 KB, and every write of the group would fail from then on."""
-    from lifeguard.store.table import stored_bytes
+    from lifeguard.store.table import state_bytes
 
     stack, _, _, working = world
     store = GroupStore(local.client("dynamodb"), stack.table)
@@ -239,7 +239,7 @@ def test_a_change_whose_events_would_pass_the_item_bound_keeps_them_trimmed_and_
         updater.update(CLUSTER, GROUP, several)
     state = store.load(CLUSTER, GROUP)
     assert [entry["key"] for entry in state.outbox] == [event.key for event in made]
-    assert sum(stored_bytes(json.dumps(entry)) for entry in state.outbox) <= 96 * 1024
+    assert sum(state_bytes(json.dumps(entry)) for entry in state.outbox) <= 96 * 1024
     for entry in state.outbox:
         assert entry["detail"]["config_before"] is None
         assert entry["detail"]["reason"] == (

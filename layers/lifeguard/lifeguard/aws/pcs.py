@@ -14,7 +14,7 @@ from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip, is_pcs_id
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
-from lifeguard.store.table import stored_bytes
+from lifeguard.store.table import state_bytes
 from lifeguard.values import frozen
 
 __all__ = [
@@ -676,7 +676,7 @@ class BatchReads:
         actions = dict(snapshot.node_lifecycle_actions) if snapshot.node_lifecycle_actions else None
         text = canonical_json(actions)
         fingerprint, kept = fingerprint_of_json(text), actions
-        if stored_bytes(text) > CONFIG_MAX_STORED_BYTES:
+        if state_bytes(text) > CONFIG_MAX_STORED_BYTES:
             # Known by its fingerprint only, as if listed: the group's state stays an item DynamoDB takes.
             logger.warning(
                 "group %s: its configuration is too large to keep; known by its fingerprint", state.group_id

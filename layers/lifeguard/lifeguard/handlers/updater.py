@@ -25,7 +25,7 @@ from lifeguard.event_contract import ControllerEvent
 from lifeguard.group_state import GroupState
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.store.groups import GroupStore, UnreadableStateError, VersionConflictError
-from lifeguard.store.table import stored_bytes
+from lifeguard.store.table import state_bytes
 from lifeguard.values import mutable
 
 __all__ = ["STALE_OUTBOX_SECONDS", "Change", "GroupUpdater"]
@@ -331,8 +331,9 @@ def _kept_entries(events: list[ControllerEvent], extra: dict[str, Any]) -> tuple
 
 
 def _stored_size(entries: list[dict[str, Any]]) -> int:
-    """What outbox entries take stored (each as its own document: no less than in the state's body)."""
-    return sum(stored_bytes(json.dumps(entry)) for entry in entries)
+    """What outbox entries take stored in the state's body (each compressed on its own: no less than in
+    the body, with the rest)."""
+    return sum(state_bytes(json.dumps(entry)) for entry in entries)
 
 
 def _bounded(outbox: list[dict[str, Any]], fresh: int, fresh_bytes: int) -> list[dict[str, Any]]:
@@ -343,7 +344,7 @@ def _bounded(outbox: list[dict[str, Any]], fresh: int, fresh_bytes: int) -> list
     size = fresh_bytes
     start = len(outbox) - fresh
     while start > 0 and len(outbox) - start < OUTBOX_MAX:
-        size += stored_bytes(json.dumps(outbox[start - 1]))
+        size += state_bytes(json.dumps(outbox[start - 1]))
         if size > OUTBOX_MAX_STORED_BYTES:
             break
         start -= 1

@@ -29,7 +29,7 @@ from lifeguard.event_contract import DRY_RUN_SAID, episode_signals
 from lifeguard.lifecycle import canonical_json, fingerprint_of
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.remediation.records import DAY_SECONDS, AppliedChange, Ledger
-from lifeguard.store.table import stored_bytes
+from lifeguard.store.table import state_bytes
 
 if TYPE_CHECKING:
     from lifeguard.group_state import Episode, GroupState
@@ -185,7 +185,7 @@ def configuration_invalid(config: Mapping[str, Any] | None) -> str | None:
 def configuration_too_large(config: Mapping[str, Any] | None) -> str | None:
     """The group's configuration is too large to keep for an undo: a change Lifeguard could not record
     (or take back) is not made."""
-    size = stored_bytes(canonical_json(config))  # as BatchReads measures a configuration it reads
+    size = state_bytes(canonical_json(config))  # as BatchReads measures a configuration it reads
     if size <= CONFIG_MAX_STORED_BYTES:
         return None
     return (

@@ -20,6 +20,7 @@ from lifeguard.bounds import EPOCH_MS_MAX, clip
 from lifeguard.errors import LifeguardError
 from lifeguard.group_state import ABSENT, MAPS, BootOutcome, GroupState
 from lifeguard.store.table import (
+    STATE_LEVEL,
     TRANSACTION_MAX,
     ConditionFailedError,
     Item,
@@ -328,7 +329,7 @@ def _transactions(states: list[GroupState], writes: list[tuple[Write, str, bool]
 
 
 def _body(text: str) -> Item:
-    return {"B": zlib.compress(text.encode(), 1)}
+    return {"B": zlib.compress(text.encode(), STATE_LEVEL)}
 
 
 class Runs(NamedTuple):
