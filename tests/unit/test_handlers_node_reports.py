@@ -143,6 +143,20 @@ def test_an_open_episode_is_attributed_from_the_reports_and_announced_at_the_nex
     assert episode.suspect.model_dump() == ARTICLE_SUSPECT
 
 
+def test_a_cluster_taken_out_of_the_stacks_cluster_ids_has_its_open_episode_left_alone() -> None:
+    """Redeployed with ClusterIds that no longer name the cluster: its nodes' reports still named the open
+    episode's suspect and announced it again, for the remediator to change a group of a cluster the stack
+    had let go."""
+    world = World()
+    world.open_episode()
+    before = world.state()
+    world.handler.clusters = frozenset({"pcs_0fedcba987"})
+    summary = world.feed(REPORTS)
+    assert (summary.events, world.bus.entries) == ([], [])
+    assert world.stored_runs() == [(FIRST, "fail-terminate", "failed"), (SECOND, "fail-terminate", "failed")]
+    assert world.state() == before
+
+
 def test_the_same_reports_again_change_nothing_and_announce_nothing() -> None:
     world = World()
     world.open_episode()

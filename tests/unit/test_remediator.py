@@ -664,6 +664,25 @@ def _parked(world: World) -> tuple[Any, dict[str, Any]]:
     return remediator, event
 
 
+def test_a_detection_of_a_cluster_outside_the_stacks_cluster_ids_changes_nothing() -> None:
+    """Published before the stack's ClusterIds were narrowed (or put on the bus by someone else): the group
+    was quarantined, in a cluster the stack had let go."""
+    world = World()
+    [event] = world.remediator(clusters=frozenset({"pcs_0fedcba987"})).handle_event(world.detection())
+    assert event.detail_type == "RemediationSkipped"
+    assert event.detail["reason"] == (
+        f"Refused: cluster {CLUSTER} is not one of the stack's ClusterIds; nothing was changed."
+    )
+    assert world.calls("UpdateComputeNodeGroup") == []
+    [applied] = world.remediator(clusters=frozenset({CLUSTER})).handle_event(world.detection())
+    assert applied.detail_type == "RemediationApplied"
+
+
+def test_the_stacks_cluster_ids_are_read_from_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LIFEGUARD_CLUSTER_IDS", f" {CLUSTER},pcs_0fedcba987 ")
+    assert RemediationSettings.from_environment().clusters == frozenset({CLUSTER, "pcs_0fedcba987"})
+
+
 @pytest.mark.parametrize("key", ["Lifeguard:Mode", "lifeguard:mode ", "LIFEGUARD:MODE"])
 def test_a_mode_tag_whose_key_is_only_like_lifeguards_fails_closed_and_is_said(key: str) -> None:
     """AWS's tag keys are case-sensitive: `Lifeguard:Mode=off` (a capitalised tag convention) was never read

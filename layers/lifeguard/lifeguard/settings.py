@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["ENV_PREFIX", "bounded_setting", "setting"]
+__all__ = ["ENV_PREFIX", "bounded_setting", "cluster_ids", "setting"]
 
 ENV_PREFIX = "LIFEGUARD_"
 T = TypeVar("T")
@@ -41,3 +41,11 @@ def bounded_setting(
         source = name if explicit is not None else ENV_PREFIX + name.upper()
         raise ValueError(f"{source}: {value:.15g} is not from {least:.15g} to {most:.15g}")
     return value
+
+
+def cluster_ids(explicit: str | None = None) -> frozenset[str]:
+    """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose scaling logs are
+    read, whose node reports may detect a loop on their own, whose configuration changes are reviewed and
+    whose groups may be changed; empty for every cluster of the account."""
+    listed = setting("cluster_ids", explicit, "", str)
+    return frozenset(part.strip() for part in listed.split(",") if part.strip())

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lifeguard.aws.clients import lazy_client
 from lifeguard.errors import LifeguardError
 from lifeguard.metrics import Metric, uncounted
-from lifeguard.settings import setting
+from lifeguard.settings import cluster_ids, setting
 from lifeguard.values import frozen
 
 # Each composition root imports what its own function uses, when it is built: a cold start loads no other
@@ -211,14 +211,6 @@ def change_lookup(w: Wiring, ledgers: Callable[[], RemediationStore] | None = No
         return {"arn": None, "at": config.modified_at, "source": "unknown"}
 
     return changed_by
-
-
-def cluster_ids(explicit: str | None = None) -> frozenset[str]:
-    """The stack's ClusterIds (`LIFEGUARD_CLUSTER_IDS`, comma-separated): the clusters whose scaling logs are
-    read, whose node reports may detect a loop on their own, and whose configuration changes are reviewed;
-    empty for every cluster of the account."""
-    listed = setting("cluster_ids", explicit, "", str)
-    return frozenset(part.strip() for part in listed.split(",") if part.strip())
 
 
 def build_node_reports(

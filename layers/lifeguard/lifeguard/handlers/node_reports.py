@@ -166,7 +166,11 @@ class NodeReportsHandler:
         if failed or others:
             self.store.put_reports([*failed, *others])
         summary.failed_runs = len({_failed_run(report) for report in failed})
-        groups = sorted({(r.cluster_id, r.compute_node_group_id) for r in failed})
+        # Only the groups of the stack's ClusterIds are judged (an episode a cluster taken out of them had
+        # open included): their reports are stored, and the rest of the batch is not theirs to act on.
+        groups = sorted(
+            {(r.cluster_id, r.compute_node_group_id) for r in failed if self._watched(r.cluster_id)}
+        )
         looping = {(r.cluster_id, r.compute_node_group_id) for r in failed if r.on_error == "TERMINATE"}
         for cluster_id in sorted({cluster for cluster, _ in looping if not self._watched(cluster)}):
             # Stored, as every report is; said, or a group enrolled by hand in another cluster loops unseen.
@@ -193,7 +197,7 @@ class NodeReportsHandler:
         for cluster_id, group_id in groups:
             if (cluster_id, group_id) in damaged:
                 continue
-            detect = reads if (cluster_id, group_id) in looping and self._watched(cluster_id) else None
+            detect = reads if (cluster_id, group_id) in looping else None
             if (cluster_id, group_id) in unknown:
                 if detect is None:
                     continue  # no state to settle or revoke, no loop to look for: nothing to judge
@@ -210,7 +214,10 @@ class NodeReportsHandler:
         # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
         # BatchGetItem for them all; a write (of its version at least: `_witnessed`) only where an episode
         # is open.
-        quiet = sorted({(r.cluster_id, r.compute_node_group_id) for r in others} - set(groups))
+        quiet = sorted(
+            {(r.cluster_id, r.compute_node_group_id) for r in others if self._watched(r.cluster_id)}
+            - set(groups)
+        )
         if quiet:
             # Read from the table, not this container's memory: scaling_events (another function) opens
             # and ends episodes, and a state remembered here would hide one it opened since.

@@ -386,6 +386,13 @@ class Remediator:
             # is Lifeguard's own (the intent, the episode), as for a first delivery.
             return self._reconcile(detection, ledger, intent, deadline), _as_known(detection, state)
         unmatched = rails.unmatched(detection, state, ledger)
+        clusters = self.settings.clusters
+        if unmatched is None and clusters and cluster_id not in clusters:
+            # Published before the stack's ClusterIds were narrowed, or by someone else on the bus.
+            unmatched = (
+                f"Refused: cluster {clip(cluster_id)} is not one of the stack's ClusterIds; nothing was "
+                "changed."
+            )
         if unmatched is not None:
             self.metric("RefusedDetections", 1)
             refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)

@@ -10,7 +10,7 @@ from typing import Any
 from lifeguard.bounds import FINGERPRINT_PATTERN
 from lifeguard.detection import DEFAULT_MODE, stack_mode
 from lifeguard.remediation.actions import NodeBundle
-from lifeguard.settings import bounded_setting, setting
+from lifeguard.settings import bounded_setting, cluster_ids, setting
 from lifeguard.values import frozen
 
 __all__ = ["DEFAULT_COOLDOWN_MINUTES", "DEFAULT_DAILY_CAP", "RemediationSettings"]
@@ -31,6 +31,8 @@ class RemediationSettings:
     # Quarantine adds a drain step (the node bundle, pinned) only when kept nodes are to be drained.
     drain_kept_nodes: bool = False
     node_bundle: NodeBundle | None = None
+    # The stack's ClusterIds: a detection of a group of another cluster changes nothing (empty: any cluster).
+    clusters: frozenset[str] = frozenset()
     # A second revision's remediation waits for the first's, which may hold the lock while its group is
     # UPDATING (`update_wait_seconds`) and for its calls: with 30 s and Lambda's two retries it covered
     # about 4.5 minutes, and a holder that took longer had the later revision parked as busy, paging.
@@ -50,8 +52,8 @@ class RemediationSettings:
 
     @classmethod
     def from_environment(cls, **explicit: Any) -> RemediationSettings:
-        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _DRAIN_KEPT_NODES, and the node
-        bundle: _NODE_BUNDLE (its location), _NODE_BUNDLE_VERSION, _NODE_BUNDLE_SHA256."""
+        """LIFEGUARD_DEFAULT_MODE, _DRY_RUN, _COOLDOWN_MINUTES, _DAILY_CAP, _DRAIN_KEPT_NODES, _CLUSTER_IDS,
+        and the node bundle: _NODE_BUNDLE (its location), _NODE_BUNDLE_VERSION, _NODE_BUNDLE_SHA256."""
         location = setting("node_bundle", None, "", str)
         bundle = explicit.get("node_bundle") or (
             NodeBundle(
@@ -79,6 +81,7 @@ class RemediationSettings:
             ),
             drain_kept_nodes=setting("drain_kept_nodes", explicit.get("drain_kept_nodes"), False, _flag),
             node_bundle=bundle,
+            clusters=cluster_ids(explicit.get("cluster_ids")),
         )
 
     @property
