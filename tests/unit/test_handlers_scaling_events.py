@@ -3278,6 +3278,57 @@ def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_re
     assert detail["config_after"] == REVERTED
 
 
+_OWNERS_STOP_SEQUENCE = {
+    "stages": {
+        "nodeBootstrapped": [
+            {
+                "name": "record-after-fail",
+                "arguments": ["after-fail"],
+                "onError": "STOP_SEQUENCE",
+                "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/record-boot.sh"},
+            }
+        ],
+        "nodeReady": [
+            {
+                "name": "ready-check",
+                "onError": "CONTINUE",
+                "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/ready-check.sh"},
+            }
+        ],
+    }
+}
+
+
+@pytest.mark.parametrize("order", ["reports first", "success first"])
+def test_a_clean_node_proves_a_configuration_that_hides_failures_whichever_log_comes_first(
+    order: str,
+) -> None:
+    """A configuration with a STOP_SEQUENCE script is proven only by a success whose reports show that
+    script ran clean: when the reports came after the scaling log's success, nothing looked again, and a
+    static group's one node never proved it (no later success comes)."""
+    world = World(actions=_OWNERS_STOP_SEQUENCE)
+    world.person_sets(_OWNERS_STOP_SEQUENCE, at(1, 10))
+    node, reports = "i-0clean0000000001", reports_handler(world)
+    runs = [
+        ran(node, at(1, 17), script="record-after-fail", stage="nodeBootstrapped", on_error="STOP_SEQUENCE"),
+        ran(node, at(1, 18), script="ready-check", stage="nodeReady", on_error="CONTINUE"),
+    ]
+    shipped = [(run.model_dump_json(), f"stream:{n}") for n, run in enumerate(runs)]
+    if order == "reports first":
+        world.feed([launched(node, at(1, 15))])
+        reports.handle_messages(shipped)
+        world.feed([succeeded(node, at(1, 18))])
+    else:
+        world.feed([launched(node, at(1, 15)), succeeded(node, at(1, 18))])
+        assert world.state().proven_good is None  # no reports yet: a STOP_SEQUENCE failure looks the same
+        reports.handle_messages(shipped)
+    proof = world.state().proven_good
+    assert proof is not None
+    assert (proof.instance_id, proof.node_lifecycle_actions) == (node, _OWNERS_STOP_SEQUENCE)
+    assert proof.evidence.startswith("BOOTSTRAP_SUCCESS, and its reports show 2 script run(s)")
+    assert world.bus.entries == []
+
+
 def test_a_configuration_that_loops_after_its_success_in_the_same_batch_is_not_proven_by_it() -> None:
     """The proof was made after the batch's revocations: a batch holding a node's ACTIVE and then the loop
     of the same configuration stored it as proven, for the remediation to read, and the proof before it

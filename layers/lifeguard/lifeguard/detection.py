@@ -55,7 +55,9 @@ __all__ = [
     "mode_of",
     "mode_tagged",
     "needs_fresh_config",
+    "proven_already",
     "proven_good",
+    "proven_good_by",
     "resolves",
     "stack_mode",
 ]
@@ -631,30 +633,69 @@ def proven_good(
     no failed script for that boot, or, without reports, no quarantine of Lifeguard's is in the
     configuration (None: it proves nothing; PCS logs a STOP_SEQUENCE failure as BOOTSTRAP_SUCCESS).
     """
-    known = state.proven_good
-    described = (config.fingerprint, config.modified_at)
-    if known is not None and (known.fingerprint, known.modified_at) == described:
-        return None  # already proven (most successes of a healthy group)
+    if proven_already(state, config):
+        return None  # most successes of a healthy group
     for record in reversed(successes):
         outcome = state.outcomes.get(record.instance_id or "")
-        if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
-            continue
-        if outcome.instance_id in (state.episode.kept if state.episode else ()):
-            continue
-        if launch_of(state, record) > config.checked_at:
-            continue  # launched after the last read: it may have run a newer configuration
-        proof = evidence(outcome)
-        if proof is None:
-            continue
-        return ProvenGood(
-            fingerprint=config.fingerprint,
-            node_lifecycle_actions=config.node_lifecycle_actions,
-            modified_at=config.modified_at,
-            proven_at=outcome.event_timestamp,
-            instance_id=outcome.instance_id,
-            evidence=proof,
-        )
+        proof = _proof_by(state, outcome, launch_of(state, record), config, evidence)
+        if proof is not None:
+            return proof
     return None
+
+
+def proven_good_by(
+    state: GroupState,
+    outcomes: Sequence[BootOutcome],
+    config: KnownConfig,
+    evidence: Callable[[BootOutcome], str | None],
+) -> ProvenGood | None:
+    """`proven_good`, from the successes of these outcomes (oldest first), as their node reports come after
+    the scaling log's success: the newest that proves it."""
+    if proven_already(state, config):
+        return None
+    for outcome in reversed(outcomes):
+        launched = state.launched_at(outcome)
+        launch = launched if launched is not None else outcome.event_timestamp
+        proof = _proof_by(state, outcome, launch, config, evidence)
+        if proof is not None:
+            return proof
+    return None
+
+
+def proven_already(state: GroupState, config: KnownConfig) -> bool:
+    """Whether `config` is the group's proven-good configuration already."""
+    known = state.proven_good
+    return known is not None and (known.fingerprint, known.modified_at) == (
+        config.fingerprint,
+        config.modified_at,
+    )
+
+
+def _proof_by(
+    state: GroupState,
+    outcome: BootOutcome | None,
+    launch: int,
+    config: KnownConfig,
+    evidence: Callable[[BootOutcome], str | None],
+) -> ProvenGood | None:
+    """The proof of `config` by one success (its node launched at `launch`), or None."""
+    if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
+        return None
+    if outcome.instance_id in (state.episode.kept if state.episode else ()):
+        return None
+    if launch > config.checked_at:
+        return None  # launched after the last read: it may have run a newer configuration
+    proof = evidence(outcome)
+    if proof is None:
+        return None
+    return ProvenGood(
+        fingerprint=config.fingerprint,
+        node_lifecycle_actions=config.node_lifecycle_actions,
+        modified_at=config.modified_at,
+        proven_at=outcome.event_timestamp,
+        instance_id=outcome.instance_id,
+        evidence=proof,
+    )
 
 
 def episode_id_for(cluster_id: str, group_id: str, detection: Detection) -> str:

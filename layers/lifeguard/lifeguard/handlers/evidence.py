@@ -7,7 +7,8 @@ newest `INSTANCES_READ_MAX` of them), so a flood under other instances hides non
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from lifeguard.attribution import (
     LAUNCH_BOOT_AFTER_OUTCOME_MS,
@@ -18,11 +19,11 @@ from lifeguard.attribution import (
     launched_s,
 )
 from lifeguard.group_state import BootOutcome, Failure, GroupState
-from lifeguard.lifecycle_rules import ready_checks
+from lifeguard.lifecycle_rules import hides_failures, ready_checks, stopping_scripts
 from lifeguard.node_report import NodeReport
 from lifeguard.store.groups import REPORTED_LOOP_READ_MAX, GroupStore, Runs
 
-__all__ = ["INSTANCES_READ_MAX", "GroupEvidence"]
+__all__ = ["INSTANCES_READ_MAX", "GroupEvidence", "proof_evidence"]
 
 # Instances read one by one for one decision, past a group's read that stopped at its bound: the newest.
 INSTANCES_READ_MAX = 20
@@ -162,3 +163,26 @@ class GroupEvidence:
             if runs.failed or not wanted <= runs.ran:
                 return False
         return True
+
+
+def proof_evidence(actions: Mapping[str, Any] | None, boot: BootRuns) -> str | None:
+    """What proves the configuration `actions` good by a node's success and its boot's runs (`boot`), in
+    words; None when they prove nothing. Its reports show every run succeeded (with a run of each
+    nodeBootstrapped script under STOP_SEQUENCE, when it has one: PCS logs such a script's failure as a
+    success, and any node can write a report of another's success), or it sent none and the configuration
+    hides no failure."""
+    if not boot.read:
+        return None  # its runs unread: not known to have run clean
+    hidden = hides_failures(actions)
+    if boot.reported and not boot.failed and (not hidden or _stopping_before_active(actions) <= boot.ran):
+        return f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
+    if boot.reported or hidden:
+        return None
+    return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
+
+
+def _stopping_before_active(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
+    """The nodeBootstrapped scripts under STOP_SEQUENCE: a boot's reports prove a configuration that hides
+    failures only with a run of each (nodeReady's come after ACTIVE; a failure of theirs, when it comes,
+    takes the proof back)."""
+    return {script for script in stopping_scripts(actions) if script[0] == "nodeBootstrapped"}

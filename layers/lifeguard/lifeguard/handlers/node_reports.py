@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
+from operator import attrgetter
 from typing import Any
 
 from lifeguard.attribution import (
@@ -34,7 +35,15 @@ from lifeguard.attribution import (
 )
 from lifeguard.aws.pcs import BatchReads, PcsGateway
 from lifeguard.bounds import clip, implausible_time, utc
-from lifeguard.detection import Detection, DetectionSettings, detect, episode_id_for, resolves
+from lifeguard.detection import (
+    Detection,
+    DetectionSettings,
+    detect,
+    episode_id_for,
+    proven_already,
+    proven_good_by,
+    resolves,
+)
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
@@ -46,7 +55,7 @@ from lifeguard.handlers.containment import (
     revoke_false_proof,
     settle,
 )
-from lifeguard.handlers.evidence import GroupEvidence
+from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
 from lifeguard.log_subscription import MALFORMED_LOG_EVENT
@@ -222,14 +231,19 @@ class NodeReportsHandler:
             # Read from the table, not this container's memory: scaling_events (another function) opens
             # and ends episodes, and a state remembered here would hide one it opened since.
             self.store.forget(quiet)
+            reported = defaultdict(set)
+            for r in others:
+                reported[(r.cluster_id, r.compute_node_group_id)].add(r.instance_id)
             for (cluster_id, group_id), state in self.store.load_many(quiet, damaged).items():
-                if state.episode is not None:
-                    try:
+                try:
+                    if state.episode is not None:
                         summary.events.extend(self._settle_open(cluster_id, group_id))
-                    except UnreadableStateError as exc:  # its ledger
-                        damaged[(cluster_id, group_id)] = str(exc)
-                    except AwsCallError as exc:
-                        failure = failure or exc
+                    elif _may_prove(state, reported[(cluster_id, group_id)]):
+                        self._prove_late(cluster_id, group_id, reported[(cluster_id, group_id)])
+                except UnreadableStateError as exc:  # its ledger
+                    damaged[(cluster_id, group_id)] = str(exc)
+                except AwsCallError as exc:
+                    failure = failure or exc
         if failure is not None:
             # The batch is retried: its reports are stored, its groups judged again; the events published
             # meanwhile are out of their outboxes, not made again: counted now.
@@ -359,6 +373,36 @@ class NodeReportsHandler:
 
         return self.updater.update(cluster_id, group_id, mutate)
 
+    def _prove_late(self, cluster_id: str, group_id: str, instances: set[str]) -> None:
+        """A success the scaling log logged before its node's reports came, which proved nothing then (the
+        configuration may hide a failure: a script under STOP_SEQUENCE): now its reports may prove the
+        configuration, as they would have had they come first. A static group's one node may boot no other
+        success to prove it with."""
+
+        def mutate(state: GroupState) -> Change:
+            if state.episode is not None or not _may_prove(state, instances):
+                return Change()
+            config = state.config
+            assert config is not None  # `_may_prove`
+            runs, actions = GroupEvidence(self.store, state), config.node_lifecycle_actions
+            successes = sorted(
+                (state.outcomes[i] for i in instances if i in state.outcomes), key=_OUTCOME_TIME
+            )
+            proof = proven_good_by(state, successes, config, lambda o: proof_evidence(actions, runs.of(o)))
+            if proof is None:
+                return _witnessed(state, Change())
+            state.prove(proof)
+            logger.info(
+                "group %s: configuration %s proven good by %s (%s), its reports after its success",
+                state.group_id,
+                proof.fingerprint[:12],
+                proof.instance_id,
+                proof.evidence,
+            )
+            return Change(changed=True)
+
+        self.updater.update(cluster_id, group_id, mutate)
+
     def _settle(self, state: GroupState) -> list[ControllerEvent]:
         """A success the scaling log logged before its node's reports came, which ended nothing then (a
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
@@ -444,6 +488,19 @@ class NodeReportsHandler:
         reason = f"{reason}; {began}" if began else reason
         logger.warning("group %s: %s", state.group_id, reason)
         return [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)]
+
+
+def _may_prove(state: GroupState, instances: set[str]) -> bool:
+    """Whether reports of `instances` that did not fail may prove the group's configuration: known whole,
+    not proven already, and one of them a success of the group's."""
+    config = state.config
+    if config is None or not config.actions_read or proven_already(state, config):
+        return False
+    outcomes = state.outcomes
+    return any(i in outcomes and outcomes[i].succeeded for i in instances)
+
+
+_OUTCOME_TIME = attrgetter("event_timestamp")
 
 
 def _witnessed(state: GroupState, change: Change) -> Change:

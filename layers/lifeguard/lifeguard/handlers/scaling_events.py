@@ -55,14 +55,13 @@ from lifeguard.handlers.containment import (
     revoke_proof_of_older_launch,
     settle,
 )
-from lifeguard.handlers.evidence import GroupEvidence
+from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle_rules import (
     drains_kept_nodes,
     hides_failures,
     holds_quarantine,
     holds_script,
-    stopping_scripts,
 )
 from lifeguard.log_subscription import MALFORMED_LOG_EVENT, another_pcs_log
 from lifeguard.metrics import Metric, uncounted
@@ -766,27 +765,13 @@ class ScalingEventsHandler:
         if needs_fresh_config(state, successes, self.proven_good_refresh_ms):
             changed = refresh(state, proof=True)
         config = state.config
-
-        def evidence(outcome: BootOutcome) -> str | None:
-            boot = runs.of(outcome)
-            if not boot.read:
-                return None  # its runs unread: not known to have run clean
-            actions = config.node_lifecycle_actions if config is not None else None
-            hidden = hides_failures(actions)
-            if (
-                boot.reported
-                and not boot.failed
-                and (not hidden or _stopping_before_active(actions) <= boot.ran)
-            ):
-                return f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
-            if boot.reported or config is None or hidden:
-                # PCS logs a STOP_SEQUENCE script's failure as a success: that proves nothing, nor do reports
-                # that leave out a run of such a script (any node can write a report of another's success).
-                return None
-            return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
-
         # A configuration learned from a listing proves nothing yet: its actions are read in a later batch.
-        proof = proven_good(state, successes, config, evidence) if config and config.actions_read else None
+        if config is None or not config.actions_read:
+            return changed
+        actions = config.node_lifecycle_actions
+        proof = proven_good(
+            state, successes, config, lambda outcome: proof_evidence(actions, runs.of(outcome))
+        )
         if proof is None:
             return changed
         state.prove(proof)
@@ -1290,13 +1275,6 @@ def _launch_of_a_failure(state: GroupState, record: ScalingLogRecord) -> bool:
         return False
     outcome = state.outcomes.get(record.instance_id or "")
     return outcome is not None and not outcome.succeeded
-
-
-def _stopping_before_active(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
-    """The nodeBootstrapped scripts under STOP_SEQUENCE: a boot's reports prove a configuration that hides
-    failures only with a run of each (nodeReady's come after ACTIVE; a failure of theirs, when it comes,
-    takes the proof back)."""
-    return {script for script in stopping_scripts(actions) if script[0] == "nodeBootstrapped"}
 
 
 def _attribute(state: GroupState, episode: Episode, runs: GroupEvidence) -> str | None:
