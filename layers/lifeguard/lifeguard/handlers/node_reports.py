@@ -220,9 +220,9 @@ class NodeReportsHandler:
                 damaged[(cluster_id, group_id)] = str(exc)
             except AwsCallError as exc:
                 failure = failure or exc
-        # Groups whose nodes reported only runs that did not fail: they may settle an open episode. One
-        # BatchGetItem for them all; a write (of its version at least: `_witnessed`) only where an episode
-        # is open.
+        # Groups whose nodes reported only runs that did not fail: they may settle an open episode, or
+        # prove the configuration a success booted before its reports came. One BatchGetItem for them all;
+        # a write (of its version at least: `_witnessed`) only where an episode is open or a proof may be.
         quiet = sorted(
             {(r.cluster_id, r.compute_node_group_id) for r in others if self._watched(r.cluster_id)}
             - set(groups)
