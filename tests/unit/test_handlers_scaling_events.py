@@ -3329,6 +3329,60 @@ def test_a_clean_node_proves_a_configuration_that_hides_failures_whichever_log_c
     assert world.bus.entries == []
 
 
+def test_the_proof_kept_behind_is_withdrawn_by_its_own_nodes_late_failed_report_too() -> None:
+    """The node that proved the configuration before a broken change reported a failed script of that boot
+    after the change's first node had proved it: the proof kept behind stood, came back when the newer one
+    was withdrawn, and the revert put back a configuration whose script was known to fail."""
+    world = World(actions=REVERTED, tags={"lifeguard:mode": "revert"})
+    world.person_sets(REVERTED, at(1, 5))
+    world.feed([launched("i-0p00000000000001", at(1, 6)), succeeded("i-0p00000000000001", at(1, 9))])
+    broken = copy.deepcopy(REVERTED)
+    broken["stages"]["nodeReady"].append(
+        {
+            "name": "mount-check",
+            "onError": "TERMINATE",
+            "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/mount-check.sh"},
+        }
+    )
+    world.person_sets(broken, at(1, 20))
+    reports = reports_handler(world)
+    for n, start in enumerate((at(1, 21), at(1, 27), at(1, 33))):
+        node = f"i-0a{n:015d}"
+        world.feed([launched(node, start)])
+        world.feed([succeeded(node, start + 180_000)])
+        if n == 0:
+            late = ran(
+                "i-0p00000000000001",
+                at(1, 9) + 30_000,
+                outcome="failed",
+                script="ready-check",
+                stage="nodeReady",
+                on_error="CONTINUE",
+            )
+            reports.handle_messages([(late.model_dump_json(), "stream:0")])
+            assert world.state().proven_before is None
+        world.feed([failed(node, start + 200_000)])
+    assert world.state().proven_good is None
+    detail = remediate_last_detection(world)
+    assert detail["action"] == "quarantine"
+    assert "no proven-good configuration is known" in detail["reason"]
+
+
+def test_reports_that_prove_nothing_write_nothing_however_often_they_come() -> None:
+    world = World(actions=_OWNERS_STOP_SEQUENCE)
+    world.person_sets(_OWNERS_STOP_SEQUENCE, at(1, 10))
+    node, reports = "i-0kept000000000001", reports_handler(world)
+    world.feed([launched(node, at(1, 15))])
+    stopped = ran(node, at(1, 17), outcome="failed", script="record-after-fail", on_error="STOP_SEQUENCE")
+    reports.handle_messages([(stopped.model_dump_json(), "stream:0")])
+    world.feed([succeeded(node, at(1, 18))])  # a STOP_SEQUENCE failure, as PCS logs it: no proof
+    clean = ran(node, at(1, 18), script="ready-check", stage="nodeReady", on_error="CONTINUE")
+    version = world.state().version
+    for n in range(20):
+        reports.handle_messages([(clean.model_dump_json(), f"stream:{n}")])
+    assert (world.state().version, world.state().proven_good) == (version, None)
+
+
 def test_a_configuration_that_loops_after_its_success_in_the_same_batch_is_not_proven_by_it() -> None:
     """The proof was made after the batch's revocations: a batch holding a node's ACTIVE and then the loop
     of the same configuration stored it as proven, for the remediation to read, and the proof before it

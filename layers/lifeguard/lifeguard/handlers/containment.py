@@ -28,7 +28,7 @@ from lifeguard.event_contract import (
     episode_signals,
     undo_command,
 )
-from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Failure, GroupState
+from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, ProvenGood
 from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, scripts_of
 from lifeguard.node_report import NodeReport
 
@@ -344,17 +344,40 @@ def revoke_false_proof(
     under the onError that configuration gives the script (the one the node booted: a run under another
     cannot be true of it); True when it did. Not past REPORTS_OVERTURN_MS after the proof (at `now_ms`,
     when given): a revert then has the proof to go back to."""
+    dropped = False
+    before = state.proven_before
+    if before is not None:  # the proof kept behind the current one is held to its node's reports too
+        failed = _failed_on_its_boot(state, before, reports, now_ms)
+        if failed is not None:
+            logger.warning(
+                "group %s: configuration %s, proven before the current one, is not proven good: %s failed "
+                "%s on that boot",
+                state.group_id,
+                before.fingerprint[:12],
+                before.instance_id,
+                failed,
+            )
+            state.proven_before, dropped = None, True
     proof = state.proven_good
-    if proof is None:
-        return False
+    failed = _failed_on_its_boot(state, proof, reports, now_ms) if proof is not None else None
+    if proof is None or failed is None:
+        return dropped
+    return _revoke(state, f"{proof.instance_id} failed {failed} on that boot")
+
+
+def _failed_on_its_boot(
+    state: GroupState, proof: ProvenGood, reports: Sequence[NodeReport], now_ms: int | None
+) -> str | None:
+    """The script the node that made `proof` reported failed on that boot, under the onError its
+    configuration gives it (None: none did, or the report came too late to count)."""
     outcome = state.outcomes.get(proof.instance_id)
     since = state.launched_at(outcome) if outcome is not None else None
     actions = proof.node_lifecycle_actions or {}
     runs = failed_runs(reports, proof.instance_id, since, scripts_of(actions), outcome_ms=proof.proven_at)
     runs = as_configured(runs, actions)
     if not runs or _too_late(state, "revoke the proof it made", proof.instance_id, proof.proven_at, now_ms):
-        return False
-    return _revoke(state, f"{proof.instance_id} failed {runs[-1].script} on that boot")
+        return None
+    return runs[-1].script
 
 
 def revoke_proof_of_older_launch(state: GroupState, records: Sequence[ScalingLogRecord]) -> bool:
@@ -391,16 +414,22 @@ def revoke_proof_of_looped_config(state: GroupState) -> bool:
     """Forget the proven-good configuration when the scaling log shows it looping since it was proven (a
     script it fetches broke in place, or its failures were intermittent): put back by a revert, it would
     loop again; True when it did."""
-    proof, episode = state.proven_good, state.episode
-    if proof is None or episode is None or episode.config_fingerprint != proof.fingerprint:
+    proof = state.proven_good
+    last = _looped_since(proof, state.episode) if proof is not None else None
+    if last is None:
         return False
-    if "scaling_log" not in episode_signals(episode):  # the nodes' reports alone decide nothing
-        return False
-    since = [failure for failure in episode.failures if failure.event_timestamp > proof.proven_at]
-    if not since:
-        return False
-    last = since[-1]
     return _revoke(state, f"it looped since ({last.instance_id} failed at {utc(last.event_timestamp)})")
+
+
+def _looped_since(proof: ProvenGood, episode: Episode | None) -> Failure | None:
+    """The newest failure of `episode` that shows the configuration of `proof` looping after it was proven
+    (the scaling log's: the nodes' reports alone decide nothing), if there is one."""
+    if episode is None or episode.config_fingerprint != proof.fingerprint:
+        return None
+    if "scaling_log" not in episode_signals(episode):
+        return None
+    since = [failure for failure in episode.failures if failure.event_timestamp > proof.proven_at]
+    return since[-1] if since else None
 
 
 def _revoke(state: GroupState, why: str) -> bool:
@@ -414,6 +443,8 @@ def _revoke(state: GroupState, why: str) -> bool:
     )
     before, state.proven_good, state.proven_before = state.proven_before, None, None
     if before is None or before.fingerprint == proof.fingerprint:
+        return True
+    if _looped_since(before, state.last_episode) is not None:  # a loop of it ended since: no proof either
         return True
     state.proven_good = before
     if not (revoke_proof_of_failed_node(state) or revoke_proof_of_looped_config(state)):

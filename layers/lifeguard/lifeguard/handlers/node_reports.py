@@ -390,7 +390,10 @@ class NodeReportsHandler:
             )
             proof = proven_good_by(state, successes, config, lambda o: proof_evidence(actions, runs.of(o)))
             if proof is None:
-                return _witnessed(state, Change())
+                # Not written: a node could then have the group written at each report it sends. A success
+                # whose reports a scaling_events write read just before they were stored proves its
+                # configuration with the next success instead.
+                return Change()
             state.prove(proof)
             logger.info(
                 "group %s: configuration %s proven good by %s (%s), its reports after its success",
@@ -552,6 +555,7 @@ def _judged_nodes(state: GroupState) -> list[str]:
     nodes = []
     if state.last_episode is not None and state.last_episode.resolved_by is not None:
         nodes.append(state.last_episode.resolved_by)
-    if state.proven_good is not None:
-        nodes.append(state.proven_good.instance_id)
+    for proof in (state.proven_good, state.proven_before):
+        if proof is not None:
+            nodes.append(proof.instance_id)
     return nodes
