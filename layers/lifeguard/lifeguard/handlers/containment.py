@@ -414,8 +414,10 @@ def revoke_proof_of_looped_config(state: GroupState) -> bool:
     """Forget the proven-good configuration when the scaling log shows it looping since it was proven (a
     script it fetches broke in place, or its failures were intermittent): put back by a revert, it would
     loop again; True when it did."""
-    proof = state.proven_good
-    last = _looped_since(proof, state.episode) if proof is not None else None
+    proof, episode = state.proven_good, state.episode
+    if proof is None or episode is None:
+        return False  # most groups, at every batch
+    last = _looped_since(proof, episode)
     if last is None:
         return False
     return _revoke(state, f"it looped since ({last.instance_id} failed at {utc(last.event_timestamp)})")

@@ -561,7 +561,7 @@ class ScalingEventsHandler:
                 launched = record.status_code == "LAUNCHED"
                 # A LAUNCHED delivered after its node's unhealthy termination says the node was fresh: the
                 # termination may count for a replacement loop now, as when it came.
-                late_unhealthy = launched and record.instance_id in state.unhealthy
+                late_unhealthy = launched and record.details.instance_id in state.unhealthy
                 # Most records are a node's first: its launch, or its success outside a loop. Nothing below
                 # acts on those (a success proves its configuration after the records: `_prove_good`).
                 if (

@@ -127,7 +127,11 @@ def state_bytes(text: str) -> int:
     """How many bytes JSON text takes in a group's state body, compressed as the body is (STATE_LEVEL):
     what is bounded to be kept there (a configuration, the outbox's events) is measured so. Measured as a
     document of its own (level 6), text JSON writes as escapes (control characters) took a third more in
-    the state than measured, and a state within every bound passed DynamoDB's 400 KB."""
+    the state than measured, and a state within every bound passed DynamoDB's 400 KB. Text under
+    COMPRESS_FROM_BYTES is taken at its length, no less than it takes compressed but for zlib's few bytes
+    (JSON's own text is ASCII): most configurations and events are, and are not compressed to be measured."""
+    if len(text) < COMPRESS_FROM_BYTES:
+        return len(text)
     return len(zlib.compress(text.encode(), STATE_LEVEL))
 
 
