@@ -89,6 +89,14 @@ def test_an_event_still_too_big_keeps_only_its_last_ten_failures_then_loses_its_
     assert detail == original  # the event itself is not changed
 
 
+def test_an_event_of_no_reason_trimmed_of_its_log_tail_alone_has_no_reason_still() -> None:
+    suspect = {**ARTICLE_SUSPECT, "log_tail": "e" * 300_000}
+    detail = make_detail(episode_id="ep-1", suspect=suspect)
+    sent = json.loads(ControllerEvent("BootstrapLoopDetected", detail, "k").to_entry("bus")["Detail"])
+    assert sent["suspect"]["log_tail"] == TRIMMED
+    assert sent["reason"] is None  # not "": nothing was said, and nothing left out needs saying
+
+
 def test_a_review_too_big_lists_its_first_risks_keeps_its_diff_and_says_how_many_it_found() -> None:
     """A review's risks went after its diff, and the cut was not said: its notice showed a risky change with
     no change listed, and counted the risks left (50) where its reason spoke of 80."""

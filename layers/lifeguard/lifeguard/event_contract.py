@@ -160,7 +160,7 @@ def risks_found(detail: Mapping[str, Any]) -> int:
 
 def _fitted_reason(
     detail_type: str, reason: object, left_out: list[str], risks: str | None, into: str
-) -> str:
+) -> str | None:
     """An event's reason (None: left out too), what of it was left out to fit `into` and how many risks the
     review found when fewer are listed (`risks`), within the reason's bound: the notes are kept whole."""
     from lifeguard.bounds import REASON_MAX_CHARS
@@ -181,7 +181,9 @@ def _fitted_reason(
     if said and risks:  # the count the review's own reason gave is the new note's
         said = _risks_found_pattern().sub("", said).strip()
     room = REASON_MAX_CHARS - len(note) - 1
-    return f"{said[:room]} {note}" if said else note
+    if not said:
+        return note or None
+    return f"{said[:room]} {note}" if note else said
 
 
 def trimmed_to_fit(
@@ -203,6 +205,7 @@ def trimmed_to_fit(
     left_out: list[str] = []
     risks: str | None = None
     said: object = detail.get("reason")
+    dropped = False  # the reason's own words left out (`last`)
     for step in (*_TRIM_ORDER, *last):
         if step == "log_tail":  # no note: the tail says so itself
             if isinstance(trimmed.get("suspect"), Mapping):
@@ -215,11 +218,11 @@ def trimmed_to_fit(
                 risks = risks_found_sentence(risks_found(detail), _RISKS_KEPT)
             trimmed["risks"] = [_cut_risk(risk) for risk in listed[:_RISKS_KEPT]]
         elif step == "reason":
-            said = None
+            said, dropped = None, True
         elif trimmed.get(step) not in (None, []):
             trimmed[step] = None if step.startswith("config") else []
             left_out.append(step)
-        if left_out or risks or said is None:
+        if left_out or risks or dropped:
             trimmed["reason"] = _fitted_reason(detail_type, said, left_out, risks, into)
         if fits(trimmed):
             break
