@@ -468,13 +468,13 @@ def test_revert_never_puts_back_a_configuration_lifeguard_changed_for_a_loop_sin
     [
         (
             "CloudFormation",
-            "NodeLifecycleActions.Stages.NodeReady[0]: ",
+            "NodeLifecycleActions.Stages.NodeReady: ",
             {"Name", "ScriptSource", "Arguments", "OnError", "ExecutionPolicy"},
             {"ScriptLocation", "S3VersionId", "Checksum"},
         ),
         (
             "Terraform",
-            "node_lifecycle_actions.stages.node_ready[0] = ",
+            "node_lifecycle_actions.stages.node_ready = ",
             {"name", "script_source", "arguments", "on_error", "execution_policy"},
             {"script_location", "s3_version_id", "checksum"},
         ),
@@ -486,8 +486,11 @@ def test_the_iac_note_gives_an_added_script_whole_in_the_tools_own_names(
     plan = action_for("quarantine").plan(
         ActionContext(TERMINATE, ("nodeBootstrapped", "fail-terminate"), node_bundle=BUNDLE)
     )
-    note = ManagedBy(tool, "hpc-cluster").note(plan.changes)
+    note = ManagedBy(tool, "hpc-cluster").note(plan.changes, plan.config_after)
+    # The stage the drain step is added to is given whole (an index there is of the new list, and the
+    # template holds the old one), the step first in it.
     [added] = [part for part in note.split("; ") if prefix in part]
-    step = json.loads(added.split(prefix, 1)[1].removesuffix("."))  # whole: an owner can paste it
+    step, *rest = json.loads(added.split(prefix, 1)[1].removesuffix("."))  # whole: an owner can paste it
+    assert len(rest) == len(TERMINATE["stages"]["nodeReady"])
     assert set(step) == keys
     assert set(step[next(key for key in keys if key.lower().startswith("script"))]) == source

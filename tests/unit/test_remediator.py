@@ -2215,6 +2215,65 @@ def test_a_replacement_loop_of_a_drain_step_the_owners_added_is_not_lifeguards_t
     assert world.group()["nodeLifecycleActions"] == theirs
 
 
+@pytest.mark.parametrize("tool", ["CloudFormation", "Terraform"])
+def test_a_template_owners_note_gives_a_stage_whole_where_a_script_was_added(tool: str) -> None:
+    """The note gave each change by its path's index: the drain step added at nodeReady[0] and the rest by
+    their places in the new list, while the template holds the old one, so an owner who wrote the edits in
+    as told overwrote their own first nodeReady script with the drain step."""
+    tags = (
+        {"aws:cloudformation:stack-name": "hpc-cluster"}
+        if tool == "CloudFormation"
+        else {"managed-by": "terraform:hpc/prod"}
+    )
+    world = World(tags=tags)
+    bundle = NodeBundle("s3://bundles/lifeguard/lifeguard-node.pyz", "v1", "a" * 64)
+    [event] = world.remediator(drain_kept_nodes=True, node_bundle=bundle).handle_event(world.detection())
+    assert event.detail_type == "RemediationApplied"
+    reason = event.detail["reason"]
+    stage, field, sep = (
+        (
+            "NodeLifecycleActions.Stages.NodeReady: ",
+            "NodeLifecycleActions.Stages.NodeBootstrapped[0].OnError",
+            ": ",
+        )
+        if tool == "CloudFormation"
+        else (
+            "node_lifecycle_actions.stages.node_ready = ",
+            "node_lifecycle_actions.stages.node_bootstrapped[0].on_error",
+            " = ",
+        )
+    )
+    assert f"{field}{sep}STOP_SEQUENCE" in reason  # an edit in place keeps its path
+    assert "NodeReady[" not in reason
+    assert "node_ready[" not in reason
+    given, _ = json.JSONDecoder().raw_decode(reason, reason.index(stage) + len(stage))
+    held = world.group()["nodeLifecycleActions"]["stages"]["nodeReady"]
+    assert [script["Name" if tool == "CloudFormation" else "name"] for script in given] == [
+        script["name"] for script in held
+    ]
+    assert held[0]["name"] == "lifeguard-drain"
+
+
+def test_a_template_owners_note_of_a_revert_that_takes_a_script_out_gives_the_stage_whole() -> None:
+    """A revert that took a script out named it `NodeBootstrapped[0]: null` and then edited the script after
+    it at the same index: a template written so held a null script."""
+    from lifeguard.lifecycle import diff_api_configs
+    from lifeguard.remediation.iac import ManagedBy
+
+    def script(name: str, *arguments: str) -> dict[str, Any]:
+        source = {"scriptLocation": f"s3://lca-scripts-example/scripts/{name}.sh"}
+        return {"name": name, "scriptSource": source, "arguments": list(arguments)}
+
+    before = {"stages": {"nodeBootstrapped": [script("a"), script("b", "old")]}}
+    after = {"stages": {"nodeBootstrapped": [script("b", "new")]}}
+    note = ManagedBy("CloudFormation", "hpc-cluster").note(diff_api_configs(before, after), after)
+    assert note.endswith(
+        "put it in the template: NodeLifecycleActions.Stages.NodeBootstrapped: "
+        '[{"Name":"b","ScriptSource":{"ScriptLocation":"s3://lca-scripts-example/scripts/b.sh"},'
+        '"Arguments":["new"]}].'
+    )
+
+
 @pytest.mark.parametrize(
     ("tags", "says"),
     [

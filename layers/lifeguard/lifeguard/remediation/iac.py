@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from lifeguard.bounds import clip
 from lifeguard.lifecycle import ConfigChange
@@ -30,11 +31,16 @@ class ManagedBy:
     tool: str  # CloudFormation | Terraform
     name: str
 
-    def note(self, changes: Sequence[ConfigChange]) -> str:
-        """The sentences a remediation's reason ends with: the next deploy undoes the change; keep it so."""
+    def note(self, changes: Sequence[ConfigChange], after: Mapping[str, Any] | None) -> str:
+        """The sentences a remediation's reason ends with: the next deploy undoes the change; keep it so.
+        A stage where a script is added or taken out is given whole, as `after` holds it: a path's index
+        there is of the new list (of the old one for a script taken out), and the template holds the old
+        one, so edits by index would land on other scripts."""
+        edits = _edits(changes, after)
         if self.tool == "CloudFormation":
             paths = [
-                f"NodeLifecycleActions.{_WORD.sub(_upper, c.path)}: {_value(c.new, _pascal)}" for c in changes
+                f"NodeLifecycleActions.{_WORD.sub(_upper, path)}: {_value(new, _pascal)}"
+                for path, new in edits
             ]
             return (
                 f"This group belongs to CloudFormation stack {self.name}: its next deploy puts the old "
@@ -43,8 +49,8 @@ class ManagedBy:
                 + "."
             )
         paths = [
-            f"node_lifecycle_actions.{_UPPER.sub(_snake, c.path)} = {_value(c.new, _snake_case)}"
-            for c in changes
+            f"node_lifecycle_actions.{_UPPER.sub(_snake, path)} = {_value(new, _snake_case)}"
+            for path, new in edits
         ]
         return (
             f"This group is managed by Terraform ({self.name}): the next terraform apply puts the old "
@@ -52,6 +58,31 @@ class ManagedBy:
             + "; ".join(paths)
             + "."
         )
+
+
+# A change of a whole script (added or taken out), not of a field of one: `stages.nodeReady[0]`.
+_WHOLE_SCRIPT = re.compile(r"stages\.([A-Za-z]+)(?:\[\d+\])?")
+
+
+def _edits(changes: Sequence[ConfigChange], after: Mapping[str, Any] | None) -> list[tuple[str, object]]:
+    """(path, new value) of each edit to keep the change: the changes' own, but for a stage where a script
+    was added or taken out, which is given whole (its list in `after`) once, where its first change was."""
+    whole = {
+        match.group(1) for change in changes if (match := _WHOLE_SCRIPT.fullmatch(change.path)) is not None
+    }
+    if not whole:
+        return [(change.path, change.new) for change in changes]
+    stages = after.get("stages") if isinstance(after, Mapping) else None
+    edits: list[tuple[str, object]] = []
+    given: set[str] = set()
+    for change in changes:
+        stage = change.path.split(".", 2)[1].split("[", 1)[0] if change.path.startswith("stages.") else ""
+        if stage not in whole:
+            edits.append((change.path, change.new))
+        elif stage not in given:
+            given.add(stage)
+            edits.append((f"stages.{stage}", stages.get(stage) if isinstance(stages, Mapping) else None))
+    return edits
 
 
 def managed_by(tags: Mapping[str, str]) -> ManagedBy | None:

@@ -528,7 +528,11 @@ class Remediator:
         if not paced:
             said = f"{said[:-1]} (not held back by the cooldown or the daily cap)."
         owner = read.owner
-        said = " ".join(part for part in (lead, said, owner.note(plan.changes) if owner else None) if part)
+        said = " ".join(
+            part
+            for part in (lead, said, owner.note(plan.changes, plan.config_after) if owner else None)
+            if part
+        )
         return plan, said
 
     def _ended_meanwhile(self, detection: LoopDetection, fresh: GroupState, ledger: Ledger) -> str | None:
