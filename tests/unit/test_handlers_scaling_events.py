@@ -3242,15 +3242,12 @@ def remediate_last_detection(world: World) -> dict[str, Any]:
     return dict(event.detail)
 
 
-def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_revert() -> None:
-    """PCS logs a node ACTIVE before its nodeReady scripts run: the first node of a broken change proved it,
-    replacing the proof of the configuration before, and when that node then failed in nodeReady the proof
-    was taken back and none was left. The revert had nothing to go back to, and quarantined instead."""
+def _proved_then_broken() -> World:
+    """A group in mode revert whose configuration i-0p00000000000001 proved at 01:09, then changed at 01:20
+    to one with a nodeReady mount check under TERMINATE (PCS logs a node ACTIVE before it runs)."""
     world = World(actions=REVERTED, tags={"lifeguard:mode": "revert"})
     world.person_sets(REVERTED, at(1, 5))
     world.feed([launched("i-0p00000000000001", at(1, 6)), succeeded("i-0p00000000000001", at(1, 9))])
-    good = world.state().proven_good
-    assert good is not None
     broken = copy.deepcopy(REVERTED)
     broken["stages"]["nodeReady"].append(
         {
@@ -3260,6 +3257,16 @@ def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_re
         }
     )
     world.person_sets(broken, at(1, 20))
+    return world
+
+
+def test_a_proof_taken_back_leaves_the_configuration_proven_before_it_for_the_revert() -> None:
+    """PCS logs a node ACTIVE before its nodeReady scripts run: the first node of a broken change proved it,
+    replacing the proof of the configuration before, and when that node then failed in nodeReady the proof
+    was taken back and none was left. The revert had nothing to go back to, and quarantined instead."""
+    world = _proved_then_broken()
+    good = world.state().proven_good  # proved by i-0p… before the change
+    assert good is not None
     for n, start in enumerate((at(1, 21), at(1, 27), at(1, 33))):
         node = f"i-0a{n:015d}"
         for record in (
@@ -3333,18 +3340,7 @@ def test_the_proof_kept_behind_is_withdrawn_by_its_own_nodes_late_failed_report_
     """The node that proved the configuration before a broken change reported a failed script of that boot
     after the change's first node had proved it: the proof kept behind stood, came back when the newer one
     was withdrawn, and the revert put back a configuration whose script was known to fail."""
-    world = World(actions=REVERTED, tags={"lifeguard:mode": "revert"})
-    world.person_sets(REVERTED, at(1, 5))
-    world.feed([launched("i-0p00000000000001", at(1, 6)), succeeded("i-0p00000000000001", at(1, 9))])
-    broken = copy.deepcopy(REVERTED)
-    broken["stages"]["nodeReady"].append(
-        {
-            "name": "mount-check",
-            "onError": "TERMINATE",
-            "scriptSource": {"scriptLocation": "s3://lca-scripts-example/scripts/mount-check.sh"},
-        }
-    )
-    world.person_sets(broken, at(1, 20))
+    world = _proved_then_broken()
     reports = reports_handler(world)
     for n, start in enumerate((at(1, 21), at(1, 27), at(1, 33))):
         node = f"i-0a{n:015d}"
