@@ -13,7 +13,7 @@ launch was not seen counts when its outcome came after `modifiedAt`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
@@ -635,12 +635,9 @@ def proven_good(
     """
     if proven_already(state, config):
         return None  # most successes of a healthy group
-    for record in reversed(successes):
-        outcome = state.outcomes.get(record.instance_id or "")
-        proof = _proof_by(state, outcome, launch_of(state, record), config, evidence)
-        if proof is not None:
-            return proof
-    return None
+    outcomes = state.outcomes
+    candidates = ((outcomes.get(r.instance_id or ""), r.event_timestamp) for r in reversed(successes))
+    return _first_proof(state, candidates, config, evidence)
 
 
 def proven_good_by(
@@ -653,13 +650,8 @@ def proven_good_by(
     the scaling log's success: the newest that proves it."""
     if proven_already(state, config):
         return None
-    for outcome in reversed(outcomes):
-        launched = state.launched_at(outcome)
-        launch = launched if launched is not None else outcome.event_timestamp
-        proof = _proof_by(state, outcome, launch, config, evidence)
-        if proof is not None:
-            return proof
-    return None
+    candidates = ((outcome, outcome.event_timestamp) for outcome in reversed(outcomes))
+    return _first_proof(state, candidates, config, evidence)
 
 
 def proven_already(state: GroupState, config: KnownConfig) -> bool:
@@ -671,23 +663,31 @@ def proven_already(state: GroupState, config: KnownConfig) -> bool:
     )
 
 
-def _proof_by(
+def _first_proof(
     state: GroupState,
-    outcome: BootOutcome | None,
-    launch: int,
+    candidates: Iterable[tuple[BootOutcome | None, int]],
     config: KnownConfig,
     evidence: Callable[[BootOutcome], str | None],
 ) -> ProvenGood | None:
-    """The proof of `config` by one success (its node launched at `launch`), or None."""
-    if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
-        return None
-    if outcome.instance_id in (state.episode.kept if state.episode else ()):
-        return None
-    if launch > config.checked_at:
-        return None  # launched after the last read: it may have run a newer configuration
-    proof = evidence(outcome)
-    if proof is None:
-        return None
+    """The proof of `config` by the first of the candidate successes that proves it, or None. Each comes
+    with the time its node is taken to have been launched at when its LAUNCHED was not seen (its record's,
+    as `launch_of` takes it)."""
+    kept = state.episode.kept if state.episode else ()
+    for outcome, unseen_launch in candidates:
+        if outcome is None or not outcome.succeeded or not is_relevant(state, outcome, config.modified_at):
+            continue
+        if outcome.instance_id in kept:
+            continue
+        launched = state.launched_at(outcome)
+        if (launched if launched is not None else unseen_launch) > config.checked_at:
+            continue  # launched after the last read: it may have run a newer configuration
+        proof = evidence(outcome)
+        if proof is not None:
+            return _proof(config, outcome, proof)
+    return None
+
+
+def _proof(config: KnownConfig, outcome: BootOutcome, proof: str) -> ProvenGood:
     return ProvenGood(
         fingerprint=config.fingerprint,
         node_lifecycle_actions=config.node_lifecycle_actions,
