@@ -459,3 +459,14 @@ def test_a_node_ready_script_left_on_terminate_is_told_it_ends_an_active_node() 
     ]
     assert codes(config(("nodeReady", script("verify-mounts")))) == []
     assert codes(config(("nodeBootstrapped", script("tune-slurm-features")))) == []
+
+
+def test_an_acronyms_plural_in_pascal_case_is_one_word() -> None:
+    """`VerifyGPUs` was read as `verify gp us`: not a check of the GPUs, it was told to set CONTINUE, which
+    lets a node whose GPUs fail their check serve jobs. An acronym's plural is one word, as `verify-gpus`."""
+    for name in ("VerifyGPUs", "CheckGPUs", "CheckEFAs", "verifyGPUsReady"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    # A word after the acronym still starts where its capital does.
+    assert codes(config(("nodeBootstrapped", script("GPUsReport")))) == [
+        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
+    ]

@@ -100,7 +100,7 @@ _GUARDED_WORDS = (
     r"weka",
     r"scratch",
     r"driver(?:s)?",
-    r"efa",
+    r"efa(?:s)?",
 )
 
 # What a reboot undoes unless it is done again: a mount, a tmpfs, a kernel setting or module loaded at run
@@ -156,8 +156,8 @@ _LASTING = _words(_LASTING_WORDS)
 
 
 # Where a name written in camelCase or PascalCase has a word boundary: `VerifyMounts`, `installCUDA`,
-# `NFSMount` read as the words kebab-case would give.
-_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# `NFSMount` read as the words kebab-case would give; an acronym's plural stays whole (`CheckGPUs`).
+_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 
 
 def _split(text: str) -> list[str]:
