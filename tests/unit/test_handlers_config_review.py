@@ -1167,3 +1167,20 @@ def test_a_script_moved_to_the_other_stage_keeps_its_risks_as_they_were() -> Non
     )
     assert {risk["severity"] for risk in detail["risks"]} == {"info"}
     assert "2 of the 2 risk(s) were there before this change" in detail["reason"]
+
+
+def test_a_scaling_update_delivered_after_a_later_change_is_not_reviewed_again() -> None:
+    """Bob's scaling update at 01:01, delivered after Alice's change at 01:02 that carried the
+    configuration: it was reviewed again as put in place at 01:01 by nobody known (PCS held the one before
+    then), and its risks told a second time."""
+    world = World()
+    world.knows(BEFORE)
+    world.handler.clock = lambda: AT / 1000 + 700
+    change = recorded()
+    change["detail"]["eventTime"] = "2026-10-21T01:02:00Z"
+    assert world.review(change).reviewed == 1
+    late = scaling_update(BOB)
+    late["detail"]["eventTime"] = "2026-10-21T01:01:00Z"
+    summary = world.review(late)
+    assert (summary.reviewed, summary.ignored) == (0, 1)
+    assert [review["changed_by"]["arn"] for review in world.reviews()] == [ARN]

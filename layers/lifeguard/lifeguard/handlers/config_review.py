@@ -254,18 +254,18 @@ class ConfigReviewHandler:
         what PCS holds after it): who is known to have put that configuration in place before it (a call
         that carried it, or Lifeguard), or that it was read back and reviewed after an earlier such call;
         else None. The call did not change it: it is not laid at its door, nor reviewed again (a group's
-        every scaling update repeated the first one's risks). And whether this very call was reviewed
-        before: its record is kept before its review is published, and a publish that failed is retried by
-        Lambda with the same event, which must review it again (notify tells a review once, by its key),
-        even once the detection has read the configuration since."""
+        every scaling update repeated the first one's risks), nor by a call delivered after a later one that
+        put it in place (PCS held another when it was made, one no longer to be read). And whether this very
+        call was reviewed before: its record is kept before its review is published, and a publish that
+        failed is retried by Lambda with the same event, which must review it again (notify tells a review
+        once, by its key), even once the detection has read the configuration since."""
         fingerprint = _fingerprint(target.config)
         kept = self.changes.find(target.cluster_id, target.group_id, fingerprint)
         if kept is not None and kept.read_back and kept.event_id == call.event_id:
             return None, True
-        if (
-            kept is not None
-            and kept.at <= call.at
-            and self._none_between(target, fingerprint, kept.at, call.at)
+        # Known from a call after this one (this one delivered late): what PCS holds was told then.
+        if kept is not None and (
+            kept.at > call.at or self._none_between(target, fingerprint, kept.at, call.at)
         ):
             if kept.read_back:
                 said = (
