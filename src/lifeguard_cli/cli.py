@@ -895,7 +895,8 @@ def status(
         last_text = _last_action_text(last, format_time) if last else "-"
         if row.standing:  # behind a later skip: the change that holds the group still
             standing = row.standing
-            last_text += f"; {standing['action']} of {format_time(standing['at'] / 1000)} stands"
+            since = "stands" if standing["holds"] else "replaced since by another configuration"
+            last_text += f"; {standing['action']} of {format_time(standing['at'] / 1000)} {since}"
         group_text = f"{row.name} ({row.group_id})" if row.name else row.group_id
         group_text = group_text if row.in_pcs else f"{row.group_id} (no longer in PCS)"
         view.add_row(row.cluster_id, group_text, row.shown_mode, open_text, last_text)
@@ -988,7 +989,8 @@ def history(
     view = make_table("time (UTC)", "decision", "episode", "action", "changes", "reason")
     for entry in entries:
         action = f"{entry.action or '-'}{' (dry run)' if entry.dry_run else ''}"
-        episode = f"{entry.episode_id or '-'} r{entry.revision or 0}"
+        # A containment or resolution read off the group's state has no revision of its own: none shown.
+        episode = f"{entry.episode_id or '-'}" + (f" r{entry.revision}" if entry.revision else "")
         changes = "\n".join(diff_line(change) for change in entry.diff) or "-"
         if entry.diff and entry.decision not in ("applied", "undo"):  # a dry run's, a skip's: not made
             changes = f"not made:\n{changes}"

@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lifeguard.aws.pcs import GroupSnapshot, PcsGateway
-from lifeguard.bounds import clip, clock_time, is_pcs_id
+from lifeguard.bounds import clip, clock_time, is_pcs_id, utc
 from lifeguard.detection import mode_of, mode_tagged, stack_mode
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
 from lifeguard.event_contract import NODES_REPLACED
@@ -468,7 +468,7 @@ class Operator:
             episode=_episode(state),
             last_action=_last_action(last[0]) if last else None,
             proven_good=state.proven_good.fingerprint if state.proven_good else None,
-            standing=self._standing(key, last[0] if last else None),
+            standing=self._standing(key, last[0] if last else None, state),
             name=names.get(state.group_id),
             tags_from="table" if key in self.tags_unread or key in self.gone else "pcs",
             in_pcs=key not in self.gone,
@@ -485,10 +485,13 @@ class Operator:
         except AwsCallError:
             return {}
 
-    def _standing(self, key: tuple[str, str], last: AuditEntry | None) -> dict[str, Any] | None:
-        """Lifeguard's last change of the group not undone, `{"at", "action", "episode_id"}` (`at` in
-        epoch ms), when the last action is another entry; None when there is none, or its ledger cannot be
-        read."""
+    def _standing(
+        self, key: tuple[str, str], last: AuditEntry | None, state: GroupState
+    ) -> dict[str, Any] | None:
+        """Lifeguard's last change of the group not undone, `{"at", "action", "episode_id", "holds"}` (`at`
+        in epoch ms; `holds`: false when the configuration Lifeguard last read of the group was put in place
+        after the change, and is another one), when the last action is another entry; None when there is
+        none, or its ledger cannot be read."""
         if last is None or last.decision == "applied":
             return None
         try:
@@ -498,7 +501,20 @@ class Operator:
         change = next((c for c in reversed(ledger.changes) if c.counts and c.undone_at is None), None)
         if change is None:
             return None
-        return {"at": epoch_ms(change.at), "action": change.action, "episode_id": change.episode_id}
+        # Replaced only when Lifeguard has read a configuration PCS put in place after the change, and it is
+        # another: the one read before the change (not read again since) says nothing of it.
+        config = state.config
+        holds = (
+            config is None
+            or config.fingerprint == change.fingerprint_after
+            or config.modified_at <= epoch_ms(change.at)
+        )
+        return {
+            "at": epoch_ms(change.at),
+            "action": change.action,
+            "episode_id": change.episode_id,
+            "holds": holds,
+        }
 
     def _tags_now(self, state: GroupState) -> dict[str, str]:
         """The group's tags as PCS has them now (the functions read them again before they act, so a tag set
@@ -547,10 +563,16 @@ class Operator:
                 return cluster, group
             try:
                 return self._ids(cluster, group)
-            except GroupNotFoundError:
+            except AwsCallError as exc:  # GroupNotFoundError among them
+                # PCS answers a cluster id it does not have as a missing grant: a typo'd id is said as one.
+                denied = not isinstance(exc, GroupNotFoundError)
+                if denied and exc.code != "AccessDeniedException":
+                    raise
                 cluster_id = self.pcs.known_cluster_id(cluster)
                 if cluster_id is None:  # the cluster is what PCS does not know
                     raise OperatorError(f"no cluster {cluster} in PCS; check --cluster") from None
+                if denied:  # a cluster PCS has: the refusal is the caller's grant
+                    raise
                 if self._held(cluster_id, group):  # a group PCS no longer has, its cluster given by name
                     return cluster_id, group
                 raise OperatorError(f"no compute node group {group} in cluster {cluster} (PCS)") from None
@@ -996,8 +1018,12 @@ def _episode_ends(state: GroupState) -> list[AuditEntry]:
                         _milestone(state.unhealthy[instance], "replaced", episode.episode_id, reason)
                     )
         if episode.resolved_at is not None:
-            by = f" by {episode.resolved_by}" if episode.resolved_by else ""
-            reason = f"resolved: a node bootstrapped with no failed script{by}"
+            # Ended by a node's success (its reports, if any, in the LoopResolved event), or by a
+            # configuration that no longer holds the script (at that configuration's time, no node).
+            if episode.resolved_by:
+                reason = f"resolved: {episode.resolved_by} bootstrapped successfully"
+            else:
+                reason = f"resolved: the configuration of {utc(episode.resolved_at)} no longer holds {script}"
             found.append(_milestone(episode.resolved_at, "resolved", episode.episode_id, reason))
     return found
 

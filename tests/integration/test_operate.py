@@ -18,8 +18,9 @@ import pytest
 
 from lifeguard.aws.clients import aws_client
 from lifeguard.aws.pcs import PcsGateway
+from lifeguard.bounds import utc
 from lifeguard.event_contract import make_detail
-from lifeguard.group_state import Episode, GroupState, KnownConfig
+from lifeguard.group_state import Episode, GroupState, KnownConfig, Suspect
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.remediation import RemediationSettings
 from lifeguard.store.groups import GroupStore, UnreadableStateError
@@ -178,7 +179,27 @@ def test_status_says_which_change_stands_behind_a_later_skip(env: Env, local: An
     wide = Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout
     assert "skipped; quarantine of " in wide
     assert " stands" in wide
+    assert standing["holds"] is True
     assert "last action (UTC)" in wide
+    # Someone put another configuration in place since, as Lifeguard last read the group: the quarantine
+    # is still its last change not undone, but it stands no more.
+    from lifeguard_cli.operate import epoch_ms
+
+    states = GroupStore(local.client("dynamodb"), env.environ["LIFEGUARD_TABLE"])
+    state = states.load(CLUSTER, GROUP)
+    held = state.config
+    assert held is not None
+    replaced_at = epoch_ms(applied.at) + 60_000
+    state.config = held.model_copy(update={"fingerprint": "f" * 64, "modified_at": replaced_at})
+    states.save(state)
+    (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
+    assert row["standing_change"]["holds"] is False
+    wide = Env({**env.environ, "COLUMNS": "200"}, env.api).run("status").stdout
+    assert "replaced since by another configuration" in " ".join(wide.split())
+    assert " stands" not in wide
+    state = states.load(CLUSTER, GROUP)
+    state.config = held
+    states.save(state)
     env.run("undo", GROUP, "--yes")  # undone: nothing stands
     (row,) = json.loads(env.run("status", "--json").stdout)["groups"]
     assert row["standing_change"] is None
@@ -450,6 +471,14 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
         1,
         "lifeguard history: no cluster no-such-cluster in PCS; check --cluster\n",
     )
+    # An id PCS does not have (a typo, a notification of another account): PCS answers it as a missing
+    # grant, which was said as one ("grant it to the credentials in use"); the same for undo.
+    for command in (("history", GROUP), ("undo", GROUP, "--dry-run")):
+        typo = env.run(*command, "--cluster", "pcs_zzzzzzzzzz")
+        assert (typo.returncode, typo.stderr) == (
+            1,
+            f"lifeguard {command[0]}: no cluster pcs_zzzzzzzzzz in PCS; check --cluster\n",
+        )
 
 
 def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) -> None:
@@ -474,6 +503,38 @@ def test_status_and_history_tell_a_contained_loop_from_a_resolved_one(env: Env) 
     decisions = [entry["decision"] for entry in json.loads(history.stdout)["entries"]]
     assert decisions == ["applied", "contained"]
     assert "resolved" not in decisions
+    # The containment, read off the state, has no revision of its own: none is made up (it read `r0`).
+    shown = env.run("history", GROUP, "--cluster", CLUSTER).stdout
+    assert " r0" not in shown
+    assert "ep-7 r1" in shown  # the quarantine's own entry, as its event
+
+
+def test_history_says_how_an_episode_ended(env: Env) -> None:
+    """Every resolution read "a node bootstrapped with no failed script", that of a configuration that no
+    longer holds the script too (no node had booted: the next ones may be failing on another script), and
+    that of a node whose reports never came (whose scripts no one knows)."""
+    store = GroupStore(
+        aws_client("dynamodb", env.environ["AWS_ENDPOINT_URL"]), env.environ["LIFEGUARD_TABLE"]
+    )
+    env.environ["COLUMNS"] = "250"
+    state = store.load(CLUSTER, GROUP)
+    episode = state.episode
+    assert episode is not None
+    episode.suspect = Suspect(stage="nodeBootstrapped", script="fail-terminate", on_error="TERMINATE")
+    episode.resolved_at = episode.opened_at + 900_000  # the new configuration's time: no node
+    state.episode, state.last_episode = None, episode
+    store.save(state)
+    ended = " ".join(env.run("history", GROUP, "--cluster", CLUSTER).stdout.split())
+    assert "bootstrapped" not in ended
+    when = utc(episode.resolved_at)
+    assert f"resolved: the configuration of {when} no longer holds nodeBootstrapped/fail-terminate" in ended
+    state = store.load(CLUSTER, GROUP)
+    assert state.last_episode is not None
+    state.last_episode.resolved_by = "i-0a1b2c3d4e5f60718"
+    store.save(state)
+    ended = " ".join(env.run("history", GROUP, "--cluster", CLUSTER).stdout.split())
+    assert "resolved: i-0a1b2c3d4e5f60718 bootstrapped successfully" in ended
+    assert "no failed script" not in ended
 
 
 def stack_outputs(local: Any, stack_name: str) -> dict[str, str]:
