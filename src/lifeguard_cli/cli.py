@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -793,7 +794,12 @@ def _operator(
 
     if local:
         _unused_with_local(region, profile)
-    return open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
+    operator = open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
+    given = (("--stack-name", stack_name), ("--region", region), ("--profile", profile), ("--table", table))
+    operator.where = shlex.join(
+        [*(["--local"] if local else []), *(part for name, value in given if value for part in (name, value))]
+    )
+    return operator
 
 
 @contextlib.contextmanager

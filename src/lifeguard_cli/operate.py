@@ -342,6 +342,9 @@ class Operator:
         # Groups PCS no longer has (deleted since Lifeguard last read them): their rows are as last recorded.
         self.gone: set[tuple[str, str]] = set()
         self.remediation = RemediationStore(dynamodb, table)
+        # The options that chose this table and PCS (`--local`, `--stack-name X`, ...), as a command line
+        # gives them: a command the operator is told to run next runs against the same ones.
+        self.where = ""
         self._pcs_client: PcsGateway | None = None
         self.stack = stack
         try:
@@ -773,10 +776,12 @@ class Operator:
                     if set_again
                     else "someone else changed it"
                 )
+                where = f"--cluster {cluster} {self.where}".rstrip()
+                shows = f"lifeguard undo {group_id} {where}"
                 raise OperatorError(
                     f"{group_id} changed since Lifeguard's {change.action} of {said_time(change.at)}: "
-                    f"{how}; --force would put back the configuration from before over theirs (lifeguard "
-                    f"undo {group_id} --dry-run --force shows it first)"
+                    f"{how}; --force would put back the configuration from before over theirs ({shows} "
+                    "--dry-run --force shows it first)"
                 )
             lines.append(
                 "the group changed since Lifeguard's change: --force puts the old configuration back anyway"

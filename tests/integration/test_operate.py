@@ -342,11 +342,17 @@ def test_undo_refuses_when_someone_changed_the_group_since_unless_forced(env: En
     refused = env.run("undo", GROUP, "--yes")
     assert refused.returncode == 1
     # What --force would do, and how to see it first: their change is what it would undo.
+    # The command it gives runs against the same table and PCS as the one refused (it left out --local,
+    # and would have gone to the default stack and region).
+    shows = f"lifeguard undo {GROUP} --cluster {CLUSTER} --local --dry-run --force"
     assert (
         "someone else changed it; --force would put back the configuration from before over theirs "
-        f"(lifeguard undo {GROUP} --dry-run --force shows it first)"
+        f"({shows} shows it first)"
     ) in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
+    pasted = env.run(*shows.split()[1:], local=False)
+    assert pasted.returncode == 0, pasted.stderr
+    assert "--force puts the old configuration back anyway" in " ".join(pasted.stdout.split())
     assert env.config() == GOOD
     forced = env.run("undo", GROUP, "--force", "-y")
     assert forced.returncode == 0, forced.stderr
