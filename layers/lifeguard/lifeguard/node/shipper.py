@@ -471,6 +471,7 @@ class Shipper:
         self.node_id = identity.node_id  # when not given, learnt from the executor's boot records
         self._recovered = False
         self._unsaved = False  # the state could not be saved (`_save`)
+        self._unread: str | None = None  # why executor.log could not be read, as last said (`_collect`)
 
     def poll(self) -> int:
         """Read what is new, deliver it; returns how many reports were delivered (raises when delivery fails,
@@ -714,8 +715,15 @@ class Shipper:
                     state.executor_offset, state.executor_head = 0, ""
                 file.seek(state.executor_offset)
                 data = file.read(_EXECUTOR_READ_BYTES)
-        except OSError:
-            return []  # gone since, or not a file: nothing to read (this time)
+        except FileNotFoundError:
+            return []  # gone since: nothing to read (this time)
+        except OSError as exc:  # a symlink, a FIFO, a directory in its place: no report of it goes out
+            why = f"{path} cannot be read ({exc}): a log is read only from a regular file, not a symlink"
+            if why != self._unread:
+                print(f"lifeguard-node ship: {why}", file=sys.stderr)
+            self._unread = why
+            return []
+        self._unread = None
         if not state.executor_offset:
             state.executor_head = data[:_HEAD_BYTES].hex()
         reports: list[str] = []
