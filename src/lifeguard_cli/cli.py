@@ -805,6 +805,7 @@ def _operator(
 @contextlib.contextmanager
 def _one_line_errors(command: str) -> Iterator[None]:
     """A LifeguardError, or an error of AWS, as one line naming the command; exit 1."""
+    from lifeguard.bounds import one_line  # an AWS answer's message: no line or escape of its own
     from lifeguard.errors import LifeguardError
     from lifeguard_cli.deployment import aws_error_line
 
@@ -813,13 +814,13 @@ def _one_line_errors(command: str) -> Iterator[None]:
     except LifeguardError as exc:
         if _DEBUG["on"]:
             raise
-        typer.echo(f"lifeguard {command}: {aws_error_line(exc) or exc}", err=True)
+        typer.echo(f"lifeguard {command}: {one_line(aws_error_line(exc) or exc)}", err=True)
         raise typer.Exit(1) from None
     except Exception as exc:
         line = aws_error_line(exc)
         if line is None or _DEBUG["on"]:
             raise
-        typer.echo(f"lifeguard {command}: {line}", err=True)
+        typer.echo(f"lifeguard {command}: {one_line(line)}", err=True)
         raise typer.Exit(1) from None
 
 
@@ -1371,8 +1372,9 @@ def main() -> None:
     except Exception as exc:
         if _DEBUG["on"]:
             raise
+        from lifeguard.bounds import one_line  # an AWS answer's message: no line or escape of its own
         from lifeguard_cli.deployment import aws_error_line
 
         line = aws_error_line(exc) or f"internal error: {type(exc).__name__}: {exc} (--debug shows where)"
-        typer.echo(f"lifeguard: {line}", err=True)
+        typer.echo(f"lifeguard: {one_line(line)}", err=True)
         sys.exit(1)

@@ -1024,3 +1024,17 @@ def test_status_tells_whether_the_stack_can_do_its_work(env: Env, local: Any) ->
     assert "attention: no one is subscribed to the notification topic and no Slack webhook is set" in said
     assert "no one is subscribed to the alarm topic" not in said
     assert f"attention: alarms in ALARM: {firing}" in said
+
+
+def test_an_aws_errors_message_forges_no_line_and_no_escape(env: Env) -> None:
+    """The message of an AWS answer was printed as it came: a line break in it forged a line of its own
+    ("lifeguard undo: done, configuration restored"), and a terminal's escapes reached the terminal."""
+    assert env.pcs is not None
+    message = "bad\x1b[2J\x1b[H\nlifeguard undo: done, configuration restored\x1b[8m"
+    env.pcs.inject_fault("ValidationException", operation="GetComputeNodeGroup", times=50, message=message)
+    done = env.run("undo", GROUP, "--yes")
+    env.pcs.clear_faults()
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert "\x1b" not in line
+    assert line.endswith("bad?[2J?[H⏎lifeguard undo: done, configuration restored?[8m")
