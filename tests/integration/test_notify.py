@@ -328,6 +328,11 @@ def test_the_webhook_comes_from_the_secret_through_powertools_and_a_bad_secret_i
         ("https://hooks.slack.com:abc/services/T0/B0/x", "its port is not a number"),
         ("https://169.254.169.254/latest/meta-data/", "a link-local address"),
         ("https://[fe80::1]/services/T0/B0/x", "a link-local address"),
+        # The same address as a resolver reads other ways of writing it: they were taken.
+        ("https://2852039166/latest/meta-data/", "a link-local address"),
+        ("https://0xa9fea9fe/latest/meta-data/", "a link-local address"),
+        ("https://169.254.43518/latest/meta-data/", "a link-local address"),
+        ("https://[::ffff:169.254.169.254]/latest/meta-data/", "a link-local address"),
         ("http://hooks.slack.com/services/T0/B0/x", "not https"),
         ("https://[::1/services/T0/B0/x", "not a URL"),
         ('["https://hooks.slack.com/services/T0/B0/x"]', "no host"),

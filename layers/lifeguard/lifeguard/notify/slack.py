@@ -412,8 +412,6 @@ def _unusable(url: str) -> str | None:
     machine's own link (169.254.0.0/16, fe80::/10: the instance metadata service). Plain http only to this
     machine, and not inside a Lambda, whose loopback is its runtime's API (a local Slack, for tests and
     `lifeguard replay`)."""
-    import ipaddress  # here: read with the secret, not at every cold start
-
     if not (url.isascii() and url.isprintable() and " " not in url):
         return "not a printable URL"
     try:
@@ -428,14 +426,31 @@ def _unusable(url: str) -> str | None:
         return "no host"  # `hooks..slack.com` too: an empty label, which no name has
     if "@" in parts.netloc:  # urllib takes no credentials from a URL: every post would fail, later
         return "a user name or password in it"
-    with contextlib.suppress(ValueError):
-        if ipaddress.ip_address(host).is_link_local:
-            return "a link-local address"
+    if _link_local(host):
+        return "a link-local address"
     if parts.scheme == "https":
         return None
     if parts.scheme == "http" and host in _LOOPBACK and not os.environ.get("AWS_LAMBDA_RUNTIME_API"):
         return None
     return "not https"
+
+
+def _link_local(host: str) -> bool:
+    """Whether `host` is an address of the machine's own link, however written: `169.254.169.254`, and the
+    forms a resolver reads as that address too (`2852039166`, `0xa9fea9fe`, `169.254.43518`), or IPv6's
+    (`fe80::1`, `::ffff:169.254.169.254`)."""
+    import ipaddress  # here: read with the secret, not at every cold start
+
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(host))
+        except OSError:  # a name
+            return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return address.is_link_local or (mapped is not None and mapped.is_link_local)
 
 
 class SecretWebhook:
