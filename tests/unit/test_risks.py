@@ -466,6 +466,9 @@ def test_an_acronyms_plural_in_pascal_case_is_one_word() -> None:
     lets a node whose GPUs fail their check serve jobs. An acronym's plural is one word, as `verify-gpus`."""
     for name in ("VerifyGPUs", "CheckGPUs", "CheckEFAs", "verifyGPUsReady"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [], name
+    # An acronym before a word of two letters ending in s is the acronym and the word, as before.
+    for name in ("VerifyEFAIsUp", "VerifyNVIDIAIsLoaded", "CheckEFAAsExpected"):
+        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
     # A word after the acronym still starts where its capital does.
     assert codes(config(("nodeBootstrapped", script("GPUsReport")))) == [
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")

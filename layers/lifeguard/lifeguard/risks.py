@@ -156,8 +156,11 @@ _LASTING = _words(_LASTING_WORDS)
 
 
 # Where a name written in camelCase or PascalCase has a word boundary: `VerifyMounts`, `installCUDA`,
-# `NFSMount` read as the words kebab-case would give; an acronym's plural stays whole (`CheckGPUs`).
-_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
+# `NFSMount` read as the words kebab-case would give.
+_CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+# The same, an acronym's plural kept whole (`CheckGPUs`: `gpus`, not `gp us`). Both readings are taken: this
+# one alone reads `VerifyEFAIsUp` as `efais up`.
+_PLURAL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
 
 
 def _split(text: str) -> list[str]:
@@ -166,8 +169,8 @@ def _split(text: str) -> list[str]:
 
 
 def _words_of(text: str) -> set[str]:
-    """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`)."""
-    found = {*_split(text), *_split(_CASE_BOUNDARY.sub(" ", text))}
+    """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`, `CheckGPUs`)."""
+    found = {*_split(text), *_split(_CASE_BOUNDARY.sub(" ", text)), *_split(_PLURAL_BOUNDARY.sub(" ", text))}
     found.discard("")
     return found
 
