@@ -791,29 +791,35 @@ def test_a_script_log_that_is_no_regular_file_holds_up_no_report(tmp_path: Path,
     assert (report["script"], report["outcome"], report["exit_code"]) == ("fail-terminate", "failed", 1)
 
 
-def test_an_executor_log_reached_through_a_symlink_is_said_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("planted", ["symlink", "dangling symlink", "symlink to an empty file", "fifo"])
+def test_an_executor_log_that_is_no_regular_file_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], planted: str
 ) -> None:
-    """A symlink in executor.log's place is not read (logs never are through one), and nothing said so: no
-    report went out, `ship --once` said there was nothing new, and the TERMINATE failure in it was lost
-    without a word. It is said on stderr once, not at every poll, and again once it changes."""
+    """A symlink (or a FIFO) in executor.log's place is not read (logs never are through one), and nothing
+    said so: no report went out, `ship --once` said there was nothing new, and a TERMINATE failure in it
+    was lost without a word. It is said on stderr once, not at every poll, and again once it changes."""
     layout = NodeLayout(tmp_path)
     layout.executor_log.parent.mkdir(parents=True)
+    record = _executor_record(script="fail-terminate", exit_code=1, error="exit status 1")
     real = tmp_path / "elsewhere.log"
-    real.write_text(_executor_record(script="fail-terminate", exit_code=1, error="exit status 1"))
-    layout.executor_log.symlink_to(real)
+    if planted == "fifo":
+        os.mkfifo(layout.executor_log)
+    else:
+        if planted != "dangling symlink":
+            real.write_text("" if planted == "symlink to an empty file" else record)
+        layout.executor_log.symlink_to(real)
     sink = ListSink()
     shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
     for _ in range(3):
         shipper.poll()
     said = capsys.readouterr().err.splitlines()
     assert said == [
-        f"lifeguard-node ship: {layout.executor_log} cannot be read ([Errno 40] Too many levels of symbolic "
-        f"links: '{layout.executor_log}'): a log is read only from a regular file, not a symlink"
+        f"lifeguard-node ship: {layout.executor_log} is not a regular file (a symlink, a FIFO, a directory): "
+        "it is not read; no report of it goes out"
     ]
     assert sink.messages == []
     layout.executor_log.unlink()
-    layout.executor_log.write_text(real.read_text())  # a regular file now: read, and its report goes
+    layout.executor_log.write_text(record)  # a regular file now: read, and its report goes
     shipper.poll()
     assert capsys.readouterr().err == ""
     [report] = map(json.loads, sink.messages)

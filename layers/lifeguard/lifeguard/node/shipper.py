@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -426,8 +427,8 @@ def kernel_boot() -> KernelBoot | None:
     cannot be read."""
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        with open("/proc/stat", "rb") as stat:
-            for line in stat:
+        with open("/proc/stat", "rb") as proc:
+            for line in proc:
                 if line.startswith(b"btime "):
                     return KernelBoot(boot_id, int(line.split()[1])) if boot_id else None
     except (OSError, ValueError, IndexError):
@@ -659,6 +660,13 @@ class Shipper:
             return []
         return [log.parent / name for name in names if name.startswith(log.name) and name != log.name]
 
+    def _unreadable(self, why: str) -> None:
+        """Say on stderr why executor.log is not read, once until it is read again or the reason changes:
+        no report of it goes out, and a shipper that said nothing left a TERMINATE failure unseen."""
+        if why != self._unread:
+            print(f"lifeguard-node ship: {why}; no report of it goes out", file=sys.stderr)
+        self._unread = why
+
     def _follow_copy(self, emptied: int) -> bool:
         """Whether executor.log (inode `emptied`), emptied in place by logrotate's copytruncate, left what
         was not read yet in a copy beside it (executor.log.1: its first bytes the saved head, longer than the
@@ -687,9 +695,12 @@ class Shipper:
     def _collect(self) -> list[str]:
         path = self.layout.executor_log
         try:
-            found: os.stat_result | None = path.stat()
+            found: os.stat_result | None = path.lstat()
         except FileNotFoundError:
             found = None
+        if found is not None and not stat.S_ISREG(found.st_mode):
+            self._unreadable(f"{path} is not a regular file (a symlink, a FIFO, a directory): it is not read")
+            found = None  # what a rotation left of the log before it is still read
         state = self.state
         if found is None or found.st_ino != state.executor_inode:
             rotated = self._rotated() if state.executor_inode else None
@@ -717,11 +728,8 @@ class Shipper:
                 data = file.read(_EXECUTOR_READ_BYTES)
         except FileNotFoundError:
             return []  # gone since: nothing to read (this time)
-        except OSError as exc:  # a symlink, a FIFO, a directory in its place: no report of it goes out
-            why = f"{path} cannot be read ({exc}): a log is read only from a regular file, not a symlink"
-            if why != self._unread:
-                print(f"lifeguard-node ship: {why}", file=sys.stderr)
-            self._unread = why
+        except OSError as exc:  # no permission, or no regular file since the look above
+            self._unreadable(f"{path} cannot be read: {exc.strerror or exc}")
             return []
         self._unread = None
         if not state.executor_offset:
