@@ -795,11 +795,19 @@ def _operator(
     if local:
         _unused_with_local(region, profile)
     operator = open_operator(table=table, local=local, stack_name=stack_name, region=region, profile=profile)
+    operator.where = _where(local, stack_name, region, profile, table)
+    return operator
+
+
+def _where(
+    local: bool, stack_name: str | None, region: str | None, profile: str | None, table: str | None = None
+) -> str:
+    """The options that chose the stack, as a command line gives them: a command the operator is told to
+    run next (the preview of a forced undo, the status of a cluster) goes to the same one."""
     given = (("--stack-name", stack_name), ("--region", region), ("--profile", profile), ("--table", table))
-    operator.where = shlex.join(
+    return shlex.join(
         [*(["--local"] if local else []), *(part for name, value in given if value for part in (name, value))]
     )
-    return operator
 
 
 @contextlib.contextmanager
@@ -1211,7 +1219,8 @@ def enroll(
         entry = ShipperEntry.from_deployment(deployment)
         # CloudFormation gives a CommaDelimitedList as `a,b` (moto as a list's repr): its ids either way.
         watched = re.findall(r"pcs_[A-Za-z0-9]+", deployment.parameters.get("ClusterIds", ""))
-        change = partial(change_enrollment, "remove" if remove else "enroll", watched=watched)
+        where = _where(local, stack_name, None if local else region, None if local else profile)
+        change = partial(change_enrollment, "remove" if remove else "enroll", watched=watched, where=where)
         pcs = PcsGateway(deployment.client("pcs"))
         policy = deployment.outputs.get("NodePolicyArn")
         needs = f"  instances need the managed policy {policy}" if policy and not remove else None

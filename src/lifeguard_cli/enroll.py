@@ -133,11 +133,17 @@ def _check(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def with_shipper(actions: Mapping[str, Any] | None, entry: ShipperEntry, group: str) -> dict[str, Any]:
+def with_shipper(
+    actions: Mapping[str, Any] | None,
+    entry: ShipperEntry,
+    group: str,
+    *,
+    remove: str = "lifeguard enroll --remove",
+) -> dict[str, Any]:
     """`actions` with `entry` first in nodeBootstrapped; raises EnrollError when the group already runs
-    the shipper first, runs another version of it, or its stage is full. The stack's entry found elsewhere
-    is moved first: after a script that terminates the node, it never runs in the very boot whose
-    failure its reports are for."""
+    the shipper first, runs another version of it (`remove`: the command that takes it out), or its stage
+    is full. The stack's entry found elsewhere is moved first: after a script that terminates the node, it
+    never runs in the very boot whose failure its reports are for."""
     found = find_shipper(actions, entry.installer_location)
     if found:
         stage, index, script = next((f for f in found if dict(f[2]) != dict(entry.script)), found[0])
@@ -145,7 +151,7 @@ def with_shipper(actions: Mapping[str, Any] | None, entry: ShipperEntry, group: 
         if dict(script) != dict(entry.script):
             raise EnrollError(
                 f"{group} already runs the shipper ({where}, another version); to run the stack's: "
-                "lifeguard enroll --remove, then enroll again (PCS replaces the group's nodes at each)"
+                f"{remove}, then enroll again (PCS replaces the group's nodes at each)"
             )
         if len(found) == 1 and (stage, index) == (STAGE, 0):
             raise EnrollError(
@@ -255,12 +261,14 @@ def change_enrollment(
     dry_run: bool = False,
     shown: EnrollResult | None = None,
     watched: Collection[str] = (),
+    where: str = "",
 ) -> EnrollResult:
     """`enroll`: add `entry` first in the group's nodeBootstrapped stage; `remove`: take every shipper
     script out of its lifecycle actions (UpdateComputeNodeGroup with a clientToken). The group and cluster
     are ids or names. With `shown` (the dry run a person agreed to), only on the configuration it was
     worked out on. `watched`: the stack's ClusterIds (empty: every cluster); a group of another cluster
-    is not enrolled, its nodes' reports never looked at."""
+    is not enrolled, its nodes' reports never looked at. `where`: the options that chose the stack
+    (`--local`, `--stack-name X`, ...), given in a command it tells to run."""
     try:
         group = pcs.get_group(cluster_ref, group_ref)
     except AwsCallError as exc:  # GroupNotFoundError among them
@@ -273,8 +281,8 @@ def change_enrollment(
             raise  # a grant missing indeed
         if pcs.known_cluster_id(group_ref) is not None:  # a cluster given as the group, as history says it
             raise EnrollError(
-                f"{group_ref} is a cluster, not a compute node group: lifeguard status --cluster {group_ref} "
-                "lists its groups"
+                f"{group_ref} is a cluster, not a compute node group: "
+                f"{f'lifeguard status --cluster {group_ref} {where}'.rstrip()} lists its groups"
             ) from None
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
     if action == "enroll" and watched and group.cluster_id not in watched:
@@ -286,8 +294,11 @@ def change_enrollment(
     before = dict(group.node_lifecycle_actions) if group.node_lifecycle_actions else None
     if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):
         raise EnrollError(f"{group.group_id} changed while you were asked: nothing changed; run again")
-    change = with_shipper if action == "enroll" else without_shipper
-    after = change(before, entry, group.group_id)
+    if action == "enroll":
+        remove = f"lifeguard enroll {group.group_id} --cluster {group.cluster_id} --remove {where}".rstrip()
+        after = with_shipper(before, entry, group.group_id, remove=remove)
+    else:
+        after = without_shipper(before, entry, group.group_id)
     changes = diff_configs(
         NodeLifecycleActions.from_api(before) if before else None, NodeLifecycleActions.from_api(after)
     )

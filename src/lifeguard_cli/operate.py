@@ -596,7 +596,8 @@ class Operator:
                     refused.append(cluster_id)
         if not matches and any(cluster_id == group for cluster_id, _ in known):
             raise OperatorError(
-                f"{group} is a cluster, not a compute node group: lifeguard status --cluster {group} lists "
+                f"{group} is a cluster, not a compute node group: "
+                f"{f'lifeguard status --cluster {group} {self.where}'.rstrip()} lists "
                 "its groups"
             )
         if not matches and is_pcs_id(group):  # an id, which only its cluster's PCS could confirm

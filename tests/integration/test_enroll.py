@@ -314,9 +314,13 @@ def test_a_shipper_put_in_by_hand_is_recognised(env: Env, name: str, location: s
     refused = env.run("by-hand", "--cluster", "lca")
     assert refused.returncode == 1
     assert "already runs the shipper (stages.nodeBootstrapped[0]" in refused.stderr
-    said = "another version); to run the stack's: lifeguard enroll --remove, then enroll again"
+    # The command it names takes the group and the stack it was run for (it named neither).
+    remove = (
+        f"lifeguard enroll {group} --cluster {env.cluster_id} --remove --stack-name {env.deployed.stack_name}"
+    )
+    said = f"another version); to run the stack's: {remove}, then enroll again"
     assert said in refused.stderr
-    removed = env.run("by-hand", "--cluster", "lca", "--remove")
+    removed = env.run(*remove.split()[2:], stack=False)
     assert removed.returncode == 0, removed.stderr
     assert env.config(group) == {"stages": {"nodeBootstrapped": TERMINATE["stages"]["nodeBootstrapped"]}}
 
@@ -391,7 +395,7 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
     assert done.returncode == 1
     assert done.stderr.strip() == (
         f"lifeguard enroll: {env.cluster_id} is a cluster, not a compute node group: lifeguard status "
-        f"--cluster {env.cluster_id} lists its groups"
+        f"--cluster {env.cluster_id} --stack-name {env.deployed.stack_name} lists its groups"
     )
     # PCS answers an id it does not have as a missing grant (AccessDeniedException): a group id of another
     # cluster, and a cluster id PCS has none of, were told "GetCluster was denied … grant it".

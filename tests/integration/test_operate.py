@@ -469,7 +469,7 @@ def test_an_unknown_group_is_one_clear_line(env: Env) -> None:
     assert (cluster.returncode, cluster.stderr) == (
         1,
         f"lifeguard history: {CLUSTER} is a cluster, not a compute node group: lifeguard status --cluster "
-        f"{CLUSTER} lists its groups\n",
+        f"{CLUSTER} --local lists its groups\n",  # the same stack's (it was told without --local)
     )
     # A cluster PCS does not know is named as what is wrong, not the group in it.
     other = env.run("history", GROUP, "--cluster", "no-such-cluster")
