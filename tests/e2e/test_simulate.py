@@ -558,6 +558,32 @@ def test_a_run_past_its_real_time_is_refused_though_it_boots_no_node(
     assert "give horizon_minutes fewer minutes" in str(raised.value)
 
 
+def test_a_run_of_hanging_scripts_shows_progress_and_says_the_scripts_hang(
+    simulator: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Boots whose script hangs each run to the script's limit, one after another, in the same virtual
+    minute: no progress was told (it was, once a virtual minute), and the budget's error advised fewer
+    minutes or nodes, which could not help. Progress is told at every step, and the error names the
+    boots that ran a script into its limit."""
+    from lifeguard_cli.simulate import twin
+
+    monkeypatch.setattr(twin, "SCRIPT_TIMEOUT_SECONDS", 1)
+    monkeypatch.setattr(twin, "MAX_BOOT_SECONDS", 2.5)
+    scenario = _scenario(horizon_minutes=30, scripts={"ok.sh": "#!/bin/bash\nsleep 30\n"})
+    scenario["groups"][0]["min"] = 5
+    scenario["groups"][0]["tags"] = {"lifeguard:mode": "off"}
+    told: list[float] = []
+    with pytest.raises(ScenarioError) as raised:
+        simulator.run(parse_scenario(scenario), seed=1, progress=lambda run, fraction: told.append(fraction))
+    said = str(raised.value)
+    assert "s of real time in its nodes' scripts by minute 1.7" in said
+    assert said.endswith(
+        "boots ran a script into its 1 s limit (exit 124, in their logs): a script that hangs"
+    )
+    assert "horizon_minutes" not in said
+    assert len(told) >= 3  # a step at a time, within the same virtual minute
+
+
 def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_out_once(
     simulator: Simulator,
 ) -> None:

@@ -354,6 +354,7 @@ class _Twin:
         self._held: list[tuple[str, str]] = []
         self._lifeguard: Any = None
         self._boot_seconds = 0.0  # real time spent in boots
+        self._hung_boots = 0  # boots that ran a script into SCRIPT_TIMEOUT_SECONDS
         self._logs = around.aws.client("logs")
         prefix = f"sim-{options.label}-{uuid.uuid4().hex[:8]}"  # runs share the local AWS
         self.prefix = prefix
@@ -395,7 +396,7 @@ class _Twin:
             self.at(change.at_minute * 60, functools.partial(self._operator_change, change))
         for fault in self.scenario.faults:
             self.at(fault.at_minute * 60, functools.partial(self._arm, fault))
-        shown, done = -1, 0
+        done = 0
         began = time.monotonic()
         while self._queue and self._queue[0][0] <= self.horizon:
             seconds, _, action = heapq.heappop(self._queue)
@@ -419,9 +420,7 @@ class _Twin:
             if self._lifeguard is not None:
                 self._lifeguard.collect()
             self._watch_configs()
-            minute = int(self.now // 60)
-            if progress is not None and minute != shown:
-                shown = minute
+            if progress is not None:  # at every step: boots of hanging scripts take minutes of one minute
                 progress(min(self.now, self.horizon) / self.horizon)
         self.now = self.horizon
         if self._lifeguard is not None:
@@ -717,7 +716,9 @@ class _Twin:
             group.spec.name,
         ]
         exit_code = self.host.boot(argv, env, home / "boot.out")
-        self._boot_seconds += time.monotonic() - started
+        took = time.monotonic() - started
+        self._boot_seconds += took
+        self._hung_boots += took >= SCRIPT_TIMEOUT_SECONDS
         quanta = max(1, math.ceil((time.monotonic() - started) / BOOT_QUANTUM_SECONDS))
         _wait_for_watcher(root)
         seconds = BOOT_QUANTUM_SECONDS * quanta
@@ -751,9 +752,15 @@ class _Twin:
             spent = f"{MAX_BOOT_SECONDS:.0f} s of real time in its nodes' scripts by minute {minute:.1f}"
         else:
             return
+        advice = "give horizon_minutes fewer minutes, the groups fewer nodes, or timings a longer cycle"
+        if self._hung_boots:  # not the scenario's size: a script that hangs, stopped at its limit each boot
+            advice = (
+                f"{self._hung_boots} of its boots ran a script into its {SCRIPT_TIMEOUT_SECONDS} s limit "
+                "(exit 124, in their logs): a script that hangs"
+            )
         raise ScenarioError(
             f"{self.scenario.name}: the {self.options.label} run took {spent} (each boot runs the real "
-            "scripts): give horizon_minutes fewer minutes, the groups fewer nodes, or timings a longer cycle"
+            f"scripts): {advice}"
         )
 
     def _ship(self, group: _Group, instance: Instance, root: Path) -> None:
