@@ -584,6 +584,28 @@ def test_a_run_of_hanging_scripts_shows_progress_and_says_the_scripts_hang(
     assert len(told) >= 3  # a step at a time, within the same virtual minute
 
 
+def test_a_script_at_an_https_url_is_not_fetched_from_the_network_and_is_said(simulator: Simulator) -> None:
+    """A configuration of the console's "HTTPS URL" kind: the twin's nodes fetched it over the network
+    (a DNS lookup here, a download and a run of a script of the internet on this machine elsewhere), and
+    nothing said so. The fetch is refused on this machine, at once, and said before the run."""
+    location = "https://scripts.example.com/setup.sh"
+    scenario = _scenario(horizon_minutes=15)
+    scenario["groups"][0]["config"]["stages"]["nodeBootstrapped"][0]["scriptSource"]["scriptLocation"] = (
+        location
+    )
+    scenario["groups"][0]["tags"] = {"lifeguard:mode": "notify"}
+    parsed = parse_scenario(scenario)
+    assert parsed.unknown_scripts() == [
+        f"groups[0] (grp): nodeBootstrapped › ok names {location}: the twin fetches nothing from the "
+        "network, so its nodes fail to fetch it (give the script in scripts: and name it s3://sim-scripts/<file>)"
+    ]
+    document = simulator.run(parsed, seed=1)
+    assert document["instances"][0]["end"] == "BOOTSTRAP_FAILED"
+    detected = next(e for e in document["events"] if e["detail-type"] == "BootstrapLoopDetected")
+    # Refused by the nodes' proxy on loopback, not looked up: no name of the URL's host was resolved.
+    assert detected["detail"]["suspect"]["log_tail"].endswith("[Errno 111] Connection refused")
+
+
 def test_a_drained_quarantined_node_replaced_by_pcs_gets_its_drain_step_taken_out_once(
     simulator: Simulator,
 ) -> None:

@@ -205,9 +205,10 @@ class Scenario:
     def unknown_scripts(self) -> list[str]:
         """One line for each script a configuration names in the scenario's bucket
         (`s3://sim-scripts/<file>`) that the scenario does not hold, or in another bucket (the twin's S3
-        holds none but the scenario's: a configuration pasted from a real cluster names its own): its nodes
-        fail to fetch it, as they would on AWS, which is what a scenario may mean, and what a typo in a name
-        also does."""
+        holds none but the scenario's: a configuration pasted from a real cluster names its own), or at an
+        https URL (the twin's nodes reach no network: a script of the internet is not run on this machine):
+        its nodes fail to fetch it, as they would on AWS, which is what a scenario may mean, and what a typo
+        in a name also does."""
         said = []
         configs = [(f"groups[{n}] ({group.name})", group.config) for n, group in enumerate(self.groups)]
         configs += [(f"the change at minute {c.at_minute:g} ({c.group})", c.config) for c in self.changes]
@@ -227,6 +228,12 @@ class Scenario:
                             f"{where}: {stage} › {script.get('name')} names {location}, outside the "
                             f"scenario's bucket ({prefix}), the only one the twin's S3 holds: its nodes "
                             "fail to fetch it"
+                        )
+                    elif not location.startswith("s3://"):  # https: the twin's nodes reach no network
+                        said.append(
+                            f"{where}: {stage} › {script.get('name')} names {location}: the twin fetches "
+                            f"nothing from the network, so its nodes fail to fetch it (give the script in "
+                            f"scripts: and name it {prefix}<file>)"
                         )
         return said
 

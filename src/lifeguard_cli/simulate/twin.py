@@ -100,6 +100,7 @@ MAX_BOOT_SECONDS = 600.0
 # its record delivered and judged) costs real time too, and a day of them would run for hours.
 MAX_RUN_SECONDS = 900.0
 SCRIPT_TIMEOUT_SECONDS = 120  # real seconds a script of the twin's nodes may run
+NO_NETWORK = "http://127.0.0.1:9"  # the proxy of the nodes' https fetches: loopback's discard port, closed
 # nodeReady starts this long after PCS logged the node ACTIVE (the article: ACTIVE at 00:57:52, its
 # nodeReady check at 00:57:54): the node's clock moves on by `active` and this between the stages.
 READY_AFTER_ACTIVE_SECONDS = 2.0
@@ -691,6 +692,10 @@ class _Twin:
             "LIFEGUARD_SIM_BOOT": str(self.result.boots),
             "LIFEGUARD_SIM_SLURM_LOG": str(slurm_log),
             "LIFEGUARD_SCONTROL": str(scontrol),
+            # An https script is fetched through a proxy that is not there: refused at once, on this
+            # machine. The twin runs no script from the internet (its local AWS is reached over http).
+            "https_proxy": NO_NETWORK,
+            "HTTPS_PROXY": NO_NETWORK,
             "LIFEGUARD_NODE_ROOT": str(root),
             "LIFEGUARD_INSTANCE_ID": instance.instance_id or "",
             "LIFEGUARD_FETCH_BACKOFF_SECONDS": "0.05",
