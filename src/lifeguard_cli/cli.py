@@ -553,7 +553,7 @@ def simulate(
         loaded = load_scenario(scenario)
         for line in loaded.unknown_scripts():  # meant (a fetch failure), or a typo: said either way
             typer.echo(f"lifeguard simulate: note: {line}", err=True)
-        with _progress(f"{loaded.name} (mode {mode.value})") as progress:
+        with _progress(f"{loaded.name} (mode {mode.value})") as progress, _stopped_as_interrupted():
             document = run_simulation(
                 loaded,
                 mode=mode.value,
@@ -646,6 +646,23 @@ def _steps(what: str, *, after_seconds: float = 1.0) -> Iterator[Any]:
     finally:
         if "bar" in shown:
             shown["bar"].stop()
+
+
+@contextlib.contextmanager
+def _stopped_as_interrupted() -> Iterator[None]:
+    """SIGTERM (`timeout`, a CI job cancelled, `kill`) taken as Ctrl-C is: the run unwinds, its node
+    processes, local AWS and scratch directory let go, exit 143. By default it ended the process on the
+    spot, and left the run's files in the temporary directory."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

@@ -894,6 +894,30 @@ def test_ctrl_c_stops_a_simulation_in_one_line_with_no_traceback() -> None:
     assert "Traceback" not in err
 
 
+def test_sigterm_stops_a_simulation_as_ctrl_c_does_its_files_let_go(tmp_path: Path) -> None:
+    """SIGTERM (`timeout`, a CI job cancelled, `kill`) ended the process on the spot: its scratch
+    directory, the nodes' roots and logs, stayed in the temporary directory. It unwinds as Ctrl-C does."""
+    import signal
+
+    running = subprocess.Popen(
+        [str(LIFEGUARD), "simulate", "wave-50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "COLUMNS": "80", "TMPDIR": str(tmp_path)},
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("lifeguard-simulate-*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(3)  # the twin is up, its node host booting nodes
+    assert list(tmp_path.glob("lifeguard-simulate-*")), "the run made no scratch directory to let go"
+    running.send_signal(signal.SIGTERM)  # to the process alone, as `kill` and `timeout` send it
+    _, err = running.communicate(timeout=60)
+    assert running.returncode == 128 + signal.SIGTERM
+    assert "Traceback" not in err
+    assert list(tmp_path.glob("lifeguard-simulate-*")) == []
+
+
 def test_a_node_still_booting_at_the_horizon_has_wasted_nothing_yet(simulator: Simulator) -> None:
     """Two minutes: the nodes' scripts are done, PCS has not logged them ACTIVE yet. Not one minute of
     theirs is wasted (the scenarios' README): they have neither failed nor been given the chance to serve."""
