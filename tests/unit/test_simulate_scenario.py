@@ -204,6 +204,23 @@ def test_every_problem_of_one_fault_is_said_at_once() -> None:
     ]
 
 
+def test_every_problem_of_one_group_is_said_at_once() -> None:
+    """As a fault's: a group's first unknown key and first bad tag hid the others (`mins` and `maxx`, two
+    tags of numbers: two runs more to find them)."""
+    data = article()
+    group = data["groups"][0]
+    group["mins"], group["maxx"] = 2, 3
+    group["tags"] = {"lifeguard:mode": 1, "owner": 2}
+    with pytest.raises(ScenarioError) as caught:
+        parse_scenario(data, Path("s.yaml"))
+    assert caught.value.problems == [
+        "s.yaml: groups[0].maxx: unknown key (name, min, max, tags, config)",
+        "s.yaml: groups[0].mins: unknown key (name, min, max, tags, config)",
+        "s.yaml: groups[0].tags.lifeguard:mode: must be a string",
+        "s.yaml: groups[0].tags.owner: must be a string",
+    ]
+
+
 def test_every_problem_of_one_change_is_said_at_once() -> None:
     """As a fault's: a change's first bad key hid the others (its config after its minute)."""
     data = article()

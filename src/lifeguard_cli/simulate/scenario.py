@@ -552,9 +552,8 @@ def _group(check: _Checker, item: Any, where: str, groups: list[GroupSpec]) -> G
     """One group; `groups` are the ones read before it (a name is used once)."""
     group = check.mapping(item, where)
     noted = len(check.problems)
-    unknown = sorted(set(group) - {"name", "min", "max", "tags", "config"})
-    if unknown:
-        check.note(f"{where}.{unknown[0]}", "unknown key (name, min, max, tags, config)")
+    for key in sorted(set(group) - {"name", "min", "max", "tags", "config"}):  # every one, at once
+        check.note(f"{where}.{key}", "unknown key (name, min, max, tags, config)")
     # Each part read on its own: every problem of the group is said at once.
     name = check.part(partial(_group_name, check, group.get("name"), f"{where}.name", groups), "")
     low = check.part(partial(check.integer, group.get("min", 1), f"{where}.min", 0, MAX_NODES), 1)
@@ -583,9 +582,9 @@ def _tags(check: _Checker, value: Any, where: str) -> Mapping[str, Any]:
     tags = check.mapping(value, where)
     if len(tags) > MAX_TAGS:
         check.fail(where, f"{len(tags)} tags; at most {MAX_TAGS}, as PCS allows")
-    for key, tag in tags.items():
-        check.text(key, where, limit=128)
-        check.text(tag, f"{where}.{key}", limit=256, empty=True)
+    for key, tag in tags.items():  # every bad tag said at once, not the first alone
+        check.part(partial(check.text, key, where, limit=128), "")
+        check.part(partial(check.text, tag, f"{where}.{key}", limit=256, empty=True), "")
     return tags
 
 
