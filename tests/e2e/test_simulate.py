@@ -584,6 +584,28 @@ def test_a_run_of_hanging_scripts_shows_progress_and_says_the_scripts_hang(
     assert len(told) >= 3  # a step at a time, within the same virtual minute
 
 
+def test_slow_scripts_under_their_limit_are_not_said_to_hang(
+    simulator: Simulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Boots of two scripts under the limit each, over it together: they were counted as scripts run into
+    their limit (the boot's time was), and the error said the scripts hang where none did."""
+    from lifeguard_cli.simulate import twin
+
+    monkeypatch.setattr(twin, "SCRIPT_TIMEOUT_SECONDS", 2)
+    monkeypatch.setattr(twin, "MAX_BOOT_SECONDS", 5)
+    scenario = _scenario(horizon_minutes=30, scripts={"ok.sh": "#!/bin/bash\nsleep 1.2\n"})
+    step = {"name": "ok", "scriptSource": {"scriptLocation": "s3://sim-scripts/ok.sh"}}
+    scenario["groups"][0]["config"]["stages"]["nodeBootstrapped"] = [step, {**step, "name": "ok2"}]
+    scenario["groups"][0]["min"] = 5
+    scenario["groups"][0]["tags"] = {"lifeguard:mode": "off"}
+    with pytest.raises(ScenarioError) as raised:
+        simulator.run(parse_scenario(scenario), seed=1)
+    assert "a script that hangs" not in str(raised.value)
+    assert str(raised.value).endswith(
+        "give horizon_minutes fewer minutes, the groups fewer nodes, or timings a longer cycle"
+    )
+
+
 def test_a_script_at_an_https_url_is_not_fetched_from_the_network_and_is_said(simulator: Simulator) -> None:
     """A configuration of the console's "HTTPS URL" kind: the twin's nodes fetched it over the network
     (a DNS lookup here, a download and a run of a script of the internet on this machine elsewhere), and
