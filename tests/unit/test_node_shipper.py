@@ -826,6 +826,28 @@ def test_an_executor_log_that_is_no_regular_file_is_said_once(
     assert report["script"] == "fail-terminate"
 
 
+def test_a_symlink_put_in_place_of_a_rotated_log_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rest of the rotated log is read (its TERMINATE report goes), and the symlink in its place is said
+    once: the read of the rotated file took the line back, and it was said again."""
+    layout = NodeLayout(tmp_path)
+    layout.executor_log.parent.mkdir(parents=True)
+    layout.executor_log.write_text(_executor_record(script="ok", exit_code=0, error=""))
+    sink = ListSink()
+    shipper = Shipper(layout, SHIPPER_IDENTITY, sink, end_marker_grace_seconds=0, boot=lambda: FIRST_BOOT)
+    shipper.poll()
+    with layout.executor_log.open("a") as log:
+        log.write(_executor_record(script="fail-terminate", exit_code=1, error="exit status 1"))
+    layout.executor_log.rename(layout.executor_log.with_name("executor.log.1"))
+    layout.executor_log.symlink_to(tmp_path / "elsewhere.log")
+    capsys.readouterr()
+    for _ in range(4):
+        shipper.poll()
+    assert len(capsys.readouterr().err.splitlines()) == 1
+    assert "fail-terminate" in [json.loads(message)["script"] for message in sink.messages]
+
+
 def test_an_executor_log_of_one_endless_line_costs_no_more_memory_to_find_the_nodes_ids(
     tmp_path: Path,
 ) -> None:

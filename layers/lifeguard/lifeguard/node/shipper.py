@@ -731,7 +731,8 @@ class Shipper:
         except OSError as exc:  # no permission, or no regular file since the look above
             self._unreadable(f"{path} cannot be read: {exc.strerror or exc}")
             return []
-        self._unread = None
+        if path == self.layout.executor_log:  # read; not the rest of a rotated one, beside a log not read
+            self._unread = None
         if not state.executor_offset:
             state.executor_head = data[:_HEAD_BYTES].hex()
         reports: list[str] = []
