@@ -443,7 +443,7 @@ class Operator:
             if cluster_id is None:
                 raise OperatorError(
                     f"no cluster {cluster} in PCS, nor in Lifeguard's table (it knows clusters by id: "
-                    "lifeguard status lists them)"
+                    f"{f'lifeguard status {self.where}'.rstrip()} lists them)"
                 )
         chosen = [state for state in states if not cluster_id or state.cluster_id == cluster_id]
         # Each cluster's groups' names, listed once.

@@ -155,7 +155,7 @@ def test_status_shows_the_group_its_mode_open_episode_and_last_action(env: Env) 
     assert (typo.returncode, typo.stderr) == (
         1,
         "lifeguard status: no cluster pcs_nosuch in PCS, nor in Lifeguard's table (it knows clusters by id: "
-        "lifeguard status lists them)\n",
+        "lifeguard status --local lists them)\n",  # the same stack's (it was told without --local)
     )
 
 
