@@ -264,3 +264,27 @@ def test_tags_can_be_changed(pcs: Any) -> None:
     pcs.tag_resource(resourceArn=arn, tags={"lifeguard:mode": "revert", "lifeguard:threshold": "3"})
     pcs.untag_resource(resourceArn=arn, tagKeys=["lifeguard:threshold"])
     assert pcs.list_tags_for_resource(resourceArn=arn)["tags"] == {"lifeguard:mode": "revert"}
+
+
+@pytest.mark.parametrize("length", ["abc", "-1"])
+def test_a_content_length_that_is_no_length_is_answered_as_a_validation_error(
+    server: LocalPcsServer, length: str
+) -> None:
+    """`Content-Length: abc` raised in the handler: a traceback, and the connection dropped with no answer
+    (a negative one read to no end). It is answered, 400 ValidationException, as a body not JSON is."""
+    import socket
+
+    host, port = server.endpoint_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as connection:
+        connection.sendall(
+            b"POST / HTTP/1.1\r\nHost: x\r\nX-Amz-Target: AWSParallelComputingService.ListClusters\r\n"
+            + f"Content-Length: {length}\r\n\r\n{{}}".encode()
+        )
+        answer = b""
+        while chunk := connection.recv(
+            4096
+        ):  # to its end: the endpoint closes a connection it cannot read on
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ")
+    assert json.loads(body)["__type"] == "ValidationException"

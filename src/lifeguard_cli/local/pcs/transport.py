@@ -30,10 +30,15 @@ class _Handler(BaseHTTPRequestHandler):
     server: _PcsHttpServer
 
     def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length)
+        said = self.headers.get("Content-Length") or "0"
+        length = int(said) if said.isascii() and said.isdigit() else -1
+        body = self.rfile.read(length) if length >= 0 else b""
         target = self.headers.get("X-Amz-Target", "")
-        if not target.startswith(TARGET_PREFIX):
+        if length < 0:  # answered, not a traceback and a dropped connection (nor a read to no end)
+            error = PcsApiError("ValidationException", f"Content-Length {said[:40]!r} is not a length")
+            status, payload = error.status, error.body()
+            self.close_connection = True  # where the body ends is not known
+        elif not target.startswith(TARGET_PREFIX):
             error = PcsApiError("UnknownOperationException", f"missing or foreign X-Amz-Target {target!r}")
             status, payload = error.status, error.body()
         else:
