@@ -443,3 +443,65 @@ def test_records_of_a_cluster_outside_the_exported_cluster_ids_are_said_ignored_
     watched = replay_json(stream)
     assert kinds(watched) == ["BootstrapLoopDetected"]
     assert (watched["ignored_records"], watched["records"]) == (0, document["ignored_records"])
+
+
+def _shifted(tmp_path: Path, days: float, name: str = "later.jsonl") -> Path:
+    """The article's loop, another cluster's group, `days` later."""
+    rows = [
+        json.loads(line)
+        for line in (STREAMS / "article-terminate-loop.jsonl").read_text().splitlines()
+        if line
+    ]
+    for row in rows:
+        row["event_timestamp"] += int(days * 86400 * 1000)
+        row["resource_id"], row["compute_node_group_id"] = "pcs_zzz999yy88", "pcs_bbbbbb02"
+    out = tmp_path / name
+    out.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return out
+
+
+def _detected(document: dict[str, Any]) -> list[str]:
+    return [detail["compute_node_group_id"] for detail in detections(document)]
+
+
+def test_streams_of_other_times_replay_each_group_at_its_own(tmp_path: Path) -> None:
+    """Each group was made a second before its own first record, on a clock that never goes back: a
+    second file hours later set it there before the first file's records were fed, and they were judged
+    against it: the first group's configuration changed after its failures (no loop), or its records older
+    than 14 days (skipped). Every group is made before the first record of all."""
+    escalation = STREAMS / "quarantine-then-escalation.jsonl"
+    alone = _detected(replay_json(str(escalation)))
+    assert alone == ["pcs_abcdef01"]
+    together = _detected(replay_json(str(escalation), str(_shifted(tmp_path, 5 / 24))))
+    assert [group for group in together if group == "pcs_abcdef01"] == alone
+    later = replay_json(
+        str(STREAMS / "article-terminate-loop.jsonl"), str(_shifted(tmp_path, 15, "days.jsonl"))
+    )
+    assert later["skipped_records"] == 0
+    assert _detected(later) == ["pcs_abcdef01", "pcs_bbbbbb02"]
+
+
+@pytest.mark.parametrize("where", ["last", "first"])
+def test_one_record_of_a_time_far_ahead_is_skipped_and_the_stream_goes_on(tmp_path: Path, where: str) -> None:
+    """A record whose time is decades ahead (a typo) set the replay's clock there: every other record was
+    judged against it, too old, and the loop went unseen. It alone is skipped, counted; the rest is
+    replayed at its own times."""
+    typo = {
+        "resource_id": "pcs_abc123de45",
+        "resource_type": "PCS_CLUSTER",
+        "event_timestamp": 4_000_000_000_000,
+        "compute_node_group_id": "pcs_typo0001",  # a group of its own, made at its first record's time
+        "scheduler_node_id": "x-1",
+        "status_code": "LAUNCHED",
+        "reason_code": "MAINTAIN_MIN_CAPACITY",
+        "description": "d",
+        "details": {"instance_id": "i-0123456789abcdef0"},
+    }
+    lines = (STREAMS / "article-terminate-loop.jsonl").read_text().splitlines(keepends=True)
+    at = 0 if where == "first" else len(lines)
+    path = tmp_path / "with-typo.jsonl"
+    path.write_text("".join([*lines[:at], json.dumps(typo) + "\n", *lines[at:]]))
+    document = replay_json(str(path))
+    assert _detected(document) == ["pcs_abcdef01"]
+    # Followed by the stream, it is ahead of its clock; the last of all, nothing says the clock is not there.
+    assert document["skipped_records"] == (1 if where == "first" else 0)

@@ -156,8 +156,10 @@ def replay(
             "ReviewChangesFunction": feeder.review,
         }
         bus = LocalBus(rules, functions, published=published, seen=feeder.seen)
-        for done, item in enumerate(inputs.items, start=1):
-            feeder.feed(item, bus)
+        for done, (item, until) in enumerate(
+            zip(inputs.items, _ceilings(inputs.items), strict=True), start=1
+        ):
+            feeder.feed(item, bus, until=until)
             told(done, len(inputs.items))
         result.notifications.extend(channels.received_sns(sqs))
         result.notifications.extend(
@@ -182,6 +184,28 @@ def replay(
             clock.run()  # and one made from now on settles as on PCS, a minute later
             keep(aws, stack, channels, result)
     return result
+
+
+# An item's time this far ahead of the next item's is taken for a wrong one (`_ceilings`): a file's batches
+# and records go back minutes at times (a batch is at its last record's time), never a day.
+OUTLIER_AHEAD_MS = 24 * 3600 * 1000
+
+
+def _ceilings(items: list[Item]) -> list[int | None]:
+    """For each item, the latest the clock is moved to for it: its own time, unless that is a day and
+    more ahead of the next item's. One record of a wrong time far ahead (a typo of a year) set the clock
+    there, and every record after it was judged against that clock, all of them too old: it is judged
+    ahead of the clock, skipped and counted, and the stream goes on at its own times."""
+    found: list[int | None] = []
+    following: int | None = None
+    for item in reversed(items):
+        at = item.at
+        ahead = at is not None and following is not None and at - following > OUTLIER_AHEAD_MS
+        found.append(following if ahead else at)
+        if at is not None:
+            following = at
+    found.reverse()
+    return found
 
 
 # How long the local PCS takes to make an update (UPDATING, then ACTIVE), on the stream's clock.
@@ -276,13 +300,17 @@ def _create_groups(
     *,
     given: bool = False,
 ) -> None:
-    """Each group (and its cluster) in the local PCS a second before its first record, with `actions`;
-    unless those were `given`, a group a recorded controller event names has the configuration the event
-    says it had."""
+    """Each group (and its cluster) in the local PCS a second before the first record of all, with
+    `actions`; unless those were `given`, a group a recorded controller event names has the configuration
+    the event says it had. Not each before its own first record: the clock never goes back, and a group
+    whose records begin hours later (another file, one record's wrong time) set it there before the others'
+    records were fed, which were then judged against it (changed since, older than 14 days)."""
     taken: set[str] = set()
     clusters: set[str] = set()
+    if groups:
+        first = min(group.earliest for group in groups)
+        clock.set(datetime.fromtimestamp(first / 1000, UTC) - timedelta(seconds=1))
     for group in sorted(groups, key=lambda seen: seen.earliest):
-        clock.set(datetime.fromtimestamp(group.earliest / 1000, UTC) - timedelta(seconds=1))
         if group.cluster_id not in clusters:
             pcs.add_cluster(f"replay-{len(clusters) + 1}", cluster_id=group.cluster_id)
             clusters.add(group.cluster_id)
@@ -364,10 +392,13 @@ class _Feeder:
         self.handlers = handlers
         self.groups = groups
         self.at: int | None = None  # the time of the item being fed: its events' time in the timeline
+        self.until: int | None = None  # the latest the clock is moved to for it (`_ceilings`)
 
-    def feed(self, item: Item, bus: LocalBus) -> None:
+    def feed(self, item: Item, bus: LocalBus, *, until: int | None = None) -> None:
         """One item: a configuration change, a PCS call (made, then its CloudTrail event put on the
-        default bus), or an invocation of scaling_events or node_reports whose events go on the bus."""
+        default bus), or an invocation of scaling_events or node_reports whose events go on the bus. The
+        clock is moved to its time, but not past `until`."""
+        self.until = until
         if isinstance(item, ConfigUpdate):
             self._update(item)
             return
@@ -377,9 +408,7 @@ class _Feeder:
         if isinstance(item, ControllerEvent):
             self._republish(item, bus)
             return
-        self.at = item.at
-        if self.at is not None:
-            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+        self._move_to(item.at)
 
         def invoke() -> None:
             summary: Skips
@@ -490,9 +519,7 @@ class _Feeder:
         """The call made on the local PCS (when it succeeded and set nodeLifecycleActions), then its
         CloudTrail event put on the default bus. A call of no plausible time is made on neither: the review
         skips its event, and a record skipped is not replayed."""
-        self.at = item.at
-        if self.at is not None:
-            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+        self._move_to(item.at)
         group = item.group
         self.result.records += 1
         if group is not None and item.config is not None and self.at is not None:
@@ -506,9 +533,7 @@ class _Feeder:
     def _republish(self, item: ControllerEvent, bus: LocalBus) -> None:
         """A recorded controller event, put on the stack's bus again: in the timeline, then delivered to
         the functions its rules target, followed by what they publish."""
-        self.at = item.at
-        if self.at is not None:
-            self.clock.set(datetime.fromtimestamp(self.at / 1000, UTC))
+        self._move_to(item.at)
         self.result.records += 1
         event = dict(item.event)
         self.seen(event)
@@ -532,8 +557,16 @@ class _Feeder:
         group = detail.get("compute_node_group_id") or _requested_group(detail)
         self.result.timeline.append(TimelineEntry(self.at, group, what, str(exc)))
 
+    def _move_to(self, at: int | None) -> None:
+        """The item's time taken as `at`, and the clock moved to it (never past `until`, never back)."""
+        self.at = at
+        if at is not None:
+            moved = at if self.until is None else min(at, self.until)
+            self.clock.set(datetime.fromtimestamp(moved / 1000, UTC))
+
     def _update(self, item: ConfigUpdate) -> None:
-        self.clock.set(datetime.fromtimestamp(item.at / 1000, UTC))
+        moved = item.at if self.until is None else min(item.at, self.until)
+        self.clock.set(datetime.fromtimestamp(moved / 1000, UTC))
         cluster = next((g.cluster_id for g in self.groups if g.group_id == item.group_id), None)
         if cluster is None:
             raise ReplayError(f"update_config names {item.group_id}, which no record of the inputs names")
