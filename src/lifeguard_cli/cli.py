@@ -1404,3 +1404,7 @@ def main() -> None:
         line = aws_error_line(exc) or f"internal error: {type(exc).__name__}: {exc} (--debug shows where)"
         typer.echo(f"lifeguard: {one_line(line)}", err=True)
         sys.exit(1)
+
+
+if __name__ == "__main__":  # `python -m lifeguard_cli.cli` ran nothing and exited 0: a command taken as done
+    main()

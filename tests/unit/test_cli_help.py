@@ -278,3 +278,19 @@ def test_a_problem_that_holds_a_line_break_is_said_on_one_line(tmp_path: Path) -
     assert shown.exit_code == 2
     [line] = _said(shown.stderr)
     assert "k⏎forged: line" in line, line
+
+
+@pytest.mark.parametrize("module", ["lifeguard_cli", "lifeguard_cli.cli"])
+def test_the_cli_runs_as_a_module_as_its_command_does(module: str) -> None:
+    """`python -m lifeguard_cli.cli status` printed nothing and exited 0: a command taken as done."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--version"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.startswith("lifeguard ")) == (0, True), done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", module, "nosuch"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert bad.returncode == 2
