@@ -830,7 +830,6 @@ class Shipper:
                 fresh = written is None or node_clock.now() - written < self.end_marker_grace_seconds
                 if fresh and self.clock() - self.state.waiting_since < self.end_marker_grace_seconds:
                     return "wait"
-                run = self._unended_run(stage, script, _ended_at(record))
             else:
                 self.state.waiting_since = None  # a run found in its log: the next one waits anew
         reports.append(self._report(record, outcome, stage, script, run).to_json())
@@ -944,36 +943,6 @@ class Shipper:
             "log_tail": tail.decode("utf-8", "replace"),
         }
 
-    def _unended_run(self, stage: str, script: str, ended_at: int) -> dict[str, Any] | None:
-        """The run a record is about when its log holds the run's start marker and no end (the node went
-        before it was written, a disk too full for it): its start, and the last 4 KiB of what it printed
-        since, for the report to carry the lines that say why it failed, not the executor's error line
-        alone. None when no start marker of it is there. The log's read place is not moved: the next run
-        is found after this one's start, as a run left without its end is."""
-        try:
-            path = self.layout.script_log(stage, script)
-        except ValueError:
-            return None
-        start_prefix = f"[start {script} args=".encode()
-        latest = ended_at + _END_SKEW_SECONDS
-        started_at: int | None = None
-        output_from = 0
-        try:
-            with open_log(path) as file:
-                offset = self._read_from(f"{stage}/{script}.log", file)
-                file.seek(offset)
-                for raw, end_offset in _marker_lines(file, offset):
-                    start = _marker_time(raw.removesuffix(b"\n"), start_prefix)
-                    if start is not None and start <= latest and (started_at is None or start >= started_at):
-                        started_at, output_from = start, end_offset
-                if started_at is None:
-                    return None
-                file.seek(max(output_from, os.fstat(file.fileno()).st_size - LOG_TAIL_BYTES))
-                tail = file.read(LOG_TAIL_BYTES)
-        except OSError:
-            return None
-        return {"started_at": started_at, "ended_at": None, "exit_code": None, "unended": tail}
-
     def _read_from(self, key: str, file: Any) -> int:
         """Where a script log (open as `file`) holds its next run: just after the end marker of the last run
         read, when the log still holds that marker there; else from its start, as executor.log is read.
@@ -1019,22 +988,10 @@ class Shipper:
             exit_code=exit_code,
             outcome=outcome,
             started_at=_epoch_or(run["started_at"] if run else record.get("started_at"), when),
-            ended_at=_epoch_or(run["ended_at"] if run and run["ended_at"] else record.get("ended_at"), when),
-            log_tail=output_tail(_tail_of(run, note)),
+            ended_at=_epoch_or(run["ended_at"] if run else record.get("ended_at"), when),
+            log_tail=output_tail(run["log_tail"] if run and run["log_tail"] else note),
             script_sha256=sha256 if isinstance(sha256, str) and _SHA256.fullmatch(sha256) else None,
         )
-
-
-def _tail_of(run: Mapping[str, Any] | None, note: str) -> str | bytes:
-    """What a report's log tail is made of: the run's output; of a run without its end marker, what it
-    printed and then the executor's word on how it ended; of no run found, that word alone."""
-    if run is None:
-        return note
-    if "unended" in run:
-        printed: bytes = run["unended"]
-        return printed + (b"\n" if printed and not printed.endswith(b"\n") else b"") + note.encode()
-    told: str = run["log_tail"]
-    return told or note
 
 
 def identity_from_executor_log(layout: NodeLayout) -> dict[str, str]:
