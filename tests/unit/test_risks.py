@@ -469,12 +469,6 @@ def test_an_acronyms_plural_in_pascal_case_is_one_word() -> None:
     # An acronym before a word of two letters ending in s is the acronym and the word, as before.
     for name in ("VerifyEFAIsUp", "VerifyNVIDIAIsLoaded", "CheckEFAAsExpected"):
         assert codes(config(("nodeBootstrapped", script(name)))) == [], name
-    # Two acronyms together, which no case splits: the one of what the node needs, at either end.
-    for name in ("VerifyEFAOK", "CheckGPUOK", "VerifyNFSOK", "VerifyNVIDIASMI", "CheckOKGPU"):
-        assert codes(config(("nodeBootstrapped", script(name)))) == [], name
-    assert codes(config(("nodeBootstrapped", script("CheckMOTDOK")))) == [
-        ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
-    ]
     # A word after the acronym still starts where its capital does.
     assert codes(config(("nodeBootstrapped", script("GPUsReport")))) == [
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")

@@ -168,19 +168,9 @@ def _split(text: str) -> list[str]:
     return re.split(r"[^a-z0-9]+", text.lower())
 
 
-# Acronyms of what a node cannot work without, found at either end of a run of capitals that holds two
-# words no case splits (`CheckGPUOK`, `VerifyNVIDIASMI`).
-_GUARDED_ACRONYMS = ("gpus", "gpu", "efa", "efs", "nfs", "fsx", "cuda", "nccl", "nvidia")
-_CAPITALS = re.compile(r"[A-Z]{4,}")
-
-
 def _words_of(text: str) -> set[str]:
-    """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`, `CheckGPUs`,
-    `CheckGPUOK`)."""
+    """The words of `text`, read as written (`FSx`) and split at its case (`VerifyMounts`, `CheckGPUs`)."""
     found = {*_split(text), *_split(_CASE_BOUNDARY.sub(" ", text)), *_split(_PLURAL_BOUNDARY.sub(" ", text))}
-    for run in _CAPITALS.findall(text):
-        lowered = run.lower()
-        found.update(word for word in _GUARDED_ACRONYMS if lowered.startswith(word) or lowered.endswith(word))
     found.discard("")
     return found
 
