@@ -156,10 +156,8 @@ def replay(
             "ReviewChangesFunction": feeder.review,
         }
         bus = LocalBus(rules, functions, published=published, seen=feeder.seen)
-        for done, (item, until) in enumerate(
-            zip(inputs.items, _ceilings(inputs.items), strict=True), start=1
-        ):
-            feeder.feed(item, bus, until=until)
+        for done, item in enumerate(inputs.items, start=1):
+            feeder.feed(item, bus)
             told(done, len(inputs.items))
         result.notifications.extend(channels.received_sns(sqs))
         result.notifications.extend(
@@ -184,28 +182,6 @@ def replay(
             clock.run()  # and one made from now on settles as on PCS, a minute later
             keep(aws, stack, channels, result)
     return result
-
-
-# An item's time this far ahead of the next item's is taken for a wrong one (`_ceilings`): a file's batches
-# and records go back minutes at times (a batch is at its last record's time), never a day.
-OUTLIER_AHEAD_MS = 24 * 3600 * 1000
-
-
-def _ceilings(items: list[Item]) -> list[int | None]:
-    """For each item, the latest the clock is moved to for it: its own time, unless that is a day and
-    more ahead of the next item's. One record of a wrong time far ahead (a typo of a year) set the clock
-    there, and every record after it was judged against that clock, all of them too old: it is judged
-    ahead of the clock, skipped and counted, and the stream goes on at its own times."""
-    found: list[int | None] = []
-    following: int | None = None
-    for item in reversed(items):
-        at = item.at
-        ahead = at is not None and following is not None and at - following > OUTLIER_AHEAD_MS
-        found.append(following if ahead else at)
-        if at is not None:
-            following = at
-    found.reverse()
-    return found
 
 
 # How long the local PCS takes to make an update (UPDATING, then ACTIVE), on the stream's clock.
@@ -392,13 +368,10 @@ class _Feeder:
         self.handlers = handlers
         self.groups = groups
         self.at: int | None = None  # the time of the item being fed: its events' time in the timeline
-        self.until: int | None = None  # the latest the clock is moved to for it (`_ceilings`)
 
-    def feed(self, item: Item, bus: LocalBus, *, until: int | None = None) -> None:
+    def feed(self, item: Item, bus: LocalBus) -> None:
         """One item: a configuration change, a PCS call (made, then its CloudTrail event put on the
-        default bus), or an invocation of scaling_events or node_reports whose events go on the bus. The
-        clock is moved to its time, but not past `until`."""
-        self.until = until
+        default bus), or an invocation of scaling_events or node_reports whose events go on the bus."""
         if isinstance(item, ConfigUpdate):
             self._update(item)
             return
@@ -558,15 +531,13 @@ class _Feeder:
         self.result.timeline.append(TimelineEntry(self.at, group, what, str(exc)))
 
     def _move_to(self, at: int | None) -> None:
-        """The item's time taken as `at`, and the clock moved to it (never past `until`, never back)."""
+        """The item's time taken as `at`, and the clock moved to it (never back)."""
         self.at = at
         if at is not None:
-            moved = at if self.until is None else min(at, self.until)
-            self.clock.set(datetime.fromtimestamp(moved / 1000, UTC))
+            self.clock.set(datetime.fromtimestamp(at / 1000, UTC))
 
     def _update(self, item: ConfigUpdate) -> None:
-        moved = item.at if self.until is None else min(item.at, self.until)
-        self.clock.set(datetime.fromtimestamp(moved / 1000, UTC))
+        self.clock.set(datetime.fromtimestamp(item.at / 1000, UTC))
         cluster = next((g.cluster_id for g in self.groups if g.group_id == item.group_id), None)
         if cluster is None:
             raise ReplayError(f"update_config names {item.group_id}, which no record of the inputs names")
