@@ -266,7 +266,7 @@ def test_tags_can_be_changed(pcs: Any) -> None:
     assert pcs.list_tags_for_resource(resourceArn=arn)["tags"] == {"lifeguard:mode": "revert"}
 
 
-@pytest.mark.parametrize("length", ["abc", "-1"])
+@pytest.mark.parametrize("length", ["abc", "-1", "99999999999999999999", "1000000000"])
 def test_a_content_length_that_is_no_length_is_answered_as_a_validation_error(
     server: LocalPcsServer, length: str
 ) -> None:

@@ -22,6 +22,7 @@ __all__ = ["LocalPcsServer", "serve_local_pcs"]
 
 TARGET_PREFIX = "AWSParallelComputingService."
 CONTENT_TYPE = "application/x-amz-json-1.0"
+BODY_MAX_BYTES = 16 * 1024 * 1024  # a request's body at most (PCS's largest is a group's configuration)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -31,11 +32,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         said = self.headers.get("Content-Length") or "0"
-        length = int(said) if said.isascii() and said.isdigit() else -1
+        # A length, and one a request of the API can have: a body of gigabytes is read to no end.
+        length = int(said) if said.isascii() and said.isdigit() and len(said) <= 9 else -1
+        length = length if length <= BODY_MAX_BYTES else -1
         body = self.rfile.read(length) if length >= 0 else b""
         target = self.headers.get("X-Amz-Target", "")
         if length < 0:  # answered, not a traceback and a dropped connection (nor a read to no end)
-            error = PcsApiError("ValidationException", f"Content-Length {said[:40]!r} is not a length")
+            error = PcsApiError(
+                "ValidationException",
+                f"Content-Length {said[:40]!r} is not a length of at most {BODY_MAX_BYTES} bytes",
+            )
             status, payload = error.status, error.body()
             self.close_connection = True  # where the body ends is not known
         elif not target.startswith(TARGET_PREFIX):
