@@ -498,3 +498,18 @@ def test_a_group_of_one_record_far_ahead_does_not_set_the_clock_for_the_others(t
     path = tmp_path / "with-typo.jsonl"
     path.write_text((STREAMS / "article-terminate-loop.jsonl").read_text() + json.dumps(typo) + "\n")
     assert _detected(replay_json(str(path))) == ["pcs_abcdef01"]
+
+
+def test_a_record_skipped_for_a_bad_field_is_placed_by_its_file_and_line(tmp_path: Path) -> None:
+    """A record the function skips for a bad field (a time that is no time) read in the timeline as "-
+    pcs_abcdef01 skipped a scaling-log record: invalid event_timestamp": no time, no file, no line to find
+    it by in an export of thousands."""
+    lines = (STREAMS / "article-terminate-loop.jsonl").read_text().splitlines(keepends=True)
+    bad = json.loads(lines[2])
+    bad["event_timestamp"] = "yesterday"
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join([*lines[:6], json.dumps(bad) + "\n", *lines[6:]]))
+    result = runner.invoke(app, ["replay", "--mode", "notify", str(path)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    [skipped] = [line for line in result.stdout.splitlines() if " skipped " in line and "record:" in line]
+    assert skipped.rstrip().endswith(f"({path}:7)")

@@ -161,6 +161,7 @@ class LogLines:
     rows: list[dict[str, Any]]
     messages: list[str]
     reports: bool
+    where: str = ""  # the file and line it was read from, said when the function skips it
 
     @property
     def at(self) -> int | None:
@@ -676,7 +677,8 @@ class _Reading:
             except RecursionError:  # a key given twice in JSON nested deeper than it can be written back
                 self.malformed.append((where, "not JSON: nested too deep"))
                 return
-            self.items.append(LogLines([row], [message], reports=row.get("kind") == "script_run"))
+            reports = row.get("kind") == "script_run"
+            self.items.append(LogLines([row], [message], reports=reports, where=self._where(where)))
         else:
             raise UnreadableInputError(self._where(where), _what(row), accepted=_ACCEPTED)
         self.recognised += 1

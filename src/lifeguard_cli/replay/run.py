@@ -418,7 +418,9 @@ class _Feeder:
                 what = f"a {kind}" if len(item.rows) == 1 else f"{len(item.rows)} {kind}s"
                 why = ", ".join(sorted(summary.skipped_reasons)) or "damaged"
                 group = clip(item.rows[0].get("compute_node_group_id") or "", 64)
-                entry = TimelineEntry(self.at, group, "skipped", f"{what}: {clip(why, 200)}")
+                # Where it was read, when it is one line: a record of no time is placed by nothing else.
+                where = f" ({clip(item.where, 200)})" if isinstance(item, LogLines) and item.where else ""
+                entry = TimelineEntry(self.at, group, "skipped", f"{what}: {clip(why, 200)}{where}")
                 self.result.timeline.append(entry)
                 return
             now_ms = int(self.clock().timestamp() * 1000)
