@@ -160,7 +160,7 @@ _LASTING = _words(_LASTING_WORDS)
 _CASE_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 # The same, an acronym's plural kept whole (`CheckGPUs`: `gpus`, not `gp us`). Both readings are taken: this
 # one alone reads `VerifyEFAIsUp` as `efais up`.
-_PLURAL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])(?![A-Z]s(?![a-z]))")
+_PLURAL_BOUNDARY = re.compile(_CASE_BOUNDARY.pattern + r"(?![A-Z]s(?![a-z]))")  # on its last alternative
 
 
 def _split(text: str) -> list[str]:
