@@ -820,7 +820,10 @@ def _where(
     local: bool, stack_name: str | None, region: str | None, profile: str | None, table: str | None = None
 ) -> str:
     """The options that chose the stack, as a command line gives them: a command the operator is told to
-    run next (the preview of a forced undo, the status of a cluster) goes to the same one."""
+    run next (the preview of a forced undo, the status of a cluster) goes to the same one. With --local, a
+    --region or --profile given goes unused (said at once), and is left out."""
+    if local:
+        region = profile = None
     given = (("--stack-name", stack_name), ("--region", region), ("--profile", profile), ("--table", table))
     return shlex.join(
         [*(["--local"] if local else []), *(part for name, value in given if value for part in (name, value))]
@@ -1236,7 +1239,7 @@ def enroll(
         entry = ShipperEntry.from_deployment(deployment)
         # CloudFormation gives a CommaDelimitedList as `a,b` (moto as a list's repr): its ids either way.
         watched = re.findall(r"pcs_[A-Za-z0-9]+", deployment.parameters.get("ClusterIds", ""))
-        where = _where(local, stack_name, None if local else region, None if local else profile)
+        where = _where(local, stack_name, region, profile)
         change = partial(change_enrollment, "remove" if remove else "enroll", watched=watched, where=where)
         pcs = PcsGateway(deployment.client("pcs"))
         policy = deployment.outputs.get("NodePolicyArn")

@@ -27,6 +27,7 @@ __all__ = [
     "SamConfig",
     "aws_error_line",
     "aws_session",
+    "command_line",
     "read_deployment",
     "read_samconfig",
     "session_client",
@@ -38,6 +39,13 @@ SAMCONFIG = "samconfig.toml"
 
 class DeploymentError(LifeguardError):
     """The stack cannot be read, or lacks what a command needs; the message says why in one line."""
+
+
+def command_line(*words: str, where: str = "") -> str:
+    """A `lifeguard` command a message tells the operator to run, with `where`, the options that chose the
+    stack the message's command ran against (`--local`, `--stack-name X`, ...): pasted, it goes there too,
+    not to the default stack and region."""
+    return " ".join(["lifeguard", *words, *([where] if where else [])])
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from lifeguard.event_contract import NODES_REPLACED
 from lifeguard.lifecycle import ConfigChange, NodeLifecycleActions, diff_configs, fingerprint_of
 from lifeguard.lifecycle_rules import STAGES, find_problems
 from lifeguard.pcs_model import shape
-from lifeguard_cli.deployment import Deployment
+from lifeguard_cli.deployment import Deployment, command_line
 
 __all__ = [
     "ENTRY_OUTPUT",
@@ -282,7 +282,7 @@ def change_enrollment(
         if pcs.known_cluster_id(group_ref) is not None:  # a cluster given as the group, as history says it
             raise EnrollError(
                 f"{group_ref} is a cluster, not a compute node group: "
-                f"{f'lifeguard status --cluster {group_ref} {where}'.rstrip()} lists its groups"
+                f"{command_line('status', '--cluster', group_ref, where=where)} lists its groups"
             ) from None
         raise EnrollError(f"no compute node group {group_ref} in cluster {cluster_ref}") from None
     if action == "enroll" and watched and group.cluster_id not in watched:
@@ -295,7 +295,9 @@ def change_enrollment(
     if shown is not None and fingerprint_of(before) != fingerprint_of(shown.config_before):
         raise EnrollError(f"{group.group_id} changed while you were asked: nothing changed; run again")
     if action == "enroll":
-        remove = f"lifeguard enroll {group.group_id} --cluster {group.cluster_id} --remove {where}".rstrip()
+        remove = command_line(
+            "enroll", group.group_id, "--cluster", group.cluster_id, "--remove", where=where
+        )
         after = with_shipper(before, entry, group.group_id, remove=remove)
     else:
         after = without_shipper(before, entry, group.group_id)

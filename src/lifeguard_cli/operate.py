@@ -36,6 +36,7 @@ from lifeguard.remediation.remediator import NOT_TAKEN_CODES, may_have_taken
 from lifeguard.settings import setting
 from lifeguard.store.groups import GroupStore, UnreadableStateError
 from lifeguard.store.remediations import RemediationStore
+from lifeguard_cli.deployment import command_line
 
 # `lifeguard undo`'s lock: its lease, on the operator's clock (released when the undo ends: a longer lease
 # holds off remediations only after an undo that died), and how far that clock may run ahead of the Lambdas'.
@@ -443,7 +444,7 @@ class Operator:
             if cluster_id is None:
                 raise OperatorError(
                     f"no cluster {cluster} in PCS, nor in Lifeguard's table (it knows clusters by id: "
-                    f"{f'lifeguard status {self.where}'.rstrip()} lists them)"
+                    f"{command_line('status', where=self.where)} lists them)"
                 )
         chosen = [state for state in states if not cluster_id or state.cluster_id == cluster_id]
         # Each cluster's groups' names, listed once.
@@ -597,7 +598,7 @@ class Operator:
         if not matches and any(cluster_id == group for cluster_id, _ in known):
             raise OperatorError(
                 f"{group} is a cluster, not a compute node group: "
-                f"{f'lifeguard status --cluster {group} {self.where}'.rstrip()} lists "
+                f"{command_line('status', '--cluster', group, where=self.where)} lists "
                 "its groups"
             )
         if not matches and is_pcs_id(group):  # an id, which only its cluster's PCS could confirm
@@ -777,8 +778,7 @@ class Operator:
                     if set_again
                     else "someone else changed it"
                 )
-                where = f"--cluster {cluster} {self.where}".rstrip()
-                shows = f"lifeguard undo {group_id} {where}"
+                shows = command_line("undo", group_id, "--cluster", cluster, where=self.where)
                 raise OperatorError(
                     f"{group_id} changed since Lifeguard's {change.action} of {said_time(change.at)}: "
                     f"{how}; --force would put back the configuration from before over theirs ({shows} "
