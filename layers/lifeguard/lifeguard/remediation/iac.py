@@ -60,8 +60,10 @@ class ManagedBy:
         )
 
 
-# A change of a whole script (added or taken out), not of a field of one: `stages.nodeReady[0]`.
-_WHOLE_SCRIPT = re.compile(r"stages\.([A-Za-z]+)(?:\[\d+\])?")
+# The stage a change's path is in (`stages.nodeReady[0].onError`: nodeReady), and a change of a whole script
+# (added or taken out), not of a field of one: `stages.nodeReady[0]`.
+_STAGE = re.compile(r"stages\.([A-Za-z]+)")
+_WHOLE_SCRIPT = re.compile(_STAGE.pattern + r"(?:\[\d+\])?")
 
 
 def _edits(changes: Sequence[ConfigChange], after: Mapping[str, Any] | None) -> list[tuple[str, object]]:
@@ -76,7 +78,7 @@ def _edits(changes: Sequence[ConfigChange], after: Mapping[str, Any] | None) -> 
     edits: list[tuple[str, object]] = []
     given: set[str] = set()
     for change in changes:
-        stage = change.path.split(".", 2)[1].split("[", 1)[0] if change.path.startswith("stages.") else ""
+        stage = found.group(1) if (found := _STAGE.match(change.path)) is not None else ""
         if stage not in whole:
             edits.append((change.path, change.new))
         elif stage not in given:
