@@ -212,6 +212,16 @@ def test_another_of_the_clusters_pcs_logs_in_the_same_group_is_ignored_not_unrea
     assert world.pcs.calls == []
 
 
+def test_a_cut_record_of_a_status_passed_over_is_counted_unreadable_not_ignored() -> None:
+    world = World()
+    whole = json.dumps(
+        {"resource_id": CLUSTER, "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}
+    )
+    summary = world.handler.handle_messages([(whole[:-1], "stream:1"), (whole, "stream:2")])
+    assert (summary.records, summary.ignored, summary.unreadable, summary.skipped) == (2, 1, 1, 1)
+    assert summary.skipped_reasons == {"not JSON": 1}
+
+
 def test_another_stream_of_the_cluster_is_read_as_its_scaling_log() -> None:
     """Should PCS name its scaling log otherwise, its records still count, and a format changed with the
     name still pages (RecordsUnreadable): only the cluster's other logs, by their names, are ignored."""

@@ -202,6 +202,36 @@ def test_a_record_whose_key_comes_twice_is_left_to_the_parser() -> None:
     assert not passed_over(text[:-1] + ', "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}')
 
 
+# Each names a passed-over pair once, in the text, where JSON does not read it as the record's own.
+_NO_RECORD_OF_A_PAIR = {
+    "only in details": json.dumps(
+        {
+            "event_timestamp": 1792544802000,
+            "details": {"status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"},
+        }
+    ),
+    "cut short": json.dumps(
+        {"event_timestamp": 1, "status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}
+    )[:-1],
+    "in an array": json.dumps([{"status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS"}]),
+    "after an escaped quote": (
+        '{"x\\"status_code": "REGISTERED", "reason_code": "REGISTER_SUCCESS", "event_timestamp": 1}'
+    ),
+}
+
+
+@pytest.mark.parametrize("raw", _NO_RECORD_OF_A_PAIR.values(), ids=_NO_RECORD_OF_A_PAIR.keys())
+def test_a_message_naming_a_passed_over_pair_not_as_its_own_is_no_record_skipped_not_ignored(
+    raw: str,
+) -> None:
+    """A cut or nested record is no record of a pair passed over: it is skipped and counted (a damaged
+    stream shows in RecordsSkipped), not ignored as a REGISTERED would be."""
+    assert not passed_over(raw)
+    found = read_scaling_log_message(raw, where="stream:1")
+    assert isinstance(found, ScalingLogParseError)
+    assert found == parse_scaling_log_record(raw, where="stream:1")
+
+
 @pytest.mark.parametrize("key", ["reason\\u005fcode", "\\u0072eason_code", "reason_cod\\u0065"])
 def test_a_key_spelled_with_an_escape_is_read_as_json_reads_it_never_passed_over(key: str) -> None:
     """JSON reads `"reason\\u005fcode"` as a second `reason_code`: a record of a pair passed over with such

@@ -266,12 +266,22 @@ class ScalingLogParseError:
 def passed_over(raw: str) -> bool:
     """True when the message is, beyond doubt, a record of a pair the detection never reads (`PASSED_OVER`):
     it is ignored without being validated, since nothing of it is used or stored. A message holding either
-    key other than exactly once, or a pair that is not passed over, is left to the parser (False)."""
+    key other than exactly once, or a pair that is not passed over, is left to the parser (False), as is
+    one whose pair JSON does not read as its own keys (a nested object's, a cut record, no object at all):
+    no record, it is skipped and counted. The handler asks only of a message not as PCS writes one
+    (`_AS_WRITTEN`), so the JSON read costs nothing on the way of real records."""
     statuses = _STATUS_KEY.findall(raw)
     if len(statuses) != 1:
         return False
     reasons = _REASON_KEY.findall(raw)
-    return len(reasons) == 1 and (statuses[0], reasons[0]) in PASSED_OVER and _two_codes(raw)
+    pair = (statuses[0], reasons[0]) if len(reasons) == 1 else None
+    if pair not in PASSED_OVER or not _two_codes(raw):
+        return False
+    try:
+        data = json.loads(raw, object_pairs_hook=unique_keys)
+    except (ValueError, RecursionError):
+        return False
+    return type(data) is dict and (data.get("status_code"), data.get("reason_code")) == pair
 
 
 def _two_codes(raw: str) -> bool:
