@@ -866,6 +866,41 @@ def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_ho
     assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
 
 
+@pytest.mark.parametrize("then", ["PCS ends it", "it stays up"])
+def test_a_kept_node_whose_ready_check_fails_under_terminate_on_that_boot_contains_nothing(then: str) -> None:
+    """Quarantined, the loop's script fails under STOP_SEQUENCE on the next node, and nodeReady runs all the
+    same (the article); its ready check, which needs what the script does, fails under TERMINATE: PCS ends
+    the node. It was told contained ("the loop stopped", the node kept, taking jobs) for a node ended a
+    minute later, while the loop went on. A report of such a failure holds the containment back for the
+    reports' grace at most: a node that stays up past it (the report was false) is kept."""
+    world = World()
+    quarantined = quarantined_config()
+    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    quarantine_in_ledger(world, quarantined)
+    world.feed(ARTICLE[:6])
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 17), world)
+    check = ran(
+        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
+    )
+    GroupStore(world.table, TABLE).put_reports([check])
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert "LoopContained" not in world.published()
+    if then == "PCS ends it":
+        world.feed([failed(kept, at(1, 20))])
+        assert "LoopContained" not in world.published()
+        episode = world.state().episode
+        assert episode is not None
+        assert (episode.kept, episode.contained_at) == ([], None)
+        return
+    world.feed([launched("i-0later0000000000", at(1, 30))])  # the reports' grace is over
+    assert world.published().count("LoopContained") == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [kept]
+
+
 @pytest.mark.parametrize(
     ("behind_s", "contained"),
     [(0, True), (240, True), (299, True), (420, False)],
@@ -893,12 +928,14 @@ def test_a_kept_nodes_report_dated_by_a_clock_behind_pcss_still_contains_the_loo
         assert world.state().proven_good is None
 
 
-def contained_after_the_owners_switch(world: World) -> None:
-    """The article's loop; the owners switch its script to STOP_SEQUENCE and nodes of that configuration
-    still fail (their boot fails elsewhere), until one is kept with the script failing: contained."""
+def contained_after_the_owners_switch(world: World, ready_on_error: str = "CONTINUE") -> None:
+    """The article's loop; the owners switch its script to STOP_SEQUENCE (and its ready check to
+    `ready_on_error`) and nodes of that configuration still fail (their boot fails elsewhere), until one is
+    kept with the script failing: contained."""
     world.feed(ARTICLE[:6])
     stopping = json.loads(json.dumps(TERMINATE))
     stopping["stages"]["nodeBootstrapped"][0]["onError"] = "STOP_SEQUENCE"
+    stopping["stages"]["nodeReady"][0]["onError"] = ready_on_error
     world.person_sets(stopping, at(1, 13))
     world.feed([launched("i-0went0000000000a", at(1, 14)), failed("i-0went0000000000a", at(1, 18))])
     world.feed([launched("i-0went0000000000b", at(1, 19)), failed("i-0went0000000000b", at(1, 23))])
@@ -936,11 +973,11 @@ def held_back_until(world: World, until: int) -> int:
     return episode.revision
 
 
-def resumed_while_held(world: World, until: int) -> tuple[list[str], int]:
+def resumed_while_held(world: World, until: int, ready_on_error: str = "CONTINUE") -> tuple[list[str], int]:
     """A contained loop that resumes while the remediation holds its change back until `until`: told once
     (the next revision, which the remediation holds back too), then contained again, untold. What was
     told, and that revision."""
-    contained_after_the_owners_switch(world)
+    contained_after_the_owners_switch(world, ready_on_error)
     held_back_until(world, until)
     world.feed([launched("i-0agan0000000000a", at(1, 30)), failed("i-0agan0000000000a", at(1, 34))])
     world.feed([launched("i-0agan0000000000b", at(1, 35)), failed("i-0agan0000000000b", at(1, 39))])
@@ -1069,6 +1106,26 @@ def test_the_containment_told_after_the_hold_names_a_kept_node_still_up() -> Non
     reason = world.bus.events()[-1][1]["reason"]
     assert reason.startswith("i-0kept00000000000 ")
     assert "i-0kept00000000002" not in reason
+
+
+def test_the_containment_told_after_the_hold_names_no_kept_node_its_reports_show_ending() -> None:
+    """The newest kept node's reports show its ready check failing under TERMINATE on that boot, PCS's
+    record of its end not in yet: the containment told after the hold names a node still up."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50), ready_on_error="TERMINATE")
+    ending = ran(
+        "i-0kept00000000002",
+        at(1, 46),
+        outcome="failed",
+        script="ready-check",
+        stage="nodeReady",
+        on_error="TERMINATE",
+    )
+    GroupStore(world.table, TABLE).put_reports([ending])
+    world.feed([launched("i-0later00000000001", at(1, 54))])
+    assert world.published()[len(told) :] == ["LoopContained"]
+    reason = world.bus.events()[-1][1]["reason"]
+    assert reason.startswith("i-0kept00000000000 ")
 
 
 @pytest.mark.parametrize("then", ["its late report says it was kept", "it fails after its ACTIVE"])
@@ -1268,6 +1325,28 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     # The same report again changes nothing and says nothing more.
     reports.handle_messages([(json.dumps(report), "stream:1")])
     assert world.published().count("LoopContained") == 1
+
+
+def test_reports_after_the_success_of_a_node_ending_on_a_ready_check_reopen_no_contained_loop() -> None:
+    """The success ended the loop; its node's reports then show the loop's script failing under CONTINUE and
+    the ready check under TERMINATE: PCS is ending the node, so the loop is not contained by it (told
+    "kept, taking jobs"); PCS's end of the node is the first failure of the configuration it booted."""
+    world, kept, report, reports = loop_of_a_script_set_to_continue()
+    ending = json.loads(json.dumps(TERMINATE))
+    ending["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    ending["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world.person_sets(ending, at(1, 13))
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert world.published()[-1] == "LoopResolved"
+    check = ran(
+        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
+    )
+    reports.handle_messages([(json.dumps(report), "stream:1"), (check.to_json(), "stream:2")])
+    assert world.published()[-1] == "LoopResolved"
+    world.feed([failed(kept, at(1, 20))])  # PCS ends it in nodeReady
+    assert world.published()[-1] == "LoopResolved"
+    assert "LoopContained" not in world.published()
+    assert not world.state().outcomes[kept].succeeded
 
 
 def ran(

@@ -44,6 +44,7 @@ __all__ = [
     "newest_event_ms",
     "reopen_after_ready_failure",
     "reopen_as_contained",
+    "reports_its_end",
     "resolve",
     "revoke_false_proof",
     "revoke_proof_of_older_launch",
@@ -135,9 +136,11 @@ def reopen_as_contained(
         known_scripts(state),
         outcome_ms=last.resolved_at,
     )
-    runs = still_failing(runs, last.suspect, booted_actions(state, outcome))
-    if not runs:
+    failing = still_failing(runs, last.suspect, booted_actions(state, outcome))
+    if not failing:
         return []  # the proof it made, if any, `revoke_false_proof` takes back
+    if reports_its_end(state, outcome, runs, kept=True):
+        return []  # PCS is ending the node: its failure opens it again (`reopen_after_ready_failure`)
     if _too_late(state, "reopen the episode it ended", outcome.instance_id, last.resolved_at, now_ms):
         return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
@@ -146,7 +149,7 @@ def reopen_as_contained(
     last.revision += 1  # its own events: the LoopResolved before was of the revision it had then
     state.episode, state.last_episode = last, None
     late = " (its node's reports came after the scaling log's success: the LoopResolved before it was wrong.)"
-    return contain(state, settings, outcome, runs, late, lifeguards=lifeguards())
+    return contain(state, settings, outcome, failing, late, lifeguards=lifeguards())
 
 
 def _too_late(state: GroupState, what: str, instance: str, success_ms: int, now_ms: int | None) -> bool:
@@ -187,29 +190,32 @@ def settle(
         return []
     suspect = state.episode.suspect if state.episode else None
     failing = still_failing(boot.failed, suspect, booted_actions(state, success))
+    if reports_its_end(state, success, boot.failed, kept=bool(failing)):
+        return []
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
-    if _reports_its_end(state, success, boot):
-        return []
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
     return []
 
 
-def _reports_its_end(state: GroupState, success: BootOutcome, boot: BootRuns) -> bool:
-    """Whether `success`'s node reported, for that boot, a failed run of the open loop's own script under
-    TERMINATE (as the configuration it booted gives it, when known): PCS is ending that node, whatever its
-    ACTIVE said (a nodeReady loop), and its failure is on its way. A report holds a success back for
+def reports_its_end(
+    state: GroupState, success: BootOutcome, failed: Sequence[NodeReport], *, kept: bool
+) -> bool:
+    """Whether `success`'s node reported, for that boot (`failed`, its failed runs), a failed run under
+    TERMINATE (as the configuration it booted gives it, when known) that PCS ends the node for, whatever its
+    ACTIVE said, its failure on its way: of the open loop's own script (a nodeReady loop), or of any script
+    when the node would be `kept` (its loop's script failing on: a quarantined script's failure then fails
+    a nodeReady check under TERMINATE, which the article shows runs all the same). Such a node stays up
+    through nothing, so it neither ends nor contains the loop. A report holds a success back for
     `REPORTS_GRACE_MS` of the group's event time at most: a false one delays the loop's end, no more."""
     suspect = state.episode.suspect if state.episode else None
-    if suspect is None or newest_event_ms(state) - success.event_timestamp > REPORTS_GRACE_MS:
+    if (suspect is None and not kept) or newest_event_ms(state) - success.event_timestamp > REPORTS_GRACE_MS:
         return False
     booted = booted_actions(state, success)
-    runs = as_configured(boot.failed, booted) if booted is not None else boot.failed
-    return any(
-        (run.stage, run.script) == (suspect.stage, suspect.script) and run.on_error == "TERMINATE"
-        for run in runs
-    )
+    runs = as_configured(failed, booted) if booted is not None else failed
+    own = (suspect.stage, suspect.script) if suspect is not None else None
+    return any(run.on_error == "TERMINATE" and (kept or (run.stage, run.script) == own) for run in runs)
 
 
 def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:

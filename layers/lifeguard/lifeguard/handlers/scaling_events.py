@@ -50,6 +50,7 @@ from lifeguard.handlers.containment import (
     contain,
     newest_event_ms,
     reopen_after_ready_failure,
+    reports_its_end,
     revoke_proof_of_failed_node,
     revoke_proof_of_looped_config,
     revoke_proof_of_older_launch,
@@ -937,7 +938,7 @@ class ScalingEventsHandler:
                 continue
             boot = runs.of(kept)
             failing = still_failing(boot.failed, episode.suspect, booted_actions(state, kept))
-            if failing:
+            if failing and not reports_its_end(state, kept, boot.failed, kept=True):
                 break
         else:
             logger.info(
