@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import lifeguard.node.executor
+from lifeguard.node import cli as node_cli
 from lifeguard.node.executor import EXIT_COMPLETED, EXIT_TERMINATE, Executor, NodeIdentity
 from lifeguard.node.layout import NodeLayout
 from lifeguard.node.shipper import Shipper
@@ -37,6 +38,25 @@ def test_a_boot_whose_count_a_full_disk_refuses_is_still_the_boot_its_scripts_ma
     assert result.exit_code == EXIT_COMPLETED
     assert [run.outcome for run in result.runs] == ["succeeded"]
     assert "the boot count cannot be saved" in capsys.readouterr().err
+
+
+def test_each_script_gets_thirty_minutes_by_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README: `--script-timeout` (default 30 minutes, each script's). Cut short, a 4-minute mount would be
+    killed on every node: under TERMINATE, the loop Lifeguard exists to stop."""
+    config = {
+        "stages": {
+            "nodeBootstrapped": [
+                {"name": "mount-fsx", "scriptSource": {"scriptLocation": "s3://lca-scripts-example/mount.sh"}}
+            ]
+        }
+    }
+    identity = NodeIdentity("pcs_abc123de45", "lca", "pcs_abcdef01", "lca-static", "lca-static-1")
+    assert Executor(config, NodeLayout(tmp_path), identity).script_timeout_seconds == 1800
+    with pytest.raises(SystemExit):
+        node_cli.main(["boot", "--help"])
+    assert "default 1800" in capsys.readouterr().out
 
 
 def test_a_local_node_is_named_as_pcs_names_one_not_by_its_host_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -372,6 +372,26 @@ def test_a_risky_change_with_one_invalid_risk_is_still_sent_and_the_invalid_one_
     assert result.sent == ["sns"]
 
 
+def test_a_review_whose_only_risk_is_not_an_object_is_still_sent() -> None:
+    """A risk that is not valid is still a risk: a review holding nothing else is not "not needed"."""
+    detail = make_detail(
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        changed_by={
+            "arn": "arn:aws:iam::111111111111:user/alice",
+            "at": 1792545162000,
+            "source": "cloudtrail",
+        },
+    )
+    detail["risks"] = ["s3://bkt/tune.sh is not pinned by a checksum"]
+    sns, metrics = Channel("sns"), []
+    result = Notifier([sns], metric=lambda name, _: metrics.append(name)).handle_event(
+        {"detail-type": "ConfigChangeReviewed", "detail": detail}
+    )
+    assert "NotificationsNotNeeded" not in metrics
+    assert result.sent == ["sns"]
+
+
 def test_an_episodes_numbers_have_no_gap_when_another_channel_is_retried() -> None:
     sns, slack = Channel("sns", failures=1), Channel("slack")
     notify, _ = controller(sns, slack)
