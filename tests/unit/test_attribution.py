@@ -2,7 +2,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from lifeguard.attribution import ALSO_FAILING_MAX, DISPUTED_TAIL, attribute, find_suspect, still_failing
+from lifeguard.attribution import (
+    ALSO_FAILING_MAX,
+    DISPUTED_TAIL,
+    attribute,
+    find_suspect,
+    reported_loop,
+    still_failing,
+    suspect_of_runs,
+)
 from lifeguard.group_state import Failure, Suspect
 from lifeguard.node_report import NodeReport
 
@@ -221,3 +229,23 @@ def test_a_suspect_whose_every_run_is_disputed_tells_no_output() -> None:
     rebooted = find_suspect(FAILURES, [*genuine, later])
     assert rebooted is not None
     assert (rebooted.exit_code, rebooted.log_tail) == (2, "first\n")
+
+
+def test_failures_reported_days_apart_are_no_loop_of_the_reports() -> None:
+    """`threshold` instances failing the same script within the window of the newest, not in all time."""
+    day_s, window_ms = 86_400, 60 * 60_000
+    apart = [
+        run("i-1", "mount-fsx", started_at=10, ended_at=11),
+        run("i-2", "mount-fsx", started_at=3 * day_s, ended_at=3 * day_s + 1),
+    ]
+    assert reported_loop(apart, 2, window_ms) is None
+    near = [apart[1], run("i-3", "mount-fsx", started_at=3 * day_s + 60, ended_at=3 * day_s + 61)]
+    assert reported_loop(near, 2, window_ms) is not None
+
+
+def test_the_script_a_kept_node_still_fails_is_its_last_stop_sequence_failure() -> None:
+    runs = [
+        run("i-1", "old-check", on_error="STOP_SEQUENCE", started_at=100, ended_at=101),
+        run("i-1", "mount-fsx", on_error="STOP_SEQUENCE", stage="nodeReady", started_at=200, ended_at=201),
+    ]
+    assert suspect_of_runs(runs).script == "mount-fsx"

@@ -465,6 +465,13 @@ def test_tags_within_their_bounds_tune_the_group() -> None:
     assert DetectionSettings("notify", 1, 60).threshold == 1  # the stack's own
 
 
+def test_a_replacement_loop_is_told_at_the_groups_threshold() -> None:
+    """`threshold` nodes replaced as unhealthy, the group's (a tag may ask 5), not two."""
+    state = state_of("L1@0 U1@10 L2@12 U2@22")
+    assert detect_replacement(state, SETTINGS, None) is not None
+    assert detect_replacement(state, DetectionSettings("quarantine", 3, 60), None) is None
+
+
 # -- the proven-good rule --
 
 
@@ -491,6 +498,7 @@ def successes_of(spec: str) -> list[ScalingLogRecord]:
         ("L1@10 S1@12", 5, 9, None),  # launched after the last read: may have run a newer one
         ("L1@10 S1@12 L2@11 S2@14", 5, 30, "i-2"),  # the newest success is the proof
         ("L1@10 F1@12", 5, 30, None),  # a failure proves nothing
+        ("S1@12", 5, 9, None),  # its launch unseen, taken at its success: after the read
     ],
 )
 def test_a_configuration_is_proven_by_a_success_of_a_node_launched_on_it(

@@ -4507,6 +4507,20 @@ def _an_intermittent_episode_then_whole() -> World:
     return world
 
 
+def test_an_open_intermittent_episode_still_failing_now_and_then_a_day_later_is_not_told_again() -> None:
+    """Its new failures, a day later on the same configuration, still come between successes (never
+    `threshold` in a row): still intermittent, not told again as "became a loop" (a new revision, which
+    the remediation may escalate)."""
+    world = _an_intermittent_episode_then_whole()
+    for n in range(8):
+        instance = f"i-0more000000000{n:03d}"
+        launch = at(2, 30) + DAY_MS + n * 6 * 60_000
+        end = failed if n % 2 == 0 else succeeded
+        world.feed([launched(instance, launch), end(instance, launch + 5 * 60_000)])
+    told = [detail for _, detail in world.bus.events()]
+    assert [(t["kind"], t["revision"]) for t in told] == [("intermittent", 1)]
+
+
 def test_an_open_intermittent_episode_whose_failures_come_in_a_row_a_day_later_is_told_again_as_a_loop() -> (
     None
 ):
