@@ -244,6 +244,20 @@ def test_slack_500s_are_retried_and_a_timeout_is_left_to_lambdas_retry(env: Env)
     assert len(env.slack.messages) == 1
 
 
+def test_a_resolution_delivered_after_its_episode_reopened_is_told_as_late(env: Env) -> None:
+    """The episode reopened at revision 2 (told); its revision-1 LoopResolved, retried a minute later or
+    started after it, is not the episode's newest word: "Resolved, delivered late", on both channels."""
+    controller = env.controller()
+    controller.handle_event(event("BootstrapLoopDetected"))
+    controller.handle_event(event("LoopContained", revision=2))
+    controller.handle_event(event("LoopResolved"))
+    stale = env.sns()[-1]
+    assert stale["attributes"]["event"] == "LoopResolved"
+    assert "delivered late" in stale["subject"]
+    assert stale["message"].startswith("Delivered late: episode ep-1 went on after this resolution")
+    assert "Delivered late: episode ep-1 went on" in json.dumps(env.slack.messages[-1])
+
+
 def test_a_message_slack_takes_but_answers_late_is_posted_once_an_invocation(env: Env) -> None:
     """Slack posts it and answers after the timeout, every time: it was posted four times an invocation,
     twelve with Lambda's two retries. Now once an invocation, three at most, the last one answered."""

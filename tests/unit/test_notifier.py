@@ -518,6 +518,26 @@ def test_a_containment_that_comes_after_its_resolution_is_past_news() -> None:
     assert "elivered late" not in reopened.headline + reopened.subject
 
 
+@pytest.mark.parametrize("going_on", ["BootstrapLoopDetected", "LoopContained"])
+def test_a_resolution_that_comes_after_its_episode_went_on_is_past_news(going_on: str) -> None:
+    """The episode reopened (a nodeReady failure after the ACTIVE that ended it, or that node's late
+    reports) and told so at revision 2; its revision-1 LoopResolved comes after (a retry, another order):
+    said as late, not as the episode's newest word ("the loop is over" while it loops)."""
+    store = NoticeStore(FakeDynamoDB(), "t", clock=Clock())
+    sns = Channel("sns")
+    notifier = Notifier([sns], store)
+    notifier.handle_event(applied_event("BootstrapLoopDetected", revision=1))
+    notifier.handle_event(applied_event(going_on, revision=2))
+    notifier.handle_event(applied_event("LoopResolved", revision=1))
+    notifier.handle_event(applied_event("LoopResolved", revision=2))  # the reopened episode's own end
+    [_, (told, _), (stale, _), (resolved, _)] = sns.sent
+    assert "elivered late" not in told.headline + told.subject
+    assert stale.headline.startswith("Delivered late: episode ep-1 went on after this resolution")
+    assert "delivered late" in stale.subject
+    assert "elivered late" not in resolved.headline + resolved.subject
+    assert store.going_on_revision(("pcs_abc123de45", "pcs_abcdef01"), "ep-1") == 2
+
+
 @pytest.mark.parametrize("detail_type", ["RemediationApplied", "RemediationFailed", "RemediationSkipped"])
 def test_a_remediations_outcome_after_a_resolution_is_told_as_it_is(detail_type: str) -> None:
     """What Lifeguard did, or could not do, is news when it is told: a reopened episode's remediation may

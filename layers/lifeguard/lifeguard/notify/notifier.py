@@ -113,12 +113,15 @@ class Notifier:
         return claim
 
     def _late(self, group: tuple[str, str], detail_type: str, detail: Mapping[str, Any]) -> bool:
-        """Whether an event that tells the loop goes on (its detection, its containment) comes after its
-        episode's LoopResolved (at its revision or a later one: a reopened episode's are of a higher one),
-        as a retry of a message a channel failed does; a LoopResolved is noted for the events after it. A
-        remediation's outcome is not: it tells what Lifeguard did or could not do, now, and a reopened
-        episode's may carry the revision it was decided on. Without the table, or when it fails, none is
-        late: a message is never held up by it."""
+        """Whether an event of the loop comes after news that makes it past: a detection or containment
+        (the loop goes on) after its episode's LoopResolved at its revision or a later one, or a LoopResolved
+        after the episode was told going on at a later revision (reopened: a nodeReady failure after the
+        ACTIVE that ended it, the ended node's late reports), as a retry of a message a channel failed does,
+        or the events of one batch started in another order. Each notes its own revision first and then
+        reads the other's, so of two racing, the later is seen. A remediation's outcome is never late: it
+        tells what Lifeguard did or could not do, now, and a reopened episode's may carry the revision it
+        was decided on. Without the table, or when it fails, none is late: a message is never held up by
+        it."""
         episode = detail["episode_id"]
         if self.notices is None or not episode or detail_type not in _OF_AN_EPISODE:
             return False
@@ -126,7 +129,9 @@ class Notifier:
         try:
             if detail_type == "LoopResolved":
                 self.notices.note_resolved(group, str(episode), revision)
-                return False
+                going_on = self.notices.going_on_revision(group, str(episode))
+                return going_on is not None and going_on > revision
+            self.notices.note_going_on(group, str(episode), revision)
             resolved = self.notices.resolved_revision(group, str(episode))
         except Exception:  # the message goes out as it is
             logger.exception("could not look up whether episode %s was resolved", episode)

@@ -175,7 +175,8 @@ def summarize(
     """The summary of one controller event (a detail `clean_detail` checked; `problems` are the fields it
     found invalid, named at the end). `late`: an event of the loop going on that arrived after its
     episode's LoopResolved (a retry, a delivery out of order), told as past news: no page for a loop that is
-    over."""
+    over; or a LoopResolved that arrived after the episode went on at a later revision: not news of its
+    end."""
     group = detail.get("compute_node_group_id") or "?"
     cluster = detail.get("cluster_id") or "?"
     failures = detail.get("failures") or []
@@ -234,7 +235,12 @@ def summarize(
         headline = f"{headline} {NODES_REPLACED} with nodes that boot the new configuration."
     if detail_type == "BootstrapLoopDetected" and revision > 1:
         headline = f"Update {revision} of episode {detail.get('episode_id')}: {headline}"
-    if late:
+    if late and detail_type == "LoopResolved":
+        headline = (
+            f"Delivered late: episode {detail.get('episode_id')} went on after this resolution (a later "
+            f"message tells it), so the loop is not over. {headline}"
+        )
+    elif late:
         headline = (
             f"Delivered late: episode {detail.get('episode_id')} was resolved before this message arrived, "
             f"so the loop it tells of is over. {headline}"

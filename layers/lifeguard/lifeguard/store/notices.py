@@ -51,6 +51,8 @@ class NoticeStore:
         "held_for": ("dynamodb:GetItem",),
         "note_resolved": ("dynamodb:PutItem",),
         "resolved_revision": ("dynamodb:GetItem",),
+        "note_going_on": ("dynamodb:PutItem",),
+        "going_on_revision": ("dynamodb:GetItem",),
     }
 
     def __init__(self, client: DynamoDBClient, table: str, *, clock: Callable[[], float]) -> None:
@@ -170,10 +172,26 @@ class NoticeStore:
     def note_resolved(self, group: Group, episode_id: str, revision: int) -> None:
         """Note that the episode was resolved at `revision` (the highest noted stands): a detection of it
         at that revision or before that arrives later (a retry, a delivery out of order) is told as late."""
+        self._note(group, episode_id, "RESOLVED", revision)
+
+    def resolved_revision(self, group: Group, episode_id: str) -> int | None:
+        """The revision at which the episode was noted resolved (`note_resolved`), if it was."""
+        return self._noted(group, episode_id, "RESOLVED")
+
+    def note_going_on(self, group: Group, episode_id: str, revision: int) -> None:
+        """Note that the episode was told going on (detected, contained) at `revision` (the highest noted
+        stands): a resolution of an earlier revision that arrives later is told as late."""
+        self._note(group, episode_id, "GOING_ON", revision)
+
+    def going_on_revision(self, group: Group, episode_id: str) -> int | None:
+        """The highest revision at which the episode was noted going on (`note_going_on`), if it was."""
+        return self._noted(group, episode_id, "GOING_ON")
+
+    def _note(self, group: Group, episode_id: str, what: str, revision: int) -> None:
         with contextlib.suppress(ConditionFailedError):  # noted at this revision or a later one already
             self._table.put(
                 {
-                    **item_key(group_key(*group), f"EPISODE#{episode_id}#RESOLVED"),
+                    **item_key(group_key(*group), f"EPISODE#{episode_id}#{what}"),
                     "revision": {"N": str(revision)},
                     "expires_at": {"N": str(int(self._clock()) + NOTICE_TTL_SECONDS)},
                 },
@@ -181,9 +199,8 @@ class NoticeStore:
                 values={":revision": {"N": str(revision)}},
             )
 
-    def resolved_revision(self, group: Group, episode_id: str) -> int | None:
-        """The revision at which the episode was noted resolved (`note_resolved`), if it was."""
-        item = self._table.get(item_key(group_key(*group), f"EPISODE#{episode_id}#RESOLVED"))
+    def _noted(self, group: Group, episode_id: str, what: str) -> int | None:
+        item = self._table.get(item_key(group_key(*group), f"EPISODE#{episode_id}#{what}"))
         text = item.get("revision", {}).get("N") if item else None
         return int(text) if isinstance(text, str) and text.isdigit() and len(text) <= 9 else None
 
