@@ -1494,7 +1494,7 @@ def test_a_node_without_reports_proves_a_configuration_with_no_script_under_stop
     assert proof is not None
     assert (
         proof.evidence
-        == "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
+        == "BOOTSTRAP_SUCCESS; no node reports yet, and no STOP_SEQUENCE script in its configuration"
     )
 
 
@@ -2511,7 +2511,7 @@ def test_a_success_whose_node_stays_silent_past_the_grace_is_judged_without_repo
     world.feed([launched("i-0other000000001", at(1, 28))])  # any later record of the group, past the grace
     assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
     (_, resolved) = world.bus.events()[-1]
-    assert "no node reports" in resolved["reason"]
+    assert "(no node reports yet)" in resolved["reason"]
 
 
 def test_a_later_unhealthy_termination_is_event_time_that_ends_a_silent_successs_wait() -> None:

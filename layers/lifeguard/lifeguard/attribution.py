@@ -127,7 +127,7 @@ class BootRuns:
     def evidence(self) -> str:
         """The boot's reports in a few words."""
         if not self.reported:
-            return "no node reports"
+            return "no node reports yet"
         if self.failed:
             return f"its reports show {len(self.failed)} failed run(s), last {self.failed[-1].script}"
         return f"its reports show {self.others} script run(s), none failed"

@@ -178,7 +178,7 @@ def proof_evidence(actions: Mapping[str, Any] | None, boot: BootRuns) -> str | N
         return f"BOOTSTRAP_SUCCESS, and {boot.evidence()}"
     if boot.reported or hidden:
         return None
-    return "BOOTSTRAP_SUCCESS; no node reports, and no STOP_SEQUENCE script in its configuration"
+    return "BOOTSTRAP_SUCCESS; no node reports yet, and no STOP_SEQUENCE script in its configuration"
 
 
 def _stopping_before_active(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
