@@ -832,10 +832,12 @@ def _where(
 
 @contextlib.contextmanager
 def _one_line_errors(command: str) -> Iterator[None]:
-    """A LifeguardError, or an error of AWS, as one line naming the command; exit 1."""
+    """A LifeguardError, or an error of AWS, as one line naming the command; exit 1 (2 for a command line
+    that asks what cannot be, `CommandLineError`)."""
     from lifeguard.bounds import one_line  # an AWS answer's message: no line or escape of its own
     from lifeguard.errors import LifeguardError
     from lifeguard_cli.deployment import aws_error_line
+    from lifeguard_cli.operate import CommandLineError
 
     try:
         yield
@@ -843,7 +845,7 @@ def _one_line_errors(command: str) -> Iterator[None]:
         if _DEBUG["on"]:
             raise
         typer.echo(f"lifeguard {command}: {one_line(aws_error_line(exc) or exc)}", err=True)
-        raise typer.Exit(1) from None
+        raise typer.Exit(2 if isinstance(exc, CommandLineError) else 1) from None
     except Exception as exc:
         line = aws_error_line(exc)
         if line is None or _DEBUG["on"]:

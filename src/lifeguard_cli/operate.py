@@ -62,6 +62,10 @@ class OperatorError(LifeguardError):
     """A command cannot do what was asked; the message says why in one line."""
 
 
+class CommandLineError(OperatorError):
+    """The command line asks what cannot be (two clusters for one group): bad usage, exit 2."""
+
+
 def format_time(seconds: float | None) -> str:
     """Seconds since the epoch as `YYYY-MM-DD HH:MM:SS` (UTC), `-` for none: a table's cell, under a heading
     that says UTC."""
@@ -558,7 +562,7 @@ class Operator:
             named, _, group = group.partition("/")
             id_of = self.pcs.known_cluster_id
             if cluster and cluster != named and len({id_of(c) or c for c in (cluster, named)}) > 1:
-                raise OperatorError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
+                raise CommandLineError(f"--cluster {cluster} and {named}/{group} name two clusters; give one")
             cluster = named
         if cluster:
             # Both ids (the undo command a notification gives): the group's own item says, read alone. The

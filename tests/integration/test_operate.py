@@ -757,10 +757,11 @@ def test_groups_and_clusters_are_taken_by_name_as_pcs_takes_them(env: Env) -> No
     same = json.loads(env.run("history", f"{CLUSTER}/lca-static", "--cluster", "lca", "--json").stdout)
     assert same["compute_node_group_id"] == GROUP
     two = env.run("undo", "lca/lca-static", "--cluster", "no-such-cluster", "--dry-run")
-    assert (two.returncode, two.stderr) == (
-        1,
+    assert (two.returncode, two.stderr) == (  # bad usage, as enroll says it (README: exit 2)
+        2,
         "lifeguard undo: --cluster no-such-cluster and lca/lca-static name two clusters; give one\n",
     )
+    assert env.run("history", "lca/lca-static", "--cluster", "no-such-cluster", "--json").returncode == 2
     missing = env.run("history", "nope", "--cluster", "lca")
     assert missing.returncode == 1
     assert missing.stderr == "lifeguard history: no compute node group nope in cluster lca (PCS)\n"
