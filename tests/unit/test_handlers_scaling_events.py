@@ -1128,6 +1128,26 @@ def test_the_containment_told_after_the_hold_names_no_kept_node_its_reports_show
     assert reason.startswith("i-0kept00000000000 ")
 
 
+def test_the_containment_told_after_the_hold_names_a_node_reported_ending_when_no_other_is_up() -> None:
+    """The containment after a hold is told once: a report that its only kept node up is ending (true, or
+    forged while it stays up) must not keep it untold for good."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50), ready_on_error="TERMINATE")
+    world.feed([failed("i-0kept00000000000", at(1, 47))])  # PCS ended the older kept node
+    ending = ran(
+        "i-0kept00000000002",
+        at(1, 46),
+        outcome="failed",
+        script="ready-check",
+        stage="nodeReady",
+        on_error="TERMINATE",
+    )
+    GroupStore(world.table, TABLE).put_reports([ending])
+    world.feed([launched("i-0later00000000001", at(1, 54))])
+    assert world.published()[len(told) :] == ["LoopContained"]
+    assert world.bus.events()[-1][1]["reason"].startswith("i-0kept00000000002 ")
+
+
 @pytest.mark.parametrize("then", ["its late report says it was kept", "it fails after its ACTIVE"])
 def test_an_episode_resolved_in_the_hold_tells_its_own_word_not_the_holds_containment(then: str) -> None:
     """A node of the loop resolved it within the hold, then it was opened again: by its late report of the
@@ -1327,26 +1347,25 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     assert world.published().count("LoopContained") == 1
 
 
-def test_reports_after_the_success_of_a_node_ending_on_a_ready_check_reopen_no_contained_loop() -> None:
+def test_reports_after_the_success_saying_its_node_ends_still_reopen_the_loop_as_contained() -> None:
     """The success ended the loop; its node's reports then show the loop's script failing under CONTINUE and
-    the ready check under TERMINATE: PCS is ending the node, so the loop is not contained by it (told
-    "kept, taking jobs"); PCS's end of the node is the first failure of the configuration it booted."""
+    a ready check under TERMINATE, which any node can forge. Nothing judges a resolved loop's node again
+    once the reports' grace is over, so held back, a forged report kept "the loop is over" for good while
+    the node served with its script failing: it is contained at once, as before."""
     world, kept, report, reports = loop_of_a_script_set_to_continue()
     ending = json.loads(json.dumps(TERMINATE))
     ending["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
     ending["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
     world.person_sets(ending, at(1, 13))
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    world.feed([succeeded(kept, at(1, 21))])
     assert world.published()[-1] == "LoopResolved"
     check = ran(
         kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
     )
     reports.handle_messages([(json.dumps(report), "stream:1"), (check.to_json(), "stream:2")])
-    assert world.published()[-1] == "LoopResolved"
-    world.feed([failed(kept, at(1, 20))])  # PCS ends it in nodeReady
-    assert world.published()[-1] == "LoopResolved"
-    assert "LoopContained" not in world.published()
-    assert not world.state().outcomes[kept].succeeded
+    world.feed([launched("i-0later0000000000", at(1, 40))])
+    assert world.published()[-1] == "LoopContained"
 
 
 def ran(

@@ -139,8 +139,9 @@ def reopen_as_contained(
     failing = still_failing(runs, last.suspect, booted_actions(state, outcome))
     if not failing:
         return []  # the proof it made, if any, `revoke_false_proof` takes back
-    if reports_its_end(state, outcome, runs, kept=True):
-        return []  # PCS is ending the node: its failure opens it again (`reopen_after_ready_failure`)
+    # Its reports may say PCS is ending it (`reports_its_end`): contained all the same, as nothing would
+    # judge it again once the grace is over (a forged report would keep the loop "over" while the node
+    # stays up); PCS's end of the node, when it comes, tells the loop goes on.
     if _too_late(state, "reopen the episode it ended", outcome.instance_id, last.resolved_at, now_ms):
         return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:

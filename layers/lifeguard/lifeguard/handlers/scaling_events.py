@@ -14,7 +14,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.attribution import (
     BootRuns,
@@ -77,6 +77,9 @@ from lifeguard.scaling_log import (
 from lifeguard.store.groups import GroupStore
 from lifeguard.store.table import group_key
 from lifeguard.values import mutable
+
+if TYPE_CHECKING:  # imported by the functions that read reports: its model is built on import
+    from lifeguard.node_report import NodeReport
 
 __all__ = ["BatchSummary", "ScalingEventsHandler", "stream_cluster"]
 
@@ -931,22 +934,29 @@ class ScalingEventsHandler:
             # The episode moved on since (another revision told its own word), it loops (decided again at its
             # failure after the hold), or it was told when it was kept.
             return
-        # The newest kept node still up (PCS may have ended one since), with its script still failing.
+        # The newest kept node still up (PCS may have ended one since), with its script still failing; one
+        # whose reports say PCS is ending it only when no other is (told once: a report, true or forged,
+        # must not keep the containment untold for good).
+        found: list[tuple[BootOutcome, list[NodeReport]]] = []
         for instance in reversed(episode.kept):
-            kept = state.outcomes.get(instance)
-            if kept is None or not kept.succeeded:
+            outcome = state.outcomes.get(instance)
+            if outcome is None or not outcome.succeeded:
                 continue
-            boot = runs.of(kept)
-            failing = still_failing(boot.failed, episode.suspect, booted_actions(state, kept))
-            if failing and not reports_its_end(state, kept, boot.failed, kept=True):
-                break
-        else:
+            boot = runs.of(outcome)
+            failing = still_failing(boot.failed, episode.suspect, booted_actions(state, outcome))
+            if failing:
+                found.append((outcome, failing))
+                if not reports_its_end(state, outcome, boot.failed, kept=True):
+                    found = found[-1:]
+                    break
+        if not found:
             logger.info(
                 "group %s: its loop, contained while Lifeguard's change was held back, is not told contained "
                 "after the hold: no kept node of it is known to be up with its script failing",
                 state.group_id,
             )
             return
+        kept, failing = found[0]
         config = state.config
         late = f" It was kept while Lifeguard's change was held back (to {utc(hold_end)}), told now."
         change.events.extend(
