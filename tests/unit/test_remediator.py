@@ -2714,3 +2714,49 @@ def test_history_of_the_latest_entries_reads_only_those() -> None:
     assert [entry.decision for entry in entries] == ["applied"]
     [query] = [q for q in world.table.requests["Query"] if "AUDIT" in json.dumps(q)]
     assert (query.get("Limit"), query.get("ScanIndexForward")) == (1, False)
+
+
+def test_an_answer_lost_then_the_old_configuration_set_again_on_an_active_group_is_not_sent_again() -> None:
+    """PCS takes the quarantine and answers 500; someone puts the configuration from before back and the
+    group is ACTIVE again. Sent again under the same clientToken, PCS takes it as made already: Lifeguard
+    told RemediationApplied, with an undo, while the group ran the looping configuration."""
+    world = World()
+    remediator, event = world.remediator(), world.detection()
+    update = world.api.update_compute_node_group
+    asked: list[dict[str, Any]] = []
+
+    def taken_then_500_then_set_back(**params: Any) -> Any:
+        asked.append(params)
+        answer = update(**params)
+        if len(asked) == 1:
+            world.settle()
+            update(
+                clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=TERMINATE
+            )
+            world.settle()
+            raise client_error("InternalServerException", "UpdateComputeNodeGroup")
+        return answer
+
+    world.api.update_compute_node_group = taken_then_500_then_set_back
+    try:
+        [decided] = remediator.handle_event(event)
+    finally:
+        world.api.update_compute_node_group = update
+    assert len(asked) == 1
+    assert decided.detail_type == "RemediationSkipped"
+    assert "PCS may have made it" in decided.detail["reason"]
+    [change] = RemediationStore(world.table, TABLE).ledger(CLUSTER, GROUP).changes
+    assert change.status == "unconfirmed"
+
+
+def test_a_group_updating_longer_than_the_invocation_has_left_is_not_waited_for_past_it() -> None:
+    """No wait outlasts the time the invocation has left: Lambda would stop it mid-wait, with no
+    RemediationFailed published and no reason kept."""
+    world = World()
+    world.pcs.update_seconds = 3600
+    world.person_sets(TERMINATE)
+    event = world.detection()
+    with pytest.raises(RemediationParkedError, match="still UPDATING after 30 s"):
+        world.remediator().handle_event(event, remaining_ms=60_000)
+    assert sum(world.sleeps) <= 30
+    assert [kind for kind, _ in world.bus.events()] == ["RemediationFailed"]

@@ -288,6 +288,9 @@ def test_an_https_urls_query_and_fragment_say_nothing_of_the_script() -> None:
     for location in ("https://example.com/s/mount-fsx.sh?ref=debug", "https://example.com/s/tune.sh#logs"):
         name = "setup" if "tune" in location else "fsx"
         assert codes(config(("nodeBootstrapped", script(name, location, **every_boot)))) == [], location
+    # A name that says nothing either way: the query alone would make it a debug script.
+    tune = script("tune", "https://example.com/s/tune.sh?ref=debug", **every_boot)
+    assert codes(config(("nodeBootstrapped", tune))) == []
     assert codes(config(("nodeBootstrapped", script("tune", "s3://bkt/tune?debug.sh", **every_boot)))) == [
         ("optional-script-terminates", "stages.nodeBootstrapped[0].onError")
     ]
