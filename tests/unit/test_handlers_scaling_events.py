@@ -1108,11 +1108,18 @@ def test_the_containment_told_after_the_hold_names_a_kept_node_still_up() -> Non
     assert "i-0kept00000000002" not in reason
 
 
-def test_the_containment_told_after_the_hold_names_no_kept_node_its_reports_show_ending() -> None:
+@pytest.mark.parametrize("older_ended", [False, True], ids=["another kept node up", "no other up"])
+def test_the_containment_told_after_the_hold_names_a_kept_node_its_reports_do_not_show_ending(
+    older_ended: bool,
+) -> None:
     """The newest kept node's reports show its ready check failing under TERMINATE on that boot, PCS's
-    record of its end not in yet: the containment told after the hold names a node still up."""
+    record of its end not in yet: the containment told after the hold names another kept node still up.
+    It is told once: with no other up, it names that one (its report may be forged while it stays up)
+    rather than keep the containment untold for good."""
     world = World()
     told, _ = resumed_while_held(world, at(1, 50), ready_on_error="TERMINATE")
+    if older_ended:
+        world.feed([failed("i-0kept00000000000", at(1, 47))])  # PCS ended the older kept node
     ending = ran(
         "i-0kept00000000002",
         at(1, 46),
@@ -1124,28 +1131,8 @@ def test_the_containment_told_after_the_hold_names_no_kept_node_its_reports_show
     GroupStore(world.table, TABLE).put_reports([ending])
     world.feed([launched("i-0later00000000001", at(1, 54))])
     assert world.published()[len(told) :] == ["LoopContained"]
-    reason = world.bus.events()[-1][1]["reason"]
-    assert reason.startswith("i-0kept00000000000 ")
-
-
-def test_the_containment_told_after_the_hold_names_a_node_reported_ending_when_no_other_is_up() -> None:
-    """The containment after a hold is told once: a report that its only kept node up is ending (true, or
-    forged while it stays up) must not keep it untold for good."""
-    world = World()
-    told, _ = resumed_while_held(world, at(1, 50), ready_on_error="TERMINATE")
-    world.feed([failed("i-0kept00000000000", at(1, 47))])  # PCS ended the older kept node
-    ending = ran(
-        "i-0kept00000000002",
-        at(1, 46),
-        outcome="failed",
-        script="ready-check",
-        stage="nodeReady",
-        on_error="TERMINATE",
-    )
-    GroupStore(world.table, TABLE).put_reports([ending])
-    world.feed([launched("i-0later00000000001", at(1, 54))])
-    assert world.published()[len(told) :] == ["LoopContained"]
-    assert world.bus.events()[-1][1]["reason"].startswith("i-0kept00000000002 ")
+    named = "i-0kept00000000002" if older_ended else "i-0kept00000000000"
+    assert world.bus.events()[-1][1]["reason"].startswith(f"{named} ")
 
 
 @pytest.mark.parametrize("then", ["its late report says it was kept", "it fails after its ACTIVE"])

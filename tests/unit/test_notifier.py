@@ -347,6 +347,26 @@ def test_a_claims_lease_outlasts_the_notify_function() -> None:
     assert NOTIFY_TIMEOUT < CLAIM_LEASE_SECONDS < NOTIFY_TIMEOUT + 60  # the first retry comes a minute after
 
 
+def _review_sent(**fields: Any) -> tuple[list[str], list[str]]:
+    """A ConfigChangeReviewed of alice's change with `fields` (the detail's, set as given, after it is made)
+    through the notifier: the channels it went to, and the metrics counted."""
+    detail = make_detail(
+        cluster_id="pcs_abc123de45",
+        compute_node_group_id="pcs_abcdef01",
+        changed_by={
+            "arn": "arn:aws:iam::111111111111:user/alice",
+            "at": 1792545162000,
+            "source": "cloudtrail",
+        },
+    )
+    detail.update(fields)
+    sns, metrics = Channel("sns"), []
+    result = Notifier([sns], metric=lambda name, _: metrics.append(name)).handle_event(
+        {"detail-type": "ConfigChangeReviewed", "detail": detail}
+    )
+    return result.sent, metrics
+
+
 def test_a_risky_change_with_one_invalid_risk_is_still_sent_and_the_invalid_one_named() -> None:
     good = {
         "code": "unpinned-mutable-source",
@@ -354,42 +374,16 @@ def test_a_risky_change_with_one_invalid_risk_is_still_sent_and_the_invalid_one_
         "message": "s3://bkt/tune.sh is not pinned by a checksum",
         "severity": "warning",
     }
-    detail = make_detail(
-        cluster_id="pcs_abc123de45",
-        compute_node_group_id="pcs_abcdef01",
-        changed_by={
-            "arn": "arn:aws:iam::111111111111:user/alice",
-            "at": 1792545162000,
-            "source": "cloudtrail",
-        },
-        risks=[good, {**good, "code": "x" * 65}],
-    )
-    sns, metrics = Channel("sns"), []
-    result = Notifier([sns], metric=lambda name, _: metrics.append(name)).handle_event(
-        {"detail-type": "ConfigChangeReviewed", "detail": detail}
-    )
+    sent, metrics = _review_sent(risks=[good, {**good, "code": "x" * 65}])
     assert "NotificationsNotNeeded" not in metrics
-    assert result.sent == ["sns"]
+    assert sent == ["sns"]
 
 
 def test_a_review_whose_only_risk_is_not_an_object_is_still_sent() -> None:
     """A risk that is not valid is still a risk: a review holding nothing else is not "not needed"."""
-    detail = make_detail(
-        cluster_id="pcs_abc123de45",
-        compute_node_group_id="pcs_abcdef01",
-        changed_by={
-            "arn": "arn:aws:iam::111111111111:user/alice",
-            "at": 1792545162000,
-            "source": "cloudtrail",
-        },
-    )
-    detail["risks"] = ["s3://bkt/tune.sh is not pinned by a checksum"]
-    sns, metrics = Channel("sns"), []
-    result = Notifier([sns], metric=lambda name, _: metrics.append(name)).handle_event(
-        {"detail-type": "ConfigChangeReviewed", "detail": detail}
-    )
+    sent, metrics = _review_sent(risks=["s3://bkt/tune.sh is not pinned by a checksum"])
     assert "NotificationsNotNeeded" not in metrics
-    assert result.sent == ["sns"]
+    assert sent == ["sns"]
 
 
 def test_an_episodes_numbers_have_no_gap_when_another_channel_is_retried() -> None:

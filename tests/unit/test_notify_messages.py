@@ -378,11 +378,9 @@ def _section_starting(message: dict[str, Any], start: str) -> str:
     return str(text)
 
 
-@pytest.mark.parametrize("pad", range(0, 120, 7))
-def test_a_long_diff_always_keeps_room_for_its_count_of_lines_left_out(pad: int) -> None:
-    """Whatever its lines' length, Slack's section keeps the line saying how many were left out: cut at
-    Slack's limit instead, a diff line was cut in half and the reader never told lines were missing."""
-    diff = [
+def _revert_of_many_scripts(pad: int = 0) -> list[dict[str, str]]:
+    """The diff of a revert of 120 scripts, each old location `pad` characters longer."""
+    return [
         {
             "path": f"stages.nodeBootstrapped[{n}].scriptSource.scriptLocation",
             "old": f"s3://bucket/scripts/old-{n}{'x' * pad}.sh",
@@ -390,7 +388,13 @@ def test_a_long_diff_always_keeps_room_for_its_count_of_lines_left_out(pad: int)
         }
         for n in range(120)
     ]
-    cleaned = _remediation(diff=diff)
+
+
+@pytest.mark.parametrize("pad", range(0, 120, 7))
+def test_a_long_diff_always_keeps_room_for_its_count_of_lines_left_out(pad: int) -> None:
+    """Whatever its lines' length, Slack's section keeps the line saying how many were left out: cut at
+    Slack's limit instead, a diff line was cut in half and the reader never told lines were missing."""
+    cleaned = _remediation(diff=_revert_of_many_scripts(pad))
     summary = summarize("RemediationApplied", cleaned)
     section = _section_starting(slack_message(summary, cleaned), "*Change*")
     assert len(section) <= SECTION_MAX_CHARS
@@ -405,15 +409,7 @@ def test_a_long_diff_shows_its_first_lines_whole_in_slack_and_counts_the_rest() 
     """A revert of many scripts: the first paths are the change's own, so Slack shows the diff from its
     start, whole lines only, and says how many lines it left to the SNS message (it showed the end, the
     first line cut, and no count)."""
-    diff = [
-        {
-            "path": f"stages.nodeBootstrapped[{n}].scriptSource.scriptLocation",
-            "old": f"s3://bucket/scripts/old-{n}.sh",
-            "new": f"s3://bucket/scripts/new-{n}.sh",
-        }
-        for n in range(120)
-    ]
-    cleaned = _remediation(diff=diff)
+    cleaned = _remediation(diff=_revert_of_many_scripts())
     summary = summarize("RemediationApplied", cleaned)
     section = _section_starting(slack_message(summary, cleaned), "*Change*")
     assert len(section) <= SECTION_MAX_CHARS
