@@ -492,3 +492,17 @@ def test_a_slurmctld_out_of_reach_is_tried_again_and_the_node_drained_once_it_an
     decision = drain(layout, "kept", since=BOOT, node_id="n1", scontrol=str(flaky))
     assert (decision.drained, len(tries.read_text().splitlines())) == (False, 3)
     assert decision.error == (f"{flaky} failed: slurm_update error: {said} (3 tries)")
+
+
+def test_a_watcher_that_cannot_start_makes_the_drain_step_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 1 when the watcher cannot start: the step runs under CONTINUE, so executor.log says it failed
+    (a later nodeReady STOP_SEQUENCE failure will not be drained), where exit 0 said it completed."""
+    layout = write_log(tmp_path, BOOT_STARTED)
+    scontrol, _ = fake_scontrol(tmp_path)
+    monkeypatch.setenv("LIFEGUARD_SCONTROL", scontrol)
+    layout.drain_watch_log.mkdir(parents=True)  # its log cannot be opened: the watcher cannot start
+    code, _, err = run_drain(tmp_path, capsys, "--since", str(BOOT))
+    assert "cannot start the watcher" in err
+    assert code == 1

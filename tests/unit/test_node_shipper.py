@@ -208,6 +208,71 @@ def test_a_batch_delivered_before_a_failed_one_is_not_sent_again(tmp_path: Path)
     assert logs.stream == pending
 
 
+class Timed(ThrottledOnce):
+    """CloudWatch Logs that takes every put and keeps each event's time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[int] = []
+
+    def put_log_events(self, logEvents: list[dict[str, object]], **_: object) -> dict[str, object]:
+        self.times += [int(str(event["timestamp"])) for event in logEvents]
+        return {}
+
+
+def test_a_clock_stepped_back_by_chrony_dates_the_next_reports_by_the_corrected_clock() -> None:
+    """A node whose clock ran an hour ahead until chrony stepped it back: the reports after the step carry
+    the corrected time, not the hour-ahead one of the last report (CloudWatch Logs refuses events more than
+    2 hours ahead); a small step back still keeps the stream's order."""
+    now = [1_792_544_247.0 + 3600]
+    logs = Timed()
+    sink = CloudWatchSink("g", SHIPPER_IDENTITY.stream, logs, clock=lambda: now[0])
+    sink.put(["before the step"])
+    now[0] -= 3600  # chrony steps the clock back an hour
+    sink.put(["after the step"])
+    now[0] -= 1  # a second back: jitter, not a step
+    sink.put(["jitter"])
+    assert logs.times == [1_792_547_847_000, 1_792_544_247_000, 1_792_544_247_000]
+
+
+def _report_of(script: str) -> str:
+    return json.dumps({"kind": "script_run", "instance_id": SHIPPER_IDENTITY.instance_id, "script": script})
+
+
+@pytest.mark.parametrize("pending", [["fail-terminate"], ["ok-first", "fail-terminate"]])
+def test_a_restart_after_the_first_report_of_its_batch_went_out_sends_it_not_again(
+    tmp_path: Path, pending: list[str]
+) -> None:
+    """The shipper stopped after PutLogEvents took the first of its pending reports: the restart finds it
+    in the stream (a prefix of one) and sends the rest only (README: a restart neither loses nor repeats)."""
+    layout = NodeLayout(tmp_path)
+    reports = [_report_of(name) for name in pending]
+    _State(pending=reports).save(layout.shipper_state)
+    sink = ListSink()
+    sink.messages = [_report_of("earlier"), reports[0]]
+    Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: None).poll()
+    assert sink.messages == [_report_of("earlier"), *reports]
+
+
+def test_the_last_look_ships_a_terminate_failure_whose_log_is_gone_without_waiting_for_it(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM within a second of a TERMINATE failure whose script log is not there (a full disk, the log
+    folder taken): the last look ships it from executor.log rather than wait for an end marker that never
+    comes, or the report naming the culprit goes down with the node (DESIGN: shipped before it goes)."""
+    layout = booted(tmp_path)
+    layout.script_log("nodeBootstrapped", "fail-terminate").unlink()
+    sink = ListSink()
+    Shipper(layout, SHIPPER_IDENTITY, sink, boot=lambda: None).last_look(2.0)
+    shipped = [json.loads(m) for m in sink.messages]
+    assert [(r["script"], r["outcome"]) for r in shipped] == [
+        ("ok-first", "succeeded"),
+        ("fail-terminate", "failed"),
+        ("record-after-fail", "skipped"),
+    ]
+    assert shipped[1]["exit_code"] == 1
+
+
 class ReadDenied(ThrottledOnce):
     """CloudWatch Logs that takes every put but refuses GetLogEvents (a role without it, an SCP)."""
 
