@@ -141,7 +141,7 @@ def reopen_as_contained(
         return []  # the proof it made, if any, `revoke_false_proof` takes back
     # Its reports may say PCS is ending it (`reports_its_end`): contained all the same, as nothing would
     # judge it again once the grace is over (a forged report would keep the loop "over" while the node
-    # stays up); PCS's end of the node, when it comes, tells the loop goes on.
+    # stays up); fresh nodes failing after it tell the loop goes on.
     if _too_late(state, "reopen the episode it ended", outcome.instance_id, last.resolved_at, now_ms):
         return []
     if state.proven_good is not None and state.proven_good.instance_id == last.resolved_by:
