@@ -866,7 +866,7 @@ def test_a_kept_node_contains_the_loop_once_with_the_script_still_failing_and_ho
     assert again.kept == ["i-0kept00000000000", "i-0kept00000000001"]
 
 
-@pytest.mark.parametrize("then", ["PCS ends it", "it stays up", "a report comes past the grace"])
+@pytest.mark.parametrize("then", ["PCS ends it", "it stays up"])
 def test_a_kept_node_whose_ready_check_fails_under_terminate_on_that_boot_contains_nothing(then: str) -> None:
     """Quarantined, the loop's script fails under STOP_SEQUENCE on the next node, and nodeReady runs all the
     same (the article); its ready check, which needs what the script does, fails under TERMINATE: PCS ends
@@ -894,16 +894,47 @@ def test_a_kept_node_whose_ready_check_fails_under_terminate_on_that_boot_contai
         assert episode is not None
         assert (episode.kept, episode.contained_at) == ([], None)
         return
-    if then == "it stays up":
-        world.feed([launched("i-0later0000000000", at(1, 30))])  # the reports' grace is over
-    else:  # a static group's scaling log quiet: its next report, read past the grace, judges it
-        later = ran(kept, at(4, 0), script="health", stage="nodeReady", on_error="CONTINUE")
-        world.clock.set(datetime.fromtimestamp(at(4, 1) / 1000, UTC))
-        reports_handler(world).handle_messages([(later.to_json(), "stream:1")])
+    world.feed([launched("i-0later0000000000", at(1, 30))])  # the reports' grace is over
     assert world.published().count("LoopContained") == 1
     episode = world.state().episode
     assert episode is not None
     assert episode.kept == [kept]
+
+
+@pytest.mark.parametrize("own", [False, True], ids=["another node's report", "its own reports"])
+def test_a_report_read_past_the_grace_ends_no_wait_on_a_kept_node_reported_ending(own: bool) -> None:
+    """PCS ended the kept node a minute after its ACTIVE, its record not delivered yet; a report batch read
+    ten minutes on (another node's, or the node's own two runs, the episode waiting for its reports) is no
+    sign of the node up: judged by the invocation's clock it was told contained, the very thing the wait
+    is for. Only PCS's time ends the wait."""
+    world = World()
+    quarantined = quarantined_config()
+    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    quarantine_in_ledger(world, quarantined)
+    world.feed(ARTICLE[:6])
+    if own:
+        ship(world, reports_handler(world), REPORTED)  # the loop's nodes send reports: the success waits
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    ending = ran(
+        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
+    )
+    stopped = ran(
+        kept,
+        at(1, 17),
+        outcome="failed",
+        script="fail-terminate",
+        stage="nodeBootstrapped",
+        on_error="STOP_SEQUENCE",
+    )
+    if not own:
+        GroupStore(world.table, TABLE).put_reports([stopped, ending])
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    assert "LoopContained" not in world.published()
+    world.clock.set(datetime.fromtimestamp(at(1, 30) / 1000, UTC))
+    runs = [stopped, ending] if own else [ran("i-0fresh0000000000", at(1, 25))]
+    reports_handler(world).handle_messages([(run.to_json(), f"stream:{n}") for n, run in enumerate(runs)])
+    assert "LoopContained" not in world.published()
 
 
 @pytest.mark.parametrize(

@@ -179,7 +179,6 @@ def settle(
     unreported: bool,
     held: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
-    read_at_ms: int | None = None,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it: nothing yet when
     `held` (`awaits_ready_checks`: nodes of this loop failed after their ACTIVE, in nodeReady, so a node is
@@ -187,12 +186,12 @@ def settle(
     that leaves the loop's script failing (`still_failing`); resolved when it reported runs and none does,
     or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing
     yet otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained or resolved (it
-    may read Lifeguard's ledger). `read_at_ms`: when its node's reports are read (`reports_its_end`)."""
+    may read Lifeguard's ledger)."""
     if held:
         return []
     suspect = state.episode.suspect if state.episode else None
     failing = still_failing(boot.failed, suspect, booted_actions(state, success))
-    if reports_its_end(state, success, boot.failed, kept=bool(failing), read_at_ms=read_at_ms):
+    if reports_its_end(state, success, boot.failed, kept=bool(failing)):
         return []
     if failing:
         return contain(state, settings, success, failing, lifeguards=lifeguards())
@@ -202,12 +201,7 @@ def settle(
 
 
 def reports_its_end(
-    state: GroupState,
-    success: BootOutcome,
-    failed: Sequence[NodeReport],
-    *,
-    kept: bool,
-    read_at_ms: int | None = None,
+    state: GroupState, success: BootOutcome, failed: Sequence[NodeReport], *, kept: bool
 ) -> bool:
     """Whether `success`'s node reported, for that boot (`failed`, its failed runs), a failed run under
     TERMINATE (as the configuration it booted gives it, when known) that PCS ends the node for, whatever its
@@ -215,12 +209,9 @@ def reports_its_end(
     when the node would be `kept` (its loop's script failing on: a quarantined script's failure then fails
     a nodeReady check under TERMINATE, which the article shows runs all the same). Such a node stays up
     through nothing, so it neither ends nor contains the loop. A report holds a success back for
-    `REPORTS_GRACE_MS` at most, of the group's event time or of the time reports are read (`read_at_ms`, a
-    node_reports invocation's clock: by then PCS's end of a node that ended has long been logged): a false
-    one delays the loop's end, or its containment, to the group's next record or report past it."""
+    `REPORTS_GRACE_MS` of the group's event time at most: a false one delays the loop's end, no more."""
     suspect = state.episode.suspect if state.episode else None
-    judged_at = max(newest_event_ms(state), read_at_ms or 0)
-    if (suspect is None and not kept) or judged_at - success.event_timestamp > REPORTS_GRACE_MS:
+    if (suspect is None and not kept) or newest_event_ms(state) - success.event_timestamp > REPORTS_GRACE_MS:
         return False
     booted = booted_actions(state, success)
     runs = as_configured(failed, booted) if booted is not None else failed

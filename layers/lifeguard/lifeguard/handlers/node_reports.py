@@ -237,7 +237,7 @@ class NodeReportsHandler:
             for (cluster_id, group_id), state in self.store.load_many(quiet, damaged).items():
                 try:
                     if state.episode is not None:
-                        summary.events.extend(self._settle_open(cluster_id, group_id, now_ms))
+                        summary.events.extend(self._settle_open(cluster_id, group_id))
                     elif _may_prove(state, reported[(cluster_id, group_id)]):
                         self._prove_late(cluster_id, group_id, reported[(cluster_id, group_id)])
                 except UnreadableStateError as exc:  # its ledger
@@ -308,7 +308,7 @@ class NodeReportsHandler:
                 detected = self._detect(state, evidence, reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports, now_ms=now_ms)
-            settled = self._settle(state, now_ms)
+            settled = self._settle(state)
             if settled:
                 return Change(True, settled)
             if episode.contained_at is not None:
@@ -364,11 +364,11 @@ class NodeReportsHandler:
         logger.warning("group %s: %s", state.group_id, reason)
         return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)])
 
-    def _settle_open(self, cluster_id: str, group_id: str, now_ms: int) -> list[ControllerEvent]:
+    def _settle_open(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
         def mutate(state: GroupState) -> Change:
             if state.episode is None:
                 return Change()
-            settled = self._settle(state, now_ms)
+            settled = self._settle(state)
             return _witnessed(state, Change(bool(settled), settled))
 
         return self.updater.update(cluster_id, group_id, mutate)
@@ -406,10 +406,10 @@ class NodeReportsHandler:
 
         self.updater.update(cluster_id, group_id, mutate)
 
-    def _settle(self, state: GroupState, now_ms: int) -> list[ControllerEvent]:
+    def _settle(self, state: GroupState) -> list[ControllerEvent]:
         """A success the scaling log logged before its node's reports came, which ended nothing then (a
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
-        contained (a script still failed) or resolved (none did), read at the batch's time `now_ms`."""
+        contained (a script still failed) or resolved (none did)."""
         settings = self._settings(state)
         success = resolves(state, settings)
         if success is None:
@@ -423,7 +423,6 @@ class NodeReportsHandler:
             unreported=False,
             held=awaits_ready_checks(state, success, boot, newest_event_ms(state)),
             lifeguards=lambda: self._lifeguards(state),
-            read_at_ms=now_ms,
         )
 
     def _settings(self, state: GroupState) -> DetectionSettings:
