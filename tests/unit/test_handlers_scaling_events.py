@@ -1171,6 +1171,17 @@ def test_the_containment_told_after_the_hold_names_a_kept_node_its_reports_do_no
     assert world.bus.events()[-1][1]["reason"].startswith(f"{named} ")
 
 
+def test_the_containment_told_after_the_hold_names_no_kept_node_pcs_replaced_as_unhealthy() -> None:
+    """The newest kept node was replaced as unhealthy in the hold (a drained kept node, as PCS answers one):
+    the containment told after it named that node, gone, as up with its script failing."""
+    world = World()
+    told, _ = resumed_while_held(world, at(1, 50))
+    world.feed([row("i-0kept00000000002", "TERMINATED", "UNHEALTHY_NODE", at(1, 48))])
+    world.feed([launched("i-0later00000000001", at(1, 54))])
+    assert world.published()[len(told) :] == ["LoopContained"]
+    assert world.bus.events()[-1][1]["reason"].startswith("i-0kept00000000000 ")
+
+
 @pytest.mark.parametrize("then", ["its late report says it was kept", "it fails after its ACTIVE"])
 def test_an_episode_resolved_in_the_hold_tells_its_own_word_not_the_holds_containment(then: str) -> None:
     """A node of the loop resolved it within the hold, then it was opened again: by its late report of the

@@ -942,6 +942,8 @@ class ScalingEventsHandler:
             outcome = state.outcomes.get(instance)
             if outcome is None or not outcome.succeeded:
                 continue
+            if state.unhealthy.get(instance, -1) >= outcome.event_timestamp:
+                continue  # replaced as unhealthy since it came up (a drained kept node): not up
             boot = runs.of(outcome)
             failing = still_failing(boot.failed, episode.suspect, booted_actions(state, outcome))
             if failing:
