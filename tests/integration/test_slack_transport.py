@@ -4,6 +4,7 @@ http.client raises is one SlackError, and an attempt is bounded in all, not read
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -52,10 +53,11 @@ class _Answers(BaseHTTPRequestHandler):
             self.send_response(200)
             self.send_header("Content-Length", "12")
             self.end_headers()
-            for _ in range(12):
-                self.wfile.write(b"o")
-                self.wfile.flush()
-                time.sleep(0.4)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client gave up: as meant
+                for _ in range(12):
+                    self.wfile.write(b"o")
+                    self.wfile.flush()
+                    time.sleep(0.4)
 
     def _answer(self, status: int, body: bytes) -> None:
         self.send_response(status)
