@@ -937,7 +937,7 @@ class ScalingEventsHandler:
         # The newest kept node still up (PCS may have ended one since), with its script still failing; one
         # whose reports say PCS is ending it only when no other is (told once: a report, true or forged,
         # must not keep the containment untold for good).
-        found: list[tuple[BootOutcome, list[NodeReport]]] = []
+        chosen: tuple[BootOutcome, list[NodeReport]] | None = None
         for instance in reversed(episode.kept):
             outcome = state.outcomes.get(instance)
             if outcome is None or not outcome.succeeded:
@@ -946,19 +946,20 @@ class ScalingEventsHandler:
                 continue  # replaced as unhealthy since it came up (a drained kept node): not up
             boot = runs.of(outcome)
             failing = still_failing(boot.failed, episode.suspect, booted_actions(state, outcome))
-            if failing:
-                found.append((outcome, failing))
-                if not reports_its_end(state, outcome, boot.failed, kept=True):
-                    found = found[-1:]
-                    break
-        if not found:
+            if not failing:
+                continue
+            if not reports_its_end(state, outcome, boot.failed, kept=True):
+                chosen = (outcome, failing)
+                break
+            chosen = chosen or (outcome, failing)  # the newest reported ending, if no other is up
+        if chosen is None:
             logger.info(
                 "group %s: its loop, contained while Lifeguard's change was held back, is not told contained "
                 "after the hold: no kept node of it is known to be up with its script failing",
                 state.group_id,
             )
             return
-        kept, failing = found[0]
+        kept, failing = chosen
         config = state.config
         late = f" It was kept while Lifeguard's change was held back (to {utc(hold_end)}), told now."
         change.events.extend(
