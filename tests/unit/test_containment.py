@@ -5,7 +5,13 @@ from __future__ import annotations
 from lifeguard.attribution import BootRuns
 from lifeguard.detection import DetectionSettings
 from lifeguard.group_state import BootOutcome, Episode, Failure, GroupState, KnownConfig, ProvenGood, Suspect
-from lifeguard.handlers.containment import booted_actions, booted_current, revoke_proof_of_failed_node, settle
+from lifeguard.handlers.containment import (
+    booted_actions,
+    booted_current,
+    newest_event_ms,
+    revoke_proof_of_failed_node,
+    settle,
+)
 from tests.unit.test_attribution import run
 
 MIN = 60_000
@@ -103,6 +109,12 @@ def test_a_success_whose_node_failed_another_script_under_terminate_ends_the_loo
     other = run("i-ok", "ready-check", stage="nodeReady", started_at=at_s, ended_at=at_s + 1)
     settings = DetectionSettings("notify", 2, 60)
     events = settle(
-        state, settings, success, BootRuns([other], 1), unreported=False, lifeguards=lambda: False
+        state,
+        settings,
+        success,
+        BootRuns([other], 1),
+        now_ms=newest_event_ms(state),
+        unreported=False,
+        lifeguards=lambda: False,
     )
     assert [event.detail_type for event in events] == ["LoopResolved"]

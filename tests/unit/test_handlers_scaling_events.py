@@ -817,8 +817,10 @@ def quarantined_node_boots(world: World) -> None:
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
 
 
-def kept_report(instance: str, when: int, world: World) -> None:
-    """The instance's report of the article's script failing under STOP_SEQUENCE at `when`, stored."""
+def kept_report(instance: str, when: int, world: World, *, ready_checked: bool = False) -> None:
+    """The instance's report of the article's script failing under STOP_SEQUENCE at `when`, stored; with
+    `ready_checked`, its run of the ready check under TERMINATE too, passed (a node is kept only once such
+    checks are through: `kept_awaits_ready_checks`)."""
     report = NodeReport.model_validate(
         {
             **stream("article-terminate-node-reports")[0],
@@ -828,7 +830,8 @@ def kept_report(instance: str, when: int, world: World) -> None:
             "ended_at": when // 1000,
         }
     )
-    GroupStore(world.table, TABLE).put_reports([report])
+    check = ran(instance, when, script="ready-check", stage="nodeReady", on_error="TERMINATE")
+    GroupStore(world.table, TABLE).put_reports([report, check] if ready_checked else [report])
 
 
 def test_a_node_kept_by_stop_sequence_whose_script_failed_proves_nothing() -> None:
@@ -937,6 +940,45 @@ def test_a_report_read_past_the_grace_ends_no_wait_on_a_kept_node_reported_endin
     assert "LoopContained" not in world.published()
 
 
+@pytest.mark.parametrize("then", ["its ready check passes", "its ready check fails", "no report comes"])
+def test_a_kept_node_is_kept_once_its_ready_checks_are_through_in_pcss_own_order(then: str) -> None:
+    """In PCS's own order: the quarantined script fails under STOP_SEQUENCE and the node ships it at once,
+    PCS logs the node ACTIVE, then nodeReady runs its ready check (under TERMINATE, needing what the script
+    does). The node was told contained at its ACTIVE, and listed kept when its check then failed and PCS
+    ended it. It is kept once its reports show the check passed, or once it stays up past the reports'
+    grace; never when the check failed."""
+    world = World()
+    quarantined = quarantined_config()
+    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    quarantine_in_ledger(world, quarantined)
+    world.feed(ARTICLE[:6])
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    kept_report(kept, at(1, 17), world)  # shipped before PCS logs the node ACTIVE
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 18))])
+    assert "LoopContained" not in world.published()
+    handler = reports_handler(world)
+    outcome = {"its ready check passes": "succeeded", "its ready check fails": "failed"}.get(then)
+    if outcome is not None:
+        check = ran(kept, at(1, 18) + 2000, outcome=outcome, script="ready-check", stage="nodeReady")
+        ship(world, handler, [json.loads(check.to_json()) | {"on_error": "TERMINATE"}])
+    if then == "its ready check fails":
+        world.feed([failed(kept, at(1, 19))])  # PCS ends it in nodeReady
+        assert "LoopContained" not in world.published()
+        episode = world.state().episode
+        assert episode is not None
+        assert (episode.kept, episode.contained_at) == ([], None)
+        return
+    if then == "no report comes":
+        world.feed([launched("i-0later0000000000", at(1, 27))])  # within the reports' grace
+        assert "LoopContained" not in world.published()
+        world.feed([launched("i-0later0000000001", at(1, 29))])  # past it, the node still up
+    assert world.published().count("LoopContained") == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.kept, episode.contained_at) == ([kept], at(1, 18))
+
+
 @pytest.mark.parametrize(
     ("behind_s", "contained"),
     [(0, True), (240, True), (299, True), (420, False)],
@@ -976,7 +1018,7 @@ def contained_after_the_owners_switch(world: World, ready_on_error: str = "CONTI
     world.feed([launched("i-0went0000000000a", at(1, 14)), failed("i-0went0000000000a", at(1, 18))])
     world.feed([launched("i-0went0000000000b", at(1, 19)), failed("i-0went0000000000b", at(1, 23))])
     kept = "i-0kept00000000000"
-    kept_report(kept, at(1, 27), world)
+    kept_report(kept, at(1, 27), world, ready_checked=ready_on_error == "TERMINATE")
     world.feed([launched(kept, at(1, 24)), succeeded(kept, at(1, 29))])
     assert world.published()[-1] == "LoopContained"
 
@@ -1023,7 +1065,7 @@ def resumed_while_held(world: World, until: int, ready_on_error: str = "CONTINUE
         "the group loops again after its loop was contained"
     )
     revision = held_back_until(world, until)
-    kept_report("i-0kept00000000002", at(1, 42), world)
+    kept_report("i-0kept00000000002", at(1, 42), world, ready_checked=ready_on_error == "TERMINATE")
     world.feed([launched("i-0kept00000000002", at(1, 40)), succeeded("i-0kept00000000002", at(1, 45))])
     assert world.published() == told  # contained again in the hold it resumed in: listed, not told
     again = world.state().episode
@@ -2481,7 +2523,11 @@ def test_kept_and_drained_nodes_replaced_as_unhealthy_are_the_contained_episodes
     world.feed(ARTICLE[:6])
     drained = quarantined_config()
     drained["stages"]["nodeReady"] = [
-        {"name": "lifeguard-drain", "scriptSource": {"scriptLocation": "s3://bundles/lifeguard-node.pyz"}},
+        {
+            "name": "lifeguard-drain",
+            "scriptSource": {"scriptLocation": "s3://bundles/lifeguard-node.pyz"},
+            "onError": "CONTINUE",  # as Lifeguard writes its drain step
+        },
         *drained["stages"].get("nodeReady", []),
     ]
     world.person_sets(drained, at(1, 13))
@@ -3098,7 +3144,9 @@ def test_a_contained_loop_ended_by_a_node_that_then_fails_after_its_active_is_to
                 "failed",
                 on_error="CONTINUE",
                 at_s=at(1, 15) // 1000,
-            )
+            ),
+            # its ready check passed (shipped with it here): it is kept (`kept_awaits_ready_checks`)
+            _run(kept, "nodeReady", "ready-check", "succeeded", on_error="TERMINATE", at_s=at(1, 15) // 1000),
         ],
     )
     world.feed([succeeded(kept, at(1, 16))])

@@ -41,6 +41,7 @@ __all__ = [
     "booted_actions",
     "booted_current",
     "contain",
+    "kept_awaits_ready_checks",
     "newest_event_ms",
     "reopen_after_ready_failure",
     "reopen_as_contained",
@@ -176,17 +177,19 @@ def settle(
     success: BootOutcome,
     boot: BootRuns,
     *,
+    now_ms: int,
     unreported: bool,
     held: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
-    """What `success`, the first success after the open episode's last failure, says of it: nothing yet when
-    `held` (`awaits_ready_checks`: nodes of this loop failed after their ACTIVE, in nodeReady, so a node is
-    neither kept nor clean until it is seen to stay up); contained when its node reported a run of that boot
-    that leaves the loop's script failing (`still_failing`); resolved when it reported runs and none does,
-    or, when it reported nothing, resolved if `unreported` (the success alone is to be believed) and nothing
-    yet otherwise. `lifeguards()` as for `contain`, asked only when the loop is contained or resolved (it
-    may read Lifeguard's ledger)."""
+    """What `success`, the first success after the open episode's last failure, says of it at `now_ms` (PCS's
+    time: the group's newest event): nothing yet when `held` (`awaits_ready_checks`: nodes of this loop
+    failed after their ACTIVE, in nodeReady, so a node is neither kept nor clean until it is seen to stay
+    up); contained when its node reported a run of that boot that leaves the loop's script failing
+    (`still_failing`), once its ready checks are through (`kept_awaits_ready_checks`); resolved when it
+    reported runs and none does, or, when it reported nothing, resolved if `unreported` (the success alone
+    is to be believed) and nothing yet otherwise. `lifeguards()` as for `contain`, asked only when the loop
+    is contained or resolved (it may read Lifeguard's ledger)."""
     if held:
         return []
     suspect = state.episode.suspect if state.episode else None
@@ -194,6 +197,8 @@ def settle(
     if reports_its_end(state, success, boot.failed, kept=bool(failing)):
         return []
     if failing:
+        if kept_awaits_ready_checks(state, success, boot, now_ms):
+            return []
         return contain(state, settings, success, failing, lifeguards=lifeguards())
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
@@ -217,6 +222,20 @@ def reports_its_end(
     runs = as_configured(failed, booted) if booted is not None else failed
     own = (suspect.stage, suspect.script) if suspect is not None else None
     return any(run.on_error == "TERMINATE" and (kept or (run.stage, run.script) == own) for run in runs)
+
+
+def kept_awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
+    """Whether `success`'s node, whose loop's script failed on and which would be kept, is not kept yet. PCS
+    logs a node ACTIVE once nodeBootstrapped is over and runs nodeReady after it (the article), and a node
+    ships a failure at once: a quarantined script's STOP_SEQUENCE failure is in before the ACTIVE, and a
+    nodeReady script under TERMINATE of the configuration it booted (a check that needs what the script
+    does) may still end the node. It is kept once its reports show a run of each such script of that boot
+    that did not fail (one that failed is `reports_its_end`'s), or once it is seen to stay up for
+    `REPORTS_GRACE_MS` of PCS's time (`now_ms`: a late delivery ends no wait). A node not known to have
+    booted the configuration as last read waits for nothing (its reports are then taken at their word)."""
+    if now_ms - success.event_timestamp > REPORTS_GRACE_MS:
+        return False
+    return not ready_checks(booted_actions(state, success)) <= boot.ran
 
 
 def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:

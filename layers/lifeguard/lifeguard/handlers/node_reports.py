@@ -415,13 +415,15 @@ class NodeReportsHandler:
         if success is None:
             return []
         boot = GroupEvidence(self.store, state).of(success)
+        now_ms = newest_event_ms(state)
         return settle(
             state,
             settings,
             success,
             boot,
+            now_ms=now_ms,
             unreported=False,
-            held=awaits_ready_checks(state, success, boot, newest_event_ms(state)),
+            held=awaits_ready_checks(state, success, boot, now_ms),
             lifeguards=lambda: self._lifeguards(state),
         )
 

@@ -682,6 +682,7 @@ class ScalingEventsHandler:
             settings,
             success,
             boot,
+            now_ms=at_ms,
             unreported=unreported,
             held=awaits_ready_checks(state, success, boot, at_ms),
             lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
