@@ -979,6 +979,44 @@ def test_a_kept_node_is_kept_once_its_ready_checks_are_through_in_pcss_own_order
     assert (episode.kept, episode.contained_at) == ([kept], at(1, 18))
 
 
+def test_a_kept_node_waits_for_no_ready_check_its_quarantined_nodeready_script_skips() -> None:
+    """The loop's script is a nodeReady one, quarantined: its STOP_SEQUENCE failure skips the rest of the
+    stage (the article), so a check under TERMINATE after it never runs and ends no node. The kept node was
+    left uncontained until a record of the group came past the reports' grace (a static group: hours)."""
+    config = json.loads(json.dumps(TERMINATE))
+    config["stages"]["nodeBootstrapped"] = [config["stages"]["nodeBootstrapped"][1]]
+    config["stages"]["nodeReady"] = [
+        {
+            "name": name,
+            "scriptSource": {"scriptLocation": f"s3://lca-scripts/{name}.sh"},
+            "onError": "TERMINATE",
+        }
+        for name in ("mount", "health")
+    ]
+    world = World(actions=config)
+    quarantined = json.loads(json.dumps(config))
+    quarantined["stages"]["nodeReady"][0]["onError"] = "STOP_SEQUENCE"
+    quarantine_in_ledger(world, quarantined)
+    store = GroupStore(world.table, TABLE)
+    for n, start in enumerate((at(1, 5), at(1, 10))):
+        node = f"i-0loop0000000000{n}"
+        world.feed([launched(node, start), succeeded(node, start + 120_000)])
+        failing = ran(
+            node, start + 130_000, outcome="failed", script="mount", stage="nodeReady", on_error="TERMINATE"
+        )
+        store.put_reports([failing])
+        world.feed([failed(node, start + 140_000)])
+    world.person_sets(quarantined, at(1, 13))
+    kept = "i-0kept00000000000"
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 18))])
+    stopped = ran(kept, at(1, 18) + 5000, outcome="failed", script="mount", stage="nodeReady")
+    ship(world, reports_handler(world), [json.loads(stopped.to_json()) | {"on_error": "STOP_SEQUENCE"}])
+    assert world.published().count("LoopContained") == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [kept]
+
+
 @pytest.mark.parametrize(
     ("behind_s", "contained"),
     [(0, True), (240, True), (299, True), (420, False)],

@@ -9,7 +9,7 @@ Standard library only, and Python 3.9 compatible: the node bundle runs it on the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any
 
 from lifeguard.errors import Problem
@@ -30,6 +30,7 @@ __all__ = [
     "holds_quarantine",
     "holds_script",
     "ready_checks",
+    "ready_checks_run",
     "scripts_of",
     "stopping_scripts",
     "terminating_scripts",
@@ -162,6 +163,21 @@ def ready_checks(actions: Mapping[str, Any] | None) -> set[tuple[str, str]]:
     """(stage, name) of every nodeReady script of a configuration whose failure gets the node terminated:
     PCS logs a node ACTIVE before nodeReady runs, so such a script's failure ends a node that was ACTIVE."""
     return {(stage, name) for stage, name in terminating_scripts(actions) if stage == "nodeReady"}
+
+
+def ready_checks_run(actions: Mapping[str, Any] | None, stopped: Collection[str]) -> set[tuple[str, str]]:
+    """The `ready_checks` a boot runs whose nodeReady scripts `stopped` (names) failed under STOP_SEQUENCE:
+    PCS skips the rest of a stage after such a failure (the article), so a check after the first of them
+    does not run, and ends no node."""
+    checks = set()
+    for stage, script in _named_scripts(actions):
+        if stage != "nodeReady":
+            continue
+        if script["name"] in stopped:
+            break
+        if script.get("onError") in (None, DEFAULT_ON_ERROR):
+            checks.add((stage, script["name"]))
+    return checks
 
 
 def _named_scripts(actions: Mapping[str, Any] | None) -> Iterator[tuple[str, Mapping[str, Any]]]:

@@ -29,7 +29,7 @@ from lifeguard.event_contract import (
     undo_command,
 )
 from lifeguard.group_state import OUTCOME_LIMIT, BootOutcome, Episode, Failure, GroupState, ProvenGood
-from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, scripts_of
+from lifeguard.lifecycle_rules import drains_kept_nodes, ready_checks, ready_checks_run, scripts_of
 from lifeguard.node_report import NodeReport
 
 if TYPE_CHECKING:
@@ -232,10 +232,17 @@ def kept_awaits_ready_checks(state: GroupState, success: BootOutcome, boot: Boot
     does) may still end the node. It is kept once its reports show a run of each such script of that boot
     that did not fail (one that failed is `reports_its_end`'s), or once it is seen to stay up for
     `REPORTS_GRACE_MS` of PCS's time (`now_ms`: a late delivery ends no wait). A node not known to have
-    booted the configuration as last read waits for nothing (its reports are then taken at their word)."""
-    if now_ms - success.event_timestamp > REPORTS_GRACE_MS:
+    booted the configuration as last read waits for nothing (its reports are then taken at their word); nor
+    for a check after a nodeReady script that failed under STOP_SEQUENCE (`ready_checks_run`)."""
+    booted = booted_actions(state, success)
+    if booted is None or now_ms - success.event_timestamp > REPORTS_GRACE_MS:
         return False
-    return not ready_checks(booted_actions(state, success)) <= boot.ran
+    stopped = {
+        run.script
+        for run in as_configured(boot.failed, booted)
+        if run.stage == "nodeReady" and run.on_error == "STOP_SEQUENCE"
+    }
+    return not ready_checks_run(booted, stopped) <= boot.ran
 
 
 def awaits_ready_checks(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
