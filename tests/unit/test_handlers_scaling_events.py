@@ -979,6 +979,47 @@ def test_a_kept_node_is_kept_once_its_ready_checks_are_through_in_pcss_own_order
     assert (episode.kept, episode.contained_at) == ([kept], at(1, 18))
 
 
+def test_a_second_kept_node_up_is_kept_while_the_first_waits_for_its_ready_check() -> None:
+    """Two nodes of the quarantined configuration come up with the script failing; the second's ready check
+    passes while the first's is not in yet (it fails later, and PCS ends that node). Only the first success
+    was judged, so the second, up and taking jobs with the script failing, was never kept: no LoopContained,
+    not in `kept` nor in `status`."""
+    world = World()
+    quarantined = quarantined_config()
+    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    quarantine_in_ledger(world, quarantined)
+    world.feed(ARTICLE[:6])
+    world.person_sets(quarantined, at(1, 13))
+    first, second = "i-0kept00000000000", "i-0kept00000000001"
+    kept_report(first, at(1, 17), world)
+    kept_report(second, at(1, 17), world)
+    world.feed(
+        [
+            launched(first, at(1, 14)),
+            launched(second, at(1, 14)),
+            succeeded(first, at(1, 18)),
+            succeeded(second, at(1, 18) + 30_000),
+        ]
+    )
+    assert "LoopContained" not in world.published()
+    handler = reports_handler(world)
+
+    def check(instance: str, when: int, outcome: str) -> dict[str, Any]:
+        run = ran(instance, when, outcome=outcome, script="ready-check", stage="nodeReady")
+        return json.loads(run.to_json()) | {"on_error": "TERMINATE"}
+
+    ship(world, handler, [check(second, at(1, 18) + 40_000, "succeeded")])
+    assert world.published().count("LoopContained") == 1
+    assert world.bus.events()[-1][1]["reason"].startswith(f"{second} ")
+    ship(world, handler, [check(first, at(1, 18) + 50_000, "failed")])
+    world.feed([failed(first, at(1, 19))])  # PCS ends it in nodeReady
+    world.feed([launched("i-0later0000000000", at(1, 40))])
+    assert world.published().count("LoopContained") == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert (episode.kept, episode.contained_at) == ([second], at(1, 18) + 30_000)
+
+
 def test_a_kept_node_waits_for_no_ready_check_its_quarantined_nodeready_script_skips() -> None:
     """The loop's script is a nodeReady one, quarantined: its STOP_SEQUENCE failure skips the rest of the
     stage (the article), so a check under TERMINATE after it never runs and ends no node. The kept node was

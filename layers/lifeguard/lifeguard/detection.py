@@ -59,6 +59,7 @@ __all__ = [
     "proven_good",
     "proven_good_by",
     "resolves",
+    "resolving",
     "stack_mode",
 ]
 
@@ -525,7 +526,15 @@ def detect_replacement(
 
 
 def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | None:
-    """The success that ends the open episode, if there is one.
+    """The success that ends the open episode, if there is one (`resolving`'s first)."""
+    successes = resolving(state, settings)
+    return successes[0] if successes else None
+
+
+def resolving(state: GroupState, settings: DetectionSettings) -> list[BootOutcome]:
+    """The successes that may end the open episode, oldest first: of a loop, each success after its last
+    failure (the first ends it, unless its node would be kept and is not yet: a later one is judged then);
+    of the other kinds, the one that ends it.
 
     A loop ends with a BOOTSTRAP_SUCCESS after its last failure; an intermittent episode with
     `INTERMITTENT_RESOLVE_STREAK` successes in a row after its last failure (so it does not flap). Nodes
@@ -534,7 +543,7 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
     """
     episode = state.episode
     if episode is None:
-        return None
+        return []
     if episode.kind == "replacement":
         # Nodes replaced as unhealthy had booted: a boot after the last replacement ends it once a whole
         # window has passed without another (the newest thing known of the group tells the time; a
@@ -550,9 +559,8 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
         )
         newest = max((o.event_timestamp for o in state.outcomes.values()), default=last_unhealthy)
         if newest <= last_unhealthy + settings.window_ms:
-            return None
-        booted = _successes_after(state, episode, last_unhealthy)
-        return booted[0] if booted else None
+            return []
+        return _successes_after(state, episode, last_unhealthy)[:1]
     # The failures a success must come after: the episode's, and those of nodes not known to have been
     # launched before the group's configuration as it is now known (a node launched before a fix fails
     # late on the old one, whenever its record comes, and holds no success of the fix back).
@@ -567,8 +575,8 @@ def resolves(state: GroupState, settings: DetectionSettings) -> BootOutcome | No
     )
     later = _successes_after(state, episode, last_failure)
     if episode.kind == "loop":
-        return later[0] if later else None
-    return later[INTERMITTENT_RESOLVE_STREAK - 1] if len(later) >= INTERMITTENT_RESOLVE_STREAK else None
+        return later
+    return later[INTERMITTENT_RESOLVE_STREAK - 1 : INTERMITTENT_RESOLVE_STREAK]
 
 
 def _older(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:

@@ -37,11 +37,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REPORTS_GRACE_MS",
+    "SETTLED_SUCCESSES_MAX",
     "awaits_ready_checks",
     "booted_actions",
     "booted_current",
     "contain",
     "kept_awaits_ready_checks",
+    "kept_not_yet",
     "newest_event_ms",
     "reopen_after_ready_failure",
     "reopen_as_contained",
@@ -56,6 +58,9 @@ logger = logging.getLogger("lifeguard")
 
 # How long a success waits for what its node's reports, or PCS's end of the node, may still say of its boot.
 REPORTS_GRACE_MS = 10 * 60 * 1000
+# The successes of a loop judged in one go while the earlier ones' nodes would be kept and are not yet
+# (`kept_not_yet`): each is a read of its node's reports.
+SETTLED_SUCCESSES_MAX = 10
 # How long after a success its node's reports may still overturn what it ended or proved: its launch boot's
 # runs start up to LAUNCH_BOOT_AFTER_OUTCOME_MS after it, one may run for a day (the longest script timeout
 # `lifeguard-node boot` takes) before its failure is shipped, and a delivery that failed is retried by
@@ -203,6 +208,19 @@ def settle(
     if boot.reported or unreported:
         return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
     return []
+
+
+def kept_not_yet(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
+    """Whether `success`'s node would be kept (its loop's script failing on) and is not yet, as `settle`
+    judges it at `now_ms`: its ready checks are not through (`kept_awaits_ready_checks`), or its reports say
+    PCS is ending it (`reports_its_end`). Another node of the loop may be up meanwhile: a later success is
+    judged then (`SETTLED_SUCCESSES_MAX` of them at most)."""
+    suspect = state.episode.suspect if state.episode else None
+    if not still_failing(boot.failed, suspect, booted_actions(state, success)):
+        return False
+    return reports_its_end(state, success, boot.failed, kept=True) or kept_awaits_ready_checks(
+        state, success, boot, now_ms
+    )
 
 
 def reports_its_end(

@@ -42,14 +42,16 @@ from lifeguard.detection import (
     episode_id_for,
     proven_already,
     proven_good_by,
-    resolves,
+    resolving,
 )
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, count_events, data_batch
 from lifeguard.handlers.containment import (
+    SETTLED_SUCCESSES_MAX,
     awaits_ready_checks,
+    kept_not_yet,
     newest_event_ms,
     reopen_as_contained,
     revoke_false_proof,
@@ -411,21 +413,22 @@ class NodeReportsHandler:
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
         contained (a script still failed) or resolved (none did)."""
         settings = self._settings(state)
-        success = resolves(state, settings)
-        if success is None:
-            return []
-        boot = GroupEvidence(self.store, state).of(success)
-        now_ms = newest_event_ms(state)
-        return settle(
-            state,
-            settings,
-            success,
-            boot,
-            now_ms=now_ms,
-            unreported=False,
-            held=awaits_ready_checks(state, success, boot, now_ms),
-            lifeguards=lambda: self._lifeguards(state),
-        )
+        evidence, now_ms = GroupEvidence(self.store, state), newest_event_ms(state)
+        for success in resolving(state, settings)[:SETTLED_SUCCESSES_MAX]:
+            boot = evidence.of(success)
+            settled = settle(
+                state,
+                settings,
+                success,
+                boot,
+                now_ms=now_ms,
+                unreported=False,
+                held=awaits_ready_checks(state, success, boot, now_ms),
+                lifeguards=lambda: self._lifeguards(state),
+            )
+            if settled or not kept_not_yet(state, success, boot, now_ms):
+                return settled
+        return []
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         """The group's detection settings: the stack's, with its tags over them."""

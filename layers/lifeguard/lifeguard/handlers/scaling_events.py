@@ -36,7 +36,7 @@ from lifeguard.detection import (
     episode_id_for,
     needs_fresh_config,
     proven_good,
-    resolves,
+    resolving,
 )
 from lifeguard.errors import UnlistedClusterError
 from lifeguard.event_contract import ControllerEvent, change_sentence, episode_event, episode_signals
@@ -44,10 +44,12 @@ from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, H
 from lifeguard.handlers.batch import Skips, collector_paused, count_events, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
+    SETTLED_SUCCESSES_MAX,
     awaits_ready_checks,
     booted_actions,
     booted_current,
     contain,
+    kept_not_yet,
     newest_event_ms,
     reopen_after_ready_failure,
     reports_its_end,
@@ -661,35 +663,40 @@ class ScalingEventsHandler:
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
         proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
         `now_ms`, the group's newest event time unless given). Not the success of `failing`, whose failure
-        is about to be taken in: it did not stay up."""
+        is about to be taken in: it did not stay up. While a success's node would be kept and is not yet
+        (`kept_not_yet`), the loop's next success is judged: another node may be up, kept or clean."""
         settings = self._settings(state)
-        success = resolves(state, settings)
-        boot = runs.of(success) if success is not None and success.instance_id != failing else None
-        if success is None or boot is None:
-            return
-        # What did it boot? Read when its reports cannot say (a quarantine, a drain step may be gone from
-        # the configuration as last read), or when it may wait (`awaits_ready_checks` needs the read).
-        if boot.failed or not boot.reported or _awaiting(state):
-            change.changed |= self._read_launched_config(state, success, refresh)
-        at_ms = newest_event_ms(state) if now_ms is None else now_ms
-        # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in this
-        # batch, and is judged at the group's next, its reads made afresh.
-        unreported = boot.read and not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
-        # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
-        config = state.config
-        settled = settle(
-            state,
-            settings,
-            success,
-            boot,
-            now_ms=at_ms,
-            unreported=unreported,
-            held=awaits_ready_checks(state, success, boot, at_ms),
-            lifeguards=lambda: config is not None and self._holds_quarantine(state, config),
-        )
-        if settled:
-            change.changed = True
-            change.events.extend(settled)
+        for success in resolving(state, settings)[:SETTLED_SUCCESSES_MAX]:
+            if success.instance_id == failing:
+                return
+            boot = runs.of(success)
+            # What did it boot? Read when its reports cannot say (a quarantine, a drain step may be gone
+            # from the configuration as last read), or when it may wait (`awaits_ready_checks` needs it).
+            if boot.failed or not boot.reported or _awaiting(state):
+                change.changed |= self._read_launched_config(state, success, refresh)
+            at_ms = newest_event_ms(state) if now_ms is None else now_ms
+            # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in
+            # this batch, and is judged at the group's next, its reads made afresh.
+            unreported = (
+                boot.read and not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
+            )
+            # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
+            settled = settle(
+                state,
+                settings,
+                success,
+                boot,
+                now_ms=at_ms,
+                unreported=unreported,
+                held=awaits_ready_checks(state, success, boot, at_ms),
+                lifeguards=lambda: state.config is not None and self._holds_quarantine(state, state.config),
+            )
+            if settled:
+                change.changed = True
+                change.events.extend(settled)
+                return
+            if not kept_not_yet(state, success, boot, at_ms):
+                return
 
     def _reopen(self, state: GroupState, instance_id: str, change: Change) -> bool:
         """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the episode its
