@@ -1020,6 +1020,89 @@ def test_a_second_kept_node_up_is_kept_while_the_first_waits_for_its_ready_check
     assert (episode.kept, episode.contained_at) == ([second], at(1, 18) + 30_000)
 
 
+def waiting_kept_nodes(nodes: list[str]) -> World:
+    """Lifeguard's quarantine of the article's script in place, with the ready check under TERMINATE; each
+    of `nodes` reported the script failing under STOP_SEQUENCE (at 01:17)."""
+    world = World()
+    quarantined = quarantined_config()
+    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    quarantine_in_ledger(world, quarantined)
+    world.feed(ARTICLE[:6])
+    world.person_sets(quarantined, at(1, 13))
+    for node in nodes:
+        kept_report(node, at(1, 17), world)
+    return world
+
+
+def ready_check(instance: str, when: int, outcome: str) -> dict[str, Any]:
+    """The instance's report of its ready check's run under TERMINATE, as shipped."""
+    run = ran(instance, when, outcome=outcome, script="ready-check", stage="nodeReady")
+    return json.loads(run.to_json()) | {"on_error": "TERMINATE"}
+
+
+@pytest.mark.parametrize("ending", [9, 10, 12])
+def test_a_node_up_behind_ten_waiting_ones_that_then_end_is_kept(ending: int) -> None:
+    """A scale-up of the quarantined configuration: the first `ending` nodes fail their ready checks (PCS
+    ends them), the next passes it, all reported in one batch. Past ten waiting nodes, the one up was not
+    judged, and once their failures came after its success nothing judged it: never kept, never told."""
+    nodes = [f"i-0node{k:011d}" for k in range(ending + 1)]
+    world, up = waiting_kept_nodes(nodes), nodes[-1]
+    world.feed(
+        [launched(n, at(1, 14)) for n in nodes]
+        + [succeeded(n, at(1, 18) + k * 1000) for k, n in enumerate(nodes)]
+    )
+    checks = [ready_check(n, at(1, 18) + 40_000, "failed") for n in nodes[:-1]]
+    ship(world, reports_handler(world), [*checks, ready_check(up, at(1, 18) + 40_000, "succeeded")])
+    world.feed([failed(n, at(1, 19)) for n in nodes[:-1]])  # PCS ends them in nodeReady
+    world.feed([launched("i-0later0000000000", at(1, 40))])
+    assert world.published().count("LoopContained") == 1
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [up]
+
+
+def test_a_waiting_node_kept_after_the_loop_was_contained_is_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second node's ready check passes first (contained by it), then the first's: it is up and kept,
+    and was listed only in memory, its state written as if only its maps had changed."""
+    monkeypatch.setattr("lifeguard.group_state.CHECK_MAPS_ONLY", False)  # as deployed
+    first, second = "i-0kept00000000000", "i-0kept00000000001"
+    world = waiting_kept_nodes([first, second])
+    world.feed(
+        [
+            launched(first, at(1, 14)),
+            launched(second, at(1, 14)),
+            succeeded(first, at(1, 18)),
+            succeeded(second, at(1, 18) + 30_000),
+        ]
+    )
+    handler = reports_handler(world)
+    ship(world, handler, [ready_check(second, at(1, 18) + 40_000, "succeeded")])
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [second]
+    ship(world, handler, [ready_check(first, at(1, 18) + 50_000, "succeeded")])
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [second, first]
+    assert world.published().count("LoopContained") == 1
+
+
+def test_a_later_node_without_reports_ends_nothing_while_an_earlier_one_waits() -> None:
+    """The first node up shows the quarantined script failing and waits for its ready check; a later node's
+    ACTIVE, its reports not in yet, in a loop its failing nodes reported nothing of: "the loop is over",
+    while the first node's reports show the script failing on."""
+    world = waiting_kept_nodes(["i-0kept00000000000"])
+    world.feed(
+        [
+            launched("i-0kept00000000000", at(1, 14)),
+            launched("i-0later0000000000", at(1, 15)),
+            succeeded("i-0kept00000000000", at(1, 18)),
+        ]
+    )
+    world.feed([succeeded("i-0later0000000000", at(1, 19))])
+    assert "LoopResolved" not in world.published()
+
+
 def test_a_kept_node_waits_for_no_ready_check_its_quarantined_nodeready_script_skips() -> None:
     """The loop's script is a nodeReady one, quarantined: its STOP_SEQUENCE failure skips the rest of the
     stage (the article), so a check under TERMINATE after it never runs and ends no node. The kept node was

@@ -6,7 +6,7 @@ after the success."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from lifeguard.attribution import (
@@ -52,6 +52,7 @@ __all__ = [
     "revoke_false_proof",
     "revoke_proof_of_older_launch",
     "settle",
+    "to_settle",
 ]
 
 logger = logging.getLogger("lifeguard")
@@ -221,6 +222,15 @@ def kept_not_yet(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms
     return reports_its_end(state, success, boot.failed, kept=True) or kept_awaits_ready_checks(
         state, success, boot, now_ms
     )
+
+
+def to_settle(successes: Sequence[BootOutcome], judged: Collection[str]) -> list[BootOutcome]:
+    """Of a loop's successes (`detection.resolving`), those judged in turn while each node would be kept and
+    is not yet: the first `SETTLED_SUCCESSES_MAX`, and those of the nodes `judged` (a report or a record of
+    them came) past those, so a node up behind ten that wait (then fail their checks) is judged at its own
+    report, before its success falls behind their failures."""
+    past = [s for s in successes[SETTLED_SUCCESSES_MAX:] if s.instance_id in judged]
+    return [*successes[:SETTLED_SUCCESSES_MAX], *past]
 
 
 def reports_its_end(

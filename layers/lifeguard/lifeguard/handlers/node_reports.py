@@ -49,13 +49,13 @@ from lifeguard.event_contract import ControllerEvent, change_sentence, episode_e
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, count_events, data_batch
 from lifeguard.handlers.containment import (
-    SETTLED_SUCCESSES_MAX,
     awaits_ready_checks,
     kept_not_yet,
     newest_event_ms,
     reopen_as_contained,
     revoke_false_proof,
     settle,
+    to_settle,
 )
 from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
 from lifeguard.handlers.updater import Change, GroupUpdater
@@ -176,6 +176,9 @@ class NodeReportsHandler:
                 summary.ignored += 1
         if failed or others:
             self.store.put_reports([*failed, *others])
+        reported: defaultdict[tuple[str, str], set[str]] = defaultdict(set)  # the batch's nodes, by group
+        for r in (*failed, *others):
+            reported[(r.cluster_id, r.compute_node_group_id)].add(r.instance_id)
         summary.failed_runs = len({_failed_run(report) for report in failed})
         # Only the groups of the stack's ClusterIds are judged (an episode a cluster taken out of them had
         # open included): their reports are stored, and the rest of the batch is not theirs to act on.
@@ -217,7 +220,9 @@ class NodeReportsHandler:
                     continue
                 unknown_judged += 1
             try:
-                summary.events.extend(self._attribute(cluster_id, group_id, detect, budget, now_ms))
+                judged = frozenset(reported[(cluster_id, group_id)])
+                told = self._attribute(cluster_id, group_id, detect, budget, now_ms, judged=judged)
+                summary.events.extend(told)
             except UnreadableStateError as exc:
                 damaged[(cluster_id, group_id)] = str(exc)
             except AwsCallError as exc:
@@ -233,13 +238,11 @@ class NodeReportsHandler:
             # Read from the table, not this container's memory: scaling_events (another function) opens
             # and ends episodes, and a state remembered here would hide one it opened since.
             self.store.forget(quiet)
-            reported = defaultdict(set)
-            for r in others:
-                reported[(r.cluster_id, r.compute_node_group_id)].add(r.instance_id)
             for (cluster_id, group_id), state in self.store.load_many(quiet, damaged).items():
                 try:
                     if state.episode is not None:
-                        summary.events.extend(self._settle_open(cluster_id, group_id))
+                        judged = frozenset(reported[(cluster_id, group_id)])
+                        summary.events.extend(self._settle_open(cluster_id, group_id, judged))
                     elif _may_prove(state, reported[(cluster_id, group_id)]):
                         self._prove_late(cluster_id, group_id, reported[(cluster_id, group_id)])
                 except UnreadableStateError as exc:  # its ledger
@@ -284,9 +287,17 @@ class NodeReportsHandler:
         return not self.clusters or cluster_id in self.clusters
 
     def _attribute(
-        self, cluster_id: str, group_id: str, reads: BatchReads | None, budget: _JudgedGroups, now_ms: int
+        self,
+        cluster_id: str,
+        group_id: str,
+        reads: BatchReads | None,
+        budget: _JudgedGroups,
+        now_ms: int,
+        *,
+        judged: frozenset[str],
     ) -> list[ControllerEvent]:
-        """Judge one group on the batch's reports, at the batch's time `now_ms` (how late they come)."""
+        """Judge one group on the batch's reports (of its nodes `judged`), at the batch's time `now_ms` (how
+        late they come)."""
 
         def mutate(state: GroupState) -> Change:
             return _witnessed(state, judge(state))
@@ -310,11 +321,12 @@ class NodeReportsHandler:
                 detected = self._detect(state, evidence, reads, budget)
                 return Change(bool(detected) or revoked, detected)
             revoked = revoke_false_proof(state, reports, now_ms=now_ms)
-            settled = self._settle(state)
+            kept = len(episode.kept)
+            settled = self._settle(state, judged)
             if settled:
                 return Change(True, settled)
-            if episode.contained_at is not None:
-                return Change(changed=revoked)  # its suspect is the script the kept nodes still fail
+            if episode.contained_at is not None:  # its suspect is the script the kept nodes still fail
+                return Change(changed=revoked or len(episode.kept) != kept)  # a node kept, listed
             failing = as_booted(state, episode, evidence.reports_of(f.instance_id for f in episode.failures))
             scripts = known_scripts(state)
             suspect, others = attribute(episode.failures, failing, scripts)
@@ -366,12 +378,14 @@ class NodeReportsHandler:
         logger.warning("group %s: %s", state.group_id, reason)
         return Change(True, [episode_event("BootstrapLoopDetected", state, episode, settings, reason=reason)])
 
-    def _settle_open(self, cluster_id: str, group_id: str) -> list[ControllerEvent]:
+    def _settle_open(self, cluster_id: str, group_id: str, judged: frozenset[str]) -> list[ControllerEvent]:
         def mutate(state: GroupState) -> Change:
             if state.episode is None:
                 return Change()
-            settled = self._settle(state)
-            return _witnessed(state, Change(bool(settled), settled))
+            kept = len(state.episode.kept)
+            settled = self._settle(state, judged)
+            listed = state.episode is not None and len(state.episode.kept) != kept  # kept, not told
+            return _witnessed(state, Change(bool(settled) or listed, settled))
 
         return self.updater.update(cluster_id, group_id, mutate)
 
@@ -408,13 +422,14 @@ class NodeReportsHandler:
 
         self.updater.update(cluster_id, group_id, mutate)
 
-    def _settle(self, state: GroupState) -> list[ControllerEvent]:
+    def _settle(self, state: GroupState, judged: frozenset[str]) -> list[ControllerEvent]:
         """A success the scaling log logged before its node's reports came, which ended nothing then (a
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
-        contained (a script still failed) or resolved (none did)."""
+        contained (a script still failed) or resolved (none did). `judged`: the nodes whose reports came,
+        whose successes are judged past the first `SETTLED_SUCCESSES_MAX` waiting too (`to_settle`)."""
         settings = self._settings(state)
         evidence, now_ms = GroupEvidence(self.store, state), newest_event_ms(state)
-        for success in resolving(state, settings)[:SETTLED_SUCCESSES_MAX]:
+        for success in to_settle(resolving(state, settings), judged):
             boot = evidence.of(success)
             settled = settle(
                 state,

@@ -44,7 +44,6 @@ from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, H
 from lifeguard.handlers.batch import Skips, collector_paused, count_events, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
-    SETTLED_SUCCESSES_MAX,
     awaits_ready_checks,
     booted_actions,
     booted_current,
@@ -57,6 +56,7 @@ from lifeguard.handlers.containment import (
     revoke_proof_of_looped_config,
     revoke_proof_of_older_launch,
     settle,
+    to_settle,
 )
 from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
 from lifeguard.handlers.updater import Change, GroupUpdater
@@ -600,7 +600,7 @@ class ScalingEventsHandler:
                 ):
                     self._detect_again(state, refresh, change, runs)
                 elif record.is_bootstrap_success and state.episode is not None:
-                    self._settle(state, refresh, change, runs)
+                    self._settle(state, refresh, change, runs, judged=record.instance_id)
                 if failure and state.episode is not None:
                     self._bear_out(state, change, runs)
                     self._past_hold(state, record, change, runs, hold)
@@ -658,15 +658,18 @@ class ScalingEventsHandler:
         *,
         now_ms: int | None = None,
         failing: str | None = None,
+        judged: str | None = None,
     ) -> None:
         """The success that ends the open episode, if any: contained when its node reported a failed script
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
         proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
         `now_ms`, the group's newest event time unless given). Not the success of `failing`, whose failure
         is about to be taken in: it did not stay up. While a success's node would be kept and is not yet
-        (`kept_not_yet`), the loop's next success is judged: another node may be up, kept or clean."""
+        (`kept_not_yet`), the loop's next success is judged on its reports alone: another node may be up,
+        kept or clean (`to_settle`: `judged`, the success record's node, is judged past the first ten)."""
         settings = self._settings(state)
-        for success in resolving(state, settings)[:SETTLED_SUCCESSES_MAX]:
+        judged_nodes = (judged,) if judged is not None else ()
+        for later, success in enumerate(to_settle(resolving(state, settings), judged_nodes)):
             if success.instance_id == failing:
                 return
             boot = runs.of(success)
@@ -677,8 +680,13 @@ class ScalingEventsHandler:
             at_ms = newest_event_ms(state) if now_ms is None else now_ms
             # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in
             # this batch, and is judged at the group's next, its reads made afresh.
+            # A later success (the first's node would be kept and is not yet) ends nothing on its own word:
+            # the first's reports show the loop's script failing on.
             unreported = (
-                boot.read and not boot.failed and not self._proves_nothing(state, success, boot, at_ms)
+                not later
+                and boot.read
+                and not boot.failed
+                and not self._proves_nothing(state, success, boot, at_ms)
             )
             # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
             settled = settle(
