@@ -1103,6 +1103,97 @@ def test_a_later_node_without_reports_ends_nothing_while_an_earlier_one_waits() 
     assert "LoopResolved" not in world.published()
 
 
+def nodes_up(nodes: list[str]) -> tuple[World, NodeReportsHandler]:
+    """`waiting_kept_nodes`, launched at 01:14 and ACTIVE from 01:18 ten seconds apart, in order; with the
+    world's node_reports handler."""
+    world = waiting_kept_nodes(nodes)
+    world.feed(
+        [launched(n, at(1, 14)) for n in nodes]
+        + [succeeded(n, at(1, 18) + k * 10_000) for k, n in enumerate(nodes)]
+    )
+    return world, reports_handler(world)
+
+
+KEPT_A, KEPT_B, KEPT_C = (f"i-0kept0000000000{k}" for k in range(3))
+
+
+@pytest.mark.parametrize("contained", [False, True], ids=["first kept", "another kept already"])
+@pytest.mark.parametrize("checked", [True, False], ids=["its check passes later", "no report, it stays up"])
+def test_a_node_up_before_another_nodes_end_is_kept(contained: bool, checked: bool) -> None:
+    """Two nodes up with the quarantined script failing: the first's ready check fails and PCS ends it, the
+    second's check passes later (a longer one) or never reports. The first's failure came after the
+    second's success, which then was never judged again: up, taking jobs, not kept nor told."""
+    world, handler = nodes_up([KEPT_A, KEPT_B, KEPT_C] if contained else [KEPT_A, KEPT_B])
+    if contained:
+        ship(world, handler, [ready_check(KEPT_C, at(1, 18, 45), "succeeded")])
+        assert world.published()[-1] == "LoopContained"
+    ship(world, handler, [ready_check(KEPT_A, at(1, 18, 40), "failed")])
+    world.feed([failed(KEPT_A, at(1, 19))])  # PCS ends it in nodeReady
+    if checked:
+        ship(world, handler, [ready_check(KEPT_B, at(1, 20, 30), "succeeded")])
+    world.feed([launched("i-0later0000000000", at(1, 40))])  # past the reports' grace, the node up
+    episode = world.state().episode
+    assert episode is not None
+    assert sorted(episode.kept) == ([KEPT_B, KEPT_C] if contained else [KEPT_B])
+    assert world.published().count("LoopContained") == 1
+
+
+def test_nodes_whose_checks_pass_in_one_delivery_are_all_kept() -> None:
+    world, handler = nodes_up([KEPT_A, KEPT_B])
+    checks = [
+        ready_check(KEPT_A, at(1, 18, 40), "succeeded"),
+        ready_check(KEPT_B, at(1, 18, 45), "succeeded"),
+    ]
+    ship(world, handler, checks)
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.kept == [KEPT_A, KEPT_B]
+
+
+def test_nodes_seen_up_past_the_reports_grace_are_all_kept_at_once() -> None:
+    """Nodes whose checks never report, up past the grace: one was listed per later ACTIVE record (a static
+    group at its size logs none), and a clean node's ACTIVE was spent listing one instead of ending the
+    loop."""
+    world, handler = nodes_up([KEPT_A, KEPT_B, KEPT_C])
+    world.feed([launched("i-0later0000000000", at(1, 40))])
+    episode = world.state().episode
+    assert episode is not None
+    assert sorted(episode.kept) == [KEPT_A, KEPT_B, KEPT_C]
+    clean = "i-0clean000000000a"
+    runs = [
+        ran(clean, at(1, 44), script="fail-terminate", stage="nodeBootstrapped", on_error="STOP_SEQUENCE"),
+        ran(clean, at(1, 44)),
+        ran(clean, at(1, 46), script="ready-check", stage="nodeReady", on_error="TERMINATE"),
+    ]
+    ship(world, handler, [json.loads(r.to_json()) for r in runs])
+    world.feed([launched(clean, at(1, 42)), succeeded(clean, at(1, 45))])
+    assert world.published()[-2:] == ["LoopContained", "LoopResolved"]
+
+
+def test_a_clean_node_ends_the_loop_only_once_an_earlier_node_kept_is_listed() -> None:
+    """A node up with the quarantined script failing waits for its ready check; a later node boots clean.
+    "The loop is over" went out while the first node's reports showed the script failing, and that node,
+    up and taking jobs, was never listed: it is kept (LoopContained), then the clean node ends the loop."""
+    clean = "i-0clean000000000a"
+    world, handler = nodes_up([KEPT_A])
+    world.feed([launched(clean, at(1, 15)), succeeded(clean, at(1, 19))])
+    runs = [
+        ran(clean, at(1, 17), script="fail-terminate", stage="nodeBootstrapped", on_error="STOP_SEQUENCE"),
+        ran(clean, at(1, 17)),
+    ]
+    ship(
+        world,
+        handler,
+        [*(json.loads(r.to_json()) for r in runs), ready_check(clean, at(1, 19, 5), "succeeded")],
+    )
+    assert world.published() == ["BootstrapLoopDetected"]
+    ship(world, handler, [ready_check(KEPT_A, at(1, 19, 10), "succeeded")])
+    assert world.published() == ["BootstrapLoopDetected", "LoopContained", "LoopResolved"]
+    last = world.state().last_episode
+    assert last is not None
+    assert (last.kept, last.resolved_by) == ([KEPT_A], clean)
+
+
 def test_a_kept_node_waits_for_no_ready_check_its_quarantined_nodeready_script_skips() -> None:
     """The loop's script is a nodeReady one, quarantined: its STOP_SEQUENCE failure skips the rest of the
     stage (the article), so a check under TERMINATE after it never runs and ends no node. The kept node was

@@ -61,6 +61,7 @@ __all__ = [
     "resolves",
     "resolving",
     "stack_mode",
+    "up_before_last_failure",
 ]
 
 DEFAULT_THRESHOLD = 2
@@ -561,11 +562,19 @@ def resolving(state: GroupState, settings: DetectionSettings) -> list[BootOutcom
         if newest <= last_unhealthy + settings.window_ms:
             return []
         return _successes_after(state, episode, last_unhealthy)[:1]
-    # The failures a success must come after: the episode's, and those of nodes not known to have been
-    # launched before the group's configuration as it is now known (a node launched before a fix fails
-    # late on the old one, whenever its record comes, and holds no success of the fix back).
+    later = _successes_after(state, episode, _last_failure(state, episode))
+    if episode.kind == "loop":
+        return later
+    return later[INTERMITTENT_RESOLVE_STREAK - 1 : INTERMITTENT_RESOLVE_STREAK]
+
+
+def _last_failure(state: GroupState, episode: Episode) -> int:
+    """The time of the last failure a success must come after to end the episode: the episode's, and those
+    of nodes not known to have been launched before the group's configuration as it is now known (a node
+    launched before a fix fails late on the old one, whenever its record comes, and holds no success of
+    the fix back)."""
     now_on = state.config.modified_at if state.config is not None else episode.config_modified_at
-    last_failure = max(
+    return max(
         [f.event_timestamp for f in episode.failures]
         + [
             o.event_timestamp
@@ -573,10 +582,23 @@ def resolving(state: GroupState, settings: DetectionSettings) -> list[BootOutcom
             if not o.succeeded and not _older(state, o, now_on)
         ]
     )
-    later = _successes_after(state, episode, last_failure)
-    if episode.kind == "loop":
-        return later
-    return later[INTERMITTENT_RESOLVE_STREAK - 1 : INTERMITTENT_RESOLVE_STREAK]
+
+
+def up_before_last_failure(state: GroupState) -> list[BootOutcome]:
+    """Of an open loop, the successes after its first failure and before its last of nodes not kept and up
+    as far as PCS said (no failure of theirs, no unhealthy termination since), oldest first. Such a node's
+    success was not taken when it came (its node would be kept, and was not yet: its ready checks), and
+    another node's failure came after it: it may be up with the loop's script failing, to be kept. It ends
+    nothing: a failure came after it."""
+    episode = state.episode
+    if episode is None or episode.kind != "loop" or not episode.failures:
+        return []
+    first, last = min(f.event_timestamp for f in episode.failures), _last_failure(state, episode)
+    return [
+        o
+        for o in _successes_after(state, episode, first)
+        if o.event_timestamp <= last and state.unhealthy.get(o.instance_id, -1) < o.event_timestamp
+    ]
 
 
 def _older(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:

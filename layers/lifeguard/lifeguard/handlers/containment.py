@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lifeguard.attribution import (
     KEPT_LIMIT,
@@ -20,7 +20,7 @@ from lifeguard.attribution import (
     suspect_of_runs,
 )
 from lifeguard.bounds import utc
-from lifeguard.detection import DetectionSettings
+from lifeguard.detection import DetectionSettings, up_before_last_failure
 from lifeguard.event_contract import (
     FIX_AND_PUSH,
     ControllerEvent,
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REPORTS_GRACE_MS",
     "SETTLED_SUCCESSES_MAX",
+    "Settling",
     "awaits_ready_checks",
     "booted_actions",
     "booted_current",
@@ -186,6 +187,7 @@ def settle(
     now_ms: int,
     unreported: bool,
     held: bool = False,
+    may_resolve: bool = True,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it at `now_ms` (PCS's
@@ -195,7 +197,8 @@ def settle(
     (`still_failing`), once its ready checks are through (`kept_awaits_ready_checks`); resolved when it
     reported runs and none does, or, when it reported nothing, resolved if `unreported` (the success alone
     is to be believed) and nothing yet otherwise. `lifeguards()` as for `contain`, asked only when the loop
-    is contained or resolved (it may read Lifeguard's ledger)."""
+    is contained or resolved (it may read Lifeguard's ledger). Not resolved unless `may_resolve` (an earlier
+    node of the loop would be kept and is not yet, or a failure came after this one: it contains or not)."""
     if held:
         return []
     suspect = state.episode.suspect if state.episode else None
@@ -206,7 +209,7 @@ def settle(
         if kept_awaits_ready_checks(state, success, boot, now_ms):
             return []
         return contain(state, settings, success, failing, lifeguards=lifeguards())
-    if boot.reported or unreported:
+    if may_resolve and (boot.reported or unreported):
         return resolve(state, settings, success, boot.evidence(), lifeguards=lifeguards)
     return []
 
@@ -224,13 +227,26 @@ def kept_not_yet(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms
     )
 
 
-def to_settle(successes: Sequence[BootOutcome], judged: Collection[str]) -> list[BootOutcome]:
-    """Of a loop's successes (`detection.resolving`), those judged in turn while each node would be kept and
-    is not yet: the first `SETTLED_SUCCESSES_MAX`, and those of the nodes `judged` (a report or a record of
-    them came) past those, so a node up behind ten that wait (then fail their checks) is judged at its own
-    report, before its success falls behind their failures."""
-    past = [s for s in successes[SETTLED_SUCCESSES_MAX:] if s.instance_id in judged]
-    return [*successes[:SETTLED_SUCCESSES_MAX], *past]
+def to_settle(state: GroupState, successes: Sequence[BootOutcome], judged: Collection[str]) -> list[Settling]:
+    """The successes a settling of the open episode judges in turn, each with whether it may only contain:
+    first the loop's nodes up before its last failure (`detection.up_before_last_failure`, containment
+    only), then its successes after it (`successes`: `detection.resolving`). Of each, the first
+    `SETTLED_SUCCESSES_MAX`, and those of the nodes `judged` (a report or a record of them came) past
+    those: each judged is a read of its node's reports."""
+
+    def bounded(outcomes: Sequence[BootOutcome]) -> list[BootOutcome]:
+        past = [o for o in outcomes[SETTLED_SUCCESSES_MAX:] if o.instance_id in judged]
+        return [*outcomes[:SETTLED_SUCCESSES_MAX], *past]
+
+    earlier = [Settling(o, contains_only=True) for o in bounded(up_before_last_failure(state))]
+    return [*earlier, *(Settling(o, contains_only=False) for o in bounded(successes))]
+
+
+class Settling(NamedTuple):
+    """A success a settling judges, and whether it may only contain the loop (it ends nothing)."""
+
+    success: BootOutcome
+    contains_only: bool
 
 
 def reports_its_end(

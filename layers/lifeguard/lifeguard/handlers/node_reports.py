@@ -426,24 +426,38 @@ class NodeReportsHandler:
         """A success the scaling log logged before its node's reports came, which ended nothing then (a
         quarantine of Lifeguard's was in the configuration): now its reports say whether the loop is
         contained (a script still failed) or resolved (none did). `judged`: the nodes whose reports came,
-        whose successes are judged past the first `SETTLED_SUCCESSES_MAX` waiting too (`to_settle`)."""
+        whose successes are judged past the first `SETTLED_SUCCESSES_MAX` too (`to_settle`), as in
+        scaling_events."""
         settings = self._settings(state)
         evidence, now_ms = GroupEvidence(self.store, state), newest_event_ms(state)
-        for success in to_settle(resolving(state, settings), judged):
-            boot = evidence.of(success)
-            settled = settle(
-                state,
-                settings,
-                success,
-                boot,
-                now_ms=now_ms,
-                unreported=False,
-                held=awaits_ready_checks(state, success, boot, now_ms),
-                lifeguards=lambda: self._lifeguards(state),
+        told: list[ControllerEvent] = []
+        waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
+        for success, contains_only in to_settle(state, resolving(state, settings), judged):
+            episode = state.episode
+            if episode is None:
+                break
+            boot, listed = evidence.of(success), len(episode.kept)
+            may_resolve = not (waiting or contains_only)
+            told.extend(
+                settle(
+                    state,
+                    settings,
+                    success,
+                    boot,
+                    now_ms=now_ms,
+                    unreported=False,
+                    held=awaits_ready_checks(state, success, boot, now_ms),
+                    may_resolve=may_resolve,
+                    lifeguards=lambda: self._lifeguards(state),
+                )
             )
-            if settled or not kept_not_yet(state, success, boot, now_ms):
-                return settled
-        return []
+            if state.episode is None or len(episode.kept) != listed:
+                continue  # resolved (the loop above ends), or kept: the next may be up too
+            if kept_not_yet(state, success, boot, now_ms):
+                waiting = True
+            elif not contains_only:
+                break
+        return told
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         """The group's detection settings: the stack's, with its tags over them."""

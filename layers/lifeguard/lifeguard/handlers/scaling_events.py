@@ -626,8 +626,9 @@ class ScalingEventsHandler:
             if due != was_due:
                 state.detection_due = due
                 change.changed = beyond_maps = True
-            if state.episode is not None and state.episode.contained_at is None and change.changed:
-                self._settle(state, refresh, change, runs)  # a success waiting for its reports, too long
+            if state.episode is not None and change.changed:
+                # A success waiting for its reports, too long; a node kept past the reports' grace, listed.
+                self._settle(state, refresh, change, runs)
             # A proof made now is held to the batch's records too: a node ACTIVE, then failures of the same
             # configuration in the same batch, proved a configuration that had looped since.
             change.changed |= self._prove_good(state, records, refresh, runs, late_launches)
@@ -664,26 +665,32 @@ class ScalingEventsHandler:
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
         proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
         `now_ms`, the group's newest event time unless given). Not the success of `failing`, whose failure
-        is about to be taken in: it did not stay up. While a success's node would be kept and is not yet
-        (`kept_not_yet`), the loop's next success is judged on its reports alone: another node may be up,
-        kept or clean (`to_settle`: `judged`, the success record's node, is judged past the first ten)."""
+        is about to be taken in: it did not stay up. Then the loop's next successes: while a node would be
+        kept and is not yet (`kept_not_yet`) or once one is kept, another may be up, kept or clean, judged on
+        its reports alone; nodes up before the loop's last failure are judged for containment only
+        (`to_settle`: `judged`, the success record's node, is judged past the first ten)."""
         settings = self._settings(state)
+        waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
         judged_nodes = (judged,) if judged is not None else ()
-        for later, success in enumerate(to_settle(resolving(state, settings), judged_nodes)):
-            if success.instance_id == failing:
+        for success, contains_only in to_settle(state, resolving(state, settings), judged_nodes):
+            episode = state.episode
+            if episode is None:
                 return
-            boot = runs.of(success)
+            if success.instance_id == failing:
+                if contains_only:
+                    continue
+                return
+            boot, listed = runs.of(success), len(episode.kept)
             # What did it boot? Read when its reports cannot say (a quarantine, a drain step may be gone
             # from the configuration as last read), or when it may wait (`awaits_ready_checks` needs it).
             if boot.failed or not boot.reported or _awaiting(state):
                 change.changed |= self._read_launched_config(state, success, refresh)
             at_ms = newest_event_ms(state) if now_ms is None else now_ms
+            may_resolve = not (waiting or contains_only)
             # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in
             # this batch, and is judged at the group's next, its reads made afresh.
-            # A later success (the first's node would be kept and is not yet) ends nothing on its own word:
-            # the first's reports show the loop's script failing on.
             unreported = (
-                not later
+                may_resolve
                 and boot.read
                 and not boot.failed
                 and not self._proves_nothing(state, success, boot, at_ms)
@@ -697,13 +704,16 @@ class ScalingEventsHandler:
                 now_ms=at_ms,
                 unreported=unreported,
                 held=awaits_ready_checks(state, success, boot, at_ms),
+                may_resolve=may_resolve,
                 lifeguards=lambda: state.config is not None and self._holds_quarantine(state, state.config),
             )
-            if settled:
-                change.changed = True
-                change.events.extend(settled)
-                return
-            if not kept_not_yet(state, success, boot, at_ms):
+            change.events.extend(settled)
+            change.changed |= bool(settled) or len(episode.kept) != listed
+            if state.episode is None or len(episode.kept) != listed:
+                continue  # resolved (the loop above ends), or kept: the next may be up too
+            if kept_not_yet(state, success, boot, at_ms):
+                waiting = True
+            elif not contains_only:
                 return
 
     def _reopen(self, state: GroupState, instance_id: str, change: Change) -> bool:
