@@ -1194,6 +1194,34 @@ def test_a_clean_node_ends_the_loop_only_once_an_earlier_node_kept_is_listed() -
     assert (last.kept, last.resolved_by) == ([KEPT_A], clean)
 
 
+def test_a_node_up_before_a_later_failure_of_a_plain_loop_contains_nothing_by_another_script() -> None:
+    """No quarantine: the article's loop, and the owners run their second script under STOP_SEQUENCE. A node
+    gets past the loop's script (a flaky fetch), the owners' script fails on it, and its reports come after
+    the next node's TERMINATE failure: it was told to contain the loop ("the loop stopped") with the other
+    script as the suspect, while the loop went on. A node up before a later failure is kept only by the
+    loop's own script."""
+    owners = json.loads(json.dumps(TERMINATE))
+    owners["stages"]["nodeBootstrapped"][1]["onError"] = "STOP_SEQUENCE"
+    world = World(actions=owners)
+    handler = reports_handler(world)
+    world.feed(ARTICLE[:6])
+    ship(world, handler, REPORTED)
+    up, later = "i-0midloop00000000", "i-0later0000000000"
+    world.feed([launched(up, at(1, 13)), succeeded(up, at(1, 17))])  # no reports yet: proves nothing
+    world.feed([launched(later, at(1, 13, 30)), failed(later, at(1, 18))])  # the loop goes on
+    runs = [
+        ran(up, at(1, 16), script="fail-terminate", on_error="TERMINATE"),
+        ran(up, at(1, 16), outcome="failed", script="record-after-fail", on_error="STOP_SEQUENCE"),
+        ran(up, at(1, 17), script="ready-check", stage="nodeReady", on_error="CONTINUE"),
+    ]
+    ship(world, handler, [json.loads(r.to_json()) for r in runs])
+    assert "LoopContained" not in world.published()
+    episode = world.state().episode
+    assert episode is not None
+    assert episode.suspect is not None
+    assert (episode.suspect.script, episode.kept) == ("fail-terminate", [])
+
+
 def test_a_kept_node_waits_for_no_ready_check_its_quarantined_nodeready_script_skips() -> None:
     """The loop's script is a nodeReady one, quarantined: its STOP_SEQUENCE failure skips the rest of the
     stage (the article), so a check under TERMINATE after it never runs and ends no node. The kept node was

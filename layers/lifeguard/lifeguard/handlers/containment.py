@@ -188,6 +188,7 @@ def settle(
     unreported: bool,
     held: bool = False,
     may_resolve: bool = True,
+    own_script_only: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
     """What `success`, the first success after the open episode's last failure, says of it at `now_ms` (PCS's
@@ -198,11 +199,11 @@ def settle(
     reported runs and none does, or, when it reported nothing, resolved if `unreported` (the success alone
     is to be believed) and nothing yet otherwise. `lifeguards()` as for `contain`, asked only when the loop
     is contained or resolved (it may read Lifeguard's ledger). Not resolved unless `may_resolve` (an earlier
-    node of the loop would be kept and is not yet, or a failure came after this one: it contains or not)."""
+    node of the loop would be kept and is not yet, or a failure came after this one: it contains or not).
+    `own_script_only`: kept only by a failure of the loop's own script (`_still_failing`)."""
     if held:
         return []
-    suspect = state.episode.suspect if state.episode else None
-    failing = still_failing(boot.failed, suspect, booted_actions(state, success))
+    failing = _still_failing(state, success, boot, own_script_only=own_script_only)
     if reports_its_end(state, success, boot.failed, kept=bool(failing)):
         return []
     if failing:
@@ -214,13 +215,28 @@ def settle(
     return []
 
 
-def kept_not_yet(state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int) -> bool:
+def _still_failing(
+    state: GroupState, success: BootOutcome, boot: BootRuns, *, own_script_only: bool
+) -> list[NodeReport]:
+    """`still_failing` of the success's boot; with `own_script_only`, of the loop's own script alone: a node
+    up before a later failure of the loop (`detection.up_before_last_failure`) is kept only by that (the
+    quarantined script), not by another script the owners run under STOP_SEQUENCE, while the loop went on
+    (when the loop names no script, as `still_failing` takes them)."""
+    suspect = state.episode.suspect if state.episode else None
+    failing = still_failing(boot.failed, suspect, booted_actions(state, success))
+    if not own_script_only or suspect is None:  # no script named: as `still_failing` takes it
+        return failing
+    return [run for run in failing if (run.stage, run.script) == (suspect.stage, suspect.script)]
+
+
+def kept_not_yet(
+    state: GroupState, success: BootOutcome, boot: BootRuns, now_ms: int, *, own_script_only: bool = False
+) -> bool:
     """Whether `success`'s node would be kept (its loop's script failing on) and is not yet, as `settle`
     judges it at `now_ms`: its ready checks are not through (`kept_awaits_ready_checks`), or its reports say
     PCS is ending it (`reports_its_end`). Another node of the loop may be up meanwhile: a later success is
     judged then (`SETTLED_SUCCESSES_MAX` of them at most)."""
-    suspect = state.episode.suspect if state.episode else None
-    if not still_failing(boot.failed, suspect, booted_actions(state, success)):
+    if not _still_failing(state, success, boot, own_script_only=own_script_only):
         return False
     return reports_its_end(state, success, boot.failed, kept=True) or kept_awaits_ready_checks(
         state, success, boot, now_ms
@@ -238,7 +254,10 @@ def to_settle(state: GroupState, successes: Sequence[BootOutcome], judged: Colle
         past = [o for o in outcomes[SETTLED_SUCCESSES_MAX:] if o.instance_id in judged]
         return [*outcomes[:SETTLED_SUCCESSES_MAX], *past]
 
-    earlier = [Settling(o, contains_only=True) for o in bounded(up_before_last_failure(state))]
+    episode = state.episode
+    full = episode is not None and len(episode.kept) >= KEPT_LIMIT  # no node more can be listed
+    up = [] if full else bounded(up_before_last_failure(state))
+    earlier = [Settling(o, contains_only=True) for o in up]
     return [*earlier, *(Settling(o, contains_only=False) for o in bounded(successes))]
 
 

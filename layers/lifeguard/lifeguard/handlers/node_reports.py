@@ -448,12 +448,13 @@ class NodeReportsHandler:
                     unreported=False,
                     held=awaits_ready_checks(state, success, boot, now_ms),
                     may_resolve=may_resolve,
+                    own_script_only=contains_only,
                     lifeguards=lambda: self._lifeguards(state),
                 )
             )
             if state.episode is None or len(episode.kept) != listed:
                 continue  # resolved (the loop above ends), or kept: the next may be up too
-            if kept_not_yet(state, success, boot, now_ms):
+            if kept_not_yet(state, success, boot, now_ms, own_script_only=contains_only):
                 waiting = True
             elif not contains_only:
                 break

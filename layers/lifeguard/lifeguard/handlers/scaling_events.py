@@ -705,13 +705,14 @@ class ScalingEventsHandler:
                 unreported=unreported,
                 held=awaits_ready_checks(state, success, boot, at_ms),
                 may_resolve=may_resolve,
+                own_script_only=contains_only,
                 lifeguards=lambda: state.config is not None and self._holds_quarantine(state, state.config),
             )
             change.events.extend(settled)
             change.changed |= bool(settled) or len(episode.kept) != listed
             if state.episode is None or len(episode.kept) != listed:
                 continue  # resolved (the loop above ends), or kept: the next may be up too
-            if kept_not_yet(state, success, boot, at_ms):
+            if kept_not_yet(state, success, boot, at_ms, own_script_only=contains_only):
                 waiting = True
             elif not contains_only:
                 return
