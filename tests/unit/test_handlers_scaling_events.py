@@ -947,21 +947,14 @@ def test_a_kept_node_is_kept_once_its_ready_checks_are_through_in_pcss_own_order
     does). The node was told contained at its ACTIVE, and listed kept when its check then failed and PCS
     ended it. It is kept once its reports show the check passed, or once it stays up past the reports'
     grace; never when the check failed."""
-    world = World()
-    quarantined = quarantined_config()
-    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    quarantine_in_ledger(world, quarantined)
-    world.feed(ARTICLE[:6])
-    world.person_sets(quarantined, at(1, 13))
     kept = "i-0kept00000000000"
-    kept_report(kept, at(1, 17), world)  # shipped before PCS logs the node ACTIVE
+    world = waiting_kept_nodes([kept])  # its report shipped before PCS logs the node ACTIVE
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 18))])
     assert "LoopContained" not in world.published()
     handler = reports_handler(world)
     outcome = {"its ready check passes": "succeeded", "its ready check fails": "failed"}.get(then)
     if outcome is not None:
-        check = ran(kept, at(1, 18) + 2000, outcome=outcome, script="ready-check", stage="nodeReady")
-        ship(world, handler, [json.loads(check.to_json()) | {"on_error": "TERMINATE"}])
+        ship(world, handler, [ready_check(kept, at(1, 18) + 2000, outcome)])
     if then == "its ready check fails":
         world.feed([failed(kept, at(1, 19))])  # PCS ends it in nodeReady
         assert "LoopContained" not in world.published()
@@ -984,40 +977,19 @@ def test_a_second_kept_node_up_is_kept_while_the_first_waits_for_its_ready_check
     passes while the first's is not in yet (it fails later, and PCS ends that node). Only the first success
     was judged, so the second, up and taking jobs with the script failing, was never kept: no LoopContained,
     not in `kept` nor in `status`."""
-    world = World()
-    quarantined = quarantined_config()
-    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    quarantine_in_ledger(world, quarantined)
-    world.feed(ARTICLE[:6])
-    world.person_sets(quarantined, at(1, 13))
     first, second = "i-0kept00000000000", "i-0kept00000000001"
-    kept_report(first, at(1, 17), world)
-    kept_report(second, at(1, 17), world)
-    world.feed(
-        [
-            launched(first, at(1, 14)),
-            launched(second, at(1, 14)),
-            succeeded(first, at(1, 18)),
-            succeeded(second, at(1, 18) + 30_000),
-        ]
-    )
+    world, handler = nodes_up([first, second])  # ACTIVE at 01:18:00 and 01:18:10
     assert "LoopContained" not in world.published()
-    handler = reports_handler(world)
-
-    def check(instance: str, when: int, outcome: str) -> dict[str, Any]:
-        run = ran(instance, when, outcome=outcome, script="ready-check", stage="nodeReady")
-        return json.loads(run.to_json()) | {"on_error": "TERMINATE"}
-
-    ship(world, handler, [check(second, at(1, 18) + 40_000, "succeeded")])
+    ship(world, handler, [ready_check(second, at(1, 18) + 40_000, "succeeded")])
     assert world.published().count("LoopContained") == 1
     assert world.bus.events()[-1][1]["reason"].startswith(f"{second} ")
-    ship(world, handler, [check(first, at(1, 18) + 50_000, "failed")])
+    ship(world, handler, [ready_check(first, at(1, 18) + 50_000, "failed")])
     world.feed([failed(first, at(1, 19))])  # PCS ends it in nodeReady
     world.feed([launched("i-0later0000000000", at(1, 40))])
     assert world.published().count("LoopContained") == 1
     episode = world.state().episode
     assert episode is not None
-    assert (episode.kept, episode.contained_at) == ([second], at(1, 18) + 30_000)
+    assert (episode.kept, episode.contained_at) == ([second], at(1, 18) + 10_000)
 
 
 def waiting_kept_nodes(nodes: list[str]) -> World:
@@ -1066,16 +1038,7 @@ def test_a_waiting_node_kept_after_the_loop_was_contained_is_listed(monkeypatch:
     and was listed only in memory, its state written as if only its maps had changed."""
     monkeypatch.setattr("lifeguard.group_state.CHECK_MAPS_ONLY", False)  # as deployed
     first, second = "i-0kept00000000000", "i-0kept00000000001"
-    world = waiting_kept_nodes([first, second])
-    world.feed(
-        [
-            launched(first, at(1, 14)),
-            launched(second, at(1, 14)),
-            succeeded(first, at(1, 18)),
-            succeeded(second, at(1, 18) + 30_000),
-        ]
-    )
-    handler = reports_handler(world)
+    world, handler = nodes_up([first, second])  # ACTIVE at 01:18:00 and 01:18:10
     ship(world, handler, [ready_check(second, at(1, 18) + 40_000, "succeeded")])
     episode = world.state().episode
     assert episode is not None
