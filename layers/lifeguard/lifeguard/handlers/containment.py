@@ -60,8 +60,9 @@ logger = logging.getLogger("lifeguard")
 
 # How long a success waits for what its node's reports, or PCS's end of the node, may still say of its boot.
 REPORTS_GRACE_MS = 10 * 60 * 1000
-# The successes of a loop judged in one go while the earlier ones' nodes would be kept and are not yet
-# (`kept_not_yet`): each is a read of its node's reports.
+# The successes of a loop one settling judges of each kind (`to_settle`: its nodes up before its last failure,
+# its successes after it), besides those of the nodes a report or record just came of: each is a read of its
+# node's reports.
 SETTLED_SUCCESSES_MAX = 10
 # How long after a success its node's reports may still overturn what it ended or proved: its launch boot's
 # runs start up to LAUNCH_BOOT_AFTER_OUTCOME_MS after it, one may run for a day (the longest script timeout
@@ -191,8 +192,9 @@ def settle(
     own_script_only: bool = False,
     lifeguards: Callable[[], bool] = lambda: True,
 ) -> list[ControllerEvent]:
-    """What `success`, the first success after the open episode's last failure, says of it at `now_ms` (PCS's
-    time: the group's newest event): nothing yet when `held` (`awaits_ready_checks`: nodes of this loop
+    """What `success`, a success of the open episode (`to_settle`: the first after its last failure, unless
+    `may_resolve` says otherwise), says of it at `now_ms` (PCS's time: the group's newest event): nothing
+    yet when `held` (`awaits_ready_checks`: nodes of this loop
     failed after their ACTIVE, in nodeReady, so a node is neither kept nor clean until it is seen to stay
     up); contained when its node reported a run of that boot that leaves the loop's script failing
     (`still_failing`), once its ready checks are through (`kept_awaits_ready_checks`); resolved when it

@@ -665,10 +665,11 @@ class ScalingEventsHandler:
         for that boot, resolved when it reported none, or (its node reported nothing) resolved unless that
         proves nothing yet (`_proves_nothing`) or it waits to be seen to stay up (`awaits_ready_checks`, at
         `now_ms`, the group's newest event time unless given). Not the success of `failing`, whose failure
-        is about to be taken in: it did not stay up. Then the loop's next successes: while a node would be
-        kept and is not yet (`kept_not_yet`) or once one is kept, another may be up, kept or clean, judged on
-        its reports alone; nodes up before the loop's last failure are judged for containment only
-        (`to_settle`: `judged`, the success record's node, is judged past the first ten)."""
+        is about to be taken in: it did not stay up. Then the loop's next successes, while a node would be
+        kept and is not yet (`kept_not_yet`: the next ends nothing on its own word, only on its reports) or
+        once one is kept (another may be up too); nodes up before the loop's last failure are judged first,
+        for containment only (`to_settle`: `judged`, the success record's node, is judged past the first
+        ten)."""
         settings = self._settings(state)
         waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
         judged_nodes = (judged,) if judged is not None else ()
