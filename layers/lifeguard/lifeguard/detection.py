@@ -58,6 +58,7 @@ __all__ = [
     "proven_already",
     "proven_good",
     "proven_good_by",
+    "replaced_since_up",
     "resolves",
     "resolving",
     "stack_mode",
@@ -597,8 +598,13 @@ def up_before_last_failure(state: GroupState) -> list[BootOutcome]:
     return [
         o
         for o in _successes_after(state, episode, first)
-        if o.event_timestamp <= last and state.unhealthy.get(o.instance_id, -1) < o.event_timestamp
+        if o.event_timestamp <= last and not replaced_since_up(state, o)
     ]
+
+
+def replaced_since_up(state: GroupState, outcome: BootOutcome) -> bool:
+    """Whether PCS replaced the success's node as unhealthy since it came up (a drained kept node): not up."""
+    return state.unhealthy.get(outcome.instance_id, -1) >= outcome.event_timestamp
 
 
 def _older(state: GroupState, outcome: BootOutcome, modified_at: int | None) -> bool:

@@ -53,6 +53,7 @@ __all__ = [
     "revoke_false_proof",
     "revoke_proof_of_older_launch",
     "settle",
+    "settle_in_turn",
     "to_settle",
 ]
 
@@ -261,6 +262,57 @@ def to_settle(state: GroupState, successes: Sequence[BootOutcome], judged: Colle
     up = [] if full else bounded(up_before_last_failure(state))
     earlier = [Settling(o, contains_only=True) for o in up]
     return [*earlier, *(Settling(o, contains_only=False) for o in bounded(successes))]
+
+
+def settle_in_turn(
+    state: GroupState,
+    settings: DetectionSettings,
+    settlings: Sequence[Settling],
+    prepare: Callable[[BootOutcome, bool], tuple[BootRuns, int, bool] | None],
+    lifeguards: Callable[[], bool],
+) -> list[ControllerEvent]:
+    """`settle` the open episode on `settlings` (`to_settle`) in turn, both handlers alike: past each node
+    kept (another may be up too) and each that would be kept and is not yet (`kept_not_yet`: a later one
+    then ends nothing on its own word), up to the first success that does neither (a node up before the
+    loop's last failure, judged for containment only, never stops it), or the episode's end.
+    `prepare(success, may_resolve)`: its boot's runs, the time it is judged at (PCS's), and whether its
+    success alone is to be believed (`unreported`); None passes it over (a success about to fail), and the
+    successes after it unless it may only contain."""
+    told: list[ControllerEvent] = []
+    waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
+    for success, contains_only in settlings:
+        episode = state.episode
+        if episode is None:
+            break
+        may_resolve = not (waiting or contains_only)
+        prepared = prepare(success, may_resolve)
+        if prepared is None:
+            if contains_only:
+                continue
+            break
+        boot, now_ms, unreported = prepared
+        listed = len(episode.kept)
+        told.extend(
+            settle(
+                state,
+                settings,
+                success,
+                boot,
+                now_ms=now_ms,
+                unreported=unreported,
+                held=awaits_ready_checks(state, success, boot, now_ms),
+                may_resolve=may_resolve,
+                own_script_only=contains_only,
+                lifeguards=lifeguards,
+            )
+        )
+        if state.episode is None or len(episode.kept) != listed:
+            continue  # resolved (the loop above ends), or kept: the next may be up too
+        if kept_not_yet(state, success, boot, now_ms, own_script_only=contains_only):
+            waiting = True
+        elif not contains_only:
+            break
+    return told
 
 
 class Settling(NamedTuple):

@@ -49,12 +49,10 @@ from lifeguard.event_contract import ControllerEvent, change_sentence, episode_e
 from lifeguard.group_state import ChangedBy, Episode, GroupState, Suspect
 from lifeguard.handlers.batch import Skips, count_events, data_batch
 from lifeguard.handlers.containment import (
-    awaits_ready_checks,
-    kept_not_yet,
     newest_event_ms,
     reopen_as_contained,
     revoke_false_proof,
-    settle,
+    settle_in_turn,
     to_settle,
 )
 from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
@@ -430,35 +428,13 @@ class NodeReportsHandler:
         scaling_events."""
         settings = self._settings(state)
         evidence, now_ms = GroupEvidence(self.store, state), newest_event_ms(state)
-        told: list[ControllerEvent] = []
-        waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
-        for success, contains_only in to_settle(state, resolving(state, settings), judged):
-            episode = state.episode
-            if episode is None:
-                break
-            boot, listed = evidence.of(success), len(episode.kept)
-            may_resolve = not (waiting or contains_only)
-            told.extend(
-                settle(
-                    state,
-                    settings,
-                    success,
-                    boot,
-                    now_ms=now_ms,
-                    unreported=False,
-                    held=awaits_ready_checks(state, success, boot, now_ms),
-                    may_resolve=may_resolve,
-                    own_script_only=contains_only,
-                    lifeguards=lambda: self._lifeguards(state),
-                )
-            )
-            if state.episode is None or len(episode.kept) != listed:
-                continue  # resolved (the loop above ends), or kept: the next may be up too
-            if kept_not_yet(state, success, boot, now_ms, own_script_only=contains_only):
-                waiting = True
-            elif not contains_only:
-                break
-        return told
+        return settle_in_turn(
+            state,
+            settings,
+            to_settle(state, resolving(state, settings), judged),
+            lambda success, _: (evidence.of(success), now_ms, False),
+            lambda: self._lifeguards(state),
+        )
 
     def _settings(self, state: GroupState) -> DetectionSettings:
         """The group's detection settings: the stack's, with its tags over them."""

@@ -36,6 +36,7 @@ from lifeguard.detection import (
     episode_id_for,
     needs_fresh_config,
     proven_good,
+    replaced_since_up,
     resolving,
 )
 from lifeguard.errors import UnlistedClusterError
@@ -44,18 +45,16 @@ from lifeguard.group_state import BootOutcome, ChangedBy, Episode, GroupState, H
 from lifeguard.handlers.batch import Skips, collector_paused, count_events, data_batch
 from lifeguard.handlers.containment import (
     REPORTS_GRACE_MS,
-    awaits_ready_checks,
     booted_actions,
     booted_current,
     contain,
-    kept_not_yet,
     newest_event_ms,
     reopen_after_ready_failure,
     reports_its_end,
     revoke_proof_of_failed_node,
     revoke_proof_of_looped_config,
     revoke_proof_of_older_launch,
-    settle,
+    settle_in_turn,
     to_settle,
 )
 from lifeguard.handlers.evidence import GroupEvidence, proof_evidence
@@ -671,23 +670,16 @@ class ScalingEventsHandler:
         for containment only (`to_settle`: `judged`, the success record's node, is judged past the first
         ten)."""
         settings = self._settings(state)
-        waiting = False  # an earlier node would be kept and is not yet: a later one ends nothing
-        judged_nodes = (judged,) if judged is not None else ()
-        for success, contains_only in to_settle(state, resolving(state, settings), judged_nodes):
-            episode = state.episode
-            if episode is None:
-                return
+
+        def prepare(success: BootOutcome, may_resolve: bool) -> tuple[BootRuns, int, bool] | None:
             if success.instance_id == failing:
-                if contains_only:
-                    continue
-                return
-            boot, listed = runs.of(success), len(episode.kept)
+                return None
+            boot = runs.of(success)
             # What did it boot? Read when its reports cannot say (a quarantine, a drain step may be gone
             # from the configuration as last read), or when it may wait (`awaits_ready_checks` needs it).
             if boot.failed or not boot.reported or _awaiting(state):
                 change.changed |= self._read_launched_config(state, success, refresh)
             at_ms = newest_event_ms(state) if now_ms is None else now_ms
-            may_resolve = not (waiting or contains_only)
             # A node whose runs went unread (`BootRuns.read`) did not report nothing: it ends nothing in
             # this batch, and is judged at the group's next, its reads made afresh.
             unreported = (
@@ -696,27 +688,19 @@ class ScalingEventsHandler:
                 and not boot.failed
                 and not self._proves_nothing(state, success, boot, at_ms)
             )
+            return boot, at_ms, unreported
+
+        listed = len(state.episode.kept) if state.episode is not None else 0
+        settled = settle_in_turn(
+            state,
+            settings,
+            to_settle(state, resolving(state, settings), (judged,) if judged is not None else ()),
+            prepare,
             # Asked (the ledger read) only for a node kept with a failure: whose quarantine keeps it.
-            settled = settle(
-                state,
-                settings,
-                success,
-                boot,
-                now_ms=at_ms,
-                unreported=unreported,
-                held=awaits_ready_checks(state, success, boot, at_ms),
-                may_resolve=may_resolve,
-                own_script_only=contains_only,
-                lifeguards=lambda: state.config is not None and self._holds_quarantine(state, state.config),
-            )
-            change.events.extend(settled)
-            change.changed |= bool(settled) or len(episode.kept) != listed
-            if state.episode is None or len(episode.kept) != listed:
-                continue  # resolved (the loop above ends), or kept: the next may be up too
-            if kept_not_yet(state, success, boot, at_ms, own_script_only=contains_only):
-                waiting = True
-            elif not contains_only:
-                return
+            lambda: state.config is not None and self._holds_quarantine(state, state.config),
+        )
+        change.events.extend(settled)
+        change.changed |= bool(settled) or (state.episode is not None and len(state.episode.kept) != listed)
 
     def _reopen(self, state: GroupState, instance_id: str, change: Change) -> bool:
         """A node PCS logged ACTIVE failed after all (a nodeReady script under TERMINATE): the episode its
@@ -970,8 +954,8 @@ class ScalingEventsHandler:
             outcome = state.outcomes.get(instance)
             if outcome is None or not outcome.succeeded:
                 continue
-            if state.unhealthy.get(instance, -1) >= outcome.event_timestamp:
-                continue  # replaced as unhealthy since it came up (a drained kept node): not up
+            if replaced_since_up(state, outcome):
+                continue
             boot = runs.of(outcome)
             failing = still_failing(boot.failed, episode.suspect, booted_actions(state, outcome))
             if not failing:
