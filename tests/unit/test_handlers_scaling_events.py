@@ -876,14 +876,8 @@ def test_a_kept_node_whose_ready_check_fails_under_terminate_on_that_boot_contai
     the node. It was told contained ("the loop stopped", the node kept, taking jobs) for a node ended a
     minute later, while the loop went on. A report of such a failure holds the containment back for the
     reports' grace at most: a node that stays up past it (the report was false) is kept."""
-    world = World()
-    quarantined = quarantined_config()
-    quarantined["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    quarantine_in_ledger(world, quarantined)
-    world.feed(ARTICLE[:6])
-    world.person_sets(quarantined, at(1, 13))
     kept = "i-0kept00000000000"
-    kept_report(kept, at(1, 17), world)
+    world = waiting_kept_nodes([kept])
     check = ran(
         kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
     )
