@@ -298,7 +298,8 @@ def test_notify_sends_the_remediation_to_sns_and_slack(deployment: Deployment) -
     assert not result["failed"], result
     [published] = deployment.channels.received_sns(deployment.local.client("sqs"))
     assert published["attributes"]["event"] == "RemediationApplied"
-    assert published["subject"].startswith("[Lifeguard] Remediated (quarantine): pcs_abcdef01")
+    assert published["attributes"]["compute_node_group_name"] == "lca-static"
+    assert published["subject"].startswith("[Lifeguard] Remediated (quarantine): lca-static (fail-terminate)")
     [message] = deployment.slack.messages
     assert message["blocks"][0]["type"] == "header"
 

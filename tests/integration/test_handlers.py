@@ -128,6 +128,7 @@ def test_the_articles_terminate_loop_is_detected_once_and_attributed(env: Env) -
     detail = events[0]["detail"]
     assert set(DETAIL_KEYS) <= set(detail)
     assert (detail["cluster_id"], detail["compute_node_group_id"], detail["kind"]) == (CLUSTER, GROUP, "loop")
+    assert detail["compute_node_group_name"] == "lca-static"  # as PCS names it, read with its configuration
     assert [f["instance_id"] for f in detail["failures"]] == ["i-059b4b99b4f2e9739", "i-06644f6e5a2b001c9"]
     assert detail["suspect"] is None
     assert detail["mode"] == "quarantine"

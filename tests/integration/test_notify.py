@@ -100,6 +100,23 @@ def test_an_event_reaches_sns_with_filterable_attributes_and_slack_as_block_kit(
     assert "message 1" in message["blocks"][-1]["elements"][0]["text"]
 
 
+def test_a_group_the_event_names_is_named_so_on_sns_and_slack_and_filterable_by_its_name(env: Env) -> None:
+    named = event()
+    named["detail"]["compute_node_group_name"] = "lca-static"
+    assert env.controller().handle_event(named).sent == ["sns", "slack"]
+    (published,) = env.sns()
+    assert (
+        published["subject"]
+        == f"[Lifeguard] Remediated (quarantine): lca-static (fail-terminate) in {CLUSTER}"
+    )
+    assert published["attributes"]["compute_node_group_name"] == "lca-static"
+    assert f"lifecycle actions of lca-static ({GROUP} in {CLUSTER})" in published["message"]
+    (message,) = env.slack.messages
+    assert message["blocks"][0]["text"]["text"].startswith("Remediated (quarantine): lca-static")
+    texts = " ".join(str(block) for block in message["blocks"])
+    assert f"lifeguard undo {GROUP} --cluster {CLUSTER}" in texts  # the commands take the ids
+
+
 def test_a_duplicate_event_sends_nothing_twice_and_the_episode_messages_are_numbered(env: Env) -> None:
     controller = env.controller()
     controller.handle_event(event("BootstrapLoopDetected"))

@@ -75,6 +75,7 @@ class World:
             fingerprint=fingerprint_of(actions),
             node_lifecycle_actions=actions,
             arn=snapshot.arn,
+            name=snapshot.name,
             status=snapshot.status,
             checked_at=batch_time,
             **more,
@@ -224,6 +225,34 @@ def test_an_answer_whose_ids_or_arn_are_not_of_pcs_s_form_is_refused(changed: di
     assert (raised.value.operation, raised.value.code) == ("GetComputeNodeGroup", "InvalidAnswer")
     assert not is_transient(raised.value)  # the group's records wait for a later read
     assert len(str(raised.value)) < 1000
+
+
+def test_a_read_keeps_the_group_s_name_and_one_not_of_pcs_s_form_is_kept_as_none() -> None:
+    world = World()
+    read = world.reads().current(GroupState(cluster_id=CLUSTER, group_id=GROUP), START_MS, tags=False)
+    assert read is not None
+    assert read.name == "lca-static"
+    for odd in ("pcs_" + "a" * 20, "x" * 26, "lca static", "<!channel>", "ab"):
+        gateway = PcsGateway(_OutOfFormAnswers(name=odd))  # type: ignore[arg-type]
+        found = BatchReads(gateway, REFRESH_MS, {CLUSTER: 1}).current(
+            GroupState(cluster_id=CLUSTER, group_id=GROUP), START_MS, tags=False
+        )
+        assert found is not None
+        assert found.name is None, odd
+
+
+def test_a_listing_that_finds_a_group_unchanged_names_it_when_its_state_did_not() -> None:
+    # A state stored before the name was kept: the listing that confirms it names the group, no read made.
+    world = World()
+    world.add_groups(3)
+    state = world.known(GROUP, START_MS)
+    assert state.config is not None
+    state.config.name = None
+    confirmed = world.reads(groups_per_cluster=4).current(state, START_MS + 120_000, tags=False)
+    assert world.calls("GetComputeNodeGroup") == 0
+    assert confirmed is not None
+    assert confirmed.name == "lca-static"
+    assert not confirmed.confirms(state.config)  # a change of the state: written
 
 
 def test_a_listing_passes_over_an_id_not_of_pcs_s_form_and_an_arn_out_of_bounds() -> None:

@@ -213,6 +213,13 @@ def test_a_valid_detail_comes_through_clean_detail_unchanged_with_its_known_extr
     assert (cleaned["revision"], cleaned["action"]) == (4, "quarantine")
 
 
+def test_a_group_s_name_of_pcs_s_form_comes_through_beside_its_id() -> None:
+    cleaned, problems = clean_detail({**applied_event()["detail"], "compute_node_group_name": "gpu-a100"})
+    assert problems == []
+    assert cleaned["compute_node_group_name"] == "gpu-a100"
+    assert clean_detail(applied_event()["detail"])[0].get("compute_node_group_name") is None
+
+
 def test_the_recorded_events_are_clean() -> None:
     for name in ("bootstrap-loop-detected", "remediation-applied"):
         detail = load_event(f"eventbridge/{name}.json")["detail"]
@@ -252,6 +259,10 @@ def _nested(depth: int) -> dict[str, Any]:
         ("reason", "bad \ud800", "reason: Input should be a valid string, unable to parse"),
         ("suspect", {**ARTICLE_SUSPECT, "log_tail": "\ud800"}, "suspect: log_tail: Value error"),
         ("config_after", _nested(5000), "config_after: nested too deep"),
+        ("compute_node_group_name", "pcs_abcdef01", "compute_node_group_name: String should match"),
+        ("compute_node_group_name", "gpu <!channel>", "compute_node_group_name: String should match"),
+        ("compute_node_group_name", "g" * 26, "compute_node_group_name: String should have at most 25"),
+        ("compute_node_group_name", 7, "compute_node_group_name: Input should be a valid string"),
     ],
 )
 def test_an_invalid_value_is_dropped_and_named(field: str, value: Any, says: str) -> None:

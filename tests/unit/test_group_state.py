@@ -428,6 +428,7 @@ _OTHER: dict[str, Any] = {
     "fingerprint": "e" * 64,
     "node_lifecycle_actions": {"stages": {"nodeReady": []}},
     "arn": None,
+    "name": "gpu-nodes",
     "status": "UPDATING",
     "tags": {"team": "hpc", "lifeguard:mode": "off"},
     "checked_at": 20,

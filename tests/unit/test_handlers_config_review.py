@@ -146,6 +146,24 @@ def test_a_risky_change_is_reviewed_against_the_last_known_configuration() -> No
     assert world.metrics.count("ConfigChangeReviewed") == 1
 
 
+def test_a_review_names_the_group_as_the_state_knows_it_when_the_call_gave_ids_alone() -> None:
+    world = World()
+    world.knows(BEFORE)
+    world.review(recorded())
+    [unnamed] = world.reviews()
+    assert unnamed["compute_node_group_name"] is None  # nothing read names it: its ids tell it
+    named = World()
+    named.knows(BEFORE)
+    state = named.states.load(CLUSTER, GROUP)
+    assert state.config is not None
+    state.config.name = "lca-static"
+    named.states.save(state)
+    named.review(recorded())
+    [review] = named.reviews()
+    assert review["compute_node_group_name"] == "lca-static"
+    assert named.pcs_reads() == 0
+
+
 def test_a_change_that_brings_no_risk_tells_the_ones_already_there_as_info() -> None:
     """The article's fix, onError CONTINUE on the script that failed: the risks of the scripts it left as
     they were are not laid at its door (all info)."""
@@ -349,6 +367,7 @@ def test_a_request_without_a_configuration_is_read_back_from_pcs_by_name() -> No
     assert world.pcs_reads() == 1
     [review] = world.reviews()
     assert (review["cluster_id"], review["compute_node_group_id"]) == (CLUSTER, GROUP)
+    assert review["compute_node_group_name"] == "lca-static"  # as PCS's answer names it
     assert review["config_after"] == NEW
     found = world.changes.find(CLUSTER, GROUP, fingerprint_of(NEW))
     assert found is not None

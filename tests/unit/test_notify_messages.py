@@ -101,6 +101,31 @@ def test_slack_blocks_keep_to_block_kit_limits_and_show_the_log_tail_end() -> No
     assert context == "Episode `ep-1` · message 2 · RemediationApplied"
 
 
+def test_a_group_named_in_its_event_is_told_by_its_name_beside_its_ids() -> None:
+    detail = applied(compute_node_group_name="lca-static")
+    summary = summarize("RemediationApplied", detail)
+    assert (
+        summary.subject
+        == "[Lifeguard] Remediated (quarantine): lca-static (fail-terminate) in pcs_abc123de45"
+    )
+    assert summary.headline.startswith(
+        "Lifeguard changed the lifecycle actions of lca-static (pcs_abcdef01 in pcs_abc123de45) to break"
+    )
+    assert summary.console_way == "Compute node groups › lca-static"  # the console lists groups by name
+    assert summary.undo is not None
+    assert "lifeguard undo pcs_abcdef01 --cluster pcs_abc123de45" in summary.undo  # the commands take ids
+    detected = summarize("BootstrapLoopDetected", detail).headline
+    assert detected.startswith("Compute node group lca-static (pcs_abcdef01) of cluster pcs_abc123de45 is in")
+    header = slack_message(summary, detail)["blocks"][0]["text"]["text"]
+    assert header.startswith("Remediated (quarantine): lca-static")
+    unnamed = summarize("RemediationApplied", applied())
+    assert (
+        unnamed.subject
+        == "[Lifeguard] Remediated (quarantine): pcs_abcdef01 (fail-terminate) in pcs_abc123de45"
+    )
+    assert "lifecycle actions of pcs_abcdef01 (pcs_abc123de45) to break" in unnamed.headline
+
+
 @pytest.mark.parametrize("name", ["bootstrap-loop-detected", "remediation-applied"])
 def test_the_recorded_eventbridge_events_carry_every_design_key_and_read_well(name: str) -> None:
     from lifeguard.event_contract import DETAIL_KEYS, clean_detail

@@ -24,7 +24,7 @@ from lifeguard.bounds import utc
 from lifeguard.detection import DetectionSettings
 from lifeguard.errors import AwsCallError
 from lifeguard.event_contract import DETAIL_KEYS, ControllerEvent, make_detail
-from lifeguard.group_state import Episode, Failure, GroupState, ProvenGood, Suspect
+from lifeguard.group_state import Episode, Failure, GroupState, KnownConfig, ProvenGood, Suspect
 from lifeguard.handlers.updater import Change, GroupUpdater
 from lifeguard.lifecycle import fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes, find_problems
@@ -581,6 +581,36 @@ def test_a_valid_detection_of_no_open_episode_is_refused_without_a_pcs_call() ->
     # Not a decision on the episode: the real detection is still acted on.
     [applied] = world.remediator().handle_event(world.detection("ep-1"))
     assert applied.detail_type == "RemediationApplied"
+
+
+def test_the_outcome_names_the_group_as_lifeguard_s_state_knows_it_never_as_the_event_does() -> None:
+    world = World()
+    event = world.detection("ep-1")
+    state = world.store.load(CLUSTER, GROUP)
+    group = world.group()
+    state.config = KnownConfig(
+        modified_at=event["detail"]["config_modified_at"],
+        fingerprint=event["detail"]["config_fingerprint"],
+        node_lifecycle_actions=group["nodeLifecycleActions"],
+        name="lca-static",
+        checked_at=event["detail"]["config_modified_at"],
+    )
+    world.store.save(state)
+    forged = copy.deepcopy(event)
+    forged["detail"]["episode_id"] = "ep-forged"
+    forged["detail"]["compute_node_group_name"] = "all-clear"
+    [refused] = world.remediator().handle_event(forged)
+    assert refused.detail_type == "RemediationSkipped"
+    assert refused.detail["compute_node_group_name"] == "lca-static"
+    invalid = copy.deepcopy(forged)
+    invalid["detail"]["revision"] = "one"  # not a detection at all: told back by its ids alone
+    [told_back] = world.remediator().handle_event(invalid)
+    assert told_back.detail_type == "RemediationSkipped"
+    assert told_back.detail["compute_node_group_name"] is None
+    event["detail"]["compute_node_group_name"] = "all-clear"
+    [applied] = world.remediator().handle_event(event)
+    assert applied.detail_type == "RemediationApplied"
+    assert applied.detail["compute_node_group_name"] == "lca-static"
 
 
 def test_a_throttled_pcs_is_retried_after_its_retry_after_seconds_on_the_injected_sleep() -> None:

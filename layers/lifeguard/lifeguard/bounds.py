@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from functools import cache
 
 from lifeguard.pcs_model import shape
-from lifeguard.schema import Check, string
+from lifeguard.schema import BAD, Check, string
 
 __all__ = [
     "CLUSTER_ID",
@@ -44,6 +44,7 @@ __all__ = [
     "FINGERPRINT_PATTERN",
     "FUTURE_SKEW_MS",
     "GROUP_ID",
+    "GROUP_NAME",
     "ID_MAX_CHARS",
     "INSTANCE_ID",
     "INSTANCE_ID_PATTERN",
@@ -63,6 +64,7 @@ __all__ = [
     "clock_time",
     "event_time",
     "implausible_time",
+    "is_group_name",
     "is_pcs_id",
     "one_line",
     "pcs_pattern",
@@ -120,6 +122,15 @@ def is_pcs_id(value: object) -> bool:
     """Whether `value` is a PCS id (`PCS_ID`'s checks, without a problem to say): a text that goes into a
     table's key, an event or a command only when it is."""
     return isinstance(value, str) and len(value) <= ID_MAX_CHARS and _PCS_ID_MATCH(value) is not None
+
+
+# A compute node group's name as PCS takes one (3-25 characters, never `pcs_...`): what people know it by.
+GROUP_NAME: Check = string(min_length=3, max_length=25, pattern=pcs_pattern("ComputeNodeGroupName"))
+
+
+def is_group_name(value: object) -> bool:
+    """Whether `value` is a compute node group's name of PCS's form (`GROUP_NAME`), the only kind told."""
+    return GROUP_NAME(value, (), []) is not BAD
 
 
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)

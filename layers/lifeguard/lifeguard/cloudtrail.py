@@ -26,7 +26,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lifeguard._records import describe_validation_error, reason_of
-from lifeguard.bounds import CLUSTER_ID, GROUP_ID, PCS_ID, anchored, clip, implausible_time, is_pcs_id
+from lifeguard.bounds import (
+    CLUSTER_ID,
+    GROUP_ID,
+    PCS_ID,
+    anchored,
+    clip,
+    implausible_time,
+    is_group_name,
+    is_pcs_id,
+)
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle import NodeLifecycleActions
 from lifeguard.schema import Invalid, Model, checked, json_object, model, optional, string
@@ -159,6 +168,11 @@ class ConfigCall:
     def needs_ids(self) -> bool:
         """True when the record does not give the group's ids (the call named it by names)."""
         return self.cluster_id is None or self.group_id is None
+
+    @property
+    def group_name(self) -> str | None:
+        """The group's name, when the call named it by it (a create always does; `bounds.is_group_name`)."""
+        return self.group_identifier if is_group_name(self.group_identifier) else None
 
     def changed_by(self) -> dict[str, Any]:
         """Who made the change, and when, as controller events carry it."""

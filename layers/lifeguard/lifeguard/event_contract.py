@@ -59,6 +59,7 @@ __all__ = [
     "entry_size",
     "episode_event",
     "episode_signals",
+    "group_name",
     "make_detail",
     "nodes_console_url",
     "risks_found",
@@ -299,6 +300,7 @@ def _detail_fields() -> Mapping[str, Check]:
         EPOCH_MS_MAX,
         FINGERPRINT,
         GROUP_ID,
+        GROUP_NAME,
         INSTANCE_ID,
         NODE_NAME,
         REVISION_MAX,
@@ -387,6 +389,7 @@ def _detail_fields() -> Mapping[str, Check]:
         "episode_id": optional(EPISODE_ID),
         "cluster_id": optional(CLUSTER_ID),
         "compute_node_group_id": optional(GROUP_ID),
+        "compute_node_group_name": optional(GROUP_NAME),
         "kind": optional(literal("loop", "intermittent", "replacement")),
         "failures": list_of(model(FailureDetail), max_length=100),
         "suspect": optional(model(SuspectDetail)),
@@ -558,6 +561,11 @@ def episode_signals(episode: Episode) -> list[str]:
     return [signal for signal in SIGNALS if signal in signals]
 
 
+def group_name(state: GroupState) -> str | None:
+    """The group's name as PCS last gave it (`KnownConfig.name`), told beside its id; None when not known."""
+    return state.config.name if state.config is not None else None
+
+
 def episode_event(
     detail_type: str, state: GroupState, episode: Episode, settings: DetectionSettings, **extra: Any
 ) -> ControllerEvent:
@@ -566,6 +574,7 @@ def episode_event(
         "episode_id": episode.episode_id,
         "cluster_id": state.cluster_id,
         "compute_node_group_id": state.group_id,
+        "compute_node_group_name": group_name(state),
         "kind": episode.kind,
         "failures": [failure.model_dump() for failure in episode.failures],
         "suspect": episode.suspect.model_dump() if episode.suspect else None,

@@ -281,6 +281,7 @@ class Episode(Model):
     fingerprint=string(),
     node_lifecycle_actions=optional(json_object()),
     arn=optional(string()),
+    name=optional(string()),
     status=optional(string()),
     tags=dict_of(string(), string()),
     checked_at=integer(),
@@ -295,6 +296,9 @@ class KnownConfig(Model):
     fingerprint: str
     node_lifecycle_actions: dict[str, Any] | None = None
     arn: str | None = None
+    # Its name, what people know it by (`bounds.is_group_name`; None until read, or not of PCS's form):
+    # the events name the group by it beside its id.
+    name: str | None = None
     status: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     checked_at: int  # event time (ms) of the batch in which Lifeguard last confirmed it

@@ -27,10 +27,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway, is_transient
-from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
+from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, is_group_name, utc
 from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
 from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
-from lifeguard.event_contract import RISKS_LISTED_MAX, ControllerEvent, make_detail, risks_found_sentence
+from lifeguard.event_contract import (
+    RISKS_LISTED_MAX,
+    ControllerEvent,
+    group_name,
+    make_detail,
+    risks_found_sentence,
+)
 from lifeguard.group_state import GroupState
 from lifeguard.handlers.batch import Skips
 from lifeguard.lifecycle import NodeLifecycleActions, diff_configs, fingerprint_of
@@ -91,6 +97,7 @@ class _Target:
     group_id: str
     config: NodeLifecycleActions | None
     carried: bool  # the configuration is the request's, not read back from PCS
+    name: str | None = None  # its name, when PCS's answer or the call gave one (`bounds.is_group_name`)
 
 
 _NOT_WATCHED = "cluster {cluster} is not one of the stack's ClusterIds"
@@ -339,7 +346,7 @@ class ConfigReviewHandler:
         """The group's ids and its new configuration: the request's, or PCS's when the request carries
         none or names the group by name."""
         if call.config is not None and call.cluster_id is not None and call.group_id is not None:
-            return _Target(call.cluster_id, call.group_id, call.config, carried=True)
+            return _Target(call.cluster_id, call.group_id, call.config, carried=True, name=call.group_name)
         snapshot = self.pcs.get_group(call.cluster_identifier, call.group_identifier)
         # CloudTrail's eventTime is of whole seconds, PCS's createdAt of milliseconds on another clock: a
         # group made in the call's second (a create, an update right after it) is the one it changed.
@@ -350,13 +357,14 @@ class ConfigReviewHandler:
                 f"{clip(call.group_identifier)} is another group now ({snapshot.group_id}, created "
                 f"{utc(snapshot.created_at_ms)}, after the call): the one the call changed is gone"
             )
+        name = snapshot.name if is_group_name(snapshot.name) else call.group_name
         if call.config is not None:
-            return _Target(snapshot.cluster_id, snapshot.group_id, call.config, carried=True)
+            return _Target(snapshot.cluster_id, snapshot.group_id, call.config, carried=True, name=name)
         actions = snapshot.node_lifecycle_actions
         config = (
             NodeLifecycleActions.from_api(dict(actions), path="nodeLifecycleActions") if actions else None
         )
-        return _Target(snapshot.cluster_id, snapshot.group_id, config, carried=False)
+        return _Target(snapshot.cluster_id, snapshot.group_id, config, carried=False, name=name)
 
     def _ignore(self, summary: ReviewSummary, message: str, where: str | None) -> ReviewSummary:
         summary.ignored += 1
@@ -516,6 +524,7 @@ def _review(
     detail = make_detail(
         cluster_id=target.cluster_id,
         compute_node_group_id=target.group_id,
+        compute_node_group_name=target.name or group_name(state),
         config_before=previous.to_api() if previous is not None else None,
         config_after=new.to_api() if new is not None else None,
         diff=diff,

@@ -101,6 +101,8 @@ class SnsChannel:
             "event": summary.detail_type,
             "severity": summary.severity,
         }
+        if detail.get("compute_node_group_name"):  # a subscription's filter may name the group as people do
+            attributes["compute_node_group_name"] = detail["compute_node_group_name"]
         request = {
             "TopicArn": self.topic_arn,
             "Subject": summary.subject,

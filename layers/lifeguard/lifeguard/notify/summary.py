@@ -179,6 +179,10 @@ def summarize(
     end."""
     group = detail.get("compute_node_group_id") or "?"
     cluster = detail.get("cluster_id") or "?"
+    # The group by its name too when the event carries one (what people know it by), by its id always (what
+    # the commands take).
+    name = detail.get("compute_node_group_name")
+    known_as = f"{name} ({group} in {cluster})" if name else f"{group} ({cluster})"
     failures = detail.get("failures") or []
     suspect = detail.get("suspect") or None
     title = _TITLES.get(detail_type, detail_type)
@@ -200,7 +204,7 @@ def summarize(
     script = f"{suspect.get('stage')} › {suspect.get('script')}" if suspect else None
     if late:
         title = f"{title}, delivered late"
-    named = (title, group, suspect.get("script") if suspect else None, cluster)
+    named = (title, name or group, suspect.get("script") if suspect else None, cluster)
     kind = detail.get("kind") or "loop"
     in_words, broken = _LOOP_WORDS.get(str(kind), _LOOP_WORDS["loop"])
     happened = (
@@ -208,7 +212,7 @@ def summarize(
         if kind == "replacement"
         else "failed to bootstrap and were terminated"
     )
-    where = f"Compute node group {group} of cluster {cluster}"
+    where = f"Compute node group {f'{name} ({group})' if name else group} of cluster {cluster}"
     detected = f"{where} is in {in_words}: {len(failures)} node(s) {happened}."
     # The containment's own reason says what to do (an older one may not): said once.
     instruction = (
@@ -218,16 +222,15 @@ def summarize(
     )
     headline = {
         "BootstrapLoopDetected": detected,
-        "RemediationApplied": f"Lifeguard changed the lifecycle actions of {group} ({cluster}) to break the "
-        f"{broken}.",
-        "RemediationSkipped": f"Lifeguard did not change {group} ({cluster}).",
-        "RemediationFailed": f"Lifeguard could not change {group} ({cluster}); the loop may be going on.",
-        "LoopContained": f"The loop of {group} ({cluster}) stopped, but its script still fails: "
+        "RemediationApplied": f"Lifeguard changed the lifecycle actions of {known_as} to break the {broken}.",
+        "RemediationSkipped": f"Lifeguard did not change {known_as}.",
+        "RemediationFailed": f"Lifeguard could not change {known_as}; the loop may be going on.",
+        "LoopContained": f"The loop of {known_as} stopped, but its script still fails: "
         f"{_kept_words(detail.get('kept') or [])}.{instruction}",
         # Why it is over (a node booted clean, or the failing script left the configuration) is the reason.
-        "LoopResolved": f"The loop of {group} ({cluster}) is over.",
-        "ConfigChangeReviewed": _change_headline(group, cluster, detail),
-    }.get(detail_type, f"{detail_type} for {group} ({cluster}).")
+        "LoopResolved": f"The loop of {known_as} is over.",
+        "ConfigChangeReviewed": _change_headline(known_as, detail),
+    }.get(detail_type, f"{detail_type} for {known_as}.")
     if reason:
         headline = f"{headline} {_sentence(str(reason))}"
     if detail_type == "RemediationApplied" and not detail.get("dry_run"):
@@ -284,7 +287,7 @@ def summarize(
         diff=tuple(one_line(line) for line in diff),
         undo=undo,
         console=console_url(str(cluster), region),
-        console_group=one_line(group),
+        console_group=one_line(name or group),
         nodes=nodes_console_url(str(group), region),
         problems=tuple(one_line(clip(problem, 300)) for problem in problems[:10]),
         evidence_title="Risks" if detail_type == "ConfigChangeReviewed" else "Evidence",
@@ -351,19 +354,19 @@ def _undo_line(detail: Mapping[str, Any], cluster: object, group: object) -> str
     return undo_command(str(cluster), str(group))
 
 
-def _change_headline(group: str, cluster: str, detail: Mapping[str, Any]) -> str:
-    """Who changed which group when, and how many risks the review found."""
+def _change_headline(known_as: str, detail: Mapping[str, Any]) -> str:
+    """Who changed which group (`known_as`: its name and ids) when, and how many risks the review found."""
     risks = f"with {risks_found(detail)} risk(s)"  # all it found (its reason says how many are listed)
     changed_by = detail.get("changed_by")
     if not isinstance(changed_by, Mapping):
-        return f"The lifecycle actions of {group} ({cluster}) changed, {risks}."
+        return f"The lifecycle actions of {known_as} changed, {risks}."
     arn, at = changed_by.get("arn"), changed_by.get("at")
     when = f" at {utc(at)}" if at is not None else ""
     if changed_by.get("source") == "unknown":  # read back after a call that changed something else
         unknown = "(put there by whom is not known)"
-        return f"The lifecycle actions of {group} ({cluster}), in place{when} {unknown}, {risks}."
+        return f"The lifecycle actions of {known_as}, in place{when} {unknown}, {risks}."
     who = clip(arn, 300) if arn else "Someone (CloudTrail named no caller)"
-    return f"{who} changed the lifecycle actions of {group} ({cluster}){when}, {risks}."
+    return f"{who} changed the lifecycle actions of {known_as}{when}, {risks}."
 
 
 def risk_lines(risks: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:

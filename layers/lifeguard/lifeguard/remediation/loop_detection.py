@@ -21,6 +21,7 @@ _REQUIRED = ("episode_id", "cluster_id", "compute_node_group_id", "config_finger
     episode_id=string(),
     cluster_id=string(),
     compute_node_group_id=string(),
+    compute_node_group_name=optional(string()),
     kind=optional(string()),
     failures=list_of(json_object()),
     suspect=optional(json_object()),
@@ -35,6 +36,8 @@ class LoopDetection(Model):
     episode_id: str
     cluster_id: str
     compute_node_group_id: str
+    # As Lifeguard's state names the group (`remediator._as_known`), never as the event does.
+    compute_node_group_name: str | None = None
     kind: str | None = None
     failures: list[dict[str, Any]] = field(default_factory=list)
     suspect: dict[str, Any] | None = None

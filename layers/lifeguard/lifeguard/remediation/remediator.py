@@ -47,7 +47,7 @@ from lifeguard.aws.pcs import (
 from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, utc
 from lifeguard.detection import drain_of, mode_of
 from lifeguard.errors import AwsCallError, GroupNotFoundError, LifeguardError
-from lifeguard.event_contract import ControllerEvent, make_detail, undo_command
+from lifeguard.event_contract import ControllerEvent, group_name, make_detail, undo_command
 from lifeguard.group_state import Episode, GroupState, ProvenGood
 from lifeguard.lifecycle import diff_api_configs, fingerprint_of
 from lifeguard.lifecycle_rules import drains_kept_nodes
@@ -249,7 +249,7 @@ class Remediator:
             outcome, detection = self._decide(detection, deadline)
             event = self._event(detection, outcome)
             now = self.clock()
-            self._tell_settled(cluster_id, group_id, now)
+            self._tell_settled(cluster_id, group_id, now, name=detection.compute_node_group_name)
             entry = self._audit_entry(detection, outcome, event, now)
             if outcome.refused:
                 # Not a decision on the episode: a forged copy of its id must not pre-empt the real one.
@@ -294,7 +294,8 @@ class Remediator:
         logger.error("group %s of cluster %s: %s", group_id, cluster_id, reason)
         episode_id, revision = detail["episode_id"], detail.get("revision") or 1
         said_back = {**detail, "mode": None, "dry_run": True, "reason": reason, "undo": None}
-        said_back.update(config_after=None, diff=[], action=None)
+        # Named by its ids alone: a refused event's name is only what it says.
+        said_back.update(config_after=None, diff=[], action=None, compute_node_group_name=None)
         event = ControllerEvent(
             "RemediationSkipped",
             make_detail(**said_back),
@@ -396,7 +397,7 @@ class Remediator:
         if unmatched is not None:
             self.metric("RefusedDetections", 1)
             refused = _Verdict("skipped", self._known_mode(state), None, unmatched, True, refused=True)
-            return refused, detection
+            return refused, detection.model_copy(update={"compute_node_group_name": group_name(state)})
         self.tags_ignored = []
         verdict, detection = self._decide_matched(detection, state, ledger, deadline)
         if self.tags_ignored:  # whoever mistyped a tag learns it where they read the outcome, not in a log
@@ -631,7 +632,7 @@ class Remediator:
         decision.published = True
         self.store.save_decision(cluster_id, group_id, decided, decision=decision, now=now)
 
-    def _tell_settled(self, cluster_id: str, group_id: str, now: float) -> None:
+    def _tell_settled(self, cluster_id: str, group_id: str, now: float, *, name: str | None) -> None:
         """A change another decision found PCS had made (its own detection's event parked, its answers lost):
         audited and published as RemediationApplied of its detection, with its diff and the undo command
         (none when the operator undid it since: said so instead), and stored as that detection's decision
@@ -650,6 +651,7 @@ class Remediator:
                 episode_id=change.episode_id,
                 cluster_id=cluster_id,
                 compute_node_group_id=group_id,
+                compute_node_group_name=name,
                 mode=None if mode == "off" else mode,  # as `_event` says
                 config_before=change.config_before,
                 config_after=change.config_after,
@@ -1027,6 +1029,7 @@ class Remediator:
             episode_id=detection.episode_id,
             cluster_id=detection.cluster_id,
             compute_node_group_id=detection.compute_node_group_id,
+            compute_node_group_name=detection.compute_node_group_name,
             kind=detection.kind,
             failures=detection.failures,
             suspect=detection.suspect,
@@ -1084,7 +1087,8 @@ def _drain_step_is_lifeguards(ledger: Ledger) -> bool:
 
 def _as_known(detection: LoopDetection, state: GroupState) -> LoopDetection:
     """The detection with its evidence and suspect as its episode holds them (the open one, or the one
-    that ended last), not as the event says them: anyone who can put events on the bus can write those.
+    that ended last), and the group's name as the state knows it, not as the event says them: anyone who
+    can put events on the bus can write those.
     An episode the state no longer holds leaves the event's failures (ids and times of PCS's form) and
     drops its suspect, whose log tail is the event's own text."""
     episode = next(
@@ -1095,11 +1099,13 @@ def _as_known(detection: LoopDetection, state: GroupState) -> LoopDetection:
         ),
         None,
     )
+    name = group_name(state)
     if episode is None:
-        return detection.model_copy(update={"suspect": None})
+        return detection.model_copy(update={"suspect": None, "compute_node_group_name": name})
     replacement = episode.replacement_revision == detection.revision
     return detection.model_copy(
         update={
+            "compute_node_group_name": name,
             "kind": "replacement" if replacement else episode.kind,
             "failures": [f.model_dump() for f in (episode.unhealthy if replacement else episode.failures)],
             "suspect": episode.suspect.model_dump() if episode.suspect else None,
