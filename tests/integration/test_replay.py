@@ -365,7 +365,8 @@ def test_a_risky_change_recorded_by_cloudtrail_is_reviewed_before_the_loop_it_ca
         "2026-10-21 01:00:00 UTC"
     )
     subjects = [n["subject"] for n in document["notifications"] if n["channel"] == "sns"]
-    assert subjects[0] == "[Lifeguard] Risky change: pcs_abcdef01 in pcs_abc123de45"
+    assert subjects[0] == "[Lifeguard] Risky change: lca-static in pcs_abc123de45"  # the group by its name
+    assert review["compute_node_group_name"] == "lca-static"
     assert document["groups"][0]["node_lifecycle_actions"]["stages"]["nodeBootstrapped"][0] == new_script
 
 

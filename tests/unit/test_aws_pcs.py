@@ -244,7 +244,7 @@ def test_a_read_keeps_the_group_s_name_and_one_not_of_pcs_s_form_is_kept_as_none
 def test_a_listing_that_finds_a_group_unchanged_names_it_when_its_state_did_not() -> None:
     # A state stored before the name was kept: the listing that confirms it names the group, no read made.
     world = World()
-    world.add_groups(3)
+    others = world.add_groups(3)
     state = world.known(GROUP, START_MS)
     assert state.config is not None
     state.config.name = None
@@ -253,6 +253,21 @@ def test_a_listing_that_finds_a_group_unchanged_names_it_when_its_state_did_not(
     assert confirmed is not None
     assert confirmed.name == "lca-static"
     assert not confirmed.confirms(state.config)  # a change of the state: written
+    # A later batch's proof confirmed from the cluster's kept listing names it too.
+    other = world.known(others[0], START_MS)
+    assert other.config is not None
+    other.config.name = None
+    kept = KeptListings()
+    listed_at = START_MS + 180_000
+    BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 4}, kept=kept, now_ms=listed_at).current(
+        state, listed_at, tags=False, proof=True
+    )
+    later = BatchReads(world.gateway, REFRESH_MS, {CLUSTER: 1}, kept=kept, now_ms=listed_at + 60_000)
+    world.pcs.calls.clear()
+    proved = later.current(other, listed_at + 30_000, tags=False, proof=True)
+    assert world.pcs.calls == []
+    assert proved is not None
+    assert proved.name == "g000"
 
 
 def test_a_listing_passes_over_an_id_not_of_pcs_s_form_and_an_arn_out_of_bounds() -> None:

@@ -220,6 +220,27 @@ def test_a_group_s_name_of_pcs_s_form_comes_through_beside_its_id() -> None:
     assert clean_detail(applied_event()["detail"])[0].get("compute_node_group_name") is None
 
 
+def test_an_event_names_the_group_only_by_a_stored_name_of_pcs_s_form() -> None:
+    from lifeguard.detection import DetectionSettings
+    from lifeguard.event_contract import episode_event
+    from lifeguard.group_state import Episode, GroupState, KnownConfig
+
+    config = KnownConfig(modified_at=1, fingerprint="a" * 64, name="lca-static", checked_at=1)
+    state = GroupState(cluster_id="pcs_abc123de45", group_id="pcs_abcdef01", config=config)
+    episode = Episode(
+        episode_id="ep-1", kind="loop", opened_at=1, config_modified_at=1, config_fingerprint="a" * 64
+    )
+    settings = DetectionSettings(mode="quarantine", threshold=2, window_minutes=60)
+    assert episode_event("LoopResolved", state, episode, settings).detail["compute_node_group_name"] == (
+        "lca-static"
+    )
+    config.name = "x" * 300 + "\n*<!channel>*"  # a state not stored as Lifeguard stores it
+    detail = episode_event("LoopResolved", state, episode, settings).detail
+    assert detail["compute_node_group_name"] is None
+    state.config = None
+    assert episode_event("LoopResolved", state, episode, settings).detail["compute_node_group_name"] is None
+
+
 def test_the_recorded_events_are_clean() -> None:
     for name in ("bootstrap-loop-detected", "remediation-applied"):
         detail = load_event(f"eventbridge/{name}.json")["detail"]

@@ -95,10 +95,12 @@ DETAIL_TYPES: tuple[DetailType, ...] = get_args(DetailType)
 Signal = Literal["scaling_log", "node_reports"]
 SIGNALS: tuple[Signal, ...] = get_args(Signal)
 _LIST_KEYS = frozenset({"failures", "diff", "signals", "kept", "risks"})
+# DESIGN's keys, and the group's name beside its id (null where not known).
 DETAIL_KEYS: tuple[str, ...] = (
     "episode_id",
     "cluster_id",
     "compute_node_group_id",
+    "compute_node_group_name",
     "kind",
     "failures",
     "suspect",
@@ -562,8 +564,12 @@ def episode_signals(episode: Episode) -> list[str]:
 
 
 def group_name(state: GroupState) -> str | None:
-    """The group's name as PCS last gave it (`KnownConfig.name`), told beside its id; None when not known."""
-    return state.config.name if state.config is not None else None
+    """The group's name as PCS last gave it (`KnownConfig.name`), told beside its id; None when not known, or
+    not of PCS's form (a state stored otherwise than Lifeguard stores it)."""
+    from lifeguard.bounds import is_group_name
+
+    name = state.config.name if state.config is not None else None
+    return name if is_group_name(name) else None
 
 
 def episode_event(

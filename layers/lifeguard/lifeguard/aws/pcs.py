@@ -515,9 +515,8 @@ class KeptListings:
         summary = kept[1].get(state.group_id)
         if summary is None or summary.modified_at_ms != known.modified_at:
             return None
-        return known.model_copy(
-            update={"checked_at": kept[0], "status": summary.status, "tags": dict(known.tags)}
-        )
+        update = {"checked_at": kept[0], "status": summary.status, "name": _name(summary.name)}
+        return known.model_copy(update={**update, "tags": dict(known.tags)})
 
 
 class BatchReads:
