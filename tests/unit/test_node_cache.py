@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lifeguard.node.cache import ScriptCache, ScriptSource
 from lifeguard.node.fetch import FetchError, ScriptFetcher
@@ -408,3 +410,51 @@ def test_the_caches_bound_is_the_fetchers() -> None:
     from lifeguard.node.fetch import MAX_SCRIPT_BYTES
 
     assert CACHED_MAX_BYTES == MAX_SCRIPT_BYTES
+
+
+_SEGMENT = st.sampled_from(["etc", "amazon", "pcs", "scripts", "a", "b", ".", "..", ""])
+
+
+@given(
+    lead=st.sampled_from(["", "/", "//", "./"]),
+    top=st.lists(_SEGMENT, max_size=4),
+    below=st.lists(_SEGMENT, max_size=5),
+    under=st.booleans(),
+)
+def test_the_folders_looked_at_are_those_path_s_parents_walk(
+    lead: str, top: list[str], below: list[str], under: bool
+) -> None:
+    """The folders `_closed_to_others` looks at, from the cache's top down, worked out as text: the same as
+    Path's own walk up (which cost 0.3 ms a script on the node's Python), for any layout root."""
+    from lifeguard.node.cache import _folders_down
+
+    top_path = Path(lead + "/".join(top))
+    script = Path(lead + "/".join([*(top if under else ["x"]), *below, "script"]))
+    walked = [script.parent]
+    while walked[-1] != top_path and walked[-1] != walked[-1].parent:
+        walked.append(walked[-1].parent)
+    assert _folders_down(os.fspath(script), os.fspath(top_path)) == [str(f) for f in reversed(walked)]
+
+
+def test_a_copy_that_grew_after_its_size_was_read_is_read_whole_and_held_to_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached file is read to the size its fstat gave, plus one byte: one that grew meanwhile is read on,
+    to the cache's bound and no further."""
+    from lifeguard.node import cache as node_cache
+
+    copy = tmp_path / "copy"
+    real_fstat = os.fstat
+
+    def smaller(fd: int) -> os.stat_result:  # the size before the file grew
+        found = real_fstat(fd)
+        return os.stat_result((*found[:6], 3, *found[7:]))
+
+    monkeypatch.setattr(node_cache.os, "fstat", smaller)
+    copy.write_bytes(b"#!/bin/bash\necho grown\n")
+    copy.chmod(0o640)
+    assert node_cache._read(copy, 1000) == b"#!/bin/bash\necho grown\n"
+    with pytest.raises(ValueError, match="larger than 20 bytes"):
+        node_cache._read(copy, 20)
+    copy.write_bytes(b"x" * 21)
+    assert node_cache._read(copy, 21) == b"x" * 21  # at the bound exactly: whole
