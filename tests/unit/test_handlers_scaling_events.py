@@ -1682,6 +1682,35 @@ def test_reports_after_the_success_saying_its_node_ends_still_reopen_the_loop_as
     assert world.published()[-1] == "LoopContained"
 
 
+def test_reports_after_the_success_of_a_node_pcs_has_since_ended_reopen_nothing() -> None:
+    """The success ended the loop; PCS then ended its node (a ready check under TERMINATE failed, on a
+    configuration other than the loop's: a loop of its own, not this one reopened). The node's reports come
+    after that end, showing the loop's script failing on: the node is gone, so it keeps nothing, and no
+    LoopContained says "the loop stopped" with it kept (dated at its end)."""
+    world, kept, report, reports = loop_of_a_script_set_to_continue()
+    ending = json.loads(json.dumps(TERMINATE))
+    ending["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
+    ending["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
+    world.person_sets(ending, at(1, 13))
+    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
+    world.feed([succeeded(kept, at(1, 21))])
+    assert world.published()[-1] == "LoopResolved"
+    world.feed([failed(kept, at(1, 22))])
+    state = world.state()
+    assert state.episode is None
+    assert state.last_episode is not None
+    assert state.last_episode.resolved_by == kept
+    check = ran(
+        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
+    )
+    reports.handle_messages([(json.dumps(report), "stream:1"), (check.to_json(), "stream:2")])
+    assert "LoopContained" not in world.published()
+    state = world.state()
+    assert state.episode is None
+    assert state.last_episode is not None
+    assert state.last_episode.resolved_by == kept
+
+
 def ran(
     instance: str,
     when: int,
