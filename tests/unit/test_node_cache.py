@@ -458,3 +458,16 @@ def test_a_copy_that_grew_after_its_size_was_read_is_read_whole_and_held_to_the_
         node_cache._read(copy, 20)
     copy.write_bytes(b"x" * 21)
     assert node_cache._read(copy, 21) == b"x" * 21  # at the bound exactly: whole
+
+
+def test_a_regular_file_whose_size_says_zero_is_read_whole() -> None:
+    """A file whose fstat says 0 bytes though it holds more (/proc's) is read on past its size."""
+    from lifeguard.node import cache as node_cache
+
+    proc = Path("/proc/self/mountinfo")
+    if not proc.exists() or os.stat(proc).st_uid != os.geteuid():
+        pytest.skip("no /proc/self of this user's")
+    assert os.stat(proc).st_size == 0
+    data = node_cache._read(proc, 1 << 20)
+    assert data.endswith(b"\n")
+    assert data.count(b"\n") == proc.read_bytes().count(b"\n")

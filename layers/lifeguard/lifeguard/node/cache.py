@@ -191,7 +191,8 @@ def _read(path: Path, most: int) -> bytes:
 
 def _folders_down(path: str, top: str) -> list[str]:
     """The folders from `top` down to `path`'s own, as `Path.parent` names them (from the filesystem's
-    root, or `.`, when `path` is not under `top`)."""
+    root, or `.`, when `path` is not under `top`). Both as `os.fspath` gives a Path's: normalized, or the
+    walk may pass `top` by and go on up."""
     folder = os.path.dirname(path) or "."
     folders = [folder]
     while folder != top:

@@ -399,7 +399,7 @@ def _ship(args: argparse.Namespace) -> int:
         # Stopped (systemd, as the instance a TERMINATE failure ends shuts down): a last look at what was
         # logged since the last poll, then out; that failure is the report that matters most. Out within
         # LAST_LOOK_SECONDS of the signal whatever a put in flight does: a shutdown is not held up.
-        import threading  # here: a boot never loads it (1-2 ms of its start on the node's Python)
+        import threading  # here: a cached reboot never loads it (1-2 ms of its start on the node's Python)
 
         stopped: list[threading.Timer] = []
 
