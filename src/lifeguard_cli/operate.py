@@ -998,13 +998,30 @@ def _episode(state: GroupState) -> dict[str, Any] | None:
         "failures": len(episode.failures),
         "suspect": f"{suspect.stage}/{suspect.script}" if suspect else None,
         "contained_at": episode.contained_at,
-        # A kept node PCS has since terminated as unhealthy is kept no more.
-        "kept": [instance for instance in episode.kept if instance not in state.unhealthy],
+        # A kept node PCS has since terminated (as unhealthy, or after a failed check) is kept no more.
+        "kept": [instance for instance in episode.kept if _kept_node_end(state, instance) is None],
         "replaced": [instance for instance in episode.kept if instance in state.unhealthy],
+        "ended": [
+            instance
+            for instance in episode.kept
+            if instance not in state.unhealthy and _kept_node_end(state, instance) is not None
+        ],
         # Told again as a replacement loop (its nodes replaced as unhealthy, again and again: a drain step
         # PCS answers by replacing the node): how many, else 0. The loop goes on, whatever kept it before.
         "replacement_loop": len(episode.unhealthy) if episode.replacement_revision is not None else 0,
     }
+
+
+def _kept_node_end(state: GroupState, instance: str) -> tuple[int, str] | None:
+    """When and how PCS ended a node a loop kept, if it did: terminated as unhealthy, or after its ACTIVE
+    (a nodeReady check under TERMINATE failed: its outcome is that failure now); None while it is up."""
+    if instance in state.unhealthy:
+        return state.unhealthy[instance], "as unhealthy (TERMINATED/UNHEALTHY_NODE)"
+    outcome = state.outcomes.get(instance)
+    if outcome is not None and not outcome.succeeded:
+        how = "after its ACTIVE (TERMINATED/BOOTSTRAP_FAILED: a nodeReady check under TERMINATE failed)"
+        return outcome.event_timestamp, how
+    return None
 
 
 def _episode_ends(state: GroupState) -> list[AuditEntry]:
@@ -1020,13 +1037,12 @@ def _episode_ends(state: GroupState) -> list[AuditEntry]:
             reason = f"contained, not fixed: {kept} kept with {script} still failing"
             found.append(_milestone(episode.contained_at, "contained", episode.episode_id, reason))
             for instance in episode.kept:
-                if instance in state.unhealthy:
-                    reason = (
-                        f"kept node {instance} terminated by PCS as unhealthy (TERMINATED/UNHEALTHY_NODE)"
-                    )
-                    found.append(
-                        _milestone(state.unhealthy[instance], "replaced", episode.episode_id, reason)
-                    )
+                end = _kept_node_end(state, instance)
+                if end is not None:
+                    at, how = end
+                    reason = f"kept node {instance} terminated by PCS {how}"
+                    decision = "replaced" if instance in state.unhealthy else "ended"
+                    found.append(_milestone(at, decision, episode.episode_id, reason))
         if episode.resolved_at is not None:
             # Ended by a node's success (its reports, if any, in the LoopResolved event), or by a
             # configuration that no longer holds the script (at that configuration's time, no node).
