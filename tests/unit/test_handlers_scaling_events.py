@@ -1661,11 +1661,9 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     assert world.published().count("LoopContained") == 1
 
 
-def test_reports_after_the_success_saying_its_node_ends_still_reopen_the_loop_as_contained() -> None:
-    """The success ended the loop; its node's reports then show the loop's script failing under CONTINUE and
-    a ready check under TERMINATE, which any node can forge. Nothing judges a resolved loop's node again
-    once the reports' grace is over, so held back, a forged report kept "the loop is over" for good while
-    the node served with its script failing: it is contained at once, as before."""
+def resolved_by_a_node_with_a_ready_check() -> tuple[World, str, dict[str, Any], NodeReportsHandler]:
+    """`loop_of_a_script_set_to_continue`, its configuration's nodeReady check under TERMINATE: the kept
+    node's success (1:19) resolves the loop and proves the configuration; its reports are still to come."""
     world, kept, report, reports = loop_of_a_script_set_to_continue()
     ending = json.loads(json.dumps(TERMINATE))
     ending["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
@@ -1674,10 +1672,24 @@ def test_reports_after_the_success_saying_its_node_ends_still_reopen_the_loop_as
     world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
     world.feed([succeeded(kept, at(1, 21))])
     assert world.published()[-1] == "LoopResolved"
+    return world, kept, report, reports
+
+
+def ready_check_failed(instance: str) -> str:
+    """The instance's report of its nodeReady check failing under TERMINATE (at 1:18), as shipped."""
     check = ran(
-        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
+        instance, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
     )
-    reports.handle_messages([(json.dumps(report), "stream:1"), (check.to_json(), "stream:2")])
+    return check.to_json()
+
+
+def test_reports_after_the_success_saying_its_node_ends_still_reopen_the_loop_as_contained() -> None:
+    """The success ended the loop; its node's reports then show the loop's script failing under CONTINUE and
+    a ready check under TERMINATE, which any node can forge. Nothing judges a resolved loop's node again
+    once the reports' grace is over, so held back, a forged report kept "the loop is over" for good while
+    the node served with its script failing: it is contained at once, as before."""
+    world, kept, report, reports = resolved_by_a_node_with_a_ready_check()
+    reports.handle_messages([(json.dumps(report), "stream:1"), (ready_check_failed(kept), "stream:2")])
     world.feed([launched("i-0later0000000000", at(1, 40))])
     assert world.published()[-1] == "LoopContained"
 
@@ -1687,23 +1699,13 @@ def test_reports_after_the_success_of_a_node_pcs_has_since_ended_reopen_nothing(
     configuration other than the loop's: a loop of its own, not this one reopened). The node's reports come
     after that end, showing the loop's script failing on: the node is gone, so it keeps nothing, and no
     LoopContained says "the loop stopped" with it kept (dated at its end)."""
-    world, kept, report, reports = loop_of_a_script_set_to_continue()
-    ending = json.loads(json.dumps(TERMINATE))
-    ending["stages"]["nodeBootstrapped"][0]["onError"] = "CONTINUE"
-    ending["stages"]["nodeReady"][0]["onError"] = "TERMINATE"
-    world.person_sets(ending, at(1, 13))
-    world.feed([launched(kept, at(1, 14)), succeeded(kept, at(1, 19))])
-    world.feed([succeeded(kept, at(1, 21))])
-    assert world.published()[-1] == "LoopResolved"
+    world, kept, report, reports = resolved_by_a_node_with_a_ready_check()
     world.feed([failed(kept, at(1, 22))])
     state = world.state()
     assert state.episode is None
     assert state.last_episode is not None
     assert state.last_episode.resolved_by == kept
-    check = ran(
-        kept, at(1, 18), outcome="failed", script="ready-check", stage="nodeReady", on_error="TERMINATE"
-    )
-    reports.handle_messages([(json.dumps(report), "stream:1"), (check.to_json(), "stream:2")])
+    reports.handle_messages([(json.dumps(report), "stream:1"), (ready_check_failed(kept), "stream:2")])
     assert "LoopContained" not in world.published()
     state = world.state()
     assert state.episode is None
