@@ -1661,6 +1661,27 @@ def test_reports_that_come_after_the_success_turn_the_resolution_into_containmen
     assert world.published().count("LoopContained") == 1
 
 
+def test_late_reports_of_a_node_that_ended_hours_after_the_loop_s_end_still_reopen_it_as_contained() -> None:
+    """The success ended the loop on its own configuration; PCS ended the node 7 hours on (past the boot
+    that ended the loop: a reboot's script, say, so the loop is not reopened by that end), and only then
+    came the node's reports of its launch boot, the loop's script failing under CONTINUE: the node was kept,
+    and the loop contained, all those hours. The reports reopen it as contained, as before PCS's end."""
+    world, handler, _ = ready_check_under_terminate()
+    first, second, node = "i-0own000000000001", "i-0own000000000002", "i-0own000000000003"
+    world.feed([launched(first, at(1, 3)), failed(first, at(1, 6))])
+    world.feed([launched(second, at(1, 9)), failed(second, at(1, 12))])
+    world.feed([launched(node, at(1, 13)), succeeded(node, at(1, 16))])
+    world.feed([launched("i-0other0000000001", at(1, 40))])  # past the reports' grace
+    assert world.published() == ["BootstrapLoopDetected", "LoopResolved"]
+    world.feed([failed(node, at(1, 16) + 7 * 3_600_000)])
+    assert not world.state().outcomes[node].succeeded
+    failing = _run(
+        node, "nodeBootstrapped", "record-after-fail", "failed", on_error="CONTINUE", at_s=at(1, 15) // 1000
+    )
+    ship(world, handler, [failing])
+    assert world.published()[-1] == "LoopContained"
+
+
 def resolved_by_a_node_with_a_ready_check() -> tuple[World, str, dict[str, Any], NodeReportsHandler]:
     """`loop_of_a_script_set_to_continue`, its configuration's nodeReady check under TERMINATE: the kept
     node's success (1:19) resolves the loop and proves the configuration; its reports are still to come."""

@@ -130,15 +130,18 @@ def reopen_as_contained(
     """When a node's failed runs arrive after the scaling log's success ended the episode with it (the two
     logs are delivered apart): that episode was contained, not resolved. It is open again, the node kept,
     and the configuration it proved is proven by nothing. Not past REPORTS_OVERTURN_MS after the success
-    (at `now_ms`, the invocation's time, when given), nor once PCS ended the node."""
+    (at `now_ms`, the invocation's time, when given), nor once PCS ended the node on that boot."""
     last = state.last_episode
     if last is None or last.resolved_by is None or last.resolved_at is None:
         return []
     outcome = state.outcomes.get(last.resolved_by)
-    if outcome is None or not outcome.succeeded:
-        # PCS ended the node since (a nodeReady script under TERMINATE): it keeps nothing. On the loop's own
-        # configuration that end reopened the loop (`reopen_after_ready_failure`); on another, it is that
-        # configuration's first failure.
+    if outcome is None:
+        return []
+    if not outcome.succeeded and outcome.event_timestamp - last.resolved_at <= LAUNCH_BOOT_AFTER_OUTCOME_MS:
+        # PCS ended the node on that boot (a nodeReady script under TERMINATE): it keeps nothing. On the
+        # loop's own configuration that end reopened the loop (`reopen_after_ready_failure`); on another, it
+        # is that configuration's first failure. An end hours later (a reboot's script) leaves the node kept
+        # until then, as before.
         return []
     # The runs of the boot that ended it: its first, since the launch (nodeReady's run after the success
     # was logged, as the article saw), of the group's scripts.
