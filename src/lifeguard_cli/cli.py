@@ -920,7 +920,7 @@ def status(
             + (f", {episode['suspect']})" if episode["suspect"] else ")")
             + (f"; contained, not fixed: {len(episode['kept'])} kept" if episode["contained_at"] else "")
             + (f", {len(episode['replaced'])} replaced as unhealthy" if episode["replaced"] else "")
-            + (f", {len(episode['ended'])} ended by a failed check" if episode.get("ended") else "")
+            + (f", {len(episode['ended'])} failed since" if episode.get("ended") else "")
             + (
                 f"; now a replacement loop: {episode['replacement_loop']} nodes replaced as unhealthy"
                 if episode["replacement_loop"]

@@ -1013,14 +1013,15 @@ def _episode(state: GroupState) -> dict[str, Any] | None:
 
 
 def _kept_node_end(state: GroupState, instance: str) -> tuple[int, str] | None:
-    """When and how PCS ended a node a loop kept, if it did: terminated as unhealthy, or after its ACTIVE
-    (a nodeReady check under TERMINATE failed: its outcome is that failure now); None while it is up."""
+    """When and how PCS ended a node a loop kept, if it did: terminated as unhealthy, or failed after its
+    ACTIVE (a nodeReady check under TERMINATE, a reboot's script: its outcome is that failure now); None
+    while it is up, or once the group's state no longer holds its end (its last `OUTCOME_LIMIT` outcomes,
+    its last unhealthy terminations)."""
     if instance in state.unhealthy:
         return state.unhealthy[instance], "as unhealthy (TERMINATED/UNHEALTHY_NODE)"
     outcome = state.outcomes.get(instance)
     if outcome is not None and not outcome.succeeded:
-        how = "after its ACTIVE (TERMINATED/BOOTSTRAP_FAILED: a nodeReady check under TERMINATE failed)"
-        return outcome.event_timestamp, how
+        return outcome.event_timestamp, "after its ACTIVE (TERMINATED/BOOTSTRAP_FAILED)"
     return None
 
 
