@@ -276,7 +276,9 @@ def test_a_node_terminated_in_node_bootstrapped_never_gets_to_slurmd_on_the_twin
     spread = datetime.fromisoformat(records[-1]["timestamp"]) - datetime.fromisoformat(
         records[0]["timestamp"]
     )
-    assert spread.total_seconds() < 2  # its nodeReady scripts skipped at once, on the clock as it was
+    # Its nodeReady scripts skipped at once, on the clock as it was: not 27 s on. The whole boot is in the
+    # spread (its script fetched from the local S3), which a loaded machine took 2.2 s over.
+    assert spread.total_seconds() < 27 / 2
 
 
 def test_a_failure_is_one_even_when_the_boot_was_started_with_sigchld_ignored(node: Node) -> None:
