@@ -63,8 +63,8 @@ __all__ = [
     "clip",
     "clock_time",
     "event_time",
+    "group_name_of",
     "implausible_time",
-    "is_group_name",
     "is_pcs_id",
     "one_line",
     "pcs_pattern",
@@ -128,9 +128,10 @@ def is_pcs_id(value: object) -> bool:
 GROUP_NAME: Check = string(min_length=3, max_length=25, pattern=pcs_pattern("ComputeNodeGroupName"))
 
 
-def is_group_name(value: object) -> bool:
-    """Whether `value` is a compute node group's name of PCS's form (`GROUP_NAME`), the only kind told."""
-    return GROUP_NAME(value, (), []) is not BAD
+def group_name_of(value: object) -> str | None:
+    """`value` when it is a compute node group's name of PCS's form (`GROUP_NAME`), the only kind kept and
+    told; else None."""
+    return value if isinstance(value, str) and GROUP_NAME(value, (), []) is not BAD else None
 
 
 INSTANCE_ID: Check = string(pattern=INSTANCE_ID_PATTERN)

@@ -32,8 +32,8 @@ from lifeguard.bounds import (
     PCS_ID,
     anchored,
     clip,
+    group_name_of,
     implausible_time,
-    is_group_name,
     is_pcs_id,
 )
 from lifeguard.errors import InvalidLifecycleConfigError
@@ -171,8 +171,8 @@ class ConfigCall:
 
     @property
     def group_name(self) -> str | None:
-        """The group's name, when the call named it by it (a create always does; `bounds.is_group_name`)."""
-        return self.group_identifier if is_group_name(self.group_identifier) else None
+        """The group's name, when the call named it by it (a create always does; `bounds.group_name_of`)."""
+        return group_name_of(self.group_identifier)
 
     def changed_by(self) -> dict[str, Any]:
         """Who made the change, and when, as controller events carry it."""

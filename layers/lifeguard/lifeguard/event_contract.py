@@ -566,10 +566,9 @@ def episode_signals(episode: Episode) -> list[str]:
 def group_name(state: GroupState) -> str | None:
     """The group's name as PCS last gave it (`KnownConfig.name`), told beside its id; None when not known, or
     not of PCS's form (a state stored otherwise than Lifeguard stores it)."""
-    from lifeguard.bounds import is_group_name
+    from lifeguard.bounds import group_name_of
 
-    name = state.config.name if state.config is not None else None
-    return name if is_group_name(name) else None
+    return group_name_of(state.config.name) if state.config is not None else None
 
 
 def episode_event(

@@ -296,7 +296,7 @@ class KnownConfig(Model):
     fingerprint: str
     node_lifecycle_actions: dict[str, Any] | None = None
     arn: str | None = None
-    # Its name, what people know it by (`bounds.is_group_name`; None until read, or not of PCS's form):
+    # Its name, what people know it by (`bounds.group_name_of`; None until read, or not of PCS's form):
     # the events name the group by it beside its id.
     name: str | None = None
     status: str | None = None

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip, is_group_name, is_pcs_id
+from lifeguard.bounds import CONFIG_MAX_STORED_BYTES, clip, group_name_of, is_pcs_id
 from lifeguard.errors import AwsCallError, GroupNotFoundError
 from lifeguard.group_state import GroupState, KnownConfig
 from lifeguard.lifecycle import canonical_json, fingerprint_of_json
@@ -515,7 +515,7 @@ class KeptListings:
         summary = kept[1].get(state.group_id)
         if summary is None or summary.modified_at_ms != known.modified_at:
             return None
-        update = {"checked_at": kept[0], "status": summary.status, "name": _name(summary.name)}
+        update = {"checked_at": kept[0], "status": summary.status, "name": group_name_of(summary.name)}
         return known.model_copy(update={**update, "tags": dict(known.tags)})
 
 
@@ -654,7 +654,7 @@ class BatchReads:
                 return self._gone(state)
             unchanged = known is not None and summary.modified_at_ms == known.modified_at
             if known is not None and unchanged and (known.actions_read or listing_will_do):
-                update = {"checked_at": as_of, "status": summary.status, "name": _name(summary.name)}
+                update = {"checked_at": as_of, "status": summary.status, "name": group_name_of(summary.name)}
                 return known.model_copy(update=update)
             if listing_will_do:
                 return _listed(summary, known, as_of, self.tag_refresh_ms)
@@ -688,7 +688,7 @@ class BatchReads:
             node_lifecycle_actions=kept,
             actions_read=kept is not None or actions is None,
             arn=snapshot.arn,
-            name=_name(snapshot.name),
+            name=group_name_of(snapshot.name),
             status=snapshot.status,
             tags=dict(known.tags) if known else {},
             checked_at=as_of,
@@ -775,11 +775,6 @@ def _asked[A](
     return answer
 
 
-def _name(name: str) -> str | None:
-    """A group's name as an answer gives it, kept when it is of PCS's form (`is_group_name`)."""
-    return name if is_group_name(name) else None
-
-
 def _listed(
     summary: GroupSummary, known: KnownConfig | None, batch_time: int, tag_refresh_ms: int
 ) -> KnownConfig:
@@ -790,7 +785,7 @@ def _listed(
         node_lifecycle_actions=None,
         actions_read=False,
         arn=summary.arn or (known.arn if known else None),
-        name=_name(summary.name),
+        name=group_name_of(summary.name),
         status=summary.status,
         tags=dict(known.tags) if known else {},
         checked_at=batch_time,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from lifeguard.aws.eventbridge import EventPublisher
 from lifeguard.aws.pcs import PcsGateway, is_transient
-from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, is_group_name, utc
+from lifeguard.bounds import CLIENT_TOKEN_PREFIX, clip, group_name_of, utc
 from lifeguard.cloudtrail import CallIgnored, CallParseError, ConfigCall, parse_config_call
 from lifeguard.errors import AwsCallError, GroupNotFoundError, InvalidLifecycleConfigError
 from lifeguard.event_contract import (
@@ -97,7 +97,7 @@ class _Target:
     group_id: str
     config: NodeLifecycleActions | None
     carried: bool  # the configuration is the request's, not read back from PCS
-    name: str | None = None  # its name, when PCS's answer or the call gave one (`bounds.is_group_name`)
+    name: str | None = None  # its name, when PCS's answer or the call gave one (`bounds.group_name_of`)
 
 
 _NOT_WATCHED = "cluster {cluster} is not one of the stack's ClusterIds"
@@ -357,7 +357,7 @@ class ConfigReviewHandler:
                 f"{clip(call.group_identifier)} is another group now ({snapshot.group_id}, created "
                 f"{utc(snapshot.created_at_ms)}, after the call): the one the call changed is gone"
             )
-        name = snapshot.name if is_group_name(snapshot.name) else call.group_name
+        name = group_name_of(snapshot.name) or call.group_name
         if call.config is not None:
             return _Target(snapshot.cluster_id, snapshot.group_id, call.config, carried=True, name=name)
         actions = snapshot.node_lifecycle_actions
