@@ -72,6 +72,7 @@ BUNDLE_FILES = (
     "lifeguard/node/executor.py",
     "lifeguard/node/fetch.py",
     "lifeguard/node/layout.py",
+    "lifeguard/node/options.py",
     "lifeguard/node/process.py",
     "lifeguard/node/report.py",
     "lifeguard/node/shipper.py",

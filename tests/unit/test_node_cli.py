@@ -9,10 +9,14 @@ import subprocess
 import tomllib
 from pathlib import Path
 
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 
 import lifeguard
-from lifeguard.node.cli import main
+from lifeguard.node.cli import BOOT_VALUES, main, plain_boot
+from lifeguard.node.options import parsed
 from tests.conftest import NODE_PYTHON, REPO
 
 LAYER = REPO / "layers" / "lifeguard"
@@ -152,6 +156,107 @@ def test_bad_usage_of_boot_exits_64(
     assert err.startswith("usage: lifeguard-node boot")
     assert err.splitlines()[-1].startswith("lifeguard-node boot: ")
     assert message in err.splitlines()[-1]
+
+
+# Words a boot's command line may hold: options, their near misses, values argparse reads as options.
+WORDS = [
+    *BOOT_VALUES,
+    "--json",
+    "boot",
+    "ship",
+    "--conf",
+    "--root=/",
+    "--json=1",
+    "-h",
+    "--help",
+    "--",
+    "-",
+    "-1",
+    "-x y",
+    "1.5",
+    " 2 ",
+    "nan",
+    "1_0",
+    "soon",
+    "",
+    "a b",
+    "actions.json",
+    "file:///tmp/actions.json",
+    "/",
+    "node\udcff",
+]
+VALUES = [word for word in WORDS if not word.startswith("-")]
+
+
+def as_argparse_reads(argv: list[str]) -> str:
+    """What argparse makes of ARGV (`repr`: a nan equals itself), or how it refused it."""
+    try:
+        return repr(sorted(vars(parsed(argv)).items()))
+    except SystemExit as refused:
+        return f"exit {refused.code}"
+
+
+@hypothesis.given(st.lists(st.sampled_from(WORDS), max_size=12).map(lambda words: ["boot", *words]))
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_a_boot_read_without_argparse_is_what_argparse_reads(argv: list[str]) -> None:
+    """`plain_boot` reads a command line argparse reads alike, or leaves it to argparse; any mix of words."""
+    plain = plain_boot(argv)
+    if plain is not None:
+        assert repr(sorted(vars(plain).items())) == as_argparse_reads(argv)
+
+
+@st.composite
+def plain_boot_lines(draw: st.DrawFn) -> list[str]:
+    """`boot`, both required options and any others, each once with a value, in any order, maybe --json."""
+    optional = draw(st.lists(st.sampled_from(list(BOOT_VALUES)[2:]), unique=True))
+    pairs = [[option, draw(st.sampled_from(VALUES))] for option in ["--config", "--root", *optional]]
+    pairs = draw(st.permutations(pairs))
+    flags = [["--json"]] * draw(st.integers(0, 2))
+    words = [word for pair in draw(st.permutations([*pairs, *flags])) for word in pair]
+    return ["boot", *words]
+
+
+@hypothesis.given(plain_boot_lines())
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_a_plain_boot_is_read_without_argparse_as_argparse_reads_it(argv: list[str]) -> None:
+    timeout = argv[argv.index("--script-timeout") + 1] if "--script-timeout" in argv else "0"
+    try:
+        float(timeout)
+    except ValueError:  # not a number: argparse says so
+        assert plain_boot(argv) is None
+        return
+    plain = plain_boot(argv)
+    assert plain is not None
+    assert repr(sorted(vars(plain).items())) == as_argparse_reads(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["boot", "--conf", "actions.json", "--root", "/"],
+        ["boot", "--config=actions.json", "--root", "/"],
+        ["boot", "--config", "actions.json", "--root", "/", "-h"],
+        ["boot", "--config", "a.json", "--config", "b.json", "--root", "/"],
+        ["boot", "--config", "actions.json", "--root", "-"],
+        ["boot", "--config", "actions.json", "--root", "/", "--script-timeout", "-1"],
+        ["boot", "--config", "actions.json", "--root", "/", "--node-id"],
+        ["boot", "--config", "actions.json"],
+        ["--version", "boot", "--config", "actions.json", "--root", "/"],
+    ],
+    ids=[
+        "abbreviation",
+        "value-after-equals",
+        "help",
+        "given-twice",
+        "dash-value",
+        "negative-number",
+        "value-missing",
+        "required-missing",
+        "option-before-the-command",
+    ],
+)
+def test_any_other_boot_line_is_left_to_argparse(argv: list[str]) -> None:
+    assert plain_boot(argv) is None
 
 
 def test_ship_that_cannot_tell_the_nodes_ids_is_bad_usage_and_without_boto3_an_error(
@@ -336,7 +441,7 @@ def test_the_readme_gives_each_node_command_with_the_options_it_takes() -> None:
     import argparse
     import re
 
-    from lifeguard.node.cli import _parser
+    from lifeguard.node.options import parser
 
     readme = (REPO / "README.md").read_text()
     block = readme.split("## The node side", 1)[1].split("```", 2)[1]
@@ -346,7 +451,7 @@ def test_the_readme_gives_each_node_command_with_the_options_it_takes() -> None:
         if line.startswith("lifeguard-node "):
             command = line.split()[1]
         synopsis.setdefault(command, set()).update(re.findall(r"--[a-z-]+", line))
-    commands = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    commands = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
     taken = {  # what `--help` shows: an option for the step's own watcher is not
         name: {
             option

@@ -26,8 +26,13 @@ DRAIN = ("lifeguard.node.drain",)
 # What the boot's own records and file writes once cost every boot (about 20 ms on the node's Python 3.9),
 # what argparse's help formatter imports to size itself (shutil, with bz2 and lzma: about 5 ms), and
 # datetime and gzip (the time module stamps the log lines, zlib reads the PCS model: 2-5 ms), subprocess
-# (scripts are spawned; it is the fallback's: 4-5 ms) and threading (the shipper's: 1-2 ms).
+# (scripts are spawned; it is the fallback's: 4-5 ms), threading (the shipper's: 1-2 ms), and argparse with
+# gettext and locale and the whole command line's parser (a plain boot's is read without them: 8-10 ms).
 HEAVY = (
+    "argparse",
+    "gettext",
+    "locale",
+    "lifeguard.node.options",
     "dataclasses",
     "inspect",
     "tempfile",
