@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,61 @@ def test_a_boot_whose_count_a_full_disk_refuses_is_still_the_boot_its_scripts_ma
     assert result.exit_code == EXIT_COMPLETED
     assert [run.outcome for run in result.runs] == ["succeeded"]
     assert "the boot count cannot be saved" in capsys.readouterr().err
+
+
+def _executor(root: Path) -> Executor:
+    fetchers = {"s3": BucketFetcher({MOUNT: PASSING})}
+    return Executor(CONFIG, NodeLayout(root), IDENTITY, fetchers=fetchers, fetch_backoff_seconds=0)
+
+
+def test_a_reboot_saves_and_syncs_its_state_once_before_its_first_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The boot saved as under way counts as done at the next boot: its end is not written and synced
+    again (2-4 ms a boot), and the state the reboot leaves makes the boot after it boot 3."""
+    executor = _executor(tmp_path)
+    assert executor.boot().first_boot
+    real_write, real_fsync = lifeguard.node.executor.atomic_write, os.fsync
+    saved: list[tuple[str, bytes]] = []
+    synced: list[int] = []
+
+    def write(path: Path, data: bytes, mode: int) -> None:
+        saved.append((path.name, data))
+        real_write(path, data, mode)
+
+    def fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(lifeguard.node.executor, "atomic_write", write)
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert executor.boot().boot == 2
+    assert saved == [("boot-state.json", b'{"completed_boots": 1, "started": 2}')]
+    assert len(synced) == 1
+    assert executor.boot().boot == 3
+
+
+def test_a_boot_whose_start_could_not_be_saved_saves_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The disk full as the boot began, and not at its end (a script made room): the next boot is a
+    reboot all the same, and a FIRST_BOOT_ONLY script does not run twice."""
+    real_write = lifeguard.node.executor.atomic_write
+    refused: list[Path] = []
+
+    def full_once(path: Path, data: bytes, mode: int) -> None:
+        if path.name == "boot-state.json" and not refused:
+            refused.append(path)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, data, mode)
+
+    monkeypatch.setattr(lifeguard.node.executor, "atomic_write", full_once)
+    executor = _executor(tmp_path)
+    assert executor.boot().first_boot
+    assert "the boot count cannot be saved" in capsys.readouterr().err
+    again = executor.boot()
+    assert (again.boot, again.first_boot) == (2, False)
+    assert [run.outcome for run in again.runs] == ["skipped"]  # FIRST_BOOT_ONLY, PCS's default
 
 
 def test_each_script_gets_thirty_minutes_by_default(
