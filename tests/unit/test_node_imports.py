@@ -196,3 +196,37 @@ def test_the_entry_point_collects_garbage_again_once_its_imports_are_done() -> N
         check=True,
     )
     assert done.stdout.splitlines() == ["main True", "exit 0", "import failed True"]
+
+
+# `python -m lifeguard.node ARGS` with an exit handler, as any module's teardown, that says it ran.
+TEARDOWN_PROBE = """
+import atexit, runpy, sys
+sys.path.insert(0, sys.argv[1])
+atexit.register(lambda: print("teardown", flush=True))
+sys.argv = ["lifeguard-node", *sys.argv[2:]]
+runpy.run_module("lifeguard.node", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_a_boot_process_ends_without_the_interpreters_teardown_its_output_whole(
+    cached_node: Path, tmp_path: Path, python: str
+) -> None:
+    """A boot's process skips Python's teardown of its modules (7 ms on 3.9): its summary, its errors and
+    its exit status are all there, through pipes. Another command ends as any process does."""
+    config_file = tmp_path / "config.json"
+    config_file.write_text(json.dumps(config()))
+    boot = ["boot", "--config", str(config_file), "--root", str(cached_node), "--json"]
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [python, "-I", "-c", TEARDOWN_PROBE, str(LAYER), *argv]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+    done = run(*boot)
+    assert (done.returncode, done.stderr) == (EXIT_COMPLETED, "")
+    assert [r["outcome"] for r in json.loads(done.stdout)["runs"]] == ["succeeded"] * SCRIPTS
+    config_file.write_text('{"stages": {"nodeBootstrapped": [{"name": "x"}]}}')
+    refused = run(*boot)
+    assert (refused.returncode, refused.stdout) == (64, "")
+    assert refused.stderr.startswith(f"lifeguard-node: {config_file}: nothing was run; invalid")
+    assert run("--version").stdout.splitlines()[-1] == "teardown"

@@ -1,12 +1,11 @@
 """`python -m lifeguard.node` and the node bundle run `lifeguard-node`."""
 
 import gc
-import sys
 
 # The imports make nothing to collect: the collector's passes over them were 2-4 ms of every start.
 gc.disable()
 try:
-    from lifeguard.node.cli import main
+    from lifeguard.node.cli import end_process, main
 finally:
     gc.enable()  # `ship` and the drain watcher run for the node's life: they collect as any process does
-sys.exit(main())
+end_process(main())

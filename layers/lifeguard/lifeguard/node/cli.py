@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.node.clock import utc_stamp
@@ -83,6 +83,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - one clean line, never a traceback, for an unforeseen failure
         print(f"lifeguard-node: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+
+
+def end_process(status: int) -> NoReturn:
+    """End the process with `status` (the bundle's `__main__`). A boot's ends without Python's teardown of
+    its modules, 7 ms of a cached reboot on the node's Python 3.9: by then its files are closed, and its
+    output is flushed here. `ship` and `drain` (a thread, a watcher) end as any process does."""
+    if sys.argv[1:2] == ["boot"]:  # the command: the top level has no option that takes a value
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed stdout: the boot's status is what matters
+                stream.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def plain_boot(argv: Sequence[str]) -> SimpleNamespace | None:
