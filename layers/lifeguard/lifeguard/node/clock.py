@@ -9,7 +9,6 @@ nodeReady's start (`ready_after`), which a real node spends starting slurmd.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import time
@@ -41,7 +40,7 @@ def _seconds(name: str, bound: float) -> float:
         seconds = float(raw)
     except ValueError:
         return 0.0
-    return seconds if math.isfinite(seconds) and abs(seconds) <= bound else 0.0
+    return seconds if abs(seconds) <= bound else 0.0  # False for nan and inf too
 
 
 def offset() -> float:
@@ -72,8 +71,9 @@ def now() -> float:
 
 def utc_stamp(seconds: float, *, fraction: bool = True) -> str:
     """`seconds` as `2026-10-21T01:12:42.123456Z` (without `.123456` when not `fraction`): the time module's
-    work, so a boot does not load `datetime` for its log lines."""
-    part, whole = math.modf(seconds)  # split and rounded as datetime.fromtimestamp does it
+    work, so a boot does not load `datetime` (nor `math`) for its log lines."""
+    whole = float(int(seconds))  # split toward zero, exactly, as math.modf; rounded as datetime does it
+    part = seconds - whole
     micro = round(part * 1_000_000)
     if micro >= 1_000_000:
         whole, micro = whole + 1, micro - 1_000_000
@@ -83,8 +83,9 @@ def utc_stamp(seconds: float, *, fraction: bool = True) -> str:
     return f"{stamp}.{micro:06d}Z" if fraction else f"{stamp}Z"
 
 
-# RFC 3339 as the executors write it: a fraction of any length, `Z` or an offset (none: UTC).
-_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)?", re.ASCII)
+# RFC 3339 as the executors write it: a fraction of any length, `Z` or an offset (none: UTC). Compiled by
+# the first stamp read (re keeps it): a boot, which reads none, spares the 0.5 ms on the node's Python 3.9.
+_RFC3339 = r"(\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d)(\.\d+)?([Zz]|[+-]\d\d:\d\d)?"
 
 
 def read_stamp(stamp: object) -> float | None:
@@ -93,7 +94,7 @@ def read_stamp(stamp: object) -> float | None:
     apart."""
     from datetime import datetime  # here: a boot writes times, and reads them only to date records
 
-    found = _RFC3339.fullmatch(stamp) if isinstance(stamp, str) else None
+    found = re.fullmatch(_RFC3339, stamp, re.ASCII) if isinstance(stamp, str) else None
     if found is None:
         return None
     whole, fraction, zone = found.groups()
