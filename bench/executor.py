@@ -35,10 +35,11 @@ NODE_PYTHON = REPO / ".venv" / "node39" / "bin" / "python"
 # This Python without the project's venv: the venv's site loads the editable install's finder at every start
 # (about 25 ms, a node has no such thing). A venv's python is a link to the interpreter it was made from.
 BASE_PYTHON = str(Path(sys.executable).resolve())
-# `python -I` ignores PYTHONPATH: the layer goes first on sys.path by hand, as the zipapp puts itself there.
+# `python -I` ignores PYTHONPATH: the layer goes first on sys.path by hand, as the zipapp puts itself there,
+# and the process ends as `python -m lifeguard.node` ends it (`node/__main__.py`).
 NODE_MAIN = (
     f"import sys; sys.path.insert(0, {str(REPO / 'layers' / 'lifeguard')!r}); "
-    "from lifeguard.node.cli import main; sys.exit(main())"
+    "from lifeguard.node.cli import end_process, main; end_process(main())"
 )
 
 
