@@ -73,6 +73,33 @@ def test_a_reboot_saves_and_syncs_its_state_once_before_its_first_script(
     assert executor.boot().boot == 3
 
 
+def test_a_boot_state_a_script_took_away_is_saved_again_at_the_boots_end(tmp_path: Path) -> None:
+    """A script that mounts a volume over the state's folder, or moves it to a larger disk, takes the
+    state saved as the boot began away: the boot's end saves it again where it now goes, so the next boot
+    is a reboot, and a FIRST_BOOT_ONLY script (a mkfs, a join) does not run twice."""
+    state_folder = NodeLayout(tmp_path).state
+    setup, moves = "s3://lca-scripts-example/setup.sh", "s3://lca-scripts-example/move-state.sh"
+    move = f'mv "{state_folder}" "{state_folder}.moved" && mkdir "{state_folder}"\n'
+    config = {
+        "stages": {
+            "nodeBootstrapped": [
+                {"name": "setup", "scriptSource": {"scriptLocation": setup}},
+                {
+                    "name": "move-state",
+                    "scriptSource": {"scriptLocation": moves},
+                    "executionPolicy": "EVERY_BOOT",
+                },
+            ]
+        }
+    }
+    fetchers = {"s3": BucketFetcher({setup: b"echo setup\n", moves: move.encode()})}
+    executor = Executor(config, NodeLayout(tmp_path), IDENTITY, fetchers=fetchers, fetch_backoff_seconds=0)
+    assert executor.boot().first_boot
+    again = executor.boot()
+    assert (again.boot, again.first_boot) == (2, False)
+    assert [run.outcome for run in again.runs] == ["skipped", "succeeded"]
+
+
 def test_a_boot_whose_start_could_not_be_saved_saves_its_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -364,16 +364,24 @@ class Executor:
             return 0
         return started if started == count + 1 and type(started) is int else count
 
-    def _mark_boot(self, completed: int, *, started: int | None = None) -> bool:
-        """Save how many boots completed, and the one under way (`started`), if any; False when the state
-        cannot be written."""
+    def _mark_boot(self, completed: int, *, started: int | None = None) -> os.stat_result | None:
+        """Save how many boots completed, and the one under way (`started`), if any; the saved file's
+        status, None when the state cannot be written."""
         state = {"completed_boots": completed, **({"started": started} if started is not None else {})}
         try:
             atomic_write(self.layout.boot_state, json.dumps(state).encode(), FILE_MODE)
+            return os.stat(self.layout.boot_state)
         except OSError as exc:  # a full disk: the boot is what its scripts made it all the same
             print(f"lifeguard-node boot: the boot count cannot be saved ({exc})", file=sys.stderr)
+            return None
+
+    def _still_saved(self, saved: os.stat_result | None) -> bool:
+        """Whether the state saved as the boot began is still the one at its path: a script may have taken
+        it away (a volume mounted over /var/lib, the folder cleaned or moved to a larger disk)."""
+        try:
+            return saved is not None and os.path.samestat(saved, os.stat(self.layout.boot_state))
+        except OSError:
             return False
-        return True
 
     # -- the boot --
 
@@ -415,9 +423,9 @@ class Executor:
             log.close()
         # Every later boot on this root is a reboot (DESIGN), this one's end whatever it was: PCS replaces a
         # node a TERMINATE failure ends with a new instance, whose disk is another root. The boot saved as
-        # under way already counts so (`_completed_boots`): its end is saved only when that could not be, so
-        # a boot writes and syncs its state once (2-4 ms of a cached reboot).
-        if not saved:
+        # under way already counts so (`_completed_boots`): its end is saved only when that state could not
+        # be saved, or is no longer there, so a boot writes and syncs its state once (2-4 ms of a reboot).
+        if not self._still_saved(saved):
             self._mark_boot(result.boot)
         return result
 
