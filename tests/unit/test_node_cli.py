@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -464,3 +465,23 @@ def test_the_readme_gives_each_node_command_with_the_options_it_takes() -> None:
     }
     synopsis.pop("", None)
     assert synopsis == taken
+
+
+def test_a_boot_started_with_stdout_closed_exits_with_the_boots_status(tmp_path: Path) -> None:
+    """`lifeguard-node boot ... >&-`: Python has no stdout at all, and the summary goes nowhere; the boot's
+    exit status is its scripts' (an internal error, exit 1, would read as a failed boot)."""
+    config = tmp_path / "actions.json"
+    config.write_text('{"stages": {}}')
+    entry = (  # as the bundle's entry (`node/__main__.py`), the layer first on the path
+        "import sys; sys.path.insert(0, sys.argv.pop(1)); "
+        "from lifeguard.node.cli import end_process, main; end_process(main())"
+    )
+    boot = ["boot", "--config", str(config), "--root", str(tmp_path / "root")]
+    done = subprocess.run(
+        ["bash", "-c", 'exec "$@" >&-', "bash", sys.executable, "-I", "-c", entry, str(LAYER), *boot],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")

@@ -231,7 +231,8 @@ def _boot(args: SimpleNamespace) -> int:
     result = executor.boot()
     try:
         _report(result, as_json=args.json)
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None: started with stdout closed (`>&-`), where print writes nothing
+            sys.stdout.flush()
     except OSError as exc:  # stdout closed (`| true`) or full: the boot's verdict is its exit status still
         # What is left to flush would fail again at exit, which would then exit 120: it goes nowhere.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
