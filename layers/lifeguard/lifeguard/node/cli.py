@@ -45,7 +45,17 @@ from lifeguard.settings import setting
 if TYPE_CHECKING:
     from lifeguard.node.drain import DrainDecision
 
-__all__ = ["main"]
+__all__ = [
+    "BOOT_REQUIRED",
+    "BOOT_VALUES",
+    "EXIT_BAD_USAGE",
+    "POLL_INTERVAL_LEAST_SECONDS",
+    "POLL_INTERVAL_MOST_SECONDS",
+    "end_process",
+    "main",
+    "plain_boot",
+    "terminal_columns",
+]
 
 
 # argparse's own status for a command line it cannot use; `boot` keeps EXIT_USAGE (64), its documented code.
@@ -54,7 +64,7 @@ EXIT_BAD_USAGE = 2
 _LAST_LOOK_MARGIN_SECONDS = 0.3
 
 
-def columns() -> int:
+def terminal_columns() -> int:
     """The terminal's width as `shutil.get_terminal_size` tells it: COLUMNS, else the terminal's, else 80."""
     with contextlib.suppress(ValueError):
         columns = int(os.environ.get("COLUMNS", "0"))
@@ -86,9 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def end_process(status: int) -> NoReturn:
-    """End the process with `status` (the bundle's `__main__`). A boot's ends without Python's teardown of
-    its modules, 7 ms of a cached reboot on the node's Python 3.9: by then its files are closed, and its
-    output is flushed here. `ship` and `drain` (a thread, a watcher) end as any process does."""
+    """End the process with `status` (the bundle's `__main__`). A boot's process ends without Python's
+    teardown of its modules, 7 ms of a cached reboot on the node's Python 3.9: by then its files are closed,
+    and its output is flushed here. `ship` and `drain` (a thread, a watcher) end as any process does."""
     if sys.argv[1:2] == ["boot"]:  # the command: the top level has no option that takes a value
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):  # a closed stdout: the boot's status is what matters
@@ -487,7 +497,7 @@ def _report(result: BootResult, *, as_json: bool) -> None:
         return
     kind = "first boot" if result.first_boot else f"reboot (boot {result.boot})"
     print(f"{kind}: exit {result.exit_code}")
-    width = columns()
+    width = terminal_columns()
     names = max((len(run.script) for run in result.runs), default=0)
     for run in result.runs:
         code = "" if run.exit_code is None else f" exit={run.exit_code}"

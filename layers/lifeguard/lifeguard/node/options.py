@@ -18,7 +18,7 @@ from lifeguard.node.cli import (
     EXIT_BAD_USAGE,
     POLL_INTERVAL_LEAST_SECONDS,
     POLL_INTERVAL_MOST_SECONDS,
-    columns,
+    terminal_columns,
 )
 from lifeguard.node.defaults import DRAIN_WATCH_SECONDS, POLL_INTERVAL_SECONDS
 from lifeguard.node.executor import EXIT_USAGE, SCRIPT_TIMEOUT_SECONDS
@@ -56,7 +56,7 @@ class _Formatter(argparse.HelpFormatter):
     tenth of a cached boot's start."""
 
     def __init__(self, prog: str, **kwargs: Any) -> None:
-        kwargs.setdefault("width", columns() - 2)
+        kwargs.setdefault("width", terminal_columns() - 2)
         super().__init__(prog, **kwargs)
 
 
