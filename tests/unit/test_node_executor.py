@@ -50,7 +50,7 @@ def test_a_reboot_saves_and_syncs_its_state_once_before_its_first_script(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The boot saved as under way counts as done at the next boot: its end is not written and synced
-    again (2-4 ms a boot), and the state the reboot leaves makes the boot after it boot 3."""
+    again (a write and a sync a boot), and the state the reboot leaves makes the boot after it boot 3."""
     executor = _executor(tmp_path)
     assert executor.boot().first_boot
     real_write, real_fsync = lifeguard.node.executor.atomic_write, os.fsync
