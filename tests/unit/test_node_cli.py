@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import lifeguard
-from lifeguard.node.cli import BOOT_VALUES, main, plain_boot
+from lifeguard.node.cli import BOOT_REQUIRED, BOOT_VALUES, main, plain_boot
 from lifeguard.node.options import parsed
 from tests.conftest import NODE_PYTHON, REPO
 
@@ -209,8 +209,9 @@ def test_a_boot_read_without_argparse_is_what_argparse_reads(argv: list[str]) ->
 @st.composite
 def plain_boot_lines(draw: st.DrawFn) -> list[str]:
     """`boot`, both required options and any others, each once with a value, in any order, maybe --json."""
-    optional = draw(st.lists(st.sampled_from(list(BOOT_VALUES)[2:]), unique=True))
-    pairs = [[option, draw(st.sampled_from(VALUES))] for option in ["--config", "--root", *optional]]
+    others = [option for option in BOOT_VALUES if option not in BOOT_REQUIRED]
+    optional = draw(st.lists(st.sampled_from(others), unique=True))
+    pairs = [[option, draw(st.sampled_from(VALUES))] for option in [*BOOT_REQUIRED, *optional]]
     pairs = draw(st.permutations(pairs))
     flags = [["--json"]] * draw(st.integers(0, 2))
     words = [word for pair in draw(st.permutations([*pairs, *flags])) for word in pair]

@@ -21,6 +21,11 @@ MOUNT = "s3://lca-scripts-example/scripts/mount-fsx.sh"
 CONFIG = {"stages": {"nodeBootstrapped": [{"name": "mount-fsx", "scriptSource": {"scriptLocation": MOUNT}}]}}
 
 
+def _executor(root: Path) -> Executor:
+    fetchers = {"s3": BucketFetcher({MOUNT: PASSING})}
+    return Executor(CONFIG, NodeLayout(root), IDENTITY, fetchers=fetchers, fetch_backoff_seconds=0)
+
+
 def test_a_boot_whose_count_a_full_disk_refuses_is_still_the_boot_its_scripts_made(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -28,22 +33,10 @@ def test_a_boot_whose_count_a_full_disk_refuses_is_still_the_boot_its_scripts_ma
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(lifeguard.node.executor, "atomic_write", full_disk)
-    executor = Executor(
-        CONFIG,
-        NodeLayout(tmp_path),
-        IDENTITY,
-        fetchers={"s3": BucketFetcher({MOUNT: PASSING})},
-        fetch_backoff_seconds=0,
-    )
-    result = executor.boot()
+    result = _executor(tmp_path).boot()
     assert result.exit_code == EXIT_COMPLETED
     assert [run.outcome for run in result.runs] == ["succeeded"]
     assert "the boot count cannot be saved" in capsys.readouterr().err
-
-
-def _executor(root: Path) -> Executor:
-    fetchers = {"s3": BucketFetcher({MOUNT: PASSING})}
-    return Executor(CONFIG, NodeLayout(root), IDENTITY, fetchers=fetchers, fetch_backoff_seconds=0)
 
 
 def test_a_reboot_saves_and_syncs_its_state_once_before_its_first_script(

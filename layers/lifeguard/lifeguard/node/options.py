@@ -25,7 +25,7 @@ from lifeguard.node.executor import EXIT_USAGE, SCRIPT_TIMEOUT_SECONDS
 
 __all__ = ["parsed", "parser"]
 
-# What `boot --help` says of each of its options; what each takes is `cli.BOOT_VALUES`.
+# What `boot --help` says of each of `cli.BOOT_VALUES`, its options that take a value.
 _BOOT_HELP = {
     "--config": "nodeLifecycleActions JSON as the PCS API takes it: a path, or file://PATH (as the AWS CLI)",
     "--root": "the node's root directory (/ on a node)",
@@ -103,8 +103,8 @@ def parser() -> argparse.ArgumentParser:
         description="Run one boot: nodeBootstrapped, then nodeReady, with PCS's semantics. "
         "Example: lifeguard-node boot --config actions.json --root /",
     )
-    for option, text in _BOOT_HELP.items():
-        boot.add_argument(option, required=option in BOOT_REQUIRED, type=BOOT_VALUES[option], help=text)
+    for option, make in BOOT_VALUES.items():  # the one table of boot's options, each with its help here
+        boot.add_argument(option, required=option in BOOT_REQUIRED, type=make, help=_BOOT_HELP[option])
     boot.add_argument("--json", action="store_true", help="print the result as JSON")
 
     ship = commands.add_parser(
