@@ -57,6 +57,7 @@ json.dump(out, sys.stdout)
 BUNDLE_FILES = (
     "lifeguard/__init__.py",
     "lifeguard/errors.py",
+    "lifeguard/named_tuple.py",
     "lifeguard/pcs_model.py",
     "lifeguard/lifecycle_rules.py",
     "lifeguard/settings.py",

@@ -23,7 +23,8 @@ a typed parse error, so one bad record never stops the rest of its batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+
+from lifeguard.named_tuple import NamedTuple
 
 __all__ = [
     "AwsCallError",

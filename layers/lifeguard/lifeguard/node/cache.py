@@ -17,8 +17,9 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
+from lifeguard.named_tuple import NamedTuple
 from lifeguard.node.layout import DIR_MODE, FILE_MODE, NodeLayout, atomic_write, open_log
 
 if TYPE_CHECKING:

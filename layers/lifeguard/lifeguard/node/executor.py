@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from lifeguard.errors import InvalidLifecycleConfigError
 from lifeguard.lifecycle_rules import (
@@ -28,6 +28,7 @@ from lifeguard.lifecycle_rules import (
     STAGES,
     find_problems,
 )
+from lifeguard.named_tuple import NamedTuple
 from lifeguard.node import clock as node_clock
 from lifeguard.node.cache import ScriptCache, ScriptSource
 from lifeguard.node.layout import (

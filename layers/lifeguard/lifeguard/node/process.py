@@ -30,8 +30,9 @@ import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Union
+from typing import TYPE_CHECKING
 
+from lifeguard.named_tuple import NamedTuple
 from lifeguard.node import clock as node_clock
 from lifeguard.node.layout import FILE_MODE
 
@@ -215,7 +216,9 @@ def _spawn(command: list[str], fd: int, env: Mapping[str, str]) -> _Spawned:
     return _Spawned(pid)
 
 
-_Process = Union["subprocess.Popen[bytes]", _Spawned]
+# For annotations alone: made at run time, its text would be compiled (see `lifeguard.named_tuple`).
+if TYPE_CHECKING:
+    _Process = subprocess.Popen[bytes] | _Spawned
 
 
 def _popen(command: list[str], fd: int, env: Mapping[str, str], cwd: Path) -> subprocess.Popen[bytes]:

@@ -19,10 +19,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, NamedTuple
+from typing import Any, BinaryIO
 
 from lifeguard.errors import LifeguardError
 from lifeguard.lifecycle_rules import DEFAULT_ON_ERROR, ON_ERRORS, STAGES
+from lifeguard.named_tuple import NamedTuple
 from lifeguard.node import clock as node_clock
 from lifeguard.node.boto import ImdsError, MissingBoto3Error, imds, is_region, node_client
 from lifeguard.node.defaults import LAST_LOOK_SECONDS, POLL_INTERVAL_SECONDS
