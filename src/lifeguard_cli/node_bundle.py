@@ -122,8 +122,9 @@ def compiled(python: str, sources: Sequence[tuple[str, bytes]]) -> dict[str, byt
     if version != NODE_PYTHON_VERSION:
         raise ValueError(f"{python} is Python {version}, not the node's {NODE_PYTHON_VERSION}")
     done = subprocess.run(
-        # -E -s, not -I: PYTHONHASHSEED must hold, or 3.9 marshals set constants in a varying order.
-        [python, "-E", "-s", "-c", _COMPILE],
+        # -s, not -I or -E (which ignore it): PYTHONHASHSEED must hold, or 3.9 marshals set constants in
+        # their strings' hash order, varying from build to build. The environment is this one alone.
+        [python, "-s", "-c", _COMPILE],
         env={"PYTHONHASHSEED": "0", "PATH": os.environ.get("PATH", "")},
         input=json.dumps([[name, data.decode()] for name, data in sources]),
         capture_output=True,

@@ -26,7 +26,7 @@ import pytest
 
 from lifeguard.lifecycle_rules import find_problems
 from lifeguard.node_report import NodeReport, parse_node_report
-from lifeguard_cli.node_bundle import BUNDLE_FILES, LAYER, build_node_bundle
+from lifeguard_cli.node_bundle import BUNDLE_FILES, LAYER, build_node_bundle, compiled
 from tests.conftest import EVENTS, NODE_PYTHON, load_event
 from tests.integration.conftest import Node
 
@@ -54,6 +54,14 @@ def test_the_bundle_is_reproducible_and_carries_its_checksum(bundle: Path, tmp_p
     assert (tmp_path / "lifeguard-node.pyz.sha256").read_text() == f"{digest}  lifeguard-node.pyz\n"
     assert bundle.read_bytes().startswith(b"#!/usr/bin/env python3\n")
     assert stat.S_IMODE(bundle.stat().st_mode) == 0o755
+
+
+@needs_node_python
+def test_a_set_constant_compiles_to_the_same_bytes_at_every_build() -> None:
+    """Python 3.9 marshals a set constant in its strings' hash order: the compiler's hash seed must be
+    fixed, or the bundle's checksum, which nodes verify, would change at every build of one source."""
+    source = [("m.py", b"def stage(name):\n    return name in {'nodeBootstrapped', 'nodeReady', 'x', 'y'}\n")]
+    assert len({compiled(str(NODE_PYTHON), source)["m.py"] for _ in range(6)}) == 1
 
 
 def test_the_bundle_checks_configs_with_the_layers_own_rules(bundle: Path) -> None:
