@@ -4,6 +4,7 @@ nothing compiled."""
 from __future__ import annotations
 
 import builtins
+import inspect
 import pickle
 import types
 import typing
@@ -135,3 +136,25 @@ def test_what_a_named_tuple_keeps_for_itself_cannot_be_overwritten(name: str) ->
                     {"__module__": __name__, "__annotations__": {"a": "int"}, name: None}
                 ),
             )
+
+
+def test_another_base_is_refused_not_dropped() -> None:
+    class Mixin:
+        def hello(self) -> str:
+            return "hi"
+
+    with pytest.raises(TypeError, match="can only inherit from NamedTuple"):
+
+        class Mixed(NamedTuple, Mixin):  # type: ignore[misc]
+            x: int
+
+
+def test_the_call_form_is_refused_in_words() -> None:
+    with pytest.raises(TypeError, match="takes the class form only"):
+        NamedTuple("F", [("a", int)])  # type: ignore[call-arg]
+
+
+def test_the_signature_shows_the_fields_as_written() -> None:
+    assert str(inspect.signature(Run)) == (
+        "(script: 'str', exit_code: 'int | None' = None, span: 'tuple[int, int] | None' = None)"
+    )

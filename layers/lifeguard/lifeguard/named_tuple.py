@@ -5,7 +5,7 @@ ForwardRef calls `compile()`: a process's first call sets up the parser's syntax
 the node's Python 3.9, and a cached reboot of the node calls it for nothing else. The node's modules and
 `errors` (in the node bundle) define their tuples with this one; mypy reads them as typing's. The class made
 is typing's in all else: a `collections.namedtuple` with the fields, defaults and methods written in its
-body, and its annotations, as text.
+body, and its annotations, as text. The class form only: no call form, no other base (typing's refuses one).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ if TYPE_CHECKING:
 else:
     import collections
 
-    # What typing's NamedTuple keeps for itself, and refuses in a class body. Tuples, not sets: a set's
-    # constant is marshalled in its strings' hash order, and the bundle's compiled files would differ at
-    # every build.
+    # What typing's NamedTuple keeps for itself, and refuses in a class body.
     _PROHIBITED = (
         "__new__",
         "__init__",
@@ -40,6 +38,8 @@ else:
         def __new__(cls, typename, bases, namespace):
             if namespace.get("_root"):
                 return super().__new__(cls, typename, bases, namespace)
+            if bases != (NamedTuple,):  # typing's refuses any other base too; this one would drop it
+                raise TypeError("a NamedTuple can only inherit from NamedTuple")
             annotations = namespace.get("__annotations__", {})
             defaulted = []
             for name in annotations:
@@ -56,7 +56,7 @@ else:
                 defaults=[namespace[name] for name in defaulted],
                 module=namespace["__module__"],
             )
-            made.__annotations__ = dict(annotations)
+            made.__annotations__ = made.__new__.__annotations__ = dict(annotations)
             for key, value in namespace.items():
                 if key in _PROHIBITED:
                     raise AttributeError("Cannot overwrite NamedTuple attribute " + key)
@@ -66,3 +66,6 @@ else:
 
     class NamedTuple(metaclass=_NamedTupleMeta):
         _root = True
+
+        def __new__(cls, *args, **kwargs):
+            raise TypeError("lifeguard.named_tuple.NamedTuple takes the class form only")
