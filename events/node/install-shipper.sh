@@ -43,9 +43,10 @@ if ! "$python" -c 'import boto3' 2>/dev/null; then
 fi
 
 mkdir -p "$install_dir" "$(dirname "$unit")"
-# A directory left from before with other modes or owner (the bundle and its temporary file live in it).
-chmod 0755 "$install_dir"
+# A directory left from before with other modes or owner (the bundle and its temporary file live in it):
+# root's first, so that its owner cannot open it again in between.
 if [ "$(id -u)" -eq 0 ]; then chown 0:0 "$install_dir"; fi
+chmod 0755 "$install_dir"
 download=$(mktemp "$install_dir/.bundle.XXXXXX")
 trap 'rm -f "$download"' EXIT
 # The bundle is about 180 KB: a download is refused past this, and past these times, so neither a wrong
@@ -135,7 +136,11 @@ PY
     exit 1
 fi
 chmod 0755 "$download"
-mv -f "$download" "$bundle"
+# Whatever is at the bundle's path may have been put there while the directory was open to all: a folder
+# there would take the bundle in, and root would run the folder's own __main__.py. The directory is root's
+# alone by now, so nothing comes back between the two.
+rm -rf -- "$bundle"
+mv -fT "$download" "$bundle"
 
 quote() { printf '"%s"' "${1//\"/\\\"}"; }
 cat > "$unit.tmp" <<UNIT

@@ -343,6 +343,30 @@ def test_install_shipper_leaves_root_s_files_root_s_whatever_the_umask_and_direc
         stop_shipper(node)
 
 
+def test_install_shipper_replaces_whatever_another_user_left_at_the_bundle_s_path(
+    node: Node, installable: dict[str, str]
+) -> None:
+    """A folder at the bundle's path, put there while its directory was open to all: the bundle was moved
+    into it, and the service root runs (`python3 /opt/lifeguard/lifeguard-node.pyz`) ran the folder's
+    `__main__.py`, someone else's code, at every boot."""
+    install_dir = node.root / "opt/lifeguard"
+    install_dir.mkdir(parents=True)
+    install_dir.chmod(0o777)  # left from before, open to all
+    planted = install_dir / "lifeguard-node.pyz"
+    planted.mkdir()
+    (planted / "__main__.py").write_text("print('not the bundle')\n")
+    try:
+        result = run_install_shipper(
+            node, installable["location"], installable["sha256"], installable["log_group"]
+        )
+        assert result.returncode == 0, result.stderr
+        assert planted.is_file()
+        assert hashlib.sha256(planted.read_bytes()).hexdigest() == installable["sha256"]
+        assert sorted(path.name for path in install_dir.iterdir()) == ["lifeguard-node.pyz"]
+    finally:
+        stop_shipper(node)
+
+
 class _Imds(http.server.BaseHTTPRequestHandler):
     """IMDSv2 on loopback: a token for a PUT, the region for a GET that carries it."""
 
