@@ -3,7 +3,9 @@
 The bundle is a zipapp of the node side of the layer: `lifeguard.node` and the modules it imports, with
 the PCS service model they check configs against. It needs only the standard library, plus boto3 for
 `s3://` fetches and CloudWatch Logs (Amazon Linux 2023: `dnf install -y python3-boto3`). Being pure
-Python it runs on x86_64 and arm64 alike. The zip is reproducible: same sources, same bytes, same sha256.
+Python it runs on x86_64 and arm64 alike. The zip is reproducible: same sources, same bytes, same sha256,
+on any system that builds it with zlib's own deflate (a Python linked with zlib-ng, as Fedora's, deflates
+to other bytes).
 
 Each module ships compiled for the node's Python too (`name.pyc` beside `name.py`, unchecked hash, as
 zipimport looks for it), so a boot does not compile the bundle every time: about 36 ms of a 20-script
@@ -86,6 +88,7 @@ _EPOCH = (1980, 1, 1, 0, 0, 0)
 def _add(archive: zipfile.ZipFile, name: str, data: bytes) -> None:
     info = zipfile.ZipInfo(name, date_time=_EPOCH)
     info.compress_type = zipfile.ZIP_DEFLATED
+    info.create_system = 3  # Unix's, as the mode is: zipfile writes 0 on Windows, another sha256
     info.external_attr = 0o644 << 16
     archive.writestr(info, data)
 

@@ -56,6 +56,14 @@ def test_the_bundle_is_reproducible_and_carries_its_checksum(bundle: Path, tmp_p
     assert stat.S_IMODE(bundle.stat().st_mode) == 0o755
 
 
+def test_the_bundle_is_the_same_built_on_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """zipfile notes the system that made each entry (Windows 0, others 3): the bundle's sha256 would
+    depend on who ran `sam build`."""
+    here = build_node_bundle(tmp_path / "here.pyz", python="")
+    monkeypatch.setattr(sys, "platform", "win32")
+    assert build_node_bundle(tmp_path / "windows.pyz", python="") == here
+
+
 @needs_node_python
 def test_a_set_constant_compiles_to_the_same_bytes_at_every_build() -> None:
     """Python 3.9 marshals a set constant in its strings' hash order: the compiler's hash seed must be
