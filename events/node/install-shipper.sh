@@ -100,10 +100,15 @@ PY
             exit 2
         fi
         code=0
-        curl --fail --silent --show-error --location --proto '=https' --retry 3 --retry-max-time 300 \
+        why=$(curl --fail --silent --show-error --location --proto '=https' --retry 3 --retry-max-time 300 \
             --connect-timeout 10 --max-time 120 --max-filesize "$max_bytes" \
-            -o "$download" "$bundle_location" || code=$?
-        if [ "$code" -eq 63 ]; then too_large; elif [ "$code" -ne 0 ]; then exit "$code"; fi
+            -o "$download" "$bundle_location" 2>&1) || code=$?
+        if [ "$code" -eq 63 ]; then too_large; fi
+        if [ "$code" -ne 0 ]; then  # one line, as for s3://, and no query string (a presigned URL's)
+            why=$(tail -n 1 <<< "$why" | sed -e 's/^curl: //' -e 's/?[^ ]*//g')
+            say "cannot fetch $shown_location: ${why:-curl exit $code}; nothing installed" >&2
+            exit 1
+        fi
         # A server that sends no length is stopped by size only after the fact: the size is checked too.
         if [ "$(stat -c %s "$download")" -gt "$max_bytes" ]; then too_large; fi
         ;;

@@ -447,6 +447,20 @@ def test_install_shipper_says_a_failed_fetch_in_one_line_naming_it(
     assert not (node.root / "systemctl.calls").exists()
 
 
+def test_install_shipper_says_a_failed_https_fetch_in_one_line_without_its_query(
+    node: Node, installable: dict[str, str]
+) -> None:
+    """It exited with curl's own status (7 here), curl's line alone on stderr, unlike an s3:// fetch."""
+    location = "https://127.0.0.1:9/lifeguard-node.pyz?X-Amz-Signature=secret"
+    result = run_install_shipper(node, location, installable["sha256"], installable["log_group"])
+    assert result.returncode == 1
+    [said] = result.stderr.splitlines()
+    assert said.startswith("install-shipper: cannot fetch https://127.0.0.1:9/lifeguard-node.pyz: ")
+    assert said.endswith("; nothing installed")
+    assert "secret" not in result.stdout + result.stderr
+    assert list((node.root / "opt/lifeguard").iterdir()) == []
+
+
 def _zip_of_main_alone() -> bytes:
     made = io.BytesIO()
     with zipfile.ZipFile(made, "w") as archive:
