@@ -37,9 +37,20 @@ shown_location=${bundle_location%%\?*}  # never print a query string (presigned 
 
 say() { echo "install-shipper: $*"; }
 
+# dnf bounded in time: a node that cannot reach the package repositories (a private subnet without their
+# endpoint) would otherwise be held by its retries for minutes, at every boot.
+dnf_seconds=${LIFEGUARD_DNF_TIMEOUT_SECONDS:-300}
 if ! "$python" -c 'import boto3' 2>/dev/null; then
     say "boto3 is missing for $python; installing python3-boto3"
-    dnf install -y -q python3-boto3
+    code=0
+    timeout "$dnf_seconds" dnf install -y -q python3-boto3 || code=$?
+    if [ "$code" -eq 124 ]; then
+        say "dnf did not install python3-boto3 in $dnf_seconds s; nothing installed" >&2
+        exit 1
+    elif [ "$code" -ne 0 ]; then
+        say "dnf could not install python3-boto3 (exit $code); nothing installed" >&2
+        exit 1
+    fi
 fi
 
 mkdir -p "$install_dir" "$(dirname "$unit")"

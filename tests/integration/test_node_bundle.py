@@ -461,6 +461,28 @@ def test_install_shipper_says_a_failed_https_fetch_in_one_line_without_its_query
     assert list((node.root / "opt/lifeguard").iterdir()) == []
 
 
+def test_install_shipper_gives_dnf_a_time_and_says_when_it_is_over(
+    node: Node, installable: dict[str, str], tmp_path: Path
+) -> None:
+    """A node without boto3 that cannot reach the package repositories was held by dnf's retries."""
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "dnf").write_text("#!/bin/bash\nsleep 30\n")
+    (bin_dir / "dnf").chmod(0o755)
+    (bin_dir / "python-without-boto3").write_text(f'#!/bin/bash\nexec {sys.executable} -I -S "$@"\n')
+    (bin_dir / "python-without-boto3").chmod(0o755)
+    node.env.update(LIFEGUARD_PYTHON=str(bin_dir / "python-without-boto3"), LIFEGUARD_DNF_TIMEOUT_SECONDS="1")
+    started = time.monotonic()
+    result = run_install_shipper(
+        node, installable["location"], installable["sha256"], installable["log_group"]
+    )
+    assert time.monotonic() - started < 20
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "install-shipper: dnf did not install python3-boto3 in 1 s; nothing installed"
+    ]
+    assert not (node.root / "opt/lifeguard").exists()
+
+
 def _zip_of_main_alone() -> bytes:
     made = io.BytesIO()
     with zipfile.ZipFile(made, "w") as archive:
