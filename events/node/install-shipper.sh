@@ -152,10 +152,10 @@ PY
     exit 1
 fi
 chmod 0755 "$download"
-# Whatever is at the bundle's path may have been put there while the directory was open to all: a folder
-# there would take the bundle in, and root would run the folder's own __main__.py. The directory is root's
-# alone by now, so nothing comes back between the two.
-rm -rf -- "$bundle"
+# What is at the bundle's path may have been put there while the directory was open to all: a folder there
+# would take the bundle in, and root would run the folder's own __main__.py. It goes (the directory is
+# root's alone by now, so nothing comes back); a file or link there is replaced at once, as before.
+if [ -d "$bundle" ] && [ ! -L "$bundle" ]; then rm -rf -- "$bundle"; fi
 mv -fT "$download" "$bundle"
 
 quote() { printf '"%s"' "${1//\"/\\\"}"; }

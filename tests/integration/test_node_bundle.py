@@ -351,8 +351,9 @@ def test_install_shipper_leaves_root_s_files_root_s_whatever_the_umask_and_direc
         stop_shipper(node)
 
 
+@pytest.mark.parametrize("left", ["a folder", "a link to a folder"])
 def test_install_shipper_replaces_whatever_another_user_left_at_the_bundle_s_path(
-    node: Node, installable: dict[str, str]
+    node: Node, installable: dict[str, str], tmp_path: Path, left: str
 ) -> None:
     """A folder at the bundle's path, put there while its directory was open to all: the bundle was moved
     into it, and the service root runs (`python3 /opt/lifeguard/lifeguard-node.pyz`) ran the folder's
@@ -361,15 +362,20 @@ def test_install_shipper_replaces_whatever_another_user_left_at_the_bundle_s_pat
     install_dir.mkdir(parents=True)
     install_dir.chmod(0o777)  # left from before, open to all
     planted = install_dir / "lifeguard-node.pyz"
-    planted.mkdir()
-    (planted / "__main__.py").write_text("print('not the bundle')\n")
+    folder = planted if left == "a folder" else tmp_path / "theirs"
+    folder.mkdir()
+    (folder / "__main__.py").write_text("print('not the bundle')\n")
+    if left != "a folder":
+        planted.symlink_to(folder)
     try:
         result = run_install_shipper(
             node, installable["location"], installable["sha256"], installable["log_group"]
         )
         assert result.returncode == 0, result.stderr
         assert planted.is_file()
+        assert not planted.is_symlink()
         assert hashlib.sha256(planted.read_bytes()).hexdigest() == installable["sha256"]
+        assert (folder / "__main__.py").exists() == (left != "a folder")  # theirs, where it was
         assert sorted(path.name for path in install_dir.iterdir()) == ["lifeguard-node.pyz"]
     finally:
         stop_shipper(node)
