@@ -1906,6 +1906,38 @@ def test_a_hand_fix_made_while_lifeguard_waits_to_retry_its_change_is_never_over
     assert change.status == "abandoned"
 
 
+@pytest.mark.parametrize("throttled", ["UpdateComputeNodeGroup", "ListTagsForResource"])
+def test_a_fix_outside_the_lifecycle_actions_made_while_lifeguard_waits_is_not_changed_after_all(
+    throttled: str,
+) -> None:
+    """A new AMI (a launch template, an instance profile) mends the loop as well: a change of the group
+    since the detection keeps Lifeguard's hands off at its first read, and while it waited on PCS's
+    backoff it did not: the owner's mended group was quarantined and drained once more."""
+    world = World()
+    event = world.detection()
+    world.pcs.inject_fault("ThrottlingException", operation=throttled, times=1, retry_after_seconds=60)
+    sleep, fixed = world.sleep, []
+
+    def sleep_while_the_owner_moves_to_a_new_ami(seconds: float) -> None:
+        if not fixed:
+            fixed.append(seconds)
+            world.clock.advance(5)
+            world.api.update_compute_node_group(
+                clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, amiId="ami-0fixed0000000000a"
+            )
+            world.settle()  # PCS made it (ACTIVE) before Lifeguard goes on
+        sleep(seconds)
+
+    world.sleep = sleep_while_the_owner_moves_to_a_new_ami
+    [answer] = world.remediator().handle_event(event)
+    assert fixed == [60]
+    assert answer.detail_type == "RemediationSkipped", answer.detail["reason"]
+    assert "waited" in answer.detail["reason"]
+    assert world.group()["amiId"] == "ami-0fixed0000000000a"
+    assert world.group()["nodeLifecycleActions"] == TERMINATE
+    assert world.lifeguard_updates() == []
+
+
 def test_a_hand_fix_made_after_an_attempt_pcs_may_have_taken_leaves_the_change_unconfirmed() -> None:
     """The first attempt's answer is lost (PCS took it); while Lifeguard waits to retry, the owner changes
     the group: their change stays, and Lifeguard's, which PCS did make, still counts."""

@@ -912,8 +912,9 @@ class Remediator:
         configuration already took the attempt before (its answer was lost): that is the answer, when an
         attempt may have been taken; with none, someone else set it (an operator's own STOP_SEQUENCE, the
         manual fix of a loop), and it is theirs, never claimed as Lifeguard's change (its undo would take
-        their fix back). One that holds the configuration from before, set again since an attempt PCS may have
-        taken, has moved on too. `taken` gets, for each attempt that fails, whether PCS may have made it all
+        their fix back). One that holds the configuration from before has moved on too when its modifiedAt
+        moved: changed otherwise (a new AMI), or that configuration set again since an attempt PCS may have
+        taken. `taken` gets, for each attempt that fails, whether PCS may have made it all
         the same (an answer lost, not a refusal)."""
         attempts = 0
 
@@ -927,11 +928,13 @@ class Remediator:
                     if any(taken):
                         return group
                     raise _MovedOnError(False, as_intended=True)
-                # The configuration from before, set again since an attempt PCS may have taken: sent again,
-                # the update's clientToken would have PCS answer the first as made, and make nothing.
+                # The group changed since it was read, its lifecycle actions or anything else (a new AMI
+                # mends a loop too, and the first read refused such a change since the detection); or the
+                # configuration from before set again since an attempt PCS may have taken: sent again, the
+                # update's clientToken would have PCS answer the first as made, and make nothing.
                 before = intent.modified_at_before
-                set_again = before is not None and group.modified_at_ms != before
-                if held != intent.fingerprint_before or (set_again and any(taken)):
+                moved = before is not None and group.modified_at_ms != before
+                if held != intent.fingerprint_before or moved:
                     raise _MovedOnError(any(taken))
                 why = unwanted(group)
                 if why is not None:
