@@ -275,6 +275,50 @@ def test_a_flood_of_reports_naming_made_up_groups_costs_bounded_reads_and_the_re
     assert ("DetectionsDeferred", 51) in world.metrics
 
 
+def test_runs_stored_under_made_up_groups_cost_a_bounded_read_in_all() -> None:
+    """A node stores thousands of failed runs under made-up groups (under CONTINUE: no read to store them),
+    then sends one TERMINATE failure for each: each group's judgement read its 1,000 runs and 5,000 more,
+    up to 100 groups a batch (15 GB of runs with escaped tails) at every delivery of a few lines. The runs
+    read for groups without a state are bounded per batch; the groups past it wait, counted."""
+    from datetime import UTC, datetime
+
+    from lifeguard.aws.pcs import PcsGateway
+    from lifeguard.store.groups import REPORTED_LOOP_READ_MAX, RUNS_READ_MAX
+    from tests.conftest import load_event
+    from tests.unit.fakes import local_pcs_with_group
+
+    world = World()
+    _, _, api = local_pcs_with_group(
+        datetime.fromtimestamp(NOW - 3600, UTC), CLUSTER, GROUP, load_event("configs/article-terminate.json")
+    )
+    world.handler.pcs = PcsGateway(api)
+    made_up = [f"pcs_z{n:07d}" for n in range(3)]
+    stored = RUNS_READ_MAX + REPORTED_LOOP_READ_MAX
+    for group in made_up:
+        forged = [
+            {**FAILED[0], "compute_node_group_id": group, "instance_id": f"i-{n:08x}", "on_error": "CONTINUE"}
+            for n in range(stored)
+        ]
+        for start in range(0, stored, 2000):
+            world.deliver([json.dumps(report) for report in forged[start : start + 2000]])
+    query, found = world.table.query, []
+
+    def counted(**request: Any) -> Any:
+        answer = query(**request)
+        found.append(len(answer["Items"]))
+        return answer
+
+    world.table.query = counted  # type: ignore[method-assign]
+    world.metrics.clear()
+    trigger = [
+        {**FAILED[0], "compute_node_group_id": group, "instance_id": "i-deadbeef"} for group in made_up
+    ]
+    summary = world.deliver([json.dumps(report) for report in trigger])
+    assert summary.events == []
+    assert 0 < sum(found) <= stored < len(made_up) * stored  # one group's read whole, in all
+    assert ("DetectionsDeferred", 2) in world.metrics
+
+
 def test_failures_under_continue_in_groups_without_a_state_cost_no_read_each() -> None:
     """A group with no state of Lifeguard's has nothing to settle or revoke, and a failure under CONTINUE is
     no loop: such groups are not read one by one (one BatchGetItem a hundred tells they have no state)."""

@@ -7,7 +7,7 @@ newest `INSTANCES_READ_MAX` of them), so a flood under other instances hides non
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from lifeguard.attribution import (
@@ -37,24 +37,41 @@ _UNREAD = BootRuns([], 0, read=False)
 class GroupEvidence:
     """The failed runs and the run marks one group's nodes reported (`marks=False`: the failed runs only)."""
 
-    def __init__(self, store: GroupStore, state: GroupState, *, marks: bool = True) -> None:
+    def __init__(
+        self,
+        store: GroupStore,
+        state: GroupState,
+        *,
+        marks: bool = True,
+        spent: Callable[[int], object] | None = None,
+    ) -> None:
         self.store = store
         self._state = state
         self._marks = marks
+        self._spent = spent  # told how many runs each read found, when given (a batch's budget of them)
         self._group: Runs | None = None
         self._instances: dict[str, Runs] = {}
+
+    def _counted(self, runs: Runs) -> Runs:
+        if self._spent is not None:
+            self._spent(len(runs.reports) + len(runs.marks))
+        return runs
 
     def _read(self, instance: str | None = None) -> Runs:
         cluster_id, group_id = self._state.cluster_id, self._state.group_id
         if instance is None:
             if self._group is None:
-                self._group = self.store.read_runs(cluster_id, group_id, marks=self._marks)
+                self._group = self._counted(self.store.read_runs(cluster_id, group_id, marks=self._marks))
             return self._group
         if instance not in self._instances:
-            self._instances[instance] = self.store.read_runs(
-                cluster_id, group_id, instance, marks=self._marks
+            self._instances[instance] = self._counted(
+                self.store.read_runs(cluster_id, group_id, instance, marks=self._marks)
             )
         return self._instances[instance]
+
+    def complete(self) -> bool:
+        """Whether the group's read holds all its failed runs."""
+        return self._read().reports_complete
 
     def reports(self) -> list[NodeReport]:
         """The group's failed runs, as one read holds them."""
@@ -67,7 +84,8 @@ class GroupEvidence:
         if group.reports_complete:
             return group.reports
         cluster_id, group_id = self._state.cluster_id, self._state.group_id
-        return self.store.read_runs(cluster_id, group_id, marks=False, most=REPORTED_LOOP_READ_MAX).reports
+        runs = self.store.read_runs(cluster_id, group_id, marks=False, most=REPORTED_LOOP_READ_MAX)
+        return self._counted(runs).reports
 
     def reports_of(self, instances: Iterable[str]) -> list[NodeReport]:
         """The failed runs of `instances` (among others, when the group's read holds them all). Under an

@@ -61,7 +61,12 @@ from lifeguard.lifecycle_rules import holds_quarantine, terminating_scripts
 from lifeguard.log_subscription import MALFORMED_LOG_EVENT
 from lifeguard.metrics import Metric, uncounted
 from lifeguard.node_report import NodeReport, NodeReportParseError, parse_node_report
-from lifeguard.store.groups import GroupStore, UnreadableStateError
+from lifeguard.store.groups import (
+    REPORTED_LOOP_READ_MAX,
+    RUNS_READ_MAX,
+    GroupStore,
+    UnreadableStateError,
+)
 from lifeguard.values import mutable
 
 __all__ = ["DETECTION_READS_MAX", "NodeReportsHandler", "ReportsSummary"]
@@ -76,6 +81,13 @@ DETECTION_READS_MAX = 20
 # judged). The groups of the most failing nodes in the batch go first; the others wait for their next
 # report, as those past `DETECTION_READS_MAX` do.
 UNKNOWN_GROUPS_JUDGED_MAX = 100
+# Runs a batch reads for the groups it has no state of, all of them together: a node can store thousands of
+# failed runs under any group id (those under CONTINUE cost no read to store), and judging such a group read
+# up to RUNS_READ_MAX of them, and REPORTED_LOOP_READ_MAX more for a loop the reports alone might show: 100
+# groups' reads of runs of up to 25 KB (a log tail of escapes) came to 15 GB a batch, 50 KB of reports
+# making each delivery read until the function's timeout. One group read whole fits: a loop the reports
+# alone show needs that one group. A group past it waits for its next report, counted as the others.
+STATELESS_RUNS_READ_MAX = RUNS_READ_MAX + REPORTED_LOOP_READ_MAX
 
 logger = logging.getLogger("lifeguard")
 
@@ -269,10 +281,11 @@ class NodeReportsHandler:
         if budget.deferred:
             logger.warning(
                 "%d groups' reports were not judged for a loop in this batch (at most %d read from PCS, %d"
-                " without a state of Lifeguard's)",
+                " without a state of Lifeguard's, %d of their runs read)",
                 len(budget.deferred),
                 DETECTION_READS_MAX,
                 UNKNOWN_GROUPS_JUDGED_MAX,
+                STATELESS_RUNS_READ_MAX,
             )
             self.metric("DetectionsDeferred", len(budget.deferred))
         self.metric("NodeReports", summary.reports)
@@ -306,7 +319,12 @@ class NodeReportsHandler:
             if episode is None and not ended and state.proven_good is None and reads is None:
                 return Change()
             # Read on every run: a run again after a lost race must see the reports the winner stored too.
-            evidence = GroupEvidence(self.store, state, marks=False)
+            spent = None
+            if state.version == 0:  # no state of Lifeguard's: its reads come out of the batch's budget
+                if not budget.may_read_runs((cluster_id, group_id), RUNS_READ_MAX):
+                    return Change()
+                spent = budget.spend_runs
+            evidence = GroupEvidence(self.store, state, marks=False, spent=spent)
             reports = evidence.reports_of(_judged_nodes(state))
             if episode is None:
                 settings = self._settings(state)
@@ -455,6 +473,10 @@ class NodeReportsHandler:
         """A loop from the reports alone (module docstring), or nothing."""
         if launched_instances(state) is not None:
             return []  # its scaling log is delivered: that opens loops, the reports name the script
+        key = (state.cluster_id, state.group_id)
+        stateless = state.version == 0
+        if stateless and not evidence.complete() and not budget.may_read_runs(key, REPORTED_LOOP_READ_MAX):
+            return []
         reports = evidence.reports_for_a_loop()
         since = state.last_episode.resolved_at if state.last_episode else None
         settings = self._settings(state)
@@ -538,6 +560,18 @@ class _JudgedGroups:
     def __init__(self) -> None:
         self.judged: set[tuple[str, str]] = set()
         self.deferred: set[tuple[str, str]] = set()
+        self.stateless_runs = 0  # runs read for groups without a state (`STATELESS_RUNS_READ_MAX`)
+
+    def may_read_runs(self, key: tuple[str, str], most: int) -> bool:
+        """Whether a group without a state may read up to `most` more runs in this batch."""
+        if self.stateless_runs + most > STATELESS_RUNS_READ_MAX:
+            self.deferred.add(key)
+            return False
+        return True
+
+    def spend_runs(self, count: int) -> None:
+        """Runs a group without a state read."""
+        self.stateless_runs += count
 
     def may_read(self, key: tuple[str, str]) -> bool:
         """Whether the group may be read (again, when it was already: a mutation run again)."""
