@@ -20,6 +20,7 @@ without `requestParameters` (CloudTrail leaves out those of over 100 KB) names n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -250,6 +251,19 @@ def parse_config_call(
     error = record.get("errorCode")
     if error is not None:
         return CallIgnored(f"{name} failed ({clip(error, 100)}): nothing changed", where)
+    call = _successful_call(record, name, where, now_ms)
+    if isinstance(call, CallParseError):
+        # PCS made this change (no errorCode; the rule delivers CloudTrail's records alone, and no one else
+        # may send aws.pcs's): one that cannot be read (redacted, a field newer than the model) is a change
+        # nobody reviewed, which pages, not an invalid event.
+        return dataclasses.replace(call, unreviewed=True)
+    return call
+
+
+def _successful_call(
+    record: Mapping[str, Any], name: str, where: str | None, now_ms: int
+) -> ConfigCall | CallParseError:
+    """The call a record without `errorCode` made, bounded, or what is wrong with the record."""
     if record.get("requestParameters") is None:  # absent or null: as CloudTrail records a request of >100 KB
         identity = record.get("userIdentity")
         caller = identity.get("arn") if isinstance(identity, Mapping) else None
