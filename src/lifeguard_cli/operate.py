@@ -841,6 +841,14 @@ class Operator:
                 f"a remediation of {group_id} took the group over while the undo read it: nothing was "
                 "undone; run lifeguard undo again"
             )
+        # Read again just before the write, --force or not: a change someone made since the first read
+        # (a hand fix while the ledger, the episode and the lock were read) is theirs, never overwritten.
+        again = self.pcs.get_group(cluster, group_id)
+        if again.modified_at_ms != group.modified_at_ms:
+            raise OperatorError(
+                f"{group_id} was changed while the undo read it: nothing was undone; run lifeguard undo "
+                "again to see what it holds now"
+            )
         for never in unmade:
             never.status = (
                 "abandoned"  # written with the undo's intent: a redrive of its event decides afresh

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -897,6 +898,37 @@ def test_undo_makes_only_the_change_that_was_shown(env: Env, monkeypatch: pytest
     )
     with pytest.raises(OperatorError, match="changed while you were asked: nothing was undone"):
         operator.undo(GROUP, force=True, shown=shown)
+    assert env.config() == GOOD
+
+
+def test_undo_overwrites_no_change_made_between_its_read_and_its_write(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The undo read the group once, then its ledger, the episode and its lock, then wrote: a colleague's
+    hand fix made meanwhile was replaced by the configuration that looped, even without --force."""
+    from lifeguard_cli.operate import OperatorError, open_operator
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_PCS", env.environ["AWS_ENDPOINT_URL_PCS"])
+    operator = open_operator(table=env.environ["LIFEGUARD_TABLE"], local=True)
+    api, reads = env.api, []
+
+    class ColleagueFixesAfterTheFirstRead:
+        def get_compute_node_group(self, **request: Any) -> Any:
+            answer = api.get_compute_node_group(**request)
+            reads.append(request)
+            if len(reads) == 1:
+                time.sleep(0.01)  # PCS's modifiedAt is in milliseconds
+                api.update_compute_node_group(
+                    clusterIdentifier=CLUSTER, computeNodeGroupIdentifier=GROUP, nodeLifecycleActions=GOOD
+                )
+            return answer
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(api, name)
+
+    operator._pcs_client = PcsGateway(ColleagueFixesAfterTheFirstRead())
+    with pytest.raises(OperatorError, match="changed while the undo read it: nothing was undone"):
+        operator.undo(GROUP, cluster_id=CLUSTER)
     assert env.config() == GOOD
 
 
