@@ -136,8 +136,9 @@ class CallParseError:
     message: str
     where: str | None = None
     reason: str = "not a CloudTrail record"
-    # A change that was made, recorded by CloudTrail without what the review needs: not an invalid event,
-    # a change nobody reviewed (`ChangesUnreviewed`, alarmed).
+    # A change that was made (no errorCode) whose record cannot be read, its request left out by CloudTrail
+    # or not as the review takes it: not an invalid event, a change nobody reviewed (`ChangesUnreviewed`,
+    # alarmed). Set by `parse_config_call` for every such record.
     unreviewed: bool = False
 
     def __str__(self) -> str:
@@ -274,7 +275,6 @@ def _successful_call(
             "not reviewed",
             where,
             "requestParameters left out",
-            unreviewed=True,
         )
     try:
         parsed = _Record.model_validate(record)

@@ -319,9 +319,8 @@ class ConfigReviewHandler:
             return None  # the read stopped at its bound, in no order of time: a change between may be unread
         for change in kept:
             # Up to the call's own second: CloudTrail's times are whole seconds, and a change and the call
-            # that put the configuration back can share one.
-            between = since < change.at <= call.at and change.event_id != call.event_id
-            if between and change.fingerprint != config.fingerprint:
+            # that put the configuration back can share one (the call's own record is of this fingerprint).
+            if since < change.at <= call.at and change.fingerprint != config.fingerprint:
                 return None
         made_by_lifeguard = self._changes_made(target)
         if made_by_lifeguard is None:
